@@ -1,0 +1,189 @@
+//! The activity board: one timestamp and one counter per activity source.
+//!
+//! Sources (the output readers, [`Session::keepalive`](crate::Session::keepalive), later the file
+//! and descendant observers) only *stamp* the board, with atomics; the monitor only *reads* it.
+//! Nothing on the board ever blocks or calls back.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::clock::Clock;
+
+/// A kind of activity that keeps a supervised child alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ActivitySource {
+    /// A read of more than 0 bytes from the child's stdout or stderr.
+    Output,
+    /// An explicit keepalive from the caller. Always enabled.
+    Keepalive,
+}
+
+impl ActivitySource {
+    /// Every source, in board order.
+    pub const ALL: [ActivitySource; 2] = [ActivitySource::Output, ActivitySource::Keepalive];
+
+    fn index(self) -> usize {
+        match self {
+            ActivitySource::Output => 0,
+            ActivitySource::Keepalive => 1,
+        }
+    }
+
+    /// The lower-case name used in reports (`"output"`, `"keepalive"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ActivitySource::Output => "output",
+            ActivitySource::Keepalive => "keepalive",
+        }
+    }
+}
+
+impl fmt::Display for ActivitySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    enabled: AtomicBool,
+    /// Nanoseconds after the board's origin of the latest stamp (0: none yet).
+    last: AtomicU64,
+    count: AtomicU64,
+}
+
+/// The latest activity of every source, stamped lock-free from any thread.
+///
+/// Every source starts "fresh" at the board's creation: a child that never does anything is
+/// stale exactly one idle timeout after it was spawned.
+pub struct ActivityBoard {
+    clock: Arc<dyn Clock>,
+    origin: Instant,
+    slots: [Slot; ActivitySource::ALL.len()],
+}
+
+impl fmt::Debug for ActivityBoard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActivityBoard")
+            .field("snapshot", &self.snapshot())
+            .finish()
+    }
+}
+
+impl ActivityBoard {
+    /// A board whose origin is `clock.now()`, with only [`ActivitySource::Keepalive`] enabled.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        let origin = clock.now();
+        let board = Self {
+            clock,
+            origin,
+            slots: Default::default(),
+        };
+        board.set_enabled(ActivitySource::Keepalive, true);
+        board
+    }
+
+    /// Marks a source as counting (or not) in the verdict.
+    pub fn set_enabled(&self, source: ActivitySource, enabled: bool) {
+        self.slots[source.index()]
+            .enabled
+            .store(enabled, Ordering::Release);
+    }
+
+    /// Records activity of `source` now (by the board's clock).
+    pub fn stamp(&self, source: ActivitySource) {
+        self.stamp_at(source, self.clock.now());
+    }
+
+    /// Records activity of `source` at `when`. Stamps only move forward.
+    pub fn stamp_at(&self, source: ActivitySource, when: Instant) {
+        let nanos = when.saturating_duration_since(self.origin).as_nanos();
+        let nanos = u64::try_from(nanos).unwrap_or(u64::MAX);
+        let slot = &self.slots[source.index()];
+        slot.last.fetch_max(nanos, Ordering::AcqRel);
+        slot.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The instant of the latest stamp of `source` (the origin when there was none).
+    pub fn last(&self, source: ActivitySource) -> Instant {
+        self.origin + Duration::from_nanos(self.slots[source.index()].last.load(Ordering::Acquire))
+    }
+
+    /// How many times `source` was stamped.
+    pub fn count(&self, source: ActivitySource) -> u64 {
+        self.slots[source.index()].count.load(Ordering::Relaxed)
+    }
+
+    /// When the board was created.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// A consistent-enough copy for the verdict (each source read once).
+    pub fn snapshot(&self) -> BoardSnapshot {
+        let mut sources = Vec::with_capacity(ActivitySource::ALL.len());
+        for source in ActivitySource::ALL {
+            let slot = &self.slots[source.index()];
+            sources.push(SourceState {
+                source,
+                enabled: slot.enabled.load(Ordering::Acquire),
+                last: self.last(source),
+                count: slot.count.load(Ordering::Relaxed),
+            });
+        }
+        BoardSnapshot {
+            origin: self.origin,
+            sources,
+        }
+    }
+}
+
+/// The state of one source at a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceState {
+    /// Which source.
+    pub source: ActivitySource,
+    /// Whether it counts.
+    pub enabled: bool,
+    /// Its latest activity (the board's origin when none).
+    pub last: Instant,
+    /// How many times it was stamped.
+    pub count: u64,
+}
+
+/// A copy of the board, the input of the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardSnapshot {
+    /// When the board was created (the spawn).
+    pub origin: Instant,
+    /// Every source, in board order.
+    pub sources: Vec<SourceState>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::MockClock;
+
+    #[test]
+    fn stamps_move_forward_only_and_count() {
+        let clock = MockClock::new();
+        let board = ActivityBoard::new(Arc::new(clock.clone()));
+        let t0 = board.origin();
+        assert_eq!(board.last(ActivitySource::Output), t0);
+        clock.advance(Duration::from_secs(5));
+        board.stamp(ActivitySource::Output);
+        board.stamp_at(ActivitySource::Output, t0 + Duration::from_secs(1));
+        assert_eq!(
+            board.last(ActivitySource::Output),
+            t0 + Duration::from_secs(5)
+        );
+        assert_eq!(board.count(ActivitySource::Output), 2);
+        let snap = board.snapshot();
+        assert!(!snap.sources[0].enabled);
+        assert!(snap.sources[1].enabled);
+    }
+}

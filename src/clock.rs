@@ -1,0 +1,240 @@
+//! Time, injectable: [`Clock`], the real [`SystemClock`] and the test [`MockClock`].
+//!
+//! Every duration stallwatch measures (idle timeout, hard deadline, grace periods, drain caps,
+//! sampling) is measured through a `Clock`, so a test that injects a [`MockClock`] controls all
+//! of them and never sleeps.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+/// A source of monotonic time and of timers.
+///
+/// `at(deadline)` returns a channel that receives one `Instant` (the clock's time at firing) once
+/// `now() >= deadline`; a deadline already in the past fires at once. The monitor `select!`s on
+/// such a channel together with its control channel, so it sleeps until exactly the next instant
+/// at which its decision can change.
+pub trait Clock: Send + Sync + 'static {
+    /// The current instant. Monotonic: never goes backwards.
+    fn now(&self) -> Instant;
+    /// A channel that receives one message once `now() >= deadline`.
+    fn at(&self, deadline: Instant) -> Receiver<Instant>;
+}
+
+/// The real clock: [`Instant::now`] (monotonic, never wall time) and [`crossbeam_channel::at`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn at(&self, deadline: Instant) -> Receiver<Instant> {
+        crossbeam_channel::at(deadline)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+
+    fn at(&self, deadline: Instant) -> Receiver<Instant> {
+        (**self).at(deadline)
+    }
+}
+
+/// A clock that moves only when a test calls [`MockClock::advance`].
+///
+/// Cloning gives another handle to the same clock. Timers created with [`Clock::at`] fire during
+/// `advance` once their deadline has been reached. A test that needs the code under test to have
+/// finished reacting before it advances calls [`MockClock::wait_for_timers`]: it returns once
+/// at least `n` timers are armed in the future, that is once the monitor has planned its next
+/// wake-up and is parked on it.
+///
+/// ```
+/// use std::time::Duration;
+/// use stallwatch::{Clock, MockClock};
+///
+/// let clock = MockClock::new();
+/// let start = clock.now();
+/// let timer = clock.at(start + Duration::from_secs(60));
+/// assert!(timer.try_recv().is_err());
+/// clock.advance(Duration::from_secs(60));
+/// assert_eq!(timer.try_recv().unwrap(), start + Duration::from_secs(60));
+/// ```
+#[derive(Clone)]
+pub struct MockClock {
+    inner: Arc<MockInner>,
+}
+
+struct MockInner {
+    state: Mutex<MockState>,
+    changed: Condvar,
+}
+
+struct MockState {
+    now: Instant,
+    timers: Vec<(Instant, Sender<Instant>)>,
+}
+
+impl MockState {
+    /// Timers not yet fired with a deadline after `now`. A timer whose receiver was dropped
+    /// before it fired still counts until its deadline passes (a channel cannot be asked whether
+    /// its receiver is gone without sending); the monitor re-uses its timer while its deadline
+    /// is unchanged, so such leftovers only appear when a control message changed its plan.
+    fn armed(&self) -> usize {
+        self.timers
+            .iter()
+            .filter(|(deadline, tx)| *deadline > self.now && tx.is_empty())
+            .count()
+    }
+}
+
+impl fmt::Debug for MockClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.lock();
+        f.debug_struct("MockClock")
+            .field("now", &state.now)
+            .field("timers", &state.timers.len())
+            .finish()
+    }
+}
+
+impl Default for MockClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MockClock {
+    /// A new mock clock. Its `now()` starts at the real `Instant::now()` of this call and then
+    /// moves only with [`advance`](Self::advance).
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(MockInner {
+                state: Mutex::new(MockState {
+                    now: Instant::now(),
+                    timers: Vec::new(),
+                }),
+                changed: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Moves time forward by `by` and fires every timer whose deadline has been reached.
+    /// Returns how many timers fired.
+    pub fn advance(&self, by: Duration) -> usize {
+        let mut state = self.inner.state.lock();
+        state.now += by;
+        let now = state.now;
+        let mut fired = 0;
+        state.timers.retain(|(deadline, tx)| {
+            if *deadline <= now {
+                // A full or disconnected channel means nobody waits on this timer any more.
+                if tx.try_send(now).is_ok() {
+                    fired += 1;
+                }
+                false
+            } else {
+                true
+            }
+        });
+        drop(state);
+        self.inner.changed.notify_all();
+        fired
+    }
+
+    /// How many timers are armed: not yet fired, with a deadline after `now()`.
+    pub fn armed_timers(&self) -> usize {
+        self.inner.state.lock().armed()
+    }
+
+    /// Blocks (in real time, at most `real_timeout`) until at least `n` timers are armed in the
+    /// future. Returns whether that happened. Tests use it to know that the monitor has reacted
+    /// to everything so far and is parked on its next deadline before they advance the clock.
+    pub fn wait_for_timers(&self, n: usize, real_timeout: Duration) -> bool {
+        let give_up = Instant::now() + real_timeout;
+        let mut state = self.inner.state.lock();
+        loop {
+            if state.armed() >= n {
+                return true;
+            }
+            if self.inner.changed.wait_until(&mut state, give_up).timed_out() {
+                return state.armed() >= n;
+            }
+        }
+    }
+}
+
+impl Clock for MockClock {
+    fn now(&self) -> Instant {
+        self.inner.state.lock().now
+    }
+
+    fn at(&self, deadline: Instant) -> Receiver<Instant> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut state = self.inner.state.lock();
+        if deadline <= state.now {
+            // Capacity 1 and a fresh channel: this send cannot fail.
+            let _ = tx.try_send(state.now);
+        } else {
+            state.timers.push((deadline, tx));
+        }
+        drop(state);
+        self.inner.changed.notify_all();
+        rx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn past_deadline_fires_at_once() {
+        let clock = MockClock::new();
+        let rx = clock.at(clock.now());
+        assert!(rx.try_recv().is_ok());
+    }
+
+    #[test]
+    fn advance_fires_only_due_timers() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let a = clock.at(t0 + Duration::from_secs(1));
+        let b = clock.at(t0 + Duration::from_secs(3));
+        assert_eq!(clock.armed_timers(), 2);
+        assert_eq!(clock.advance(Duration::from_secs(2)), 1);
+        assert!(a.try_recv().is_ok());
+        assert!(b.try_recv().is_err());
+        assert_eq!(clock.armed_timers(), 1);
+        assert_eq!(clock.advance(Duration::from_secs(1)), 1);
+        assert!(b.try_recv().is_ok());
+        assert_eq!(clock.now(), t0 + Duration::from_secs(3));
+    }
+
+    #[test]
+    fn wait_for_timers_sees_a_timer_armed_by_another_thread() {
+        let clock = MockClock::new();
+        let c2 = clock.clone();
+        let handle = std::thread::spawn(move || {
+            let rx = c2.at(c2.now() + Duration::from_secs(10));
+            rx.recv().unwrap()
+        });
+        assert!(clock.wait_for_timers(1, Duration::from_secs(10)));
+        clock.advance(Duration::from_secs(10));
+        let fired = handle.join().unwrap();
+        assert_eq!(fired, clock.now());
+    }
+
+    #[test]
+    fn wait_for_timers_times_out() {
+        let clock = MockClock::new();
+        assert!(!clock.wait_for_timers(1, Duration::from_millis(1)));
+    }
+}

@@ -1,0 +1,535 @@
+//! Configuration: [`MonitorConfig`], the [`KillLadder`], and validation into [`ConfigError`].
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A Unix signal that stallwatch can send, by number (`Signal::TERM`, `"INT".parse()`, `"15".parse()`).
+///
+/// Only the standard signals 1..=31 are accepted; real-time signals are reserved by libc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Signal(i32);
+
+impl Signal {
+    /// SIGHUP.
+    pub const HUP: Signal = Signal(crate::process::sys::SIGHUP);
+    /// SIGINT.
+    pub const INT: Signal = Signal(crate::process::sys::SIGINT);
+    /// SIGQUIT.
+    pub const QUIT: Signal = Signal(crate::process::sys::SIGQUIT);
+    /// SIGKILL: cannot be caught; always the last step of a ladder.
+    pub const KILL: Signal = Signal(crate::process::sys::SIGKILL);
+    /// SIGTERM: the default first step of the ladder.
+    pub const TERM: Signal = Signal(crate::process::sys::SIGTERM);
+    /// SIGUSR1.
+    pub const USR1: Signal = Signal(crate::process::sys::SIGUSR1);
+    /// SIGUSR2.
+    pub const USR2: Signal = Signal(crate::process::sys::SIGUSR2);
+
+    /// The signal with this number, if this platform has it among the standard signals.
+    pub fn from_number(number: i32) -> Option<Signal> {
+        crate::process::sys::signal_is_known(number).then_some(Signal(number))
+    }
+
+    /// The signal number.
+    pub fn number(self) -> i32 {
+        self.0
+    }
+
+    /// The short name without the `SIG` prefix (`"TERM"`), or the number for an unnamed one.
+    pub fn name(self) -> String {
+        crate::process::sys::signal_name(self.0)
+            .map(str::to_owned)
+            .unwrap_or_else(|| self.0.to_string())
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl FromStr for Signal {
+    type Err = ConfigError;
+
+    /// Accepts `TERM`, `SIGTERM`, `term` or `15`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || ConfigError::InvalidSignal {
+            value: s.to_owned(),
+        };
+        let t = s.trim();
+        if let Ok(n) = t.parse::<i32>() {
+            return Signal::from_number(n).ok_or_else(bad);
+        }
+        let upper = t.to_ascii_uppercase();
+        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+        crate::process::sys::signal_by_name(name)
+            .map(Signal)
+            .ok_or_else(bad)
+    }
+}
+
+/// One step of the [`KillLadder`]: send `signal` to the whole tree, then wait up to `grace` for
+/// it to end before the next step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillStep {
+    /// The signal sent at this step.
+    pub signal: Signal,
+    /// How long to wait for the tree to end before the next step.
+    pub grace: Duration,
+}
+
+/// The escalation used to end a process tree: each step's signal goes to the whole process
+/// group, then stallwatch waits out the step's grace; after the last step comes SIGKILL.
+///
+/// Default: SIGTERM, 5 s grace, then SIGKILL. A ladder may end with an explicit SIGKILL step
+/// (its grace is then ignored); SIGKILL anywhere else is an error, as is an empty ladder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KillLadder {
+    steps: Vec<KillStep>,
+}
+
+impl Default for KillLadder {
+    fn default() -> Self {
+        Self::new([(Signal::TERM, Duration::from_secs(5))])
+    }
+}
+
+impl KillLadder {
+    /// A ladder from `(signal, grace)` steps; SIGKILL follows the last one.
+    pub fn new(steps: impl IntoIterator<Item = (Signal, Duration)>) -> Self {
+        Self {
+            steps: steps
+                .into_iter()
+                .map(|(signal, grace)| KillStep { signal, grace })
+                .collect(),
+        }
+    }
+
+    /// A ladder of one polite signal, `grace`, then SIGKILL.
+    pub fn polite(signal: Signal, grace: Duration) -> Self {
+        Self::new([(signal, grace)])
+    }
+
+    /// A ladder that sends SIGKILL at once.
+    pub fn immediate() -> Self {
+        Self::new([(Signal::KILL, Duration::ZERO)])
+    }
+
+    /// The configured steps (without the implicit final SIGKILL).
+    pub fn steps(&self) -> &[KillStep] {
+        &self.steps
+    }
+
+    /// The steps actually sent: the configured ones, then SIGKILL unless the last already is.
+    pub(crate) fn effective(&self) -> Vec<KillStep> {
+        let mut steps = self.steps.clone();
+        if steps.last().map(|s| s.signal) != Some(Signal::KILL) {
+            steps.push(KillStep {
+                signal: Signal::KILL,
+                grace: Duration::ZERO,
+            });
+        }
+        steps
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.steps.is_empty() {
+            return Err(ConfigError::EmptyLadder);
+        }
+        for (index, step) in self.steps.iter().enumerate() {
+            if step.signal == Signal::KILL && index + 1 != self.steps.len() {
+                return Err(ConfigError::KillBeforeEnd { step: index });
+            }
+            check_range("kill_ladder.grace", step.grace, Duration::ZERO, MAX_GRACE)?;
+        }
+        Ok(())
+    }
+}
+
+/// What to do with members of the child's process group still alive after the child itself
+/// exited normally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LeftoverPolicy {
+    /// End them with the kill ladder (default): a finished child leaves nothing behind.
+    #[default]
+    KillLadder,
+    /// Leave them running.
+    Keep,
+}
+
+/// Which activity signals count. Keepalives always count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EnabledSignals {
+    /// Reads from the child's stdout and stderr.
+    pub output: bool,
+}
+
+impl Default for EnabledSignals {
+    fn default() -> Self {
+        Self { output: true }
+    }
+}
+
+/// Everything that decides when a supervised child is stale and how it is ended.
+///
+/// Build it with `Default` and the consuming builder methods; [`validate`](Self::validate) is
+/// called again at spawn, so an invalid configuration never starts a child.
+///
+/// ```
+/// use std::time::Duration;
+/// use stallwatch::{KillLadder, MonitorConfig, Signal};
+///
+/// let config = MonitorConfig::default()
+///     .idle_timeout(Duration::from_secs(120))
+///     .hard_timeout(Some(Duration::from_secs(3600)))
+///     .kill_ladder(KillLadder::polite(Signal::INT, Duration::from_secs(10)));
+/// assert!(config.validate().is_ok());
+/// assert_eq!(config.effective_check_interval(), Duration::from_secs(12));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MonitorConfig {
+    /// End the child once every enabled signal has been stale this long. Default 300 s.
+    pub idle_timeout: Duration,
+    /// End the child after this long even while active. Default none.
+    pub hard_timeout: Option<Duration>,
+    /// How the tree is ended. Default SIGTERM, 5 s, SIGKILL.
+    pub kill_ladder: KillLadder,
+    /// Periodic sampling interval for polled signals. `None` (default): idle timeout / 10,
+    /// clamped to 100 ms..=30 s.
+    pub check_interval: Option<Duration>,
+    /// What happens to group members left after the child exits. Default: ended by the ladder.
+    pub leftovers: LeftoverPolicy,
+    /// After the child exits, how long at most to keep reading output from pipes that a
+    /// grandchild still holds open. Default 2 s.
+    pub drain_cap: Duration,
+    /// After the child exits, stop draining once output has been quiet this long. Default 100 ms.
+    pub drain_quiet: Duration,
+    /// How long after the final SIGKILL to wait for the tree to be confirmed gone before the
+    /// result says "termination unproven". Default 5 s.
+    pub kill_confirm_timeout: Duration,
+    /// Which activity signals count.
+    pub enabled: EnabledSignals,
+    /// Linux: the child gets SIGKILL if the supervising process dies. Default on.
+    pub parent_death_signal: bool,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(300),
+            hard_timeout: None,
+            kill_ladder: KillLadder::default(),
+            check_interval: None,
+            leftovers: LeftoverPolicy::default(),
+            drain_cap: Duration::from_secs(2),
+            drain_quiet: Duration::from_millis(100),
+            kill_confirm_timeout: Duration::from_secs(5),
+            enabled: EnabledSignals::default(),
+            parent_death_signal: true,
+        }
+    }
+}
+
+/// Accepted range of the idle timeout.
+pub const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_millis(1), Duration::from_secs(7 * 24 * 3600));
+/// Accepted range of the hard timeout.
+pub const HARD_TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_millis(1), Duration::from_secs(366 * 24 * 3600));
+const MAX_GRACE: Duration = Duration::from_secs(3600);
+const CHECK_INTERVAL_RANGE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_secs(3600));
+const DRAIN_MAX: Duration = Duration::from_secs(600);
+const CONFIRM_RANGE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_secs(600));
+
+fn check_range(
+    field: &'static str,
+    value: Duration,
+    min: Duration,
+    max: Duration,
+) -> Result<(), ConfigError> {
+    if value < min || value > max {
+        Err(ConfigError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+impl MonitorConfig {
+    /// Sets the idle timeout.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets (or clears) the hard timeout.
+    pub fn hard_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.hard_timeout = timeout;
+        self
+    }
+
+    /// Sets the kill ladder.
+    pub fn kill_ladder(mut self, ladder: KillLadder) -> Self {
+        self.kill_ladder = ladder;
+        self
+    }
+
+    /// Sets the sampling interval of polled signals (`None`: derived from the idle timeout).
+    pub fn check_interval(mut self, interval: Option<Duration>) -> Self {
+        self.check_interval = interval;
+        self
+    }
+
+    /// Sets what happens to leftover group members after a normal exit.
+    pub fn leftovers(mut self, policy: LeftoverPolicy) -> Self {
+        self.leftovers = policy;
+        self
+    }
+
+    /// Sets the post-exit drain cap.
+    pub fn drain_cap(mut self, cap: Duration) -> Self {
+        self.drain_cap = cap;
+        self
+    }
+
+    /// Sets how long the post-exit drain waits for quiet output.
+    pub fn drain_quiet(mut self, quiet: Duration) -> Self {
+        self.drain_quiet = quiet;
+        self
+    }
+
+    /// Sets the bound on confirming the final SIGKILL.
+    pub fn kill_confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.kill_confirm_timeout = timeout;
+        self
+    }
+
+    /// Turns the output signal on or off.
+    pub fn output_signal(mut self, enabled: bool) -> Self {
+        self.enabled.output = enabled;
+        self
+    }
+
+    /// Turns the Linux parent-death signal on or off.
+    pub fn parent_death_signal(mut self, enabled: bool) -> Self {
+        self.parent_death_signal = enabled;
+        self
+    }
+
+    /// The check interval in force: the configured one, or idle timeout / 10 clamped to
+    /// 100 ms..=30 s.
+    pub fn effective_check_interval(&self) -> Duration {
+        self.check_interval.unwrap_or_else(|| {
+            (self.idle_timeout / 10).clamp(Duration::from_millis(100), Duration::from_secs(30))
+        })
+    }
+
+    /// Checks every field; the error names the field and the accepted range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate_idle_timeout(self.idle_timeout)?;
+        if let Some(hard) = self.hard_timeout {
+            check_range(
+                "hard_timeout",
+                hard,
+                HARD_TIMEOUT_RANGE.0,
+                HARD_TIMEOUT_RANGE.1,
+            )?;
+        }
+        self.kill_ladder.validate()?;
+        if let Some(interval) = self.check_interval {
+            check_range(
+                "check_interval",
+                interval,
+                CHECK_INTERVAL_RANGE.0,
+                CHECK_INTERVAL_RANGE.1,
+            )?;
+        }
+        check_range("drain_cap", self.drain_cap, Duration::ZERO, DRAIN_MAX)?;
+        check_range("drain_quiet", self.drain_quiet, Duration::ZERO, DRAIN_MAX)?;
+        check_range(
+            "kill_confirm_timeout",
+            self.kill_confirm_timeout,
+            CONFIRM_RANGE.0,
+            CONFIRM_RANGE.1,
+        )?;
+        Ok(())
+    }
+}
+
+/// Validates an idle timeout on its own (also used when a keepalive replaces it).
+pub(crate) fn validate_idle_timeout(timeout: Duration) -> Result<(), ConfigError> {
+    check_range(
+        "idle_timeout",
+        timeout,
+        IDLE_TIMEOUT_RANGE.0,
+        IDLE_TIMEOUT_RANGE.1,
+    )
+}
+
+/// An invalid setting. The message names the field and what it accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A duration outside its accepted range.
+    OutOfRange {
+        /// The field, as named in [`MonitorConfig`].
+        field: &'static str,
+        /// The rejected value.
+        value: Duration,
+        /// Smallest accepted value.
+        min: Duration,
+        /// Largest accepted value.
+        max: Duration,
+    },
+    /// The kill ladder has no step.
+    EmptyLadder,
+    /// SIGKILL appears before the last step of the ladder (nothing can follow it).
+    KillBeforeEnd {
+        /// Index of the offending step.
+        step: usize,
+    },
+    /// A signal name or number that is not a standard signal.
+    InvalidSignal {
+        /// The rejected text.
+        value: String,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::OutOfRange {
+                field,
+                value,
+                min,
+                max,
+            } => write!(
+                f,
+                "{field} is {value:?}, but it must be between {min:?} and {max:?}"
+            ),
+            ConfigError::EmptyLadder => f.write_str(
+                "kill_ladder is empty: it needs at least one (signal, grace) step \
+                 (use KillLadder::immediate() for SIGKILL at once)",
+            ),
+            ConfigError::KillBeforeEnd { step } => write!(
+                f,
+                "kill_ladder step {step} is SIGKILL, but SIGKILL may only be the last step"
+            ),
+            ConfigError::InvalidSignal { value } => write!(
+                f,
+                "signal {value:?} is not a standard signal: use a name like TERM, INT, HUP \
+                 (with or without SIG) or a number from 1 to 31"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_documented_values() {
+        let c = MonitorConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.idle_timeout, Duration::from_secs(300));
+        assert_eq!(c.effective_check_interval(), Duration::from_secs(30));
+        assert_eq!(
+            c.kill_ladder.effective(),
+            vec![
+                KillStep {
+                    signal: Signal::TERM,
+                    grace: Duration::from_secs(5)
+                },
+                KillStep {
+                    signal: Signal::KILL,
+                    grace: Duration::ZERO
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn check_interval_is_clamped() {
+        let short = MonitorConfig::default().idle_timeout(Duration::from_millis(200));
+        assert_eq!(short.effective_check_interval(), Duration::from_millis(100));
+        let long = MonitorConfig::default().idle_timeout(Duration::from_secs(3600));
+        assert_eq!(long.effective_check_interval(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn zero_idle_timeout_names_the_field_and_range() {
+        let err = MonitorConfig::default()
+            .idle_timeout(Duration::ZERO)
+            .validate()
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("idle_timeout"), "{text}");
+        assert!(text.contains("1ms") && text.contains("604800s"), "{text}");
+    }
+
+    #[test]
+    fn absurd_hard_timeout_is_rejected() {
+        let err = MonitorConfig::default()
+            .hard_timeout(Some(Duration::from_secs(10 * 365 * 24 * 3600)))
+            .validate()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::OutOfRange {
+                field: "hard_timeout",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn ladder_errors() {
+        let empty = MonitorConfig::default().kill_ladder(KillLadder::new([]));
+        assert_eq!(empty.validate(), Err(ConfigError::EmptyLadder));
+        let early_kill = MonitorConfig::default().kill_ladder(KillLadder::new([
+            (Signal::KILL, Duration::ZERO),
+            (Signal::TERM, Duration::from_secs(1)),
+        ]));
+        assert_eq!(
+            early_kill.validate(),
+            Err(ConfigError::KillBeforeEnd { step: 0 })
+        );
+        let long_grace = MonitorConfig::default().kill_ladder(KillLadder::polite(
+            Signal::TERM,
+            Duration::from_secs(7200),
+        ));
+        assert!(long_grace.validate().is_err());
+        let explicit_kill = MonitorConfig::default().kill_ladder(KillLadder::new([
+            (Signal::INT, Duration::from_secs(1)),
+            (Signal::KILL, Duration::from_secs(1)),
+        ]));
+        explicit_kill.validate().unwrap();
+        assert_eq!(explicit_kill.kill_ladder.effective().len(), 2);
+        assert_eq!(KillLadder::immediate().effective().len(), 1);
+    }
+
+    #[test]
+    fn signal_parsing() {
+        assert_eq!("TERM".parse::<Signal>().unwrap(), Signal::TERM);
+        assert_eq!("sigint".parse::<Signal>().unwrap(), Signal::INT);
+        assert_eq!("9".parse::<Signal>().unwrap(), Signal::KILL);
+        assert_eq!(Signal::HUP.to_string(), "HUP");
+        assert!("0".parse::<Signal>().is_err());
+        assert!("64".parse::<Signal>().is_err());
+        let err = "NOPE".parse::<Signal>().unwrap_err();
+        assert!(err.to_string().contains("NOPE"));
+    }
+}

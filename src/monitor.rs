@@ -1,0 +1,582 @@
+//! The monitor thread: sleeps until the next instant its decision can change (or a control
+//! message), asks the verdict, and runs the kill ladder.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
+
+use crate::activity::{ActivityBoard, ActivitySource};
+use crate::clock::Clock;
+use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
+use crate::outcome::{HumanDuration, MonitorResult, Outcome};
+use crate::process::{self, sys};
+use crate::session::{Session, SessionBuilder, Shared};
+use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
+use crate::verdict::{self, Limits, Verdict};
+
+/// Messages to the monitor. Sources never call the monitor; they stamp the board or send here.
+#[derive(Debug)]
+pub(crate) enum Control {
+    SetIdleTimeout(Duration),
+    Terminate,
+    Kill,
+    ChildExited,
+    ReaderDone(Stream),
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Spawns the child and its threads; returns the session.
+pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
+    let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    command.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
+    sys::configure_command(&mut command, config.parent_death_signal);
+
+    let board = Arc::new(ActivityBoard::new(clock.clone()));
+    board.set_enabled(ActivitySource::Output, config.enabled.output);
+
+    let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
+    let (command, spawned) = process::spawn(command, from_spawner);
+    let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
+    let pid = child.id();
+    log::debug!("session {id}: spawned {:?} as pid {pid}", command.get_program());
+
+    match start_threads(id, &mut child, config, clock.clone(), board.clone(), stdout_sink, stderr_sink)
+    {
+        Ok((control, done, shared, monitor)) => {
+            // The monitor owns the child from here on.
+            let _ = monitor.send(child);
+            Ok(Session::new(id, pid, clock, board, control, done, shared))
+        }
+        Err(e) => {
+            let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+            let _ = child.wait();
+            Err(io::Error::new(
+                e.kind(),
+                format!("cannot start stallwatch's threads: {e}"),
+            ))
+        }
+    }
+}
+
+type Started = (
+    Sender<Control>,
+    Receiver<()>,
+    Arc<Shared>,
+    Sender<Child>,
+);
+
+fn start_threads(
+    id: u64,
+    child: &mut Child,
+    config: MonitorConfig,
+    clock: Arc<dyn Clock>,
+    board: Arc<ActivityBoard>,
+    stdout_sink: OutputSink,
+    stderr_sink: OutputSink,
+) -> io::Result<Started> {
+    let pid = child.id() as i32;
+    let (control_tx, control_rx) = unbounded();
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    let pumps = [Arc::new(PumpState::default()), Arc::new(PumpState::default())];
+    let shared = Arc::new(Shared {
+        result: parking_lot::Mutex::new(None),
+        pumps: pumps.clone(),
+    });
+
+    // Both pipes exist: the command was given Stdio::piped() just before the spawn.
+    let stdout = child.stdout.take().ok_or_else(|| io::Error::other("stdout not piped"))?;
+    let stderr = child.stderr.take().ok_or_else(|| io::Error::other("stderr not piped"))?;
+    // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
+    // while draining; they never read.
+    let peek = [
+        stdout.as_fd().try_clone_to_owned().ok(),
+        stderr.as_fd().try_clone_to_owned().ok(),
+    ];
+
+    let (child_tx, child_rx) = crossbeam_channel::bounded::<Child>(1);
+    let monitor = Monitor {
+        id,
+        pid,
+        idle_timeout: config.idle_timeout,
+        hard_deadline: config.hard_timeout.map(|d| board.origin() + d),
+        config,
+        clock,
+        board: board.clone(),
+        control: control_rx,
+        shared: shared.clone(),
+        peek,
+        reason: None,
+        leader_exited: false,
+        readers_done: [false, false],
+        phase: Phase::Watching,
+        signals_sent: Vec::new(),
+        escalated: false,
+        leftovers_killed: 0,
+        unproven: false,
+        kill_latency: None,
+        ladder_started: None,
+        ladder_time: None,
+        timer: None,
+    };
+    let done = DoneGuard {
+        shared: shared.clone(),
+        done: Some(done_tx),
+        pid,
+    };
+    thread::Builder::new()
+        .name(format!("stallwatch-mon-{id}"))
+        .spawn(move || {
+            // The starter sends the child right after all threads are up; if it cannot (it
+            // failed), this channel disconnects and the monitor ends without touching anything.
+            if let Ok(child) = child_rx.recv() {
+                monitor.run(child, done);
+            } else {
+                done.disarm();
+            }
+        })?;
+
+    for (stream, pipe, sink) in [
+        (Stream::Stdout, Box::new(stdout) as Box<dyn io::Read + Send>, stdout_sink),
+        (Stream::Stderr, Box::new(stderr) as Box<dyn io::Read + Send>, stderr_sink),
+    ] {
+        let index = stream_index(stream);
+        let state = pumps[index].clone();
+        let control = control_tx.clone();
+        let board = board.clone();
+        let short = match stream {
+            Stream::Stdout => "out",
+            Stream::Stderr => "err",
+        };
+        let mut sink = sink;
+        thread::Builder::new()
+            .name(format!("stallwatch-{short}-{id}"))
+            .spawn(move || {
+                let mut reader = ActivityTrackingReader::new(pipe, board);
+                pump(&mut reader, &mut sink, &state, stream);
+                let _ = control.send(Control::ReaderDone(stream));
+            })?;
+    }
+
+    let exited = control_tx.clone();
+    thread::Builder::new()
+        .name(format!("stallwatch-wait-{id}"))
+        .spawn(move || {
+            if let Err(e) = sys::wait_exited_no_reap(pid) {
+                log::error!("waiting for pid {pid}: {e}");
+            }
+            let _ = exited.send(Control::ChildExited);
+        })?;
+
+    Ok((control_tx, done_rx, shared, child_tx))
+}
+
+fn stream_index(stream: Stream) -> usize {
+    match stream {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+    }
+}
+
+/// Publishes the result and closes the done channel; if the monitor thread unwinds before it
+/// could, it still kills the group and publishes an "unproven" result, so no waiter hangs.
+struct DoneGuard {
+    shared: Arc<Shared>,
+    done: Option<Sender<()>>,
+    pid: i32,
+}
+
+impl DoneGuard {
+    fn publish(mut self, result: MonitorResult) {
+        *self.shared.result.lock() = Some(result);
+        self.done.take();
+    }
+
+    fn disarm(mut self) {
+        self.done.take();
+    }
+}
+
+impl Drop for DoneGuard {
+    fn drop(&mut self) {
+        if self.done.is_some() && self.shared.result.lock().is_none() {
+            log::error!("stallwatch monitor for pid {} failed; killing its group", self.pid);
+            let _ = sys::kill_group(self.pid, sys::SIGKILL);
+            *self.shared.result.lock() = Some(MonitorResult {
+                outcome: Outcome::Terminated { forced: true },
+                status: None,
+                pid: self.pid as u32,
+                signals_sent: vec![Signal::KILL],
+                escalated: true,
+                leftovers_killed: 0,
+                termination_unproven: true,
+                runtime: Duration::ZERO,
+                ladder_time: None,
+                kill_latency: None,
+                output_complete: false,
+            });
+        }
+    }
+}
+
+/// Why the run ends; the first one found is kept.
+#[derive(Debug, Clone)]
+enum Reason {
+    Exited,
+    Outcome(Outcome),
+}
+
+#[derive(Debug)]
+enum Phase {
+    Watching,
+    Ending(Ladder),
+    Draining { since: Instant, cap: Instant },
+    Done,
+}
+
+#[derive(Debug)]
+struct Ladder {
+    steps: Vec<KillStep>,
+    /// Index of the next step to send.
+    next: usize,
+    /// When the current step's grace (or the SIGKILL confirmation bound) runs out.
+    deadline: Instant,
+    /// Poll interval for the group once the leader is gone (backs off to `POLL_MAX`).
+    poll: Duration,
+}
+
+/// While a ladder waits for group members other than the (already exited) leader, it checks
+/// them at 5 ms, doubling up to 200 ms: quick for the common case, cheap for a slow one.
+const POLL_MIN: Duration = Duration::from_millis(5);
+const POLL_MAX: Duration = Duration::from_millis(200);
+
+struct Monitor {
+    id: u64,
+    pid: i32,
+    config: MonitorConfig,
+    idle_timeout: Duration,
+    hard_deadline: Option<Instant>,
+    clock: Arc<dyn Clock>,
+    board: Arc<ActivityBoard>,
+    control: Receiver<Control>,
+    shared: Arc<Shared>,
+    peek: [Option<OwnedFd>; 2],
+    reason: Option<Reason>,
+    leader_exited: bool,
+    readers_done: [bool; 2],
+    phase: Phase,
+    signals_sent: Vec<Signal>,
+    escalated: bool,
+    leftovers_killed: usize,
+    unproven: bool,
+    kill_latency: Option<Duration>,
+    ladder_started: Option<Instant>,
+    ladder_time: Option<Duration>,
+    timer: Option<(Instant, Receiver<Instant>)>,
+}
+
+impl Monitor {
+    fn run(mut self, mut child: Child, done: DoneGuard) {
+        let mut control = self.control.clone();
+        loop {
+            let now = self.clock.now();
+            let Some(wake) = self.step(now) else { break };
+            let timer = self.timer(wake);
+            select! {
+                recv(control) -> msg => match msg {
+                    Ok(msg) => self.handle(msg),
+                    // Every sender is gone (cannot happen while the waiter thread lives);
+                    // go on with timers alone rather than spin.
+                    Err(_) => control = never(),
+                },
+                recv(timer) -> _ => {}
+            }
+        }
+        for pump in &self.shared.pumps {
+            pump.detached.store(true, Ordering::Release);
+        }
+        let status = self.reap(&mut child);
+        let result = self.result(status);
+        log::debug!("session {}: {:?}", self.id, result);
+        done.publish(result);
+    }
+
+    /// The wake-up timer for `at`, re-used while the deadline is unchanged.
+    fn timer(&mut self, at: Instant) -> Receiver<Instant> {
+        match &self.timer {
+            Some((deadline, rx)) if *deadline == at => rx.clone(),
+            _ => {
+                let rx = self.clock.at(at);
+                self.timer = Some((at, rx.clone()));
+                rx
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: Control) {
+        match msg {
+            Control::SetIdleTimeout(timeout) => self.idle_timeout = timeout,
+            Control::ChildExited => self.leader_exited = true,
+            Control::ReaderDone(stream) => self.readers_done[stream_index(stream)] = true,
+            Control::Terminate => {
+                if matches!(self.phase, Phase::Watching) && !self.leader_exited {
+                    self.set_reason(Reason::Outcome(Outcome::Terminated { forced: false }));
+                    self.start_ladder(self.config.kill_ladder.effective(), None);
+                }
+            }
+            Control::Kill => {
+                let kill_only = vec![KillStep {
+                    signal: Signal::KILL,
+                    grace: Duration::ZERO,
+                }];
+                match &mut self.phase {
+                    Phase::Watching if !self.leader_exited => {
+                        self.set_reason(Reason::Outcome(Outcome::Terminated { forced: true }));
+                        self.start_ladder(kill_only, None);
+                    }
+                    Phase::Ending(ladder) if ladder.next < ladder.steps.len() => {
+                        // Skip the remaining polite steps.
+                        ladder.next = ladder.steps.len() - 1;
+                        ladder.deadline = self.clock.now();
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn set_reason(&mut self, reason: Reason) {
+        if self.reason.is_none() {
+            self.reason = Some(reason);
+        }
+    }
+
+    /// Advances the state machine at `now`; returns the next instant to wake at, or `None`
+    /// when the run is over.
+    fn step(&mut self, now: Instant) -> Option<Instant> {
+        loop {
+            match &mut self.phase {
+                Phase::Watching => {
+                    if self.leader_exited {
+                        self.set_reason(Reason::Exited);
+                        self.after_leader_exit(now);
+                        continue;
+                    }
+                    let limits = Limits {
+                        idle_timeout: self.idle_timeout,
+                        hard_deadline: self.hard_deadline,
+                    };
+                    match verdict::decide(&self.board.snapshot(), now, limits) {
+                        Verdict::Wait { until } => return Some(until),
+                        Verdict::Stale { deadline, report } => {
+                            log::info!(
+                                "session {}: pid {} stale after {} ({report})",
+                                self.id,
+                                self.pid,
+                                HumanDuration(self.idle_timeout)
+                            );
+                            self.set_reason(Reason::Outcome(Outcome::IdleTimeout(report)));
+                            self.start_ladder(self.config.kill_ladder.effective(), Some(deadline));
+                        }
+                        Verdict::HardDeadline { deadline } => {
+                            let after = self.config.hard_timeout.unwrap_or_default();
+                            log::info!(
+                                "session {}: pid {} reached its hard timeout of {}",
+                                self.id,
+                                self.pid,
+                                HumanDuration(after)
+                            );
+                            self.set_reason(Reason::Outcome(Outcome::HardTimeout { after }));
+                            self.start_ladder(self.config.kill_ladder.effective(), Some(deadline));
+                        }
+                    }
+                }
+                Phase::Ending(_) => {
+                    if let Some(wake) = self.step_ladder(now) {
+                        return Some(wake);
+                    }
+                }
+                Phase::Draining { since, cap } => {
+                    let (since, cap) = (*since, *cap);
+                    if self.readers_done.iter().all(|d| *d) || now >= cap {
+                        self.phase = Phase::Done;
+                        continue;
+                    }
+                    let last_output = self.board.last(ActivitySource::Output).max(since);
+                    let quiet_at = last_output + self.config.drain_quiet;
+                    if now >= quiet_at && self.pipes_empty() {
+                        log::debug!(
+                            "session {}: output quiet after exit; not waiting for end-of-file",
+                            self.id
+                        );
+                        self.phase = Phase::Done;
+                        continue;
+                    }
+                    let recheck = if now >= quiet_at { now + POLL_MIN } else { quiet_at };
+                    return Some(recheck.min(cap));
+                }
+                Phase::Done => return None,
+            }
+        }
+    }
+
+    /// The leader exited while being watched: take the leftovers down, or leave them.
+    fn after_leader_exit(&mut self, now: Instant) {
+        if self.config.leftovers == LeftoverPolicy::KillLadder {
+            let leftovers = sys::group_members(self.pid, self.pid).unwrap_or_default();
+            if !leftovers.is_empty() {
+                log::info!(
+                    "session {}: pid {} exited, leaving {} group member(s); ending them",
+                    self.id,
+                    self.pid,
+                    leftovers.len()
+                );
+                self.leftovers_killed = leftovers.len();
+                self.start_ladder(self.config.kill_ladder.effective(), None);
+                return;
+            }
+        }
+        self.start_drain(now);
+    }
+
+    fn start_drain(&mut self, now: Instant) {
+        self.phase = Phase::Draining {
+            since: now,
+            cap: now + self.config.drain_cap,
+        };
+    }
+
+    /// Whether no unread byte sits in either pipe.
+    fn pipes_empty(&self) -> bool {
+        self.peek.iter().enumerate().all(|(i, fd)| {
+            self.readers_done[i]
+                || fd
+                    .as_ref()
+                    .is_none_or(|fd| rustix::io::ioctl_fionread(fd).is_ok_and(|n| n == 0))
+        })
+    }
+
+    fn start_ladder(&mut self, steps: Vec<KillStep>, due: Option<Instant>) {
+        let now = self.clock.now();
+        self.phase = Phase::Ending(Ladder {
+            steps,
+            next: 0,
+            deadline: now,
+            poll: POLL_MIN,
+        });
+        self.ladder_started = Some(now);
+        // Send the first step at once.
+        self.advance_ladder(now);
+        if let Some(due) = due {
+            self.kill_latency = Some(self.clock.now().saturating_duration_since(due));
+        }
+    }
+
+    /// Whether the whole tree is gone: the leader has exited and no other group member lives.
+    fn tree_gone(&self) -> bool {
+        self.leader_exited
+            && sys::group_members(self.pid, self.pid).is_none_or(|members| members.is_empty())
+    }
+
+    fn step_ladder(&mut self, now: Instant) -> Option<Instant> {
+        if self.tree_gone() {
+            self.ladder_time = self.ladder_started.map(|t| now.saturating_duration_since(t));
+            self.start_drain(now);
+            return None;
+        }
+        let Phase::Ending(ladder) = &self.phase else {
+            return None;
+        };
+        if now >= ladder.deadline {
+            if ladder.next >= ladder.steps.len() {
+                log::error!(
+                    "session {}: SIGKILL sent to group {} but it is not gone after {}",
+                    self.id,
+                    self.pid,
+                    HumanDuration(self.config.kill_confirm_timeout)
+                );
+                self.unproven = true;
+                self.start_drain(now);
+                return None;
+            }
+            self.advance_ladder(now);
+        }
+        let Phase::Ending(ladder) = &mut self.phase else {
+            return None;
+        };
+        if self.leader_exited {
+            // Only group members remain: nothing will tell us when they die, so look again.
+            let poll = ladder.poll;
+            ladder.poll = (poll * 2).min(POLL_MAX);
+            Some(ladder.deadline.min(now + poll))
+        } else {
+            Some(ladder.deadline)
+        }
+    }
+
+    /// Sends the next step of the ladder.
+    fn advance_ladder(&mut self, now: Instant) {
+        let Phase::Ending(ladder) = &mut self.phase else {
+            return;
+        };
+        let Some(step) = ladder.steps.get(ladder.next).copied() else {
+            return;
+        };
+        ladder.next += 1;
+        ladder.poll = POLL_MIN;
+        ladder.deadline = if step.signal == Signal::KILL || ladder.next == ladder.steps.len() {
+            now + self.config.kill_confirm_timeout
+        } else {
+            now + step.grace
+        };
+        match sys::kill_group(self.pid, step.signal.number()) {
+            Ok(()) => log::debug!("session {}: sent {} to group {}", self.id, step.signal, self.pid),
+            Err(e) => log::debug!("session {}: {} to group {}: {e}", self.id, step.signal, self.pid),
+        }
+        self.signals_sent.push(step.signal);
+        if step.signal == Signal::KILL {
+            self.escalated = true;
+        }
+    }
+
+    fn reap(&self, child: &mut Child) -> Option<ExitStatus> {
+        if self.leader_exited {
+            match child.wait() {
+                Ok(status) => Some(status),
+                Err(e) => {
+                    log::error!("session {}: reaping pid {}: {e}", self.id, self.pid);
+                    None
+                }
+            }
+        } else {
+            child.try_wait().ok().flatten()
+        }
+    }
+
+    fn result(&self, status: Option<ExitStatus>) -> MonitorResult {
+        let outcome = match self.reason.clone() {
+            Some(Reason::Outcome(outcome)) => outcome,
+            Some(Reason::Exited) | None => Outcome::Exited,
+        };
+        MonitorResult {
+            outcome,
+            status,
+            pid: self.pid as u32,
+            signals_sent: self.signals_sent.clone(),
+            escalated: self.escalated,
+            leftovers_killed: self.leftovers_killed,
+            termination_unproven: self.unproven,
+            runtime: self.clock.now().saturating_duration_since(self.board.origin()),
+            ladder_time: self.ladder_time,
+            kill_latency: self.kill_latency,
+            output_complete: self.readers_done.iter().all(|d| *d),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! How a supervised run ended: [`Outcome`], [`MonitorResult`], [`StaleReport`], exit codes.
+
+use std::fmt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use crate::activity::ActivitySource;
+use crate::config::Signal;
+
+/// Exit code for "stallwatch ended the child" (idle or hard timeout), as GNU `timeout` uses.
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code for stallwatch's own failures (bad options, termination unproven…).
+pub const EXIT_INTERNAL: i32 = 125;
+/// Exit code when the program exists but cannot be executed.
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+/// Exit code when the program is not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// How long one activity source had been idle when the child was judged stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalIdle {
+    /// The source.
+    pub source: ActivitySource,
+    /// Time since its latest activity (since the spawn when it had none).
+    pub idle: Duration,
+    /// How many activity events it had recorded in all.
+    pub events: u64,
+}
+
+/// Why a child was judged stale: every enabled source and how long it had been idle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleReport {
+    /// The idle timeout in force.
+    pub idle_timeout: Duration,
+    /// Every enabled source.
+    pub signals: Vec<SignalIdle>,
+}
+
+impl StaleReport {
+    /// The entry of one source, if it was enabled.
+    pub fn get(&self, source: ActivitySource) -> Option<&SignalIdle> {
+        self.signals.iter().find(|s| s.source == source)
+    }
+}
+
+impl fmt::Display for StaleReport {
+    /// `output 5m0s, keepalive 5m0s idle`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.signals.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{} {}", s.source, HumanDuration(s.idle))?;
+        }
+        f.write_str(" idle")
+    }
+}
+
+/// Formats a duration the way people read it: `850ms`, `4.2s`, `5m0s`, `1h2m3s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        let secs = d.as_secs();
+        if secs == 0 {
+            return write!(f, "{}ms", d.as_millis());
+        }
+        if secs < 60 {
+            let tenths = d.subsec_millis() / 100;
+            return if tenths == 0 {
+                write!(f, "{secs}s")
+            } else {
+                write!(f, "{secs}.{tenths}s")
+            };
+        }
+        let (h, m, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
+        if h > 0 {
+            write!(f, "{h}h{m}m{s}s")
+        } else {
+            write!(f, "{m}m{s}s")
+        }
+    }
+}
+
+/// Why the run ended. Fixed the first time a reason is found; never overwritten.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The child exited on its own (with a code or by a signal stallwatch did not send).
+    Exited,
+    /// Every enabled signal was stale for the idle timeout.
+    IdleTimeout(StaleReport),
+    /// The hard timeout passed.
+    HardTimeout {
+        /// The configured hard timeout.
+        after: Duration,
+    },
+    /// The caller asked for the end ([`Session::terminate`](crate::Session::terminate) or
+    /// [`Session::kill`](crate::Session::kill), or dropped the session).
+    Terminated {
+        /// `true` for an immediate SIGKILL, `false` for the ladder.
+        forced: bool,
+    },
+}
+
+impl Outcome {
+    /// Whether stallwatch (rather than the child itself) decided the end.
+    pub fn ended_by_stallwatch(&self) -> bool {
+        !matches!(self, Outcome::Exited)
+    }
+
+    /// Short machine name: `exited`, `idle_timeout`, `hard_timeout`, `terminated`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Exited => "exited",
+            Outcome::IdleTimeout(_) => "idle_timeout",
+            Outcome::HardTimeout { .. } => "hard_timeout",
+            Outcome::Terminated { .. } => "terminated",
+        }
+    }
+}
+
+/// Everything known about a finished supervised run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MonitorResult {
+    /// Why it ended.
+    pub outcome: Outcome,
+    /// The child's exit status, once reaped. `None` only when termination is unproven.
+    pub status: Option<ExitStatus>,
+    /// The child's pid (also its process-group id).
+    pub pid: u32,
+    /// Every signal sent to the tree by the ladder, in order.
+    pub signals_sent: Vec<Signal>,
+    /// Whether the ladder had to go as far as SIGKILL.
+    pub escalated: bool,
+    /// Group members still alive after the child's own exit that stallwatch ended.
+    pub leftovers_killed: usize,
+    /// SIGKILL was sent but the tree could not be confirmed gone within the bound.
+    pub termination_unproven: bool,
+    /// From spawn to the end of the run (output drained).
+    pub runtime: Duration,
+    /// From the first ladder signal to the tree confirmed gone, when a ladder ran.
+    pub ladder_time: Option<Duration>,
+    /// For a timeout: from the instant the child became stale (or the hard deadline) to the
+    /// first signal sent.
+    pub kill_latency: Option<Duration>,
+    /// Whether the output pipes reached end-of-file (`false`: the drain stopped at quiet output
+    /// or the drain cap because something still held them open).
+    pub output_complete: bool,
+}
+
+impl MonitorResult {
+    /// The child's exit code, or the signal that ended it, as a shell would show it.
+    fn status_code(&self) -> Option<i32> {
+        let status = self.status?;
+        status
+            .code()
+            .or_else(|| status.signal().map(|sig| 128 + sig))
+    }
+
+    /// The exit code a `timeout`-like tool should return: 124 when stallwatch ended the child
+    /// for a timeout; otherwise the child's own code, or 128+N when it died of signal N
+    /// (after [`Outcome::Terminated`] that is usually 128+15); 125 when the status is unknown.
+    pub fn exit_code(&self) -> i32 {
+        match self.outcome {
+            Outcome::IdleTimeout(_) | Outcome::HardTimeout { .. } => EXIT_TIMEOUT,
+            Outcome::Exited | Outcome::Terminated { .. } => {
+                self.status_code().unwrap_or(EXIT_INTERNAL)
+            }
+        }
+    }
+
+    /// The signal that killed the child, if it died of one.
+    pub fn signal(&self) -> Option<i32> {
+        self.status.and_then(|s| s.signal())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(outcome: Outcome, raw_wait_status: Option<i32>) -> MonitorResult {
+        MonitorResult {
+            outcome,
+            status: raw_wait_status.map(ExitStatus::from_raw),
+            pid: 42,
+            signals_sent: vec![],
+            escalated: false,
+            leftovers_killed: 0,
+            termination_unproven: false,
+            runtime: Duration::ZERO,
+            ladder_time: None,
+            kill_latency: None,
+            output_complete: true,
+        }
+    }
+
+    #[test]
+    fn exit_codes_follow_gnu_timeout() {
+        assert_eq!(result(Outcome::Exited, Some(3 << 8)).exit_code(), 3);
+        assert_eq!(result(Outcome::Exited, Some(9)).exit_code(), 137);
+        let stale = Outcome::IdleTimeout(StaleReport {
+            idle_timeout: Duration::from_secs(1),
+            signals: vec![],
+        });
+        assert_eq!(result(stale, Some(15)).exit_code(), 124);
+        let hard = Outcome::HardTimeout {
+            after: Duration::from_secs(1),
+        };
+        assert_eq!(result(hard, None).exit_code(), 124);
+        assert_eq!(
+            result(Outcome::Terminated { forced: false }, Some(15)).exit_code(),
+            143
+        );
+        assert_eq!(
+            result(Outcome::Terminated { forced: true }, None).exit_code(),
+            125
+        );
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(HumanDuration(Duration::from_millis(850)).to_string(), "850ms");
+        assert_eq!(HumanDuration(Duration::from_millis(4200)).to_string(), "4.2s");
+        assert_eq!(HumanDuration(Duration::from_secs(300)).to_string(), "5m0s");
+        assert_eq!(HumanDuration(Duration::from_secs(3723)).to_string(), "1h2m3s");
+    }
+
+    #[test]
+    fn report_displays_every_source() {
+        let r = StaleReport {
+            idle_timeout: Duration::from_secs(300),
+            signals: vec![
+                SignalIdle {
+                    source: ActivitySource::Output,
+                    idle: Duration::from_secs(300),
+                    events: 3,
+                },
+                SignalIdle {
+                    source: ActivitySource::Keepalive,
+                    idle: Duration::from_secs(432),
+                    events: 0,
+                },
+            ],
+        };
+        assert_eq!(r.to_string(), "output 5m0s, keepalive 7m12s idle");
+        assert_eq!(r.get(ActivitySource::Output).unwrap().events, 3);
+    }
+}

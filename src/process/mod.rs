@@ -1,0 +1,74 @@
+//! Spawning in a new process group, and signalling the tree. Raw OS calls live in [`sys`].
+
+pub(crate) mod sys;
+
+use std::io;
+use std::process::{Child, Command};
+use std::sync::OnceLock;
+
+use crossbeam_channel::{Sender, bounded, unbounded};
+
+type SpawnRequest = (Command, Sender<(Command, io::Result<Child>)>);
+
+/// The long-lived thread that forks every child started with the parent-death signal.
+///
+/// Linux delivers `PR_SET_PDEATHSIG` when the *thread* that forked the child exits, not the
+/// process. A caller spawning from a short-lived thread would see its child killed when that
+/// thread ends; forking from one thread that lives as long as the process avoids that.
+fn spawner() -> &'static Sender<SpawnRequest> {
+    static SPAWNER: OnceLock<Sender<SpawnRequest>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = unbounded::<SpawnRequest>();
+        let started = std::thread::Builder::new()
+            .name("stallwatch-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in rx {
+                    let child = command.spawn();
+                    let _ = reply.send((command, child));
+                }
+            });
+        if let Err(e) = started {
+            log::error!("cannot start the spawner thread: {e}; spawning from the caller's thread");
+        }
+        tx
+    })
+}
+
+/// Spawns `command` (already configured), from the spawner thread when `from_spawner`.
+pub(crate) fn spawn(command: Command, from_spawner: bool) -> (Command, io::Result<Child>) {
+    let mut command = command;
+    if from_spawner {
+        let (reply_tx, reply_rx) = bounded(1);
+        match spawner().send((command, reply_tx)) {
+            Ok(()) => {
+                if let Ok(answer) = reply_rx.recv() {
+                    return answer;
+                }
+                // The spawner thread is gone together with the command; this cannot happen
+                // while the thread runs its endless loop, but never panic over it.
+                return (
+                    Command::new(""),
+                    Err(io::Error::other("the stallwatch spawner thread stopped")),
+                );
+            }
+            Err(crossbeam_channel::SendError((c, _))) => command = c,
+        }
+    }
+    let child = command.spawn();
+    (command, child)
+}
+
+/// A spawn error, with the program named in the message and the kind kept (so `NotFound` and
+/// `PermissionDenied` can still be told apart).
+pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::Error {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let hint = match error.kind() {
+        io::ErrorKind::NotFound => " (program not found, or a missing working directory)",
+        io::ErrorKind::PermissionDenied => " (not executable?)",
+        _ => "",
+    };
+    io::Error::new(
+        error.kind(),
+        format!("cannot run {program:?}: {error}{hint}"),
+    )
+}

@@ -1,0 +1,236 @@
+//! Every operating-system call stallwatch makes, in one place (Unix, through `rustix`).
+//!
+//! The only `unsafe` in the crate is here: [`configure_command`]'s `pre_exec` hook.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+
+pub(crate) const SIGHUP: i32 = RSignal::HUP.as_raw();
+pub(crate) const SIGINT: i32 = RSignal::INT.as_raw();
+pub(crate) const SIGQUIT: i32 = RSignal::QUIT.as_raw();
+pub(crate) const SIGKILL: i32 = RSignal::KILL.as_raw();
+pub(crate) const SIGTERM: i32 = RSignal::TERM.as_raw();
+pub(crate) const SIGUSR1: i32 = RSignal::USR1.as_raw();
+pub(crate) const SIGUSR2: i32 = RSignal::USR2.as_raw();
+
+/// The standard signals by name, with this platform's numbers.
+const SIGNALS: &[(&str, RSignal)] = &[
+    ("HUP", RSignal::HUP),
+    ("INT", RSignal::INT),
+    ("QUIT", RSignal::QUIT),
+    ("ILL", RSignal::ILL),
+    ("TRAP", RSignal::TRAP),
+    ("ABRT", RSignal::ABORT),
+    ("BUS", RSignal::BUS),
+    ("FPE", RSignal::FPE),
+    ("KILL", RSignal::KILL),
+    ("USR1", RSignal::USR1),
+    ("SEGV", RSignal::SEGV),
+    ("USR2", RSignal::USR2),
+    ("PIPE", RSignal::PIPE),
+    ("ALRM", RSignal::ALARM),
+    ("TERM", RSignal::TERM),
+    ("CHLD", RSignal::CHILD),
+    ("CONT", RSignal::CONT),
+    ("STOP", RSignal::STOP),
+    ("TSTP", RSignal::TSTP),
+    ("TTIN", RSignal::TTIN),
+    ("TTOU", RSignal::TTOU),
+    ("URG", RSignal::URG),
+    ("XCPU", RSignal::XCPU),
+    ("XFSZ", RSignal::XFSZ),
+    ("VTALRM", RSignal::VTALARM),
+    ("PROF", RSignal::PROF),
+    ("WINCH", RSignal::WINCH),
+    ("IO", RSignal::IO),
+    ("SYS", RSignal::SYS),
+];
+
+fn rsignal(number: i32) -> Option<RSignal> {
+    SIGNALS
+        .iter()
+        .find(|(_, s)| s.as_raw() == number)
+        .map(|(_, s)| *s)
+}
+
+pub(crate) fn signal_is_known(number: i32) -> bool {
+    rsignal(number).is_some()
+}
+
+pub(crate) fn signal_name(number: i32) -> Option<&'static str> {
+    SIGNALS
+        .iter()
+        .find(|(_, s)| s.as_raw() == number)
+        .map(|(n, _)| *n)
+}
+
+pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
+    let name = match name {
+        "ABORT" | "IOT" => "ABRT",
+        "ALARM" => "ALRM",
+        "CHILD" => "CHLD",
+        other => other,
+    };
+    SIGNALS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| s.as_raw())
+}
+
+/// The process group of this (supervising) process.
+pub(crate) fn own_process_group() -> i32 {
+    rustix::process::getpgrp().as_raw_pid()
+}
+
+/// Sends `signal` to every member of process group `pgid`. Refuses a pgid <= 1 and our own
+/// group, whatever the caller believes.
+pub(crate) fn kill_group(pgid: i32, signal: i32) -> io::Result<()> {
+    if pgid <= 1 || pgid == own_process_group() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal process group {pgid}"),
+        ));
+    }
+    let pid = Pid::from_raw(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let sig = rsignal(signal).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    rustix::process::kill_process_group(pid, sig).map_err(io::Error::from)
+}
+
+/// Blocks until child `pid` has exited, without reaping it (`waitid(WEXITED | WNOWAIT)`): the
+/// zombie keeps its pid and process-group id reserved until stallwatch reaps it on purpose.
+pub(crate) fn wait_exited_no_reap(pid: i32) -> io::Result<()> {
+    let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    loop {
+        match rustix::process::waitid(rustix::process::WaitId::Pid(p), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(_) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Makes `command` start as the leader of a new process group and, on Linux when asked, receive
+/// SIGKILL when the thread that spawned it (and so, with the long-lived spawner thread, the
+/// supervising process) dies.
+pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool) {
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    if parent_death_signal {
+        let parent = rustix::process::getpid();
+        // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
+        // work is allowed. It makes two raw system calls through rustix (prctl and getppid), and
+        // builds an `io::Error` from a raw OS code, which does not allocate. It touches no lock
+        // and no memory shared with other threads.
+        unsafe {
+            command.pre_exec(move || {
+                rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;
+                // The parent may have died between fork and prctl; then the signal never comes.
+                if rustix::process::getppid() != Some(parent) {
+                    return Err(io::Error::from_raw_os_error(rustix::io::Errno::SRCH.raw_os_error()));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = parent_death_signal;
+}
+
+/// One line of `/proc/<pid>/stat`, the fields stallwatch needs.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    pub(crate) pid: i32,
+    pub(crate) state: u8,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
+    pub(crate) start_time: u64,
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    let mut rest = text.get(close + 1..)?.split_ascii_whitespace();
+    let state = *rest.next()?.as_bytes().first()?;
+    let ppid = rest.next()?.parse().ok()?;
+    let pgrp = rest.next()?.parse().ok()?;
+    // Fields after pgrp: session(6) .. starttime(22); pgrp is field 5.
+    let start_time = rest.nth(16)?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        state,
+        ppid,
+        pgrp,
+        start_time,
+    })
+}
+
+/// Live (not zombie) members of process group `pgid`, other than `except`. `None` where the
+/// platform cannot enumerate them.
+pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut members = Vec::new();
+        let dir = std::fs::read_dir("/proc").ok()?;
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if pid == except {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue; // exited meanwhile
+            };
+            if let Some(stat) = parse_stat(&text) {
+                if stat.pgrp == pgid && stat.state != b'Z' && stat.state != b'X' {
+                    members.push(pid);
+                }
+            }
+        }
+        Some(members)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pgid, except);
+        None
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_spaces_and_parens_in_name() {
+        let line = "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 98765 1000 10 18446744073709551615";
+        let stat = parse_stat(line).unwrap();
+        assert_eq!(stat.pid, 1234);
+        assert_eq!(stat.state, b'S');
+        assert_eq!(stat.ppid, 1);
+        assert_eq!(stat.pgrp, 1234);
+        assert_eq!(stat.start_time, 98765);
+    }
+
+    #[test]
+    fn refuses_dangerous_targets() {
+        assert!(kill_group(0, SIGTERM).is_err());
+        assert!(kill_group(1, SIGTERM).is_err());
+        assert!(kill_group(-5, SIGTERM).is_err());
+        assert!(kill_group(own_process_group(), 0).is_err());
+        assert!(kill_group(own_process_group(), SIGTERM).is_err());
+    }
+
+    #[test]
+    fn signal_table_round_trips() {
+        assert_eq!(signal_by_name("TERM"), Some(SIGTERM));
+        assert_eq!(signal_name(SIGKILL), Some("KILL"));
+        assert!(!signal_is_known(0));
+    }
+}

@@ -1,0 +1,279 @@
+//! [`Session`]: the handle a caller holds on one supervised child.
+
+use std::fmt;
+use std::io;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, select};
+use parking_lot::Mutex;
+
+use crate::activity::{ActivityBoard, ActivitySource};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{ConfigError, MonitorConfig, validate_idle_timeout};
+use crate::monitor::{self, Control};
+use crate::outcome::MonitorResult;
+use crate::signals::output::{OutputSink, PumpState, Stream};
+
+/// What the session and the monitor thread share.
+pub(crate) struct Shared {
+    pub(crate) result: Mutex<Option<MonitorResult>>,
+    pub(crate) pumps: [Arc<PumpState>; 2],
+}
+
+/// Configures and starts one supervised child. Made by [`Session::builder`].
+pub struct SessionBuilder {
+    command: Command,
+    config: MonitorConfig,
+    clock: Arc<dyn Clock>,
+    stdout: OutputSink,
+    stderr: OutputSink,
+    stdin: Option<Stdio>,
+}
+
+impl fmt::Debug for SessionBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionBuilder")
+            .field("command", &self.command)
+            .field("config", &self.config)
+            .field("stdout", &self.stdout)
+            .field("stderr", &self.stderr)
+            .field("stdin", &self.stdin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionBuilder {
+    /// The monitoring configuration (default: [`MonitorConfig::default`]).
+    pub fn config(mut self, config: MonitorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The clock every duration is measured with (default: [`SystemClock`]). Tests pass a
+    /// [`MockClock`](crate::MockClock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Where the child's stdout goes (default: discarded, still counted as activity).
+    pub fn stdout(mut self, sink: OutputSink) -> Self {
+        self.stdout = sink;
+        self
+    }
+
+    /// Where the child's stderr goes (default: discarded, still counted as activity).
+    pub fn stderr(mut self, sink: OutputSink) -> Self {
+        self.stderr = sink;
+        self
+    }
+
+    /// The child's stdin (default: [`Stdio::null`], whatever the command said).
+    pub fn stdin(mut self, stdin: Stdio) -> Self {
+        self.stdin = Some(stdin);
+        self
+    }
+
+    /// Validates the configuration, spawns the child as the leader of a new process group with
+    /// stdout and stderr piped, and starts its reader and monitor threads.
+    ///
+    /// # Errors
+    ///
+    /// - [`io::ErrorKind::InvalidInput`] wrapping a [`ConfigError`] for an invalid
+    ///   configuration (nothing is spawned);
+    /// - the spawn's own error, its kind kept (`NotFound`, `PermissionDenied`…), with a message
+    ///   that names the program;
+    /// - a thread that cannot be started (the child is then killed and reaped).
+    pub fn spawn(self) -> io::Result<Session> {
+        self.config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        monitor::start(self)
+    }
+
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        Command,
+        MonitorConfig,
+        Arc<dyn Clock>,
+        OutputSink,
+        OutputSink,
+        Stdio,
+    ) {
+        (
+            self.command,
+            self.config,
+            self.clock,
+            self.stdout,
+            self.stderr,
+            self.stdin.unwrap_or_else(Stdio::null),
+        )
+    }
+}
+
+/// A running (or finished) supervised child.
+///
+/// Get one from [`Session::spawn`] or [`Session::builder`]. The monitor thread decides on its
+/// own when the child is stale and ends its process tree; the session lets the caller wait for
+/// the [`MonitorResult`], send keepalives, and end the child early.
+///
+/// **Dropping a running session takes its tree down**: the monitor starts the kill ladder and
+/// carries it through in the background. Call [`wait`](Self::wait) first to let the child run.
+pub struct Session {
+    id: u64,
+    pid: u32,
+    clock: Arc<dyn Clock>,
+    board: Arc<ActivityBoard>,
+    control: Sender<Control>,
+    done: Receiver<()>,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("pid", &self.pid)
+            .field("finished", &self.shared.result.lock().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Spawns `command` under supervision with `config`, the system clock, and discarding
+    /// sinks. See [`SessionBuilder::spawn`] for the errors.
+    pub fn spawn(command: Command, config: MonitorConfig) -> io::Result<Session> {
+        Session::builder(command).config(config).spawn()
+    }
+
+    /// A builder for `command`, to choose sinks, stdin, clock and configuration.
+    pub fn builder(command: Command) -> SessionBuilder {
+        SessionBuilder {
+            command,
+            config: MonitorConfig::default(),
+            clock: Arc::new(SystemClock),
+            stdout: OutputSink::Discard,
+            stderr: OutputSink::Discard,
+            stdin: None,
+        }
+    }
+
+    pub(crate) fn new(
+        id: u64,
+        pid: u32,
+        clock: Arc<dyn Clock>,
+        board: Arc<ActivityBoard>,
+        control: Sender<Control>,
+        done: Receiver<()>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        Self {
+            id,
+            pid,
+            clock,
+            board,
+            control,
+            done,
+            shared,
+        }
+    }
+
+    /// This session's id, unique within the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The child's pid, which is also its process-group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Counts as activity now.
+    pub fn keepalive(&self) {
+        self.board.stamp(ActivitySource::Keepalive);
+    }
+
+    /// Counts as activity now and replaces the idle timeout from now on.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] (and no change) when `idle_timeout` is out of range.
+    pub fn keepalive_with_timeout(&self, idle_timeout: Duration) -> Result<(), ConfigError> {
+        validate_idle_timeout(idle_timeout)?;
+        self.keepalive();
+        let _ = self.control.send(Control::SetIdleTimeout(idle_timeout));
+        Ok(())
+    }
+
+    /// Starts the kill ladder on the child's tree now (returns at once; [`wait`](Self::wait)
+    /// for the result). The outcome becomes [`Outcome::Terminated`](crate::Outcome::Terminated)
+    /// unless the run had already ended for another reason.
+    pub fn terminate(&self) {
+        let _ = self.control.send(Control::Terminate);
+    }
+
+    /// Sends SIGKILL to the child's tree now (returns at once). In the middle of a ladder, skips
+    /// straight to its SIGKILL.
+    pub fn kill(&self) {
+        let _ = self.control.send(Control::Kill);
+    }
+
+    /// Bytes read so far from the child's stdout and stderr.
+    pub fn output_bytes(&self, stream: Stream) -> u64 {
+        let index = match stream {
+            Stream::Stdout => 0,
+            Stream::Stderr => 1,
+        };
+        self.shared.pumps[index]
+            .bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Blocks until the run is over: the child ended (on its own or by the ladder) and its
+    /// output was drained.
+    pub fn wait(&self) -> MonitorResult {
+        // The monitor drops its sender after storing the result, which ends this recv.
+        let _ = self.done.recv();
+        self.stored_result()
+    }
+
+    /// The result if the run is over, without blocking.
+    pub fn try_wait(&self) -> Option<MonitorResult> {
+        self.shared.result.lock().clone()
+    }
+
+    /// Waits at most `timeout` (measured by the session's clock).
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<MonitorResult> {
+        self.wait_deadline(self.clock.now() + timeout)
+    }
+
+    /// Waits until `deadline` (an instant of the session's clock) at the latest.
+    pub fn wait_deadline(&self, deadline: Instant) -> Option<MonitorResult> {
+        let timer = self.clock.at(deadline);
+        select! {
+            recv(self.done) -> _ => Some(self.stored_result()),
+            recv(timer) -> _ => self.try_wait(),
+        }
+    }
+
+    fn stored_result(&self) -> MonitorResult {
+        // Invariant: `done` disconnects only after the monitor stored the result, and the
+        // monitor always stores one (even when its own thread could not finish normally).
+        self.shared
+            .result
+            .lock()
+            .clone()
+            .expect("the monitor stores the result before closing its done channel")
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.shared.result.lock().is_none() {
+            let _ = self.control.send(Control::Terminate);
+        }
+    }
+}

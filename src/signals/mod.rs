@@ -1,0 +1,3 @@
+//! Activity sources: each one only stamps the [`ActivityBoard`](crate::ActivityBoard).
+
+pub(crate) mod output;

@@ -1,0 +1,234 @@
+//! The output signal: [`ActivityTrackingReader`] and the reader threads that pump the child's
+//! stdout and stderr into caller-chosen [`OutputSink`]s.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::activity::{ActivityBoard, ActivitySource};
+
+/// A reader that stamps an [`ActivityBoard`] on every read of more than 0 bytes.
+///
+/// Usable on its own around any `Read`: a partial line counts as much as a full one.
+///
+/// ```
+/// use std::io::Read;
+/// use std::sync::Arc;
+/// use stallwatch::{ActivityBoard, ActivitySource, ActivityTrackingReader, MockClock};
+///
+/// let board = Arc::new(ActivityBoard::new(Arc::new(MockClock::new())));
+/// let mut reader = ActivityTrackingReader::new(&b"no newline"[..], board.clone());
+/// let mut text = String::new();
+/// reader.read_to_string(&mut text).unwrap();
+/// assert_eq!(text, "no newline");
+/// assert_eq!(board.count(ActivitySource::Output), 1); // the final 0-byte read does not count
+/// assert_eq!(reader.bytes_read(), 10);
+/// ```
+#[derive(Debug)]
+pub struct ActivityTrackingReader<R> {
+    inner: R,
+    board: Arc<ActivityBoard>,
+    source: ActivitySource,
+    bytes: u64,
+}
+
+impl<R: Read> ActivityTrackingReader<R> {
+    /// Wraps `inner`; reads stamp [`ActivitySource::Output`] on `board`.
+    pub fn new(inner: R, board: Arc<ActivityBoard>) -> Self {
+        Self {
+            inner,
+            board,
+            source: ActivitySource::Output,
+            bytes: 0,
+        }
+    }
+
+    /// How many bytes have been read through this reader.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The wrapped reader.
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
+}
+
+impl<R: Read> Read for ActivityTrackingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.board.stamp(self.source);
+            self.bytes += n as u64;
+        }
+        Ok(n)
+    }
+}
+
+/// Where a reader thread delivers the bytes it reads from one of the child's streams.
+///
+/// Whatever the sink does, reading goes on: a sink that fails (a closed pipe) or panics is
+/// logged once and replaced by [`OutputSink::Discard`], so the child never blocks on a full pipe
+/// and its output still counts as activity.
+#[derive(Default)]
+pub enum OutputSink {
+    /// Read and drop (activity still counts).
+    #[default]
+    Discard,
+    /// Write every chunk to this writer (and flush it), for example `std::io::stdout()`.
+    Writer(Box<dyn Write + Send>),
+    /// Call this with every chunk, in order.
+    Callback(Box<dyn FnMut(&[u8]) + Send>),
+}
+
+impl fmt::Debug for OutputSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OutputSink::Discard => "Discard",
+            OutputSink::Writer(_) => "Writer(..)",
+            OutputSink::Callback(_) => "Callback(..)",
+        })
+    }
+}
+
+impl OutputSink {
+    /// A sink writing to `writer`.
+    pub fn writer(writer: impl Write + Send + 'static) -> Self {
+        OutputSink::Writer(Box::new(writer))
+    }
+
+    /// A sink calling `f` with every chunk.
+    pub fn callback(f: impl FnMut(&[u8]) + Send + 'static) -> Self {
+        OutputSink::Callback(Box::new(f))
+    }
+
+    /// Delivers one chunk; returns an error description when the sink must be dropped.
+    fn deliver(&mut self, chunk: &[u8]) -> Result<(), String> {
+        let result = catch_unwind(AssertUnwindSafe(|| match self {
+            OutputSink::Discard => Ok(()),
+            OutputSink::Writer(w) => w.write_all(chunk).and_then(|()| w.flush()),
+            OutputSink::Callback(f) => {
+                f(chunk);
+                Ok(())
+            }
+        }));
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("write failed: {e}")),
+            Err(_) => Err("it panicked".to_owned()),
+        }
+    }
+}
+
+/// Which of the child's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl Stream {
+    /// `"stdout"` or `"stderr"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Shared between a reader thread and the monitor.
+#[derive(Debug, Default)]
+pub(crate) struct PumpState {
+    /// Bytes delivered so far.
+    pub(crate) bytes: AtomicU64,
+    /// Set by the monitor once the run is over: later bytes are no longer delivered.
+    pub(crate) detached: AtomicBool,
+}
+
+/// Size of one read. 64 KiB matches the default Linux pipe capacity, so one read can empty a
+/// full pipe.
+pub(crate) const CHUNK: usize = 64 * 1024;
+
+/// Reads `reader` to end-of-file, delivering every chunk to `sink`. Returns when the stream
+/// ends, fails, or (after the next read) the run is detached.
+pub(crate) fn pump<R: Read>(
+    reader: &mut ActivityTrackingReader<R>,
+    sink: &mut OutputSink,
+    state: &PumpState,
+    stream: Stream,
+) {
+    let mut buf = vec![0u8; CHUNK];
+    let mut sink_ok = true;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                log::warn!("reading the child's {}: {e}", stream.name());
+                return;
+            }
+        };
+        if state.detached.load(Ordering::Acquire) {
+            return;
+        }
+        if sink_ok {
+            if let Err(why) = sink.deliver(&buf[..n]) {
+                log::error!(
+                    "the {} sink failed ({why}); the rest of that stream is discarded",
+                    stream.name()
+                );
+                sink_ok = false;
+                *sink = OutputSink::Discard;
+            }
+        }
+        state.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::MockClock;
+    use parking_lot::Mutex;
+    use std::time::Duration;
+
+    #[test]
+    fn every_nonempty_read_stamps_with_the_clock() {
+        let clock = MockClock::new();
+        let board = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+        let data = vec![7u8; 3 * CHUNK + 5];
+        let mut reader = ActivityTrackingReader::new(&data[..], board.clone());
+        clock.advance(Duration::from_secs(42));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let mut sink = OutputSink::callback(move |c| s2.lock().extend_from_slice(c));
+        let state = PumpState::default();
+        pump(&mut reader, &mut sink, &state, Stream::Stdout);
+        assert_eq!(*seen.lock(), data);
+        assert_eq!(board.count(ActivitySource::Output), 4);
+        assert_eq!(
+            board.last(ActivitySource::Output),
+            board.origin() + Duration::from_secs(42)
+        );
+        assert_eq!(state.bytes.load(Ordering::Relaxed), data.len() as u64);
+    }
+
+    #[test]
+    fn a_panicking_sink_is_dropped_but_reading_goes_on() {
+        let board = Arc::new(ActivityBoard::new(Arc::new(MockClock::new())));
+        let data = vec![1u8; 2 * CHUNK];
+        let mut reader = ActivityTrackingReader::new(&data[..], board.clone());
+        let mut sink = OutputSink::callback(|_| panic!("sink bug"));
+        let state = PumpState::default();
+        pump(&mut reader, &mut sink, &state, Stream::Stderr);
+        assert!(matches!(sink, OutputSink::Discard));
+        assert_eq!(state.bytes.load(Ordering::Relaxed), data.len() as u64);
+        assert_eq!(board.count(ActivitySource::Output), 2);
+    }
+}
