@@ -80,6 +80,7 @@ struct MockInner {
 struct MockState {
     now: Instant,
     timers: Vec<(Instant, Sender<Instant>)>,
+    created: u64,
 }
 
 impl MockState {
@@ -120,6 +121,7 @@ impl MockClock {
                 state: Mutex::new(MockState {
                     now: Instant::now(),
                     timers: Vec::new(),
+                    created: 0,
                 }),
                 changed: Condvar::new(),
             }),
@@ -154,6 +156,13 @@ impl MockClock {
         self.inner.state.lock().armed()
     }
 
+    /// How many timers have been requested with [`Clock::at`] since the clock was made. A test
+    /// can use it to prove that the code under test does not poll: a silent child under an idle
+    /// timeout of hours needs one timer, not thousands.
+    pub fn timers_created(&self) -> u64 {
+        self.inner.state.lock().created
+    }
+
     /// Blocks (in real time, at most `real_timeout`) until at least `n` timers are armed in the
     /// future. Returns whether that happened. Tests use it to know that the monitor has reacted
     /// to everything so far and is parked on its next deadline before they advance the clock.
@@ -179,6 +188,7 @@ impl Clock for MockClock {
     fn at(&self, deadline: Instant) -> Receiver<Instant> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut state = self.inner.state.lock();
+        state.created += 1;
         if deadline <= state.now {
             // Capacity 1 and a fresh channel: this send cannot fail.
             let _ = tx.try_send(state.now);

@@ -252,6 +252,24 @@ struct Ladder {
     poll: Duration,
 }
 
+/// When the monitor wakes next.
+#[derive(Debug, Clone, Copy)]
+struct Wake {
+    /// A deadline on the session's clock (idle, hard, grace, drain).
+    at: Instant,
+    /// A real-time re-check of operating-system state (group members gone, pipes emptied).
+    ///
+    /// Deliberately not on the session's clock: the OS makes progress in real time, and a
+    /// frozen mock clock must not stall the monitor while a killed process finishes dying.
+    poll: Option<Duration>,
+}
+
+impl Wake {
+    fn at(at: Instant) -> Self {
+        Self { at, poll: None }
+    }
+}
+
 /// While a ladder waits for group members other than the (already exited) leader, it checks
 /// them at 5 ms, doubling up to 200 ms: quick for the common case, cheap for a slow one.
 const POLL_MIN: Duration = Duration::from_millis(5);
@@ -288,7 +306,8 @@ impl Monitor {
         loop {
             let now = self.clock.now();
             let Some(wake) = self.step(now) else { break };
-            let timer = self.timer(wake);
+            let timer = self.timer(wake.at);
+            let poll = wake.poll.map_or_else(never, crossbeam_channel::after);
             select! {
                 recv(control) -> msg => match msg {
                     Ok(msg) => self.handle(msg),
@@ -297,6 +316,7 @@ impl Monitor {
                     Err(_) => control = never(),
                 },
                 recv(timer) -> _ => {}
+                recv(poll) -> _ => {}
             }
         }
         for pump in &self.shared.pumps {
@@ -360,7 +380,7 @@ impl Monitor {
 
     /// Advances the state machine at `now`; returns the next instant to wake at, or `None`
     /// when the run is over.
-    fn step(&mut self, now: Instant) -> Option<Instant> {
+    fn step(&mut self, now: Instant) -> Option<Wake> {
         loop {
             match &mut self.phase {
                 Phase::Watching => {
@@ -374,7 +394,7 @@ impl Monitor {
                         hard_deadline: self.hard_deadline,
                     };
                     match verdict::decide(&self.board.snapshot(), now, limits) {
-                        Verdict::Wait { until } => return Some(until),
+                        Verdict::Wait { until } => return Some(Wake::at(until)),
                         Verdict::Stale { deadline, report } => {
                             log::info!(
                                 "session {}: pid {} stale after {} ({report})",
@@ -419,8 +439,13 @@ impl Monitor {
                         self.phase = Phase::Done;
                         continue;
                     }
-                    let recheck = if now >= quiet_at { now + POLL_MIN } else { quiet_at };
-                    return Some(recheck.min(cap));
+                    // Bytes still sit in a pipe: look again shortly (real time: the reader
+                    // thread empties the pipe in real time, whatever the clock says).
+                    let poll = (now >= quiet_at).then_some(POLL_MIN);
+                    return Some(Wake {
+                        at: if now >= quiet_at { cap } else { quiet_at.min(cap) },
+                        poll,
+                    });
                 }
                 Phase::Done => return None,
             }
@@ -485,7 +510,7 @@ impl Monitor {
             && sys::group_members(self.pid, self.pid).is_none_or(|members| members.is_empty())
     }
 
-    fn step_ladder(&mut self, now: Instant) -> Option<Instant> {
+    fn step_ladder(&mut self, now: Instant) -> Option<Wake> {
         if self.tree_gone() {
             self.ladder_time = self.ladder_started.map(|t| now.saturating_duration_since(t));
             self.start_drain(now);
@@ -515,9 +540,12 @@ impl Monitor {
             // Only group members remain: nothing will tell us when they die, so look again.
             let poll = ladder.poll;
             ladder.poll = (poll * 2).min(POLL_MAX);
-            Some(ladder.deadline.min(now + poll))
+            Some(Wake {
+                at: ladder.deadline,
+                poll: Some(poll),
+            })
         } else {
-            Some(ladder.deadline)
+            Some(Wake::at(ladder.deadline))
         }
     }
 
