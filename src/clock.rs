@@ -173,7 +173,12 @@ impl MockClock {
             if state.armed() >= n {
                 return true;
             }
-            if self.inner.changed.wait_until(&mut state, give_up).timed_out() {
+            if self
+                .inner
+                .changed
+                .wait_until(&mut state, give_up)
+                .timed_out()
+            {
                 return state.armed() >= n;
             }
         }

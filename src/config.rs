@@ -238,14 +238,15 @@ impl Default for MonitorConfig {
 pub const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
     (Duration::from_millis(1), Duration::from_secs(7 * 24 * 3600));
 /// Accepted range of the hard timeout.
-pub const HARD_TIMEOUT_RANGE: (Duration, Duration) =
-    (Duration::from_millis(1), Duration::from_secs(366 * 24 * 3600));
+pub const HARD_TIMEOUT_RANGE: (Duration, Duration) = (
+    Duration::from_millis(1),
+    Duration::from_secs(366 * 24 * 3600),
+);
 const MAX_GRACE: Duration = Duration::from_secs(3600);
 const CHECK_INTERVAL_RANGE: (Duration, Duration) =
     (Duration::from_millis(10), Duration::from_secs(3600));
 const DRAIN_MAX: Duration = Duration::from_secs(600);
-const CONFIRM_RANGE: (Duration, Duration) =
-    (Duration::from_millis(10), Duration::from_secs(600));
+const CONFIRM_RANGE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(600));
 
 fn check_range(
     field: &'static str,
@@ -507,10 +508,8 @@ mod tests {
             early_kill.validate(),
             Err(ConfigError::KillBeforeEnd { step: 0 })
         );
-        let long_grace = MonitorConfig::default().kill_ladder(KillLadder::polite(
-            Signal::TERM,
-            Duration::from_secs(7200),
-        ));
+        let long_grace = MonitorConfig::default()
+            .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(7200)));
         assert!(long_grace.validate().is_err());
         let explicit_kill = MonitorConfig::default().kill_ladder(KillLadder::new([
             (Signal::INT, Duration::from_secs(1)),

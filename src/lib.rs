@@ -1,4 +1,121 @@
-//! stallwatch (crate docs written below).
+//! Supervise a child process and end its whole process tree only when it has truly stalled.
+//!
+//! Agent CLIs run unattended in loops can hang forever, or look idle while they really work.
+//! A plain timeout kills good work; no timeout leaves runaway processes. stallwatch watches the
+//! child's activity and ends it only when **every** signal has been quiet for the idle timeout:
+//!
+//! - **output**: any read of more than 0 bytes from its stdout or stderr (a partial line counts);
+//! - **keepalive**: an explicit [`Session::keepalive`] from the caller.
+//!
+//! Then it runs a kill ladder (SIGTERM, a grace period, SIGKILL) on the child's whole process
+//! group. A hard timeout ends the child even while it is active.
+//!
+//! # Tutorial
+//!
+//! Spawn a command under supervision and wait for the result:
+//!
+//! ```
+//! use std::process::Command;
+//! use std::time::Duration;
+//! use stallwatch::{MonitorConfig, Outcome, Session};
+//!
+//! let mut command = Command::new("sh");
+//! command.args(["-c", "echo working; sleep 30"]);
+//! let config = MonitorConfig::default().idle_timeout(Duration::from_millis(300));
+//! let session = Session::spawn(command, config)?;
+//! let result = session.wait();
+//! // Silent for 300 ms after its one line: ended, the way GNU `timeout` reports it.
+//! assert!(matches!(result.outcome, Outcome::IdleTimeout(_)));
+//! assert_eq!(result.exit_code(), 124);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Choose where the output goes, end the tree on request, keep a quiet child alive:
+//!
+//! ```
+//! use std::process::Command;
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use stallwatch::{KillLadder, MonitorConfig, Outcome, OutputSink, Session, Signal};
+//!
+//! let seen = Arc::new(Mutex::new(Vec::new()));
+//! let sink = seen.clone();
+//! let mut command = Command::new("sh");
+//! command.args(["-c", "echo started; exec sleep 30"]);
+//! let session = Session::builder(command)
+//!     .config(
+//!         MonitorConfig::default()
+//!             .idle_timeout(Duration::from_secs(60))
+//!             .kill_ladder(KillLadder::polite(Signal::INT, Duration::from_secs(2))),
+//!     )
+//!     .stdout(OutputSink::callback(move |chunk| sink.lock().unwrap().extend_from_slice(chunk)))
+//!     .stderr(OutputSink::writer(std::io::stderr()))
+//!     .spawn()?;
+//! session.keepalive(); // the orchestrator knows the child is fine
+//! session.terminate(); // ...and then decides to stop it: INT, 2 s, KILL
+//! let result = session.wait();
+//! assert_eq!(result.outcome, Outcome::Terminated { forced: false });
+//! assert_eq!(result.signal(), Some(2));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Test your own orchestration logic without waiting: inject a [`MockClock`] and move time by
+//! hand. [`MockClock::wait_for_timers`] tells when the monitor is parked on its next deadline.
+//!
+//! ```
+//! use std::process::Command;
+//! use std::time::Duration;
+//! use stallwatch::{MockClock, MonitorConfig, Outcome, Session};
+//!
+//! let clock = MockClock::new();
+//! let mut command = Command::new("sleep");
+//! command.arg("1000");
+//! let session = Session::builder(command)
+//!     .config(MonitorConfig::default()) // 300 s idle timeout
+//!     .clock(clock.clone())
+//!     .spawn()?;
+//! assert!(clock.wait_for_timers(1, Duration::from_secs(10)));
+//! clock.advance(Duration::from_secs(299));
+//! assert!(clock.wait_for_timers(1, Duration::from_secs(10)));
+//! assert!(session.try_wait().is_none());
+//! clock.advance(Duration::from_secs(1)); // five minutes of silence, in no time at all
+//! let result = session.wait();
+//! assert!(matches!(result.outcome, Outcome::IdleTimeout(_)));
+//! assert_eq!(result.runtime, Duration::from_secs(300));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Theory of operation
+//!
+//! Data flows one way: child → signal sources → [`ActivityBoard`] → monitor → verdict → kill
+//! ladder → [`MonitorResult`].
+//!
+//! - **Spawn.** The child is the leader of a new process group, stdout and stderr piped, stdin
+//!   null unless chosen. On Linux it gets SIGKILL if the supervising process dies
+//!   (`PR_SET_PDEATHSIG`, set from one long-lived spawner thread, because Linux ties that signal
+//!   to the thread that forked, with a `getppid` re-check against a parent that died first).
+//! - **Sources** only stamp the board (atomics): the reader threads `stallwatch-out-<id>` and
+//!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call.
+//! - **Monitor** (`stallwatch-mon-<id>`) sleeps on its control channel and on one timer set to
+//!   the exact next instant its decision can change: last activity + idle timeout, or the hard
+//!   deadline. No periodic tick, no busy loop. The decision is a pure function of a board
+//!   snapshot, the time and the limits.
+//! - **Ending.** Each ladder step goes to the whole process group (never to a pgid ≤ 1 or to
+//!   stallwatch's own group). The leader is watched with `waitid(WNOWAIT)` and not reaped until
+//!   the ladder is done, so neither its pid nor its group id can be reused under the signals.
+//!   If even SIGKILL is not confirmed within [`MonitorConfig::kill_confirm_timeout`], the result
+//!   says [`termination_unproven`](MonitorResult::termination_unproven) instead of hanging.
+//! - **After a normal exit**, members left in the group are ended with the same ladder (or kept:
+//!   [`LeftoverPolicy::Keep`]). Readers drain until end-of-file, until the pipes are empty and
+//!   output has been quiet for [`MonitorConfig::drain_quiet`], or until the drain cap, so a
+//!   grandchild holding a pipe never makes `wait` hang; bytes already read are always delivered.
+//! - **Time.** Every duration (idle, hard, grace, drain) is measured on the session's [`Clock`].
+//!   The only real-time waits are short re-checks of operating-system state (is the group gone,
+//!   is the pipe empty) which progress in real time whatever a mock clock says.
+//! - **First reason wins.** The [`Outcome`] is fixed the first time a reason to end is found.
+//! - **Dropping** a running [`Session`] starts the ladder in the background.
+//!
+//! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod activity;
@@ -18,8 +135,8 @@ pub use config::{
     LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use outcome::{
-    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, HumanDuration,
-    MonitorResult, Outcome, SignalIdle, StaleReport,
+    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, HumanDuration, MonitorResult,
+    Outcome, SignalIdle, StaleReport,
 };
 pub use session::{Session, SessionBuilder};
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

@@ -39,16 +39,18 @@ struct Cli {
     grace: Duration,
 
     /// The program to run, then its arguments.
-    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]...")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
     command: Vec<OsString>,
 }
 
 /// Parses `1500ms`, `30s`, `5m`, `2h`, `1h30m`, `1.5s`; a bare number is seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || {
-        format!(
-            "{text:?} is not a duration: use a number with a unit, like 1500ms, 30s, 5m, 1h30m"
-        )
+        format!("{text:?} is not a duration: use a number with a unit, like 1500ms, 30s, 5m, 1h30m")
     };
     let t = text.trim();
     if t.is_empty() {

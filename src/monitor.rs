@@ -36,7 +36,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    command.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     sys::configure_command(&mut command, config.parent_death_signal);
 
     let board = Arc::new(ActivityBoard::new(clock.clone()));
@@ -46,10 +49,20 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let (command, spawned) = process::spawn(command, from_spawner);
     let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
     let pid = child.id();
-    log::debug!("session {id}: spawned {:?} as pid {pid}", command.get_program());
+    log::debug!(
+        "session {id}: spawned {:?} as pid {pid}",
+        command.get_program()
+    );
 
-    match start_threads(id, &mut child, config, clock.clone(), board.clone(), stdout_sink, stderr_sink)
-    {
+    match start_threads(
+        id,
+        &mut child,
+        config,
+        clock.clone(),
+        board.clone(),
+        stdout_sink,
+        stderr_sink,
+    ) {
         Ok((control, done, shared, monitor)) => {
             // The monitor owns the child from here on.
             let _ = monitor.send(child);
@@ -66,12 +79,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     }
 }
 
-type Started = (
-    Sender<Control>,
-    Receiver<()>,
-    Arc<Shared>,
-    Sender<Child>,
-);
+type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
 
 fn start_threads(
     id: u64,
@@ -85,15 +93,24 @@ fn start_threads(
     let pid = child.id() as i32;
     let (control_tx, control_rx) = unbounded();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-    let pumps = [Arc::new(PumpState::default()), Arc::new(PumpState::default())];
+    let pumps = [
+        Arc::new(PumpState::default()),
+        Arc::new(PumpState::default()),
+    ];
     let shared = Arc::new(Shared {
         result: parking_lot::Mutex::new(None),
         pumps: pumps.clone(),
     });
 
     // Both pipes exist: the command was given Stdio::piped() just before the spawn.
-    let stdout = child.stdout.take().ok_or_else(|| io::Error::other("stdout not piped"))?;
-    let stderr = child.stderr.take().ok_or_else(|| io::Error::other("stderr not piped"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| io::Error::other("stdout not piped"))?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| io::Error::other("stderr not piped"))?;
     // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
     // while draining; they never read.
     let peek = [
@@ -144,8 +161,16 @@ fn start_threads(
         })?;
 
     for (stream, pipe, sink) in [
-        (Stream::Stdout, Box::new(stdout) as Box<dyn io::Read + Send>, stdout_sink),
-        (Stream::Stderr, Box::new(stderr) as Box<dyn io::Read + Send>, stderr_sink),
+        (
+            Stream::Stdout,
+            Box::new(stdout) as Box<dyn io::Read + Send>,
+            stdout_sink,
+        ),
+        (
+            Stream::Stderr,
+            Box::new(stderr) as Box<dyn io::Read + Send>,
+            stderr_sink,
+        ),
     ] {
         let index = stream_index(stream);
         let state = pumps[index].clone();
@@ -207,7 +232,10 @@ impl DoneGuard {
 impl Drop for DoneGuard {
     fn drop(&mut self) {
         if self.done.is_some() && self.shared.result.lock().is_none() {
-            log::error!("stallwatch monitor for pid {} failed; killing its group", self.pid);
+            log::error!(
+                "stallwatch monitor for pid {} failed; killing its group",
+                self.pid
+            );
             let _ = sys::kill_group(self.pid, sys::SIGKILL);
             *self.shared.result.lock() = Some(MonitorResult {
                 outcome: Outcome::Terminated { forced: true },
@@ -443,7 +471,11 @@ impl Monitor {
                     // thread empties the pipe in real time, whatever the clock says).
                     let poll = (now >= quiet_at).then_some(POLL_MIN);
                     return Some(Wake {
-                        at: if now >= quiet_at { cap } else { quiet_at.min(cap) },
+                        at: if now >= quiet_at {
+                            cap
+                        } else {
+                            quiet_at.min(cap)
+                        },
                         poll,
                     });
                 }
@@ -512,7 +544,9 @@ impl Monitor {
 
     fn step_ladder(&mut self, now: Instant) -> Option<Wake> {
         if self.tree_gone() {
-            self.ladder_time = self.ladder_started.map(|t| now.saturating_duration_since(t));
+            self.ladder_time = self
+                .ladder_started
+                .map(|t| now.saturating_duration_since(t));
             self.start_drain(now);
             return None;
         }
@@ -565,8 +599,18 @@ impl Monitor {
             now + step.grace
         };
         match sys::kill_group(self.pid, step.signal.number()) {
-            Ok(()) => log::debug!("session {}: sent {} to group {}", self.id, step.signal, self.pid),
-            Err(e) => log::debug!("session {}: {} to group {}: {e}", self.id, step.signal, self.pid),
+            Ok(()) => log::debug!(
+                "session {}: sent {} to group {}",
+                self.id,
+                step.signal,
+                self.pid
+            ),
+            Err(e) => log::debug!(
+                "session {}: {} to group {}: {e}",
+                self.id,
+                step.signal,
+                self.pid
+            ),
         }
         self.signals_sent.push(step.signal);
         if step.signal == Signal::KILL {
@@ -601,7 +645,10 @@ impl Monitor {
             escalated: self.escalated,
             leftovers_killed: self.leftovers_killed,
             termination_unproven: self.unproven,
-            runtime: self.clock.now().saturating_duration_since(self.board.origin()),
+            runtime: self
+                .clock
+                .now()
+                .saturating_duration_since(self.board.origin()),
             ladder_time: self.ladder_time,
             kill_latency: self.kill_latency,
             output_complete: self.readers_done.iter().all(|d| *d),

@@ -225,10 +225,19 @@ mod tests {
 
     #[test]
     fn human_durations() {
-        assert_eq!(HumanDuration(Duration::from_millis(850)).to_string(), "850ms");
-        assert_eq!(HumanDuration(Duration::from_millis(4200)).to_string(), "4.2s");
+        assert_eq!(
+            HumanDuration(Duration::from_millis(850)).to_string(),
+            "850ms"
+        );
+        assert_eq!(
+            HumanDuration(Duration::from_millis(4200)).to_string(),
+            "4.2s"
+        );
         assert_eq!(HumanDuration(Duration::from_secs(300)).to_string(), "5m0s");
-        assert_eq!(HumanDuration(Duration::from_secs(3723)).to_string(), "1h2m3s");
+        assert_eq!(
+            HumanDuration(Duration::from_secs(3723)).to_string(),
+            "1h2m3s"
+        );
     }
 
     #[test]

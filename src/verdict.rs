@@ -190,7 +190,7 @@ mod tests {
                 || now_i.saturating_duration_since(t0) < limits.idle_timeout;
             let v = decide(&b, now_i, limits);
             if fresh {
-                prop_assert!(!matches!(v, Verdict::Stale { .. }), "{v:?}");
+                prop_assert!(!matches!(v, Verdict::Stale { .. }), "{:?}", v);
             }
         }
 
@@ -222,7 +222,8 @@ mod tests {
                 let before = until - Duration::from_nanos(1);
                 prop_assert_eq!(decide(&b, before, limits), Verdict::Wait { until });
                 // At the instant: the answer has changed.
-                prop_assert!(!matches!(decide(&b, until, limits), Verdict::Wait { .. }));
+                let at = decide(&b, until, limits);
+                prop_assert!(!matches!(at, Verdict::Wait { .. }), "{:?}", at);
             }
         }
     }

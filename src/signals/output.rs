@@ -80,6 +80,7 @@ pub enum OutputSink {
     /// Write every chunk to this writer (and flush it), for example `std::io::stdout()`.
     Writer(Box<dyn Write + Send>),
     /// Call this with every chunk, in order.
+    #[allow(clippy::type_complexity)] // a plain boxed closure; an alias would only hide it
     Callback(Box<dyn FnMut(&[u8]) + Send>),
 }
 

@@ -104,7 +104,10 @@ pub(crate) fn kill_group(pgid: i32, signal: i32) -> io::Result<()> {
 pub(crate) fn wait_exited_no_reap(pid: i32) -> io::Result<()> {
     let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     loop {
-        match rustix::process::waitid(rustix::process::WaitId::Pid(p), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+        match rustix::process::waitid(
+            rustix::process::WaitId::Pid(p),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
             Ok(_) => return Ok(()),
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
@@ -129,7 +132,9 @@ pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool
                 rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;
                 // The parent may have died between fork and prctl; then the signal never comes.
                 if rustix::process::getppid() != Some(parent) {
-                    return Err(io::Error::from_raw_os_error(rustix::io::Errno::SRCH.raw_os_error()));
+                    return Err(io::Error::from_raw_os_error(
+                        rustix::io::Errno::SRCH.raw_os_error(),
+                    ));
                 }
                 Ok(())
             });
