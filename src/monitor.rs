@@ -63,11 +63,17 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         stdout_sink,
         stderr_sink,
     ) {
-        Ok((control, done, shared, monitor)) => {
+        Ok((control, done, shared, monitor)) => match monitor.send(child) {
             // The monitor owns the child from here on.
-            let _ = monitor.send(child);
-            Ok(Session::new(id, pid, clock, board, control, done, shared))
-        }
+            Ok(()) => Ok(Session::new(id, pid, clock, board, control, done, shared)),
+            Err(crossbeam_channel::SendError(mut child)) => {
+                let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+                let _ = child.wait();
+                Err(io::Error::other(
+                    "the stallwatch monitor thread stopped at start",
+                ))
+            }
+        },
         Err(e) => {
             let _ = sys::kill_group(pid as i32, sys::SIGKILL);
             let _ = child.wait();
@@ -611,6 +617,10 @@ impl Monitor {
                 step.signal,
                 self.pid
             ),
+        }
+        if step.signal != Signal::KILL {
+            // A stopped process cannot act on a polite signal until it is continued.
+            let _ = sys::kill_group(self.pid, sys::SIGCONT);
         }
         self.signals_sent.push(step.signal);
         if step.signal == Signal::KILL {

@@ -72,6 +72,10 @@ impl<R: Read> Read for ActivityTrackingReader<R> {
 /// Whatever the sink does, reading goes on: a sink that fails (a closed pipe) or panics is
 /// logged once and replaced by [`OutputSink::Discard`], so the child never blocks on a full pipe
 /// and its output still counts as activity.
+///
+/// Every byte read is delivered. When a pipe is still held open after the run ended (leftover
+/// processes kept with [`LeftoverPolicy::Keep`](crate::LeftoverPolicy::Keep)), the reader stops
+/// after its next read; that one last chunk may reach the sink after `wait` returned.
 #[derive(Default)]
 pub enum OutputSink {
     /// Read and drop (activity still counts).
@@ -175,9 +179,6 @@ pub(crate) fn pump<R: Read>(
                 return;
             }
         };
-        if state.detached.load(Ordering::Acquire) {
-            return;
-        }
         if sink_ok {
             if let Err(why) = sink.deliver(&buf[..n]) {
                 log::error!(
@@ -189,6 +190,11 @@ pub(crate) fn pump<R: Read>(
             }
         }
         state.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        // Checked after delivery: a byte that was read is always delivered, even when the run
+        // ended meanwhile (then at most this one chunk arrives after `wait` returned).
+        if state.detached.load(Ordering::Acquire) {
+            return;
+        }
     }
 }
 

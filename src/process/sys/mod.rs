@@ -15,6 +15,7 @@ pub(crate) const SIGKILL: i32 = RSignal::KILL.as_raw();
 pub(crate) const SIGTERM: i32 = RSignal::TERM.as_raw();
 pub(crate) const SIGUSR1: i32 = RSignal::USR1.as_raw();
 pub(crate) const SIGUSR2: i32 = RSignal::USR2.as_raw();
+pub(crate) const SIGCONT: i32 = RSignal::CONT.as_raw();
 
 /// The standard signals by name, with this platform's numbers.
 const SIGNALS: &[(&str, RSignal)] = &[
