@@ -128,6 +128,11 @@ mod session;
 mod signals;
 mod verdict;
 
+/// The README's Rust examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{

@@ -45,9 +45,14 @@ impl StaleReport {
 }
 
 impl fmt::Display for StaleReport {
-    /// `output 5m0s, keepalive 5m0s idle`
+    /// `output 5m0s, keepalive 7m12s idle`. Keepalive is left out when the caller never sent
+    /// one (it would only repeat the session's age).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, s) in self.signals.iter().enumerate() {
+        let shown = self
+            .signals
+            .iter()
+            .filter(|s| s.source != ActivitySource::Keepalive || s.events > 0);
+        for (i, s) in shown.enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
@@ -253,11 +258,14 @@ mod tests {
                 SignalIdle {
                     source: ActivitySource::Keepalive,
                     idle: Duration::from_secs(432),
-                    events: 0,
+                    events: 1,
                 },
             ],
         };
         assert_eq!(r.to_string(), "output 5m0s, keepalive 7m12s idle");
+        let mut never_kept_alive = r.clone();
+        never_kept_alive.signals[1].events = 0;
+        assert_eq!(never_kept_alive.to_string(), "output 5m0s idle");
         assert_eq!(r.get(ActivitySource::Output).unwrap().events, 3);
     }
 }
