@@ -1,6 +1,7 @@
 //! Configuration: [`MonitorConfig`], the [`KillLadder`], and validation into [`ConfigError`].
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -165,11 +166,94 @@ pub enum LeftoverPolicy {
 pub struct EnabledSignals {
     /// Reads from the child's stdout and stderr.
     pub output: bool,
+    /// File activity under the watched roots ([`MonitorConfig::files`]).
+    pub files: bool,
 }
 
 impl Default for EnabledSignals {
     fn default() -> Self {
-        Self { output: true }
+        Self {
+            output: true,
+            files: true,
+        }
+    }
+}
+
+/// Which folders' file activity counts, and which files in them.
+///
+/// Default: the root `.agent` (relative to the child's working directory), every file except
+/// `*.log` and editor artefacts (`*.swp`, `*~`, `.#*`).
+///
+/// Globs follow [`globset`](https://docs.rs/globset) syntax and are matched against both the
+/// path relative to its root and the bare file name, so `*.log` excludes logs at any depth.
+///
+/// ```
+/// use stallwatch::{FileWatchConfig, MonitorConfig};
+///
+/// let files = FileWatchConfig::default()
+///     .root("notes")        // .agent and notes
+///     .include("*.md")      // only Markdown counts
+///     .exclude("drafts/**");
+/// let config = MonitorConfig::default().files(files);
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FileWatchConfig {
+    /// Folders watched recursively; relative ones are taken from the child's working directory.
+    pub roots: Vec<PathBuf>,
+    /// When not empty, only files matching one of these count.
+    pub include: Vec<String>,
+    /// Files matching one of these never count.
+    pub exclude: Vec<String>,
+    /// Stat-scan the roots at the check interval instead of using OS notifications (the mode
+    /// stallwatch falls back to when the OS runs out of watches).
+    pub force_stat_scan: bool,
+}
+
+impl Default for FileWatchConfig {
+    fn default() -> Self {
+        Self {
+            roots: vec![PathBuf::from(".agent")],
+            include: Vec::new(),
+            exclude: ["*.log", "*.swp", "*~", ".#*"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            force_stat_scan: false,
+        }
+    }
+}
+
+impl FileWatchConfig {
+    /// Adds a root.
+    pub fn root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.roots.push(root.into());
+        self
+    }
+
+    /// Replaces the roots.
+    pub fn roots<P: Into<PathBuf>>(mut self, roots: impl IntoIterator<Item = P>) -> Self {
+        self.roots = roots.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds an include glob.
+    pub fn include(mut self, glob: impl Into<String>) -> Self {
+        self.include.push(glob.into());
+        self
+    }
+
+    /// Adds an exclude glob.
+    pub fn exclude(mut self, glob: impl Into<String>) -> Self {
+        self.exclude.push(glob.into());
+        self
+    }
+
+    /// Forces (or not) the stat-scan mode.
+    pub fn force_stat_scan(mut self, force: bool) -> Self {
+        self.force_stat_scan = force;
+        self
     }
 }
 
@@ -213,6 +297,8 @@ pub struct MonitorConfig {
     pub kill_confirm_timeout: Duration,
     /// Which activity signals count.
     pub enabled: EnabledSignals,
+    /// The file signal's roots and filters (used when `enabled.files`).
+    pub files: FileWatchConfig,
     /// Linux: the child gets SIGKILL if the supervising process dies. Default on.
     pub parent_death_signal: bool,
 }
@@ -229,6 +315,7 @@ impl Default for MonitorConfig {
             drain_quiet: Duration::from_millis(100),
             kill_confirm_timeout: Duration::from_secs(5),
             enabled: EnabledSignals::default(),
+            files: FileWatchConfig::default(),
             parent_death_signal: true,
         }
     }
@@ -321,6 +408,19 @@ impl MonitorConfig {
         self
     }
 
+    /// Turns the file signal on or off.
+    pub fn file_signal(mut self, enabled: bool) -> Self {
+        self.enabled.files = enabled;
+        self
+    }
+
+    /// Sets the file signal's roots and filters (and turns it on).
+    pub fn files(mut self, files: FileWatchConfig) -> Self {
+        self.files = files;
+        self.enabled.files = true;
+        self
+    }
+
     /// Turns the Linux parent-death signal on or off.
     pub fn parent_death_signal(mut self, enabled: bool) -> Self {
         self.parent_death_signal = enabled;
@@ -363,6 +463,9 @@ impl MonitorConfig {
             CONFIRM_RANGE.0,
             CONFIRM_RANGE.1,
         )?;
+        if self.enabled.files {
+            crate::signals::files::validate_globs(&self.files)?;
+        }
         Ok(())
     }
 }
@@ -404,6 +507,15 @@ pub enum ConfigError {
         /// The rejected text.
         value: String,
     },
+    /// A glob that does not parse.
+    InvalidGlob {
+        /// `files.include` or `files.exclude`.
+        field: &'static str,
+        /// The rejected pattern.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -430,6 +542,15 @@ impl fmt::Display for ConfigError {
                 f,
                 "signal {value:?} is not a standard signal: use a name like TERM, INT, HUP \
                  (with or without SIG) or a number from 1 to 31"
+            ),
+            ConfigError::InvalidGlob {
+                field,
+                pattern,
+                reason,
+            } => write!(
+                f,
+                "{field} pattern {pattern:?} is not a valid glob ({reason}): use patterns like \
+                 *.md, notes/**, **/*.tmp"
             ),
         }
     }

@@ -136,7 +136,7 @@ struct ReadmeDoctests;
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    ConfigError, EnabledSignals, HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep,
+    ConfigError, EnabledSignals, FileWatchConfig, HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep,
     LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use outcome::{
@@ -144,4 +144,5 @@ pub use outcome::{
     Outcome, SignalIdle, StaleReport,
 };
 pub use session::{Session, SessionBuilder};
+pub use signals::files::FileActivityTracker;
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

@@ -17,6 +17,7 @@ use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
 use crate::outcome::{HumanDuration, MonitorResult, Outcome};
 use crate::process::{self, sys};
 use crate::session::{Session, SessionBuilder, Shared};
+use crate::signals::files::FileActivityTracker;
 use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
 use crate::verdict::{self, Limits, Verdict};
 
@@ -45,6 +46,22 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let board = Arc::new(ActivityBoard::new(clock.clone()));
     board.set_enabled(ActivitySource::Output, config.enabled.output);
 
+    // Armed before the spawn, so the child's first write already counts.
+    let files = if config.enabled.files {
+        let base = match command.get_current_dir() {
+            Some(dir) => std::env::current_dir()?.join(dir),
+            None => std::env::current_dir()?,
+        };
+        Some(FileActivityTracker::start(
+            &config.files,
+            &base,
+            board.clone(),
+            config.effective_check_interval(),
+        )?)
+    } else {
+        None
+    };
+
     let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
     let (command, spawned) = process::spawn(command, from_spawner);
     let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
@@ -60,6 +77,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         config,
         clock.clone(),
         board.clone(),
+        files,
         stdout_sink,
         stderr_sink,
     ) {
@@ -87,12 +105,14 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
 
 type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
 
+#[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
 fn start_threads(
     id: u64,
     child: &mut Child,
     config: MonitorConfig,
     clock: Arc<dyn Clock>,
     board: Arc<ActivityBoard>,
+    files: Option<FileActivityTracker>,
     stdout_sink: OutputSink,
     stderr_sink: OutputSink,
 ) -> io::Result<Started> {
@@ -136,6 +156,7 @@ fn start_threads(
         control: control_rx,
         shared: shared.clone(),
         peek,
+        _files: files,
         reason: None,
         leader_exited: false,
         readers_done: [false, false],
@@ -320,6 +341,8 @@ struct Monitor {
     control: Receiver<Control>,
     shared: Arc<Shared>,
     peek: [Option<OwnedFd>; 2],
+    /// Stamps the board from its own thread; stopped when the monitor ends.
+    _files: Option<FileActivityTracker>,
     reason: Option<Reason>,
     leader_exited: bool,
     readers_done: [bool; 2],

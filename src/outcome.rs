@@ -22,6 +22,8 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 pub struct SignalIdle {
     /// The source.
     pub source: ActivitySource,
+    /// Whether the source could observe anything (`false`: a watched root is a file, say).
+    pub available: bool,
     /// Time since its latest activity (since the spawn when it had none).
     pub idle: Duration,
     /// How many activity events it had recorded in all.
@@ -56,7 +58,11 @@ impl fmt::Display for StaleReport {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{} {}", s.source, HumanDuration(s.idle))?;
+            if s.available {
+                write!(f, "{} {}", s.source, HumanDuration(s.idle))?;
+            } else {
+                write!(f, "{} unavailable", s.source)?;
+            }
         }
         f.write_str(" idle")
     }
@@ -252,20 +258,34 @@ mod tests {
             signals: vec![
                 SignalIdle {
                     source: ActivitySource::Output,
+                    available: true,
                     idle: Duration::from_secs(300),
                     events: 3,
                 },
                 SignalIdle {
+                    source: ActivitySource::Files,
+                    available: false,
+                    idle: Duration::from_secs(300),
+                    events: 0,
+                },
+                SignalIdle {
                     source: ActivitySource::Keepalive,
+                    available: true,
                     idle: Duration::from_secs(432),
                     events: 1,
                 },
             ],
         };
-        assert_eq!(r.to_string(), "output 5m0s, keepalive 7m12s idle");
+        assert_eq!(
+            r.to_string(),
+            "output 5m0s, files unavailable, keepalive 7m12s idle"
+        );
         let mut never_kept_alive = r.clone();
-        never_kept_alive.signals[1].events = 0;
-        assert_eq!(never_kept_alive.to_string(), "output 5m0s idle");
+        never_kept_alive.signals[2].events = 0;
+        assert_eq!(
+            never_kept_alive.to_string(),
+            "output 5m0s, files unavailable idle"
+        );
         assert_eq!(r.get(ActivitySource::Output).unwrap().events, 3);
     }
 }
