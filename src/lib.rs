@@ -136,8 +136,8 @@ struct ReadmeDoctests;
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    ConfigError, EnabledSignals, FileWatchConfig, HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep,
-    LeftoverPolicy, MonitorConfig, Signal,
+    ConfigError, EnabledSignals, FileWatchConfig, HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE,
+    KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use outcome::{
     EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, HumanDuration, MonitorResult,

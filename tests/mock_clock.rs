@@ -36,7 +36,13 @@ fn live_processes_with(marker: &str) -> Vec<u32> {
             continue;
         };
         let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
             .unwrap_or(true);
         if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
             found.push(pid);
@@ -52,7 +58,10 @@ fn assert_no_leak(marker: &str) {
         if left.is_empty() {
             return;
         }
-        assert!(Instant::now() < give_up, "leaked processes {left:?} ({marker})");
+        assert!(
+            Instant::now() < give_up,
+            "leaked processes {left:?} ({marker})"
+        );
         std::thread::yield_now();
     }
 }
@@ -109,7 +118,10 @@ fn silent_child_ends_exactly_at_the_idle_timeout_with_one_timer() {
     parked(&clock);
     clock.advance(Duration::from_secs(299));
     parked(&clock);
-    assert!(session.try_wait().is_none(), "ended before the idle timeout");
+    assert!(
+        session.try_wait().is_none(),
+        "ended before the idle timeout"
+    );
     clock.advance(Duration::from_secs(1));
     let result = session.wait();
     let Outcome::IdleTimeout(report) = &result.outcome else {
@@ -287,7 +299,10 @@ fn output_counts_as_activity_at_the_mock_instant() {
     // The tick was stamped at mock t=50 s, so the child is stale at 110 s, not 60 s.
     clock.advance(Duration::from_secs(10));
     parked(&clock);
-    assert!(session.try_wait().is_none(), "output at 50 s keeps it alive");
+    assert!(
+        session.try_wait().is_none(),
+        "output at 50 s keeps it alive"
+    );
     clock.advance(Duration::from_secs(49));
     parked(&clock);
     assert!(session.try_wait().is_none());

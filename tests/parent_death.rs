@@ -22,7 +22,13 @@ fn with_marker(marker: &str) -> Vec<u32> {
             continue;
         };
         let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
             .unwrap_or(true);
         if !zombie && env.split(|b| *b == 0).any(|var| var == needle.as_bytes()) {
             found.push(pid);
@@ -47,7 +53,14 @@ fn child_dies_when_the_supervising_process_is_killed() {
     let marker = format!("pdeath-{}", std::process::id());
     // The supervising process: the stallwatch command, with a long idle timeout.
     let mut supervisor = Command::new(env!("CARGO_BIN_EXE_stallwatch"))
-        .args(["--idle-timeout", "1h", "--", "sh", "-c", "echo ready; exec sleep 1000"])
+        .args([
+            "--idle-timeout",
+            "1h",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 1000",
+        ])
         .env(MARKER_VAR, &marker)
         .stdout(Stdio::piped())
         .spawn()

@@ -217,7 +217,10 @@ impl FileActivityTracker {
         let (tx, rx) = unbounded();
         let scanning = Arc::new(AtomicBool::new(false));
         let mut worker = Worker {
-            roots: roots.iter().map(|r| (r.clone(), RootState::Invalid)).collect(),
+            roots: roots
+                .iter()
+                .map(|r| (r.clone(), RootState::Invalid))
+                .collect(),
             filter: filter.clone(),
             board,
             watcher: None,
@@ -226,6 +229,7 @@ impl FileActivityTracker {
             snapshot: None,
             tx: tx.clone(),
             warned: Vec::new(),
+            armed: false,
         };
         if config.force_stat_scan {
             worker.fall_back("forced by configuration");
@@ -284,6 +288,8 @@ struct Worker {
     tx: Sender<Msg>,
     /// Roots already warned about, so a broken root is logged once per breakage.
     warned: Vec<PathBuf>,
+    /// Whether the roots were armed once (the first arming is not a change).
+    armed: bool,
 }
 
 fn is_out_of_watches(error: &notify::Error) -> bool {
@@ -358,15 +364,28 @@ impl Worker {
     /// nearest existing ancestor of a missing root.
     fn arm(&mut self) {
         let mut available = true;
+        let mut appeared_or_vanished = false;
         for index in 0..self.roots.len() {
             let (root, old) = self.roots[index].clone();
             let new = self.arm_root(&root, &old);
             if new == RootState::Invalid {
                 available = false;
             }
+            // A root that came into being (or went away) since the last look is activity, even
+            // when the event that announced it was on a folder watched too late to see it.
+            appeared_or_vanished |= self.armed
+                && matches!(
+                    (&old, &new),
+                    (RootState::Waiting(_), RootState::Watched)
+                        | (RootState::Watched, RootState::Waiting(_))
+                );
             self.roots[index].1 = new;
         }
+        self.armed = true;
         self.board.set_available(ActivitySource::Files, available);
+        if appeared_or_vanished {
+            self.board.stamp(ActivitySource::Files);
+        }
     }
 
     fn arm_root(&mut self, root: &Path, old: &RootState) -> RootState {
@@ -504,10 +523,14 @@ fn collect(dir: &Path, filter: &PathFilter, into: &mut HashMap<PathBuf, Fingerpr
                 stack.push(path.clone());
             }
             if filter.place(&path) == Place::Inside(true) {
-                into.insert(
-                    path,
-                    (meta.mtime(), meta.mtime_nsec(), meta.size(), meta.ino()),
-                );
+                // A folder's own mtime and size change with every entry added or removed, even
+                // an excluded one: for folders only their existence (and identity) counts.
+                let print = if meta.is_dir() {
+                    (0, 0, 0, meta.ino())
+                } else {
+                    (meta.mtime(), meta.mtime_nsec(), meta.size(), meta.ino())
+                };
+                into.insert(path, print);
             }
         }
     }
@@ -525,7 +548,10 @@ mod tests {
     fn default_filters() {
         let f = filter(&FileWatchConfig::default());
         assert_eq!(f.place(Path::new("/w/.agent/plan.md")), Place::Inside(true));
-        assert_eq!(f.place(Path::new("/w/.agent/sub/notes.txt")), Place::Inside(true));
+        assert_eq!(
+            f.place(Path::new("/w/.agent/sub/notes.txt")),
+            Place::Inside(true)
+        );
         assert_eq!(f.place(Path::new("/w/.agent")), Place::Inside(true));
         for excluded in [
             "/w/.agent/run.log",
@@ -534,7 +560,11 @@ mod tests {
             "/w/.agent/plan.md~",
             "/w/.agent/sub/.#plan.md",
         ] {
-            assert_eq!(f.place(Path::new(excluded)), Place::Inside(false), "{excluded}");
+            assert_eq!(
+                f.place(Path::new(excluded)),
+                Place::Inside(false),
+                "{excluded}"
+            );
         }
         assert_eq!(f.place(Path::new("/w")), Place::AboveRoot);
         assert_eq!(f.place(Path::new("/w/target/debug/x")), Place::Elsewhere);
@@ -548,8 +578,14 @@ mod tests {
             ..FileWatchConfig::default()
         };
         let f = filter(&config);
-        assert_eq!(f.place(Path::new("/w/.agent/a/plan.md")), Place::Inside(true));
-        assert_eq!(f.place(Path::new("/w/.agent/a/data.json")), Place::Inside(false));
+        assert_eq!(
+            f.place(Path::new("/w/.agent/a/plan.md")),
+            Place::Inside(true)
+        );
+        assert_eq!(
+            f.place(Path::new("/w/.agent/a/data.json")),
+            Place::Inside(false)
+        );
         f.own_files.write().push(PathBuf::from("/w/.agent/own.md"));
         assert_eq!(f.place(Path::new("/w/.agent/own.md")), Place::Inside(false));
     }
@@ -568,8 +604,12 @@ mod tests {
     fn access_is_never_progress() {
         use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
         assert!(!is_progress(&EventKind::Access(AccessKind::Read)));
-        assert!(!is_progress(&EventKind::Access(AccessKind::Close(AccessMode::Write))));
-        assert!(!is_progress(&EventKind::Access(AccessKind::Open(AccessMode::Any))));
+        assert!(!is_progress(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(!is_progress(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
         assert!(is_progress(&EventKind::Create(CreateKind::File)));
         assert!(is_progress(&EventKind::Modify(ModifyKind::Any)));
     }

@@ -1,4 +1,4 @@
 //! Activity sources: each one only stamps the [`ActivityBoard`](crate::ActivityBoard).
 
-pub(crate) mod output;
 pub(crate) mod files;
+pub(crate) mod output;
