@@ -5,6 +5,8 @@
 //! child's activity and ends it only when **every** signal has been quiet for the idle timeout:
 //!
 //! - **output**: any read of more than 0 bytes from its stdout or stderr (a partial line counts);
+//! - **files**: a create, modify, rename or remove under the watched folders (default `.agent`
+//!   in the child's working directory; never a mere read), see [`FileWatchConfig`];
 //! - **keepalive**: an explicit [`Session::keepalive`] from the caller.
 //!
 //! Then it runs a kill ladder (SIGTERM, a grace period, SIGKILL) on the child's whole process
@@ -95,7 +97,13 @@
 //!   (`PR_SET_PDEATHSIG`, set from one long-lived spawner thread, because Linux ties that signal
 //!   to the thread that forked, with a `getppid` re-check against a parent that died first).
 //! - **Sources** only stamp the board (atomics): the reader threads `stallwatch-out-<id>` and
-//!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call.
+//!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call, and the
+//!   [`FileActivityTracker`] from `notify`'s event handler. The tracker's own thread
+//!   (`stallwatch-files`) re-arms watches when a root appears, vanishes or is re-created (a
+//!   missing root is awaited through its nearest existing ancestor), and stat-scans the roots at
+//!   the check interval when the OS is out of watches (or when
+//!   [`FileWatchConfig::force_stat_scan`] asks). Reads, opens and closes never count, nor do
+//!   excluded files (`*.log`, editor artefacts) or files stallwatch writes itself.
 //! - **Monitor** (`stallwatch-mon-<id>`) sleeps on its control channel and on one timer set to
 //!   the exact next instant its decision can change: last activity + idle timeout, or the hard
 //!   deadline. No periodic tick, no busy loop. The decision is a pure function of a board
