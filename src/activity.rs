@@ -19,15 +19,18 @@ pub enum ActivitySource {
     Output,
     /// A create, modify, rename or remove under a watched folder (never a read).
     Files,
+    /// CPU progress of the child's descendants between two samples.
+    Children,
     /// An explicit keepalive from the caller. Always enabled.
     Keepalive,
 }
 
 impl ActivitySource {
     /// Every source, in board order.
-    pub const ALL: [ActivitySource; 3] = [
+    pub const ALL: [ActivitySource; 4] = [
         ActivitySource::Output,
         ActivitySource::Files,
+        ActivitySource::Children,
         ActivitySource::Keepalive,
     ];
 
@@ -35,7 +38,8 @@ impl ActivitySource {
         match self {
             ActivitySource::Output => 0,
             ActivitySource::Files => 1,
-            ActivitySource::Keepalive => 2,
+            ActivitySource::Children => 2,
+            ActivitySource::Keepalive => 3,
         }
     }
 
@@ -44,6 +48,7 @@ impl ActivitySource {
         match self {
             ActivitySource::Output => "output",
             ActivitySource::Files => "files",
+            ActivitySource::Children => "children",
             ActivitySource::Keepalive => "keepalive",
         }
     }
@@ -212,7 +217,8 @@ mod tests {
         let snap = board.snapshot();
         assert!(!snap.sources[0].enabled);
         assert!(!snap.sources[1].enabled);
-        assert!(snap.sources[2].enabled);
+        assert!(!snap.sources[2].enabled);
+        assert!(snap.sources[3].enabled);
         assert!(snap.sources.iter().all(|s| s.available));
     }
 }

@@ -168,6 +168,8 @@ pub struct EnabledSignals {
     pub output: bool,
     /// File activity under the watched roots ([`MonitorConfig::files`]).
     pub files: bool,
+    /// CPU progress of the child's descendants ([`MonitorConfig::children`]).
+    pub children: bool,
 }
 
 impl Default for EnabledSignals {
@@ -175,6 +177,43 @@ impl Default for EnabledSignals {
         Self {
             output: true,
             files: true,
+            children: true,
+        }
+    }
+}
+
+/// How descendant CPU counts as activity.
+///
+/// Sampled every check interval, and once more at the stale deadline before the ladder starts.
+/// Activity = the CPU the descendants used since the previous sample reaches `cpu_threshold` of
+/// one core over the interval (and at least 20 ms, two ticks of the kernel's accounting). The
+/// default, 5 %, lets an idly polling daemon (about 1 % of a core) go stale, while a compiler or
+/// test run (tens of percent and more) keeps the child alive.
+///
+/// ```
+/// use stallwatch::{ChildWatchConfig, MonitorConfig};
+///
+/// let config = MonitorConfig::default().children(ChildWatchConfig {
+///     cpu_threshold: 0.10, // a tenth of a core
+///     ..ChildWatchConfig::default()
+/// });
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct ChildWatchConfig {
+    /// Fraction of one core (0 < t <= 64) that counts as work. Default 0.05.
+    pub cpu_threshold: f64,
+    /// Count the direct child's own CPU too (default: only its descendants and the children it
+    /// reaped; an agent spinning in its event loop is not progress).
+    pub include_self: bool,
+}
+
+impl Default for ChildWatchConfig {
+    fn default() -> Self {
+        Self {
+            cpu_threshold: 0.05,
+            include_self: false,
         }
     }
 }
@@ -273,7 +312,7 @@ impl FileWatchConfig {
 /// assert!(config.validate().is_ok());
 /// assert_eq!(config.effective_check_interval(), Duration::from_secs(12));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct MonitorConfig {
     /// End the child once every enabled signal has been stale this long. Default 300 s.
@@ -299,6 +338,8 @@ pub struct MonitorConfig {
     pub enabled: EnabledSignals,
     /// The file signal's roots and filters (used when `enabled.files`).
     pub files: FileWatchConfig,
+    /// The children signal's threshold (used when `enabled.children`).
+    pub children: ChildWatchConfig,
     /// Linux: the child gets SIGKILL if the supervising process dies. Default on.
     pub parent_death_signal: bool,
 }
@@ -316,6 +357,7 @@ impl Default for MonitorConfig {
             kill_confirm_timeout: Duration::from_secs(5),
             enabled: EnabledSignals::default(),
             files: FileWatchConfig::default(),
+            children: ChildWatchConfig::default(),
             parent_death_signal: true,
         }
     }
@@ -421,6 +463,19 @@ impl MonitorConfig {
         self
     }
 
+    /// Turns the descendant-CPU signal on or off.
+    pub fn children_signal(mut self, enabled: bool) -> Self {
+        self.enabled.children = enabled;
+        self
+    }
+
+    /// Sets the descendant-CPU rules (and turns the signal on).
+    pub fn children(mut self, children: ChildWatchConfig) -> Self {
+        self.children = children;
+        self.enabled.children = true;
+        self
+    }
+
     /// Turns the Linux parent-death signal on or off.
     pub fn parent_death_signal(mut self, enabled: bool) -> Self {
         self.parent_death_signal = enabled;
@@ -466,6 +521,10 @@ impl MonitorConfig {
         if self.enabled.files {
             crate::signals::files::validate_globs(&self.files)?;
         }
+        let t = self.children.cpu_threshold;
+        if !(t > 0.0 && t <= 64.0) {
+            return Err(ConfigError::InvalidThreshold { value: t });
+        }
         Ok(())
     }
 }
@@ -481,7 +540,7 @@ pub(crate) fn validate_idle_timeout(timeout: Duration) -> Result<(), ConfigError
 }
 
 /// An invalid setting. The message names the field and what it accepts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// A duration outside its accepted range.
@@ -506,6 +565,11 @@ pub enum ConfigError {
     InvalidSignal {
         /// The rejected text.
         value: String,
+    },
+    /// A CPU threshold outside 0 < t <= 64 (cores), or not a number.
+    InvalidThreshold {
+        /// The rejected value.
+        value: f64,
     },
     /// A glob that does not parse.
     InvalidGlob {
@@ -542,6 +606,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "signal {value:?} is not a standard signal: use a name like TERM, INT, HUP \
                  (with or without SIG) or a number from 1 to 31"
+            ),
+            ConfigError::InvalidThreshold { value } => write!(
+                f,
+                "children.cpu_threshold is {value}, but it must be a fraction of one core \
+                 greater than 0 and at most 64 (0.05 = 5 %)"
             ),
             ConfigError::InvalidGlob {
                 field,

@@ -144,13 +144,14 @@ struct ReadmeDoctests;
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    ConfigError, EnabledSignals, FileWatchConfig, HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE,
-    KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
+    ChildWatchConfig, ConfigError, EnabledSignals, FileWatchConfig, HARD_TIMEOUT_RANGE,
+    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use outcome::{
-    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, HumanDuration, MonitorResult,
-    Outcome, SignalIdle, StaleReport,
+    DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
+    HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,
 };
 pub use session::{Session, SessionBuilder};
+pub use signals::children::{ChildrenSample, DescendantObserver};
 pub use signals::files::FileActivityTracker;
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

@@ -30,13 +30,27 @@ pub struct SignalIdle {
     pub events: u64,
 }
 
+/// The child's descendants at the last sample before a kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DescendantSummary {
+    /// Live descendants (the direct child not included).
+    pub count: usize,
+    /// CPU they had used in all (with the children they reaped).
+    pub cpu: Duration,
+    /// Remembered descendants that had left the tree and still lived.
+    pub escapees: usize,
+}
+
 /// Why a child was judged stale: every enabled source and how long it had been idle.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StaleReport {
     /// The idle timeout in force.
     pub idle_timeout: Duration,
     /// Every enabled source.
     pub signals: Vec<SignalIdle>,
+    /// The descendants at the fresh sample taken at the deadline (children signal on).
+    pub children: Option<DescendantSummary>,
 }
 
 impl StaleReport {
@@ -218,6 +232,7 @@ mod tests {
         let stale = Outcome::IdleTimeout(StaleReport {
             idle_timeout: Duration::from_secs(1),
             signals: vec![],
+            children: None,
         });
         assert_eq!(result(stale, Some(15)).exit_code(), 124);
         let hard = Outcome::HardTimeout {
@@ -255,6 +270,7 @@ mod tests {
     fn report_displays_every_source() {
         let r = StaleReport {
             idle_timeout: Duration::from_secs(300),
+            children: None,
             signals: vec![
                 SignalIdle {
                     source: ActivitySource::Output,
