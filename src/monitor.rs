@@ -27,6 +27,8 @@ use crate::verdict::{self, Limits, Verdict};
 pub(crate) enum Control {
     SetIdleTimeout(Duration),
     Terminate,
+    /// Terminate with this ladder instead of the configured one.
+    TerminateWith(Vec<KillStep>),
     Kill,
     ChildExited,
     ReaderDone(Stream),
@@ -422,13 +424,17 @@ impl Monitor {
         match msg {
             Control::SetIdleTimeout(timeout) => self.idle_timeout = timeout,
             Control::ChildExited => self.leader_exited = true,
-            Control::ReaderDone(stream) => self.readers_done[stream_index(stream)] = true,
-            Control::Terminate => {
-                if matches!(self.phase, Phase::Watching) && !self.leader_exited {
-                    self.set_reason(Reason::Outcome(Outcome::Terminated { forced: false }));
-                    self.start_ladder(self.config.kill_ladder.effective(), None);
-                }
+            Control::ReaderDone(stream) => {
+                let index = stream_index(stream);
+                self.readers_done[index] = true;
+                // The reader closed its end: close ours too, or the pipe would stay open.
+                self.peek[index] = None;
             }
+            Control::Terminate => {
+                let steps = self.config.kill_ladder.effective();
+                self.terminate(steps);
+            }
+            Control::TerminateWith(steps) => self.terminate(steps),
             Control::Kill => {
                 let kill_only = vec![KillStep {
                     signal: Signal::KILL,
@@ -447,6 +453,13 @@ impl Monitor {
                     _ => {}
                 }
             }
+        }
+    }
+
+    fn terminate(&mut self, steps: Vec<KillStep>) {
+        if matches!(self.phase, Phase::Watching) && !self.leader_exited {
+            self.set_reason(Reason::Outcome(Outcome::Terminated { forced: false }));
+            self.start_ladder(steps, None);
         }
     }
 
