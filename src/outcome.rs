@@ -35,7 +35,7 @@ pub struct SignalIdle {
 pub struct DescendantSummary {
     /// Live descendants (the direct child not included).
     pub count: usize,
-    /// CPU they had used in all (with the children they reaped).
+    /// CPU the descendants had used in all, the live ones and the reaped ones.
     pub cpu: Duration,
     /// Remembered descendants that had left the tree and still lived.
     pub escapees: usize,

@@ -222,7 +222,7 @@ pub struct ChildrenSample {
     pub descendants: usize,
     /// CPU used by the descendants since the previous sample (by the rules above).
     pub cpu_delta: Duration,
-    /// CPU used in all by the live descendants (and the children they reaped).
+    /// CPU used in all by the descendants: the live ones and every one already reaped.
     pub descendant_cpu: Duration,
     /// Remembered descendants that left the tree and still live.
     pub escapees: usize,
@@ -378,9 +378,11 @@ impl DescendantObserver {
             if !is_root && !p.dead {
                 descendants += 1;
             }
-            if !is_root {
-                descendant_cpu += p.cpu + p.child_cpu;
-            }
+            descendant_cpu += if is_root {
+                p.child_cpu // what the child reaped: descendants' work too
+            } else {
+                p.cpu + p.child_cpu
+            };
             let reaped_credit = credit.get(&p.pid).copied().unwrap_or_default();
             match self.known.get(&p.pid) {
                 Some(k) if k.start_time == p.start_time => {
