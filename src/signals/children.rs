@@ -111,12 +111,14 @@ impl ProcessSource for ProcFs {
         let Some(stat) = crate::process::sys::read_stat(root) else {
             return Vec::new();
         };
+        let mut threads = vec![stat.threads];
         let mut tree = vec![self.convert(stat)];
         let mut index = 0;
         while index < tree.len() && tree.len() < MAX_TREE {
             let parent = tree[index].pid;
             self.scratch.clear();
-            if crate::process::sys::children_of(parent, &mut self.scratch).is_none() {
+            if crate::process::sys::children_of(parent, threads[index], &mut self.scratch).is_none()
+            {
                 if index == 0 && !tree[0].dead {
                     return self.tree_by_scan(root);
                 }
@@ -125,6 +127,7 @@ impl ProcessSource for ProcFs {
             for i in 0..self.scratch.len() {
                 let pid = self.scratch[i];
                 if let Some(stat) = crate::process::sys::read_stat(pid) {
+                    threads.push(stat.threads);
                     tree.push(self.convert(stat));
                 }
             }

@@ -159,6 +159,8 @@ pub(crate) struct ProcStat {
     pub(crate) child_cpu_ticks: u64,
     /// Start time after boot, in clock ticks: with the pid, the identity of a process.
     pub(crate) start_time: u64,
+    /// Number of threads.
+    pub(crate) threads: u64,
 }
 
 #[cfg(target_os = "linux")]
@@ -185,6 +187,7 @@ pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
         pgrp: field(5)?.parse().ok()?,
         cpu_ticks: number(14)? + number(15)?,
         child_cpu_ticks: number(16)? + number(17)?,
+        threads: number(20)?,
         start_time: number(22)?,
     })
 }
@@ -198,8 +201,17 @@ pub(crate) fn read_stat(pid: i32) -> Option<ProcStat> {
 
 /// The children of `pid`, from `/proc/<pid>/task/<tid>/children` of every thread (a child is
 /// listed under the thread that forked it). `None` when the kernel does not offer the file.
+/// A single-threaded process has one such file, read without listing the tasks.
 #[cfg(target_os = "linux")]
-pub(crate) fn children_of(pid: i32, into: &mut Vec<i32>) -> Option<()> {
+pub(crate) fn children_of(pid: i32, threads: u64, into: &mut Vec<i32>) -> Option<()> {
+    if threads == 1 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        into.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+        return Some(());
+    }
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut offered = false;
     for task in tasks.flatten() {
@@ -281,6 +293,7 @@ mod tests {
         assert_eq!(stat.pgrp, 1234);
         assert_eq!(stat.cpu_ticks, 10);
         assert_eq!(stat.child_cpu_ticks, 0);
+        assert_eq!(stat.threads, 1);
         assert_eq!(stat.start_time, 98765);
     }
 
