@@ -193,10 +193,8 @@ impl Default for EnabledSignals {
 /// ```
 /// use stallwatch::{ChildWatchConfig, MonitorConfig};
 ///
-/// let config = MonitorConfig::default().children(ChildWatchConfig {
-///     cpu_threshold: 0.10, // a tenth of a core
-///     ..ChildWatchConfig::default()
-/// });
+/// let config = MonitorConfig::default()
+///     .children(ChildWatchConfig::default().cpu_threshold(0.10)); // a tenth of a core
 /// assert!(config.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -207,6 +205,20 @@ pub struct ChildWatchConfig {
     /// Count the direct child's own CPU too (default: only its descendants and the children it
     /// reaped; an agent spinning in its event loop is not progress).
     pub include_self: bool,
+}
+
+impl ChildWatchConfig {
+    /// Sets the fraction of one core that counts as work.
+    pub fn cpu_threshold(mut self, fraction: f64) -> Self {
+        self.cpu_threshold = fraction;
+        self
+    }
+
+    /// Counts (or not) the direct child's own CPU.
+    pub fn include_self(mut self, include: bool) -> Self {
+        self.include_self = include;
+        self
+    }
 }
 
 impl Default for ChildWatchConfig {
