@@ -40,10 +40,10 @@ pub(crate) fn last_activity(board: &BoardSnapshot) -> Instant {
 
 /// Decides. The hard deadline wins over staleness when both are due.
 pub(crate) fn decide(board: &BoardSnapshot, now: Instant, limits: Limits) -> Verdict {
-    if let Some(deadline) = limits.hard_deadline {
-        if now >= deadline {
-            return Verdict::HardDeadline { deadline };
-        }
+    if let Some(deadline) = limits.hard_deadline
+        && now >= deadline
+    {
+        return Verdict::HardDeadline { deadline };
     }
     let stale_at = last_activity(board) + limits.idle_timeout;
     if now >= stale_at {

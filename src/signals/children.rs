@@ -118,12 +118,12 @@ impl ProcessSource for ProcFs {
             let parent = tree[index].pid;
             self.scratch.clear();
             if crate::process::sys::children_of(parent, threads[index], &mut self.scratch).is_none()
+                && index == 0
+                && !tree[0].dead
             {
-                if index == 0 && !tree[0].dead {
-                    return self.tree_by_scan(root);
-                }
-                // A process that vanished meanwhile has no children file: skip it.
+                return self.tree_by_scan(root);
             }
+            // A process that vanished meanwhile has no children file: skip it.
             for i in 0..self.scratch.len() {
                 let pid = self.scratch[i];
                 if let Some(stat) = crate::process::sys::read_stat(pid) {

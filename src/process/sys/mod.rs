@@ -264,10 +264,11 @@ pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
             if pid == except {
                 continue;
             }
-            if let Some(stat) = read_stat(pid) {
-                if stat.pgrp == pgid && !stat.is_dead() {
-                    members.push(pid);
-                }
+            if let Some(stat) = read_stat(pid)
+                && stat.pgrp == pgid
+                && !stat.is_dead()
+            {
+                members.push(pid);
             }
         }
         Some(members)
