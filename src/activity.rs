@@ -17,18 +17,29 @@ use crate::clock::Clock;
 pub enum ActivitySource {
     /// A read of more than 0 bytes from the child's stdout or stderr.
     Output,
+    /// A create, modify, rename or remove under a watched folder (never a read).
+    Files,
+    /// CPU progress of the child's descendants between two samples.
+    Children,
     /// An explicit keepalive from the caller. Always enabled.
     Keepalive,
 }
 
 impl ActivitySource {
     /// Every source, in board order.
-    pub const ALL: [ActivitySource; 2] = [ActivitySource::Output, ActivitySource::Keepalive];
+    pub const ALL: [ActivitySource; 4] = [
+        ActivitySource::Output,
+        ActivitySource::Files,
+        ActivitySource::Children,
+        ActivitySource::Keepalive,
+    ];
 
     fn index(self) -> usize {
         match self {
             ActivitySource::Output => 0,
-            ActivitySource::Keepalive => 1,
+            ActivitySource::Files => 1,
+            ActivitySource::Children => 2,
+            ActivitySource::Keepalive => 3,
         }
     }
 
@@ -36,6 +47,8 @@ impl ActivitySource {
     pub fn name(self) -> &'static str {
         match self {
             ActivitySource::Output => "output",
+            ActivitySource::Files => "files",
+            ActivitySource::Children => "children",
             ActivitySource::Keepalive => "keepalive",
         }
     }
@@ -50,6 +63,8 @@ impl fmt::Display for ActivitySource {
 #[derive(Debug, Default)]
 struct Slot {
     enabled: AtomicBool,
+    /// Cleared by a source that cannot observe anything (a watched root that is a file).
+    unavailable: AtomicBool,
     /// Nanoseconds after the board's origin of the latest stamp (0: none yet).
     last: AtomicU64,
     count: AtomicU64,
@@ -93,6 +108,20 @@ impl ActivityBoard {
             .store(enabled, Ordering::Release);
     }
 
+    /// Marks a source as able (or unable) to observe activity; shown in the [`StaleReport`].
+    ///
+    /// [`StaleReport`]: crate::StaleReport
+    pub fn set_available(&self, source: ActivitySource, available: bool) {
+        self.slots[source.index()]
+            .unavailable
+            .store(!available, Ordering::Release);
+    }
+
+    /// The clock the board stamps with.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// Records activity of `source` now (by the board's clock).
     pub fn stamp(&self, source: ActivitySource) {
         self.stamp_at(source, self.clock.now());
@@ -130,6 +159,7 @@ impl ActivityBoard {
             sources.push(SourceState {
                 source,
                 enabled: slot.enabled.load(Ordering::Acquire),
+                available: !slot.unavailable.load(Ordering::Acquire),
                 last: self.last(source),
                 count: slot.count.load(Ordering::Relaxed),
             });
@@ -148,6 +178,8 @@ pub struct SourceState {
     pub source: ActivitySource,
     /// Whether it counts.
     pub enabled: bool,
+    /// Whether it can observe anything (a file tracker whose root is a file cannot).
+    pub available: bool,
     /// Its latest activity (the board's origin when none).
     pub last: Instant,
     /// How many times it was stamped.
@@ -184,6 +216,9 @@ mod tests {
         assert_eq!(board.count(ActivitySource::Output), 2);
         let snap = board.snapshot();
         assert!(!snap.sources[0].enabled);
-        assert!(snap.sources[1].enabled);
+        assert!(!snap.sources[1].enabled);
+        assert!(!snap.sources[2].enabled);
+        assert!(snap.sources[3].enabled);
+        assert!(snap.sources.iter().all(|s| s.available));
     }
 }

@@ -1,6 +1,7 @@
 //! Configuration: [`MonitorConfig`], the [`KillLadder`], and validation into [`ConfigError`].
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -165,11 +166,145 @@ pub enum LeftoverPolicy {
 pub struct EnabledSignals {
     /// Reads from the child's stdout and stderr.
     pub output: bool,
+    /// File activity under the watched roots ([`MonitorConfig::files`]).
+    pub files: bool,
+    /// CPU progress of the child's descendants ([`MonitorConfig::children`]).
+    pub children: bool,
 }
 
 impl Default for EnabledSignals {
     fn default() -> Self {
-        Self { output: true }
+        Self {
+            output: true,
+            files: true,
+            children: true,
+        }
+    }
+}
+
+/// How descendant CPU counts as activity.
+///
+/// Sampled every check interval, and once more at the stale deadline before the ladder starts.
+/// Activity = the CPU the descendants used since the previous sample reaches `cpu_threshold` of
+/// one core over the interval (and at least 20 ms, two ticks of the kernel's accounting). The
+/// default, 5 %, lets an idly polling daemon (about 1 % of a core) go stale, while a compiler or
+/// test run (tens of percent and more) keeps the child alive.
+///
+/// ```
+/// use stallwatch::{ChildWatchConfig, MonitorConfig};
+///
+/// let config = MonitorConfig::default()
+///     .children(ChildWatchConfig::default().cpu_threshold(0.10)); // a tenth of a core
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct ChildWatchConfig {
+    /// Fraction of one core (0 < t <= 64) that counts as work. Default 0.05.
+    pub cpu_threshold: f64,
+    /// Count the direct child's own CPU too (default: only its descendants and the children it
+    /// reaped; an agent spinning in its event loop is not progress).
+    pub include_self: bool,
+}
+
+impl ChildWatchConfig {
+    /// Sets the fraction of one core that counts as work.
+    pub fn cpu_threshold(mut self, fraction: f64) -> Self {
+        self.cpu_threshold = fraction;
+        self
+    }
+
+    /// Counts (or not) the direct child's own CPU.
+    pub fn include_self(mut self, include: bool) -> Self {
+        self.include_self = include;
+        self
+    }
+}
+
+impl Default for ChildWatchConfig {
+    fn default() -> Self {
+        Self {
+            cpu_threshold: 0.05,
+            include_self: false,
+        }
+    }
+}
+
+/// Which folders' file activity counts, and which files in them.
+///
+/// Default: the root `.agent` (relative to the child's working directory), every file except
+/// `*.log` and editor artefacts (`*.swp`, `*~`, `.#*`).
+///
+/// Globs follow [`globset`](https://docs.rs/globset) syntax and are matched against both the
+/// path relative to its root and the bare file name, so `*.log` excludes logs at any depth.
+///
+/// ```
+/// use stallwatch::{FileWatchConfig, MonitorConfig};
+///
+/// let files = FileWatchConfig::default()
+///     .root("notes")        // .agent and notes
+///     .include("*.md")      // only Markdown counts
+///     .exclude("drafts/**");
+/// let config = MonitorConfig::default().files(files);
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FileWatchConfig {
+    /// Folders watched recursively; relative ones are taken from the child's working directory.
+    pub roots: Vec<PathBuf>,
+    /// When not empty, only files matching one of these count.
+    pub include: Vec<String>,
+    /// Files matching one of these never count.
+    pub exclude: Vec<String>,
+    /// Stat-scan the roots at the check interval instead of using OS notifications (the mode
+    /// stallwatch falls back to when the OS runs out of watches).
+    pub force_stat_scan: bool,
+}
+
+impl Default for FileWatchConfig {
+    fn default() -> Self {
+        Self {
+            roots: vec![PathBuf::from(".agent")],
+            include: Vec::new(),
+            exclude: ["*.log", "*.swp", "*~", ".#*"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            force_stat_scan: false,
+        }
+    }
+}
+
+impl FileWatchConfig {
+    /// Adds a root.
+    pub fn root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.roots.push(root.into());
+        self
+    }
+
+    /// Replaces the roots.
+    pub fn roots<P: Into<PathBuf>>(mut self, roots: impl IntoIterator<Item = P>) -> Self {
+        self.roots = roots.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds an include glob.
+    pub fn include(mut self, glob: impl Into<String>) -> Self {
+        self.include.push(glob.into());
+        self
+    }
+
+    /// Adds an exclude glob.
+    pub fn exclude(mut self, glob: impl Into<String>) -> Self {
+        self.exclude.push(glob.into());
+        self
+    }
+
+    /// Forces (or not) the stat-scan mode.
+    pub fn force_stat_scan(mut self, force: bool) -> Self {
+        self.force_stat_scan = force;
+        self
     }
 }
 
@@ -189,7 +324,7 @@ impl Default for EnabledSignals {
 /// assert!(config.validate().is_ok());
 /// assert_eq!(config.effective_check_interval(), Duration::from_secs(12));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct MonitorConfig {
     /// End the child once every enabled signal has been stale this long. Default 300 s.
@@ -213,6 +348,10 @@ pub struct MonitorConfig {
     pub kill_confirm_timeout: Duration,
     /// Which activity signals count.
     pub enabled: EnabledSignals,
+    /// The file signal's roots and filters (used when `enabled.files`).
+    pub files: FileWatchConfig,
+    /// The children signal's threshold (used when `enabled.children`).
+    pub children: ChildWatchConfig,
     /// Linux: the child gets SIGKILL if the supervising process dies. Default on.
     pub parent_death_signal: bool,
 }
@@ -229,6 +368,8 @@ impl Default for MonitorConfig {
             drain_quiet: Duration::from_millis(100),
             kill_confirm_timeout: Duration::from_secs(5),
             enabled: EnabledSignals::default(),
+            files: FileWatchConfig::default(),
+            children: ChildWatchConfig::default(),
             parent_death_signal: true,
         }
     }
@@ -321,6 +462,32 @@ impl MonitorConfig {
         self
     }
 
+    /// Turns the file signal on or off.
+    pub fn file_signal(mut self, enabled: bool) -> Self {
+        self.enabled.files = enabled;
+        self
+    }
+
+    /// Sets the file signal's roots and filters (and turns it on).
+    pub fn files(mut self, files: FileWatchConfig) -> Self {
+        self.files = files;
+        self.enabled.files = true;
+        self
+    }
+
+    /// Turns the descendant-CPU signal on or off.
+    pub fn children_signal(mut self, enabled: bool) -> Self {
+        self.enabled.children = enabled;
+        self
+    }
+
+    /// Sets the descendant-CPU rules (and turns the signal on).
+    pub fn children(mut self, children: ChildWatchConfig) -> Self {
+        self.children = children;
+        self.enabled.children = true;
+        self
+    }
+
     /// Turns the Linux parent-death signal on or off.
     pub fn parent_death_signal(mut self, enabled: bool) -> Self {
         self.parent_death_signal = enabled;
@@ -363,6 +530,13 @@ impl MonitorConfig {
             CONFIRM_RANGE.0,
             CONFIRM_RANGE.1,
         )?;
+        if self.enabled.files {
+            crate::signals::files::validate_globs(&self.files)?;
+        }
+        let t = self.children.cpu_threshold;
+        if !(t > 0.0 && t <= 64.0) {
+            return Err(ConfigError::InvalidThreshold { value: t });
+        }
         Ok(())
     }
 }
@@ -378,7 +552,7 @@ pub(crate) fn validate_idle_timeout(timeout: Duration) -> Result<(), ConfigError
 }
 
 /// An invalid setting. The message names the field and what it accepts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// A duration outside its accepted range.
@@ -403,6 +577,20 @@ pub enum ConfigError {
     InvalidSignal {
         /// The rejected text.
         value: String,
+    },
+    /// A CPU threshold outside 0 < t <= 64 (cores), or not a number.
+    InvalidThreshold {
+        /// The rejected value.
+        value: f64,
+    },
+    /// A glob that does not parse.
+    InvalidGlob {
+        /// `files.include` or `files.exclude`.
+        field: &'static str,
+        /// The rejected pattern.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
     },
 }
 
@@ -430,6 +618,20 @@ impl fmt::Display for ConfigError {
                 f,
                 "signal {value:?} is not a standard signal: use a name like TERM, INT, HUP \
                  (with or without SIG) or a number from 1 to 31"
+            ),
+            ConfigError::InvalidThreshold { value } => write!(
+                f,
+                "children.cpu_threshold is {value}, but it must be a fraction of one core \
+                 greater than 0 and at most 64 (0.05 = 5 %)"
+            ),
+            ConfigError::InvalidGlob {
+                field,
+                pattern,
+                reason,
+            } => write!(
+                f,
+                "{field} pattern {pattern:?} is not a valid glob ({reason}): use patterns like \
+                 *.md, notes/**, **/*.tmp"
             ),
         }
     }

@@ -5,6 +5,10 @@
 //! child's activity and ends it only when **every** signal has been quiet for the idle timeout:
 //!
 //! - **output**: any read of more than 0 bytes from its stdout or stderr (a partial line counts);
+//! - **files**: a create, modify, rename or remove under the watched folders (default `.agent`
+//!   in the child's working directory; never a mere read), see [`FileWatchConfig`];
+//! - **children**: CPU progress of the child's descendants between two samples (a compiler or a
+//!   test run in a grandchild), see [`ChildWatchConfig`];
 //! - **keepalive**: an explicit [`Session::keepalive`] from the caller.
 //!
 //! Then it runs a kill ladder (SIGTERM, a grace period, SIGKILL) on the child's whole process
@@ -95,13 +99,32 @@
 //!   (`PR_SET_PDEATHSIG`, set from one long-lived spawner thread, because Linux ties that signal
 //!   to the thread that forked, with a `getppid` re-check against a parent that died first).
 //! - **Sources** only stamp the board (atomics): the reader threads `stallwatch-out-<id>` and
-//!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call.
+//!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call, and the
+//!   [`FileActivityTracker`] from `notify`'s event handler. The tracker's own thread
+//!   (`stallwatch-files`) re-arms watches when a root appears, vanishes or is re-created (a
+//!   missing root is awaited through its nearest existing ancestor), and stat-scans the roots at
+//!   the check interval when the OS is out of watches (or when
+//!   [`FileWatchConfig::force_stat_scan`] asks). Reads, opens and closes never count, nor do
+//!   excluded files (`*.log`, editor artefacts) or files stallwatch writes itself.
 //! - **Monitor** (`stallwatch-mon-<id>`) sleeps on its control channel and on one timer set to
-//!   the exact next instant its decision can change: last activity + idle timeout, or the hard
-//!   deadline. No periodic tick, no busy loop. The decision is a pure function of a board
-//!   snapshot, the time and the limits.
+//!   the exact next instant its decision can change: last activity + idle timeout, the hard
+//!   deadline, or the next descendant sample (every check interval, default idle timeout / 10
+//!   clamped to 100 ms..30 s). No other tick, no busy loop. The decision is a pure function of
+//!   a board snapshot, the time and the limits. At the stale instant the monitor takes one
+//!   fresh descendant sample first, so a grandchild working right now is never killed for want
+//!   of a poll.
+//! - **Descendants** ([`DescendantObserver`]): on Linux a walk of
+//!   `/proc/<pid>/task/<tid>/children` from the child (cost grows with the tree, not with the
+//!   machine) reading `/proc/<pid>/stat`; elsewhere `sysinfo`. Identity is (pid, start time).
+//!   CPU is user + system time plus the reaped children's time, so work that started and
+//!   finished between two samples counts, but never twice. Activity needs 5 % of a core over the
+//!   interval (at least 20 ms): an idly polling daemon at about 1 % does not keep a stuck agent
+//!   alive. The direct child's own CPU does not count unless asked. Every descendant seen is
+//!   remembered while it lives, even after `setsid` or re-parenting to init; the ladder
+//!   signals those escapees by pid, after re-checking their start time.
 //! - **Ending.** Each ladder step goes to the whole process group (never to a pgid ≤ 1 or to
-//!   stallwatch's own group). The leader is watched with `waitid(WNOWAIT)` and not reaped until
+//!   stallwatch's own group), and to the remembered escapees by pid; polite steps are followed
+//!   by SIGCONT so stopped processes can act on them. The leader is watched with `waitid(WNOWAIT)` and not reaped until
 //!   the ladder is done, so neither its pid nor its group id can be reused under the signals.
 //!   If even SIGKILL is not confirmed within [`MonitorConfig::kill_confirm_timeout`], the result
 //!   says [`termination_unproven`](MonitorResult::termination_unproven) instead of hanging.
@@ -136,12 +159,14 @@ struct ReadmeDoctests;
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    ConfigError, EnabledSignals, HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep,
-    LeftoverPolicy, MonitorConfig, Signal,
+    ChildWatchConfig, ConfigError, EnabledSignals, FileWatchConfig, HARD_TIMEOUT_RANGE,
+    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use outcome::{
-    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, HumanDuration, MonitorResult,
-    Outcome, SignalIdle, StaleReport,
+    DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
+    HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,
 };
 pub use session::{Session, SessionBuilder};
+pub use signals::children::{ChildrenSample, DescendantObserver};
+pub use signals::files::FileActivityTracker;
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

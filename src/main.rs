@@ -4,12 +4,14 @@
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use stallwatch::{
-    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, HumanDuration, KillLadder, MonitorConfig,
-    MonitorResult, Outcome, OutputSink, Session, Signal,
+    ConfigError, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, HumanDuration, KillLadder,
+    MonitorConfig, MonitorResult, Outcome, OutputSink, Session, Signal,
 };
 
 /// Run PROGRAM and end its whole process tree only when it has truly stalled: no output on
@@ -111,7 +113,7 @@ fn run(cli: Cli) -> i32 {
         .hard_timeout(cli.hard_timeout)
         .kill_ladder(KillLadder::polite(Signal::TERM, cli.grace));
     if let Err(e) = config.validate() {
-        eprintln!("stallwatch: invalid option: {e}");
+        eprintln!("stallwatch: {}", option_error(&e));
         return EXIT_INTERNAL;
     }
     let (program, args) = cli
@@ -137,12 +139,86 @@ fn run(cli: Cli) -> i32 {
             };
         }
     };
+    let session = Arc::new(session);
+    let forwarding = forward_signals(&session, cli.grace);
     let result = session.wait();
+    if let Some(handle) = forwarding {
+        handle.close();
+    }
     let _ = io::stdout().flush();
     if let Some(line) = summary(&result) {
         eprintln!("{line}");
     }
     result.exit_code()
+}
+
+/// Passes TERM, INT, HUP and QUIT sent to stallwatch on to the child's whole tree: the same
+/// signal first, then the rest of the ladder after the grace. A second INT kills at once.
+fn forward_signals(
+    session: &Arc<Session>,
+    grace: Duration,
+) -> Option<signal_hook::iterator::Handle> {
+    let mut signals = match signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGQUIT])
+    {
+        Ok(signals) => signals,
+        Err(e) => {
+            log::warn!("cannot catch signals ({e}); they will not be passed on to the child");
+            return None;
+        }
+    };
+    let handle = signals.handle();
+    let session = session.clone();
+    let started = std::thread::Builder::new()
+        .name("stallwatch-signals".into())
+        .spawn(move || {
+            let mut received = 0;
+            for number in signals.forever() {
+                received += 1;
+                let Some(signal) = Signal::from_number(number) else {
+                    continue;
+                };
+                if received == 1 {
+                    log::info!("received {signal}; passing it on to the child's tree");
+                    session.terminate_with(&KillLadder::polite(signal, grace));
+                } else if number == SIGINT {
+                    log::info!("second INT: killing the child's tree");
+                    session.kill();
+                }
+            }
+        });
+    match started {
+        Ok(_) => Some(handle),
+        Err(e) => {
+            log::warn!("cannot start the signal thread ({e})");
+            None
+        }
+    }
+}
+
+/// A configuration error in the words of the command line.
+fn option_error(error: &ConfigError) -> String {
+    match error {
+        ConfigError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+        } => {
+            let option = match *field {
+                "idle_timeout" => "--idle-timeout",
+                "hard_timeout" => "--hard-timeout",
+                "kill_ladder.grace" => "--grace",
+                other => other,
+            };
+            format!(
+                "invalid value for {option}: {} is out of range; it accepts {} to {}",
+                HumanDuration(*value),
+                HumanDuration(*min),
+                HumanDuration(*max)
+            )
+        }
+        other => format!("invalid option: {other}"),
+    }
 }
 
 /// The one line printed when stallwatch ended the child.

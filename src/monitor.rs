@@ -14,9 +14,11 @@ use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::clock::Clock;
 use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
-use crate::outcome::{HumanDuration, MonitorResult, Outcome};
+use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome};
 use crate::process::{self, sys};
 use crate::session::{Session, SessionBuilder, Shared};
+use crate::signals::children::{DescendantObserver, Identity};
+use crate::signals::files::FileActivityTracker;
 use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
 use crate::verdict::{self, Limits, Verdict};
 
@@ -25,6 +27,8 @@ use crate::verdict::{self, Limits, Verdict};
 pub(crate) enum Control {
     SetIdleTimeout(Duration),
     Terminate,
+    /// Terminate with this ladder instead of the configured one.
+    TerminateWith(Vec<KillStep>),
     Kill,
     ChildExited,
     ReaderDone(Stream),
@@ -45,6 +49,22 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let board = Arc::new(ActivityBoard::new(clock.clone()));
     board.set_enabled(ActivitySource::Output, config.enabled.output);
 
+    // Armed before the spawn, so the child's first write already counts.
+    let files = if config.enabled.files {
+        let base = match command.get_current_dir() {
+            Some(dir) => std::env::current_dir()?.join(dir),
+            None => std::env::current_dir()?,
+        };
+        Some(FileActivityTracker::start(
+            &config.files,
+            &base,
+            board.clone(),
+            config.effective_check_interval(),
+        )?)
+    } else {
+        None
+    };
+
     let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
     let (command, spawned) = process::spawn(command, from_spawner);
     let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
@@ -60,6 +80,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         config,
         clock.clone(),
         board.clone(),
+        files,
         stdout_sink,
         stderr_sink,
     ) {
@@ -87,12 +108,14 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
 
 type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
 
+#[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
 fn start_threads(
     id: u64,
     child: &mut Child,
     config: MonitorConfig,
     clock: Arc<dyn Clock>,
     board: Arc<ActivityBoard>,
+    files: Option<FileActivityTracker>,
     stdout_sink: OutputSink,
     stderr_sink: OutputSink,
 ) -> io::Result<Started> {
@@ -124,6 +147,14 @@ fn start_threads(
         stderr.as_fd().try_clone_to_owned().ok(),
     ];
 
+    let children = config.enabled.children.then(|| {
+        let mut observer = DescendantObserver::new(pid as u32, &config.children);
+        observer.sample(clock.now()); // the baseline
+        board.set_enabled(ActivitySource::Children, true);
+        observer
+    });
+    let interval = config.effective_check_interval();
+    let next_sample = clock.now() + interval;
     let (child_tx, child_rx) = crossbeam_channel::bounded::<Child>(1);
     let monitor = Monitor {
         id,
@@ -136,6 +167,12 @@ fn start_threads(
         control: control_rx,
         shared: shared.clone(),
         peek,
+        _files: files,
+        children,
+        interval,
+        next_sample,
+        sampled_at: None,
+        escapees: Vec::new(),
         reason: None,
         leader_exited: false,
         readers_done: [false, false],
@@ -320,6 +357,15 @@ struct Monitor {
     control: Receiver<Control>,
     shared: Arc<Shared>,
     peek: [Option<OwnedFd>; 2],
+    /// Stamps the board from its own thread; stopped when the monitor ends.
+    _files: Option<FileActivityTracker>,
+    /// Samples descendant CPU from this thread, every `interval`.
+    children: Option<DescendantObserver>,
+    interval: Duration,
+    next_sample: Instant,
+    sampled_at: Option<Instant>,
+    /// Descendants outside the process group that the ladder signals by pid.
+    escapees: Vec<Identity>,
     reason: Option<Reason>,
     leader_exited: bool,
     readers_done: [bool; 2],
@@ -378,13 +424,17 @@ impl Monitor {
         match msg {
             Control::SetIdleTimeout(timeout) => self.idle_timeout = timeout,
             Control::ChildExited => self.leader_exited = true,
-            Control::ReaderDone(stream) => self.readers_done[stream_index(stream)] = true,
-            Control::Terminate => {
-                if matches!(self.phase, Phase::Watching) && !self.leader_exited {
-                    self.set_reason(Reason::Outcome(Outcome::Terminated { forced: false }));
-                    self.start_ladder(self.config.kill_ladder.effective(), None);
-                }
+            Control::ReaderDone(stream) => {
+                let index = stream_index(stream);
+                self.readers_done[index] = true;
+                // The reader closed its end: close ours too, or the pipe would stay open.
+                self.peek[index] = None;
             }
+            Control::Terminate => {
+                let steps = self.config.kill_ladder.effective();
+                self.terminate(steps);
+            }
+            Control::TerminateWith(steps) => self.terminate(steps),
             Control::Kill => {
                 let kill_only = vec![KillStep {
                     signal: Signal::KILL,
@@ -406,6 +456,13 @@ impl Monitor {
         }
     }
 
+    fn terminate(&mut self, steps: Vec<KillStep>) {
+        if matches!(self.phase, Phase::Watching) && !self.leader_exited {
+            self.set_reason(Reason::Outcome(Outcome::Terminated { forced: false }));
+            self.start_ladder(steps, None);
+        }
+    }
+
     fn set_reason(&mut self, reason: Reason) {
         if self.reason.is_none() {
             self.reason = Some(reason);
@@ -423,13 +480,41 @@ impl Monitor {
                         self.after_leader_exit(now);
                         continue;
                     }
+                    if self.children.is_some() && now >= self.next_sample {
+                        self.sample_children(now);
+                    }
                     let limits = Limits {
                         idle_timeout: self.idle_timeout,
                         hard_deadline: self.hard_deadline,
                     };
                     match verdict::decide(&self.board.snapshot(), now, limits) {
-                        Verdict::Wait { until } => return Some(Wake::at(until)),
-                        Verdict::Stale { deadline, report } => {
+                        Verdict::Wait { until } => {
+                            let until = match self.children {
+                                Some(_) => until.min(self.next_sample),
+                                None => until,
+                            };
+                            return Some(Wake::at(until));
+                        }
+                        Verdict::Stale {
+                            deadline,
+                            mut report,
+                        } => {
+                            // A descendant working right now is never killed for want of a
+                            // poll: one fresh sample first.
+                            if self.children.is_some()
+                                && self.sampled_at != Some(now)
+                                && self.sample_children(now)
+                            {
+                                continue;
+                            }
+                            report.children = self.children.as_ref().map(|o| {
+                                let last = o.last();
+                                DescendantSummary {
+                                    count: last.descendants,
+                                    cpu: last.descendant_cpu,
+                                    escapees: last.escapees,
+                                }
+                            });
                             log::info!(
                                 "session {}: pid {} stale after {} ({report})",
                                 self.id,
@@ -490,18 +575,48 @@ impl Monitor {
         }
     }
 
+    /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.
+    fn sample_children(&mut self, now: Instant) -> bool {
+        let Some(observer) = self.children.as_mut() else {
+            return false;
+        };
+        let sample = observer.sample(now);
+        self.sampled_at = Some(now);
+        self.next_sample = now + self.interval;
+        if sample.active {
+            self.board.stamp_at(ActivitySource::Children, now);
+        }
+        sample.active
+    }
+
+    /// Remembered descendants that left the group and still live (re-checked by identity).
+    fn live_escapees(&mut self) -> Vec<Identity> {
+        let pgid = self.pid;
+        match self.children.as_mut() {
+            Some(observer) => observer.outside_group(pgid),
+            None => Vec::new(),
+        }
+    }
+
     /// The leader exited while being watched: take the leftovers down, or leave them.
     fn after_leader_exit(&mut self, now: Instant) {
         if self.config.leftovers == LeftoverPolicy::KillLadder {
-            let leftovers = sys::group_members(self.pid, self.pid).unwrap_or_default();
-            if !leftovers.is_empty() {
+            if let Some(observer) = self.children.as_mut() {
+                observer.sample(now); // who is left, now that the leader is gone
+            }
+            let members = sys::group_members(self.pid, self.pid).unwrap_or_default();
+            let escapees = self.live_escapees().len();
+            let leftovers = members.len() + escapees;
+            if leftovers > 0 {
                 log::info!(
-                    "session {}: pid {} exited, leaving {} group member(s); ending them",
+                    "session {}: pid {} exited, leaving {} group member(s) and {} escaped \
+                     descendant(s); ending them",
                     self.id,
                     self.pid,
-                    leftovers.len()
+                    members.len(),
+                    escapees
                 );
-                self.leftovers_killed = leftovers.len();
+                self.leftovers_killed = leftovers;
                 self.start_ladder(self.config.kill_ladder.effective(), None);
                 return;
             }
@@ -528,6 +643,7 @@ impl Monitor {
 
     fn start_ladder(&mut self, steps: Vec<KillStep>, due: Option<Instant>) {
         let now = self.clock.now();
+        self.escapees = self.live_escapees();
         self.phase = Phase::Ending(Ladder {
             steps,
             next: 0,
@@ -542,10 +658,18 @@ impl Monitor {
         }
     }
 
-    /// Whether the whole tree is gone: the leader has exited and no other group member lives.
-    fn tree_gone(&self) -> bool {
-        self.leader_exited
-            && sys::group_members(self.pid, self.pid).is_none_or(|members| members.is_empty())
+    /// Whether the whole tree is gone: the leader has exited, no other group member lives, and
+    /// no escapee the ladder signalled lives.
+    fn tree_gone(&mut self) -> bool {
+        if !self.leader_exited
+            || !sys::group_members(self.pid, self.pid).is_none_or(|members| members.is_empty())
+        {
+            return false;
+        }
+        if let Some(observer) = self.children.as_mut() {
+            self.escapees.retain(|e| observer.alive(*e));
+        }
+        self.escapees.is_empty()
     }
 
     fn step_ladder(&mut self, now: Instant) -> Option<Wake> {
@@ -617,6 +741,17 @@ impl Monitor {
                 step.signal,
                 self.pid
             ),
+        }
+        if let Some(observer) = self.children.as_mut() {
+            for escapee in &self.escapees {
+                // Identity re-checked just before the signal: a reused pid is left alone.
+                if observer.alive(*escapee) {
+                    let _ = sys::kill_pid(escapee.pid, step.signal.number());
+                    if step.signal != Signal::KILL {
+                        let _ = sys::kill_pid(escapee.pid, sys::SIGCONT);
+                    }
+                }
+            }
         }
         if step.signal != Signal::KILL {
             // A stopped process cannot act on a polite signal until it is continued.

@@ -22,19 +22,35 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 pub struct SignalIdle {
     /// The source.
     pub source: ActivitySource,
+    /// Whether the source could observe anything (`false`: a watched root is a file, say).
+    pub available: bool,
     /// Time since its latest activity (since the spawn when it had none).
     pub idle: Duration,
     /// How many activity events it had recorded in all.
     pub events: u64,
 }
 
+/// The child's descendants at the last sample before a kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DescendantSummary {
+    /// Live descendants (the direct child not included).
+    pub count: usize,
+    /// CPU the descendants had used in all, the live ones and the reaped ones.
+    pub cpu: Duration,
+    /// Remembered descendants that had left the tree and still lived.
+    pub escapees: usize,
+}
+
 /// Why a child was judged stale: every enabled source and how long it had been idle.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StaleReport {
     /// The idle timeout in force.
     pub idle_timeout: Duration,
     /// Every enabled source.
     pub signals: Vec<SignalIdle>,
+    /// The descendants at the fresh sample taken at the deadline (children signal on).
+    pub children: Option<DescendantSummary>,
 }
 
 impl StaleReport {
@@ -56,7 +72,11 @@ impl fmt::Display for StaleReport {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{} {}", s.source, HumanDuration(s.idle))?;
+            if s.available {
+                write!(f, "{} {}", s.source, HumanDuration(s.idle))?;
+            } else {
+                write!(f, "{} unavailable", s.source)?;
+            }
         }
         f.write_str(" idle")
     }
@@ -212,6 +232,7 @@ mod tests {
         let stale = Outcome::IdleTimeout(StaleReport {
             idle_timeout: Duration::from_secs(1),
             signals: vec![],
+            children: None,
         });
         assert_eq!(result(stale, Some(15)).exit_code(), 124);
         let hard = Outcome::HardTimeout {
@@ -249,23 +270,38 @@ mod tests {
     fn report_displays_every_source() {
         let r = StaleReport {
             idle_timeout: Duration::from_secs(300),
+            children: None,
             signals: vec![
                 SignalIdle {
                     source: ActivitySource::Output,
+                    available: true,
                     idle: Duration::from_secs(300),
                     events: 3,
                 },
                 SignalIdle {
+                    source: ActivitySource::Files,
+                    available: false,
+                    idle: Duration::from_secs(300),
+                    events: 0,
+                },
+                SignalIdle {
                     source: ActivitySource::Keepalive,
+                    available: true,
                     idle: Duration::from_secs(432),
                     events: 1,
                 },
             ],
         };
-        assert_eq!(r.to_string(), "output 5m0s, keepalive 7m12s idle");
+        assert_eq!(
+            r.to_string(),
+            "output 5m0s, files unavailable, keepalive 7m12s idle"
+        );
         let mut never_kept_alive = r.clone();
-        never_kept_alive.signals[1].events = 0;
-        assert_eq!(never_kept_alive.to_string(), "output 5m0s idle");
+        never_kept_alive.signals[2].events = 0;
+        assert_eq!(
+            never_kept_alive.to_string(),
+            "output 5m0s, files unavailable idle"
+        );
         assert_eq!(r.get(ActivitySource::Output).unwrap().events, 3);
     }
 }

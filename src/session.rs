@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::clock::{Clock, SystemClock};
-use crate::config::{ConfigError, MonitorConfig, validate_idle_timeout};
+use crate::config::{ConfigError, KillLadder, MonitorConfig, validate_idle_timeout};
 use crate::monitor::{self, Control};
 use crate::outcome::MonitorResult;
 use crate::signals::output::{OutputSink, PumpState, Stream};
@@ -215,6 +215,14 @@ impl Session {
         let _ = self.control.send(Control::Terminate);
     }
 
+    /// Like [`terminate`](Self::terminate), with `ladder` instead of the configured one (for
+    /// example to pass on a signal the supervisor itself received: `KillLadder::polite(INT, 5s)`).
+    pub fn terminate_with(&self, ladder: &KillLadder) {
+        let _ = self
+            .control
+            .send(Control::TerminateWith(ladder.effective()));
+    }
+
     /// Sends SIGKILL to the child's tree now (returns at once). In the middle of a ladder, skips
     /// straight to its SIGKILL.
     pub fn kill(&self) {
@@ -247,7 +255,11 @@ impl Session {
 
     /// Waits at most `timeout` (measured by the session's clock).
     pub fn wait_timeout(&self, timeout: Duration) -> Option<MonitorResult> {
-        self.wait_deadline(self.clock.now() + timeout)
+        match self.clock.now().checked_add(timeout) {
+            Some(deadline) => self.wait_deadline(deadline),
+            // A timeout beyond what an `Instant` can hold is no timeout at all.
+            None => Some(self.wait()),
+        }
     }
 
     /// Waits until `deadline` (an instant of the session's clock) at the latest.

@@ -40,10 +40,10 @@ pub(crate) fn last_activity(board: &BoardSnapshot) -> Instant {
 
 /// Decides. The hard deadline wins over staleness when both are due.
 pub(crate) fn decide(board: &BoardSnapshot, now: Instant, limits: Limits) -> Verdict {
-    if let Some(deadline) = limits.hard_deadline {
-        if now >= deadline {
-            return Verdict::HardDeadline { deadline };
-        }
+    if let Some(deadline) = limits.hard_deadline
+        && now >= deadline
+    {
+        return Verdict::HardDeadline { deadline };
     }
     let stale_at = last_activity(board) + limits.idle_timeout;
     if now >= stale_at {
@@ -63,12 +63,14 @@ pub(crate) fn decide(board: &BoardSnapshot, now: Instant, limits: Limits) -> Ver
 pub(crate) fn report(board: &BoardSnapshot, now: Instant, idle_timeout: Duration) -> StaleReport {
     StaleReport {
         idle_timeout,
+        children: None,
         signals: board
             .sources
             .iter()
             .filter(|s| s.enabled)
             .map(|s| SignalIdle {
                 source: s.source,
+                available: s.available,
                 idle: now.saturating_duration_since(s.last),
                 events: s.count,
             })
@@ -91,6 +93,7 @@ mod tests {
                 .map(|(&(enabled, ms), source)| SourceState {
                     source,
                     enabled,
+                    available: true,
                     last: origin + Duration::from_millis(ms),
                     count: ms,
                 })
@@ -101,7 +104,7 @@ mod tests {
     #[test]
     fn silent_child_is_stale_exactly_one_timeout_after_spawn() {
         let t0 = Instant::now();
-        let b = board(t0, &[(true, 0), (true, 0)]);
+        let b = board(t0, &[(true, 0), (true, 0), (true, 0), (true, 0)]);
         let limits = Limits {
             idle_timeout: Duration::from_secs(300),
             hard_deadline: None,
@@ -115,7 +118,7 @@ mod tests {
         match decide(&b, t0 + Duration::from_secs(300), limits) {
             Verdict::Stale { deadline, report } => {
                 assert_eq!(deadline, t0 + Duration::from_secs(300));
-                assert_eq!(report.signals.len(), 2);
+                assert_eq!(report.signals.len(), 4);
                 assert!(
                     report
                         .signals
@@ -130,7 +133,15 @@ mod tests {
     #[test]
     fn disabled_sources_neither_count_nor_appear() {
         let t0 = Instant::now();
-        let b = board(t0, &[(false, 250_000), (true, 0)]);
+        let b = board(
+            t0,
+            &[
+                (false, 250_000),
+                (false, 280_000),
+                (false, 290_000),
+                (true, 0),
+            ],
+        );
         let limits = Limits {
             idle_timeout: Duration::from_secs(300),
             hard_deadline: None,
@@ -147,7 +158,7 @@ mod tests {
     #[test]
     fn hard_deadline_wins_and_bounds_the_wait() {
         let t0 = Instant::now();
-        let b = board(t0, &[(true, 10_000), (true, 0)]);
+        let b = board(t0, &[(true, 10_000), (true, 0), (true, 0), (true, 0)]);
         let limits = Limits {
             idle_timeout: Duration::from_secs(300),
             hard_deadline: Some(t0 + Duration::from_secs(60)),
@@ -168,7 +179,7 @@ mod tests {
 
     fn arb_case() -> impl Strategy<Value = (Vec<(bool, u64)>, u64, u64, Option<u64>)> {
         (
-            prop::collection::vec((any::<bool>(), 0u64..1_000_000), 2),
+            prop::collection::vec((any::<bool>(), 0u64..1_000_000), 4),
             1u64..500_000,
             0u64..2_000_000,
             prop::option::of(1u64..2_000_000),

@@ -69,9 +69,11 @@ impl<R: Read> Read for ActivityTrackingReader<R> {
 
 /// Where a reader thread delivers the bytes it reads from one of the child's streams.
 ///
-/// Whatever the sink does, reading goes on: a sink that fails (a closed pipe) or panics is
-/// logged once and replaced by [`OutputSink::Discard`], so the child never blocks on a full pipe
-/// and its output still counts as activity.
+/// Whatever the sink does, reading goes on: a sink that fails or panics is logged once and
+/// replaced by [`OutputSink::Discard`], so the child never blocks on a full pipe and its output
+/// still counts as activity. One exception: a writer that reports a broken pipe (its reader went
+/// away, as in `stallwatch … | head`) closes the child's pipe, so the child sees the broken
+/// pipe itself, as it would without stallwatch in between.
 ///
 /// Every byte read is delivered. When a pipe is still held open after the run ended (leftover
 /// processes kept with [`LeftoverPolicy::Keep`](crate::LeftoverPolicy::Keep)), the reader stops
@@ -109,8 +111,8 @@ impl OutputSink {
         OutputSink::Callback(Box::new(f))
     }
 
-    /// Delivers one chunk; returns an error description when the sink must be dropped.
-    fn deliver(&mut self, chunk: &[u8]) -> Result<(), String> {
+    /// Delivers one chunk.
+    fn deliver(&mut self, chunk: &[u8]) -> Delivery {
         let result = catch_unwind(AssertUnwindSafe(|| match self {
             OutputSink::Discard => Ok(()),
             OutputSink::Writer(w) => w.write_all(chunk).and_then(|()| w.flush()),
@@ -120,11 +122,21 @@ impl OutputSink {
             }
         }));
         match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("write failed: {e}")),
-            Err(_) => Err("it panicked".to_owned()),
+            Ok(Ok(())) => Delivery::Done,
+            Ok(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => Delivery::BrokenPipe,
+            Ok(Err(e)) => Delivery::Failed(format!("write failed: {e}")),
+            Err(_) => Delivery::Failed("it panicked".to_owned()),
         }
     }
+}
+
+/// What became of one chunk handed to a sink.
+enum Delivery {
+    Done,
+    /// The sink's reader went away (`stallwatch … | head`).
+    BrokenPipe,
+    /// Any other failure, or a panic.
+    Failed(String),
 }
 
 /// Which of the child's streams.
@@ -180,13 +192,26 @@ pub(crate) fn pump<R: Read>(
             }
         };
         if sink_ok {
-            if let Err(why) = sink.deliver(&buf[..n]) {
-                log::error!(
-                    "the {} sink failed ({why}); the rest of that stream is discarded",
-                    stream.name()
-                );
-                sink_ok = false;
-                *sink = OutputSink::Discard;
+            match sink.deliver(&buf[..n]) {
+                Delivery::Done => {}
+                Delivery::BrokenPipe => {
+                    // Pass the broken pipe on: stop reading, so the child's own writes fail
+                    // (SIGPIPE / EPIPE) exactly as they would without stallwatch in between.
+                    log::debug!(
+                        "the {} sink's reader is gone; closing the pipe",
+                        stream.name()
+                    );
+                    state.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    return;
+                }
+                Delivery::Failed(why) => {
+                    log::error!(
+                        "the {} sink failed ({why}); the rest of that stream is discarded",
+                        stream.name()
+                    );
+                    sink_ok = false;
+                    *sink = OutputSink::Discard;
+                }
             }
         }
         state.bytes.fetch_add(n as u64, Ordering::Relaxed);

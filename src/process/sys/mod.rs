@@ -153,7 +153,22 @@ pub(crate) struct ProcStat {
     pub(crate) state: u8,
     pub(crate) ppid: i32,
     pub(crate) pgrp: i32,
+    /// User + system time, in clock ticks.
+    pub(crate) cpu_ticks: u64,
+    /// User + system time of reaped children (cutime + cstime), in clock ticks.
+    pub(crate) child_cpu_ticks: u64,
+    /// Start time after boot, in clock ticks: with the pid, the identity of a process.
     pub(crate) start_time: u64,
+    /// Number of threads.
+    pub(crate) threads: u64,
+}
+
+#[cfg(target_os = "linux")]
+impl ProcStat {
+    /// Whether the process is a zombie (or dead): no longer running anything.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.state == b'Z' || self.state == b'X'
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -161,19 +176,77 @@ pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let pid = text[..open].trim().parse().ok()?;
-    let mut rest = text.get(close + 1..)?.split_ascii_whitespace();
-    let state = *rest.next()?.as_bytes().first()?;
-    let ppid = rest.next()?.parse().ok()?;
-    let pgrp = rest.next()?.parse().ok()?;
-    // Fields after pgrp: session(6) .. starttime(22); pgrp is field 5.
-    let start_time = rest.nth(16)?.parse().ok()?;
+    // Field n of proc_pid_stat(5) (1-based; 1 is the pid, 2 the name) is fields[n - 3].
+    let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    let number = |n: usize| field(n)?.parse::<u64>().ok();
     Some(ProcStat {
         pid,
-        state,
-        ppid,
-        pgrp,
-        start_time,
+        state: *field(3)?.as_bytes().first()?,
+        ppid: field(4)?.parse().ok()?,
+        pgrp: field(5)?.parse().ok()?,
+        cpu_ticks: number(14)? + number(15)?,
+        child_cpu_ticks: number(16)? + number(17)?,
+        threads: number(20)?,
+        start_time: number(22)?,
     })
+}
+
+/// Reads `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// The children of `pid`, from `/proc/<pid>/task/<tid>/children` of every thread (a child is
+/// listed under the thread that forked it). `None` when the kernel does not offer the file.
+/// A single-threaded process has one such file, read without listing the tasks.
+#[cfg(target_os = "linux")]
+pub(crate) fn children_of(pid: i32, threads: u64, into: &mut Vec<i32>) -> Option<()> {
+    if threads == 1 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        into.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+        return Some(());
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut offered = false;
+    for task in tasks.flatten() {
+        let mut path = task.path();
+        path.push("children");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        offered = true;
+        into.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    offered.then_some(())
+}
+
+/// Clock ticks per second of the times in `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+pub(crate) fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
+/// Sends `signal` to one process. Refuses pid <= 1 and ourselves. Callers check the process's
+/// identity (pid + start time) just before, so a reused pid is not signalled.
+pub(crate) fn kill_pid(pid: i32, signal: i32) -> io::Result<()> {
+    if pid <= 1 || pid == std::process::id() as i32 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal pid {pid}"),
+        ));
+    }
+    let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let sig = rsignal(signal).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    rustix::process::kill_process(p, sig).map_err(io::Error::from)
 }
 
 /// Live (not zombie) members of process group `pgid`, other than `except`. `None` where the
@@ -191,13 +264,11 @@ pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
             if pid == except {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue; // exited meanwhile
-            };
-            if let Some(stat) = parse_stat(&text) {
-                if stat.pgrp == pgid && stat.state != b'Z' && stat.state != b'X' {
-                    members.push(pid);
-                }
+            if let Some(stat) = read_stat(pid)
+                && stat.pgrp == pgid
+                && !stat.is_dead()
+            {
+                members.push(pid);
             }
         }
         Some(members)
@@ -221,6 +292,9 @@ mod tests {
         assert_eq!(stat.state, b'S');
         assert_eq!(stat.ppid, 1);
         assert_eq!(stat.pgrp, 1234);
+        assert_eq!(stat.cpu_ticks, 10);
+        assert_eq!(stat.child_cpu_ticks, 0);
+        assert_eq!(stat.threads, 1);
         assert_eq!(stat.start_time, 98765);
     }
 
@@ -231,6 +305,8 @@ mod tests {
         assert!(kill_group(-5, SIGTERM).is_err());
         assert!(kill_group(own_process_group(), 0).is_err());
         assert!(kill_group(own_process_group(), SIGTERM).is_err());
+        assert!(kill_pid(1, SIGTERM).is_err());
+        assert!(kill_pid(std::process::id() as i32, SIGTERM).is_err());
     }
 
     #[test]

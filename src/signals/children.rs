@@ -1,0 +1,723 @@
+//! The descendant-CPU signal: [`DescendantObserver`] samples the CPU time of the child's
+//! descendants and says whether real work happened between two samples.
+//!
+//! Rules (see the crate docs):
+//! - identity of a process = (pid, start time): a reused pid is a new process;
+//! - CPU of a process = user + system time, plus (Linux) the time of its reaped children, so
+//!   a compile step that started and finished between two samples still counts — without
+//!   counting twice a descendant that was seen alive and then reaped;
+//! - activity = the sum of the positive per-identity deltas reaches the threshold (default 5 %
+//!   of one core over the interval, and never less than 20 ms: two ticks of the kernel's 100 Hz
+//!   accounting); a member that exits lowers no sum; a newly seen descendant that already used
+//!   CPU earns one sample of startup grace (its whole CPU counts once);
+//! - the direct child's own CPU does not count unless asked (an agent spinning in its event
+//!   loop is not progress); the CPU of the children it reaped does;
+//! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
+//!   re-parented to init): the kill ladder signals those escapees by pid; their CPU no longer
+//!   keeps the child alive.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::config::ChildWatchConfig;
+
+/// One process as seen by a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcSample {
+    pub(crate) pid: i32,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
+    /// Opaque start time: with the pid, the identity.
+    pub(crate) start_time: u64,
+    /// User + system time.
+    pub(crate) cpu: Duration,
+    /// User + system time of reaped children (zero where the platform does not say).
+    pub(crate) child_cpu: Duration,
+    /// A zombie: exited, not yet reaped.
+    pub(crate) dead: bool,
+}
+
+/// Where samples come from: `/proc` on Linux, `sysinfo` elsewhere, synthetic ones in tests.
+pub(crate) trait ProcessSource: Send {
+    /// The root (first) and all its current descendants. Empty when the root is gone.
+    fn tree(&mut self, root: i32) -> Vec<ProcSample>;
+    /// One process by pid, wherever it is in the process table.
+    fn process(&mut self, pid: i32) -> Option<ProcSample>;
+}
+
+/// Never more processes than this in one tree: a fork bomb must not make sampling unbounded.
+const MAX_TREE: usize = 20_000;
+
+/// Linux: walks `/proc/<pid>/task/<tid>/children` from the root, so the cost grows with the
+/// tree, not with the number of processes on the machine. Falls back to one pass over all of
+/// `/proc` on kernels without that file.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+pub(crate) struct ProcFs {
+    tick: Duration,
+    scratch: Vec<i32>,
+}
+
+#[cfg(target_os = "linux")]
+impl ProcFs {
+    pub(crate) fn new() -> Self {
+        let per_second = crate::process::sys::clock_ticks_per_second().max(1);
+        Self {
+            tick: Duration::from_nanos(1_000_000_000 / per_second),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn convert(&self, stat: crate::process::sys::ProcStat) -> ProcSample {
+        ProcSample {
+            pid: stat.pid,
+            ppid: stat.ppid,
+            pgrp: stat.pgrp,
+            start_time: stat.start_time,
+            cpu: self.tick * u32::try_from(stat.cpu_ticks).unwrap_or(u32::MAX),
+            child_cpu: self.tick * u32::try_from(stat.child_cpu_ticks).unwrap_or(u32::MAX),
+            dead: stat.is_dead(),
+        }
+    }
+
+    /// The whole-`/proc` fallback: parent links of every process.
+    fn tree_by_scan(&mut self, root: i32) -> Vec<ProcSample> {
+        let mut all: Vec<ProcSample> = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for entry in dir.flatten() {
+                let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                    continue;
+                };
+                if let Some(stat) = crate::process::sys::read_stat(pid) {
+                    all.push(self.convert(stat));
+                }
+            }
+        }
+        let mut tree: Vec<ProcSample> = all.iter().filter(|p| p.pid == root).copied().collect();
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid;
+            tree.extend(all.iter().filter(|p| p.ppid == parent && p.pid != root));
+            index += 1;
+        }
+        tree
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl ProcessSource for ProcFs {
+    fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+        let Some(stat) = crate::process::sys::read_stat(root) else {
+            return Vec::new();
+        };
+        let mut threads = vec![stat.threads];
+        let mut tree = vec![self.convert(stat)];
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid;
+            self.scratch.clear();
+            if crate::process::sys::children_of(parent, threads[index], &mut self.scratch).is_none()
+                && index == 0
+                && !tree[0].dead
+            {
+                return self.tree_by_scan(root);
+            }
+            // A process that vanished meanwhile has no children file: skip it.
+            for i in 0..self.scratch.len() {
+                let pid = self.scratch[i];
+                if let Some(stat) = crate::process::sys::read_stat(pid) {
+                    threads.push(stat.threads);
+                    tree.push(self.convert(stat));
+                }
+            }
+            index += 1;
+        }
+        tree
+    }
+
+    fn process(&mut self, pid: i32) -> Option<ProcSample> {
+        crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
+    }
+}
+
+/// Portable source: one long-lived `sysinfo::System`, refreshed with CPU only, no tasks. It does
+/// not know reaped children's CPU, and its start times have a one-second resolution.
+pub(crate) struct Sysinfo {
+    system: sysinfo::System,
+}
+
+impl fmt::Debug for Sysinfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sysinfo")
+    }
+}
+
+impl Sysinfo {
+    #[cfg_attr(target_os = "linux", allow(dead_code))] // Linux uses /proc; tests use both
+    pub(crate) fn new() -> Self {
+        Self {
+            system: sysinfo::System::new(),
+        }
+    }
+
+    fn refresh(&mut self, which: sysinfo::ProcessesToUpdate<'_>) {
+        let kind = sysinfo::ProcessRefreshKind::nothing()
+            .with_cpu()
+            .without_tasks();
+        self.system.refresh_processes_specifics(which, true, kind);
+    }
+
+    fn convert(pid: sysinfo::Pid, p: &sysinfo::Process) -> ProcSample {
+        let raw = pid.as_u32() as i32;
+        ProcSample {
+            pid: raw,
+            ppid: p.parent().map_or(0, |pp| pp.as_u32() as i32),
+            pgrp: rustix::process::Pid::from_raw(raw)
+                .and_then(|p| rustix::process::getpgid(Some(p)).ok())
+                .map_or(0, |g| g.as_raw_pid()),
+            start_time: p.start_time(),
+            cpu: Duration::from_millis(p.accumulated_cpu_time()),
+            child_cpu: Duration::ZERO,
+            dead: matches!(
+                p.status(),
+                sysinfo::ProcessStatus::Zombie | sysinfo::ProcessStatus::Dead
+            ),
+        }
+    }
+}
+
+impl ProcessSource for Sysinfo {
+    fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+        self.refresh(sysinfo::ProcessesToUpdate::All);
+        let procs = self.system.processes();
+        let Some(r) = procs.get(&sysinfo::Pid::from_u32(root as u32)) else {
+            return Vec::new();
+        };
+        let mut tree = vec![Self::convert(sysinfo::Pid::from_u32(root as u32), r)];
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid as u32;
+            for (pid, p) in procs {
+                if p.parent().map(|pp| pp.as_u32()) == Some(parent) && pid.as_u32() != root as u32 {
+                    tree.push(Self::convert(*pid, p));
+                }
+            }
+            index += 1;
+        }
+        tree
+    }
+
+    fn process(&mut self, pid: i32) -> Option<ProcSample> {
+        let spid = sysinfo::Pid::from_u32(pid as u32);
+        self.refresh(sysinfo::ProcessesToUpdate::Some(&[spid]));
+        self.system.process(spid).map(|p| Self::convert(spid, p))
+    }
+}
+
+/// What one sample found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ChildrenSample {
+    /// Whether the CPU used since the previous sample reached the threshold.
+    pub active: bool,
+    /// Live descendants now (the direct child not included).
+    pub descendants: usize,
+    /// CPU used by the descendants since the previous sample (by the rules above).
+    pub cpu_delta: Duration,
+    /// CPU used in all by the descendants: the live ones and every one already reaped.
+    pub descendant_cpu: Duration,
+    /// Remembered descendants that left the tree and still live.
+    pub escapees: usize,
+}
+
+/// A process known by identity.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    start_time: u64,
+    ppid: i32,
+    pgrp: i32,
+    cpu: Duration,
+    child_cpu: Duration,
+    /// In the root's tree at the last sample (else an escapee).
+    in_tree: bool,
+}
+
+/// A process that can be signalled safely: its pid and the start time it must still have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub(crate) pid: i32,
+    pub(crate) start_time: u64,
+}
+
+/// Samples the CPU time of a process's descendants and tells real work from mere existence.
+///
+/// Usable on its own; a [`Session`](crate::Session) runs one from its monitor thread every
+/// check interval when the children signal is on (the default).
+///
+/// ```
+/// use std::process::Command;
+/// use std::time::{Duration, Instant};
+/// use stallwatch::{ChildWatchConfig, DescendantObserver};
+///
+/// let mut child = Command::new("sh")
+///     .args(["-c", "sleep 5 & wait"])
+///     .spawn()?;
+/// let mut observer = DescendantObserver::new(child.id(), &ChildWatchConfig::default());
+/// let t0 = Instant::now();
+/// observer.sample(t0); // the first sample is a baseline
+/// let give_up = t0 + Duration::from_secs(10);
+/// let mut sample = observer.sample(Instant::now());
+/// while sample.descendants == 0 && Instant::now() < give_up {
+///     sample = observer.sample(Instant::now());
+/// }
+/// assert_eq!(sample.descendants, 1); // the sleeper...
+/// assert!(!sample.active); // ...which does no work
+/// child.kill()?;
+/// child.wait()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct DescendantObserver {
+    source: Box<dyn ProcessSource>,
+    root: i32,
+    include_root: bool,
+    threshold: f64,
+    known: HashMap<i32, Known>,
+    last_at: Option<Instant>,
+    last: ChildrenSample,
+}
+
+impl fmt::Debug for DescendantObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DescendantObserver")
+            .field("root", &self.root)
+            .field("known", &self.known.len())
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The floor of the threshold: two ticks of the kernel's 100 Hz CPU accounting, so one stray
+/// tick of an idle process never looks like work.
+const MIN_CPU: Duration = Duration::from_millis(20);
+
+impl DescendantObserver {
+    /// An observer of the descendants of `root_pid`, with this platform's source.
+    pub fn new(root_pid: u32, config: &ChildWatchConfig) -> Self {
+        #[cfg(target_os = "linux")]
+        let source: Box<dyn ProcessSource> = Box::new(ProcFs::new());
+        #[cfg(not(target_os = "linux"))]
+        let source: Box<dyn ProcessSource> = Box::new(Sysinfo::new());
+        Self::with_source(root_pid as i32, config, source)
+    }
+
+    pub(crate) fn with_source(
+        root: i32,
+        config: &ChildWatchConfig,
+        source: Box<dyn ProcessSource>,
+    ) -> Self {
+        Self {
+            source,
+            root,
+            include_root: config.include_self,
+            threshold: config.cpu_threshold,
+            known: HashMap::new(),
+            last_at: None,
+            last: ChildrenSample::default(),
+        }
+    }
+
+    /// The latest sample.
+    pub fn last(&self) -> ChildrenSample {
+        self.last
+    }
+
+    /// Takes a sample at `now` (the caller's clock). The first sample is a baseline and never
+    /// active.
+    pub fn sample(&mut self, now: Instant) -> ChildrenSample {
+        let first = self.last_at.is_none();
+        let elapsed = self
+            .last_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.last_at = Some(now);
+
+        let tree = self.source.tree(self.root);
+        let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
+
+        // Known identities no longer in the tree: escapees if alive, else gone. CPU of a gone
+        // one already seen is deducted from its parent's reaped-children time, so a busy
+        // grandchild that exits is not credited twice.
+        let mut credit: HashMap<i32, Duration> = HashMap::new();
+        let mut gone = Vec::new();
+        let mut escapees = 0;
+        for (&pid, known) in self.known.iter_mut() {
+            let same = |p: &ProcSample| p.start_time == known.start_time;
+            if in_tree.get(&pid).is_some_and(same) {
+                continue;
+            }
+            match self.source.process(pid) {
+                Some(p) if same(&p) && !p.dead => {
+                    known.in_tree = false;
+                    known.ppid = p.ppid;
+                    known.pgrp = p.pgrp;
+                    escapees += 1;
+                }
+                _ => {
+                    *credit.entry(known.ppid).or_default() += known.cpu + known.child_cpu;
+                    gone.push(pid);
+                }
+            }
+        }
+        for pid in gone {
+            self.known.remove(&pid);
+        }
+
+        let mut delta = Duration::ZERO;
+        let mut descendant_cpu = Duration::ZERO;
+        let mut descendants = 0;
+        for p in &tree {
+            let is_root = p.pid == self.root;
+            let own_counts = !is_root || self.include_root;
+            if !is_root && !p.dead {
+                descendants += 1;
+            }
+            descendant_cpu += if is_root {
+                p.child_cpu // what the child reaped: descendants' work too
+            } else {
+                p.cpu + p.child_cpu
+            };
+            let reaped_credit = credit.get(&p.pid).copied().unwrap_or_default();
+            match self.known.get(&p.pid) {
+                Some(k) if k.start_time == p.start_time => {
+                    if own_counts {
+                        delta += p.cpu.saturating_sub(k.cpu);
+                    }
+                    delta += p
+                        .child_cpu
+                        .saturating_sub(k.child_cpu)
+                        .saturating_sub(reaped_credit);
+                }
+                _ if !first => {
+                    // Newly seen (or a reused pid): one sample of startup grace.
+                    if own_counts {
+                        delta += p.cpu;
+                    }
+                    if !is_root {
+                        delta += p.child_cpu;
+                    }
+                }
+                _ => {}
+            }
+            self.known.insert(
+                p.pid,
+                Known {
+                    start_time: p.start_time,
+                    ppid: p.ppid,
+                    pgrp: p.pgrp,
+                    cpu: p.cpu,
+                    child_cpu: p.child_cpu,
+                    in_tree: true,
+                },
+            );
+        }
+
+        let threshold = elapsed.mul_f64(self.threshold).max(MIN_CPU);
+        self.last = ChildrenSample {
+            active: !first && delta >= threshold,
+            descendants,
+            cpu_delta: delta,
+            descendant_cpu,
+            escapees,
+        };
+        self.last
+    }
+
+    /// Live remembered descendants outside process group `pgid` (they would escape a signal to
+    /// the group), re-checked by identity now. The root itself is never included.
+    pub(crate) fn outside_group(&mut self, pgid: i32) -> Vec<Identity> {
+        let mut out = Vec::new();
+        let candidates: Vec<(i32, u64)> = self
+            .known
+            .iter()
+            .filter(|(pid, k)| **pid != self.root && (k.pgrp != pgid || !k.in_tree))
+            .map(|(pid, k)| (*pid, k.start_time))
+            .collect();
+        for (pid, start_time) in candidates {
+            match self.source.process(pid) {
+                Some(p) if p.start_time == start_time && !p.dead => {
+                    if p.pgrp != pgid {
+                        out.push(Identity { pid, start_time });
+                    }
+                }
+                _ => {
+                    self.known.remove(&pid);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the process `identity` still lives.
+    pub(crate) fn alive(&mut self, identity: Identity) -> bool {
+        self.source
+            .process(identity.pid)
+            .is_some_and(|p| p.start_time == identity.start_time && !p.dead)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+
+    /// A scripted process table.
+    #[derive(Clone, Default)]
+    struct Table(Arc<Mutex<Vec<ProcSample>>>);
+
+    impl Table {
+        fn set(&self, procs: &[ProcSample]) {
+            *self.0.lock() = procs.to_vec();
+        }
+    }
+
+    impl ProcessSource for Table {
+        fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+            let all = self.0.lock().clone();
+            let mut tree: Vec<ProcSample> = all.iter().filter(|p| p.pid == root).copied().collect();
+            let mut i = 0;
+            while i < tree.len() {
+                let parent = tree[i].pid;
+                tree.extend(all.iter().filter(|p| p.ppid == parent));
+                i += 1;
+            }
+            tree
+        }
+
+        fn process(&mut self, pid: i32) -> Option<ProcSample> {
+            self.0.lock().iter().find(|p| p.pid == pid).copied()
+        }
+    }
+
+    fn p(pid: i32, ppid: i32, start: u64, cpu_ms: u64, child_ms: u64) -> ProcSample {
+        ProcSample {
+            pid,
+            ppid,
+            pgrp: 100,
+            start_time: start,
+            cpu: Duration::from_millis(cpu_ms),
+            child_cpu: Duration::from_millis(child_ms),
+            dead: false,
+        }
+    }
+
+    fn observer(table: &Table, config: ChildWatchConfig) -> DescendantObserver {
+        DescendantObserver::with_source(100, &config, Box::new(table.clone()))
+    }
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn busy_grandchild_is_activity_sleeping_one_is_not() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[
+            p(100, 1, 1, 0, 0),
+            p(200, 100, 2, 0, 0),
+            p(300, 200, 3, 0, 0),
+        ]);
+        assert!(!obs.sample(t0).active, "baseline");
+        // 1 s later: the grandchild used 800 ms (busy), the child 0.
+        table.set(&[
+            p(100, 1, 1, 0, 0),
+            p(200, 100, 2, 0, 0),
+            p(300, 200, 3, 800, 0),
+        ]);
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active);
+        assert_eq!(s.descendants, 2);
+        assert_eq!(s.cpu_delta, Duration::from_millis(800));
+        // Then it sleeps: no delta.
+        let s = obs.sample(t0 + 2 * SEC);
+        assert!(!s.active);
+        assert_eq!(s.cpu_delta, Duration::ZERO);
+    }
+
+    #[test]
+    fn an_idle_poller_at_one_percent_does_not_count() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        for i in 1..=30u64 {
+            // 1 % of a core over 30 s intervals: 300 ms each.
+            table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 300 * i, 0)]);
+            assert!(!obs.sample(t0 + 30 * SEC * i as u32).active);
+        }
+    }
+
+    #[test]
+    fn the_direct_childs_own_cpu_counts_only_when_asked() {
+        let table = Table::default();
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        let mut default = observer(&table, ChildWatchConfig::default());
+        let mut including = observer(
+            &table,
+            ChildWatchConfig {
+                include_self: true,
+                ..ChildWatchConfig::default()
+            },
+        );
+        default.sample(t0);
+        including.sample(t0);
+        table.set(&[p(100, 1, 1, 900, 0)]);
+        assert!(!default.sample(t0 + SEC).active);
+        assert!(including.sample(t0 + SEC).active);
+    }
+
+    #[test]
+    fn reaped_grandchildren_are_credited_once() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        obs.sample(t0);
+        // A compile step started and finished between two samples: only the child's cutime
+        // shows it.
+        table.set(&[p(100, 1, 1, 0, 700)]);
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active, "{s:?}");
+        assert_eq!(s.cpu_delta, Duration::from_millis(700));
+        // A grandchild seen busy, then reaped: its CPU moves into the child's cutime, which
+        // must not count a second time.
+        table.set(&[p(100, 1, 1, 0, 700), p(300, 100, 9, 500, 0)]);
+        assert!(obs.sample(t0 + 2 * SEC).active, "startup grace");
+        table.set(&[p(100, 1, 1, 0, 700), p(300, 100, 9, 900, 0)]);
+        assert_eq!(
+            obs.sample(t0 + 3 * SEC).cpu_delta,
+            Duration::from_millis(400)
+        );
+        table.set(&[p(100, 1, 1, 0, 700 + 910)]);
+        let s = obs.sample(t0 + 4 * SEC);
+        assert_eq!(
+            s.cpu_delta,
+            Duration::from_millis(10),
+            "only the unseen part"
+        );
+        assert!(!s.active);
+    }
+
+    #[test]
+    fn a_member_exiting_is_not_negative_activity() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[
+            p(100, 1, 1, 0, 0),
+            p(200, 100, 2, 5000, 0),
+            p(201, 100, 3, 0, 0),
+        ]);
+        obs.sample(t0);
+        // 200 exits (re-parented zombie reaped elsewhere) while 201 works.
+        table.set(&[p(100, 1, 1, 0, 0), p(201, 100, 3, 600, 0)]);
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active);
+        assert_eq!(s.cpu_delta, Duration::from_millis(600));
+    }
+
+    #[test]
+    fn a_reused_pid_is_a_new_process() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 9000, 0)]);
+        obs.sample(t0);
+        // Same pid, new start time, less CPU: not a negative delta, but a new process whose CPU
+        // counts once (startup grace).
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 7, 60, 0)]);
+        let s = obs.sample(t0 + SEC);
+        assert_eq!(s.cpu_delta, Duration::from_millis(60));
+        assert!(s.active);
+        // And the reused pid outside the tree is never mistaken for the old identity.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 1, 8, 0, 0)]);
+        obs.sample(t0 + 2 * SEC);
+        assert!(obs.outside_group(100).is_empty());
+    }
+
+    #[test]
+    fn escapees_are_remembered_and_do_not_keep_the_child_alive() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        // 200 calls setsid and is re-parented to init, then burns CPU.
+        let mut escaped = p(200, 1, 2, 5000, 0);
+        escaped.pgrp = 200;
+        table.set(&[p(100, 1, 1, 0, 0), escaped]);
+        let s = obs.sample(t0 + SEC);
+        assert!(!s.active);
+        assert_eq!(s.escapees, 1);
+        assert_eq!(s.descendants, 0);
+        assert_eq!(
+            obs.outside_group(100),
+            vec![Identity {
+                pid: 200,
+                start_time: 2
+            }]
+        );
+        // It dies: forgotten.
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        obs.sample(t0 + 2 * SEC);
+        assert!(obs.outside_group(100).is_empty());
+    }
+
+    #[test]
+    fn the_threshold_scales_with_the_interval_and_has_a_floor() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        // 100 ms interval: 5 % would be 5 ms, but the floor is 20 ms.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 10, 0)]);
+        assert!(!obs.sample(t0 + Duration::from_millis(100)).active);
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 30, 0)]);
+        assert!(obs.sample(t0 + Duration::from_millis(200)).active);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn procfs_and_sysinfo_see_the_same_tree() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & echo ready; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let root = child.id() as i32;
+        let mut procfs = ProcFs::new();
+        let mut sys = Sysinfo::new();
+        let mut a: Vec<i32> = procfs.tree(root).iter().map(|p| p.pid).collect();
+        let mut b: Vec<i32> = sys.tree(root).iter().map(|p| p.pid).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a.len(), 3, "{a:?}");
+        assert_eq!(a, b);
+        assert_eq!(procfs.tree_by_scan(root).len(), 3);
+        // This test's own processes (not in a group of their own): ended by pid.
+        for pid in a {
+            let _ = crate::process::sys::kill_pid(pid, crate::process::sys::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+}

@@ -1,0 +1,616 @@
+//! The file signal: [`FileActivityTracker`] stamps the board when files under the watched roots
+//! are created, modified, renamed or removed.
+//!
+//! Normal mode uses `notify`'s recommended watcher (inotify on Linux, FSEvents on macOS); its
+//! event handler only classifies the paths, stamps the board and, when a root appears or
+//! disappears, asks the tracker's own thread to re-arm the watches. When the OS runs out of
+//! watches or watcher instances, or when asked, the tracker thread stat-scans the roots at the
+//! check interval instead (nanosecond mtime + size + inode). `notify`'s `PollWatcher` is not
+//! used: its one-second mtime resolution misses writes.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use notify::{EventKind, RecursiveMode, Watcher};
+use parking_lot::RwLock;
+
+use crate::activity::{ActivityBoard, ActivitySource};
+use crate::config::{ConfigError, FileWatchConfig};
+
+/// Which paths count: include / exclude globs (matched against the path relative to its root and
+/// against the file name), and the files stallwatch itself writes.
+struct PathFilter {
+    roots: Vec<PathBuf>,
+    include: Option<GlobSet>,
+    exclude: GlobSet,
+    own_files: RwLock<Vec<PathBuf>>,
+}
+
+/// Where a path stands relative to the roots.
+#[derive(Debug, PartialEq, Eq)]
+enum Place {
+    /// Inside a root (or the root itself); `true` when it passes the filters.
+    Inside(bool),
+    /// A proper ancestor of a root: its creation may bring the root into being.
+    AboveRoot,
+    /// Anything else (a sibling in a watched ancestor, say): never counts.
+    Elsewhere,
+}
+
+fn compile(field: &'static str, patterns: &[String]) -> Result<GlobSet, ConfigError> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| ConfigError::InvalidGlob {
+                field,
+                pattern: pattern.clone(),
+                reason: e.kind().to_string(),
+            })?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| ConfigError::InvalidGlob {
+        field,
+        pattern: patterns.join(" "),
+        reason: e.to_string(),
+    })
+}
+
+/// Checks the globs of a [`FileWatchConfig`] (used by `MonitorConfig::validate`).
+pub(crate) fn validate_globs(config: &FileWatchConfig) -> Result<(), ConfigError> {
+    compile("files.include", &config.include)?;
+    compile("files.exclude", &config.exclude)?;
+    Ok(())
+}
+
+impl PathFilter {
+    fn new(config: &FileWatchConfig, roots: Vec<PathBuf>) -> Result<Self, ConfigError> {
+        let include = if config.include.is_empty() {
+            None
+        } else {
+            Some(compile("files.include", &config.include)?)
+        };
+        Ok(Self {
+            roots,
+            include,
+            exclude: compile("files.exclude", &config.exclude)?,
+            own_files: RwLock::new(Vec::new()),
+        })
+    }
+
+    fn place(&self, path: &Path) -> Place {
+        for root in &self.roots {
+            if let Ok(relative) = path.strip_prefix(root) {
+                return Place::Inside(self.counts(path, relative));
+            }
+        }
+        if self.roots.iter().any(|root| root.starts_with(path)) {
+            Place::AboveRoot
+        } else {
+            Place::Elsewhere
+        }
+    }
+
+    fn counts(&self, path: &Path, relative: &Path) -> bool {
+        if self.own_files.read().iter().any(|own| own == path) {
+            return false;
+        }
+        if relative.as_os_str().is_empty() {
+            return true; // the root itself appearing or going away
+        }
+        let name = relative.file_name().map(Path::new).unwrap_or(relative);
+        if self.exclude.is_match(relative) || self.exclude.is_match(name) {
+            return false;
+        }
+        self.include
+            .as_ref()
+            .is_none_or(|inc| inc.is_match(relative) || inc.is_match(name))
+    }
+}
+
+/// Whether a notify event kind is progress: create, modify (data, metadata, rename), remove.
+/// Access events (open, read, close with or without write) never are.
+fn is_progress(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any
+    )
+}
+
+enum Msg {
+    Rearm,
+    FallBack,
+    Stop,
+}
+
+/// How a root is being watched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RootState {
+    /// Watched recursively.
+    Watched,
+    /// Missing: its nearest existing ancestor is watched, non-recursively.
+    Waiting(PathBuf),
+    /// Not a directory, or cannot be watched.
+    Invalid,
+}
+
+/// Tracks file activity under one or more roots and stamps [`ActivitySource::Files`] on an
+/// [`ActivityBoard`].
+///
+/// Usable on its own; [`Session`](crate::Session) starts one for every session whose
+/// [`MonitorConfig`](crate::MonitorConfig) has the file signal on (the default, root
+/// `.agent` in the child's working directory). Dropping the tracker stops it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::{Duration, Instant};
+/// use stallwatch::{ActivityBoard, ActivitySource, FileActivityTracker, FileWatchConfig, SystemClock};
+///
+/// let workspace = tempfile::tempdir()?;
+/// let board = Arc::new(ActivityBoard::new(Arc::new(SystemClock)));
+/// let tracker = FileActivityTracker::start(
+///     &FileWatchConfig::default(), // root `.agent`, not created yet: picked up when it is
+///     workspace.path(),
+///     board.clone(),
+///     Duration::from_secs(1),
+/// )?;
+/// std::fs::create_dir(workspace.path().join(".agent"))?;
+/// let give_up = Instant::now() + Duration::from_secs(10);
+/// while board.count(ActivitySource::Files) == 0 && Instant::now() < give_up {
+///     std::thread::sleep(Duration::from_millis(5));
+/// }
+/// assert!(board.count(ActivitySource::Files) > 0);
+/// drop(tracker);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct FileActivityTracker {
+    filter: Arc<PathFilter>,
+    scanning: Arc<AtomicBool>,
+    tx: Sender<Msg>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for FileActivityTracker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileActivityTracker")
+            .field("roots", &self.filter.roots)
+            .field("stat_scan", &self.is_stat_scan())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileActivityTracker {
+    /// Starts tracking `config.roots` (relative roots are taken from `base_dir`), stamping
+    /// `board`. The watches are armed when this returns. `scan_interval` is the stat-scan
+    /// period, used only in the fallback mode.
+    ///
+    /// A root that does not exist is normal (picked up when created); a root that is not a
+    /// folder is logged and the signal marked unavailable on the board.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an invalid glob. An I/O error only if the tracker thread cannot
+    /// be started.
+    pub fn start(
+        config: &FileWatchConfig,
+        base_dir: &Path,
+        board: Arc<ActivityBoard>,
+        scan_interval: Duration,
+    ) -> io::Result<FileActivityTracker> {
+        let roots: Vec<PathBuf> = config.roots.iter().map(|r| base_dir.join(r)).collect();
+        let filter = Arc::new(
+            PathFilter::new(config, roots.clone())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+        );
+        board.set_enabled(ActivitySource::Files, true);
+        let (tx, rx) = unbounded();
+        let scanning = Arc::new(AtomicBool::new(false));
+        let mut worker = Worker {
+            roots: roots
+                .iter()
+                .map(|r| (r.clone(), RootState::Invalid))
+                .collect(),
+            filter: filter.clone(),
+            board,
+            watcher: None,
+            scanning: scanning.clone(),
+            scan_interval,
+            snapshot: None,
+            tx: tx.clone(),
+            warned: Vec::new(),
+            armed: false,
+        };
+        if config.force_stat_scan {
+            worker.fall_back("forced by configuration");
+        } else {
+            worker.start_watcher();
+        }
+        worker.arm();
+        let thread = std::thread::Builder::new()
+            .name("stallwatch-files".into())
+            .spawn(move || worker.run(rx))?;
+        Ok(FileActivityTracker {
+            filter,
+            scanning,
+            tx,
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether the tracker has fallen back to stat-scanning (or was told to).
+    pub fn is_stat_scan(&self) -> bool {
+        self.scanning.load(Ordering::Acquire)
+    }
+
+    /// Never count activity on `path` (a file stallwatch itself writes, such as a log).
+    pub fn ignore_file(&self, path: impl Into<PathBuf>) {
+        self.filter.own_files.write().push(path.into());
+    }
+
+    /// The absolute roots being tracked.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.filter.roots
+    }
+}
+
+impl Drop for FileActivityTracker {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Fingerprint of one entry for the stat scan.
+type Fingerprint = (i64, i64, u64, u64);
+
+/// The tracker's own thread: owns the watcher, re-arms roots, runs the stat scan.
+struct Worker {
+    roots: Vec<(PathBuf, RootState)>,
+    filter: Arc<PathFilter>,
+    board: Arc<ActivityBoard>,
+    watcher: Option<notify::RecommendedWatcher>,
+    scanning: Arc<AtomicBool>,
+    scan_interval: Duration,
+    snapshot: Option<HashMap<PathBuf, Fingerprint>>,
+    tx: Sender<Msg>,
+    /// Roots already warned about, so a broken root is logged once per breakage.
+    warned: Vec<PathBuf>,
+    /// Whether the roots were armed once (the first arming is not a change).
+    armed: bool,
+}
+
+fn is_out_of_watches(error: &notify::Error) -> bool {
+    match &error.kind {
+        notify::ErrorKind::MaxFilesWatch => true,
+        notify::ErrorKind::Io(e) => matches!(
+            e.raw_os_error(),
+            Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error()
+                || code == rustix::io::Errno::MFILE.raw_os_error()
+                || code == rustix::io::Errno::NFILE.raw_os_error()
+        ),
+        _ => false,
+    }
+}
+
+impl Worker {
+    fn start_watcher(&mut self) {
+        let filter = self.filter.clone();
+        let board = self.board.clone();
+        let tx = self.tx.clone();
+        let handler = move |result: notify::Result<notify::Event>| match result {
+            Ok(event) => {
+                let mut counted = event.need_rescan();
+                let mut rearm = false;
+                if is_progress(&event.kind) {
+                    for path in &event.paths {
+                        match filter.place(path) {
+                            Place::Inside(counts) => {
+                                counted |= counts;
+                                rearm |= filter.roots.iter().any(|r| r == path);
+                            }
+                            Place::AboveRoot => rearm = true,
+                            Place::Elsewhere => {}
+                        }
+                    }
+                }
+                if counted {
+                    board.stamp(ActivitySource::Files);
+                }
+                if rearm {
+                    let _ = tx.send(Msg::Rearm);
+                }
+            }
+            Err(error) if is_out_of_watches(&error) => {
+                let _ = tx.send(Msg::FallBack);
+            }
+            Err(error) => log::debug!("file watcher: {error}"),
+        };
+        let config = notify::Config::default().with_follow_symlinks(false);
+        match notify::RecommendedWatcher::new(handler, config) {
+            Ok(watcher) => self.watcher = Some(watcher),
+            Err(e) if is_out_of_watches(&e) => self.fall_back(&e.to_string()),
+            Err(e) => {
+                log::warn!("cannot start a file watcher ({e}); stat-scanning instead");
+                self.fall_back(&e.to_string());
+            }
+        }
+    }
+
+    fn fall_back(&mut self, why: &str) {
+        if !self.scanning.swap(true, Ordering::AcqRel) {
+            log::warn!(
+                "file signal: stat-scanning {:?} every {:?} ({why})",
+                self.filter.roots,
+                self.scan_interval
+            );
+        }
+        self.watcher = None;
+    }
+
+    /// (Re-)arms every root: a recursive watch on a root folder, a non-recursive one on the
+    /// nearest existing ancestor of a missing root.
+    fn arm(&mut self) {
+        let mut available = true;
+        let mut appeared_or_vanished = false;
+        for index in 0..self.roots.len() {
+            let (root, old) = self.roots[index].clone();
+            let new = self.arm_root(&root, &old);
+            if new == RootState::Invalid {
+                available = false;
+            }
+            // A root that came into being (or went away) since the last look is activity, even
+            // when the event that announced it was on a folder watched too late to see it.
+            appeared_or_vanished |= self.armed
+                && matches!(
+                    (&old, &new),
+                    (RootState::Waiting(_), RootState::Watched)
+                        | (RootState::Watched, RootState::Waiting(_))
+                );
+            self.roots[index].1 = new;
+        }
+        self.armed = true;
+        self.board.set_available(ActivitySource::Files, available);
+        if appeared_or_vanished {
+            self.board.stamp(ActivitySource::Files);
+        }
+    }
+
+    fn arm_root(&mut self, root: &Path, old: &RootState) -> RootState {
+        let new = match fs::symlink_metadata(root) {
+            Ok(meta) if meta.is_dir() => {
+                self.warned.retain(|w| w != root);
+                RootState::Watched
+            }
+            Ok(_) => {
+                self.warn_once(root, "is not a folder");
+                RootState::Invalid
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let ancestor = root
+                    .ancestors()
+                    .skip(1)
+                    .find(|a| a.is_dir())
+                    .unwrap_or_else(|| Path::new("/"))
+                    .to_path_buf();
+                RootState::Waiting(ancestor)
+            }
+            Err(e) => {
+                self.warn_once(root, &e.to_string());
+                RootState::Invalid
+            }
+        };
+        let Some(watcher) = self.watcher.as_mut() else {
+            return new; // stat-scan mode: nothing to arm
+        };
+        // Always drop the old watch and add the new one: a root deleted and created again is a
+        // new inode that needs a new watch even under the same path.
+        match old {
+            RootState::Watched => {
+                let _ = watcher.unwatch(root);
+            }
+            RootState::Waiting(ancestor) => {
+                let _ = watcher.unwatch(ancestor);
+            }
+            RootState::Invalid => {}
+        }
+        let result = match &new {
+            RootState::Watched => watcher.watch(root, RecursiveMode::Recursive),
+            RootState::Waiting(ancestor) => watcher.watch(ancestor, RecursiveMode::NonRecursive),
+            RootState::Invalid => Ok(()),
+        };
+        match result {
+            Ok(()) => new,
+            Err(e) if is_out_of_watches(&e) => {
+                self.fall_back(&e.to_string());
+                new
+            }
+            Err(e) => {
+                // The root may have vanished between the check and the watch: look again.
+                if e.paths.is_empty() && !root.exists() {
+                    let _ = self.tx.send(Msg::Rearm);
+                    return new;
+                }
+                self.warn_once(root, &e.to_string());
+                RootState::Invalid
+            }
+        }
+    }
+
+    fn warn_once(&mut self, root: &Path, why: &str) {
+        if !self.warned.iter().any(|w| w == root) {
+            log::warn!("file signal unavailable for {}: {why}", root.display());
+            self.warned.push(root.to_path_buf());
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Msg>) {
+        let clock = self.board.clock().clone();
+        let mut next_scan: Option<Instant> = None;
+        loop {
+            let timer = if self.scanning.load(Ordering::Acquire) {
+                let due = *next_scan.get_or_insert_with(|| {
+                    self.scan(); // baseline
+                    clock.now() + self.scan_interval
+                });
+                clock.at(due)
+            } else {
+                never()
+            };
+            select! {
+                recv(rx) -> msg => match msg {
+                    Ok(Msg::Rearm) => {
+                        // Coalesce a burst of requests into one re-arm.
+                        while let Ok(Msg::Rearm) = rx.try_recv() {}
+                        self.arm();
+                    }
+                    Ok(Msg::FallBack) => {
+                        self.fall_back("the system is out of file watches");
+                        self.arm();
+                    }
+                    Ok(Msg::Stop) | Err(_) => return,
+                },
+                recv(timer) -> _ => {
+                    self.arm(); // roots may have appeared, vanished or turned into files
+                    self.scan();
+                    next_scan = Some(clock.now() + self.scan_interval);
+                }
+            }
+        }
+    }
+
+    /// One stat scan of every root; stamps the board when anything that counts changed since
+    /// the previous scan (the first scan only records a baseline).
+    fn scan(&mut self) {
+        let mut now = HashMap::new();
+        for (root, state) in &self.roots {
+            if *state == RootState::Watched {
+                collect(root, &self.filter, &mut now);
+            }
+        }
+        let changed = self.snapshot.as_ref().is_some_and(|before| *before != now);
+        if changed {
+            self.board.stamp(ActivitySource::Files);
+        }
+        self.snapshot = Some(now);
+    }
+}
+
+/// Walks `dir` without following symbolic links, recording a fingerprint of every entry that
+/// passes the filter (folders too: creating or removing one is activity).
+fn collect(dir: &Path, filter: &PathFilter, into: &mut HashMap<PathBuf, Fingerprint>) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue }; // lstat: links not followed
+            if meta.is_dir() {
+                stack.push(path.clone());
+            }
+            if filter.place(&path) == Place::Inside(true) {
+                // A folder's own mtime and size change with every entry added or removed, even
+                // an excluded one: for folders only their existence (and identity) counts.
+                let print = if meta.is_dir() {
+                    (0, 0, 0, meta.ino())
+                } else {
+                    (meta.mtime(), meta.mtime_nsec(), meta.size(), meta.ino())
+                };
+                into.insert(path, print);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(config: &FileWatchConfig) -> PathFilter {
+        PathFilter::new(config, vec![PathBuf::from("/w/.agent")]).unwrap()
+    }
+
+    #[test]
+    fn default_filters() {
+        let f = filter(&FileWatchConfig::default());
+        assert_eq!(f.place(Path::new("/w/.agent/plan.md")), Place::Inside(true));
+        assert_eq!(
+            f.place(Path::new("/w/.agent/sub/notes.txt")),
+            Place::Inside(true)
+        );
+        assert_eq!(f.place(Path::new("/w/.agent")), Place::Inside(true));
+        for excluded in [
+            "/w/.agent/run.log",
+            "/w/.agent/sub/deep/run.log",
+            "/w/.agent/.plan.md.swp",
+            "/w/.agent/plan.md~",
+            "/w/.agent/sub/.#plan.md",
+        ] {
+            assert_eq!(
+                f.place(Path::new(excluded)),
+                Place::Inside(false),
+                "{excluded}"
+            );
+        }
+        assert_eq!(f.place(Path::new("/w")), Place::AboveRoot);
+        assert_eq!(f.place(Path::new("/w/target/debug/x")), Place::Elsewhere);
+        assert_eq!(f.place(Path::new("/w/.agentx")), Place::Elsewhere);
+    }
+
+    #[test]
+    fn include_globs_and_own_files() {
+        let config = FileWatchConfig {
+            include: vec!["*.md".into()],
+            ..FileWatchConfig::default()
+        };
+        let f = filter(&config);
+        assert_eq!(
+            f.place(Path::new("/w/.agent/a/plan.md")),
+            Place::Inside(true)
+        );
+        assert_eq!(
+            f.place(Path::new("/w/.agent/a/data.json")),
+            Place::Inside(false)
+        );
+        f.own_files.write().push(PathBuf::from("/w/.agent/own.md"));
+        assert_eq!(f.place(Path::new("/w/.agent/own.md")), Place::Inside(false));
+    }
+
+    #[test]
+    fn bad_glob_names_field_and_pattern() {
+        let config = FileWatchConfig {
+            exclude: vec!["a[".into()],
+            ..FileWatchConfig::default()
+        };
+        let err = validate_globs(&config).unwrap_err().to_string();
+        assert!(err.contains("files.exclude") && err.contains("a["), "{err}");
+    }
+
+    #[test]
+    fn access_is_never_progress() {
+        use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
+        assert!(!is_progress(&EventKind::Access(AccessKind::Read)));
+        assert!(!is_progress(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(!is_progress(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(is_progress(&EventKind::Create(CreateKind::File)));
+        assert!(is_progress(&EventKind::Modify(ModifyKind::Any)));
+    }
+}
