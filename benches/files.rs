@@ -109,7 +109,7 @@ fn write_to_stamp_latency(c: &mut Criterion) {
                 while board.count(ActivitySource::Files) == before {
                     spin_loop();
                     spins = spins.wrapping_add(1);
-                    if spins % 4096 == 0 && start.elapsed() > GIVE_UP {
+                    if spins.is_multiple_of(4096) && start.elapsed() > GIVE_UP {
                         panic!("no file stamp {GIVE_UP:?} after a write");
                     }
                 }

@@ -201,9 +201,6 @@ fn wait_does_not_hang_on_a_pipe_held_outside_the_group() {
 }
 
 #[test]
-#[ignore = "BUG (not implemented yet): a descendant that left the process group (setsid) \
-            survives the ladder, which only signals the group (src/monitor.rs advance_ladder -> \
-            sys::kill_group); DESIGN.md promises such descendants are signalled by pid too"]
 fn setsid_grandchild_is_ended_after_an_idle_timeout() {
     // DESIGN.md, "Ending a child": descendants that left the group (setsid, double fork) are
     // signalled by pid too.
