@@ -140,6 +140,12 @@ fn start_threads(
         .stderr
         .take()
         .ok_or_else(|| io::Error::other("stderr not piped"))?;
+    // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and then
+    // every chunk costs a sleep and a wake-up on each side. Best effort (capped by
+    // /proc/sys/fs/pipe-max-size for unprivileged users).
+    for fd in [stdout.as_fd(), stderr.as_fd()] {
+        sys::grow_pipe(fd);
+    }
     // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
     // while draining; they never read.
     let peek = [

@@ -116,6 +116,19 @@ pub(crate) fn wait_exited_no_reap(pid: i32) -> io::Result<()> {
     }
 }
 
+/// Size stallwatch asks for the child's output pipes.
+pub(crate) const PIPE_SIZE: usize = 1024 * 1024;
+
+/// Grows a pipe to [`PIPE_SIZE`] where the platform allows it (Linux); failure is harmless.
+pub(crate) fn grow_pipe(fd: std::os::fd::BorrowedFd<'_>) {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(fd, PIPE_SIZE) {
+        log::debug!("cannot grow an output pipe to {PIPE_SIZE} bytes: {e}");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = fd;
+}
+
 /// Makes `command` start as the leader of a new process group and, on Linux when asked, receive
 /// SIGKILL when the thread that spawned it (and so, with the long-lived spawner thread, the
 /// supervising process) dies.
