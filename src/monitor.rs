@@ -297,6 +297,7 @@ impl Drop for DoneGuard {
                 runtime: Duration::ZERO,
                 ladder_time: None,
                 kill_latency: None,
+                activity: Vec::new(),
                 output_complete: false,
             });
         }
@@ -802,6 +803,8 @@ impl Monitor {
                 .saturating_duration_since(self.board.origin()),
             ladder_time: self.ladder_time,
             kill_latency: self.kill_latency,
+            activity: verdict::report(&self.board.snapshot(), self.clock.now(), self.idle_timeout)
+                .signals,
             output_complete: self.readers_done.iter().all(|d| *d),
         }
     }

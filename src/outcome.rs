@@ -173,6 +173,9 @@ pub struct MonitorResult {
     /// For a timeout: from the instant the child became stale (or the hard deadline) to the
     /// first signal sent.
     pub kill_latency: Option<Duration>,
+    /// Every enabled source at the end of the run: how long it had been idle and how many
+    /// events it had recorded.
+    pub activity: Vec<SignalIdle>,
     /// Whether the output pipes reached end-of-file (`false`: the drain stopped at quiet output
     /// or the drain cap because something still held them open).
     pub output_complete: bool,
@@ -221,6 +224,7 @@ mod tests {
             runtime: Duration::ZERO,
             ladder_time: None,
             kill_latency: None,
+            activity: vec![],
             output_complete: true,
         }
     }
