@@ -5,8 +5,8 @@
 //! Nothing on the board ever blocks or calls back.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
@@ -68,6 +68,8 @@ struct Slot {
     /// Nanoseconds after the board's origin of the latest stamp (0: none yet).
     last: AtomicU64,
     count: AtomicU64,
+    /// 1 + nanoseconds after the origin of the latest `Activity` event (0: none yet).
+    last_event: AtomicU64,
 }
 
 /// The latest activity of every source, stamped lock-free from any thread.
@@ -78,6 +80,8 @@ pub struct ActivityBoard {
     clock: Arc<dyn Clock>,
     origin: Instant,
     slots: [Slot; ActivitySource::ALL.len()],
+    /// Where `Activity` events go, and at most how often per source (nanoseconds).
+    events: OnceLock<(Arc<crate::events::Emitter>, u64)>,
 }
 
 impl fmt::Debug for ActivityBoard {
@@ -96,6 +100,7 @@ impl ActivityBoard {
             clock,
             origin,
             slots: Default::default(),
+            events: OnceLock::new(),
         };
         board.set_enabled(ActivitySource::Keepalive, true);
         board
@@ -134,6 +139,24 @@ impl ActivityBoard {
         let slot = &self.slots[source.index()];
         slot.last.fetch_max(nanos, Ordering::AcqRel);
         slot.count.fetch_add(1, Ordering::Relaxed);
+        if let Some((emitter, throttle)) = self.events.get() {
+            let previous = slot.last_event.load(Ordering::Relaxed);
+            let due = previous == 0 || nanos.saturating_add(1) >= previous.saturating_add(*throttle);
+            if due
+                && slot
+                    .last_event
+                    .compare_exchange(previous, nanos + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                emitter.best_effort(crate::events::Event::Activity { source });
+            }
+        }
+    }
+
+    /// Sends rate-limited `Activity` events to `emitter` from now on.
+    pub(crate) fn send_events(&self, emitter: Arc<crate::events::Emitter>, throttle: Duration) {
+        let nanos = u64::try_from(throttle.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self.events.set((emitter, nanos));
     }
 
     /// The instant of the latest stamp of `source` (the origin when there was none).

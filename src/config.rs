@@ -182,6 +182,140 @@ impl Default for EnabledSignals {
     }
 }
 
+/// What is kept of the child's output: bounded head/tail buffers, and a complete log once the
+/// output is long.
+///
+/// ```
+/// use stallwatch::{CaptureConfig, MonitorConfig};
+///
+/// let config = MonitorConfig::default().capture(
+///     CaptureConfig::default()
+///         .cap_per_stream(64 * 1024) // keep 32 KiB of head and 32 KiB of tail
+///         .log_dir("/tmp/agent-logs"),
+/// );
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CaptureConfig {
+    /// Bytes kept in memory per stream, half head, half tail. Default 1 MiB.
+    pub cap_per_stream: usize,
+    /// stdout and stderr through one pipe, in the order the child wrote them. Default off.
+    pub combined: bool,
+    /// Write the complete stream to a log file once it passes `spill_threshold`. Default on.
+    pub spill: bool,
+    /// Bytes of a stream after which it is spilled to a log. Default 4 KiB.
+    pub spill_threshold: u64,
+    /// Where logs go. `None` (default): [`default_log_dir`](crate::default_log_dir).
+    pub log_dir: Option<PathBuf>,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        Self {
+            cap_per_stream: 1024 * 1024,
+            combined: false,
+            spill: true,
+            spill_threshold: 4096,
+            log_dir: None,
+        }
+    }
+}
+
+impl CaptureConfig {
+    /// Sets the in-memory cap per stream.
+    pub fn cap_per_stream(mut self, bytes: usize) -> Self {
+        self.cap_per_stream = bytes;
+        self
+    }
+
+    /// Turns the combined mode on or off.
+    pub fn combined(mut self, combined: bool) -> Self {
+        self.combined = combined;
+        self
+    }
+
+    /// Turns the log spill on or off.
+    pub fn spill(mut self, spill: bool) -> Self {
+        self.spill = spill;
+        self
+    }
+
+    /// Sets the spill threshold.
+    pub fn spill_threshold(mut self, bytes: u64) -> Self {
+        self.spill_threshold = bytes;
+        self
+    }
+
+    /// Sets the log folder.
+    pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.log_dir = Some(dir.into());
+        self
+    }
+}
+
+/// How the event stream ([`Session::events`](crate::Session::events)) behaves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct EventConfig {
+    /// At most one `Output` event per stream, and one `Activity` event per source, per this
+    /// interval. Default 150 ms.
+    pub throttle: Duration,
+    /// Bytes at most in one `Output` event. Default 4 KiB.
+    pub chunk_cap: usize,
+    /// Cut `Output` events only on UTF-8 character boundaries. Default off.
+    pub utf8_boundaries: bool,
+    /// Send `IdleWarning` once this fraction of the idle timeout has passed in silence
+    /// (`None`: never). Default 0.8.
+    pub idle_warning: Option<f64>,
+    /// Channel capacity. Default 1024.
+    pub capacity: usize,
+}
+
+impl Default for EventConfig {
+    fn default() -> Self {
+        Self {
+            throttle: Duration::from_millis(150),
+            chunk_cap: 4096,
+            utf8_boundaries: false,
+            idle_warning: Some(0.8),
+            capacity: 1024,
+        }
+    }
+}
+
+impl EventConfig {
+    /// Sets the throttle interval.
+    pub fn throttle(mut self, interval: Duration) -> Self {
+        self.throttle = interval;
+        self
+    }
+
+    /// Sets the byte cap of one `Output` event.
+    pub fn chunk_cap(mut self, bytes: usize) -> Self {
+        self.chunk_cap = bytes;
+        self
+    }
+
+    /// Cuts `Output` events on UTF-8 boundaries (or not).
+    pub fn utf8_boundaries(mut self, on: bool) -> Self {
+        self.utf8_boundaries = on;
+        self
+    }
+
+    /// Sets (or turns off) the idle-warning fraction.
+    pub fn idle_warning(mut self, fraction: Option<f64>) -> Self {
+        self.idle_warning = fraction;
+        self
+    }
+
+    /// Sets the channel capacity.
+    pub fn capacity(mut self, events: usize) -> Self {
+        self.capacity = events;
+        self
+    }
+}
+
 /// How descendant CPU counts as activity.
 ///
 /// Sampled every check interval, and once more at the stale deadline before the ladder starts.
@@ -352,6 +486,10 @@ pub struct MonitorConfig {
     pub files: FileWatchConfig,
     /// The children signal's threshold (used when `enabled.children`).
     pub children: ChildWatchConfig,
+    /// Output retention and log spill.
+    pub capture: CaptureConfig,
+    /// The event stream.
+    pub events: EventConfig,
     /// Linux: the child gets SIGKILL if the supervising process dies. Default on.
     pub parent_death_signal: bool,
 }
@@ -370,6 +508,8 @@ impl Default for MonitorConfig {
             enabled: EnabledSignals::default(),
             files: FileWatchConfig::default(),
             children: ChildWatchConfig::default(),
+            capture: CaptureConfig::default(),
+            events: EventConfig::default(),
             parent_death_signal: true,
         }
     }
@@ -388,6 +528,19 @@ const CHECK_INTERVAL_RANGE: (Duration, Duration) =
     (Duration::from_millis(10), Duration::from_secs(3600));
 const DRAIN_MAX: Duration = Duration::from_secs(600);
 const CONFIRM_RANGE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(600));
+
+fn check_size(field: &'static str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
+    if value < min || value > max {
+        Err(ConfigError::SizeOutOfRange {
+            field,
+            value,
+            min,
+            max,
+        })
+    } else {
+        Ok(())
+    }
+}
 
 fn check_range(
     field: &'static str,
@@ -488,6 +641,18 @@ impl MonitorConfig {
         self
     }
 
+    /// Sets output retention and log spill.
+    pub fn capture(mut self, capture: CaptureConfig) -> Self {
+        self.capture = capture;
+        self
+    }
+
+    /// Sets the event stream's behaviour.
+    pub fn events(mut self, events: EventConfig) -> Self {
+        self.events = events;
+        self
+    }
+
     /// Turns the Linux parent-death signal on or off.
     pub fn parent_death_signal(mut self, enabled: bool) -> Self {
         self.parent_death_signal = enabled;
@@ -537,6 +702,23 @@ impl MonitorConfig {
         if !(t > 0.0 && t <= 64.0) {
             return Err(ConfigError::InvalidThreshold { value: t });
         }
+        check_size("capture.cap_per_stream", self.capture.cap_per_stream, 0, 1 << 30)?;
+        check_size("events.chunk_cap", self.events.chunk_cap, 1, 1 << 20)?;
+        check_size("events.capacity", self.events.capacity, 32, 1 << 20)?;
+        check_range(
+            "events.throttle",
+            self.events.throttle,
+            Duration::ZERO,
+            Duration::from_secs(3600),
+        )?;
+        if let Some(f) = self.events.idle_warning {
+            if !(f > 0.0 && f < 1.0) {
+                return Err(ConfigError::InvalidFraction {
+                    field: "events.idle_warning",
+                    value: f,
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -578,6 +760,24 @@ pub enum ConfigError {
         /// The rejected text.
         value: String,
     },
+    /// A size outside its accepted range.
+    SizeOutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The rejected value.
+        value: usize,
+        /// Smallest accepted value.
+        min: usize,
+        /// Largest accepted value.
+        max: usize,
+    },
+    /// A fraction outside 0 < f < 1.
+    InvalidFraction {
+        /// The field.
+        field: &'static str,
+        /// The rejected value.
+        value: f64,
+    },
     /// A CPU threshold outside 0 < t <= 64 (cores), or not a number.
     InvalidThreshold {
         /// The rejected value.
@@ -618,6 +818,19 @@ impl fmt::Display for ConfigError {
                 f,
                 "signal {value:?} is not a standard signal: use a name like TERM, INT, HUP \
                  (with or without SIG) or a number from 1 to 31"
+            ),
+            ConfigError::SizeOutOfRange {
+                field,
+                value,
+                min,
+                max,
+            } => write!(
+                f,
+                "{field} is {value}, but it must be between {min} and {max}"
+            ),
+            ConfigError::InvalidFraction { field, value } => write!(
+                f,
+                "{field} is {value}, but it must be a fraction between 0 and 1 (exclusive)"
             ),
             ConfigError::InvalidThreshold { value } => write!(
                 f,

@@ -142,8 +142,10 @@
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod activity;
+mod capture;
 mod clock;
 mod config;
+mod events;
 mod monitor;
 mod outcome;
 mod process;
@@ -157,9 +159,12 @@ mod verdict;
 struct ReadmeDoctests;
 
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
+pub use capture::spill::{LogFile, default_log_dir};
+pub use capture::{CapturedStream, Snapshot, omission_marker};
 pub use clock::{Clock, MockClock, SystemClock};
+pub use events::Event;
 pub use config::{
-    ChildWatchConfig, ConfigError, EnabledSignals, FileWatchConfig, HARD_TIMEOUT_RANGE,
+    CaptureConfig, ChildWatchConfig, ConfigError, EnabledSignals, EventConfig, FileWatchConfig, HARD_TIMEOUT_RANGE,
     IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use outcome::{

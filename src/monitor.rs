@@ -18,6 +18,9 @@ use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome};
 use crate::process::{self, sys};
 use crate::session::{Session, SessionBuilder, Shared};
 use crate::signals::children::{DescendantObserver, Identity};
+use crate::capture::spill::Spill;
+use crate::capture::{HeadTail, Recorder};
+use crate::events::{Emitter, Event};
 use crate::signals::files::FileActivityTracker;
 use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
 use crate::verdict::{self, Limits, Verdict};
@@ -32,6 +35,8 @@ pub(crate) enum Control {
     Kill,
     ChildExited,
     ReaderDone(Stream),
+    /// A reader holds back output for an `Output` event due at this instant.
+    OutputPending(Instant),
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -40,14 +45,34 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    command
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    // An unusable log folder is an error now, not lost output later.
+    let log_dir = if config.capture.spill {
+        let dir = config
+            .capture
+            .log_dir
+            .clone()
+            .unwrap_or_else(crate::capture::spill::default_log_dir);
+        crate::capture::spill::prepare_dir(&dir)?;
+        Some(dir)
+    } else {
+        None
+    };
+    command.stdin(stdin);
+    let combined_pipe = if config.capture.combined {
+        // One pipe for both streams keeps the order in which the child wrote them.
+        let (reader, writer) = std::io::pipe()?;
+        command.stdout(writer.try_clone()?).stderr(writer);
+        Some(reader)
+    } else {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
     sys::configure_command(&mut command, config.parent_death_signal);
 
     let board = Arc::new(ActivityBoard::new(clock.clone()));
     board.set_enabled(ActivitySource::Output, config.enabled.output);
+    let emitter = Arc::new(Emitter::new(config.events.capacity));
+    board.send_events(emitter.clone(), config.events.throttle);
 
     // Armed before the spawn, so the child's first write already counts.
     let files = if config.enabled.files {
@@ -73,6 +98,15 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()
     );
+    // The command still holds our copies of the pipes' write ends: close them, or the readers
+    // would never see end-of-file.
+    drop(command);
+    emitter.lifecycle(Event::Started { pid, pgid: pid });
+    let streams = Streams {
+        combined: combined_pipe,
+        log_dir,
+        emitter,
+    };
 
     match start_threads(
         id,
@@ -81,6 +115,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         clock.clone(),
         board.clone(),
         files,
+        streams,
         stdout_sink,
         stderr_sink,
     ) {
@@ -108,6 +143,14 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
 
 type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
 
+/// How the output is read and recorded.
+struct Streams {
+    /// The read end of the one pipe of the combined mode.
+    combined: Option<std::io::PipeReader>,
+    log_dir: Option<std::path::PathBuf>,
+    emitter: Arc<Emitter>,
+}
+
 #[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
 fn start_threads(
     id: u64,
@@ -116,6 +159,7 @@ fn start_threads(
     clock: Arc<dyn Clock>,
     board: Arc<ActivityBoard>,
     files: Option<FileActivityTracker>,
+    streams: Streams,
     stdout_sink: OutputSink,
     stderr_sink: OutputSink,
 ) -> io::Result<Started> {
@@ -126,32 +170,61 @@ fn start_threads(
         Arc::new(PumpState::default()),
         Arc::new(PumpState::default()),
     ];
-    let shared = Arc::new(Shared {
-        result: parking_lot::Mutex::new(None),
-        pumps: pumps.clone(),
-    });
 
-    // Both pipes exist: the command was given Stdio::piped() just before the spawn.
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| io::Error::other("stdout not piped"))?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or_else(|| io::Error::other("stderr not piped"))?;
-    // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and then
-    // every chunk costs a sleep and a wake-up on each side. Best effort (capped by
-    // /proc/sys/fs/pipe-max-size for unprivileged users).
-    for fd in [stdout.as_fd(), stderr.as_fd()] {
-        sys::grow_pipe(fd);
+    // The pipes to read: stdout and stderr, or the one combined pipe.
+    let mut pipes: Vec<(Stream, Box<dyn io::Read + Send>, OwnedFd, OutputSink)> = Vec::new();
+    let combined = streams.combined.is_some();
+    if let Some(reader) = streams.combined {
+        let fd = reader.as_fd().try_clone_to_owned()?;
+        pipes.push((Stream::Combined, Box::new(reader), fd, stdout_sink));
+        drop(stderr_sink); // everything goes to the stdout sink in combined mode
+    } else {
+        // Both pipes exist: the command was given Stdio::piped() just before the spawn.
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| io::Error::other("stdout not piped"))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| io::Error::other("stderr not piped"))?;
+        let out_fd = stdout.as_fd().try_clone_to_owned()?;
+        let err_fd = stderr.as_fd().try_clone_to_owned()?;
+        pipes.push((Stream::Stdout, Box::new(stdout), out_fd, stdout_sink));
+        pipes.push((Stream::Stderr, Box::new(stderr), err_fd, stderr_sink));
+    }
+    let mut peek: [Option<OwnedFd>; 2] = [None, None];
+    let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
+    for (stream, _, fd, _) in &pipes {
+        // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and
+        // then every chunk costs a sleep and a wake-up on each side. Best effort (capped by
+        // /proc/sys/fs/pipe-max-size for unprivileged users).
+        sys::grow_pipe(fd.as_fd());
+        let index = stream_index(*stream);
+        recorders[index] = Some(Arc::new(parking_lot::Mutex::new(Recorder::new(
+            *stream,
+            HeadTail::new(config.capture.cap_per_stream),
+            Spill::new(
+                streams.log_dir.clone(),
+                config.capture.spill_threshold,
+                id,
+                *stream,
+            ),
+            &config.events,
+        ))));
     }
     // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
     // while draining; they never read.
-    let peek = [
-        stdout.as_fd().try_clone_to_owned().ok(),
-        stderr.as_fd().try_clone_to_owned().ok(),
-    ];
+    for (stream, _, fd, _) in &mut pipes {
+        peek[stream_index(*stream)] = fd.try_clone().ok();
+    }
+    let shared = Arc::new(Shared {
+        result: parking_lot::Mutex::new(None),
+        pumps: pumps.clone(),
+        recorders: recorders.clone(),
+        combined,
+        emitter: streams.emitter.clone(),
+    });
 
     let children = config.enabled.children.then(|| {
         let mut observer = DescendantObserver::new(pid as u32, &config.children);
@@ -161,6 +234,7 @@ fn start_threads(
     });
     let interval = config.effective_check_interval();
     let next_sample = clock.now() + interval;
+    let board_clock = clock.clone();
     let (child_tx, child_rx) = crossbeam_channel::bounded::<Child>(1);
     let monitor = Monitor {
         id,
@@ -173,6 +247,12 @@ fn start_threads(
         control: control_rx,
         shared: shared.clone(),
         peek,
+        emitter: streams.emitter.clone(),
+        recorders: recorders.clone(),
+        flush_due: None,
+        warned_for: None,
+        child: None,
+        status: None,
         _files: files,
         children,
         interval,
@@ -181,7 +261,7 @@ fn start_threads(
         escapees: Vec::new(),
         reason: None,
         leader_exited: false,
-        readers_done: [false, false],
+        readers_done: [false, combined],
         phase: Phase::Watching,
         signals_sent: Vec::new(),
         escalated: false,
@@ -209,24 +289,19 @@ fn start_threads(
             }
         })?;
 
-    for (stream, pipe, sink) in [
-        (
-            Stream::Stdout,
-            Box::new(stdout) as Box<dyn io::Read + Send>,
-            stdout_sink,
-        ),
-        (
-            Stream::Stderr,
-            Box::new(stderr) as Box<dyn io::Read + Send>,
-            stderr_sink,
-        ),
-    ] {
+    for (stream, pipe, fd, sink) in pipes {
+        drop(fd);
         let index = stream_index(stream);
         let state = pumps[index].clone();
         let control = control_tx.clone();
         let board = board.clone();
+        let recorder = recorders[index]
+            .clone()
+            .ok_or_else(|| io::Error::other("no recorder for a stream"))?;
+        let emitter = streams.emitter.clone();
+        let clock = board_clock.clone();
         let short = match stream {
-            Stream::Stdout => "out",
+            Stream::Stdout | Stream::Combined => "out",
             Stream::Stderr => "err",
         };
         let mut sink = sink;
@@ -234,7 +309,18 @@ fn start_threads(
             .name(format!("stallwatch-{short}-{id}"))
             .spawn(move || {
                 let mut reader = ActivityTrackingReader::new(pipe, board);
-                pump(&mut reader, &mut sink, &state, stream);
+                let mut notified: Option<Instant> = None;
+                let pending_control = control.clone();
+                let mut record = move |chunk: &[u8]| {
+                    let due = recorder.lock().record(chunk, clock.now(), &emitter);
+                    if let Some(due) = due {
+                        if notified != Some(due) {
+                            notified = Some(due);
+                            let _ = pending_control.send(Control::OutputPending(due));
+                        }
+                    }
+                };
+                pump(&mut reader, &mut sink, &state, stream, &mut record);
                 let _ = control.send(Control::ReaderDone(stream));
             })?;
     }
@@ -254,7 +340,7 @@ fn start_threads(
 
 fn stream_index(stream: Stream) -> usize {
     match stream {
-        Stream::Stdout => 0,
+        Stream::Stdout | Stream::Combined => 0,
         Stream::Stderr => 1,
     }
 }
@@ -298,6 +384,8 @@ impl Drop for DoneGuard {
                 ladder_time: None,
                 kill_latency: None,
                 activity: Vec::new(),
+                logs: Vec::new(),
+                events_dropped: 0,
                 output_complete: false,
             });
         }
@@ -364,6 +452,16 @@ struct Monitor {
     control: Receiver<Control>,
     shared: Arc<Shared>,
     peek: [Option<OwnedFd>; 2],
+    emitter: Arc<Emitter>,
+    recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2],
+    /// The earliest instant a held-back `Output` event is due.
+    flush_due: Option<Instant>,
+    /// The last activity instant an `IdleWarning` was sent for (once per idle spell).
+    warned_for: Option<Instant>,
+    /// The child, owned from the start of `run` until the end.
+    child: Option<Child>,
+    /// Its status, once reaped.
+    status: Option<ExitStatus>,
     /// Stamps the board from its own thread; stopped when the monitor ends.
     _files: Option<FileActivityTracker>,
     /// Samples descendant CPU from this thread, every `interval`.
@@ -388,11 +486,18 @@ struct Monitor {
 }
 
 impl Monitor {
-    fn run(mut self, mut child: Child, done: DoneGuard) {
+    fn run(mut self, child: Child, done: DoneGuard) {
+        self.child = Some(child);
         let mut control = self.control.clone();
         loop {
             let now = self.clock.now();
-            let Some(wake) = self.step(now) else { break };
+            self.flush_output(now, false);
+            let Some(mut wake) = self.step(now) else {
+                break;
+            };
+            if let Some(due) = self.flush_due {
+                wake.at = wake.at.min(due);
+            }
             let timer = self.timer(wake.at);
             let poll = wake.poll.map_or_else(never, crossbeam_channel::after);
             select! {
@@ -409,10 +514,36 @@ impl Monitor {
         for pump in &self.shared.pumps {
             pump.detached.store(true, Ordering::Release);
         }
-        let status = self.reap(&mut child);
-        let result = self.result(status);
+        if self.child.is_some() {
+            self.reap(); // not reaped at the drain: cannot happen, but never leave a zombie
+        }
+        let now = self.clock.now();
+        self.flush_output(now, true);
+        let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
+        self.emitter.lifecycle(Event::Closed);
         done.publish(result);
+    }
+
+    /// Sends held-back `Output` events that are due (all of them when `all`).
+    fn flush_output(&mut self, now: Instant, all: bool) {
+        if !all && self.flush_due.is_none_or(|due| due > now) {
+            return;
+        }
+        let mut next: Option<Instant> = None;
+        for recorder in self.recorders.iter().flatten() {
+            let mut recorder = recorder.lock();
+            if !recorder.has_pending() {
+                continue;
+            }
+            match recorder.due() {
+                Some(due) if due > now && !all => {
+                    next = Some(next.map_or(due, |n: Instant| n.min(due)));
+                }
+                _ => recorder.flush(now, &self.emitter),
+            }
+        }
+        self.flush_due = next;
     }
 
     /// The wake-up timer for `at`, re-used while the deadline is unchanged.
@@ -431,6 +562,9 @@ impl Monitor {
         match msg {
             Control::SetIdleTimeout(timeout) => self.idle_timeout = timeout,
             Control::ChildExited => self.leader_exited = true,
+            Control::OutputPending(due) => {
+                self.flush_due = Some(self.flush_due.map_or(due, |d| d.min(due)));
+            }
             Control::ReaderDone(stream) => {
                 let index = stream_index(stream);
                 self.readers_done[index] = true;
@@ -494,12 +628,16 @@ impl Monitor {
                         idle_timeout: self.idle_timeout,
                         hard_deadline: self.hard_deadline,
                     };
-                    match verdict::decide(&self.board.snapshot(), now, limits) {
+                    let snapshot = self.board.snapshot();
+                    match verdict::decide(&snapshot, now, limits) {
                         Verdict::Wait { until } => {
-                            let until = match self.children {
+                            let mut until = match self.children {
                                 Some(_) => until.min(self.next_sample),
                                 None => until,
                             };
+                            if let Some(warn_at) = self.idle_warning(&snapshot, now) {
+                                until = until.min(warn_at);
+                            }
                             return Some(Wake::at(until));
                         }
                         Verdict::Stale {
@@ -582,6 +720,28 @@ impl Monitor {
         }
     }
 
+    /// Sends the idle warning when its time has come in this idle spell; otherwise returns
+    /// when it will (if it still has to be sent).
+    fn idle_warning(
+        &mut self,
+        snapshot: &crate::activity::BoardSnapshot,
+        now: Instant,
+    ) -> Option<Instant> {
+        let fraction = self.config.events.idle_warning?;
+        let last = verdict::last_activity(snapshot);
+        if self.warned_for == Some(last) {
+            return None;
+        }
+        let warn_at = last + self.idle_timeout.mul_f64(fraction);
+        if now < warn_at {
+            return Some(warn_at);
+        }
+        self.warned_for = Some(last);
+        let left = (last + self.idle_timeout).saturating_duration_since(now);
+        self.emitter.lifecycle(Event::IdleWarning { left });
+        None
+    }
+
     /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.
     fn sample_children(&mut self, now: Instant) -> bool {
         let Some(observer) = self.children.as_mut() else {
@@ -632,6 +792,12 @@ impl Monitor {
     }
 
     fn start_drain(&mut self, now: Instant) {
+        // The ladder is done (or was not needed): now the leader may be reaped.
+        self.reap();
+        self.emitter.lifecycle(Event::Exited {
+            outcome: self.outcome(),
+            status: self.status,
+        });
         self.phase = Phase::Draining {
             since: now,
             cap: now + self.config.drain_cap,
@@ -728,6 +894,7 @@ impl Monitor {
         let Some(step) = ladder.steps.get(ladder.next).copied() else {
             return;
         };
+        let index = ladder.next;
         ladder.next += 1;
         ladder.poll = POLL_MIN;
         ladder.deadline = if step.signal == Signal::KILL || ladder.next == ladder.steps.len() {
@@ -765,13 +932,21 @@ impl Monitor {
             let _ = sys::kill_group(self.pid, sys::SIGCONT);
         }
         self.signals_sent.push(step.signal);
+        self.emitter.lifecycle(Event::Signal {
+            signal: step.signal,
+            step: index,
+        });
         if step.signal == Signal::KILL {
             self.escalated = true;
         }
     }
 
-    fn reap(&self, child: &mut Child) -> Option<ExitStatus> {
-        if self.leader_exited {
+    /// Reaps the child (once): waits for it if it exited, else only looks.
+    fn reap(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        self.status = if self.leader_exited {
             match child.wait() {
                 Ok(status) => Some(status),
                 Err(e) => {
@@ -781,17 +956,20 @@ impl Monitor {
             }
         } else {
             child.try_wait().ok().flatten()
+        };
+    }
+
+    fn outcome(&self) -> Outcome {
+        match self.reason.clone() {
+            Some(Reason::Outcome(outcome)) => outcome,
+            Some(Reason::Exited) | None => Outcome::Exited,
         }
     }
 
-    fn result(&self, status: Option<ExitStatus>) -> MonitorResult {
-        let outcome = match self.reason.clone() {
-            Some(Reason::Outcome(outcome)) => outcome,
-            Some(Reason::Exited) | None => Outcome::Exited,
-        };
+    fn result(&self) -> MonitorResult {
         MonitorResult {
-            outcome,
-            status,
+            outcome: self.outcome(),
+            status: self.status,
             pid: self.pid as u32,
             signals_sent: self.signals_sent.clone(),
             escalated: self.escalated,
@@ -805,6 +983,13 @@ impl Monitor {
             kill_latency: self.kill_latency,
             activity: verdict::report(&self.board.snapshot(), self.clock.now(), self.idle_timeout)
                 .signals,
+            logs: self
+                .recorders
+                .iter()
+                .flatten()
+                .filter_map(|r| r.lock().spill.log())
+                .collect(),
+            events_dropped: self.emitter.dropped(),
             output_complete: self.readers_done.iter().all(|d| *d),
         }
     }

@@ -176,6 +176,10 @@ pub struct MonitorResult {
     /// Every enabled source at the end of the run: how long it had been idle and how many
     /// events it had recorded.
     pub activity: Vec<SignalIdle>,
+    /// The complete logs of the streams that passed the spill threshold.
+    pub logs: Vec<crate::capture::spill::LogFile>,
+    /// Best-effort events (`Output`, `Activity`) dropped because the consumer fell behind.
+    pub events_dropped: u64,
     /// Whether the output pipes reached end-of-file (`false`: the drain stopped at quiet output
     /// or the drain cap because something still held them open).
     pub output_complete: bool,
@@ -225,6 +229,8 @@ mod tests {
             ladder_time: None,
             kill_latency: None,
             activity: vec![],
+            logs: vec![],
+            events_dropped: 0,
             output_complete: true,
         }
     }

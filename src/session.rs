@@ -14,12 +14,18 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{ConfigError, KillLadder, MonitorConfig, validate_idle_timeout};
 use crate::monitor::{self, Control};
 use crate::outcome::MonitorResult;
+use crate::capture::{Recorder, Snapshot};
+use crate::events::{Emitter, Event};
 use crate::signals::output::{OutputSink, PumpState, Stream};
 
 /// What the session and the monitor thread share.
 pub(crate) struct Shared {
     pub(crate) result: Mutex<Option<MonitorResult>>,
     pub(crate) pumps: [Arc<PumpState>; 2],
+    /// Slot 0: stdout (or combined), slot 1: stderr (absent in combined mode).
+    pub(crate) recorders: [Option<Arc<Mutex<Recorder>>>; 2],
+    pub(crate) combined: bool,
+    pub(crate) emitter: Arc<Emitter>,
 }
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
@@ -229,15 +235,69 @@ impl Session {
         let _ = self.control.send(Control::Kill);
     }
 
-    /// Bytes read so far from the child's stdout and stderr.
+    /// Bytes read so far from one of the child's streams (in combined mode, `Stdout` and
+    /// `Combined` both give the combined count and `Stderr` 0).
     pub fn output_bytes(&self, stream: Stream) -> u64 {
-        let index = match stream {
-            Stream::Stdout => 0,
-            Stream::Stderr => 1,
+        let index = match (stream, self.shared.combined) {
+            (Stream::Stderr, true) => return 0,
+            (Stream::Stderr, false) => 1,
+            _ => 0,
         };
         self.shared.pumps[index]
             .bytes
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// What has been captured so far (head and tail of each stream, omitted counts), and the
+    /// result once the run is over. Cheap enough to call at any time: it copies at most the
+    /// capture caps.
+    pub fn snapshot(&self) -> Snapshot {
+        // The result first: a snapshot that carries a result also carries all the output.
+        let result = self.shared.result.lock().clone();
+        let captured = |slot: usize| {
+            self.shared.recorders[slot]
+                .as_ref()
+                .map(|r| r.lock().capture.captured())
+        };
+        if self.shared.combined {
+            Snapshot {
+                stdout: None,
+                stderr: None,
+                combined: captured(0),
+                result,
+            }
+        } else {
+            Snapshot {
+                stdout: captured(0),
+                stderr: captured(1),
+                combined: None,
+                result,
+            }
+        }
+    }
+
+    /// The event stream: `Started` first, `Exited` once, `Closed` last. Every call gives a
+    /// handle on the same bounded channel (an event goes to one receiver); a slow or absent
+    /// consumer never slows the child.
+    ///
+    /// ```
+    /// use std::process::Command;
+    /// use stallwatch::{Event, MonitorConfig, Session};
+    ///
+    /// let mut command = Command::new("echo");
+    /// command.arg("hello");
+    /// let session = Session::spawn(command, MonitorConfig::default())?;
+    /// let events: Vec<Event> = session.events().iter().collect(); // ends after Closed
+    /// assert!(matches!(events.first(), Some(Event::Started { .. })));
+    /// assert_eq!(events.last(), Some(&Event::Closed));
+    /// assert!(events.iter().any(|e| matches!(e, Event::Output { bytes, .. } if bytes == b"hello\n")));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn events(&self) -> EventReceiver {
+        EventReceiver {
+            rx: self.shared.emitter.receiver(),
+            closed: false,
+        }
     }
 
     /// Blocks until the run is over: the child ended (on its own or by the ladder) and its
@@ -279,6 +339,56 @@ impl Session {
             .lock()
             .clone()
             .expect("the monitor stores the result before closing its done channel")
+    }
+}
+
+/// The receiving end of [`Session::events`]: a thin wrapper over a crossbeam receiver whose
+/// iterator ends after [`Event::Closed`].
+#[derive(Debug, Clone)]
+pub struct EventReceiver {
+    rx: Receiver<Event>,
+    closed: bool,
+}
+
+impl EventReceiver {
+    /// The next event, blocking; `None` after `Closed`.
+    pub fn recv(&mut self) -> Option<Event> {
+        if self.closed {
+            return None;
+        }
+        let event = self.rx.recv().ok()?;
+        self.closed = event == Event::Closed;
+        Some(event)
+    }
+
+    /// The next event if one is ready.
+    pub fn try_recv(&mut self) -> Option<Event> {
+        if self.closed {
+            return None;
+        }
+        let event = self.rx.try_recv().ok()?;
+        self.closed = event == Event::Closed;
+        Some(event)
+    }
+
+    /// The next event, waiting at most `timeout` (real time).
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Event> {
+        if self.closed {
+            return None;
+        }
+        let event = self.rx.recv_timeout(timeout).ok()?;
+        self.closed = event == Event::Closed;
+        Some(event)
+    }
+
+    /// The underlying channel, for `select!` with other channels (it does not stop at `Closed`).
+    pub fn channel(&self) -> &Receiver<Event> {
+        &self.rx
+    }
+
+    /// Blocking iterator that ends after `Closed`.
+    pub fn iter(&mut self) -> impl Iterator<Item = Event> + '_ {
+        std::iter::from_fn(move || self.recv())
     }
 }
 

@@ -146,14 +146,18 @@ pub enum Stream {
     Stdout,
     /// Standard error.
     Stderr,
+    /// Both through one pipe, in the order the child wrote them
+    /// ([`CaptureConfig::combined`](crate::CaptureConfig::combined)).
+    Combined,
 }
 
 impl Stream {
-    /// `"stdout"` or `"stderr"`.
+    /// `"stdout"`, `"stderr"` or `"combined"`.
     pub fn name(self) -> &'static str {
         match self {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
+            Stream::Combined => "combined",
         }
     }
 }
@@ -170,13 +174,15 @@ pub(crate) struct PumpState {
 /// Size of one read: a quarter of the (grown) pipe, so a busy pipe is emptied in few calls.
 pub(crate) const CHUNK: usize = 256 * 1024;
 
-/// Reads `reader` to end-of-file, delivering every chunk to `sink`. Returns when the stream
-/// ends, fails, or (after the next read) the run is detached.
+/// Reads `reader` to end-of-file, delivering every chunk to `sink`, then to `record` (capture,
+/// spill, events). Returns when the stream ends, fails, or (after the next read) the run is
+/// detached.
 pub(crate) fn pump<R: Read>(
     reader: &mut ActivityTrackingReader<R>,
     sink: &mut OutputSink,
     state: &PumpState,
     stream: Stream,
+    record: &mut dyn FnMut(&[u8]),
 ) {
     let mut buf = vec![0u8; CHUNK];
     let mut sink_ok = true;
@@ -200,6 +206,7 @@ pub(crate) fn pump<R: Read>(
                         "the {} sink's reader is gone; closing the pipe",
                         stream.name()
                     );
+                    record(&buf[..n]);
                     state.bytes.fetch_add(n as u64, Ordering::Relaxed);
                     return;
                 }
@@ -213,6 +220,7 @@ pub(crate) fn pump<R: Read>(
                 }
             }
         }
+        record(&buf[..n]);
         state.bytes.fetch_add(n as u64, Ordering::Relaxed);
         // Checked after delivery: a byte that was read is always delivered, even when the run
         // ended meanwhile (then at most this one chunk arrives after `wait` returned).
@@ -240,7 +248,7 @@ mod tests {
         let s2 = seen.clone();
         let mut sink = OutputSink::callback(move |c| s2.lock().extend_from_slice(c));
         let state = PumpState::default();
-        pump(&mut reader, &mut sink, &state, Stream::Stdout);
+        pump(&mut reader, &mut sink, &state, Stream::Stdout, &mut |_| {});
         assert_eq!(*seen.lock(), data);
         assert_eq!(board.count(ActivitySource::Output), 4);
         assert_eq!(
@@ -257,7 +265,7 @@ mod tests {
         let mut reader = ActivityTrackingReader::new(&data[..], board.clone());
         let mut sink = OutputSink::callback(|_| panic!("sink bug"));
         let state = PumpState::default();
-        pump(&mut reader, &mut sink, &state, Stream::Stderr);
+        pump(&mut reader, &mut sink, &state, Stream::Stderr, &mut |_| {});
         assert!(matches!(sink, OutputSink::Discard));
         assert_eq!(state.bytes.load(Ordering::Relaxed), data.len() as u64);
         assert_eq!(board.count(ActivitySource::Output), 2);

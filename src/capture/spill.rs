@@ -1,0 +1,309 @@
+//! The log spill: once a stream passes a threshold, its complete content from byte 0 goes to a
+//! log file (created new, never through a symlink, mode 0600, in a folder of mode 0700), and its
+//! SHA-256 is kept.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+
+use crate::signals::output::Stream;
+
+/// A complete log of one stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogFile {
+    /// Which stream.
+    pub stream: Stream,
+    /// Where it is.
+    pub path: PathBuf,
+    /// Lower-case hex SHA-256 of its complete content.
+    pub sha256: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Whether writing it failed part-way (the in-memory capture still holds head and tail).
+    pub incomplete: bool,
+}
+
+/// The default log folder: the platform cache folder's `stallwatch/logs`
+/// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS), else the temp folder's
+/// `stallwatch-logs`.
+pub fn default_log_dir() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let cache = if cfg!(target_os = "macos") {
+        home.map(|h| h.join("Library/Caches"))
+    } else {
+        std::env::var_os("XDG_CACHE_HOME")
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".cache")))
+    };
+    match cache {
+        Some(cache) => cache.join("stallwatch").join("logs"),
+        None => std::env::temp_dir().join("stallwatch-logs"),
+    }
+}
+
+/// Creates the log folder (mode 0700 for what is created) and checks that files can be made in
+/// it, so an unusable folder is an error at spawn rather than lost output later.
+pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
+    let fail = |what: &str, e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!("log folder {}: {what}: {e}", dir.display()),
+        )
+    };
+    let created = DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    let meta = fs::metadata(dir);
+    let meta = match (created, meta) {
+        (_, Ok(meta)) => meta,
+        (Err(e), Err(_)) => return Err(fail("cannot create it", e)),
+        (Ok(()), Err(e)) => return Err(fail("cannot read it", e)),
+    };
+    if !meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("log folder {} is not a folder", dir.display()),
+        ));
+    }
+    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
+        .map_err(|e| fail("not writable", e.into()))?;
+    if meta.permissions().readonly() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("log folder {} is read-only", dir.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// `20261122T053012Z`, from the wall clock (only for naming files).
+fn timestamp() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Opens a new log file: create-new (never overwrites, never follows a symlink), mode 0600.
+fn create_log(dir: &Path, session: u64, stream: Stream) -> io::Result<(File, PathBuf)> {
+    let base = format!(
+        "{}-{}-s{session}-{}",
+        timestamp(),
+        std::process::id(),
+        stream.name()
+    );
+    for attempt in 0..100 {
+        let name = if attempt == 0 {
+            format!("{base}.log")
+        } else {
+            format!("{base}-{attempt}.log")
+        };
+        let path = dir.join(name);
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path);
+        match opened {
+            Ok(file) => {
+                // The mode asked for is filtered by the umask: make it exact.
+                file.set_permissions(fs::Permissions::from_mode(0o600))?;
+                return Ok((file, path));
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("no free log file name like {base}.log"),
+    ))
+}
+
+/// One stream's spill.
+pub(crate) struct Spill {
+    dir: Option<PathBuf>,
+    threshold: u64,
+    session: u64,
+    stream: Stream,
+    pending: Vec<u8>,
+    file: Option<(File, PathBuf)>,
+    hasher: Sha256,
+    total: u64,
+    failed: bool,
+}
+
+impl Spill {
+    /// `dir: None` disables spilling (the hash is still kept).
+    pub(crate) fn new(dir: Option<PathBuf>, threshold: u64, session: u64, stream: Stream) -> Self {
+        Self {
+            dir,
+            threshold,
+            session,
+            stream,
+            pending: Vec::new(),
+            file: None,
+            hasher: Sha256::new(),
+            total: 0,
+            failed: false,
+        }
+    }
+
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.hasher.update(data);
+        self.total += data.len() as u64;
+        if self.failed {
+            return;
+        }
+        if let Some((file, path)) = self.file.as_mut() {
+            if let Err(e) = file.write_all(data) {
+                log::error!("writing log {}: {e}; the log is incomplete", path.display());
+                self.failed = true;
+            }
+            return;
+        }
+        let Some(dir) = self.dir.as_ref() else {
+            return;
+        };
+        self.pending.extend_from_slice(data);
+        if self.total > self.threshold {
+            match create_log(dir, self.session, self.stream) {
+                Ok((mut file, path)) => {
+                    if let Err(e) = file.write_all(&self.pending) {
+                        log::error!("writing log {}: {e}; the log is incomplete", path.display());
+                        self.failed = true;
+                    }
+                    self.file = Some((file, path));
+                }
+                Err(e) => {
+                    log::error!(
+                        "cannot create a log in {}: {e}; output is kept in memory only",
+                        dir.display()
+                    );
+                    self.failed = true;
+                }
+            }
+            self.pending = Vec::new();
+        }
+    }
+
+    /// The log, if one was started.
+    pub(crate) fn log(&self) -> Option<LogFile> {
+        let (file, path) = self.file.as_ref()?;
+        if let Err(e) = file.sync_data() {
+            log::debug!("syncing log {}: {e}", path.display());
+        }
+        let digest = self.hasher.clone().finalize();
+        Some(LogFile {
+            stream: self.stream,
+            path: path.clone(),
+            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            bytes: self.total,
+            incomplete: self.failed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn below_the_threshold_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = Spill::new(Some(dir.path().into()), 4096, 1, Stream::Stdout);
+        spill.push(&[b'x'; 4096]);
+        assert!(spill.log().is_none());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn past_the_threshold_the_whole_stream_is_logged_with_its_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = Spill::new(Some(dir.path().into()), 10, 7, Stream::Stderr);
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for chunk in data.chunks(333) {
+            spill.push(chunk);
+        }
+        let log = spill.log().unwrap();
+        assert_eq!(fs::read(&log.path).unwrap(), data);
+        let expected: String = Sha256::digest(&data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(log.sha256, expected);
+        assert_eq!(log.bytes, data.len() as u64);
+        let meta = fs::metadata(&log.path).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        let name = log.path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.contains("-s7-stderr") && name.ends_with(".log"), "{name}");
+    }
+
+    #[test]
+    fn create_new_never_follows_or_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        fs::write(&target, "precious").unwrap();
+        // Plant symlinks at every name the next log could take in this second.
+        let (_, probe) = create_log(dir.path(), 9, Stream::Stdout).unwrap();
+        let probe_name = probe.file_name().unwrap().to_string_lossy().into_owned();
+        fs::remove_file(&probe).unwrap();
+        let base = probe_name.trim_end_matches(".log").to_owned();
+        std::os::unix::fs::symlink(&target, dir.path().join(format!("{base}.log"))).unwrap();
+        let (mut file, path) = create_log(dir.path(), 9, Stream::Stdout).unwrap();
+        file.write_all(b"log").unwrap();
+        assert_ne!(path, dir.path().join(format!("{base}.log")));
+        assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
+    }
+
+    #[test]
+    fn a_folder_under_a_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, "").unwrap();
+        let err = prepare_dir(&file.join("logs")).unwrap_err();
+        assert!(err.to_string().contains("log folder"), "{err}");
+        let err = prepare_dir(&file).unwrap_err();
+        assert!(err.to_string().contains("not a folder"), "{err}");
+    }
+
+    #[test]
+    fn prepared_folders_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("a/b/logs");
+        prepare_dir(&logs).unwrap();
+        assert_eq!(fs::metadata(&logs).unwrap().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn timestamps_look_right() {
+        let t = timestamp();
+        assert_eq!(t.len(), 16, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z') && t.contains('T'), "{t}");
+    }
+}

@@ -1,0 +1,185 @@
+//! The event stream: [`Event`] and the emitter that never blocks the child or the readers.
+
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+
+use crate::activity::ActivitySource;
+use crate::config::Signal;
+use crate::outcome::Outcome;
+use crate::signals::output::Stream;
+
+/// Something that happened to a supervised child, in order.
+///
+/// `Started` comes first, `Exited` exactly once, `Closed` last (after the output is drained).
+/// `Output` and `Activity` events are best effort: when the consumer falls behind they are
+/// dropped (counted, and the next `Output` of that stream is flagged `truncated`), so a slow or
+/// absent consumer never slows the child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The child runs.
+    Started {
+        /// Its pid.
+        pid: u32,
+        /// Its process group (equal to the pid).
+        pgid: u32,
+    },
+    /// Output, throttled to at most one event per stream per throttle interval, at most
+    /// `chunk_cap` bytes each.
+    Output {
+        /// Which stream.
+        stream: Stream,
+        /// Per stream, counting dropped events too (a gap means events were dropped).
+        seq: u64,
+        /// The bytes (possibly only the start of what arrived in the interval).
+        bytes: Vec<u8>,
+        /// Bytes were left out before or within this event (capped, or events dropped).
+        truncated: bool,
+    },
+    /// A signal showed activity (rate-limited: at most one per source per throttle interval).
+    Activity {
+        /// Which signal.
+        source: ActivitySource,
+    },
+    /// Every signal has been quiet for a while: the child will be ended in `left` unless
+    /// something happens. Once per idle spell.
+    IdleWarning {
+        /// Time left before the idle timeout.
+        left: Duration,
+    },
+    /// A step of the kill ladder was sent.
+    Signal {
+        /// The signal.
+        signal: Signal,
+        /// Its step in the ladder (0 first).
+        step: usize,
+    },
+    /// The run's outcome is decided and the child reaped.
+    Exited {
+        /// Why it ended.
+        outcome: Outcome,
+        /// Its exit status (`None` if termination is unproven).
+        status: Option<ExitStatus>,
+    },
+    /// The output is drained; no event follows.
+    Closed,
+}
+
+/// Room kept free in the channel for the lifecycle events (`Exited`, `Closed`, ladder signals).
+const RESERVED: usize = 16;
+
+/// Sends events without ever blocking.
+#[derive(Debug)]
+pub(crate) struct Emitter {
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+    capacity: usize,
+    dropped: AtomicU64,
+}
+
+impl Emitter {
+    pub(crate) fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(RESERVED + 1);
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        Self {
+            tx,
+            rx,
+            capacity,
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn receiver(&self) -> Receiver<Event> {
+        self.rx.clone()
+    }
+
+    /// Lifecycle events: use the reserved room.
+    pub(crate) fn lifecycle(&self, event: Event) {
+        match self.tx.try_send(event) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Best-effort events: refused (and counted) when the channel is nearly full.
+    pub(crate) fn best_effort(&self, event: Event) -> bool {
+        if self.tx.len() + RESERVED >= self.capacity {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        match self.tx.try_send(event) {
+            Ok(()) => true,
+            Err(_) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// Events dropped so far.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Where the last complete UTF-8 character of `bytes` ends (an incomplete sequence at the end
+/// is left for the next chunk; invalid bytes are not held back).
+pub(crate) fn utf8_cut(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    // Look at most 3 bytes back for the start of a multi-byte sequence.
+    for back in 1..=3.min(len) {
+        let b = bytes[len - back];
+        if b & 0b1100_0000 == 0b1000_0000 {
+            continue; // a continuation byte
+        }
+        let need = if b & 0b1110_0000 == 0b1100_0000 {
+            2
+        } else if b & 0b1111_0000 == 0b1110_0000 {
+            3
+        } else if b & 0b1111_1000 == 0b1111_0000 {
+            4
+        } else {
+            1
+        };
+        return if need > back { len - back } else { len };
+    }
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_effort_keeps_room_for_lifecycle_events() {
+        let e = Emitter::new(20);
+        let mut sent = 0;
+        while e.best_effort(Event::Activity {
+            source: ActivitySource::Output,
+        }) {
+            sent += 1;
+        }
+        assert_eq!(sent, 20 - RESERVED);
+        assert_eq!(e.dropped(), 1);
+        e.lifecycle(Event::Closed);
+        let rx = e.receiver();
+        assert_eq!(rx.try_iter().last(), Some(Event::Closed));
+    }
+
+    #[test]
+    fn utf8_cuts_keep_characters_whole() {
+        let text = "aé€😀".as_bytes(); // 1 + 2 + 3 + 4 bytes
+        assert_eq!(utf8_cut(text), text.len());
+        assert_eq!(utf8_cut(&text[..text.len() - 1]), 6);
+        assert_eq!(utf8_cut(&text[..5]), 3);
+        assert_eq!(utf8_cut(&text[..2]), 1);
+        assert_eq!(utf8_cut(b"plain"), 5);
+        assert_eq!(utf8_cut(&[0xff, 0xfe]), 2);
+        assert_eq!(utf8_cut(&[]), 0);
+    }
+}
