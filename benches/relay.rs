@@ -12,7 +12,8 @@
 //! - `relay_end_to_end`: a real child, `dd if=/dev/zero bs=64K count=1024` (64 MiB in 64 KiB
 //!   writes; GNU `head -c` would write in 8 KiB pieces and measure `head` more than the relay).
 //!   `plain_command` is `std::process::Command` with a piped stdout read to end-of-file on the
-//!   bench thread, then `wait()`; `stallwatch_session` is `Session::builder(..).stdout(Discard)
+//!   bench thread, then `wait()`; `stallwatch_session` (retention, log spill and events all on,
+//!   logs in a temp folder removed after each iteration) is `Session::builder(..).stdout(Discard)
 //!   .spawn()?.wait()`, so it also pays for stallwatch's spawn, threads, monitor and drain.
 //!
 //! Then, outside criterion, `relay_paired` runs both sides of each pair back to back for 40
@@ -34,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use stallwatch::{
-    ActivityBoard, ActivitySource, ActivityTrackingReader, Clock, MonitorConfig, Outcome,
-    OutputSink, Session, Stream, SystemClock,
+    ActivityBoard, ActivitySource, ActivityTrackingReader, CaptureConfig, Clock, MonitorConfig,
+    Outcome, OutputSink, Session, Stream, SystemClock,
 };
 
 /// Bytes relayed per iteration.
@@ -179,10 +180,33 @@ fn plain_command(buf: &mut [u8]) {
     assert_eq!(n, TOTAL as u64);
 }
 
-/// One end-to-end iteration of A: the same child under a stallwatch session.
+/// The folder the end-to-end sessions spill their logs into (removed after every iteration).
+fn log_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir =
+            std::env::temp_dir().join(format!("stallwatch-bench-logs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("bench log folder");
+        dir
+    })
+}
+
+/// One end-to-end iteration of A: the same child under a stallwatch session with everything on:
+/// head/tail retention, the log spill (64 MiB written to a log in a temp folder, with its
+/// SHA-256) and the event stream. The iteration includes removing the log.
 fn stallwatch_session() {
+    session_with(CaptureConfig::default().log_dir(log_dir()));
+}
+
+/// The same with the log spill off: head/tail retention and the event stream only.
+fn stallwatch_session_no_spill() {
+    session_with(CaptureConfig::default().spill(false));
+}
+
+fn session_with(capture: CaptureConfig) {
+    let spill = capture.spill;
     let session = Session::builder(producer())
-        .config(MonitorConfig::default())
+        .config(MonitorConfig::default().capture(capture))
         .stdout(OutputSink::Discard)
         .spawn()
         .expect("spawning dd under stallwatch");
@@ -191,6 +215,13 @@ fn stallwatch_session() {
     assert!(result.status.is_some_and(|s| s.success()));
     assert!(result.output_complete);
     assert_eq!(session.output_bytes(Stream::Stdout), TOTAL as u64);
+    if spill {
+        assert_eq!(result.logs.len(), 1, "the output was spilled");
+        assert_eq!(result.logs[0].bytes, TOTAL as u64);
+    }
+    for log in &result.logs {
+        let _ = std::fs::remove_file(&log.path);
+    }
 }
 
 fn relay_end_to_end(c: &mut Criterion) {
@@ -302,6 +333,18 @@ fn relay_paired() {
         }
     }
     report_paired("end_to_end", &plain, &tracked);
+
+    let (mut plain, mut tracked) = (Vec::new(), Vec::new());
+    for round in 0..PAIRED_ROUNDS {
+        if round % 2 == 0 {
+            plain.push(timed(|| plain_command(&mut buf)));
+            tracked.push(timed(stallwatch_session_no_spill));
+        } else {
+            tracked.push(timed(stallwatch_session_no_spill));
+            plain.push(timed(|| plain_command(&mut buf)));
+        }
+    }
+    report_paired("end_to_end_no_spill", &plain, &tracked);
 }
 
 criterion_group!(benches, relay_in_process, relay_end_to_end);
@@ -310,4 +353,5 @@ fn main() {
     benches();
     relay_paired();
     Criterion::default().configure_from_args().final_summary();
+    let _ = std::fs::remove_dir_all(log_dir());
 }

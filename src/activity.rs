@@ -141,7 +141,8 @@ impl ActivityBoard {
         slot.count.fetch_add(1, Ordering::Relaxed);
         if let Some((emitter, throttle)) = self.events.get() {
             let previous = slot.last_event.load(Ordering::Relaxed);
-            let due = previous == 0 || nanos.saturating_add(1) >= previous.saturating_add(*throttle);
+            let due =
+                previous == 0 || nanos.saturating_add(1) >= previous.saturating_add(*throttle);
             if due
                 && slot
                     .last_event

@@ -529,7 +529,12 @@ const CHECK_INTERVAL_RANGE: (Duration, Duration) =
 const DRAIN_MAX: Duration = Duration::from_secs(600);
 const CONFIRM_RANGE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(600));
 
-fn check_size(field: &'static str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
+fn check_size(
+    field: &'static str,
+    value: usize,
+    min: usize,
+    max: usize,
+) -> Result<(), ConfigError> {
     if value < min || value > max {
         Err(ConfigError::SizeOutOfRange {
             field,
@@ -702,7 +707,12 @@ impl MonitorConfig {
         if !(t > 0.0 && t <= 64.0) {
             return Err(ConfigError::InvalidThreshold { value: t });
         }
-        check_size("capture.cap_per_stream", self.capture.cap_per_stream, 0, 1 << 30)?;
+        check_size(
+            "capture.cap_per_stream",
+            self.capture.cap_per_stream,
+            0,
+            1 << 30,
+        )?;
         check_size("events.chunk_cap", self.events.chunk_cap, 1, 1 << 20)?;
         check_size("events.capacity", self.events.capacity, 32, 1 << 20)?;
         check_range(

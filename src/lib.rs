@@ -162,11 +162,12 @@ pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
 pub use capture::spill::{LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot, omission_marker};
 pub use clock::{Clock, MockClock, SystemClock};
-pub use events::Event;
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ConfigError, EnabledSignals, EventConfig, FileWatchConfig, HARD_TIMEOUT_RANGE,
-    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, ConfigError, EnabledSignals, EventConfig, FileWatchConfig,
+    HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig,
+    Signal,
 };
+pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
     HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,

@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 
 use crate::activity::{ActivityBoard, ActivitySource};
+use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
+use crate::capture::{HeadTail, Recorder};
 use crate::clock::Clock;
 use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
+use crate::events::{Emitter, Event};
 use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome};
 use crate::process::{self, sys};
 use crate::session::{Session, SessionBuilder, Shared};
 use crate::signals::children::{DescendantObserver, Identity};
-use crate::capture::spill::Spill;
-use crate::capture::{HeadTail, Recorder};
-use crate::events::{Emitter, Event};
 use crate::signals::files::FileActivityTracker;
 use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
 use crate::verdict::{self, Limits, Verdict};
@@ -194,6 +194,8 @@ fn start_threads(
         pipes.push((Stream::Stderr, Box::new(stderr), err_fd, stderr_sink));
     }
     let mut peek: [Option<OwnedFd>; 2] = [None, None];
+    let mut spill_writers: [Option<SpillWriter>; 2] = [None, None];
+    let mut spills: [Option<SpillReport>; 2] = [None, None];
     let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
     for (stream, _, fd, _) in &pipes {
         // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and
@@ -204,14 +206,24 @@ fn start_threads(
         recorders[index] = Some(Arc::new(parking_lot::Mutex::new(Recorder::new(
             *stream,
             HeadTail::new(config.capture.cap_per_stream),
-            Spill::new(
-                streams.log_dir.clone(),
+            &config.events,
+        ))));
+        if let Some(dir) = &streams.log_dir {
+            let spill = Spill::new(
+                Some(dir.clone()),
                 config.capture.spill_threshold,
                 id,
                 *stream,
-            ),
-            &config.events,
-        ))));
+            );
+            let short = if *stream == Stream::Stderr {
+                "err"
+            } else {
+                "out"
+            };
+            let (writer, report) = spill::start(spill, format!("stallwatch-log{short}-{id}"))?;
+            spill_writers[index] = Some(writer);
+            spills[index] = Some(report);
+        }
     }
     // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
     // while draining; they never read.
@@ -249,6 +261,7 @@ fn start_threads(
         peek,
         emitter: streams.emitter.clone(),
         recorders: recorders.clone(),
+        spills,
         flush_due: None,
         warned_for: None,
         child: None,
@@ -300,6 +313,7 @@ fn start_threads(
             .ok_or_else(|| io::Error::other("no recorder for a stream"))?;
         let emitter = streams.emitter.clone();
         let clock = board_clock.clone();
+        let spill = spill_writers[index].take();
         let short = match stream {
             Stream::Stdout | Stream::Combined => "out",
             Stream::Stderr => "err",
@@ -312,6 +326,9 @@ fn start_threads(
                 let mut notified: Option<Instant> = None;
                 let pending_control = control.clone();
                 let mut record = move |chunk: &[u8]| {
+                    if let Some(spill) = &spill {
+                        spill.push(chunk);
+                    }
                     let due = recorder.lock().record(chunk, clock.now(), &emitter);
                     if let Some(due) = due {
                         if notified != Some(due) {
@@ -418,6 +435,9 @@ struct Ladder {
     poll: Duration,
 }
 
+/// At least this long for a spill thread to write the chunks in flight at the end of a run.
+const SPILL_WAIT: Duration = Duration::from_secs(5);
+
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]
 struct Wake {
@@ -454,6 +474,8 @@ struct Monitor {
     peek: [Option<OwnedFd>; 2],
     emitter: Arc<Emitter>,
     recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2],
+    /// The log spill threads' results, per stream slot.
+    spills: [Option<SpillReport>; 2],
     /// The earliest instant a held-back `Output` event is due.
     flush_due: Option<Instant>,
     /// The last activity instant an `IdleWarning` was sent for (once per idle spell).
@@ -984,10 +1006,16 @@ impl Monitor {
             activity: verdict::report(&self.board.snapshot(), self.clock.now(), self.idle_timeout)
                 .signals,
             logs: self
-                .recorders
+                .spills
                 .iter()
-                .flatten()
-                .filter_map(|r| r.lock().spill.log())
+                .enumerate()
+                .filter_map(|(i, spill)| {
+                    // A reader at end-of-file has handed over its last chunk: wait for the
+                    // spill thread to write it (bounded by the drain cap).
+                    spill
+                        .as_ref()?
+                        .log(self.readers_done[i], self.config.drain_cap.max(SPILL_WAIT))
+                })
                 .collect(),
             events_dropped: self.emitter.dropped(),
             output_complete: self.readers_done.iter().all(|d| *d),

@@ -10,12 +10,12 @@ use crossbeam_channel::{Receiver, Sender, select};
 use parking_lot::Mutex;
 
 use crate::activity::{ActivityBoard, ActivitySource};
+use crate::capture::{Recorder, Snapshot};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{ConfigError, KillLadder, MonitorConfig, validate_idle_timeout};
+use crate::events::{Emitter, Event};
 use crate::monitor::{self, Control};
 use crate::outcome::MonitorResult;
-use crate::capture::{Recorder, Snapshot};
-use crate::events::{Emitter, Event};
 use crate::signals::output::{OutputSink, PumpState, Stream};
 
 /// What the session and the monitor thread share.

@@ -150,7 +150,10 @@ impl fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Snapshot");
         for (stream, c) in self.streams() {
-            d.field(stream.name(), &format_args!("{} bytes, {} omitted", c.total, c.omitted));
+            d.field(
+                stream.name(),
+                &format_args!("{} bytes, {} omitted", c.total, c.omitted),
+            );
         }
         d.field("running", &self.running()).finish()
     }
@@ -202,7 +205,10 @@ mod tests {
         let mut zero = HeadTail::new(0);
         zero.push(b"hello");
         let c = zero.captured();
-        assert_eq!((c.head.len(), c.tail.len(), c.omitted, c.total), (0, 0, 5, 5));
+        assert_eq!(
+            (c.head.len(), c.tail.len(), c.omitted, c.total),
+            (0, 0, 5, 5)
+        );
         assert_eq!(c.render_lossy(), "\n[stallwatch: 5 bytes omitted]\n");
         let mut one = HeadTail::new(1);
         one.push(b"hello");
@@ -212,11 +218,11 @@ mod tests {
     }
 }
 
-/// Everything kept of one stream: the head/tail capture, the spill, and the `Output` event
-/// throttle. One per stream, behind a mutex the reader thread takes once per chunk.
+/// Everything kept in memory of one stream: the head/tail capture and the `Output` event
+/// throttle. One per stream, behind a mutex the reader thread takes once per chunk. (The log
+/// spill runs on a thread of its own: see [`spill::start`].)
 pub(crate) struct Recorder {
     pub(crate) capture: HeadTail,
-    pub(crate) spill: spill::Spill,
     stream: Stream,
     throttle: std::time::Duration,
     chunk_cap: usize,
@@ -232,12 +238,10 @@ impl Recorder {
     pub(crate) fn new(
         stream: Stream,
         capture: HeadTail,
-        spill: spill::Spill,
         events: &crate::config::EventConfig,
     ) -> Self {
         Self {
             capture,
-            spill,
             stream,
             throttle: events.throttle,
             chunk_cap: events.chunk_cap,
@@ -258,12 +262,12 @@ impl Recorder {
         emitter: &crate::events::Emitter,
     ) -> Option<std::time::Instant> {
         self.capture.push(data);
-        self.spill.push(data);
         let room = self.chunk_cap.saturating_sub(self.pending.len());
         if data.len() > room {
             self.pending_truncated = true;
         }
-        self.pending.extend_from_slice(&data[..room.min(data.len())]);
+        self.pending
+            .extend_from_slice(&data[..room.min(data.len())]);
         match self.due() {
             Some(due) if due > now => Some(due),
             _ => {
@@ -303,7 +307,14 @@ impl Recorder {
             self.pending.len()
         };
         let rest = self.pending.split_off(cut);
-        let bytes = std::mem::replace(&mut self.pending, if self.pending_truncated { Vec::new() } else { rest });
+        let bytes = std::mem::replace(
+            &mut self.pending,
+            if self.pending_truncated {
+                Vec::new()
+            } else {
+                rest
+            },
+        );
         let event = crate::events::Event::Output {
             stream: self.stream,
             seq: self.seq,

@@ -71,8 +71,11 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
             format!("log folder {} is not a folder", dir.display()),
         ));
     }
-    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
-        .map_err(|e| fail("not writable", e.into()))?;
+    rustix::fs::access(
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .map_err(|e| fail("not writable", e.into()))?;
     if meta.permissions().readonly() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -141,6 +144,65 @@ fn create_log(dir: &Path, session: u64, stream: Stream) -> io::Result<(File, Pat
     Err(io::Error::new(
         io::ErrorKind::AlreadyExists,
         format!("no free log file name like {base}.log"),
+    ))
+}
+
+/// Chunks in flight between a reader and its spill thread (at most this many × the read size,
+/// 8 MiB, in memory); a disk slower than the child then slows the reader, never memory.
+const IN_FLIGHT: usize = 32;
+
+/// The reader's end of a spill thread.
+pub(crate) struct SpillWriter {
+    tx: crossbeam_channel::Sender<Vec<u8>>,
+}
+
+impl SpillWriter {
+    /// Hands a chunk to the spill thread (blocks only when [`IN_FLIGHT`] chunks wait).
+    pub(crate) fn push(&self, data: &[u8]) {
+        let _ = self.tx.send(data.to_vec());
+    }
+}
+
+/// The monitor's end of a spill thread: the log so far, and a signal once the writer is done.
+pub(crate) struct SpillReport {
+    state: std::sync::Arc<parking_lot::Mutex<Spill>>,
+    done: crossbeam_channel::Receiver<()>,
+}
+
+impl SpillReport {
+    /// The log, after waiting (at most `wait`) for the spill thread to finish with what the
+    /// reader gave it. `settled`: the reader reached end-of-file, so the log is final.
+    pub(crate) fn log(&self, settled: bool, wait: std::time::Duration) -> Option<LogFile> {
+        let finished = settled
+            && self
+                .done
+                .recv_timeout(wait)
+                .is_err_and(|e| e.is_disconnected());
+        let mut log = self.state.lock().log()?;
+        log.incomplete |= !finished;
+        Some(log)
+    }
+}
+
+/// Starts the spill thread of one stream: hashing (SHA-256 is slower than a pipe) and disk
+/// writes run there, beside the reader, not in its way.
+pub(crate) fn start(spill: Spill, name: String) -> std::io::Result<(SpillWriter, SpillReport)> {
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(IN_FLIGHT);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    let state = std::sync::Arc::new(parking_lot::Mutex::new(spill));
+    let worker = state.clone();
+    std::thread::Builder::new().name(name).spawn(move || {
+        for chunk in rx {
+            worker.lock().push(&chunk);
+        }
+        drop(done_tx);
+    })?;
+    Ok((
+        SpillWriter { tx },
+        SpillReport {
+            state,
+            done: done_rx,
+        },
     ))
 }
 
@@ -261,7 +323,10 @@ mod tests {
         let meta = fs::metadata(&log.path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o600);
         let name = log.path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.contains("-s7-stderr") && name.ends_with(".log"), "{name}");
+        assert!(
+            name.contains("-s7-stderr") && name.ends_with(".log"),
+            "{name}"
+        );
     }
 
     #[test]
@@ -304,6 +369,9 @@ mod tests {
     fn timestamps_look_right() {
         let t = timestamp();
         assert_eq!(t.len(), 16, "{t}");
-        assert!(t.starts_with("20") && t.ends_with('Z') && t.contains('T'), "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && t.contains('T'),
+            "{t}"
+        );
     }
 }
