@@ -721,13 +721,13 @@ impl MonitorConfig {
             Duration::ZERO,
             Duration::from_secs(3600),
         )?;
-        if let Some(f) = self.events.idle_warning {
-            if !(f > 0.0 && f < 1.0) {
-                return Err(ConfigError::InvalidFraction {
-                    field: "events.idle_warning",
-                    value: f,
-                });
-            }
+        if let Some(f) = self.events.idle_warning
+            && !(f > 0.0 && f < 1.0)
+        {
+            return Err(ConfigError::InvalidFraction {
+                field: "events.idle_warning",
+                value: f,
+            });
         }
         Ok(())
     }

@@ -330,11 +330,11 @@ fn start_threads(
                         spill.push(chunk);
                     }
                     let due = recorder.lock().record(chunk, clock.now(), &emitter);
-                    if let Some(due) = due {
-                        if notified != Some(due) {
-                            notified = Some(due);
-                            let _ = pending_control.send(Control::OutputPending(due));
-                        }
+                    if let Some(due) = due
+                        && notified != Some(due)
+                    {
+                        notified = Some(due);
+                        let _ = pending_control.send(Control::OutputPending(due));
                     }
                 };
                 pump(&mut reader, &mut sink, &state, stream, &mut record);

@@ -159,62 +159,113 @@ impl fmt::Debug for Snapshot {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
+/// Everything kept in memory of one stream: the head/tail capture and the `Output` event
+/// throttle. One per stream, behind a mutex the reader thread takes once per chunk. (The log
+/// spill runs on a thread of its own: see [`spill::start`].)
+pub(crate) struct Recorder {
+    pub(crate) capture: HeadTail,
+    stream: Stream,
+    throttle: std::time::Duration,
+    chunk_cap: usize,
+    utf8: bool,
+    pending: Vec<u8>,
+    /// Bytes were left out of the pending event (cap, or the previous event dropped).
+    pending_truncated: bool,
+    seq: u64,
+    last_emit: Option<std::time::Instant>,
+}
 
-    proptest! {
-        /// Against a model: the rendered capture is an exact prefix of the real stream, the
-        /// marker, and an exact suffix; the omitted count is exact.
-        #[test]
-        fn head_tail_matches_the_model(
-            cap in prop_oneof![Just(0usize), Just(1), Just(2), 0usize..600],
-            chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..20),
-        ) {
-            let mut buf = HeadTail::new(cap);
-            let mut stream = Vec::new();
-            for chunk in &chunks {
-                buf.push(chunk);
-                stream.extend_from_slice(chunk);
-            }
-            let c = buf.captured();
-            let head_cap = cap / 2;
-            let tail_cap = cap - head_cap;
-            prop_assert_eq!(c.total, stream.len() as u64);
-            let keep_head = head_cap.min(stream.len());
-            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
-            let keep_tail = tail_cap.min(stream.len() - keep_head);
-            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
-            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
-            let rendered = c.render();
-            if c.omitted == 0 {
-                prop_assert_eq!(rendered, stream);
-            } else {
-                let marker = omission_marker(c.omitted);
-                let mut expected = stream[..keep_head].to_vec();
-                expected.extend_from_slice(marker.as_bytes());
-                expected.extend_from_slice(&stream[stream.len() - keep_tail..]);
-                prop_assert_eq!(rendered, expected);
+impl Recorder {
+    pub(crate) fn new(
+        stream: Stream,
+        capture: HeadTail,
+        events: &crate::config::EventConfig,
+    ) -> Self {
+        Self {
+            capture,
+            stream,
+            throttle: events.throttle,
+            chunk_cap: events.chunk_cap,
+            utf8: events.utf8_boundaries,
+            pending: Vec::new(),
+            pending_truncated: false,
+            seq: 0,
+            last_emit: None,
+        }
+    }
+
+    /// Records a chunk read at `now`. Returns when the pending `Output` event is due if it
+    /// could not be sent yet (throttled).
+    pub(crate) fn record(
+        &mut self,
+        data: &[u8],
+        now: std::time::Instant,
+        emitter: &crate::events::Emitter,
+    ) -> Option<std::time::Instant> {
+        self.capture.push(data);
+        let room = self.chunk_cap.saturating_sub(self.pending.len());
+        if data.len() > room {
+            self.pending_truncated = true;
+        }
+        self.pending
+            .extend_from_slice(&data[..room.min(data.len())]);
+        match self.due() {
+            Some(due) if due > now => Some(due),
+            _ => {
+                self.flush(now, emitter);
+                None
             }
         }
     }
 
-    #[test]
-    fn zero_and_one_byte_caps() {
-        let mut zero = HeadTail::new(0);
-        zero.push(b"hello");
-        let c = zero.captured();
-        assert_eq!(
-            (c.head.len(), c.tail.len(), c.omitted, c.total),
-            (0, 0, 5, 5)
+    /// Whether bytes (or a truncation flag) wait for an `Output` event.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || self.pending_truncated
+    }
+
+    /// When the pending event may be sent; `None` when it may be sent at once (or nothing is
+    /// pending: see [`has_pending`](Self::has_pending)).
+    pub(crate) fn due(&self) -> Option<std::time::Instant> {
+        if !self.has_pending() {
+            return None;
+        }
+        self.last_emit.map(|t| t + self.throttle)
+    }
+
+    /// Sends the pending `Output` event.
+    pub(crate) fn flush(&mut self, now: std::time::Instant, emitter: &crate::events::Emitter) {
+        if self.pending.is_empty() && !self.pending_truncated {
+            return;
+        }
+        let cut = if self.utf8 && !self.pending_truncated {
+            match crate::events::utf8_cut(&self.pending) {
+                0 => self.pending.len(), // a lone partial character: send it rather than stall
+                n => n,
+            }
+        } else if self.utf8 {
+            crate::events::utf8_cut(&self.pending)
+        } else {
+            self.pending.len()
+        };
+        let rest = self.pending.split_off(cut);
+        let bytes = std::mem::replace(
+            &mut self.pending,
+            if self.pending_truncated {
+                Vec::new()
+            } else {
+                rest
+            },
         );
-        assert_eq!(c.render_lossy(), "\n[stallwatch: 5 bytes omitted]\n");
-        let mut one = HeadTail::new(1);
-        one.push(b"hello");
-        let c = one.captured();
-        assert_eq!(c.tail, b"o");
-        assert_eq!(c.omitted, 4);
+        let event = crate::events::Event::Output {
+            stream: self.stream,
+            seq: self.seq,
+            bytes,
+            truncated: self.pending_truncated,
+        };
+        self.seq += 1;
+        self.last_emit = Some(now);
+        // A dropped event flags the next one.
+        self.pending_truncated = !emitter.best_effort(event);
     }
 }
 
@@ -325,5 +376,64 @@ impl Recorder {
         self.last_emit = Some(now);
         // A dropped event flags the next one.
         self.pending_truncated = !emitter.best_effort(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against a model: the rendered capture is an exact prefix of the real stream, the
+        /// marker, and an exact suffix; the omitted count is exact.
+        #[test]
+        fn head_tail_matches_the_model(
+            cap in prop_oneof![Just(0usize), Just(1), Just(2), 0usize..600],
+            chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..20),
+        ) {
+            let mut buf = HeadTail::new(cap);
+            let mut stream = Vec::new();
+            for chunk in &chunks {
+                buf.push(chunk);
+                stream.extend_from_slice(chunk);
+            }
+            let c = buf.captured();
+            let head_cap = cap / 2;
+            let tail_cap = cap - head_cap;
+            prop_assert_eq!(c.total, stream.len() as u64);
+            let keep_head = head_cap.min(stream.len());
+            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
+            let keep_tail = tail_cap.min(stream.len() - keep_head);
+            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
+            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
+            let rendered = c.render();
+            if c.omitted == 0 {
+                prop_assert_eq!(rendered, stream);
+            } else {
+                let marker = omission_marker(c.omitted);
+                let mut expected = stream[..keep_head].to_vec();
+                expected.extend_from_slice(marker.as_bytes());
+                expected.extend_from_slice(&stream[stream.len() - keep_tail..]);
+                prop_assert_eq!(rendered, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn zero_and_one_byte_caps() {
+        let mut zero = HeadTail::new(0);
+        zero.push(b"hello");
+        let c = zero.captured();
+        assert_eq!(
+            (c.head.len(), c.tail.len(), c.omitted, c.total),
+            (0, 0, 5, 5)
+        );
+        assert_eq!(c.render_lossy(), "\n[stallwatch: 5 bytes omitted]\n");
+        let mut one = HeadTail::new(1);
+        one.push(b"hello");
+        let c = one.captured();
+        assert_eq!(c.tail, b"o");
+        assert_eq!(c.omitted, 4);
     }
 }
