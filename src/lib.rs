@@ -63,6 +63,40 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! Keep the output without letting memory grow with a chatty child, get the complete transcript
+//! on disk when it is long, and follow the run live:
+//!
+//! ```
+//! use std::process::Command;
+//! use stallwatch::{CaptureConfig, Event, MonitorConfig, Session};
+//!
+//! let logs = tempfile::tempdir()?;
+//! let mut command = Command::new("sh");
+//! command.args(["-c", "head -c 100000 /dev/zero | tr '\\0' x; echo; echo done >&2"]);
+//! let session = Session::builder(command)
+//!     .config(MonitorConfig::default().capture(
+//!         CaptureConfig::default()
+//!             .cap_per_stream(64 * 1024) // 32 KiB of head, 32 KiB of tail in memory
+//!             .log_dir(logs.path()),     // the complete streams, once past 4 KiB
+//!     ))
+//!     .spawn()?;
+//! for event in session.events().iter() {
+//!     if let Event::IdleWarning { left } = event {
+//!         eprintln!("quiet; ended in {left:?} unless something happens");
+//!     }
+//! }
+//! let result = session.wait();
+//! let snapshot = session.snapshot();
+//! let stdout = snapshot.stdout.unwrap();
+//! assert_eq!(stdout.total, 100_001);
+//! assert_eq!(stdout.omitted, 100_001 - 64 * 1024); // the middle, counted exactly
+//! assert_eq!(result.logs.len(), 1);                // stdout passed 4 KiB: logged whole
+//! assert_eq!(result.logs[0].bytes, 100_001);
+//! assert_eq!(result.logs[0].sha256.len(), 64);
+//! assert_eq!(snapshot.stderr.unwrap().render(), b"done\n");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Test your own orchestration logic without waiting: inject a [`MockClock`] and move time by
 //! hand. [`MockClock::wait_for_timers`] tells when the monitor is parked on its next deadline.
 //!
@@ -136,6 +170,19 @@
 //!   The only real-time waits are short re-checks of operating-system state (is the group gone,
 //!   is the pipe empty) which progress in real time whatever a mock clock says.
 //! - **First reason wins.** The [`Outcome`] is fixed the first time a reason to end is found.
+//! - **Capture.** Each reader hands every chunk to its sink first (pass-through), then to a
+//!   head/tail buffer with a byte cap (the middle is dropped and counted exactly), then to the
+//!   log spill: once a stream passes 4 KiB its complete content from byte 0 goes to a log file
+//!   (create-new, no symlink following, mode 0600, folder 0700) written and SHA-256-hashed on
+//!   a thread of its own (`stallwatch-logout-<id>` / `-logerr-`), at most 8 MiB in flight. An
+//!   unusable log folder fails the spawn. The child's pipes are grown to 1 MiB and read 256 KiB
+//!   at a time. The combined mode sends both streams through one pipe, in order.
+//! - **Events** ([`Session::events`]) go through one bounded channel and never block anybody:
+//!   `Output` (throttled per stream, capped, optionally cut on UTF-8 boundaries) and `Activity`
+//!   (rate-limited) are dropped when the consumer lags (counted in
+//!   [`MonitorResult::events_dropped`]; the next `Output` is flagged, its sequence number shows
+//!   the gap), while room is reserved for `Started` (first), `IdleWarning`, `Signal`, `Exited`
+//!   (once) and `Closed` (last, after the output is drained).
 //! - **Dropping** a running [`Session`] starts the ladder in the background.
 //!
 //! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
@@ -172,7 +219,7 @@ pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
     HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,
 };
-pub use session::{Session, SessionBuilder};
+pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
 pub use signals::files::FileActivityTracker;
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};
