@@ -219,7 +219,7 @@ pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
     HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,
 };
-pub use session::{EventReceiver, Session, SessionBuilder};
+pub use session::{EventReceiver, Lifecycle, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
 pub use signals::files::FileActivityTracker;
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

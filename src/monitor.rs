@@ -19,7 +19,7 @@ use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
 use crate::events::{Emitter, Event};
 use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome};
 use crate::process::{self, sys};
-use crate::session::{Session, SessionBuilder, Shared};
+use crate::session::{Lifecycle, Session, SessionBuilder, Shared};
 use crate::signals::children::{DescendantObserver, Identity};
 use crate::signals::files::FileActivityTracker;
 use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
@@ -37,12 +37,15 @@ pub(crate) enum Control {
     ReaderDone(Stream),
     /// A reader holds back output for an `Output` event due at this instant.
     OutputPending(Instant),
+    /// Send this signal to the group (no ladder).
+    Signal(Signal),
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Spawns the child and its threads; returns the session.
 pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
+    let stdin_pipe = builder.wants_stdin_pipe();
     let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
@@ -102,10 +105,12 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     // would never see end-of-file.
     drop(command);
     emitter.lifecycle(Event::Started { pid, pgid: pid });
+    let stdin = if stdin_pipe { child.stdin.take() } else { None };
     let streams = Streams {
         combined: combined_pipe,
         log_dir,
         emitter,
+        stdin,
     };
 
     match start_threads(
@@ -149,6 +154,8 @@ struct Streams {
     combined: Option<std::io::PipeReader>,
     log_dir: Option<std::path::PathBuf>,
     emitter: Arc<Emitter>,
+    /// The child's stdin, when the caller feeds it.
+    stdin: Option<std::process::ChildStdin>,
 }
 
 #[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
@@ -230,12 +237,41 @@ fn start_threads(
     for (stream, _, fd, _) in &mut pipes {
         peek[stream_index(*stream)] = fd.try_clone().ok();
     }
+    // The stdin writer: a thread of its own, so a child that does not read never blocks the
+    // caller (the queue is bounded; `write_stdin` gives up after a while).
+    let stdin_tx = match streams.stdin {
+        Some(mut stdin) => {
+            let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(64);
+            thread::Builder::new()
+                .name(format!("stallwatch-in-{id}"))
+                .spawn(move || {
+                    for chunk in rx {
+                        if let Err(e) = io::Write::write_all(&mut stdin, &chunk) {
+                            log::debug!("session {id}: writing the child's stdin: {e}");
+                            break;
+                        }
+                    }
+                    // Dropping `stdin` closes it: the child sees end-of-file.
+                })?;
+            Some(tx)
+        }
+        None => None,
+    };
     let shared = Arc::new(Shared {
         result: parking_lot::Mutex::new(None),
         pumps: pumps.clone(),
         recorders: recorders.clone(),
         combined,
         emitter: streams.emitter.clone(),
+        phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
+        idle_timeout: AtomicU64::new(
+            u64::try_from(config.idle_timeout.as_nanos()).unwrap_or(u64::MAX),
+        ),
+        spills: [
+            spills[0].as_ref().map(|s| s.state.clone()),
+            spills[1].as_ref().map(|s| s.state.clone()),
+        ],
+        stdin: parking_lot::Mutex::new(stdin_tx),
     });
 
     let children = config.enabled.children.then(|| {
@@ -541,6 +577,7 @@ impl Monitor {
         }
         let now = self.clock.now();
         self.flush_output(now, true);
+        self.shared.stdin.lock().take(); // nobody reads it any more
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);
@@ -582,7 +619,22 @@ impl Monitor {
 
     fn handle(&mut self, msg: Control) {
         match msg {
-            Control::SetIdleTimeout(timeout) => self.idle_timeout = timeout,
+            Control::SetIdleTimeout(timeout) => {
+                self.idle_timeout = timeout;
+                self.shared.idle_timeout.store(
+                    u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+                    Ordering::Release,
+                );
+            }
+            Control::Signal(signal) => {
+                if !self.leader_exited
+                    && !matches!(self.phase, Phase::Draining { .. } | Phase::Done)
+                {
+                    if let Err(e) = sys::kill_group(self.pid, signal.number()) {
+                        log::debug!("session {}: {signal} to group {}: {e}", self.id, self.pid);
+                    }
+                }
+            }
             Control::ChildExited => self.leader_exited = true,
             Control::OutputPending(due) => {
                 self.flush_due = Some(self.flush_due.map_or(due, |d| d.min(due)));
@@ -814,6 +866,9 @@ impl Monitor {
     }
 
     fn start_drain(&mut self, now: Instant) {
+        self.shared
+            .phase
+            .store(Lifecycle::TERMINATED, Ordering::Release);
         // The ladder is done (or was not needed): now the leader may be reaped.
         self.reap();
         self.emitter.lifecycle(Event::Exited {
@@ -838,6 +893,7 @@ impl Monitor {
 
     fn start_ladder(&mut self, steps: Vec<KillStep>, due: Option<Instant>) {
         let now = self.clock.now();
+        self.shared.phase.store(Lifecycle::GRACE, Ordering::Release);
         self.escapees = self.live_escapees();
         self.phase = Phase::Ending(Ladder {
             steps,

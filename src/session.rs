@@ -26,6 +26,48 @@ pub(crate) struct Shared {
     pub(crate) recorders: [Option<Arc<Mutex<Recorder>>>; 2],
     pub(crate) combined: bool,
     pub(crate) emitter: Arc<Emitter>,
+    /// [`Lifecycle`] as a number, set by the monitor.
+    pub(crate) phase: std::sync::atomic::AtomicU8,
+    /// The idle timeout in force, in nanoseconds (it can change during the run).
+    pub(crate) idle_timeout: std::sync::atomic::AtomicU64,
+    /// The log spills, to tell where the logs are while the run goes on.
+    pub(crate) spills: [Option<Arc<Mutex<crate::capture::spill::Spill>>>; 2],
+    /// The queue to the stdin writer thread (piped stdin only; `None` once closed).
+    pub(crate) stdin: Mutex<Option<Sender<Vec<u8>>>>,
+}
+
+/// Where a session is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lifecycle {
+    /// The child runs under watch.
+    Running,
+    /// The kill ladder is under way (grace period).
+    Grace,
+    /// The child is gone (its output may still be draining).
+    Terminated,
+}
+
+impl Lifecycle {
+    pub(crate) const RUNNING: u8 = 0;
+    pub(crate) const GRACE: u8 = 1;
+    pub(crate) const TERMINATED: u8 = 2;
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            Self::RUNNING => Lifecycle::Running,
+            Self::GRACE => Lifecycle::Grace,
+            _ => Lifecycle::Terminated,
+        }
+    }
+
+    /// `running`, `grace` or `terminated`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifecycle::Running => "running",
+            Lifecycle::Grace => "grace",
+            Lifecycle::Terminated => "terminated",
+        }
+    }
 }
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
@@ -36,6 +78,7 @@ pub struct SessionBuilder {
     stdout: OutputSink,
     stderr: OutputSink,
     stdin: Option<Stdio>,
+    stdin_piped: bool,
 }
 
 impl fmt::Debug for SessionBuilder {
@@ -76,9 +119,21 @@ impl SessionBuilder {
         self
     }
 
-    /// The child's stdin (default: [`Stdio::null`], whatever the command said).
+    /// The child's stdin (default: [`Stdio::null`], whatever the command said): a file,
+    /// [`Stdio::inherit`]… For a pipe the caller writes to, use
+    /// [`stdin_piped`](Self::stdin_piped) instead (a bare `Stdio::piped()` here would leave the
+    /// pipe with nobody to write to it).
     pub fn stdin(mut self, stdin: Stdio) -> Self {
         self.stdin = Some(stdin);
+        self.stdin_piped = false;
+        self
+    }
+
+    /// Gives the child a stdin pipe fed through [`Session::write_stdin`] and closed with
+    /// [`Session::close_stdin`] (or when the session ends).
+    pub fn stdin_piped(mut self) -> Self {
+        self.stdin = Some(Stdio::piped());
+        self.stdin_piped = true;
         self
     }
 
@@ -97,6 +152,11 @@ impl SessionBuilder {
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         monitor::start(self)
+    }
+
+    /// Whether stdin is a pipe the session feeds.
+    pub(crate) fn wants_stdin_pipe(&self) -> bool {
+        self.stdin_piped
     }
 
     pub(crate) fn into_parts(
@@ -164,6 +224,7 @@ impl Session {
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,
             stdin: None,
+            stdin_piped: false,
         }
     }
 
@@ -233,6 +294,105 @@ impl Session {
     /// straight to its SIGKILL.
     pub fn kill(&self) {
         let _ = self.control.send(Control::Kill);
+    }
+
+    /// Where the session is in its life.
+    pub fn state(&self) -> Lifecycle {
+        Lifecycle::from_u8(self.shared.phase.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Time since the spawn (by the session's clock); the whole runtime once finished.
+    pub fn uptime(&self) -> Duration {
+        match self.try_wait() {
+            Some(result) => result.runtime,
+            None => self
+                .clock
+                .now()
+                .saturating_duration_since(self.board.origin()),
+        }
+    }
+
+    /// The idle timeout in force (it changes with
+    /// [`keepalive_with_timeout`](Self::keepalive_with_timeout)).
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_nanos(
+            self.shared
+                .idle_timeout
+                .load(std::sync::atomic::Ordering::Acquire),
+        )
+    }
+
+    /// How long the child may stay quiet before the watchdog fires, while it runs (`None` once
+    /// the ladder started or the run is over).
+    pub fn idle_left(&self) -> Option<Duration> {
+        if self.state() != Lifecycle::Running {
+            return None;
+        }
+        let last = crate::verdict::last_activity(&self.board.snapshot());
+        Some((last + self.idle_timeout()).saturating_duration_since(self.clock.now()))
+    }
+
+    /// The log files written so far (a stream gets one once it passes the spill threshold).
+    pub fn log_paths(&self) -> Vec<std::path::PathBuf> {
+        self.shared
+            .spills
+            .iter()
+            .flatten()
+            .filter_map(|s| s.lock().path())
+            .collect()
+    }
+
+    /// Replaces the idle timeout from now on (without counting as activity).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] (and no change) when `idle_timeout` is out of range.
+    pub fn set_idle_timeout(&self, idle_timeout: Duration) -> Result<(), ConfigError> {
+        validate_idle_timeout(idle_timeout)?;
+        let _ = self.control.send(Control::SetIdleTimeout(idle_timeout));
+        Ok(())
+    }
+
+    /// Sends `signal` to the child's whole process group now (while it runs; no ladder
+    /// follows). For example [`Signal::INT`](crate::Signal::INT) to interrupt an agent's turn.
+    pub fn signal(&self, signal: crate::config::Signal) {
+        let _ = self.control.send(Control::Signal(signal));
+    }
+
+    /// Queues `data` for the child's stdin (see [`SessionBuilder::stdin_piped`]). Returns once
+    /// the data is queued; waits at most 5 s when the queue (64 writes) is full because the
+    /// child does not read.
+    ///
+    /// # Errors
+    ///
+    /// `NotConnected` when stdin is not piped or was closed; `BrokenPipe` when the child no
+    /// longer reads it (it exited or closed it); `TimedOut` when the queue stayed full.
+    pub fn write_stdin(&self, data: &[u8]) -> io::Result<()> {
+        let guard = self.shared.stdin.lock();
+        let Some(tx) = guard.as_ref() else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the child's stdin is not piped (SessionBuilder::stdin_piped) or was closed",
+            ));
+        };
+        let tx = tx.clone();
+        drop(guard);
+        match tx.send_timeout(data.to_vec(), STDIN_QUEUE_WAIT) {
+            Ok(()) => Ok(()),
+            Err(crossbeam_channel::SendTimeoutError::Timeout(_)) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the child is not reading its stdin (the queue stayed full for 5 s)",
+            )),
+            Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the child no longer reads its stdin",
+            )),
+        }
+    }
+
+    /// Closes the child's stdin once the queued data is written (the child sees end-of-file).
+    pub fn close_stdin(&self) {
+        self.shared.stdin.lock().take();
     }
 
     /// Bytes read so far from one of the child's streams (in combined mode, `Stdout` and
@@ -341,6 +501,9 @@ impl Session {
             .expect("the monitor stores the result before closing its done channel")
     }
 }
+
+/// How long [`Session::write_stdin`] waits for room in a full queue.
+const STDIN_QUEUE_WAIT: Duration = Duration::from_secs(5);
 
 /// The receiving end of [`Session::events`]: a thin wrapper over a crossbeam receiver whose
 /// iterator ends after [`Event::Closed`].

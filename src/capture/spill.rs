@@ -165,7 +165,7 @@ impl SpillWriter {
 
 /// The monitor's end of a spill thread: the log so far, and a signal once the writer is done.
 pub(crate) struct SpillReport {
-    state: std::sync::Arc<parking_lot::Mutex<Spill>>,
+    pub(crate) state: std::sync::Arc<parking_lot::Mutex<Spill>>,
     done: crossbeam_channel::Receiver<()>,
 }
 
@@ -271,6 +271,11 @@ impl Spill {
             }
             self.pending = Vec::new();
         }
+    }
+
+    /// Where the log is, once started.
+    pub(crate) fn path(&self) -> Option<PathBuf> {
+        self.file.as_ref().map(|(_, p)| p.clone())
     }
 
     /// The log, if one was started.
