@@ -629,10 +629,9 @@ impl Monitor {
             Control::Signal(signal) => {
                 if !self.leader_exited
                     && !matches!(self.phase, Phase::Draining { .. } | Phase::Done)
+                    && let Err(e) = sys::kill_group(self.pid, signal.number())
                 {
-                    if let Err(e) = sys::kill_group(self.pid, signal.number()) {
-                        log::debug!("session {}: {signal} to group {}: {e}", self.id, self.pid);
-                    }
+                    log::debug!("session {}: {signal} to group {}: {e}", self.id, self.pid);
                 }
             }
             Control::ChildExited => self.leader_exited = true,
