@@ -339,12 +339,24 @@ pub struct ChildWatchConfig {
     /// Count the direct child's own CPU too (default: only its descendants and the children it
     /// reaped; an agent spinning in its event loop is not progress).
     pub include_self: bool,
+    /// Linux: make the supervising process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a
+    /// descendant that double-forks away between two samples is re-parented to it, found (by
+    /// an environment tag `STALLWATCH_SESSION=<pid>.<id>` given to the child) and ended with
+    /// the tree. **Process-wide and permanent**: every orphan of every child of the process
+    /// then comes to it; stallwatch reaps only the ones it tagged. Default off.
+    pub subreaper: bool,
 }
 
 impl ChildWatchConfig {
     /// Sets the fraction of one core that counts as work.
     pub fn cpu_threshold(mut self, fraction: f64) -> Self {
         self.cpu_threshold = fraction;
+        self
+    }
+
+    /// Turns the subreaper mode on or off (see [`subreaper`](Self::subreaper)).
+    pub fn subreaper(mut self, on: bool) -> Self {
+        self.subreaper = on;
         self
     }
 
@@ -360,6 +372,7 @@ impl Default for ChildWatchConfig {
         Self {
             cpu_threshold: 0.05,
             include_self: false,
+            subreaper: false,
         }
     }
 }

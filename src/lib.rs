@@ -155,7 +155,10 @@
 //!   interval (at least 20 ms): an idly polling daemon at about 1 % does not keep a stuck agent
 //!   alive. The direct child's own CPU does not count unless asked. Every descendant seen is
 //!   remembered while it lives, even after `setsid` or re-parenting to init; the ladder
-//!   signals those escapees by pid, after re-checking their start time.
+//!   signals those escapees by pid, after re-checking their start time. An opt-in subreaper
+//!   mode ([`ChildWatchConfig::subreaper`], Linux, process-wide) also catches a daemon that
+//!   double-forks away between two samples: it comes back to this process, carrying the
+//!   session's `STALLWATCH_SESSION` tag in its environment.
 //! - **Ending.** Each ladder step goes to the whole process group (never to a pgid ≤ 1 or to
 //!   stallwatch's own group), and to the remembered escapees by pid; polite steps are followed
 //!   by SIGCONT so stopped processes can act on them. The leader is watched with `waitid(WNOWAIT)` and not reaped until

@@ -43,6 +43,10 @@ pub(crate) enum Control {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Pids of the supervised children of this process: never reaped by the subreaper janitor
+/// (their `Child` reaps them).
+static LEADERS: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
+
 /// Spawns the child and its threads; returns the session.
 pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let stdin_pipe = builder.wants_stdin_pipe();
@@ -71,6 +75,23 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         None
     };
     sys::configure_command(&mut command, config.parent_death_signal);
+    // Subreaper mode: orphans come back to this process; a tag in their environment tells
+    // which session they belong to.
+    let tag = if config.enabled.children && config.children.subreaper {
+        match sys::become_subreaper() {
+            Ok(()) => {
+                let value = format!("{}.{id}", std::process::id());
+                command.env(SESSION_TAG, &value);
+                Some(format!("{SESSION_TAG}={value}").into_bytes())
+            }
+            Err(e) => {
+                log::warn!("session {id}: cannot become a child subreaper ({e}); going on without");
+                None
+            }
+        }
+    } else {
+        None
+    };
 
     let board = Arc::new(ActivityBoard::new(clock.clone()));
     board.set_enabled(ActivitySource::Output, config.enabled.output);
@@ -97,6 +118,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let (command, spawned) = process::spawn(command, from_spawner);
     let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
     let pid = child.id();
+    LEADERS.lock().push(pid as i32);
     log::debug!(
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()
@@ -111,6 +133,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         log_dir,
         emitter,
         stdin,
+        tag,
     };
 
     match start_threads(
@@ -156,7 +179,12 @@ struct Streams {
     emitter: Arc<Emitter>,
     /// The child's stdin, when the caller feeds it.
     stdin: Option<std::process::ChildStdin>,
+    /// `STALLWATCH_SESSION=…` given to the child in subreaper mode.
+    tag: Option<Vec<u8>>,
 }
+
+/// The environment variable that tags a session's processes in subreaper mode.
+const SESSION_TAG: &str = "STALLWATCH_SESSION";
 
 #[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
 fn start_threads(
@@ -302,6 +330,8 @@ fn start_threads(
         warned_for: None,
         child: None,
         status: None,
+        tag: streams.tag,
+        adopted: Vec::new(),
         _files: files,
         children,
         interval,
@@ -520,6 +550,10 @@ struct Monitor {
     child: Option<Child>,
     /// Its status, once reaped.
     status: Option<ExitStatus>,
+    /// Subreaper mode: this session's tag.
+    tag: Option<Vec<u8>>,
+    /// Subreaper mode: orphans of this session adopted by this process (reaped when they die).
+    adopted: Vec<i32>,
     /// Stamps the board from its own thread; stopped when the monitor ends.
     _files: Option<FileActivityTracker>,
     /// Samples descendant CPU from this thread, every `interval`.
@@ -815,8 +849,41 @@ impl Monitor {
         None
     }
 
+    /// Subreaper mode: finds this session's orphans among this process's children (by their
+    /// tag) and remembers them as escapees; reaps the ones that died. Returns how many new
+    /// ones it found.
+    fn collect_adopted(&mut self) -> usize {
+        let (Some(tag), Some(observer)) = (self.tag.as_ref(), self.children.as_mut()) else {
+            return 0;
+        };
+        let mut found = 0;
+        #[cfg(target_os = "linux")]
+        for pid in sys::own_children() {
+            if LEADERS.lock().contains(&pid) {
+                continue;
+            }
+            let Some(process) = observer.process(pid) else {
+                continue;
+            };
+            if process.dead {
+                if let Some(i) = self.adopted.iter().position(|p| *p == pid) {
+                    self.adopted.swap_remove(i);
+                    sys::reap_if_exited(pid);
+                }
+            } else if !self.adopted.contains(&pid) && sys::environ_has(pid, tag) {
+                observer.adopt(process);
+                self.adopted.push(pid);
+                found += 1;
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (tag, observer);
+        found
+    }
+
     /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.
     fn sample_children(&mut self, now: Instant) -> bool {
+        self.collect_adopted();
         let Some(observer) = self.children.as_mut() else {
             return false;
         };
@@ -831,6 +898,7 @@ impl Monitor {
 
     /// Remembered descendants that left the group and still live (re-checked by identity).
     fn live_escapees(&mut self) -> Vec<Identity> {
+        self.collect_adopted();
         let pgid = self.pid;
         match self.children.as_mut() {
             Some(observer) => observer.outside_group(pgid),
@@ -915,6 +983,22 @@ impl Monitor {
             || !sys::group_members(self.pid, self.pid).is_none_or(|members| members.is_empty())
         {
             return false;
+        }
+        if self.collect_adopted() > 0 {
+            // Orphans that came back since the ladder started (a killed daemon's workers):
+            // they get the latest signal too.
+            let known = self.escapees.clone();
+            let fresh: Vec<Identity> = self
+                .live_escapees()
+                .into_iter()
+                .filter(|e| !known.contains(e))
+                .collect();
+            if let Some(signal) = self.signals_sent.last().copied() {
+                for e in &fresh {
+                    let _ = sys::kill_pid(e.pid, signal.number());
+                }
+            }
+            self.escapees.extend(fresh);
         }
         if let Some(observer) = self.children.as_mut() {
             self.escapees.retain(|e| observer.alive(*e));
@@ -1023,6 +1107,8 @@ impl Monitor {
         let Some(mut child) = self.child.take() else {
             return;
         };
+        let pid = self.pid;
+        LEADERS.lock().retain(|p| *p != pid);
         self.status = if self.leader_exited {
             match child.wait() {
                 Ok(status) => Some(status),

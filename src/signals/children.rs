@@ -432,6 +432,23 @@ impl DescendantObserver {
         self.last
     }
 
+    /// Remembers `process` (an orphan of this tree re-parented to the subreaper) as an escapee.
+    pub(crate) fn adopt(&mut self, process: ProcSample) {
+        self.known.entry(process.pid).or_insert(Known {
+            start_time: process.start_time,
+            ppid: process.ppid,
+            pgrp: process.pgrp,
+            cpu: process.cpu,
+            child_cpu: process.child_cpu,
+            in_tree: false,
+        });
+    }
+
+    /// The sample of one process by pid, from this observer's source.
+    pub(crate) fn process(&mut self, pid: i32) -> Option<ProcSample> {
+        self.source.process(pid)
+    }
+
     /// Live remembered descendants outside process group `pgid` (they would escape a signal to
     /// the group), re-checked by identity now. The root itself is never included.
     pub(crate) fn outside_group(&mut self, pgid: i32) -> Vec<Identity> {

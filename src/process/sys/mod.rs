@@ -262,6 +262,47 @@ pub(crate) fn kill_pid(pid: i32, signal: i32) -> io::Result<()> {
     rustix::process::kill_process(p, sig).map_err(io::Error::from)
 }
 
+/// Makes this process a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`): orphaned
+/// descendants are re-parented to it instead of init. Process-wide and permanent.
+pub(crate) fn become_subreaper() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(Into::into)
+    }
+    #[cfg(not(target_os = "linux"))]
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "subreaper mode needs Linux",
+    ))
+}
+
+/// This process's children (all threads).
+#[cfg(target_os = "linux")]
+pub(crate) fn own_children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    let _ = children_of(me, 0, &mut out);
+    out
+}
+
+/// Whether `/proc/<pid>/environ` holds exactly the entry `entry` (`NAME=value`).
+#[cfg(target_os = "linux")]
+pub(crate) fn environ_has(pid: i32, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
+}
+
+/// Reaps child `pid` if it is a zombie, without waiting; returns whether it did.
+pub(crate) fn reap_if_exited(pid: i32) -> bool {
+    let Some(p) = Pid::from_raw(pid) else {
+        return false;
+    };
+    matches!(
+        rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG),
+        Ok(Some(_))
+    )
+}
+
 /// Live (not zombie) members of process group `pgid`, other than `except`. `None` where the
 /// platform cannot enumerate them.
 pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
