@@ -25,7 +25,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 _ => {
-                    eprint!("{}", cli::options::explain_error(&e, &args));
+                    say(&cli::options::explain_error(&e, &args));
                     ExitCode::from(EXIT_INTERNAL as u8)
                 }
             };
@@ -72,7 +72,7 @@ fn run(options: &Options) -> Exit {
     let config = match options.config() {
         Ok(config) => config,
         Err(message) => {
-            eprintln!("stallwatch: {message}");
+            say_line(&format!("stallwatch: {message}"));
             return Exit::Code(EXIT_INTERNAL);
         }
     };
@@ -82,14 +82,14 @@ fn run(options: &Options) -> Exit {
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
         Err(e) => {
-            eprintln!(
+            say_line(&format!(
                 "stallwatch: invalid value for {}: cannot write the report to {}: {e}",
                 options.describe("report"),
                 cli.report
                     .as_deref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
-            );
+            ));
             return Exit::Code(EXIT_INTERNAL);
         }
     };
@@ -121,7 +121,7 @@ fn run(options: &Options) -> Exit {
                 io::ErrorKind::InvalidInput => EXIT_INTERNAL,
                 _ => EXIT_CANNOT_EXECUTE,
             };
-            eprintln!("stallwatch: {e}");
+            say_line(&format!("stallwatch: {e}"));
             let _ = signals.finish();
             if let Some(report) = report {
                 write_report(report, &Report::not_started(context, code, e.to_string()));
@@ -139,7 +139,7 @@ fn run(options: &Options) -> Exit {
     if options.summary_wanted()
         && let Some(line) = cli::report::summary(&result, &received, cli.grace)
     {
-        eprintln!("{line}");
+        say_line(&line);
     }
     if let Some(report) = report {
         let bytes = Bytes {
@@ -160,8 +160,22 @@ fn write_report(target: ReportTarget, report: &Report) -> bool {
     match target.write(report) {
         Ok(()) => true,
         Err(e) => {
-            eprintln!("stallwatch: cannot write the report to {name}: {e}");
+            say_line(&format!(
+                "stallwatch: cannot write the report to {name}: {e}"
+            ));
             false
         }
     }
+}
+
+/// Writes `text` to stderr; a closed or full stderr is not worth a panic (`eprintln!` would).
+fn say(text: &str) {
+    let _ = io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Writes `line` and a newline to stderr, ignoring failure.
+fn say_line(line: &str) {
+    let mut stderr = io::stderr().lock();
+    let _ = stderr.write_all(line.as_bytes());
+    let _ = stderr.write_all(b"\n");
 }

@@ -55,7 +55,7 @@ fn assert_schema(report: &Value) {
         "received_signal",
         "duration_ms",
         "idle_ms",
-        "events",
+        "activity_count",
         "unavailable",
         "ladder",
         "leftovers_killed",
@@ -76,7 +76,10 @@ fn assert_schema(report: &Value) {
     assert_eq!(keys, expected, "{report:#}");
     for signal in ["output", "files", "children"] {
         assert!(report["idle_ms"].get(signal).is_some(), "idle_ms.{signal}");
-        assert!(report["events"].get(signal).is_some(), "events.{signal}");
+        assert!(
+            report["activity_count"].get(signal).is_some(),
+            "activity_count.{signal}"
+        );
     }
     for field in ["signals_sent", "escalated", "forced", "duration_ms"] {
         assert!(report["ladder"].get(field).is_some(), "ladder.{field}");
@@ -114,8 +117,8 @@ fn idle_timeout_report() {
             "{r:#}"
         );
     }
-    assert!(ms(&r["events"]["output"]) >= 1);
-    assert_eq!(r["events"]["files"], 0);
+    assert!(ms(&r["activity_count"]["output"]) >= 1);
+    assert_eq!(r["activity_count"]["files"], 0);
     assert_eq!(names(&r["unavailable"]), Vec::<&str>::new());
     assert_eq!(names(&r["ladder"]["signals_sent"]), ["TERM"]);
     assert_eq!(r["ladder"]["escalated"], false);
@@ -258,8 +261,8 @@ fn signals_turned_off_are_null() {
     assert!(ms(&r["idle_ms"]["output"]) >= 200);
     assert_eq!(r["idle_ms"]["files"], Value::Null);
     assert_eq!(r["idle_ms"]["children"], Value::Null);
-    assert_eq!(r["events"]["files"], Value::Null);
-    assert_eq!(r["events"]["output"], 0);
+    assert_eq!(r["activity_count"]["files"], Value::Null);
+    assert_eq!(r["activity_count"]["output"], 0);
     assert_no_leak(&marker);
 }
 

@@ -40,8 +40,12 @@ impl Exit {
 ///   it, so the child's end is reported as if S had reached it directly: its own exit code when
 ///   it exited (it handled S), otherwise stallwatch dies of S itself (also when the ladder had
 ///   to follow up with KILL), so that its parent sees what it asked for.
-/// - 125 when the end of the child could not be confirmed.
+/// - 125 when the end of the tree could not be confirmed (whatever the outcome: the tree may
+///   still run, and a caller that retries on 124 should not start a second one beside it).
 pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
+    if result.termination_unproven {
+        return Exit::Code(EXIT_INTERNAL);
+    }
     match (&result.outcome, received.first) {
         (Outcome::Terminated { .. }, Some(signal)) => match result.status {
             Some(status) => match status.code() {
@@ -184,7 +188,7 @@ pub(crate) struct Report {
     /// How long each signal had been idle at the end; null when it was turned off.
     pub(crate) idle_ms: IdleMs,
     /// How many activity events each signal recorded; null when it was turned off.
-    pub(crate) events: Events,
+    pub(crate) activity_count: ActivityCount,
     /// Signals that were on but could not observe anything (a watched path that is a file).
     pub(crate) unavailable: Vec<&'static str>,
     /// The kill ladder, when one ran.
@@ -222,7 +226,7 @@ pub(crate) struct IdleMs {
 
 /// Activity events per signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub(crate) struct Events {
+pub(crate) struct ActivityCount {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
@@ -269,13 +273,13 @@ impl Report {
         bytes: Bytes,
     ) -> Report {
         let mut idle_ms = IdleMs::default();
-        let mut events = Events::default();
+        let mut activity_count = ActivityCount::default();
         let mut unavailable = Vec::new();
         for s in &result.activity {
             let (idle, count) = match s.source {
-                ActivitySource::Output => (&mut idle_ms.output, &mut events.output),
-                ActivitySource::Files => (&mut idle_ms.files, &mut events.files),
-                ActivitySource::Children => (&mut idle_ms.children, &mut events.children),
+                ActivitySource::Output => (&mut idle_ms.output, &mut activity_count.output),
+                ActivitySource::Files => (&mut idle_ms.files, &mut activity_count.files),
+                ActivitySource::Children => (&mut idle_ms.children, &mut activity_count.children),
                 _ => continue,
             };
             *idle = Some(ms(s.idle));
@@ -295,7 +299,7 @@ impl Report {
             received_signal: received.first.map(|s| s.name()),
             duration_ms: ms(result.runtime),
             idle_ms,
-            events,
+            activity_count,
             unavailable,
             ladder: Ladder {
                 signals_sent: result.signals_sent.iter().map(|s| s.name()).collect(),
@@ -326,7 +330,7 @@ impl Report {
             received_signal: None,
             duration_ms: 0,
             idle_ms: IdleMs::default(),
-            events: Events::default(),
+            activity_count: ActivityCount::default(),
             unavailable: Vec::new(),
             ladder: Ladder::default(),
             leftovers_killed: 0,
