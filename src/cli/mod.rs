@@ -1,0 +1,9 @@
+//! The parts of the `stallwatch` command that are not the library: options, signal handling
+//! (forwarding and reaping adopted zombies), the summary line and the JSON report.
+//!
+//! Only the binary uses these modules (`mod cli;` in `src/main.rs`).
+
+pub(crate) mod options;
+pub(crate) mod reaper;
+pub(crate) mod report;
+pub(crate) mod signals;

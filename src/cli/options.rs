@@ -1,0 +1,871 @@
+//! The command line: options, their environment variables, and the [`MonitorConfig`] they make.
+//!
+//! Every option can also come from `STALLWATCH_<OPTION>` (the long name in capitals, `-` as
+//! `_`); the command line wins. Flags take `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`.
+//! The repeatable `--watch` and `--exclude` take several values from their variable, separated
+//! by `:` as in `PATH`. `-q` and `-v` take a count (`STALLWATCH_VERBOSE=2` is `-vv`).
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::parser::ValueSource;
+use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
+use stallwatch::{
+    ConfigError, FileWatchConfig, HumanDuration, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
+};
+
+/// The separator of several values in one environment variable (`--watch`, `--exclude`).
+pub(crate) const ENV_LIST_SEPARATOR: char = ':';
+
+const ABOUT: &str = "Run PROGRAM and end its whole process tree only when it has truly stalled.";
+
+const LONG_ABOUT: &str = "\
+Run PROGRAM and end its whole process tree only when it has truly stalled: no output on stdout
+or stderr, no file activity under the watched folders (default .agent), and no CPU progress in
+its descendants, all for longer than the idle timeout. A hard timeout ends it even while active.
+Then stallwatch sends the first signal of the ladder (TERM) to the program's process group,
+waits the grace period, and sends KILL to what is left.
+
+The program's stdout and stderr pass through unchanged, byte for byte; its stdin is inherited.
+When stallwatch ends the program it prints one line on stderr saying why.";
+
+const AFTER_HELP: &str = "\
+Every option can also be set with STALLWATCH_<OPTION>, e.g. STALLWATCH_IDLE_TIMEOUT=10m; the
+command line wins. Exit status: the program's own; 124 after an idle or hard timeout; 128+N when
+it died of signal N; 125 for stallwatch's own failures; 126 not executable; 127 not found.
+`stallwatch --help` says more.
+
+Example:
+  stallwatch -i 10m -t 2h -- codex exec \"fix the failing tests\"";
+
+const AFTER_LONG_HELP: &str = "\
+ENVIRONMENT
+  Every option can also be set with an environment variable STALLWATCH_<OPTION>: the long
+  name in capitals with '-' as '_'. The command line wins over the environment.
+    STALLWATCH_IDLE_TIMEOUT=10m      like --idle-timeout 10m
+    STALLWATCH_NO_CHILDREN=1         flags take 1/0, true/false, yes/no, on/off
+    STALLWATCH_WATCH=.agent:notes    repeatable options: values separated by ':' (as in PATH)
+    STALLWATCH_VERBOSE=2             like -vv (STALLWATCH_QUIET=1 like -q)
+  An empty variable counts as unset. RUST_LOG (env_logger syntax), when set, chooses which of
+  stallwatch's own log messages are shown, whatever -q and -v say.
+
+EXIT STATUS
+  N       the program's own exit code, when it exited by itself
+  124     stallwatch ended it: idle timeout or hard timeout (as GNU timeout)
+  128+N   it died of signal N that stallwatch did not send
+  125     stallwatch's own failure: an invalid option (the message names it and what it
+          accepts), a report that cannot be written, termination that could not be confirmed
+  126     PROGRAM exists but cannot be executed
+  127     PROGRAM is not found
+  When stallwatch itself receives TERM, INT, HUP or QUIT, it passes that signal on to the
+  program's process group (then KILL after the grace; a second INT kills at once). It then
+  exits as the program did: with its exit code, or, when the program died of a signal, by the
+  signal stallwatch received, so that a shell loop stops on Ctrl-C (as process 1, where that is
+  not possible, it exits with 128+N).
+
+CONTAINERS
+  As the container's first process (pid 1) stallwatch forwards signals and reaps the orphaned
+  processes that the kernel hands to it. It does the same when it is a child subreaper.
+
+EXAMPLES
+  An agent step that is ended after 10 minutes without output, file activity in .agent or
+  busy descendants, and after 2 hours at most:
+    stallwatch -i 10m -t 2h -- codex exec \"continue the plan in .agent/PLAN.md\"
+  Watch two folders, ignore a cache, write a JSON report:
+    stallwatch -w .agent -w notes --exclude 'cache/**' --report run.json -- claude -p \"go on\"
+  Only output counts (a plain silence timeout):
+    stallwatch --no-watch --no-children -i 30s -- ./flaky-test.sh";
+
+/// The command line as clap sees it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "stallwatch",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    after_long_help = AFTER_LONG_HELP,
+    override_usage = "stallwatch [OPTIONS] -- PROGRAM [ARGS]..."
+)]
+pub(crate) struct Cli {
+    /// End the program when every signal (output, files, children) has been quiet this long.
+    ///
+    /// Durations: 1500ms, 30s, 5m, 1h30m (a bare number is seconds); 1ms to 7 days.
+    /// Example: -i 10m
+    #[arg(
+        short,
+        long,
+        value_name = "D",
+        env = "STALLWATCH_IDLE_TIMEOUT",
+        default_value = "5m",
+        value_parser = parse_duration,
+        verbatim_doc_comment
+    )]
+    pub(crate) idle_timeout: Duration,
+
+    /// End the program after this long even while it is active (default: none).
+    ///
+    /// `none` turns off a hard timeout set in the environment.
+    /// Example: -t 2h
+    #[arg(
+        short = 't',
+        long,
+        value_name = "D",
+        env = "STALLWATCH_HARD_TIMEOUT",
+        value_parser = parse_hard_timeout,
+        verbatim_doc_comment
+    )]
+    pub(crate) hard_timeout: Option<HardTimeout>,
+
+    /// Time between the first signal and KILL, for the program to clean up.
+    ///
+    /// 0 to 1h. 0 sends KILL right after the first signal.
+    /// Example: -g 30s
+    #[arg(
+        short,
+        long,
+        value_name = "D",
+        env = "STALLWATCH_GRACE",
+        default_value = "5s",
+        value_parser = parse_duration,
+        verbatim_doc_comment
+    )]
+    pub(crate) grace: Duration,
+
+    /// The first signal of the ladder, sent to the program's whole process group.
+    ///
+    /// A name with or without SIG, or a number: TERM, INT, HUP, 15, SIGUSR1.
+    /// KILL skips the ladder: KILL at once.
+    /// Example: -s INT
+    #[arg(
+        short,
+        long,
+        value_name = "SIG",
+        env = "STALLWATCH_SIGNAL",
+        default_value = "TERM",
+        value_parser = parse_signal,
+        verbatim_doc_comment
+    )]
+    pub(crate) signal: Signal,
+
+    /// A folder whose file activity counts; repeatable; replaces the default .agent.
+    ///
+    /// Watched recursively. Relative paths start from the current directory. A folder that
+    /// does not exist yet is picked up when it is created. Creating, changing, renaming or
+    /// removing a file counts; reading never does.
+    /// Example: -w .agent -w notes
+    #[arg(
+        short,
+        long,
+        value_name = "PATH",
+        env = "STALLWATCH_WATCH",
+        action = ArgAction::Append,
+        value_parser = parse_watch,
+        verbatim_doc_comment
+    )]
+    pub(crate) watch: Vec<PathBuf>,
+
+    /// Files under the watched folders whose activity does not count; repeatable.
+    ///
+    /// Added to the defaults: *.log, *.swp, *~, .#*. A glob matches the path under its
+    /// folder and the bare file name.
+    /// Example: --exclude 'cache/**' --exclude '*.tmp'
+    #[arg(
+        long,
+        value_name = "GLOB",
+        env = "STALLWATCH_EXCLUDE",
+        action = ArgAction::Append,
+        verbatim_doc_comment
+    )]
+    pub(crate) exclude: Vec<String>,
+
+    /// File activity does not count (no folder is watched, whatever --watch says).
+    ///
+    /// Example: --no-watch
+    #[arg(
+        long,
+        env = "STALLWATCH_NO_WATCH",
+        action = ArgAction::SetTrue,
+        value_parser = parse_flag,
+        verbatim_doc_comment
+    )]
+    pub(crate) no_watch: bool,
+
+    /// CPU progress of the program's descendants does not count.
+    ///
+    /// By default a busy grandchild (a compiler, a test run) keeps a silent program alive.
+    /// Example: --no-children
+    #[arg(
+        long,
+        env = "STALLWATCH_NO_CHILDREN",
+        action = ArgAction::SetTrue,
+        value_parser = parse_flag,
+        verbatim_doc_comment
+    )]
+    pub(crate) no_children: bool,
+
+    /// Output does not count as activity (it still passes through).
+    ///
+    /// With --no-watch and --no-children too, -i is a plain timeout.
+    /// Example: --no-output
+    #[arg(
+        long,
+        env = "STALLWATCH_NO_OUTPUT",
+        action = ArgAction::SetTrue,
+        value_parser = parse_flag,
+        verbatim_doc_comment
+    )]
+    pub(crate) no_output: bool,
+
+    /// How often the descendants' CPU is sampled.
+    ///
+    /// Also the stat-scan interval of watched folders when the OS is out of file watches.
+    /// Default: the idle timeout / 10, kept between 100ms and 30s. Accepts 10ms to 1h.
+    /// Example: --check-interval 2s
+    #[arg(
+        long,
+        value_name = "D",
+        env = "STALLWATCH_CHECK_INTERVAL",
+        value_parser = parse_duration,
+        verbatim_doc_comment
+    )]
+    pub(crate) check_interval: Option<Duration>,
+
+    /// Leave the program's leftover process-group members running after it exits.
+    ///
+    /// By default they are ended with the same ladder: a finished program leaves nothing.
+    /// Example: --keep-leftovers
+    #[arg(
+        long,
+        env = "STALLWATCH_KEEP_LEFTOVERS",
+        action = ArgAction::SetTrue,
+        value_parser = parse_flag,
+        verbatim_doc_comment
+    )]
+    pub(crate) keep_leftovers: bool,
+
+    /// Write a JSON report of the run to FILE when done (- for stderr).
+    ///
+    /// FILE is created (or emptied) before the program starts. Fields: outcome, exit_code,
+    /// signal, duration_ms, idle_ms {output, files, children}, ladder {signals_sent,
+    /// escalated}, leftovers_killed, bytes {stdout, stderr}, pid, and more.
+    /// Example: --report run.json
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "STALLWATCH_REPORT",
+        value_parser = parse_report,
+        verbatim_doc_comment
+    )]
+    pub(crate) report: Option<PathBuf>,
+
+    /// Fewer of stallwatch's own messages: errors only, no line when it ends the program.
+    ///
+    /// -qq: not even errors (the exit status still tells).
+    /// Example: -q
+    #[arg(
+        short,
+        long,
+        env = "STALLWATCH_QUIET",
+        action = ArgAction::Count,
+        value_parser = parse_count,
+        verbatim_doc_comment
+    )]
+    pub(crate) quiet: u8,
+
+    /// More of stallwatch's own messages: -v what it does, -vv debug, -vvv trace.
+    ///
+    /// Example: -v
+    #[arg(
+        short,
+        long,
+        env = "STALLWATCH_VERBOSE",
+        action = ArgAction::Count,
+        value_parser = parse_count,
+        verbatim_doc_comment
+    )]
+    pub(crate) verbose: u8,
+
+    /// The program to run, then its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// A limit as a person writes it: `7d`, `1h`, `10ms` (falls back to `1h2m3s` style).
+fn round_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 || secs == 0 {
+        return HumanDuration(d).to_string();
+    }
+    for (unit, size) in [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if secs.is_multiple_of(size) {
+            return format!("{}{unit}", secs / size);
+        }
+    }
+    HumanDuration(d).to_string()
+}
+
+/// A count for -q / -v from the environment (`2` is `-vv`).
+fn parse_count(text: &str) -> Result<u8, String> {
+    text.trim()
+        .parse::<u8>()
+        .map_err(|_| format!("{text:?} is not a count: use 0, 1, 2 or 3 (as in -v, -vv, -vvv)"))
+}
+
+/// A hard timeout, or `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HardTimeout(pub(crate) Option<Duration>);
+
+/// The parsed command line and where each value came from.
+#[derive(Debug)]
+pub(crate) struct Options {
+    pub(crate) cli: Cli,
+    /// Ids of the options whose value came from the environment.
+    from_env: HashSet<String>,
+}
+
+/// Every option id with an environment variable, and the variable.
+const ENV_VARS: &[(&str, &str)] = &[
+    ("idle_timeout", "STALLWATCH_IDLE_TIMEOUT"),
+    ("hard_timeout", "STALLWATCH_HARD_TIMEOUT"),
+    ("grace", "STALLWATCH_GRACE"),
+    ("signal", "STALLWATCH_SIGNAL"),
+    ("watch", "STALLWATCH_WATCH"),
+    ("exclude", "STALLWATCH_EXCLUDE"),
+    ("no_watch", "STALLWATCH_NO_WATCH"),
+    ("no_children", "STALLWATCH_NO_CHILDREN"),
+    ("no_output", "STALLWATCH_NO_OUTPUT"),
+    ("check_interval", "STALLWATCH_CHECK_INTERVAL"),
+    ("keep_leftovers", "STALLWATCH_KEEP_LEFTOVERS"),
+    ("report", "STALLWATCH_REPORT"),
+    ("quiet", "STALLWATCH_QUIET"),
+    ("verbose", "STALLWATCH_VERBOSE"),
+];
+
+/// The environment variable of an option id.
+pub(crate) fn env_var(id: &str) -> Option<&'static str> {
+    ENV_VARS.iter().find(|(i, _)| *i == id).map(|(_, v)| *v)
+}
+
+impl Options {
+    /// Parses `args` (the first is the program name) and the process's environment.
+    pub(crate) fn parse_from(
+        args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+    ) -> Result<Options, clap::Error> {
+        let mut command = Cli::command();
+        // An empty variable counts as unset (clap would read it as an empty value).
+        for (_, var) in ENV_VARS {
+            if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+                command = command.mut_arg(id_of(var), |arg| arg.env(None::<&str>));
+            }
+        }
+        let matches = command.try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        let from_env = sources(&matches, ValueSource::EnvVariable);
+        let from_command_line = sources(&matches, ValueSource::CommandLine);
+        // A list from the environment is one value: split it like PATH.
+        if from_env.contains("watch") {
+            cli.watch = split_list(&cli.watch.concat_os())
+                .into_iter()
+                .map(PathBuf::from)
+                .collect();
+        }
+        if from_env.contains("exclude") {
+            cli.exclude = split_list(&OsString::from(cli.exclude.concat()))
+                .into_iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect();
+        }
+        // -q and -v: the command line wins as a whole (STALLWATCH_QUIET=1 with -v is -v).
+        if from_command_line.contains("quiet") || from_command_line.contains("verbose") {
+            if !from_command_line.contains("quiet") {
+                cli.quiet = 0;
+            }
+            if !from_command_line.contains("verbose") {
+                cli.verbose = 0;
+            }
+        }
+        Ok(Options { cli, from_env })
+    }
+
+    /// Whether option `id` took its value from its environment variable.
+    pub(crate) fn is_from_env(&self, id: &str) -> bool {
+        self.from_env.contains(id)
+    }
+
+    /// The monitoring configuration, or a message naming the option and what it accepts.
+    pub(crate) fn config(&self) -> Result<MonitorConfig, String> {
+        let cli = &self.cli;
+        let mut files = FileWatchConfig::default();
+        if !cli.watch.is_empty() {
+            files = files.roots(cli.watch.iter().cloned());
+        }
+        for glob in &cli.exclude {
+            files = files.exclude(glob.clone());
+        }
+        let config = MonitorConfig::default()
+            .idle_timeout(cli.idle_timeout)
+            .hard_timeout(cli.hard_timeout.and_then(|h| h.0))
+            .kill_ladder(KillLadder::polite(cli.signal, cli.grace))
+            .check_interval(cli.check_interval)
+            .leftovers(if cli.keep_leftovers {
+                LeftoverPolicy::Keep
+            } else {
+                LeftoverPolicy::KillLadder
+            })
+            .files(files)
+            .file_signal(!cli.no_watch)
+            .children_signal(!cli.no_children)
+            .output_signal(!cli.no_output);
+        config.validate().map_err(|e| self.option_error(&e))?;
+        Ok(config)
+    }
+
+    /// The log level of stallwatch's own messages from -q and -v: warnings by default.
+    pub(crate) fn log_level(&self) -> log::LevelFilter {
+        let level = 2 + i32::from(self.cli.verbose) - i32::from(self.cli.quiet);
+        match level {
+            i32::MIN..=0 => log::LevelFilter::Off,
+            1 => log::LevelFilter::Error,
+            2 => log::LevelFilter::Warn,
+            3 => log::LevelFilter::Info,
+            4 => log::LevelFilter::Debug,
+            _ => log::LevelFilter::Trace,
+        }
+    }
+
+    /// Whether the one-line summary is shown (not with -q).
+    pub(crate) fn summary_wanted(&self) -> bool {
+        self.cli.quiet <= self.cli.verbose
+    }
+
+    /// A configuration error in the words of the command line.
+    fn option_error(&self, error: &ConfigError) -> String {
+        let (id, what) = match error {
+            ConfigError::OutOfRange {
+                field,
+                value,
+                min,
+                max,
+            } => {
+                let id = match *field {
+                    "idle_timeout" => "idle_timeout",
+                    "hard_timeout" => "hard_timeout",
+                    "kill_ladder.grace" => "grace",
+                    "check_interval" => "check_interval",
+                    other => other,
+                };
+                (
+                    id,
+                    format!(
+                        "{} is out of range; it accepts {} to {}",
+                        HumanDuration(*value),
+                        round_duration(*min),
+                        round_duration(*max)
+                    ),
+                )
+            }
+            ConfigError::InvalidGlob {
+                pattern, reason, ..
+            } => (
+                "exclude",
+                format!(
+                    "{pattern:?} is not a valid glob ({reason}); it accepts patterns like \
+                     '*.tmp', 'cache/**', '**/*.bak'"
+                ),
+            ),
+            ConfigError::InvalidSignal { value } => (
+                "signal",
+                format!("{value:?} is not a signal; it accepts TERM, INT, HUP, SIGUSR1, 15…"),
+            ),
+            other => return format!("invalid option: {other}"),
+        };
+        format!("invalid value for {}: {what}", self.describe(id))
+    }
+
+    /// `--grace`, or `--grace (from STALLWATCH_GRACE)` when the value came from there.
+    pub(crate) fn describe(&self, id: &str) -> String {
+        let long = format!("--{}", id.replace('_', "-"));
+        match env_var(id) {
+            Some(var) if self.is_from_env(id) => format!("{long} (from {var})"),
+            _ => long,
+        }
+    }
+}
+
+/// A clap error as text; when the rejected value came from an environment variable (not from
+/// the command line `args`), the message says which: `invalid value 'x' for '--grace <D>' (from
+/// STALLWATCH_GRACE)`.
+pub(crate) fn explain_error(error: &clap::Error, args: &[OsString]) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let text = error.to_string();
+    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        error.get(ContextKind::InvalidArg),
+        error.get(ContextKind::InvalidValue),
+    ) else {
+        return text;
+    };
+    // `--grace <D>`, `--no-watch`, `--verbose...`: the long name.
+    let Some(long) = arg.strip_prefix("--").and_then(|a| {
+        a.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .next()
+    }) else {
+        return text;
+    };
+    let id = long.replace('-', "_");
+    let Some(var) = env_var(&id) else {
+        return text;
+    };
+    let from_env = std::env::var_os(var).is_some_and(|v| v == value.as_str());
+    let short = Cli::command()
+        .get_arguments()
+        .find(|a| a.get_id().as_str() == id)
+        .and_then(|a| a.get_short());
+    let before_program = args
+        .iter()
+        .skip(1)
+        .take_while(|a| a.as_os_str() != "--")
+        .filter_map(|a| a.to_str());
+    let on_command_line = before_program.into_iter().any(|a| {
+        a.strip_prefix("--")
+            .is_some_and(|rest| rest == long || rest.starts_with(&format!("{long}=")))
+            || short.is_some_and(|c| !a.starts_with("--") && a.starts_with('-') && a.contains(c))
+    });
+    if !from_env || on_command_line {
+        return text;
+    }
+    let quoted = format!("'{arg}'");
+    text.replacen(&quoted, &format!("{quoted} (from {var})"), 1)
+}
+
+/// A flag's value from the environment: 1/0, true/false, yes/no, on/off (any case).
+fn parse_flag(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "y" | "on" => Ok(true),
+        "0" | "false" | "no" | "n" | "off" => Ok(false),
+        _ => Err(format!(
+            "{text:?} is not a yes or no: use 1/0, true/false, yes/no, on/off"
+        )),
+    }
+}
+
+/// The option id whose environment variable is `var`.
+fn id_of(var: &str) -> &'static str {
+    ENV_VARS
+        .iter()
+        .find(|(_, v)| *v == var)
+        .map(|(i, _)| *i)
+        .expect("ENV_VARS maps every variable to an id")
+}
+
+/// The ids of the options whose value came from `source`.
+fn sources(matches: &ArgMatches, source: ValueSource) -> HashSet<String> {
+    matches
+        .ids()
+        .filter(|id| matches.value_source(id.as_str()) == Some(source))
+        .map(|id| id.as_str().to_owned())
+        .collect()
+}
+
+/// Splits `a:b::c` into `a`, `b`, `c` (empty entries dropped).
+fn split_list(text: &std::ffi::OsStr) -> Vec<OsString> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    text.as_bytes()
+        .split(|b| *b == ENV_LIST_SEPARATOR as u8)
+        .filter(|part| !part.is_empty())
+        .map(|part| OsString::from_vec(part.to_vec()))
+        .collect()
+}
+
+trait ConcatOs {
+    fn concat_os(&self) -> OsString;
+}
+
+impl ConcatOs for Vec<PathBuf> {
+    /// The one value clap read from the environment, as it was.
+    fn concat_os(&self) -> OsString {
+        let mut all = OsString::new();
+        for p in self {
+            all.push(p.as_os_str());
+        }
+        all
+    }
+}
+
+/// Parses `1500ms`, `30s`, `5m`, `2h`, `1h30m`, `1.5s`, `1d`; a bare number is seconds.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!("{text:?} is not a duration: use a number with a unit, like 1500ms, 30s, 5m, 1h30m")
+    };
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| bad());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, tail) = rest.split_at(split);
+        let number: f64 = number.parse().map_err(|_| bad())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86400.0,
+            _ => return Err(bad()),
+        };
+        total = total
+            .checked_add(Duration::try_from_secs_f64(number * scale).map_err(|_| bad())?)
+            .ok_or_else(bad)?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+/// A duration, or `none` for no hard timeout.
+fn parse_hard_timeout(text: &str) -> Result<HardTimeout, String> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(HardTimeout(None));
+    }
+    parse_duration(text)
+        .map(|d| HardTimeout(Some(d)))
+        .map_err(|e| format!("{e}, or none"))
+}
+
+/// `TERM`, `SIGTERM`, `term`, `15`.
+fn parse_signal(text: &str) -> Result<Signal, String> {
+    text.parse::<Signal>().map_err(|_| {
+        format!(
+            "{text:?} is not a signal: use a name with or without SIG (TERM, INT, HUP, QUIT, \
+             USR1…) or a number from 1 to 31"
+        )
+    })
+}
+
+/// A non-empty path.
+fn parse_watch(text: &str) -> Result<PathBuf, String> {
+    if text.is_empty() {
+        return Err("an empty path is not a folder: give one like .agent or notes".to_owned());
+    }
+    Ok(PathBuf::from(text))
+}
+
+/// A non-empty path, or `-` (stderr).
+fn parse_report(text: &str) -> Result<PathBuf, String> {
+    if text.is_empty() {
+        return Err("an empty path: give a file like run.json, or - for stderr".to_owned());
+    }
+    Ok(PathBuf::from(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("300ms"), Ok(Duration::from_millis(300)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86400)));
+        for bad in ["", "5x", "ms", "-1s", "1h30", "abc", "1e400s", "s5"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn limits_read_like_durations() {
+        assert_eq!(round_duration(Duration::from_secs(7 * 86400)), "7d");
+        assert_eq!(round_duration(Duration::from_secs(3600)), "1h");
+        assert_eq!(round_duration(Duration::from_secs(90)), "90s");
+        assert_eq!(round_duration(Duration::from_millis(10)), "10ms");
+        assert_eq!(round_duration(Duration::ZERO), "0ms");
+        assert_eq!(round_duration(Duration::from_millis(1500)), "1.5s");
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_count("2"), Ok(2));
+        assert!(parse_count("lots").unwrap_err().contains("-vv"));
+    }
+
+    #[test]
+    fn flags() {
+        for yes in ["1", "true", "YES", "on", "y"] {
+            assert_eq!(parse_flag(yes), Ok(true), "{yes}");
+        }
+        for no in ["0", "false", "No", "off", "n"] {
+            assert_eq!(parse_flag(no), Ok(false), "{no}");
+        }
+        let err = parse_flag("maybe").unwrap_err();
+        assert!(err.contains("maybe") && err.contains("1/0"), "{err}");
+    }
+
+    #[test]
+    fn hard_timeout_accepts_none() {
+        assert_eq!(parse_hard_timeout("none"), Ok(HardTimeout(None)));
+        assert_eq!(
+            parse_hard_timeout("2h"),
+            Ok(HardTimeout(Some(Duration::from_secs(7200))))
+        );
+        let err = parse_hard_timeout("soon").unwrap_err();
+        assert!(err.contains("none"), "{err}");
+    }
+
+    #[test]
+    fn signals() {
+        assert_eq!(parse_signal("TERM"), Ok(Signal::TERM));
+        assert_eq!(parse_signal("sigint"), Ok(Signal::INT));
+        assert_eq!(parse_signal("1"), Ok(Signal::HUP));
+        let err = parse_signal("NOPE").unwrap_err();
+        assert!(err.contains("NOPE") && err.contains("TERM"), "{err}");
+    }
+
+    #[test]
+    fn lists_split_like_path() {
+        assert_eq!(
+            split_list(std::ffi::OsStr::new("a:b::c/d:")),
+            vec![
+                OsString::from("a"),
+                OsString::from("b"),
+                OsString::from("c/d")
+            ]
+        );
+        assert!(split_list(std::ffi::OsStr::new(":")).is_empty());
+    }
+
+    #[test]
+    fn every_env_var_names_a_real_option() {
+        let command = Cli::command();
+        for (id, var) in ENV_VARS {
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_id().as_str() == *id)
+                .unwrap_or_else(|| panic!("no option {id}"));
+            assert_eq!(
+                arg.get_env().and_then(|v| v.to_str()),
+                Some(*var),
+                "option {id}"
+            );
+            let long = arg.get_long().expect("every option has a long name");
+            assert_eq!(
+                *var,
+                format!("STALLWATCH_{}", long.replace('-', "_").to_uppercase())
+            );
+        }
+        let with_env = command
+            .get_arguments()
+            .filter(|a| a.get_env().is_some())
+            .count();
+        assert_eq!(
+            with_env,
+            ENV_VARS.len(),
+            "every option with a variable is listed"
+        );
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_make_the_library_defaults() {
+        let options = Options::parse_from(["stallwatch", "--", "true"]).unwrap();
+        // Only meaningful without STALLWATCH_* in the test's environment.
+        if ENV_VARS
+            .iter()
+            .all(|(_, var)| std::env::var_os(var).is_none())
+        {
+            assert_eq!(options.config().unwrap(), MonitorConfig::default());
+            assert_eq!(options.log_level(), log::LevelFilter::Warn);
+            assert!(options.summary_wanted());
+        }
+    }
+
+    #[test]
+    fn options_make_the_config() {
+        let options = Options::parse_from([
+            "stallwatch",
+            "-i",
+            "2s",
+            "-t",
+            "1m",
+            "-g",
+            "300ms",
+            "-s",
+            "INT",
+            "-w",
+            "a",
+            "-w",
+            "b",
+            "--exclude",
+            "*.tmp",
+            "--no-children",
+            "--check-interval",
+            "250ms",
+            "--keep-leftovers",
+            "-vv",
+            "--",
+            "prog",
+            "--flag-of-prog",
+        ])
+        .unwrap();
+        let config = options.config().unwrap();
+        assert_eq!(config.idle_timeout, Duration::from_secs(2));
+        assert_eq!(config.hard_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(
+            config.kill_ladder,
+            KillLadder::polite(Signal::INT, Duration::from_millis(300))
+        );
+        assert_eq!(config.files.roots, vec![PathBuf::from("a"), "b".into()]);
+        assert!(config.files.exclude.contains(&"*.log".to_owned()));
+        assert!(config.files.exclude.contains(&"*.tmp".to_owned()));
+        assert!(config.enabled.files && config.enabled.output && !config.enabled.children);
+        assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
+        assert_eq!(config.leftovers, LeftoverPolicy::Keep);
+        assert_eq!(options.log_level(), log::LevelFilter::Debug);
+        assert_eq!(
+            options.cli.command,
+            vec![OsString::from("prog"), "--flag-of-prog".into()]
+        );
+        assert_eq!(options.describe("grace"), "--grace");
+    }
+
+    #[test]
+    fn out_of_range_names_the_option_and_range() {
+        let options = Options::parse_from(["stallwatch", "--check-interval", "1ms", "--", "x"])
+            .expect("parses");
+        let err = options.config().unwrap_err();
+        assert!(err.contains("--check-interval"), "{err}");
+        assert!(err.contains("it accepts 10ms to 1h"), "{err}");
+    }
+
+    #[test]
+    fn quiet_and_verbose_levels() {
+        let quiet = Options::parse_from(["stallwatch", "-q", "--", "x"]).unwrap();
+        assert_eq!(quiet.log_level(), log::LevelFilter::Error);
+        assert!(!quiet.summary_wanted());
+        let silent = Options::parse_from(["stallwatch", "-qq", "--", "x"]).unwrap();
+        assert_eq!(silent.log_level(), log::LevelFilter::Off);
+        let verbose = Options::parse_from(["stallwatch", "-v", "--", "x"]).unwrap();
+        assert_eq!(verbose.log_level(), log::LevelFilter::Info);
+        assert!(verbose.summary_wanted());
+    }
+}

@@ -1,0 +1,355 @@
+//! The end of a run in words: the exit status, the one-line summary on stderr, and the JSON
+//! report of `--report`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use stallwatch::{
+    ActivitySource, EXIT_INTERNAL, HumanDuration, MonitorConfig, MonitorResult, Outcome, Signal,
+};
+
+use super::signals::Received;
+
+/// How stallwatch ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// Exit with this code.
+    Code(i32),
+    /// Die of this signal (the one stallwatch received and passed on); 128+N as process 1.
+    Signal(Signal),
+}
+
+impl Exit {
+    /// The status a shell shows for it (`$?`).
+    pub(crate) fn code(self) -> i32 {
+        match self {
+            Exit::Code(code) => code,
+            Exit::Signal(signal) => 128 + signal.number(),
+        }
+    }
+}
+
+/// The exit status for a finished run.
+///
+/// - Timeouts: 124; the child's own exit: its code, or 128+N when it died of signal N that
+///   stallwatch did not send (the library's [`MonitorResult::exit_code`]).
+/// - Ended because stallwatch received a signal S and passed it on: stallwatch only relayed
+///   it, so the child's end is reported as if S had reached it directly: its own exit code when
+///   it exited (it handled S), otherwise stallwatch dies of S itself (also when the ladder had
+///   to follow up with KILL), so that its parent sees what it asked for.
+/// - 125 when the end of the tree could not be confirmed (whatever the outcome: the tree may
+///   still run, and a caller that retries on 124 should not start a second one beside it).
+pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
+    if result.termination_unproven {
+        return Exit::Code(EXIT_INTERNAL);
+    }
+    match (&result.outcome, received.first) {
+        (Outcome::Terminated { .. }, Some(signal)) => match result.status {
+            Some(status) => match status.code() {
+                Some(code) => Exit::Code(code),
+                None => Exit::Signal(signal),
+            },
+            None => Exit::Code(EXIT_INTERNAL),
+        },
+        _ => Exit::Code(result.exit_code()),
+    }
+}
+
+/// The one line printed when stallwatch ended the child, e.g.
+/// `stallwatch: ended after 5m0s idle (output 5m0s, files 7m12s, children 5m0s idle); sent
+/// TERM, then KILL after 5s`. `None` when the child ended by itself.
+pub(crate) fn summary(
+    result: &MonitorResult,
+    received: &Received,
+    grace: Duration,
+) -> Option<String> {
+    let why = match &result.outcome {
+        Outcome::IdleTimeout(report) => format!(
+            "ended after {} idle ({report})",
+            HumanDuration(report.idle_timeout)
+        ),
+        Outcome::HardTimeout { after } => {
+            format!("ended at the hard timeout of {}", HumanDuration(*after))
+        }
+        Outcome::Terminated { .. } => match received.first {
+            Some(signal) => format!("ended on request (received {signal})"),
+            None => "ended on request".to_owned(),
+        },
+        _ => return None,
+    };
+    let mut line = format!(
+        "stallwatch: {why}; {}",
+        ladder_words(result, received, grace)
+    );
+    if result.leftovers_killed > 0 {
+        line.push_str(&format!(
+            "; {} leftover process(es) ended",
+            result.leftovers_killed
+        ));
+    }
+    if result.termination_unproven {
+        line.push_str("; termination unproven: the tree may still run");
+    }
+    Some(line)
+}
+
+/// `sent TERM`, `sent TERM, then KILL after 5s`, `sent INT, then KILL on a second INT`.
+fn ladder_words(result: &MonitorResult, received: &Received, grace: Duration) -> String {
+    let mut words = String::from("sent ");
+    for (i, signal) in result.signals_sent.iter().enumerate() {
+        if i > 0 {
+            words.push_str(", then ");
+        }
+        words.push_str(&signal.name());
+        if i > 0 && *signal == Signal::KILL {
+            if received.forced {
+                words.push_str(" on a second INT");
+            } else {
+                words.push_str(&format!(" after {}", HumanDuration(grace)));
+            }
+        }
+    }
+    if result.signals_sent.is_empty() {
+        words.push_str("nothing");
+    }
+    words
+}
+
+/// Where the report goes, opened before the child starts (so a path that cannot be written
+/// fails at once, with 125, and a stale report from an earlier run never lingers).
+#[derive(Debug)]
+pub(crate) enum ReportTarget {
+    /// A file, created or emptied.
+    File(File, PathBuf),
+    /// `-`: stallwatch's stderr.
+    Stderr,
+}
+
+impl ReportTarget {
+    /// Opens `path` for the report (`-`: stderr).
+    pub(crate) fn open(path: &Path) -> io::Result<ReportTarget> {
+        if path.as_os_str() == "-" {
+            return Ok(ReportTarget::Stderr);
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(ReportTarget::File(file, path.to_owned()))
+    }
+
+    /// Writes `report` as pretty JSON and a newline.
+    pub(crate) fn write(self, report: &Report) -> io::Result<()> {
+        let mut text = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+        text.push(b'\n');
+        match self {
+            ReportTarget::File(mut file, _) => {
+                file.write_all(&text)?;
+                file.flush()
+            }
+            ReportTarget::Stderr => {
+                let mut stderr = io::stderr().lock();
+                stderr.write_all(&text)?;
+                stderr.flush()
+            }
+        }
+    }
+
+    /// The path, for messages.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            ReportTarget::File(_, path) => path.display().to_string(),
+            ReportTarget::Stderr => "stderr".to_owned(),
+        }
+    }
+}
+
+/// The JSON report of `--report`. Durations in milliseconds; signals by name, the death
+/// signal also by number.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Report {
+    /// `exited`, `idle_timeout`, `hard_timeout`, `terminated`, or `not_started` when the
+    /// program could not be run.
+    pub(crate) outcome: &'static str,
+    /// stallwatch's own exit status, as a shell shows it (`$?`).
+    pub(crate) exit_code: i32,
+    /// The signal the child died of (number), or null.
+    pub(crate) signal: Option<i32>,
+    /// Its name (`TERM`), or null.
+    pub(crate) signal_name: Option<String>,
+    /// The first signal stallwatch itself received and passed on, or null.
+    pub(crate) received_signal: Option<String>,
+    /// From the spawn to the end of the run.
+    pub(crate) duration_ms: u64,
+    /// How long each signal had been idle at the end; null when it was turned off.
+    pub(crate) idle_ms: IdleMs,
+    /// How many activity events each signal recorded; null when it was turned off.
+    pub(crate) activity_count: ActivityCount,
+    /// Signals that were on but could not observe anything (a watched path that is a file).
+    pub(crate) unavailable: Vec<&'static str>,
+    /// The kill ladder, when one ran.
+    pub(crate) ladder: Ladder,
+    /// Leftover group members ended after the child's own exit.
+    pub(crate) leftovers_killed: usize,
+    /// KILL was sent but the tree could not be confirmed gone.
+    pub(crate) termination_unproven: bool,
+    /// Whether both output pipes reached end-of-file.
+    pub(crate) output_complete: bool,
+    /// Bytes passed through.
+    pub(crate) bytes: Bytes,
+    /// The child's pid (and process group), or null when it never started.
+    pub(crate) pid: Option<u32>,
+    /// PROGRAM and its arguments (lossy UTF-8).
+    pub(crate) command: Vec<String>,
+    /// The limits in force.
+    pub(crate) idle_timeout_ms: u64,
+    /// The hard timeout, or null.
+    pub(crate) hard_timeout_ms: Option<u64>,
+    /// Why the program could not be run (`not_started` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+    /// The stallwatch version that wrote the report.
+    pub(crate) stallwatch_version: &'static str,
+}
+
+/// Milliseconds each signal had been idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct IdleMs {
+    pub(crate) output: Option<u64>,
+    pub(crate) files: Option<u64>,
+    pub(crate) children: Option<u64>,
+}
+
+/// Activity events per signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct ActivityCount {
+    pub(crate) output: Option<u64>,
+    pub(crate) files: Option<u64>,
+    pub(crate) children: Option<u64>,
+}
+
+/// The kill ladder as it ran.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct Ladder {
+    /// Every signal sent to the tree, in order (`["TERM", "KILL"]`).
+    pub(crate) signals_sent: Vec<String>,
+    /// Whether it went as far as KILL.
+    pub(crate) escalated: bool,
+    /// Whether KILL came at once on a second INT.
+    pub(crate) forced: bool,
+    /// From the first signal to the tree confirmed gone, or null.
+    pub(crate) duration_ms: Option<u64>,
+}
+
+/// Bytes passed through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct Bytes {
+    pub(crate) stdout: u64,
+    pub(crate) stderr: u64,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Everything the report needs besides the result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub(crate) config: &'a MonitorConfig,
+    pub(crate) command: &'a [std::ffi::OsString],
+}
+
+impl Report {
+    /// The report of a finished run.
+    pub(crate) fn finished(
+        context: Context<'_>,
+        result: &MonitorResult,
+        received: &Received,
+        exit: Exit,
+        bytes: Bytes,
+    ) -> Report {
+        let mut idle_ms = IdleMs::default();
+        let mut activity_count = ActivityCount::default();
+        let mut unavailable = Vec::new();
+        for s in &result.activity {
+            let (idle, count) = match s.source {
+                ActivitySource::Output => (&mut idle_ms.output, &mut activity_count.output),
+                ActivitySource::Files => (&mut idle_ms.files, &mut activity_count.files),
+                ActivitySource::Children => (&mut idle_ms.children, &mut activity_count.children),
+                _ => continue,
+            };
+            *idle = Some(ms(s.idle));
+            *count = Some(s.events);
+            if !s.available {
+                unavailable.push(s.source.name());
+            }
+        }
+        Report {
+            outcome: result.outcome.name(),
+            exit_code: exit.code(),
+            signal: result.signal(),
+            signal_name: result
+                .signal()
+                .and_then(Signal::from_number)
+                .map(|s| s.name()),
+            received_signal: received.first.map(|s| s.name()),
+            duration_ms: ms(result.runtime),
+            idle_ms,
+            activity_count,
+            unavailable,
+            ladder: Ladder {
+                signals_sent: result.signals_sent.iter().map(|s| s.name()).collect(),
+                escalated: result.escalated,
+                forced: received.forced && result.escalated,
+                duration_ms: result.ladder_time.map(ms),
+            },
+            leftovers_killed: result.leftovers_killed,
+            termination_unproven: result.termination_unproven,
+            output_complete: result.output_complete,
+            bytes,
+            pid: Some(result.pid),
+            command: lossy(context.command),
+            idle_timeout_ms: ms(context.config.idle_timeout),
+            hard_timeout_ms: context.config.hard_timeout.map(ms),
+            error: None,
+            stallwatch_version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+
+    /// The report when the program could not be run at all.
+    pub(crate) fn not_started(context: Context<'_>, exit_code: i32, error: String) -> Report {
+        Report {
+            outcome: "not_started",
+            exit_code,
+            signal: None,
+            signal_name: None,
+            received_signal: None,
+            duration_ms: 0,
+            idle_ms: IdleMs::default(),
+            activity_count: ActivityCount::default(),
+            unavailable: Vec::new(),
+            ladder: Ladder::default(),
+            leftovers_killed: 0,
+            termination_unproven: false,
+            output_complete: true,
+            bytes: Bytes::default(),
+            pid: None,
+            command: lossy(context.command),
+            idle_timeout_ms: ms(context.config.idle_timeout),
+            hard_timeout_ms: context.config.hard_timeout.map(ms),
+            error: Some(error),
+            stallwatch_version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+fn lossy(words: &[std::ffi::OsString]) -> Vec<String> {
+    words
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect()
+}

@@ -1,0 +1,328 @@
+//! Signals sent to `stallwatch` reach the program's tree (the program's own trap sees them), a
+//! second INT kills at once, and adopted zombies are reaped when stallwatch can adopt orphans
+//! (as a child subreaper here, and as pid 1 of a new pid namespace where `unshare` allows it).
+
+mod cli_support;
+mod common;
+
+use std::fs;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cli_support::{alive, summary_line, sw};
+use common::{HANDSHAKE, Marker, assert_no_leak, poll_until};
+use rustix::process::Signal as Sig;
+use serde_json::Value;
+
+const FORWARDED: [(Sig, &str); 4] = [
+    (Sig::TERM, "TERM"),
+    (Sig::INT, "INT"),
+    (Sig::HUP, "HUP"),
+    (Sig::QUIT, "QUIT"),
+];
+
+#[test]
+fn the_programs_trap_sees_the_signal_sent_to_stallwatch() {
+    for (signal, name) in FORWARDED {
+        let marker = Marker::new("cli_sig_trap");
+        let script = format!(
+            "trap 'echo trapped {name}; exit 0' {name}; echo ready; \
+             while :; do sleep 0.02; done"
+        );
+        let running = sw(&marker).args(&["-i", "60s"]).sh(&script).spawn();
+        running.stdout.wait_for("ready\n");
+        running.signal(signal);
+        let finished = running.wait();
+        assert_eq!(finished.stdout_text(), format!("ready\ntrapped {name}\n"));
+        // The program handled it and exited 0: that is stallwatch's status too.
+        assert_eq!(finished.status.code(), Some(0), "{name}: {finished:?}");
+        assert_eq!(
+            summary_line(&finished.stderr),
+            format!("stallwatch: ended on request (received {name}); sent {name}")
+        );
+        assert_no_leak(&marker);
+    }
+}
+
+#[test]
+fn a_program_killed_by_the_passed_on_signal_makes_stallwatch_die_of_it() {
+    for (signal, name) in FORWARDED {
+        let marker = Marker::new("cli_sig_die");
+        let running = sw(&marker)
+            .args(&["-i", "60s"])
+            .sh("echo ready; sleep 30")
+            .spawn();
+        running.stdout.wait_for("ready\n");
+        running.signal(signal);
+        let finished = running.wait();
+        // As the program would have: killed by the signal (a shell shows 128+N), no core dump.
+        assert_eq!(
+            finished.status.signal(),
+            Some(signal.as_raw()),
+            "{name}: {finished:?}"
+        );
+        assert!(!finished.status.core_dumped(), "{name}");
+        assert!(summary_line(&finished.stderr).contains(&format!("(received {name})")));
+        assert_no_leak(&marker);
+    }
+}
+
+#[test]
+fn a_second_int_kills_at_once() {
+    let marker = Marker::new("cli_sig_second_int");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let report = dir.path().join("report.json");
+    let running = sw(&marker)
+        .args(&["-i", "60s", "-g", "60s", "--report"])
+        .args(&[report.to_str().expect("utf-8")])
+        .sh("trap 'echo got INT' INT; echo ready; while :; do sleep 0.02; done")
+        .spawn();
+    running.stdout.wait_for("ready\n");
+    running.signal(Sig::INT);
+    // The program survives the first INT (its trap only prints)...
+    running.stdout.wait_for("got INT\n");
+    let second = Instant::now();
+    running.signal(Sig::INT);
+    let finished = running.wait();
+    // ...and the second one ends it long before the 60 s grace.
+    assert!(
+        second.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        second.elapsed()
+    );
+    assert_eq!(
+        finished.status.signal(),
+        Some(Sig::INT.as_raw()),
+        "{finished:?}"
+    );
+    assert_eq!(
+        summary_line(&finished.stderr),
+        "stallwatch: ended on request (received INT); sent INT, then KILL on a second INT"
+    );
+    let r: Value = serde_json::from_slice(&fs::read(&report).expect("report")).expect("JSON");
+    assert_eq!(r["outcome"], "terminated");
+    assert_eq!(r["received_signal"], "INT");
+    assert_eq!(r["signal_name"], "KILL");
+    assert_eq!(r["exit_code"], 130);
+    assert_eq!(r["ladder"]["escalated"], true);
+    assert_eq!(r["ladder"]["forced"], true);
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn a_second_term_lets_the_grace_run() {
+    let marker = Marker::new("cli_sig_second_term");
+    let running = sw(&marker)
+        .args(&["-i", "60s", "-g", "400ms"])
+        .sh("trap '' TERM; echo ready; while :; do sleep 0.02; done")
+        .spawn();
+    running.stdout.wait_for("ready\n");
+    let first = Instant::now();
+    running.signal(Sig::TERM);
+    running.signal(Sig::TERM);
+    let finished = running.wait();
+    assert!(first.elapsed() >= Duration::from_millis(400));
+    assert_eq!(finished.status.signal(), Some(Sig::TERM.as_raw()));
+    assert_eq!(
+        summary_line(&finished.stderr),
+        "stallwatch: ended on request (received TERM); sent TERM, then KILL after 400ms"
+    );
+    assert_no_leak(&marker);
+}
+
+/// Starts `stallwatch` as a child subreaper (set in the forked child before exec: preserved
+/// across exec), so the kernel hands it the orphans of its program's tree.
+#[test]
+fn as_a_subreaper_it_reaps_adopted_zombies_but_not_its_child() {
+    let marker = Marker::new("cli_sig_subreaper");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let orphan_file = dir.path().join("orphan.pid");
+    let done = dir.path().join("done");
+    let script = format!(
+        "sh -c 'sleep 0.2 >/dev/null 2>&1 & echo $! > \"$1\"' \"$0\" '{orphan}'; echo ready; \
+         while [ ! -e '{done}' ]; do sleep 0.01; done; exit 7",
+        orphan = orphan_file.display(),
+        done = done.display()
+    );
+    let mut running = sw(&marker)
+        .args(&["-i", "60s", "-v"])
+        .sh(&script)
+        .spawn_with(|cmd| {
+            // SAFETY: between fork and exec only one raw prctl system call is made (no
+            // allocation, no lock), which is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+                    Ok(())
+                });
+            }
+        });
+    running.stdout.wait_for("ready\n");
+    let orphan: u32 = fs::read_to_string(&orphan_file)
+        .expect("the orphan's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // Its parent exited before "ready": it now belongs to stallwatch (unless already reaped).
+    if let Some(ppid) = parent_of(orphan) {
+        assert_eq!(ppid, running.pid(), "the orphan went to stallwatch");
+    }
+    // It exits after 0.2 s; stallwatch reaps it while the session still runs.
+    assert!(
+        poll_until(HANDSHAKE, || !Path::new(&format!("/proc/{orphan}"))
+            .exists()),
+        "the adopted zombie {orphan} was not reaped"
+    );
+    assert!(
+        running.child.try_wait().expect("try_wait").is_none(),
+        "still running"
+    );
+    // The supervised child's status was not stolen: its own 7 comes through.
+    fs::write(&done, b"").expect("done");
+    let finished = running.wait();
+    assert_eq!(finished.status.code(), Some(7), "{finished:?}");
+    assert!(
+        !finished.stderr_text().contains("waiting for pid"),
+        "{}",
+        finished.stderr_text()
+    );
+    assert_no_leak(&marker);
+}
+
+/// The parent pid of `pid`, from `/proc/<pid>/stat`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// `unshare` with a new user and pid namespace, then `setsid`: stallwatch becomes pid 1 and a
+/// session leader, as a container runtime (runc, crun) starts a container's first process.
+/// `None` (the test is skipped, saying so) where this machine does not allow it.
+fn unshare_pid1(new_session: bool) -> Option<Command> {
+    let args = [
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+    ];
+    let mut probe = Command::new("unshare");
+    probe.args(args);
+    if new_session {
+        probe.arg("setsid");
+    }
+    match probe.arg("true").output() {
+        Ok(output) if output.status.success() => {
+            let mut command = Command::new("unshare");
+            command.args(args);
+            if new_session {
+                command.arg("setsid");
+            }
+            Some(command)
+        }
+        other => {
+            eprintln!(
+                "SKIPPED: cannot create a user + pid namespace with unshare here ({other:?}); \
+                 the reaping is covered by the subreaper test and the reaper's unit tests"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn as_pid_1_it_reaps_orphans_and_forwards_signals() {
+    pid_1(true);
+}
+
+/// The same without `setsid`: stallwatch's process group is then the one of `unshare`,
+/// outside the new pid namespace, and `getpgrp()` returns 0 there. The library's
+/// `process::sys::own_process_group` (`rustix::process::getpgrp`) asserts a positive group
+/// (debug builds panic in the monitor thread, and the panic in `DoneGuard::drop` aborts
+/// stallwatch; release builds make a zero `NonZero` pid). Reported, not fixed here (library).
+#[test]
+#[ignore = "library bug: sys::own_process_group panics when stallwatch's process group lies outside its pid namespace"]
+fn as_pid_1_without_its_own_session() {
+    pid_1(false);
+}
+
+fn pid_1(new_session: bool) {
+    let Some(mut unshare) = unshare_pid1(new_session) else {
+        return;
+    };
+    let marker = Marker::new("cli_sig_pid1");
+    // Inside: stallwatch is pid 1; an orphan is handed to it; the program checks from inside
+    // that the orphan's zombie goes away, then waits to be signalled.
+    let script = "[ \"$PPID\" = 1 ] || { echo \"parent is $PPID, not 1\"; exit 50; }; \
+         o=$(sh -c 'sleep 0.1 >/dev/null 2>&1 & echo $!'); i=0; \
+         while [ -e /proc/$o ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; \
+         if [ -e /proc/$o ]; then echo \"not reaped: $(cat /proc/$o/stat)\"; exit 51; fi; \
+         echo reaped; sleep 30";
+    unshare
+        .arg(env!("CARGO_BIN_EXE_stallwatch"))
+        .args(["-i", "60s", "--"])
+        .args(marker.sh_words(script))
+        .env(common::MARKER_ENV, marker.as_str())
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for var in cli_support::OPTION_VARS {
+        unshare.env_remove(var);
+    }
+    let mut child = unshare.spawn().expect("unshare starts");
+    let stdout = child.stdout.take().expect("piped");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { return };
+            let _ = lines_tx.send(line);
+        }
+    });
+    let first = lines.recv_timeout(HANDSHAKE);
+    if first.as_deref() != Ok("reaped") {
+        let _ = child.kill(); // our own unshare
+        let _ = child.wait();
+        panic!("under pid 1 the program said {first:?}");
+    }
+    // stallwatch is unshare's child (its pid outside the namespace).
+    let unshare_pid = child.id();
+    let stallwatch: u32 =
+        fs::read_to_string(format!("/proc/{unshare_pid}/task/{unshare_pid}/children"))
+            .expect("unshare's children")
+            .split_whitespace()
+            .next()
+            .expect("unshare runs stallwatch")
+            .parse()
+            .expect("a pid");
+    assert!(alive(stallwatch));
+    // TERM to stallwatch (pid 1 inside): passed on; the program dies of it; as pid 1
+    // stallwatch cannot die of a signal, so it exits 128+15, which unshare passes on.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(stallwatch as i32).expect("pid"),
+        Sig::TERM,
+    )
+    .expect("our own stallwatch");
+    let mut status = None;
+    poll_until(common::GENEROUS, || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("stallwatch as pid 1 did not end after TERM");
+    };
+    let _ = reader.join();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut stderr);
+    assert!(
+        stderr.contains("stallwatch: ended on request (received TERM); sent TERM"),
+        "{stderr}"
+    );
+    assert_no_leak(&marker);
+}
