@@ -1130,6 +1130,7 @@ impl Monitor {
     }
 
     fn result(&self) -> MonitorResult {
+        let now = self.clock.now();
         MonitorResult {
             outcome: self.outcome(),
             status: self.status,
@@ -1138,14 +1139,10 @@ impl Monitor {
             escalated: self.escalated,
             leftovers_killed: self.leftovers_killed,
             termination_unproven: self.unproven,
-            runtime: self
-                .clock
-                .now()
-                .saturating_duration_since(self.board.origin()),
+            runtime: now.saturating_duration_since(self.board.origin()),
             ladder_time: self.ladder_time,
             kill_latency: self.kill_latency,
-            activity: verdict::report(&self.board.snapshot(), self.clock.now(), self.idle_timeout)
-                .signals,
+            activity: verdict::report(&self.board.snapshot(), now, self.idle_timeout).signals,
             logs: self
                 .spills
                 .iter()

@@ -239,12 +239,9 @@ fn as_pid_1_it_reaps_orphans_and_forwards_signals() {
 }
 
 /// The same without `setsid`: stallwatch's process group is then the one of `unshare`,
-/// outside the new pid namespace, and `getpgrp()` returns 0 there. The library's
-/// `process::sys::own_process_group` (`rustix::process::getpgrp`) asserts a positive group
-/// (debug builds panic in the monitor thread, and the panic in `DoneGuard::drop` aborts
-/// stallwatch; release builds make a zero `NonZero` pid). Reported, not fixed here (library).
+/// outside the new pid namespace, where `getpgrp()` returns 0 (the library reads its group from
+/// `/proc/self/stat` for that reason, and treats 0 as "not the child's group").
 #[test]
-#[ignore = "library bug: sys::own_process_group panics when stallwatch's process group lies outside its pid namespace"]
 fn as_pid_1_without_its_own_session() {
     pid_1(false);
 }

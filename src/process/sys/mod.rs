@@ -82,8 +82,19 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
 }
 
 /// The process group of this (supervising) process.
+///
+/// 0 when the group lies outside this process's pid namespace (a container's first process
+/// started without a group of its own): `getpgrp` would then report 0, which no `Pid` may hold,
+/// so on Linux the value is read from `/proc/self/stat` instead.
 pub(crate) fn own_process_group() -> i32 {
-    rustix::process::getpgrp().as_raw_pid()
+    #[cfg(target_os = "linux")]
+    {
+        read_stat(std::process::id() as i32).map_or(0, |stat| stat.pgrp)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        rustix::process::getpgrp().as_raw_pid()
+    }
 }
 
 /// Sends `signal` to every member of process group `pgid`. Refuses a pgid <= 1 and our own
