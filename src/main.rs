@@ -93,6 +93,25 @@ fn run(options: &Options) -> Exit {
             return Exit::Code(EXIT_INTERNAL);
         }
     };
+    let events = match cli
+        .events
+        .as_deref()
+        .map(cli::events::Target::open)
+        .transpose()
+    {
+        Ok(events) => events,
+        Err(e) => {
+            say_line(&format!(
+                "stallwatch: invalid value for {}: cannot write the events to {}: {e}",
+                options.describe("events"),
+                cli.events
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+            return Exit::Code(EXIT_INTERNAL);
+        }
+    };
     let context = Context {
         config: &config,
         command: &cli.command,
@@ -116,10 +135,14 @@ fn run(options: &Options) -> Exit {
     let session = match session {
         Ok(session) => Arc::new(session),
         Err(e) => {
-            let code = match e.kind() {
-                io::ErrorKind::NotFound => EXIT_NOT_FOUND,
-                io::ErrorKind::InvalidInput => EXIT_INTERNAL,
-                _ => EXIT_CANNOT_EXECUTE,
+            let code = if e.to_string().starts_with("log folder") {
+                EXIT_INTERNAL // stallwatch's own failure, not the program's
+            } else {
+                match e.kind() {
+                    io::ErrorKind::NotFound => EXIT_NOT_FOUND,
+                    io::ErrorKind::InvalidInput => EXIT_INTERNAL,
+                    _ => EXIT_CANNOT_EXECUTE,
+                }
             };
             say_line(&format!("stallwatch: {e}"));
             let _ = signals.finish();
@@ -131,7 +154,15 @@ fn run(options: &Options) -> Exit {
         }
     };
     signals.start(session.clone(), cli.grace);
+    let event_writer = events.and_then(|target| {
+        cli::events::start(target, session.events())
+            .inspect_err(|e| log::warn!("cannot start the event writer: {e}"))
+            .ok()
+    });
     let result = session.wait();
+    if let Some(writer) = event_writer {
+        let _ = writer.join(); // it ends after `Closed`, which comes before the result
+    }
     let received = signals.finish();
     let _ = io::stdout().flush();
 

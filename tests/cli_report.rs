@@ -62,6 +62,7 @@ fn assert_schema(report: &Value) {
         "termination_unproven",
         "output_complete",
         "bytes",
+        "log",
         "pid",
         "command",
         "idle_timeout_ms",

@@ -13,7 +13,8 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
-    ConfigError, FileWatchConfig, HumanDuration, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ConfigError, FileWatchConfig, HumanDuration, KillLadder, LeftoverPolicy,
+    MonitorConfig, Signal,
 };
 
 /// The separator of several values in one environment variable (`--watch`, `--exclude`).
@@ -261,6 +262,39 @@ pub(crate) struct Cli {
     )]
     pub(crate) report: Option<PathBuf>,
 
+    /// Write the event stream to FILE as JSON Lines while the program runs (- for stderr).
+    ///
+    /// One object per line, with the names of --report: {"event":"started","pid":…},
+    /// {"event":"output","stream":"stdout","seq":…,"text":…,"bytes":…,"truncated":…},
+    /// {"event":"activity","source":"files"}, {"event":"idle_warning","left_ms":…},
+    /// {"event":"signal","signal":"TERM","step":0}, {"event":"exited","outcome":…},
+    /// {"event":"closed"}. A slow reader never slows the program (output events are
+    /// dropped and flagged instead).
+    /// Example: --events events.jsonl
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "STALLWATCH_EVENTS",
+        value_parser = parse_report,
+        verbatim_doc_comment
+    )]
+    pub(crate) events: Option<PathBuf>,
+
+    /// Where the complete output goes once a stream passes 4 KiB (a log per stream, mode 0600).
+    ///
+    /// Default: the platform cache folder's stallwatch/logs ($XDG_CACHE_HOME or ~/.cache).
+    /// The report lists the logs with their SHA-256. A folder that cannot be used stops
+    /// stallwatch before the program starts (125).
+    /// Example: --log-dir /var/log/agents
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "STALLWATCH_LOG_DIR",
+        value_parser = parse_watch,
+        verbatim_doc_comment
+    )]
+    pub(crate) log_dir: Option<PathBuf>,
+
     /// Fewer of stallwatch's own messages: errors only, no line when it ends the program.
     ///
     /// -qq: not even errors (the exit status still tells).
@@ -340,6 +374,8 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("check_interval", "STALLWATCH_CHECK_INTERVAL"),
     ("keep_leftovers", "STALLWATCH_KEEP_LEFTOVERS"),
     ("report", "STALLWATCH_REPORT"),
+    ("events", "STALLWATCH_EVENTS"),
+    ("log_dir", "STALLWATCH_LOG_DIR"),
     ("quiet", "STALLWATCH_QUIET"),
     ("verbose", "STALLWATCH_VERBOSE"),
 ];
@@ -419,6 +455,10 @@ impl Options {
             .file_signal(!cli.no_watch)
             .children_signal(!cli.no_children)
             .output_signal(!cli.no_output);
+        let config = match &cli.log_dir {
+            Some(dir) => config.capture(CaptureConfig::default().log_dir(dir)),
+            None => config,
+        };
         config.validate().map_err(|e| self.option_error(&e))?;
         Ok(config)
     }

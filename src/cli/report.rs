@@ -201,6 +201,8 @@ pub(crate) struct Report {
     pub(crate) output_complete: bool,
     /// Bytes passed through.
     pub(crate) bytes: Bytes,
+    /// The complete logs of the streams that passed 4 KiB, with their SHA-256.
+    pub(crate) log: Vec<LogEntry>,
     /// The child's pid (and process group), or null when it never started.
     pub(crate) pid: Option<u32>,
     /// PROGRAM and its arguments (lossy UTF-8).
@@ -243,6 +245,21 @@ pub(crate) struct Ladder {
     pub(crate) forced: bool,
     /// From the first signal to the tree confirmed gone, or null.
     pub(crate) duration_ms: Option<u64>,
+}
+
+/// One complete log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct LogEntry {
+    /// `stdout`, `stderr` or `combined`.
+    pub(crate) stream: &'static str,
+    /// Where it is.
+    pub(crate) path: String,
+    /// Lower-case hex SHA-256 of its content.
+    pub(crate) sha256: String,
+    /// Its length.
+    pub(crate) bytes: u64,
+    /// Whether writing it failed part-way.
+    pub(crate) incomplete: bool,
 }
 
 /// Bytes passed through.
@@ -311,6 +328,17 @@ impl Report {
             termination_unproven: result.termination_unproven,
             output_complete: result.output_complete,
             bytes,
+            log: result
+                .logs
+                .iter()
+                .map(|l| LogEntry {
+                    stream: l.stream.name(),
+                    path: l.path.display().to_string(),
+                    sha256: l.sha256.clone(),
+                    bytes: l.bytes,
+                    incomplete: l.incomplete,
+                })
+                .collect(),
             pid: Some(result.pid),
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),
@@ -337,6 +365,7 @@ impl Report {
             termination_unproven: false,
             output_complete: true,
             bytes: Bytes::default(),
+            log: Vec::new(),
             pid: None,
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),
