@@ -285,6 +285,8 @@ pub struct DescendantObserver {
     known: HashMap<i32, Known>,
     last_at: Option<Instant>,
     last: ChildrenSample,
+    /// Recent samples (their instant and CPU delta), spanning at least the minimum window.
+    window: std::collections::VecDeque<(Instant, Duration)>,
 }
 
 impl fmt::Debug for DescendantObserver {
@@ -298,7 +300,8 @@ impl fmt::Debug for DescendantObserver {
 }
 
 /// The floor of the threshold: two ticks of the kernel's 100 Hz CPU accounting, so one stray
-/// tick of an idle process never looks like work.
+/// tick of an idle process never looks like work. Short check intervals pool their samples
+/// until this floor is a small enough share of the window (see `sample`).
 const MIN_CPU: Duration = Duration::from_millis(20);
 
 impl DescendantObserver {
@@ -324,6 +327,7 @@ impl DescendantObserver {
             known: HashMap::new(),
             last_at: None,
             last: ChildrenSample::default(),
+            window: std::collections::VecDeque::new(),
         }
     }
 
@@ -421,9 +425,26 @@ impl DescendantObserver {
             );
         }
 
-        let threshold = elapsed.mul_f64(self.threshold).max(MIN_CPU);
+        // The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
+        // long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
+        // single interval could only show work above 20 % of a core (two 10 ms ticks).
+        let active = !first && {
+            let start = now - elapsed;
+            self.window.push_back((start, delta));
+            let min_window = MIN_CPU.div_f64(self.threshold);
+            while self.window.len() > 1
+                && now.saturating_duration_since(self.window[1].0) >= min_window
+            {
+                self.window.pop_front();
+            }
+            let span = now
+                .saturating_duration_since(self.window[0].0)
+                .max(min_window);
+            let sum: Duration = self.window.iter().map(|(_, d)| *d).sum();
+            sum >= span.mul_f64(self.threshold)
+        };
         self.last = ChildrenSample {
-            active: !first && delta >= threshold,
+            active,
             descendants,
             cpu_delta: delta,
             descendant_cpu,
@@ -705,6 +726,36 @@ mod tests {
         assert!(!obs.sample(t0 + Duration::from_millis(100)).active);
         table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 30, 0)]);
         assert!(obs.sample(t0 + Duration::from_millis(200)).active);
+    }
+
+    #[test]
+    fn short_intervals_pool_samples_so_modest_work_counts() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        // 8 % of a core, sampled every 100 ms, seen in whole 10 ms ticks (8 ms per interval:
+        // a single interval shows 0 or 10 ms, never the 20 ms floor).
+        let mut seen_active = false;
+        for i in 1..=20u64 {
+            let total = 8 * i / 10 * 10;
+            table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, total, 0)]);
+            seen_active |= obs.sample(t0 + Duration::from_millis(100 * i)).active;
+        }
+        assert!(seen_active, "8 % of a core is work");
+        // 1 % of a core: one tick a second never is.
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        for i in 1..=50u64 {
+            let ticks = i / 10; // one 10 ms tick per second
+            table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, ticks * 10, 0)]);
+            assert!(
+                !obs.sample(t0 + Duration::from_millis(100 * i)).active,
+                "at {i}"
+            );
+        }
     }
 
     #[cfg(target_os = "linux")]
