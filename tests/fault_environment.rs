@@ -114,7 +114,10 @@ fn agent_deleted_mid_run_and_recreated_keeps_counting_stat_scan() {
 fn deleted_for_good(stat_scan: bool) {
     let s = Scenario::new("env_deleted");
     let session = s.spawn(
-        &format!("mkdir .agent; {}; rm -rf .agent; exec sleep 1000", writes(4)),
+        &format!(
+            "mkdir .agent; {}; rm -rf .agent; exec sleep 1000",
+            writes(4)
+        ),
         config(stat_scan),
     );
     let result = wait_generously(&session);

@@ -76,11 +76,7 @@ fn never_killed(name: &str, script: &str, stat_scan: bool, carrier: ActivitySour
                         }
                     }
                     if carrier != ActivitySource::Children {
-                        assert_eq!(
-                            events(&result, ActivitySource::Children),
-                            0,
-                            "{result:#?}"
-                        );
+                        assert_eq!(events(&result, ActivitySource::Children), 0, "{result:#?}");
                     }
                     s.assert_no_leak();
                     s.assert_accounted();
@@ -126,7 +122,12 @@ fn only_file_writes_never_killed() {
 
 #[test]
 fn only_file_writes_never_killed_stat_scan() {
-    never_killed("nfk_files_scan", &files_script(), true, ActivitySource::Files);
+    never_killed(
+        "nfk_files_scan",
+        &files_script(),
+        true,
+        ActivitySource::Files,
+    );
 }
 
 /// A grandchild computing in bursts (30 ms of every 100 ms, a third of a core: a compiler
@@ -144,4 +145,72 @@ fn only_a_cpu_busy_grandchild_never_killed() {
         false,
         ActivitySource::Children,
     );
+}
+
+/// A build-like child: a stream of short-lived busy processes (40 ms of CPU each, so each
+/// lives less than one check interval), started and reaped one after the other by the child
+/// itself. Their CPU only shows as the child's reaped-children time.
+#[test]
+fn only_short_lived_busy_processes_never_killed() {
+    never_killed(
+        "nfk_short_lived",
+        &format!(
+            "end=$(( $(date +%s%N) / 1000000 + {ms} )); \
+             while [ $(( $(date +%s%N) / 1000000 )) -lt $end ]; do \
+               perl -MTime::HiRes=time -e 'my $e = time + 0.04; 1 while time < $e'; \
+               sleep 0.06; done",
+            ms = (IDLE * BEATS / 2).as_millis()
+        ),
+        false,
+        ActivitySource::Children,
+    );
+}
+
+/// Sessions side by side: three silent trees (with a background job and a setsid escapee each)
+/// are ended at their idle timeout while three working children, started at the same time,
+/// finish untouched. One session's ladder never reaches another session's processes.
+#[test]
+fn a_neighbours_ladder_never_hits_a_working_session() {
+    for _ in 0..repeats(1) {
+        let idle = ms(500);
+        let silent: Vec<(Scenario, stallwatch::Session)> = (0..3)
+            .map(|_| {
+                let s = Scenario::new("nfk_neighbour_silent");
+                let session = s.spawn(
+                    "sleep 1000 & setsid sleep 1000 & say ready; wait",
+                    MonitorConfig::default()
+                        .idle_timeout(idle)
+                        .kill_ladder(KillLadder::polite(Signal::TERM, ms(300))),
+                );
+                (s, session)
+            })
+            .collect();
+        let working: Vec<(Scenario, stallwatch::Session)> = (0..3)
+            .map(|_| {
+                let s = Scenario::new("nfk_neighbour_working");
+                let session = s.spawn(
+                    "i=0; while [ $i -lt 10 ]; do warn beat-$i; sleep 0.2; i=$((i+1)); done",
+                    MonitorConfig::default().idle_timeout(Duration::from_secs(5)),
+                );
+                (s, session)
+            })
+            .collect();
+        for (s, session) in &silent {
+            let result = wait_generously(session);
+            assert!(
+                matches!(result.outcome, Outcome::IdleTimeout(_)),
+                "{result:#?}"
+            );
+            s.assert_no_leak();
+            s.assert_accounted();
+        }
+        for (s, session) in &working {
+            let result = wait_generously(session);
+            assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+            assert_eq!(result.exit_code(), 0, "untouched: {result:#?}");
+            assert!(result.signals_sent.is_empty());
+            s.assert_no_leak();
+            s.assert_accounted();
+        }
+    }
 }

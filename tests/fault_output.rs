@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use common::{ms, wait_generously};
 use fault_support::{Scenario, file_fingerprint, fingerprint};
-use stallwatch::{ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal, Stream};
+use stallwatch::{
+    ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal, Stream,
+};
 
 const IDLE: Duration = Duration::from_millis(500);
 
@@ -42,7 +44,10 @@ fn assert_big_stdout_accounted(s: &Scenario, expected_len: u64) {
     let ledger = s.out_ledger();
     let (got, wrote) = std::thread::scope(|scope| {
         let wrote = scope.spawn(|| file_fingerprint(&ledger));
-        (fingerprint(&received), wrote.join().expect("hashing the ledger"))
+        (
+            fingerprint(&received),
+            wrote.join().expect("hashing the ledger"),
+        )
     });
     assert_eq!(wrote.len, expected_len, "the child wrote it all");
     assert_eq!(got, wrote, "received (left) vs written (right)");

@@ -63,14 +63,18 @@ fn a_sink_that_panics_loses_only_its_own_copy() {
     let calls = Arc::new(Mutex::new(0u32));
     let (g, c) = (got.clone(), calls.clone());
     let sink = OutputSink::callback(move |chunk| {
-        let mut calls = c.lock().expect("not poisoned: the panic below happens after unlock");
+        let mut calls = c
+            .lock()
+            .expect("not poisoned: the panic below happens after unlock");
         *calls += 1;
         let n = *calls;
         drop(calls);
         if n == 3 {
             panic!("fault injection: the stdout sink panics at its third chunk");
         }
-        g.lock().expect("never held across a panic").extend_from_slice(chunk);
+        g.lock()
+            .expect("never held across a panic")
+            .extend_from_slice(chunk);
     });
     let session = s
         .builder(
@@ -93,7 +97,11 @@ fn a_sink_that_panics_loses_only_its_own_copy() {
     let received = got.lock().expect("not poisoned").clone();
     let written = assert_prefix_of_ledger(&received, &s.out_ledger());
     assert_eq!(written, 4194304);
-    assert_eq!(*calls.lock().expect("not poisoned"), 3, "dropped after the panic");
+    assert_eq!(
+        *calls.lock().expect("not poisoned"),
+        3,
+        "dropped after the panic"
+    );
     assert_eq!(
         session.output_bytes(Stream::Stdout),
         written,
@@ -148,7 +156,8 @@ fn a_sink_that_blocks_does_not_keep_the_tree_alive_or_wait_hanging() {
     s.assert_no_leak(); // while the sink is still blocked
     release.send(()).expect("the sink is waiting");
     // The stuck chunk completes; then the detached reader stops.
-    assert!(poll_until(GENEROUS, || session.output_bytes(Stream::Stdout)
+    assert!(poll_until(GENEROUS, || session
+        .output_bytes(Stream::Stdout)
         == got.lock().expect("not poisoned").len() as u64));
     let received = got.lock().expect("not poisoned").clone();
     let written = assert_prefix_of_ledger(&received, &s.out_ledger());
@@ -187,7 +196,8 @@ fn a_sink_blocked_when_the_child_exits_does_not_hang_wait() {
     assert_eq!(result.exit_code(), 6);
     s.assert_no_leak();
     drop(release); // unblocks the sink for good
-    assert!(poll_until(GENEROUS, || session.output_bytes(Stream::Stdout)
+    assert!(poll_until(GENEROUS, || session
+        .output_bytes(Stream::Stdout)
         == got.lock().expect("not poisoned").len() as u64));
     assert_prefix_of_ledger(&got.lock().expect("not poisoned"), &s.out_ledger());
 }
@@ -306,7 +316,9 @@ fn a_crash_of_the_supervising_program_takes_the_grandchildren_too() {
     assert_eq!(line, "ready\n");
     let up = s.marker.pids();
     assert!(up.len() >= 4, "stallwatch, sh and two sleepers: {up:#?}");
-    supervisor.kill().expect("SIGKILL to our own stallwatch process");
+    supervisor
+        .kill()
+        .expect("SIGKILL to our own stallwatch process");
     supervisor.wait().expect("reaped");
     s.assert_no_leak();
 }
@@ -322,7 +334,9 @@ fn a_crash_of_the_supervising_program_takes_the_direct_child() {
         .read_line(&mut line)
         .expect("the handshake");
     assert_eq!(line, "ready\n");
-    supervisor.kill().expect("SIGKILL to our own stallwatch process");
+    supervisor
+        .kill()
+        .expect("SIGKILL to our own stallwatch process");
     supervisor.wait().expect("reaped");
     s.assert_no_leak();
 }

@@ -72,12 +72,17 @@ fn assert_coherent(result: &MonitorResult, code: i32, ended_by: &str) {
         }
         other => {
             assert_eq!(other.name(), ended_by, "{result:#?}");
-            assert_eq!(result.signals_sent.first(), Some(&Signal::TERM), "{result:#?}");
+            assert_eq!(
+                result.signals_sent.first(),
+                Some(&Signal::TERM),
+                "{result:#?}"
+            );
             assert!(!result.escalated, "TERM suffices: {result:#?}");
             assert!(result.ladder_time.is_some(), "{result:#?}");
             let status = result.status.expect("reaped");
             assert!(
-                status.code() == Some(code) || std::os::unix::process::ExitStatusExt::signal(&status) == Some(15),
+                status.code() == Some(code)
+                    || std::os::unix::process::ExitStatusExt::signal(&status) == Some(15),
                 "its own exit or our TERM: {result:#?}"
             );
         }
@@ -130,7 +135,10 @@ fn a_child_exiting_before_the_first_sample_is_reported_exactly() {
             ("exit 7", 7),
             ("say quick; exit 7", 7),
             ("warn on-stderr; say on-stdout; exit 0", 0),
-            ("head -c 1048576 /dev/urandom | tee -a \"$SW_OUT\"; exit 9", 9),
+            (
+                "head -c 1048576 /dev/urandom | tee -a \"$SW_OUT\"; exit 9",
+                9,
+            ),
             ("exec true", 0),
         ] {
             let s = Scenario::new("timing_early_exit");

@@ -201,7 +201,10 @@ fn a_grandchild_holding_stdout_after_the_child_exits_loses_no_byte() {
         done = done.display()
     );
     let started = Instant::now();
-    let session = s.spawn(&script, config().kill_ladder(KillLadder::polite(Signal::TERM, GRACE)));
+    let session = s.spawn(
+        &script,
+        config().kill_ladder(KillLadder::polite(Signal::TERM, GRACE)),
+    );
     let result = wait_generously(&session);
     assert!(started.elapsed() < HANDSHAKE, "{:?}", started.elapsed());
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -230,7 +233,10 @@ fn a_grandchild_writing_after_the_child_exits_is_drained_to_the_end() {
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
     assert_eq!(result.exit_code(), 0);
     assert!(result.signals_sent.is_empty(), "{result:#?}");
-    assert!(result.output_complete, "drained to end-of-file: {result:#?}");
+    assert!(
+        result.output_complete,
+        "drained to end-of-file: {result:#?}"
+    );
     assert!(s.out.contains("late-39"), "{}", s.out.text());
     s.assert_no_leak();
     s.assert_accounted_unordered();
@@ -313,4 +319,82 @@ fn a_regrouped_grandchild_of_a_child_that_exits_at_once_is_ended() {
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
     s.assert_no_leak();
     s.assert_accounted();
+}
+
+/// A `setsid` escapee still in the tree, with the children signal turned off (a user who does
+/// not want CPU to count as activity): the ladder should still hunt it down.
+#[test]
+#[ignore = "BUG (runaway process): with MonitorConfig::children_signal(false) no \
+            DescendantObserver exists (src/monitor.rs start_threads(): `children = \
+            config.enabled.children.then(..)`), so live_escapees() returns nothing and \
+            advance_ladder() signals escapees only `if let Some(observer) = \
+            self.children.as_mut()`: a setsid or setpgid descendant is never signalled and \
+            outlives the session. Turning off CPU-as-activity silently turns off escapee \
+            hunting. Fix: keep a DescendantObserver for tree tracking whatever \
+            enabled.children says, and only skip stamping the board."]
+fn a_setsid_escapee_is_ended_with_the_children_signal_off() {
+    let s = Scenario::new("tree_setsid_no_children");
+    let up = s.scratch("up");
+    let script = format!(
+        "setsid sh -c ': > \"{up}\"; exec sleep 1000' & \
+         while [ ! -e '{up}' ]; do sleep 0.01; done; say ready; exec sleep 1000",
+        up = up.display()
+    );
+    let session = s.spawn(&script, config().children_signal(false));
+    s.out.wait_for("ready");
+    let result = wait_generously(&session);
+    assert!(is_idle_timeout(&result.outcome), "{result:#?}");
+    s.assert_no_leak();
+    s.assert_accounted();
+}
+
+/// With `LeftoverPolicy::Keep`, a grandchild that never stops writing after the leader exited:
+/// `wait` returns at the drain cap, and at most one more chunk reaches the sink afterwards.
+/// Every line that arrived is the beginning of what was written, in order.
+#[test]
+fn an_endless_writer_left_behind_does_not_keep_wait_past_the_drain_cap() {
+    let s = Scenario::new("tree_endless_writer");
+    let drain_cap = ms(800);
+    let started = Instant::now();
+    let session = s.spawn(
+        "(i=0; while :; do say endless-$i; i=$((i+1)); done) & say leader-bye; exit 0",
+        config()
+            .leftovers(LeftoverPolicy::Keep)
+            .drain_cap(drain_cap),
+    );
+    let result = wait_generously(&session);
+    assert!(started.elapsed() < HANDSHAKE, "{:?}", started.elapsed());
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    assert!(!result.output_complete, "{result:#?}");
+    let at_return = s.out.bytes().len();
+    // Our own cleanup: the writer carries our marker. Stopping it also ends its writes.
+    for p in s.marker.pids() {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &p.pid.to_string()])
+            .status();
+    }
+    s.assert_no_leak();
+    let received = s.out.bytes();
+    assert!(
+        received.len() - at_return <= 256 * 1024,
+        "{} bytes arrived after wait returned",
+        received.len() - at_return
+    );
+    let written = std::fs::read(s.out_ledger()).expect("the ledger");
+    // Two writers: the leader's line may sit anywhere; the writer's lines are in order.
+    let endless: Vec<&[u8]> = received
+        .split_inclusive(|b| *b == b'\n')
+        .filter(|l| l.starts_with(b"endless-"))
+        .collect();
+    let written_endless: Vec<&[u8]> = written
+        .split_inclusive(|b| *b == b'\n')
+        .filter(|l| l.starts_with(b"endless-"))
+        .collect();
+    assert!(!endless.is_empty());
+    assert!(endless.len() <= written_endless.len());
+    assert_eq!(
+        fault_support::fingerprint(&endless.concat()),
+        fault_support::fingerprint(&written_endless[..endless.len()].concat()),
+        "the lines that arrived are the first ones written, in order"
+    );
 }
