@@ -204,9 +204,9 @@ fn file_turned_into_a_folder(stat_scan: bool) {
 
 #[test]
 #[ignore = "BUG (false kill): with inotify, a root that is not a folder when the tracker arms \
-            it (RootState::Invalid, src/signals/files.rs arm_root(), the `Ok(_)` arm) gets no \
-            watch at all, not even on its parent, and nothing re-arms it later: in notify \
-            mode arm() only runs on Msg::Rearm, which only an event on a watched path sends. \
+            it (RootState::Invalid, src/signals/files.rs:397, arm_root()'s `Ok(_)` arm) gets no \
+            watch at all, not even on its parent (files.rs:427), and nothing re-arms it later: \
+            in notify mode arm() only runs on Msg::Rearm (files.rs:474), which only an event on a watched path sends. \
             When the file is replaced by a folder, writes in it are never seen and the working \
             child is killed at the idle timeout. The stat-scan mode re-arms at every scan and \
             is fine. Fix: for an Invalid root, watch its parent non-recursively like a \
@@ -245,7 +245,7 @@ fn folder_file_folder(stat_scan: bool) {
 
 #[test]
 #[ignore = "BUG (false kill): with inotify, once `.agent` has turned into a file the tracker \
-            marks it RootState::Invalid and drops every watch for it (src/signals/files.rs \
+            marks it RootState::Invalid and drops every watch for it (src/signals/files.rs:419-432, \
             arm_root(): the old Waiting ancestor watch is removed, none is added for \
             Invalid), so when the file becomes a folder again nothing re-arms it and writes \
             there never count: the working child is killed at the idle timeout. Same fix as \
@@ -282,7 +282,7 @@ fn symlinked_root(stat_scan: bool) {
 
 #[test]
 #[ignore = "BUG (false kill): a root that is a symbolic link to a folder (`.agent -> \
-            shared/agent`) is treated as `is not a folder`: src/signals/files.rs arm_root() \
+            shared/agent`) is treated as `is not a folder`: src/signals/files.rs:392, arm_root(), \
             uses fs::symlink_metadata(root), which describes the link, not its target, so the \
             root becomes RootState::Invalid and the file signal `unavailable` in both modes; \
             work in the linked folder never counts and a child that works only there is \
@@ -295,7 +295,7 @@ fn agent_as_a_symlink_to_a_folder_counts() {
 
 #[test]
 #[ignore = "BUG (false kill): a root that is a symbolic link to a folder (`.agent -> \
-            shared/agent`) is treated as `is not a folder`: src/signals/files.rs arm_root() \
+            shared/agent`) is treated as `is not a folder`: src/signals/files.rs:392, arm_root(), \
             uses fs::symlink_metadata(root), which describes the link, not its target, so the \
             root becomes RootState::Invalid and the file signal `unavailable` in both modes; \
             work in the linked folder never counts and a child that works only there is \

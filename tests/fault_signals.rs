@@ -296,9 +296,10 @@ fn exec_into_a_program_with_a_busy_child_is_watched_across_the_exec() {
 /// last look at the tree.
 #[test]
 #[ignore = "BUG (runaway process): a descendant that escapes (setsid) *during* the ladder is \
-            never signalled. src/monitor.rs start_ladder() computes `self.escapees` once, from \
-            the last sample; step_ladder()/tree_gone() then only re-check the group and that \
-            fixed list, and no descendant sample is taken while Phase::Ending, so a helper \
+            never signalled. src/monitor.rs:653 (start_ladder) computes `self.escapees` once, \
+            from the last sample; step_ladder()/tree_gone() (monitor.rs:670-680) then only \
+            re-check the group and that fixed list, and no descendant sample is taken while \
+            Phase::Ending (monitor.rs:547), so a helper \
             spawned by a TERM handler in a new session is missed and tree_gone() reports the \
             tree gone while it runs on. Fix: sample descendants at each ladder step and before \
             declaring the tree gone (while the leader is not reaped its children are still \

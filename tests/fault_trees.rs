@@ -48,8 +48,8 @@ fn is_idle_timeout(outcome: &Outcome) -> bool {
 #[ignore = "BUG: an escapee that leaves the process group AND the child's tree (setsid + \
             double fork, re-parented to init) before the first descendant sample is never \
             seen, so the ladder never signals it and it outlives the session. \
-            src/monitor.rs start_ladder()/advance_ladder() only signal the group and \
-            `escapees` remembered by DescendantObserver::sample (src/signals/children.rs), \
+            src/monitor.rs:653 start_ladder() and :752 advance_ladder() only signal the group \
+            and `escapees` remembered by DescendantObserver::sample (src/signals/children.rs:337), \
             which walks /proc/<pid>/task/*/children from the child every check interval \
             (>= 100 ms). Fix needs a kernel-side tie: PR_SET_CHILD_SUBREAPER on the \
             supervising process (orphans re-parent to it and stay visible), or a cgroup / \
@@ -75,7 +75,7 @@ fn a_daemon_that_escapes_before_the_first_sample_is_ended() {
 #[ignore = "BUG: `exec setsid PROGRAM` as the child: setsid(1) forks because the child leads \
             its group, the leader exits at once and PROGRAM runs on in a new session, never \
             seen by the descendant observer (the leader died before any sample; \
-            after_leader_exit() in src/monitor.rs samples a zombie whose children were already \
+            after_leader_exit(), src/monitor.rs:609-614, samples a zombie whose children were already \
             re-parented to init). The session reports Exited with no leftover and PROGRAM \
             leaks. Same root cause and fix as a_daemon_that_escapes_before_the_first_sample_is_ended."]
 fn exec_setsid_program_is_not_left_running() {
@@ -304,7 +304,7 @@ time.sleep(1000)
 #[test]
 #[ignore = "BUG: a grandchild that calls setpgid(0,0) and whose parent (the child) exits \
             within the first check interval is never seen: it is not in the group that \
-            after_leader_exit() (src/monitor.rs) scans with group_members(), and it was \
+            after_leader_exit() (src/monitor.rs:614) scans with group_members(), and it was \
             re-parented to init before DescendantObserver::sample ever listed it. Session \
             reports Exited, leftovers_killed 0, the grandchild leaks. Same root cause as \
             a_daemon_that_escapes_before_the_first_sample_is_ended."]
@@ -325,9 +325,9 @@ fn a_regrouped_grandchild_of_a_child_that_exits_at_once_is_ended() {
 /// not want CPU to count as activity): the ladder should still hunt it down.
 #[test]
 #[ignore = "BUG (runaway process): with MonitorConfig::children_signal(false) no \
-            DescendantObserver exists (src/monitor.rs start_threads(): `children = \
-            config.enabled.children.then(..)`), so live_escapees() returns nothing and \
-            advance_ladder() signals escapees only `if let Some(observer) = \
+            DescendantObserver exists (src/monitor.rs:156, start_threads(): `children = \
+            config.enabled.children.then(..)`), so live_escapees() (monitor.rs:600) returns \
+            nothing and advance_ladder() (monitor.rs:752) signals escapees only `if let Some(observer) = \
             self.children.as_mut()`: a setsid or setpgid descendant is never signalled and \
             outlives the session. Turning off CPU-as-activity silently turns off escapee \
             hunting. Fix: keep a DescendantObserver for tree tracking whatever \
