@@ -314,6 +314,11 @@ fn a_crash_of_the_supervising_program_takes_the_grandchildren_too() {
         .read_line(&mut line)
         .expect("the handshake");
     assert_eq!(line, "ready\n");
+    assert_eq!(
+        std::fs::read(s.out_ledger()).expect("the ledger"),
+        line.as_bytes(),
+        "what the child wrote is what the supervisor passed on"
+    );
     let up = s.marker.pids();
     assert!(up.len() >= 4, "stallwatch, sh and two sleepers: {up:#?}");
     supervisor
@@ -334,6 +339,11 @@ fn a_crash_of_the_supervising_program_takes_the_direct_child() {
         .read_line(&mut line)
         .expect("the handshake");
     assert_eq!(line, "ready\n");
+    assert_eq!(
+        std::fs::read(s.out_ledger()).expect("the ledger"),
+        line.as_bytes(),
+        "what the child wrote is what the supervisor passed on"
+    );
     supervisor
         .kill()
         .expect("SIGKILL to our own stallwatch process");
