@@ -203,14 +203,6 @@ fn file_turned_into_a_folder(stat_scan: bool) {
 }
 
 #[test]
-#[ignore = "BUG (false kill): with inotify, a root that is not a folder when the tracker arms \
-            it (RootState::Invalid, src/signals/files.rs:397, arm_root()'s `Ok(_)` arm) gets no \
-            watch at all, not even on its parent (files.rs:427), and nothing re-arms it later: \
-            in notify mode arm() only runs on Msg::Rearm (files.rs:474), which only an event on a watched path sends. \
-            When the file is replaced by a folder, writes in it are never seen and the working \
-            child is killed at the idle timeout. The stat-scan mode re-arms at every scan and \
-            is fine. Fix: for an Invalid root, watch its parent non-recursively like a \
-            missing one (Waiting), so its replacement triggers a re-arm."]
 fn agent_file_turned_into_a_folder_is_watched() {
     file_turned_into_a_folder(false);
 }
@@ -244,12 +236,6 @@ fn folder_file_folder(stat_scan: bool) {
 }
 
 #[test]
-#[ignore = "BUG (false kill): with inotify, once `.agent` has turned into a file the tracker \
-            marks it RootState::Invalid and drops every watch for it (src/signals/files.rs:419-432, \
-            arm_root(): the old Waiting ancestor watch is removed, none is added for \
-            Invalid), so when the file becomes a folder again nothing re-arms it and writes \
-            there never count: the working child is killed at the idle timeout. Same fix as \
-            agent_file_turned_into_a_folder_is_watched."]
 fn agent_folder_file_folder_keeps_counting() {
     folder_file_folder(false);
 }
@@ -281,27 +267,11 @@ fn symlinked_root(stat_scan: bool) {
 }
 
 #[test]
-#[ignore = "BUG (false kill): a root that is a symbolic link to a folder (`.agent -> \
-            shared/agent`) is treated as `is not a folder`: src/signals/files.rs:392, arm_root(), \
-            uses fs::symlink_metadata(root), which describes the link, not its target, so the \
-            root becomes RootState::Invalid and the file signal `unavailable` in both modes; \
-            work in the linked folder never counts and a child that works only there is \
-            killed at the idle timeout (the report does say `files unavailable`, so it is not \
-            silent). Fix: resolve the root itself with fs::metadata (follow the link for the \
-            root only; links inside the root stay unfollowed) and watch the canonical path."]
 fn agent_as_a_symlink_to_a_folder_counts() {
     symlinked_root(false);
 }
 
 #[test]
-#[ignore = "BUG (false kill): a root that is a symbolic link to a folder (`.agent -> \
-            shared/agent`) is treated as `is not a folder`: src/signals/files.rs:392, arm_root(), \
-            uses fs::symlink_metadata(root), which describes the link, not its target, so the \
-            root becomes RootState::Invalid and the file signal `unavailable` in both modes; \
-            work in the linked folder never counts and a child that works only there is \
-            killed at the idle timeout (the report does say `files unavailable`, so it is not \
-            silent). Fix: resolve the root itself with fs::metadata (follow the link for the \
-            root only; links inside the root stay unfollowed) and watch the canonical path."]
 fn agent_as_a_symlink_to_a_folder_counts_stat_scan() {
     symlinked_root(true);
 }

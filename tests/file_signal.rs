@@ -362,9 +362,10 @@ fn the_report_says_how_long_files_were_idle_and_how_many_events() {
     let idle = Duration::from_millis(500);
     let config = MonitorConfig::default().idle_timeout(idle);
     // Three writes, then silence.
+    fs::create_dir(tmp.path().join(".agent")).unwrap(); // watched from the start
     let mut c = Command::new("sh");
     c.arg("-c")
-        .arg("mkdir -p .agent; for i in 1 2 3; do echo $i > .agent/plan.md; done; exec sleep 1000")
+        .arg("for i in 1 2 3; do echo $i > .agent/plan.md; done; exec sleep 1000")
         .arg(&m)
         .current_dir(tmp.path());
     let result = Session::spawn(c, config).unwrap().wait();

@@ -31,6 +31,9 @@ use crate::config::{ConfigError, FileWatchConfig};
 /// against the file name), and the files stallwatch itself writes.
 struct PathFilter {
     roots: Vec<PathBuf>,
+    /// Per root, the folder it resolves to when the root itself is a symbolic link (events
+    /// then come under that path).
+    resolved: RwLock<Vec<Option<PathBuf>>>,
     include: Option<GlobSet>,
     exclude: GlobSet,
     own_files: RwLock<Vec<PathBuf>>,
@@ -82,10 +85,11 @@ impl PathFilter {
             Some(compile("files.include", &config.include)?)
         };
         Ok(Self {
-            roots,
             include,
             exclude: compile("files.exclude", &config.exclude)?,
             own_files: RwLock::new(Vec::new()),
+            resolved: RwLock::new(vec![None; roots.len()]),
+            roots,
         })
     }
 
@@ -93,6 +97,12 @@ impl PathFilter {
         for root in &self.roots {
             if let Ok(relative) = path.strip_prefix(root) {
                 return Place::Inside(self.counts(path, relative));
+            }
+        }
+        for (i, target) in self.resolved.read().iter().enumerate() {
+            if let Some(relative) = target.as_ref().and_then(|t| path.strip_prefix(t).ok()) {
+                let as_root = self.roots[i].join(relative);
+                return Place::Inside(self.counts(&as_root, relative));
             }
         }
         if self.roots.iter().any(|root| root.starts_with(path)) {
@@ -141,7 +151,10 @@ enum RootState {
     Watched,
     /// Missing: its nearest existing ancestor is watched, non-recursively.
     Waiting(PathBuf),
-    /// Not a directory, or cannot be watched.
+    /// Not a folder (a file, say): its parent is watched, non-recursively, so the tracker
+    /// notices when it turns into a folder.
+    NotAFolder(PathBuf),
+    /// Cannot be watched at all.
     Invalid,
 }
 
@@ -318,8 +331,14 @@ impl Worker {
                     for path in &event.paths {
                         match filter.place(path) {
                             Place::Inside(counts) => {
-                                counted |= counts;
-                                rearm |= filter.roots.iter().any(|r| r == path);
+                                if filter.roots.iter().any(|r| r == path) {
+                                    // The root itself appeared, vanished or changed kind: the
+                                    // re-arm decides (and stamps a real change); a root that is
+                                    // a file being written is not activity.
+                                    rearm = true;
+                                } else {
+                                    counted |= counts;
+                                }
                             }
                             Place::AboveRoot => rearm = true,
                             Place::Elsewhere => {}
@@ -367,18 +386,15 @@ impl Worker {
         let mut appeared_or_vanished = false;
         for index in 0..self.roots.len() {
             let (root, old) = self.roots[index].clone();
-            let new = self.arm_root(&root, &old);
-            if new == RootState::Invalid {
+            let new = self.arm_root(index, &root, &old);
+            if matches!(new, RootState::Invalid | RootState::NotAFolder(_)) {
                 available = false;
             }
             // A root that came into being (or went away) since the last look is activity, even
             // when the event that announced it was on a folder watched too late to see it.
             appeared_or_vanished |= self.armed
-                && matches!(
-                    (&old, &new),
-                    (RootState::Waiting(_), RootState::Watched)
-                        | (RootState::Watched, RootState::Waiting(_))
-                );
+                && (old == RootState::Watched) != (new == RootState::Watched)
+                && old != RootState::Invalid;
             self.roots[index].1 = new;
         }
         self.armed = true;
@@ -388,15 +404,30 @@ impl Worker {
         }
     }
 
-    fn arm_root(&mut self, root: &Path, old: &RootState) -> RootState {
-        let new = match fs::symlink_metadata(root) {
+    fn arm_root(&mut self, index: usize, root: &Path, old: &RootState) -> RootState {
+        // A root that is a symbolic link to a folder is watched at the folder it points to
+        // (inotify would otherwise watch the link itself).
+        let target = fs::symlink_metadata(root)
+            .is_ok_and(|m| m.file_type().is_symlink())
+            .then(|| fs::canonicalize(root).ok())
+            .flatten();
+        let old_target =
+            std::mem::replace(&mut self.filter.resolved.write()[index], target.clone());
+        // The root itself may be a symbolic link to a folder (`.agent -> shared/agent`): it is
+        // followed; links *inside* a root are not.
+        let new = match fs::metadata(root) {
             Ok(meta) if meta.is_dir() => {
                 self.warned.retain(|w| w != root);
                 RootState::Watched
             }
             Ok(_) => {
                 self.warn_once(root, "is not a folder");
-                RootState::Invalid
+                let parent = root
+                    .parent()
+                    .filter(|p| p.is_dir())
+                    .unwrap_or_else(|| Path::new("/"))
+                    .to_path_buf();
+                RootState::NotAFolder(parent)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let ancestor = root
@@ -419,20 +450,33 @@ impl Worker {
         // new inode that needs a new watch even under the same path.
         match old {
             RootState::Watched => {
-                let _ = watcher.unwatch(root);
+                let _ = watcher.unwatch(old_target.as_deref().unwrap_or(root));
             }
-            RootState::Waiting(ancestor) => {
+            RootState::Waiting(ancestor) | RootState::NotAFolder(ancestor) => {
                 let _ = watcher.unwatch(ancestor);
             }
             RootState::Invalid => {}
         }
         let result = match &new {
-            RootState::Watched => watcher.watch(root, RecursiveMode::Recursive),
-            RootState::Waiting(ancestor) => watcher.watch(ancestor, RecursiveMode::NonRecursive),
+            RootState::Watched => {
+                watcher.watch(target.as_deref().unwrap_or(root), RecursiveMode::Recursive)
+            }
+            RootState::Waiting(ancestor) | RootState::NotAFolder(ancestor) => {
+                watcher.watch(ancestor, RecursiveMode::NonRecursive)
+            }
             RootState::Invalid => Ok(()),
         };
         match result {
-            Ok(()) => new,
+            Ok(()) => {
+                // The root may have appeared (or changed kind) between the look and the watch on
+                // its ancestor, unseen by that watch: look again.
+                if matches!(new, RootState::Waiting(_) | RootState::NotAFolder(_))
+                    && fs::metadata(root).is_ok_and(|m| m.is_dir())
+                {
+                    let _ = self.tx.send(Msg::Rearm);
+                }
+                new
+            }
             Err(e) if is_out_of_watches(&e) => {
                 self.fall_back(&e.to_string());
                 new
