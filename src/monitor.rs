@@ -77,7 +77,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     sys::configure_command(&mut command, config.parent_death_signal);
     // Subreaper mode: orphans come back to this process; a tag in their environment tells
     // which session they belong to.
-    let tag = if config.enabled.children && config.children.subreaper {
+    let tag = if config.children.subreaper {
         match sys::become_subreaper() {
             Ok(()) => {
                 let value = format!("{}.{id}", std::process::id());
@@ -302,12 +302,14 @@ fn start_threads(
         stdin: parking_lot::Mutex::new(stdin_tx),
     });
 
-    let children = config.enabled.children.then(|| {
+    // The observer always runs: besides descendant CPU (when that signal is on) it remembers
+    // the escapees the ladder must reach.
+    let children = {
         let mut observer = DescendantObserver::new(pid as u32, &config.children);
         observer.sample(clock.now()); // the baseline
-        board.set_enabled(ActivitySource::Children, true);
-        observer
-    });
+        board.set_enabled(ActivitySource::Children, config.enabled.children);
+        Some(observer)
+    };
     let interval = config.effective_check_interval();
     let next_sample = clock.now() + interval;
     let board_clock = clock.clone();
@@ -759,14 +761,16 @@ impl Monitor {
                             {
                                 continue;
                             }
-                            report.children = self.children.as_ref().map(|o| {
-                                let last = o.last();
-                                DescendantSummary {
-                                    count: last.descendants,
-                                    cpu: last.descendant_cpu,
-                                    escapees: last.escapees,
-                                }
-                            });
+                            let children_on = self.config.enabled.children;
+                            report.children =
+                                self.children.as_ref().filter(|_| children_on).map(|o| {
+                                    let last = o.last();
+                                    DescendantSummary {
+                                        count: last.descendants,
+                                        cpu: last.descendant_cpu,
+                                        escapees: last.escapees,
+                                    }
+                                });
                             log::info!(
                                 "session {}: pid {} stale after {} ({report})",
                                 self.id,
@@ -890,10 +894,11 @@ impl Monitor {
         let sample = observer.sample(now);
         self.sampled_at = Some(now);
         self.next_sample = now + self.interval;
-        if sample.active {
+        let active = sample.active && self.config.enabled.children;
+        if active {
             self.board.stamp_at(ActivitySource::Children, now);
         }
-        sample.active
+        active
     }
 
     /// Remembered descendants that left the group and still live (re-checked by identity).
@@ -979,31 +984,44 @@ impl Monitor {
     /// Whether the whole tree is gone: the leader has exited, no other group member lives, and
     /// no escapee the ladder signalled lives.
     fn tree_gone(&mut self) -> bool {
+        self.refresh_escapees();
         if !self.leader_exited
             || !sys::group_members(self.pid, self.pid).is_none_or(|members| members.is_empty())
         {
             return false;
         }
-        if self.collect_adopted() > 0 {
-            // Orphans that came back since the ladder started (a killed daemon's workers):
-            // they get the latest signal too.
-            let known = self.escapees.clone();
-            let fresh: Vec<Identity> = self
-                .live_escapees()
-                .into_iter()
-                .filter(|e| !known.contains(e))
-                .collect();
-            if let Some(signal) = self.signals_sent.last().copied() {
-                for e in &fresh {
-                    let _ = sys::kill_pid(e.pid, signal.number());
-                }
-            }
-            self.escapees.extend(fresh);
-        }
         if let Some(observer) = self.children.as_mut() {
             self.escapees.retain(|e| observer.alive(*e));
         }
         self.escapees.is_empty()
+    }
+
+    /// During the ladder: looks at the tree again, so a descendant that escaped since the
+    /// ladder started (a helper a TERM handler starts in a new session, a killed daemon's
+    /// workers coming back to a subreaper) gets the latest signal too.
+    fn refresh_escapees(&mut self) {
+        let now = self.clock.now();
+        if let Some(observer) = self.children.as_mut() {
+            observer.sample(now);
+        }
+        let known = self.escapees.clone();
+        let fresh: Vec<Identity> = self
+            .live_escapees()
+            .into_iter()
+            .filter(|e| !known.contains(e))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        if let Some(signal) = self.signals_sent.last().copied() {
+            for e in &fresh {
+                let _ = sys::kill_pid(e.pid, signal.number());
+                if signal != Signal::KILL {
+                    let _ = sys::kill_pid(e.pid, sys::SIGCONT);
+                }
+            }
+        }
+        self.escapees.extend(fresh);
     }
 
     fn step_ladder(&mut self, now: Instant) -> Option<Wake> {
@@ -1034,17 +1052,14 @@ impl Monitor {
         let Phase::Ending(ladder) = &mut self.phase else {
             return None;
         };
-        if self.leader_exited {
-            // Only group members remain: nothing will tell us when they die, so look again.
-            let poll = ladder.poll;
-            ladder.poll = (poll * 2).min(POLL_MAX);
-            Some(Wake {
-                at: ladder.deadline,
-                poll: Some(poll),
-            })
-        } else {
-            Some(Wake::at(ladder.deadline))
-        }
+        // Nothing tells us when group members or escapees die, or when a descendant escapes
+        // during the grace: look again, backing off from 5 ms to 200 ms.
+        let poll = ladder.poll;
+        ladder.poll = (poll * 2).min(POLL_MAX);
+        Some(Wake {
+            at: ladder.deadline,
+            poll: Some(poll),
+        })
     }
 
     /// Sends the next step of the ladder.

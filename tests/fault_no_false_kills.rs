@@ -156,20 +156,6 @@ fn only_a_cpu_busy_grandchild_never_killed() {
 /// A grandchild working steadily at 8 % of one core (8 ms of CPU in every 100 ms): above the
 /// default threshold of 5 %, so it is working.
 #[test]
-#[ignore = "BUG (false kill): for check intervals under 400 ms (every idle timeout under 4 s, \
-            the interval being idle / 10 clamped to >= 100 ms) the effective CPU threshold is \
-            not cpu_threshold (5 %) but the 20 ms floor per sample: src/signals/children.rs:424 \
-            `threshold = elapsed.mul_f64(self.threshold).max(MIN_CPU)` with MIN_CPU = 20 ms \
-            (children.rs:302) judges each sample on its own, so at 100 ms a descendant needs \
-            20 % of a core within one interval. A grandchild using 8 % steadily (or 15 %: the \
-            kernel reports CPU in 10 ms ticks, so a 100 ms sample mostly sees 0 or 10 ms) is \
-            almost never active (seen: 0 to 2 active samples in 2 s, 70-160 ms of CPU) and a \
-            silent child working through it is killed at the idle timeout. The \
-            same starves a moderately busy grandchild on a loaded machine (seen: a 30 %-duty \
-            grandchild, 80 ms of CPU in 1.4 s, killed while another core was busy). Fix: carry \
-            the CPU delta over until it reaches the floor (judge the sum over the last \
-            max(interval, MIN_CPU / threshold) window, or keep the previous sample as the \
-            baseline while the delta is under MIN_CPU)."]
 fn a_grandchild_steadily_at_eight_percent_of_a_core_never_killed() {
     never_killed(
         "nfk_cpu_8pct",
