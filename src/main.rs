@@ -125,7 +125,9 @@ fn run(options: &Options) -> Exit {
     command.args(args);
 
     // Caught before the spawn: a signal that arrives meanwhile is passed on once the child runs.
-    let mut signals = SignalHandling::install(cli::reaper::adopts_orphans());
+    // stallwatch becomes a child subreaper at the spawn (Linux): it reaps what it adopts.
+    let mut signals =
+        SignalHandling::install(cli::reaper::adopts_orphans() || cfg!(target_os = "linux"));
     let session = Session::builder(command)
         .config(config.clone())
         .stdin(Stdio::inherit())

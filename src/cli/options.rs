@@ -13,8 +13,8 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
-    CaptureConfig, ConfigError, FileWatchConfig, HumanDuration, KillLadder, LeftoverPolicy,
-    MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, HumanDuration, KillLadder,
+    LeftoverPolicy, MonitorConfig, Signal,
 };
 
 /// The separator of several values in one environment variable (`--watch`, `--exclude`).
@@ -452,6 +452,9 @@ impl Options {
                 LeftoverPolicy::KillLadder
             })
             .files(files)
+            // One session per stallwatch process: the subreaper mode costs nothing here and
+            // catches daemons that double-fork away between two samples.
+            .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
             .file_signal(!cli.no_watch)
             .children_signal(!cli.no_children)
             .output_signal(!cli.no_output);
@@ -833,7 +836,11 @@ mod tests {
             .iter()
             .all(|(_, var)| std::env::var_os(var).is_none())
         {
-            assert_eq!(options.config().unwrap(), MonitorConfig::default());
+            // The library defaults, but for the subreaper mode the command turns on (Linux).
+            let expected = MonitorConfig::default().children(
+                ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")),
+            );
+            assert_eq!(options.config().unwrap(), expected);
             assert_eq!(options.log_level(), log::LevelFilter::Warn);
             assert!(options.summary_wanted());
         }
