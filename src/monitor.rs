@@ -119,6 +119,15 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
     let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
     let pid = child.id();
     LEADERS.lock().push(pid as i32);
+    // With the parent-death signal asked for, the grandchildren should die with this process
+    // too: a guardian outside it SIGKILLs the group if this process vanishes.
+    let guardian = if cfg!(target_os = "linux") && config.parent_death_signal {
+        process::Guardian::start(pid)
+            .inspect_err(|e| log::warn!("session {id}: no guardian for group {pid}: {e}"))
+            .ok()
+    } else {
+        None
+    };
     log::debug!(
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()
@@ -134,6 +143,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         emitter,
         stdin,
         tag,
+        guardian,
     };
 
     match start_threads(
@@ -181,6 +191,8 @@ struct Streams {
     stdin: Option<std::process::ChildStdin>,
     /// `STALLWATCH_SESSION=…` given to the child in subreaper mode.
     tag: Option<Vec<u8>>,
+    /// Ends the group if this process dies.
+    guardian: Option<process::Guardian>,
 }
 
 /// The environment variable that tags a session's processes in subreaper mode.
@@ -334,6 +346,7 @@ fn start_threads(
         status: None,
         tag: streams.tag,
         adopted: Vec::new(),
+        guardian: streams.guardian,
         _files: files,
         children,
         interval,
@@ -556,6 +569,8 @@ struct Monitor {
     tag: Option<Vec<u8>>,
     /// Subreaper mode: orphans of this session adopted by this process (reaped when they die).
     adopted: Vec<i32>,
+    /// Released (told `done`) when the run is over.
+    guardian: Option<process::Guardian>,
     /// Stamps the board from its own thread; stopped when the monitor ends.
     _files: Option<FileActivityTracker>,
     /// Samples descendant CPU from this thread, every `interval`.
@@ -614,6 +629,9 @@ impl Monitor {
         let now = self.clock.now();
         self.flush_output(now, true);
         self.shared.stdin.lock().take(); // nobody reads it any more
+        if let Some(guardian) = self.guardian.take() {
+            guardian.release();
+        }
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);

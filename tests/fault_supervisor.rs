@@ -294,15 +294,6 @@ fn supervise(s: &Scenario, script: &str) -> std::process::Child {
 /// A crash of the supervising program (SIGKILL: no handler, no destructor runs). On Linux the
 /// direct child dies with it (`PR_SET_PDEATHSIG`); the question here is its own children.
 #[test]
-#[ignore = "BUG (runaway processes): when the supervising process dies without cleaning up \
-            (SIGKILL, abort, OOM kill), only the direct child is killed: \
-            PR_SET_PDEATHSIG (src/process/sys/mod.rs:146, configure_command) is per process \
-            and cleared in every fork, so the child's own children and the rest of its process \
-            group are re-parented to init and run on forever. Nothing else ties the tree to \
-            the supervisor. Fix ideas: a tiny guardian process per supervisor (forked by the \
-            spawner thread, holding a pipe whose EOF means 'supervisor gone', which then \
-            SIGKILLs every session's process group and known escapees), or, where available, \
-            a cgroup per session (cgroup.kill)."]
 fn a_crash_of_the_supervising_program_takes_the_grandchildren_too() {
     let s = Scenario::new("sup_crash_grandchild");
     let mut supervisor = supervise(

@@ -837,9 +837,8 @@ mod tests {
             .all(|(_, var)| std::env::var_os(var).is_none())
         {
             // The library defaults, but for the subreaper mode the command turns on (Linux).
-            let expected = MonitorConfig::default().children(
-                ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")),
-            );
+            let expected = MonitorConfig::default()
+                .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")));
             assert_eq!(options.config().unwrap(), expected);
             assert_eq!(options.log_level(), log::LevelFilter::Warn);
             assert!(options.summary_wanted());

@@ -72,3 +72,52 @@ pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::E
         format!("cannot run {program:?}: {error}{hint}"),
     )
 }
+
+/// A watchman for the process group of a session, outside this process: if the supervising
+/// process dies without ending the session (a crash, SIGKILL), the guardian SIGKILLs the whole
+/// group, grandchildren included. (The parent-death signal only reaches the direct child.)
+///
+/// It is a tiny `sh` in a process group of its own, reading one line from a pipe whose write
+/// end only this process holds: `done` when the session ended properly (the guardian then
+/// exits quietly), end-of-file when this process died.
+#[derive(Debug)]
+pub(crate) struct Guardian {
+    child: Child,
+    tx: Option<std::io::PipeWriter>,
+}
+
+/// The guardian's whole program: POSIX `sh`, no other tool.
+const GUARDIAN_SCRIPT: &str = r#"read line; [ "$line" = done ] || kill -9 "-$1" 2>/dev/null"#;
+
+impl Guardian {
+    /// Starts the guardian of process group `pgid`.
+    pub(crate) fn start(pgid: u32) -> io::Result<Guardian> {
+        let (rx, tx) = std::io::pipe()?;
+        let mut command = Command::new("/bin/sh");
+        command
+            .args([
+                "-c",
+                GUARDIAN_SCRIPT,
+                "stallwatch-guardian",
+                &pgid.to_string(),
+            ])
+            .stdin(rx)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // Its own group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = command.spawn()?;
+        Ok(Guardian {
+            child,
+            tx: Some(tx),
+        })
+    }
+
+    /// The session ended properly: the guardian exits without signalling; it is reaped.
+    pub(crate) fn release(mut self) {
+        if let Some(mut tx) = self.tx.take() {
+            let _ = std::io::Write::write_all(&mut tx, b"done\n");
+        }
+        let _ = self.child.wait();
+    }
+}
