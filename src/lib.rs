@@ -192,10 +192,13 @@ mod activity;
 mod capture;
 mod clock;
 mod config;
+mod environment;
 mod events;
 mod monitor;
 mod outcome;
 mod process;
+mod registry;
+mod retry;
 mod session;
 mod signals;
 mod verdict;
@@ -214,11 +217,14 @@ pub use config::{
     HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig,
     Signal,
 };
+pub use environment::{Environment, HomeReport, SeedFailure};
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
     HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,
 };
+pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
+pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Lifecycle, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
 pub use signals::files::FileActivityTracker;

@@ -44,8 +44,9 @@ pub(crate) enum Control {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Spawns the child and its threads; returns the session.
-pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
+pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
     let stdin_pipe = builder.wants_stdin_pipe();
+    let home = builder.take_home_report();
     let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
@@ -111,6 +112,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         log_dir,
         emitter,
         stdin,
+        home,
     };
 
     match start_threads(
@@ -156,6 +158,8 @@ struct Streams {
     emitter: Arc<Emitter>,
     /// The child's stdin, when the caller feeds it.
     stdin: Option<std::process::ChildStdin>,
+    /// The isolated home prepared for the child, for the result.
+    home: Option<crate::environment::HomeReport>,
 }
 
 #[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
@@ -272,6 +276,7 @@ fn start_threads(
             spills[1].as_ref().map(|s| s.state.clone()),
         ],
         stdin: parking_lot::Mutex::new(stdin_tx),
+        home: streams.home,
     });
 
     let children = config.enabled.children.then(|| {
@@ -440,6 +445,7 @@ impl Drop for DoneGuard {
                 logs: Vec::new(),
                 events_dropped: 0,
                 output_complete: false,
+                home: self.shared.home.clone(),
             });
         }
     }
@@ -1074,6 +1080,7 @@ impl Monitor {
                 .collect(),
             events_dropped: self.emitter.dropped(),
             output_complete: self.readers_done.iter().all(|d| *d),
+            home: self.shared.home.clone(),
         }
     }
 }
