@@ -81,8 +81,9 @@ pub struct Attempt {
     pub output: Snapshot,
     /// Why it qualified for a retry; `None` when it did not (it succeeded, or failed otherwise).
     pub reason: Option<RetryReason>,
-    /// Whether another attempt followed (`false` after a qualifying attempt when the retries
-    /// were used up).
+    /// Whether a retry followed (`false` after a qualifying attempt when the retries were used
+    /// up; `true` also when the retry could not be spawned, see
+    /// [`RetryReport::retry_spawn_error`]).
     pub retried: bool,
 }
 
