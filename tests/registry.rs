@@ -73,9 +73,14 @@ fn summaries_of_several_live_sessions_display_as_one_line_each() {
     for out in &outs {
         out.wait_for("ready");
     }
-    // The third one passed the spill threshold: wait for its log to exist.
+    // The sinks see a chunk just before it is counted, and the third stream's log is created
+    // by its spill thread: wait until every count is in and the log exists.
     assert!(
-        poll_until(HANDSHAKE, || summary(&registry, 3).log.is_some()),
+        poll_until(HANDSHAKE, || {
+            let list = registry.list();
+            list.iter().map(|s| s.bytes).collect::<Vec<_>>() == [6, 6, 8192]
+                && list[2].log.is_some()
+        }),
         "{:?}",
         registry.list()
     );
