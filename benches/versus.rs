@@ -35,8 +35,12 @@ fn run_quiet(command: &mut Command) {
 fn spawn_overhead(c: &mut Criterion) {
     let logs = tempfile::tempdir().expect("a temp folder");
     let mut group = c.benchmark_group("versus_spawn_and_exit");
-    group.sample_size(30).measurement_time(Duration::from_secs(4));
-    group.bench_function("true_alone", |b| b.iter(|| run_quiet(&mut Command::new("true"))));
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(4));
+    group.bench_function("true_alone", |b| {
+        b.iter(|| run_quiet(&mut Command::new("true")))
+    });
     group.bench_function("gnu_timeout", |b| {
         b.iter(|| run_quiet(Command::new("timeout").args(["1h", "true"])))
     });
@@ -86,7 +90,9 @@ fn relay(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(6))
         .throughput(Throughput::Bytes(RELAY_BYTES));
     let pipeline = format!("head -c {size} /dev/zero | cat");
-    group.bench_function("cat", |b| b.iter(|| relay_through("sh", &["-c", &pipeline])));
+    group.bench_function("cat", |b| {
+        b.iter(|| relay_through("sh", &["-c", &pipeline]))
+    });
     let log_dir = logs.path().to_str().expect("a UTF-8 temp path").to_owned();
     group.bench_function("stallwatch_no_spill", |b| {
         // The relay alone: a log folder that is never written (a threshold above the output).
@@ -95,12 +101,13 @@ fn relay(c: &mut Criterion) {
                 "sh",
                 &[
                     "-c",
-                    &format!(
-                        "{STALLWATCH} --log-dir {log_dir} -- head -c {size} /dev/zero"
-                    ),
+                    &format!("{STALLWATCH} --log-dir {log_dir} -- head -c {size} /dev/zero"),
                 ],
             );
-            for entry in std::fs::read_dir(&log_dir).expect("the log folder").flatten() {
+            for entry in std::fs::read_dir(&log_dir)
+                .expect("the log folder")
+                .flatten()
+            {
                 let _ = std::fs::remove_file(entry.path());
             }
         })
@@ -116,7 +123,9 @@ const TREE: &str = "i=0; while [ $i -lt 180 ]; do sleep 1000 & i=$((i+1)); done;
 
 fn teardown(c: &mut Criterion) {
     let mut group = c.benchmark_group("versus_teardown");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     group.bench_function("tree_of_200_with_20_escapees", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
@@ -131,7 +140,10 @@ fn teardown(c: &mut Criterion) {
                 let started = Instant::now();
                 let session = Session::spawn(command, config).expect("the tree starts");
                 let result = session.wait();
-                assert!(matches!(result.outcome, Outcome::IdleTimeout(_)), "{result:?}");
+                assert!(
+                    matches!(result.outcome, Outcome::IdleTimeout(_)),
+                    "{result:?}"
+                );
                 assert!(!result.termination_unproven);
                 let ladder = result.ladder_time.expect("a ladder ran");
                 assert!(started.elapsed() < Duration::from_secs(60));

@@ -123,6 +123,42 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! Run several children at once and steer them by id with a [`Registry`]; give each a clean
+//! [`Environment`] (an allowlist over an empty environment, an isolated home seeded with the
+//! files it needs); run a command again when it fails with a known transient message
+//! ([`RetryPolicy`]):
+//!
+//! ```
+//! use std::process::Command;
+//! use std::time::Duration;
+//! use stallwatch::{
+//!     ControlAction, ControlAnswer, Environment, Lifecycle, MonitorConfig, Registry, Session,
+//! };
+//!
+//! let home = tempfile::tempdir()?;
+//! let registry = Registry::new();
+//! for seconds in ["1000", "2000"] {
+//!     let mut command = Command::new("sleep");
+//!     command.arg(seconds);
+//!     let builder = Session::builder(command)
+//!         .config(MonitorConfig::default().idle_timeout(Duration::from_secs(600)))
+//!         .environment(Environment::empty().inherit("PATH").home(home.path()));
+//!     registry.spawn(builder)?;
+//! }
+//! let lines: Vec<String> = registry.list().iter().map(ToString::to_string).collect();
+//! assert!(lines[0].starts_with("#01 running uptime="), "{lines:?}");
+//! assert!(lines[1].ends_with(" log=- cmd=sleep 2000"), "{lines:?}");
+//! let longer = ControlAction::Keepalive { idle_timeout: Some(Duration::from_secs(1800)) };
+//! assert_eq!(registry.control(1, longer), ControlAnswer::Ack);
+//! assert_eq!(registry.control(2, ControlAction::Kill), ControlAnswer::Ack);
+//! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(9));
+//! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyTerminated);
+//! let ended = registry.shutdown_all(); // #01: the ladder, and wait
+//! assert_eq!(ended.len(), 1);
+//! assert!(registry.list().iter().all(|s| s.state == Lifecycle::Terminated));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # Theory of operation
 //!
 //! Data flows one way: child → signal sources → [`ActivityBoard`] → monitor → verdict → kill
@@ -195,10 +231,13 @@ mod activity;
 mod capture;
 mod clock;
 mod config;
+mod environment;
 mod events;
 mod monitor;
 mod outcome;
 mod process;
+mod registry;
+mod retry;
 mod session;
 mod signals;
 mod verdict;
@@ -217,11 +256,14 @@ pub use config::{
     HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig,
     Signal,
 };
+pub use environment::{Environment, HomeReport, SeedFailure};
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
     HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,
 };
+pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
+pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Lifecycle, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
 pub use signals::files::FileActivityTracker;

@@ -48,8 +48,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static LEADERS: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
 
 /// Spawns the child and its threads; returns the session.
-pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
+pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
     let stdin_pipe = builder.wants_stdin_pipe();
+    let home = builder.take_home_report();
     let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
@@ -144,6 +145,7 @@ pub(crate) fn start(builder: SessionBuilder) -> io::Result<Session> {
         stdin,
         tag,
         guardian,
+        home,
     };
 
     match start_threads(
@@ -193,6 +195,8 @@ struct Streams {
     tag: Option<Vec<u8>>,
     /// Ends the group if this process dies.
     guardian: Option<process::Guardian>,
+    /// The isolated home prepared for the child, for the result.
+    home: Option<crate::environment::HomeReport>,
 }
 
 /// The environment variable that tags a session's processes in subreaper mode.
@@ -312,6 +316,7 @@ fn start_threads(
             spills[1].as_ref().map(|s| s.state.clone()),
         ],
         stdin: parking_lot::Mutex::new(stdin_tx),
+        home: streams.home,
     });
 
     // The observer always runs: besides descendant CPU (when that signal is on) it remembers
@@ -485,6 +490,7 @@ impl Drop for DoneGuard {
                 logs: Vec::new(),
                 events_dropped: 0,
                 output_complete: false,
+                home: self.shared.home.clone(),
             });
         }
     }
@@ -1190,6 +1196,7 @@ impl Monitor {
                 .collect(),
             events_dropped: self.emitter.dropped(),
             output_complete: self.readers_done.iter().all(|d| *d),
+            home: self.shared.home.clone(),
         }
     }
 }

@@ -183,6 +183,9 @@ pub struct MonitorResult {
     /// Whether the output pipes reached end-of-file (`false`: the drain stopped at quiet output
     /// or the drain cap because something still held them open).
     pub output_complete: bool,
+    /// The isolated home the child was given, with the files seeded into it and those that
+    /// could not be (see [`Environment::home`](crate::Environment::home)).
+    pub home: Option<crate::environment::HomeReport>,
 }
 
 impl MonitorResult {
@@ -232,6 +235,7 @@ mod tests {
             logs: vec![],
             events_dropped: 0,
             output_complete: true,
+            home: None,
         }
     }
 

@@ -13,6 +13,7 @@ use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::{Recorder, Snapshot};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{ConfigError, KillLadder, MonitorConfig, validate_idle_timeout};
+use crate::environment::{Environment, HomeReport};
 use crate::events::{Emitter, Event};
 use crate::monitor::{self, Control};
 use crate::outcome::MonitorResult;
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     pub(crate) spills: [Option<Arc<Mutex<crate::capture::spill::Spill>>>; 2],
     /// The queue to the stdin writer thread (piped stdin only; `None` once closed).
     pub(crate) stdin: Mutex<Option<Sender<Vec<u8>>>>,
+    /// The isolated home prepared at the spawn, if any.
+    pub(crate) home: Option<crate::environment::HomeReport>,
 }
 
 /// Where a session is in its life.
@@ -79,6 +82,9 @@ pub struct SessionBuilder {
     stderr: OutputSink,
     stdin: Option<Stdio>,
     stdin_piped: bool,
+    environment: Environment,
+    /// Set by `spawn` once the environment is applied, taken by the monitor.
+    home_report: Option<HomeReport>,
 }
 
 impl fmt::Debug for SessionBuilder {
@@ -89,6 +95,7 @@ impl fmt::Debug for SessionBuilder {
             .field("stdout", &self.stdout)
             .field("stderr", &self.stderr)
             .field("stdin", &self.stdin)
+            .field("environment", &self.environment)
             .finish_non_exhaustive()
     }
 }
@@ -137,21 +144,65 @@ impl SessionBuilder {
         self
     }
 
-    /// Validates the configuration, spawns the child as the leader of a new process group with
-    /// stdout and stderr piped, and starts its reader and monitor threads.
+    /// The child's environment: an allowlist over an empty environment, overlays, an isolated
+    /// home (default: [`Environment::inherit_all`], the command's own settings). Applied at
+    /// [`spawn`](Self::spawn); the variables set on the command itself are kept.
+    ///
+    /// ```
+    /// use std::process::Command;
+    /// use stallwatch::{Environment, MonitorConfig, Session};
+    ///
+    /// let home = tempfile::tempdir()?;
+    /// let mut command = Command::new("sh");
+    /// command.args(["-c", "echo \"$HOME|$GREETING|${SECRET-unset}\""]);
+    /// let session = Session::builder(command)
+    ///     .environment(
+    ///         Environment::empty()
+    ///             .inherit("PATH")
+    ///             .set("GREETING", "hi")
+    ///             .home(home.path()),
+    ///     )
+    ///     .spawn()?;
+    /// let result = session.wait();
+    /// let stdout = session.snapshot().stdout.unwrap().render_lossy();
+    /// assert_eq!(stdout, format!("{}|hi|unset\n", home.path().display()));
+    /// assert_eq!(result.home.unwrap().root, home.path());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn environment(mut self, environment: Environment) -> Self {
+        self.environment = environment;
+        self
+    }
+
+    /// Validates the configuration, prepares the environment, spawns the child as the leader
+    /// of a new process group with stdout and stderr piped, and starts its reader and monitor
+    /// threads.
     ///
     /// # Errors
     ///
     /// - [`io::ErrorKind::InvalidInput`] wrapping a [`ConfigError`] for an invalid
     ///   configuration (nothing is spawned);
+    /// - an isolated home folder that cannot be created (the message names it); a seed file
+    ///   that cannot be copied is not an error (see [`HomeReport::failed`]);
     /// - the spawn's own error, its kind kept (`NotFound`, `PermissionDenied`…), with a message
     ///   that names the program;
     /// - a thread that cannot be started (the child is then killed and reaped).
-    pub fn spawn(self) -> io::Result<Session> {
+    pub fn spawn(mut self) -> io::Result<Session> {
         self.config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        self.home_report = self.environment.apply(&mut self.command)?;
         monitor::start(self)
+    }
+
+    /// The command to run.
+    pub(crate) fn command(&self) -> &Command {
+        &self.command
+    }
+
+    /// The isolated home prepared by `spawn`, once.
+    pub(crate) fn take_home_report(&mut self) -> Option<HomeReport> {
+        self.home_report.take()
     }
 
     /// Whether stdin is a pipe the session feeds.
@@ -225,6 +276,8 @@ impl Session {
             stderr: OutputSink::Discard,
             stdin: None,
             stdin_piped: false,
+            environment: Environment::inherit_all(),
+            home_report: None,
         }
     }
 

@@ -516,9 +516,25 @@ impl Worker {
             select! {
                 recv(rx) -> msg => match msg {
                     Ok(Msg::Rearm) => {
-                        // Coalesce a burst of requests into one re-arm.
-                        while let Ok(Msg::Rearm) = rx.try_recv() {}
+                        // Coalesce a burst of requests into one re-arm, keeping the first
+                        // other message for its turn: a `Stop` swallowed here would leave
+                        // `Drop` joining this thread forever.
+                        let mut after = None;
+                        while let Ok(msg) = rx.try_recv() {
+                            if !matches!(msg, Msg::Rearm) {
+                                after = Some(msg);
+                                break;
+                            }
+                        }
                         self.arm();
+                        match after {
+                            Some(Msg::Stop) => return,
+                            Some(Msg::FallBack) => {
+                                self.fall_back("the system is out of file watches");
+                                self.arm();
+                            }
+                            Some(Msg::Rearm) | None => {}
+                        }
                     }
                     Ok(Msg::FallBack) => {
                         self.fall_back("the system is out of file watches");
@@ -583,6 +599,34 @@ fn collect(dir: &Path, filter: &PathFilter, into: &mut HashMap<PathBuf, Fingerpr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_right_after_a_burst_of_rearms_is_not_lost() {
+        // Dropping the tracker joins its thread: a `Stop` swallowed while coalescing re-arm
+        // requests would make the drop hang forever.
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let tracker = FileActivityTracker::start(
+                &FileWatchConfig::default(),
+                dir.path(),
+                board,
+                Duration::from_secs(1),
+            )
+            .unwrap();
+            let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+            std::thread::spawn(move || {
+                let _ = tracker.tx.send(Msg::Rearm);
+                let _ = tracker.tx.send(Msg::Rearm);
+                drop(tracker); // sends Stop right behind them, then joins
+                let _ = done_tx.send(());
+            });
+            assert!(
+                done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+                "dropping the tracker hung"
+            );
+        }
+    }
 
     fn filter(config: &FileWatchConfig) -> PathFilter {
         PathFilter::new(config, vec![PathBuf::from("/w/.agent")]).unwrap()
