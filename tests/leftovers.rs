@@ -176,10 +176,10 @@ fn wait_does_not_hang_on_a_pipe_held_outside_the_group() {
             MonitorConfig::default()
                 .idle_timeout(Duration::from_secs(60))
                 .drain_cap(ms(1000))
-                // Without the descendant observer nothing remembers the escapee, so this test
-                // is about the drain alone (with it, the escapee is ended as a leftover when a
-                // sample saw it: tests/children_signal.rs).
-                .children_signal(false),
+                // Leftovers kept, so the escapee (which the descendant observer may have seen)
+                // holds the pipe: this test is about the drain alone (ending escapees as
+                // leftovers: tests/children_signal.rs).
+                .leftovers(LeftoverPolicy::Keep),
         )
         .stdout(out.sink())
         .spawn()
@@ -192,7 +192,7 @@ fn wait_does_not_hang_on_a_pipe_held_outside_the_group() {
     assert!(!result.output_complete, "{result:#?}");
 
     // Our own cleanup: the session sleeper carries our marker, so it is ours to kill (it is
-    // outside the group and, with the observer off, unknown to stallwatch).
+    // outside the group, and leftovers were kept).
     for p in marker.pids() {
         let status = Command::new("kill")
             .arg("-KILL")
