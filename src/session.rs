@@ -324,6 +324,10 @@ impl Session {
     pub fn keepalive_with_timeout(&self, idle_timeout: Duration) -> Result<(), ConfigError> {
         validate_idle_timeout(idle_timeout)?;
         self.keepalive();
+        self.shared.idle_timeout.store(
+            u64::try_from(idle_timeout.as_nanos()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Release,
+        );
         let _ = self.control.send(Control::SetIdleTimeout(idle_timeout));
         Ok(())
     }
@@ -402,6 +406,10 @@ impl Session {
     /// A [`ConfigError`] (and no change) when `idle_timeout` is out of range.
     pub fn set_idle_timeout(&self, idle_timeout: Duration) -> Result<(), ConfigError> {
         validate_idle_timeout(idle_timeout)?;
+        self.shared.idle_timeout.store(
+            u64::try_from(idle_timeout.as_nanos()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Release,
+        );
         let _ = self.control.send(Control::SetIdleTimeout(idle_timeout));
         Ok(())
     }
