@@ -4,85 +4,16 @@
 //! Every test spawns its own `sh` child carrying a unique marker in its argv and checks at the
 //! end that no process with that marker is left.
 
-use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
-use stallwatch::{
-    ActivitySource, KillLadder, MockClock, MonitorConfig, Outcome, OutputSink, Session, Signal,
-};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Marker, SharedBuf, assert_no_leak};
+use stallwatch::{ActivitySource, KillLadder, MockClock, MonitorConfig, Outcome, Session, Signal};
 
 /// Real-time bound for anything a test waits for (generous: a loaded 2-core machine).
 const PATIENCE: Duration = Duration::from_secs(30);
-
-fn marker(test: &str) -> String {
-    format!("sw-mock-{}-{test}", std::process::id())
-}
-
-/// `sh -c 'SCRIPT' MARKER`: the marker is `$0` of the shell, visible in its argv.
-fn shell(script: &str, marker: &str) -> Command {
-    let mut c = Command::new("sh");
-    c.arg("-c").arg(script).arg(marker);
-    c
-}
-
-fn live_processes_with(marker: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true);
-        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn assert_no_leak(marker: &str) {
-    let give_up = Instant::now() + PATIENCE;
-    loop {
-        let left = live_processes_with(marker);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < give_up,
-            "leaked processes {left:?} ({marker})"
-        );
-        std::thread::yield_now();
-    }
-}
-
-/// A sink that collects output, and a way to wait (in real time) for a line to appear.
-fn collector() -> (OutputSink, Arc<Mutex<Vec<u8>>>) {
-    let buf = Arc::new(Mutex::new(Vec::new()));
-    let b2 = buf.clone();
-    (
-        OutputSink::callback(move |chunk| b2.lock().unwrap().extend_from_slice(chunk)),
-        buf,
-    )
-}
-
-fn wait_for_text(buf: &Mutex<Vec<u8>>, text: &str) {
-    let give_up = Instant::now() + PATIENCE;
-    while !String::from_utf8_lossy(&buf.lock().unwrap()).contains(text) {
-        assert!(Instant::now() < give_up, "child never printed {text:?}");
-        std::thread::yield_now();
-    }
-}
 
 /// Waits until the monitor is parked on its next timer.
 fn parked(clock: &MockClock) {
@@ -96,13 +27,13 @@ fn spawn(
     clock: &MockClock,
     config: MonitorConfig,
     script: &str,
-    marker: &str,
-) -> (Session, Arc<Mutex<Vec<u8>>>) {
-    let (sink, buf) = collector();
-    let session = Session::builder(shell(script, marker))
+    m: &Marker,
+) -> (Session, SharedBuf) {
+    let buf = SharedBuf::new();
+    let session = Session::builder(m.sh(script))
         .config(config)
         .clock(clock.clone())
-        .stdout(sink)
+        .stdout(buf.sink())
         .spawn()
         .expect("spawn sh");
     (session, buf)
@@ -110,11 +41,11 @@ fn spawn(
 
 #[test]
 fn silent_child_ends_exactly_at_the_idle_timeout_with_one_timer() {
-    let m = marker("silent");
+    let m = Marker::new("mock-silent");
     let clock = MockClock::new();
     let config = MonitorConfig::default(); // idle 300 s
     let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
-    wait_for_text(&buf, "ready");
+    buf.wait_for("ready");
     parked(&clock);
     clock.advance(Duration::from_secs(299));
     parked(&clock);
@@ -149,7 +80,7 @@ fn silent_child_ends_exactly_at_the_idle_timeout_with_one_timer() {
 
 #[test]
 fn keepalives_carry_a_silent_child_through_hours() {
-    let m = marker("hours");
+    let m = Marker::new("mock-hours");
     let clock = MockClock::new();
     let (session, buf) = spawn(
         &clock,
@@ -157,7 +88,7 @@ fn keepalives_carry_a_silent_child_through_hours() {
         "echo ready; exec sleep 100000",
         &m,
     );
-    wait_for_text(&buf, "ready");
+    buf.wait_for("ready");
     // 200 keepalives 200 s apart: 11 hours of mock time.
     for _ in 0..200 {
         parked(&clock);
@@ -185,11 +116,11 @@ fn keepalives_carry_a_silent_child_through_hours() {
 
 #[test]
 fn hard_timeout_ends_an_active_child_at_its_exact_instant() {
-    let m = marker("hard");
+    let m = Marker::new("mock-hard");
     let clock = MockClock::new();
     let config = MonitorConfig::default().hard_timeout(Some(Duration::from_secs(3600)));
     let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
-    wait_for_text(&buf, "ready");
+    buf.wait_for("ready");
     for _ in 0..36 {
         parked(&clock);
         assert!(session.try_wait().is_none());
@@ -210,7 +141,7 @@ fn hard_timeout_ends_an_active_child_at_its_exact_instant() {
 
 #[test]
 fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
-    let m = marker("ladder");
+    let m = Marker::new("mock-ladder");
     let clock = MockClock::new();
     let config = MonitorConfig::default()
         .idle_timeout(Duration::from_secs(60))
@@ -221,7 +152,7 @@ fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
         "trap '' TERM; echo ready; while :; do sleep 100000; done",
         &m,
     );
-    wait_for_text(&buf, "ready");
+    buf.wait_for("ready");
     parked(&clock);
     clock.advance(Duration::from_secs(60));
     // Stale: TERM sent, ignored; the monitor now waits out the grace on the mock clock.
@@ -243,7 +174,7 @@ fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
 
 #[test]
 fn keepalive_with_timeout_replaces_the_idle_timeout() {
-    let m = marker("retime");
+    let m = Marker::new("mock-retime");
     let clock = MockClock::new();
     let (session, buf) = spawn(
         &clock,
@@ -251,7 +182,7 @@ fn keepalive_with_timeout_replaces_the_idle_timeout() {
         "echo ready; exec sleep 100000",
         &m,
     );
-    wait_for_text(&buf, "ready");
+    buf.wait_for("ready");
     parked(&clock);
     clock.advance(Duration::from_secs(100));
     session
@@ -275,7 +206,7 @@ fn keepalive_with_timeout_replaces_the_idle_timeout() {
 
 #[test]
 fn output_counts_as_activity_at_the_mock_instant() {
-    let m = marker("output");
+    let m = Marker::new("mock-output");
     let clock = MockClock::new();
     let config = MonitorConfig::default().idle_timeout(Duration::from_secs(60));
     // The child prints a line for every line it reads... it cannot read (stdin is null), so
@@ -286,7 +217,7 @@ fn output_counts_as_activity_at_the_mock_instant() {
         "trap 'echo tick' USR1; echo ready; while :; do sleep 100000 & wait $!; done",
         &m,
     );
-    wait_for_text(&buf, "ready");
+    buf.wait_for("ready");
     parked(&clock);
     clock.advance(Duration::from_secs(50));
     // Signal only the shell (its pid is the session pid); the sleeper is left alone.
@@ -295,7 +226,7 @@ fn output_counts_as_activity_at_the_mock_instant() {
         .status()
         .unwrap();
     assert!(status.success());
-    wait_for_text(&buf, "tick");
+    buf.wait_for("tick");
     // The tick was stamped at mock t=50 s, so the child is stale at 110 s, not 60 s.
     clock.advance(Duration::from_secs(10));
     parked(&clock);
@@ -315,7 +246,7 @@ fn output_counts_as_activity_at_the_mock_instant() {
 
 #[test]
 fn terminate_under_the_mock_clock_needs_no_time_to_pass() {
-    let m = marker("terminate");
+    let m = Marker::new("mock-terminate");
     let clock = MockClock::new();
     let (session, buf) = spawn(
         &clock,
@@ -323,7 +254,7 @@ fn terminate_under_the_mock_clock_needs_no_time_to_pass() {
         "echo ready; exec sleep 100000",
         &m,
     );
-    wait_for_text(&buf, "ready");
+    buf.wait_for("ready");
     session.terminate();
     let result = session.wait();
     assert_eq!(result.outcome, Outcome::Terminated { forced: false });
