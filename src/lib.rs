@@ -168,6 +168,9 @@
 //!   null unless chosen. On Linux it gets SIGKILL if the supervising process dies
 //!   (`PR_SET_PDEATHSIG`, set from one long-lived spawner thread, because Linux ties that signal
 //!   to the thread that forked, with a `getppid` re-check against a parent that died first).
+//!   That signal reaches only the direct child, so a guardian (a tiny `sh` in a process group
+//!   of its own, reading a pipe only the supervisor holds) SIGKILLs the whole group when the
+//!   supervisor vanishes without saying `done`.
 //! - **Sources** only stamp the board (atomics): the reader threads `stallwatch-out-<id>` and
 //!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call, and the
 //!   [`FileActivityTracker`] from `notify`'s event handler. The tracker's own thread
