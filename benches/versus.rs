@@ -1,7 +1,9 @@
 //! The `stallwatch` command against the tools it replaces, measured in one run on one machine.
 //!
-//! - spawn overhead and exit latency: `stallwatch -- true` vs GNU `timeout 1h true` vs `true`
-//!   itself (whole-process wall time: start, run a program that exits at once, end);
+//! - spawn overhead: `stallwatch -- true` vs GNU `timeout 1h true` vs `true` itself
+//!   (whole-process wall time: start, run a program that exits at once, end);
+//! - exit latency: from the program's last action (printing the time, then exiting) to the
+//!   supervisor's own exit;
 //! - relay throughput: 64 MiB from `head -c` through `stallwatch` vs through `cat`, read by this
 //!   process to end-of-file;
 //! - teardown of a 200-process tree with escapees: a `Session` whose child starts 200 sleeping
@@ -51,6 +53,54 @@ fn spawn_overhead(c: &mut Criterion) {
                     .args(["--log-dir"])
                     .arg(logs.path())
                     .args(["--", "true"]),
+            )
+        })
+    });
+    group.finish();
+}
+
+/// Exit latency: from the moment the program prints its last word and exits (`exec date
+/// +%s%N`, so printing the wall-clock time is the very last thing it does) to the moment the
+/// supervisor (`stallwatch` or GNU `timeout`) has exited and been waited for. Criterion's time
+/// is that latency.
+fn exit_latency(c: &mut Criterion) {
+    let logs = tempfile::tempdir().expect("a temp folder");
+    let mut group = c.benchmark_group("versus_exit_latency");
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(4));
+    let measure = |program: &str, args: &[&str], iters: u64| {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            let output = Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .expect("the supervisor runs");
+            let done = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970");
+            let printed: u128 = String::from_utf8_lossy(&output.stdout)
+                .trim()
+                .parse()
+                .expect("date printed nanoseconds");
+            total += Duration::from_nanos(
+                u64::try_from(done.as_nanos().saturating_sub(printed)).unwrap_or(u64::MAX),
+            );
+        }
+        total
+    };
+    group.bench_function("gnu_timeout", |b| {
+        b.iter_custom(|iters| measure("timeout", &["1h", "date", "+%s%N"], iters))
+    });
+    let log_dir = logs.path().to_str().expect("a UTF-8 temp path").to_owned();
+    group.bench_function("stallwatch", |b| {
+        b.iter_custom(|iters| {
+            measure(
+                STALLWATCH,
+                &["--log-dir", &log_dir, "--", "date", "+%s%N"],
+                iters,
             )
         })
     });
@@ -156,5 +206,5 @@ fn teardown(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, spawn_overhead, relay, teardown);
+criterion_group!(benches, spawn_overhead, exit_latency, relay, teardown);
 criterion_main!(benches);

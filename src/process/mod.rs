@@ -113,11 +113,21 @@ impl Guardian {
         })
     }
 
-    /// The session ended properly: the guardian exits without signalling; it is reaped.
+    /// The session ended properly: the guardian exits without signalling. It is reaped on a
+    /// short-lived thread of its own, so a session that ends while the guardian's `sh` is
+    /// still starting does not wait for it.
     pub(crate) fn release(mut self) {
         if let Some(mut tx) = self.tx.take() {
             let _ = std::io::Write::write_all(&mut tx, b"done\n");
         }
-        let _ = self.child.wait();
+        let mut child = self.child;
+        let reaper = std::thread::Builder::new()
+            .name("stallwatch-guardian".into())
+            .spawn(move || {
+                let _ = child.wait();
+            });
+        if let Err(e) = reaper {
+            log::debug!("cannot start a thread to reap the guardian ({e}); it stays a zombie");
+        }
     }
 }
