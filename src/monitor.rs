@@ -1017,6 +1017,12 @@ impl Monitor {
         if let Some(observer) = self.children.as_mut() {
             self.escapees.retain(|e| observer.alive(*e));
         }
+        if !self.escapees.is_empty() {
+            return false;
+        }
+        // Everything known is dead. A process's children are re-parented before it dies, so
+        // one more look now finds any that came back (to a subreaper) while we checked.
+        self.refresh_escapees();
         self.escapees.is_empty()
     }
 
