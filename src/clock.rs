@@ -163,6 +163,32 @@ impl MockClock {
         self.inner.state.lock().created
     }
 
+    /// Blocks (in real time, at most `real_timeout`) until a timer for exactly `deadline` is
+    /// armed: the code under test has planned that wake-up. Returns whether that happened.
+    pub fn wait_for_deadline(&self, deadline: Instant, real_timeout: Duration) -> bool {
+        let give_up = Instant::now() + real_timeout;
+        let mut state = self.inner.state.lock();
+        let armed = |state: &MockState| {
+            state
+                .timers
+                .iter()
+                .any(|(d, tx)| *d == deadline && tx.is_empty())
+        };
+        loop {
+            if armed(&state) {
+                return true;
+            }
+            if self
+                .inner
+                .changed
+                .wait_until(&mut state, give_up)
+                .timed_out()
+            {
+                return armed(&state);
+            }
+        }
+    }
+
     /// Blocks (in real time, at most `real_timeout`) until at least `n` timers are armed in the
     /// future. Returns whether that happened. Tests use it to know that the monitor has reacted
     /// to everything so far and is parked on its next deadline before they advance the clock.

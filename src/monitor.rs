@@ -605,6 +605,11 @@ impl Monitor {
         self.child = Some(child);
         let mut control = self.control.clone();
         loop {
+            // Whatever was sent before this wake-up is taken into account before deciding
+            // (`select!` picks a ready timer and a ready message in random order).
+            while let Ok(msg) = control.try_recv() {
+                self.handle(msg);
+            }
             let now = self.clock.now();
             self.flush_output(now, false);
             let Some(mut wake) = self.step(now) else {

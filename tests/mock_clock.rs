@@ -10,7 +10,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Marker, SharedBuf, assert_no_leak};
-use stallwatch::{ActivitySource, KillLadder, MockClock, MonitorConfig, Outcome, Session, Signal};
+use stallwatch::{
+    ActivitySource, Clock, EventConfig, KillLadder, MockClock, MonitorConfig, Outcome, Session,
+    Signal,
+};
 
 /// Real-time bound for anything a test waits for (generous: a loaded 2-core machine).
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -176,12 +179,9 @@ fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
 fn keepalive_with_timeout_replaces_the_idle_timeout() {
     let m = Marker::new("mock-retime");
     let clock = MockClock::new();
-    let (session, buf) = spawn(
-        &clock,
-        MonitorConfig::default(),
-        "echo ready; exec sleep 100000",
-        &m,
-    );
+    // No idle warning: the only deadline left is the idle timeout itself.
+    let config = MonitorConfig::default().events(EventConfig::default().idle_warning(None));
+    let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
     buf.wait_for("ready");
     parked(&clock);
     clock.advance(Duration::from_secs(100));
@@ -193,7 +193,7 @@ fn keepalive_with_timeout_replaces_the_idle_timeout() {
         "a zero timeout is rejected"
     );
     // The monitor re-plans on the message: wait until it is parked on the new deadline.
-    assert!(clock.wait_for_timers(2, PATIENCE));
+    assert!(clock.wait_for_deadline(clock.now() + Duration::from_secs(10), PATIENCE));
     clock.advance(Duration::from_secs(10));
     let result = session.wait();
     let Outcome::IdleTimeout(report) = &result.outcome else {
