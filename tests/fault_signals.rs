@@ -15,29 +15,11 @@ mod fault_support;
 
 use std::time::Duration;
 
-use common::{HANDSHAKE, ms, poll_until, wait_generously};
-use fault_support::Scenario;
-use stallwatch::{KillLadder, MonitorConfig, Outcome, Signal};
-
-const IDLE: Duration = Duration::from_millis(500);
-const GRACE: Duration = Duration::from_millis(300);
-
-fn config() -> MonitorConfig {
-    MonitorConfig::default()
-        .idle_timeout(IDLE)
-        .kill_ladder(KillLadder::polite(Signal::TERM, GRACE))
-        .drain_cap(ms(1000))
-}
-
-/// With the subreaper mode on (process-wide for this test binary: orphans of the other tests
-/// come to it too, untagged, and are left alone).
-fn subreaper_config() -> MonitorConfig {
-    config().children(stallwatch::ChildWatchConfig::default().subreaper(true))
-}
-
-fn is_idle_timeout(outcome: &Outcome) -> bool {
-    matches!(outcome, Outcome::IdleTimeout(_))
-}
+use common::{HANDSHAKE, poll_until, wait_generously};
+use fault_support::{
+    LADDER_GRACE, LADDER_IDLE, Scenario, is_idle_timeout, ladder_config, subreaper_config,
+};
+use stallwatch::{KillLadder, Outcome, Signal};
 
 /// Waits until `count` processes of the scenario are stopped (state `T`).
 #[track_caller]
@@ -69,14 +51,14 @@ open(os.environ[\"SW_OUT\"], \"a\").write(\"python\\n\")
 os.write(1, b\"python\\n\")
 time.sleep(1000)' & \
         while [ $(wc -l < \"$SW_OUT\") -lt 4 ]; do sleep 0.01; done; say ready; wait";
-    let session = s.spawn(script, config());
+    let session = s.spawn(script, ladder_config());
     s.out.wait_for("ready");
     let result = wait_generously(&session);
     assert!(is_idle_timeout(&result.outcome), "{result:#?}");
     assert_eq!(result.signals_sent, vec![Signal::TERM, Signal::KILL]);
     assert!(result.escalated);
     assert_eq!(result.signal(), Some(9), "{result:#?}");
-    assert!(result.ladder_time.expect("a ladder ran") >= GRACE);
+    assert!(result.ladder_time.expect("a ladder ran") >= LADDER_GRACE);
     assert!(!result.termination_unproven);
     assert!(result.output_complete);
     s.assert_no_leak();
@@ -91,7 +73,7 @@ fn int_first_ladder_against_background_jobs_goes_on_to_sigkill() {
     let script = "sleep 1000 & sleep 1000 & say ready; wait";
     let session = s.spawn(
         script,
-        config().kill_ladder(KillLadder::polite(Signal::INT, GRACE)),
+        ladder_config().kill_ladder(KillLadder::polite(Signal::INT, LADDER_GRACE)),
     );
     s.out.wait_for("ready");
     let result = wait_generously(&session);
@@ -115,8 +97,8 @@ os.write(1, b\"ready\\n\")
 time.sleep(1000)'";
     let session = s.spawn(
         script,
-        config().kill_ladder(KillLadder::new([
-            (Signal::INT, GRACE),
+        ladder_config().kill_ladder(KillLadder::new([
+            (Signal::INT, LADDER_GRACE),
             (Signal::TERM, Duration::from_secs(10)),
         ])),
     );
@@ -127,7 +109,10 @@ time.sleep(1000)'";
     assert!(!result.escalated, "{result:#?}");
     assert_eq!(result.signal(), Some(15), "{result:#?}");
     let ladder = result.ladder_time.expect("a ladder ran");
-    assert!(ladder >= GRACE, "INT's grace was waited out: {ladder:?}");
+    assert!(
+        ladder >= LADDER_GRACE,
+        "INT's grace was waited out: {ladder:?}"
+    );
     s.assert_no_leak();
     s.assert_accounted();
 }
@@ -139,7 +124,7 @@ fn a_child_that_stopped_itself_is_ended_by_the_polite_step() {
     let s = Scenario::new("sig_stopped_leader");
     let session = s.spawn(
         "say ready; kill -STOP $$; say resumed-without-term",
-        config(),
+        ladder_config(),
     );
     s.out.wait_for("ready");
     wait_stopped(&s, 1);
@@ -160,7 +145,10 @@ fn a_child_that_stopped_itself_is_ended_by_the_polite_step() {
 #[test]
 fn a_stopped_grandchild_is_ended_by_the_polite_step() {
     let s = Scenario::new("sig_stopped_grandchild");
-    let session = s.spawn("sleep 1000 & kill -STOP $!; say ready; wait", config());
+    let session = s.spawn(
+        "sleep 1000 & kill -STOP $!; say ready; wait",
+        ladder_config(),
+    );
     s.out.wait_for("ready");
     wait_stopped(&s, 1);
     let result = wait_generously(&session);
@@ -176,7 +164,7 @@ fn a_stopped_escapee_is_continued_and_ended_by_the_polite_step() {
     let s = Scenario::new("sig_stopped_escapee");
     let session = s.spawn(
         "setsid sh -c 'kill -STOP $$; exec sleep 1000' & say ready; wait",
-        config(),
+        ladder_config(),
     );
     s.out.wait_for("ready");
     wait_stopped(&s, 1);
@@ -196,7 +184,7 @@ fn stopped_processes_ignoring_term_are_killed() {
     let s = Scenario::new("sig_stopped_stubborn");
     let session = s.spawn(
         "trap '' TERM; sleep 1000 & kill -STOP $!; say ready; kill -STOP $$; wait",
-        config(),
+        ladder_config(),
     );
     s.out.wait_for("ready");
     wait_stopped(&s, 2);
@@ -212,7 +200,7 @@ fn stopped_processes_ignoring_term_are_killed() {
 #[test]
 fn a_child_killing_itself_with_sigsegv_is_reported_as_its_own_exit() {
     let s = Scenario::new("sig_segv_self");
-    let session = s.spawn("say before-the-crash; kill -SEGV $$", config());
+    let session = s.spawn("say before-the-crash; kill -SEGV $$", ladder_config());
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
     assert!(!result.outcome.ended_by_stallwatch());
@@ -232,7 +220,7 @@ fn a_real_segfault_with_a_leftover_keeps_the_crash_code() {
     let session = s.spawn(
         "sleep 1000 & say before-the-crash; \
          exec python3 -c 'import ctypes; ctypes.string_at(0)'",
-        config(),
+        ladder_config(),
     );
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -252,7 +240,7 @@ fn exec_into_a_program_ignoring_term_keeps_the_pid_and_is_killed() {
         "say shell; exec perl -e '$SIG{TERM} = q(IGNORE); \
          open(my $l, q(>>), $ENV{SW_OUT}) or die; print $l qq(perl\\n); close $l; \
          syswrite(STDOUT, qq(perl\\n)); sleep 1000'",
-        config(),
+        ladder_config(),
     );
     s.out.wait_for("perl");
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", session.pid())).unwrap_or_default();
@@ -282,13 +270,13 @@ fn exec_into_a_program_with_a_busy_child_is_watched_across_the_exec() {
                 wait; sleep 1000'",
             secs = work.as_secs_f64()
         ),
-        config(),
+        ladder_config(),
     );
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("{result:#?}");
     };
-    assert!(result.runtime >= work + IDLE, "{:?}", result.runtime);
+    assert!(result.runtime >= work + LADDER_IDLE, "{:?}", result.runtime);
     let children = report
         .get(stallwatch::ActivitySource::Children)
         .expect("the children signal is on");
@@ -327,7 +315,7 @@ fn a_helper_started_by_the_term_handler_in_the_group_is_ended() {
         "trap 'sh -c \"eval \\\"\\$SW_PRELUDE\\\"; say helper-up; exec sleep 1000\" & \
                while ! grep -q helper-up \"$SW_OUT\"; do sleep 0.01; done; exit 0' TERM; \
          say ready; sleep 1000 & wait",
-        config(),
+        ladder_config(),
     );
     s.out.wait_for("ready");
     let result = wait_generously(&session);

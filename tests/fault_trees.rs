@@ -21,31 +21,8 @@ mod fault_support;
 use std::time::{Duration, Instant};
 
 use common::{HANDSHAKE, ms, wait_generously};
-use fault_support::Scenario;
-use stallwatch::{KillLadder, LeftoverPolicy, MonitorConfig, Outcome, Signal};
-
-/// Idle timeout of the tree scenarios: long enough for a loaded machine to finish a handshake
-/// without looking stale, short enough to keep the suite fast.
-const IDLE: Duration = Duration::from_millis(500);
-/// Grace of the polite step.
-const GRACE: Duration = Duration::from_millis(300);
-
-fn config() -> MonitorConfig {
-    MonitorConfig::default()
-        .idle_timeout(IDLE)
-        .kill_ladder(KillLadder::polite(Signal::TERM, GRACE))
-        .drain_cap(ms(1000))
-}
-
-/// With the subreaper mode on (process-wide for this test binary: orphans of the other tests
-/// come to it too, untagged, and are left alone).
-fn subreaper_config() -> MonitorConfig {
-    config().children(stallwatch::ChildWatchConfig::default().subreaper(true))
-}
-
-fn is_idle_timeout(outcome: &Outcome) -> bool {
-    matches!(outcome, Outcome::IdleTimeout(_))
-}
+use fault_support::{LADDER_GRACE, Scenario, is_idle_timeout, ladder_config, subreaper_config};
+use stallwatch::{KillLadder, LeftoverPolicy, Outcome, Signal};
 
 /// A daemon made the classic way (fork, `setsid`, fork, the middle process exits) within a few
 /// milliseconds of the start: it has left both the process group and the child's tree before
@@ -98,7 +75,7 @@ fn a_setsid_subtree_ignoring_term_is_killed_by_pid() {
          while [ ! -e '{up}' ]; do sleep 0.01; done; say ready; exec sleep 1000",
         up = up.display()
     );
-    let session = s.spawn(&script, config());
+    let session = s.spawn(&script, ladder_config());
     s.out.wait_for("ready");
     let result = wait_generously(&session);
     assert!(is_idle_timeout(&result.outcome), "{result:#?}");
@@ -111,7 +88,7 @@ fn a_setsid_subtree_ignoring_term_is_killed_by_pid() {
     // which are those that left it), outside the group.
     let summary = report.children.expect("the children signal is on");
     assert!(summary.count >= 3, "{summary:?}");
-    assert!(result.ladder_time.expect("a ladder ran") >= GRACE);
+    assert!(result.ladder_time.expect("a ladder ran") >= LADDER_GRACE);
     s.assert_no_leak();
     s.assert_accounted_unordered();
 }
@@ -126,7 +103,7 @@ fn nohup_background_jobs_survive_a_hup_ladder_until_sigkill() {
                   say ready; wait";
     let session = s.spawn(
         script,
-        config().kill_ladder(KillLadder::polite(Signal::HUP, GRACE)),
+        ladder_config().kill_ladder(KillLadder::polite(Signal::HUP, LADDER_GRACE)),
     );
     s.out.wait_for("ready");
     let result = wait_generously(&session);
@@ -156,7 +133,7 @@ fn many_children_script(then: &str) -> String {
 #[test]
 fn two_hundred_children_at_once_are_all_ended() {
     let s = Scenario::new("tree_200");
-    let session = s.spawn(&many_children_script("say ready; wait"), config());
+    let session = s.spawn(&many_children_script("say ready; wait"), ladder_config());
     s.out.wait_for("ready");
     assert!(s.marker.pids().len() > MANY, "the whole tree is up");
     let result = wait_generously(&session);
@@ -173,7 +150,7 @@ fn two_hundred_children_at_once_are_all_ended() {
 #[test]
 fn two_hundred_children_left_behind_by_a_leader_that_exits_are_all_ended() {
     let s = Scenario::new("tree_200_left");
-    let session = s.spawn(&many_children_script("say bye; exit 5"), config());
+    let session = s.spawn(&many_children_script("say bye; exit 5"), ladder_config());
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
     assert_eq!(result.exit_code(), 5, "the leader's own code");
@@ -198,7 +175,7 @@ fn a_grandchild_holding_stdout_after_the_child_exits_loses_no_byte() {
     let started = Instant::now();
     let session = s.spawn(
         &script,
-        config().kill_ladder(KillLadder::polite(Signal::TERM, GRACE)),
+        ladder_config().kill_ladder(KillLadder::polite(Signal::TERM, LADDER_GRACE)),
     );
     let result = wait_generously(&session);
     assert!(started.elapsed() < HANDSHAKE, "{:?}", started.elapsed());
@@ -219,7 +196,7 @@ fn a_grandchild_writing_after_the_child_exits_is_drained_to_the_end() {
                   say leader-bye; exit 0";
     let session = s.spawn(
         script,
-        config()
+        ladder_config()
             .leftovers(LeftoverPolicy::Keep)
             .drain_quiet(ms(1500))
             .drain_cap(Duration::from_secs(20)),
@@ -246,7 +223,7 @@ fn a_grandchild_in_its_own_process_group_is_killed_by_pid() {
                   open(my $l, q(>>), $ENV{SW_OUT}) or die; print $l qq(moved\\n); close $l; \
                   syswrite(STDOUT, qq(moved\\n)); sleep 1000' & \
                   while ! grep -q moved \"$SW_OUT\"; do sleep 0.01; done; say ready; wait";
-    let session = s.spawn(script, config());
+    let session = s.spawn(script, ladder_config());
     s.out.wait_for("ready");
     let moved = s
         .marker
@@ -285,7 +262,7 @@ with open(os.environ[\"SW_OUT\"], \"a\") as l:
 os.write(1, b\"regrouped\\n\")
 time.sleep(1000)
 ' & while ! grep -q regrouped \"$SW_OUT\"; do sleep 0.01; done; say ready; wait";
-    let session = s.spawn(script, config());
+    let session = s.spawn(script, ladder_config());
     s.out.wait_for("ready");
     let result = wait_generously(&session);
     assert!(is_idle_timeout(&result.outcome), "{result:#?}");
@@ -323,7 +300,7 @@ fn a_setsid_escapee_is_ended_with_the_children_signal_off() {
          while [ ! -e '{up}' ]; do sleep 0.01; done; say ready; exec sleep 1000",
         up = up.display()
     );
-    let session = s.spawn(&script, config().children_signal(false));
+    let session = s.spawn(&script, ladder_config().children_signal(false));
     s.out.wait_for("ready");
     let result = wait_generously(&session);
     assert!(is_idle_timeout(&result.outcome), "{result:#?}");
@@ -341,7 +318,7 @@ fn an_endless_writer_left_behind_does_not_keep_wait_past_the_drain_cap() {
     let started = Instant::now();
     let session = s.spawn(
         "(i=0; while :; do say endless-$i; i=$((i+1)); done) & say leader-bye; exit 0",
-        config()
+        ladder_config()
             .leftovers(LeftoverPolicy::Keep)
             .drain_cap(drain_cap),
     );

@@ -30,7 +30,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use stallwatch::{MonitorConfig, Session, SessionBuilder};
+use stallwatch::{
+    ChildWatchConfig, KillLadder, MonitorConfig, Outcome, Session, SessionBuilder, Signal,
+};
 
 use crate::common::{Marker, SharedBuf, assert_no_leak};
 
@@ -264,4 +266,29 @@ pub fn wait_for_file(path: &Path, timeout: Duration) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Idle timeout of the tree and signal scenarios: long enough for a loaded machine to finish a
+/// handshake without looking stale, short enough to keep the suite fast.
+pub const LADDER_IDLE: Duration = Duration::from_millis(500);
+/// Grace of the polite step in those scenarios.
+pub const LADDER_GRACE: Duration = Duration::from_millis(300);
+
+/// The configuration of the tree and signal scenarios: TERM, [`LADDER_GRACE`], KILL.
+pub fn ladder_config() -> MonitorConfig {
+    MonitorConfig::default()
+        .idle_timeout(LADDER_IDLE)
+        .kill_ladder(KillLadder::polite(Signal::TERM, LADDER_GRACE))
+        .drain_cap(Duration::from_millis(1000))
+}
+
+/// The same with the subreaper mode on (process-wide for the test binary that uses it: orphans
+/// of its other tests come to it too, untagged, and are left alone).
+pub fn subreaper_config() -> MonitorConfig {
+    ladder_config().children(ChildWatchConfig::default().subreaper(true))
+}
+
+/// Whether the run ended at the idle timeout.
+pub fn is_idle_timeout(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::IdleTimeout(_))
 }
