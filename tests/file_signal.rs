@@ -1,12 +1,15 @@
 //! The file signal with real files in temporary folders: the tracker on its own, in both modes
 //! (notify and forced stat-scan), and inside a session.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{Marker, assert_no_leak, poll_until};
 use stallwatch::{
     ActivityBoard, ActivitySource, FileActivityTracker, FileWatchConfig, MockClock, MonitorConfig,
     Outcome, Session, SystemClock,
@@ -28,14 +31,10 @@ fn count(board: &ActivityBoard) -> u64 {
 
 /// Waits until the file count exceeds `before`; panics after `PATIENCE`.
 fn wait_above(board: &ActivityBoard, before: u64, what: &str) {
-    let give_up = Instant::now() + PATIENCE;
-    while count(board) <= before {
-        assert!(
-            Instant::now() < give_up,
-            "no file activity seen for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    assert!(
+        poll_until(PATIENCE, || count(board) > before),
+        "no file activity seen for: {what}"
+    );
 }
 
 /// Asserts that the count stays at `expected` for the quiet window.
@@ -262,55 +261,23 @@ fn stat_scan_stamps_on_the_mock_clock_schedule() {
     );
 }
 
-fn marker(test: &str) -> String {
-    format!("sw-files-{}-{test}", std::process::id())
-}
-
-fn assert_no_leak(marker: &str) {
-    let give_up = Instant::now() + PATIENCE;
-    loop {
-        let mut left = Vec::new();
-        for entry in fs::read_dir("/proc").unwrap().flatten() {
-            let name = entry.file_name();
-            let Ok(pid) = name.to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z');
-            if !zombie && String::from_utf8_lossy(&cmd).contains(marker) {
-                left.push(pid);
-            }
-        }
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < give_up, "leaked {left:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn silent_writer(dir: &Path, file: &str, period: &str, rounds: u32, marker: &str) -> Command {
-    let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg(format!(
-            "mkdir -p .agent; i=0; while [ $i -lt {rounds} ]; do echo $i > .agent/{file}; \
-             sleep {period}; i=$((i+1)); done"
-        ))
-        .arg(marker)
-        .current_dir(dir);
+fn silent_writer(dir: &Path, file: &str, period: &str, rounds: u32, marker: &Marker) -> Command {
+    let mut c = marker.sh(&format!(
+        "mkdir -p .agent; i=0; while [ $i -lt {rounds} ]; do echo $i > .agent/{file}; \
+         sleep {period}; i=$((i+1)); done"
+    ));
+    c.current_dir(dir);
     c
 }
 
 #[test]
 fn file_writes_keep_a_silent_child_alive_in_both_modes() {
     both_modes(|scan| {
-        let m = marker(if scan { "alive-scan" } else { "alive" });
+        let m = Marker::new(if scan {
+            "files-alive-scan"
+        } else {
+            "files-alive"
+        });
         let tmp = tempfile::tempdir().unwrap();
         let idle = Duration::from_millis(800);
         let config = MonitorConfig::default()
@@ -331,7 +298,7 @@ fn file_writes_keep_a_silent_child_alive_in_both_modes() {
 
 #[test]
 fn excluded_writes_do_not_keep_a_child_alive() {
-    let m = marker("excluded");
+    let m = Marker::new("files-excluded");
     let tmp = tempfile::tempdir().unwrap();
     let idle = Duration::from_millis(500);
     let config = MonitorConfig::default().idle_timeout(idle);
@@ -357,17 +324,14 @@ fn excluded_writes_do_not_keep_a_child_alive() {
 
 #[test]
 fn the_report_says_how_long_files_were_idle_and_how_many_events() {
-    let m = marker("report");
+    let m = Marker::new("files-report");
     let tmp = tempfile::tempdir().unwrap();
     let idle = Duration::from_millis(500);
     let config = MonitorConfig::default().idle_timeout(idle);
     // Three writes, then silence.
     fs::create_dir(tmp.path().join(".agent")).unwrap(); // watched from the start
-    let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg("for i in 1 2 3; do echo $i > .agent/plan.md; done; exec sleep 1000")
-        .arg(&m)
-        .current_dir(tmp.path());
+    let mut c = m.sh("for i in 1 2 3; do echo $i > .agent/plan.md; done; exec sleep 1000");
+    c.current_dir(tmp.path());
     let result = Session::spawn(c, config).unwrap().wait();
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("{:?}", result.outcome);
@@ -381,7 +345,7 @@ fn the_report_says_how_long_files_were_idle_and_how_many_events() {
 
 #[test]
 fn the_file_signal_can_be_turned_off() {
-    let m = marker("off");
+    let m = Marker::new("files-off");
     let tmp = tempfile::tempdir().unwrap();
     let idle = Duration::from_millis(500);
     let config = MonitorConfig::default()

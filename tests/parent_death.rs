@@ -1,56 +1,18 @@
 //! Linux parent-death signal: the child dies with its supervisor, and only then.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{MARKER_ENV, Marker, assert_no_leak};
 use stallwatch::{MonitorConfig, Session};
-
-const PATIENCE: Duration = Duration::from_secs(30);
-const MARKER_VAR: &str = "SW_PDEATH_TEST_MARKER";
-
-/// Pids of live (non-zombie) processes whose environment carries `MARKER_VAR=marker`.
-fn with_marker(marker: &str) -> Vec<u32> {
-    let needle = format!("{MARKER_VAR}={marker}");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true);
-        if !zombie && env.split(|b| *b == 0).any(|var| var == needle.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn wait_until_gone(marker: &str) -> Vec<u32> {
-    let give_up = Instant::now() + PATIENCE;
-    loop {
-        let left = with_marker(marker);
-        if left.is_empty() || Instant::now() > give_up {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn child_dies_when_the_supervising_process_is_killed() {
-    let marker = format!("pdeath-{}", std::process::id());
+    let marker = Marker::new("pdeath");
     // The supervising process: the stallwatch command, with a long idle timeout.
     let mut supervisor = Command::new(env!("CARGO_BIN_EXE_stallwatch"))
         .args([
@@ -61,7 +23,7 @@ fn child_dies_when_the_supervising_process_is_killed() {
             "-c",
             "echo ready; exec sleep 1000",
         ])
-        .env(MARKER_VAR, &marker)
+        .env(MARKER_ENV, marker.as_str())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -71,26 +33,26 @@ fn child_dies_when_the_supervising_process_is_killed() {
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line, "ready\n");
-    let before = with_marker(&marker);
+    let before = marker.pids();
     assert!(
-        before.iter().any(|pid| *pid != supervisor_pid),
+        before.iter().any(|p| p.pid != supervisor_pid),
         "the supervised child is running: {before:?}"
     );
     // Kill the supervisor (a process this test started) without giving it any chance to clean
-    // up: only the kernel's parent-death signal can end the child now.
+    // up: only the kernel's parent-death signal (and the guardian outside the supervisor) can
+    // end the child now.
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
-    let left = wait_until_gone(&marker);
-    assert!(left.is_empty(), "child survived its supervisor: {left:?}");
+    assert_no_leak(&marker);
 }
 
 #[test]
 fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
-    let marker = format!("pdeath-thread-{}", std::process::id());
-    let m2 = marker.clone();
+    let marker = Marker::new("pdeath-thread");
+    let text = marker.as_str().to_owned();
     let session = std::thread::spawn(move || {
         let mut command = Command::new("sleep");
-        command.arg("1000").env(MARKER_VAR, &m2);
+        command.arg("1000").env(MARKER_ENV, text);
         Session::spawn(command, MonitorConfig::default()).unwrap()
     })
     .join()
@@ -102,9 +64,10 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
         assert!(session.try_wait().is_none(), "child died with its thread");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(with_marker(&marker), vec![session.pid()]);
+    let pids: Vec<u32> = marker.pids().iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![session.pid()]);
     session.kill();
     let result = session.wait();
     assert_eq!(result.signal(), Some(9));
-    assert!(wait_until_gone(&marker).is_empty());
+    assert_no_leak(&marker);
 }
