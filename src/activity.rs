@@ -134,8 +134,7 @@ impl ActivityBoard {
 
     /// Records activity of `source` at `when`. Stamps only move forward.
     pub fn stamp_at(&self, source: ActivitySource, when: Instant) {
-        let nanos = when.saturating_duration_since(self.origin).as_nanos();
-        let nanos = u64::try_from(nanos).unwrap_or(u64::MAX);
+        let nanos = crate::clock::saturating_nanos(when.saturating_duration_since(self.origin));
         let slot = &self.slots[source.index()];
         slot.last.fetch_max(nanos, Ordering::AcqRel);
         slot.count.fetch_add(1, Ordering::Relaxed);
@@ -156,8 +155,9 @@ impl ActivityBoard {
 
     /// Sends rate-limited `Activity` events to `emitter` from now on.
     pub(crate) fn send_events(&self, emitter: Arc<crate::events::Emitter>, throttle: Duration) {
-        let nanos = u64::try_from(throttle.as_nanos()).unwrap_or(u64::MAX);
-        let _ = self.events.set((emitter, nanos));
+        let _ = self
+            .events
+            .set((emitter, crate::clock::saturating_nanos(throttle)));
     }
 
     /// The instant of the latest stamp of `source` (the origin when there was none).

@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
+/// `d` in nanoseconds, saturating at `u64::MAX` (584 years): for durations kept in atomics.
+pub(crate) fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// A source of monotonic time and of timers.
 ///
 /// `at(deadline)` returns a channel that receives one `Instant` (the clock's time at firing) once
@@ -166,48 +171,37 @@ impl MockClock {
     /// Blocks (in real time, at most `real_timeout`) until a timer for exactly `deadline` is
     /// armed: the code under test has planned that wake-up. Returns whether that happened.
     pub fn wait_for_deadline(&self, deadline: Instant, real_timeout: Duration) -> bool {
-        let give_up = Instant::now() + real_timeout;
-        let mut state = self.inner.state.lock();
-        let armed = |state: &MockState| {
+        self.wait_until(real_timeout, |state| {
             state
                 .timers
                 .iter()
                 .any(|(d, tx)| *d == deadline && tx.is_empty())
-        };
-        loop {
-            if armed(&state) {
-                return true;
-            }
-            if self
-                .inner
-                .changed
-                .wait_until(&mut state, give_up)
-                .timed_out()
-            {
-                return armed(&state);
-            }
-        }
+        })
     }
 
     /// Blocks (in real time, at most `real_timeout`) until at least `n` timers are armed in the
     /// future. Returns whether that happened. Tests use it to know that the monitor has reacted
     /// to everything so far and is parked on its next deadline before they advance the clock.
     pub fn wait_for_timers(&self, n: usize, real_timeout: Duration) -> bool {
+        self.wait_until(real_timeout, |state| state.armed() >= n)
+    }
+
+    /// Blocks (in real time, at most `real_timeout`) until `condition` holds on the timer
+    /// state, re-checked whenever a timer is armed or the clock moves.
+    fn wait_until(&self, real_timeout: Duration, condition: impl Fn(&MockState) -> bool) -> bool {
         let give_up = Instant::now() + real_timeout;
         let mut state = self.inner.state.lock();
-        loop {
-            if state.armed() >= n {
-                return true;
-            }
+        while !condition(&state) {
             if self
                 .inner
                 .changed
                 .wait_until(&mut state, give_up)
                 .timed_out()
             {
-                return state.armed() >= n;
+                return condition(&state);
             }
         }
+        true
     }
 }
 

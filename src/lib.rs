@@ -251,7 +251,7 @@ mod verdict;
 struct ReadmeDoctests;
 
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
-pub use capture::spill::{LogFile, default_log_dir};
+pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot, omission_marker};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{

@@ -137,7 +137,10 @@ fn run(options: &Options) -> Exit {
     let session = match session {
         Ok(session) => Arc::new(session),
         Err(e) => {
-            let code = if e.to_string().starts_with("log folder") {
+            let log_folder = e
+                .get_ref()
+                .is_some_and(|inner| inner.is::<stallwatch::LogDirError>());
+            let code = if log_folder {
                 EXIT_INTERNAL // stallwatch's own failure, not the program's
             } else {
                 match e.kind() {

@@ -308,9 +308,7 @@ fn start_threads(
         combined,
         emitter: streams.emitter.clone(),
         phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
-        idle_timeout: AtomicU64::new(
-            u64::try_from(config.idle_timeout.as_nanos()).unwrap_or(u64::MAX),
-        ),
+        idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
         spills: [
             spills[0].as_ref().map(|s| s.state.clone()),
             spills[1].as_ref().map(|s| s.state.clone()),
@@ -684,13 +682,8 @@ impl Monitor {
 
     fn handle(&mut self, msg: Control) {
         match msg {
-            Control::SetIdleTimeout(timeout) => {
-                self.idle_timeout = timeout;
-                self.shared.idle_timeout.store(
-                    u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
-                    Ordering::Release,
-                );
-            }
+            // The session already published it in `shared.idle_timeout`.
+            Control::SetIdleTimeout(timeout) => self.idle_timeout = timeout,
             Control::Signal(signal) => {
                 if !self.leader_exited
                     && !matches!(self.phase, Phase::Draining { .. } | Phase::Done)

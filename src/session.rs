@@ -324,11 +324,7 @@ impl Session {
     pub fn keepalive_with_timeout(&self, idle_timeout: Duration) -> Result<(), ConfigError> {
         validate_idle_timeout(idle_timeout)?;
         self.keepalive();
-        self.shared.idle_timeout.store(
-            u64::try_from(idle_timeout.as_nanos()).unwrap_or(u64::MAX),
-            std::sync::atomic::Ordering::Release,
-        );
-        let _ = self.control.send(Control::SetIdleTimeout(idle_timeout));
+        self.replace_idle_timeout(idle_timeout);
         Ok(())
     }
 
@@ -406,12 +402,18 @@ impl Session {
     /// A [`ConfigError`] (and no change) when `idle_timeout` is out of range.
     pub fn set_idle_timeout(&self, idle_timeout: Duration) -> Result<(), ConfigError> {
         validate_idle_timeout(idle_timeout)?;
+        self.replace_idle_timeout(idle_timeout);
+        Ok(())
+    }
+
+    /// Publishes a validated idle timeout (readable at once through
+    /// [`idle_timeout`](Self::idle_timeout)) and tells the monitor, which re-plans.
+    fn replace_idle_timeout(&self, idle_timeout: Duration) {
         self.shared.idle_timeout.store(
-            u64::try_from(idle_timeout.as_nanos()).unwrap_or(u64::MAX),
+            crate::clock::saturating_nanos(idle_timeout),
             std::sync::atomic::Ordering::Release,
         );
         let _ = self.control.send(Control::SetIdleTimeout(idle_timeout));
-        Ok(())
     }
 
     /// Sends `signal` to the child's whole process group now (while it runs; no ladder
@@ -577,30 +579,25 @@ pub struct EventReceiver {
 impl EventReceiver {
     /// The next event, blocking; `None` after `Closed`.
     pub fn recv(&mut self) -> Option<Event> {
-        if self.closed {
-            return None;
-        }
-        let event = self.rx.recv().ok()?;
-        self.closed = event == Event::Closed;
-        Some(event)
+        self.take(|rx| rx.recv().ok())
     }
 
     /// The next event if one is ready.
     pub fn try_recv(&mut self) -> Option<Event> {
-        if self.closed {
-            return None;
-        }
-        let event = self.rx.try_recv().ok()?;
-        self.closed = event == Event::Closed;
-        Some(event)
+        self.take(|rx| rx.try_recv().ok())
     }
 
     /// The next event, waiting at most `timeout` (real time).
     pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Event> {
+        self.take(|rx| rx.recv_timeout(timeout).ok())
+    }
+
+    /// Receives with `receive` unless `Closed` was already seen, and remembers seeing it.
+    fn take(&mut self, receive: impl FnOnce(&Receiver<Event>) -> Option<Event>) -> Option<Event> {
         if self.closed {
             return None;
         }
-        let event = self.rx.recv_timeout(timeout).ok()?;
+        let event = receive(&self.rx)?;
         self.closed = event == Event::Closed;
         Some(event)
     }

@@ -93,6 +93,12 @@ fn an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs() {
         .unwrap_err();
     assert!(err.to_string().contains("log folder"), "{err}");
     assert!(err.to_string().contains("a-file"), "{err}");
+    // Told apart from the program's own spawn errors by its type, not its wording.
+    let inner = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<stallwatch::LogDirError>())
+        .expect("a LogDirError inside");
+    assert_eq!(inner.path(), file.join("logs"));
     assert!(!witness.exists(), "the child must not have run");
     assert_no_leak(&m);
 }

@@ -12,7 +12,8 @@
 //! (`file_signal.rs`); file writes keeping a silent session alive in both modes
 //! (`file_signal::file_writes_keep_a_silent_child_alive_in_both_modes`).
 //!
-//! Not here yet: an unwritable log folder (log spill is not implemented).
+//! An unusable log folder: `capture_events::an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs`
+//! and `cli_events::an_unusable_log_dir_is_125_and_the_program_does_not_run`.
 #![cfg(target_os = "linux")]
 
 mod common;

@@ -52,38 +52,60 @@ pub fn default_log_dir() -> PathBuf {
 /// Creates the log folder (mode 0700 for what is created) and checks that files can be made in
 /// it, so an unusable folder is an error at spawn rather than lost output later.
 pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
-    let fail = |what: &str, e: io::Error| {
+    let fail = |kind: io::ErrorKind, problem: String| {
         io::Error::new(
-            e.kind(),
-            format!("log folder {}: {what}: {e}", dir.display()),
+            kind,
+            LogDirError {
+                path: dir.to_path_buf(),
+                problem,
+            },
         )
     };
     let created = DirBuilder::new().recursive(true).mode(0o700).create(dir);
-    let meta = fs::metadata(dir);
-    let meta = match (created, meta) {
+    let meta = match (created, fs::metadata(dir)) {
         (_, Ok(meta)) => meta,
-        (Err(e), Err(_)) => return Err(fail("cannot create it", e)),
-        (Ok(()), Err(e)) => return Err(fail("cannot read it", e)),
+        (Err(e), Err(_)) => return Err(fail(e.kind(), format!("cannot create it: {e}"))),
+        (Ok(()), Err(e)) => return Err(fail(e.kind(), format!("cannot read it: {e}"))),
     };
     if !meta.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotADirectory,
-            format!("log folder {} is not a folder", dir.display()),
-        ));
+        return Err(fail(io::ErrorKind::NotADirectory, "is not a folder".into()));
     }
-    rustix::fs::access(
+    if let Err(e) = rustix::fs::access(
         dir,
         rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
-    )
-    .map_err(|e| fail("not writable", e.into()))?;
+    ) {
+        let e = io::Error::from(e);
+        return Err(fail(e.kind(), format!("not writable: {e}")));
+    }
     if meta.permissions().readonly() {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("log folder {} is read-only", dir.display()),
-        ));
+        return Err(fail(io::ErrorKind::PermissionDenied, "is read-only".into()));
     }
     Ok(())
 }
+
+/// The log folder cannot be used: the error inside the `io::Error` a spawn returns then, so a
+/// caller can tell it from the program's own spawn error (`err.get_ref()` and
+/// `downcast_ref::<LogDirError>()`).
+#[derive(Debug)]
+pub struct LogDirError {
+    path: PathBuf,
+    problem: String,
+}
+
+impl LogDirError {
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl std::fmt::Display for LogDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "log folder {}: {}", self.path.display(), self.problem)
+    }
+}
+
+impl std::error::Error for LogDirError {}
 
 /// `20261122T053012Z`, from the wall clock (only for naming files).
 fn timestamp() -> String {
