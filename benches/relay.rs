@@ -8,7 +8,8 @@
 //!   through [`ActivityTrackingReader`] (stamping an [`ActivityBoard`] on the [`SystemClock`]) and
 //!   does the per-chunk bookkeeping of stallwatch's reader thread with an
 //!   [`OutputSink::Discard`](stallwatch::OutputSink::Discard) sink (a "detached" flag check and
-//!   the byte counter). Both use a 64 KiB buffer, the size stallwatch's reader threads use.
+//!   the byte counter). Both use the same 64 KiB buffer. (The reader threads themselves, with
+//!   their 256 KiB reads, capture and events, are measured end to end below.)
 //! - `relay_end_to_end`: a real child, `dd if=/dev/zero bs=64K count=1024` (64 MiB in 64 KiB
 //!   writes; GNU `head -c` would write in 8 KiB pieces and measure `head` more than the relay).
 //!   `plain_command` is `std::process::Command` with a piped stdout read to end-of-file on the
