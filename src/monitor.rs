@@ -16,30 +16,14 @@ use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
 use crate::capture::{HeadTail, Recorder};
 use crate::clock::Clock;
 use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
+use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{Emitter, Event};
 use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome};
 use crate::process::{self, sys};
-use crate::session::{Lifecycle, Session, SessionBuilder, Shared};
 use crate::signals::children::{DescendantObserver, Identity};
 use crate::signals::files::FileActivityTracker;
 use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
 use crate::verdict::{self, Limits, Verdict};
-
-/// Messages to the monitor. Sources never call the monitor; they stamp the board or send here.
-#[derive(Debug)]
-pub(crate) enum Control {
-    SetIdleTimeout(Duration),
-    Terminate,
-    /// Terminate with this ladder instead of the configured one.
-    TerminateWith(Vec<KillStep>),
-    Kill,
-    ChildExited,
-    ReaderDone(Stream),
-    /// A reader holds back output for an `Output` event due at this instant.
-    OutputPending(Instant),
-    /// Send this signal to the group (no ladder).
-    Signal(Signal),
-}
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -47,11 +31,44 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// (their `Child` reaps them).
 static LEADERS: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
 
-/// Spawns the child and its threads; returns the session.
-pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
-    let stdin_pipe = builder.wants_stdin_pipe();
-    let home = builder.take_home_report();
-    let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
+/// What the launcher needs to start one session: the parts of a validated builder.
+pub(crate) struct Launch {
+    /// The command, its environment already applied.
+    pub(crate) command: std::process::Command,
+    pub(crate) config: MonitorConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) stdout: OutputSink,
+    pub(crate) stderr: OutputSink,
+    pub(crate) stdin: Stdio,
+    /// Whether `stdin` is a pipe the session feeds.
+    pub(crate) stdin_piped: bool,
+    /// The isolated home prepared for the child, for the result.
+    pub(crate) home: Option<crate::environment::HomeReport>,
+}
+
+/// A launched session: the child runs, its threads are up, and the monitor owns the child.
+pub(crate) struct Launched {
+    pub(crate) id: u64,
+    pub(crate) pid: u32,
+    pub(crate) board: Arc<ActivityBoard>,
+    pub(crate) control: Sender<Control>,
+    /// Disconnects once the monitor stored the result.
+    pub(crate) done: Receiver<()>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Spawns the child and its threads; returns what the session handle needs.
+pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
+    let Launch {
+        mut command,
+        config,
+        clock,
+        stdout: stdout_sink,
+        stderr: stderr_sink,
+        stdin,
+        stdin_piped: stdin_pipe,
+        home,
+    } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
     let log_dir = if config.capture.spill {
@@ -161,7 +178,14 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
     ) {
         Ok((control, done, shared, monitor)) => match monitor.send(child) {
             // The monitor owns the child from here on.
-            Ok(()) => Ok(Session::new(id, pid, clock, board, control, done, shared)),
+            Ok(()) => Ok(Launched {
+                id,
+                pid,
+                board,
+                control,
+                done,
+                shared,
+            }),
             Err(crossbeam_channel::SendError(mut child)) => {
                 let _ = sys::kill_group(pid as i32, sys::SIGKILL);
                 let _ = child.wait();
