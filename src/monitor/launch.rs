@@ -304,7 +304,7 @@ fn start_threads(
     clock: Arc<dyn Clock>,
     board: Arc<ActivityBoard>,
     files: Option<FileActivityTracker>,
-    streams: Streams,
+    mut streams: Streams,
     stdout_sink: OutputSink,
     stderr_sink: OutputSink,
 ) -> io::Result<Started> {
@@ -316,67 +316,22 @@ fn start_threads(
         Arc::new(PumpState::default()),
     ];
 
-    let combined = streams.combined.is_some();
-    let mut pipes = open_pipes(child, streams.combined, stdout_sink, stderr_sink)?;
-    for pipe in &mut pipes {
-        record_pipe(pipe, &config, streams.log_dir.as_ref(), id)?;
-    }
-    // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
-    // while draining; they never read.
-    for pipe in &mut pipes {
-        pipe.peek = pipe.fd.try_clone().ok();
-    }
-    let stdin_tx = start_stdin_writer(id, streams.stdin)?;
-    let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
-    let mut spills: [Option<Arc<parking_lot::Mutex<Spill>>>; 2] = [None, None];
-    let mut slots: [Option<StreamSlot>; 2] = [None, None];
-    for pipe in &mut pipes {
-        let index = stream_index(pipe.stream);
-        recorders[index] = pipe.recorder.clone();
-        spills[index] = pipe.spill.as_ref().map(|s| s.state.clone());
-        slots[index] = pipe.recorder.clone().map(|recorder| StreamSlot {
-            recorder,
-            spill: pipe.spill.take(),
-            peek: pipe.peek.take(),
-            done: false,
-        });
-    }
-    let shared = Arc::new(Shared {
-        result: parking_lot::Mutex::new(None),
-        pumps: pumps.clone(),
-        recorders,
-        combined,
-        emitter: streams.emitter.clone(),
-        phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
-        idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
-        spills,
-        stdin: parking_lot::Mutex::new(stdin_tx),
-        home: streams.home,
-    });
+    let (pipes, slots, shared) = open_streams(
+        id,
+        child,
+        &config,
+        &mut streams,
+        stdout_sink,
+        stderr_sink,
+        &pumps,
+    )?;
 
-    // The observer always runs: besides descendant CPU (when that signal is on) it remembers
-    // the escapees the ladder must reach.
-    let children = {
-        let mut observer = DescendantObserver::new(pid as u32, &config.children);
-        observer.sample(clock.now()); // the baseline
-        board.set_enabled(ActivitySource::Children, config.enabled.children);
-        Some(observer)
-    };
-    let interval = config.effective_check_interval();
-    let next_sample = clock.now() + interval;
+    let children = start_observer(pid, &config, &*clock, &board);
     let board_clock = clock.clone();
     let monitor = Monitor {
         id,
         pid,
-        timing: Timing {
-            idle_timeout: config.idle_timeout,
-            hard_deadline: config.hard_timeout.map(|d| board.origin() + d),
-            interval,
-            next_sample,
-            sampled_at: None,
-            warned_for: None,
-            timer: None,
-        },
+        timing: Timing::new(&config, &*clock, &board),
         ladder: Ladder::new(
             id,
             pid,
@@ -415,6 +370,73 @@ fn start_threads(
     start_waiter(id, pid, control_tx.clone())?;
 
     Ok((control_tx, done_rx, shared, child_tx))
+}
+
+/// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
+/// monitor, the stdin writer, and what the session and the monitor share.
+#[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
+#[allow(clippy::type_complexity)] // the three parts go three ways: readers, monitor, session
+fn open_streams(
+    id: u64,
+    child: &mut Child,
+    config: &MonitorConfig,
+    streams: &mut Streams,
+    stdout_sink: OutputSink,
+    stderr_sink: OutputSink,
+    pumps: &[Arc<PumpState>; 2],
+) -> io::Result<(Vec<StreamPipe>, [Option<StreamSlot>; 2], Arc<Shared>)> {
+    let combined = streams.combined.is_some();
+    let mut pipes = open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)?;
+    for pipe in &mut pipes {
+        record_pipe(pipe, config, streams.log_dir.as_ref(), id)?;
+    }
+    // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
+    // while draining; they never read.
+    for pipe in &mut pipes {
+        pipe.peek = pipe.fd.try_clone().ok();
+    }
+    let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
+    let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
+    let mut spills: [Option<Arc<parking_lot::Mutex<Spill>>>; 2] = [None, None];
+    let mut slots: [Option<StreamSlot>; 2] = [None, None];
+    for pipe in &mut pipes {
+        let index = stream_index(pipe.stream);
+        recorders[index] = pipe.recorder.clone();
+        spills[index] = pipe.spill.as_ref().map(|s| s.state.clone());
+        slots[index] = pipe.recorder.clone().map(|recorder| StreamSlot {
+            recorder,
+            spill: pipe.spill.take(),
+            peek: pipe.peek.take(),
+            done: false,
+        });
+    }
+    let shared = Arc::new(Shared {
+        result: parking_lot::Mutex::new(None),
+        pumps: pumps.clone(),
+        recorders,
+        combined,
+        emitter: streams.emitter.clone(),
+        phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
+        idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
+        spills,
+        stdin: parking_lot::Mutex::new(stdin_tx),
+        home: streams.home.take(),
+    });
+    Ok((pipes, slots, shared))
+}
+
+/// The observer always runs: besides descendant CPU (when that signal is on) it remembers
+/// the escapees the ladder must reach.
+fn start_observer(
+    pid: i32,
+    config: &MonitorConfig,
+    clock: &dyn Clock,
+    board: &ActivityBoard,
+) -> Option<DescendantObserver> {
+    let mut observer = DescendantObserver::new(pid as u32, &config.children);
+    observer.sample(clock.now()); // the baseline
+    board.set_enabled(ActivitySource::Children, config.enabled.children);
+    Some(observer)
 }
 
 /// The pipes to read: stdout and stderr, or the one combined pipe.

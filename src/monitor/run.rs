@@ -107,6 +107,20 @@ pub(super) struct Timing {
 }
 
 impl Timing {
+    pub(super) fn new(config: &MonitorConfig, clock: &dyn Clock, board: &ActivityBoard) -> Self {
+        let interval = config.effective_check_interval();
+        let next_sample = clock.now() + interval;
+        Self {
+            idle_timeout: config.idle_timeout,
+            hard_deadline: config.hard_timeout.map(|d| board.origin() + d),
+            interval,
+            next_sample,
+            sampled_at: None,
+            warned_for: None,
+            timer: None,
+        }
+    }
+
     /// The wake-up timer for `at`, re-used while the deadline is unchanged.
     fn timer(&mut self, clock: &dyn Clock, at: Instant) -> Receiver<Instant> {
         match &self.timer {
