@@ -12,8 +12,8 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
 use super::ladder::{LEADERS, Ladder, Leader, OsProcesses};
+use super::run::{DoneGuard, Monitor, Phase, Timing};
 use super::tap::{StreamSlot, Tap, stream_index};
-use super::{DoneGuard, Monitor, Phase, Timing};
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
 use crate::capture::{HeadTail, Recorder};

@@ -15,7 +15,6 @@ mod run;
 mod tap;
 
 pub(crate) use launch::{Launch, launch};
-use run::{DoneGuard, Monitor, Phase, Timing};
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]
