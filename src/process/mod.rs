@@ -1,5 +1,6 @@
 //! Spawning in a new process group, and signalling the tree. Raw OS calls live in [`sys`].
 
+pub(crate) mod orphans;
 pub(crate) mod sys;
 
 use std::io;
@@ -107,6 +108,8 @@ impl Guardian {
         // Its own group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let child = command.spawn()?;
+        // Our own child, not an orphan to attribute to a session.
+        orphans::spawned(child.id() as i32);
         Ok(Guardian {
             child,
             tx: Some(tx),
@@ -125,6 +128,7 @@ impl Guardian {
             .name("stallwatch-guardian".into())
             .spawn(move || {
                 let _ = child.wait();
+                orphans::reaped(child.id() as i32);
             });
         if let Err(e) = reaper {
             log::debug!("cannot start a thread to reap the guardian ({e}); it stays a zombie");

@@ -213,6 +213,24 @@ impl Scenario {
             .expect("the scenario's child can be spawned")
     }
 
+    /// The `stallwatch` command running `script` (as [`Self::command`] builds it) with
+    /// `options`: the scenario's marker, ledgers and working directory, no `RUST_LOG`, stdin
+    /// empty, stdout and stderr captured.
+    pub fn cli(&self, options: &[&str], script: &str) -> Command {
+        let child = self.command(script);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stallwatch"));
+        command
+            .args(options)
+            .arg("--")
+            .arg(child.get_program())
+            .args(child.get_args())
+            .envs(child.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .current_dir(self.work.path())
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null());
+        command
+    }
+
     /// Asserts that each sink received exactly the bytes of its ledger, in order.
     #[track_caller]
     pub fn assert_accounted(&self) {
