@@ -312,15 +312,19 @@ pub(crate) fn stdio_pipes(pid: i32) -> Vec<(u64, u64)> {
     (0..3)
         .filter_map(|fd| rustix::fs::stat(format!("/proc/{pid}/fd/{fd}")).ok())
         .filter(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo)
-        .map(|st| (st.st_dev as u64, st.st_ino as u64))
+        .map(|st| file_id(&st))
         .collect()
 }
 
 /// The (device, inode) of the pipe `fd` is an end of.
 pub(crate) fn pipe_id(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
-    rustix::fs::fstat(fd)
-        .ok()
-        .map(|st| (st.st_dev as u64, st.st_ino as u64))
+    rustix::fs::fstat(fd).ok().map(|st| file_id(&st))
+}
+
+/// (device, inode) of a `stat`.
+#[allow(clippy::unnecessary_cast)] // u64 on Linux; other widths elsewhere
+fn file_id(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
 }
 
 /// Now, in clock ticks since boot (the unit of a process's start time), from `/proc/uptime`.
