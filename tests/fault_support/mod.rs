@@ -301,7 +301,9 @@ pub fn ladder_config() -> MonitorConfig {
 }
 
 /// The same with the subreaper mode on (process-wide for the test binary that uses it: orphans
-/// of its other tests come to it too, untagged, and are left alone).
+/// of its other tests come to it too, and go to the session they belong to by the rules of
+/// `ChildWatchConfig::subreaper`; its tests' own direct children stay in its process group,
+/// which rule 5 leaves alone).
 pub fn subreaper_config() -> MonitorConfig {
     ladder_config().children(ChildWatchConfig::default().subreaper(true))
 }
