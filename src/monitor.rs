@@ -113,10 +113,23 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
     };
 
     let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
+    // Known to the orphan attribution before the fork, and the leader known as this library's
+    // own child before any other session can look at this process's children.
+    let gate = process::orphans::spawn_gate();
+    process::orphans::register(id, boot_ticks_now(), tag.clone());
     let (command, spawned) = process::spawn(command, from_spawner);
-    let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            drop(gate);
+            end_session(id);
+            return Err(process::describe_spawn_error(&command, e));
+        }
+    };
     let pid = child.id();
     process::orphans::spawned(pid as i32);
+    process::orphans::set_leader(id, pid as i32);
+    drop(gate);
     // With the parent-death signal asked for, the grandchildren should die with this process
     // too: a guardian outside it SIGKILLs the group if this process vanishes.
     let guardian = if cfg!(target_os = "linux") && config.parent_death_signal {
@@ -160,6 +173,7 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
             // The monitor owns the child from here on.
             Ok(()) => Ok(Session::new(id, pid, clock, board, control, done, shared)),
             Err(crossbeam_channel::SendError(mut child)) => {
+                end_session(id);
                 let _ = sys::kill_group(pid as i32, sys::SIGKILL);
                 let _ = child.kill(); // by pid too: it may have left its group already
                 let _ = child.wait();
@@ -169,6 +183,7 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
             }
         },
         Err(e) => {
+            end_session(id);
             let _ = sys::kill_group(pid as i32, sys::SIGKILL);
             let _ = child.kill(); // by pid too: it may have left its group already
             let _ = child.wait();
@@ -328,7 +343,6 @@ fn start_threads(
     let next_sample = clock.now() + interval;
     let board_clock = clock.clone();
     let (child_tx, child_rx) = crossbeam_channel::bounded::<Child>(1);
-    let registry_tag = streams.tag.clone();
     let monitor = Monitor {
         id,
         pid,
@@ -374,7 +388,13 @@ fn start_threads(
         done: Some(done_tx),
         pid,
     };
-    register_session(id, pid, registry_tag, &pipes);
+    process::orphans::set_pipes(
+        id,
+        pipes
+            .iter()
+            .filter_map(|(_, _, fd, _)| sys::pipe_id(fd.as_fd()))
+            .collect(),
+    );
     thread::Builder::new()
         .name(format!("stallwatch-mon-{id}"))
         .spawn(move || {
@@ -442,29 +462,23 @@ fn start_threads(
     Ok((control_tx, done_rx, shared, child_tx))
 }
 
-/// Makes the session known to the orphan attribution (`process::orphans`): its leader, the
-/// leader's start time, its tag and its output pipes.
-fn register_session(
-    id: u64,
-    pid: i32,
-    tag: Option<Vec<u8>>,
-    pipes: &[(Stream, Box<dyn io::Read + Send>, OwnedFd, OutputSink)],
-) {
+/// Now in clock ticks since boot, the unit of process start times (0 where unknown: a session
+/// then counts as running since boot, which only makes the attribution more cautious).
+fn boot_ticks_now() -> u64 {
     #[cfg(target_os = "linux")]
-    let started = sys::read_stat(pid).map_or(0, |stat| stat.start_time);
+    {
+        sys::boot_ticks_now().unwrap_or(0)
+    }
     #[cfg(not(target_os = "linux"))]
-    let started = 0;
-    let pipes = pipes
-        .iter()
-        .filter_map(|(_, _, fd, _)| sys::pipe_id(fd.as_fd()))
-        .collect();
-    process::orphans::register(id, pid, started, tag, pipes);
+    {
+        0
+    }
 }
 
-/// The session is over for the orphan attribution.
+/// The session is over for the orphan attribution (`process::orphans`).
 fn end_session(id: u64) {
     #[cfg(target_os = "linux")]
-    let now = sys::boot_ticks_now();
+    let now = sys::boot_ticks_now().map(|t| t + 1); // one tick of margin: /proc/uptime rounds
     #[cfg(not(target_os = "linux"))]
     let now = None;
     process::orphans::end(id, now);
@@ -924,6 +938,8 @@ impl Monitor {
         let mut found = 0;
         #[cfg(target_os = "linux")]
         {
+            // No session forks while this looks: every child the library started is known.
+            let _gate = process::orphans::attribution_gate();
             let own_group = sys::own_process_group();
             for pid in sys::own_children() {
                 if process::orphans::is_spawned(pid) {

@@ -107,9 +107,11 @@ impl Guardian {
             .stderr(std::process::Stdio::null());
         // Its own group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = command.spawn()?;
         // Our own child, not an orphan to attribute to a session.
+        let gate = orphans::spawn_gate();
+        let child = command.spawn()?;
         orphans::spawned(child.id() as i32);
+        drop(gate);
         Ok(Guardian {
             child,
             tx: Some(tx),

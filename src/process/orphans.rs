@@ -92,24 +92,48 @@ pub(crate) fn reaped(pid: i32) {
     SPAWNED.lock().retain(|p| *p != pid);
 }
 
-/// A session started: its leader `leader` (started at `started` ticks), its tag and its output
-/// pipes.
-pub(crate) fn register(
-    id: u64,
-    leader: i32,
-    started: u64,
-    tag: Option<Vec<u8>>,
-    pipes: Vec<PipeId>,
-) {
+/// Held while a child of the library is forked and recorded ([`spawned`]), so that nobody
+/// takes it for an orphan in the meantime.
+static GATE: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
+
+/// Hold while forking a child of the library and until it is recorded with [`spawned`] (and its
+/// session with [`register`] / [`set_leader`]).
+pub(crate) fn spawn_gate() -> parking_lot::RwLockWriteGuard<'static, ()> {
+    GATE.write()
+}
+
+/// Hold while looking at this process's children for orphans: no child of the library is
+/// between its fork and [`spawned`] meanwhile.
+pub(crate) fn attribution_gate() -> parking_lot::RwLockReadGuard<'static, ()> {
+    GATE.read()
+}
+
+/// A session is about to fork its leader, now (`started`, ticks since boot, taken before the
+/// fork); it tags its child with `tag`.
+pub(crate) fn register(id: u64, started: u64, tag: Option<Vec<u8>>) {
     SESSIONS.lock().push(Entry {
         id,
-        leader,
+        leader: 0,
         tag,
         started,
         ended: None,
-        pipes,
+        pipes: Vec::new(),
         seen: HashSet::new(),
     });
+}
+
+/// Session `id`'s leader is `pid`.
+pub(crate) fn set_leader(id: u64, pid: i32) {
+    if let Some(entry) = SESSIONS.lock().iter_mut().find(|e| e.id == id) {
+        entry.leader = pid;
+    }
+}
+
+/// Session `id`'s output pipes.
+pub(crate) fn set_pipes(id: u64, pipes: Vec<PipeId>) {
+    if let Some(entry) = SESSIONS.lock().iter_mut().find(|e| e.id == id) {
+        entry.pipes = pipes;
+    }
 }
 
 /// What session `id`'s observer knows now.
@@ -163,7 +187,10 @@ fn attribute(sessions: &[Entry], orphan: &Orphan, own_group: i32) -> Option<u64>
     {
         return Some(e.id);
     }
-    if let Some(e) = sessions.iter().find(|e| e.leader == orphan.pgrp) {
+    if let Some(e) = sessions
+        .iter()
+        .find(|e| e.leader > 1 && e.leader == orphan.pgrp)
+    {
         return Some(e.id);
     }
     if let Some(e) = sessions

@@ -332,8 +332,8 @@ fn file_id(st: &rustix::fs::Stat) -> (u64, u64) {
 pub(crate) fn boot_ticks_now() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/uptime").ok()?;
     let seconds: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
-    // Rounded up: an instant is never taken as earlier than it was.
-    Some((seconds * clock_ticks_per_second() as f64).ceil() as u64)
+    // Rounded down: a session's start is never taken as later than its leader's.
+    Some((seconds * clock_ticks_per_second() as f64).floor() as u64)
 }
 
 /// The process group of process `pid`.
