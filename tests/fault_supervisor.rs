@@ -342,6 +342,9 @@ fn a_crash_of_the_supervising_program_takes_the_direct_child() {
     s.assert_no_leak();
 }
 
+/// The idle timeout of the scenarios below (python's start on a loaded machine comes first).
+const JOIN_IDLE: Duration = Duration::from_secs(3);
+
 /// The leader moves itself into the supervisor's own process group, then becomes a silent
 /// `sleep`. (`exec python3`: the leader itself, same pid.)
 const JOIN_SUPERVISOR_GROUP: &str = "exec python3 -c '
@@ -406,7 +409,8 @@ impl Sentinel {
 fn a_leader_that_joins_the_supervisors_group_is_ended_by_pid() {
     let s = Scenario::new("sup_join_group");
     let sentinel = Sentinel::start(&s);
-    let session = s.spawn(JOIN_SUPERVISOR_GROUP, config());
+    // Long enough for python to start and join on a loaded machine before it looks stale.
+    let session = s.spawn(JOIN_SUPERVISOR_GROUP, config().idle_timeout(JOIN_IDLE));
     s.out.wait_for("joined");
     let own_group = rustix::process::getpgrp().as_raw_pid();
     let leader_group = std::fs::read_to_string(format!("/proc/{}/stat", session.pid()))
@@ -436,7 +440,7 @@ fn the_command_ends_a_leader_that_joins_its_group_by_pid() {
     let s = Scenario::new("sup_cli_join_group");
     let sentinel = Sentinel::start(&s);
     let output = s
-        .cli(&["-i", "1s", "-g", "300ms"], JOIN_SUPERVISOR_GROUP)
+        .cli(&["-i", "3s", "-g", "300ms"], JOIN_SUPERVISOR_GROUP) // JOIN_IDLE
         .output()
         .expect("stallwatch runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
