@@ -340,10 +340,32 @@ pub struct ChildWatchConfig {
     /// reaped; an agent spinning in its event loop is not progress).
     pub include_self: bool,
     /// Linux: make the supervising process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a
-    /// descendant that double-forks away between two samples is re-parented to it, found (by
-    /// an environment tag `STALLWATCH_SESSION=<pid>.<id>` given to the child) and ended with
-    /// the tree. **Process-wide and permanent**: every orphan of every child of the process
-    /// then comes to it; stallwatch reaps only the ones it tagged. Default off.
+    /// descendant that double-forks away between two samples is re-parented to it, found and
+    /// ended with the tree. **Process-wide and permanent**: every orphan of every child of the
+    /// process then comes to it. Default off.
+    ///
+    /// A process re-parented to the supervisor belongs to the tree whatever its environment
+    /// (`env -i`, `sudo`, `su -` drop variables). An orphan (never a session's leader nor a
+    /// child stallwatch started itself) is attributed by the first rule that applies,
+    /// strongest evidence first:
+    ///
+    /// 1. a session's descendant observer saw it in its tree (pid + start time) before it was
+    ///    re-parented;
+    /// 2. it carries a session's environment tag `STALLWATCH_SESSION=<pid>.<id>` (given to the
+    ///    child);
+    /// 3. its process group is a session's leader's;
+    /// 4. one of its standard streams is one of a session's output pipes;
+    /// 5. it started (its start time) while exactly one session of this process was running
+    ///    — after that session's leader started, before it ended — and it is not in the
+    ///    supervising process's own process group.
+    ///
+    /// Orphans attributed to a session that has ended, and orphans no rule attributes, are
+    /// left alone (and not reaped). A process that runs one session (the `stallwatch` command)
+    /// thus ends every orphan it adopts. Limits of rule 5: it cannot tell a session's untagged
+    /// daemon from an orphan of the host program's own children, or from a child the host
+    /// starts itself in a group or session of its own, started while exactly one session runs;
+    /// and an untagged daemon that nobody saw, that closed the session's pipes and that started
+    /// while two sessions ran, is nobody's (it keeps running).
     pub subreaper: bool,
 }
 

@@ -196,10 +196,13 @@
 //!   remembered while it lives, even after `setsid` or re-parenting to init; the ladder
 //!   signals those escapees by pid, after re-checking their start time. An opt-in subreaper
 //!   mode ([`ChildWatchConfig::subreaper`], Linux, process-wide) also catches a daemon that
-//!   double-forks away between two samples: it comes back to this process, carrying the
-//!   session's `STALLWATCH_SESSION` tag in its environment.
+//!   double-forks away between two samples: it comes back to this process and is attributed
+//!   to its session whatever its environment — seen in the tree, the session's
+//!   `STALLWATCH_SESSION` tag, the leader's group, the session's pipes, or having started
+//!   while that session alone ran (the rule and its limits: [`ChildWatchConfig::subreaper`]).
 //! - **Ending.** Each ladder step goes to the whole process group (never to a pgid ≤ 1 or to
-//!   stallwatch's own group), and to the remembered escapees by pid; polite steps are followed
+//!   stallwatch's own group), to the leader by pid when it has left its group (it may even
+//!   join stallwatch's own), and to the remembered escapees by pid; polite steps are followed
 //!   by SIGCONT so stopped processes can act on them. The leader is watched with `waitid(WNOWAIT)` and not reaped until
 //!   the ladder is done, so neither its pid nor its group id can be reused under the signals.
 //!   If even SIGKILL is not confirmed within [`MonitorConfig::kill_confirm_timeout`], the result

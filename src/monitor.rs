@@ -43,10 +43,6 @@ pub(crate) enum Control {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Pids of the supervised children of this process: never reaped by the subreaper janitor
-/// (their `Child` reaps them).
-static LEADERS: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
-
 /// Spawns the child and its threads; returns the session.
 pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
     let stdin_pipe = builder.wants_stdin_pipe();
@@ -76,11 +72,12 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
         None
     };
     sys::configure_command(&mut command, config.parent_death_signal);
-    // Subreaper mode: orphans come back to this process; a tag in their environment tells
-    // which session they belong to.
+    // Subreaper mode: orphans come back to this process; a tag in their environment (among
+    // other evidence: `process::orphans`) tells which session they belong to.
     let tag = if config.children.subreaper {
         match sys::become_subreaper() {
             Ok(()) => {
+                process::orphans::set_adopting();
                 let value = format!("{}.{id}", std::process::id());
                 command.env(SESSION_TAG, &value);
                 Some(format!("{SESSION_TAG}={value}").into_bytes())
@@ -116,10 +113,23 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
     };
 
     let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
+    // Known to the orphan attribution before the fork, and the leader known as this library's
+    // own child before any other session can look at this process's children.
+    let gate = process::orphans::spawn_gate();
+    process::orphans::register(id, boot_ticks_now(), tag.clone());
     let (command, spawned) = process::spawn(command, from_spawner);
-    let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            drop(gate);
+            end_session(id);
+            return Err(process::describe_spawn_error(&command, e));
+        }
+    };
     let pid = child.id();
-    LEADERS.lock().push(pid as i32);
+    process::orphans::spawned(pid as i32);
+    process::orphans::set_leader(id, pid as i32);
+    drop(gate);
     // With the parent-death signal asked for, the grandchildren should die with this process
     // too: a guardian outside it SIGKILLs the group if this process vanishes.
     let guardian = if cfg!(target_os = "linux") && config.parent_death_signal {
@@ -163,7 +173,9 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
             // The monitor owns the child from here on.
             Ok(()) => Ok(Session::new(id, pid, clock, board, control, done, shared)),
             Err(crossbeam_channel::SendError(mut child)) => {
+                end_session(id);
                 let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+                let _ = child.kill(); // by pid too: it may have left its group already
                 let _ = child.wait();
                 Err(io::Error::other(
                     "the stallwatch monitor thread stopped at start",
@@ -171,7 +183,9 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
             }
         },
         Err(e) => {
+            end_session(id);
             let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+            let _ = child.kill(); // by pid too: it may have left its group already
             let _ = child.wait();
             Err(io::Error::new(
                 e.kind(),
@@ -374,6 +388,13 @@ fn start_threads(
         done: Some(done_tx),
         pid,
     };
+    process::orphans::set_pipes(
+        id,
+        pipes
+            .iter()
+            .filter_map(|(_, _, fd, _)| sys::pipe_id(fd.as_fd()))
+            .collect(),
+    );
     thread::Builder::new()
         .name(format!("stallwatch-mon-{id}"))
         .spawn(move || {
@@ -383,8 +404,10 @@ fn start_threads(
                 monitor.run(child, done);
             } else {
                 done.disarm();
+                end_session(id);
             }
-        })?;
+        })
+        .inspect_err(|_| end_session(id))?;
 
     for (stream, pipe, fd, sink) in pipes {
         drop(fd);
@@ -437,6 +460,28 @@ fn start_threads(
         })?;
 
     Ok((control_tx, done_rx, shared, child_tx))
+}
+
+/// Now in clock ticks since boot, the unit of process start times (0 where unknown: a session
+/// then counts as running since boot, which only makes the attribution more cautious).
+fn boot_ticks_now() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        sys::boot_ticks_now().unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// The session is over for the orphan attribution (`process::orphans`).
+fn end_session(id: u64) {
+    #[cfg(target_os = "linux")]
+    let now = sys::boot_ticks_now().map(|t| t + 1); // one tick of margin: /proc/uptime rounds
+    #[cfg(not(target_os = "linux"))]
+    let now = None;
+    process::orphans::end(id, now);
 }
 
 fn stream_index(stream: Stream) -> usize {
@@ -572,7 +617,7 @@ struct Monitor {
     /// Subreaper mode: this session's tag.
     tag: Option<Vec<u8>>,
     /// Subreaper mode: orphans of this session adopted by this process (reaped when they die).
-    adopted: Vec<i32>,
+    adopted: Vec<Identity>,
     /// Released (told `done`) when the run is over.
     guardian: Option<process::Guardian>,
     /// Stamps the board from its own thread; stopped when the monitor ends.
@@ -629,6 +674,7 @@ impl Monitor {
                 recv(poll) -> _ => {}
             }
         }
+        end_session(self.id);
         for pump in &self.shared.pumps {
             pump.detached.store(true, Ordering::Release);
         }
@@ -687,7 +733,7 @@ impl Monitor {
             Control::Signal(signal) => {
                 if !self.leader_exited
                     && !matches!(self.phase, Phase::Draining { .. } | Phase::Done)
-                    && let Err(e) = sys::kill_group(self.pid, signal.number())
+                    && let Err(e) = self.signal_group(signal.number())
                 {
                     log::debug!("session {}: {signal} to group {}: {e}", self.id, self.pid);
                 }
@@ -875,35 +921,64 @@ impl Monitor {
         None
     }
 
-    /// Subreaper mode: finds this session's orphans among this process's children (by their
-    /// tag) and remembers them as escapees; reaps the ones that died. Returns how many new
-    /// ones it found.
+    /// Subreaper mode: finds this session's orphans among this process's children (by the
+    /// rules of `process::orphans`: seen, tag, group, pipe, start time) and remembers them and
+    /// their descendants as escapees; reaps the ones that died. Returns how many new ones it
+    /// found. Every session publishes what its observer saw, for the others' attribution.
     fn collect_adopted(&mut self) -> usize {
-        let (Some(tag), Some(observer)) = (self.tag.as_ref(), self.children.as_mut()) else {
+        let Some(observer) = self.children.as_mut() else {
             return 0;
         };
+        if process::orphans::adopting() {
+            process::orphans::publish_seen(self.id, observer.identities());
+        }
+        if self.tag.is_none() {
+            return 0;
+        }
         let mut found = 0;
         #[cfg(target_os = "linux")]
-        for pid in sys::own_children() {
-            if LEADERS.lock().contains(&pid) {
-                continue;
-            }
-            let Some(process) = observer.process(pid) else {
-                continue;
-            };
-            if process.dead {
-                if let Some(i) = self.adopted.iter().position(|p| *p == pid) {
-                    self.adopted.swap_remove(i);
-                    sys::reap_if_exited(pid);
+        {
+            // No session forks while this looks: every child the library started is known.
+            let _gate = process::orphans::attribution_gate();
+            let own_group = sys::own_process_group();
+            for pid in sys::own_children() {
+                if process::orphans::is_spawned(pid) {
+                    continue;
                 }
-            } else if !self.adopted.contains(&pid) && sys::environ_has(pid, tag) {
-                observer.adopt(process);
-                self.adopted.push(pid);
-                found += 1;
+                let Some(process) = observer.process(pid) else {
+                    continue;
+                };
+                let identity = Identity {
+                    pid,
+                    start_time: process.start_time,
+                };
+                if process.dead {
+                    if let Some(i) = self.adopted.iter().position(|p| *p == identity) {
+                        self.adopted.swap_remove(i);
+                        sys::reap_if_exited(pid);
+                    }
+                    continue;
+                }
+                if self.adopted.contains(&identity) {
+                    continue;
+                }
+                let orphan = process::orphans::Orphan {
+                    pid,
+                    start_time: process.start_time,
+                    pgrp: process.pgrp,
+                    tag: sys::environ_entry(pid, SESSION_TAG),
+                    pipes: sys::stdio_pipes(pid),
+                };
+                if process::orphans::owner(&orphan, own_group) == Some(self.id) {
+                    log::debug!("session {}: adopted orphan pid {pid}", self.id);
+                    self.adopted.push(identity);
+                    found += 1;
+                }
             }
+            // An adopted orphan's own descendants are the tree's too (they come back here
+            // when it dies, but the ladder should reach them at once).
+            self.adopted.retain(|orphan| observer.adopt_tree(*orphan));
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = (tag, observer);
         found
     }
 
@@ -1106,7 +1181,7 @@ impl Monitor {
         } else {
             now + step.grace
         };
-        match sys::kill_group(self.pid, step.signal.number()) {
+        match self.signal_group(step.signal.number()) {
             Ok(()) => log::debug!(
                 "session {}: sent {} to group {}",
                 self.id,
@@ -1133,7 +1208,7 @@ impl Monitor {
         }
         if step.signal != Signal::KILL {
             // A stopped process cannot act on a polite signal until it is continued.
-            let _ = sys::kill_group(self.pid, sys::SIGCONT);
+            let _ = self.signal_group(sys::SIGCONT);
         }
         self.signals_sent.push(step.signal);
         self.emitter.lifecycle(Event::Signal {
@@ -1145,13 +1220,39 @@ impl Monitor {
         }
     }
 
+    /// Sends `signal` to the leader's process group and, when the leader has left that group
+    /// (it may join another group of its session, even stallwatch's own), to the leader by pid:
+    /// never to the group it joined. Its pid is still its own: the leader is not reaped before
+    /// the ladder is done. Its escapees are signalled by pid by the ladder (they are outside
+    /// the group). The result is the group's.
+    fn signal_group(&self, signal: i32) -> io::Result<()> {
+        let group = sys::kill_group(self.pid, signal);
+        if self.child.is_some()
+            && !self.leader_exited
+            && sys::process_group_of(self.pid).is_some_and(|pgid| pgid != self.pid)
+        {
+            match sys::kill_pid(self.pid, signal) {
+                Ok(()) => {
+                    log::debug!(
+                        "session {}: pid {} left its group; signalled by pid",
+                        self.id,
+                        self.pid
+                    );
+                    return Ok(());
+                }
+                Err(e) => log::debug!("session {}: signal to pid {}: {e}", self.id, self.pid),
+            }
+        }
+        group
+    }
+
     /// Reaps the child (once): waits for it if it exited, else only looks.
     fn reap(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
         let pid = self.pid;
-        LEADERS.lock().retain(|p| *p != pid);
+        process::orphans::reaped(pid);
         self.status = if self.leader_exited {
             match child.wait() {
                 Ok(status) => Some(status),

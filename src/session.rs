@@ -417,7 +417,8 @@ impl Session {
     }
 
     /// Sends `signal` to the child's whole process group now (while it runs; no ladder
-    /// follows). For example [`Signal::INT`](crate::Signal::INT) to interrupt an agent's turn.
+    /// follows), and to the child by pid when it has left that group (never to the group it
+    /// joined, nor to stallwatch's own). For example [`Signal::INT`](crate::Signal::INT) to interrupt an agent's turn.
     pub fn signal(&self, signal: crate::config::Signal) {
         let _ = self.control.send(Control::Signal(signal));
     }
