@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::{ms, wait_generously};
 use fault_support::{Scenario, repeats};
 use stallwatch::{
-    ActivitySource, Clock, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
+    ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
 };
 
 fn config(idle: Duration) -> MonitorConfig {
@@ -329,8 +329,11 @@ fn keepalives_racing_the_deadline_are_never_lost() {
 /// stays in the pipe. It keeps what it was given, and says when it was first entered.
 #[derive(Clone, Default)]
 struct HeldSink {
-    state: std::sync::Arc<(std::sync::Mutex<(bool, bool, Vec<u8>)>, std::sync::Condvar)>,
+    state: std::sync::Arc<(std::sync::Mutex<Held>, std::sync::Condvar)>,
 }
+
+/// Entered, released, and the bytes given so far.
+type Held = (bool, bool, Vec<u8>);
 
 impl HeldSink {
     fn sink(&self) -> stallwatch::OutputSink {

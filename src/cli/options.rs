@@ -60,11 +60,14 @@ EXIT STATUS
           accepts), a report that cannot be written, termination that could not be confirmed
   126     PROGRAM exists but cannot be executed
   127     PROGRAM is not found
-  When stallwatch itself receives TERM, INT, HUP or QUIT, it passes that signal on to the
-  program's process group (then KILL after the grace; a second INT kills at once). It then
-  exits as the program did: with its exit code, or, when the program died of a signal, by the
-  signal stallwatch received, so that a shell loop stops on Ctrl-C (as process 1, where that is
-  not possible, it exits with 128+N).
+  When stallwatch itself receives HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,
+  VTALRM, PROF, IO or PWR, it passes that signal on to the program's process group (then KILL
+  after the grace; a second INT kills at once). It then exits as the program did: with its exit
+  code, or, when the program died of a signal, by the signal stallwatch received, so that a
+  shell loop stops on Ctrl-C (as process 1, where that is not possible, and for STKFLT, IO and
+  PWR, it exits with 128+N). XFSZ and PIPE are ignored; the fault signals (ILL, TRAP, ABRT,
+  BUS, FPE, SEGV, SYS) sent by another process are blocked and have no effect; TSTP, TTIN and
+  TTOU stop stallwatch until CONT.
 
 CONTAINERS
   As the container's first process (pid 1) stallwatch forwards signals and reaps the orphaned
