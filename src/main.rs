@@ -153,7 +153,11 @@ fn run(options: &Options) -> Exit {
                     _ => EXIT_CANNOT_EXECUTE,
                 }
             };
-            say_line(&format!("stallwatch: {e}"));
+            if log_folder && cli.log_dir.is_none() {
+                say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
+            } else {
+                say_line(&format!("stallwatch: {e}"));
+            }
             let _ = signals.finish();
             if let Some(report) = report {
                 write_report(report, &Report::not_started(context, code, e.to_string()));

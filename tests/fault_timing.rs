@@ -18,9 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::{ms, wait_generously};
 use fault_support::{Scenario, repeats};
-use stallwatch::{
-    ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
-};
+use stallwatch::{ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal};
 
 fn config(idle: Duration) -> MonitorConfig {
     MonitorConfig::default()

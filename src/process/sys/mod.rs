@@ -103,6 +103,11 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
         .map(|(_, s)| s.as_raw())
 }
 
+/// The effective user id of this process.
+pub(crate) fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// The process group of this (supervising) process.
 ///
 /// 0 when the group lies outside this process's pid namespace (a container's first process
