@@ -15,6 +15,8 @@ use cli::report::{Bytes, Context, Exit, Report, ReportTarget};
 use cli::signals::SignalHandling;
 
 fn main() -> ExitCode {
+    // Before any thread exists, so that every thread inherits the mask.
+    cli::signals::block_faults();
     let args: Vec<OsString> = std::env::args_os().collect();
     let options = match Options::parse_from(args.clone()) {
         Ok(options) => options,
@@ -76,6 +78,12 @@ fn run(options: &Options) -> Exit {
             return Exit::Code(EXIT_INTERNAL);
         }
     };
+    // Caught before anything else is done (a signal that arrives before the spawn is passed
+    // on once the child runs), and before the report file is created (no signal leaves it
+    // empty). stallwatch becomes a child subreaper at the spawn (Linux): it reaps what it
+    // adopts.
+    let mut signals =
+        SignalHandling::install(cli::reaper::adopts_orphans() || cfg!(target_os = "linux"));
     if cli.no_watch && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
@@ -124,10 +132,6 @@ fn run(options: &Options) -> Exit {
     let mut command = Command::new(program);
     command.args(args);
 
-    // Caught before the spawn: a signal that arrives meanwhile is passed on once the child runs.
-    // stallwatch becomes a child subreaper at the spawn (Linux): it reaps what it adopts.
-    let mut signals =
-        SignalHandling::install(cli::reaper::adopts_orphans() || cfg!(target_os = "linux"));
     let session = Session::builder(command)
         .config(config.clone())
         .stdin(Stdio::inherit())
@@ -149,7 +153,11 @@ fn run(options: &Options) -> Exit {
                     _ => EXIT_CANNOT_EXECUTE,
                 }
             };
-            say_line(&format!("stallwatch: {e}"));
+            if log_folder && cli.log_dir.is_none() {
+                say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
+            } else {
+                say_line(&format!("stallwatch: {e}"));
+            }
             let _ = signals.finish();
             if let Some(report) = report {
                 write_report(report, &Report::not_started(context, code, e.to_string()));

@@ -354,6 +354,7 @@ fn start_threads(
         control: control_rx,
         shared: shared.clone(),
         peek,
+        waiting_counted_at: None,
         emitter: streams.emitter.clone(),
         recorders: recorders.clone(),
         spills,
@@ -602,6 +603,8 @@ struct Monitor {
     control: Receiver<Control>,
     shared: Arc<Shared>,
     peek: [Option<OwnedFd>; 2],
+    /// When bytes found waiting in a pipe at a stale decision were last counted as output.
+    waiting_counted_at: Option<Instant>,
     emitter: Arc<Emitter>,
     recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2],
     /// The log spill threads' results, per stream slot.
@@ -829,6 +832,9 @@ impl Monitor {
                             {
                                 continue;
                             }
+                            if self.output_waiting(now) {
+                                continue;
+                            }
                             let children_on = self.config.enabled.children;
                             report.children =
                                 self.children.as_ref().filter(|_| children_on).map(|o| {
@@ -1048,6 +1054,27 @@ impl Monitor {
             since: now,
             cap: now + self.config.drain_cap,
         };
+    }
+
+    /// At a stale decision: bytes the child wrote that no reader has taken yet (stallwatch was
+    /// stopped, or a reader is slow) are output too. They count once, stamped at `now`; when the
+    /// readers then record nothing for a whole idle timeout (a reader held by its sink), the
+    /// same waiting bytes do not keep the child alive again.
+    fn output_waiting(&mut self, now: Instant) -> bool {
+        if !self.config.enabled.output || self.pipes_empty() {
+            return false;
+        }
+        let last_output = self.board.last(ActivitySource::Output);
+        if self.waiting_counted_at == Some(last_output) {
+            return false;
+        }
+        log::debug!(
+            "session {}: output waits unread in a pipe at the idle deadline; it counts",
+            self.id
+        );
+        self.board.stamp_at(ActivitySource::Output, now);
+        self.waiting_counted_at = Some(self.board.last(ActivitySource::Output));
+        true
     }
 
     /// Whether no unread byte sits in either pipe.

@@ -29,8 +29,10 @@ pub struct LogFile {
 }
 
 /// The default log folder: the platform cache folder's `stallwatch/logs`
-/// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS), else the temp folder's
-/// `stallwatch-logs`.
+/// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS), else (no `HOME`)
+/// the temp folder's `stallwatch-<uid>-logs`. Being a default, it must be the user's own: a
+/// spawn refuses it when it belongs to someone else or others can write to it (as ssh refuses
+/// such a folder), where a folder the caller chose only has to be usable.
 pub fn default_log_dir() -> PathBuf {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -45,7 +47,10 @@ pub fn default_log_dir() -> PathBuf {
     };
     match cache {
         Some(cache) => cache.join("stallwatch").join("logs"),
-        None => std::env::temp_dir().join("stallwatch-logs"),
+        None => std::env::temp_dir().join(format!(
+            "stallwatch-{}-logs",
+            crate::process::sys::effective_uid()
+        )),
     }
 }
 
@@ -79,6 +84,31 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
     }
     if meta.permissions().readonly() {
         return Err(fail(io::ErrorKind::PermissionDenied, "is read-only".into()));
+    }
+    if dir == default_log_dir() {
+        check_own(&meta).map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem))?;
+    }
+    Ok(())
+}
+
+/// The default log folder must be the user's own and closed to others: a folder someone else
+/// owns, or one others can write to, could have its logs read, replaced or removed.
+fn check_own(meta: &fs::Metadata) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = crate::process::sys::effective_uid();
+    if meta.uid() != uid {
+        return Err(format!(
+            "belongs to user {}, not to this user ({uid}); the default log folder must be \
+             the user's own",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "is writable by others (mode {mode:o}); the default log folder must be the \
+             user's own"
+        ));
     }
     Ok(())
 }

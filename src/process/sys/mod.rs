@@ -50,9 +50,31 @@ const SIGNALS: &[(&str, RSignal)] = &[
     ("SYS", RSignal::SYS),
 ];
 
+/// Standard signals only some platforms have.
+const PLATFORM_SIGNALS: &[(&str, RSignal)] = &[
+    #[cfg(all(
+        target_os = "linux",
+        not(any(
+            target_arch = "mips",
+            target_arch = "mips32r6",
+            target_arch = "mips64",
+            target_arch = "mips64r6",
+            target_arch = "sparc",
+            target_arch = "sparc64"
+        ))
+    ))]
+    ("STKFLT", RSignal::STKFLT),
+    #[cfg(target_os = "linux")]
+    ("PWR", RSignal::POWER),
+];
+
+/// Every standard signal this platform names.
+fn named_signals() -> impl Iterator<Item = &'static (&'static str, RSignal)> {
+    SIGNALS.iter().chain(PLATFORM_SIGNALS)
+}
+
 fn rsignal(number: i32) -> Option<RSignal> {
-    SIGNALS
-        .iter()
+    named_signals()
         .find(|(_, s)| s.as_raw() == number)
         .map(|(_, s)| *s)
 }
@@ -62,8 +84,7 @@ pub(crate) fn signal_is_known(number: i32) -> bool {
 }
 
 pub(crate) fn signal_name(number: i32) -> Option<&'static str> {
-    SIGNALS
-        .iter()
+    named_signals()
         .find(|(_, s)| s.as_raw() == number)
         .map(|(n, _)| *n)
 }
@@ -73,12 +94,18 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
         "ABORT" | "IOT" => "ABRT",
         "ALARM" => "ALRM",
         "CHILD" => "CHLD",
+        "POWER" => "PWR",
+        "POLL" => "IO",
         other => other,
     };
-    SIGNALS
-        .iter()
+    named_signals()
         .find(|(n, _)| *n == name)
         .map(|(_, s)| s.as_raw())
+}
+
+/// The effective user id of this process.
+pub(crate) fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
 }
 
 /// The process group of this (supervising) process.
