@@ -508,7 +508,8 @@ pub struct MonitorConfig {
     /// What happens to group members left after the child exits. Default: ended by the ladder.
     pub leftovers: LeftoverPolicy,
     /// After the child exits, how long at most to keep reading output from pipes that a
-    /// grandchild still holds open. Default 2 s.
+    /// grandchild still holds open. Default 2 s. A pipe nobody holds open any more is read to
+    /// its end whatever the cap (stallwatch's own log backlog is not a reason to cut it).
     pub drain_cap: Duration,
     /// After the child exits, stop draining once output has been quiet this long. Default 100 ms.
     pub drain_quiet: Duration,

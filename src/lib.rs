@@ -211,6 +211,9 @@
 //!   [`LeftoverPolicy::Keep`]). Readers drain until end-of-file, until the pipes are empty and
 //!   output has been quiet for [`MonitorConfig::drain_quiet`], or until the drain cap, so a
 //!   grandchild holding a pipe never makes `wait` hang; bytes already read are always delivered.
+//!   Those two limits are only for pipes someone still holds open: a pipe nobody holds any more
+//!   (the tree is gone) is read to its end, however far the log spill lags behind, and every
+//!   byte read is written and hashed in the log before `wait` returns (bounded by the disk).
 //! - **Time.** Every duration (idle, hard, grace, drain) is measured on the session's [`Clock`].
 //!   The only real-time waits are short re-checks of operating-system state (is the group gone,
 //!   is the pipe empty) which progress in real time whatever a mock clock says.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use stallwatch::{EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, Stream};
 
 use cli::options::Options;
-use cli::report::{Bytes, Context, Exit, Report, ReportTarget};
+use cli::report::{Bytes, Context, Exit, PassThroughErrors, Relay, Report, ReportTarget};
 use cli::signals::SignalHandling;
 
 fn main() -> ExitCode {
@@ -135,7 +135,7 @@ fn run(options: &Options) -> Exit {
     let session = Session::builder(command)
         .config(config.clone())
         .stdin(Stdio::inherit())
-        .stdout(OutputSink::writer(io::stdout()))
+        .stdout(stdout_sink())
         .stderr(OutputSink::writer(io::stderr()))
         .spawn();
     let session = match session {
@@ -179,23 +179,54 @@ fn run(options: &Options) -> Exit {
     let received = signals.finish();
     let _ = io::stdout().flush();
 
-    let exit = cli::report::exit_for(&result, &received);
+    let relay = Relay {
+        read: Bytes {
+            stdout: session.output_bytes(Stream::Stdout),
+            stderr: session.output_bytes(Stream::Stderr),
+        },
+        delivered: Bytes {
+            stdout: session.delivered_bytes(Stream::Stdout),
+            stderr: session.delivered_bytes(Stream::Stderr),
+        },
+        errors: PassThroughErrors {
+            stdout: session.sink_error(Stream::Stdout),
+            stderr: session.sink_error(Stream::Stderr),
+        },
+    };
+    let exit = cli::report::with_relay(cli::report::exit_for(&result, &received), &relay);
+    for log in result.logs.iter().filter(|l| l.incomplete) {
+        log::error!(
+            "the {} log {} is incomplete ({} of {} bytes in it): {}",
+            log.stream.name(),
+            log.path.display(),
+            log.written,
+            log.bytes,
+            log.error.as_deref().unwrap_or("unknown reason")
+        );
+    }
     if options.summary_wanted()
         && let Some(line) = cli::report::summary(&result, &received, cli.grace)
     {
         say_line(&line);
     }
     if let Some(report) = report {
-        let bytes = Bytes {
-            stdout: session.output_bytes(Stream::Stdout),
-            stderr: session.output_bytes(Stream::Stderr),
-        };
-        let report_data = Report::finished(context, &result, &received, exit, bytes);
+        let report_data = Report::finished(context, &result, &received, exit, &relay);
         if !write_report(report, &report_data) {
             return Exit::Code(EXIT_INTERNAL);
         }
     }
     exit
+}
+
+/// The pass-through sink of the program's stdout: stallwatch's stdout without a buffer in
+/// between (a duplicate of descriptor 1), so the bytes counted as delivered are the bytes the
+/// device took; `io::stdout()` if the duplicate cannot be made.
+fn stdout_sink() -> OutputSink {
+    use std::os::fd::AsFd;
+    match io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => OutputSink::writer(std::fs::File::from(fd)),
+        Err(_) => OutputSink::writer(io::stdout()),
+    }
 }
 
 /// Writes the report; says so on stderr when it cannot.

@@ -551,7 +551,13 @@ enum Reason {
 enum Phase {
     Watching,
     Ending(Ladder),
-    Draining { since: Instant, cap: Instant },
+    Draining {
+        since: Instant,
+        cap: Instant,
+        /// The last look at the readers past the cap: when (real time) and the bytes each had
+        /// read ([`Monitor::own_backlog`]).
+        looked: Option<(std::time::Instant, [u64; 2])>,
+    },
     Done,
 }
 
@@ -565,9 +571,6 @@ struct Ladder {
     /// Poll interval for the group once the leader is gone (backs off to `POLL_MAX`).
     poll: Duration,
 }
-
-/// At least this long for a spill thread to write the chunks in flight at the end of a run.
-const SPILL_WAIT: Duration = Duration::from_secs(5);
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]
@@ -591,6 +594,9 @@ impl Wake {
 /// them at 5 ms, doubling up to 200 ms: quick for the common case, cheap for a slow one.
 const POLL_MIN: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(200);
+/// The session-clock timer while the drain waits for its own backlog (which only real-time
+/// polls and `ReaderDone` end): far away, and the same instant every time, so it is re-used.
+const BACKLOG_TIMER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 struct Monitor {
     id: u64,
@@ -872,19 +878,26 @@ impl Monitor {
                         return Some(wake);
                     }
                 }
-                Phase::Draining { since, cap } => {
+                Phase::Draining { since, cap, .. } => {
                     let (since, cap) = (*since, *cap);
-                    if self.readers_done.iter().all(|d| *d) || now >= cap {
+                    if self.readers_done.iter().all(|d| *d) {
                         self.phase = Phase::Done;
                         continue;
                     }
                     let last_output = self.board.last(ActivitySource::Output).max(since);
                     let quiet_at = last_output + self.config.drain_quiet;
-                    if now >= quiet_at && self.pipes_empty() {
-                        log::debug!(
-                            "session {}: output quiet after exit; not waiting for end-of-file",
-                            self.id
-                        );
+                    let quiet = now >= quiet_at && self.pipes_empty();
+                    if now >= cap || quiet {
+                        // The cap and the quiet rule are for pipes that strangers hold open.
+                        if let Some(wake) = self.own_backlog(since) {
+                            return Some(wake);
+                        }
+                        if quiet {
+                            log::debug!(
+                                "session {}: output quiet after exit; not waiting for end-of-file",
+                                self.id
+                            );
+                        }
                         self.phase = Phase::Done;
                         continue;
                     }
@@ -1053,6 +1066,7 @@ impl Monitor {
         self.phase = Phase::Draining {
             since: now,
             cap: now + self.config.drain_cap,
+            looked: None,
         };
     }
 
@@ -1075,6 +1089,56 @@ impl Monitor {
         self.board.stamp_at(ActivitySource::Output, now);
         self.waiting_counted_at = Some(self.board.last(ActivitySource::Output));
         true
+    }
+
+    /// Past the drain cap (or the quiet rule): whether a reader still works through a pipe
+    /// that nobody holds open any more, so that its end-of-file is only a matter of stallwatch's
+    /// own pace (the log spill's disk and hash, or a sink that is slow but moving), not a
+    /// stranger's. Then the drain goes on, bounded by the disk: every byte written before the
+    /// tree ended is read and logged. A reader that neither moved since the last look (at least
+    /// [`POLL_MAX`] earlier) nor waits for its log spill is stuck in its sink: the drain ends.
+    fn own_backlog(&mut self, since: Instant) -> Option<Wake> {
+        let read = [0, 1].map(|i| self.shared.pumps[i].bytes.load(Ordering::Relaxed));
+        let Phase::Draining { looked, .. } = &self.phase else {
+            return None;
+        };
+        let looked = *looked;
+        let real_now = std::time::Instant::now();
+        if looked.is_some_and(|(at, _)| real_now.saturating_duration_since(at) < POLL_MAX) {
+            // Woken early (another reader finished): judge on a full interval.
+            let nobody_holds = (0..2).any(|i| !self.readers_done[i] && self.hung_up(i));
+            return nobody_holds.then_some(Wake {
+                at: since + BACKLOG_TIMER,
+                poll: Some(POLL_MAX),
+            });
+        }
+        let waiting = (0..2).any(|i| {
+            !self.readers_done[i]
+                && self.hung_up(i)
+                && (looked.is_none_or(|(_, before)| before[i] != read[i])
+                    || self.spills[i].as_ref().is_some_and(|s| s.busy()))
+        });
+        if let Phase::Draining { looked, .. } = &mut self.phase {
+            *looked = Some((real_now, read));
+        }
+        if waiting {
+            log::debug!(
+                "session {}: the tree is gone but a reader is still behind; reading on",
+                self.id
+            );
+        }
+        // Real time: the readers work in real time, whatever the clock says.
+        waiting.then_some(Wake {
+            at: since + BACKLOG_TIMER,
+            poll: Some(POLL_MAX),
+        })
+    }
+
+    /// Whether nobody holds the write end of pipe `index` any more.
+    fn hung_up(&self, index: usize) -> bool {
+        self.peek[index]
+            .as_ref()
+            .is_some_and(|fd| sys::pipe_hung_up(fd.as_fd()))
     }
 
     /// Whether no unread byte sits in either pipe.
@@ -1319,11 +1383,8 @@ impl Monitor {
                 .iter()
                 .enumerate()
                 .filter_map(|(i, spill)| {
-                    // A reader at end-of-file has handed over its last chunk: wait for the
-                    // spill thread to write it (bounded by the drain cap).
-                    spill
-                        .as_ref()?
-                        .log(self.readers_done[i], self.config.drain_cap.max(SPILL_WAIT))
+                    // Every chunk read is written and hashed first (bounded by the disk).
+                    spill.as_ref()?.log(self.readers_done[i])
                 })
                 .collect(),
             events_dropped: self.emitter.dropped(),

@@ -36,7 +36,8 @@ When stallwatch ends the program it prints one line on stderr saying why.";
 const AFTER_HELP: &str = "\
 Every option can also be set with STALLWATCH_<OPTION>, e.g. STALLWATCH_IDLE_TIMEOUT=10m; the
 command line wins. Exit status: the program's own; 124 after an idle or hard timeout; 128+N when
-it died of signal N; 125 for stallwatch's own failures; 126 not executable; 127 not found.
+it died of signal N; 125 for stallwatch's own failures; 126 not executable; 127 not found; 1
+when the program succeeded but writing its output through failed.
 `stallwatch --help` says more.
 
 Example:
@@ -61,6 +62,9 @@ EXIT STATUS
           accepts), a report that cannot be written, termination that could not be confirmed
   126     PROGRAM exists but cannot be executed
   127     PROGRAM is not found
+  1       the program exited 0, but writing its output through failed (a full disk: a write
+          error on stallwatch's stdout or stderr; a broken pipe is passed on to the program
+          instead); no other status is replaced
   When stallwatch itself receives HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,
   VTALRM, PROF, IO or PWR, it passes that signal on to the program's process group (then KILL
   after the grace; a second INT kills at once). It then exits as the program did: with its exit

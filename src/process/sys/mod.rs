@@ -167,6 +167,21 @@ pub(crate) fn grow_pipe(fd: std::os::fd::BorrowedFd<'_>) {
     let _ = fd;
 }
 
+/// Whether no process holds the write end of the pipe `fd` reads any more: once its unread
+/// bytes are read, the reader sees end-of-file (`POLLHUP` on the read end).
+pub(crate) fn pipe_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().contains(rustix::event::PollFlags::HUP)
+}
+
 /// Makes `command` start as the leader of a new process group and, on Linux when asked, receive
 /// SIGKILL when the thread that spawned it (and so, with the long-lived spawner thread, the
 /// supervising process) dies.
