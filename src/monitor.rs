@@ -265,7 +265,8 @@ fn start_threads(
                 config.capture.spill_threshold,
                 id,
                 *stream,
-            );
+            )
+            .own_files(files.as_ref().map(FileActivityTracker::own_files));
             let short = if *stream == Stream::Stderr {
                 "err"
             } else {

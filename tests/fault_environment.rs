@@ -16,17 +16,18 @@
 //! and `cli_events::an_unusable_log_dir_is_125_and_the_program_does_not_run`.
 #![cfg(target_os = "linux")]
 
+mod cli_support;
 mod common;
 mod fault_support;
 
 use std::fs;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{ms, wait_generously};
+use common::{Marker, assert_no_leak, ms, wait_generously};
 use fault_support::Scenario;
 use stallwatch::{
-    ActivitySource, FileWatchConfig, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
-    SignalIdle,
+    ActivitySource, CaptureConfig, FileWatchConfig, KillLadder, MonitorConfig, MonitorResult,
+    Outcome, Signal, SignalIdle,
 };
 
 const IDLE: Duration = Duration::from_millis(600);
@@ -307,4 +308,84 @@ fn stat_scan_sees_same_size_rewrites_deep_in_a_big_tree() {
     assert!(files.available);
     s.assert_no_leak();
     s.assert_accounted();
+}
+
+/// Issue 11, item 1: the command's own `--events` and `--report` files inside the watched
+/// folder. Every `idle_warning` line written to the events file used to count as the child's
+/// file activity, so a child that only sleeps was never ended.
+#[test]
+fn own_events_and_report_files_in_the_watched_folder_are_not_activity() {
+    let marker = Marker::new("env_own_files_cli");
+    let work = tempfile::tempdir().expect("a working directory");
+    fs::create_dir(work.path().join(".agent")).expect("the watched folder");
+    let started = Instant::now();
+    let out = cli_support::sw(&marker)
+        .dir(work.path())
+        .args(&[
+            "-i",
+            "1s",
+            "-g",
+            "200ms",
+            "--events",
+            ".agent/ev.jsonl",
+            "--report",
+            ".agent/report.json",
+        ])
+        .sh("echo ready; exec sleep 20")
+        .output();
+    let elapsed = started.elapsed();
+    cli_support::assert_code(&out, 124);
+    assert!(elapsed >= ms(1000), "{elapsed:?}");
+    // Generous: the bug kept it alive until the sleep ended (20 s), and exited 0.
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+    let events = fs::read_to_string(work.path().join(".agent/ev.jsonl")).expect("the events");
+    assert!(events.contains("\"idle_warning\""), "{events}");
+    let report = fs::read_to_string(work.path().join(".agent/report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("the report is JSON");
+    assert_eq!(report["outcome"], "idle_timeout", "{report}");
+    assert_eq!(report["activity_count"]["files"], 0, "{report}");
+    assert_no_leak(&marker);
+}
+
+/// Issue 11, item 1, in the library: the session's own log files, in a log folder inside the
+/// watched folder and with no exclude glob that would hide them by name, are not activity.
+/// The output signal is off, so only the file signal could keep this chatty child alive.
+#[test]
+fn own_log_files_in_the_watched_folder_are_not_activity() {
+    let s = Scenario::new("env_own_logs");
+    let mut watch = FileWatchConfig::default();
+    watch.exclude.clear();
+    let config = MonitorConfig::default()
+        .idle_timeout(IDLE)
+        .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
+        .drain_cap(ms(1000))
+        .children_signal(false)
+        .output_signal(false)
+        .capture(
+            CaptureConfig::default()
+                .spill_threshold(1024)
+                .log_dir(s.work.path().join(".agent/logs")),
+        )
+        .files(watch);
+    fs::create_dir(s.work.path().join(".agent")).expect("the watched folder");
+    // 40 × 0.1 s of output, 2 KiB at first (past the spill threshold), then a line each time.
+    let session = s.spawn(
+        "head -c 2048 /dev/zero | tr '\\0' x; echo; i=0; \
+         while [ $i -lt 40 ]; do echo line $i; sleep 0.1; i=$((i+1)); done",
+        config,
+    );
+    let result = wait_generously(&session);
+    assert!(
+        matches!(result.outcome, Outcome::IdleTimeout(_)),
+        "the session's own log writes kept the child alive: {result:#?}"
+    );
+    assert_eq!(files(&result).events, 0, "{result:#?}");
+    assert!(
+        result
+            .logs
+            .iter()
+            .any(|log| log.path.starts_with(s.work.path().join(".agent/logs"))),
+        "{result:#?}"
+    );
+    s.assert_no_leak();
 }

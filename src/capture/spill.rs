@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use crate::signals::files::OwnFiles;
 use crate::signals::output::Stream;
 
 /// A complete log of one stream.
@@ -133,7 +134,14 @@ fn timestamp() -> String {
 }
 
 /// Opens a new log file: create-new (never overwrites, never follows a symlink), mode 0600.
-fn create_log(dir: &Path, session: u64, stream: Stream) -> io::Result<(File, PathBuf)> {
+/// Each name is registered in `own` before it is tried, so the file tracker never counts the
+/// log's creation or its writes as the child's activity.
+fn create_log(
+    dir: &Path,
+    session: u64,
+    stream: Stream,
+    own: Option<&OwnFiles>,
+) -> io::Result<(File, PathBuf)> {
     let base = format!(
         "{}-{}-s{session}-{}",
         timestamp(),
@@ -147,6 +155,9 @@ fn create_log(dir: &Path, session: u64, stream: Stream) -> io::Result<(File, Pat
             format!("{base}-{attempt}.log")
         };
         let path = dir.join(name);
+        if let Some(own) = own {
+            own.add(&path);
+        }
         let opened = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -239,6 +250,8 @@ pub(crate) struct Spill {
     hasher: Sha256,
     total: u64,
     failed: bool,
+    /// Where the log file is registered as stallwatch's own, when files are watched.
+    own: Option<OwnFiles>,
 }
 
 impl Spill {
@@ -254,7 +267,14 @@ impl Spill {
             hasher: Sha256::new(),
             total: 0,
             failed: false,
+            own: None,
         }
+    }
+
+    /// Registers the log file in `own` (the file tracker's list) before creating it.
+    pub(crate) fn own_files(mut self, own: Option<OwnFiles>) -> Self {
+        self.own = own;
+        self
     }
 
     pub(crate) fn push(&mut self, data: &[u8]) {
@@ -275,7 +295,7 @@ impl Spill {
         };
         self.pending.extend_from_slice(data);
         if self.total > self.threshold {
-            match create_log(dir, self.session, self.stream) {
+            match create_log(dir, self.session, self.stream, self.own.as_ref()) {
                 Ok((mut file, path)) => {
                     if let Err(e) = file.write_all(&self.pending) {
                         log::error!("writing log {}: {e}; the log is incomplete", path.display());
@@ -362,12 +382,12 @@ mod tests {
         let target = dir.path().join("victim");
         fs::write(&target, "precious").unwrap();
         // Plant symlinks at every name the next log could take in this second.
-        let (_, probe) = create_log(dir.path(), 9, Stream::Stdout).unwrap();
+        let (_, probe) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
         let probe_name = probe.file_name().unwrap().to_string_lossy().into_owned();
         fs::remove_file(&probe).unwrap();
         let base = probe_name.trim_end_matches(".log").to_owned();
         std::os::unix::fs::symlink(&target, dir.path().join(format!("{base}.log"))).unwrap();
-        let (mut file, path) = create_log(dir.path(), 9, Stream::Stdout).unwrap();
+        let (mut file, path) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
         file.write_all(b"log").unwrap();
         assert_ne!(path, dir.path().join(format!("{base}.log")));
         assert_eq!(fs::read_to_string(&target).unwrap(), "precious");

@@ -27,6 +27,53 @@ use parking_lot::RwLock;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{ConfigError, FileWatchConfig};
 
+/// The files stallwatch (or its caller) writes itself during a run: never activity.
+///
+/// Held by identity: every path is kept as given (made absolute) and resolved (symbolic links
+/// followed; a file that does not exist yet by its resolved folder), and an event path matches
+/// when it is one of those, or when it names the same file through the resolved form of the
+/// watched root it arrived under. Shared with the log spill, which registers each log file
+/// before creating it, so not even its creation counts.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct OwnFiles(Arc<RwLock<Vec<PathBuf>>>);
+
+impl OwnFiles {
+    /// Registers `path` (relative: from this process's current directory).
+    pub(crate) fn add(&self, path: &Path) {
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let resolved = resolve(&absolute);
+        let mut own = self.0.write();
+        for p in [absolute, resolved] {
+            if !own.contains(&p) {
+                own.push(p);
+            }
+        }
+    }
+
+    /// Whether `path`, found at `relative` under a root whose resolved form is `root`, is one
+    /// of the own files.
+    fn contains(&self, path: &Path, root: Option<&Path>, relative: &Path) -> bool {
+        self.0.read().iter().any(|own| {
+            own == path
+                || root.is_some_and(|root| own.strip_prefix(root).is_ok_and(|r| r == relative))
+        })
+    }
+}
+
+/// `path` with symbolic links resolved; for a file that does not exist (yet), its folder
+/// resolved and its name kept; `path` itself when not even the folder resolves.
+fn resolve(path: &Path) -> PathBuf {
+    if let Ok(resolved) = fs::canonicalize(path) {
+        return resolved;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => fs::canonicalize(parent)
+            .map(|p| p.join(name))
+            .unwrap_or_else(|_| path.to_path_buf()),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// Which paths count: include / exclude globs (matched against the path relative to its root and
 /// against the file name), and the files stallwatch itself writes.
 struct PathFilter {
@@ -34,9 +81,12 @@ struct PathFilter {
     /// Per root, the folder it resolves to when the root itself is a symbolic link (events
     /// then come under that path).
     resolved: RwLock<Vec<Option<PathBuf>>>,
+    /// Per root, its canonical path (every link on the way resolved), to recognise own files
+    /// reached through another spelling of the same folder.
+    canonical: RwLock<Vec<Option<PathBuf>>>,
     include: Option<GlobSet>,
     exclude: GlobSet,
-    own_files: RwLock<Vec<PathBuf>>,
+    own_files: OwnFiles,
 }
 
 /// Where a path stands relative to the roots.
@@ -87,22 +137,22 @@ impl PathFilter {
         Ok(Self {
             include,
             exclude: compile("files.exclude", &config.exclude)?,
-            own_files: RwLock::new(Vec::new()),
+            own_files: OwnFiles::default(),
             resolved: RwLock::new(vec![None; roots.len()]),
+            canonical: RwLock::new(vec![None; roots.len()]),
             roots,
         })
     }
 
     fn place(&self, path: &Path) -> Place {
-        for root in &self.roots {
+        for (i, root) in self.roots.iter().enumerate() {
             if let Ok(relative) = path.strip_prefix(root) {
-                return Place::Inside(self.counts(path, relative));
+                return Place::Inside(!self.is_own(i, path, relative) && self.counts(relative));
             }
         }
         for (i, target) in self.resolved.read().iter().enumerate() {
             if let Some(relative) = target.as_ref().and_then(|t| path.strip_prefix(t).ok()) {
-                let as_root = self.roots[i].join(relative);
-                return Place::Inside(self.counts(&as_root, relative));
+                return Place::Inside(!self.is_own(i, path, relative) && self.counts(relative));
             }
         }
         if self.roots.iter().any(|root| root.starts_with(path)) {
@@ -112,10 +162,14 @@ impl PathFilter {
         }
     }
 
-    fn counts(&self, path: &Path, relative: &Path) -> bool {
-        if self.own_files.read().iter().any(|own| own == path) {
-            return false;
-        }
+    /// Whether `path`, at `relative` under root `index`, is a file stallwatch writes itself.
+    fn is_own(&self, index: usize, path: &Path, relative: &Path) -> bool {
+        let canonical = self.canonical.read();
+        let root = canonical.get(index).and_then(Option::as_deref);
+        self.own_files.contains(path, root, relative)
+    }
+
+    fn counts(&self, relative: &Path) -> bool {
         if relative.as_os_str().is_empty() {
             return true; // the root itself appearing or going away
         }
@@ -226,6 +280,9 @@ impl FileActivityTracker {
             PathFilter::new(config, roots.clone())
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
         );
+        for own in &config.own_files {
+            filter.own_files.add(own);
+        }
         board.set_enabled(ActivitySource::Files, true);
         let (tx, rx) = unbounded();
         let scanning = Arc::new(AtomicBool::new(false));
@@ -266,9 +323,15 @@ impl FileActivityTracker {
         self.scanning.load(Ordering::Acquire)
     }
 
-    /// Never count activity on `path` (a file stallwatch itself writes, such as a log).
+    /// Never count activity on `path` (a file stallwatch or its caller writes itself, such as
+    /// a log), matched by identity like [`FileWatchConfig::own_files`], from now on.
     pub fn ignore_file(&self, path: impl Into<PathBuf>) {
-        self.filter.own_files.write().push(path.into());
+        self.filter.own_files.add(&path.into());
+    }
+
+    /// The shared list of own files, for the log spill to register its files in.
+    pub(crate) fn own_files(&self) -> OwnFiles {
+        self.filter.own_files.clone()
     }
 
     /// The absolute roots being tracked.
@@ -413,6 +476,7 @@ impl Worker {
             .flatten();
         let old_target =
             std::mem::replace(&mut self.filter.resolved.write()[index], target.clone());
+        self.filter.canonical.write()[index] = fs::canonicalize(root).ok();
         // The root itself may be a symbolic link to a folder (`.agent -> shared/agent`): it is
         // followed; links *inside* a root are not.
         let new = match fs::metadata(root) {
@@ -674,8 +738,64 @@ mod tests {
             f.place(Path::new("/w/.agent/a/data.json")),
             Place::Inside(false)
         );
-        f.own_files.write().push(PathBuf::from("/w/.agent/own.md"));
+        f.own_files.add(Path::new("/w/.agent/own.md"));
         assert_eq!(f.place(Path::new("/w/.agent/own.md")), Place::Inside(false));
+        // The same name elsewhere in the tree still counts: identity, not name.
+        assert_eq!(
+            f.place(Path::new("/w/.agent/sub/own.md")),
+            Place::Inside(true)
+        );
+    }
+
+    /// Polls (bounded) until `board` has at least `n` file stamps.
+    fn wait_for_stamps(board: &ActivityBoard, n: u64) -> bool {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while board.count(ActivitySource::Files) < n && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        board.count(ActivitySource::Files) >= n
+    }
+
+    #[test]
+    fn own_files_are_ignored_by_identity_under_any_spelling() {
+        // The workspace is reached through a symbolic link; the own file is named through the
+        // real folder, before it exists; the tracker watches the link's spelling.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        fs::create_dir_all(real.join(".agent")).unwrap();
+        let alias = dir.path().join("alias");
+        std::os::unix::fs::symlink(&real, &alias).unwrap();
+        for mode in [false, true] {
+            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let own = real.join(format!(".agent/events-{mode}.jsonl"));
+            let tracker = FileActivityTracker::start(
+                &FileWatchConfig::default()
+                    .own_file(&own)
+                    .force_stat_scan(mode),
+                &alias,
+                board.clone(),
+                Duration::from_millis(20),
+            )
+            .unwrap();
+            // A name registered later, through the link, counts as own too.
+            let later = alias.join(format!(".agent/report-{mode}.json"));
+            tracker.ignore_file(&later);
+            for i in 0..20 {
+                fs::write(&own, format!("line {i}")).unwrap();
+                fs::write(&later, format!("line {i}")).unwrap();
+                if mode {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            // Then one real change, after every own write.
+            fs::create_dir(real.join(format!(".agent/work-{mode}"))).unwrap();
+            assert!(wait_for_stamps(&board, 1), "the folder was not seen");
+            if mode {
+                std::thread::sleep(Duration::from_millis(100)); // a few more scans
+            }
+            assert_eq!(board.count(ActivitySource::Files), 1, "stat scan: {mode}");
+            drop(tracker);
+        }
     }
 
     #[test]
