@@ -269,5 +269,5 @@ pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Lifecycle, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
-pub use signals::files::FileActivityTracker;
+pub use signals::files::{FileActivityTracker, Unwatched};
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

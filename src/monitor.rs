@@ -490,6 +490,7 @@ impl Drop for DoneGuard {
                 events_dropped: 0,
                 output_complete: false,
                 home: self.shared.home.clone(),
+                unwatched: Vec::new(),
             });
         }
     }
@@ -1202,6 +1203,11 @@ impl Monitor {
             events_dropped: self.emitter.dropped(),
             output_complete: self.readers_done.iter().all(|d| *d),
             home: self.shared.home.clone(),
+            unwatched: self
+                ._files
+                .as_ref()
+                .map(FileActivityTracker::unwatched)
+                .unwrap_or_default(),
         }
     }
 }

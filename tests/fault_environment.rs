@@ -389,3 +389,231 @@ fn own_log_files_in_the_watched_folder_are_not_activity() {
     );
     s.assert_no_leak();
 }
+
+/// `stallwatch ARGS -- sh -c SCRIPT MARKER` in `work`, as an unprivileged user (root reads
+/// folders of mode 000 all the same): as `nobody` through `setpriv` when the tests run as
+/// root, with `work` handed over to it; as the current user otherwise.
+fn run_unprivileged(
+    marker: &Marker,
+    work: &std::path::Path,
+    args: &[&str],
+    script: &str,
+) -> std::process::Output {
+    let root = rustix::process::geteuid().is_root();
+    let mut command = if root {
+        for entry in walk(work) {
+            std::os::unix::fs::lchown(&entry, Some(NOBODY), Some(NOBODY))
+                .expect("the workspace can be handed to nobody");
+        }
+        let mut command = std::process::Command::new("setpriv");
+        command.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_stallwatch"),
+        ]);
+        command
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"))
+    };
+    command
+        .args(args)
+        .arg("--")
+        .args(marker.sh_words(script))
+        .env(common::MARKER_ENV, marker.as_str())
+        .env("HOME", work)
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("RUST_LOG")
+        .current_dir(work);
+    for var in cli_support::OPTION_VARS {
+        command.env_remove(var);
+    }
+    let mut command = assert_cmd::Command::from_std(command);
+    command.timeout(common::GENEROUS);
+    command.output().expect("stallwatch runs")
+}
+
+/// The uid and gid of `nobody` / `nogroup` on Linux.
+const NOBODY: u32 = 65534;
+
+/// `dir` and everything under it (links not followed).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut all = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < all.len() {
+        if all[i].is_dir() && !all[i].is_symlink() {
+            for entry in fs::read_dir(&all[i])
+                .expect("a readable test folder")
+                .flatten()
+            {
+                all.push(entry.path());
+            }
+        }
+        i += 1;
+    }
+    all
+}
+
+/// The report's `unavailable` entries for `path` (ending with it).
+fn unavailable_for<'a>(report: &'a serde_json::Value, path: &str) -> Vec<&'a serde_json::Value> {
+    report["unavailable"]
+        .as_array()
+        .expect("unavailable is a list")
+        .iter()
+        .filter(|u| u["path"].as_str().is_some_and(|p| p.ends_with(path)))
+        .collect()
+}
+
+/// A silent child writing `.agent/$1/progress` every 0.3 s, `$2` times.
+const WRITER: &str = "w() { n=$2; while [ $n -gt 0 ]; do echo $n > \".agent/$1/progress\"; \
+                      sleep 0.3; n=$((n-1)); done; }; ";
+
+/// Issue 11, item 3: `.agent` made unreadable (mode 000) for a second mid-run, then readable
+/// again, while the child keeps working in it. The re-arm on the mode change used to fail
+/// and drop the root for good: the child was ended for idleness while it worked.
+#[test]
+fn agent_unreadable_for_a_second_mid_run_is_watched_again() {
+    let marker = Marker::new("env_perm_mid_run");
+    let work = tempfile::tempdir().expect("a workspace");
+    fs::create_dir(work.path().join(".agent")).expect("the watched folder");
+    let out = run_unprivileged(
+        &marker,
+        work.path(),
+        &[
+            "-i",
+            "2s",
+            "-g",
+            "200ms",
+            "--no-children",
+            "--report",
+            "report.json",
+        ],
+        &format!("{WRITER} w . 4; chmod 000 .agent; sleep 1; chmod 755 .agent; w . 12"),
+    );
+    cli_support::assert_code(&out, 0);
+    let report = fs::read_to_string(work.path().join("report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+    assert_eq!(report["outcome"], "exited", "{report}");
+    assert!(
+        report["activity_count"]["files"].as_u64() >= Some(12),
+        "{report}"
+    );
+    // Whatever was not watched on the way is said, and is watched again at the end.
+    for gap in unavailable_for(&report, ".agent") {
+        assert_eq!(gap["at_end"], false, "{report}");
+    }
+    assert_no_leak(&marker);
+}
+
+/// Issue 11, item 3: `.agent` unreadable when the run starts, readable half a second later.
+/// It used to be dropped at the start and never watched.
+#[test]
+fn agent_unreadable_at_start_is_watched_once_readable() {
+    let marker = Marker::new("env_perm_start");
+    let work = tempfile::tempdir().expect("a workspace");
+    let agent = work.path().join(".agent");
+    fs::create_dir(&agent).expect("the watched folder");
+    fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+        .expect("the mode can be changed");
+    let out = run_unprivileged(
+        &marker,
+        work.path(),
+        &[
+            "-i",
+            "2s",
+            "-g",
+            "200ms",
+            "--no-children",
+            "--report",
+            "report.json",
+        ],
+        &format!("sleep 0.5; chmod 755 .agent; {WRITER} w . 12"),
+    );
+    cli_support::assert_code(&out, 0);
+    let report = fs::read_to_string(work.path().join("report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+    assert_eq!(report["outcome"], "exited", "{report}");
+    assert!(
+        report["activity_count"]["files"].as_u64() >= Some(12),
+        "{report}"
+    );
+    // The report says it was not watched at first, for about the half second, then was.
+    let gaps = unavailable_for(&report, ".agent");
+    assert_eq!(gaps.len(), 1, "{report}");
+    assert_eq!(gaps[0]["at_end"], false, "{report}");
+    assert!(gaps[0]["unwatched_ms"].as_u64() >= Some(400), "{report}");
+    assert_no_leak(&marker);
+}
+
+/// Issue 11, item 3: one unreadable folder among 30 in `.agent` (the first one the walk
+/// meets): the recursive watch used to stop there, leaving every folder after it unwatched.
+/// The child works in the 29 others in turn; the report names the one not watched, for the
+/// whole run.
+#[test]
+fn one_unreadable_folder_among_thirty_leaves_the_others_watched() {
+    let marker = Marker::new("env_perm_sub");
+    let work = tempfile::tempdir().expect("a workspace");
+    let agent = work.path().join(".agent");
+    for d in 0..30 {
+        fs::create_dir_all(agent.join(format!("d{d:02}"))).expect("a folder");
+    }
+    // The walk goes in directory order: make the first folder it meets the unreadable one.
+    let first = fs::read_dir(&agent)
+        .expect("the folder")
+        .flatten()
+        .next()
+        .expect("30 folders")
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let others: Vec<String> = (0..30)
+        .map(|d| format!("d{d:02}"))
+        .filter(|d| *d != first)
+        .collect();
+    let unreadable = agent.join(&first);
+    fs::set_permissions(
+        &unreadable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .expect("the mode can be changed");
+    let out = run_unprivileged(
+        &marker,
+        work.path(),
+        &[
+            "-i",
+            "1500ms",
+            "-g",
+            "200ms",
+            "--no-children",
+            "--report",
+            "report.json",
+        ],
+        &format!("{WRITER} for d in {}; do w $d 1; done", others.join(" ")),
+    );
+    fs::set_permissions(
+        &unreadable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("the mode can be changed back");
+    cli_support::assert_code(&out, 0);
+    let report = fs::read_to_string(work.path().join("report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+    assert_eq!(report["outcome"], "exited", "{report}");
+    let gaps = unavailable_for(&report, &format!(".agent/{first}"));
+    assert_eq!(gaps.len(), 1, "{report}");
+    assert_eq!(gaps[0]["source"], "files", "{report}");
+    assert_eq!(gaps[0]["at_end"], true, "{report}");
+    let duration = report["duration_ms"].as_u64().expect("a duration");
+    // Not watched for the whole run (give or take the start).
+    assert!(
+        gaps[0]["unwatched_ms"].as_u64().expect("a duration") + 1000 >= duration,
+        "{report}"
+    );
+    assert!(
+        gaps[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("denied")),
+        "{report}"
+    );
+    assert_no_leak(&marker);
+}
