@@ -429,6 +429,17 @@ pub struct FileWatchConfig {
     /// Stat-scan the roots at the check interval instead of using OS notifications (the mode
     /// stallwatch falls back to when the OS runs out of watches).
     pub force_stat_scan: bool,
+    /// Files the caller itself writes during the run (an event log, a report): changes to
+    /// them never count as the child's activity, whatever their name, their folder and the
+    /// globs. They are matched by identity, not by name: each path is resolved once at the
+    /// start (symbolic links followed; a file that does not exist yet by its resolved folder),
+    /// and an event counts as "own" when it concerns that resolved path, under whichever
+    /// spelling of a watched root it arrives. Relative paths are taken from the current
+    /// directory of this process (where the caller opens them), not the child's.
+    ///
+    /// The session's own log files need not be listed: the library registers each one itself
+    /// before creating it. The `stallwatch` command lists its `--events` and `--report` files.
+    pub own_files: Vec<PathBuf>,
 }
 
 impl Default for FileWatchConfig {
@@ -441,6 +452,7 @@ impl Default for FileWatchConfig {
                 .map(String::from)
                 .collect(),
             force_stat_scan: false,
+            own_files: Vec::new(),
         }
     }
 }
@@ -473,6 +485,13 @@ impl FileWatchConfig {
     /// Forces (or not) the stat-scan mode.
     pub fn force_stat_scan(mut self, force: bool) -> Self {
         self.force_stat_scan = force;
+        self
+    }
+
+    /// Adds a file the caller writes itself, never counted as activity
+    /// ([`own_files`](Self::own_files)).
+    pub fn own_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.own_files.push(path.into());
         self
     }
 }

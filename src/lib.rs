@@ -178,7 +178,11 @@
 //!   missing root is awaited through its nearest existing ancestor), and stat-scans the roots at
 //!   the check interval when the OS is out of watches (or when
 //!   [`FileWatchConfig::force_stat_scan`] asks). Reads, opens and closes never count, nor do
-//!   excluded files (`*.log`, editor artefacts) or files stallwatch writes itself.
+//!   excluded files (`*.log`, editor artefacts) or files stallwatch writes itself (its logs,
+//!   and [`FileWatchConfig::own_files`]), matched by resolved path. Metadata changes count in
+//!   both modes. A folder that cannot be watched is retried on its changes and at the check
+//!   interval, the rest of its tree watched around it, and listed in
+//!   [`MonitorResult::unwatched`].
 //! - **Monitor** (`stallwatch-mon-<id>`) sleeps on its control channel and on one timer set to
 //!   the exact next instant its decision can change: last activity + idle timeout, the hard
 //!   deadline, or the next descendant sample (every check interval, default idle timeout / 10
@@ -275,5 +279,5 @@ pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Lifecycle, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
-pub use signals::files::FileActivityTracker;
+pub use signals::files::{FileActivityTracker, Unwatched};
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

@@ -120,6 +120,13 @@ fn run(options: &Options) -> Exit {
             return Exit::Code(EXIT_INTERNAL);
         }
     };
+    // Nothing stallwatch writes counts as the program's activity, wherever it is.
+    let mut config = config;
+    for own in [&cli.events, &cli.report].into_iter().flatten() {
+        if own.as_os_str() != "-" {
+            config.files.own_files.push(own.clone());
+        }
+    }
     let context = Context {
         config: &config,
         command: &cli.command,

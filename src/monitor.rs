@@ -279,7 +279,8 @@ fn start_threads(
                 config.capture.spill_threshold,
                 id,
                 *stream,
-            );
+            )
+            .own_files(files.as_ref().map(FileActivityTracker::own_files));
             let short = if *stream == Stream::Stderr {
                 "err"
             } else {
@@ -535,6 +536,7 @@ impl Drop for DoneGuard {
                 events_dropped: 0,
                 output_complete: false,
                 home: self.shared.home.clone(),
+                unwatched: Vec::new(),
             });
         }
     }
@@ -1390,6 +1392,11 @@ impl Monitor {
             events_dropped: self.emitter.dropped(),
             output_complete: self.readers_done.iter().all(|d| *d),
             home: self.shared.home.clone(),
+            unwatched: self
+                ._files
+                .as_ref()
+                .map(FileActivityTracker::unwatched)
+                .unwrap_or_default(),
         }
     }
 }

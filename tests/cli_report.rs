@@ -127,7 +127,7 @@ fn idle_timeout_report() {
     }
     assert!(ms(&r["activity_count"]["output"]) >= 1);
     assert_eq!(r["activity_count"]["files"], 0);
-    assert_eq!(names(&r["unavailable"]), Vec::<&str>::new());
+    assert_eq!(r["unavailable"], serde_json::json!([]));
     assert_eq!(names(&r["ladder"]["signals_sent"]), ["TERM"]);
     assert_eq!(r["ladder"]["escalated"], false);
     assert_eq!(r["ladder"]["forced"], false);
@@ -287,7 +287,18 @@ fn a_watched_path_that_is_a_file_is_unavailable() {
         .output();
     assert_code(&output, 124);
     let r = read_report(&path);
-    assert_eq!(names(&r["unavailable"]), ["files"]);
+    // What was not watched, why, and for how long (the whole run).
+    let unavailable = r["unavailable"].as_array().expect("a list");
+    assert_eq!(unavailable.len(), 1, "{r:#}");
+    let entry = &unavailable[0];
+    assert_eq!(entry["source"], "files", "{r:#}");
+    assert_eq!(entry["path"], file.to_str().expect("utf-8"), "{r:#}");
+    assert_eq!(entry["reason"], "is not a folder", "{r:#}");
+    assert_eq!(entry["at_end"], true, "{r:#}");
+    assert!(
+        ms(&entry["unwatched_ms"]) + 100 >= ms(&r["duration_ms"]),
+        "{r:#}"
+    );
     assert!(text(&output.stderr).contains("files unavailable"));
     assert_no_leak(&marker);
 }

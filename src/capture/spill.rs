@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use crate::signals::files::OwnFiles;
 use crate::signals::output::Stream;
 
 /// A complete log of one stream.
@@ -173,10 +174,13 @@ fn timestamp() -> String {
 
 /// Opens a new log file: create-new (never overwrites, never follows a symlink), mode 0600.
 /// On failure, the error and the first name it tried.
+/// Each name is registered in `own` before it is tried, so the file tracker never counts the
+/// log's creation or its writes as the child's activity.
 fn create_log(
     dir: &Path,
     session: u64,
     stream: Stream,
+    own: Option<&OwnFiles>,
 ) -> Result<(File, PathBuf), (io::Error, PathBuf)> {
     let base = format!(
         "{}-{}-s{session}-{}",
@@ -191,6 +195,9 @@ fn create_log(
             format!("{base}-{attempt}.log")
         };
         let path = dir.join(name);
+        if let Some(own) = own {
+            own.add(&path);
+        }
         let opened = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -343,6 +350,8 @@ pub(crate) struct Spill {
     failed: bool,
     /// Why the log is incomplete, and the path it has or would have had.
     error: Option<(String, PathBuf)>,
+    /// Where the log file is registered as stallwatch's own, when files are watched.
+    own: Option<OwnFiles>,
 }
 
 impl Spill {
@@ -360,7 +369,14 @@ impl Spill {
             written: 0,
             failed: false,
             error: None,
+            own: None,
         }
+    }
+
+    /// Registers the log file in `own` (the file tracker's list) before creating it.
+    pub(crate) fn own_files(mut self, own: Option<OwnFiles>) -> Self {
+        self.own = own;
+        self
     }
 
     pub(crate) fn push(&mut self, data: &[u8]) {
@@ -378,7 +394,7 @@ impl Spill {
         };
         self.pending.extend_from_slice(data);
         if self.total > self.threshold {
-            match create_log(dir, self.session, self.stream) {
+            match create_log(dir, self.session, self.stream, self.own.as_ref()) {
                 Ok(file) => {
                     self.file = Some(file);
                     let pending = std::mem::take(&mut self.pending);
@@ -518,12 +534,12 @@ mod tests {
         let target = dir.path().join("victim");
         fs::write(&target, "precious").unwrap();
         // Plant symlinks at every name the next log could take in this second.
-        let (_, probe) = create_log(dir.path(), 9, Stream::Stdout).unwrap();
+        let (_, probe) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
         let probe_name = probe.file_name().unwrap().to_string_lossy().into_owned();
         fs::remove_file(&probe).unwrap();
         let base = probe_name.trim_end_matches(".log").to_owned();
         std::os::unix::fs::symlink(&target, dir.path().join(format!("{base}.log"))).unwrap();
-        let (mut file, path) = create_log(dir.path(), 9, Stream::Stdout).unwrap();
+        let (mut file, path) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
         file.write_all(b"log").unwrap();
         assert_ne!(path, dir.path().join(format!("{base}.log")));
         assert_eq!(fs::read_to_string(&target).unwrap(), "precious");

@@ -233,8 +233,9 @@ pub(crate) struct Report {
     pub(crate) idle_ms: IdleMs,
     /// How many activity events each signal recorded; null when it was turned off.
     pub(crate) activity_count: ActivityCount,
-    /// Signals that were on but could not observe anything (a watched path that is a file).
-    pub(crate) unavailable: Vec<&'static str>,
+    /// What the signals that were on could not observe: every watched folder that could not
+    /// be watched (or a watched path that is a file), with why and for how long.
+    pub(crate) unavailable: Vec<Unavailable>,
     /// The kill ladder, when one ran.
     pub(crate) ladder: Ladder,
     /// Leftover group members ended after the child's own exit.
@@ -280,6 +281,21 @@ pub(crate) struct ActivityCount {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
+}
+
+/// Something a signal could not observe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Unavailable {
+    /// The signal (`files`).
+    pub(crate) source: &'static str,
+    /// The path that was not watched, or null when the whole signal observed nothing.
+    pub(crate) path: Option<String>,
+    /// Why, as the system said it, or null.
+    pub(crate) reason: Option<String>,
+    /// How long it went unobserved in total, or null when not known.
+    pub(crate) unwatched_ms: Option<u64>,
+    /// Whether it was still unobserved at the end of the run.
+    pub(crate) at_end: bool,
 }
 
 /// The kill ladder as it ran.
@@ -379,9 +395,37 @@ impl Report {
             };
             *idle = Some(ms(s.idle));
             *count = Some(s.events);
-            if !s.available {
-                unavailable.push(s.source.name());
+            if !s.available && s.source != ActivitySource::Files {
+                unavailable.push(Unavailable {
+                    source: s.source.name(),
+                    path: None,
+                    reason: None,
+                    unwatched_ms: None,
+                    at_end: true,
+                });
             }
+        }
+        for gap in &result.unwatched {
+            unavailable.push(Unavailable {
+                source: ActivitySource::Files.name(),
+                path: Some(gap.path.display().to_string()),
+                reason: Some(gap.reason.clone()),
+                unwatched_ms: Some(ms(gap.duration)),
+                at_end: gap.still,
+            });
+        }
+        let files_blind = result
+            .activity
+            .iter()
+            .any(|s| s.source == ActivitySource::Files && !s.available);
+        if files_blind && result.unwatched.iter().all(|gap| !gap.still) {
+            unavailable.push(Unavailable {
+                source: ActivitySource::Files.name(),
+                path: None,
+                reason: None,
+                unwatched_ms: None,
+                at_end: true,
+            });
         }
         Report {
             outcome: result.outcome.name(),
