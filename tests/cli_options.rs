@@ -21,6 +21,12 @@ fn writer_script(file: &str, rounds: u32) -> String {
     )
 }
 
+/// The idle timeout of the file-activity runs, and how many 50 ms writes they make (2.5 s, well
+/// past it). Generous, so that a loaded machine's slow `sh` start or a late `sleep` never looks
+/// like a 1.5 s silence; the runs that must stall are ended after 1.5 s.
+const FILE_IDLE: &str = "1500ms";
+const FILE_ROUNDS: u32 = 50;
+
 #[test]
 fn idle_timeout_from_the_environment() {
     let marker = Marker::new("cli_opt_env_idle");
@@ -116,18 +122,18 @@ fn signal_option_takes_names_and_numbers() {
 fn file_activity_under_the_default_agent_folder_keeps_the_program_alive() {
     let marker = Marker::new("cli_opt_default_watch");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    // 1 s of writes in .agent with a 300 ms idle timeout: never stale.
+    // 2.5 s of writes in .agent with a 1.5 s idle timeout: never stale.
     let output = sw(&marker)
         .dir(dir.path())
-        .args(&["-i", "300ms", "--no-children"])
-        .sh(&writer_script(".agent/notes.md", 14))
+        .args(&["-i", FILE_IDLE, "--no-children"])
+        .sh(&writer_script(".agent/notes.md", FILE_ROUNDS))
         .output();
     assert_code(&output, 0);
     // The same writes outside the watched folder do not count.
     let output = sw(&marker)
         .dir(dir.path())
-        .args(&["-i", "300ms", "--no-children"])
-        .sh(&writer_script("elsewhere/notes.md", 14))
+        .args(&["-i", FILE_IDLE, "--no-children"])
+        .sh(&writer_script("elsewhere/notes.md", FILE_ROUNDS))
         .output();
     assert_code(&output, 124);
     assert_no_leak(&marker);
@@ -140,9 +146,9 @@ fn watch_replaces_the_default_folder_and_is_repeatable() {
     let run = |options: &[&str], file: &str| {
         sw(&marker)
             .dir(dir.path())
-            .args(&["-i", "300ms", "--no-children"])
+            .args(&["-i", FILE_IDLE, "--no-children"])
             .args(options)
-            .sh(&writer_script(file, 14))
+            .sh(&writer_script(file, FILE_ROUNDS))
             .output()
     };
     assert_code(&run(&["-w", "notes"], "notes/a.txt"), 0);
@@ -159,12 +165,12 @@ fn watch_and_flags_from_the_environment() {
     let run = |envs: &[(&str, &str)], options: &[&str], file: &str| {
         let mut cmd = sw(&marker)
             .dir(dir.path())
-            .args(&["-i", "300ms"])
+            .args(&["-i", FILE_IDLE])
             .args(options);
         for (k, v) in envs {
             cmd = cmd.env(k, v);
         }
-        cmd.sh(&writer_script(file, 14)).output()
+        cmd.sh(&writer_script(file, FILE_ROUNDS)).output()
     };
     let no_children = ("STALLWATCH_NO_CHILDREN", "1");
     // Several folders in one variable, separated by ':'.
@@ -204,12 +210,12 @@ fn exclude_adds_to_the_default_exclusions() {
     let run = |options: &[&str], envs: &[(&str, &str)], file: &str| {
         let mut cmd = sw(&marker)
             .dir(dir.path())
-            .args(&["-i", "300ms", "--no-children"])
+            .args(&["-i", FILE_IDLE, "--no-children"])
             .args(options);
         for (k, v) in envs {
             cmd = cmd.env(k, v);
         }
-        cmd.sh(&writer_script(file, 14)).output()
+        cmd.sh(&writer_script(file, FILE_ROUNDS)).output()
     };
     assert_code(&run(&["--exclude", "*.tmp"], &[], ".agent/x.tmp"), 124);
     assert_code(&run(&["--exclude", "*.tmp"], &[], ".agent/x.txt"), 0);
@@ -620,10 +626,10 @@ fn paths_that_are_not_utf8_are_accepted() {
         let report = not_utf8(d, "report.json");
         let events = not_utf8(d, "events.jsonl");
         let logs = not_utf8(d, "logs");
-        // Silent but for a file written every 50 ms for 0.9 s under the watched folder, with an
-        // idle timeout of 400 ms: it lives only if that folder is watched. 5000 bytes of output
-        // make a log.
-        let script = "head -c 5000 /dev/zero; i=0; while [ $i -lt 18 ]; do \
+        // Silent but for a file written every 50 ms for 2.5 s under the watched folder, with an
+        // idle timeout of 1.5 s (FILE_IDLE): it lives only if that folder is watched. 5000 bytes
+        // of output make a log.
+        let script = "head -c 5000 /dev/zero; i=0; while [ $i -lt 50 ]; do \
                       echo $i > \"$W/f\"; i=$((i+1)); sleep 0.05; done; exit 0";
         let paths = [
             ("watch", &watch),
@@ -631,7 +637,7 @@ fn paths_that_are_not_utf8_are_accepted() {
             ("events", &events),
             ("log-dir", &logs),
         ];
-        let mut args: Vec<std::ffi::OsString> = vec!["-i".into(), "400ms".into()];
+        let mut args: Vec<std::ffi::OsString> = vec!["-i".into(), FILE_IDLE.into()];
         let mut envs: Vec<(&str, std::ffi::OsString)> = vec![("W", watch.clone().into())];
         for (option, path) in paths {
             if from_env {
