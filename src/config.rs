@@ -340,10 +340,32 @@ pub struct ChildWatchConfig {
     /// reaped; an agent spinning in its event loop is not progress).
     pub include_self: bool,
     /// Linux: make the supervising process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a
-    /// descendant that double-forks away between two samples is re-parented to it, found (by
-    /// an environment tag `STALLWATCH_SESSION=<pid>.<id>` given to the child) and ended with
-    /// the tree. **Process-wide and permanent**: every orphan of every child of the process
-    /// then comes to it; stallwatch reaps only the ones it tagged. Default off.
+    /// descendant that double-forks away between two samples is re-parented to it, found and
+    /// ended with the tree. **Process-wide and permanent**: every orphan of every child of the
+    /// process then comes to it. Default off.
+    ///
+    /// A process re-parented to the supervisor belongs to the tree whatever its environment
+    /// (`env -i`, `sudo`, `su -` drop variables). An orphan (never a session's leader nor a
+    /// child stallwatch started itself) is attributed by the first rule that applies,
+    /// strongest evidence first:
+    ///
+    /// 1. a session's descendant observer saw it in its tree (pid + start time) before it was
+    ///    re-parented;
+    /// 2. it carries a session's environment tag `STALLWATCH_SESSION=<pid>.<id>` (given to the
+    ///    child);
+    /// 3. its process group is a session's leader's;
+    /// 4. one of its standard streams is one of a session's output pipes;
+    /// 5. it started (its start time) while exactly one session of this process was running
+    ///    — after that session's leader started, before it ended — and it is not in the
+    ///    supervising process's own process group.
+    ///
+    /// Orphans attributed to a session that has ended, and orphans no rule attributes, are
+    /// left alone (and not reaped). A process that runs one session (the `stallwatch` command)
+    /// thus ends every orphan it adopts. Limits of rule 5: it cannot tell a session's untagged
+    /// daemon from an orphan of the host program's own children, or from a child the host
+    /// starts itself in a group or session of its own, started while exactly one session runs;
+    /// and an untagged daemon that nobody saw, that closed the session's pipes and that started
+    /// while two sessions ran, is nobody's (it keeps running).
     pub subreaper: bool,
 }
 
@@ -407,6 +429,17 @@ pub struct FileWatchConfig {
     /// Stat-scan the roots at the check interval instead of using OS notifications (the mode
     /// stallwatch falls back to when the OS runs out of watches).
     pub force_stat_scan: bool,
+    /// Files the caller itself writes during the run (an event log, a report): changes to
+    /// them never count as the child's activity, whatever their name, their folder and the
+    /// globs. They are matched by identity, not by name: each path is resolved once at the
+    /// start (symbolic links followed; a file that does not exist yet by its resolved folder),
+    /// and an event counts as "own" when it concerns that resolved path, under whichever
+    /// spelling of a watched root it arrives. Relative paths are taken from the current
+    /// directory of this process (where the caller opens them), not the child's.
+    ///
+    /// The session's own log files need not be listed: the library registers each one itself
+    /// before creating it. The `stallwatch` command lists its `--events` and `--report` files.
+    pub own_files: Vec<PathBuf>,
 }
 
 impl Default for FileWatchConfig {
@@ -419,6 +452,7 @@ impl Default for FileWatchConfig {
                 .map(String::from)
                 .collect(),
             force_stat_scan: false,
+            own_files: Vec::new(),
         }
     }
 }
@@ -451,6 +485,13 @@ impl FileWatchConfig {
     /// Forces (or not) the stat-scan mode.
     pub fn force_stat_scan(mut self, force: bool) -> Self {
         self.force_stat_scan = force;
+        self
+    }
+
+    /// Adds a file the caller writes itself, never counted as activity
+    /// ([`own_files`](Self::own_files)).
+    pub fn own_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.own_files.push(path.into());
         self
     }
 }
@@ -486,7 +527,8 @@ pub struct MonitorConfig {
     /// What happens to group members left after the child exits. Default: ended by the ladder.
     pub leftovers: LeftoverPolicy,
     /// After the child exits, how long at most to keep reading output from pipes that a
-    /// grandchild still holds open. Default 2 s.
+    /// grandchild still holds open. Default 2 s. A pipe nobody holds open any more is read to
+    /// its end whatever the cap (stallwatch's own log backlog is not a reason to cut it).
     pub drain_cap: Duration,
     /// After the child exits, stop draining once output has been quiet this long. Default 100 ms.
     pub drain_quiet: Duration,

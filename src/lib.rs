@@ -178,7 +178,11 @@
 //!   missing root is awaited through its nearest existing ancestor), and stat-scans the roots at
 //!   the check interval when the OS is out of watches (or when
 //!   [`FileWatchConfig::force_stat_scan`] asks). Reads, opens and closes never count, nor do
-//!   excluded files (`*.log`, editor artefacts) or files stallwatch writes itself.
+//!   excluded files (`*.log`, editor artefacts) or files stallwatch writes itself (its logs,
+//!   and [`FileWatchConfig::own_files`]), matched by resolved path. Metadata changes count in
+//!   both modes. A folder that cannot be watched is retried on its changes and at the check
+//!   interval, the rest of its tree watched around it, and listed in
+//!   [`MonitorResult::unwatched`].
 //! - **Monitor** (`stallwatch-mon-<id>`) sleeps on its control channel and on one timer set to
 //!   the exact next instant its decision can change: last activity + idle timeout, the hard
 //!   deadline, or the next descendant sample (every check interval, default idle timeout / 10
@@ -196,10 +200,13 @@
 //!   remembered while it lives, even after `setsid` or re-parenting to init; the ladder
 //!   signals those escapees by pid, after re-checking their start time. An opt-in subreaper
 //!   mode ([`ChildWatchConfig::subreaper`], Linux, process-wide) also catches a daemon that
-//!   double-forks away between two samples: it comes back to this process, carrying the
-//!   session's `STALLWATCH_SESSION` tag in its environment.
+//!   double-forks away between two samples: it comes back to this process and is attributed
+//!   to its session whatever its environment — seen in the tree, the session's
+//!   `STALLWATCH_SESSION` tag, the leader's group, the session's pipes, or having started
+//!   while that session alone ran (the rule and its limits: [`ChildWatchConfig::subreaper`]).
 //! - **Ending.** Each ladder step goes to the whole process group (never to a pgid ≤ 1 or to
-//!   stallwatch's own group), and to the remembered escapees by pid; polite steps are followed
+//!   stallwatch's own group), to the leader by pid when it has left its group (it may even
+//!   join stallwatch's own), and to the remembered escapees by pid; polite steps are followed
 //!   by SIGCONT so stopped processes can act on them. The leader is watched with `waitid(WNOWAIT)` and not reaped until
 //!   the ladder is done, so neither its pid nor its group id can be reused under the signals.
 //!   If even SIGKILL is not confirmed within [`MonitorConfig::kill_confirm_timeout`], the result
@@ -208,6 +215,9 @@
 //!   [`LeftoverPolicy::Keep`]). Readers drain until end-of-file, until the pipes are empty and
 //!   output has been quiet for [`MonitorConfig::drain_quiet`], or until the drain cap, so a
 //!   grandchild holding a pipe never makes `wait` hang; bytes already read are always delivered.
+//!   Those two limits are only for pipes someone still holds open: a pipe nobody holds any more
+//!   (the tree is gone) is read to its end, however far the log spill lags behind, and every
+//!   byte read is written and hashed in the log before `wait` returns (bounded by the disk).
 //! - **Time.** Every duration (idle, hard, grace, drain) is measured on the session's [`Clock`].
 //!   The only real-time waits are short re-checks of operating-system state (is the group gone,
 //!   is the pipe empty) which progress in real time whatever a mock clock says.
@@ -271,5 +281,5 @@ pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
-pub use signals::files::FileActivityTracker;
+pub use signals::files::{FileActivityTracker, Unwatched};
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

@@ -11,10 +11,12 @@ use std::sync::Arc;
 use stallwatch::{EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, Stream};
 
 use cli::options::Options;
-use cli::report::{Bytes, Context, Exit, Report, ReportTarget};
+use cli::report::{Bytes, Context, Exit, PassThroughErrors, Relay, Report, ReportTarget};
 use cli::signals::SignalHandling;
 
 fn main() -> ExitCode {
+    // Before any thread exists, so that every thread inherits the mask.
+    cli::signals::block_faults();
     let args: Vec<OsString> = std::env::args_os().collect();
     let options = match Options::parse_from(args.clone()) {
         Ok(options) => options,
@@ -76,6 +78,12 @@ fn run(options: &Options) -> Exit {
             return Exit::Code(EXIT_INTERNAL);
         }
     };
+    // Caught before anything else is done (a signal that arrives before the spawn is passed
+    // on once the child runs), and before the report file is created (no signal leaves it
+    // empty). stallwatch becomes a child subreaper at the spawn (Linux): it reaps what it
+    // adopts.
+    let mut signals =
+        SignalHandling::install(cli::reaper::adopts_orphans() || cfg!(target_os = "linux"));
     if cli.no_watch && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
@@ -112,6 +120,13 @@ fn run(options: &Options) -> Exit {
             return Exit::Code(EXIT_INTERNAL);
         }
     };
+    // Nothing stallwatch writes counts as the program's activity, wherever it is.
+    let mut config = config;
+    for own in [&cli.events, &cli.report].into_iter().flatten() {
+        if own.as_os_str() != "-" {
+            config.files.own_files.push(own.clone());
+        }
+    }
     let context = Context {
         config: &config,
         command: &cli.command,
@@ -124,14 +139,10 @@ fn run(options: &Options) -> Exit {
     let mut command = Command::new(program);
     command.args(args);
 
-    // Caught before the spawn: a signal that arrives meanwhile is passed on once the child runs.
-    // stallwatch becomes a child subreaper at the spawn (Linux): it reaps what it adopts.
-    let mut signals =
-        SignalHandling::install(cli::reaper::adopts_orphans() || cfg!(target_os = "linux"));
     let session = Session::builder(command)
         .config(config.clone())
         .stdin(Stdio::inherit())
-        .stdout(OutputSink::writer(io::stdout()))
+        .stdout(stdout_sink())
         .stderr(OutputSink::writer(io::stderr()))
         .spawn();
     let session = match session {
@@ -149,7 +160,11 @@ fn run(options: &Options) -> Exit {
                     _ => EXIT_CANNOT_EXECUTE,
                 }
             };
-            say_line(&format!("stallwatch: {e}"));
+            if log_folder && cli.log_dir.is_none() {
+                say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
+            } else {
+                say_line(&format!("stallwatch: {e}"));
+            }
             let _ = signals.finish();
             if let Some(report) = report {
                 write_report(report, &Report::not_started(context, code, e.to_string()));
@@ -171,23 +186,54 @@ fn run(options: &Options) -> Exit {
     let received = signals.finish();
     let _ = io::stdout().flush();
 
-    let exit = cli::report::exit_for(&result, &received);
+    let relay = Relay {
+        read: Bytes {
+            stdout: session.output_bytes(Stream::Stdout),
+            stderr: session.output_bytes(Stream::Stderr),
+        },
+        delivered: Bytes {
+            stdout: session.delivered_bytes(Stream::Stdout),
+            stderr: session.delivered_bytes(Stream::Stderr),
+        },
+        errors: PassThroughErrors {
+            stdout: session.sink_error(Stream::Stdout),
+            stderr: session.sink_error(Stream::Stderr),
+        },
+    };
+    let exit = cli::report::with_relay(cli::report::exit_for(&result, &received), &relay);
+    for log in result.logs.iter().filter(|l| l.incomplete) {
+        log::error!(
+            "the {} log {} is incomplete ({} of {} bytes in it): {}",
+            log.stream.name(),
+            log.path.display(),
+            log.written,
+            log.bytes,
+            log.error.as_deref().unwrap_or("unknown reason")
+        );
+    }
     if options.summary_wanted()
         && let Some(line) = cli::report::summary(&result, &received, cli.grace)
     {
         say_line(&line);
     }
     if let Some(report) = report {
-        let bytes = Bytes {
-            stdout: session.output_bytes(Stream::Stdout),
-            stderr: session.output_bytes(Stream::Stderr),
-        };
-        let report_data = Report::finished(context, &result, &received, exit, bytes);
+        let report_data = Report::finished(context, &result, &received, exit, &relay);
         if !write_report(report, &report_data) {
             return Exit::Code(EXIT_INTERNAL);
         }
     }
     exit
+}
+
+/// The pass-through sink of the program's stdout: stallwatch's stdout without a buffer in
+/// between (a duplicate of descriptor 1), so the bytes counted as delivered are the bytes the
+/// device took; `io::stdout()` if the duplicate cannot be made.
+fn stdout_sink() -> OutputSink {
+    use std::os::fd::AsFd;
+    match io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => OutputSink::writer(std::fs::File::from(fd)),
+        Err(_) => OutputSink::writer(io::stdout()),
+    }
 }
 
 /// Writes the report; says so on stderr when it cannot.

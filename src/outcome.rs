@@ -186,6 +186,10 @@ pub struct MonitorResult {
     /// The isolated home the child was given, with the files seeded into it and those that
     /// could not be (see [`Environment::home`](crate::Environment::home)).
     pub home: Option<crate::environment::HomeReport>,
+    /// The folders of the file signal's roots that could not be watched during the run (no
+    /// permission, say), with why and for how long: activity in them could not be seen then.
+    /// Empty when everything was watched (or the file signal was off).
+    pub unwatched: Vec<crate::signals::files::Unwatched>,
 }
 
 impl MonitorResult {
@@ -236,6 +240,7 @@ mod tests {
             events_dropped: 0,
             output_complete: true,
             home: None,
+            unwatched: Vec::new(),
         }
     }
 

@@ -330,7 +330,8 @@ impl Session {
     }
 
     /// Sends `signal` to the child's whole process group now (while it runs; no ladder
-    /// follows). For example [`Signal::INT`](crate::Signal::INT) to interrupt an agent's turn.
+    /// follows), and to the child by pid when it has left that group (never to the group it
+    /// joined, nor to stallwatch's own). For example [`Signal::INT`](crate::Signal::INT) to interrupt an agent's turn.
     pub fn signal(&self, signal: crate::config::Signal) {
         let _ = self.control.send(Control::Signal(signal));
     }
@@ -382,6 +383,32 @@ impl Session {
         self.shared.pumps[index]
             .bytes
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes of one stream that its sink accepted so far (counted like
+    /// [`output_bytes`](Self::output_bytes)). Less than `output_bytes` once the sink failed
+    /// ([`sink_error`](Self::sink_error)) or its reader went away (a broken pipe).
+    pub fn delivered_bytes(&self, stream: Stream) -> u64 {
+        self.pump(stream).map_or(0, |p| {
+            p.delivered.load(std::sync::atomic::Ordering::Relaxed)
+        })
+    }
+
+    /// Why the sink of one stream stopped taking bytes (a write error, a panic), if it did.
+    /// A broken pipe (the sink's reader went away) is not an error here: it is passed on to
+    /// the child.
+    pub fn sink_error(&self, stream: Stream) -> Option<String> {
+        self.pump(stream)?.sink_error.lock().clone()
+    }
+
+    /// The pump state of a stream (`None`: stderr in combined mode).
+    fn pump(&self, stream: Stream) -> Option<&crate::signals::output::PumpState> {
+        let index = match (stream, self.shared.combined) {
+            (Stream::Stderr, true) => return None,
+            (Stream::Stderr, false) => 1,
+            _ => 0,
+        };
+        Some(&self.shared.pumps[index])
     }
 
     /// What has been captured so far (head and tail of each stream, omitted counts), and the

@@ -159,3 +159,30 @@ fn an_unusable_log_dir_is_125_and_the_program_does_not_run() {
     assert!(!witness.exists());
     assert_no_leak(&m);
 }
+
+/// `--events` on a FIFO nobody reads yet: stallwatch says why it waits (instead of hanging in
+/// silence), and runs the program once a reader comes.
+#[test]
+fn an_events_fifo_without_a_reader_is_announced_and_then_served() {
+    let m = Marker::new("cli-events-fifo");
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("events.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .expect("mkfifo");
+    let running = sw(&m)
+        .args(&["--events", fifo.to_str().unwrap()])
+        .sh("echo hi")
+        .spawn();
+    running.stderr.wait_for("waiting for a reader");
+    let reader = std::thread::spawn(move || fs::read(&fifo).expect("the FIFO is readable"));
+    let finished = running.wait();
+    assert_eq!(finished.status.code(), Some(0), "{finished:?}");
+    let lines = String::from_utf8(reader.join().expect("the reader thread")).unwrap();
+    let last: Value = serde_json::from_str(lines.lines().last().expect("lines")).unwrap();
+    assert_eq!(last["event"], "closed", "{lines}");
+    assert_no_leak(&m);
+}

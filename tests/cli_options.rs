@@ -21,6 +21,12 @@ fn writer_script(file: &str, rounds: u32) -> String {
     )
 }
 
+/// The idle timeout of the file-activity runs, and how many 50 ms writes they make (2.5 s, well
+/// past it). Generous, so that a loaded machine's slow `sh` start or a late `sleep` never looks
+/// like a 1.5 s silence; the runs that must stall are ended after 1.5 s.
+const FILE_IDLE: &str = "1500ms";
+const FILE_ROUNDS: u32 = 50;
+
 #[test]
 fn idle_timeout_from_the_environment() {
     let marker = Marker::new("cli_opt_env_idle");
@@ -116,18 +122,18 @@ fn signal_option_takes_names_and_numbers() {
 fn file_activity_under_the_default_agent_folder_keeps_the_program_alive() {
     let marker = Marker::new("cli_opt_default_watch");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    // 1 s of writes in .agent with a 300 ms idle timeout: never stale.
+    // 2.5 s of writes in .agent with a 1.5 s idle timeout: never stale.
     let output = sw(&marker)
         .dir(dir.path())
-        .args(&["-i", "300ms", "--no-children"])
-        .sh(&writer_script(".agent/notes.md", 14))
+        .args(&["-i", FILE_IDLE, "--no-children"])
+        .sh(&writer_script(".agent/notes.md", FILE_ROUNDS))
         .output();
     assert_code(&output, 0);
     // The same writes outside the watched folder do not count.
     let output = sw(&marker)
         .dir(dir.path())
-        .args(&["-i", "300ms", "--no-children"])
-        .sh(&writer_script("elsewhere/notes.md", 14))
+        .args(&["-i", FILE_IDLE, "--no-children"])
+        .sh(&writer_script("elsewhere/notes.md", FILE_ROUNDS))
         .output();
     assert_code(&output, 124);
     assert_no_leak(&marker);
@@ -140,9 +146,9 @@ fn watch_replaces_the_default_folder_and_is_repeatable() {
     let run = |options: &[&str], file: &str| {
         sw(&marker)
             .dir(dir.path())
-            .args(&["-i", "300ms", "--no-children"])
+            .args(&["-i", FILE_IDLE, "--no-children"])
             .args(options)
-            .sh(&writer_script(file, 14))
+            .sh(&writer_script(file, FILE_ROUNDS))
             .output()
     };
     assert_code(&run(&["-w", "notes"], "notes/a.txt"), 0);
@@ -159,12 +165,12 @@ fn watch_and_flags_from_the_environment() {
     let run = |envs: &[(&str, &str)], options: &[&str], file: &str| {
         let mut cmd = sw(&marker)
             .dir(dir.path())
-            .args(&["-i", "300ms"])
+            .args(&["-i", FILE_IDLE])
             .args(options);
         for (k, v) in envs {
             cmd = cmd.env(k, v);
         }
-        cmd.sh(&writer_script(file, 14)).output()
+        cmd.sh(&writer_script(file, FILE_ROUNDS)).output()
     };
     let no_children = ("STALLWATCH_NO_CHILDREN", "1");
     // Several folders in one variable, separated by ':'.
@@ -204,12 +210,12 @@ fn exclude_adds_to_the_default_exclusions() {
     let run = |options: &[&str], envs: &[(&str, &str)], file: &str| {
         let mut cmd = sw(&marker)
             .dir(dir.path())
-            .args(&["-i", "300ms", "--no-children"])
+            .args(&["-i", FILE_IDLE, "--no-children"])
             .args(options);
         for (k, v) in envs {
             cmd = cmd.env(k, v);
         }
-        cmd.sh(&writer_script(file, 14)).output()
+        cmd.sh(&writer_script(file, FILE_ROUNDS)).output()
     };
     assert_code(&run(&["--exclude", "*.tmp"], &[], ".agent/x.tmp"), 124);
     assert_code(&run(&["--exclude", "*.tmp"], &[], ".agent/x.txt"), 0);
@@ -572,5 +578,193 @@ fn watch_with_no_watch_warns() {
         stderr.contains("warning: --watch has no effect with --no-watch"),
         "{stderr}"
     );
+    assert_no_leak(&marker);
+}
+
+/// `stallwatch ARGS` with raw (possibly non-UTF-8) arguments and variables, the marker in the
+/// environment, none of the outside `STALLWATCH_*` variables; run to the end.
+fn raw_output(
+    marker: &Marker,
+    args: &[std::ffi::OsString],
+    envs: &[(&str, std::ffi::OsString)],
+    adjust: impl FnOnce(&mut std::process::Command),
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"));
+    cmd.args(args)
+        .env(common::MARKER_ENV, marker.as_str())
+        .env_remove("RUST_LOG");
+    for var in OPTION_VARS {
+        cmd.env_remove(var);
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    adjust(&mut cmd);
+    let mut cmd = assert_cmd::Command::from_std(cmd);
+    cmd.timeout(common::GENEROUS);
+    cmd.output().expect("stallwatch runs")
+}
+
+/// `name` followed by the byte 0xff: not UTF-8, a legitimate Linux file name.
+fn not_utf8(dir: &Path, name: &str) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = name.as_bytes().to_vec();
+    bytes.push(0xff);
+    dir.join(std::ffi::OsStr::from_bytes(&bytes))
+}
+
+/// Issue 11, item 10: paths are bytes. A watched folder, the report, the events file and the
+/// log folder whose names are not UTF-8 work, from the command line and from the environment.
+#[test]
+fn paths_that_are_not_utf8_are_accepted() {
+    for from_env in [false, true] {
+        let marker = Marker::new("cli_opt_not_utf8");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let d = dir.path();
+        let watch = not_utf8(d, "watch");
+        fs::create_dir(&watch).expect("the watched folder");
+        let report = not_utf8(d, "report.json");
+        let events = not_utf8(d, "events.jsonl");
+        let logs = not_utf8(d, "logs");
+        // Silent but for a file written every 50 ms for 2.5 s under the watched folder, with an
+        // idle timeout of 1.5 s (FILE_IDLE): it lives only if that folder is watched. 5000 bytes
+        // of output make a log.
+        let script = "head -c 5000 /dev/zero; i=0; while [ $i -lt 50 ]; do \
+                      echo $i > \"$W/f\"; i=$((i+1)); sleep 0.05; done; exit 0";
+        let paths = [
+            ("watch", &watch),
+            ("report", &report),
+            ("events", &events),
+            ("log-dir", &logs),
+        ];
+        let mut args: Vec<std::ffi::OsString> = vec!["-i".into(), FILE_IDLE.into()];
+        let mut envs: Vec<(&str, std::ffi::OsString)> = vec![("W", watch.clone().into())];
+        for (option, path) in paths {
+            if from_env {
+                let var = match option {
+                    "watch" => "STALLWATCH_WATCH",
+                    "report" => "STALLWATCH_REPORT",
+                    "events" => "STALLWATCH_EVENTS",
+                    _ => "STALLWATCH_LOG_DIR",
+                };
+                envs.push((var, path.clone().into()));
+            } else {
+                args.push(format!("--{option}").into());
+                args.push(path.clone().into());
+            }
+        }
+        args.extend(
+            ["--no-children", "--", "sh", "-c", script, marker.as_str()]
+                .map(std::ffi::OsString::from),
+        );
+        let output = raw_output(&marker, &args, &envs, |_| {});
+        assert_code(&output, 0);
+        let r: serde_json::Value =
+            serde_json::from_slice(&fs::read(&report).expect("the report")).expect("JSON");
+        assert_eq!(r["outcome"], "exited", "{r}");
+        assert!(r["activity_count"]["files"].as_u64() >= Some(1), "{r}");
+        assert_eq!(r["log"][0]["bytes"], 5000, "{r}");
+        assert!(
+            text(&fs::read(&events).expect("the events")).contains("\"closed\""),
+            "from_env {from_env}"
+        );
+        assert_eq!(fs::read_dir(&logs).expect("the log folder").count(), 1);
+        assert_no_leak(&marker);
+    }
+}
+
+/// Where a value must be text (durations, globs, signals, flags), a value that is not UTF-8 is
+/// rejected naming the option, or the variable it came from.
+#[test]
+fn text_values_that_are_not_utf8_name_the_option_or_variable() {
+    use std::os::unix::ffi::OsStrExt;
+    let marker = Marker::new("cli_opt_not_utf8_text");
+    let bad = std::ffi::OsStr::from_bytes(b"5\xffs").to_os_string();
+    let program = ["--", "sh", "-c", "echo ran", marker.as_str()].map(std::ffi::OsString::from);
+    for option in ["--idle-timeout", "--grace", "--signal", "--exclude"] {
+        let mut args = vec![option.into(), bad.clone()];
+        args.extend(program.clone());
+        let output = raw_output(&marker, &args, &[], |_| {});
+        assert_code(&output, 125);
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(option), "{option}: {stderr}");
+        assert!(stderr.contains("UTF-8"), "{option}: {stderr}");
+        assert!(output.stdout.is_empty(), "nothing ran");
+    }
+    for var in [
+        "STALLWATCH_IDLE_TIMEOUT",
+        "STALLWATCH_SIGNAL",
+        "STALLWATCH_EXCLUDE",
+        "STALLWATCH_NO_WATCH",
+        "STALLWATCH_VERBOSE",
+    ] {
+        let output = raw_output(&marker, &program, &[(var, bad.clone())], |_| {});
+        assert_code(&output, 125);
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(var), "{var}: {stderr}");
+        assert!(output.stdout.is_empty(), "nothing ran");
+    }
+    assert_no_leak(&marker);
+}
+
+/// The hints of two messages: `--log-dir ''` is not given the watch folders' examples, and a
+/// negative duration is not told to go after `--`.
+#[test]
+fn empty_log_dir_and_negative_durations_get_the_right_hint() {
+    let marker = Marker::new("cli_opt_hints");
+    let output = sw(&marker).args(&["--log-dir", ""]).sh("echo ran").output();
+    assert_code(&output, 125);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("--log-dir"), "{stderr}");
+    assert!(!stderr.contains(".agent"), "{stderr}");
+    assert!(stderr.contains("/var/log/agents"), "{stderr}");
+    for option in ["-i", "-g", "-t", "--check-interval"] {
+        let output = sw(&marker).args(&[option, "-5s"]).sh("echo ran").output();
+        assert_code(&output, 125);
+        let stderr = text(&output.stderr);
+        assert!(!stderr.contains("'-- -5"), "{option}: {stderr}");
+        assert!(
+            stderr.contains("\"-5s\" is not a duration"),
+            "{option}: {stderr}"
+        );
+        assert!(stderr.contains("negative"), "{option}: {stderr}");
+        assert!(output.stdout.is_empty(), "nothing ran");
+    }
+    assert_no_leak(&marker);
+}
+
+/// With `HOME` unset the logs go to a folder of the user's own under the temporary folder; one
+/// that others can write to (or that someone else owns) is refused, as ssh refuses such a
+/// folder, before the program runs.
+#[test]
+fn without_home_the_log_folder_must_be_the_users_own() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let marker = Marker::new("cli_opt_no_home");
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let uid = rustix::process::geteuid().as_raw();
+    let logs = tmp.path().join(format!("stallwatch-{uid}-logs"));
+    let run = |script: &str| {
+        let args = ["-q", "--", "sh", "-c", script, marker.as_str()].map(std::ffi::OsString::from);
+        raw_output(&marker, &args, &[], |cmd| {
+            cmd.env_remove("HOME")
+                .env_remove("XDG_CACHE_HOME")
+                .env("TMPDIR", tmp.path());
+        })
+    };
+    // Made by stallwatch: the user's, mode 0700; 5000 bytes make a log there.
+    let output = run("head -c 5000 /dev/zero");
+    assert_code(&output, 0);
+    let meta = fs::metadata(&logs).expect("the default log folder");
+    assert_eq!(meta.uid(), uid);
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    assert_eq!(fs::read_dir(&logs).expect("the log folder").count(), 1);
+    // Writable by others (a folder someone else prepared, or left open): refused.
+    fs::set_permissions(&logs, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let output = run("echo ran");
+    assert_code(&output, 125);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("writable by others"), "{stderr}");
+    assert!(stderr.contains("--log-dir"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing ran");
     assert_no_leak(&marker);
 }

@@ -7,6 +7,7 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use cli_support::{assert_code, own_lines, summary_line, sw, text};
@@ -235,5 +236,53 @@ fn the_program_sees_its_arguments_unchanged() {
         .output();
     assert_code(&output, 0);
     assert_eq!(text(&output.stdout), "[-i][--report][x y][][--]");
+    assert_no_leak(&marker);
+}
+
+/// stallwatch with its stdout on `/dev/full` (every write fails with ENOSPC), a report in
+/// `report`: its exit status and stderr.
+fn to_a_full_device(marker: &Marker, report: &std::path::Path, script: &str) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"));
+    cmd.args(["-q", "--report", report.to_str().expect("utf-8"), "--"])
+        .args(marker.sh_words(script))
+        .env(common::MARKER_ENV, marker.as_str())
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(fs::File::create("/dev/full").expect("/dev/full opens"))
+        .stderr(std::process::Stdio::piped());
+    for var in cli_support::OPTION_VARS {
+        cmd.env_remove(var);
+    }
+    let child = cmd.spawn().expect("stallwatch starts");
+    child.wait_with_output().expect("stallwatch ends")
+}
+
+/// Issue 11 item 5. A write error on the pass-through (not a broken pipe) is not hidden: a
+/// program that succeeded makes stallwatch exit 1 (as GNU coreutils do on a write error), any
+/// other status is kept; the report shows the bytes read vs delivered and the error.
+#[test]
+fn a_failed_write_to_stdout_is_exit_1_and_in_the_report() {
+    let marker = Marker::new("cli_pt_full");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let report = dir.path().join("report.json");
+    let output = to_a_full_device(&marker, &report, "head -c 3000000 /dev/zero");
+    assert_code(&output, 1);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&fs::read(&report).expect("a report")).expect("JSON");
+    assert_eq!(r["exit_code"], 1);
+    assert_eq!(r["outcome"], "exited");
+    assert_eq!(r["bytes"]["stdout"], 3_000_000);
+    assert_eq!(r["delivered"]["stdout"], 0);
+    let error = r["pass_through_errors"]["stdout"]
+        .as_str()
+        .expect("the error");
+    assert!(error.contains("No space left on device"), "{error}");
+    assert_eq!(r["pass_through_errors"]["stderr"], serde_json::Value::Null);
+
+    // The program's own failure is not masked.
+    let output = to_a_full_device(&marker, &report, "head -c 100000 /dev/zero; exit 3");
+    assert_code(&output, 3);
     assert_no_leak(&marker);
 }

@@ -62,6 +62,8 @@ fn assert_schema(report: &Value) {
         "termination_unproven",
         "output_complete",
         "bytes",
+        "delivered",
+        "pass_through_errors",
         "log",
         "pid",
         "command",
@@ -87,6 +89,11 @@ fn assert_schema(report: &Value) {
     }
     for stream in ["stdout", "stderr"] {
         assert!(report["bytes"][stream].is_u64(), "bytes.{stream}");
+        assert!(report["delivered"][stream].is_u64(), "delivered.{stream}");
+        assert!(
+            report["pass_through_errors"].get(stream).is_some(),
+            "pass_through_errors.{stream}"
+        );
     }
     assert_eq!(report["stallwatch_version"], env!("CARGO_PKG_VERSION"));
 }
@@ -120,7 +127,7 @@ fn idle_timeout_report() {
     }
     assert!(ms(&r["activity_count"]["output"]) >= 1);
     assert_eq!(r["activity_count"]["files"], 0);
-    assert_eq!(names(&r["unavailable"]), Vec::<&str>::new());
+    assert_eq!(r["unavailable"], serde_json::json!([]));
     assert_eq!(names(&r["ladder"]["signals_sent"]), ["TERM"]);
     assert_eq!(r["ladder"]["escalated"], false);
     assert_eq!(r["ladder"]["forced"], false);
@@ -280,7 +287,18 @@ fn a_watched_path_that_is_a_file_is_unavailable() {
         .output();
     assert_code(&output, 124);
     let r = read_report(&path);
-    assert_eq!(names(&r["unavailable"]), ["files"]);
+    // What was not watched, why, and for how long (the whole run).
+    let unavailable = r["unavailable"].as_array().expect("a list");
+    assert_eq!(unavailable.len(), 1, "{r:#}");
+    let entry = &unavailable[0];
+    assert_eq!(entry["source"], "files", "{r:#}");
+    assert_eq!(entry["path"], file.to_str().expect("utf-8"), "{r:#}");
+    assert_eq!(entry["reason"], "is not a folder", "{r:#}");
+    assert_eq!(entry["at_end"], true, "{r:#}");
+    assert!(
+        ms(&entry["unwatched_ms"]) + 100 >= ms(&r["duration_ms"]),
+        "{r:#}"
+    );
     assert!(text(&output.stderr).contains("files unavailable"));
     assert_no_leak(&marker);
 }
@@ -378,6 +396,86 @@ fn byte_counts_of_large_output() {
     let r = read_report(&path);
     assert_eq!(r["bytes"]["stdout"], 3_000_000);
     assert_eq!(r["bytes"]["stderr"], 123_457);
+    assert_eq!(r["delivered"]["stdout"], 3_000_000);
+    assert_eq!(r["delivered"]["stderr"], 123_457);
+    assert_eq!(r["pass_through_errors"]["stdout"], Value::Null);
+    assert_eq!(r["pass_through_errors"]["stderr"], Value::Null);
     assert_eq!(output.stdout.len(), 3_000_000);
+    assert_no_leak(&marker);
+}
+
+/// Issue 11 item 9. The log folder is removed before stdout reaches 4 KiB: the log cannot be
+/// created. The report still lists it, incomplete, with the error; stderr says so.
+#[test]
+fn a_log_that_could_not_be_created_is_in_the_report_and_on_stderr() {
+    let marker = Marker::new("cli_report_log_gone");
+    let (dir, path) = report_path();
+    let logs = dir.path().join("logs");
+    let output = sw(&marker)
+        .args(&[
+            "--log-dir",
+            logs.to_str().expect("utf-8"),
+            "--report",
+            path.to_str().expect("utf-8"),
+        ])
+        .sh(&format!(
+            "rmdir '{}' && head -c 10000 /dev/zero",
+            logs.display()
+        ))
+        .output();
+    assert_code(&output, 0);
+    assert_eq!(output.stdout.len(), 10_000);
+    let r = read_report(&path);
+    assert_schema(&r);
+    let log = r["log"].as_array().expect("a log list");
+    assert_eq!(log.len(), 1, "{r:#}");
+    assert_eq!(log[0]["stream"], "stdout");
+    assert_eq!(log[0]["incomplete"], true);
+    assert_eq!(log[0]["bytes"], 10_000);
+    assert_eq!(log[0]["written"], 0);
+    let error = log[0]["error"].as_str().expect("the error");
+    assert!(error.contains("No such file or directory"), "{error}");
+    let path = log[0]["path"].as_str().expect("a path");
+    assert!(path.starts_with(logs.to_str().expect("utf-8")), "{path}");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("stallwatch: error: the stdout log")
+            && stderr.contains("is incomplete")
+            && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+    assert_no_leak(&marker);
+}
+
+/// `--report` on a FIFO nobody reads yet: stallwatch says why it waits, and runs the program
+/// once a reader comes.
+#[test]
+fn a_report_fifo_without_a_reader_is_announced_and_then_served() {
+    let marker = Marker::new("cli_report_fifo");
+    let (dir, _) = report_path();
+    let fifo = dir.path().join("report.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .expect("mkfifo");
+    let witness = dir.path().join("ran");
+    let running = sw(&marker)
+        .args(&["--report", fifo.to_str().expect("utf-8")])
+        .sh(&format!("touch '{}'; echo hi", witness.display()))
+        .spawn();
+    running.stderr.wait_for("waiting for a reader");
+    assert!(
+        !witness.exists(),
+        "the program runs only once the FIFO is open"
+    );
+    let reader = std::thread::spawn(move || fs::read(&fifo).expect("the FIFO is readable"));
+    let finished = running.wait();
+    assert_eq!(finished.status.code(), Some(0), "{finished:?}");
+    let report: Value = serde_json::from_slice(&reader.join().expect("the reader thread"))
+        .expect("the report is JSON");
+    assert_eq!(report["outcome"], "exited");
+    assert!(witness.exists());
     assert_no_leak(&marker);
 }

@@ -323,3 +323,225 @@ fn pid_1(new_session: bool) {
     );
     assert_no_leak(&marker);
 }
+
+/// What stallwatch does with a signal it receives (README, "Signals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Treatment {
+    /// Passed on to the program's tree like TERM: the ladder, a complete report, and
+    /// stallwatch then ends as the program did (here: dies of the same signal).
+    Forwarded,
+    /// Caught or ignored: no effect on the run.
+    Ignored,
+    /// A fault signal (SEGV…) sent from outside: blocked, so it stays pending, no effect.
+    Blocked,
+    /// Job control: stops stallwatch until CONT; the run then goes on.
+    Stops,
+}
+
+/// Every signal from 1 to 31 but KILL and STOP, its name, and its treatment.
+fn signal_table() -> Vec<(Sig, &'static str, Treatment)> {
+    use Treatment::*;
+    vec![
+        (Sig::HUP, "HUP", Forwarded),
+        (Sig::INT, "INT", Forwarded),
+        (Sig::QUIT, "QUIT", Forwarded),
+        (Sig::ILL, "ILL", Blocked),
+        (Sig::TRAP, "TRAP", Blocked),
+        (Sig::ABORT, "ABRT", Blocked),
+        (Sig::BUS, "BUS", Blocked),
+        (Sig::FPE, "FPE", Blocked),
+        (Sig::USR1, "USR1", Forwarded),
+        (Sig::SEGV, "SEGV", Blocked),
+        (Sig::USR2, "USR2", Forwarded),
+        (Sig::PIPE, "PIPE", Ignored),
+        (Sig::ALARM, "ALRM", Forwarded),
+        (Sig::TERM, "TERM", Forwarded),
+        (Sig::STKFLT, "STKFLT", Forwarded),
+        (Sig::CHILD, "CHLD", Ignored),
+        (Sig::CONT, "CONT", Ignored),
+        (Sig::TSTP, "TSTP", Stops),
+        (Sig::TTIN, "TTIN", Stops),
+        (Sig::TTOU, "TTOU", Stops),
+        (Sig::URG, "URG", Ignored),
+        (Sig::XCPU, "XCPU", Forwarded),
+        (Sig::XFSZ, "XFSZ", Ignored),
+        (Sig::VTALARM, "VTALRM", Forwarded),
+        (Sig::PROF, "PROF", Forwarded),
+        (Sig::WINCH, "WINCH", Ignored),
+        (Sig::IO, "IO", Forwarded),
+        (Sig::POWER, "PWR", Forwarded),
+        (Sig::SYS, "SYS", Blocked),
+    ]
+}
+
+/// The state letter of `pid` in `/proc/<pid>/stat`.
+fn state_of(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// The signal bit of `signal` in a `/proc` status mask line `field` (`SigBlk:`…).
+fn mask_has(status: &str, field: &str, signal: Sig) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal.as_raw() - 1)) != 0)
+}
+
+/// Whether every thread of `pid` blocks `signal`.
+fn blocked_everywhere(pid: u32, signal: Sig) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut threads = 0;
+    for task in tasks.flatten() {
+        let status = fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        if status.is_empty() {
+            continue; // a thread that just ended
+        }
+        threads += 1;
+        if !mask_has(&status, "SigBlk:", signal) {
+            return false;
+        }
+    }
+    threads > 0
+}
+
+/// Whether `signal` is pending for the whole process `pid` (`ShdPnd`).
+fn shared_pending(pid: u32, signal: Sig) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    mask_has(&status, "ShdPnd:", signal)
+}
+
+/// One run: a program with a `setsid` escapee, `signal` sent to stallwatch after the
+/// handshake, then (when the signal does not end the run) the program told to finish.
+fn one_signal(signal: Sig, name: &str, treatment: Treatment) -> Result<(), String> {
+    let marker = Marker::new(&format!("cli_sig_all_{name}"));
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let report = dir.path().join("report.json");
+    let running = sw(&marker)
+        .dir(dir.path())
+        .args(&["-i", "60s", "-g", "1s", "--check-interval", "100ms"])
+        .args(&["--report", report.to_str().expect("a UTF-8 temporary path")])
+        // The program checks that it did not inherit stallwatch's blocked signals.
+        .sh(
+            "grep -q 'SigBlk:.*[1-9a-f]' /proc/self/status && echo masked; \
+             setsid sleep 1000 & echo ready; while [ ! -e done ]; do sleep 0.05; done; exit 0",
+        )
+        // A process group of its own, with its parent (this test) in another group of the
+        // same session: the group is not orphaned, so the stop signals do stop it.
+        .spawn_with(|cmd| {
+            cmd.process_group(0);
+        });
+    running.stdout.wait_for("ready\n");
+    let pid = running.pid();
+    if treatment == Treatment::Blocked && !blocked_everywhere(pid, signal) {
+        return Err(format!("{name}: not blocked in every thread of stallwatch"));
+    }
+    running.signal(signal);
+    match treatment {
+        Treatment::Forwarded => {}
+        Treatment::Blocked => {
+            // Blocked by every thread: it stays pending, for the whole process.
+            if !shared_pending(pid, signal) {
+                return Err(format!("{name}: not held pending"));
+            }
+        }
+        Treatment::Stops => {
+            if !poll_until(HANDSHAKE, || state_of(pid) == Some('T')) {
+                return Err(format!("{name}: stallwatch did not stop"));
+            }
+            running.signal(Sig::CONT);
+            if !poll_until(HANDSHAKE, || state_of(pid) != Some('T')) {
+                return Err(format!("{name}: stallwatch did not continue"));
+            }
+        }
+        Treatment::Ignored => {}
+    }
+    if treatment != Treatment::Forwarded {
+        fs::write(dir.path().join("done"), b"").map_err(|e| e.to_string())?;
+    }
+    let finished = running.wait();
+    if finished.stdout_text() != "ready\n" {
+        return Err(format!(
+            "{name}: the program said {:?}",
+            finished.stdout_text()
+        ));
+    }
+    let text = fs::read(&report).map_err(|e| format!("{name}: no report: {e}"))?;
+    let r: Value = serde_json::from_slice(&text).map_err(|e| {
+        format!(
+            "{name}: the report is not JSON ({e}): {:?}; {finished:?}",
+            String::from_utf8_lossy(&text)
+        )
+    })?;
+    let check = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{name}: {what}; status {:?}, report {r}, stderr {:?}",
+                finished.status,
+                finished.stderr_text()
+            ))
+        }
+    };
+    match treatment {
+        Treatment::Forwarded => {
+            // Dies of it; or exits with 128+N for the few signals (STKFLT, IO, PWR) whose
+            // default action signal-hook cannot emulate: a shell sees 128+N either way.
+            check(
+                finished.status.signal() == Some(signal.as_raw())
+                    || finished.status.code() == Some(128 + signal.as_raw()),
+                "stallwatch ends as the program did, by the signal it passed on",
+            )?;
+            check(!finished.status.core_dumped(), "no core dump")?;
+            check(r["outcome"] == "terminated", "outcome terminated")?;
+            check(r["received_signal"] == name, "received_signal")?;
+            check(r["exit_code"] == 128 + signal.as_raw(), "exit_code 128+N")?;
+            check(
+                r["ladder"]["signals_sent"][0] == name,
+                "the ladder starts with the signal received",
+            )?;
+        }
+        _ => {
+            check(finished.status.code() == Some(0), "the program's own 0")?;
+            check(r["outcome"] == "exited", "outcome exited")?;
+            check(r["received_signal"].is_null(), "nothing passed on")?;
+            check(r["exit_code"] == 0, "exit_code 0")?;
+            check(
+                r["leftovers_killed"].as_u64() >= Some(1),
+                "the escapee is ended after the exit",
+            )?;
+        }
+    }
+    assert_no_leak(&marker);
+    Ok(())
+}
+
+/// Issue 11, item 6: every signal from 1 to 31 that stallwatch can catch is either passed on
+/// like TERM (the ladder, a complete report, nothing left) or has no effect on the run; none
+/// kills stallwatch outright. Runs a few at a time.
+#[test]
+fn every_signal_is_passed_on_or_has_no_effect() {
+    let table = signal_table();
+    assert_eq!(table.len(), 29, "1 to 31 but KILL and STOP");
+    let mut failures = Vec::new();
+    for batch in table.chunks(6) {
+        let handles: Vec<_> = batch
+            .iter()
+            .map(|&(signal, name, treatment)| {
+                std::thread::spawn(move || one_signal(signal, name, treatment))
+            })
+            .collect();
+        for handle in handles {
+            match handle.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failures.push(e),
+                Err(panic) => failures.push(format!("panicked: {panic:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -16,17 +16,18 @@
 //! and `cli_events::an_unusable_log_dir_is_125_and_the_program_does_not_run`.
 #![cfg(target_os = "linux")]
 
+mod cli_support;
 mod common;
 mod fault_support;
 
 use std::fs;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{ms, wait_generously};
+use common::{Marker, assert_no_leak, ms, wait_generously};
 use fault_support::Scenario;
 use stallwatch::{
-    ActivitySource, FileWatchConfig, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
-    SignalIdle,
+    ActivitySource, CaptureConfig, FileWatchConfig, KillLadder, MonitorConfig, MonitorResult,
+    Outcome, Signal, SignalIdle,
 };
 
 const IDLE: Duration = Duration::from_millis(600);
@@ -307,4 +308,312 @@ fn stat_scan_sees_same_size_rewrites_deep_in_a_big_tree() {
     assert!(files.available);
     s.assert_no_leak();
     s.assert_accounted();
+}
+
+/// Issue 11, item 1: the command's own `--events` and `--report` files inside the watched
+/// folder. Every `idle_warning` line written to the events file used to count as the child's
+/// file activity, so a child that only sleeps was never ended.
+#[test]
+fn own_events_and_report_files_in_the_watched_folder_are_not_activity() {
+    let marker = Marker::new("env_own_files_cli");
+    let work = tempfile::tempdir().expect("a working directory");
+    fs::create_dir(work.path().join(".agent")).expect("the watched folder");
+    let started = Instant::now();
+    let out = cli_support::sw(&marker)
+        .dir(work.path())
+        .args(&[
+            "-i",
+            "1s",
+            "-g",
+            "200ms",
+            "--events",
+            ".agent/ev.jsonl",
+            "--report",
+            ".agent/report.json",
+        ])
+        .sh("echo ready; exec sleep 20")
+        .output();
+    let elapsed = started.elapsed();
+    cli_support::assert_code(&out, 124);
+    assert!(elapsed >= ms(1000), "{elapsed:?}");
+    // Generous: the bug kept it alive until the sleep ended (20 s), and exited 0.
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+    let events = fs::read_to_string(work.path().join(".agent/ev.jsonl")).expect("the events");
+    assert!(events.contains("\"idle_warning\""), "{events}");
+    let report = fs::read_to_string(work.path().join(".agent/report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("the report is JSON");
+    assert_eq!(report["outcome"], "idle_timeout", "{report}");
+    assert_eq!(report["activity_count"]["files"], 0, "{report}");
+    assert_no_leak(&marker);
+}
+
+/// Issue 11, item 1, in the library: the session's own log files, in a log folder inside the
+/// watched folder and with no exclude glob that would hide them by name, are not activity.
+/// The output signal is off, so only the file signal could keep this chatty child alive.
+#[test]
+fn own_log_files_in_the_watched_folder_are_not_activity() {
+    let s = Scenario::new("env_own_logs");
+    let mut watch = FileWatchConfig::default();
+    watch.exclude.clear();
+    let config = MonitorConfig::default()
+        .idle_timeout(IDLE)
+        .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
+        .drain_cap(ms(1000))
+        .children_signal(false)
+        .output_signal(false)
+        .capture(
+            CaptureConfig::default()
+                .spill_threshold(1024)
+                .log_dir(s.work.path().join(".agent/logs")),
+        )
+        .files(watch);
+    fs::create_dir(s.work.path().join(".agent")).expect("the watched folder");
+    // 40 × 0.1 s of output, 2 KiB at first (past the spill threshold), then a line each time.
+    let session = s.spawn(
+        "head -c 2048 /dev/zero | tr '\\0' x; echo; i=0; \
+         while [ $i -lt 40 ]; do echo line $i; sleep 0.1; i=$((i+1)); done",
+        config,
+    );
+    let result = wait_generously(&session);
+    assert!(
+        matches!(result.outcome, Outcome::IdleTimeout(_)),
+        "the session's own log writes kept the child alive: {result:#?}"
+    );
+    assert_eq!(files(&result).events, 0, "{result:#?}");
+    assert!(
+        result
+            .logs
+            .iter()
+            .any(|log| log.path.starts_with(s.work.path().join(".agent/logs"))),
+        "{result:#?}"
+    );
+    s.assert_no_leak();
+}
+
+/// `stallwatch ARGS -- sh -c SCRIPT MARKER` in `work`, as an unprivileged user (root reads
+/// folders of mode 000 all the same): as `nobody` through `setpriv` when the tests run as
+/// root, with `work` handed over to it; as the current user otherwise.
+fn run_unprivileged(
+    marker: &Marker,
+    work: &std::path::Path,
+    args: &[&str],
+    script: &str,
+) -> std::process::Output {
+    let root = rustix::process::geteuid().is_root();
+    let mut command = if root {
+        for entry in walk(work) {
+            std::os::unix::fs::lchown(&entry, Some(NOBODY), Some(NOBODY))
+                .expect("the workspace can be handed to nobody");
+        }
+        let mut command = std::process::Command::new("setpriv");
+        command.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_stallwatch"),
+        ]);
+        command
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"))
+    };
+    command
+        .args(args)
+        .arg("--")
+        .args(marker.sh_words(script))
+        .env(common::MARKER_ENV, marker.as_str())
+        .env("HOME", work)
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("RUST_LOG")
+        .current_dir(work);
+    for var in cli_support::OPTION_VARS {
+        command.env_remove(var);
+    }
+    let mut command = assert_cmd::Command::from_std(command);
+    command.timeout(common::GENEROUS);
+    command.output().expect("stallwatch runs")
+}
+
+/// The uid and gid of `nobody` / `nogroup` on Linux.
+const NOBODY: u32 = 65534;
+
+/// `dir` and everything under it (links not followed).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut all = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < all.len() {
+        if all[i].is_dir() && !all[i].is_symlink() {
+            for entry in fs::read_dir(&all[i])
+                .expect("a readable test folder")
+                .flatten()
+            {
+                all.push(entry.path());
+            }
+        }
+        i += 1;
+    }
+    all
+}
+
+/// The report's `unavailable` entries for `path` (ending with it).
+fn unavailable_for<'a>(report: &'a serde_json::Value, path: &str) -> Vec<&'a serde_json::Value> {
+    report["unavailable"]
+        .as_array()
+        .expect("unavailable is a list")
+        .iter()
+        .filter(|u| u["path"].as_str().is_some_and(|p| p.ends_with(path)))
+        .collect()
+}
+
+/// A silent child writing `.agent/$1/progress` every 0.3 s, `$2` times.
+const WRITER: &str = "w() { n=$2; while [ $n -gt 0 ]; do echo $n > \".agent/$1/progress\"; \
+                      sleep 0.3; n=$((n-1)); done; }; ";
+
+/// Issue 11, item 3: `.agent` made unreadable (mode 000) for a second mid-run, then readable
+/// again, while the child keeps working in it. The re-arm on the mode change used to fail
+/// and drop the root for good: the child was ended for idleness while it worked.
+#[test]
+fn agent_unreadable_for_a_second_mid_run_is_watched_again() {
+    let marker = Marker::new("env_perm_mid_run");
+    let work = tempfile::tempdir().expect("a workspace");
+    fs::create_dir(work.path().join(".agent")).expect("the watched folder");
+    let out = run_unprivileged(
+        &marker,
+        work.path(),
+        &[
+            "-i",
+            "2s",
+            "-g",
+            "200ms",
+            "--no-children",
+            "--report",
+            "report.json",
+        ],
+        &format!("{WRITER} w . 4; chmod 000 .agent; sleep 1; chmod 755 .agent; w . 12"),
+    );
+    cli_support::assert_code(&out, 0);
+    let report = fs::read_to_string(work.path().join("report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+    assert_eq!(report["outcome"], "exited", "{report}");
+    assert!(
+        report["activity_count"]["files"].as_u64() >= Some(12),
+        "{report}"
+    );
+    // Whatever was not watched on the way is said, and is watched again at the end.
+    for gap in unavailable_for(&report, ".agent") {
+        assert_eq!(gap["at_end"], false, "{report}");
+    }
+    assert_no_leak(&marker);
+}
+
+/// Issue 11, item 3: `.agent` unreadable when the run starts, readable half a second later.
+/// It used to be dropped at the start and never watched.
+#[test]
+fn agent_unreadable_at_start_is_watched_once_readable() {
+    let marker = Marker::new("env_perm_start");
+    let work = tempfile::tempdir().expect("a workspace");
+    let agent = work.path().join(".agent");
+    fs::create_dir(&agent).expect("the watched folder");
+    fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+        .expect("the mode can be changed");
+    let out = run_unprivileged(
+        &marker,
+        work.path(),
+        &[
+            "-i",
+            "2s",
+            "-g",
+            "200ms",
+            "--no-children",
+            "--report",
+            "report.json",
+        ],
+        &format!("sleep 0.5; chmod 755 .agent; {WRITER} w . 12"),
+    );
+    cli_support::assert_code(&out, 0);
+    let report = fs::read_to_string(work.path().join("report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+    assert_eq!(report["outcome"], "exited", "{report}");
+    assert!(
+        report["activity_count"]["files"].as_u64() >= Some(12),
+        "{report}"
+    );
+    // The report says it was not watched at first, for about the half second, then was.
+    let gaps = unavailable_for(&report, ".agent");
+    assert_eq!(gaps.len(), 1, "{report}");
+    assert_eq!(gaps[0]["at_end"], false, "{report}");
+    assert!(gaps[0]["unwatched_ms"].as_u64() >= Some(400), "{report}");
+    assert_no_leak(&marker);
+}
+
+/// Issue 11, item 3: one unreadable folder among 30 in `.agent` (the first one the walk
+/// meets): the recursive watch used to stop there, leaving every folder after it unwatched.
+/// The child works in the 29 others in turn; the report names the one not watched, for the
+/// whole run.
+#[test]
+fn one_unreadable_folder_among_thirty_leaves_the_others_watched() {
+    let marker = Marker::new("env_perm_sub");
+    let work = tempfile::tempdir().expect("a workspace");
+    let agent = work.path().join(".agent");
+    for d in 0..30 {
+        fs::create_dir_all(agent.join(format!("d{d:02}"))).expect("a folder");
+    }
+    // The walk goes in directory order: make the first folder it meets the unreadable one.
+    let first = fs::read_dir(&agent)
+        .expect("the folder")
+        .flatten()
+        .next()
+        .expect("30 folders")
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let others: Vec<String> = (0..30)
+        .map(|d| format!("d{d:02}"))
+        .filter(|d| *d != first)
+        .collect();
+    let unreadable = agent.join(&first);
+    fs::set_permissions(
+        &unreadable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .expect("the mode can be changed");
+    let out = run_unprivileged(
+        &marker,
+        work.path(),
+        &[
+            "-i",
+            "1500ms",
+            "-g",
+            "200ms",
+            "--no-children",
+            "--report",
+            "report.json",
+        ],
+        &format!("{WRITER} for d in {}; do w $d 1; done", others.join(" ")),
+    );
+    fs::set_permissions(
+        &unreadable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("the mode can be changed back");
+    cli_support::assert_code(&out, 0);
+    let report = fs::read_to_string(work.path().join("report.json")).expect("the report");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+    assert_eq!(report["outcome"], "exited", "{report}");
+    let gaps = unavailable_for(&report, &format!(".agent/{first}"));
+    assert_eq!(gaps.len(), 1, "{report}");
+    assert_eq!(gaps[0]["source"], "files", "{report}");
+    assert_eq!(gaps[0]["at_end"], true, "{report}");
+    let duration = report["duration_ms"].as_u64().expect("a duration");
+    // Not watched for the whole run (give or take the start).
+    assert!(
+        gaps[0]["unwatched_ms"].as_u64().expect("a duration") + 1000 >= duration,
+        "{report}"
+    );
+    assert!(
+        gaps[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("denied")),
+        "{report}"
+    );
+    assert_no_leak(&marker);
 }

@@ -16,7 +16,8 @@ use std::time::Duration;
 use common::{ms, wait_generously};
 use fault_support::{Scenario, file_fingerprint, fingerprint};
 use stallwatch::{
-    ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal, Stream,
+    ActivitySource, CaptureConfig, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
+    Stream,
 };
 
 const IDLE: Duration = Duration::from_millis(500);
@@ -287,4 +288,97 @@ fn a_stream_cut_by_the_hard_timeout_loses_and_garbles_nothing() {
         "the common part is identical"
     );
     assert_eq!(session.output_bytes(Stream::Stdout), received.len() as u64);
+}
+
+/// Issue 11 item 4. The log spill (SHA-256 and the disk, slower than a pipe) still has
+/// megabytes to write when the child exits; a drain cap of zero makes the end come at once.
+/// Nobody holds the pipe open, so the cap does not apply: every byte read is logged and hashed
+/// before `wait` returns, and the output is complete.
+#[test]
+fn a_log_backlog_outlasting_the_drain_cap_is_written_whole() {
+    const SIZE: u64 = 48 * 1024 * 1024;
+    let s = Scenario::big("out_spill_backlog");
+    let logs = tempfile::tempdir().expect("a log folder");
+    let session = s.spawn(
+        &format!("head -c {SIZE} /dev/urandom | tee -a \"$SW_OUT\""),
+        config()
+            .drain_cap(Duration::ZERO)
+            .capture(CaptureConfig::default().log_dir(logs.path())),
+    );
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    assert!(result.output_complete, "{result:#?}");
+    assert_eq!(result.logs.len(), 1, "{:?}", result.logs);
+    let log = &result.logs[0];
+    assert!(!log.incomplete, "{log:?}");
+    assert_eq!(log.error, None);
+    assert_eq!(log.bytes, SIZE, "{log:?}");
+    let ledger = file_fingerprint(&s.out_ledger());
+    assert_eq!(ledger.len, SIZE);
+    assert_eq!(file_fingerprint(&log.path), ledger, "log (left) vs written");
+    assert_eq!(log.sha256, ledger.sha256, "the reported hash");
+    s.assert_no_leak();
+}
+
+/// Issue 11 item 9. The log folder disappears before the stream reaches the spill threshold:
+/// the log cannot be created. The run goes on (output kept in memory), and the result still
+/// lists the stream's log, marked incomplete, with the error.
+#[test]
+fn a_log_that_could_not_be_created_is_listed_with_its_error() {
+    let s = Scenario::new("out_log_dir_gone");
+    let base = tempfile::tempdir().expect("a temporary directory");
+    let logs = base.path().join("logs");
+    let session = s.spawn(
+        &format!(
+            "rmdir '{}' && head -c 20000 /dev/urandom | tee -a \"$SW_OUT\"",
+            logs.display()
+        ),
+        config().capture(CaptureConfig::default().log_dir(&logs)),
+    );
+    let result = wait_generously(&session);
+    assert_eq!(result.exit_code(), 0, "{result:#?}");
+    assert!(result.output_complete);
+    assert_eq!(result.logs.len(), 1, "{:?}", result.logs);
+    let log = &result.logs[0];
+    assert_eq!(log.stream, Stream::Stdout);
+    assert!(log.incomplete, "{log:?}");
+    let error = log.error.as_deref().expect("the error is reported");
+    assert!(error.contains("No such file or directory"), "{error}");
+    assert!(log.path.starts_with(&logs), "{log:?}");
+    assert!(!log.path.exists());
+    assert_eq!(log.written, 0, "{log:?}");
+    assert_eq!(log.bytes, 20000, "{log:?}");
+    s.assert_no_leak();
+    s.assert_accounted();
+}
+
+/// Issue 11 item 5, library side. A sink that fails (a full device): reading goes on, and the
+/// session says how many bytes reached the sink and why the rest did not.
+#[test]
+fn a_sink_on_a_full_device_reports_delivered_bytes_and_the_error() {
+    let s = Scenario::new("out_sink_full");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full opens");
+    let session = s
+        .builder(
+            "head -c 3000000 /dev/urandom | tee -a \"$SW_OUT\"",
+            config(),
+        )
+        .stdout(stallwatch::OutputSink::writer(full))
+        .spawn()
+        .expect("spawns");
+    let result = wait_generously(&session);
+    assert_eq!(result.exit_code(), 0, "{result:#?}");
+    assert!(result.output_complete);
+    let written = file_fingerprint(&s.out_ledger()).len;
+    assert_eq!(session.output_bytes(Stream::Stdout), written);
+    assert_eq!(session.delivered_bytes(Stream::Stdout), 0);
+    let error = session
+        .sink_error(Stream::Stdout)
+        .expect("the failure is kept");
+    assert!(error.contains("No space left on device"), "{error}");
+    assert_eq!(session.sink_error(Stream::Stderr), None);
+    s.assert_no_leak();
 }

@@ -341,3 +341,116 @@ fn a_crash_of_the_supervising_program_takes_the_direct_child() {
     supervisor.wait().expect("reaped");
     s.assert_no_leak();
 }
+
+/// The idle timeout of the scenarios below (python's start on a loaded machine comes first).
+const JOIN_IDLE: Duration = Duration::from_secs(3);
+
+/// The leader moves itself into the supervisor's own process group, then becomes a silent
+/// `sleep`. (`exec python3`: the leader itself, same pid.)
+const JOIN_SUPERVISOR_GROUP: &str = "exec python3 -c '
+import os
+os.setpgid(0, os.getpgid(os.getppid()))
+with open(os.environ[\"SW_OUT\"], \"a\") as l:
+    l.write(\"joined\\n\")
+os.write(1, b\"joined\\n\")
+os.execvp(\"sleep\", [\"sleep\", \"1000\"])
+'";
+
+/// A process in this test's own process group (the supervisor's group for the library, and
+/// the `stallwatch` command's group too, as the command is started without a group of its
+/// own) that writes down every catchable signal it receives.
+struct Sentinel {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Sentinel {
+    fn start(s: &Scenario) -> Sentinel {
+        let log = s.scratch("sentinel.log");
+        let ready = s.scratch("sentinel.ready");
+        let mut traps = String::new();
+        for signal in ["HUP", "INT", "QUIT", "TERM", "USR1", "USR2", "CONT"] {
+            traps.push_str(&format!("trap 'echo {signal} >> \"$1\"' {signal}; "));
+        }
+        let child = s
+            .marker
+            .sh(&format!(
+                "{traps}: > \"$2\"; while :; do sleep 1 & wait; done"
+            ))
+            .arg(&log)
+            .arg(&ready)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the sentinel starts");
+        fault_support::wait_for_file(&ready, common::HANDSHAKE);
+        Sentinel { child, log }
+    }
+
+    /// Asserts that the sentinel lives and received no signal; then ends it (our own child).
+    #[track_caller]
+    fn assert_untouched_and_stop(mut self) {
+        assert!(
+            self.child.try_wait().expect("our child").is_none(),
+            "the sentinel in the supervisor's group was killed"
+        );
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(
+            log.is_empty(),
+            "the supervisor's own group was signalled: {log}"
+        );
+        self.child.kill().expect("our own sentinel");
+        self.child.wait().expect("reaped");
+    }
+}
+
+/// Library: the leader joins the supervisor's (this test's) process group. The ladder never
+/// signals that group; it ends the leader by pid, and the outcome is a plain idle timeout.
+#[test]
+fn a_leader_that_joins_the_supervisors_group_is_ended_by_pid() {
+    let s = Scenario::new("sup_join_group");
+    let sentinel = Sentinel::start(&s);
+    // Long enough for python to start and join on a loaded machine before it looks stale.
+    let session = s.spawn(JOIN_SUPERVISOR_GROUP, config().idle_timeout(JOIN_IDLE));
+    s.out.wait_for("joined");
+    let own_group = rustix::process::getpgrp().as_raw_pid();
+    let leader_group = std::fs::read_to_string(format!("/proc/{}/stat", session.pid()))
+        .expect("the leader's stat")
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(2).map(str::to_owned))
+        .expect("a pgrp field");
+    assert_eq!(leader_group, own_group.to_string(), "it joined our group");
+    let result = wait_generously(&session);
+    assert!(
+        matches!(result.outcome, Outcome::IdleTimeout(_)),
+        "{result:#?}"
+    );
+    assert!(!result.termination_unproven, "{result:#?}");
+    assert_eq!(result.signals_sent, vec![Signal::TERM], "{result:#?}");
+    assert_eq!(result.signal(), Some(15), "ended by TERM: {result:#?}");
+    sentinel.assert_untouched_and_stop();
+    s.assert_no_leak();
+    s.assert_accounted();
+}
+
+/// The same under the `stallwatch` command: exit 124 (idle timeout), not 125 ("termination
+/// unproven"), and stallwatch's group (here, this test's) is never signalled.
+#[test]
+fn the_command_ends_a_leader_that_joins_its_group_by_pid() {
+    let s = Scenario::new("sup_cli_join_group");
+    let sentinel = Sentinel::start(&s);
+    let output = s
+        .cli(&["-i", "3s", "-g", "300ms"], JOIN_SUPERVISOR_GROUP) // JOIN_IDLE
+        .output()
+        .expect("stallwatch runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(124), "{stderr}");
+    assert!(!stderr.contains("unproven"), "{stderr}");
+    sentinel.assert_untouched_and_stop();
+    s.assert_no_leak();
+    assert_eq!(
+        fingerprint(&output.stdout),
+        file_fingerprint(&s.out_ledger()),
+        "every byte the child wrote was passed on"
+    );
+}

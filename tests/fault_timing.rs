@@ -322,3 +322,128 @@ fn keepalives_racing_the_deadline_are_never_lost() {
     }
     eprintln!("keepalive storms: {before} lost the race to the deadline, {after} won it");
 }
+
+/// A sink that holds the reader thread until released, so what the child writes meanwhile
+/// stays in the pipe. It keeps what it was given, and says when it was first entered.
+#[derive(Clone, Default)]
+struct HeldSink {
+    state: std::sync::Arc<(std::sync::Mutex<Held>, std::sync::Condvar)>,
+}
+
+/// Entered, released, and the bytes given so far.
+type Held = (bool, bool, Vec<u8>);
+
+impl HeldSink {
+    fn sink(&self) -> stallwatch::OutputSink {
+        let state = self.state.clone();
+        stallwatch::OutputSink::callback(move |chunk| {
+            let (lock, changed) = &*state;
+            let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+            s.0 = true; // entered
+            s.2.extend_from_slice(chunk);
+            changed.notify_all();
+            while !s.1 {
+                s = changed.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+        })
+    }
+
+    #[track_caller]
+    fn wait_entered(&self) {
+        let (lock, changed) = &*self.state;
+        let s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (s, timeout) = changed
+            .wait_timeout_while(s, common::HANDSHAKE, |s| !s.0)
+            .unwrap_or_else(|p| p.into_inner());
+        assert!(!timeout.timed_out() && s.0, "the sink was never entered");
+    }
+
+    fn release(&self) {
+        let (lock, changed) = &*self.state;
+        lock.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        changed.notify_all();
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        self.state
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .2
+            .clone()
+    }
+}
+
+/// Issue 11, item 7: stallwatch was stopped (or its reader was slow) while the child kept
+/// printing; at the deadline the monitor must not call the child stale while its output sits
+/// unread in the pipe. Here the reader is held in the sink (mock clock, no sleeping): the bytes
+/// waiting count once, as activity at the instant they are seen. A reader that then still reads
+/// nothing for a whole idle timeout does not keep the child alive for ever.
+#[test]
+fn bytes_waiting_in_the_pipe_count_before_an_idle_kill() {
+    let s = Scenario::new("timing_pipe_waiting");
+    let idle = Duration::from_secs(10);
+    let clock = stallwatch::MockClock::new();
+    let held = HeldSink::default();
+    let session = s
+        .builder(
+            "say first; while [ ! -e \"$SW_TMP/go\" ]; do sleep 0.01; done; \
+             say second; : > \"$SW_TMP/written\"; exec sleep 1000",
+            config(idle)
+                .file_signal(false)
+                .children_signal(false)
+                .events(stallwatch::EventConfig::default().idle_warning(None))
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(300))),
+        )
+        .clock(clock.clone())
+        .stdout(held.sink())
+        .spawn()
+        .expect("the scenario's child can be spawned");
+    // The reader read "first" and is now held in the sink; "second" is written to the pipe
+    // behind it and stays there.
+    held.wait_entered();
+    std::fs::write(s.scratch("go"), b"").expect("the go file");
+    fault_support::wait_for_file(&s.scratch("written"), common::HANDSHAKE);
+    assert!(
+        clock.wait_for_timers(1, common::HANDSHAKE),
+        "the monitor never parked"
+    );
+    clock.advance(idle);
+    // Not stale: the waiting bytes counted, and the monitor parked again, still watching (it
+    // moves to the grace before it arms any timer of a ladder).
+    assert!(
+        clock.wait_for_timers(1, common::HANDSHAKE),
+        "the monitor never parked again"
+    );
+    assert_eq!(session.state(), stallwatch::Lifecycle::Running);
+    assert!(session.try_wait().is_none());
+    // Still held: the same bytes do not count twice.
+    clock.advance(idle);
+    assert!(
+        poll_until_state_left_running(&session),
+        "a reader stuck for a whole idle timeout keeps the child alive"
+    );
+    held.release();
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{result:#?}");
+    };
+    assert_eq!(result.runtime, idle * 2, "{result:#?}");
+    let output = report.get(ActivitySource::Output).expect("output counts");
+    assert!(
+        output.events >= 2,
+        "the read and the waiting bytes: {report}"
+    );
+    assert_eq!(held.bytes(), b"first\nsecond\n");
+    assert_eq!(
+        fault_support::fingerprint(&held.bytes()),
+        fault_support::file_fingerprint(&s.out_ledger())
+    );
+    s.assert_no_leak();
+}
+
+fn poll_until_state_left_running(session: &stallwatch::Session) -> bool {
+    common::poll_until(common::HANDSHAKE, || {
+        session.state() != stallwatch::Lifecycle::Running
+    })
+}

@@ -358,3 +358,91 @@ fn an_endless_writer_left_behind_does_not_keep_wait_past_the_drain_cap() {
         "the lines that arrived are the first ones written, in order"
     );
 }
+
+/// A daemon started through `env -i` (like `sudo` with `env_reset` or `su -`) loses the
+/// `STALLWATCH_SESSION` tag; util-linux `setsid -f` forks it into a session of its own and
+/// returns at once, so it is re-parented to the supervisor before any sample. A process
+/// re-parented to the supervisor belongs to the tree whatever its environment. (The test marker
+/// is passed on by hand, so the leak check still sees the daemon.)
+const UNTAGGED_DAEMON: &str = "env -i \"STALLWATCH_TEST_MARKER=$STALLWATCH_TEST_MARKER\" \
+                               setsid -f sleep 1000";
+
+/// Polls until a `sleep 1000` carrying the scenario's marker runs outside the leader's process
+/// group: the untagged daemon is up.
+fn wait_for_untagged_daemon(s: &Scenario) {
+    let up = common::poll_until(HANDSHAKE, || {
+        s.marker.pids().into_iter().any(|p| {
+            p.cmdline == "sleep 1000"
+                && std::fs::read(format!("/proc/{}/environ", p.pid))
+                    .is_ok_and(|env| !env.windows(18).any(|w| w == b"STALLWATCH_SESSION"))
+        })
+    });
+    assert!(
+        up,
+        "the untagged daemon did not start: {:#?}",
+        s.marker.pids()
+    );
+}
+
+/// Library, idle timeout: the untagged daemon (it keeps the session's output pipes) is ended
+/// with the tree.
+#[test]
+fn an_untagged_setsid_daemon_is_ended_at_the_idle_timeout() {
+    let s = Scenario::new("tree_untagged_daemon_idle");
+    let session = s.spawn(
+        &format!("{UNTAGGED_DAEMON}; say ready; exec sleep 1000"),
+        subreaper_config(),
+    );
+    s.out.wait_for("ready");
+    wait_for_untagged_daemon(&s);
+    let result = wait_generously(&session);
+    assert!(is_idle_timeout(&result.outcome), "{result:#?}");
+    assert!(!result.termination_unproven, "{result:#?}");
+    s.assert_no_leak();
+    s.assert_accounted();
+}
+
+/// Library, normal exit 0: the untagged daemon left behind is a leftover, ended by the ladder.
+#[test]
+fn an_untagged_setsid_daemon_is_ended_after_a_normal_exit() {
+    let s = Scenario::new("tree_untagged_daemon_exit");
+    let session = s.spawn(
+        &format!("{UNTAGGED_DAEMON}; say bye; exit 0"),
+        subreaper_config(),
+    );
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    assert_eq!(result.exit_code(), 0);
+    assert!(result.leftovers_killed >= 1, "{result:#?}");
+    assert!(!result.termination_unproven, "{result:#?}");
+    s.assert_no_leak();
+    s.assert_accounted();
+}
+
+/// The same daemon under the `stallwatch` command, its standard streams on `/dev/null` (so
+/// nothing but its re-parenting ties it to the session): the command runs one session, so
+/// every orphan it adopts is that session's. Ended at the idle timeout (exit 124) and after a
+/// normal exit 0 of the child.
+#[test]
+fn the_command_ends_an_untagged_daemon_with_its_streams_closed() {
+    let daemon = format!("{UNTAGGED_DAEMON} </dev/null >/dev/null 2>&1");
+    for (name, then, code) in [
+        ("tree_cli_untagged_idle", "say ready; exec sleep 1000", 124),
+        ("tree_cli_untagged_exit", "say bye; exit 0", 0),
+    ] {
+        let s = Scenario::new(name);
+        let output = s
+            .cli(&["-i", "1s", "-g", "300ms"], &format!("{daemon}; {then}"))
+            .output()
+            .expect("stallwatch runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{name}: {stderr}");
+        assert!(!stderr.contains("unproven"), "{name}: {stderr}");
+        s.assert_no_leak();
+        assert_eq!(
+            fault_support::fingerprint(&output.stdout),
+            fault_support::file_fingerprint(&s.out_ledger()),
+            "{name}: every byte the child wrote was passed on"
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! `--events FILE`: the session's event stream as JSON Lines, written by a thread of its own.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -96,12 +96,7 @@ impl Target {
         if path.as_os_str() == "-" {
             return Ok(Target::Stderr);
         }
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map(Target::File)
+        super::report::open_for_writing(path, "--events").map(Target::File)
     }
 }
 

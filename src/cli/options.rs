@@ -6,10 +6,11 @@
 //! by `:` as in `PATH`. `-q` and `-v` take a count (`STALLWATCH_VERBOSE=2` is `-vv`).
 
 use std::collections::HashSet;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
@@ -35,7 +36,8 @@ When stallwatch ends the program it prints one line on stderr saying why.";
 const AFTER_HELP: &str = "\
 Every option can also be set with STALLWATCH_<OPTION>, e.g. STALLWATCH_IDLE_TIMEOUT=10m; the
 command line wins. Exit status: the program's own; 124 after an idle or hard timeout; 128+N when
-it died of signal N; 125 for stallwatch's own failures; 126 not executable; 127 not found.
+it died of signal N; 125 for stallwatch's own failures; 126 not executable; 127 not found; 1
+when the program succeeded but writing its output through failed.
 `stallwatch --help` says more.
 
 Example:
@@ -60,11 +62,17 @@ EXIT STATUS
           accepts), a report that cannot be written, termination that could not be confirmed
   126     PROGRAM exists but cannot be executed
   127     PROGRAM is not found
-  When stallwatch itself receives TERM, INT, HUP or QUIT, it passes that signal on to the
-  program's process group (then KILL after the grace; a second INT kills at once). It then
-  exits as the program did: with its exit code, or, when the program died of a signal, by the
-  signal stallwatch received, so that a shell loop stops on Ctrl-C (as process 1, where that is
-  not possible, it exits with 128+N).
+  1       the program exited 0, but writing its output through failed (a full disk: a write
+          error on stallwatch's stdout or stderr; a broken pipe is passed on to the program
+          instead); no other status is replaced
+  When stallwatch itself receives HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,
+  VTALRM, PROF, IO or PWR, it passes that signal on to the program's process group (then KILL
+  after the grace; a second INT kills at once). It then exits as the program did: with its exit
+  code, or, when the program died of a signal, by the signal stallwatch received, so that a
+  shell loop stops on Ctrl-C (as process 1, where that is not possible, and for STKFLT, IO and
+  PWR, it exits with 128+N). XFSZ and PIPE are ignored; the fault signals (ILL, TRAP, ABRT,
+  BUS, FPE, SEGV, SYS) sent by another process are blocked and have no effect; TSTP, TTIN and
+  TTOU stop stallwatch until CONT.
 
 CONTAINERS
   As the container's first process (pid 1) stallwatch forwards signals and reaps the orphaned
@@ -100,8 +108,9 @@ pub(crate) struct Cli {
         long,
         value_name = "D",
         env = "STALLWATCH_IDLE_TIMEOUT",
+        allow_hyphen_values = true,
         default_value = "5m",
-        value_parser = parse_duration,
+        value_parser = text(parse_duration),
         verbatim_doc_comment
     )]
     pub(crate) idle_timeout: Duration,
@@ -115,7 +124,8 @@ pub(crate) struct Cli {
         long,
         value_name = "D",
         env = "STALLWATCH_HARD_TIMEOUT",
-        value_parser = parse_hard_timeout,
+        allow_hyphen_values = true,
+        value_parser = text(parse_hard_timeout),
         verbatim_doc_comment
     )]
     pub(crate) hard_timeout: Option<HardTimeout>,
@@ -129,8 +139,9 @@ pub(crate) struct Cli {
         long,
         value_name = "D",
         env = "STALLWATCH_GRACE",
+        allow_hyphen_values = true,
         default_value = "5s",
-        value_parser = parse_duration,
+        value_parser = text(parse_duration),
         verbatim_doc_comment
     )]
     pub(crate) grace: Duration,
@@ -146,7 +157,7 @@ pub(crate) struct Cli {
         value_name = "SIG",
         env = "STALLWATCH_SIGNAL",
         default_value = "TERM",
-        value_parser = parse_signal,
+        value_parser = text(parse_signal),
         verbatim_doc_comment
     )]
     pub(crate) signal: Signal,
@@ -163,7 +174,7 @@ pub(crate) struct Cli {
         value_name = "PATH",
         env = "STALLWATCH_WATCH",
         action = ArgAction::Append,
-        value_parser = parse_watch,
+        value_parser = path(parse_watch),
         verbatim_doc_comment
     )]
     pub(crate) watch: Vec<PathBuf>,
@@ -178,6 +189,7 @@ pub(crate) struct Cli {
         value_name = "GLOB",
         env = "STALLWATCH_EXCLUDE",
         action = ArgAction::Append,
+        value_parser = text(|glob| Ok(glob.to_owned())),
         verbatim_doc_comment
     )]
     pub(crate) exclude: Vec<String>,
@@ -189,7 +201,7 @@ pub(crate) struct Cli {
         long,
         env = "STALLWATCH_NO_WATCH",
         action = ArgAction::SetTrue,
-        value_parser = parse_flag,
+        value_parser = text(parse_flag),
         verbatim_doc_comment
     )]
     pub(crate) no_watch: bool,
@@ -202,7 +214,7 @@ pub(crate) struct Cli {
         long,
         env = "STALLWATCH_NO_CHILDREN",
         action = ArgAction::SetTrue,
-        value_parser = parse_flag,
+        value_parser = text(parse_flag),
         verbatim_doc_comment
     )]
     pub(crate) no_children: bool,
@@ -215,7 +227,7 @@ pub(crate) struct Cli {
         long,
         env = "STALLWATCH_NO_OUTPUT",
         action = ArgAction::SetTrue,
-        value_parser = parse_flag,
+        value_parser = text(parse_flag),
         verbatim_doc_comment
     )]
     pub(crate) no_output: bool,
@@ -229,7 +241,8 @@ pub(crate) struct Cli {
         long,
         value_name = "D",
         env = "STALLWATCH_CHECK_INTERVAL",
-        value_parser = parse_duration,
+        allow_hyphen_values = true,
+        value_parser = text(parse_duration),
         verbatim_doc_comment
     )]
     pub(crate) check_interval: Option<Duration>,
@@ -242,7 +255,7 @@ pub(crate) struct Cli {
         long,
         env = "STALLWATCH_KEEP_LEFTOVERS",
         action = ArgAction::SetTrue,
-        value_parser = parse_flag,
+        value_parser = text(parse_flag),
         verbatim_doc_comment
     )]
     pub(crate) keep_leftovers: bool,
@@ -257,7 +270,7 @@ pub(crate) struct Cli {
         long,
         value_name = "FILE",
         env = "STALLWATCH_REPORT",
-        value_parser = parse_report,
+        value_parser = path(parse_report),
         verbatim_doc_comment
     )]
     pub(crate) report: Option<PathBuf>,
@@ -275,7 +288,7 @@ pub(crate) struct Cli {
         long,
         value_name = "FILE",
         env = "STALLWATCH_EVENTS",
-        value_parser = parse_report,
+        value_parser = path(parse_report),
         verbatim_doc_comment
     )]
     pub(crate) events: Option<PathBuf>,
@@ -290,7 +303,7 @@ pub(crate) struct Cli {
         long,
         value_name = "DIR",
         env = "STALLWATCH_LOG_DIR",
-        value_parser = parse_watch,
+        value_parser = path(parse_log_dir),
         verbatim_doc_comment
     )]
     pub(crate) log_dir: Option<PathBuf>,
@@ -304,7 +317,7 @@ pub(crate) struct Cli {
         long,
         env = "STALLWATCH_QUIET",
         action = ArgAction::Count,
-        value_parser = parse_count,
+        value_parser = text(parse_count),
         verbatim_doc_comment
     )]
     pub(crate) quiet: u8,
@@ -317,7 +330,7 @@ pub(crate) struct Cli {
         long,
         env = "STALLWATCH_VERBOSE",
         action = ArgAction::Count,
-        value_parser = parse_count,
+        value_parser = text(parse_count),
         verbatim_doc_comment
     )]
     pub(crate) verbose: u8,
@@ -561,7 +574,7 @@ pub(crate) fn explain_error(error: &clap::Error, args: &[OsString]) -> String {
     let Some(var) = env_var(&id) else {
         return text;
     };
-    let from_env = std::env::var_os(var).is_some_and(|v| v == value.as_str());
+    let from_env = std::env::var_os(var).is_some_and(|v| v.to_string_lossy() == *value);
     let short = Cli::command()
         .get_arguments()
         .find(|a| a.get_id().as_str() == id)
@@ -639,10 +652,21 @@ impl ConcatOs for Vec<PathBuf> {
 
 /// Parses `1500ms`, `30s`, `5m`, `2h`, `1h30m`, `1.5s`, `1d`; a bare number is seconds.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || {
-        format!("{text:?} is not a duration: use a number with a unit, like 1500ms, 30s, 5m, 1h30m")
-    };
     let t = text.trim();
+    let bad = || {
+        let negative = if t
+            .strip_prefix('-')
+            .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
+        {
+            "a duration cannot be negative; "
+        } else {
+            ""
+        };
+        format!(
+            "{text:?} is not a duration: {negative}use a number with a unit, like 1500ms, 30s, \
+             5m, 1h30m"
+        )
+    };
     if t.is_empty() {
         return Err(bad());
     }
@@ -697,20 +721,47 @@ fn parse_signal(text: &str) -> Result<Signal, String> {
     })
 }
 
-/// A non-empty path.
-fn parse_watch(text: &str) -> Result<PathBuf, String> {
-    if text.is_empty() {
+/// A value parser for text: `parse` on the value, which must be UTF-8 (the error then names
+/// the option, or its variable, like any invalid value).
+fn text<T: Clone + Send + Sync + 'static>(
+    parse: fn(&str) -> Result<T, String>,
+) -> impl TypedValueParser<Value = T> {
+    OsStringValueParser::new().try_map(move |value| match value.to_str() {
+        Some(text) => parse(text),
+        None => Err(format!(
+            "{:?} is not valid UTF-8, and this value must be text",
+            value.to_string_lossy()
+        )),
+    })
+}
+
+/// A value parser for paths: any bytes (Linux paths need not be UTF-8), checked by `check`.
+fn path(check: fn(&OsStr) -> Result<PathBuf, String>) -> impl TypedValueParser<Value = PathBuf> {
+    OsStringValueParser::new().try_map(move |value| check(&value))
+}
+
+/// A non-empty folder to watch.
+fn parse_watch(path: &OsStr) -> Result<PathBuf, String> {
+    if path.is_empty() {
         return Err("an empty path is not a folder: give one like .agent or notes".to_owned());
     }
-    Ok(PathBuf::from(text))
+    Ok(PathBuf::from(path))
+}
+
+/// A non-empty log folder.
+fn parse_log_dir(path: &OsStr) -> Result<PathBuf, String> {
+    if path.is_empty() {
+        return Err("an empty path is not a folder: give one like /var/log/agents".to_owned());
+    }
+    Ok(PathBuf::from(path))
 }
 
 /// A non-empty path, or `-` (stderr).
-fn parse_report(text: &str) -> Result<PathBuf, String> {
-    if text.is_empty() {
+fn parse_report(path: &OsStr) -> Result<PathBuf, String> {
+    if path.is_empty() {
         return Err("an empty path: give a file like run.json, or - for stderr".to_owned());
     }
-    Ok(PathBuf::from(text))
+    Ok(PathBuf::from(path))
 }
 
 #[cfg(test)]
@@ -730,6 +781,12 @@ mod tests {
         for bad in ["", "5x", "ms", "-1s", "1h30", "abc", "1e400s", "s5"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        assert!(
+            parse_duration("-5s")
+                .unwrap_err()
+                .contains("cannot be negative")
+        );
+        assert!(!parse_duration("-v").unwrap_err().contains("negative"));
     }
 
     #[test]

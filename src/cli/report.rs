@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,6 +43,7 @@ impl Exit {
 ///   to follow up with KILL), so that its parent sees what it asked for.
 /// - 125 when the end of the tree could not be confirmed (whatever the outcome: the tree may
 ///   still run, and a caller that retries on 124 should not start a second one beside it).
+/// - Then [`with_relay`]: 1 instead of 0 when passing the output through failed.
 pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
     if result.termination_unproven {
         return Exit::Code(EXIT_INTERNAL);
@@ -55,6 +57,21 @@ pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
             None => Exit::Code(EXIT_INTERNAL),
         },
         _ => Exit::Code(result.exit_code()),
+    }
+}
+
+/// The status for a failed pass-through of a program that succeeded (as GNU coreutils exit
+/// after a write error).
+pub(crate) const EXIT_RELAY_FAILED: i32 = 1;
+
+/// The exit status once the pass-through is known: a write error on stallwatch's own stdout or
+/// stderr (a full disk; not a broken pipe, which reaches the program itself) turns a success
+/// into [`EXIT_RELAY_FAILED`], so the output lost is not hidden; every other status (the
+/// program's own failure, 124, 125, a signal) is kept as it is.
+pub(crate) fn with_relay(exit: Exit, relay: &Relay) -> Exit {
+    match exit {
+        Exit::Code(0) if relay.failed() => Exit::Code(EXIT_RELAY_FAILED),
+        other => other,
     }
 }
 
@@ -134,11 +151,7 @@ impl ReportTarget {
         if path.as_os_str() == "-" {
             return Ok(ReportTarget::Stderr);
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
+        let file = open_for_writing(path, "--report")?;
         Ok(ReportTarget::File(file, path.to_owned()))
     }
 
@@ -168,6 +181,37 @@ impl ReportTarget {
     }
 }
 
+/// Opens `path` for writing, created or emptied, for `option`. A FIFO nobody reads yet would
+/// block the open in silence: it is opened without blocking first, and when no reader is
+/// there, stallwatch says that it waits for one (before the program starts) and then waits.
+pub(crate) fn open_for_writing(path: &Path, option: &str) -> io::Result<File> {
+    let open = |flags: rustix::fs::OFlags| {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(flags.bits() as i32)
+            .open(path)
+    };
+    match open(rustix::fs::OFlags::NONBLOCK) {
+        Ok(file) => {
+            // Writes block as usual from now on.
+            let flags = rustix::fs::fcntl_getfl(&file)?;
+            rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+            Ok(file)
+        }
+        // ENXIO: a FIFO without a reader (POSIX open(2)).
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+            log::warn!(
+                "{option} {} is a FIFO: waiting for a reader to open it before starting the program",
+                path.display()
+            );
+            open(rustix::fs::OFlags::empty())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The JSON report of `--report`. Durations in milliseconds; signals by name, the death
 /// signal also by number.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -189,8 +233,9 @@ pub(crate) struct Report {
     pub(crate) idle_ms: IdleMs,
     /// How many activity events each signal recorded; null when it was turned off.
     pub(crate) activity_count: ActivityCount,
-    /// Signals that were on but could not observe anything (a watched path that is a file).
-    pub(crate) unavailable: Vec<&'static str>,
+    /// What the signals that were on could not observe: every watched folder that could not
+    /// be watched (or a watched path that is a file), with why and for how long.
+    pub(crate) unavailable: Vec<Unavailable>,
     /// The kill ladder, when one ran.
     pub(crate) ladder: Ladder,
     /// Leftover group members ended after the child's own exit.
@@ -199,8 +244,12 @@ pub(crate) struct Report {
     pub(crate) termination_unproven: bool,
     /// Whether both output pipes reached end-of-file.
     pub(crate) output_complete: bool,
-    /// Bytes passed through.
+    /// Bytes read from the program.
     pub(crate) bytes: Bytes,
+    /// Bytes of them written to stallwatch's own stdout and stderr.
+    pub(crate) delivered: Bytes,
+    /// Why writing to stallwatch's stdout or stderr failed (not a broken pipe), or null.
+    pub(crate) pass_through_errors: PassThroughErrors,
     /// The complete logs of the streams that passed 4 KiB, with their SHA-256.
     pub(crate) log: Vec<LogEntry>,
     /// The child's pid (and process group), or null when it never started.
@@ -234,6 +283,21 @@ pub(crate) struct ActivityCount {
     pub(crate) children: Option<u64>,
 }
 
+/// Something a signal could not observe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Unavailable {
+    /// The signal (`files`).
+    pub(crate) source: &'static str,
+    /// The path that was not watched, or null when the whole signal observed nothing.
+    pub(crate) path: Option<String>,
+    /// Why, as the system said it, or null.
+    pub(crate) reason: Option<String>,
+    /// How long it went unobserved in total, or null when not known.
+    pub(crate) unwatched_ms: Option<u64>,
+    /// Whether it was still unobserved at the end of the run.
+    pub(crate) at_end: bool,
+}
+
 /// The kill ladder as it ran.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub(crate) struct Ladder {
@@ -254,19 +318,49 @@ pub(crate) struct LogEntry {
     pub(crate) stream: &'static str,
     /// Where it is.
     pub(crate) path: String,
-    /// Lower-case hex SHA-256 of its content.
+    /// Lower-case hex SHA-256 of every byte read from the stream (the complete log).
     pub(crate) sha256: String,
-    /// Its length.
+    /// Bytes read from the stream (the complete log's length).
     pub(crate) bytes: u64,
-    /// Whether writing it failed part-way.
+    /// Bytes the file holds (`bytes` unless writing failed).
+    pub(crate) written: u64,
+    /// Whether it lacks part of the stream (not created, a write failed, or the stream was
+    /// still open at the end).
     pub(crate) incomplete: bool,
+    /// Why it is incomplete, or null.
+    pub(crate) error: Option<String>,
 }
 
-/// Bytes passed through.
+/// Byte counts per stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub(crate) struct Bytes {
     pub(crate) stdout: u64,
     pub(crate) stderr: u64,
+}
+
+/// Why passing a stream through failed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub(crate) struct PassThroughErrors {
+    pub(crate) stdout: Option<String>,
+    pub(crate) stderr: Option<String>,
+}
+
+/// The pass-through at the end of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Relay {
+    /// Bytes read from the program.
+    pub(crate) read: Bytes,
+    /// Bytes written to stallwatch's stdout and stderr.
+    pub(crate) delivered: Bytes,
+    /// Why a stream's delivery stopped.
+    pub(crate) errors: PassThroughErrors,
+}
+
+impl Relay {
+    /// Whether writing a stream through failed.
+    pub(crate) fn failed(&self) -> bool {
+        self.errors.stdout.is_some() || self.errors.stderr.is_some()
+    }
 }
 
 fn ms(d: Duration) -> u64 {
@@ -287,7 +381,7 @@ impl Report {
         result: &MonitorResult,
         received: &Received,
         exit: Exit,
-        bytes: Bytes,
+        relay: &Relay,
     ) -> Report {
         let mut idle_ms = IdleMs::default();
         let mut activity_count = ActivityCount::default();
@@ -301,9 +395,37 @@ impl Report {
             };
             *idle = Some(ms(s.idle));
             *count = Some(s.events);
-            if !s.available {
-                unavailable.push(s.source.name());
+            if !s.available && s.source != ActivitySource::Files {
+                unavailable.push(Unavailable {
+                    source: s.source.name(),
+                    path: None,
+                    reason: None,
+                    unwatched_ms: None,
+                    at_end: true,
+                });
             }
+        }
+        for gap in &result.unwatched {
+            unavailable.push(Unavailable {
+                source: ActivitySource::Files.name(),
+                path: Some(gap.path.display().to_string()),
+                reason: Some(gap.reason.clone()),
+                unwatched_ms: Some(ms(gap.duration)),
+                at_end: gap.still,
+            });
+        }
+        let files_blind = result
+            .activity
+            .iter()
+            .any(|s| s.source == ActivitySource::Files && !s.available);
+        if files_blind && result.unwatched.iter().all(|gap| !gap.still) {
+            unavailable.push(Unavailable {
+                source: ActivitySource::Files.name(),
+                path: None,
+                reason: None,
+                unwatched_ms: None,
+                at_end: true,
+            });
         }
         Report {
             outcome: result.outcome.name(),
@@ -327,7 +449,9 @@ impl Report {
             leftovers_killed: result.leftovers_killed,
             termination_unproven: result.termination_unproven,
             output_complete: result.output_complete,
-            bytes,
+            bytes: relay.read,
+            delivered: relay.delivered,
+            pass_through_errors: relay.errors.clone(),
             log: result
                 .logs
                 .iter()
@@ -336,7 +460,9 @@ impl Report {
                     path: l.path.display().to_string(),
                     sha256: l.sha256.clone(),
                     bytes: l.bytes,
+                    written: l.written,
                     incomplete: l.incomplete,
+                    error: l.error.clone(),
                 })
                 .collect(),
             pid: Some(result.pid),
@@ -365,6 +491,8 @@ impl Report {
             termination_unproven: false,
             output_complete: true,
             bytes: Bytes::default(),
+            delivered: Bytes::default(),
+            pass_through_errors: PassThroughErrors::default(),
             log: Vec::new(),
             pid: None,
             command: lossy(context.command),

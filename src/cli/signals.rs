@@ -1,21 +1,94 @@
-//! Signals sent to stallwatch: TERM, INT, HUP and QUIT are passed on to the child's process
-//! group (the same signal, then KILL after the grace); a second INT kills at once. When
-//! stallwatch can adopt orphans (pid 1, child subreaper), SIGCHLD also triggers a sweep that
-//! reaps adopted zombies, never the supervised child.
+//! Signals sent to stallwatch. Every signal that would end it is either passed on to the
+//! child's tree or has no effect (README, "Signals", has the table):
+//!
+//! - passed on like TERM (the same signal to the child's process group, then KILL after the
+//!   grace; a second INT kills at once): HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,
+//!   VTALRM, PROF, IO, PWR — every catchable signal whose default action ends a process and
+//!   that means "stop" when someone sends it;
+//! - caught and ignored: XFSZ (a write past the file-size limit then fails with EFBIG, which
+//!   the writer reports); PIPE stays ignored as Rust programs have it (a write to a closed
+//!   pipe fails with EPIPE, which the pass-through relies on);
+//! - blocked: the fault signals ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS. They report a fault in
+//!   the receiving process's own code; sent by another process they mean nothing to stallwatch
+//!   and stay pending. A real fault is still fatal (the kernel forces it through the block),
+//!   and `abort()` unblocks ABRT itself;
+//! - harmless with their default action: CHLD (also a cue to reap adopted orphans, when
+//!   stallwatch can adopt them), CONT, URG, WINCH;
+//! - job control: TSTP, TTIN and TTOU stop stallwatch (not the program, which runs in its own
+//!   process group) until CONT, as they would any program;
+//! - KILL and STOP cannot be caught.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use rustix::process::Signal as Sig;
 use signal_hook::iterator::{Handle, Signals};
 use stallwatch::{KillLadder, Session, Signal};
 
 use super::reaper;
 
 /// The signals passed on to the child's tree.
-pub(crate) const FORWARDED: [i32; 4] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT];
+pub(crate) fn forwarded() -> Vec<i32> {
+    let mut signals = vec![
+        Sig::HUP,
+        Sig::INT,
+        Sig::QUIT,
+        Sig::TERM,
+        Sig::USR1,
+        Sig::USR2,
+        Sig::ALARM,
+        Sig::XCPU,
+        Sig::VTALARM,
+        Sig::PROF,
+        Sig::IO,
+    ];
+    #[cfg(target_os = "linux")]
+    signals.push(Sig::POWER);
+    #[cfg(all(
+        target_os = "linux",
+        not(any(
+            target_arch = "mips",
+            target_arch = "mips32r6",
+            target_arch = "mips64",
+            target_arch = "mips64r6",
+            target_arch = "sparc",
+            target_arch = "sparc64"
+        ))
+    ))]
+    signals.push(Sig::STKFLT);
+    signals.into_iter().map(Sig::as_raw).collect()
+}
+
+/// The signals caught and ignored.
+const IGNORED: [Sig; 1] = [Sig::XFSZ];
+
+/// The fault signals, blocked in every thread.
+const FAULTS: [Sig; 7] = [
+    Sig::ILL,
+    Sig::TRAP,
+    Sig::ABORT,
+    Sig::BUS,
+    Sig::FPE,
+    Sig::SEGV,
+    Sig::SYS,
+];
+
+/// Blocks the fault signals (see the module's doc). Called first thing in `main`, before any
+/// thread exists, so every thread inherits the mask; the child does not (the standard library
+/// clears the mask of the processes it spawns).
+pub(crate) fn block_faults() {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for signal in FAULTS {
+        if let Ok(signal) = nix::sys::signal::Signal::try_from(signal.as_raw()) {
+            set.add(signal);
+        }
+    }
+    if let Err(e) = set.thread_block() {
+        log::debug!("cannot block the fault signals ({e}); sent from outside they end stallwatch");
+    }
+}
 
 /// What stallwatch received while the child ran, as the signal thread records it.
 #[derive(Debug, Default)]
@@ -48,13 +121,14 @@ pub(crate) struct SignalHandling {
 }
 
 impl SignalHandling {
-    /// Catches TERM, INT, HUP and QUIT (and CHLD when `reap`). Failing to is not fatal: the
-    /// signals then keep their default action, which still ends the child through its
-    /// parent-death signal on Linux.
+    /// Catches the forwarded and the ignored signals (and CHLD when `reap`). Failing to is not
+    /// fatal: the signals then keep their default action, which still ends the child through
+    /// its parent-death signal on Linux.
     pub(crate) fn install(reap: bool) -> SignalHandling {
-        let mut wanted = FORWARDED.to_vec();
+        let mut wanted = forwarded();
+        wanted.extend(IGNORED.map(Sig::as_raw));
         if reap {
-            wanted.push(SIGCHLD);
+            wanted.push(Sig::CHILD.as_raw());
         }
         let signals = match Signals::new(&wanted) {
             Ok(signals) => Some(signals),
@@ -89,10 +163,14 @@ impl SignalHandling {
             .name("stallwatch-signals".into())
             .spawn(move || {
                 for number in signals.forever() {
-                    if number == SIGCHLD {
+                    if number == Sig::CHILD.as_raw() {
                         if reap {
                             log_reaped(reaper::reap_zombies(|pid| pid != child));
                         }
+                        continue;
+                    }
+                    if IGNORED.iter().any(|s| s.as_raw() == number) {
+                        log::debug!("received signal {number}; ignored");
                         continue;
                     }
                     let Some(signal) = Signal::from_number(number) else {
@@ -107,7 +185,7 @@ impl SignalHandling {
                     if first.is_ok() {
                         log::info!("received {signal}; passing it on to the child's tree");
                         session.terminate_with(&KillLadder::polite(signal, grace));
-                    } else if number == SIGINT {
+                    } else if number == Sig::INT.as_raw() {
                         log::info!("second INT: killing the child's tree now");
                         received.forced.store(true, Ordering::Release);
                         session.kill();
@@ -150,7 +228,8 @@ fn log_reaped(pids: Vec<u32>) {
 
 /// Ends stallwatch by `signal`, the way a process that was ended by it ends: its parent sees
 /// "killed by `signal`" (shells stop a loop on INT only then). No core dump for QUIT. As
-/// process 1, where a signal with its default action is ignored, exits with 128 + `signal`.
+/// process 1, where a signal with its default action is ignored, and for the signals whose
+/// default action signal-hook cannot restore (STKFLT, IO, PWR), exits with 128 + `signal`.
 pub(crate) fn die_by(signal: Signal) -> ! {
     let code = 128 + signal.number();
     if std::process::id() != 1 {

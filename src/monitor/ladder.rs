@@ -1,25 +1,22 @@
 //! The kill ladder: signals the child's process group step by step (SIGCONT after each polite
 //! step, SIGKILL at the end), reaches the escapees (descendants that left the group, orphans
-//! adopted in subreaper mode) by pid, and tells when the whole tree is gone. It acts through a
-//! small [`ProcessLayer`], so its rules are unit-tested with a fake one. Also the leader's
-//! bookkeeping: the supervised children of this process, and reaping the leader.
+//! adopted in subreaper mode) by pid, signals the leader by pid when it has left its group,
+//! and tells when the whole tree is gone. It acts through a small [`ProcessLayer`], so its
+//! rules are unit-tested with a fake one. Also the leader's bookkeeping (reaping it) and the
+//! subreaper's orphans (attributed by the rules of `process::orphans`).
 
 use std::io;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{POLL_MAX, POLL_MIN, Wake};
+use super::{POLL_MAX, POLL_MIN, SESSION_TAG, Wake};
 use crate::clock::Clock;
 use crate::config::{KillStep, Signal};
 use crate::events::{Emitter, Event};
 use crate::outcome::HumanDuration;
-use crate::process::sys;
+use crate::process::{self, sys};
 use crate::signals::children::{DescendantObserver, Identity};
-
-/// Pids of the supervised children of this process: never reaped by the subreaper janitor
-/// (their `Child` reaps them).
-pub(super) static LEADERS: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
 
 /// The process operations the ladder needs: the operating system in a session
 /// ([`OsProcesses`]), a fake in the unit tests. As `signals/children.rs` does with its
@@ -39,6 +36,8 @@ pub(crate) trait ProcessLayer {
     /// Remembered descendants outside process group `pgid` that still live (adopted orphans
     /// included), re-checked by identity.
     fn escapees(&mut self, pgid: i32) -> Vec<Identity>;
+    /// The process group process `pid` belongs to now, if it can be read.
+    fn process_group_of(&mut self, pid: i32) -> Option<i32>;
     /// The process group of this (supervising) process: never signalled.
     fn own_group(&mut self) -> i32;
     /// This (supervising) process's pid: never signalled.
@@ -68,55 +67,113 @@ fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: i32) -> io::Result<(
     ops.signal_pid(pid, signal)
 }
 
+/// Sends `signal` to the leader's process group `pgid` (the leader's pid) and, when the leader
+/// has left that group (it may join another group of its session, even stallwatch's own), to
+/// the leader by pid: never to the group it joined. `leader_running`: the leader has neither
+/// exited nor been reaped, so its pid is still its own (it is not reaped before the ladder is
+/// done). Its escapees are signalled by pid by the ladder (they are outside the group). The
+/// result is the group's.
+pub(super) fn signal_leader(
+    ops: &mut dyn ProcessLayer,
+    id: u64,
+    pgid: i32,
+    leader_running: bool,
+    signal: i32,
+) -> io::Result<()> {
+    let group = signal_group(ops, pgid, signal);
+    if leader_running && ops.process_group_of(pgid).is_some_and(|now| now != pgid) {
+        match signal_pid(ops, pgid, signal) {
+            Ok(()) => {
+                log::debug!("session {id}: pid {pgid} left its group; signalled by pid");
+                return Ok(());
+            }
+            Err(e) => log::debug!("session {id}: signal to pid {pgid}: {e}"),
+        }
+    }
+    group
+}
+
 /// The operating system's processes, seen through the session's descendant observer.
 pub(super) struct OsProcesses {
+    /// The session's id (for the orphan attribution).
+    id: u64,
     /// Samples descendant CPU from the monitor thread, every check interval; remembers the
     /// escapees.
     pub(super) children: Option<DescendantObserver>,
     /// Subreaper mode: this session's tag.
     tag: Option<Vec<u8>>,
     /// Subreaper mode: orphans of this session adopted by this process (reaped when they die).
-    adopted: Vec<i32>,
+    adopted: Vec<Identity>,
 }
 
 impl OsProcesses {
-    pub(super) fn new(children: Option<DescendantObserver>, tag: Option<Vec<u8>>) -> Self {
+    pub(super) fn new(id: u64, children: Option<DescendantObserver>, tag: Option<Vec<u8>>) -> Self {
         Self {
+            id,
             children,
             tag,
             adopted: Vec::new(),
         }
     }
 
-    /// Subreaper mode: finds this session's orphans among this process's children (by their
-    /// tag) and remembers them as escapees; reaps the ones that died. Returns how many new
-    /// ones it found.
+    /// Subreaper mode: finds this session's orphans among this process's children (by the
+    /// rules of `process::orphans`: seen, tag, group, pipe, start time) and remembers them and
+    /// their descendants as escapees; reaps the ones that died. Returns how many new ones it
+    /// found. Every session publishes what its observer saw, for the others' attribution.
     pub(super) fn collect_adopted(&mut self) -> usize {
-        let (Some(tag), Some(observer)) = (self.tag.as_ref(), self.children.as_mut()) else {
+        let Some(observer) = self.children.as_mut() else {
             return 0;
         };
+        if process::orphans::adopting() {
+            process::orphans::publish_seen(self.id, observer.identities());
+        }
+        if self.tag.is_none() {
+            return 0;
+        }
         let mut found = 0;
         #[cfg(target_os = "linux")]
-        for pid in sys::own_children() {
-            if LEADERS.lock().contains(&pid) {
-                continue;
-            }
-            let Some(process) = observer.process(pid) else {
-                continue;
-            };
-            if process.dead {
-                if let Some(i) = self.adopted.iter().position(|p| *p == pid) {
-                    self.adopted.swap_remove(i);
-                    sys::reap_if_exited(pid);
+        {
+            // No session forks while this looks: every child the library started is known.
+            let _gate = process::orphans::attribution_gate();
+            let own_group = sys::own_process_group();
+            for pid in sys::own_children() {
+                if process::orphans::is_spawned(pid) {
+                    continue;
                 }
-            } else if !self.adopted.contains(&pid) && sys::environ_has(pid, tag) {
-                observer.adopt(process);
-                self.adopted.push(pid);
-                found += 1;
+                let Some(process) = observer.process(pid) else {
+                    continue;
+                };
+                let identity = Identity {
+                    pid,
+                    start_time: process.start_time,
+                };
+                if process.dead {
+                    if let Some(i) = self.adopted.iter().position(|p| *p == identity) {
+                        self.adopted.swap_remove(i);
+                        sys::reap_if_exited(pid);
+                    }
+                    continue;
+                }
+                if self.adopted.contains(&identity) {
+                    continue;
+                }
+                let orphan = process::orphans::Orphan {
+                    pid,
+                    start_time: process.start_time,
+                    pgrp: process.pgrp,
+                    tag: sys::environ_entry(pid, SESSION_TAG),
+                    pipes: sys::stdio_pipes(pid),
+                };
+                if process::orphans::owner(&orphan, own_group) == Some(self.id) {
+                    log::debug!("session {}: adopted orphan pid {pid}", self.id);
+                    self.adopted.push(identity);
+                    found += 1;
+                }
             }
+            // An adopted orphan's own descendants are the tree's too (they come back here
+            // when it dies, but the ladder should reach them at once).
+            self.adopted.retain(|orphan| observer.adopt_tree(*orphan));
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = (tag, observer);
         found
     }
 }
@@ -155,6 +212,10 @@ impl ProcessLayer for OsProcesses {
         }
     }
 
+    fn process_group_of(&mut self, pid: i32) -> Option<i32> {
+        sys::process_group_of(pid)
+    }
+
     fn own_group(&mut self) -> i32 {
         sys::own_process_group()
     }
@@ -188,7 +249,7 @@ impl Leader {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        LEADERS.lock().retain(|p| *p != pid);
+        process::orphans::reaped(pid);
         self.status = if self.exited {
             match child.wait() {
                 Ok(status) => Some(status),
@@ -269,6 +330,7 @@ impl Ladder {
         ops: &mut dyn ProcessLayer,
         steps: Vec<KillStep>,
         due: Option<Instant>,
+        leader_exited: bool,
     ) {
         let now = self.clock.now();
         self.escapees = ops.escapees(self.pgid);
@@ -280,7 +342,7 @@ impl Ladder {
         });
         self.started = Some(now);
         // Send the first step at once.
-        self.advance(ops, now);
+        self.advance(ops, now, leader_exited);
         if let Some(due) = due {
             self.kill_latency = Some(self.clock.now().saturating_duration_since(due));
         }
@@ -372,7 +434,7 @@ impl Ladder {
                 self.unproven = true;
                 return None;
             }
-            self.advance(ops, now);
+            self.advance(ops, now, leader_exited);
         }
         let ladder = self.steps.as_mut()?;
         // Nothing tells us when group members or escapees die, or when a descendant escapes
@@ -385,8 +447,9 @@ impl Ladder {
         })
     }
 
-    /// Sends the next step of the ladder.
-    fn advance(&mut self, ops: &mut dyn ProcessLayer, now: Instant) {
+    /// Sends the next step of the ladder (to the leader by pid too while it runs outside its
+    /// group: the leader is not reaped before the ladder is done).
+    fn advance(&mut self, ops: &mut dyn ProcessLayer, now: Instant, leader_exited: bool) {
         let Some(ladder) = &mut self.steps else {
             return;
         };
@@ -401,7 +464,8 @@ impl Ladder {
         } else {
             now + step.grace
         };
-        match signal_group(ops, self.pgid, step.signal.number()) {
+        let (id, pgid, running) = (self.id, self.pgid, !leader_exited);
+        match signal_leader(ops, id, pgid, running, step.signal.number()) {
             Ok(()) => log::debug!(
                 "session {}: sent {} to group {}",
                 self.id,
@@ -426,7 +490,7 @@ impl Ladder {
         }
         if step.signal != Signal::KILL {
             // A stopped process cannot act on a polite signal until it is continued.
-            let _ = signal_group(ops, self.pgid, sys::SIGCONT);
+            let _ = signal_leader(ops, id, pgid, running, sys::SIGCONT);
         }
         self.signals_sent.push(step.signal);
         self.emitter.lifecycle(Event::Signal {
@@ -472,6 +536,8 @@ mod tests {
         cannot_enumerate: bool,
         escapees: Vec<Identity>,
         dead: Vec<Identity>,
+        /// The group the leader joined after leaving its own (`None`: it leads its own).
+        joined: Option<i32>,
         sent: Vec<Sent>,
         samples: usize,
     }
@@ -516,6 +582,14 @@ mod tests {
         fn escapees(&mut self, _pgid: i32) -> Vec<Identity> {
             let escapees = self.escapees.clone();
             escapees.into_iter().filter(|e| self.lives(*e)).collect()
+        }
+
+        fn process_group_of(&mut self, pid: i32) -> Option<i32> {
+            Some(if pid == LEADER {
+                self.joined.unwrap_or(pid)
+            } else {
+                pid
+            })
         }
 
         fn own_group(&mut self) -> i32 {
@@ -570,6 +644,7 @@ mod tests {
             &mut fake,
             vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
             None,
+            false,
         );
         assert_eq!(
             fake.take_sent(),
@@ -586,6 +661,60 @@ mod tests {
     }
 
     #[test]
+    fn a_leader_that_left_its_group_is_signalled_by_pid_never_the_group_it_joined() {
+        // It joined another group of its session, or even stallwatch's own.
+        for joined in [9000, OWN_GROUP] {
+            let clock = MockClock::new();
+            let t0 = clock.now();
+            let (mut ladder, _events) = ladder_for(LEADER, &clock);
+            let mut fake = Fake {
+                members: vec![4243], // its old group still has a member
+                joined: Some(joined),
+                ..Fake::default()
+            };
+            ladder.start(
+                &mut fake,
+                vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
+                None,
+                false,
+            );
+            assert_eq!(
+                fake.take_sent(),
+                [
+                    Sent::Group(LEADER, TERM),
+                    Sent::Pid(LEADER, TERM),
+                    Sent::Group(LEADER, CONT),
+                    Sent::Pid(LEADER, CONT),
+                ],
+                "joined {joined}"
+            );
+            ladder
+                .step(&mut fake, t0 + Duration::from_secs(2), false)
+                .expect("the leader still runs");
+            assert_eq!(
+                fake.take_sent(),
+                [Sent::Group(LEADER, KILL), Sent::Pid(LEADER, KILL)],
+                "joined {joined}"
+            );
+            assert_eq!(ladder.signals_sent, [Signal::TERM, Signal::KILL]);
+        }
+    }
+
+    #[test]
+    fn a_leader_that_exited_is_never_signalled_by_pid() {
+        // Its pid is only its own until it is reaped: once it exited, the group alone.
+        let clock = MockClock::new();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            members: vec![4243],
+            joined: Some(9000),
+            ..Fake::default()
+        };
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, true);
+        assert_eq!(fake.take_sent(), [Sent::Group(LEADER, KILL)]);
+    }
+
+    #[test]
     fn sigkill_gets_no_sigcont_and_marks_the_escalation() {
         let clock = MockClock::new();
         let (mut ladder, events) = ladder_for(LEADER, &clock);
@@ -593,7 +722,7 @@ mod tests {
             escapees: vec![escapee(500)],
             ..Fake::default()
         };
-        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None);
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
         assert_eq!(
             fake.take_sent(),
             [Sent::Group(LEADER, KILL), Sent::Pid(500, KILL)]
@@ -615,6 +744,7 @@ mod tests {
             &mut fake,
             vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
             None,
+            false,
         );
         fake.take_sent();
         // Inside the grace: nothing more is sent; wake at its end.
@@ -637,7 +767,7 @@ mod tests {
         let t0 = clock.now();
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = Fake::default();
-        ladder.start(&mut fake, vec![step(Signal::INT, 60_000)], None);
+        ladder.start(&mut fake, vec![step(Signal::INT, 60_000)], None, false);
         let wake = ladder
             .step(&mut fake, t0, false)
             .expect("leader still runs");
@@ -658,6 +788,7 @@ mod tests {
                 step(Signal::KILL, 0),
             ],
             None,
+            false,
         );
         fake.take_sent();
         assert!(ladder.skip_to_kill(t0));
@@ -690,6 +821,7 @@ mod tests {
             &mut fake,
             vec![step(Signal::TERM, 5000), step(Signal::KILL, 0)],
             None,
+            false,
         );
         fake.take_sent();
         // A helper the TERM handler started in a session of its own.
@@ -732,6 +864,7 @@ mod tests {
             &mut fake,
             vec![step(Signal::TERM, 1000), step(Signal::KILL, 0)],
             None,
+            false,
         );
         fake.take_sent();
         // pid 500 died (and may have been reused): the next step does not reach it.
@@ -756,6 +889,7 @@ mod tests {
             &mut fake,
             vec![step(Signal::TERM, 5000), step(Signal::KILL, 0)],
             None,
+            false,
         );
         let t1 = t0 + Duration::from_millis(40);
         // The leader lives: not gone, whatever else.
@@ -781,7 +915,7 @@ mod tests {
             cannot_enumerate: true,
             ..Fake::default()
         };
-        ladder.start(&mut fake, vec![step(Signal::TERM, 5000)], None);
+        ladder.start(&mut fake, vec![step(Signal::TERM, 5000)], None, false);
         assert!(ladder.step(&mut fake, clock.now(), true).is_none());
         assert!(!ladder.unproven);
     }
@@ -795,7 +929,7 @@ mod tests {
             members: vec![4243], // in uninterruptible sleep, say
             ..Fake::default()
         };
-        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None);
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
         let wake = ladder
             .step(&mut fake, t0 + CONFIRM - Duration::from_millis(1), true)
             .expect("still inside the bound");
@@ -821,6 +955,7 @@ mod tests {
                 &mut fake,
                 vec![step(Signal::TERM, 10), step(Signal::KILL, 0)],
                 None,
+                false,
             );
             ladder
                 .step(&mut fake, clock.now() + Duration::from_millis(10), false)
@@ -846,7 +981,7 @@ mod tests {
             escapees: vec![escapee(0), escapee(1), escapee(OWN_PID), escapee(500)],
             ..Fake::default()
         };
-        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None);
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
         assert_eq!(
             fake.take_sent(),
             [Sent::Group(LEADER, KILL), Sent::Pid(500, KILL)]
@@ -863,6 +998,7 @@ mod tests {
             &mut fake,
             vec![step(Signal::TERM, 60_000), step(Signal::KILL, 0)],
             None,
+            false,
         );
         let polls: Vec<u64> = (0..8)
             .map(|_| {
@@ -884,7 +1020,7 @@ mod tests {
         let mut fake = Fake::default();
         let due = clock.now();
         clock.advance(Duration::from_millis(30));
-        ladder.start(&mut fake, vec![step(Signal::TERM, 1000)], Some(due));
+        ladder.start(&mut fake, vec![step(Signal::TERM, 1000)], Some(due), false);
         assert_eq!(ladder.kill_latency, Some(Duration::from_millis(30)));
         assert_eq!(ladder.started, Some(due + Duration::from_millis(30)));
     }

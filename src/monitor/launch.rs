@@ -11,9 +11,10 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
-use super::ladder::{LEADERS, Ladder, Leader, OsProcesses};
+use super::ladder::{Ladder, Leader, OsProcesses};
 use super::run::{DoneGuard, Monitor, Phase, Timing};
 use super::tap::{StreamSlot, Tap, stream_index};
+use super::{SESSION_TAG, boot_ticks_now, end_session};
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
 use crate::capture::{HeadTail, Recorder};
@@ -23,7 +24,7 @@ use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{Emitter, Event};
 use crate::process::{self, sys};
 use crate::signals::children::DescendantObserver;
-use crate::signals::files::FileActivityTracker;
+use crate::signals::files::{FileActivityTracker, OwnFiles};
 use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -82,11 +83,8 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;
 
-    let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
-    let (command, spawned) = process::spawn(command, from_spawner);
-    let mut child = spawned.map_err(|e| process::describe_spawn_error(&command, e))?;
+    let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref())?;
     let pid = child.id();
-    LEADERS.lock().push(pid as i32);
     let guardian = start_guardian(&config, id, pid);
     log::debug!(
         "session {id}: spawned {:?} as pid {pid}",
@@ -100,6 +98,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let streams = Streams {
         combined: combined_pipe,
         log_dir,
+        own_files: files.as_ref().map(FileActivityTracker::own_files),
         emitter,
         stdin,
         tag,
@@ -119,6 +118,34 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stderr_sink,
     );
     hand_over(id, pid, board, child, started)
+}
+
+/// Spawns the child, known to the orphan attribution before the fork, and known as this
+/// library's own child before any other session can look at this process's children. Returns
+/// the command (it still holds the pipes' write ends) and the child.
+fn spawn_leader(
+    command: Command,
+    config: &MonitorConfig,
+    id: u64,
+    tag: Option<&Vec<u8>>,
+) -> io::Result<(Command, Child)> {
+    let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
+    let gate = process::orphans::spawn_gate();
+    process::orphans::register(id, boot_ticks_now(), tag.cloned());
+    let (command, spawned) = process::spawn(command, from_spawner);
+    let child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            drop(gate);
+            end_session(id);
+            return Err(process::describe_spawn_error(&command, e));
+        }
+    };
+    let pid = child.id();
+    process::orphans::spawned(pid as i32);
+    process::orphans::set_leader(id, pid as i32);
+    drop(gate);
+    Ok((command, child))
 }
 
 /// An unusable log folder is an error now, not lost output later.
@@ -153,12 +180,13 @@ fn pipe_output(
     })
 }
 
-/// Subreaper mode: orphans come back to this process; a tag in their environment tells
-/// which session they belong to.
+/// Subreaper mode: orphans come back to this process; a tag in their environment (among
+/// other evidence: `process::orphans`) tells which session they belong to.
 fn subreaper_tag(command: &mut Command, config: &MonitorConfig, id: u64) -> Option<Vec<u8>> {
     if config.children.subreaper {
         match sys::become_subreaper() {
             Ok(()) => {
+                process::orphans::set_adopting();
                 let value = format!("{}.{id}", std::process::id());
                 command.env(SESSION_TAG, &value);
                 Some(format!("{SESSION_TAG}={value}").into_bytes())
@@ -229,7 +257,9 @@ fn hand_over(
                 shared,
             }),
             Err(crossbeam_channel::SendError(mut child)) => {
+                end_session(id);
                 let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+                let _ = child.kill(); // by pid too: it may have left its group already
                 let _ = child.wait();
                 Err(io::Error::other(
                     "the stallwatch monitor thread stopped at start",
@@ -237,7 +267,9 @@ fn hand_over(
             }
         },
         Err(e) => {
+            end_session(id);
             let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+            let _ = child.kill(); // by pid too: it may have left its group already
             let _ = child.wait();
             Err(io::Error::new(
                 e.kind(),
@@ -254,6 +286,8 @@ struct Streams {
     /// The read end of the one pipe of the combined mode.
     combined: Option<std::io::PipeReader>,
     log_dir: Option<std::path::PathBuf>,
+    /// The file activity tracker's own files: the logs register there (they never count).
+    own_files: Option<OwnFiles>,
     emitter: Arc<Emitter>,
     /// The child's stdin, when the caller feeds it.
     stdin: Option<std::process::ChildStdin>,
@@ -264,9 +298,6 @@ struct Streams {
     /// The isolated home prepared for the child, for the result.
     home: Option<crate::environment::HomeReport>,
 }
-
-/// The environment variable that tags a session's processes in subreaper mode.
-const SESSION_TAG: &str = "STALLWATCH_SESSION";
 
 /// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
 /// and what records it.
@@ -347,12 +378,13 @@ fn start_threads(
         emitter: streams.emitter.clone(),
         tap: Tap::new(slots),
         leader: Leader::new(),
-        processes: OsProcesses::new(children, streams.tag),
+        processes: OsProcesses::new(id, children, streams.tag),
         guardian: streams.guardian,
         _files: files,
         reason: None,
         phase: Phase::Watching,
     };
+    register_pipes(id, &pipes);
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
 
     for pipe in pipes {
@@ -388,7 +420,13 @@ fn open_streams(
     let combined = streams.combined.is_some();
     let mut pipes = open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)?;
     for pipe in &mut pipes {
-        record_pipe(pipe, config, streams.log_dir.as_ref(), id)?;
+        record_pipe(
+            pipe,
+            config,
+            streams.log_dir.as_ref(),
+            streams.own_files.as_ref(),
+            id,
+        )?;
     }
     // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
     // while draining; they never read.
@@ -423,6 +461,17 @@ fn open_streams(
         home: streams.home.take(),
     });
     Ok((pipes, slots, shared))
+}
+
+/// The session's pipes, for the orphan attribution (an orphan holding one is the session's).
+fn register_pipes(id: u64, pipes: &[StreamPipe]) {
+    process::orphans::set_pipes(
+        id,
+        pipes
+            .iter()
+            .filter_map(|pipe| sys::pipe_id(pipe.fd.as_fd()))
+            .collect(),
+    );
 }
 
 /// The observer always runs: besides descendant CPU (when that signal is on) it remembers
@@ -489,6 +538,7 @@ fn record_pipe(
     pipe: &mut StreamPipe,
     config: &MonitorConfig,
     log_dir: Option<&std::path::PathBuf>,
+    own_files: Option<&OwnFiles>,
     id: u64,
 ) -> io::Result<()> {
     // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and
@@ -507,7 +557,8 @@ fn record_pipe(
             config.capture.spill_threshold,
             id,
             stream,
-        );
+        )
+        .own_files(own_files.cloned());
         let short = if stream == Stream::Stderr {
             "err"
         } else {
@@ -569,8 +620,10 @@ fn start_monitor(
                 monitor.run(child, done);
             } else {
                 done.disarm();
+                end_session(id);
             }
-        })?;
+        })
+        .inspect_err(|_| end_session(id))?;
     Ok(child_tx)
 }
 

@@ -38,3 +38,28 @@ impl Wake {
 /// them at 5 ms, doubling up to 200 ms: quick for the common case, cheap for a slow one.
 const POLL_MIN: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(200);
+
+/// The environment variable that tags a session's processes in subreaper mode.
+const SESSION_TAG: &str = "STALLWATCH_SESSION";
+
+/// Now in clock ticks since boot, the unit of process start times (0 where unknown: a session
+/// then counts as running since boot, which only makes the attribution more cautious).
+fn boot_ticks_now() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        crate::process::sys::boot_ticks_now().unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// The session is over for the orphan attribution (`process::orphans`).
+fn end_session(id: u64) {
+    #[cfg(target_os = "linux")]
+    let now = crate::process::sys::boot_ticks_now().map(|t| t + 1); // one tick of margin: /proc/uptime rounds
+    #[cfg(not(target_os = "linux"))]
+    let now = None;
+    crate::process::orphans::end(id, now);
+}

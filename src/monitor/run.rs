@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, never, select};
 
-use super::Wake;
-use super::ladder::{Ladder, Leader, OsProcesses, ProcessLayer};
+use super::ladder::{Ladder, Leader, OsProcesses, ProcessLayer, signal_leader};
 use super::tap::Tap;
+use super::{POLL_MAX, Wake, end_session};
 use crate::activity::{ActivityBoard, ActivitySource, BoardSnapshot};
 use crate::clock::Clock;
 use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
@@ -65,6 +65,7 @@ impl Drop for DoneGuard {
                 events_dropped: 0,
                 output_complete: false,
                 home: self.shared.home.clone(),
+                unwatched: Vec::new(),
             });
         }
     }
@@ -85,12 +86,16 @@ pub(super) enum Phase {
     Draining {
         since: Instant,
         cap: Instant,
+        /// The last look at the readers past the cap: when (real time) and the bytes each had
+        /// read ([`Monitor::own_backlog`]).
+        looked: Looked,
     },
     Done,
 }
 
-/// At least this long for a spill thread to write the chunks in flight at the end of a run.
-const SPILL_WAIT: Duration = Duration::from_secs(5);
+/// The session-clock timer while the drain waits for its own backlog (which only real-time
+/// polls and `ReaderDone` end): far away, and the same instant every time, so it is re-used.
+const BACKLOG_TIMER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// When the monitor wakes, and what it knows about time while watching.
 pub(super) struct Timing {
@@ -162,6 +167,9 @@ pub(super) struct Monitor {
     pub(super) phase: Phase,
 }
 
+/// The drain's last look at the readers: when (real time) and the bytes each had read.
+type Looked = Option<(std::time::Instant, [u64; 2])>;
+
 /// What a phase's method tells [`Monitor::step`]: sleep until this wake-up, or look again now
 /// (the phase changed, or one more look is due).
 type Next = std::ops::ControlFlow<Wake>;
@@ -202,6 +210,7 @@ impl Monitor {
 
     /// The run is over: detaches the readers, flushes the last output, publishes the result.
     fn finish(mut self, done: DoneGuard) {
+        end_session(self.id);
         for pump in &self.shared.pumps {
             pump.detached.store(true, Ordering::Release);
         }
@@ -227,7 +236,13 @@ impl Monitor {
             Control::Signal(signal) => {
                 if !self.leader.exited
                     && !matches!(self.phase, Phase::Draining { .. } | Phase::Done)
-                    && let Err(e) = sys::kill_group(self.pid, signal.number())
+                    && let Err(e) = signal_leader(
+                        &mut self.processes,
+                        self.id,
+                        self.pid,
+                        self.leader.child.is_some() && !self.leader.exited,
+                        signal.number(),
+                    )
                 {
                     log::debug!("session {}: {signal} to group {}: {e}", self.id, self.pid);
                 }
@@ -282,7 +297,7 @@ impl Monitor {
             let next = match self.phase {
                 Phase::Watching => self.watch(now),
                 Phase::Ending => self.ending(now),
-                Phase::Draining { since, cap } => self.drain(now, since, cap),
+                Phase::Draining { since, cap, looked } => self.drain(now, since, cap, looked),
                 Phase::Done => return None,
             };
             if let Next::Break(wake) = next {
@@ -331,6 +346,9 @@ impl Monitor {
             && self.timing.sampled_at != Some(now)
             && self.sample_children(now)
         {
+            return Next::Continue(());
+        }
+        if self.output_waiting(now) {
             return Next::Continue(());
         }
         let children_on = self.config.enabled.children;
@@ -387,19 +405,27 @@ impl Monitor {
     }
 
     /// The tree is gone: waits for the readers' end-of-file, or for quiet empty pipes, at most
-    /// until the drain cap.
-    fn drain(&mut self, now: Instant, since: Instant, cap: Instant) -> Next {
-        if self.tap.all_done() || now >= cap {
+    /// until the drain cap (those two only for pipes that strangers hold open: a reader behind
+    /// on a pipe nobody holds is waited for, [`Monitor::own_backlog`]).
+    fn drain(&mut self, now: Instant, since: Instant, cap: Instant, looked: Looked) -> Next {
+        if self.tap.all_done() {
             self.phase = Phase::Done;
             return Next::Continue(());
         }
         let last_output = self.board.last(ActivitySource::Output).max(since);
         let quiet_at = last_output + self.config.drain_quiet;
-        if now >= quiet_at && self.tap.pipes_empty() {
-            log::debug!(
-                "session {}: output quiet after exit; not waiting for end-of-file",
-                self.id
-            );
+        let quiet = now >= quiet_at && self.tap.pipes_empty();
+        if now >= cap || quiet {
+            // The cap and the quiet rule are for pipes that strangers hold open.
+            if let Some(wake) = self.own_backlog(since, looked) {
+                return Next::Break(wake);
+            }
+            if quiet {
+                log::debug!(
+                    "session {}: output quiet after exit; not waiting for end-of-file",
+                    self.id
+                );
+            }
             self.phase = Phase::Done;
             return Next::Continue(());
         }
@@ -490,13 +516,67 @@ impl Monitor {
         self.phase = Phase::Draining {
             since: now,
             cap: now + self.config.drain_cap,
+            looked: None,
         };
+    }
+
+    /// At a stale decision: bytes the child wrote that no reader has taken yet (stallwatch was
+    /// stopped, or a reader is slow) are output too. They count once, stamped at `now`; when the
+    /// readers then record nothing for a whole idle timeout (a reader held by its sink), the
+    /// same waiting bytes do not keep the child alive again.
+    fn output_waiting(&mut self, now: Instant) -> bool {
+        if !self.config.enabled.output || self.tap.pipes_empty() {
+            return false;
+        }
+        let last_output = self.board.last(ActivitySource::Output);
+        if self.tap.waiting_counted_at == Some(last_output) {
+            return false;
+        }
+        log::debug!(
+            "session {}: output waits unread in a pipe at the idle deadline; it counts",
+            self.id
+        );
+        self.board.stamp_at(ActivitySource::Output, now);
+        self.tap.waiting_counted_at = Some(self.board.last(ActivitySource::Output));
+        true
+    }
+
+    /// Past the drain cap (or the quiet rule): whether a reader still works through a pipe
+    /// that nobody holds open any more, so that its end-of-file is only a matter of stallwatch's
+    /// own pace (the log spill's disk and hash, or a sink that is slow but moving), not a
+    /// stranger's. Then the drain goes on, bounded by the disk: every byte written before the
+    /// tree ended is read and logged. A reader that neither moved since the last look (at least
+    /// [`POLL_MAX`] earlier) nor waits for its log spill is stuck in its sink: the drain ends.
+    fn own_backlog(&mut self, since: Instant, looked: Looked) -> Option<Wake> {
+        let read = [0, 1].map(|i| self.shared.pumps[i].bytes.load(Ordering::Relaxed));
+        let real_now = std::time::Instant::now();
+        // Real time: the readers work in real time, whatever the clock says.
+        let wake = Wake {
+            at: since + BACKLOG_TIMER,
+            poll: Some(POLL_MAX),
+        };
+        if looked.is_some_and(|(at, _)| real_now.saturating_duration_since(at) < POLL_MAX) {
+            // Woken early (another reader finished): judge on a full interval.
+            return self.tap.any_hung_up().then_some(wake);
+        }
+        let waiting = self.tap.behind(read, looked.map(|(_, before)| before));
+        if let Phase::Draining { looked, .. } = &mut self.phase {
+            *looked = Some((real_now, read));
+        }
+        if waiting {
+            log::debug!(
+                "session {}: the tree is gone but a reader is still behind; reading on",
+                self.id
+            );
+        }
+        waiting.then_some(wake)
     }
 
     fn start_ladder(&mut self, steps: Vec<KillStep>, due: Option<Instant>) {
         self.shared.phase.store(Lifecycle::GRACE, Ordering::Release);
         self.phase = Phase::Ending;
-        self.ladder.start(&mut self.processes, steps, due);
+        self.ladder
+            .start(&mut self.processes, steps, due, self.leader.exited);
     }
 
     /// Reaps the child (once): waits for it if it exited, else only looks.
@@ -526,12 +606,16 @@ impl Monitor {
             kill_latency: self.ladder.kill_latency,
             activity: verdict::report(&self.board.snapshot(), now, self.timing.idle_timeout)
                 .signals,
-            // A reader at end-of-file has handed over its last chunk: wait for the
-            // spill thread to write it (bounded by the drain cap).
-            logs: self.tap.logs(self.config.drain_cap.max(SPILL_WAIT)),
+            // Every chunk read is written and hashed first (bounded by the disk).
+            logs: self.tap.logs(),
             events_dropped: self.emitter.dropped(),
             output_complete: self.tap.all_done(),
             home: self.shared.home.clone(),
+            unwatched: self
+                ._files
+                .as_ref()
+                .map(FileActivityTracker::unwatched)
+                .unwrap_or_default(),
         }
     }
 }

@@ -2,13 +2,14 @@
 //! a peek at its pipe, whether its reader is done), flushing throttled `Output` events and
 //! telling whether bytes still sit in a pipe.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::capture::Recorder;
 use crate::capture::spill::{LogFile, SpillReport};
 use crate::events::Emitter;
+use crate::process::sys;
 use crate::signals::output::Stream;
 
 /// One output stream as the monitor sees it.
@@ -23,12 +24,25 @@ pub(super) struct StreamSlot {
     pub(super) done: bool,
 }
 
+impl StreamSlot {
+    /// Whether the reader still reads a pipe whose write end nobody holds any more.
+    fn reading_hung_up(&self) -> bool {
+        !self.done
+            && self
+                .peek
+                .as_ref()
+                .is_some_and(|fd| sys::pipe_hung_up(fd.as_fd()))
+    }
+}
+
 /// The streams' slots and the held-back `Output` events.
 pub(super) struct Tap {
     /// Slot 0: stdout (or combined), slot 1: stderr (absent, so done, in combined mode).
     slots: [Option<StreamSlot>; 2],
     /// The earliest instant a held-back `Output` event is due.
     pub(super) flush_due: Option<Instant>,
+    /// When bytes found waiting in a pipe at a stale decision were last counted as output.
+    pub(super) waiting_counted_at: Option<Instant>,
 }
 
 /// The slot of `stream`.
@@ -44,6 +58,7 @@ impl Tap {
         Self {
             slots,
             flush_due: None,
+            waiting_counted_at: None,
         }
     }
 
@@ -98,13 +113,31 @@ impl Tap {
         })
     }
 
-    /// The streams' log files. A reader at end-of-file has handed over its last chunk: wait
-    /// (at most `wait`) for the spill thread to write it.
-    pub(super) fn logs(&self, wait: Duration) -> Vec<LogFile> {
+    /// Whether a reader still reads a pipe that nobody holds open any more.
+    pub(super) fn any_hung_up(&self) -> bool {
+        self.slots.iter().flatten().any(StreamSlot::reading_hung_up)
+    }
+
+    /// Whether a reader of a pipe that nobody holds open any more is still behind: it read
+    /// something since the last look (`read`: the bytes each stream's reader has read now,
+    /// `before`: at the last look, `None` for none yet), or it waits for its log spill.
+    pub(super) fn behind(&self, read: [u64; 2], before: Option<[u64; 2]>) -> bool {
+        self.slots.iter().enumerate().any(|(i, slot)| {
+            slot.as_ref().is_some_and(|slot| {
+                slot.reading_hung_up()
+                    && (before.is_none_or(|before| before[i] != read[i])
+                        || slot.spill.as_ref().is_some_and(SpillReport::busy))
+            })
+        })
+    }
+
+    /// The streams' log files: every chunk read is written and hashed first (bounded by the
+    /// disk).
+    pub(super) fn logs(&self) -> Vec<LogFile> {
         self.slots
             .iter()
             .flatten()
-            .filter_map(|slot| slot.spill.as_ref()?.log(slot.done, wait))
+            .filter_map(|slot| slot.spill.as_ref()?.log(slot.done))
             .collect()
     }
 }

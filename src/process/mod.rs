@@ -1,5 +1,6 @@
 //! Spawning in a new process group, and signalling the tree. Raw OS calls live in [`sys`].
 
+pub(crate) mod orphans;
 pub(crate) mod sys;
 
 use std::io;
@@ -106,7 +107,11 @@ impl Guardian {
             .stderr(std::process::Stdio::null());
         // Its own group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        // Our own child, not an orphan to attribute to a session.
+        let gate = orphans::spawn_gate();
         let child = command.spawn()?;
+        orphans::spawned(child.id() as i32);
+        drop(gate);
         Ok(Guardian {
             child,
             tx: Some(tx),
@@ -125,6 +130,7 @@ impl Guardian {
             .name("stallwatch-guardian".into())
             .spawn(move || {
                 let _ = child.wait();
+                orphans::reaped(child.id() as i32);
             });
         if let Err(e) = reaper {
             log::debug!("cannot start a thread to reap the guardian ({e}); it stays a zombie");

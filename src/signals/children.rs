@@ -465,6 +465,27 @@ impl DescendantObserver {
         });
     }
 
+    /// Remembers the adopted orphan `root` and all its current descendants as escapees.
+    /// Returns whether `root` is still that process (alive, or a zombie not reaped yet).
+    pub(crate) fn adopt_tree(&mut self, root: Identity) -> bool {
+        let tree = self.source.tree(root.pid);
+        match tree.first() {
+            Some(p) if p.pid == root.pid && p.start_time == root.start_time => {}
+            _ => return false,
+        }
+        for process in tree {
+            if !process.dead {
+                self.adopt(process);
+            }
+        }
+        true
+    }
+
+    /// The identities (pid, start time) this observer knows: the tree and its escapees.
+    pub(crate) fn identities(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.known.iter().map(|(pid, k)| (*pid, k.start_time))
+    }
+
     /// The sample of one process by pid, from this observer's source.
     pub(crate) fn process(&mut self, pid: i32) -> Option<ProcSample> {
         self.source.process(pid)

@@ -21,11 +21,59 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use notify::event::CreateKind;
 use notify::{EventKind, RecursiveMode, Watcher};
 use parking_lot::RwLock;
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{ConfigError, FileWatchConfig};
+
+/// The files stallwatch (or its caller) writes itself during a run: never activity.
+///
+/// Held by identity: every path is kept as given (made absolute) and resolved (symbolic links
+/// followed; a file that does not exist yet by its resolved folder), and an event path matches
+/// when it is one of those, or when it names the same file through the resolved form of the
+/// watched root it arrived under. Shared with the log spill, which registers each log file
+/// before creating it, so not even its creation counts.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct OwnFiles(Arc<RwLock<Vec<PathBuf>>>);
+
+impl OwnFiles {
+    /// Registers `path` (relative: from this process's current directory).
+    pub(crate) fn add(&self, path: &Path) {
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let resolved = resolve(&absolute);
+        let mut own = self.0.write();
+        for p in [absolute, resolved] {
+            if !own.contains(&p) {
+                own.push(p);
+            }
+        }
+    }
+
+    /// Whether `path`, found at `relative` under a root whose resolved form is `root`, is one
+    /// of the own files.
+    fn contains(&self, path: &Path, root: Option<&Path>, relative: &Path) -> bool {
+        self.0.read().iter().any(|own| {
+            own == path
+                || root.is_some_and(|root| own.strip_prefix(root).is_ok_and(|r| r == relative))
+        })
+    }
+}
+
+/// `path` with symbolic links resolved; for a file that does not exist (yet), its folder
+/// resolved and its name kept; `path` itself when not even the folder resolves.
+fn resolve(path: &Path) -> PathBuf {
+    if let Ok(resolved) = fs::canonicalize(path) {
+        return resolved;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => fs::canonicalize(parent)
+            .map(|p| p.join(name))
+            .unwrap_or_else(|_| path.to_path_buf()),
+        _ => path.to_path_buf(),
+    }
+}
 
 /// Which paths count: include / exclude globs (matched against the path relative to its root and
 /// against the file name), and the files stallwatch itself writes.
@@ -34,9 +82,12 @@ struct PathFilter {
     /// Per root, the folder it resolves to when the root itself is a symbolic link (events
     /// then come under that path).
     resolved: RwLock<Vec<Option<PathBuf>>>,
+    /// Per root, its canonical path (every link on the way resolved), to recognise own files
+    /// reached through another spelling of the same folder.
+    canonical: RwLock<Vec<Option<PathBuf>>>,
     include: Option<GlobSet>,
     exclude: GlobSet,
-    own_files: RwLock<Vec<PathBuf>>,
+    own_files: OwnFiles,
 }
 
 /// Where a path stands relative to the roots.
@@ -87,22 +138,22 @@ impl PathFilter {
         Ok(Self {
             include,
             exclude: compile("files.exclude", &config.exclude)?,
-            own_files: RwLock::new(Vec::new()),
+            own_files: OwnFiles::default(),
             resolved: RwLock::new(vec![None; roots.len()]),
+            canonical: RwLock::new(vec![None; roots.len()]),
             roots,
         })
     }
 
     fn place(&self, path: &Path) -> Place {
-        for root in &self.roots {
+        for (i, root) in self.roots.iter().enumerate() {
             if let Ok(relative) = path.strip_prefix(root) {
-                return Place::Inside(self.counts(path, relative));
+                return Place::Inside(!self.is_own(i, path, relative) && self.counts(relative));
             }
         }
         for (i, target) in self.resolved.read().iter().enumerate() {
             if let Some(relative) = target.as_ref().and_then(|t| path.strip_prefix(t).ok()) {
-                let as_root = self.roots[i].join(relative);
-                return Place::Inside(self.counts(&as_root, relative));
+                return Place::Inside(!self.is_own(i, path, relative) && self.counts(relative));
             }
         }
         if self.roots.iter().any(|root| root.starts_with(path)) {
@@ -112,10 +163,14 @@ impl PathFilter {
         }
     }
 
-    fn counts(&self, path: &Path, relative: &Path) -> bool {
-        if self.own_files.read().iter().any(|own| own == path) {
-            return false;
-        }
+    /// Whether `path`, at `relative` under root `index`, is a file stallwatch writes itself.
+    fn is_own(&self, index: usize, path: &Path, relative: &Path) -> bool {
+        let canonical = self.canonical.read();
+        let root = canonical.get(index).and_then(Option::as_deref);
+        self.own_files.contains(path, root, relative)
+    }
+
+    fn counts(&self, relative: &Path) -> bool {
         if relative.as_os_str().is_empty() {
             return true; // the root itself appearing or going away
         }
@@ -140,8 +195,112 @@ fn is_progress(kind: &EventKind) -> bool {
 
 enum Msg {
     Rearm,
+    /// Try again to watch this folder (a part that could not be watched, or a new folder that
+    /// cannot be read).
+    Retry(PathBuf),
     FallBack,
     Stop,
+}
+
+/// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
+/// [`MonitorResult::unwatched`](crate::MonitorResult::unwatched): activity in it could not be
+/// seen while it lasted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unwatched {
+    /// The folder: a root, or a folder inside one.
+    pub path: PathBuf,
+    /// Why, as the system said it the last time (`Permission denied (os error 13)`).
+    pub reason: String,
+    /// How long it went unwatched in total, up to the end of the run (or now).
+    pub duration: Duration,
+    /// Whether it was still unwatched at the end of the run (or now).
+    pub still: bool,
+}
+
+/// One part that is (or was) not watched.
+#[derive(Debug)]
+struct Gap {
+    path: PathBuf,
+    reason: String,
+    /// Since when it is not watched; `None` once it is watched again.
+    since: Option<Instant>,
+    /// The earlier stretches.
+    total: Duration,
+}
+
+/// Every part not watched during the run, shared by the tracker's thread, `notify`'s event
+/// handler (which asks for a retry when an open gap changes) and the handle (for the report).
+#[derive(Debug, Default, Clone)]
+struct Gaps(Arc<parking_lot::Mutex<Vec<Gap>>>);
+
+impl Gaps {
+    /// Records that `path` cannot be watched from `now` (kept open if it already is).
+    fn open(&self, path: &Path, reason: String, now: Instant) -> bool {
+        let mut gaps = self.0.lock();
+        match gaps.iter_mut().find(|g| g.path == path) {
+            Some(gap) => {
+                gap.reason = reason;
+                gap.since.get_or_insert(now);
+                false
+            }
+            None => {
+                gaps.push(Gap {
+                    path: path.to_path_buf(),
+                    reason,
+                    since: Some(now),
+                    total: Duration::ZERO,
+                });
+                true
+            }
+        }
+    }
+
+    /// Records that every open gap `which` selects is watched (or gone) from `now`; returns
+    /// how many were open.
+    fn close(&self, now: Instant, which: impl Fn(&Path) -> bool) -> usize {
+        let mut closed = 0;
+        for gap in self.0.lock().iter_mut() {
+            if which(&gap.path)
+                && let Some(since) = gap.since.take()
+            {
+                gap.total += now.saturating_duration_since(since);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    /// The open gaps' paths.
+    fn open_paths(&self) -> Vec<PathBuf> {
+        let gaps = self.0.lock();
+        gaps.iter()
+            .filter(|g| g.since.is_some())
+            .map(|g| g.path.clone())
+            .collect()
+    }
+
+    fn is_open(&self, path: &Path) -> bool {
+        self.0
+            .lock()
+            .iter()
+            .any(|g| g.since.is_some() && g.path == path)
+    }
+
+    fn report(&self, now: Instant) -> Vec<Unwatched> {
+        self.0
+            .lock()
+            .iter()
+            .map(|g| Unwatched {
+                path: g.path.clone(),
+                reason: g.reason.clone(),
+                duration: g.total
+                    + g.since
+                        .map_or(Duration::ZERO, |s| now.saturating_duration_since(s)),
+                still: g.since.is_some(),
+            })
+            .collect()
+    }
 }
 
 /// How a root is being watched.
@@ -154,6 +313,9 @@ enum RootState {
     /// Not a folder (a file, say): its parent is watched, non-recursively, so the tracker
     /// notices when it turns into a folder.
     NotAFolder(PathBuf),
+    /// A folder that cannot be watched (no permission): its parent is watched,
+    /// non-recursively, and it is retried on the parent's events and at the check interval.
+    Unwatchable(PathBuf),
     /// Cannot be watched at all.
     Invalid,
 }
@@ -189,6 +351,8 @@ enum RootState {
 /// ```
 pub struct FileActivityTracker {
     filter: Arc<PathFilter>,
+    gaps: Gaps,
+    board: Arc<ActivityBoard>,
     scanning: Arc<AtomicBool>,
     tx: Sender<Msg>,
     thread: Option<JoinHandle<()>>,
@@ -226,16 +390,21 @@ impl FileActivityTracker {
             PathFilter::new(config, roots.clone())
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
         );
+        for own in &config.own_files {
+            filter.own_files.add(own);
+        }
         board.set_enabled(ActivitySource::Files, true);
         let (tx, rx) = unbounded();
         let scanning = Arc::new(AtomicBool::new(false));
+        let gaps = Gaps::default();
         let mut worker = Worker {
+            gaps: gaps.clone(),
             roots: roots
                 .iter()
                 .map(|r| (r.clone(), RootState::Invalid))
                 .collect(),
             filter: filter.clone(),
-            board,
+            board: board.clone(),
             watcher: None,
             scanning: scanning.clone(),
             scan_interval,
@@ -255,6 +424,8 @@ impl FileActivityTracker {
             .spawn(move || worker.run(rx))?;
         Ok(FileActivityTracker {
             filter,
+            gaps,
+            board,
             scanning,
             tx,
             thread: Some(thread),
@@ -266,14 +437,27 @@ impl FileActivityTracker {
         self.scanning.load(Ordering::Acquire)
     }
 
-    /// Never count activity on `path` (a file stallwatch itself writes, such as a log).
+    /// Never count activity on `path` (a file stallwatch or its caller writes itself, such as
+    /// a log), matched by identity like [`FileWatchConfig::own_files`], from now on.
     pub fn ignore_file(&self, path: impl Into<PathBuf>) {
-        self.filter.own_files.write().push(path.into());
+        self.filter.own_files.add(&path.into());
+    }
+
+    /// The shared list of own files, for the log spill to register its files in.
+    pub(crate) fn own_files(&self) -> OwnFiles {
+        self.filter.own_files.clone()
     }
 
     /// The absolute roots being tracked.
     pub fn roots(&self) -> &[PathBuf] {
         &self.filter.roots
+    }
+
+    /// Every folder that could not be watched so far (a root or a folder inside one that the
+    /// user may not read, say), with why and for how long. Such a folder is retried on its
+    /// parent's events and at the scan interval, never dropped.
+    pub fn unwatched(&self) -> Vec<Unwatched> {
+        self.gaps.report(self.board.clock().now())
     }
 }
 
@@ -286,12 +470,15 @@ impl Drop for FileActivityTracker {
     }
 }
 
-/// Fingerprint of one entry for the stat scan.
-type Fingerprint = (i64, i64, u64, u64);
+/// Fingerprint of one entry for the stat scan: for a file its data and status change times
+/// (nanoseconds), size and inode; for a folder its mode, owner, group and inode.
+type Fingerprint = (i64, i64, i64, i64, u64, u64);
 
 /// The tracker's own thread: owns the watcher, re-arms roots, runs the stat scan.
 struct Worker {
     roots: Vec<(PathBuf, RootState)>,
+    /// The parts that could not be watched.
+    gaps: Gaps,
     filter: Arc<PathFilter>,
     board: Arc<ActivityBoard>,
     watcher: Option<notify::RecommendedWatcher>,
@@ -323,6 +510,7 @@ impl Worker {
         let filter = self.filter.clone();
         let board = self.board.clone();
         let tx = self.tx.clone();
+        let gaps = self.gaps.clone();
         let handler = move |result: notify::Result<notify::Event>| match result {
             Ok(event) => {
                 let mut counted = event.need_rescan();
@@ -338,6 +526,19 @@ impl Worker {
                                     rearm = true;
                                 } else {
                                     counted |= counts;
+                                    // A folder that could not be watched changed (its mode,
+                                    // say), or a new folder came that notify could not watch
+                                    // (it says nothing then): try it (again).
+                                    let retry = match event.kind {
+                                        EventKind::Create(CreateKind::Folder) => {
+                                            fs::read_dir(path).is_err()
+                                        }
+                                        EventKind::Modify(_) => gaps.is_open(path),
+                                        _ => false,
+                                    };
+                                    if retry {
+                                        let _ = tx.send(Msg::Retry(path.clone()));
+                                    }
                                 }
                             }
                             Place::AboveRoot => rearm = true,
@@ -387,7 +588,10 @@ impl Worker {
         for index in 0..self.roots.len() {
             let (root, old) = self.roots[index].clone();
             let new = self.arm_root(index, &root, &old);
-            if matches!(new, RootState::Invalid | RootState::NotAFolder(_)) {
+            if matches!(
+                new,
+                RootState::Invalid | RootState::NotAFolder(_) | RootState::Unwatchable(_)
+            ) {
                 available = false;
             }
             // A root that came into being (or went away) since the last look is activity, even
@@ -413,6 +617,7 @@ impl Worker {
             .flatten();
         let old_target =
             std::mem::replace(&mut self.filter.resolved.write()[index], target.clone());
+        self.filter.canonical.write()[index] = fs::canonicalize(root).ok();
         // The root itself may be a symbolic link to a folder (`.agent -> shared/agent`): it is
         // followed; links *inside* a root are not.
         let new = match fs::metadata(root) {
@@ -443,6 +648,22 @@ impl Worker {
                 RootState::Invalid
             }
         };
+        // A root that is not a folder, or cannot even be looked at, is not watched.
+        let at = self.board.clock().now();
+        match &new {
+            RootState::NotAFolder(_) => {
+                self.gaps.open(root, "is not a folder".into(), at);
+            }
+            RootState::Invalid => {
+                let why = fs::metadata(root)
+                    .err()
+                    .map_or_else(String::new, |e| e.to_string());
+                self.gaps.open(root, why, at);
+            }
+            _ => {
+                self.gaps.close(at, |gap| gap == root);
+            }
+        }
         let Some(watcher) = self.watcher.as_mut() else {
             return new; // stat-scan mode: nothing to arm
         };
@@ -452,11 +673,19 @@ impl Worker {
             RootState::Watched => {
                 let _ = watcher.unwatch(old_target.as_deref().unwrap_or(root));
             }
-            RootState::Waiting(ancestor) | RootState::NotAFolder(ancestor) => {
+            RootState::Waiting(ancestor)
+            | RootState::NotAFolder(ancestor)
+            | RootState::Unwatchable(ancestor) => {
                 let _ = watcher.unwatch(ancestor);
             }
             RootState::Invalid => {}
         }
+        // What was not watched under the root is found again by this arming.
+        let now = self.board.clock().now();
+        let under = target.clone().unwrap_or_else(|| root.to_path_buf());
+        self.gaps.close(now, |gap| {
+            gap != root && (gap.starts_with(root) || gap.starts_with(&under))
+        });
         let result = match &new {
             RootState::Watched => {
                 watcher.watch(target.as_deref().unwrap_or(root), RecursiveMode::Recursive)
@@ -464,7 +693,7 @@ impl Worker {
             RootState::Waiting(ancestor) | RootState::NotAFolder(ancestor) => {
                 watcher.watch(ancestor, RecursiveMode::NonRecursive)
             }
-            RootState::Invalid => Ok(()),
+            RootState::Invalid | RootState::Unwatchable(_) => Ok(()),
         };
         match result {
             Ok(()) => {
@@ -483,13 +712,146 @@ impl Worker {
             }
             Err(e) => {
                 // The root may have vanished between the check and the watch: look again.
-                if e.paths.is_empty() && !root.exists() {
+                if !root.exists() {
                     let _ = self.tx.send(Msg::Rearm);
                     return new;
                 }
-                self.warn_once(root, &e.to_string());
-                RootState::Invalid
+                let watched_as = target.as_deref().unwrap_or(root).to_path_buf();
+                if new != RootState::Watched {
+                    self.warn_once(root, &e.to_string());
+                    return RootState::Invalid;
+                }
+                match e.paths.first() {
+                    // The walk stopped at a folder inside: the rest is watched around it.
+                    Some(failed) if failed != &watched_as && failed.starts_with(&watched_as) => {
+                        let failed = failed.clone();
+                        self.cover(&watched_as, &failed, e.to_string());
+                        RootState::Watched
+                    }
+                    // The root itself cannot be watched (no permission): watch its parent to
+                    // learn when that changes, and retry at the check interval too.
+                    _ => {
+                        self.warn_once(root, &e.to_string());
+                        self.gaps.open(root, e.to_string(), now);
+                        let parent = root
+                            .parent()
+                            .filter(|p| p.is_dir())
+                            .unwrap_or_else(|| Path::new("/"))
+                            .to_path_buf();
+                        if let Some(watcher) = self.watcher.as_mut() {
+                            let _ = watcher.unwatch(&watched_as);
+                            if let Err(e) = watcher.watch(&parent, RecursiveMode::NonRecursive) {
+                                log::debug!("file signal: watching {}: {e}", parent.display());
+                            }
+                        }
+                        RootState::Unwatchable(parent)
+                    }
+                }
             }
+        }
+    }
+
+    /// `dir` is watched recursively, but notify's walk stopped at `failed` (a folder below it
+    /// that cannot be watched): records the gap and watches the rest of the tree around it.
+    fn cover(&mut self, dir: &Path, failed: &Path, reason: String) {
+        let now = self.board.clock().now();
+        if self.gaps.open(failed, reason.clone(), now) {
+            log::warn!(
+                "file signal: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
+                failed.display(),
+                self.scan_interval
+            );
+        }
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            // Links are not followed, like notify's own walk.
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let child = entry.path();
+            if child == failed {
+                continue;
+            }
+            if failed.starts_with(&child) {
+                // Watched before the walk went down to `failed`: go on below it.
+                self.cover(&child, failed, reason.clone());
+            } else {
+                self.watch_part(&child);
+            }
+        }
+    }
+
+    /// Watches the folder `dir` inside a root, recursively, working around any folder below it
+    /// that cannot be watched. Returns whether `dir` itself is watched now.
+    fn watch_part(&mut self, dir: &Path) -> bool {
+        let Some(watcher) = self.watcher.as_mut() else {
+            return false;
+        };
+        let now = self.board.clock().now();
+        match watcher.watch(dir, RecursiveMode::Recursive) {
+            Ok(()) => {
+                self.gaps.close(now, |gap| gap == dir);
+                true
+            }
+            Err(e) if is_out_of_watches(&e) => {
+                self.fall_back(&e.to_string());
+                false
+            }
+            Err(e) => match e.paths.first() {
+                Some(failed) if failed != dir && failed.starts_with(dir) => {
+                    let failed = failed.clone();
+                    self.gaps.close(now, |gap| gap == dir);
+                    self.cover(dir, &failed, e.to_string());
+                    true
+                }
+                _ if !dir.is_dir() => {
+                    self.gaps.close(now, |gap| gap == dir); // gone: nothing to watch
+                    false
+                }
+                _ => {
+                    let reason = e.to_string();
+                    if self.gaps.open(dir, reason.clone(), now) {
+                        log::warn!(
+                            "file signal: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
+                            dir.display(),
+                            self.scan_interval
+                        );
+                    }
+                    false
+                }
+            },
+        }
+    }
+
+    /// Tries again every part that could not be watched: roots first (through a re-arm), then
+    /// folders inside them. A part that can be watched again is a sign of life (its mode
+    /// changed): it counts as activity.
+    fn retry(&mut self, only: Option<&Path>) {
+        if self.scanning.load(Ordering::Acquire) {
+            return; // the stat scan looks at everything readable anyway
+        }
+        let root_unwatchable = self.roots.iter().any(|(root, state)| {
+            matches!(state, RootState::Unwatchable(_)) && only.is_none_or(|p| p == root)
+        });
+        if root_unwatchable {
+            self.arm();
+        }
+        let parts = match only {
+            Some(path) => vec![path.to_path_buf()],
+            None => self.gaps.open_paths(),
+        };
+        let mut back = false;
+        for path in parts {
+            if self.roots.iter().any(|(r, _)| *r == path) {
+                continue;
+            }
+            let was_open = self.gaps.is_open(&path);
+            back |= self.watch_part(&path) && was_open;
+        }
+        if back {
+            self.board.stamp(ActivitySource::Files);
         }
     }
 
@@ -504,13 +866,20 @@ impl Worker {
         let clock = self.board.clock().clone();
         let mut next_scan: Option<Instant> = None;
         loop {
-            let timer = if self.scanning.load(Ordering::Acquire) {
+            let scanning = self.scanning.load(Ordering::Acquire);
+            let timer = if scanning {
                 let due = *next_scan.get_or_insert_with(|| {
                     self.scan(); // baseline
                     clock.now() + self.scan_interval
                 });
                 clock.at(due)
+            } else if !self.gaps.open_paths().is_empty() {
+                // Parts that could not be watched are retried at the scan interval too, in
+                // case no event on their parent says when they can be.
+                let due = *next_scan.get_or_insert_with(|| clock.now() + self.scan_interval);
+                clock.at(due)
             } else {
+                next_scan = None;
                 never()
             };
             select! {
@@ -529,6 +898,7 @@ impl Worker {
                         self.arm();
                         match after {
                             Some(Msg::Stop) => return,
+                            Some(Msg::Retry(path)) => self.retry(Some(&path)),
                             Some(Msg::FallBack) => {
                                 self.fall_back("the system is out of file watches");
                                 self.arm();
@@ -536,6 +906,7 @@ impl Worker {
                             Some(Msg::Rearm) | None => {}
                         }
                     }
+                    Ok(Msg::Retry(path)) => self.retry(Some(&path)),
                     Ok(Msg::FallBack) => {
                         self.fall_back("the system is out of file watches");
                         self.arm();
@@ -543,8 +914,12 @@ impl Worker {
                     Ok(Msg::Stop) | Err(_) => return,
                 },
                 recv(timer) -> _ => {
-                    self.arm(); // roots may have appeared, vanished or turned into files
-                    self.scan();
+                    if scanning {
+                        self.arm(); // roots may have appeared, vanished or turned into files
+                        self.scan();
+                    } else {
+                        self.retry(None);
+                    }
                     next_scan = Some(clock.now() + self.scan_interval);
                 }
             }
@@ -555,9 +930,29 @@ impl Worker {
     /// the previous scan (the first scan only records a baseline).
     fn scan(&mut self) {
         let mut now = HashMap::new();
+        let mut unreadable = Vec::new();
         for (root, state) in &self.roots {
             if *state == RootState::Watched {
-                collect(root, &self.filter, &mut now);
+                collect(root, &self.filter, &mut now, &mut unreadable);
+            }
+        }
+        // The folders that cannot be read are what this mode cannot see: exactly those are
+        // the gaps now, and each is looked at again at the next scan.
+        let at = self.board.clock().now();
+        let roots = &self.roots;
+        self.gaps.close(at, |gap| {
+            !unreadable.iter().any(|(p, _)| p == gap)
+                && !roots
+                    .iter()
+                    .any(|(root, state)| root == gap && *state != RootState::Watched)
+        });
+        for (path, reason) in unreadable {
+            if self.gaps.open(&path, reason.clone(), at) {
+                log::warn!(
+                    "file signal: cannot read {} ({reason}); looking again every {:?}",
+                    path.display(),
+                    self.scan_interval
+                );
             }
         }
         let changed = self.snapshot.as_ref().is_some_and(|before| *before != now);
@@ -569,12 +964,29 @@ impl Worker {
 }
 
 /// Walks `dir` without following symbolic links, recording a fingerprint of every entry that
-/// passes the filter (folders too: creating or removing one is activity).
-fn collect(dir: &Path, filter: &PathFilter, into: &mut HashMap<PathBuf, Fingerprint>) {
+/// passes the filter (folders too: creating or removing one is activity), and the folders
+/// that cannot be read, with why.
+///
+/// Metadata changes count, as they do under inotify (`IN_ATTRIB`): a file's status change
+/// time moves with `chmod`, `chown`, `touch` and extended attributes, and a folder's mode,
+/// owner and group are part of its fingerprint. A folder's own times are not: they change
+/// with every entry added or removed, excluded ones too.
+fn collect(
+    dir: &Path,
+    filter: &PathFilter,
+    into: &mut HashMap<PathBuf, Fingerprint>,
+    unreadable: &mut Vec<(PathBuf, String)>,
+) {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    unreadable.push((dir, e.to_string()));
+                }
+                continue;
+            }
         };
         for entry in entries.flatten() {
             let path = entry.path();
@@ -583,12 +995,18 @@ fn collect(dir: &Path, filter: &PathFilter, into: &mut HashMap<PathBuf, Fingerpr
                 stack.push(path.clone());
             }
             if filter.place(&path) == Place::Inside(true) {
-                // A folder's own mtime and size change with every entry added or removed, even
-                // an excluded one: for folders only their existence (and identity) counts.
                 let print = if meta.is_dir() {
-                    (0, 0, 0, meta.ino())
+                    let (uid, gid) = (i64::from(meta.uid()), i64::from(meta.gid()));
+                    (i64::from(meta.mode()), uid, gid, 0, 0, meta.ino())
                 } else {
-                    (meta.mtime(), meta.mtime_nsec(), meta.size(), meta.ino())
+                    (
+                        meta.mtime(),
+                        meta.mtime_nsec(),
+                        meta.ctime(),
+                        meta.ctime_nsec(),
+                        meta.size(),
+                        meta.ino(),
+                    )
                 };
                 into.insert(path, print);
             }
@@ -674,8 +1092,98 @@ mod tests {
             f.place(Path::new("/w/.agent/a/data.json")),
             Place::Inside(false)
         );
-        f.own_files.write().push(PathBuf::from("/w/.agent/own.md"));
+        f.own_files.add(Path::new("/w/.agent/own.md"));
         assert_eq!(f.place(Path::new("/w/.agent/own.md")), Place::Inside(false));
+        // The same name elsewhere in the tree still counts: identity, not name.
+        assert_eq!(
+            f.place(Path::new("/w/.agent/sub/own.md")),
+            Place::Inside(true)
+        );
+    }
+
+    /// Polls (bounded) until `board` has at least `n` file stamps.
+    fn wait_for_stamps(board: &ActivityBoard, n: u64) -> bool {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while board.count(ActivitySource::Files) < n && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        board.count(ActivitySource::Files) >= n
+    }
+
+    #[test]
+    fn own_files_are_ignored_by_identity_under_any_spelling() {
+        // The workspace is reached through a symbolic link; the own file is named through the
+        // real folder, before it exists; the tracker watches the link's spelling.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        fs::create_dir_all(real.join(".agent")).unwrap();
+        let alias = dir.path().join("alias");
+        std::os::unix::fs::symlink(&real, &alias).unwrap();
+        for mode in [false, true] {
+            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let own = real.join(format!(".agent/events-{mode}.jsonl"));
+            let tracker = FileActivityTracker::start(
+                &FileWatchConfig::default()
+                    .own_file(&own)
+                    .force_stat_scan(mode),
+                &alias,
+                board.clone(),
+                Duration::from_millis(20),
+            )
+            .unwrap();
+            // A name registered later, through the link, counts as own too.
+            let later = alias.join(format!(".agent/report-{mode}.json"));
+            tracker.ignore_file(&later);
+            for i in 0..20 {
+                fs::write(&own, format!("line {i}")).unwrap();
+                fs::write(&later, format!("line {i}")).unwrap();
+                if mode {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            // Then one real change, after every own write.
+            fs::create_dir(real.join(format!(".agent/work-{mode}"))).unwrap();
+            assert!(wait_for_stamps(&board, 1), "the folder was not seen");
+            if mode {
+                std::thread::sleep(Duration::from_millis(100)); // a few more scans
+            }
+            assert_eq!(board.count(ActivitySource::Files), 1, "stat scan: {mode}");
+            drop(tracker);
+        }
+    }
+
+    #[test]
+    fn metadata_changes_count_in_the_stat_scan_as_under_inotify() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let agent = dir.path().join(".agent");
+        fs::create_dir_all(agent.join("sub")).unwrap();
+        fs::write(agent.join("plan.md"), "x").unwrap();
+        for stat_scan in [false, true] {
+            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let tracker = FileActivityTracker::start(
+                &FileWatchConfig::default().force_stat_scan(stat_scan),
+                dir.path(),
+                board.clone(),
+                Duration::from_millis(20),
+            )
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(100)); // the scan's baseline
+            let mode = if stat_scan { 0o600 } else { 0o640 };
+            fs::set_permissions(agent.join("plan.md"), fs::Permissions::from_mode(mode)).unwrap();
+            assert!(
+                wait_for_stamps(&board, 1),
+                "file chmod, stat scan: {stat_scan}"
+            );
+            let seen = board.count(ActivitySource::Files);
+            let mode = if stat_scan { 0o700 } else { 0o750 };
+            fs::set_permissions(agent.join("sub"), fs::Permissions::from_mode(mode)).unwrap();
+            assert!(
+                wait_for_stamps(&board, seen + 1),
+                "folder chmod, stat scan: {stat_scan}"
+            );
+            drop(tracker);
+        }
     }
 
     #[test]

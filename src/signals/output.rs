@@ -111,23 +111,46 @@ impl OutputSink {
         OutputSink::Callback(Box::new(f))
     }
 
-    /// Delivers one chunk.
-    fn deliver(&mut self, chunk: &[u8]) -> Delivery {
+    /// Delivers one chunk; says how many of its bytes the sink took (all of them, unless it
+    /// failed part-way).
+    fn deliver(&mut self, chunk: &[u8]) -> (Delivery, usize) {
+        let mut taken = 0;
         let result = catch_unwind(AssertUnwindSafe(|| match self {
             OutputSink::Discard => Ok(()),
-            OutputSink::Writer(w) => w.write_all(chunk).and_then(|()| w.flush()),
+            OutputSink::Writer(w) => write_counted(w, chunk, &mut taken).and_then(|()| w.flush()),
             OutputSink::Callback(f) => {
                 f(chunk);
+                taken = chunk.len();
                 Ok(())
             }
         }));
-        match result {
-            Ok(Ok(())) => Delivery::Done,
+        let delivery = match result {
+            Ok(Ok(())) => {
+                taken = chunk.len();
+                Delivery::Done
+            }
             Ok(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => Delivery::BrokenPipe,
             Ok(Err(e)) => Delivery::Failed(format!("write failed: {e}")),
             Err(_) => Delivery::Failed("it panicked".to_owned()),
+        };
+        (delivery, taken)
+    }
+}
+
+/// `write_all`, counting in `taken` the bytes the writer accepted.
+fn write_counted(w: &mut dyn Write, mut chunk: &[u8], taken: &mut usize) -> io::Result<()> {
+    while !chunk.is_empty() {
+        match w.write(chunk) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                *taken += n;
+                chunk = &chunk[n..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
+    Ok(())
 }
 
 /// What became of one chunk handed to a sink.
@@ -165,8 +188,12 @@ impl Stream {
 /// Shared between a reader thread and the monitor.
 #[derive(Debug, Default)]
 pub(crate) struct PumpState {
-    /// Bytes delivered so far.
+    /// Bytes read so far (and handed to the sink).
     pub(crate) bytes: AtomicU64,
+    /// Bytes the sink accepted so far.
+    pub(crate) delivered: AtomicU64,
+    /// Why the sink stopped taking bytes (not for a broken pipe), once it did.
+    pub(crate) sink_error: parking_lot::Mutex<Option<String>>,
     /// Set by the monitor once the run is over: later bytes are no longer delivered.
     pub(crate) detached: AtomicBool,
 }
@@ -197,7 +224,9 @@ pub(crate) fn pump<R: Read>(
             }
         };
         if sink_ok {
-            match sink.deliver(&buf[..n]) {
+            let (delivery, taken) = sink.deliver(&buf[..n]);
+            state.delivered.fetch_add(taken as u64, Ordering::Relaxed);
+            match delivery {
                 Delivery::Done => {}
                 Delivery::BrokenPipe => {
                     // Pass the broken pipe on: stop reading, so the child's own writes fail
@@ -215,6 +244,7 @@ pub(crate) fn pump<R: Read>(
                         "the {} sink failed ({why}); the rest of that stream is discarded",
                         stream.name()
                     );
+                    *state.sink_error.lock() = Some(why);
                     sink_ok = false;
                     *sink = OutputSink::Discard;
                 }

@@ -213,6 +213,24 @@ impl Scenario {
             .expect("the scenario's child can be spawned")
     }
 
+    /// The `stallwatch` command running `script` (as [`Self::command`] builds it) with
+    /// `options`: the scenario's marker, ledgers and working directory, no `RUST_LOG`, stdin
+    /// empty, stdout and stderr captured.
+    pub fn cli(&self, options: &[&str], script: &str) -> Command {
+        let child = self.command(script);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stallwatch"));
+        command
+            .args(options)
+            .arg("--")
+            .arg(child.get_program())
+            .args(child.get_args())
+            .envs(child.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .current_dir(self.work.path())
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null());
+        command
+    }
+
     /// Asserts that each sink received exactly the bytes of its ledger, in order.
     #[track_caller]
     pub fn assert_accounted(&self) {
@@ -283,7 +301,9 @@ pub fn ladder_config() -> MonitorConfig {
 }
 
 /// The same with the subreaper mode on (process-wide for the test binary that uses it: orphans
-/// of its other tests come to it too, untagged, and are left alone).
+/// of its other tests come to it too, and go to the session they belong to by the rules of
+/// `ChildWatchConfig::subreaper`; its tests' own direct children stay in its process group,
+/// which rule 5 leaves alone).
 pub fn subreaper_config() -> MonitorConfig {
     ladder_config().children(ChildWatchConfig::default().subreaper(true))
 }

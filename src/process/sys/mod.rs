@@ -50,9 +50,31 @@ const SIGNALS: &[(&str, RSignal)] = &[
     ("SYS", RSignal::SYS),
 ];
 
+/// Standard signals only some platforms have.
+const PLATFORM_SIGNALS: &[(&str, RSignal)] = &[
+    #[cfg(all(
+        target_os = "linux",
+        not(any(
+            target_arch = "mips",
+            target_arch = "mips32r6",
+            target_arch = "mips64",
+            target_arch = "mips64r6",
+            target_arch = "sparc",
+            target_arch = "sparc64"
+        ))
+    ))]
+    ("STKFLT", RSignal::STKFLT),
+    #[cfg(target_os = "linux")]
+    ("PWR", RSignal::POWER),
+];
+
+/// Every standard signal this platform names.
+fn named_signals() -> impl Iterator<Item = &'static (&'static str, RSignal)> {
+    SIGNALS.iter().chain(PLATFORM_SIGNALS)
+}
+
 fn rsignal(number: i32) -> Option<RSignal> {
-    SIGNALS
-        .iter()
+    named_signals()
         .find(|(_, s)| s.as_raw() == number)
         .map(|(_, s)| *s)
 }
@@ -62,8 +84,7 @@ pub(crate) fn signal_is_known(number: i32) -> bool {
 }
 
 pub(crate) fn signal_name(number: i32) -> Option<&'static str> {
-    SIGNALS
-        .iter()
+    named_signals()
         .find(|(_, s)| s.as_raw() == number)
         .map(|(n, _)| *n)
 }
@@ -73,12 +94,18 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
         "ABORT" | "IOT" => "ABRT",
         "ALARM" => "ALRM",
         "CHILD" => "CHLD",
+        "POWER" => "PWR",
+        "POLL" => "IO",
         other => other,
     };
-    SIGNALS
-        .iter()
+    named_signals()
         .find(|(n, _)| *n == name)
         .map(|(_, s)| s.as_raw())
+}
+
+/// The effective user id of this process.
+pub(crate) fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
 }
 
 /// The process group of this (supervising) process.
@@ -138,6 +165,21 @@ pub(crate) fn grow_pipe(fd: std::os::fd::BorrowedFd<'_>) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = fd;
+}
+
+/// Whether no process holds the write end of the pipe `fd` reads any more: once its unread
+/// bytes are read, the reader sees end-of-file (`POLLHUP` on the read end).
+pub(crate) fn pipe_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().contains(rustix::event::PollFlags::HUP)
 }
 
 /// Makes `command` start as the leader of a new process group and, on Linux when asked, receive
@@ -296,11 +338,59 @@ pub(crate) fn own_children() -> Vec<i32> {
     out
 }
 
-/// Whether `/proc/<pid>/environ` holds exactly the entry `entry` (`NAME=value`).
+/// The entry `NAME=…` of `/proc/<pid>/environ` for `name`, if the process has one.
 #[cfg(target_os = "linux")]
-pub(crate) fn environ_has(pid: i32, entry: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
+pub(crate) fn environ_entry(pid: i32, name: &str) -> Option<Vec<u8>> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = [name.as_bytes(), b"="].concat();
+    env.split(|b| *b == 0)
+        .find(|e| e.starts_with(&prefix))
+        .map(<[u8]>::to_vec)
+}
+
+/// The pipes (device, inode) among the standard streams (fds 0, 1, 2) of process `pid`.
+#[cfg(target_os = "linux")]
+pub(crate) fn stdio_pipes(pid: i32) -> Vec<(u64, u64)> {
+    (0..3)
+        .filter_map(|fd| rustix::fs::stat(format!("/proc/{pid}/fd/{fd}")).ok())
+        .filter(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo)
+        .map(|st| file_id(&st))
+        .collect()
+}
+
+/// The (device, inode) of the pipe `fd` is an end of.
+pub(crate) fn pipe_id(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    rustix::fs::fstat(fd).ok().map(|st| file_id(&st))
+}
+
+/// (device, inode) of a `stat`.
+#[allow(clippy::unnecessary_cast)] // u64 on Linux; other widths elsewhere
+fn file_id(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+/// Now, in clock ticks since boot (the unit of a process's start time), from `/proc/uptime`.
+#[cfg(target_os = "linux")]
+pub(crate) fn boot_ticks_now() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    let seconds: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
+    // Rounded down: a session's start is never taken as later than its leader's.
+    Some((seconds * clock_ticks_per_second() as f64).floor() as u64)
+}
+
+/// The process group of process `pid`.
+pub(crate) fn process_group_of(pid: i32) -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        read_stat(pid).map(|stat| stat.pgrp)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let p = Pid::from_raw(pid)?;
+        rustix::process::getpgid(Some(p))
+            .ok()
+            .map(|g| g.as_raw_pid())
+    }
 }
 
 /// Reaps child `pid` if it is a zombie, without waiting; returns whether it did.
@@ -372,6 +462,21 @@ mod tests {
         assert!(kill_group(own_process_group(), SIGTERM).is_err());
         assert!(kill_pid(1, SIGTERM).is_err());
         assert!(kill_pid(std::process::id() as i32, SIGTERM).is_err());
+    }
+
+    #[test]
+    fn boot_ticks_are_the_clock_of_process_start_times() {
+        let before = boot_ticks_now().expect("/proc/uptime");
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let started = read_stat(child.id() as i32).expect("its stat").start_time;
+        let after = boot_ticks_now().expect("/proc/uptime");
+        // One tick of slack each side: /proc/uptime has a 10 ms resolution.
+        assert!(
+            before <= started + 1 && started <= after + 1,
+            "{before} <= {started} <= {after}"
+        );
+        child.kill().expect("our own sleep");
+        child.wait().expect("reaped");
     }
 
     #[test]
