@@ -244,6 +244,7 @@ mod activity;
 mod capture;
 mod clock;
 mod config;
+mod contract;
 mod environment;
 mod events;
 mod monitor;
@@ -269,6 +270,7 @@ pub use config::{
     HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig,
     Signal,
 };
+pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use events::Event;
 pub use outcome::{
@@ -277,7 +279,7 @@ pub use outcome::{
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
-pub use session::{EventReceiver, Lifecycle, Session, SessionBuilder};
+pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signals::children::{ChildrenSample, DescendantObserver};
 pub use signals::files::{FileActivityTracker, Unwatched};
 pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};

@@ -12,8 +12,9 @@ use parking_lot::Mutex;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Signal;
+use crate::contract::Lifecycle;
 use crate::outcome::MonitorResult;
-use crate::session::{Lifecycle, Session, SessionBuilder};
+use crate::session::{Session, SessionBuilder};
 use crate::signals::output::Stream;
 
 /// How long a finished session stays listed by default.

@@ -7,71 +7,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
-use parking_lot::Mutex;
 
 use crate::activity::{ActivityBoard, ActivitySource};
-use crate::capture::{Recorder, Snapshot};
+use crate::capture::Snapshot;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{ConfigError, KillLadder, MonitorConfig, validate_idle_timeout};
-use crate::environment::{Environment, HomeReport};
-use crate::events::{Emitter, Event};
-use crate::monitor::{self, Control};
+use crate::contract::{Control, Lifecycle, Shared};
+use crate::environment::Environment;
+use crate::events::Event;
+use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
-use crate::signals::output::{OutputSink, PumpState, Stream};
-
-/// What the session and the monitor thread share.
-pub(crate) struct Shared {
-    pub(crate) result: Mutex<Option<MonitorResult>>,
-    pub(crate) pumps: [Arc<PumpState>; 2],
-    /// Slot 0: stdout (or combined), slot 1: stderr (absent in combined mode).
-    pub(crate) recorders: [Option<Arc<Mutex<Recorder>>>; 2],
-    pub(crate) combined: bool,
-    pub(crate) emitter: Arc<Emitter>,
-    /// [`Lifecycle`] as a number, set by the monitor.
-    pub(crate) phase: std::sync::atomic::AtomicU8,
-    /// The idle timeout in force, in nanoseconds (it can change during the run).
-    pub(crate) idle_timeout: std::sync::atomic::AtomicU64,
-    /// The log spills, to tell where the logs are while the run goes on.
-    pub(crate) spills: [Option<Arc<Mutex<crate::capture::spill::Spill>>>; 2],
-    /// The queue to the stdin writer thread (piped stdin only; `None` once closed).
-    pub(crate) stdin: Mutex<Option<Sender<Vec<u8>>>>,
-    /// The isolated home prepared at the spawn, if any.
-    pub(crate) home: Option<crate::environment::HomeReport>,
-}
-
-/// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lifecycle {
-    /// The child runs under watch.
-    Running,
-    /// The kill ladder is under way (grace period).
-    Grace,
-    /// The child is gone (its output may still be draining).
-    Terminated,
-}
-
-impl Lifecycle {
-    pub(crate) const RUNNING: u8 = 0;
-    pub(crate) const GRACE: u8 = 1;
-    pub(crate) const TERMINATED: u8 = 2;
-
-    fn from_u8(v: u8) -> Self {
-        match v {
-            Self::RUNNING => Lifecycle::Running,
-            Self::GRACE => Lifecycle::Grace,
-            _ => Lifecycle::Terminated,
-        }
-    }
-
-    /// `running`, `grace` or `terminated`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Lifecycle::Running => "running",
-            Lifecycle::Grace => "grace",
-            Lifecycle::Terminated => "terminated",
-        }
-    }
-}
+use crate::signals::output::{OutputSink, Stream};
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
@@ -83,8 +29,6 @@ pub struct SessionBuilder {
     stdin: Option<Stdio>,
     stdin_piped: bool,
     environment: Environment,
-    /// Set by `spawn` once the environment is applied, taken by the monitor.
-    home_report: Option<HomeReport>,
 }
 
 impl fmt::Debug for SessionBuilder {
@@ -183,7 +127,8 @@ impl SessionBuilder {
     /// - [`io::ErrorKind::InvalidInput`] wrapping a [`ConfigError`] for an invalid
     ///   configuration (nothing is spawned);
     /// - an isolated home folder that cannot be created (the message names it); a seed file
-    ///   that cannot be copied is not an error (see [`HomeReport::failed`]);
+    ///   that cannot be copied is not an error (see
+    ///   [`HomeReport::failed`](crate::HomeReport::failed));
     /// - the spawn's own error, its kind kept (`NotFound`, `PermissionDenied`…), with a message
     ///   that names the program;
     /// - a thread that cannot be started (the child is then killed and reaped).
@@ -191,43 +136,32 @@ impl SessionBuilder {
         self.config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.home_report = self.environment.apply(&mut self.command)?;
-        monitor::start(self)
+        let home = self.environment.apply(&mut self.command)?;
+        let clock = self.clock.clone();
+        let launched = monitor::launch(Launch {
+            command: self.command,
+            config: self.config,
+            clock: self.clock,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            stdin: self.stdin.unwrap_or_else(Stdio::null),
+            stdin_piped: self.stdin_piped,
+            home,
+        })?;
+        Ok(Session {
+            id: launched.id,
+            pid: launched.pid,
+            clock,
+            board: launched.board,
+            control: launched.control,
+            done: launched.done,
+            shared: launched.shared,
+        })
     }
 
     /// The command to run.
     pub(crate) fn command(&self) -> &Command {
         &self.command
-    }
-
-    /// The isolated home prepared by `spawn`, once.
-    pub(crate) fn take_home_report(&mut self) -> Option<HomeReport> {
-        self.home_report.take()
-    }
-
-    /// Whether stdin is a pipe the session feeds.
-    pub(crate) fn wants_stdin_pipe(&self) -> bool {
-        self.stdin_piped
-    }
-
-    pub(crate) fn into_parts(
-        self,
-    ) -> (
-        Command,
-        MonitorConfig,
-        Arc<dyn Clock>,
-        OutputSink,
-        OutputSink,
-        Stdio,
-    ) {
-        (
-            self.command,
-            self.config,
-            self.clock,
-            self.stdout,
-            self.stderr,
-            self.stdin.unwrap_or_else(Stdio::null),
-        )
     }
 }
 
@@ -277,27 +211,6 @@ impl Session {
             stdin: None,
             stdin_piped: false,
             environment: Environment::inherit_all(),
-            home_report: None,
-        }
-    }
-
-    pub(crate) fn new(
-        id: u64,
-        pid: u32,
-        clock: Arc<dyn Clock>,
-        board: Arc<ActivityBoard>,
-        control: Sender<Control>,
-        done: Receiver<()>,
-        shared: Arc<Shared>,
-    ) -> Self {
-        Self {
-            id,
-            pid,
-            clock,
-            board,
-            control,
-            done,
-            shared,
         }
     }
 

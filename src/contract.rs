@@ -1,0 +1,86 @@
+//! The contract between a [`Session`](crate::Session) (the handle a caller holds) and its
+//! monitor thread: what they share ([`Shared`]), what the handle tells the thread
+//! ([`Control`]), and where the session is in its life ([`Lifecycle`]). Both sides import it;
+//! neither imports the other for it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use parking_lot::Mutex;
+
+use crate::capture::Recorder;
+use crate::config::{KillStep, Signal};
+use crate::events::Emitter;
+use crate::outcome::MonitorResult;
+use crate::signals::output::{PumpState, Stream};
+
+/// What the session and the monitor thread share.
+pub(crate) struct Shared {
+    pub(crate) result: Mutex<Option<MonitorResult>>,
+    pub(crate) pumps: [Arc<PumpState>; 2],
+    /// Slot 0: stdout (or combined), slot 1: stderr (absent in combined mode).
+    pub(crate) recorders: [Option<Arc<Mutex<Recorder>>>; 2],
+    pub(crate) combined: bool,
+    pub(crate) emitter: Arc<Emitter>,
+    /// [`Lifecycle`] as a number, set by the monitor.
+    pub(crate) phase: std::sync::atomic::AtomicU8,
+    /// The idle timeout in force, in nanoseconds (it can change during the run).
+    pub(crate) idle_timeout: std::sync::atomic::AtomicU64,
+    /// The log spills, to tell where the logs are while the run goes on.
+    pub(crate) spills: [Option<Arc<Mutex<crate::capture::spill::Spill>>>; 2],
+    /// The queue to the stdin writer thread (piped stdin only; `None` once closed).
+    pub(crate) stdin: Mutex<Option<Sender<Vec<u8>>>>,
+    /// The isolated home prepared at the spawn, if any.
+    pub(crate) home: Option<crate::environment::HomeReport>,
+}
+
+/// Messages to the monitor. Sources never call the monitor; they stamp the board or send here.
+#[derive(Debug)]
+pub(crate) enum Control {
+    SetIdleTimeout(Duration),
+    Terminate,
+    /// Terminate with this ladder instead of the configured one.
+    TerminateWith(Vec<KillStep>),
+    Kill,
+    ChildExited,
+    ReaderDone(Stream),
+    /// A reader holds back output for an `Output` event due at this instant.
+    OutputPending(Instant),
+    /// Send this signal to the group (no ladder).
+    Signal(Signal),
+}
+
+/// Where a session is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lifecycle {
+    /// The child runs under watch.
+    Running,
+    /// The kill ladder is under way (grace period).
+    Grace,
+    /// The child is gone (its output may still be draining).
+    Terminated,
+}
+
+impl Lifecycle {
+    pub(crate) const RUNNING: u8 = 0;
+    pub(crate) const GRACE: u8 = 1;
+    pub(crate) const TERMINATED: u8 = 2;
+
+    pub(crate) fn from_u8(v: u8) -> Self {
+        match v {
+            Self::RUNNING => Lifecycle::Running,
+            Self::GRACE => Lifecycle::Grace,
+            _ => Lifecycle::Terminated,
+        }
+    }
+
+    /// `running`, `grace` or `terminated`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifecycle::Running => "running",
+            Lifecycle::Grace => "grace",
+            Lifecycle::Terminated => "terminated",
+        }
+    }
+}

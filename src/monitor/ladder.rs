@@ -1,0 +1,1027 @@
+//! The kill ladder: signals the child's process group step by step (SIGCONT after each polite
+//! step, SIGKILL at the end), reaches the escapees (descendants that left the group, orphans
+//! adopted in subreaper mode) by pid, signals the leader by pid when it has left its group,
+//! and tells when the whole tree is gone. It acts through a small [`ProcessLayer`], so its
+//! rules are unit-tested with a fake one. Also the leader's bookkeeping (reaping it) and the
+//! subreaper's orphans (attributed by the rules of `process::orphans`).
+
+use std::io;
+use std::process::{Child, ExitStatus};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{POLL_MAX, POLL_MIN, SESSION_TAG, Wake};
+use crate::clock::Clock;
+use crate::config::{KillStep, Signal};
+use crate::events::{Emitter, Event};
+use crate::outcome::HumanDuration;
+use crate::process::{self, sys};
+use crate::signals::children::{DescendantObserver, Identity};
+
+/// The process operations the ladder needs: the operating system in a session
+/// ([`OsProcesses`]), a fake in the unit tests. As `signals/children.rs` does with its
+/// `ProcessSource`.
+pub(crate) trait ProcessLayer {
+    /// Sends `signal` to every member of process group `pgid`.
+    fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()>;
+    /// Sends `signal` to one process.
+    fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()>;
+    /// Live (not zombie) members of process group `pgid` other than `except`; `None` where
+    /// the platform cannot enumerate them.
+    fn group_members(&mut self, pgid: i32, except: i32) -> Option<Vec<i32>>;
+    /// Whether the process `identity` (pid and start time) still lives.
+    fn alive(&mut self, identity: Identity) -> bool;
+    /// Looks at the tree again: who left the group since the last look.
+    fn sample(&mut self, now: Instant);
+    /// Remembered descendants outside process group `pgid` that still live (adopted orphans
+    /// included), re-checked by identity.
+    fn escapees(&mut self, pgid: i32) -> Vec<Identity>;
+    /// The process group process `pid` belongs to now, if it can be read.
+    fn process_group_of(&mut self, pid: i32) -> Option<i32>;
+    /// The process group of this (supervising) process: never signalled.
+    fn own_group(&mut self) -> i32;
+    /// This (supervising) process's pid: never signalled.
+    fn own_pid(&self) -> i32;
+}
+
+/// Sends `signal` to group `pgid`, refusing a pgid <= 1 and our own group (as `sys` does too:
+/// the rule is the ladder's, and tested here).
+fn signal_group(ops: &mut dyn ProcessLayer, pgid: i32, signal: i32) -> io::Result<()> {
+    if pgid <= 1 || pgid == ops.own_group() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal process group {pgid}"),
+        ));
+    }
+    ops.signal_group(pgid, signal)
+}
+
+/// Sends `signal` to one process, refusing pid <= 1 and ourselves.
+fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: i32) -> io::Result<()> {
+    if pid <= 1 || pid == ops.own_pid() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal pid {pid}"),
+        ));
+    }
+    ops.signal_pid(pid, signal)
+}
+
+/// Sends `signal` to the leader's process group `pgid` (the leader's pid) and, when the leader
+/// has left that group (it may join another group of its session, even stallwatch's own), to
+/// the leader by pid: never to the group it joined. `leader_running`: the leader has neither
+/// exited nor been reaped, so its pid is still its own (it is not reaped before the ladder is
+/// done). Its escapees are signalled by pid by the ladder (they are outside the group). The
+/// result is the group's.
+pub(super) fn signal_leader(
+    ops: &mut dyn ProcessLayer,
+    id: u64,
+    pgid: i32,
+    leader_running: bool,
+    signal: i32,
+) -> io::Result<()> {
+    let group = signal_group(ops, pgid, signal);
+    if leader_running && ops.process_group_of(pgid).is_some_and(|now| now != pgid) {
+        match signal_pid(ops, pgid, signal) {
+            Ok(()) => {
+                log::debug!("session {id}: pid {pgid} left its group; signalled by pid");
+                return Ok(());
+            }
+            Err(e) => log::debug!("session {id}: signal to pid {pgid}: {e}"),
+        }
+    }
+    group
+}
+
+/// The operating system's processes, seen through the session's descendant observer.
+pub(super) struct OsProcesses {
+    /// The session's id (for the orphan attribution).
+    id: u64,
+    /// Samples descendant CPU from the monitor thread, every check interval; remembers the
+    /// escapees.
+    pub(super) children: Option<DescendantObserver>,
+    /// Subreaper mode: this session's tag.
+    tag: Option<Vec<u8>>,
+    /// Subreaper mode: orphans of this session adopted by this process (reaped when they die).
+    adopted: Vec<Identity>,
+}
+
+impl OsProcesses {
+    pub(super) fn new(id: u64, children: Option<DescendantObserver>, tag: Option<Vec<u8>>) -> Self {
+        Self {
+            id,
+            children,
+            tag,
+            adopted: Vec::new(),
+        }
+    }
+
+    /// Subreaper mode: finds this session's orphans among this process's children (by the
+    /// rules of `process::orphans`: seen, tag, group, pipe, start time) and remembers them and
+    /// their descendants as escapees; reaps the ones that died. Returns how many new ones it
+    /// found. Every session publishes what its observer saw, for the others' attribution.
+    pub(super) fn collect_adopted(&mut self) -> usize {
+        let Some(observer) = self.children.as_mut() else {
+            return 0;
+        };
+        if process::orphans::adopting() {
+            process::orphans::publish_seen(self.id, observer.identities());
+        }
+        if self.tag.is_none() {
+            return 0;
+        }
+        let mut found = 0;
+        #[cfg(target_os = "linux")]
+        {
+            // No session forks while this looks: every child the library started is known.
+            let _gate = process::orphans::attribution_gate();
+            let own_group = sys::own_process_group();
+            for pid in sys::own_children() {
+                if process::orphans::is_spawned(pid) {
+                    continue;
+                }
+                let Some(process) = observer.process(pid) else {
+                    continue;
+                };
+                let identity = Identity {
+                    pid,
+                    start_time: process.start_time,
+                };
+                if process.dead {
+                    if let Some(i) = self.adopted.iter().position(|p| *p == identity) {
+                        self.adopted.swap_remove(i);
+                        sys::reap_if_exited(pid);
+                    }
+                    continue;
+                }
+                if self.adopted.contains(&identity) {
+                    continue;
+                }
+                let orphan = process::orphans::Orphan {
+                    pid,
+                    start_time: process.start_time,
+                    pgrp: process.pgrp,
+                    tag: sys::environ_entry(pid, SESSION_TAG),
+                    pipes: sys::stdio_pipes(pid),
+                };
+                if process::orphans::owner(&orphan, own_group) == Some(self.id) {
+                    log::debug!("session {}: adopted orphan pid {pid}", self.id);
+                    self.adopted.push(identity);
+                    found += 1;
+                }
+            }
+            // An adopted orphan's own descendants are the tree's too (they come back here
+            // when it dies, but the ladder should reach them at once).
+            self.adopted.retain(|orphan| observer.adopt_tree(*orphan));
+        }
+        found
+    }
+}
+
+impl ProcessLayer for OsProcesses {
+    fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()> {
+        sys::kill_group(pgid, signal)
+    }
+
+    fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()> {
+        sys::kill_pid(pid, signal)
+    }
+
+    fn group_members(&mut self, pgid: i32, except: i32) -> Option<Vec<i32>> {
+        sys::group_members(pgid, except)
+    }
+
+    fn alive(&mut self, identity: Identity) -> bool {
+        self.children
+            .as_mut()
+            .is_some_and(|observer| observer.alive(identity))
+    }
+
+    fn sample(&mut self, now: Instant) {
+        if let Some(observer) = self.children.as_mut() {
+            observer.sample(now);
+        }
+    }
+
+    /// Remembered descendants that left the group and still live (re-checked by identity).
+    fn escapees(&mut self, pgid: i32) -> Vec<Identity> {
+        self.collect_adopted();
+        match self.children.as_mut() {
+            Some(observer) => observer.outside_group(pgid),
+            None => Vec::new(),
+        }
+    }
+
+    fn process_group_of(&mut self, pid: i32) -> Option<i32> {
+        sys::process_group_of(pid)
+    }
+
+    fn own_group(&mut self) -> i32 {
+        sys::own_process_group()
+    }
+
+    fn own_pid(&self) -> i32 {
+        std::process::id() as i32
+    }
+}
+
+/// The supervised child, leader of its process group.
+pub(super) struct Leader {
+    /// The child, owned from the start of `run` until the end.
+    pub(super) child: Option<Child>,
+    /// Its status, once reaped.
+    pub(super) status: Option<ExitStatus>,
+    /// Whether it exited (seen by the waiter thread; not reaped until the ladder is done).
+    pub(super) exited: bool,
+}
+
+impl Leader {
+    pub(super) fn new() -> Self {
+        Self {
+            child: None,
+            status: None,
+            exited: false,
+        }
+    }
+
+    /// Reaps the child (once): waits for it if it exited, else only looks.
+    pub(super) fn reap(&mut self, id: u64, pid: i32) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        process::orphans::reaped(pid);
+        self.status = if self.exited {
+            match child.wait() {
+                Ok(status) => Some(status),
+                Err(e) => {
+                    log::error!("session {id}: reaping pid {pid}: {e}");
+                    None
+                }
+            }
+        } else {
+            child.try_wait().ok().flatten()
+        };
+    }
+}
+
+/// The steps of a ladder under way.
+#[derive(Debug)]
+struct Steps {
+    steps: Vec<KillStep>,
+    /// Index of the next step to send.
+    next: usize,
+    /// When the current step's grace (or the SIGKILL confirmation bound) runs out.
+    deadline: Instant,
+    /// Poll interval for the group once the leader is gone (backs off to `POLL_MAX`).
+    poll: Duration,
+}
+
+/// The kill ladder of one session, and what it did (for the result).
+pub(super) struct Ladder {
+    id: u64,
+    /// The leader's pid, which is the group's id.
+    pgid: i32,
+    kill_confirm_timeout: Duration,
+    clock: Arc<dyn Clock>,
+    emitter: Arc<Emitter>,
+    /// The steps under way, once started.
+    steps: Option<Steps>,
+    /// Descendants outside the process group that the ladder signals by pid.
+    pub(super) escapees: Vec<Identity>,
+    pub(super) signals_sent: Vec<Signal>,
+    pub(super) escalated: bool,
+    pub(super) leftovers_killed: usize,
+    pub(super) unproven: bool,
+    pub(super) kill_latency: Option<Duration>,
+    pub(super) started: Option<Instant>,
+    pub(super) time: Option<Duration>,
+}
+
+impl Ladder {
+    pub(super) fn new(
+        id: u64,
+        pgid: i32,
+        kill_confirm_timeout: Duration,
+        clock: Arc<dyn Clock>,
+        emitter: Arc<Emitter>,
+    ) -> Self {
+        Self {
+            id,
+            pgid,
+            kill_confirm_timeout,
+            clock,
+            emitter,
+            steps: None,
+            escapees: Vec::new(),
+            signals_sent: Vec::new(),
+            escalated: false,
+            leftovers_killed: 0,
+            unproven: false,
+            kill_latency: None,
+            started: None,
+            time: None,
+        }
+    }
+
+    /// Starts the ladder: remembers the escapees and sends the first step at once. `due` is
+    /// when the ladder should have started (for the kill latency).
+    pub(super) fn start(
+        &mut self,
+        ops: &mut dyn ProcessLayer,
+        steps: Vec<KillStep>,
+        due: Option<Instant>,
+        leader_exited: bool,
+    ) {
+        let now = self.clock.now();
+        self.escapees = ops.escapees(self.pgid);
+        self.steps = Some(Steps {
+            steps,
+            next: 0,
+            deadline: now,
+            poll: POLL_MIN,
+        });
+        self.started = Some(now);
+        // Send the first step at once.
+        self.advance(ops, now, leader_exited);
+        if let Some(due) = due {
+            self.kill_latency = Some(self.clock.now().saturating_duration_since(due));
+        }
+    }
+
+    /// Skips the remaining polite steps: the SIGKILL goes out at the next step. Returns whether
+    /// there was a step left to skip to.
+    pub(super) fn skip_to_kill(&mut self, now: Instant) -> bool {
+        match &mut self.steps {
+            Some(ladder) if ladder.next < ladder.steps.len() => {
+                // Skip the remaining polite steps.
+                ladder.next = ladder.steps.len() - 1;
+                ladder.deadline = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the whole tree is gone: the leader has exited, no other group member lives, and
+    /// no escapee the ladder signalled lives.
+    fn tree_gone(&mut self, ops: &mut dyn ProcessLayer, leader_exited: bool) -> bool {
+        self.refresh_escapees(ops);
+        if !leader_exited
+            || !ops
+                .group_members(self.pgid, self.pgid)
+                .is_none_or(|members| members.is_empty())
+        {
+            return false;
+        }
+        self.escapees.retain(|e| ops.alive(*e));
+        if !self.escapees.is_empty() {
+            return false;
+        }
+        // Everything known is dead. A process's children are re-parented before it dies, so
+        // one more look now finds any that came back (to a subreaper) while we checked.
+        self.refresh_escapees(ops);
+        self.escapees.is_empty()
+    }
+
+    /// During the ladder: looks at the tree again, so a descendant that escaped since the
+    /// ladder started (a helper a TERM handler starts in a new session, a killed daemon's
+    /// workers coming back to a subreaper) gets the latest signal too.
+    fn refresh_escapees(&mut self, ops: &mut dyn ProcessLayer) {
+        let now = self.clock.now();
+        ops.sample(now);
+        let known = self.escapees.clone();
+        let fresh: Vec<Identity> = ops
+            .escapees(self.pgid)
+            .into_iter()
+            .filter(|e| !known.contains(e))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        if let Some(signal) = self.signals_sent.last().copied() {
+            for e in &fresh {
+                let _ = signal_pid(ops, e.pid, signal.number());
+                if signal != Signal::KILL {
+                    let _ = signal_pid(ops, e.pid, sys::SIGCONT);
+                }
+            }
+        }
+        self.escapees.extend(fresh);
+    }
+
+    /// Advances the ladder at `now`: the next step when this one's time is up. Returns when to
+    /// look again, or `None` once the ladder is over: the tree is gone (`time` set), or the
+    /// SIGKILL's confirmation bound ran out with the tree still there (`unproven`).
+    pub(super) fn step(
+        &mut self,
+        ops: &mut dyn ProcessLayer,
+        now: Instant,
+        leader_exited: bool,
+    ) -> Option<Wake> {
+        if self.tree_gone(ops, leader_exited) {
+            self.time = self.started.map(|t| now.saturating_duration_since(t));
+            return None;
+        }
+        let ladder = self.steps.as_ref()?;
+        if now >= ladder.deadline {
+            if ladder.next >= ladder.steps.len() {
+                log::error!(
+                    "session {}: SIGKILL sent to group {} but it is not gone after {}",
+                    self.id,
+                    self.pgid,
+                    HumanDuration(self.kill_confirm_timeout)
+                );
+                self.unproven = true;
+                return None;
+            }
+            self.advance(ops, now, leader_exited);
+        }
+        let ladder = self.steps.as_mut()?;
+        // Nothing tells us when group members or escapees die, or when a descendant escapes
+        // during the grace: look again, backing off from 5 ms to 200 ms.
+        let poll = ladder.poll;
+        ladder.poll = (poll * 2).min(POLL_MAX);
+        Some(Wake {
+            at: ladder.deadline,
+            poll: Some(poll),
+        })
+    }
+
+    /// Sends the next step of the ladder (to the leader by pid too while it runs outside its
+    /// group: the leader is not reaped before the ladder is done).
+    fn advance(&mut self, ops: &mut dyn ProcessLayer, now: Instant, leader_exited: bool) {
+        let Some(ladder) = &mut self.steps else {
+            return;
+        };
+        let Some(step) = ladder.steps.get(ladder.next).copied() else {
+            return;
+        };
+        let index = ladder.next;
+        ladder.next += 1;
+        ladder.poll = POLL_MIN;
+        ladder.deadline = if step.signal == Signal::KILL || ladder.next == ladder.steps.len() {
+            now + self.kill_confirm_timeout
+        } else {
+            now + step.grace
+        };
+        let (id, pgid, running) = (self.id, self.pgid, !leader_exited);
+        match signal_leader(ops, id, pgid, running, step.signal.number()) {
+            Ok(()) => log::debug!(
+                "session {}: sent {} to group {}",
+                self.id,
+                step.signal,
+                self.pgid
+            ),
+            Err(e) => log::debug!(
+                "session {}: {} to group {}: {e}",
+                self.id,
+                step.signal,
+                self.pgid
+            ),
+        }
+        for escapee in &self.escapees {
+            // Identity re-checked just before the signal: a reused pid is left alone.
+            if ops.alive(*escapee) {
+                let _ = signal_pid(ops, escapee.pid, step.signal.number());
+                if step.signal != Signal::KILL {
+                    let _ = signal_pid(ops, escapee.pid, sys::SIGCONT);
+                }
+            }
+        }
+        if step.signal != Signal::KILL {
+            // A stopped process cannot act on a polite signal until it is continued.
+            let _ = signal_leader(ops, id, pgid, running, sys::SIGCONT);
+        }
+        self.signals_sent.push(step.signal);
+        self.emitter.lifecycle(Event::Signal {
+            signal: step.signal,
+            step: index,
+        });
+        if step.signal == Signal::KILL {
+            self.escalated = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The ladder's rules against a fake process layer: no real process, no sleeping (the
+    //! session's clock is a `MockClock`).
+
+    use super::*;
+    use crate::clock::MockClock;
+    use crossbeam_channel::Receiver;
+
+    const LEADER: i32 = 4242;
+    const OWN_GROUP: i32 = 77;
+    const OWN_PID: i32 = 78;
+    const CONFIRM: Duration = Duration::from_secs(3);
+    const TERM: i32 = sys::SIGTERM;
+    const KILL: i32 = sys::SIGKILL;
+    const CONT: i32 = sys::SIGCONT;
+
+    /// What the ladder sent, in order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Sent {
+        Group(i32, i32),
+        Pid(i32, i32),
+    }
+
+    /// A scripted process table: the leader's group members, the escapees it reports, the
+    /// processes that died.
+    #[derive(Default)]
+    struct Fake {
+        members: Vec<i32>,
+        /// `None`: the platform cannot enumerate a group.
+        cannot_enumerate: bool,
+        escapees: Vec<Identity>,
+        dead: Vec<Identity>,
+        /// The group the leader joined after leaving its own (`None`: it leads its own).
+        joined: Option<i32>,
+        sent: Vec<Sent>,
+        samples: usize,
+    }
+
+    impl Fake {
+        fn lives(&self, identity: Identity) -> bool {
+            self.escapees.contains(&identity) && !self.dead.contains(&identity)
+        }
+
+        fn take_sent(&mut self) -> Vec<Sent> {
+            std::mem::take(&mut self.sent)
+        }
+    }
+
+    impl ProcessLayer for Fake {
+        fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()> {
+            self.sent.push(Sent::Group(pgid, signal));
+            Ok(())
+        }
+
+        fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()> {
+            self.sent.push(Sent::Pid(pid, signal));
+            Ok(())
+        }
+
+        fn group_members(&mut self, _pgid: i32, except: i32) -> Option<Vec<i32>> {
+            (!self.cannot_enumerate).then(|| {
+                let mut members = self.members.clone();
+                members.retain(|p| *p != except);
+                members
+            })
+        }
+
+        fn alive(&mut self, identity: Identity) -> bool {
+            self.lives(identity)
+        }
+
+        fn sample(&mut self, _now: Instant) {
+            self.samples += 1;
+        }
+
+        fn escapees(&mut self, _pgid: i32) -> Vec<Identity> {
+            let escapees = self.escapees.clone();
+            escapees.into_iter().filter(|e| self.lives(*e)).collect()
+        }
+
+        fn process_group_of(&mut self, pid: i32) -> Option<i32> {
+            Some(if pid == LEADER {
+                self.joined.unwrap_or(pid)
+            } else {
+                pid
+            })
+        }
+
+        fn own_group(&mut self) -> i32 {
+            OWN_GROUP
+        }
+
+        fn own_pid(&self) -> i32 {
+            OWN_PID
+        }
+    }
+
+    fn escapee(pid: i32) -> Identity {
+        Identity {
+            pid,
+            start_time: 1000 + pid as u64,
+        }
+    }
+
+    fn step(signal: Signal, grace_ms: u64) -> KillStep {
+        KillStep {
+            signal,
+            grace: Duration::from_millis(grace_ms),
+        }
+    }
+
+    fn ladder_for(pgid: i32, clock: &MockClock) -> (Ladder, Receiver<Event>) {
+        let emitter = Arc::new(Emitter::new(64));
+        let events = emitter.receiver();
+        let ladder = Ladder::new(7, pgid, CONFIRM, Arc::new(clock.clone()), emitter);
+        (ladder, events)
+    }
+
+    fn signal_events(events: &Receiver<Event>) -> Vec<(Signal, usize)> {
+        events
+            .try_iter()
+            .filter_map(|e| match e {
+                Event::Signal { signal, step } => Some((signal, step)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_polite_step_is_followed_by_sigcont_for_the_group_and_the_escapees() {
+        let clock = MockClock::new();
+        let (mut ladder, events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            escapees: vec![escapee(500)],
+            ..Fake::default()
+        };
+        ladder.start(
+            &mut fake,
+            vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
+            None,
+            false,
+        );
+        assert_eq!(
+            fake.take_sent(),
+            [
+                Sent::Group(LEADER, TERM),
+                Sent::Pid(500, TERM),
+                Sent::Pid(500, CONT),
+                Sent::Group(LEADER, CONT),
+            ]
+        );
+        assert_eq!(ladder.signals_sent, [Signal::TERM]);
+        assert!(!ladder.escalated);
+        assert_eq!(signal_events(&events), [(Signal::TERM, 0)]);
+    }
+
+    #[test]
+    fn a_leader_that_left_its_group_is_signalled_by_pid_never_the_group_it_joined() {
+        // It joined another group of its session, or even stallwatch's own.
+        for joined in [9000, OWN_GROUP] {
+            let clock = MockClock::new();
+            let t0 = clock.now();
+            let (mut ladder, _events) = ladder_for(LEADER, &clock);
+            let mut fake = Fake {
+                members: vec![4243], // its old group still has a member
+                joined: Some(joined),
+                ..Fake::default()
+            };
+            ladder.start(
+                &mut fake,
+                vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
+                None,
+                false,
+            );
+            assert_eq!(
+                fake.take_sent(),
+                [
+                    Sent::Group(LEADER, TERM),
+                    Sent::Pid(LEADER, TERM),
+                    Sent::Group(LEADER, CONT),
+                    Sent::Pid(LEADER, CONT),
+                ],
+                "joined {joined}"
+            );
+            ladder
+                .step(&mut fake, t0 + Duration::from_secs(2), false)
+                .expect("the leader still runs");
+            assert_eq!(
+                fake.take_sent(),
+                [Sent::Group(LEADER, KILL), Sent::Pid(LEADER, KILL)],
+                "joined {joined}"
+            );
+            assert_eq!(ladder.signals_sent, [Signal::TERM, Signal::KILL]);
+        }
+    }
+
+    #[test]
+    fn a_leader_that_exited_is_never_signalled_by_pid() {
+        // Its pid is only its own until it is reaped: once it exited, the group alone.
+        let clock = MockClock::new();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            members: vec![4243],
+            joined: Some(9000),
+            ..Fake::default()
+        };
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, true);
+        assert_eq!(fake.take_sent(), [Sent::Group(LEADER, KILL)]);
+    }
+
+    #[test]
+    fn sigkill_gets_no_sigcont_and_marks_the_escalation() {
+        let clock = MockClock::new();
+        let (mut ladder, events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            escapees: vec![escapee(500)],
+            ..Fake::default()
+        };
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
+        assert_eq!(
+            fake.take_sent(),
+            [Sent::Group(LEADER, KILL), Sent::Pid(500, KILL)]
+        );
+        assert!(ladder.escalated);
+        assert_eq!(signal_events(&events), [(Signal::KILL, 0)]);
+    }
+
+    #[test]
+    fn the_next_step_waits_for_the_grace_and_the_kill_for_its_confirmation() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            members: vec![LEADER, 4243],
+            ..Fake::default()
+        };
+        ladder.start(
+            &mut fake,
+            vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
+            None,
+            false,
+        );
+        fake.take_sent();
+        // Inside the grace: nothing more is sent; wake at its end.
+        let wake = ladder
+            .step(&mut fake, t0 + Duration::from_secs(1), false)
+            .expect("the tree is still there");
+        assert_eq!(wake.at, t0 + Duration::from_secs(2));
+        assert!(fake.take_sent().is_empty());
+        // Grace over: SIGKILL, then the confirmation bound.
+        let t2 = t0 + Duration::from_secs(2);
+        let wake = ladder.step(&mut fake, t2, false).expect("still there");
+        assert_eq!(fake.take_sent(), [Sent::Group(LEADER, KILL)]);
+        assert_eq!(wake.at, t2 + CONFIRM);
+        assert_eq!(ladder.signals_sent, [Signal::TERM, Signal::KILL]);
+    }
+
+    #[test]
+    fn a_last_polite_step_is_bounded_by_the_confirmation_not_its_grace() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake::default();
+        ladder.start(&mut fake, vec![step(Signal::INT, 60_000)], None, false);
+        let wake = ladder
+            .step(&mut fake, t0, false)
+            .expect("leader still runs");
+        assert_eq!(wake.at, t0 + CONFIRM);
+    }
+
+    #[test]
+    fn kill_skips_the_remaining_polite_steps() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake::default();
+        ladder.start(
+            &mut fake,
+            vec![
+                step(Signal::TERM, 10_000),
+                step(Signal::INT, 10_000),
+                step(Signal::KILL, 0),
+            ],
+            None,
+            false,
+        );
+        fake.take_sent();
+        assert!(ladder.skip_to_kill(t0));
+        // The SIGKILL goes at once, without the INT in between.
+        ladder.step(&mut fake, t0, false).expect("still there");
+        assert_eq!(fake.take_sent(), [Sent::Group(LEADER, KILL)]);
+        assert_eq!(ladder.signals_sent, [Signal::TERM, Signal::KILL]);
+        assert_eq!(
+            signal_events(&events),
+            [(Signal::TERM, 0), (Signal::KILL, 2)]
+        );
+        // Nothing left to skip to.
+        assert!(!ladder.skip_to_kill(t0));
+    }
+
+    #[test]
+    fn kill_before_any_ladder_has_nothing_to_skip() {
+        let clock = MockClock::new();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        assert!(!ladder.skip_to_kill(clock.now()));
+    }
+
+    #[test]
+    fn a_descendant_escaping_during_the_ladder_gets_the_latest_signal_once() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake::default();
+        ladder.start(
+            &mut fake,
+            vec![step(Signal::TERM, 5000), step(Signal::KILL, 0)],
+            None,
+            false,
+        );
+        fake.take_sent();
+        // A helper the TERM handler started in a session of its own.
+        fake.escapees.push(escapee(600));
+        ladder.step(&mut fake, t0, false).expect("still there");
+        assert_eq!(
+            fake.take_sent(),
+            [Sent::Pid(600, TERM), Sent::Pid(600, CONT)]
+        );
+        assert_eq!(ladder.escapees, [escapee(600)]);
+        // Known now: not signalled again by the refresh.
+        ladder.step(&mut fake, t0, false).expect("still there");
+        assert!(fake.take_sent().is_empty());
+        // After the SIGKILL, a newcomer gets SIGKILL alone.
+        ladder
+            .step(&mut fake, t0 + Duration::from_secs(5), false)
+            .expect("still there");
+        assert_eq!(
+            fake.take_sent(),
+            [Sent::Group(LEADER, KILL), Sent::Pid(600, KILL)]
+        );
+        fake.escapees.push(escapee(601));
+        ladder
+            .step(&mut fake, t0 + Duration::from_secs(5), false)
+            .expect("still there");
+        assert_eq!(fake.take_sent(), [Sent::Pid(601, KILL)]);
+        assert!(fake.samples > 0, "the tree is looked at again");
+    }
+
+    #[test]
+    fn an_escapee_whose_identity_changed_is_left_alone() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            escapees: vec![escapee(500)],
+            ..Fake::default()
+        };
+        ladder.start(
+            &mut fake,
+            vec![step(Signal::TERM, 1000), step(Signal::KILL, 0)],
+            None,
+            false,
+        );
+        fake.take_sent();
+        // pid 500 died (and may have been reused): the next step does not reach it.
+        fake.dead.push(escapee(500));
+        ladder
+            .step(&mut fake, t0 + Duration::from_secs(1), false)
+            .expect("the leader still runs");
+        assert_eq!(fake.take_sent(), [Sent::Group(LEADER, KILL)]);
+    }
+
+    #[test]
+    fn the_ladder_ends_when_the_whole_tree_is_gone_and_says_how_long_it_took() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            members: vec![4243],
+            escapees: vec![escapee(500)],
+            ..Fake::default()
+        };
+        ladder.start(
+            &mut fake,
+            vec![step(Signal::TERM, 5000), step(Signal::KILL, 0)],
+            None,
+            false,
+        );
+        let t1 = t0 + Duration::from_millis(40);
+        // The leader lives: not gone, whatever else.
+        assert!(ladder.step(&mut fake, t1, false).is_some());
+        // The leader exited, a member lives.
+        assert!(ladder.step(&mut fake, t1, true).is_some());
+        // The member is gone, the escapee lives.
+        fake.members.clear();
+        assert!(ladder.step(&mut fake, t1, true).is_some());
+        // Everything is gone.
+        fake.dead.push(escapee(500));
+        assert!(ladder.step(&mut fake, t1, true).is_none());
+        assert_eq!(ladder.time, Some(Duration::from_millis(40)));
+        assert!(!ladder.unproven);
+        assert_eq!(ladder.signals_sent, [Signal::TERM], "no SIGKILL was needed");
+    }
+
+    #[test]
+    fn a_platform_that_cannot_enumerate_the_group_relies_on_the_leader() {
+        let clock = MockClock::new();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            cannot_enumerate: true,
+            ..Fake::default()
+        };
+        ladder.start(&mut fake, vec![step(Signal::TERM, 5000)], None, false);
+        assert!(ladder.step(&mut fake, clock.now(), true).is_none());
+        assert!(!ladder.unproven);
+    }
+
+    #[test]
+    fn a_tree_still_there_after_the_confirmation_bound_is_unproven() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            members: vec![4243], // in uninterruptible sleep, say
+            ..Fake::default()
+        };
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
+        let wake = ladder
+            .step(&mut fake, t0 + CONFIRM - Duration::from_millis(1), true)
+            .expect("still inside the bound");
+        assert_eq!(wake.at, t0 + CONFIRM);
+        assert!(!ladder.unproven);
+        assert!(ladder.step(&mut fake, t0 + CONFIRM, true).is_none());
+        assert!(ladder.unproven);
+        assert_eq!(ladder.time, None);
+        // No second SIGKILL: the ladder gives up and says so.
+        assert_eq!(fake.take_sent(), [Sent::Group(LEADER, KILL)]);
+    }
+
+    #[test]
+    fn never_signals_group_0_or_1_or_its_own_group() {
+        for pgid in [0, 1, -5, OWN_GROUP] {
+            let clock = MockClock::new();
+            let (mut ladder, _events) = ladder_for(pgid, &clock);
+            let mut fake = Fake {
+                escapees: vec![escapee(500)],
+                ..Fake::default()
+            };
+            ladder.start(
+                &mut fake,
+                vec![step(Signal::TERM, 10), step(Signal::KILL, 0)],
+                None,
+                false,
+            );
+            ladder
+                .step(&mut fake, clock.now() + Duration::from_millis(10), false)
+                .expect("the leader lives");
+            let sent = fake.take_sent();
+            assert!(
+                !sent.iter().any(|s| matches!(s, Sent::Group(..))),
+                "pgid {pgid}: {sent:?}"
+            );
+            // The escapee is still reached by pid.
+            assert!(
+                sent.contains(&Sent::Pid(500, KILL)),
+                "pgid {pgid}: {sent:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn never_signals_pid_0_or_1_or_itself() {
+        let clock = MockClock::new();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            escapees: vec![escapee(0), escapee(1), escapee(OWN_PID), escapee(500)],
+            ..Fake::default()
+        };
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
+        assert_eq!(
+            fake.take_sent(),
+            [Sent::Group(LEADER, KILL), Sent::Pid(500, KILL)]
+        );
+    }
+
+    #[test]
+    fn polling_backs_off_from_5_ms_to_200_ms_and_starts_over_at_each_step() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake::default();
+        ladder.start(
+            &mut fake,
+            vec![step(Signal::TERM, 60_000), step(Signal::KILL, 0)],
+            None,
+            false,
+        );
+        let polls: Vec<u64> = (0..8)
+            .map(|_| {
+                let wake = ladder.step(&mut fake, t0, false).expect("running");
+                wake.poll.expect("a poll").as_millis() as u64
+            })
+            .collect();
+        assert_eq!(polls, [5, 10, 20, 40, 80, 160, 200, 200]);
+        let wake = ladder
+            .step(&mut fake, t0 + Duration::from_secs(60), false)
+            .expect("running");
+        assert_eq!(wake.poll, Some(POLL_MIN));
+    }
+
+    #[test]
+    fn the_kill_latency_is_measured_from_when_the_ladder_was_due() {
+        let clock = MockClock::new();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake::default();
+        let due = clock.now();
+        clock.advance(Duration::from_millis(30));
+        ladder.start(&mut fake, vec![step(Signal::TERM, 1000)], Some(due), false);
+        assert_eq!(ladder.kill_latency, Some(Duration::from_millis(30)));
+        assert_eq!(ladder.started, Some(due + Duration::from_millis(30)));
+    }
+}

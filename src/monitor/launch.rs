@@ -1,0 +1,695 @@
+//! The launcher: spawns the child as the leader of a new process group with its pipes, and
+//! starts the reader, stdin, waiter and monitor threads. Returns what the session handle needs.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+
+use super::ladder::{Ladder, Leader, OsProcesses};
+use super::run::{DoneGuard, Monitor, Phase, Timing};
+use super::tap::{StreamSlot, Tap, stream_index};
+use super::{SESSION_TAG, boot_ticks_now, end_session};
+use crate::activity::{ActivityBoard, ActivitySource};
+use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
+use crate::capture::{HeadTail, Recorder};
+use crate::clock::Clock;
+use crate::config::MonitorConfig;
+use crate::contract::{Control, Lifecycle, Shared};
+use crate::events::{Emitter, Event};
+use crate::process::{self, sys};
+use crate::signals::children::DescendantObserver;
+use crate::signals::files::{FileActivityTracker, OwnFiles};
+use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the launcher needs to start one session: the parts of a validated builder.
+pub(crate) struct Launch {
+    /// The command, its environment already applied.
+    pub(crate) command: Command,
+    pub(crate) config: MonitorConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) stdout: OutputSink,
+    pub(crate) stderr: OutputSink,
+    pub(crate) stdin: Stdio,
+    /// Whether `stdin` is a pipe the session feeds.
+    pub(crate) stdin_piped: bool,
+    /// The isolated home prepared for the child, for the result.
+    pub(crate) home: Option<crate::environment::HomeReport>,
+}
+
+/// A launched session: the child runs, its threads are up, and the monitor owns the child.
+pub(crate) struct Launched {
+    pub(crate) id: u64,
+    pub(crate) pid: u32,
+    pub(crate) board: Arc<ActivityBoard>,
+    pub(crate) control: Sender<Control>,
+    /// Disconnects once the monitor stored the result.
+    pub(crate) done: Receiver<()>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Spawns the child and its threads; returns what the session handle needs.
+pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
+    let Launch {
+        mut command,
+        config,
+        clock,
+        stdout: stdout_sink,
+        stderr: stderr_sink,
+        stdin,
+        stdin_piped: stdin_pipe,
+        home,
+    } = launch;
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    // An unusable log folder is an error now, not lost output later.
+    let log_dir = prepare_log_dir(&config)?;
+    command.stdin(stdin);
+    let combined_pipe = pipe_output(&mut command, &config)?;
+    sys::configure_command(&mut command, config.parent_death_signal);
+    let tag = subreaper_tag(&mut command, &config, id);
+
+    let board = Arc::new(ActivityBoard::new(clock.clone()));
+    board.set_enabled(ActivitySource::Output, config.enabled.output);
+    let emitter = Arc::new(Emitter::new(config.events.capacity));
+    board.send_events(emitter.clone(), config.events.throttle);
+
+    // Armed before the spawn, so the child's first write already counts.
+    let files = arm_files(&command, &config, &board)?;
+
+    let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref())?;
+    let pid = child.id();
+    let guardian = start_guardian(&config, id, pid);
+    log::debug!(
+        "session {id}: spawned {:?} as pid {pid}",
+        command.get_program()
+    );
+    // The command still holds our copies of the pipes' write ends: close them, or the readers
+    // would never see end-of-file.
+    drop(command);
+    emitter.lifecycle(Event::Started { pid, pgid: pid });
+    let stdin = if stdin_pipe { child.stdin.take() } else { None };
+    let streams = Streams {
+        combined: combined_pipe,
+        log_dir,
+        own_files: files.as_ref().map(FileActivityTracker::own_files),
+        emitter,
+        stdin,
+        tag,
+        guardian,
+        home,
+    };
+
+    let started = start_threads(
+        id,
+        &mut child,
+        config,
+        clock.clone(),
+        board.clone(),
+        files,
+        streams,
+        stdout_sink,
+        stderr_sink,
+    );
+    hand_over(id, pid, board, child, started)
+}
+
+/// Spawns the child, known to the orphan attribution before the fork, and known as this
+/// library's own child before any other session can look at this process's children. Returns
+/// the command (it still holds the pipes' write ends) and the child.
+fn spawn_leader(
+    command: Command,
+    config: &MonitorConfig,
+    id: u64,
+    tag: Option<&Vec<u8>>,
+) -> io::Result<(Command, Child)> {
+    let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
+    let gate = process::orphans::spawn_gate();
+    process::orphans::register(id, boot_ticks_now(), tag.cloned());
+    let (command, spawned) = process::spawn(command, from_spawner);
+    let child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            drop(gate);
+            end_session(id);
+            return Err(process::describe_spawn_error(&command, e));
+        }
+    };
+    let pid = child.id();
+    process::orphans::spawned(pid as i32);
+    process::orphans::set_leader(id, pid as i32);
+    drop(gate);
+    Ok((command, child))
+}
+
+/// An unusable log folder is an error now, not lost output later.
+fn prepare_log_dir(config: &MonitorConfig) -> io::Result<Option<std::path::PathBuf>> {
+    Ok(if config.capture.spill {
+        let dir = config
+            .capture
+            .log_dir
+            .clone()
+            .unwrap_or_else(crate::capture::spill::default_log_dir);
+        crate::capture::spill::prepare_dir(&dir)?;
+        Some(dir)
+    } else {
+        None
+    })
+}
+
+/// Pipes the command's stdout and stderr; returns the read end of the one pipe of the
+/// combined mode.
+fn pipe_output(
+    command: &mut Command,
+    config: &MonitorConfig,
+) -> io::Result<Option<std::io::PipeReader>> {
+    Ok(if config.capture.combined {
+        // One pipe for both streams keeps the order in which the child wrote them.
+        let (reader, writer) = std::io::pipe()?;
+        command.stdout(writer.try_clone()?).stderr(writer);
+        Some(reader)
+    } else {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    })
+}
+
+/// Subreaper mode: orphans come back to this process; a tag in their environment (among
+/// other evidence: `process::orphans`) tells which session they belong to.
+fn subreaper_tag(command: &mut Command, config: &MonitorConfig, id: u64) -> Option<Vec<u8>> {
+    if config.children.subreaper {
+        match sys::become_subreaper() {
+            Ok(()) => {
+                process::orphans::set_adopting();
+                let value = format!("{}.{id}", std::process::id());
+                command.env(SESSION_TAG, &value);
+                Some(format!("{SESSION_TAG}={value}").into_bytes())
+            }
+            Err(e) => {
+                log::warn!("session {id}: cannot become a child subreaper ({e}); going on without");
+                None
+            }
+        }
+    } else {
+        None
+    }
+}
+
+/// The file activity tracker, armed before the spawn so the child's first write already
+/// counts.
+fn arm_files(
+    command: &Command,
+    config: &MonitorConfig,
+    board: &Arc<ActivityBoard>,
+) -> io::Result<Option<FileActivityTracker>> {
+    Ok(if config.enabled.files {
+        let base = match command.get_current_dir() {
+            Some(dir) => std::env::current_dir()?.join(dir),
+            None => std::env::current_dir()?,
+        };
+        Some(FileActivityTracker::start(
+            &config.files,
+            &base,
+            board.clone(),
+            config.effective_check_interval(),
+        )?)
+    } else {
+        None
+    })
+}
+
+/// With the parent-death signal asked for, the grandchildren should die with this process
+/// too: a guardian outside it SIGKILLs the group if this process vanishes.
+fn start_guardian(config: &MonitorConfig, id: u64, pid: u32) -> Option<process::Guardian> {
+    if cfg!(target_os = "linux") && config.parent_death_signal {
+        process::Guardian::start(pid)
+            .inspect_err(|e| log::warn!("session {id}: no guardian for group {pid}: {e}"))
+            .ok()
+    } else {
+        None
+    }
+}
+
+/// Hands the child to the monitor thread, or (if the threads could not start) kills and
+/// reaps it.
+fn hand_over(
+    id: u64,
+    pid: u32,
+    board: Arc<ActivityBoard>,
+    mut child: Child,
+    started: io::Result<Started>,
+) -> io::Result<Launched> {
+    match started {
+        Ok((control, done, shared, monitor)) => match monitor.send(child) {
+            // The monitor owns the child from here on.
+            Ok(()) => Ok(Launched {
+                id,
+                pid,
+                board,
+                control,
+                done,
+                shared,
+            }),
+            Err(crossbeam_channel::SendError(mut child)) => {
+                end_session(id);
+                let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+                let _ = child.kill(); // by pid too: it may have left its group already
+                let _ = child.wait();
+                Err(io::Error::other(
+                    "the stallwatch monitor thread stopped at start",
+                ))
+            }
+        },
+        Err(e) => {
+            end_session(id);
+            let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+            let _ = child.kill(); // by pid too: it may have left its group already
+            let _ = child.wait();
+            Err(io::Error::new(
+                e.kind(),
+                format!("cannot start stallwatch's threads: {e}"),
+            ))
+        }
+    }
+}
+
+type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
+
+/// How the output is read and recorded.
+struct Streams {
+    /// The read end of the one pipe of the combined mode.
+    combined: Option<std::io::PipeReader>,
+    log_dir: Option<std::path::PathBuf>,
+    /// The file activity tracker's own files: the logs register there (they never count).
+    own_files: Option<OwnFiles>,
+    emitter: Arc<Emitter>,
+    /// The child's stdin, when the caller feeds it.
+    stdin: Option<std::process::ChildStdin>,
+    /// `STALLWATCH_SESSION=…` given to the child in subreaper mode.
+    tag: Option<Vec<u8>>,
+    /// Ends the group if this process dies.
+    guardian: Option<process::Guardian>,
+    /// The isolated home prepared for the child, for the result.
+    home: Option<crate::environment::HomeReport>,
+}
+
+/// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
+/// and what records it.
+struct StreamPipe {
+    stream: Stream,
+    pipe: Box<dyn io::Read + Send>,
+    fd: OwnedFd,
+    sink: OutputSink,
+    recorder: Option<Arc<parking_lot::Mutex<Recorder>>>,
+    spill_writer: Option<SpillWriter>,
+    spill: Option<SpillReport>,
+    peek: Option<OwnedFd>,
+}
+
+impl StreamPipe {
+    fn new(stream: Stream, pipe: Box<dyn io::Read + Send>, fd: OwnedFd, sink: OutputSink) -> Self {
+        Self {
+            stream,
+            pipe,
+            fd,
+            sink,
+            recorder: None,
+            spill_writer: None,
+            spill: None,
+            peek: None,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
+fn start_threads(
+    id: u64,
+    child: &mut Child,
+    config: MonitorConfig,
+    clock: Arc<dyn Clock>,
+    board: Arc<ActivityBoard>,
+    files: Option<FileActivityTracker>,
+    mut streams: Streams,
+    stdout_sink: OutputSink,
+    stderr_sink: OutputSink,
+) -> io::Result<Started> {
+    let pid = child.id() as i32;
+    let (control_tx, control_rx) = unbounded();
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    let pumps = [
+        Arc::new(PumpState::default()),
+        Arc::new(PumpState::default()),
+    ];
+
+    let (pipes, slots, shared) = open_streams(
+        id,
+        child,
+        &config,
+        &mut streams,
+        stdout_sink,
+        stderr_sink,
+        &pumps,
+    )?;
+
+    let children = start_observer(pid, &config, &*clock, &board);
+    let board_clock = clock.clone();
+    let monitor = Monitor {
+        id,
+        pid,
+        timing: Timing::new(&config, &*clock, &board),
+        ladder: Ladder::new(
+            id,
+            pid,
+            config.kill_confirm_timeout,
+            clock.clone(),
+            streams.emitter.clone(),
+        ),
+        config,
+        clock,
+        board: board.clone(),
+        control: control_rx,
+        shared: shared.clone(),
+        emitter: streams.emitter.clone(),
+        tap: Tap::new(slots),
+        leader: Leader::new(),
+        processes: OsProcesses::new(id, children, streams.tag),
+        guardian: streams.guardian,
+        _files: files,
+        reason: None,
+        phase: Phase::Watching,
+    };
+    register_pipes(id, &pipes);
+    let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
+
+    for pipe in pipes {
+        let state = pumps[stream_index(pipe.stream)].clone();
+        start_reader(
+            id,
+            pipe,
+            state,
+            &control_tx,
+            &board,
+            &streams.emitter,
+            &board_clock,
+        )?;
+    }
+    start_waiter(id, pid, control_tx.clone())?;
+
+    Ok((control_tx, done_rx, shared, child_tx))
+}
+
+/// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
+/// monitor, the stdin writer, and what the session and the monitor share.
+#[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
+#[allow(clippy::type_complexity)] // the three parts go three ways: readers, monitor, session
+fn open_streams(
+    id: u64,
+    child: &mut Child,
+    config: &MonitorConfig,
+    streams: &mut Streams,
+    stdout_sink: OutputSink,
+    stderr_sink: OutputSink,
+    pumps: &[Arc<PumpState>; 2],
+) -> io::Result<(Vec<StreamPipe>, [Option<StreamSlot>; 2], Arc<Shared>)> {
+    let combined = streams.combined.is_some();
+    let mut pipes = open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)?;
+    for pipe in &mut pipes {
+        record_pipe(
+            pipe,
+            config,
+            streams.log_dir.as_ref(),
+            streams.own_files.as_ref(),
+            id,
+        )?;
+    }
+    // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
+    // while draining; they never read.
+    for pipe in &mut pipes {
+        pipe.peek = pipe.fd.try_clone().ok();
+    }
+    let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
+    let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
+    let mut spills: [Option<Arc<parking_lot::Mutex<Spill>>>; 2] = [None, None];
+    let mut slots: [Option<StreamSlot>; 2] = [None, None];
+    for pipe in &mut pipes {
+        let index = stream_index(pipe.stream);
+        recorders[index] = pipe.recorder.clone();
+        spills[index] = pipe.spill.as_ref().map(|s| s.state.clone());
+        slots[index] = pipe.recorder.clone().map(|recorder| StreamSlot {
+            recorder,
+            spill: pipe.spill.take(),
+            peek: pipe.peek.take(),
+            done: false,
+        });
+    }
+    let shared = Arc::new(Shared {
+        result: parking_lot::Mutex::new(None),
+        pumps: pumps.clone(),
+        recorders,
+        combined,
+        emitter: streams.emitter.clone(),
+        phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
+        idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
+        spills,
+        stdin: parking_lot::Mutex::new(stdin_tx),
+        home: streams.home.take(),
+    });
+    Ok((pipes, slots, shared))
+}
+
+/// The session's pipes, for the orphan attribution (an orphan holding one is the session's).
+fn register_pipes(id: u64, pipes: &[StreamPipe]) {
+    process::orphans::set_pipes(
+        id,
+        pipes
+            .iter()
+            .filter_map(|pipe| sys::pipe_id(pipe.fd.as_fd()))
+            .collect(),
+    );
+}
+
+/// The observer always runs: besides descendant CPU (when that signal is on) it remembers
+/// the escapees the ladder must reach.
+fn start_observer(
+    pid: i32,
+    config: &MonitorConfig,
+    clock: &dyn Clock,
+    board: &ActivityBoard,
+) -> Option<DescendantObserver> {
+    let mut observer = DescendantObserver::new(pid as u32, &config.children);
+    observer.sample(clock.now()); // the baseline
+    board.set_enabled(ActivitySource::Children, config.enabled.children);
+    Some(observer)
+}
+
+/// The pipes to read: stdout and stderr, or the one combined pipe.
+fn open_pipes(
+    child: &mut Child,
+    combined: Option<std::io::PipeReader>,
+    stdout_sink: OutputSink,
+    stderr_sink: OutputSink,
+) -> io::Result<Vec<StreamPipe>> {
+    let mut pipes: Vec<StreamPipe> = Vec::new();
+    if let Some(reader) = combined {
+        let fd = reader.as_fd().try_clone_to_owned()?;
+        pipes.push(StreamPipe::new(
+            Stream::Combined,
+            Box::new(reader),
+            fd,
+            stdout_sink,
+        ));
+        drop(stderr_sink); // everything goes to the stdout sink in combined mode
+    } else {
+        // Both pipes exist: the command was given Stdio::piped() just before the spawn.
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| io::Error::other("stdout not piped"))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| io::Error::other("stderr not piped"))?;
+        let out_fd = stdout.as_fd().try_clone_to_owned()?;
+        let err_fd = stderr.as_fd().try_clone_to_owned()?;
+        pipes.push(StreamPipe::new(
+            Stream::Stdout,
+            Box::new(stdout),
+            out_fd,
+            stdout_sink,
+        ));
+        pipes.push(StreamPipe::new(
+            Stream::Stderr,
+            Box::new(stderr),
+            err_fd,
+            stderr_sink,
+        ));
+    }
+    Ok(pipes)
+}
+
+/// Grows the pipe, gives the stream its recorder and (with a log folder) its spill thread.
+fn record_pipe(
+    pipe: &mut StreamPipe,
+    config: &MonitorConfig,
+    log_dir: Option<&std::path::PathBuf>,
+    own_files: Option<&OwnFiles>,
+    id: u64,
+) -> io::Result<()> {
+    // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and
+    // then every chunk costs a sleep and a wake-up on each side. Best effort (capped by
+    // /proc/sys/fs/pipe-max-size for unprivileged users).
+    sys::grow_pipe(pipe.fd.as_fd());
+    let stream = pipe.stream;
+    pipe.recorder = Some(Arc::new(parking_lot::Mutex::new(Recorder::new(
+        stream,
+        HeadTail::new(config.capture.cap_per_stream),
+        &config.events,
+    ))));
+    if let Some(dir) = log_dir {
+        let spill = Spill::new(
+            Some(dir.clone()),
+            config.capture.spill_threshold,
+            id,
+            stream,
+        )
+        .own_files(own_files.cloned());
+        let short = if stream == Stream::Stderr {
+            "err"
+        } else {
+            "out"
+        };
+        let (writer, report) = spill::start(spill, format!("stallwatch-log{short}-{id}"))?;
+        pipe.spill_writer = Some(writer);
+        pipe.spill = Some(report);
+    }
+    Ok(())
+}
+
+/// The stdin writer: a thread of its own, so a child that does not read never blocks the
+/// caller (the queue is bounded; `write_stdin` gives up after a while).
+fn start_stdin_writer(
+    id: u64,
+    stdin: Option<std::process::ChildStdin>,
+) -> io::Result<Option<Sender<Vec<u8>>>> {
+    Ok(match stdin {
+        Some(mut stdin) => {
+            let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(64);
+            thread::Builder::new()
+                .name(format!("stallwatch-in-{id}"))
+                .spawn(move || {
+                    for chunk in rx {
+                        if let Err(e) = io::Write::write_all(&mut stdin, &chunk) {
+                            log::debug!("session {id}: writing the child's stdin: {e}");
+                            break;
+                        }
+                    }
+                    // Dropping `stdin` closes it: the child sees end-of-file.
+                })?;
+            Some(tx)
+        }
+        None => None,
+    })
+}
+
+/// Starts the monitor thread; it runs once it receives the child on the returned channel.
+fn start_monitor(
+    id: u64,
+    pid: i32,
+    monitor: Monitor,
+    shared: Arc<Shared>,
+    done_tx: Sender<()>,
+) -> io::Result<Sender<Child>> {
+    let (child_tx, child_rx) = crossbeam_channel::bounded::<Child>(1);
+    let done = DoneGuard {
+        shared,
+        done: Some(done_tx),
+        pid,
+    };
+    thread::Builder::new()
+        .name(format!("stallwatch-mon-{id}"))
+        .spawn(move || {
+            // The starter sends the child right after all threads are up; if it cannot (it
+            // failed), this channel disconnects and the monitor ends without touching anything.
+            if let Ok(child) = child_rx.recv() {
+                monitor.run(child, done);
+            } else {
+                done.disarm();
+                end_session(id);
+            }
+        })
+        .inspect_err(|_| end_session(id))?;
+    Ok(child_tx)
+}
+
+/// Starts one stream's reader thread: reads, stamps the board, records, spills, passes on.
+fn start_reader(
+    id: u64,
+    pipe: StreamPipe,
+    state: Arc<PumpState>,
+    control: &Sender<Control>,
+    board: &Arc<ActivityBoard>,
+    emitter: &Arc<Emitter>,
+    clock: &Arc<dyn Clock>,
+) -> io::Result<()> {
+    let StreamPipe {
+        stream,
+        pipe,
+        fd,
+        sink,
+        recorder,
+        spill_writer: spill,
+        ..
+    } = pipe;
+    drop(fd);
+    let control = control.clone();
+    let board = board.clone();
+    let recorder = recorder.ok_or_else(|| io::Error::other("no recorder for a stream"))?;
+    let emitter = emitter.clone();
+    let clock = clock.clone();
+    let short = match stream {
+        Stream::Stdout | Stream::Combined => "out",
+        Stream::Stderr => "err",
+    };
+    let mut sink = sink;
+    thread::Builder::new()
+        .name(format!("stallwatch-{short}-{id}"))
+        .spawn(move || {
+            let mut reader = ActivityTrackingReader::new(pipe, board);
+            let mut notified: Option<Instant> = None;
+            let pending_control = control.clone();
+            let mut record = move |chunk: &[u8]| {
+                if let Some(spill) = &spill {
+                    spill.push(chunk);
+                }
+                let due = recorder.lock().record(chunk, clock.now(), &emitter);
+                if let Some(due) = due
+                    && notified != Some(due)
+                {
+                    notified = Some(due);
+                    let _ = pending_control.send(Control::OutputPending(due));
+                }
+            };
+            pump(&mut reader, &mut sink, &state, stream, &mut record);
+            let _ = control.send(Control::ReaderDone(stream));
+        })?;
+    Ok(())
+}
+
+/// The waiter: tells the monitor when the leader exited (without reaping it).
+fn start_waiter(id: u64, pid: i32, exited: Sender<Control>) -> io::Result<()> {
+    thread::Builder::new()
+        .name(format!("stallwatch-wait-{id}"))
+        .spawn(move || {
+            if let Err(e) = sys::wait_exited_no_reap(pid) {
+                log::error!("waiting for pid {pid}: {e}");
+            }
+            let _ = exited.send(Control::ChildExited);
+        })?;
+    Ok(())
+}

@@ -1,0 +1,621 @@
+//! The monitor loop: sleeps until the next instant its decision can change (or a control
+//! message), then watches (asks the verdict), goes stale or reaches the hard deadline, runs
+//! the ladder, and drains the output; publishes the result at the end.
+
+use std::process::Child;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, never, select};
+
+use super::ladder::{Ladder, Leader, OsProcesses, ProcessLayer, signal_leader};
+use super::tap::Tap;
+use super::{POLL_MAX, Wake, end_session};
+use crate::activity::{ActivityBoard, ActivitySource, BoardSnapshot};
+use crate::clock::Clock;
+use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
+use crate::contract::{Control, Lifecycle, Shared};
+use crate::events::{Emitter, Event};
+use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome, StaleReport};
+use crate::process::{self, sys};
+use crate::signals::files::FileActivityTracker;
+use crate::verdict::{self, Limits, Verdict};
+
+/// Publishes the result and closes the done channel; if the monitor thread unwinds before it
+/// could, it still kills the group and publishes an "unproven" result, so no waiter hangs.
+pub(super) struct DoneGuard {
+    pub(super) shared: Arc<Shared>,
+    pub(super) done: Option<Sender<()>>,
+    pub(super) pid: i32,
+}
+
+impl DoneGuard {
+    fn publish(mut self, result: MonitorResult) {
+        *self.shared.result.lock() = Some(result);
+        self.done.take();
+    }
+
+    pub(super) fn disarm(mut self) {
+        self.done.take();
+    }
+}
+
+impl Drop for DoneGuard {
+    fn drop(&mut self) {
+        if self.done.is_some() && self.shared.result.lock().is_none() {
+            log::error!(
+                "stallwatch monitor for pid {} failed; killing its group",
+                self.pid
+            );
+            let _ = sys::kill_group(self.pid, sys::SIGKILL);
+            *self.shared.result.lock() = Some(MonitorResult {
+                outcome: Outcome::Terminated { forced: true },
+                status: None,
+                pid: self.pid as u32,
+                signals_sent: vec![Signal::KILL],
+                escalated: true,
+                leftovers_killed: 0,
+                termination_unproven: true,
+                runtime: Duration::ZERO,
+                ladder_time: None,
+                kill_latency: None,
+                activity: Vec::new(),
+                logs: Vec::new(),
+                events_dropped: 0,
+                output_complete: false,
+                home: self.shared.home.clone(),
+                unwatched: Vec::new(),
+            });
+        }
+    }
+}
+
+/// Why the run ends; the first one found is kept.
+#[derive(Debug, Clone)]
+pub(super) enum Reason {
+    Exited,
+    Outcome(Outcome),
+}
+
+#[derive(Debug)]
+pub(super) enum Phase {
+    Watching,
+    /// The kill ladder is under way (its steps live in [`Ladder`]).
+    Ending,
+    Draining {
+        since: Instant,
+        cap: Instant,
+        /// The last look at the readers past the cap: when (real time) and the bytes each had
+        /// read ([`Monitor::own_backlog`]).
+        looked: Looked,
+    },
+    Done,
+}
+
+/// The session-clock timer while the drain waits for its own backlog (which only real-time
+/// polls and `ReaderDone` end): far away, and the same instant every time, so it is re-used.
+const BACKLOG_TIMER: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// When the monitor wakes, and what it knows about time while watching.
+pub(super) struct Timing {
+    /// The idle timeout in force (it changes with `SetIdleTimeout`).
+    pub(super) idle_timeout: Duration,
+    pub(super) hard_deadline: Option<Instant>,
+    /// Descendant CPU is sampled every `interval`.
+    pub(super) interval: Duration,
+    pub(super) next_sample: Instant,
+    pub(super) sampled_at: Option<Instant>,
+    /// The last activity instant an `IdleWarning` was sent for (once per idle spell).
+    pub(super) warned_for: Option<Instant>,
+    pub(super) timer: Option<(Instant, Receiver<Instant>)>,
+}
+
+impl Timing {
+    pub(super) fn new(config: &MonitorConfig, clock: &dyn Clock, board: &ActivityBoard) -> Self {
+        let interval = config.effective_check_interval();
+        let next_sample = clock.now() + interval;
+        Self {
+            idle_timeout: config.idle_timeout,
+            hard_deadline: config.hard_timeout.map(|d| board.origin() + d),
+            interval,
+            next_sample,
+            sampled_at: None,
+            warned_for: None,
+            timer: None,
+        }
+    }
+
+    /// The wake-up timer for `at`, re-used while the deadline is unchanged.
+    fn timer(&mut self, clock: &dyn Clock, at: Instant) -> Receiver<Instant> {
+        match &self.timer {
+            Some((deadline, rx)) if *deadline == at => rx.clone(),
+            _ => {
+                let rx = clock.at(at);
+                self.timer = Some((at, rx.clone()));
+                rx
+            }
+        }
+    }
+}
+
+/// The monitor thread's state: the session's parts, grouped by who owns them.
+pub(super) struct Monitor {
+    pub(super) id: u64,
+    pub(super) pid: i32,
+    pub(super) config: MonitorConfig,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) board: Arc<ActivityBoard>,
+    pub(super) control: Receiver<Control>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) emitter: Arc<Emitter>,
+    /// Deadlines, sampling, the idle warning, the wake-up timer.
+    pub(super) timing: Timing,
+    /// The output streams: held-back events, peeking at the pipes, the logs.
+    pub(super) tap: Tap,
+    /// The kill ladder and what it did.
+    pub(super) ladder: Ladder,
+    /// The processes the ladder acts on, and the descendant observer.
+    pub(super) processes: OsProcesses,
+    /// The child (leader of its group) and its status.
+    pub(super) leader: Leader,
+    /// Released (told `done`) when the run is over.
+    pub(super) guardian: Option<process::Guardian>,
+    /// Stamps the board from its own thread; stopped when the monitor ends.
+    pub(super) _files: Option<FileActivityTracker>,
+    pub(super) reason: Option<Reason>,
+    pub(super) phase: Phase,
+}
+
+/// The drain's last look at the readers: when (real time) and the bytes each had read.
+type Looked = Option<(std::time::Instant, [u64; 2])>;
+
+/// What a phase's method tells [`Monitor::step`]: sleep until this wake-up, or look again now
+/// (the phase changed, or one more look is due).
+type Next = std::ops::ControlFlow<Wake>;
+
+impl Monitor {
+    pub(super) fn run(mut self, child: Child, done: DoneGuard) {
+        self.leader.child = Some(child);
+        let mut control = self.control.clone();
+        loop {
+            // Whatever was sent before this wake-up is taken into account before deciding
+            // (`select!` picks a ready timer and a ready message in random order).
+            while let Ok(msg) = control.try_recv() {
+                self.handle(msg);
+            }
+            let now = self.clock.now();
+            self.tap.flush_output(now, false, &self.emitter);
+            let Some(mut wake) = self.step(now) else {
+                break;
+            };
+            if let Some(due) = self.tap.flush_due {
+                wake.at = wake.at.min(due);
+            }
+            let timer = self.timing.timer(&*self.clock, wake.at);
+            let poll = wake.poll.map_or_else(never, crossbeam_channel::after);
+            select! {
+                recv(control) -> msg => match msg {
+                    Ok(msg) => self.handle(msg),
+                    // Every sender is gone (cannot happen while the waiter thread lives);
+                    // go on with timers alone rather than spin.
+                    Err(_) => control = never(),
+                },
+                recv(timer) -> _ => {}
+                recv(poll) -> _ => {}
+            }
+        }
+        self.finish(done);
+    }
+
+    /// The run is over: detaches the readers, flushes the last output, publishes the result.
+    fn finish(mut self, done: DoneGuard) {
+        end_session(self.id);
+        for pump in &self.shared.pumps {
+            pump.detached.store(true, Ordering::Release);
+        }
+        if self.leader.child.is_some() {
+            self.reap(); // not reaped at the drain: cannot happen, but never leave a zombie
+        }
+        let now = self.clock.now();
+        self.tap.flush_output(now, true, &self.emitter);
+        self.shared.stdin.lock().take(); // nobody reads it any more
+        if let Some(guardian) = self.guardian.take() {
+            guardian.release();
+        }
+        let result = self.result();
+        log::debug!("session {}: {:?}", self.id, result);
+        self.emitter.lifecycle(Event::Closed);
+        done.publish(result);
+    }
+
+    fn handle(&mut self, msg: Control) {
+        match msg {
+            // The session already published it in `shared.idle_timeout`.
+            Control::SetIdleTimeout(timeout) => self.timing.idle_timeout = timeout,
+            Control::Signal(signal) => {
+                if !self.leader.exited
+                    && !matches!(self.phase, Phase::Draining { .. } | Phase::Done)
+                    && let Err(e) = signal_leader(
+                        &mut self.processes,
+                        self.id,
+                        self.pid,
+                        self.leader.child.is_some() && !self.leader.exited,
+                        signal.number(),
+                    )
+                {
+                    log::debug!("session {}: {signal} to group {}: {e}", self.id, self.pid);
+                }
+            }
+            Control::ChildExited => self.leader.exited = true,
+            Control::OutputPending(due) => self.tap.output_pending(due),
+            Control::ReaderDone(stream) => self.tap.reader_done(stream),
+            Control::Terminate => {
+                let steps = self.config.kill_ladder.effective();
+                self.terminate(steps);
+            }
+            Control::TerminateWith(steps) => self.terminate(steps),
+            Control::Kill => self.kill(),
+        }
+    }
+
+    /// SIGKILL now: a ladder of one step, or the running ladder skips to its SIGKILL.
+    fn kill(&mut self) {
+        let kill_only = vec![KillStep {
+            signal: Signal::KILL,
+            grace: Duration::ZERO,
+        }];
+        match &mut self.phase {
+            Phase::Watching if !self.leader.exited => {
+                self.set_reason(Reason::Outcome(Outcome::Terminated { forced: true }));
+                self.start_ladder(kill_only, None);
+            }
+            Phase::Ending => {
+                self.ladder.skip_to_kill(self.clock.now());
+            }
+            _ => {}
+        }
+    }
+
+    fn terminate(&mut self, steps: Vec<KillStep>) {
+        if matches!(self.phase, Phase::Watching) && !self.leader.exited {
+            self.set_reason(Reason::Outcome(Outcome::Terminated { forced: false }));
+            self.start_ladder(steps, None);
+        }
+    }
+
+    fn set_reason(&mut self, reason: Reason) {
+        if self.reason.is_none() {
+            self.reason = Some(reason);
+        }
+    }
+
+    /// Advances the state machine at `now`; returns the next instant to wake at, or `None`
+    /// when the run is over.
+    fn step(&mut self, now: Instant) -> Option<Wake> {
+        loop {
+            let next = match self.phase {
+                Phase::Watching => self.watch(now),
+                Phase::Ending => self.ending(now),
+                Phase::Draining { since, cap, looked } => self.drain(now, since, cap, looked),
+                Phase::Done => return None,
+            };
+            if let Next::Break(wake) = next {
+                return Some(wake);
+            }
+        }
+    }
+
+    /// Watching: asks the verdict; sleeps until its next deadline, or ends the run.
+    fn watch(&mut self, now: Instant) -> Next {
+        if self.leader.exited {
+            self.set_reason(Reason::Exited);
+            self.after_leader_exit(now);
+            return Next::Continue(());
+        }
+        if self.processes.children.is_some() && now >= self.timing.next_sample {
+            self.sample_children(now);
+        }
+        let limits = Limits {
+            idle_timeout: self.timing.idle_timeout,
+            hard_deadline: self.timing.hard_deadline,
+        };
+        let snapshot = self.board.snapshot();
+        match verdict::decide(&snapshot, now, limits) {
+            Verdict::Wait { until } => {
+                let mut until = match self.processes.children {
+                    Some(_) => until.min(self.timing.next_sample),
+                    None => until,
+                };
+                if let Some(warn_at) = self.idle_warning(&snapshot, now) {
+                    until = until.min(warn_at);
+                }
+                Next::Break(Wake::at(until))
+            }
+            Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
+            Verdict::HardDeadline { deadline } => self.hard_deadline(deadline),
+        }
+    }
+
+    /// Every source was quiet for the idle timeout: the ladder starts (unless a descendant
+    /// works right now).
+    fn stale(&mut self, now: Instant, deadline: Instant, mut report: StaleReport) -> Next {
+        // A descendant working right now is never killed for want of a
+        // poll: one fresh sample first.
+        if self.processes.children.is_some()
+            && self.timing.sampled_at != Some(now)
+            && self.sample_children(now)
+        {
+            return Next::Continue(());
+        }
+        if self.output_waiting(now) {
+            return Next::Continue(());
+        }
+        let children_on = self.config.enabled.children;
+        report.children = self
+            .processes
+            .children
+            .as_ref()
+            .filter(|_| children_on)
+            .map(|o| {
+                let last = o.last();
+                DescendantSummary {
+                    count: last.descendants,
+                    cpu: last.descendant_cpu,
+                    escapees: last.escapees,
+                }
+            });
+        log::info!(
+            "session {}: pid {} stale after {} ({report})",
+            self.id,
+            self.pid,
+            HumanDuration(self.timing.idle_timeout)
+        );
+        self.set_reason(Reason::Outcome(Outcome::IdleTimeout(report)));
+        self.start_ladder(self.config.kill_ladder.effective(), Some(deadline));
+        Next::Continue(())
+    }
+
+    /// The hard timeout ran out: the ladder starts, activity or not.
+    fn hard_deadline(&mut self, deadline: Instant) -> Next {
+        let after = self.config.hard_timeout.unwrap_or_default();
+        log::info!(
+            "session {}: pid {} reached its hard timeout of {}",
+            self.id,
+            self.pid,
+            HumanDuration(after)
+        );
+        self.set_reason(Reason::Outcome(Outcome::HardTimeout { after }));
+        self.start_ladder(self.config.kill_ladder.effective(), Some(deadline));
+        Next::Continue(())
+    }
+
+    /// The ladder is under way: its next step, or the drain once it is over.
+    fn ending(&mut self, now: Instant) -> Next {
+        match self
+            .ladder
+            .step(&mut self.processes, now, self.leader.exited)
+        {
+            Some(wake) => Next::Break(wake),
+            None => {
+                self.start_drain(now);
+                Next::Continue(())
+            }
+        }
+    }
+
+    /// The tree is gone: waits for the readers' end-of-file, or for quiet empty pipes, at most
+    /// until the drain cap (those two only for pipes that strangers hold open: a reader behind
+    /// on a pipe nobody holds is waited for, [`Monitor::own_backlog`]).
+    fn drain(&mut self, now: Instant, since: Instant, cap: Instant, looked: Looked) -> Next {
+        if self.tap.all_done() {
+            self.phase = Phase::Done;
+            return Next::Continue(());
+        }
+        let last_output = self.board.last(ActivitySource::Output).max(since);
+        let quiet_at = last_output + self.config.drain_quiet;
+        let quiet = now >= quiet_at && self.tap.pipes_empty();
+        if now >= cap || quiet {
+            // The cap and the quiet rule are for pipes that strangers hold open.
+            if let Some(wake) = self.own_backlog(since, looked) {
+                return Next::Break(wake);
+            }
+            if quiet {
+                log::debug!(
+                    "session {}: output quiet after exit; not waiting for end-of-file",
+                    self.id
+                );
+            }
+            self.phase = Phase::Done;
+            return Next::Continue(());
+        }
+        // Bytes still sit in a pipe: look again shortly (real time: the reader
+        // thread empties the pipe in real time, whatever the clock says).
+        let poll = (now >= quiet_at).then_some(super::POLL_MIN);
+        Next::Break(Wake {
+            at: if now >= quiet_at {
+                cap
+            } else {
+                quiet_at.min(cap)
+            },
+            poll,
+        })
+    }
+
+    /// Sends the idle warning when its time has come in this idle spell; otherwise returns
+    /// when it will (if it still has to be sent).
+    fn idle_warning(&mut self, snapshot: &BoardSnapshot, now: Instant) -> Option<Instant> {
+        let fraction = self.config.events.idle_warning?;
+        let last = verdict::last_activity(snapshot);
+        if self.timing.warned_for == Some(last) {
+            return None;
+        }
+        let warn_at = last + self.timing.idle_timeout.mul_f64(fraction);
+        if now < warn_at {
+            return Some(warn_at);
+        }
+        self.timing.warned_for = Some(last);
+        let left = (last + self.timing.idle_timeout).saturating_duration_since(now);
+        self.emitter.lifecycle(Event::IdleWarning { left });
+        None
+    }
+
+    /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.
+    fn sample_children(&mut self, now: Instant) -> bool {
+        self.processes.collect_adopted();
+        let Some(observer) = self.processes.children.as_mut() else {
+            return false;
+        };
+        let sample = observer.sample(now);
+        self.timing.sampled_at = Some(now);
+        self.timing.next_sample = now + self.timing.interval;
+        let active = sample.active && self.config.enabled.children;
+        if active {
+            self.board.stamp_at(ActivitySource::Children, now);
+        }
+        active
+    }
+
+    /// The leader exited while being watched: take the leftovers down, or leave them.
+    fn after_leader_exit(&mut self, now: Instant) {
+        if self.config.leftovers == LeftoverPolicy::KillLadder {
+            self.processes.sample(now); // who is left, now that the leader is gone
+            let members = self
+                .processes
+                .group_members(self.pid, self.pid)
+                .unwrap_or_default();
+            let escapees = self.processes.escapees(self.pid).len();
+            let leftovers = members.len() + escapees;
+            if leftovers > 0 {
+                log::info!(
+                    "session {}: pid {} exited, leaving {} group member(s) and {} escaped \
+                     descendant(s); ending them",
+                    self.id,
+                    self.pid,
+                    members.len(),
+                    escapees
+                );
+                self.ladder.leftovers_killed = leftovers;
+                self.start_ladder(self.config.kill_ladder.effective(), None);
+                return;
+            }
+        }
+        self.start_drain(now);
+    }
+
+    fn start_drain(&mut self, now: Instant) {
+        self.shared
+            .phase
+            .store(Lifecycle::TERMINATED, Ordering::Release);
+        // The ladder is done (or was not needed): now the leader may be reaped.
+        self.reap();
+        self.emitter.lifecycle(Event::Exited {
+            outcome: self.outcome(),
+            status: self.leader.status,
+        });
+        self.phase = Phase::Draining {
+            since: now,
+            cap: now + self.config.drain_cap,
+            looked: None,
+        };
+    }
+
+    /// At a stale decision: bytes the child wrote that no reader has taken yet (stallwatch was
+    /// stopped, or a reader is slow) are output too. They count once, stamped at `now`; when the
+    /// readers then record nothing for a whole idle timeout (a reader held by its sink), the
+    /// same waiting bytes do not keep the child alive again.
+    fn output_waiting(&mut self, now: Instant) -> bool {
+        if !self.config.enabled.output || self.tap.pipes_empty() {
+            return false;
+        }
+        let last_output = self.board.last(ActivitySource::Output);
+        if self.tap.waiting_counted_at == Some(last_output) {
+            return false;
+        }
+        log::debug!(
+            "session {}: output waits unread in a pipe at the idle deadline; it counts",
+            self.id
+        );
+        self.board.stamp_at(ActivitySource::Output, now);
+        self.tap.waiting_counted_at = Some(self.board.last(ActivitySource::Output));
+        true
+    }
+
+    /// Past the drain cap (or the quiet rule): whether a reader still works through a pipe
+    /// that nobody holds open any more, so that its end-of-file is only a matter of stallwatch's
+    /// own pace (the log spill's disk and hash, or a sink that is slow but moving), not a
+    /// stranger's. Then the drain goes on, bounded by the disk: every byte written before the
+    /// tree ended is read and logged. A reader that neither moved since the last look (at least
+    /// [`POLL_MAX`] earlier) nor waits for its log spill is stuck in its sink: the drain ends.
+    fn own_backlog(&mut self, since: Instant, looked: Looked) -> Option<Wake> {
+        let read = [0, 1].map(|i| self.shared.pumps[i].bytes.load(Ordering::Relaxed));
+        let real_now = std::time::Instant::now();
+        // Real time: the readers work in real time, whatever the clock says.
+        let wake = Wake {
+            at: since + BACKLOG_TIMER,
+            poll: Some(POLL_MAX),
+        };
+        if looked.is_some_and(|(at, _)| real_now.saturating_duration_since(at) < POLL_MAX) {
+            // Woken early (another reader finished): judge on a full interval.
+            return self.tap.any_hung_up().then_some(wake);
+        }
+        let waiting = self.tap.behind(read, looked.map(|(_, before)| before));
+        if let Phase::Draining { looked, .. } = &mut self.phase {
+            *looked = Some((real_now, read));
+        }
+        if waiting {
+            log::debug!(
+                "session {}: the tree is gone but a reader is still behind; reading on",
+                self.id
+            );
+        }
+        waiting.then_some(wake)
+    }
+
+    fn start_ladder(&mut self, steps: Vec<KillStep>, due: Option<Instant>) {
+        self.shared.phase.store(Lifecycle::GRACE, Ordering::Release);
+        self.phase = Phase::Ending;
+        self.ladder
+            .start(&mut self.processes, steps, due, self.leader.exited);
+    }
+
+    /// Reaps the child (once): waits for it if it exited, else only looks.
+    fn reap(&mut self) {
+        self.leader.reap(self.id, self.pid);
+    }
+
+    fn outcome(&self) -> Outcome {
+        match self.reason.clone() {
+            Some(Reason::Outcome(outcome)) => outcome,
+            Some(Reason::Exited) | None => Outcome::Exited,
+        }
+    }
+
+    fn result(&self) -> MonitorResult {
+        let now = self.clock.now();
+        MonitorResult {
+            outcome: self.outcome(),
+            status: self.leader.status,
+            pid: self.pid as u32,
+            signals_sent: self.ladder.signals_sent.clone(),
+            escalated: self.ladder.escalated,
+            leftovers_killed: self.ladder.leftovers_killed,
+            termination_unproven: self.ladder.unproven,
+            runtime: now.saturating_duration_since(self.board.origin()),
+            ladder_time: self.ladder.time,
+            kill_latency: self.ladder.kill_latency,
+            activity: verdict::report(&self.board.snapshot(), now, self.timing.idle_timeout)
+                .signals,
+            // Every chunk read is written and hashed first (bounded by the disk).
+            logs: self.tap.logs(),
+            events_dropped: self.emitter.dropped(),
+            output_complete: self.tap.all_done(),
+            home: self.shared.home.clone(),
+            unwatched: self
+                ._files
+                .as_ref()
+                .map(FileActivityTracker::unwatched)
+                .unwrap_or_default(),
+        }
+    }
+}
