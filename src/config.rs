@@ -160,19 +160,19 @@ pub enum LeftoverPolicy {
     Keep,
 }
 
-/// Which activity signals count. Keepalives always count.
+/// Which activity sources count. Keepalives always count. Set with the builder toggles
+/// ([`MonitorConfig::watch_output`]…), read with [`MonitorConfig::watches`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct EnabledSignals {
+pub(crate) struct EnabledSources {
     /// Reads from the child's stdout and stderr.
-    pub output: bool,
+    pub(crate) output: bool,
     /// File activity under the watched roots ([`MonitorConfig::files`]).
-    pub files: bool,
+    pub(crate) files: bool,
     /// CPU progress of the child's descendants ([`MonitorConfig::children`]).
-    pub children: bool,
+    pub(crate) children: bool,
 }
 
-impl Default for EnabledSignals {
+impl Default for EnabledSources {
     fn default() -> Self {
         Self {
             output: true,
@@ -535,8 +535,8 @@ pub struct MonitorConfig {
     /// How long after the final SIGKILL to wait for the tree to be confirmed gone before the
     /// result says "termination unproven". Default 5 s.
     pub kill_confirm_timeout: Duration,
-    /// Which activity signals count.
-    pub enabled: EnabledSignals,
+    /// Which activity sources count (the `watch_*` toggles; [`MonitorConfig::watches`]).
+    pub(crate) enabled: EnabledSources,
     /// The file signal's roots and filters (used when `enabled.files`).
     pub files: FileWatchConfig,
     /// The children signal's threshold (used when `enabled.children`).
@@ -560,7 +560,7 @@ impl Default for MonitorConfig {
             drain_cap: Duration::from_secs(2),
             drain_quiet: Duration::from_millis(100),
             kill_confirm_timeout: Duration::from_secs(5),
-            enabled: EnabledSignals::default(),
+            enabled: EnabledSources::default(),
             files: FileWatchConfig::default(),
             children: ChildWatchConfig::default(),
             capture: CaptureConfig::default(),
@@ -669,32 +669,43 @@ impl MonitorConfig {
         self
     }
 
-    /// Turns the output signal on or off.
-    pub fn output_signal(mut self, enabled: bool) -> Self {
+    /// Whether `source` counts as activity (keepalives always do).
+    pub fn watches(&self, source: crate::activity::ActivitySource) -> bool {
+        use crate::activity::ActivitySource;
+        match source {
+            ActivitySource::Output => self.enabled.output,
+            ActivitySource::Files => self.enabled.files,
+            ActivitySource::Children => self.enabled.children,
+            ActivitySource::Keepalive => true,
+        }
+    }
+
+    /// Turns the output source on or off.
+    pub fn watch_output(mut self, enabled: bool) -> Self {
         self.enabled.output = enabled;
         self
     }
 
-    /// Turns the file signal on or off.
-    pub fn file_signal(mut self, enabled: bool) -> Self {
+    /// Turns the file source on or off.
+    pub fn watch_files(mut self, enabled: bool) -> Self {
         self.enabled.files = enabled;
         self
     }
 
-    /// Sets the file signal's roots and filters (and turns it on).
+    /// Sets the file source's roots and filters (and turns it on).
     pub fn files(mut self, files: FileWatchConfig) -> Self {
         self.files = files;
         self.enabled.files = true;
         self
     }
 
-    /// Turns the descendant-CPU signal on or off.
-    pub fn children_signal(mut self, enabled: bool) -> Self {
+    /// Turns the descendant-CPU source on or off.
+    pub fn watch_children(mut self, enabled: bool) -> Self {
         self.enabled.children = enabled;
         self
     }
 
-    /// Sets the descendant-CPU rules (and turns the signal on).
+    /// Sets the descendant-CPU rules (and turns the source on).
     pub fn children(mut self, children: ChildWatchConfig) -> Self {
         self.children = children;
         self.enabled.children = true;
@@ -756,7 +767,7 @@ impl MonitorConfig {
             CONFIRM_RANGE.1,
         )?;
         if self.enabled.files {
-            crate::signals::files::validate_globs(&self.files)?;
+            crate::sources::files::validate_globs(&self.files)?;
         }
         let t = self.children.cpu_threshold;
         if !(t > 0.0 && t <= 64.0) {

@@ -13,7 +13,7 @@ use crate::capture::Recorder;
 use crate::config::{KillStep, Signal};
 use crate::events::Emitter;
 use crate::outcome::MonitorResult;
-use crate::signals::output::{PumpState, Stream};
+use crate::sources::output::{PumpState, Stream};
 
 /// What the session and the monitor thread share.
 pub(crate) struct Shared {

@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use crate::activity::ActivitySource;
 use crate::config::Signal;
 use crate::outcome::Outcome;
-use crate::signals::output::Stream;
+use crate::sources::output::Stream;
 
 /// Something that happened to a supervised child, in order.
 ///

@@ -253,7 +253,7 @@ mod process;
 mod registry;
 mod retry;
 mod session;
-mod signals;
+mod sources;
 mod verdict;
 
 /// The README's Rust examples, compiled as doctests.
@@ -266,20 +266,19 @@ pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot, omission_marker};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ConfigError, EnabledSignals, EventConfig, FileWatchConfig,
-    HARD_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig,
-    Signal,
+    CaptureConfig, ChildWatchConfig, ConfigError, EventConfig, FileWatchConfig, HARD_TIMEOUT_RANGE,
+    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    HumanDuration, MonitorResult, Outcome, SignalIdle, StaleReport,
+    HumanDuration, MonitorResult, Outcome, SourceIdle, StaleReport,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
-pub use signals::children::{ChildrenSample, DescendantObserver};
-pub use signals::files::{FileActivityTracker, Unwatched};
-pub use signals::output::{ActivityTrackingReader, OutputSink, Stream};
+pub use sources::children::{ChildrenSample, DescendantObserver};
+pub use sources::files::{FileActivityTracker, Unwatched};
+pub use sources::output::{ActivityTrackingReader, OutputSink, Stream};

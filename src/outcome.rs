@@ -19,7 +19,7 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 
 /// How long one activity source had been idle when the child was judged stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SignalIdle {
+pub struct SourceIdle {
     /// The source.
     pub source: ActivitySource,
     /// Whether the source could observe anything (`false`: a watched root is a file, say).
@@ -48,15 +48,15 @@ pub struct StaleReport {
     /// The idle timeout in force.
     pub idle_timeout: Duration,
     /// Every enabled source.
-    pub signals: Vec<SignalIdle>,
+    pub sources: Vec<SourceIdle>,
     /// The descendants at the fresh sample taken at the deadline (children signal on).
     pub children: Option<DescendantSummary>,
 }
 
 impl StaleReport {
     /// The entry of one source, if it was enabled.
-    pub fn get(&self, source: ActivitySource) -> Option<&SignalIdle> {
-        self.signals.iter().find(|s| s.source == source)
+    pub fn get(&self, source: ActivitySource) -> Option<&SourceIdle> {
+        self.sources.iter().find(|s| s.source == source)
     }
 }
 
@@ -65,7 +65,7 @@ impl fmt::Display for StaleReport {
     /// one (it would only repeat the session's age).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let shown = self
-            .signals
+            .sources
             .iter()
             .filter(|s| s.source != ActivitySource::Keepalive || s.events > 0);
         for (i, s) in shown.enumerate() {
@@ -175,7 +175,7 @@ pub struct MonitorResult {
     pub kill_latency: Option<Duration>,
     /// Every enabled source at the end of the run: how long it had been idle and how many
     /// events it had recorded.
-    pub activity: Vec<SignalIdle>,
+    pub activity: Vec<SourceIdle>,
     /// The complete logs of the streams that passed the spill threshold.
     pub logs: Vec<crate::capture::spill::LogFile>,
     /// Best-effort events (`Output`, `Activity`) dropped because the consumer fell behind.
@@ -189,7 +189,7 @@ pub struct MonitorResult {
     /// The folders of the file signal's roots that could not be watched during the run (no
     /// permission, say), with why and for how long: activity in them could not be seen then.
     /// Empty when everything was watched (or the file signal was off).
-    pub unwatched: Vec<crate::signals::files::Unwatched>,
+    pub unwatched: Vec<crate::sources::files::Unwatched>,
 }
 
 impl MonitorResult {
@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(result(Outcome::Exited, Some(9)).exit_code(), 137);
         let stale = Outcome::IdleTimeout(StaleReport {
             idle_timeout: Duration::from_secs(1),
-            signals: vec![],
+            sources: vec![],
             children: None,
         });
         assert_eq!(result(stale, Some(15)).exit_code(), 124);
@@ -290,20 +290,20 @@ mod tests {
         let r = StaleReport {
             idle_timeout: Duration::from_secs(300),
             children: None,
-            signals: vec![
-                SignalIdle {
+            sources: vec![
+                SourceIdle {
                     source: ActivitySource::Output,
                     available: true,
                     idle: Duration::from_secs(300),
                     events: 3,
                 },
-                SignalIdle {
+                SourceIdle {
                     source: ActivitySource::Files,
                     available: false,
                     idle: Duration::from_secs(300),
                     events: 0,
                 },
-                SignalIdle {
+                SourceIdle {
                     source: ActivitySource::Keepalive,
                     available: true,
                     idle: Duration::from_secs(432),
@@ -316,7 +316,7 @@ mod tests {
             "output 5m0s, files unavailable, keepalive 7m12s idle"
         );
         let mut never_kept_alive = r.clone();
-        never_kept_alive.signals[2].events = 0;
+        never_kept_alive.sources[2].events = 0;
         assert_eq!(
             never_kept_alive.to_string(),
             "output 5m0s, files unavailable idle"

@@ -15,7 +15,7 @@ use crate::config::Signal;
 use crate::contract::Lifecycle;
 use crate::outcome::MonitorResult;
 use crate::session::{Session, SessionBuilder};
-use crate::signals::output::Stream;
+use crate::sources::output::Stream;
 
 /// How long a finished session stays listed by default.
 const DEFAULT_RETENTION: Duration = Duration::from_secs(10 * 60);

@@ -17,7 +17,7 @@ use crate::environment::Environment;
 use crate::events::Event;
 use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
-use crate::signals::output::{OutputSink, Stream};
+use crate::sources::output::{OutputSink, Stream};
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
@@ -402,7 +402,7 @@ impl Session {
     }
 
     /// The pump state of a stream (`None`: stderr in combined mode).
-    fn pump(&self, stream: Stream) -> Option<&crate::signals::output::PumpState> {
+    fn pump(&self, stream: Stream) -> Option<&crate::sources::output::PumpState> {
         let index = match (stream, self.shared.combined) {
             (Stream::Stderr, true) => return None,
             (Stream::Stderr, false) => 1,

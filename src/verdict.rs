@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::activity::BoardSnapshot;
-use crate::outcome::{SignalIdle, StaleReport};
+use crate::outcome::{SourceIdle, StaleReport};
 
 /// What the monitor should do now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +64,11 @@ pub(crate) fn report(board: &BoardSnapshot, now: Instant, idle_timeout: Duration
     StaleReport {
         idle_timeout,
         children: None,
-        signals: board
+        sources: board
             .sources
             .iter()
             .filter(|s| s.enabled)
-            .map(|s| SignalIdle {
+            .map(|s| SourceIdle {
                 source: s.source,
                 available: s.available,
                 idle: now.saturating_duration_since(s.last),
@@ -118,10 +118,10 @@ mod tests {
         match decide(&b, t0 + Duration::from_secs(300), limits) {
             Verdict::Stale { deadline, report } => {
                 assert_eq!(deadline, t0 + Duration::from_secs(300));
-                assert_eq!(report.signals.len(), 4);
+                assert_eq!(report.sources.len(), 4);
                 assert!(
                     report
-                        .signals
+                        .sources
                         .iter()
                         .all(|s| s.idle == Duration::from_secs(300))
                 );
@@ -148,8 +148,8 @@ mod tests {
         };
         match decide(&b, t0 + Duration::from_secs(300), limits) {
             Verdict::Stale { report, .. } => {
-                assert_eq!(report.signals.len(), 1);
-                assert_eq!(report.signals[0].source, ActivitySource::Keepalive);
+                assert_eq!(report.sources.len(), 1);
+                assert_eq!(report.sources[0].source, ActivitySource::Keepalive);
             }
             other => panic!("expected stale, got {other:?}"),
         }

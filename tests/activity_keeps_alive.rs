@@ -130,7 +130,7 @@ fn output_does_not_count_when_the_output_signal_is_off() {
         .config(
             MonitorConfig::default()
                 .idle_timeout(idle)
-                .output_signal(false)
+                .watch_output(false)
                 .kill_ladder(stallwatch::KillLadder::polite(
                     stallwatch::Signal::TERM,
                     ms(500),

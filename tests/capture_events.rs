@@ -341,8 +341,8 @@ fn idle_warning_then_the_ladder_signals_in_order() {
         .config(
             MonitorConfig::default()
                 .idle_timeout(idle)
-                .children_signal(false)
-                .file_signal(false),
+                .watch_children(false)
+                .watch_files(false),
         )
         .stdout(out.sink())
         .spawn()

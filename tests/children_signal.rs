@@ -215,7 +215,7 @@ fn the_children_signal_can_be_turned_off() {
     let out = SharedBuf::new();
     let started = Instant::now();
     let session = Session::builder(m.sh("echo ready; yes > /dev/null & wait"))
-        .config(config(idle).children_signal(false))
+        .config(config(idle).watch_children(false))
         .stdout(out.sink())
         .spawn()
         .unwrap();

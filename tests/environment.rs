@@ -15,7 +15,7 @@ use stallwatch::{Environment, MonitorConfig, Outcome, Session, SessionBuilder};
 /// Runs to the end; returns the result and stdout.
 fn run(builder: SessionBuilder) -> (stallwatch::MonitorResult, String) {
     let session = builder
-        .config(MonitorConfig::default().file_signal(false))
+        .config(MonitorConfig::default().watch_files(false))
         .spawn()
         .expect("the child can be spawned");
     let result = wait_generously(&session);

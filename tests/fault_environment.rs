@@ -27,7 +27,7 @@ use common::{Marker, assert_no_leak, ms, wait_generously};
 use fault_support::Scenario;
 use stallwatch::{
     ActivitySource, CaptureConfig, FileWatchConfig, KillLadder, MonitorConfig, MonitorResult,
-    Outcome, Signal, SignalIdle,
+    Outcome, Signal, SourceIdle,
 };
 
 const IDLE: Duration = Duration::from_millis(600);
@@ -37,11 +37,11 @@ fn config(stat_scan: bool) -> MonitorConfig {
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
         .drain_cap(ms(1000))
-        .children_signal(false)
+        .watch_children(false)
         .files(FileWatchConfig::default().force_stat_scan(stat_scan))
 }
 
-fn files(result: &MonitorResult) -> SignalIdle {
+fn files(result: &MonitorResult) -> SourceIdle {
     *result
         .activity
         .iter()
@@ -359,8 +359,8 @@ fn own_log_files_in_the_watched_folder_are_not_activity() {
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
         .drain_cap(ms(1000))
-        .children_signal(false)
-        .output_signal(false)
+        .watch_children(false)
+        .watch_output(false)
         .capture(
             CaptureConfig::default()
                 .spill_threshold(1024)

@@ -236,7 +236,7 @@ fn keepalives_racing_the_deadline_are_never_lost() {
             let spawned_at = Instant::now();
             let session = s.spawn(
                 "exec sleep 1000",
-                config(idle).children_signal(false).file_signal(false),
+                config(idle).watch_children(false).watch_files(false),
             );
             let storm_at = if offset >= 0 {
                 spawned_at + idle + ms(offset as u64)
@@ -390,8 +390,8 @@ fn bytes_waiting_in_the_pipe_count_before_an_idle_kill() {
             "say first; while [ ! -e \"$SW_TMP/go\" ]; do sleep 0.01; done; \
              say second; : > \"$SW_TMP/written\"; exec sleep 1000",
             config(idle)
-                .file_signal(false)
-                .children_signal(false)
+                .watch_files(false)
+                .watch_children(false)
                 .events(stallwatch::EventConfig::default().idle_warning(None))
                 .kill_ladder(KillLadder::polite(Signal::TERM, ms(300))),
         )

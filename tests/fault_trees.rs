@@ -300,7 +300,7 @@ fn a_setsid_escapee_is_ended_with_the_children_signal_off() {
          while [ ! -e '{up}' ]; do sleep 0.01; done; say ready; exec sleep 1000",
         up = up.display()
     );
-    let session = s.spawn(&script, ladder_config().children_signal(false));
+    let session = s.spawn(&script, ladder_config().watch_children(false));
     s.out.wait_for("ready");
     let result = wait_generously(&session);
     assert!(is_idle_timeout(&result.outcome), "{result:#?}");

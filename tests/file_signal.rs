@@ -350,7 +350,7 @@ fn the_file_signal_can_be_turned_off() {
     let idle = Duration::from_millis(500);
     let config = MonitorConfig::default()
         .idle_timeout(idle)
-        .file_signal(false);
+        .watch_files(false);
     let session = Session::spawn(
         silent_writer(tmp.path(), "plan.md", "0.1", 1000, &m),
         config,

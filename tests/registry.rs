@@ -18,8 +18,8 @@ use stallwatch::{
 fn quiet(idle: Duration) -> MonitorConfig {
     MonitorConfig::default()
         .idle_timeout(idle)
-        .file_signal(false)
-        .children_signal(false)
+        .watch_files(false)
+        .watch_children(false)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
 }
 

@@ -41,7 +41,7 @@ impl Fake {
             .arg(marker.as_str())
             .env(MARKER_ENV, marker.as_str())
             .env("WORK", self.work());
-        Session::builder(command).config(config.file_signal(false))
+        Session::builder(command).config(config.watch_files(false))
     }
 
     /// How many times the fake ran (it appends a line to `$WORK/runs`).
@@ -204,7 +204,7 @@ fn timeouts_are_retried_only_when_asked() {
     ));
     let config = MonitorConfig::default()
         .idle_timeout(ms(300))
-        .children_signal(false)
+        .watch_children(false)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)));
     let report = RetryPolicy::new([SIGNATURE])
         .run(|_| fake.builder(&m, config.clone()))

@@ -468,9 +468,9 @@ impl Options {
             // One session per stallwatch process: the subreaper mode costs nothing here and
             // catches daemons that double-fork away between two samples.
             .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
-            .file_signal(!cli.no_watch)
-            .children_signal(!cli.no_children)
-            .output_signal(!cli.no_output);
+            .watch_files(!cli.no_watch)
+            .watch_children(!cli.no_children)
+            .watch_output(!cli.no_output);
         let config = match &cli.log_dir {
             Some(dir) => config.capture(CaptureConfig::default().log_dir(dir)),
             None => config,
@@ -767,6 +767,7 @@ fn parse_report(path: &OsStr) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stallwatch::ActivitySource;
 
     #[test]
     fn durations() {
@@ -940,7 +941,11 @@ mod tests {
         assert_eq!(config.files.roots, vec![PathBuf::from("a"), "b".into()]);
         assert!(config.files.exclude.contains(&"*.log".to_owned()));
         assert!(config.files.exclude.contains(&"*.tmp".to_owned()));
-        assert!(config.enabled.files && config.enabled.output && !config.enabled.children);
+        assert!(
+            config.watches(ActivitySource::Files)
+                && config.watches(ActivitySource::Output)
+                && !config.watches(ActivitySource::Children)
+        );
         assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
         assert_eq!(config.leftovers, LeftoverPolicy::Keep);
         assert_eq!(options.log_level(), log::LevelFilter::Debug);

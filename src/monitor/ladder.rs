@@ -16,7 +16,7 @@ use crate::config::{KillStep, Signal};
 use crate::events::{Emitter, Event};
 use crate::outcome::HumanDuration;
 use crate::process::{self, sys};
-use crate::signals::children::{DescendantObserver, Identity};
+use crate::sources::children::{DescendantObserver, Identity};
 
 /// The process operations the ladder needs: the operating system in a session
 /// ([`OsProcesses`]), a fake in the unit tests. As `signals/children.rs` does with its

@@ -23,9 +23,9 @@ use crate::config::MonitorConfig;
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{Emitter, Event};
 use crate::process::{self, sys};
-use crate::signals::children::DescendantObserver;
-use crate::signals::files::{FileActivityTracker, OwnFiles};
-use crate::signals::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
+use crate::sources::children::DescendantObserver;
+use crate::sources::files::{FileActivityTracker, OwnFiles};
+use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 

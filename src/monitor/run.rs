@@ -19,7 +19,7 @@ use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{Emitter, Event};
 use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome, StaleReport};
 use crate::process::{self, sys};
-use crate::signals::files::FileActivityTracker;
+use crate::sources::files::FileActivityTracker;
 use crate::verdict::{self, Limits, Verdict};
 
 /// Publishes the result and closes the done channel; if the monitor thread unwinds before it
@@ -605,7 +605,7 @@ impl Monitor {
             ladder_time: self.ladder.time,
             kill_latency: self.ladder.kill_latency,
             activity: verdict::report(&self.board.snapshot(), now, self.timing.idle_timeout)
-                .signals,
+                .sources,
             // Every chunk read is written and hashed first (bounded by the disk).
             logs: self.tap.logs(),
             events_dropped: self.emitter.dropped(),

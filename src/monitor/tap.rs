@@ -10,7 +10,7 @@ use crate::capture::Recorder;
 use crate::capture::spill::{LogFile, SpillReport};
 use crate::events::Emitter;
 use crate::process::sys;
-use crate::signals::output::Stream;
+use crate::sources::output::Stream;
 
 /// One output stream as the monitor sees it.
 pub(super) struct StreamSlot {
