@@ -1,6 +1,7 @@
 //! Spawning in a new process group, and signalling the tree. Raw OS calls live in [`sys`].
 
 pub(crate) mod orphans;
+pub(crate) mod pty;
 pub(crate) mod sys;
 
 use std::io;

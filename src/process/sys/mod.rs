@@ -187,6 +187,34 @@ pub(crate) fn pipe_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
 /// supervising process) dies.
 pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool) {
     command.process_group(0);
+    parent_death_hook(command, parent_death_signal);
+}
+
+/// Makes `command` start as the leader of a new *session* whose controlling terminal is its
+/// standard input, which the caller has already set to a terminal's slave side (std duplicates
+/// the slave onto fds 0, 1 and 2 before the hooks run). A session leader is also the leader of
+/// a new process group, so its process-group id equals its pid, as with [`configure_command`].
+/// The parent-death signal is set up as there.
+///
+/// Not combined with `process_group(0)`: a process that already leads a group cannot `setsid`.
+pub(crate) fn configure_terminal_command(command: &mut Command, parent_death_signal: bool) {
+    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
+    // is allowed. It makes two raw system calls through rustix (setsid, and ioctl TIOCSCTTY on
+    // fd 0 — a `BorrowedFd` of a constant, no allocation) and on failure builds an `io::Error`
+    // from the raw OS code, which does not allocate. It touches no lock and no memory shared
+    // with other threads.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            Ok(())
+        });
+    }
+    parent_death_hook(command, parent_death_signal);
+}
+
+/// On Linux when asked, makes `command` receive SIGKILL when the thread that spawned it dies.
+fn parent_death_hook(command: &mut Command, parent_death_signal: bool) {
     #[cfg(target_os = "linux")]
     if parent_death_signal {
         let parent = rustix::process::getpid();
@@ -208,7 +236,117 @@ pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = parent_death_signal;
+    let _ = (command, parent_death_signal);
+}
+
+/// A new pseudo-terminal of `rows` x `cols`: (master, slave), both close-on-exec, the slave
+/// opened without becoming stallwatch's controlling terminal.
+pub(crate) fn open_pty(
+    rows: u16,
+    cols: u16,
+) -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::OpenptFlags;
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let name = rustix::pty::ptsname(&master, Vec::new())?;
+    let slave = rustix::fs::open(
+        name.as_c_str(),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    set_terminal_size(std::os::fd::AsFd::as_fd(&master), rows, cols)?;
+    Ok((master, slave))
+}
+
+/// Sets the window size of the terminal `fd` belongs to (`TIOCSWINSZ`; on a master the kernel
+/// then sends SIGWINCH to the slave's foreground process group).
+pub(crate) fn set_terminal_size(
+    fd: std::os::fd::BorrowedFd<'_>,
+    rows: u16,
+    cols: u16,
+) -> io::Result<()> {
+    let size = rustix::termios::Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(fd, size).map_err(Into::into)
+}
+
+/// The window size (rows, cols) of the terminal `fd` belongs to.
+pub(crate) fn terminal_size(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<(u16, u16)> {
+    let size = rustix::termios::tcgetwinsize(fd)?;
+    Ok((size.ws_row, size.ws_col))
+}
+
+/// The foreground process group of the terminal `fd` belongs to (on a master: the slave's),
+/// the group the line discipline signals for Ctrl-C and the kernel for a resize.
+pub(crate) fn foreground_group(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<i32> {
+    Ok(rustix::termios::tcgetpgrp(fd)?.as_raw_pid())
+}
+
+/// The value of a disabled special character (`_POSIX_VDISABLE`).
+const VDISABLE: u8 = if cfg!(any(target_os = "linux", target_os = "android")) {
+    0
+} else {
+    0xff
+};
+
+/// What the line discipline of a terminal does with the bytes written to it: the settings
+/// stallwatch needs to interrupt and to end input the terminal way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LineDiscipline {
+    /// Canonical (line-by-line) input (`ICANON`): only then is the EOF character special.
+    pub(crate) canonical: bool,
+    /// The interrupt, quit and suspend characters signal the foreground group (`ISIG`).
+    pub(crate) signals: bool,
+    /// The interrupt character (`VINTR`), unless disabled.
+    pub(crate) interrupt: Option<u8>,
+    /// The end-of-file character (`VEOF`), unless disabled.
+    pub(crate) eof: Option<u8>,
+    /// The extra end-of-line characters (`VEOL`, `VEOL2`), unless disabled.
+    pub(crate) eol: [Option<u8>; 2],
+    /// A carriage return ends a line too (`ICRNL` without `IGNCR`).
+    pub(crate) cr_ends_line: bool,
+}
+
+impl LineDiscipline {
+    /// Whether `byte`, written last, leaves the line being edited empty: a newline, an extra
+    /// end-of-line character, the EOF character itself, or a carriage return turned into a
+    /// newline.
+    pub(crate) fn ends_line(&self, byte: u8) -> bool {
+        byte == b'\n'
+            || Some(byte) == self.eof
+            || self.eol.contains(&Some(byte))
+            || (self.cr_ends_line && byte == b'\r')
+    }
+}
+
+/// The line-discipline settings of the terminal `fd` belongs to. On a pseudo-terminal's master
+/// these are the slave's settings, as the program on it last set them.
+pub(crate) fn line_discipline(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<LineDiscipline> {
+    use rustix::termios::{InputModes, LocalModes, SpecialCodeIndex as Cc};
+    let t = rustix::termios::tcgetattr(fd)?;
+    let special = |index| Some(t.special_codes[index]).filter(|c| *c != VDISABLE);
+    Ok(LineDiscipline {
+        canonical: t.local_modes.contains(LocalModes::ICANON),
+        signals: t.local_modes.contains(LocalModes::ISIG),
+        interrupt: special(Cc::VINTR),
+        eof: special(Cc::VEOF),
+        eol: [special(Cc::VEOL), special(Cc::VEOL2)],
+        cr_ends_line: t.input_modes.contains(InputModes::ICRNL)
+            && !t.input_modes.contains(InputModes::IGNCR),
+    })
+}
+
+/// Whether `error` is the end of a pseudo-terminal's output: a read on the master fails with
+/// EIO once every slave descriptor is closed (Linux; other systems return 0).
+pub(crate) fn is_terminal_hangup(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error())
 }
 
 /// One line of `/proc/<pid>/stat`, the fields stallwatch needs.
