@@ -571,10 +571,10 @@ impl Default for MonitorConfig {
 }
 
 /// Accepted range of the idle timeout.
-pub const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
+const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
     (Duration::from_millis(1), Duration::from_secs(7 * 24 * 3600));
 /// Accepted range of the hard timeout.
-pub const HARD_TIMEOUT_RANGE: (Duration, Duration) = (
+const HARD_TIMEOUT_RANGE: (Duration, Duration) = (
     Duration::from_millis(1),
     Duration::from_secs(366 * 24 * 3600),
 );

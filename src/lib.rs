@@ -152,10 +152,10 @@
 //! assert_eq!(registry.control(1, longer), ControlAnswer::Ack);
 //! assert_eq!(registry.control(2, ControlAction::Kill), ControlAnswer::Ack);
 //! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(9));
-//! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyTerminated);
+//! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyEnded);
 //! let ended = registry.shutdown_all(); // #01: the ladder, and wait
 //! assert_eq!(ended.len(), 1);
-//! assert!(registry.list().iter().all(|s| s.state == Lifecycle::Terminated));
+//! assert!(registry.list().iter().all(|s| s.state == Lifecycle::Ended));
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
@@ -261,24 +261,25 @@ mod verdict;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
+pub mod parts;
+
+pub use activity::ActivitySource;
 pub use capture::spill::{LogDirError, LogFile, default_log_dir};
-pub use capture::{CapturedStream, Snapshot, omission_marker};
+pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ConfigError, EventConfig, FileWatchConfig, HARD_TIMEOUT_RANGE,
-    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, ConfigError, EventConfig, FileWatchConfig, KillLadder,
+    KillStep, LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    HumanDuration, MonitorResult, Outcome, SourceIdle, StaleReport,
+    MonitorResult, Outcome, SourceIdle, StaleReport,
 };
-pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
+pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
-pub use sources::children::{ChildrenSample, DescendantObserver};
-pub use sources::files::{FileActivityTracker, Unwatched};
-pub use sources::output::{ActivityTrackingReader, OutputSink, Stream};
+pub use sources::files::Unwatched;
+pub use sources::output::{OutputSink, Stream};

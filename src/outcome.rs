@@ -84,7 +84,7 @@ impl fmt::Display for StaleReport {
 
 /// Formats a duration the way people read it: `850ms`, `4.2s`, `5m0s`, `1h2m3s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HumanDuration(pub Duration);
+pub(crate) struct HumanDuration(pub(crate) Duration);
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -124,7 +124,7 @@ pub enum Outcome {
         after: Duration,
     },
     /// The caller asked for the end ([`Session::terminate`](crate::Session::terminate) or
-    /// [`Session::kill`](crate::Session::kill), or dropped the session).
+    /// [`Session::start_kill`](crate::Session::start_kill), or dropped the session).
     Terminated {
         /// `true` for an immediate SIGKILL, `false` for the ladder.
         forced: bool,

@@ -14,9 +14,11 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
-    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, HumanDuration, KillLadder,
-    LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, KillLadder, LeftoverPolicy,
+    MonitorConfig, Signal,
 };
+
+use super::human::HumanDuration;
 
 /// The separator of several values in one environment variable (`--watch`, `--exclude`).
 pub(crate) const ENV_LIST_SEPARATOR: char = ':';

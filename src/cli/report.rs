@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use stallwatch::{
-    ActivitySource, EXIT_INTERNAL, HumanDuration, MonitorConfig, MonitorResult, Outcome, Signal,
-};
+use stallwatch::{ActivitySource, EXIT_INTERNAL, MonitorConfig, MonitorResult, Outcome, Signal};
 
+use super::human::HumanDuration;
 use super::signals::Received;
 
 /// How stallwatch ends.

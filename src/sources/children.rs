@@ -258,7 +258,8 @@ pub(crate) struct Identity {
 /// ```
 /// use std::process::Command;
 /// use std::time::{Duration, Instant};
-/// use stallwatch::{ChildWatchConfig, DescendantObserver};
+/// use stallwatch::ChildWatchConfig;
+/// use stallwatch::parts::DescendantObserver;
 ///
 /// let mut child = Command::new("sh")
 ///     .args(["-c", "sleep 5 & wait"])

@@ -330,7 +330,8 @@ enum RootState {
 /// ```
 /// use std::sync::Arc;
 /// use std::time::{Duration, Instant};
-/// use stallwatch::{ActivityBoard, ActivitySource, FileActivityTracker, FileWatchConfig, SystemClock};
+/// use stallwatch::parts::{ActivityBoard, FileActivityTracker};
+/// use stallwatch::{ActivitySource, FileWatchConfig, SystemClock};
 ///
 /// let workspace = tempfile::tempdir()?;
 /// let board = Arc::new(ActivityBoard::new(Arc::new(SystemClock)));
