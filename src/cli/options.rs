@@ -101,7 +101,7 @@ EXAMPLES
     override_usage = "stallwatch [OPTIONS] -- PROGRAM [ARGS]..."
 )]
 pub(crate) struct Cli {
-    /// End the program when every signal (output, files, children) has been quiet this long.
+    /// End the program when every source (output, files, children) has been quiet this long.
     ///
     /// Durations: 1500ms, 30s, 5m, 1h30m (a bare number is seconds); 1ms to 7 days.
     /// Example: -i 10m

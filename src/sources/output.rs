@@ -1,4 +1,4 @@
-//! The output signal: [`ActivityTrackingReader`] and the reader threads that pump the child's
+//! The output source: [`ActivityTrackingReader`] and the reader threads that pump the child's
 //! stdout and stderr into caller-chosen [`OutputSink`]s.
 
 use std::fmt;
