@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use stallwatch::{ChildWatchConfig, DescendantObserver};
+use stallwatch::ChildWatchConfig;
+use stallwatch::parts::DescendantObserver;
 
 /// `sh` with nine sleeping children: a 10-process tree.
 fn tree_of_ten() -> Child {

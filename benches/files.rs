@@ -23,9 +23,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
-use stallwatch::{
-    ActivityBoard, ActivitySource, FileActivityTracker, FileWatchConfig, SystemClock,
-};
+use stallwatch::parts::{ActivityBoard, FileActivityTracker};
+use stallwatch::{ActivitySource, FileWatchConfig, SystemClock};
 
 /// How long the board's file count must stay unchanged before we call the tracker settled.
 const QUIET: Duration = Duration::from_millis(3);

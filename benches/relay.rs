@@ -35,9 +35,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
+use stallwatch::parts::{ActivityBoard, ActivityTrackingReader};
 use stallwatch::{
-    ActivityBoard, ActivitySource, ActivityTrackingReader, CaptureConfig, Clock, MonitorConfig,
-    Outcome, OutputSink, Session, Stream, SystemClock,
+    ActivitySource, CaptureConfig, Clock, MonitorConfig, Outcome, OutputSink, Session, Stream,
+    SystemClock,
 };
 
 /// Bytes relayed per iteration.

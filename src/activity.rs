@@ -116,7 +116,7 @@ impl ActivityBoard {
     /// Marks a source as able (or unable) to observe activity; shown in the [`StaleReport`].
     ///
     /// [`StaleReport`]: crate::StaleReport
-    pub fn set_available(&self, source: ActivitySource, available: bool) {
+    pub(crate) fn set_available(&self, source: ActivitySource, available: bool) {
         self.slots[source.index()]
             .unavailable
             .store(!available, Ordering::Release);
@@ -133,7 +133,7 @@ impl ActivityBoard {
     }
 
     /// Records activity of `source` at `when`. Stamps only move forward.
-    pub fn stamp_at(&self, source: ActivitySource, when: Instant) {
+    pub(crate) fn stamp_at(&self, source: ActivitySource, when: Instant) {
         let nanos = crate::clock::saturating_nanos(when.saturating_duration_since(self.origin));
         let slot = &self.slots[source.index()];
         slot.last.fetch_max(nanos, Ordering::AcqRel);
@@ -170,20 +170,33 @@ impl ActivityBoard {
         self.slots[source.index()].count.load(Ordering::Relaxed)
     }
 
+    /// Whether `source` counts in the verdict ([`set_enabled`](Self::set_enabled)).
+    pub fn is_enabled(&self, source: ActivitySource) -> bool {
+        self.slots[source.index()].enabled.load(Ordering::Acquire)
+    }
+
+    /// Whether `source` can observe anything: `false` when its source gave up (a
+    /// [`FileActivityTracker`](crate::parts::FileActivityTracker) whose root is a file).
+    pub fn is_available(&self, source: ActivitySource) -> bool {
+        !self.slots[source.index()]
+            .unavailable
+            .load(Ordering::Acquire)
+    }
+
     /// When the board was created.
     pub fn origin(&self) -> Instant {
         self.origin
     }
 
     /// A consistent-enough copy for the verdict (each source read once).
-    pub fn snapshot(&self) -> BoardSnapshot {
+    pub(crate) fn snapshot(&self) -> BoardSnapshot {
         let mut sources = Vec::with_capacity(ActivitySource::ALL.len());
         for source in ActivitySource::ALL {
             let slot = &self.slots[source.index()];
             sources.push(SourceState {
                 source,
-                enabled: slot.enabled.load(Ordering::Acquire),
-                available: !slot.unavailable.load(Ordering::Acquire),
+                enabled: self.is_enabled(source),
+                available: self.is_available(source),
                 last: self.last(source),
                 count: slot.count.load(Ordering::Relaxed),
             });
@@ -197,26 +210,26 @@ impl ActivityBoard {
 
 /// The state of one source at a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SourceState {
+pub(crate) struct SourceState {
     /// Which source.
-    pub source: ActivitySource,
+    pub(crate) source: ActivitySource,
     /// Whether it counts.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Whether it can observe anything (a file tracker whose root is a file cannot).
-    pub available: bool,
+    pub(crate) available: bool,
     /// Its latest activity (the board's origin when none).
-    pub last: Instant,
+    pub(crate) last: Instant,
     /// How many times it was stamped.
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 /// A copy of the board, the input of the verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BoardSnapshot {
+pub(crate) struct BoardSnapshot {
     /// When the board was created (the spawn).
-    pub origin: Instant,
+    pub(crate) origin: Instant,
     /// Every source, in board order.
-    pub sources: Vec<SourceState>,
+    pub(crate) sources: Vec<SourceState>,
 }
 
 #[cfg(test)]

@@ -515,13 +515,13 @@ impl FileWatchConfig {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct MonitorConfig {
-    /// End the child once every enabled signal has been stale this long. Default 300 s.
+    /// End the child once every enabled source has been stale this long. Default 300 s.
     pub idle_timeout: Duration,
     /// End the child after this long even while active. Default none.
     pub hard_timeout: Option<Duration>,
     /// How the tree is ended. Default SIGTERM, 5 s, SIGKILL.
     pub kill_ladder: KillLadder,
-    /// Periodic sampling interval for polled signals. `None` (default): idle timeout / 10,
+    /// Periodic sampling interval for polled sources (children). `None` (default): idle timeout / 10,
     /// clamped to 100 ms..=30 s.
     pub check_interval: Option<Duration>,
     /// What happens to group members left after the child exits. Default: ended by the ladder.
@@ -537,9 +537,10 @@ pub struct MonitorConfig {
     pub kill_confirm_timeout: Duration,
     /// Which activity sources count (the `watch_*` toggles; [`MonitorConfig::watches`]).
     pub(crate) enabled: EnabledSources,
-    /// The file signal's roots and filters (used when `enabled.files`).
+    /// The files source's roots and filters (used while it is on: [`watch_files`](Self::watch_files)).
     pub files: FileWatchConfig,
-    /// The children signal's threshold (used when `enabled.children`).
+    /// The children source's threshold (used while it is on:
+    /// [`watch_children`](Self::watch_children)).
     pub children: ChildWatchConfig,
     /// Output retention and log spill.
     pub capture: CaptureConfig,
@@ -571,10 +572,10 @@ impl Default for MonitorConfig {
 }
 
 /// Accepted range of the idle timeout.
-pub const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
+const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
     (Duration::from_millis(1), Duration::from_secs(7 * 24 * 3600));
 /// Accepted range of the hard timeout.
-pub const HARD_TIMEOUT_RANGE: (Duration, Duration) = (
+const HARD_TIMEOUT_RANGE: (Duration, Duration) = (
     Duration::from_millis(1),
     Duration::from_secs(366 * 24 * 3600),
 );
@@ -639,7 +640,7 @@ impl MonitorConfig {
         self
     }
 
-    /// Sets the sampling interval of polled signals (`None`: derived from the idle timeout).
+    /// Sets the sampling interval of polled sources (`None`: derived from the idle timeout).
     pub fn check_interval(mut self, interval: Option<Duration>) -> Self {
         self.check_interval = interval;
         self

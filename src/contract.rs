@@ -58,29 +58,31 @@ pub enum Lifecycle {
     Running,
     /// The kill ladder is under way (grace period).
     Grace,
-    /// The child is gone (its output may still be draining).
-    Terminated,
+    /// The child is gone, whatever ended it: it exited by itself, or a timeout, a request or
+    /// the ladder ended it (its output may still be draining). The
+    /// [`Outcome`](crate::Outcome) says which.
+    Ended,
 }
 
 impl Lifecycle {
     pub(crate) const RUNNING: u8 = 0;
     pub(crate) const GRACE: u8 = 1;
-    pub(crate) const TERMINATED: u8 = 2;
+    pub(crate) const ENDED: u8 = 2;
 
     pub(crate) fn from_u8(v: u8) -> Self {
         match v {
             Self::RUNNING => Lifecycle::Running,
             Self::GRACE => Lifecycle::Grace,
-            _ => Lifecycle::Terminated,
+            _ => Lifecycle::Ended,
         }
     }
 
-    /// `running`, `grace` or `terminated`.
+    /// `running`, `grace` or `ended` (the state's word in a [`SessionSummary`](crate::SessionSummary) line).
     pub fn name(self) -> &'static str {
         match self {
             Lifecycle::Running => "running",
             Lifecycle::Grace => "grace",
-            Lifecycle::Terminated => "terminated",
+            Lifecycle::Ended => "ended",
         }
     }
 }

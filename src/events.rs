@@ -39,12 +39,12 @@ pub enum Event {
         /// Bytes were left out before or within this event (capped, or events dropped).
         truncated: bool,
     },
-    /// A signal showed activity (rate-limited: at most one per source per throttle interval).
+    /// A source showed activity (rate-limited: at most one per source per throttle interval).
     Activity {
-        /// Which signal.
+        /// Which source.
         source: ActivitySource,
     },
-    /// Every signal has been quiet for a while: the child will be ended in `left` unless
+    /// Every source has been quiet for a while: the child will be ended in `left` unless
     /// something happens. Once per idle spell.
     IdleWarning {
         /// Time left before the idle timeout.

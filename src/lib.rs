@@ -2,7 +2,7 @@
 //!
 //! Agent CLIs run unattended in loops can hang forever, or look idle while they really work.
 //! A plain timeout kills good work; no timeout leaves runaway processes. stallwatch watches the
-//! child's activity and ends it only when **every** signal has been quiet for the idle timeout:
+//! child's activity and ends it only when **every** source has been quiet for the idle timeout:
 //!
 //! - **output**: any read of more than 0 bytes from its stdout or stderr (a partial line counts);
 //! - **files**: a create, modify, rename or remove under the watched folders (default `.agent`
@@ -152,17 +152,43 @@
 //! assert_eq!(registry.control(1, longer), ControlAnswer::Ack);
 //! assert_eq!(registry.control(2, ControlAction::Kill), ControlAnswer::Ack);
 //! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(9));
-//! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyTerminated);
+//! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyEnded);
 //! let ended = registry.shutdown_all(); // #01: the ladder, and wait
 //! assert_eq!(ended.len(), 1);
-//! assert!(registry.list().iter().all(|s| s.state == Lifecycle::Terminated));
+//! assert!(registry.list().iter().all(|s| s.state == Lifecycle::Ended));
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
 //! # Theory of operation
 //!
-//! Data flows one way: child → signal sources → [`ActivityBoard`] → monitor → verdict → kill
-//! ladder → [`MonitorResult`].
+//! Data flows one way: child → activity sources → [`ActivityBoard`](parts::ActivityBoard) →
+//! monitor → verdict → kill ladder → [`MonitorResult`]. ("Signal" means only a Unix signal;
+//! what produces activity is a *source*.)
+//!
+//! Where each part lives (all modules are private; the public names are re-exported flat at
+//! the crate root, and the stand-alone parts in [`parts`]):
+//!
+//! - `session` and `registry`: the handles a caller holds ([`Session`], [`SessionBuilder`],
+//!   [`Registry`]); `contract`: what a session handle and its monitor thread share, the
+//!   control messages between them, and the [`Lifecycle`] — both sides import it, neither
+//!   imports the other.
+//! - `monitor/`: `launch` spawns the child, its pipes and its threads and hands the session
+//!   what it needs; `run` is the monitor loop (watch, stale, hard deadline, drain, each one
+//!   method); `ladder` is the kill ladder, acting through a small `ProcessLayer` trait (the
+//!   operating system in a session, a fake in its unit tests); `tap` is the output as the
+//!   monitor sees it (peeking at the pipes, flushing throttled `Output` events).
+//! - `sources/`: the activity sources — `output` (the reader threads,
+//!   [`ActivityTrackingReader`](parts::ActivityTrackingReader)), `files`
+//!   ([`FileActivityTracker`](parts::FileActivityTracker)), `children`
+//!   ([`DescendantObserver`](parts::DescendantObserver)), each only stamping the board.
+//! - `activity`: the board the sources stamp; `verdict`: the pure decision the monitor asks
+//!   (board snapshot, time, limits → what to do), tested without threads or processes.
+//! - `process/`: spawning in a new process group, the spawner thread and the guardian;
+//!   `process/orphans` attributes the orphans adopted in subreaper mode to their session;
+//!   `process/sys` holds the operating-system calls (rustix) and the crate's one `unsafe`
+//!   block.
+//! - `capture/` (head/tail buffers, the log spill), `events` (the never-blocking emitter),
+//!   `outcome` ([`Outcome`], [`MonitorResult`]), `config`, `clock`, `environment`, `retry`.
 //!
 //! - **Spawn.** The child is the leader of a new process group, stdout and stderr piped, stdin
 //!   null unless chosen. On Linux it gets SIGKILL if the supervising process dies
@@ -173,7 +199,7 @@
 //!   supervisor vanishes without saying `done`.
 //! - **Sources** only stamp the board (atomics): the reader threads `stallwatch-out-<id>` and
 //!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call, and the
-//!   [`FileActivityTracker`] from `notify`'s event handler. The tracker's own thread
+//!   [`FileActivityTracker`](parts::FileActivityTracker) from `notify`'s event handler. The tracker's own thread
 //!   (`stallwatch-files`) re-arms watches when a root appears, vanishes or is re-created (a
 //!   missing root is awaited through its nearest existing ancestor), and stat-scans the roots at
 //!   the check interval when the OS is out of watches (or when
@@ -190,7 +216,7 @@
 //!   a board snapshot, the time and the limits. At the stale instant the monitor takes one
 //!   fresh descendant sample first, so a grandchild working right now is never killed for want
 //!   of a poll.
-//! - **Descendants** ([`DescendantObserver`]): on Linux a walk of
+//! - **Descendants** ([`DescendantObserver`](parts::DescendantObserver)): on Linux a walk of
 //!   `/proc/<pid>/task/<tid>/children` from the child (cost grows with the tree, not with the
 //!   machine) reading `/proc/<pid>/stat`; elsewhere `sysinfo`. Identity is (pid, start time).
 //!   CPU is user + system time plus the reaped children's time, so work that started and
@@ -236,6 +262,11 @@
 //!   the gap), while room is reserved for `Started` (first), `IdleWarning`, `Signal`, `Exited`
 //!   (once) and `Closed` (last, after the output is drained).
 //! - **Dropping** a running [`Session`] starts the ladder in the background.
+//! - **Names.** [`Session::terminate`] starts the ladder and [`Session::start_kill`] sends
+//!   SIGKILL; both return at once (then [`Session::wait`]). [`Lifecycle::Ended`] is any end,
+//!   the child's own exit included; the [`Outcome`] says which. A [`Registry`] numbers its
+//!   sessions with [`RegistryId`]s (1, 2, 3… per registry), a space of its own, apart from the
+//!   process-wide [`Session::id`].
 //!
 //! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
@@ -261,24 +292,25 @@ mod verdict;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
+pub mod parts;
+
+pub use activity::ActivitySource;
 pub use capture::spill::{LogDirError, LogFile, default_log_dir};
-pub use capture::{CapturedStream, Snapshot, omission_marker};
+pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ConfigError, EventConfig, FileWatchConfig, HARD_TIMEOUT_RANGE,
-    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, ConfigError, EventConfig, FileWatchConfig, KillLadder,
+    KillStep, LeftoverPolicy, MonitorConfig, Signal,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    HumanDuration, MonitorResult, Outcome, SourceIdle, StaleReport,
+    MonitorResult, Outcome, SourceIdle, StaleReport,
 };
-pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
+pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
-pub use sources::children::{ChildrenSample, DescendantObserver};
-pub use sources::files::{FileActivityTracker, Unwatched};
-pub use sources::output::{ActivityTrackingReader, OutputSink, Stream};
+pub use sources::files::Unwatched;
+pub use sources::output::{OutputSink, Stream};

@@ -49,7 +49,7 @@ pub struct StaleReport {
     pub idle_timeout: Duration,
     /// Every enabled source.
     pub sources: Vec<SourceIdle>,
-    /// The descendants at the fresh sample taken at the deadline (children signal on).
+    /// The descendants at the fresh sample taken at the deadline (children source on).
     pub children: Option<DescendantSummary>,
 }
 
@@ -84,7 +84,7 @@ impl fmt::Display for StaleReport {
 
 /// Formats a duration the way people read it: `850ms`, `4.2s`, `5m0s`, `1h2m3s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HumanDuration(pub Duration);
+pub(crate) struct HumanDuration(pub(crate) Duration);
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -116,7 +116,7 @@ impl fmt::Display for HumanDuration {
 pub enum Outcome {
     /// The child exited on its own (with a code or by a signal stallwatch did not send).
     Exited,
-    /// Every enabled signal was stale for the idle timeout.
+    /// Every enabled source was stale for the idle timeout.
     IdleTimeout(StaleReport),
     /// The hard timeout passed.
     HardTimeout {
@@ -124,7 +124,7 @@ pub enum Outcome {
         after: Duration,
     },
     /// The caller asked for the end ([`Session::terminate`](crate::Session::terminate) or
-    /// [`Session::kill`](crate::Session::kill), or dropped the session).
+    /// [`Session::start_kill`](crate::Session::start_kill), or dropped the session).
     Terminated {
         /// `true` for an immediate SIGKILL, `false` for the ladder.
         forced: bool,
@@ -186,9 +186,9 @@ pub struct MonitorResult {
     /// The isolated home the child was given, with the files seeded into it and those that
     /// could not be (see [`Environment::home`](crate::Environment::home)).
     pub home: Option<crate::environment::HomeReport>,
-    /// The folders of the file signal's roots that could not be watched during the run (no
+    /// The folders of the files source's roots that could not be watched during the run (no
     /// permission, say), with why and for how long: activity in them could not be seen then.
-    /// Empty when everything was watched (or the file signal was off).
+    /// Empty when everything was watched (or the files source was off).
     pub unwatched: Vec<crate::sources::files::Unwatched>,
 }
 

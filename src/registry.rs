@@ -1,4 +1,5 @@
-//! [`Registry`]: many sessions, each with a small id, listed, controlled by id, pruned.
+//! [`Registry`]: many sessions, each with a small [`RegistryId`], listed, controlled by id,
+//! pruned.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,7 +25,15 @@ const DEFAULT_MAX_FINISHED: usize = 100;
 /// The longest command preview in a [`SessionSummary`], in characters (`…` included).
 const PREVIEW_CHARS: usize = 40;
 
-/// Many supervised sessions, each known by a small id (1, 2, 3… per registry).
+/// The number a [`Registry`] gives each session it spawns: 1, 2, 3… per registry, never reused,
+/// shown as `#01` in its [`SessionSummary`] lines.
+///
+/// It is not [`Session::id`]: that one is unique in the whole process (it names the session's
+/// threads, its log lines and its `STALLWATCH_SESSION` tag) and exists for every session, in a
+/// registry or not. Two id spaces, two names: the registry speaks of its own numbers only.
+pub type RegistryId = u32;
+
+/// Many supervised sessions, each known by a small [`RegistryId`] (1, 2, 3… per registry).
 ///
 /// The registry spawns sessions from [`SessionBuilder`]s, [`list`](Self::list)s them as one-line
 /// [`SessionSummary`]s, steers them by id with [`control`](Self::control), and hands out the
@@ -55,8 +64,8 @@ const PREVIEW_CHARS: usize = 40;
 /// assert_eq!(registry.control(id, ControlAction::Terminate), ControlAnswer::Ack);
 /// let result = registry.get(id).unwrap().wait();
 /// assert_eq!(result.signal(), Some(15));
-/// assert_eq!(registry.list()[0].state, Lifecycle::Terminated);
-/// assert_eq!(registry.control(id, ControlAction::Kill), ControlAnswer::AlreadyTerminated);
+/// assert_eq!(registry.list()[0].state, Lifecycle::Ended);
+/// assert_eq!(registry.control(id, ControlAction::Kill), ControlAnswer::AlreadyEnded);
 /// assert_eq!(registry.control(7, ControlAction::Kill), ControlAnswer::NoSuchSession);
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -69,8 +78,8 @@ pub struct Registry {
 
 #[derive(Default)]
 struct Inner {
-    next_id: u32,
-    entries: BTreeMap<u32, Entry>,
+    next_id: RegistryId,
+    entries: BTreeMap<RegistryId, Entry>,
 }
 
 struct Entry {
@@ -125,7 +134,7 @@ pub enum ControlAnswer {
     NoSuchSession,
     /// The session has ended, or is being ended by its kill ladder, so the action would change
     /// nothing. (During the ladder, [`ControlAction::Kill`] is still taken: it skips to SIGKILL.)
-    AlreadyTerminated,
+    AlreadyEnded,
     /// The action is invalid (an idle timeout out of range, say); nothing was changed.
     Rejected(String),
 }
@@ -135,7 +144,7 @@ impl fmt::Display for ControlAnswer {
         match self {
             ControlAnswer::Ack => f.write_str("ok"),
             ControlAnswer::NoSuchSession => f.write_str("no such session"),
-            ControlAnswer::AlreadyTerminated => f.write_str("already terminated"),
+            ControlAnswer::AlreadyEnded => f.write_str("already ended"),
             ControlAnswer::Rejected(reason) => write!(f, "rejected: {reason}"),
         }
     }
@@ -150,8 +159,8 @@ impl fmt::Display for ControlAnswer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionSummary {
-    /// The session's id in its registry.
-    pub id: u32,
+    /// The session's id in its registry (not [`Session::id`]).
+    pub id: RegistryId,
     /// The program and its arguments, at most 40 characters (cut with `…`), on one line.
     pub command: String,
     /// Running, in its kill ladder, or ended.
@@ -252,7 +261,7 @@ impl Registry {
     /// # Errors
     ///
     /// Those of [`SessionBuilder::spawn`].
-    pub fn spawn(&self, builder: SessionBuilder) -> io::Result<u32> {
+    pub fn spawn(&self, builder: SessionBuilder) -> io::Result<RegistryId> {
         let command = preview(builder.command());
         // Spawned outside the lock: a spawn forks and starts threads.
         let session = Arc::new(builder.spawn()?);
@@ -274,7 +283,7 @@ impl Registry {
     /// Every session still held, by id.
     pub fn list(&self) -> Vec<SessionSummary> {
         // Summaries are made outside the lock: a session's log path waits for its spill thread.
-        let sessions: Vec<(u32, String, Arc<Session>)> = {
+        let sessions: Vec<(RegistryId, String, Arc<Session>)> = {
             let mut inner = self.inner.lock();
             self.prune(&mut inner);
             inner
@@ -300,7 +309,7 @@ impl Registry {
     /// The session with this id, to [`wait`](Session::wait) on it, take a
     /// [`snapshot`](Session::snapshot) or follow its [`events`](Session::events). `None` when
     /// no session has the id (any more).
-    pub fn get(&self, id: u32) -> Option<Arc<Session>> {
+    pub fn get(&self, id: RegistryId) -> Option<Arc<Session>> {
         let mut inner = self.inner.lock();
         self.prune(&mut inner);
         inner.entries.get(&id).map(|e| e.session.clone())
@@ -309,24 +318,24 @@ impl Registry {
     /// Applies `action` to the session `id`.
     ///
     /// Answers [`NoSuchSession`](ControlAnswer::NoSuchSession) for an unknown id,
-    /// [`AlreadyTerminated`](ControlAnswer::AlreadyTerminated) when the session has ended or
+    /// [`AlreadyEnded`](ControlAnswer::AlreadyEnded) when the session has ended or
     /// its kill ladder is under way (except for `Kill`, which then skips to SIGKILL),
     /// [`Rejected`](ControlAnswer::Rejected) for an idle timeout out of range (with the
     /// [`ConfigError`](crate::ConfigError)'s message), and [`Ack`](ControlAnswer::Ack)
     /// otherwise.
-    pub fn control(&self, id: u32, action: ControlAction) -> ControlAnswer {
+    pub fn control(&self, id: RegistryId, action: ControlAction) -> ControlAnswer {
         let Some(session) = self.get(id) else {
             return ControlAnswer::NoSuchSession;
         };
         let state = if session.try_wait().is_some() {
-            Lifecycle::Terminated
+            Lifecycle::Ended
         } else {
             session.state()
         };
         match (state, action) {
-            (Lifecycle::Terminated, _) => return ControlAnswer::AlreadyTerminated,
+            (Lifecycle::Ended, _) => return ControlAnswer::AlreadyEnded,
             (Lifecycle::Grace, ControlAction::Kill) => {}
-            (Lifecycle::Grace, _) => return ControlAnswer::AlreadyTerminated,
+            (Lifecycle::Grace, _) => return ControlAnswer::AlreadyEnded,
             (Lifecycle::Running, _) => {}
         }
         let rejected = |e: crate::ConfigError| ControlAnswer::Rejected(e.to_string());
@@ -341,7 +350,7 @@ impl Registry {
             }
             ControlAction::Interrupt => session.signal(Signal::INT),
             ControlAction::Terminate => session.terminate(),
-            ControlAction::Kill => session.kill(),
+            ControlAction::Kill => session.start_kill(),
             ControlAction::SetIdleTimeout(timeout) => {
                 if let Err(e) = session.set_idle_timeout(timeout) {
                     return rejected(e);
@@ -354,10 +363,10 @@ impl Registry {
     /// Ends every live session with its kill ladder and waits until all are over; returns
     /// their results by id. Sessions spawned meanwhile are ended too. The finished sessions
     /// stay listed (until pruned).
-    pub fn shutdown_all(&self) -> Vec<(u32, MonitorResult)> {
+    pub fn shutdown_all(&self) -> Vec<(RegistryId, MonitorResult)> {
         let mut ended = Vec::new();
         loop {
-            let live: Vec<(u32, Arc<Session>)> = {
+            let live: Vec<(RegistryId, Arc<Session>)> = {
                 let mut inner = self.inner.lock();
                 self.prune(&mut inner);
                 inner
@@ -393,7 +402,7 @@ impl Registry {
             e.finished_at
                 .is_none_or(|at| now.saturating_duration_since(at) < retention)
         });
-        let mut finished: Vec<(Instant, u32)> = inner
+        let mut finished: Vec<(Instant, RegistryId)> = inner
             .entries
             .iter()
             .filter_map(|(id, e)| e.finished_at.map(|at| (at, *id)))
@@ -451,13 +460,13 @@ mod tests {
             "#03 running uptime=47.2s idle_left=212.8s bytes=8192 log=/tmp/x.log cmd=npm run build"
         );
         summary.id = 123;
-        summary.state = Lifecycle::Terminated;
+        summary.state = Lifecycle::Ended;
         summary.idle_left = None;
         summary.log = None;
         summary.uptime = Duration::from_millis(50);
         assert_eq!(
             summary.to_string(),
-            "#123 terminated uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
+            "#123 ended uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
         );
     }
 }

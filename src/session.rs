@@ -214,7 +214,10 @@ impl Session {
         }
     }
 
-    /// This session's id, unique within the process.
+    /// This session's id, unique within the process (1, 2, 3… in spawn order): it names the
+    /// session's threads (`stallwatch-mon-<id>`), its log lines and its `STALLWATCH_SESSION`
+    /// tag. A [`Registry`](crate::Registry) numbers its sessions on its own: that number is a
+    /// [`RegistryId`](crate::RegistryId), not this.
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -256,9 +259,14 @@ impl Session {
             .send(Control::TerminateWith(ladder.effective()));
     }
 
-    /// Sends SIGKILL to the child's tree now (returns at once). In the middle of a ladder, skips
-    /// straight to its SIGKILL.
-    pub fn kill(&self) {
+    /// Sends SIGKILL to the child's tree now and returns at once, without waiting
+    /// ([`wait`](Self::wait) for the result). In the middle of a ladder, skips straight to its
+    /// SIGKILL. The outcome becomes [`Outcome::Terminated`](crate::Outcome::Terminated)
+    /// `{ forced: true }` unless the run had already ended for another reason.
+    ///
+    /// Named as in process-wrap: `start_kill` only starts the end; to end the tree with the
+    /// ladder and wait for it, call [`terminate`](Self::terminate) then [`wait`](Self::wait).
+    pub fn start_kill(&self) {
         let _ = self.control.send(Control::Kill);
     }
 

@@ -9,9 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
+use stallwatch::parts::DescendantObserver;
 use stallwatch::{
-    ActivitySource, ChildWatchConfig, DescendantObserver, LeftoverPolicy, MonitorConfig, Outcome,
-    Session,
+    ActivitySource, ChildWatchConfig, LeftoverPolicy, MonitorConfig, Outcome, Session,
 };
 
 fn config(idle: Duration) -> MonitorConfig {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Marker, assert_no_leak, poll_until};
+use stallwatch::parts::{ActivityBoard, FileActivityTracker};
 use stallwatch::{
-    ActivityBoard, ActivitySource, FileActivityTracker, FileWatchConfig, MockClock, MonitorConfig,
-    Outcome, Session, SystemClock,
+    ActivitySource, FileWatchConfig, MockClock, MonitorConfig, Outcome, Session, SystemClock,
 };
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -193,14 +193,8 @@ fn a_root_that_is_a_file_is_unavailable_not_active() {
         fs::write(tmp.path().join(".agent"), "I am a file").unwrap();
         let b = board();
         let _t = tracker(tmp.path(), &b, scan);
-        let snapshot = b.snapshot();
-        let files = snapshot
-            .sources
-            .iter()
-            .find(|s| s.source == ActivitySource::Files)
-            .unwrap();
-        assert!(files.enabled);
-        assert!(!files.available);
+        assert!(b.is_enabled(ActivitySource::Files));
+        assert!(!b.is_available(ActivitySource::Files));
         stays(&b, 0, "a root that is a file");
     });
 }

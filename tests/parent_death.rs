@@ -66,7 +66,7 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
     }
     let pids: Vec<u32> = marker.pids().iter().map(|p| p.pid).collect();
     assert_eq!(pids, vec![session.pid()]);
-    session.kill();
+    session.start_kill();
     let result = session.wait();
     assert_eq!(result.signal(), Some(9));
     assert_no_leak(&marker);

@@ -120,11 +120,10 @@ fn summaries_of_several_live_sessions_display_as_one_line_each() {
     let after = registry.list();
     assert_eq!(after.len(), 3, "finished sessions stay listed");
     for s in &after {
-        assert_eq!(s.state, Lifecycle::Terminated);
+        assert_eq!(s.state, Lifecycle::Ended);
         assert_eq!(s.idle_left, None);
         assert!(
-            s.to_string()
-                .contains(" terminated uptime=47.2s idle_left=- "),
+            s.to_string().contains(" ended uptime=47.2s idle_left=- "),
             "{s}"
         );
     }
@@ -290,7 +289,7 @@ fn interrupt_terminate_and_kill_by_id() {
         for action in actions {
             assert_eq!(
                 registry.control(id, action),
-                ControlAnswer::AlreadyTerminated,
+                ControlAnswer::AlreadyEnded,
                 "#{id} {action:?}"
             );
         }
@@ -342,7 +341,7 @@ fn during_the_ladder_only_kill_is_taken() {
     ] {
         assert_eq!(
             registry.control(id, action),
-            ControlAnswer::AlreadyTerminated,
+            ControlAnswer::AlreadyEnded,
             "{action:?}"
         );
     }
@@ -497,12 +496,7 @@ fn sessions_spawned_from_several_threads_are_all_shut_down() {
     for (_, result) in &ended {
         assert_eq!(result.outcome, Outcome::Terminated { forced: false });
     }
-    assert!(
-        registry
-            .list()
-            .iter()
-            .all(|s| s.state == Lifecycle::Terminated)
-    );
+    assert!(registry.list().iter().all(|s| s.state == Lifecycle::Ended));
     assert!(registry.shutdown_all().is_empty(), "nothing left to end");
     assert_no_leak(&m);
 }
@@ -534,7 +528,7 @@ fn the_registry_lock_is_not_held_while_shutdown_waits() {
             == Lifecycle::Grace));
         assert_eq!(
             registry.control(id, ControlAction::Interrupt),
-            ControlAnswer::AlreadyTerminated
+            ControlAnswer::AlreadyEnded
         );
         assert!(!shutdown.is_finished());
         assert!(clock.wait_for_timers(1, HANDSHAKE));

@@ -125,7 +125,7 @@ fn keepalive_with_an_invalid_timeout_is_refused_without_change() {
         .expect_err("zero is out of range");
     assert!(err.to_string().contains("idle_timeout"), "{err}");
     assert!(session.try_wait().is_none());
-    session.kill();
+    session.start_kill();
     let result = common::wait_generously(&session);
     assert_eq!(result.signal(), Some(9));
     assert_no_leak(&marker);

@@ -100,7 +100,7 @@ impl CapturedStream {
 }
 
 /// The marker between head and tail.
-pub fn omission_marker(omitted: u64) -> String {
+pub(crate) fn omission_marker(omitted: u64) -> String {
     format!("\n[stallwatch: {omitted} bytes omitted]\n")
 }
 

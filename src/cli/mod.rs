@@ -4,6 +4,7 @@
 //! Only the binary uses these modules (`mod cli;` in `src/main.rs`).
 
 pub(crate) mod events;
+pub(crate) mod human;
 pub(crate) mod options;
 pub(crate) mod reaper;
 pub(crate) mod report;

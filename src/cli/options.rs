@@ -14,9 +14,11 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
-    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, HumanDuration, KillLadder,
-    LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, KillLadder, LeftoverPolicy,
+    MonitorConfig, Signal,
 };
+
+use super::human::HumanDuration;
 
 /// The separator of several values in one environment variable (`--watch`, `--exclude`).
 pub(crate) const ENV_LIST_SEPARATOR: char = ':';
@@ -99,7 +101,7 @@ EXAMPLES
     override_usage = "stallwatch [OPTIONS] -- PROGRAM [ARGS]..."
 )]
 pub(crate) struct Cli {
-    /// End the program when every signal (output, files, children) has been quiet this long.
+    /// End the program when every source (output, files, children) has been quiet this long.
     ///
     /// Durations: 1500ms, 30s, 5m, 1h30m (a bare number is seconds); 1ms to 7 days.
     /// Example: -i 10m

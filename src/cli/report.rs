@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use stallwatch::{
-    ActivitySource, EXIT_INTERNAL, HumanDuration, MonitorConfig, MonitorResult, Outcome, Signal,
-};
+use stallwatch::{ActivitySource, EXIT_INTERNAL, MonitorConfig, MonitorResult, Outcome, Signal};
 
+use super::human::HumanDuration;
 use super::signals::Received;
 
 /// How stallwatch ends.
@@ -229,11 +228,11 @@ pub(crate) struct Report {
     pub(crate) received_signal: Option<String>,
     /// From the spawn to the end of the run.
     pub(crate) duration_ms: u64,
-    /// How long each signal had been idle at the end; null when it was turned off.
+    /// How long each source had been idle at the end; null when it was turned off.
     pub(crate) idle_ms: IdleMs,
-    /// How many activity events each signal recorded; null when it was turned off.
+    /// How many activity events each source recorded; null when it was turned off.
     pub(crate) activity_count: ActivityCount,
-    /// What the signals that were on could not observe: every watched folder that could not
+    /// What the sources that were on could not observe: every watched folder that could not
     /// be watched (or a watched path that is a file), with why and for how long.
     pub(crate) unavailable: Vec<Unavailable>,
     /// The kill ladder, when one ran.
@@ -267,7 +266,7 @@ pub(crate) struct Report {
     pub(crate) stallwatch_version: &'static str,
 }
 
-/// Milliseconds each signal had been idle.
+/// Milliseconds each source had been idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub(crate) struct IdleMs {
     pub(crate) output: Option<u64>,
@@ -275,7 +274,7 @@ pub(crate) struct IdleMs {
     pub(crate) children: Option<u64>,
 }
 
-/// Activity events per signal.
+/// Activity events per source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub(crate) struct ActivityCount {
     pub(crate) output: Option<u64>,
@@ -283,12 +282,12 @@ pub(crate) struct ActivityCount {
     pub(crate) children: Option<u64>,
 }
 
-/// Something a signal could not observe.
+/// Something a source could not observe.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Unavailable {
-    /// The signal (`files`).
+    /// The source (`files`).
     pub(crate) source: &'static str,
-    /// The path that was not watched, or null when the whole signal observed nothing.
+    /// The path that was not watched, or null when the whole source observed nothing.
     pub(crate) path: Option<String>,
     /// Why, as the system said it, or null.
     pub(crate) reason: Option<String>,

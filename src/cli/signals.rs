@@ -188,7 +188,7 @@ impl SignalHandling {
                     } else if number == Sig::INT.as_raw() {
                         log::info!("second INT: killing the child's tree now");
                         received.forced.store(true, Ordering::Release);
-                        session.kill();
+                        session.start_kill();
                     } else {
                         log::info!("received {signal} again; the ladder goes on");
                     }

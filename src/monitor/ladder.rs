@@ -19,7 +19,7 @@ use crate::process::{self, sys};
 use crate::sources::children::{DescendantObserver, Identity};
 
 /// The process operations the ladder needs: the operating system in a session
-/// ([`OsProcesses`]), a fake in the unit tests. As `signals/children.rs` does with its
+/// ([`OsProcesses`]), a fake in the unit tests. As `sources/children.rs` does with its
 /// `ProcessSource`.
 pub(crate) trait ProcessLayer {
     /// Sends `signal` to every member of process group `pgid`.

@@ -474,7 +474,7 @@ fn register_pipes(id: u64, pipes: &[StreamPipe]) {
     );
 }
 
-/// The observer always runs: besides descendant CPU (when that signal is on) it remembers
+/// The observer always runs: besides descendant CPU (when that source is on) it remembers
 /// the escapees the ladder must reach.
 fn start_observer(
     pid: i32,

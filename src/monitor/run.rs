@@ -504,9 +504,7 @@ impl Monitor {
     }
 
     fn start_drain(&mut self, now: Instant) {
-        self.shared
-            .phase
-            .store(Lifecycle::TERMINATED, Ordering::Release);
+        self.shared.phase.store(Lifecycle::ENDED, Ordering::Release);
         // The ladder is done (or was not needed): now the leader may be reaped.
         self.reap();
         self.emitter.lifecycle(Event::Exited {

@@ -1,4 +1,4 @@
-//! The descendant-CPU signal: [`DescendantObserver`] samples the CPU time of the child's
+//! The children source (descendant CPU): [`DescendantObserver`] samples the CPU time of the child's
 //! descendants and says whether real work happened between two samples.
 //!
 //! Rules (see the crate docs):
@@ -253,12 +253,13 @@ pub(crate) struct Identity {
 /// Samples the CPU time of a process's descendants and tells real work from mere existence.
 ///
 /// Usable on its own; a [`Session`](crate::Session) runs one from its monitor thread every
-/// check interval when the children signal is on (the default).
+/// check interval when the children source is on (the default).
 ///
 /// ```
 /// use std::process::Command;
 /// use std::time::{Duration, Instant};
-/// use stallwatch::{ChildWatchConfig, DescendantObserver};
+/// use stallwatch::ChildWatchConfig;
+/// use stallwatch::parts::DescendantObserver;
 ///
 /// let mut child = Command::new("sh")
 ///     .args(["-c", "sleep 5 & wait"])

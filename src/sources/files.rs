@@ -1,4 +1,4 @@
-//! The file signal: [`FileActivityTracker`] stamps the board when files under the watched roots
+//! The files source: [`FileActivityTracker`] stamps the board when files under the watched roots
 //! are created, modified, renamed or removed.
 //!
 //! Normal mode uses `notify`'s recommended watcher (inotify on Linux, FSEvents on macOS); its
@@ -324,13 +324,14 @@ enum RootState {
 /// [`ActivityBoard`].
 ///
 /// Usable on its own; [`Session`](crate::Session) starts one for every session whose
-/// [`MonitorConfig`](crate::MonitorConfig) has the file signal on (the default, root
+/// [`MonitorConfig`](crate::MonitorConfig) has the files source on (the default, root
 /// `.agent` in the child's working directory). Dropping the tracker stops it.
 ///
 /// ```
 /// use std::sync::Arc;
 /// use std::time::{Duration, Instant};
-/// use stallwatch::{ActivityBoard, ActivitySource, FileActivityTracker, FileWatchConfig, SystemClock};
+/// use stallwatch::parts::{ActivityBoard, FileActivityTracker};
+/// use stallwatch::{ActivitySource, FileWatchConfig, SystemClock};
 ///
 /// let workspace = tempfile::tempdir()?;
 /// let board = Arc::new(ActivityBoard::new(Arc::new(SystemClock)));
@@ -373,7 +374,7 @@ impl FileActivityTracker {
     /// period, used only in the fallback mode.
     ///
     /// A root that does not exist is normal (picked up when created); a root that is not a
-    /// folder is logged and the signal marked unavailable on the board.
+    /// folder is logged and the source marked unavailable on the board.
     ///
     /// # Errors
     ///
@@ -572,7 +573,7 @@ impl Worker {
     fn fall_back(&mut self, why: &str) {
         if !self.scanning.swap(true, Ordering::AcqRel) {
             log::warn!(
-                "file signal: stat-scanning {:?} every {:?} ({why})",
+                "files source: stat-scanning {:?} every {:?} ({why})",
                 self.filter.roots,
                 self.scan_interval
             );
@@ -741,7 +742,7 @@ impl Worker {
                         if let Some(watcher) = self.watcher.as_mut() {
                             let _ = watcher.unwatch(&watched_as);
                             if let Err(e) = watcher.watch(&parent, RecursiveMode::NonRecursive) {
-                                log::debug!("file signal: watching {}: {e}", parent.display());
+                                log::debug!("files source: watching {}: {e}", parent.display());
                             }
                         }
                         RootState::Unwatchable(parent)
@@ -757,7 +758,7 @@ impl Worker {
         let now = self.board.clock().now();
         if self.gaps.open(failed, reason.clone(), now) {
             log::warn!(
-                "file signal: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
+                "files source: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
                 failed.display(),
                 self.scan_interval
             );
@@ -814,7 +815,7 @@ impl Worker {
                     let reason = e.to_string();
                     if self.gaps.open(dir, reason.clone(), now) {
                         log::warn!(
-                            "file signal: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
+                            "files source: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
                             dir.display(),
                             self.scan_interval
                         );
@@ -857,7 +858,7 @@ impl Worker {
 
     fn warn_once(&mut self, root: &Path, why: &str) {
         if !self.warned.iter().any(|w| w == root) {
-            log::warn!("file signal unavailable for {}: {why}", root.display());
+            log::warn!("files source unavailable for {}: {why}", root.display());
             self.warned.push(root.to_path_buf());
         }
     }
@@ -949,7 +950,7 @@ impl Worker {
         for (path, reason) in unreadable {
             if self.gaps.open(&path, reason.clone(), at) {
                 log::warn!(
-                    "file signal: cannot read {} ({reason}); looking again every {:?}",
+                    "files source: cannot read {} ({reason}); looking again every {:?}",
                     path.display(),
                     self.scan_interval
                 );

@@ -1,4 +1,4 @@
-//! Activity sources: each one only stamps the [`ActivityBoard`](crate::ActivityBoard).
+//! Activity sources: each one only stamps the [`ActivityBoard`](crate::parts::ActivityBoard).
 
 pub(crate) mod children;
 pub(crate) mod files;

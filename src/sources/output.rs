@@ -1,4 +1,4 @@
-//! The output signal: [`ActivityTrackingReader`] and the reader threads that pump the child's
+//! The output source: [`ActivityTrackingReader`] and the reader threads that pump the child's
 //! stdout and stderr into caller-chosen [`OutputSink`]s.
 
 use std::fmt;
@@ -16,7 +16,8 @@ use crate::activity::{ActivityBoard, ActivitySource};
 /// ```
 /// use std::io::Read;
 /// use std::sync::Arc;
-/// use stallwatch::{ActivityBoard, ActivitySource, ActivityTrackingReader, MockClock};
+/// use stallwatch::parts::{ActivityBoard, ActivityTrackingReader};
+/// use stallwatch::{ActivitySource, MockClock};
 ///
 /// let board = Arc::new(ActivityBoard::new(Arc::new(MockClock::new())));
 /// let mut reader = ActivityTrackingReader::new(&b"no newline"[..], board.clone());
