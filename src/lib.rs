@@ -246,14 +246,18 @@ mod clock;
 mod config;
 mod contract;
 mod environment;
+mod error;
 mod events;
 mod monitor;
 mod outcome;
+mod own_files;
 mod process;
 mod registry;
 mod retry;
 mod session;
+mod signal;
 mod sources;
+mod stream;
 mod verdict;
 
 /// The README's Rust examples, compiled as doctests.
@@ -266,19 +270,22 @@ pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot, omission_marker};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ConfigError, EventConfig, FileWatchConfig, HARD_TIMEOUT_RANGE,
-    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, EventConfig, FileWatchConfig, HARD_TIMEOUT_RANGE,
+    IDLE_TIMEOUT_RANGE, KillLadder, KillStep, LeftoverPolicy, MonitorConfig,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
+pub use error::ConfigError;
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    HumanDuration, MonitorResult, Outcome, SourceIdle, StaleReport,
+    HumanDuration, MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
+pub use signal::Signal;
 pub use sources::children::{ChildrenSample, DescendantObserver};
-pub use sources::files::{FileActivityTracker, Unwatched};
-pub use sources::output::{ActivityTrackingReader, OutputSink, Stream};
+pub use sources::files::FileActivityTracker;
+pub use sources::output::{ActivityTrackingReader, OutputSink};
+pub use stream::Stream;

@@ -12,8 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
-use crate::sources::files::OwnFiles;
-use crate::sources::output::Stream;
+use crate::own_files::OwnFiles;
+use crate::stream::Stream;
 
 /// A complete log of one stream.
 #[derive(Debug, Clone, PartialEq, Eq)]

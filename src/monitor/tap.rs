@@ -10,7 +10,7 @@ use crate::capture::Recorder;
 use crate::capture::spill::{LogFile, SpillReport};
 use crate::events::Emitter;
 use crate::process::sys;
-use crate::sources::output::Stream;
+use crate::stream::Stream;
 
 /// One output stream as the monitor sees it.
 pub(super) struct StreamSlot {
