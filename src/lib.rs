@@ -238,6 +238,7 @@
 //! - **Dropping** a running [`Session`] starts the ladder in the background.
 //!
 //! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
+#![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod activity;

@@ -8,3 +8,4 @@ pub(crate) mod options;
 pub(crate) mod reaper;
 pub(crate) mod report;
 pub(crate) mod signals;
+pub(crate) mod sys;

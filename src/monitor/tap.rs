@@ -109,7 +109,7 @@ impl Tap {
                 || slot
                     .peek
                     .as_ref()
-                    .is_none_or(|fd| rustix::io::ioctl_fionread(fd).is_ok_and(|n| n == 0))
+                    .is_none_or(|fd| crate::process::sys::unread_bytes(fd).is_ok_and(|n| n == 0))
         })
     }
 

@@ -402,12 +402,9 @@ struct Worker {
 fn is_out_of_watches(error: &notify::Error) -> bool {
     match &error.kind {
         notify::ErrorKind::MaxFilesWatch => true,
-        notify::ErrorKind::Io(e) => matches!(
-            e.raw_os_error(),
-            Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error()
-                || code == rustix::io::Errno::MFILE.raw_os_error()
-                || code == rustix::io::Errno::NFILE.raw_os_error()
-        ),
+        notify::ErrorKind::Io(e) => e
+            .raw_os_error()
+            .is_some_and(crate::process::sys::is_watch_limit_error),
         _ => false,
     }
 }

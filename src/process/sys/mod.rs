@@ -1,9 +1,14 @@
 //! Every operating-system call stallwatch makes, in one place (Unix, through `rustix`).
 //!
-//! The only `unsafe` in the crate is here: [`configure_command`]'s `pre_exec` hook.
+//! No other module of the library uses `rustix` (nor `libc` or `nix`); the command has its own
+//! door, `src/cli/sys.rs`.
+//! The only `unsafe` in the crate is here: [`configure_command`]'s `pre_exec` hook, the one
+//! block allowed under the crate's `#![deny(unsafe_code)]`.
 
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
@@ -103,6 +108,37 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
         .map(|(_, s)| s.as_raw())
 }
 
+/// `O_NOFOLLOW`, for [`OpenOptionsExt::custom_flags`](std::os::unix::fs::OpenOptionsExt):
+/// the open fails when the last part of the path is a symbolic link.
+pub(crate) const O_NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+
+/// Whether this process may create and open files in folder `dir` (`access(W_OK | X_OK)`,
+/// with the real user id, as the folder's permission bits and ACLs say).
+pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
+    rustix::fs::access(
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Whether a raw OS error code says a system-wide or per-process limit was hit while adding a
+/// watch: `ENOSPC` (inotify's watch limit), `EMFILE` or `ENFILE` (open files).
+pub(crate) fn is_watch_limit_error(code: i32) -> bool {
+    [
+        rustix::io::Errno::NOSPC,
+        rustix::io::Errno::MFILE,
+        rustix::io::Errno::NFILE,
+    ]
+    .iter()
+    .any(|errno| errno.raw_os_error() == code)
+}
+
+/// How many bytes sit unread in the pipe (or socket) `fd` reads (`FIONREAD`).
+pub(crate) fn unread_bytes(fd: impl AsFd) -> io::Result<u64> {
+    rustix::io::ioctl_fionread(fd).map_err(io::Error::from)
+}
+
 /// The effective user id of this process.
 pub(crate) fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
@@ -194,6 +230,7 @@ pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool
         // work is allowed. It makes two raw system calls through rustix (prctl and getppid), and
         // builds an `io::Error` from a raw OS code, which does not allocate. It touches no lock
         // and no memory shared with other threads.
+        #[allow(unsafe_code)] // the crate's one `unsafe` (lib.rs denies it everywhere else)
         unsafe {
             command.pre_exec(move || {
                 rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;
