@@ -34,7 +34,7 @@ impl ActivitySource {
         ActivitySource::Keepalive,
     ];
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         match self {
             ActivitySource::Output => 0,
             ActivitySource::Files => 1,
@@ -68,8 +68,13 @@ struct Slot {
     /// Nanoseconds after the board's origin of the latest stamp (0: none yet).
     last: AtomicU64,
     count: AtomicU64,
-    /// 1 + nanoseconds after the origin of the latest `Activity` event (0: none yet).
-    last_event: AtomicU64,
+}
+
+/// Told of every stamp on an [`ActivityBoard`], on the stamping thread, right after the stamp
+/// is recorded. Must not block (the `Activity` events are its one implementation).
+pub(crate) trait StampObserver: Send + Sync {
+    /// `source` was stamped at `at` after the board's origin.
+    fn stamped(&self, source: ActivitySource, at: Duration);
 }
 
 /// The latest activity of every source, stamped lock-free from any thread.
@@ -80,8 +85,8 @@ pub struct ActivityBoard {
     clock: Arc<dyn Clock>,
     origin: Instant,
     slots: [Slot; ActivitySource::ALL.len()],
-    /// Where `Activity` events go, and at most how often per source (nanoseconds).
-    events: OnceLock<(Arc<crate::events::Emitter>, u64)>,
+    /// Who hears of every stamp (the `Activity` events), once set.
+    observer: OnceLock<Arc<dyn StampObserver>>,
 }
 
 impl fmt::Debug for ActivityBoard {
@@ -100,7 +105,7 @@ impl ActivityBoard {
             clock,
             origin,
             slots: Default::default(),
-            events: OnceLock::new(),
+            observer: OnceLock::new(),
         };
         board.set_enabled(ActivitySource::Keepalive, true);
         board
@@ -138,26 +143,14 @@ impl ActivityBoard {
         let slot = &self.slots[source.index()];
         slot.last.fetch_max(nanos, Ordering::AcqRel);
         slot.count.fetch_add(1, Ordering::Relaxed);
-        if let Some((emitter, throttle)) = self.events.get() {
-            let previous = slot.last_event.load(Ordering::Relaxed);
-            let due =
-                previous == 0 || nanos.saturating_add(1) >= previous.saturating_add(*throttle);
-            if due
-                && slot
-                    .last_event
-                    .compare_exchange(previous, nanos + 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                emitter.best_effort(crate::events::Event::Activity { source });
-            }
+        if let Some(observer) = self.observer.get() {
+            observer.stamped(source, Duration::from_nanos(nanos));
         }
     }
 
-    /// Sends rate-limited `Activity` events to `emitter` from now on.
-    pub(crate) fn send_events(&self, emitter: Arc<crate::events::Emitter>, throttle: Duration) {
-        let _ = self
-            .events
-            .set((emitter, crate::clock::saturating_nanos(throttle)));
+    /// Tells `observer` of every stamp from now on (the first observer set stays).
+    pub(crate) fn observe(&self, observer: Arc<dyn StampObserver>) {
+        let _ = self.observer.set(observer);
     }
 
     /// The instant of the latest stamp of `source` (the origin when there was none).

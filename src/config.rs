@@ -1,75 +1,12 @@
 //! Configuration: [`MonitorConfig`], the [`KillLadder`], and validation into [`ConfigError`].
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
-/// A Unix signal that stallwatch can send, by number (`Signal::TERM`, `"INT".parse()`, `"15".parse()`).
-///
-/// Only the standard signals 1..=31 are accepted; real-time signals are reserved by libc.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Signal(i32);
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-impl Signal {
-    /// SIGHUP.
-    pub const HUP: Signal = Signal(crate::process::sys::SIGHUP);
-    /// SIGINT.
-    pub const INT: Signal = Signal(crate::process::sys::SIGINT);
-    /// SIGQUIT.
-    pub const QUIT: Signal = Signal(crate::process::sys::SIGQUIT);
-    /// SIGKILL: cannot be caught; always the last step of a ladder.
-    pub const KILL: Signal = Signal(crate::process::sys::SIGKILL);
-    /// SIGTERM: the default first step of the ladder.
-    pub const TERM: Signal = Signal(crate::process::sys::SIGTERM);
-    /// SIGUSR1.
-    pub const USR1: Signal = Signal(crate::process::sys::SIGUSR1);
-    /// SIGUSR2.
-    pub const USR2: Signal = Signal(crate::process::sys::SIGUSR2);
-
-    /// The signal with this number, if this platform has it among the standard signals.
-    pub fn from_number(number: i32) -> Option<Signal> {
-        crate::process::sys::signal_is_known(number).then_some(Signal(number))
-    }
-
-    /// The signal number.
-    pub fn number(self) -> i32 {
-        self.0
-    }
-
-    /// The short name without the `SIG` prefix (`"TERM"`), or the number for an unnamed one.
-    pub fn name(self) -> String {
-        crate::process::sys::signal_name(self.0)
-            .map(str::to_owned)
-            .unwrap_or_else(|| self.0.to_string())
-    }
-}
-
-impl fmt::Display for Signal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
-impl FromStr for Signal {
-    type Err = ConfigError;
-
-    /// Accepts `TERM`, `SIGTERM`, `term` or `15`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || ConfigError::InvalidSignal {
-            value: s.to_owned(),
-        };
-        let t = s.trim();
-        if let Ok(n) = t.parse::<i32>() {
-            return Signal::from_number(n).ok_or_else(bad);
-        }
-        let upper = t.to_ascii_uppercase();
-        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-        crate::process::sys::signal_by_name(name)
-            .map(Signal)
-            .ok_or_else(bad)
-    }
-}
+use crate::error::ConfigError;
+use crate::signal::Signal;
 
 /// One step of the [`KillLadder`]: send `signal` to the whole tree, then wait up to `grace` for
 /// it to end before the next step.
@@ -496,6 +433,51 @@ impl FileWatchConfig {
     }
 }
 
+/// The compiled [`include`](FileWatchConfig::include) and
+/// [`exclude`](FileWatchConfig::exclude) globs, as the file tracker matches them.
+#[derive(Debug, Clone)]
+pub(crate) struct FileGlobs {
+    /// `None` when no include glob is given: every file counts.
+    pub(crate) include: Option<GlobSet>,
+    pub(crate) exclude: GlobSet,
+}
+
+impl FileWatchConfig {
+    /// Compiles the include and exclude globs (matched against the path relative to its root
+    /// and against the file name; `*` crosses `/`).
+    pub(crate) fn globs(&self) -> Result<FileGlobs, ConfigError> {
+        let include = if self.include.is_empty() {
+            None
+        } else {
+            Some(compile_globs("files.include", &self.include)?)
+        };
+        Ok(FileGlobs {
+            include,
+            exclude: compile_globs("files.exclude", &self.exclude)?,
+        })
+    }
+}
+
+fn compile_globs(field: &'static str, patterns: &[String]) -> Result<GlobSet, ConfigError> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| ConfigError::InvalidGlob {
+                field,
+                pattern: pattern.clone(),
+                reason: e.kind().to_string(),
+            })?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| ConfigError::InvalidGlob {
+        field,
+        pattern: patterns.join(" "),
+        reason: e.to_string(),
+    })
+}
+
 /// Everything that decides when a supervised child is stale and how it is ended.
 ///
 /// Build it with `Default` and the consuming builder methods; [`validate`](Self::validate) is
@@ -768,7 +750,7 @@ impl MonitorConfig {
             CONFIRM_RANGE.1,
         )?;
         if self.enabled.files {
-            crate::sources::files::validate_globs(&self.files)?;
+            self.files.globs()?;
         }
         let t = self.children.cpu_threshold;
         if !(t > 0.0 && t <= 64.0) {
@@ -809,125 +791,6 @@ pub(crate) fn validate_idle_timeout(timeout: Duration) -> Result<(), ConfigError
         IDLE_TIMEOUT_RANGE.1,
     )
 }
-
-/// An invalid setting. The message names the field and what it accepts.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// A duration outside its accepted range.
-    OutOfRange {
-        /// The field, as named in [`MonitorConfig`].
-        field: &'static str,
-        /// The rejected value.
-        value: Duration,
-        /// Smallest accepted value.
-        min: Duration,
-        /// Largest accepted value.
-        max: Duration,
-    },
-    /// The kill ladder has no step.
-    EmptyLadder,
-    /// SIGKILL appears before the last step of the ladder (nothing can follow it).
-    KillBeforeEnd {
-        /// Index of the offending step.
-        step: usize,
-    },
-    /// A signal name or number that is not a standard signal.
-    InvalidSignal {
-        /// The rejected text.
-        value: String,
-    },
-    /// A size outside its accepted range.
-    SizeOutOfRange {
-        /// The field.
-        field: &'static str,
-        /// The rejected value.
-        value: usize,
-        /// Smallest accepted value.
-        min: usize,
-        /// Largest accepted value.
-        max: usize,
-    },
-    /// A fraction outside 0 < f < 1.
-    InvalidFraction {
-        /// The field.
-        field: &'static str,
-        /// The rejected value.
-        value: f64,
-    },
-    /// A CPU threshold outside 0 < t <= 64 (cores), or not a number.
-    InvalidThreshold {
-        /// The rejected value.
-        value: f64,
-    },
-    /// A glob that does not parse.
-    InvalidGlob {
-        /// `files.include` or `files.exclude`.
-        field: &'static str,
-        /// The rejected pattern.
-        pattern: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::OutOfRange {
-                field,
-                value,
-                min,
-                max,
-            } => write!(
-                f,
-                "{field} is {value:?}, but it must be between {min:?} and {max:?}"
-            ),
-            ConfigError::EmptyLadder => f.write_str(
-                "kill_ladder is empty: it needs at least one (signal, grace) step \
-                 (use KillLadder::immediate() for SIGKILL at once)",
-            ),
-            ConfigError::KillBeforeEnd { step } => write!(
-                f,
-                "kill_ladder step {step} is SIGKILL, but SIGKILL may only be the last step"
-            ),
-            ConfigError::InvalidSignal { value } => write!(
-                f,
-                "signal {value:?} is not a standard signal: use a name like TERM, INT, HUP \
-                 (with or without SIG) or a number from 1 to 31"
-            ),
-            ConfigError::SizeOutOfRange {
-                field,
-                value,
-                min,
-                max,
-            } => write!(
-                f,
-                "{field} is {value}, but it must be between {min} and {max}"
-            ),
-            ConfigError::InvalidFraction { field, value } => write!(
-                f,
-                "{field} is {value}, but it must be a fraction between 0 and 1 (exclusive)"
-            ),
-            ConfigError::InvalidThreshold { value } => write!(
-                f,
-                "children.cpu_threshold is {value}, but it must be a fraction of one core \
-                 greater than 0 and at most 64 (0.05 = 5 %)"
-            ),
-            ConfigError::InvalidGlob {
-                field,
-                pattern,
-                reason,
-            } => write!(
-                f,
-                "{field} pattern {pattern:?} is not a valid glob ({reason}): use patterns like \
-                 *.md, notes/**, **/*.tmp"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 #[cfg(test)]
 mod tests {
@@ -1010,6 +873,16 @@ mod tests {
         explicit_kill.validate().unwrap();
         assert_eq!(explicit_kill.kill_ladder.effective().len(), 2);
         assert_eq!(KillLadder::immediate().effective().len(), 1);
+    }
+
+    #[test]
+    fn bad_glob_names_field_and_pattern() {
+        let config = FileWatchConfig {
+            exclude: vec!["a[".into()],
+            ..FileWatchConfig::default()
+        };
+        let err = config.globs().unwrap_err().to_string();
+        assert!(err.contains("files.exclude") && err.contains("a["), "{err}");
     }
 
     #[test]

@@ -10,10 +10,12 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use crate::capture::Recorder;
-use crate::config::{KillStep, Signal};
+use crate::config::KillStep;
 use crate::events::Emitter;
 use crate::outcome::MonitorResult;
-use crate::sources::output::{PumpState, Stream};
+use crate::signal::Signal;
+use crate::sources::output::PumpState;
+use crate::stream::Stream;
 
 /// What the session and the monitor thread share.
 pub(crate) struct Shared {

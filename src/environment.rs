@@ -250,7 +250,7 @@ fn seed_file(root: &Path, source: &Path, relative: &Path, destination: &Path) ->
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags(crate::process::sys::O_NOFOLLOW)
         .open(destination)?;
     // An existing file keeps its mode through `open`: make it exact.
     output.set_permissions(fs::Permissions::from_mode(0o600))?;

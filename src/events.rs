@@ -1,15 +1,16 @@
 //! The event stream: [`Event`] and the emitter that never blocks the child or the readers.
 
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use crate::activity::ActivitySource;
-use crate::config::Signal;
+use crate::activity::{ActivitySource, StampObserver};
 use crate::outcome::Outcome;
-use crate::sources::output::Stream;
+use crate::signal::Signal;
+use crate::stream::Stream;
 
 /// Something that happened to a supervised child, in order.
 ///
@@ -127,6 +128,44 @@ impl Emitter {
     }
 }
 
+/// Turns board stamps into `Activity` events, at most one per source per throttle interval.
+#[derive(Debug)]
+pub(crate) struct ActivityEvents {
+    emitter: Arc<Emitter>,
+    /// The throttle interval, in nanoseconds.
+    throttle: u64,
+    /// Per source (board order), 1 + nanoseconds after the board's origin of the latest
+    /// `Activity` event (0: none yet).
+    last: [AtomicU64; ActivitySource::ALL.len()],
+}
+
+impl ActivityEvents {
+    pub(crate) fn new(emitter: Arc<Emitter>, throttle: Duration) -> Self {
+        Self {
+            emitter,
+            throttle: crate::clock::saturating_nanos(throttle),
+            last: Default::default(),
+        }
+    }
+}
+
+impl StampObserver for ActivityEvents {
+    fn stamped(&self, source: ActivitySource, at: Duration) {
+        let nanos = crate::clock::saturating_nanos(at);
+        let last = &self.last[source.index()];
+        let previous = last.load(Ordering::Relaxed);
+        let due =
+            previous == 0 || nanos.saturating_add(1) >= previous.saturating_add(self.throttle);
+        if due
+            && last
+                .compare_exchange(previous, nanos + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.emitter.best_effort(Event::Activity { source });
+        }
+    }
+}
+
 /// Where the last complete UTF-8 character of `bytes` ends (an incomplete sequence at the end
 /// is left for the next chunk; invalid bytes are not held back).
 pub(crate) fn utf8_cut(bytes: &[u8]) -> usize {
@@ -169,6 +208,34 @@ mod tests {
         e.lifecycle(Event::Closed);
         let rx = e.receiver();
         assert_eq!(rx.try_iter().last(), Some(Event::Closed));
+    }
+
+    #[test]
+    fn activity_events_are_throttled_per_source() {
+        let emitter = Arc::new(Emitter::new(100));
+        let rx = emitter.receiver();
+        let events = ActivityEvents::new(emitter, Duration::from_secs(1));
+        let ms = Duration::from_millis;
+        events.stamped(ActivitySource::Output, ms(0)); // the first one always goes
+        events.stamped(ActivitySource::Output, ms(500)); // within the interval: none
+        events.stamped(ActivitySource::Files, ms(500)); // another source: its own interval
+        events.stamped(ActivitySource::Output, ms(999));
+        events.stamped(ActivitySource::Output, ms(1000)); // one interval later
+        let sources: Vec<_> = rx
+            .try_iter()
+            .map(|e| match e {
+                Event::Activity { source } => source,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            sources,
+            [
+                ActivitySource::Output,
+                ActivitySource::Files,
+                ActivitySource::Output
+            ]
+        );
     }
 
     #[test]

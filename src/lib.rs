@@ -269,6 +269,7 @@
 //!   process-wide [`Session::id`].
 //!
 //! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
+#![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod activity;
@@ -277,14 +278,18 @@ mod clock;
 mod config;
 mod contract;
 mod environment;
+mod error;
 mod events;
 mod monitor;
 mod outcome;
+mod own_files;
 mod process;
 mod registry;
 mod retry;
 mod session;
+mod signal;
 mod sources;
+mod stream;
 mod verdict;
 
 /// The README's Rust examples, compiled as doctests.
@@ -299,18 +304,20 @@ pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ConfigError, EventConfig, FileWatchConfig, KillLadder,
-    KillStep, LeftoverPolicy, MonitorConfig, Signal,
+    CaptureConfig, ChildWatchConfig, EventConfig, FileWatchConfig, KillLadder, KillStep,
+    LeftoverPolicy, MonitorConfig,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
+pub use error::ConfigError;
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    MonitorResult, Outcome, SourceIdle, StaleReport,
+    MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
-pub use sources::files::Unwatched;
-pub use sources::output::{OutputSink, Stream};
+pub use signal::Signal;
+pub use sources::output::OutputSink;
+pub use stream::Stream;

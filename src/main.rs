@@ -1,6 +1,8 @@
 //! `stallwatch [OPTIONS] -- PROGRAM [ARGS]…`: run a program and end its whole process tree
 //! only when it has stalled. `stallwatch --help` and the README describe the contract.
 
+#![deny(unsafe_code)]
+
 mod cli;
 
 use std::ffi::OsString;

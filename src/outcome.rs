@@ -2,11 +2,12 @@
 
 use std::fmt;
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use crate::activity::ActivitySource;
-use crate::config::Signal;
+use crate::signal::Signal;
 
 /// Exit code for "stallwatch ended the child" (idle or hard timeout), as GNU `timeout` uses.
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -189,7 +190,22 @@ pub struct MonitorResult {
     /// The folders of the files source's roots that could not be watched during the run (no
     /// permission, say), with why and for how long: activity in them could not be seen then.
     /// Empty when everything was watched (or the files source was off).
-    pub unwatched: Vec<crate::sources::files::Unwatched>,
+    pub unwatched: Vec<Unwatched>,
+}
+
+/// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
+/// [`MonitorResult::unwatched`]: activity in it could not be seen while it lasted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unwatched {
+    /// The folder: a root, or a folder inside one.
+    pub path: PathBuf,
+    /// Why, as the system said it the last time (`Permission denied (os error 13)`).
+    pub reason: String,
+    /// How long it went unwatched in total, up to the end of the run (or now).
+    pub duration: Duration,
+    /// Whether it was still unwatched at the end of the run (or now).
+    pub still: bool,
 }
 
 impl MonitorResult {

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::Signal;
 use crate::contract::Lifecycle;
 use crate::outcome::MonitorResult;
 use crate::session::{Session, SessionBuilder};
-use crate::sources::output::Stream;
+use crate::signal::Signal;
+use crate::stream::Stream;
 
 /// How long a finished session stays listed by default.
 const DEFAULT_RETENTION: Duration = Duration::from_secs(10 * 60);

@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::capture::{CapturedStream, Snapshot};
 use crate::outcome::{MonitorResult, Outcome};
 use crate::session::SessionBuilder;
-use crate::sources::output::Stream;
+use crate::stream::Stream;
 
 /// Runs a command and runs it again when it fails with a known transient signature.
 ///

@@ -11,13 +11,15 @@ use crossbeam_channel::{Receiver, Sender, select};
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Snapshot;
 use crate::clock::{Clock, SystemClock};
-use crate::config::{ConfigError, KillLadder, MonitorConfig, validate_idle_timeout};
+use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::environment::Environment;
+use crate::error::ConfigError;
 use crate::events::Event;
 use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
-use crate::sources::output::{OutputSink, Stream};
+use crate::sources::output::OutputSink;
+use crate::stream::Stream;
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
@@ -340,7 +342,7 @@ impl Session {
     /// Sends `signal` to the child's whole process group now (while it runs; no ladder
     /// follows), and to the child by pid when it has left that group (never to the group it
     /// joined, nor to stallwatch's own). For example [`Signal::INT`](crate::Signal::INT) to interrupt an agent's turn.
-    pub fn signal(&self, signal: crate::config::Signal) {
+    pub fn signal(&self, signal: crate::signal::Signal) {
         let _ = self.control.send(Control::Signal(signal));
     }
 

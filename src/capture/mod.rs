@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use crate::outcome::MonitorResult;
-use crate::sources::output::Stream;
+use crate::stream::Stream;
 
 /// Keeps the first and the last bytes of a stream within a byte cap; drops the middle and counts
 /// exactly what it dropped. The cap is split in two halves (the odd byte goes to the tail, the

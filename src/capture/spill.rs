@@ -12,8 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
-use crate::sources::files::OwnFiles;
-use crate::sources::output::Stream;
+use crate::own_files::OwnFiles;
+use crate::stream::Stream;
 
 /// A complete log of one stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,11 +85,7 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
     if !meta.is_dir() {
         return Err(fail(io::ErrorKind::NotADirectory, "is not a folder".into()));
     }
-    if let Err(e) = rustix::fs::access(
-        dir,
-        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
-    ) {
-        let e = io::Error::from(e);
+    if let Err(e) = crate::process::sys::check_dir_writable(dir) {
         return Err(fail(e.kind(), format!("not writable: {e}")));
     }
     if meta.permissions().readonly() {
@@ -202,7 +198,7 @@ fn create_log(
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .custom_flags(crate::process::sys::O_NOFOLLOW)
             .open(&path);
         match opened {
             Ok(file) => {

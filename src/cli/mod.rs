@@ -9,4 +9,5 @@ pub(crate) mod options;
 pub(crate) mod reaper;
 pub(crate) mod report;
 pub(crate) mod signals;
+pub(crate) mod sys;
 pub(crate) mod terminal;

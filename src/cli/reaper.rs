@@ -13,14 +13,7 @@ pub(crate) fn adopts_orphans() -> bool {
     if std::process::id() == 1 {
         return true;
     }
-    #[cfg(target_os = "linux")]
-    {
-        matches!(rustix::process::child_subreaper(), Ok(Some(_)))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
+    super::sys::is_child_subreaper()
 }
 
 /// Reaps every zombie child of this process whose pid `may_reap` accepts; returns their pids.
@@ -34,13 +27,10 @@ pub(crate) fn reap_zombies(may_reap: impl Fn(u32) -> bool) -> Vec<u32> {
         if !may_reap(pid) || !linux::is_zombie(pid) {
             continue;
         }
-        let Some(raw) = rustix::process::Pid::from_raw(pid as i32) else {
-            continue;
-        };
         // By pid, never -1: only this zombie, which is ours and stays ours until reaped here.
-        match rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG) {
-            Ok(Some(_)) => reaped.push(pid),
-            Ok(None) => {}
+        match super::sys::reap_if_zombie(pid) {
+            Ok(true) => reaped.push(pid),
+            Ok(false) => {}
             Err(e) => log::debug!("reaping adopted pid {pid}: {e}"),
         }
     }
@@ -172,10 +162,7 @@ mod tests {
     fn not_an_orphan_adopter_in_tests() {
         // cargo's test process is neither pid 1 nor (normally) a subreaper.
         if std::process::id() != 1 {
-            assert_eq!(
-                adopts_orphans(),
-                matches!(rustix::process::child_subreaper(), Ok(Some(_)))
-            );
+            assert_eq!(adopts_orphans(), crate::cli::sys::is_child_subreaper());
         }
     }
 }

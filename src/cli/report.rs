@@ -1,9 +1,8 @@
 //! The end of a run in words: the exit status, the one-line summary on stderr, and the JSON
 //! report of `--report`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -184,28 +183,14 @@ impl ReportTarget {
 /// block the open in silence: it is opened without blocking first, and when no reader is
 /// there, stallwatch says that it waits for one (before the program starts) and then waits.
 pub(crate) fn open_for_writing(path: &Path, option: &str) -> io::Result<File> {
-    let open = |flags: rustix::fs::OFlags| {
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(flags.bits() as i32)
-            .open(path)
-    };
-    match open(rustix::fs::OFlags::NONBLOCK) {
-        Ok(file) => {
-            // Writes block as usual from now on.
-            let flags = rustix::fs::fcntl_getfl(&file)?;
-            rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
-            Ok(file)
-        }
-        // ENXIO: a FIFO without a reader (POSIX open(2)).
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+    match super::sys::open_truncated(path, true) {
+        Ok(file) => Ok(file),
+        Err(e) if super::sys::is_fifo_without_reader(&e) => {
             log::warn!(
                 "{option} {} is a FIFO: waiting for a reader to open it before starting the program",
                 path.display()
             );
-            open(rustix::fs::OFlags::empty())
+            super::sys::open_truncated(path, false)
         }
         Err(e) => Err(e),
     }

@@ -23,11 +23,11 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rustix::process::Signal as Sig;
 use signal_hook::iterator::{Handle, Signals};
 use stallwatch::{KillLadder, Session, Signal};
 
 use super::reaper;
+use super::sys::{self, Sig};
 
 /// The signals passed on to the child's tree.
 pub(crate) fn forwarded() -> Vec<i32> {
@@ -79,13 +79,7 @@ const FAULTS: [Sig; 7] = [
 /// thread exists, so every thread inherits the mask; the child does not (the standard library
 /// clears the mask of the processes it spawns).
 pub(crate) fn block_faults() {
-    let mut set = nix::sys::signal::SigSet::empty();
-    for signal in FAULTS {
-        if let Ok(signal) = nix::sys::signal::Signal::try_from(signal.as_raw()) {
-            set.add(signal);
-        }
-    }
-    if let Err(e) = set.thread_block() {
+    if let Err(e) = sys::block_signals(&FAULTS) {
         log::debug!("cannot block the fault signals ({e}); sent from outside they end stallwatch");
     }
 }
@@ -233,11 +227,7 @@ fn log_reaped(pids: Vec<u32>) {
 pub(crate) fn die_by(signal: Signal) -> ! {
     let code = 128 + signal.number();
     if std::process::id() != 1 {
-        let no_core = rustix::process::Rlimit {
-            current: Some(0),
-            maximum: rustix::process::getrlimit(rustix::process::Resource::Core).maximum,
-        };
-        let _ = rustix::process::setrlimit(rustix::process::Resource::Core, no_core);
+        sys::disable_core_dumps();
         // Restores the default action, unblocks and raises; does not return when that ends
         // the process (it falls back to abort if something else caught it meanwhile).
         let _ = signal_hook::low_level::emulate_default_handler(signal.number());

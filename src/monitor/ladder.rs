@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use super::{POLL_MAX, POLL_MIN, SESSION_TAG, Wake};
 use crate::clock::Clock;
-use crate::config::{KillStep, Signal};
+use crate::config::KillStep;
 use crate::events::{Emitter, Event};
 use crate::outcome::HumanDuration;
 use crate::process::{self, sys};
+use crate::signal::Signal;
 use crate::sources::children::{DescendantObserver, Identity};
 
 /// The process operations the ladder needs: the operating system in a session

@@ -21,11 +21,13 @@ use crate::capture::{HeadTail, Recorder};
 use crate::clock::Clock;
 use crate::config::MonitorConfig;
 use crate::contract::{Control, Lifecycle, Shared};
-use crate::events::{Emitter, Event};
+use crate::events::{ActivityEvents, Emitter, Event};
+use crate::own_files::OwnFiles;
 use crate::process::{self, sys};
 use crate::sources::children::DescendantObserver;
-use crate::sources::files::{FileActivityTracker, OwnFiles};
-use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, Stream, pump};
+use crate::sources::files::FileActivityTracker;
+use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
+use crate::stream::Stream;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -78,7 +80,10 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let board = Arc::new(ActivityBoard::new(clock.clone()));
     board.set_enabled(ActivitySource::Output, config.enabled.output);
     let emitter = Arc::new(Emitter::new(config.events.capacity));
-    board.send_events(emitter.clone(), config.events.throttle);
+    board.observe(Arc::new(ActivityEvents::new(
+        emitter.clone(),
+        config.events.throttle,
+    )));
 
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;

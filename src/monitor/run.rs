@@ -14,11 +14,12 @@ use super::tap::Tap;
 use super::{POLL_MAX, Wake, end_session};
 use crate::activity::{ActivityBoard, ActivitySource, BoardSnapshot};
 use crate::clock::Clock;
-use crate::config::{KillStep, LeftoverPolicy, MonitorConfig, Signal};
+use crate::config::{KillStep, LeftoverPolicy, MonitorConfig};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{Emitter, Event};
 use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome, StaleReport};
 use crate::process::{self, sys};
+use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
 use crate::verdict::{self, Limits, Verdict};
 

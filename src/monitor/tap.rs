@@ -10,7 +10,7 @@ use crate::capture::Recorder;
 use crate::capture::spill::{LogFile, SpillReport};
 use crate::events::Emitter;
 use crate::process::sys;
-use crate::sources::output::Stream;
+use crate::stream::Stream;
 
 /// One output stream as the monitor sees it.
 pub(super) struct StreamSlot {
@@ -109,7 +109,7 @@ impl Tap {
                 || slot
                     .peek
                     .as_ref()
-                    .is_none_or(|fd| rustix::io::ioctl_fionread(fd).is_ok_and(|n| n == 0))
+                    .is_none_or(|fd| crate::process::sys::unread_bytes(fd).is_ok_and(|n| n == 0))
         })
     }
 

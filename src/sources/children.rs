@@ -173,9 +173,7 @@ impl Sysinfo {
         ProcSample {
             pid: raw,
             ppid: p.parent().map_or(0, |pp| pp.as_u32() as i32),
-            pgrp: rustix::process::Pid::from_raw(raw)
-                .and_then(|p| rustix::process::getpgid(Some(p)).ok())
-                .map_or(0, |g| g.as_raw_pid()),
+            pgrp: crate::process::sys::process_group_of(raw).unwrap_or(0),
             start_time: p.start_time(),
             cpu: Duration::from_millis(p.accumulated_cpu_time()),
             child_cpu: Duration::ZERO,

@@ -20,60 +20,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::GlobSet;
 use notify::event::CreateKind;
 use notify::{EventKind, RecursiveMode, Watcher};
 use parking_lot::RwLock;
 
 use crate::activity::{ActivityBoard, ActivitySource};
-use crate::config::{ConfigError, FileWatchConfig};
-
-/// The files stallwatch (or its caller) writes itself during a run: never activity.
-///
-/// Held by identity: every path is kept as given (made absolute) and resolved (symbolic links
-/// followed; a file that does not exist yet by its resolved folder), and an event path matches
-/// when it is one of those, or when it names the same file through the resolved form of the
-/// watched root it arrived under. Shared with the log spill, which registers each log file
-/// before creating it, so not even its creation counts.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct OwnFiles(Arc<RwLock<Vec<PathBuf>>>);
-
-impl OwnFiles {
-    /// Registers `path` (relative: from this process's current directory).
-    pub(crate) fn add(&self, path: &Path) {
-        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        let resolved = resolve(&absolute);
-        let mut own = self.0.write();
-        for p in [absolute, resolved] {
-            if !own.contains(&p) {
-                own.push(p);
-            }
-        }
-    }
-
-    /// Whether `path`, found at `relative` under a root whose resolved form is `root`, is one
-    /// of the own files.
-    fn contains(&self, path: &Path, root: Option<&Path>, relative: &Path) -> bool {
-        self.0.read().iter().any(|own| {
-            own == path
-                || root.is_some_and(|root| own.strip_prefix(root).is_ok_and(|r| r == relative))
-        })
-    }
-}
-
-/// `path` with symbolic links resolved; for a file that does not exist (yet), its folder
-/// resolved and its name kept; `path` itself when not even the folder resolves.
-fn resolve(path: &Path) -> PathBuf {
-    if let Ok(resolved) = fs::canonicalize(path) {
-        return resolved;
-    }
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => fs::canonicalize(parent)
-            .map(|p| p.join(name))
-            .unwrap_or_else(|_| path.to_path_buf()),
-        _ => path.to_path_buf(),
-    }
-}
+use crate::config::{FileGlobs, FileWatchConfig};
+use crate::outcome::Unwatched;
+use crate::own_files::OwnFiles;
 
 /// Which paths count: include / exclude globs (matched against the path relative to its root and
 /// against the file name), and the files stallwatch itself writes.
@@ -101,48 +56,16 @@ enum Place {
     Elsewhere,
 }
 
-fn compile(field: &'static str, patterns: &[String]) -> Result<GlobSet, ConfigError> {
-    let mut set = GlobSetBuilder::new();
-    for pattern in patterns {
-        let glob = GlobBuilder::new(pattern)
-            .literal_separator(false)
-            .build()
-            .map_err(|e| ConfigError::InvalidGlob {
-                field,
-                pattern: pattern.clone(),
-                reason: e.kind().to_string(),
-            })?;
-        set.add(glob);
-    }
-    set.build().map_err(|e| ConfigError::InvalidGlob {
-        field,
-        pattern: patterns.join(" "),
-        reason: e.to_string(),
-    })
-}
-
-/// Checks the globs of a [`FileWatchConfig`] (used by `MonitorConfig::validate`).
-pub(crate) fn validate_globs(config: &FileWatchConfig) -> Result<(), ConfigError> {
-    compile("files.include", &config.include)?;
-    compile("files.exclude", &config.exclude)?;
-    Ok(())
-}
-
 impl PathFilter {
-    fn new(config: &FileWatchConfig, roots: Vec<PathBuf>) -> Result<Self, ConfigError> {
-        let include = if config.include.is_empty() {
-            None
-        } else {
-            Some(compile("files.include", &config.include)?)
-        };
-        Ok(Self {
-            include,
-            exclude: compile("files.exclude", &config.exclude)?,
+    fn new(globs: FileGlobs, roots: Vec<PathBuf>) -> Self {
+        Self {
+            include: globs.include,
+            exclude: globs.exclude,
             own_files: OwnFiles::default(),
             resolved: RwLock::new(vec![None; roots.len()]),
             canonical: RwLock::new(vec![None; roots.len()]),
             roots,
-        })
+        }
     }
 
     fn place(&self, path: &Path) -> Place {
@@ -200,22 +123,6 @@ enum Msg {
     Retry(PathBuf),
     FallBack,
     Stop,
-}
-
-/// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
-/// [`MonitorResult::unwatched`](crate::MonitorResult::unwatched): activity in it could not be
-/// seen while it lasted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Unwatched {
-    /// The folder: a root, or a folder inside one.
-    pub path: PathBuf,
-    /// Why, as the system said it the last time (`Permission denied (os error 13)`).
-    pub reason: String,
-    /// How long it went unwatched in total, up to the end of the run (or now).
-    pub duration: Duration,
-    /// Whether it was still unwatched at the end of the run (or now).
-    pub still: bool,
 }
 
 /// One part that is (or was) not watched.
@@ -378,8 +285,8 @@ impl FileActivityTracker {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] for an invalid glob. An I/O error only if the tracker thread cannot
-    /// be started.
+    /// A [`ConfigError`](crate::ConfigError) for an invalid glob. An I/O error only if the
+    /// tracker thread cannot be started.
     pub fn start(
         config: &FileWatchConfig,
         base_dir: &Path,
@@ -387,10 +294,10 @@ impl FileActivityTracker {
         scan_interval: Duration,
     ) -> io::Result<FileActivityTracker> {
         let roots: Vec<PathBuf> = config.roots.iter().map(|r| base_dir.join(r)).collect();
-        let filter = Arc::new(
-            PathFilter::new(config, roots.clone())
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
-        );
+        let globs = config
+            .globs()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let filter = Arc::new(PathFilter::new(globs, roots.clone()));
         for own in &config.own_files {
             filter.own_files.add(own);
         }
@@ -496,12 +403,9 @@ struct Worker {
 fn is_out_of_watches(error: &notify::Error) -> bool {
     match &error.kind {
         notify::ErrorKind::MaxFilesWatch => true,
-        notify::ErrorKind::Io(e) => matches!(
-            e.raw_os_error(),
-            Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error()
-                || code == rustix::io::Errno::MFILE.raw_os_error()
-                || code == rustix::io::Errno::NFILE.raw_os_error()
-        ),
+        notify::ErrorKind::Io(e) => e
+            .raw_os_error()
+            .is_some_and(crate::process::sys::is_watch_limit_error),
         _ => false,
     }
 }
@@ -1048,7 +952,7 @@ mod tests {
     }
 
     fn filter(config: &FileWatchConfig) -> PathFilter {
-        PathFilter::new(config, vec![PathBuf::from("/w/.agent")]).unwrap()
+        PathFilter::new(config.globs().unwrap(), vec![PathBuf::from("/w/.agent")])
     }
 
     #[test]
@@ -1185,16 +1089,6 @@ mod tests {
             );
             drop(tracker);
         }
-    }
-
-    #[test]
-    fn bad_glob_names_field_and_pattern() {
-        let config = FileWatchConfig {
-            exclude: vec!["a[".into()],
-            ..FileWatchConfig::default()
-        };
-        let err = validate_globs(&config).unwrap_err().to_string();
-        assert!(err.contains("files.exclude") && err.contains("a["), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::activity::{ActivityBoard, ActivitySource};
+use crate::stream::Stream;
 
 /// A reader that stamps an [`ActivityBoard`] on every read of more than 0 bytes.
 ///
@@ -161,29 +162,6 @@ enum Delivery {
     BrokenPipe,
     /// Any other failure, or a panic.
     Failed(String),
-}
-
-/// Which of the child's streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-    /// Both through one pipe, in the order the child wrote them
-    /// ([`CaptureConfig::combined`](crate::CaptureConfig::combined)).
-    Combined,
-}
-
-impl Stream {
-    /// `"stdout"`, `"stderr"` or `"combined"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-            Stream::Combined => "combined",
-        }
-    }
 }
 
 /// Shared between a reader thread and the monitor.

@@ -1,9 +1,15 @@
 //! Every operating-system call stallwatch makes, in one place (Unix, through `rustix`).
 //!
-//! The only `unsafe` in the crate is here: [`configure_command`]'s `pre_exec` hook.
+//! No other module of the library uses `rustix` (nor `libc` or `nix`); the command has its own
+//! door, `src/cli/sys.rs`.
+//! The only `unsafe` in the crate is here: the two `pre_exec` hooks (the parent-death signal of
+//! [`configure_command`], and the terminal's session and controlling tty of
+//! [`configure_terminal_command`]), the blocks allowed under the crate's `#![deny(unsafe_code)]`.
 
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
@@ -101,6 +107,37 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
     named_signals()
         .find(|(n, _)| *n == name)
         .map(|(_, s)| s.as_raw())
+}
+
+/// `O_NOFOLLOW`, for [`OpenOptionsExt::custom_flags`](std::os::unix::fs::OpenOptionsExt):
+/// the open fails when the last part of the path is a symbolic link.
+pub(crate) const O_NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+
+/// Whether this process may create and open files in folder `dir` (`access(W_OK | X_OK)`,
+/// with the real user id, as the folder's permission bits and ACLs say).
+pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
+    rustix::fs::access(
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Whether a raw OS error code says a system-wide or per-process limit was hit while adding a
+/// watch: `ENOSPC` (inotify's watch limit), `EMFILE` or `ENFILE` (open files).
+pub(crate) fn is_watch_limit_error(code: i32) -> bool {
+    [
+        rustix::io::Errno::NOSPC,
+        rustix::io::Errno::MFILE,
+        rustix::io::Errno::NFILE,
+    ]
+    .iter()
+    .any(|errno| errno.raw_os_error() == code)
+}
+
+/// How many bytes sit unread in the pipe (or socket) `fd` reads (`FIONREAD`).
+pub(crate) fn unread_bytes(fd: impl AsFd) -> io::Result<u64> {
+    rustix::io::ioctl_fionread(fd).map_err(io::Error::from)
 }
 
 /// The effective user id of this process.
@@ -203,6 +240,7 @@ pub(crate) fn configure_terminal_command(command: &mut Command, parent_death_sig
     // fd 0 — a `BorrowedFd` of a constant, no allocation) and on failure builds an `io::Error`
     // from the raw OS code, which does not allocate. It touches no lock and no memory shared
     // with other threads.
+    #[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both here (module docs)
     unsafe {
         command.pre_exec(|| {
             rustix::process::setsid()?;
@@ -222,6 +260,7 @@ fn parent_death_hook(command: &mut Command, parent_death_signal: bool) {
         // work is allowed. It makes two raw system calls through rustix (prctl and getppid), and
         // builds an `io::Error` from a raw OS code, which does not allocate. It touches no lock
         // and no memory shared with other threads.
+        #[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both here (module docs)
         unsafe {
             command.pre_exec(move || {
                 rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;

@@ -1,0 +1,92 @@
+//! Every operating-system call the command makes itself, in one place: the command's own door,
+//! as `process/sys` is the library's. The command is a separate crate that sees only the
+//! library's public API, so it cannot use `process/sys`; no other `cli` file uses `rustix` or
+//! `nix`.
+//!
+//! What sits here is the command's business, not the library's: reaping adopted zombies as a
+//! container's first process (the library reaps its own child, and never with `waitpid(-1)`),
+//! dying by a signal without a core dump, blocking the fault signals, and opening a report
+//! FIFO without blocking.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The platform's signals by name (constants only).
+pub(crate) use rustix::process::Signal as Sig;
+
+/// Whether this process is a child subreaper (Linux `PR_GET_CHILD_SUBREAPER`).
+pub(crate) fn is_child_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        matches!(rustix::process::child_subreaper(), Ok(Some(_)))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// Reaps child `pid` if it is a zombie, without waiting (`waitpid(pid, WNOHANG)`, by pid,
+/// never -1); returns whether it did.
+pub(crate) fn reap_if_zombie(pid: u32) -> io::Result<bool> {
+    let Some(raw) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return Ok(false);
+    };
+    match rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG) {
+        Ok(status) => Ok(status.is_some()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sets the core-file size limit to 0 (the hard limit unchanged); failure is harmless.
+pub(crate) fn disable_core_dumps() {
+    let no_core = rustix::process::Rlimit {
+        current: Some(0),
+        maximum: rustix::process::getrlimit(rustix::process::Resource::Core).maximum,
+    };
+    let _ = rustix::process::setrlimit(rustix::process::Resource::Core, no_core);
+}
+
+/// Blocks `signals` in the calling thread (`pthread_sigmask`, through `nix`: safe, where
+/// rustix offers no safe call); threads started afterwards inherit the mask.
+pub(crate) fn block_signals(signals: &[Sig]) -> io::Result<()> {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for signal in signals {
+        if let Ok(signal) = nix::sys::signal::Signal::try_from(signal.as_raw()) {
+            set.add(signal);
+        }
+    }
+    set.thread_block().map_err(io::Error::from)
+}
+
+/// Opens `path` for writing, created or emptied; `nonblocking` only for the open itself
+/// (`O_NONBLOCK`, so a FIFO without a reader fails at once instead of waiting for one), after
+/// which writes block as usual.
+pub(crate) fn open_truncated(path: &Path, nonblocking: bool) -> io::Result<File> {
+    let flags = if nonblocking {
+        rustix::fs::OFlags::NONBLOCK
+    } else {
+        rustix::fs::OFlags::empty()
+    };
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)?;
+    if nonblocking {
+        let flags = rustix::fs::fcntl_getfl(&file)?;
+        rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    }
+    Ok(file)
+}
+
+/// Whether `error` is `ENXIO` from a non-blocking open: a FIFO without a reader (POSIX open(2)).
+pub(crate) fn is_fifo_without_reader(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())
+}
