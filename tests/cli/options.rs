@@ -590,12 +590,8 @@ fn raw_output(
     adjust: impl FnOnce(&mut std::process::Command),
 ) -> std::process::Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"));
-    cmd.args(args)
-        .env(common::MARKER_ENV, marker.as_str())
-        .env_remove("RUST_LOG");
-    for var in OPTION_VARS {
-        cmd.env_remove(var);
-    }
+    cmd.args(args);
+    cli_support::isolate(&mut cmd, marker);
     for (k, v) in envs {
         cmd.env(k, v);
     }

@@ -245,14 +245,10 @@ fn to_a_full_device(marker: &Marker, report: &std::path::Path, script: &str) -> 
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"));
     cmd.args(["-q", "--report", report.to_str().expect("utf-8"), "--"])
         .args(marker.sh_words(script))
-        .env(common::MARKER_ENV, marker.as_str())
-        .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::null())
         .stdout(fs::File::create("/dev/full").expect("/dev/full opens"))
         .stderr(std::process::Stdio::piped());
-    for var in cli_support::OPTION_VARS {
-        cmd.env_remove(var);
-    }
+    cli_support::isolate(&mut cmd, marker);
     let child = cmd.spawn().expect("stallwatch starts");
     child.wait_with_output().expect("stallwatch ends")
 }

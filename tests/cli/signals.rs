@@ -262,14 +262,10 @@ fn pid_1(new_session: bool) {
         .arg(env!("CARGO_BIN_EXE_stallwatch"))
         .args(["-i", "60s", "--"])
         .args(marker.sh_words(script))
-        .env(common::MARKER_ENV, marker.as_str())
-        .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    for var in cli_support::OPTION_VARS {
-        unshare.env_remove(var);
-    }
+    cli_support::isolate(&mut unshare, &marker);
     let mut child = unshare.spawn().expect("unshare starts");
     let stdout = child.stdout.take().expect("piped");
     let (lines_tx, lines) = std::sync::mpsc::channel();

@@ -420,14 +420,10 @@ fn run_unprivileged(
         .args(args)
         .arg("--")
         .args(marker.sh_words(script))
-        .env(common::MARKER_ENV, marker.as_str())
         .env("HOME", work)
         .env_remove("XDG_CACHE_HOME")
-        .env_remove("RUST_LOG")
         .current_dir(work);
-    for var in cli_support::OPTION_VARS {
-        command.env_remove(var);
-    }
+    cli_support::isolate(&mut command, marker);
     let mut command = assert_cmd::Command::from_std(command);
     command.timeout(common::GENEROUS);
     command.output().expect("stallwatch runs")

@@ -16,11 +16,11 @@ use crate::support as common;
 use crate::support::fault as fault_support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use common::{GENEROUS, MARKER_ENV, ms, poll_until, wait_generously};
+use common::{GENEROUS, ms, poll_until, wait_generously};
 use fault_support::{Scenario, file_fingerprint, fingerprint};
 use stallwatch::{KillLadder, MonitorConfig, Outcome, OutputSink, Session, Signal, Stream};
 
@@ -275,20 +275,11 @@ fn dropping_the_session_from_inside_its_sink_ends_the_tree() {
 /// Runs the `stallwatch` command on `script` with the scenario's marker and ledgers, and reads
 /// its first stdout line (the handshake).
 fn supervise(s: &Scenario, script: &str) -> std::process::Child {
-    let child = s.command(script);
-    let mut command = Command::new(env!("CARGO_BIN_EXE_stallwatch"));
-    command
-        .args(["--idle-timeout", "1h", "--"])
-        .arg(child.get_program())
-        .args(child.get_args())
-        .envs(child.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .current_dir(s.work.path())
-        .env(MARKER_ENV, s.marker.as_str())
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
+    s.cli(&["--idle-timeout", "1h"], script)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    command.spawn().expect("stallwatch starts")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("stallwatch starts")
 }
 
 /// A crash of the supervising program (SIGKILL: no handler, no destructor runs). On Linux the

@@ -35,6 +35,15 @@ pub const OPTION_VARS: [&str; 16] = [
     "STALLWATCH_VERBOSE",
 ];
 
+/// Gives `cmd` (stallwatch, or a program that runs it) the marker in its environment, and
+/// removes `RUST_LOG` and every option variable ([`OPTION_VARS`]) inherited from the outside.
+pub fn isolate(cmd: &mut std::process::Command, marker: &Marker) {
+    cmd.env(MARKER_ENV, marker.as_str()).env_remove("RUST_LOG");
+    for var in OPTION_VARS {
+        cmd.env_remove(var);
+    }
+}
+
 /// A `stallwatch` command line being put together.
 #[derive(Debug)]
 pub struct Sw<'a> {
@@ -85,12 +94,8 @@ impl<'a> Sw<'a> {
 
     fn std_command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"));
-        cmd.args(&self.args)
-            .env(MARKER_ENV, self.marker.as_str())
-            .env_remove("RUST_LOG");
-        for var in OPTION_VARS {
-            cmd.env_remove(var);
-        }
+        cmd.args(&self.args);
+        isolate(&mut cmd, self.marker);
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
