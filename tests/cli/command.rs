@@ -1,0 +1,402 @@
+//! The `stallwatch` command-line tool, run as a real process.
+
+use crate::support as common;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{GENEROUS, MARKER_ENV, Marker, assert_no_leak};
+
+/// `stallwatch ARGS...` with the marker in its environment (inherited by the whole tree), no
+/// `RUST_LOG` from outside, and a generous safety timeout.
+fn stallwatch(marker: &Marker, args: &[&str]) -> Output {
+    let mut cmd = assert_cmd::Command::cargo_bin("stallwatch").expect("the binary is built");
+    cmd.args(args)
+        .env(MARKER_ENV, marker.as_str())
+        .env_remove("RUST_LOG")
+        .timeout(GENEROUS);
+    cmd.output().expect("stallwatch runs")
+}
+
+/// `stallwatch OPTIONS -- sh -c SCRIPT MARKER`.
+fn stallwatch_sh(marker: &Marker, options: &[&str], script: &str) -> Output {
+    let words = marker.sh_words(script);
+    let mut args: Vec<&str> = options.to_vec();
+    args.push("--");
+    args.extend(words.iter().map(String::as_str));
+    stallwatch(marker, &args)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[track_caller]
+fn assert_code(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "status {:?}\nstdout: {:?}\nstderr: {:?}",
+        output.status,
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn idle_child_is_ended_with_124_and_a_summary() {
+    let marker = Marker::new("cli_idle");
+    let started = Instant::now();
+    let output = stallwatch_sh(&marker, &["-i", "500ms"], "echo hi; sleep 1000");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    assert_code(&output, 124);
+    assert_eq!(text(&output.stdout), "hi\n");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("stallwatch: ended after")),
+        "{stderr:?}"
+    );
+    assert!(stderr.contains("sent TERM"), "{stderr:?}");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn long_options_work_too() {
+    let marker = Marker::new("cli_long_options");
+    let output = stallwatch_sh(
+        &marker,
+        &["--idle-timeout", "400ms", "--grace", "300ms"],
+        "sleep 1000",
+    );
+    assert_code(&output, 124);
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn stubborn_child_is_killed_after_the_grace() {
+    let marker = Marker::new("cli_grace");
+    let started = Instant::now();
+    let output = stallwatch_sh(
+        &marker,
+        &["-i", "300ms", "-g", "300ms"],
+        "trap '' TERM; echo ready; sleep 1000",
+    );
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert_code(&output, 124);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("sent TERM, then KILL"), "{stderr:?}");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn hard_timeout_ends_a_chatty_child_with_124() {
+    let marker = Marker::new("cli_hard");
+    let started = Instant::now();
+    let output = stallwatch_sh(
+        &marker,
+        &["-i", "60s", "-t", "500ms", "-g", "500ms"],
+        "while :; do echo chat; sleep 0.05; done",
+    );
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    assert_code(&output, 124);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("stallwatch: ended at the hard timeout")),
+        "{stderr:?}"
+    );
+    assert!(text(&output.stdout).starts_with("chat\n"));
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn exit_code_passes_through_silently() {
+    let marker = Marker::new("cli_exit3");
+    let output = stallwatch_sh(&marker, &["-i", "10s"], "exit 3");
+    assert_code(&output, 3);
+    assert_eq!(text(&output.stdout), "");
+    assert_eq!(text(&output.stderr), "", "no summary for a normal exit");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn exit_zero_passes_through() {
+    let marker = Marker::new("cli_exit0");
+    let output = stallwatch_sh(&marker, &["-i", "10s"], "echo fine");
+    assert_code(&output, 0);
+    assert_eq!(text(&output.stdout), "fine\n");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn death_by_signal_is_128_plus_n() {
+    let marker = Marker::new("cli_signal");
+    let output = stallwatch_sh(&marker, &["-i", "10s"], "kill -KILL $$");
+    assert_code(&output, 137);
+    let output = stallwatch_sh(&marker, &["-i", "10s"], "kill -TERM $$");
+    assert_code(&output, 143);
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn background_leftover_does_not_keep_the_cli_waiting() {
+    let marker = Marker::new("cli_leftover");
+    let started = Instant::now();
+    let output = stallwatch_sh(&marker, &["-i", "60s", "-g", "1s"], "sleep 1000 & echo hi");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_code(&output, 0);
+    assert_eq!(text(&output.stdout), "hi\n");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn missing_program_is_127_and_named() {
+    let marker = Marker::new("cli_missing");
+    let program = format!("{}-no-such-program", marker.as_str());
+    let output = stallwatch(&marker, &["--", &program, "arg"]);
+    assert_code(&output, 127);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains(&program), "{stderr:?}");
+    assert!(stderr.starts_with("stallwatch: "), "{stderr:?}");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn non_executable_program_is_126_and_named() {
+    let marker = Marker::new("cli_not_executable");
+    let mut file = tempfile::Builder::new()
+        .prefix("stallwatch-cli-not-executable-")
+        .tempfile()
+        .expect("a temporary file");
+    file.write_all(b"#!/bin/sh\necho should-not-run\n")
+        .expect("write the script");
+    file.as_file()
+        .set_permissions(fs::Permissions::from_mode(0o644))
+        .expect("chmod 0644");
+    let path = file.into_temp_path();
+    let path_text = path.to_string_lossy().into_owned();
+    let output = stallwatch(&marker, &["--", &path_text]);
+    assert_code(&output, 126);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains(&path_text), "{stderr:?}");
+    assert_eq!(text(&output.stdout), "");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn zero_idle_timeout_is_125_naming_the_option() {
+    let marker = Marker::new("cli_zero_idle");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let witness = dir.path().join("ran");
+    let script = format!(": > '{}'", witness.display());
+    let output = stallwatch_sh(&marker, &["-i", "0s"], &script);
+    assert_code(&output, 125);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("idle-timeout") || stderr.contains("idle_timeout"),
+        "{stderr:?}"
+    );
+    assert!(!witness.exists(), "nothing was run");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn out_of_range_values_name_the_command_line_option() {
+    let marker = Marker::new("cli_range_option_name");
+    for (option, value, name) in [
+        ("-i", "0s", "--idle-timeout"),
+        ("-t", "0s", "--hard-timeout"),
+        ("-g", "2h", "--grace"),
+    ] {
+        let output = stallwatch_sh(&marker, &[option, value], "exit 0");
+        assert_code(&output, 125);
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(name), "{option} {value}: {stderr:?}");
+    }
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn unparsable_durations_are_125_naming_the_option() {
+    let marker = Marker::new("cli_banana");
+    for (option, value, name) in [
+        ("-i", "banana", "--idle-timeout"),
+        ("-t", "banana", "--hard-timeout"),
+        ("-g", "5parsecs", "--grace"),
+        ("-i", "", "--idle-timeout"),
+    ] {
+        let output = stallwatch_sh(&marker, &[option, value], "exit 0");
+        assert_code(&output, 125);
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(name), "{option} {value:?}: {stderr:?}");
+        assert!(
+            value.is_empty() || stderr.contains(value),
+            "{option} {value:?}: {stderr:?}"
+        );
+    }
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn missing_program_argument_is_125() {
+    let marker = Marker::new("cli_no_program");
+    let output = stallwatch(&marker, &["-i", "1s"]);
+    assert_code(&output, 125);
+    assert!(!output.stderr.is_empty());
+    let output = stallwatch(&marker, &["--no-such-option", "--", "true"]);
+    assert_code(&output, 125);
+    assert!(text(&output.stderr).contains("--no-such-option"));
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn version_and_help_exit_zero() {
+    let marker = Marker::new("cli_version_help");
+    let output = stallwatch(&marker, &["--version"]);
+    assert_code(&output, 0);
+    assert!(
+        text(&output.stdout).contains(env!("CARGO_PKG_VERSION")),
+        "{:?}",
+        text(&output.stdout)
+    );
+    let output = stallwatch(&marker, &["--help"]);
+    assert_code(&output, 0);
+    let help = text(&output.stdout);
+    for word in ["--idle-timeout", "--hard-timeout", "--grace", "124"] {
+        assert!(help.contains(word), "{word} missing from {help}");
+    }
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn binary_stdout_passes_through_byte_for_byte() {
+    let marker = Marker::new("cli_binary");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let copy = dir.path().join("sent");
+    let script = format!("head -c 1000000 /dev/urandom | tee '{}'", copy.display());
+    let output = stallwatch_sh(&marker, &["-i", "10s"], &script);
+    assert_code(&output, 0);
+    let sent = fs::read(&copy).expect("tee wrote its copy");
+    assert_eq!(sent.len(), 1_000_000);
+    assert_eq!(output.stdout.len(), sent.len());
+    assert!(output.stdout == sent, "stdout differs from what was sent");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn odd_bytes_without_trailing_newline_pass_through() {
+    let marker = Marker::new("cli_odd_bytes");
+    let output = stallwatch_sh(
+        &marker,
+        &["-i", "10s"],
+        r"printf 'a\000b\001\377\r\nno-newline'; printf 'err\377tail' >&2",
+    );
+    assert_code(&output, 0);
+    assert_eq!(output.stdout, b"a\0b\x01\xff\r\nno-newline");
+    assert_eq!(output.stderr, b"err\xfftail");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn stdin_is_passed_to_the_child() {
+    let marker = Marker::new("cli_stdin");
+    let mut cmd = assert_cmd::Command::cargo_bin("stallwatch").expect("the binary is built");
+    let words = marker.sh_words("cat");
+    let output = cmd
+        .args(["-i", "10s", "--"])
+        .args(&words)
+        .env(MARKER_ENV, marker.as_str())
+        .env_remove("RUST_LOG")
+        .timeout(GENEROUS)
+        .write_stdin("fed through stdin\n")
+        .output()
+        .expect("stallwatch runs");
+    assert_code(&output, 0);
+    assert_eq!(text(&output.stdout), "fed through stdin\n");
+    assert_no_leak(&marker);
+}
+
+/// `stallwatch OPTIONS -- sh -c SCRIPT MARKER` started in the background (stdout piped), for
+/// tests that must act while it runs.
+fn spawn_stallwatch(marker: &Marker, options: &[&str], script: &str) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"))
+        .args(options)
+        .arg("--")
+        .args(marker.sh_words(script))
+        .env(MARKER_ENV, marker.as_str())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("stallwatch starts")
+}
+
+/// Waits (bounded) for our own stallwatch process to exit; if it does not, kills it (it is a
+/// process this test started) so the test can report instead of hanging.
+fn wait_or_kill(stallwatch: &mut std::process::Child, bound: Duration) -> Option<ExitStatus> {
+    let mut status = None;
+    common::poll_until(bound, || {
+        status = stallwatch.try_wait().expect("try_wait works");
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = stallwatch.kill();
+        let _ = stallwatch.wait();
+    }
+    status
+}
+
+#[test]
+fn broken_stdout_pipe_ends_the_run() {
+    let marker = Marker::new("cli_broken_pipe");
+    let mut stallwatch = spawn_stallwatch(&marker, &["-i", "5s", "-g", "500ms"], "yes");
+    let mut stdout = stallwatch.stdout.take().expect("stdout is piped");
+    let mut first = [0u8; 10];
+    stdout.read_exact(&mut first).expect("yes prints");
+    assert_eq!(&first, b"y\ny\ny\ny\ny\n");
+    drop(stdout); // like `head -c 10` exiting
+    let status = wait_or_kill(&mut stallwatch, Duration::from_secs(15));
+    assert!(
+        status.is_some(),
+        "stallwatch kept running after its stdout was closed"
+    );
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn signalling_stallwatch_takes_its_tree_down() {
+    for signal in ["-TERM", "-INT", "-HUP"] {
+        let marker = Marker::new("cli_signalled");
+        let mut stallwatch = spawn_stallwatch(
+            &marker,
+            &["-i", "60s", "-g", "500ms"],
+            "sleep 1000 & echo ready; sleep 1000",
+        );
+        let stdout = stallwatch.stdout.take().expect("stdout is piped");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reads the handshake");
+        assert_eq!(line, "ready\n");
+        let kill = std::process::Command::new("kill")
+            .arg(signal)
+            .arg(stallwatch.id().to_string()) // our own stallwatch process
+            .status()
+            .expect("kill(1) runs");
+        assert!(kill.success());
+        let status = wait_or_kill(&mut stallwatch, Duration::from_secs(15));
+        assert!(status.is_some(), "stallwatch ignored {signal}");
+        assert_no_leak(&marker);
+    }
+}

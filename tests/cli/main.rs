@@ -1,0 +1,11 @@
+//! The `stallwatch` command, run as a separate process.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod command;
+mod events;
+mod options;
+mod passthrough;
+mod report;
+mod signals;
