@@ -241,6 +241,7 @@ mod capture;
 mod clock;
 mod config;
 mod environment;
+mod error;
 mod events;
 mod monitor;
 mod outcome;
@@ -257,7 +258,7 @@ mod verdict;
 struct ReadmeDoctests;
 
 pub use activity::{ActivityBoard, ActivitySource, BoardSnapshot, SourceState};
-pub use capture::spill::{LogDirError, LogFile, default_log_dir};
+pub use capture::spill::{LogDirError, LogFile, LogRetention, default_log_dir};
 pub use capture::{CapturedStream, Snapshot, omission_marker};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
@@ -266,6 +267,7 @@ pub use config::{
     Signal,
 };
 pub use environment::{Environment, HomeReport, SeedFailure};
+pub use error::{SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,

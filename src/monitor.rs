@@ -49,18 +49,8 @@ pub(crate) fn start(mut builder: SessionBuilder) -> io::Result<Session> {
     let home = builder.take_home_report();
     let (mut command, config, clock, stdout_sink, stderr_sink, stdin) = builder.into_parts();
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    // An unusable log folder is an error now, not lost output later.
-    let log_dir = if config.capture.spill {
-        let dir = config
-            .capture
-            .log_dir
-            .clone()
-            .unwrap_or_else(crate::capture::spill::default_log_dir);
-        crate::capture::spill::prepare_dir(&dir)?;
-        Some(dir)
-    } else {
-        None
-    };
+    // A named log folder that cannot be used is an error now, not lost output later.
+    let log_dir = crate::capture::spill::resolve_dir(&config.capture)?;
     command.stdin(stdin);
     let combined_pipe = if config.capture.combined {
         // One pipe for both streams keeps the order in which the child wrote them.
@@ -201,7 +191,7 @@ type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
 struct Streams {
     /// The read end of the one pipe of the combined mode.
     combined: Option<std::io::PipeReader>,
-    log_dir: Option<std::path::PathBuf>,
+    log_dir: Option<spill::LogDir>,
     emitter: Arc<Emitter>,
     /// The child's stdin, when the caller feeds it.
     stdin: Option<std::process::ChildStdin>,

@@ -295,9 +295,11 @@ pub(crate) struct Cli {
 
     /// Where the complete output goes once a stream passes 4 KiB (a log per stream, mode 0600).
     ///
-    /// Default: the platform cache folder's stallwatch/logs ($XDG_CACHE_HOME or ~/.cache).
-    /// The report lists the logs with their SHA-256. A folder that cannot be used stops
-    /// stallwatch before the program starts (125).
+    /// Default: no logs, unless --report is given: then the platform cache folder's
+    /// stallwatch/logs ($XDG_CACHE_HOME or ~/.cache), or none with a warning if that folder
+    /// cannot be used. The report lists the logs with their SHA-256. A folder named here that
+    /// cannot be used stops stallwatch before the program starts (125). stallwatch's logs
+    /// older than 7 days, then the oldest past 256 MiB in all, are deleted from the folder.
     /// Example: --log-dir /var/log/agents
     #[arg(
         long,
@@ -471,9 +473,12 @@ impl Options {
             .file_signal(!cli.no_watch)
             .children_signal(!cli.no_children)
             .output_signal(!cli.no_output);
-        let config = match &cli.log_dir {
-            Some(dir) => config.capture(CaptureConfig::default().log_dir(dir)),
-            None => config,
+        // Every byte passes through already: a second copy on disk only when asked for, by
+        // naming a folder or by asking for a report (whose `log` entries list the logs).
+        let config = match (&cli.log_dir, &cli.report) {
+            (Some(dir), _) => config.capture(CaptureConfig::default().log_dir(dir)),
+            (None, Some(_)) => config,
+            (None, None) => config.capture(CaptureConfig::default().spill(false)),
         };
         config.validate().map_err(|e| self.option_error(&e))?;
         Ok(config)
