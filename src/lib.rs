@@ -14,6 +14,16 @@
 //! Then it runs a kill ladder (SIGTERM, a grace period, SIGKILL) on the child's whole process
 //! group. A hard timeout ends the child even while it is active.
 //!
+//! # As a dependency
+//!
+//! The default feature `cli` builds the `stallwatch` command and pulls its dependencies
+//! (clap, serde, serde_json, env_logger, signal-hook, nix). A library user turns it off:
+//!
+//! ```toml
+//! [dependencies]
+//! stallwatch = { version = "0.1", default-features = false }
+//! ```
+//!
 //! # Tutorial
 //!
 //! Spawn a command under supervision and wait for the result:

@@ -475,8 +475,8 @@ fn create_log(
     ))
 }
 
-/// Chunks in flight between a reader and its spill thread (at most this many × the read size,
-/// 8 MiB, in memory); a disk slower than the child then slows the reader, never memory.
+/// Chunks in flight between a reader and its spill thread, and again between the spill thread
+/// and its log writer (at most this many × the read size, 2 MiB, in memory each); a disk slower than the child then slows the reader, never memory.
 const IN_FLIGHT: usize = 32;
 
 /// What a spill thread is handed.
