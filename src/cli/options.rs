@@ -898,9 +898,11 @@ mod tests {
             .iter()
             .all(|(_, var)| std::env::var_os(var).is_none())
         {
-            // The library defaults, but for the subreaper mode the command turns on (Linux).
+            // The library defaults, but for the subreaper mode the command turns on (Linux)
+            // and the log spill it leaves off (no --log-dir, no --report).
             let expected = MonitorConfig::default()
-                .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")));
+                .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
+                .capture(CaptureConfig::default().spill(false));
             assert_eq!(options.config().unwrap(), expected);
             assert_eq!(options.log_level(), log::LevelFilter::Warn);
             assert!(options.summary_wanted());
