@@ -4,8 +4,11 @@
 //!   (whole-process wall time: start, run a program that exits at once, end);
 //! - exit latency: from the program's last action (printing the time, then exiting) to the
 //!   supervisor's own exit;
-//! - relay throughput: 64 MiB from `head -c` through `stallwatch` vs through `cat`, read by this
-//!   process to end-of-file;
+//! - relay, whole process, paired (both sides back to back in each round, median of the
+//!   per-round ratios, printed on stderr as `versus_relay_paired/…`): a 256 MiB file through
+//!   `stallwatch -i 30s -- cat FILE` (default options: no log) vs `cat FILE | cat`, read by this
+//!   process to end-of-file; and with a log (`--log-dir`: SHA-256 and a file write of every
+//!   byte) vs `sha256sum FILE`, the limit of hashing the same bytes on this CPU;
 //! - teardown of a 200-process tree with escapees: a `Session` whose child starts 200 sleeping
 //!   descendants (20 of them in sessions of their own), from the first signal of the ladder to
 //!   the whole tree confirmed gone (`MonitorResult::ladder_time`, so criterion's time is that).
@@ -18,11 +21,11 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use stallwatch::{CaptureConfig, KillLadder, MonitorConfig, Outcome, Session, Signal};
 
 const STALLWATCH: &str = env!("CARGO_BIN_EXE_stallwatch");
-const RELAY_BYTES: u64 = 64 * 1024 * 1024;
+const RELAY_BYTES: u64 = 256 * 1024 * 1024;
 
 fn run_quiet(command: &mut Command) {
     let status = command
@@ -107,9 +110,8 @@ fn exit_latency(c: &mut Criterion) {
     group.finish();
 }
 
-/// Runs `head -c 64M /dev/zero` through `relay` (a command line taking the producer's words),
-/// reads its stdout to the end, and checks the byte count.
-fn relay_through(program: &str, args: &[&str]) {
+/// Runs a command line, reads its stdout to end-of-file, and returns how many bytes it printed.
+fn read_all(program: &str, args: &[&str]) -> u64 {
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -128,42 +130,136 @@ fn relay_through(program: &str, args: &[&str]) {
         total += n as u64;
     }
     assert!(child.wait().expect("the relay ends").success());
-    assert_eq!(total, RELAY_BYTES);
+    total
 }
 
-fn relay(c: &mut Criterion) {
-    let logs = tempfile::tempdir().expect("a temp folder");
-    let size = RELAY_BYTES.to_string();
-    let mut group = c.benchmark_group("versus_relay_64MiB");
-    group
-        .sample_size(20)
-        .measurement_time(Duration::from_secs(6))
-        .throughput(Throughput::Bytes(RELAY_BYTES));
-    let pipeline = format!("head -c {size} /dev/zero | cat");
-    group.bench_function("cat", |b| {
-        b.iter(|| relay_through("sh", &["-c", &pipeline]))
-    });
-    let log_dir = logs.path().to_str().expect("a UTF-8 temp path").to_owned();
-    group.bench_function("stallwatch", |b| {
-        // The command as shipped: the output passes through and, past 4 KiB, is also logged
-        // (SHA-256 and a file write per byte); the log is removed after each iteration.
-        b.iter(|| {
-            relay_through(
-                "sh",
-                &[
-                    "-c",
-                    &format!("{STALLWATCH} --log-dir {log_dir} -- head -c {size} /dev/zero"),
-                ],
-            );
-            for entry in std::fs::read_dir(&log_dir)
-                .expect("the log folder")
-                .flatten()
-            {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        })
-    });
-    group.finish();
+/// Rounds of the paired relay comparison (each moves 256 MiB four times).
+const RELAY_ROUNDS: usize = 9;
+
+/// The median of `values` (sorted in place).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Prints the median, min and max of the per-round ratios `a / b`.
+fn report_ratio(what: &str, a: &[Duration], b: &[Duration], target: &str) {
+    let mut ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+        .collect();
+    let secs = |d: &[Duration]| {
+        let mut v: Vec<f64> = d.iter().map(Duration::as_secs_f64).collect();
+        median(&mut v) * 1e3
+    };
+    let (ma, mb) = (secs(a), secs(b));
+    let m = median(&mut ratios);
+    eprintln!(
+        "versus_relay_paired/{what}: {} rounds; median {ma:.0} ms vs {mb:.0} ms; per-round \
+         ratio median {m:.3} (min {:.3}, max {:.3}); target {target}",
+        ratios.len(),
+        ratios[0],
+        ratios[ratios.len() - 1],
+    );
+}
+
+/// The relay rows, whole process and paired (ABBA order in each round): outside criterion, so
+/// both sides of a ratio see the same moment of a shared machine. Runs under `cargo bench`
+/// only, when no filter is given or the filter matches `versus_relay_paired`.
+fn relay_paired() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if !has("--bench")
+        || has("--test")
+        || has("--list")
+        || !(filters.is_empty()
+            || filters
+                .iter()
+                .any(|f| "versus_relay_paired".contains(f.as_str())))
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temp folder");
+    let file = dir.path().join("relay.bin");
+    // Bytes that do not compress or repeat (xorshift), written once.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut data = Vec::with_capacity(RELAY_BYTES as usize);
+    while data.len() < RELAY_BYTES as usize {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        data.extend_from_slice(&state.to_le_bytes());
+    }
+    std::fs::write(&file, &data).expect("the relay file");
+    drop(data);
+    let file = file.to_str().expect("a UTF-8 temp path").to_owned();
+    let logs = dir.path().join("logs");
+    let logs = logs.to_str().expect("a UTF-8 temp path").to_owned();
+    let pipeline = format!("cat '{file}' | cat");
+    let plain = || assert_eq!(read_all("sh", &["-c", &pipeline]), RELAY_BYTES);
+    let relayed = || {
+        assert_eq!(
+            read_all(STALLWATCH, &["-i", "30s", "--", "cat", &file]),
+            RELAY_BYTES
+        )
+    };
+    let hashed = || {
+        read_all("sha256sum", &[&file]);
+    };
+    let logged = || {
+        assert_eq!(
+            read_all(
+                STALLWATCH,
+                &["-i", "30s", "--log-dir", &logs, "--", "cat", &file]
+            ),
+            RELAY_BYTES
+        );
+    };
+    let clean = || {
+        for entry in std::fs::read_dir(&logs).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    };
+    let timed = |f: &dyn Fn()| {
+        let start = Instant::now();
+        f();
+        start.elapsed()
+    };
+    // A warm-up of each: the file in the page cache, the binaries loaded.
+    plain();
+    relayed();
+    hashed();
+    logged();
+    clean();
+    let (mut p, mut r, mut h, mut l) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..RELAY_ROUNDS {
+        if round % 2 == 0 {
+            p.push(timed(&plain));
+            r.push(timed(&relayed));
+            h.push(timed(&hashed));
+            l.push(timed(&logged));
+        } else {
+            l.push(timed(&logged));
+            h.push(timed(&hashed));
+            r.push(timed(&relayed));
+            p.push(timed(&plain));
+        }
+        clean();
+    }
+    report_ratio(
+        "default_vs_cat_pipe (stallwatch time / `cat FILE | cat` time)",
+        &r,
+        &p,
+        "<= 1.2",
+    );
+    report_ratio(
+        "logged_vs_sha256sum (`sha256sum FILE` time / stallwatch --log-dir time = share of sha256sum's speed)",
+        &h,
+        &l,
+        ">= 0.8",
+    );
 }
 
 /// The script of the 200-process tree: 180 sleepers in the group, 20 in sessions of their
@@ -206,5 +302,10 @@ fn teardown(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, spawn_overhead, exit_latency, relay, teardown);
-criterion_main!(benches);
+criterion_group!(benches, spawn_overhead, exit_latency, teardown);
+
+fn main() {
+    benches();
+    relay_paired();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -143,8 +143,13 @@ pub struct CaptureConfig {
     pub spill: bool,
     /// Bytes of a stream after which it is spilled to a log. Default 4 KiB.
     pub spill_threshold: u64,
-    /// Where logs go. `None` (default): [`default_log_dir`](crate::default_log_dir).
+    /// Where logs go. `None` (default): [`default_log_dir`](crate::default_log_dir); when that
+    /// folder cannot be used, the run goes on without logs (a warning, and each
+    /// [`LogFile`](crate::LogFile) says why), where a folder named here that cannot be used
+    /// fails the spawn ([`SpawnErrorKind::LogDir`](crate::SpawnErrorKind::LogDir)).
     pub log_dir: Option<PathBuf>,
+    /// How much of stallwatch's own logs the log folder keeps. Default 7 days and 256 MiB.
+    pub retention: crate::capture::spill::LogRetention,
 }
 
 impl Default for CaptureConfig {
@@ -155,6 +160,7 @@ impl Default for CaptureConfig {
             spill: true,
             spill_threshold: 4096,
             log_dir: None,
+            retention: crate::capture::spill::LogRetention::default(),
         }
     }
 }
@@ -187,6 +193,12 @@ impl CaptureConfig {
     /// Sets the log folder.
     pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.log_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the log folder's retention budget.
+    pub fn retention(mut self, retention: crate::capture::spill::LogRetention) -> Self {
+        self.retention = retention;
         self
     }
 }

@@ -14,6 +14,16 @@
 //! Then it runs a kill ladder (SIGTERM, a grace period, SIGKILL) on the child's whole process
 //! group. A hard timeout ends the child even while it is active.
 //!
+//! # As a dependency
+//!
+//! The default feature `cli` builds the `stallwatch` command and pulls its dependencies
+//! (clap, serde, serde_json, env_logger, signal-hook, nix). A library user turns it off:
+//!
+//! ```toml
+//! [dependencies]
+//! stallwatch = { version = "0.1", default-features = false }
+//! ```
+//!
 //! # Tutorial
 //!
 //! Spawn a command under supervision and wait for the result:
@@ -251,10 +261,14 @@
 //! - **Capture.** Each reader hands every chunk to its sink first (pass-through), then to a
 //!   head/tail buffer with a byte cap (the middle is dropped and counted exactly), then to the
 //!   log spill: once a stream passes 4 KiB its complete content from byte 0 goes to a log file
-//!   (create-new, no symlink following, mode 0600, folder 0700) written and SHA-256-hashed on
-//!   a thread of its own (`stallwatch-logout-<id>` / `-logerr-`), at most 8 MiB in flight. An
-//!   unusable log folder fails the spawn. The child's pipes are grown to 1 MiB and read 256 KiB
-//!   at a time. The combined mode sends both streams through one pipe, in order.
+//!   (create-new, no symlink following, mode 0600, folder 0700, an exclusive `flock` while it
+//!   is written), SHA-256-hashed on a thread of its own (`stallwatch-logout-<id>` /
+//!   `-logerr-`) while another (`stallwatch-logw-<id>`) writes the file, at most 2 MiB in
+//!   flight on each hop. A named log folder that cannot be used fails the spawn
+//!   ([`SpawnErrorKind::LogDir`]); an unusable default folder means no log, with a warning and
+//!   the reason in each [`LogFile`]. The folder keeps a budget ([`LogRetention`]). The child's
+//!   pipes are grown to 1 MiB and read 64 KiB at a time. The combined mode sends both streams
+//!   through one pipe, in order.
 //! - **Events** ([`Session::events`]) go through one bounded channel and never block anybody:
 //!   `Output` (throttled per stream, capped, optionally cut on UTF-8 boundaries) and `Activity`
 //!   (rate-limited) are dropped when the consumer lags (counted in
@@ -300,7 +314,7 @@ struct ReadmeDoctests;
 pub mod parts;
 
 pub use activity::ActivitySource;
-pub use capture::spill::{LogDirError, LogFile, default_log_dir};
+pub use capture::spill::{LogDirError, LogFile, LogRetention, default_log_dir};
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
@@ -309,7 +323,7 @@ pub use config::{
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
-pub use error::ConfigError;
+pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
     DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,

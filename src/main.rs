@@ -152,7 +152,8 @@ fn run(options: &Options) -> Exit {
         Err(e) => {
             let log_folder = e
                 .get_ref()
-                .is_some_and(|inner| inner.is::<stallwatch::LogDirError>());
+                .and_then(|inner| inner.downcast_ref::<stallwatch::SpawnError>())
+                .is_some_and(|inner| inner.kind() == stallwatch::SpawnErrorKind::LogDir);
             let code = if log_folder {
                 EXIT_INTERNAL // stallwatch's own failure, not the program's
             } else {

@@ -297,9 +297,11 @@ pub(crate) struct Cli {
 
     /// Where the complete output goes once a stream passes 4 KiB (a log per stream, mode 0600).
     ///
-    /// Default: the platform cache folder's stallwatch/logs ($XDG_CACHE_HOME or ~/.cache).
-    /// The report lists the logs with their SHA-256. A folder that cannot be used stops
-    /// stallwatch before the program starts (125).
+    /// Default: no logs, unless --report is given: then the platform cache folder's
+    /// stallwatch/logs ($XDG_CACHE_HOME or ~/.cache), or none with a warning if that folder
+    /// cannot be used. The report lists the logs with their SHA-256. A folder named here that
+    /// cannot be used stops stallwatch before the program starts (125). stallwatch's logs
+    /// older than 7 days, then the oldest past 256 MiB in all, are deleted from the folder.
     /// Example: --log-dir /var/log/agents
     #[arg(
         long,
@@ -473,9 +475,12 @@ impl Options {
             .watch_files(!cli.no_watch)
             .watch_children(!cli.no_children)
             .watch_output(!cli.no_output);
-        let config = match &cli.log_dir {
-            Some(dir) => config.capture(CaptureConfig::default().log_dir(dir)),
-            None => config,
+        // Every byte passes through already: a second copy on disk only when asked for, by
+        // naming a folder or by asking for a report (whose `log` entries list the logs).
+        let config = match (&cli.log_dir, &cli.report) {
+            (Some(dir), _) => config.capture(CaptureConfig::default().log_dir(dir)),
+            (None, Some(_)) => config,
+            (None, None) => config.capture(CaptureConfig::default().spill(false)),
         };
         config.validate().map_err(|e| self.option_error(&e))?;
         Ok(config)
@@ -896,9 +901,11 @@ mod tests {
             .iter()
             .all(|(_, var)| std::env::var_os(var).is_none())
         {
-            // The library defaults, but for the subreaper mode the command turns on (Linux).
+            // The library defaults, but for the subreaper mode the command turns on (Linux)
+            // and the log spill it leaves off (no --log-dir, no --report).
             let expected = MonitorConfig::default()
-                .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")));
+                .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
+                .capture(CaptureConfig::default().spill(false));
             assert_eq!(options.config().unwrap(), expected);
             assert_eq!(options.log_level(), log::LevelFilter::Warn);
             assert!(options.summary_wanted());

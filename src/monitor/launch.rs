@@ -71,7 +71,8 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
-    let log_dir = prepare_log_dir(&config)?;
+    // A named log folder that cannot be used is an error now, not lost output later.
+    let log_dir = spill::resolve_dir(&config.capture)?;
     command.stdin(stdin);
     let combined_pipe = pipe_output(&mut command, &config)?;
     sys::configure_command(&mut command, config.parent_death_signal);
@@ -151,21 +152,6 @@ fn spawn_leader(
     process::orphans::set_leader(id, pid as i32);
     drop(gate);
     Ok((command, child))
-}
-
-/// An unusable log folder is an error now, not lost output later.
-fn prepare_log_dir(config: &MonitorConfig) -> io::Result<Option<std::path::PathBuf>> {
-    Ok(if config.capture.spill {
-        let dir = config
-            .capture
-            .log_dir
-            .clone()
-            .unwrap_or_else(crate::capture::spill::default_log_dir);
-        crate::capture::spill::prepare_dir(&dir)?;
-        Some(dir)
-    } else {
-        None
-    })
 }
 
 /// Pipes the command's stdout and stderr; returns the read end of the one pipe of the
@@ -290,7 +276,7 @@ type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
 struct Streams {
     /// The read end of the one pipe of the combined mode.
     combined: Option<std::io::PipeReader>,
-    log_dir: Option<std::path::PathBuf>,
+    log_dir: Option<spill::LogDir>,
     /// The file activity tracker's own files: the logs register there (they never count).
     own_files: Option<OwnFiles>,
     emitter: Arc<Emitter>,
@@ -542,7 +528,7 @@ fn open_pipes(
 fn record_pipe(
     pipe: &mut StreamPipe,
     config: &MonitorConfig,
-    log_dir: Option<&std::path::PathBuf>,
+    log_dir: Option<&spill::LogDir>,
     own_files: Option<&OwnFiles>,
     id: u64,
 ) -> io::Result<()> {

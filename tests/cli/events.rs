@@ -186,3 +186,49 @@ fn an_events_fifo_without_a_reader_is_announced_and_then_served() {
     assert_eq!(last["event"], "closed", "{lines}");
     assert_no_leak(&m);
 }
+
+/// Without `--log-dir` or `--report` the command writes no log: every byte already passed
+/// through, and a second copy on disk is only made when asked for (issue 13).
+#[test]
+fn without_log_dir_or_report_no_log_is_written() {
+    let m = Marker::new("cli-no-logs");
+    let cache = tempfile::tempdir().unwrap();
+    let out = sw(&m)
+        .env("XDG_CACHE_HOME", cache.path())
+        .sh("head -c 300000 /dev/zero")
+        .output();
+    assert_code(&out, 0);
+    assert_eq!(out.stdout.len(), 300_000);
+    assert!(
+        !cache.path().join("stallwatch").exists(),
+        "no log folder, no log"
+    );
+    assert_no_leak(&m);
+}
+
+/// With `--report` but an unusable default folder: a warning, the program runs, and the
+/// report's `log` entry says why there is no file; never a refusal to run.
+#[test]
+fn a_report_with_an_unusable_default_folder_runs_and_says_why_there_is_no_log() {
+    let m = Marker::new("cli-degraded-logs");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    fs::write(&file, "").unwrap();
+    let report = dir.path().join("report.json");
+    let out = sw(&m)
+        .env("XDG_CACHE_HOME", &file)
+        .args(&["--report", report.to_str().unwrap()])
+        .sh("head -c 10000 /dev/zero")
+        .output();
+    assert_code(&out, 0);
+    assert_eq!(out.stdout.len(), 10_000);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("log folder"), "{stderr}");
+    let report: Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
+    let log = &report["log"].as_array().expect("a log list")[0];
+    assert_eq!(log["bytes"], 10_000);
+    assert_eq!(log["written"], 0);
+    let error = log["error"].as_str().expect("why there is no log");
+    assert!(error.contains("log folder"), "{error}");
+    assert_no_leak(&m);
+}

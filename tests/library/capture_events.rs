@@ -94,9 +94,14 @@ fn an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs() {
     assert!(err.to_string().contains("log folder"), "{err}");
     assert!(err.to_string().contains("a-file"), "{err}");
     // Told apart from the program's own spawn errors by its type, not its wording.
-    let inner = err
+    let spawn_error = err
         .get_ref()
-        .and_then(|e| e.downcast_ref::<stallwatch::LogDirError>())
+        .and_then(|e| e.downcast_ref::<stallwatch::SpawnError>())
+        .expect("a SpawnError inside");
+    assert_eq!(spawn_error.kind(), stallwatch::SpawnErrorKind::LogDir);
+    let inner = spawn_error
+        .inner()
+        .downcast_ref::<stallwatch::LogDirError>()
         .expect("a LogDirError inside");
     assert_eq!(inner.path(), file.join("logs"));
     assert!(!witness.exists(), "the child must not have run");
@@ -447,5 +452,30 @@ fn utf8_boundaries_keep_every_event_valid_text() {
         }
     }
     assert!(seen > 0);
+    assert_no_leak(&m);
+}
+
+/// A log folder the caller named that cannot be made (here: under a dangling symlink, where
+/// `mkdir` says `NotFound`) fails the spawn with a kind of its own, never `NotFound`, the kind
+/// of "program not found" (issue 13).
+#[test]
+fn a_named_log_folder_that_cannot_be_made_is_not_mistaken_for_a_missing_program() {
+    let m = Marker::new("log-dir-kind");
+    let base = tempfile::tempdir().unwrap();
+    let dangling = base.path().join("dangling");
+    std::os::unix::fs::symlink(base.path().join("nowhere"), &dangling).unwrap();
+    let witness = base.path().join("ran");
+    let err = Session::builder(m.sh(&format!("touch {}", witness.display())))
+        .config(MonitorConfig::default().capture(capture_in(&dangling.join("logs"))))
+        .spawn()
+        .unwrap_err();
+    assert_ne!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+    let spawn_error = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<stallwatch::SpawnError>())
+        .unwrap_or_else(|| panic!("a SpawnError inside: {:?} {err}", err.kind()));
+    assert_eq!(spawn_error.kind(), stallwatch::SpawnErrorKind::LogDir);
+    assert!(err.to_string().contains("log folder"), "{err}");
+    assert!(!witness.exists(), "the child must not have run");
     assert_no_leak(&m);
 }
