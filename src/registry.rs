@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::Signal;
 use crate::contract::Lifecycle;
 use crate::outcome::MonitorResult;
 use crate::session::{Session, SessionBuilder};
@@ -106,7 +105,8 @@ pub enum ControlAction {
         /// The new idle timeout, if any.
         idle_timeout: Option<Duration>,
     },
-    /// SIGINT to the child's process group (an agent CLI's "stop this turn"); no ladder follows.
+    /// Ctrl-C ([`Session::interrupt`]): SIGINT to the child's process group, or through the
+    /// terminal of a terminal session (an agent CLI's "stop this turn"); no ladder follows.
     Interrupt,
     /// The kill ladder (the configured polite signal, the grace period, SIGKILL).
     Terminate,
@@ -339,7 +339,11 @@ impl Registry {
                     return rejected(e);
                 }
             }
-            ControlAction::Interrupt => session.signal(Signal::INT),
+            ControlAction::Interrupt => {
+                if let Err(e) = session.interrupt() {
+                    return ControlAnswer::Rejected(e.to_string());
+                }
+            }
             ControlAction::Terminate => session.terminate(),
             ControlAction::Kill => session.kill(),
             ControlAction::SetIdleTimeout(timeout) => {
