@@ -90,7 +90,13 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
+        let socket = self.run(&["display-message", "-p", "#{socket_path}"]);
         let _ = self.run(&["kill-server"]);
+        // The server leaves its socket file behind: ours, by its unique name.
+        let path = String::from_utf8_lossy(&socket.stdout).trim().to_owned();
+        if path.ends_with(&self.socket) {
+            let _ = fs::remove_file(path);
+        }
     }
 }
 
