@@ -232,27 +232,31 @@ fn printf_ctrl_c_into_stallwatch_interrupts_the_program() {
         command.env_remove(var);
     }
     let mut child = command.spawn().expect("stallwatch starts");
-    let mut stdin = child.stdin.take().expect("piped");
-    use std::io::Write;
-    stdin.write_all(b"line one\n").unwrap();
-    stdin.flush().unwrap();
-    // Ctrl-C only once the line was read (then `sleep` runs in the foreground).
+    let stdin = child.stdin.take().expect("piped");
+    // Each input only once the program is ready for it (the terminal echoes typed input as
+    // it arrives): the line after "ready", Ctrl-C once the line was read (then `sleep` runs
+    // in the foreground).
     let stdout = child.stdout.take().expect("piped");
     let reader = std::thread::spawn(move || {
-        use std::io::Read;
+        use std::io::{Read, Write};
         let mut stdout = stdout;
+        let mut stdin = stdin;
         let mut seen = Vec::new();
         let mut buf = [0u8; 4096];
-        let mut stdin = Some(stdin);
+        let mut steps: Vec<(&str, &[u8])> =
+            vec![("ready\r\n", b"line one\n"), ("got:line one\r\n", b"\x03")];
+        steps.reverse();
         loop {
             match stdout.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => seen.extend_from_slice(&buf[..n]),
             }
-            if let Some(mut input) =
-                stdin.take_if(|_| String::from_utf8_lossy(&seen).contains("got:line one\r\n"))
+            if let Some((after, input)) = steps.last()
+                && String::from_utf8_lossy(&seen).contains(after)
             {
-                input.write_all(b"\x03").unwrap();
+                stdin.write_all(input).unwrap();
+                stdin.flush().unwrap();
+                steps.pop();
             }
         }
         seen
