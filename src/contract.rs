@@ -21,9 +21,13 @@ use crate::stream::Stream;
 pub(crate) struct Shared {
     pub(crate) result: Mutex<Option<MonitorResult>>,
     pub(crate) pumps: [Arc<PumpState>; 2],
-    /// Slot 0: stdout (or combined), slot 1: stderr (absent in combined mode).
+    /// Slot 0: stdout (or combined, or terminal), slot 1: stderr (absent in combined and
+    /// terminal modes).
     pub(crate) recorders: [Option<Arc<Mutex<Recorder>>>; 2],
     pub(crate) combined: bool,
+    /// The terminal of a terminal session (one stream, [`Stream::Terminal`], in slot 0): for
+    /// resizing and Ctrl-C; typed input goes through the `stdin` queue.
+    pub(crate) terminal: Option<Arc<crate::process::pty::Pty>>,
     pub(crate) emitter: Arc<Emitter>,
     /// [`Lifecycle`] as a number, set by the monitor.
     pub(crate) phase: std::sync::atomic::AtomicU8,

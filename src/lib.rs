@@ -169,6 +169,27 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! Run a program that wants a terminal on a pseudo-terminal ([`SessionBuilder::pty`]): what it
+//! writes is one stream, [`Stream::Terminal`]; type into it, resize it, send Ctrl-C through it
+//! ([`Session::interrupt`]):
+//!
+//! ```
+//! use std::process::Command;
+//! use stallwatch::{Session, Stream};
+//!
+//! let mut command = Command::new("sh");
+//! command.args(["-c", "test -t 1 && echo tty; read line; echo \"got $line\""]);
+//! let session = Session::builder(command).pty(24, 80).spawn()?;
+//! session.write_stdin(b"hello\n")?; // typed: the terminal echoes it
+//! let result = session.wait();
+//! assert_eq!(result.exit_code(), 0);
+//! let terminal = session.snapshot().terminal.expect("a terminal session");
+//! let text = terminal.render_lossy(); // the terminal echoes the typed line when it arrives
+//! assert!(text.contains("tty\r\n") && text.ends_with("got hello\r\n"), "{text:?}");
+//! assert_eq!(session.output_bytes(Stream::Terminal), terminal.total);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # Theory of operation
 //!
 //! Data flows one way: child → activity sources → [`ActivityBoard`](parts::ActivityBoard) →

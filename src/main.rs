@@ -141,15 +141,35 @@ fn run(options: &Options) -> Exit {
     let mut command = Command::new(program);
     command.args(args);
 
-    let session = Session::builder(command)
+    // --pty: the program's terminal has stallwatch's own terminal's size when there is one.
+    let pty_size = cli
+        .pty
+        .then(|| cli::terminal::initial_pty_size(cli::terminal::own_terminal_size(), cli.pty_size));
+    // --pty on a terminal: raw mode for the run, so every key (Ctrl-C too) reaches the
+    // program's terminal as typed. Restored when `raw` drops: on every way out of `run`, which
+    // returns before `main` passes on a signal by dying of it.
+    let mut raw = if cli.pty {
+        cli::terminal::RawModeGuard::on_stdin()
+            .inspect_err(|e| log::warn!("cannot put the terminal in raw mode: {e}"))
+            .ok()
+            .flatten()
+    } else {
+        None
+    };
+    let builder = Session::builder(command)
         .config(config.clone())
-        .stdin(Stdio::inherit())
-        .stdout(stdout_sink())
-        .stderr(OutputSink::writer(io::stderr()))
-        .spawn();
+        .stdout(stdout_sink());
+    let session = match pty_size {
+        Some(size) => builder.pty(size.rows, size.cols),
+        None => builder
+            .stdin(Stdio::inherit())
+            .stderr(OutputSink::writer(io::stderr())),
+    }
+    .spawn();
     let session = match session {
         Ok(session) => Arc::new(session),
         Err(e) => {
+            restore_terminal(raw.take());
             let log_folder = e
                 .get_ref()
                 .and_then(|inner| inner.downcast_ref::<stallwatch::SpawnError>())
@@ -177,6 +197,12 @@ fn run(options: &Options) -> Exit {
         }
     };
     signals.start(session.clone(), cli.grace);
+    let resizes = if pty_size.is_some() {
+        cli::relay::start_stdin(session.clone());
+        cli::relay::ResizeRelay::start(session.clone())
+    } else {
+        None
+    };
     let event_writer = events.and_then(|target| {
         cli::events::start(target, session.events())
             .inspect_err(|e| log::warn!("cannot start the event writer: {e}"))
@@ -187,7 +213,9 @@ fn run(options: &Options) -> Exit {
         let _ = writer.join(); // it ends after `Closed`, which comes before the result
     }
     let received = signals.finish();
+    drop(resizes);
     let _ = io::stdout().flush();
+    restore_terminal(raw.take());
 
     let relay = Relay {
         read: Bytes {
@@ -236,6 +264,17 @@ fn stdout_sink() -> OutputSink {
     match io::stdout().as_fd().try_clone_to_owned() {
         Ok(fd) => OutputSink::writer(std::fs::File::from(fd)),
         Err(_) => OutputSink::writer(io::stdout()),
+    }
+}
+
+/// Puts stallwatch's own terminal back as it was (before stallwatch writes its own lines).
+fn restore_terminal(raw: Option<cli::terminal::RawModeGuard>) {
+    if let Some(mut raw) = raw
+        && let Err(e) = raw.restore()
+    {
+        say_line(&format!(
+            "stallwatch: cannot restore the terminal's settings: {e} (`stty sane` repairs it)"
+        ));
     }
 }
 

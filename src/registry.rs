@@ -15,7 +15,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::contract::Lifecycle;
 use crate::outcome::MonitorResult;
 use crate::session::{Session, SessionBuilder};
-use crate::signal::Signal;
 use crate::stream::Stream;
 
 /// How long a finished session stays listed by default.
@@ -115,7 +114,8 @@ pub enum ControlAction {
         /// The new idle timeout, if any.
         idle_timeout: Option<Duration>,
     },
-    /// SIGINT to the child's process group (an agent CLI's "stop this turn"); no ladder follows.
+    /// Ctrl-C ([`Session::interrupt`]): SIGINT to the child's process group, or through the
+    /// terminal of a terminal session (an agent CLI's "stop this turn"); no ladder follows.
     Interrupt,
     /// The kill ladder (the configured polite signal, the grace period, SIGKILL).
     Terminate,
@@ -348,7 +348,11 @@ impl Registry {
                     return rejected(e);
                 }
             }
-            ControlAction::Interrupt => session.signal(Signal::INT),
+            ControlAction::Interrupt => {
+                if let Err(e) = session.interrupt() {
+                    return ControlAnswer::Rejected(e.to_string());
+                }
+            }
             ControlAction::Terminate => session.terminate(),
             ControlAction::Kill => session.start_kill(),
             ControlAction::SetIdleTimeout(timeout) => {

@@ -31,6 +31,7 @@ pub struct SessionBuilder {
     stdin: Option<Stdio>,
     stdin_piped: bool,
     environment: Environment,
+    pty: Option<(u16, u16)>,
 }
 
 impl fmt::Debug for SessionBuilder {
@@ -42,6 +43,7 @@ impl fmt::Debug for SessionBuilder {
             .field("stderr", &self.stderr)
             .field("stdin", &self.stdin)
             .field("environment", &self.environment)
+            .field("pty", &self.pty)
             .finish_non_exhaustive()
     }
 }
@@ -87,6 +89,38 @@ impl SessionBuilder {
     pub fn stdin_piped(mut self) -> Self {
         self.stdin = Some(Stdio::piped());
         self.stdin_piped = true;
+        self
+    }
+
+    /// Runs the child on a pseudo-terminal of `rows` x `cols` instead of pipes (default: pipes).
+    ///
+    /// The child leads a new session with the terminal as its controlling tty and as its
+    /// stdin, stdout and stderr; its process group is still its pid, so the kill ladder and
+    /// the escapee tracking work as in pipe mode. What it writes to the terminal is one stream,
+    /// [`Stream::Terminal`] (raw bytes, escape sequences included): it counts as output
+    /// activity, goes to the [`stdout`](Self::stdout) sink, is kept in
+    /// [`Snapshot::terminal`](crate::Snapshot::terminal) and logged like a pipe.
+    /// [`Session::write_stdin`] types into the terminal, [`Session::close_stdin`] sends
+    /// end-of-file the terminal way, [`Session::interrupt`] sends Ctrl-C through it and
+    /// [`Session::resize`] resizes it. The [`stderr`](Self::stderr) sink is not used, and
+    /// [`stdin`](Self::stdin) cannot be combined with a terminal (the spawn fails with
+    /// `InvalidInput`); [`stdin_piped`](Self::stdin_piped) changes nothing (the terminal is
+    /// always writable).
+    ///
+    /// ```
+    /// use std::process::Command;
+    /// use stallwatch::Session;
+    ///
+    /// let mut command = Command::new("sh");
+    /// command.args(["-c", "test -t 0 && test -t 1 && echo tty; stty size"]);
+    /// let session = Session::builder(command).pty(30, 100).spawn()?;
+    /// session.wait();
+    /// let text = session.snapshot().terminal.unwrap().render_lossy();
+    /// assert_eq!(text, "tty\r\n30 100\r\n"); // the terminal turns \n into \r\n
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn pty(mut self, rows: u16, cols: u16) -> Self {
+        self.pty = Some((rows, cols));
         self
     }
 
@@ -138,6 +172,12 @@ impl SessionBuilder {
         self.config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        if self.pty.is_some() && self.stdin.is_some() && !self.stdin_piped {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a terminal session's stdin is its terminal: SessionBuilder::stdin does not apply",
+            ));
+        }
         let home = self.environment.apply(&mut self.command)?;
         let clock = self.clock.clone();
         let launched = monitor::launch(Launch {
@@ -149,6 +189,7 @@ impl SessionBuilder {
             stdin: self.stdin.unwrap_or_else(Stdio::null),
             stdin_piped: self.stdin_piped,
             home,
+            pty: self.pty,
         })?;
         Ok(Session {
             id: launched.id,
@@ -213,6 +254,7 @@ impl Session {
             stdin: None,
             stdin_piped: false,
             environment: Environment::inherit_all(),
+            pty: None,
         }
     }
 
@@ -346,7 +388,8 @@ impl Session {
         let _ = self.control.send(Control::Signal(signal));
     }
 
-    /// Queues `data` for the child's stdin (see [`SessionBuilder::stdin_piped`]). Returns once
+    /// Queues `data` for the child's stdin (see [`SessionBuilder::stdin_piped`]; in a terminal
+    /// session, [`SessionBuilder::pty`], the bytes are typed into the terminal). Returns once
     /// the data is queued; waits at most 5 s when the queue (64 writes) is full because the
     /// child does not read.
     ///
@@ -378,14 +421,65 @@ impl Session {
     }
 
     /// Closes the child's stdin once the queued data is written (the child sees end-of-file).
+    /// In a terminal session the terminal stays open: end-of-file is sent the terminal way
+    /// (its EOF character at the start of a line; twice after a partial line, the first
+    /// delivering it).
     pub fn close_stdin(&self) {
         self.shared.stdin.lock().take();
     }
 
+    /// Whether the child runs on a pseudo-terminal ([`SessionBuilder::pty`]).
+    pub fn is_terminal(&self) -> bool {
+        self.shared.terminal.is_some()
+    }
+
+    /// The size of the child's terminal, (rows, columns); `None` in a pipe session or when it
+    /// cannot be read.
+    pub fn terminal_size(&self) -> Option<(u16, u16)> {
+        self.shared.terminal.as_ref()?.size().ok()
+    }
+
+    /// Resizes the child's terminal to `rows` x `cols`; the kernel sends SIGWINCH to the
+    /// terminal's foreground process group.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` in a pipe session; `InvalidInput` for a zero dimension; the system's
+    /// error otherwise.
+    pub fn resize(&self, rows: u16, cols: u16) -> io::Result<()> {
+        match &self.shared.terminal {
+            Some(terminal) => terminal.resize(rows, cols),
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "only a terminal session (SessionBuilder::pty) can be resized",
+            )),
+        }
+    }
+
+    /// Ctrl-C. In a terminal session, through the terminal: its interrupt character (0x03),
+    /// so the line discipline sends SIGINT to the terminal's foreground process group — the
+    /// right group even when a shell in the child moved a job into another one; a program
+    /// that turned signals off (raw mode) reads the byte 0x03 itself, as from a key press. In
+    /// a pipe session, SIGINT to the child's process group ([`signal`](Self::signal)).
+    ///
+    /// # Errors
+    ///
+    /// Terminal sessions only: the terminal cannot be written (the run is over).
+    pub fn interrupt(&self) -> io::Result<()> {
+        match &self.shared.terminal {
+            Some(terminal) => terminal.interrupt().map(drop),
+            None => {
+                self.signal(crate::signal::Signal::INT);
+                Ok(())
+            }
+        }
+    }
+
     /// Bytes read so far from one of the child's streams (in combined mode, `Stdout` and
-    /// `Combined` both give the combined count and `Stderr` 0).
+    /// `Combined` both give the combined count and `Stderr` 0; in a terminal session, likewise
+    /// for the terminal stream).
     pub fn output_bytes(&self, stream: Stream) -> u64 {
-        let index = match (stream, self.shared.combined) {
+        let index = match (stream, self.one_stream()) {
             (Stream::Stderr, true) => return 0,
             (Stream::Stderr, false) => 1,
             _ => 0,
@@ -411,9 +505,14 @@ impl Session {
         self.pump(stream)?.sink_error.lock().clone()
     }
 
-    /// The pump state of a stream (`None`: stderr in combined mode).
+    /// Whether the child's output is one stream (combined, or a terminal).
+    fn one_stream(&self) -> bool {
+        self.shared.combined || self.shared.terminal.is_some()
+    }
+
+    /// The pump state of a stream (`None`: stderr in combined and terminal modes).
     fn pump(&self, stream: Stream) -> Option<&crate::sources::output::PumpState> {
-        let index = match (stream, self.shared.combined) {
+        let index = match (stream, self.one_stream()) {
             (Stream::Stderr, true) => return None,
             (Stream::Stderr, false) => 1,
             _ => 0,
@@ -432,11 +531,20 @@ impl Session {
                 .as_ref()
                 .map(|r| r.lock().capture.captured())
         };
-        if self.shared.combined {
+        if self.shared.terminal.is_some() {
+            Snapshot {
+                stdout: None,
+                stderr: None,
+                combined: None,
+                terminal: captured(0),
+                result,
+            }
+        } else if self.shared.combined {
             Snapshot {
                 stdout: None,
                 stderr: None,
                 combined: captured(0),
+                terminal: None,
                 result,
             }
         } else {
@@ -444,6 +552,7 @@ impl Session {
                 stdout: captured(0),
                 stderr: captured(1),
                 combined: None,
+                terminal: None,
                 result,
             }
         }

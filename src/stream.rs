@@ -10,15 +10,19 @@ pub enum Stream {
     /// Both through one pipe, in the order the child wrote them
     /// ([`CaptureConfig::combined`](crate::CaptureConfig::combined)).
     Combined,
+    /// Everything the child wrote to its terminal, escape sequences included, when it runs on
+    /// a pseudo-terminal ([`SessionBuilder::pty`](crate::SessionBuilder::pty)).
+    Terminal,
 }
 
 impl Stream {
-    /// `"stdout"`, `"stderr"` or `"combined"`.
+    /// `"stdout"`, `"stderr"`, `"combined"` or `"terminal"`.
     pub fn name(self) -> &'static str {
         match self {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
             Stream::Combined => "combined",
+            Stream::Terminal => "terminal",
         }
     }
 }

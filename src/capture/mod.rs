@@ -114,6 +114,9 @@ pub struct Snapshot {
     pub stderr: Option<CapturedStream>,
     /// Both streams in the order the child wrote them (combined mode only).
     pub combined: Option<CapturedStream>,
+    /// Everything the child wrote to its terminal (terminal sessions only:
+    /// [`SessionBuilder::pty`](crate::SessionBuilder::pty)).
+    pub terminal: Option<CapturedStream>,
     /// The result once the run is over; `None` while it runs.
     pub result: Option<MonitorResult>,
 }
@@ -140,6 +143,7 @@ impl Snapshot {
             (Stream::Stdout, self.stdout.as_ref()),
             (Stream::Stderr, self.stderr.as_ref()),
             (Stream::Combined, self.combined.as_ref()),
+            (Stream::Terminal, self.terminal.as_ref()),
         ]
         .into_iter()
         .filter_map(|(stream, c)| c.map(|c| (stream, c)))

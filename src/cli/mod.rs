@@ -7,6 +7,7 @@ pub(crate) mod events;
 pub(crate) mod human;
 pub(crate) mod options;
 pub(crate) mod reaper;
+pub(crate) mod relay;
 pub(crate) mod report;
 pub(crate) mod signals;
 pub(crate) mod sys;

@@ -10,6 +10,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::terminal::PtySize;
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
@@ -339,6 +340,34 @@ pub(crate) struct Cli {
     )]
     pub(crate) verbose: u8,
 
+    /// Run the program on a terminal (a pseudo-terminal), as if typed at a shell prompt.
+    ///
+    /// Its size: stallwatch's own terminal's (and its resizes) when there is one, else
+    /// --pty-size. stallwatch's stdin is typed into it (Ctrl-C too), what it prints goes to
+    /// stdout byte for byte; stallwatch's own terminal is in raw mode meanwhile.
+    /// Example: --pty -i 10m -- claude
+    #[arg(
+        long,
+        env = "STALLWATCH_PTY",
+        action = ArgAction::SetTrue,
+        value_parser = text(parse_flag),
+        verbatim_doc_comment
+    )]
+    pub(crate) pty: bool,
+
+    /// The terminal's size with --pty when stallwatch does not run on a terminal.
+    ///
+    /// Default: 24x80.
+    /// Example: --pty-size 50x132
+    #[arg(
+        long,
+        value_name = "ROWSxCOLS",
+        env = "STALLWATCH_PTY_SIZE",
+        value_parser = text(parse_pty_size_value),
+        verbatim_doc_comment
+    )]
+    pub(crate) pty_size: Option<PtySize>,
+
     /// The program to run, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     pub(crate) command: Vec<OsString>,
@@ -363,6 +392,11 @@ fn parse_count(text: &str) -> Result<u8, String> {
     text.trim()
         .parse::<u8>()
         .map_err(|_| format!("{text:?} is not a count: use 0, 1, 2 or 3 (as in -v, -vv, -vvv)"))
+}
+
+/// A `--pty-size` value (clap names the option and the value in the error).
+fn parse_pty_size_value(text: &str) -> Result<PtySize, String> {
+    text.parse()
 }
 
 /// A hard timeout, or `none`.
@@ -393,6 +427,8 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("report", "STALLWATCH_REPORT"),
     ("events", "STALLWATCH_EVENTS"),
     ("log_dir", "STALLWATCH_LOG_DIR"),
+    ("pty", "STALLWATCH_PTY"),
+    ("pty_size", "STALLWATCH_PTY_SIZE"),
     ("quiet", "STALLWATCH_QUIET"),
     ("verbose", "STALLWATCH_VERBOSE"),
 ];

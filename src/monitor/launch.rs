@@ -23,6 +23,7 @@ use crate::config::MonitorConfig;
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::own_files::OwnFiles;
+use crate::process::pty::Pty;
 use crate::process::{self, sys};
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
@@ -44,6 +45,8 @@ pub(crate) struct Launch {
     pub(crate) stdin_piped: bool,
     /// The isolated home prepared for the child, for the result.
     pub(crate) home: Option<crate::environment::HomeReport>,
+    /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
+    pub(crate) pty: Option<(u16, u16)>,
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
@@ -68,14 +71,26 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stdin,
         stdin_piped: stdin_pipe,
         home,
+        pty: pty_size,
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
-    command.stdin(stdin);
-    let combined_pipe = pipe_output(&mut command, &config)?;
-    sys::configure_command(&mut command, config.parent_death_signal);
+    let mut pty = None;
+    let mut combined_pipe = None;
+    if let Some((rows, cols)) = pty_size {
+        // The terminal is stdin, stdout and stderr; the child leads a new session on it (and
+        // so a new process group: its pgid is its pid, as in pipe mode).
+        let terminal = Pty::open(rows, cols)?;
+        terminal.prepare(&mut command, config.parent_death_signal)?;
+        drop(stdin);
+        pty = Some(terminal);
+    } else {
+        command.stdin(stdin);
+        combined_pipe = pipe_output(&mut command, &config)?;
+        sys::configure_command(&mut command, config.parent_death_signal);
+    }
     let tag = subreaper_tag(&mut command, &config, id);
 
     let board = Arc::new(ActivityBoard::new(clock.clone()));
@@ -89,7 +104,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;
 
-    let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref())?;
+    let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut())?;
     let pid = child.id();
     let guardian = start_guardian(&config, id, pid);
     log::debug!(
@@ -100,8 +115,15 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     // would never see end-of-file.
     drop(command);
     emitter.lifecycle(Event::Started { pid, pgid: pid });
-    let stdin = if stdin_pipe { child.stdin.take() } else { None };
+    let terminal = pty.map(Arc::new);
+    let stdin = match &terminal {
+        // Typed input goes to the terminal, always open for writing.
+        Some(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
+        None if stdin_pipe => child.stdin.take().map(StdinTarget::Pipe),
+        None => None,
+    };
     let streams = Streams {
+        terminal,
         combined: combined_pipe,
         log_dir,
         own_files: files.as_ref().map(FileActivityTracker::own_files),
@@ -134,11 +156,17 @@ fn spawn_leader(
     config: &MonitorConfig,
     id: u64,
     tag: Option<&Vec<u8>>,
+    pty: Option<&mut Pty>,
 ) -> io::Result<(Command, Child)> {
     let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
     let gate = process::orphans::spawn_gate();
     process::orphans::register(id, boot_ticks_now(), tag.cloned());
-    let (command, spawned) = process::spawn(command, from_spawner);
+    let (mut command, spawned) = process::spawn(command, from_spawner);
+    if let Some(pty) = pty {
+        // Whether or not the spawn worked: this process keeps no copy of the slave, so the
+        // master reads the end once the child's side is closed.
+        pty.spawned(&mut command);
+    }
     let child = match spawned {
         Ok(child) => child,
         Err(e) => {
@@ -274,14 +302,16 @@ type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
 
 /// How the output is read and recorded.
 struct Streams {
+    /// The terminal of a terminal session (no pipes then).
+    terminal: Option<Arc<Pty>>,
     /// The read end of the one pipe of the combined mode.
     combined: Option<std::io::PipeReader>,
     log_dir: Option<spill::LogDir>,
     /// The file activity tracker's own files: the logs register there (they never count).
     own_files: Option<OwnFiles>,
     emitter: Arc<Emitter>,
-    /// The child's stdin, when the caller feeds it.
-    stdin: Option<std::process::ChildStdin>,
+    /// The child's stdin, when the caller feeds it (always the terminal in a terminal session).
+    stdin: Option<StdinTarget>,
     /// `STALLWATCH_SESSION=…` given to the child in subreaper mode.
     tag: Option<Vec<u8>>,
     /// Ends the group if this process dies.
@@ -409,7 +439,18 @@ fn open_streams(
     pumps: &[Arc<PumpState>; 2],
 ) -> io::Result<(Vec<StreamPipe>, [Option<StreamSlot>; 2], Arc<Shared>)> {
     let combined = streams.combined.is_some();
-    let mut pipes = open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)?;
+    let mut pipes = match &streams.terminal {
+        Some(terminal) => {
+            drop(stderr_sink); // the terminal is one stream, to the stdout sink
+            vec![StreamPipe::new(
+                Stream::Terminal,
+                Box::new(terminal.reader()?),
+                terminal.master_fd().try_clone_to_owned()?,
+                stdout_sink,
+            )]
+        }
+        None => open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)?,
+    };
     for pipe in &mut pipes {
         record_pipe(
             pipe,
@@ -444,6 +485,7 @@ fn open_streams(
         pumps: pumps.clone(),
         recorders,
         combined,
+        terminal: streams.terminal.clone(),
         emitter: streams.emitter.clone(),
         phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
         idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
@@ -460,6 +502,9 @@ fn register_pipes(id: u64, pipes: &[StreamPipe]) {
         id,
         pipes
             .iter()
+            // A terminal's master is no pipe: its identity is that of the multiplexer device,
+            // shared by every terminal on the machine.
+            .filter(|pipe| pipe.stream != Stream::Terminal)
             .filter_map(|pipe| sys::pipe_id(pipe.fd.as_fd()))
             .collect(),
     );
@@ -535,8 +580,10 @@ fn record_pipe(
     // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and
     // then every chunk costs a sleep and a wake-up on each side. Best effort (capped by
     // /proc/sys/fs/pipe-max-size for unprivileged users).
-    sys::grow_pipe(pipe.fd.as_fd());
     let stream = pipe.stream;
+    if stream != Stream::Terminal {
+        sys::grow_pipe(pipe.fd.as_fd());
+    }
     pipe.recorder = Some(Arc::new(parking_lot::Mutex::new(Recorder::new(
         stream,
         HeadTail::new(config.capture.cap_per_stream),
@@ -550,10 +597,10 @@ fn record_pipe(
             stream,
         )
         .own_files(own_files.cloned());
-        let short = if stream == Stream::Stderr {
-            "err"
-        } else {
-            "out"
+        let short = match stream {
+            Stream::Stderr => "err",
+            Stream::Terminal => "tty",
+            Stream::Stdout | Stream::Combined => "out",
         };
         let (writer, report) = spill::start(spill, format!("stallwatch-log{short}-{id}"))?;
         pipe.spill_writer = Some(writer);
@@ -562,12 +609,39 @@ fn record_pipe(
     Ok(())
 }
 
+/// Where the stdin writer writes.
+enum StdinTarget {
+    /// The child's stdin pipe.
+    Pipe(std::process::ChildStdin),
+    /// The terminal the child runs on: bytes as typed keys.
+    Terminal(Arc<Pty>),
+}
+
+impl StdinTarget {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            StdinTarget::Pipe(stdin) => io::Write::write_all(stdin, bytes),
+            StdinTarget::Terminal(terminal) => terminal.write(bytes),
+        }
+    }
+
+    /// The end of the input: a closed pipe, or EOF the terminal way.
+    fn close(self, id: u64) {
+        match self {
+            // Dropping the pipe closes it: the child sees end-of-file.
+            StdinTarget::Pipe(stdin) => drop(stdin),
+            StdinTarget::Terminal(terminal) => {
+                if let Err(e) = terminal.send_eof() {
+                    log::debug!("session {id}: sending end-of-file through the terminal: {e}");
+                }
+            }
+        }
+    }
+}
+
 /// The stdin writer: a thread of its own, so a child that does not read never blocks the
 /// caller (the queue is bounded; `write_stdin` gives up after a while).
-fn start_stdin_writer(
-    id: u64,
-    stdin: Option<std::process::ChildStdin>,
-) -> io::Result<Option<Sender<Vec<u8>>>> {
+fn start_stdin_writer(id: u64, stdin: Option<StdinTarget>) -> io::Result<Option<Sender<Vec<u8>>>> {
     Ok(match stdin {
         Some(mut stdin) => {
             let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(64);
@@ -575,12 +649,13 @@ fn start_stdin_writer(
                 .name(format!("stallwatch-in-{id}"))
                 .spawn(move || {
                     for chunk in rx {
-                        if let Err(e) = io::Write::write_all(&mut stdin, &chunk) {
+                        if let Err(e) = stdin.write(&chunk) {
                             log::debug!("session {id}: writing the child's stdin: {e}");
-                            break;
+                            return;
                         }
                     }
-                    // Dropping `stdin` closes it: the child sees end-of-file.
+                    // Every sender is gone: `close_stdin`, or the session ended.
+                    stdin.close(id);
                 })?;
             Some(tx)
         }
@@ -646,6 +721,7 @@ fn start_reader(
     let short = match stream {
         Stream::Stdout | Stream::Combined => "out",
         Stream::Stderr => "err",
+        Stream::Terminal => "tty",
     };
     let mut sink = sink;
     thread::Builder::new()

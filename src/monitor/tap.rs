@@ -37,7 +37,8 @@ impl StreamSlot {
 
 /// The streams' slots and the held-back `Output` events.
 pub(super) struct Tap {
-    /// Slot 0: stdout (or combined), slot 1: stderr (absent, so done, in combined mode).
+    /// Slot 0: stdout (or combined, or terminal), slot 1: stderr (absent, so done, in combined
+    /// and terminal modes).
     slots: [Option<StreamSlot>; 2],
     /// The earliest instant a held-back `Output` event is due.
     pub(super) flush_due: Option<Instant>,
@@ -48,7 +49,7 @@ pub(super) struct Tap {
 /// The slot of `stream`.
 pub(super) fn stream_index(stream: Stream) -> usize {
     match stream {
-        Stream::Stdout | Stream::Combined => 0,
+        Stream::Stdout | Stream::Combined | Stream::Terminal => 0,
         Stream::Stderr => 1,
     }
 }

@@ -59,10 +59,6 @@
 //! input queue is full, so the session writes from its own thread or accepts that, as for a
 //! stdin pipe.
 
-// The integration step wires this module into the monitor and session; until then only the
-// tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -130,6 +126,7 @@ impl Pty {
         self.slave = None;
     }
 
+    #[cfg_attr(not(test), allow(dead_code))] // only the tests use it
     /// [`Pty::prepare`], spawn from the calling thread, [`Pty::spawned`].
     pub(crate) fn spawn(
         &mut self,
@@ -163,6 +160,7 @@ impl Pty {
         sys::set_terminal_size(self.master.as_fd(), rows, cols)
     }
 
+    #[cfg_attr(not(test), allow(dead_code))] // only the tests use it
     /// The terminal's foreground process group: the group Ctrl-C and a resize signal (the
     /// child's own group unless a job-control shell in it moved a job to the foreground).
     pub(crate) fn foreground_group(&self) -> io::Result<i32> {

@@ -9,3 +9,5 @@ mod options;
 mod passthrough;
 mod report;
 mod signals;
+#[cfg(target_os = "linux")]
+mod terminal;

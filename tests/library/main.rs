@@ -23,3 +23,5 @@ mod retry;
 mod session_control;
 mod spawn_errors;
 mod stdin;
+#[cfg(target_os = "linux")]
+mod terminal;

@@ -16,7 +16,7 @@ use super::{GENEROUS, HANDSHAKE, MARKER_ENV, Marker, SharedBuf, poll_until};
 pub use super::{alive, ms};
 
 /// Every option variable stallwatch reads.
-pub const OPTION_VARS: [&str; 16] = [
+pub const OPTION_VARS: [&str; 18] = [
     "STALLWATCH_IDLE_TIMEOUT",
     "STALLWATCH_HARD_TIMEOUT",
     "STALLWATCH_GRACE",
@@ -31,6 +31,8 @@ pub const OPTION_VARS: [&str; 16] = [
     "STALLWATCH_REPORT",
     "STALLWATCH_EVENTS",
     "STALLWATCH_LOG_DIR",
+    "STALLWATCH_PTY",
+    "STALLWATCH_PTY_SIZE",
     "STALLWATCH_QUIET",
     "STALLWATCH_VERBOSE",
 ];

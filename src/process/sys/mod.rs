@@ -322,6 +322,7 @@ pub(crate) fn terminal_size(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<(u16,
     Ok((size.ws_row, size.ws_col))
 }
 
+#[cfg_attr(not(test), allow(dead_code))] // only the tests use it
 /// The foreground process group of the terminal `fd` belongs to (on a master: the slave's),
 /// the group the line discipline signals for Ctrl-C and the kernel for a resize.
 pub(crate) fn foreground_group(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<i32> {
