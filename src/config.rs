@@ -389,6 +389,17 @@ pub struct FileWatchConfig {
     /// The session's own log files need not be listed: the library registers each one itself
     /// before creating it. The `stallwatch` command lists its `--events` and `--report` files.
     pub own_files: Vec<PathBuf>,
+    /// Arm the watches this long after the start instead of before the spawn (at most a tenth
+    /// of the idle timeout). A program that ends sooner costs no watch at all: no inotify
+    /// instance, no notify thread, and no kernel teardown of the watches when stallwatch
+    /// exits (about 10 ms on Linux, one SRCU grace period). What the program did to the
+    /// watched folders before the arming still counts: at arming, one look at the roots finds
+    /// every file and folder created, written, renamed in or changed (mode, owner) since the
+    /// start, by their change times. A removal is the one change that leaves nothing to look
+    /// at: a removal before the arming that is the program's only activity is not counted,
+    /// so its stall is declared at most this delay early. Default: 0 (armed before the
+    /// spawn); the `stallwatch` command uses 50 ms.
+    pub arm_delay: Duration,
 }
 
 impl Default for FileWatchConfig {
@@ -402,6 +413,7 @@ impl Default for FileWatchConfig {
                 .collect(),
             force_stat_scan: false,
             own_files: Vec::new(),
+            arm_delay: Duration::ZERO,
         }
     }
 }
@@ -428,6 +440,12 @@ impl FileWatchConfig {
     /// Adds an exclude glob.
     pub fn exclude(mut self, glob: impl Into<String>) -> Self {
         self.exclude.push(glob.into());
+        self
+    }
+
+    /// Arms the watches this long after the start ([`arm_delay`](Self::arm_delay)).
+    pub fn arm_delay(mut self, delay: Duration) -> Self {
+        self.arm_delay = delay;
         self
     }
 
@@ -733,6 +751,12 @@ impl MonitorConfig {
         })
     }
 
+    /// The delay in force before the file watches are armed: the configured
+    /// [`FileWatchConfig::arm_delay`], at most a tenth of the idle timeout.
+    pub(crate) fn effective_arm_delay(&self) -> Duration {
+        self.files.arm_delay.min(self.idle_timeout / 10)
+    }
+
     /// Checks every field; the error names the field and the accepted range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_idle_timeout(self.idle_timeout)?;
@@ -763,6 +787,12 @@ impl MonitorConfig {
         )?;
         if self.enabled.files {
             self.files.globs()?;
+            check_range(
+                "files.arm_delay",
+                self.files.arm_delay,
+                Duration::ZERO,
+                Duration::from_secs(10),
+            )?;
         }
         let t = self.children.cpu_threshold;
         if !(t > 0.0 && t <= 64.0) {

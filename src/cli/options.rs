@@ -21,6 +21,10 @@ use stallwatch::{
 
 use super::human::HumanDuration;
 
+/// How long after the start the command arms its file watches
+/// ([`FileWatchConfig::arm_delay`]).
+pub(crate) const COMMAND_ARM_DELAY: Duration = Duration::from_millis(50);
+
 /// The separator of several values in one environment variable (`--watch`, `--exclude`).
 pub(crate) const ENV_LIST_SEPARATOR: char = ':';
 
@@ -487,7 +491,9 @@ impl Options {
     /// The monitoring configuration, or a message naming the option and what it accepts.
     pub(crate) fn config(&self) -> Result<MonitorConfig, String> {
         let cli = &self.cli;
-        let mut files = FileWatchConfig::default();
+        // The watches are armed 50 ms in (at most a tenth of the idle timeout): a program that
+        // is done by then costs no watch, and what it wrote before is found by its times.
+        let mut files = FileWatchConfig::default().arm_delay(COMMAND_ARM_DELAY);
         if !cli.watch.is_empty() {
             files = files.roots(cli.watch.iter().cloned());
         }
@@ -940,6 +946,7 @@ mod tests {
             // The library defaults, but for the subreaper mode the command turns on (Linux)
             // and the log spill it leaves off (no --log-dir, no --report).
             let expected = MonitorConfig::default()
+                .files(FileWatchConfig::default().arm_delay(COMMAND_ARM_DELAY))
                 .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
                 .capture(CaptureConfig::default().spill(false));
             assert_eq!(options.config().unwrap(), expected);

@@ -179,6 +179,36 @@ impl OsProcesses {
     }
 }
 
+impl OsProcesses {
+    /// After the leader exited (a zombie not reaped yet): whether its process group provably
+    /// holds nothing else, so that the leftover look needs no scan of every process.
+    ///
+    /// It does in subreaper mode when this process has no child but the leader and the
+    /// processes the library started itself (other sessions' leaders, guardians): every
+    /// descendant of the leader that outlived it was handed to this process (or lives below
+    /// one that was), so none lives. What this cannot see is a process that is *not* the
+    /// leader's descendant and moved itself into the leader's group; only a process of the
+    /// leader's own session can, which for a terminal session is the leader's own tree and for
+    /// a pipe session is the session this process runs in (its shell's other jobs). Such a
+    /// stranger is still ended by an idle or hard timeout's ladder, which signals the group.
+    pub(super) fn leader_alone(&mut self, leader: i32) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            if !process::orphans::adopting() || self.children.is_none() {
+                return false;
+            }
+            sys::own_children()
+                .into_iter()
+                .all(|pid| pid == leader || process::orphans::is_spawned(pid))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = leader;
+            false
+        }
+    }
+}
+
 impl ProcessLayer for OsProcesses {
     fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()> {
         sys::kill_group(pgid, signal)

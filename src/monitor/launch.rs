@@ -232,8 +232,10 @@ fn arm_files(
             Some(dir) => std::env::current_dir()?.join(dir),
             None => std::env::current_dir()?,
         };
+        let mut files = config.files.clone();
+        files.arm_delay = config.effective_arm_delay();
         Some(FileActivityTracker::start(
-            &config.files,
+            &files,
             &base,
             board.clone(),
             config.effective_check_interval(),
@@ -401,7 +403,8 @@ fn start_threads(
         leader: Leader::new(),
         processes: OsProcesses::new(id, children, streams.tag),
         guardian: streams.guardian,
-        _files: files,
+        files,
+        unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
     };

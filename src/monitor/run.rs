@@ -163,7 +163,10 @@ pub(super) struct Monitor {
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
     /// Stamps the board from its own thread; stopped when the monitor ends.
-    pub(super) _files: Option<FileActivityTracker>,
+    /// The file tracker while the program runs; let go of when the drain starts.
+    pub(super) files: Option<FileActivityTracker>,
+    /// What the file tracker could not watch, as it stood when the program's run was over.
+    pub(super) unwatched: Vec<crate::outcome::Unwatched>,
     pub(super) reason: Option<Reason>,
     pub(super) phase: Phase,
 }
@@ -352,6 +355,9 @@ impl Monitor {
         if self.output_waiting(now) {
             return Next::Continue(());
         }
+        if self.files_changed_before_arming() {
+            return Next::Continue(());
+        }
         let children_on = self.config.enabled.children;
         report.children = self
             .processes
@@ -481,10 +487,13 @@ impl Monitor {
     fn after_leader_exit(&mut self, now: Instant) {
         if self.config.leftovers == LeftoverPolicy::KillLadder {
             self.processes.sample(now); // who is left, now that the leader is gone
-            let members = self
-                .processes
-                .group_members(self.pid, self.pid)
-                .unwrap_or_default();
+            let members = if self.processes.leader_alone(self.pid) {
+                Vec::new() // no scan of every process needed
+            } else {
+                self.processes
+                    .group_members(self.pid, self.pid)
+                    .unwrap_or_default()
+            };
             let escapees = self.processes.escapees(self.pid).len();
             let leftovers = members.len() + escapees;
             if leftovers > 0 {
@@ -506,6 +515,7 @@ impl Monitor {
 
     fn start_drain(&mut self, now: Instant) {
         self.shared.phase.store(Lifecycle::ENDED, Ordering::Release);
+        self.let_go_of_files();
         // The ladder is done (or was not needed): now the leader may be reaped.
         self.reap();
         self.emitter.lifecycle(Event::Exited {
@@ -579,6 +589,34 @@ impl Monitor {
     }
 
     /// Reaps the child (once): waits for it if it exited, else only looks.
+    /// At a stale decision: watches whose arming was put off are armed now, and what the
+    /// program changed before counts (true: it did).
+    fn files_changed_before_arming(&self) -> bool {
+        let Some(files) = &self.files else {
+            return false;
+        };
+        let before = self.board.count(ActivitySource::Files);
+        files.arm_now();
+        self.board.count(ActivitySource::Files) != before
+    }
+
+    /// The program's run is over: file activity no longer matters. The tracker is dropped on
+    /// a thread of its own, so that the kernel's teardown of the watches (an SRCU grace
+    /// period, about 10 ms on Linux) runs beside the drain and the result instead of after
+    /// them.
+    fn let_go_of_files(&mut self) {
+        if let Some(files) = self.files.take() {
+            self.unwatched = files.unwatched();
+            let dropped = std::thread::Builder::new()
+                .name(format!("stallwatch-unwatch-{}", self.id))
+                .spawn(move || drop(files));
+            if let Err(e) = dropped {
+                // The tracker came back with the error and is dropped here, on this thread.
+                log::debug!("session {}: no thread to drop the watches on: {e}", self.id);
+            }
+        }
+    }
+
     fn reap(&mut self) {
         self.leader.reap(self.id, self.pid);
     }
@@ -610,11 +648,10 @@ impl Monitor {
             events_dropped: self.emitter.dropped(),
             output_complete: self.tap.all_done(),
             home: self.shared.home.clone(),
-            unwatched: self
-                ._files
-                .as_ref()
-                .map(FileActivityTracker::unwatched)
-                .unwrap_or_default(),
+            unwatched: match &self.files {
+                Some(files) => files.unwatched(),
+                None => self.unwatched.clone(),
+            },
         }
     }
 }

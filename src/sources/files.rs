@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use globset::GlobSet;
@@ -122,6 +122,8 @@ enum Msg {
     /// cannot be read).
     Retry(PathBuf),
     FallBack,
+    /// Arm now if the watches are not armed yet; answer once they are.
+    ArmNow(Sender<()>),
     Stop,
 }
 
@@ -321,15 +323,30 @@ impl FileActivityTracker {
             warned: Vec::new(),
             armed: false,
         };
-        if config.force_stat_scan {
-            worker.fall_back("forced by configuration");
-        } else {
-            worker.start_watcher();
+        let forced = config.force_stat_scan;
+        let delay = config.arm_delay;
+        // The start, for the look at what changed before a delayed arming. File times come
+        // from the kernel's coarse clock, up to one tick (at most 10 ms) behind this one: a
+        // file written right after the start may carry a time a little before it.
+        let since = SystemTime::now() - COARSE_CLOCK_TICK;
+        if delay.is_zero() {
+            worker.begin(forced);
         }
-        worker.arm();
         let thread = std::thread::Builder::new()
             .name("stallwatch-files".into())
-            .spawn(move || worker.run(rx))?;
+            .spawn(move || {
+                if !delay.is_zero() {
+                    let Some(ack) = wait_to_arm(&rx, delay) else {
+                        return; // stopped before the arming: no watch was ever made
+                    };
+                    worker.begin(forced);
+                    worker.changed_since(since);
+                    if let Some(ack) = ack {
+                        let _ = ack.send(());
+                    }
+                }
+                worker.run(rx)
+            })?;
         Ok(FileActivityTracker {
             filter,
             gaps,
@@ -338,6 +355,16 @@ impl FileActivityTracker {
             tx,
             thread: Some(thread),
         })
+    }
+
+    /// Arms the watches now if [`FileWatchConfig::arm_delay`] put the arming off and it has
+    /// not come yet (what changed since the start is counted then); returns once they are
+    /// armed. At once when they are.
+    pub fn arm_now(&self) {
+        let (ack, armed) = crossbeam_channel::bounded(1);
+        if self.tx.send(Msg::ArmNow(ack)).is_ok() {
+            let _ = armed.recv(); // an error: the thread is gone, nothing to wait for
+        }
     }
 
     /// Whether the tracker has fallen back to stat-scanning (or was told to).
@@ -410,7 +437,73 @@ fn is_out_of_watches(error: &notify::Error) -> bool {
     }
 }
 
+/// The longest a file time can lag the clock it is compared with (one tick of the kernel's
+/// coarse clock at 100 Hz).
+const COARSE_CLOCK_TICK: Duration = Duration::from_millis(10);
+
+/// Waits out the arming delay on the tracker's channel: `None` when told to stop first, else
+/// whom to tell once armed (a caller of [`FileActivityTracker::arm_now`], if one asked).
+/// Nothing else can come before the arming (no watcher exists to send it).
+fn wait_to_arm(rx: &Receiver<Msg>, delay: Duration) -> Option<Option<Sender<()>>> {
+    // Real time, as every look at the OS: a frozen test clock must not keep the watches off.
+    let deadline = Instant::now() + delay;
+    loop {
+        match rx.recv_deadline(deadline) {
+            Ok(Msg::ArmNow(ack)) => return Some(Some(ack)),
+            Ok(Msg::Stop) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return None,
+            Ok(Msg::Rearm | Msg::Retry(_) | Msg::FallBack) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => return Some(None),
+        }
+    }
+}
+
 impl Worker {
+    /// Makes the watcher (or falls back to the stat scan when `forced`) and arms the roots.
+    fn begin(&mut self, forced: bool) {
+        if forced {
+            self.fall_back("forced by configuration");
+        } else {
+            self.start_watcher();
+        }
+        self.arm();
+    }
+
+    /// After a delayed arming: stamps the board when anything that counts was created,
+    /// written, renamed or changed under the roots since `since` (by its modification and
+    /// status change times; a folder by its birth time).
+    fn changed_since(&self, since: SystemTime) {
+        let newer = |t: io::Result<SystemTime>| t.is_ok_and(|t| t >= since);
+        let changed = |path: &Path, meta: &fs::Metadata| {
+            if meta.is_dir() {
+                newer(meta.created())
+            } else {
+                let ctime = SystemTime::UNIX_EPOCH
+                    .checked_add(Duration::new(
+                        u64::try_from(meta.ctime()).unwrap_or(0),
+                        u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+                    ))
+                    .ok_or(io::ErrorKind::InvalidData.into());
+                newer(meta.modified()) || newer(ctime)
+            }
+            .then(|| self.filter.place(path) == Place::Inside(true))
+            .unwrap_or(false)
+        };
+        let mut found = false;
+        for (root, state) in &self.roots {
+            if *state != RootState::Watched {
+                continue;
+            }
+            found = fs::metadata(root).is_ok_and(|meta| newer(meta.created()))
+                || any_entry(root, &mut |path, meta| changed(path, meta));
+            if found {
+                break;
+            }
+        }
+        if found {
+            self.board.stamp(ActivitySource::Files);
+        }
+    }
+
     fn start_watcher(&mut self) {
         let filter = self.filter.clone();
         let board = self.board.clone();
@@ -808,6 +901,9 @@ impl Worker {
                                 self.fall_back("the system is out of file watches");
                                 self.arm();
                             }
+                            Some(Msg::ArmNow(ack)) => {
+                                let _ = ack.send(());
+                            }
                             Some(Msg::Rearm) | None => {}
                         }
                     }
@@ -815,6 +911,9 @@ impl Worker {
                     Ok(Msg::FallBack) => {
                         self.fall_back("the system is out of file watches");
                         self.arm();
+                    }
+                    Ok(Msg::ArmNow(ack)) => {
+                        let _ = ack.send(()); // armed already
                     }
                     Ok(Msg::Stop) | Err(_) => return,
                 },
@@ -866,6 +965,27 @@ impl Worker {
         }
         self.snapshot = Some(now);
     }
+}
+
+/// Walks `dir` without following symbolic links until `found` says yes to an entry.
+fn any_entry(dir: &Path, found: &mut dyn FnMut(&Path, &fs::Metadata) -> bool) -> bool {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue; // unreadable: the arming reports it as a gap
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue }; // lstat: links not followed
+            if found(&path, &meta) {
+                return true;
+            }
+            if meta.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    false
 }
 
 /// Walks `dir` without following symbolic links, recording a fingerprint of every entry that
@@ -1013,6 +1133,83 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         board.count(ActivitySource::Files) >= n
+    }
+
+    /// A delayed arming: what changed before it counts once it comes (the file written, the
+    /// root created, a file renamed in), what does not count never does (an excluded file, a
+    /// file untouched since before the start), and `arm_now` arms at once.
+    #[test]
+    fn a_delayed_arming_counts_what_changed_before_it() {
+        for stat_scan in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let agent = dir.path().join(".agent");
+            fs::create_dir_all(&agent).unwrap();
+            fs::write(agent.join("old.md"), "before the start").unwrap();
+            fs::write(dir.path().join("outside.md"), "x").unwrap();
+            // Older than the look back at the arming (one coarse clock tick before the start).
+            std::thread::sleep(COARSE_CLOCK_TICK * 3);
+            let new_tracker = |delay: Duration| {
+                let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+                let config = FileWatchConfig::default()
+                    .force_stat_scan(stat_scan)
+                    .arm_delay(delay);
+                let tracker = FileActivityTracker::start(
+                    &config,
+                    dir.path(),
+                    board.clone(),
+                    Duration::from_millis(20),
+                )
+                .unwrap();
+                (board, tracker)
+            };
+            let files = |board: &ActivityBoard| board.count(ActivitySource::Files);
+
+            // Nothing changed: armed (on demand), no stamp.
+            let (board, tracker) = new_tracker(Duration::from_secs(10));
+            fs::write(agent.join("debug.log"), "excluded").unwrap();
+            tracker.arm_now();
+            assert_eq!(
+                files(&board),
+                0,
+                "nothing that counts changed (stat scan: {stat_scan})"
+            );
+            drop(tracker);
+
+            // A file written before the arming counts at the arming.
+            let (board, tracker) = new_tracker(Duration::from_secs(10));
+            fs::write(agent.join("plan.md"), "written before the arming").unwrap();
+            assert_eq!(files(&board), 0, "not armed yet: nothing can count yet");
+            tracker.arm_now();
+            assert_eq!(
+                files(&board),
+                1,
+                "the write before the arming (stat scan: {stat_scan})"
+            );
+            tracker.arm_now(); // armed already: no second look
+            assert_eq!(files(&board), 1);
+            drop(tracker);
+
+            // A file renamed in from outside the roots counts (its status change time moves).
+            let (board, tracker) = new_tracker(Duration::from_secs(10));
+            fs::rename(dir.path().join("outside.md"), agent.join("moved.md")).unwrap();
+            tracker.arm_now();
+            assert_eq!(
+                files(&board),
+                1,
+                "the rename into the root (stat scan: {stat_scan})"
+            );
+            drop(tracker);
+
+            // The root created before the arming counts; the arming comes by itself.
+            fs::remove_dir_all(&agent).unwrap();
+            let (board, tracker) = new_tracker(Duration::from_millis(200));
+            fs::create_dir(&agent).unwrap();
+            assert!(
+                wait_for_stamps(&board, 1),
+                "the root created (stat scan: {stat_scan})"
+            );
+            drop(tracker);
+        }
     }
 
     #[test]

@@ -479,3 +479,42 @@ fn a_report_fifo_without_a_reader_is_announced_and_then_served() {
     assert!(witness.exists());
     assert_no_leak(&marker);
 }
+
+/// The command arms its file watches 50 ms in (issue 13): a program that is done before then
+/// costs no watch (stallwatch holds no inotify instance while it runs), and what a program
+/// writes under `.agent` before the arming still counts as its activity.
+#[test]
+fn file_watches_are_armed_late_and_count_what_came_before() {
+    let marker = Marker::new("cli_late_arming");
+    let work = tempfile::tempdir().expect("a temporary directory");
+    std::fs::create_dir(work.path().join(".agent")).expect(".agent");
+    // stallwatch's descriptors as the program sees them at its start.
+    let output = sw(&marker)
+        .dir(work.path())
+        .args(&["-i", "1h"])
+        .sh("ls -l /proc/$PPID/fd")
+        .output();
+    assert_code(&output, 0);
+    let listing = text(&output.stdout);
+    assert!(
+        listing.contains("pipe:"),
+        "stallwatch's descriptors: {listing}"
+    );
+    assert!(
+        !listing.contains("inotify"),
+        "armed at the start: {listing}"
+    );
+
+    // A write in the first milliseconds, then silence: found when the watches are armed.
+    let (_dir, path) = report_path();
+    let output = sw(&marker)
+        .dir(work.path())
+        .args(&["-i", "1500ms", "-g", "0", "--report"])
+        .args(&[path.to_str().expect("a UTF-8 temporary path")])
+        .sh("echo plan > .agent/plan.md; exec sleep 1000")
+        .output();
+    assert_code(&output, 124);
+    let r = read_report(&path);
+    assert_eq!(r["activity_count"]["files"], 1, "{r:#}");
+    assert_no_leak(&marker);
+}
