@@ -474,7 +474,7 @@ impl Worker {
     fn changed_since(&self, since: SystemTime) {
         let newer = |t: io::Result<SystemTime>| t.is_ok_and(|t| t >= since);
         let changed = |path: &Path, meta: &fs::Metadata| {
-            if meta.is_dir() {
+            let recent = if meta.is_dir() {
                 newer(meta.created())
             } else {
                 let ctime = SystemTime::UNIX_EPOCH
@@ -484,9 +484,8 @@ impl Worker {
                     ))
                     .ok_or(io::ErrorKind::InvalidData.into());
                 newer(meta.modified()) || newer(ctime)
-            }
-            .then(|| self.filter.place(path) == Place::Inside(true))
-            .unwrap_or(false)
+            };
+            recent && self.filter.place(path) == Place::Inside(true)
         };
         let mut found = false;
         for (root, state) in &self.roots {
