@@ -9,13 +9,19 @@
 //!   `stallwatch -i 30s -- cat FILE` (default options: no log) vs `cat FILE | cat`, read by this
 //!   process to end-of-file; and with a log (`--log-dir`: SHA-256 and a file write of every
 //!   byte) vs `sha256sum FILE`, the limit of hashing the same bytes on this CPU;
+//! - terminal relay, whole process, paired (printed on stderr as `versus_terminal_paired/…`):
+//!   a program writing 64 MiB to its terminal (`head -c 67108864 /dev/zero`) under
+//!   `stallwatch --pty -i 30s --` vs under util-linux `script -qfc`, both with stdin and stdout
+//!   on `/dev/null`; the row is script's time / stallwatch's, stallwatch's throughput as a share
+//!   of script's (issue 14);
 //! - teardown of a 200-process tree with escapees: a `Session` whose child starts 200 sleeping
 //!   descendants (20 of them in sessions of their own), from the first signal of the ladder to
 //!   the whole tree confirmed gone (`MonitorResult::ladder_time`, so criterion's time is that).
 //!
 //! Every process measured is started here and ended here (the tree by the ladder itself).
 //!
-//! Run: `cargo bench --bench versus`
+//! Run: `cargo bench --bench versus` (one paired group: `cargo bench --bench versus --
+//! versus_terminal_paired`)
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -142,8 +148,8 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Prints the median, min and max of the per-round ratios `a / b`.
-fn report_ratio(what: &str, a: &[Duration], b: &[Duration], target: &str) {
+/// Prints the median, min and max of the per-round ratios `a / b`, as row `what` of `group`.
+fn report_ratio(group: &str, what: &str, a: &[Duration], b: &[Duration], target: &str) {
     let mut ratios: Vec<f64> = a
         .iter()
         .zip(b)
@@ -156,7 +162,7 @@ fn report_ratio(what: &str, a: &[Duration], b: &[Duration], target: &str) {
     let (ma, mb) = (secs(a), secs(b));
     let m = median(&mut ratios);
     eprintln!(
-        "versus_relay_paired/{what}: {} rounds; median {ma:.0} ms vs {mb:.0} ms; per-round \
+        "{group}/{what}: {} rounds; median {ma:.0} ms vs {mb:.0} ms; per-round \
          ratio median {m:.3} (min {:.3}, max {:.3}); target {target}",
         ratios.len(),
         ratios[0],
@@ -164,21 +170,23 @@ fn report_ratio(what: &str, a: &[Duration], b: &[Duration], target: &str) {
     );
 }
 
+/// Whether the paired rows named `group` run: under `cargo bench` only (not `--test`, not
+/// `--list`), when no filter is given or a filter is part of `group`'s name.
+fn paired_wanted(group: &str) -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    has("--bench")
+        && !has("--test")
+        && !has("--list")
+        && (filters.is_empty() || filters.iter().any(|f| group.contains(f.as_str())))
+}
+
 /// The relay rows, whole process and paired (ABBA order in each round): outside criterion, so
 /// both sides of a ratio see the same moment of a shared machine. Runs under `cargo bench`
 /// only, when no filter is given or the filter matches `versus_relay_paired`.
 fn relay_paired() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let has = |flag: &str| args.iter().any(|a| a == flag);
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    if !has("--bench")
-        || has("--test")
-        || has("--list")
-        || !(filters.is_empty()
-            || filters
-                .iter()
-                .any(|f| "versus_relay_paired".contains(f.as_str())))
-    {
+    if !paired_wanted("versus_relay_paired") {
         return;
     }
     let dir = tempfile::tempdir().expect("a temp folder");
@@ -249,16 +257,97 @@ fn relay_paired() {
         clean();
     }
     report_ratio(
+        "versus_relay_paired",
         "default_vs_cat_pipe (stallwatch time / `cat FILE | cat` time)",
         &r,
         &p,
         "<= 1.2",
     );
     report_ratio(
+        "versus_relay_paired",
         "logged_vs_sha256sum (`sha256sum FILE` time / stallwatch --log-dir time = share of sha256sum's speed)",
         &h,
         &l,
         ">= 0.8",
+    );
+}
+
+/// What the terminal row's program writes to its terminal: 64 MiB.
+const TERMINAL_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Rounds of the paired terminal comparison (each runs both sides once).
+const TERMINAL_ROUNDS: usize = 11;
+
+/// The terminal relay row (issue 14), whole process and paired like the relay rows: a program
+/// writing 64 MiB of zero bytes to its terminal (`head -c 67108864 /dev/zero`), under
+/// `stallwatch --pty -i 30s --` and under util-linux `script -qfc … /dev/null`, each with
+/// stdin and stdout on `/dev/null` (stderr too). Both are checked once to relay every byte
+/// before the timed rounds. Prints script's time / stallwatch's time: stallwatch's throughput
+/// as a share of script's.
+///
+/// The bytes counted are those the relay writes to its stdout, i.e. what the terminal's line
+/// discipline hands to the master. Zero bytes hold no newline, so `ONLCR` (`\n` → `\r\n`)
+/// adds none and the count is exactly what the program wrote. Stdin at end-of-file ends
+/// neither relay early (checked with strace on util-linux 2.38.1): stallwatch types the
+/// terminal's EOF character into the terminal, `script` writes `^D` into it, and both keep
+/// relaying until the program's side of the terminal closes; `head` never reads its stdin.
+fn terminal_paired() {
+    if !paired_wanted("versus_terminal_paired") {
+        return;
+    }
+    if !Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+    {
+        eprintln!("versus_terminal_paired: skipped, util-linux `script` is not installed");
+        return;
+    }
+    let program = format!("head -c {TERMINAL_BYTES} /dev/zero");
+    let size = TERMINAL_BYTES.to_string();
+    let under_stallwatch: [&str; 8] =
+        ["--pty", "-i", "30s", "--", "head", "-c", &size, "/dev/zero"];
+    let under_script: [&str; 3] = ["-qfc", &program, "/dev/null"];
+    // The sanity check (and a warm-up of both): every byte reaches the relay's stdout.
+    assert_eq!(read_all(STALLWATCH, &under_stallwatch), TERMINAL_BYTES);
+    assert_eq!(read_all("script", &under_script), TERMINAL_BYTES);
+    let timed = |program: &str, args: &[&str]| {
+        let start = Instant::now();
+        run_quiet(Command::new(program).args(args));
+        start.elapsed()
+    };
+    let (mut sw, mut sc) = (Vec::new(), Vec::new());
+    for round in 0..TERMINAL_ROUNDS {
+        if round % 2 == 0 {
+            sw.push(timed(STALLWATCH, &under_stallwatch));
+            sc.push(timed("script", &under_script));
+        } else {
+            sc.push(timed("script", &under_script));
+            sw.push(timed(STALLWATCH, &under_stallwatch));
+        }
+    }
+    report_ratio(
+        "versus_terminal_paired",
+        "pty_vs_script (`script -qfc` time / `stallwatch --pty` time = share of script's \
+         throughput; 64 MiB to the terminal)",
+        &sc,
+        &sw,
+        ">= 0.9",
+    );
+    let mib_per_sec = |times: &[Duration]| {
+        let mut v: Vec<f64> = times
+            .iter()
+            .map(|t| TERMINAL_BYTES as f64 / 1048576.0 / t.as_secs_f64())
+            .collect();
+        median(&mut v)
+    };
+    eprintln!(
+        "versus_terminal_paired/throughput: stallwatch --pty {:.0} MiB/s, script -qfc {:.0} MiB/s \
+         (medians)",
+        mib_per_sec(&sw),
+        mib_per_sec(&sc),
     );
 }
 
@@ -307,5 +396,6 @@ criterion_group!(benches, spawn_overhead, exit_latency, teardown);
 fn main() {
     benches();
     relay_paired();
+    terminal_paired();
     Criterion::default().configure_from_args().final_summary();
 }
