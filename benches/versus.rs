@@ -1,7 +1,9 @@
 //! The `stallwatch` command against the tools it replaces, measured in one run on one machine.
 //!
-//! - spawn overhead: `stallwatch -- true` vs GNU `timeout 1h true` vs `true` itself
-//!   (whole-process wall time: start, run a program that exits at once, end);
+//! - spawn overhead: `stallwatch -i 1h -- true` vs GNU `timeout 1h true` vs `true` itself
+//!   (whole-process wall time: start, run a program that exits at once, end), and the same
+//!   paired (`versus_start_exit_paired/…` on stderr: wall and CPU ratios, ABBA rounds) with the
+//!   exit latency of a program that exits at once and of one that runs 200 ms;
 //! - exit latency: from the program's last action (printing the time, then exiting) to the
 //!   supervisor's own exit;
 //! - relay, whole process, paired (both sides back to back in each round, median of the
@@ -44,7 +46,6 @@ fn run_quiet(command: &mut Command) {
 }
 
 fn spawn_overhead(c: &mut Criterion) {
-    let logs = tempfile::tempdir().expect("a temp folder");
     let mut group = c.benchmark_group("versus_spawn_and_exit");
     group
         .sample_size(30)
@@ -56,14 +57,7 @@ fn spawn_overhead(c: &mut Criterion) {
         b.iter(|| run_quiet(Command::new("timeout").args(["1h", "true"])))
     });
     group.bench_function("stallwatch", |b| {
-        b.iter(|| {
-            run_quiet(
-                Command::new(STALLWATCH)
-                    .args(["--log-dir"])
-                    .arg(logs.path())
-                    .args(["--", "true"]),
-            )
-        })
+        b.iter(|| run_quiet(Command::new(STALLWATCH).args(["-i", "1h", "--", "true"])))
     });
     group.finish();
 }
@@ -73,45 +67,18 @@ fn spawn_overhead(c: &mut Criterion) {
 /// supervisor (`stallwatch` or GNU `timeout`) has exited and been waited for. Criterion's time
 /// is that latency.
 fn exit_latency(c: &mut Criterion) {
-    let logs = tempfile::tempdir().expect("a temp folder");
     let mut group = c.benchmark_group("versus_exit_latency");
     group
         .sample_size(30)
         .measurement_time(Duration::from_secs(4));
     let measure = |program: &str, args: &[&str], iters: u64| {
-        let mut total = Duration::ZERO;
-        for _ in 0..iters {
-            let output = Command::new(program)
-                .args(args)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .output()
-                .expect("the supervisor runs");
-            let done = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("after 1970");
-            let printed: u128 = String::from_utf8_lossy(&output.stdout)
-                .trim()
-                .parse()
-                .expect("date printed nanoseconds");
-            total += Duration::from_nanos(
-                u64::try_from(done.as_nanos().saturating_sub(printed)).unwrap_or(u64::MAX),
-            );
-        }
-        total
+        (0..iters).map(|_| exit_latency_of(program, args)).sum()
     };
     group.bench_function("gnu_timeout", |b| {
         b.iter_custom(|iters| measure("timeout", &["1h", "date", "+%s%N"], iters))
     });
-    let log_dir = logs.path().to_str().expect("a UTF-8 temp path").to_owned();
     group.bench_function("stallwatch", |b| {
-        b.iter_custom(|iters| {
-            measure(
-                STALLWATCH,
-                &["--log-dir", &log_dir, "--", "date", "+%s%N"],
-                iters,
-            )
-        })
+        b.iter_custom(|iters| measure(STALLWATCH, &["-i", "1h", "--", "date", "+%s%N"], iters))
     });
     group.finish();
 }
@@ -393,8 +360,120 @@ fn teardown(c: &mut Criterion) {
 
 criterion_group!(benches, spawn_overhead, exit_latency, teardown);
 
+/// Rounds of the paired start-and-exit comparison.
+const START_ROUNDS: usize = 41;
+
+/// CPU time (user + system) of this process's waited-for children so far.
+fn children_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+    let micros = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
+    };
+    micros(usage.user_time()) + micros(usage.system_time())
+}
+
+/// Runs `program args` to the end (output thrown away); its wall time and its CPU time (with
+/// every descendant it waited for).
+fn wall_and_cpu(program: &str, args: &[&str]) -> (Duration, Duration) {
+    let cpu = children_cpu();
+    let start = Instant::now();
+    run_quiet(Command::new(program).args(args));
+    (start.elapsed(), children_cpu() - cpu)
+}
+
+/// Runs `program args`, whose last act is printing the wall-clock time in nanoseconds, and
+/// returns how long after that the supervisor had exited and been waited for.
+fn exit_latency_of(program: &str, args: &[&str]) -> Duration {
+    let output = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("the supervisor runs");
+    let done = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
+    let printed: u128 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("date printed nanoseconds");
+    Duration::from_nanos(u64::try_from(done.as_nanos().saturating_sub(printed)).unwrap_or(0))
+}
+
+/// Start and exit against GNU `timeout`, whole process, paired (ABBA in each round), default
+/// options: `stallwatch -i 1h -- true` vs `timeout 1h true` in wall time and in CPU time; and
+/// the exit latency (the program's last act → the supervisor exited) of a program that exits
+/// at once and of one that runs 200 ms (past the command's file-watch arming).
+fn start_exit_paired() {
+    const GROUP: &str = "versus_start_exit_paired";
+    if !paired_wanted(GROUP) {
+        return;
+    }
+    let ours = ["-i", "1h", "--", "true"];
+    let theirs = ["1h", "true"];
+    let late = "sleep 0.2; exec date +%s%N";
+    let ours_now = ["-i", "1h", "--", "date", "+%s%N"];
+    let theirs_now = ["1h", "date", "+%s%N"];
+    let ours_late = ["-i", "1h", "--", "sh", "-c", late];
+    let theirs_late = ["1h", "sh", "-c", late];
+    // Warm-up: the binaries in the page cache.
+    for _ in 0..3 {
+        wall_and_cpu(STALLWATCH, &ours);
+        wall_and_cpu("timeout", &theirs);
+    }
+    let (mut wall, mut cpu) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let (mut now, mut later) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    for round in 0..START_ROUNDS {
+        let mut one = |first: bool| {
+            if first {
+                let (w, c) = wall_and_cpu(STALLWATCH, &ours);
+                wall.0.push(w);
+                cpu.0.push(c);
+                now.0.push(exit_latency_of(STALLWATCH, &ours_now));
+                later.0.push(exit_latency_of(STALLWATCH, &ours_late));
+            } else {
+                let (w, c) = wall_and_cpu("timeout", &theirs);
+                wall.1.push(w);
+                cpu.1.push(c);
+                now.1.push(exit_latency_of("timeout", &theirs_now));
+                later.1.push(exit_latency_of("timeout", &theirs_late));
+            }
+        };
+        one(round % 2 == 0);
+        one(round % 2 != 0);
+    }
+    report_ratio(GROUP, "wall", &wall.0, &wall.1, "<= 1.5");
+    report_ratio(GROUP, "cpu", &cpu.0, &cpu.1, "<= 2");
+    for (what, (a, b)) in [
+        ("exit_latency_at_once", now),
+        ("exit_latency_after_200ms", later),
+    ] {
+        let mut diffs: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(a, b)| (a.as_secs_f64() - b.as_secs_f64()) * 1e3)
+            .collect();
+        let m = median(&mut diffs);
+        let ms = |d: &[Duration]| {
+            let mut v: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+            median(&mut v)
+        };
+        eprintln!(
+            "{GROUP}/{what}: {} rounds; median {:.2} ms vs {:.2} ms; per-round difference \
+             median {m:+.2} ms (min {:+.2}, max {:+.2}); target <= +1 ms",
+            diffs.len(),
+            ms(&a),
+            ms(&b),
+            diffs[0],
+            diffs[diffs.len() - 1],
+        );
+    }
+}
+
 fn main() {
     benches();
+    start_exit_paired();
     relay_paired();
     terminal_paired();
     Criterion::default().configure_from_args().final_summary();
