@@ -27,6 +27,7 @@ use parking_lot::RwLock;
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
+use crate::error::SpawnError;
 use crate::outcome::Unwatched;
 use crate::own_files::OwnFiles;
 
@@ -285,8 +286,10 @@ impl FileActivityTracker {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`](crate::ConfigError) for an invalid glob. An I/O error only if the
-    /// tracker thread cannot be started.
+    /// An `io::Error` carrying a [`SpawnError`](crate::SpawnError), as from a session's spawn:
+    /// of kind [`Config`](crate::SpawnErrorKind::Config) (`InvalidInput`, a
+    /// [`ConfigError`](crate::ConfigError) inside) for an invalid glob, of kind
+    /// [`Thread`](crate::SpawnErrorKind::Thread) if the tracker thread cannot be started.
     pub fn start(
         config: &FileWatchConfig,
         base_dir: &Path,
@@ -294,9 +297,7 @@ impl FileActivityTracker {
         scan_interval: Duration,
     ) -> io::Result<FileActivityTracker> {
         let roots: Vec<PathBuf> = config.roots.iter().map(|r| base_dir.join(r)).collect();
-        let globs = config
-            .globs()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let globs = config.globs().map_err(SpawnError::config)?;
         let filter = Arc::new(PathFilter::new(globs, roots.clone()));
         for own in &config.own_files {
             filter.own_files.add(own);
@@ -329,7 +330,8 @@ impl FileActivityTracker {
         worker.arm();
         let thread = std::thread::Builder::new()
             .name("stallwatch-files".into())
-            .spawn(move || worker.run(rx))?;
+            .spawn(move || worker.run(rx))
+            .map_err(|e| SpawnError::thread("file tracker", e))?;
         Ok(FileActivityTracker {
             filter,
             gaps,
