@@ -10,7 +10,10 @@ use std::io::{self, Write};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 
-use stallwatch::{EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, Stream};
+use stallwatch::{
+    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, SpawnError,
+    SpawnErrorKind, Stream,
+};
 
 use cli::options::Options;
 use cli::report::{Bytes, Context, Exit, PassThroughErrors, Relay, Report, ReportTarget};
@@ -170,20 +173,18 @@ fn run(options: &Options) -> Exit {
         Ok(session) => Arc::new(session),
         Err(e) => {
             restore_terminal(raw.take());
-            let log_folder = e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<stallwatch::SpawnError>())
-                .is_some_and(|inner| inner.kind() == stallwatch::SpawnErrorKind::LogDir);
-            let code = if log_folder {
-                EXIT_INTERNAL // stallwatch's own failure, not the program's
-            } else {
-                match e.kind() {
-                    io::ErrorKind::NotFound => EXIT_NOT_FOUND,
-                    io::ErrorKind::InvalidInput => EXIT_INTERNAL,
-                    _ => EXIT_CANNOT_EXECUTE,
+            // 127 or 126 when the system did not start the program (not found, not
+            // executable); 125 when a part of stallwatch's own failed (configuration, log
+            // folder, terminal, pipes, threads…).
+            let kind = SpawnError::of(&e).map(SpawnError::kind);
+            let code = match kind {
+                Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => {
+                    EXIT_NOT_FOUND
                 }
+                Some(SpawnErrorKind::Program) => EXIT_CANNOT_EXECUTE,
+                _ => EXIT_INTERNAL, // stallwatch's own failure, not the program's
             };
-            if log_folder && cli.log_dir.is_none() {
+            if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
                 say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
             } else {
                 say_line(&format!("stallwatch: {e}"));
