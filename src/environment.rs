@@ -112,7 +112,7 @@ impl Environment {
     /// are created (0700), an existing file is replaced (never through a symlink). A copy that
     /// fails is recorded in [`HomeReport::failed`] and does not stop the spawn. Needs
     /// [`home`](Self::home) (without it the spawn fails:
-    /// [`SpawnErrorKind::Config`](crate::SpawnErrorKind::Config)).
+    /// [`SpawnErrorKind::Config`]).
     pub fn seed(mut self, source: impl Into<PathBuf>, destination: impl Into<PathBuf>) -> Self {
         self.seeds.push((source.into(), destination.into()));
         self

@@ -286,7 +286,7 @@ impl FileActivityTracker {
     ///
     /// # Errors
     ///
-    /// An `io::Error` carrying a [`SpawnError`](crate::SpawnError), as from a session's spawn:
+    /// An `io::Error` carrying a [`SpawnError`], as from a session's spawn:
     /// of kind [`Config`](crate::SpawnErrorKind::Config) (`InvalidInput`, a
     /// [`ConfigError`](crate::ConfigError) inside) for an invalid glob, of kind
     /// [`Thread`](crate::SpawnErrorKind::Thread) if the tracker thread cannot be started.
