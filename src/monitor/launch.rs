@@ -78,31 +78,9 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     // An unusable log folder is an error now, not lost output later.
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
-    let mut pty = None;
-    let mut combined_pipe = None;
-    if let Some((rows, cols)) = pty_size {
-        // The terminal is stdin, stdout and stderr; the child leads a new session on it (and
-        // so a new process group: its pgid is its pid, as in pipe mode).
-        let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
-        terminal
-            .prepare(&mut command, config.parent_death_signal)
-            .map_err(terminal_error("prepare"))?;
-        drop(stdin);
-        pty = Some(terminal);
-    } else {
-        command.stdin(stdin);
-        combined_pipe = pipe_output(&mut command, &config).map_err(pipe_error("make"))?;
-        sys::configure_command(&mut command, config.parent_death_signal);
-    }
+    let (mut pty, combined_pipe) = attach_stdio(&mut command, &config, stdin, pty_size)?;
     let tag = subreaper_tag(&mut command, &config, id);
-
-    let board = Arc::new(ActivityBoard::new(clock.clone()));
-    board.set_enabled(ActivitySource::Output, config.enabled.output);
-    let emitter = Arc::new(Emitter::new(config.events.capacity));
-    board.observe(Arc::new(ActivityEvents::new(
-        emitter.clone(),
-        config.events.throttle,
-    )));
+    let (board, emitter) = new_board(&clock, &config);
 
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;
@@ -149,6 +127,46 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stderr_sink,
     );
     hand_over(id, pid, board, child, started)
+}
+
+/// Gives the command its terminal (the pseudo-terminal of `pty_size`, returned) or its pipes
+/// (the read end of the one combined pipe returned, if combined) and `stdin`.
+fn attach_stdio(
+    command: &mut Command,
+    config: &MonitorConfig,
+    stdin: Stdio,
+    pty_size: Option<(u16, u16)>,
+) -> io::Result<(Option<Pty>, Option<std::io::PipeReader>)> {
+    let mut pty = None;
+    let mut combined_pipe = None;
+    if let Some((rows, cols)) = pty_size {
+        // The terminal is stdin, stdout and stderr; the child leads a new session on it (and
+        // so a new process group: its pgid is its pid, as in pipe mode).
+        let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
+        terminal
+            .prepare(command, config.parent_death_signal)
+            .map_err(terminal_error("prepare"))?;
+        drop(stdin);
+        pty = Some(terminal);
+    } else {
+        command.stdin(stdin);
+        combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
+        sys::configure_command(command, config.parent_death_signal);
+    }
+    Ok((pty, combined_pipe))
+}
+
+/// The session's activity board, its output source on or off, and the event emitter that
+/// observes it.
+fn new_board(clock: &Arc<dyn Clock>, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
+    let board = Arc::new(ActivityBoard::new(clock.clone()));
+    board.set_enabled(ActivitySource::Output, config.enabled.output);
+    let emitter = Arc::new(Emitter::new(config.events.capacity));
+    board.observe(Arc::new(ActivityEvents::new(
+        emitter.clone(),
+        config.events.throttle,
+    )));
+    (board, emitter)
 }
 
 /// Spawns the child, known to the orphan attribution before the fork, and known as this
