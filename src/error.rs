@@ -154,9 +154,9 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Which part of a spawn failed: what [`SpawnError::kind`] says, in the order of the spawn's
-/// steps. Whatever the kind, nothing is left running: a failure before the program is started
-/// starts nothing, and a child already started is killed and reaped.
+/// Which part of a spawn failed: what [`SpawnError::kind`] says, roughly in the order of the
+/// spawn's steps. Whatever the kind, nothing is left running: a failure before the program is
+/// started starts nothing, and a child already started is killed and reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SpawnErrorKind {
@@ -172,17 +172,23 @@ pub enum SpawnErrorKind {
     /// folders cannot be created; the message names the folder. (A seed file that cannot be
     /// copied is not an error: see [`HomeReport::failed`](crate::HomeReport::failed).)
     Home,
-    /// The log folder the caller named ([`CaptureConfig::log_dir`](crate::CaptureConfig::log_dir))
-    /// cannot be used. (An unusable *default* folder is not an error: the run goes on without a
-    /// log, and [`MonitorResult::logs`](crate::MonitorResult::logs) says why.) The
-    /// `io::ErrorKind` is `PermissionDenied` when the folder is refused for its rights, else
-    /// `Other` (never `NotFound`), and the [`inner`](SpawnError::inner) error a
+    /// The log folder the caller named
+    /// ([`CaptureConfig::log_dir`](crate::CaptureConfig::log_dir)) cannot be used. (An unusable
+    /// *default* folder is not an error: the run goes on without a log, and
+    /// [`MonitorResult::logs`](crate::MonitorResult::logs) says why.) The `io::ErrorKind` is
+    /// `PermissionDenied` when the folder is refused for its rights, else `Other` (never
+    /// `NotFound`), and the [`inner`](SpawnError::inner) error a
     /// [`LogDirError`](crate::LogDirError).
     LogDir,
-    /// The pseudo-terminal of a terminal session ([`SessionBuilder::pty`](crate::SessionBuilder::pty))
-    /// cannot be opened or prepared (no pseudo-terminal left, too many open files).
+    /// The pseudo-terminal of a terminal session
+    /// ([`SessionBuilder::pty`](crate::SessionBuilder::pty)) cannot be opened or prepared (no
+    /// pseudo-terminal left, too many open files).
     Terminal,
-    /// The pipes that carry the child's output cannot be made (too many open files).
+    /// The one pipe of the combined mode
+    /// ([`CaptureConfig::combined`](crate::CaptureConfig::combined)) cannot be made, or the
+    /// output pipes cannot be set up for reading (too many open files). (Separate stdout and
+    /// stderr pipes are made by the system's spawn itself: a failure there is
+    /// [`Program`](Self::Program).)
     Pipe,
     /// This process's working directory, against which the watched folders
     /// ([`FileWatchConfig::roots`](crate::FileWatchConfig::roots)) are resolved, cannot be read
