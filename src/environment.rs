@@ -8,6 +8,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
+use crate::error::{ConfigError, SpawnError, SpawnErrorKind};
+
 /// The child's environment: what it inherits, what is set on top, and an optional isolated
 /// home. Given to [`SessionBuilder::environment`](crate::SessionBuilder::environment).
 ///
@@ -99,7 +101,7 @@ impl Environment {
     /// `XDG_DATA_HOME=<dir>/.local/share`, `XDG_STATE_HOME=<dir>/.local/state`,
     /// `XDG_CACHE_HOME=<dir>/.cache`. The folders are created at the spawn when missing (mode
     /// 0700); a relative `dir` is taken from the parent's working directory. A folder that
-    /// cannot be created fails the spawn.
+    /// cannot be created fails the spawn ([`SpawnErrorKind::Home`]).
     pub fn home(mut self, dir: impl Into<PathBuf>) -> Self {
         self.home = Some(dir.into());
         self
@@ -109,19 +111,19 @@ impl Environment {
     /// at the spawn: a credentials file, a CLI's config. The copy gets mode 0600, its folders
     /// are created (0700), an existing file is replaced (never through a symlink). A copy that
     /// fails is recorded in [`HomeReport::failed`] and does not stop the spawn. Needs
-    /// [`home`](Self::home).
+    /// [`home`](Self::home) (without it the spawn fails:
+    /// [`SpawnErrorKind::Config`]).
     pub fn seed(mut self, source: impl Into<PathBuf>, destination: impl Into<PathBuf>) -> Self {
         self.seeds.push((source.into(), destination.into()));
         self
     }
 
-    /// Applies the environment to `command`: builds the variables, prepares the home.
+    /// Applies the environment to `command`: builds the variables, prepares the home. An error
+    /// carries a [`SpawnError`]: `Config` for seeds without a home, `Home` for a home that
+    /// cannot be made.
     pub(crate) fn apply(&self, command: &mut Command) -> io::Result<Option<HomeReport>> {
         if self.home.is_none() && !self.seeds.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "Environment::seed copies files into the isolated home: set Environment::home",
-            ));
+            return Err(SpawnError::config(ConfigError::SeedWithoutHome).into());
         }
         if self.clear {
             // `env_clear` also forgets what was set on the command: keep those.
@@ -169,9 +171,10 @@ const HOME_FOLDERS: [&str; 5] = ["", ".config", ".local/share", ".local/state", 
 /// Creates the home and its XDG folders; seeds the files.
 fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<HomeReport> {
     let root = std::path::absolute(dir).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("isolated home {}: cannot resolve it: {e}", dir.display()),
+        SpawnError::new(
+            SpawnErrorKind::Home,
+            format_args!("isolated home {}: cannot resolve it", dir.display()),
+            e,
         )
     })?;
     for folder in HOME_FOLDERS {
@@ -181,9 +184,10 @@ fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<HomeRepo
             root.join(folder)
         };
         create_private_dir(&path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("isolated home folder {}: {e}", path.display()),
+            SpawnError::new(
+                SpawnErrorKind::Home,
+                format_args!("isolated home folder {}", path.display()),
+                e,
             )
         })?;
     }

@@ -1,15 +1,17 @@
 //! The crate's errors: [`ConfigError`], an invalid setting (a value used by the configuration
 //! and the types it parses, such as [`Signal`](crate::Signal)); and [`SpawnError`], why a spawn
 //! failed, by kind, as walkdir does it: an error type of its own with a
-//! [`kind`](SpawnError::kind), carried inside the `io::Error` that
-//! [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) returns
-//! (`err.get_ref()` and `downcast_ref::<SpawnError>()`), and `From<SpawnError> for io::Error`.
+//! [`kind`](SpawnError::kind), carried inside every `io::Error` that
+//! [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) returns ([`SpawnError::of`]), and
+//! `From<SpawnError> for io::Error`.
 
 use std::fmt;
 use std::io;
 use std::time::Duration;
 
-/// An invalid setting. The message names the field and what it accepts.
+/// An invalid setting of a [`MonitorConfig`](crate::MonitorConfig), or settings of a
+/// [`SessionBuilder`](crate::SessionBuilder) that do not go together. The message names the
+/// field and what it accepts.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -68,6 +70,20 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A terminal ([`SessionBuilder::pty`](crate::SessionBuilder::pty)) with no row or no
+    /// column.
+    TerminalSize {
+        /// The rows asked for.
+        rows: u16,
+        /// The columns asked for.
+        cols: u16,
+    },
+    /// [`SessionBuilder::stdin`](crate::SessionBuilder::stdin) in a terminal session, whose
+    /// stdin is its terminal.
+    StdinWithTerminal,
+    /// [`Environment::seed`](crate::Environment::seed) without
+    /// [`Environment::home`](crate::Environment::home) to copy the files into.
+    SeedWithoutHome,
 }
 
 impl fmt::Display for ConfigError {
@@ -122,32 +138,113 @@ impl fmt::Display for ConfigError {
                 "{field} pattern {pattern:?} is not a valid glob ({reason}): use patterns like \
                  *.md, notes/**, **/*.tmp"
             ),
+            ConfigError::TerminalSize { rows, cols } => write!(
+                f,
+                "invalid terminal size {rows}x{cols}: rows and columns must be at least 1"
+            ),
+            ConfigError::StdinWithTerminal => f.write_str(
+                "a terminal session's stdin is its terminal: SessionBuilder::stdin does not apply",
+            ),
+            ConfigError::SeedWithoutHome => f.write_str(
+                "Environment::seed copies files into the isolated home: set Environment::home",
+            ),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
 
-/// Which part of a spawn failed.
+/// Which part of a spawn failed: what [`SpawnError::kind`] says, roughly in the order of the
+/// spawn's steps. Whatever the kind, nothing is left running: a failure before the program is
+/// started starts nothing, and a child already started is killed and reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SpawnErrorKind {
-    /// The log folder the caller named ([`CaptureConfig::log_dir`](crate::CaptureConfig::log_dir))
-    /// cannot be used. (An unusable *default* folder is not an error: the run goes on without a
-    /// log, and [`MonitorResult::logs`](crate::MonitorResult::logs) says why.)
+    /// An invalid setting: a [`MonitorConfig`](crate::MonitorConfig) that does not
+    /// [`validate`](crate::MonitorConfig::validate), or builder settings that do not go
+    /// together ([`SessionBuilder::stdin`](crate::SessionBuilder::stdin) with
+    /// [`pty`](crate::SessionBuilder::pty), a terminal with no row or column,
+    /// [`Environment::seed`](crate::Environment::seed) without
+    /// [`home`](crate::Environment::home)). The `io::ErrorKind` is `InvalidInput` and the
+    /// [`inner`](SpawnError::inner) error a [`ConfigError`].
+    Config,
+    /// The isolated home ([`Environment::home`](crate::Environment::home)) or one of its XDG
+    /// folders cannot be created; the message names the folder. (A seed file that cannot be
+    /// copied is not an error: see [`HomeReport::failed`](crate::HomeReport::failed).)
+    Home,
+    /// The log folder the caller named
+    /// ([`CaptureConfig::log_dir`](crate::CaptureConfig::log_dir)) cannot be used. (An unusable
+    /// *default* folder is not an error: the run goes on without a log, and
+    /// [`MonitorResult::logs`](crate::MonitorResult::logs) says why.) The `io::ErrorKind` is
+    /// `PermissionDenied` when the folder is refused for its rights, else `Other` (never
+    /// `NotFound`), and the [`inner`](SpawnError::inner) error a
+    /// [`LogDirError`](crate::LogDirError).
     LogDir,
+    /// The pseudo-terminal of a terminal session
+    /// ([`SessionBuilder::pty`](crate::SessionBuilder::pty)) cannot be opened or prepared (no
+    /// pseudo-terminal left, too many open files).
+    Terminal,
+    /// The one pipe of the combined mode
+    /// ([`CaptureConfig::combined`](crate::CaptureConfig::combined)) cannot be made, or the
+    /// output pipes cannot be set up for reading (too many open files). (Separate stdout and
+    /// stderr pipes are made by the system's spawn itself: a failure there is
+    /// [`Program`](Self::Program).)
+    Pipe,
+    /// This process's working directory, against which the watched folders
+    /// ([`FileWatchConfig::roots`](crate::FileWatchConfig::roots)) are resolved, cannot be read
+    /// (it was removed).
+    WorkingDir,
+    /// The operating system did not start the program: not found (also when the command's
+    /// working directory is missing), not executable… The `io::ErrorKind` is the system's
+    /// (`NotFound`, `PermissionDenied`…), the message names the program, and the
+    /// [`inner`](SpawnError::inner) error is the system's `io::Error`.
+    Program,
+    /// A thread of the session (a reader, the monitor, a log writer…) cannot be started. When
+    /// the child was already running, it has been killed and reaped.
+    Thread,
 }
 
-/// A spawn failed before the program ran.
+/// Why [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) failed: a
+/// [`kind`](Self::kind), a message that says what could not be done, and the error underneath.
+///
+/// The spawn returns an `io::Error` (every `?` in a caller's code keeps working) that carries
+/// this error: [`SpawnError::of`] finds it, and `std::error::Error::source` of the `io::Error`
+/// is the [`inner`](Self::inner) error. The `io::Error` keeps the kind the failure had (a
+/// missing program is `NotFound`, an invalid configuration `InvalidInput`) and its message is
+/// this error's.
+///
+/// ```
+/// use std::process::Command;
+/// use stallwatch::{MonitorConfig, Session, SpawnError, SpawnErrorKind};
+///
+/// let err = Session::spawn(Command::new("no-such-program-here"), MonitorConfig::default())
+///     .unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+/// let spawn_error = SpawnError::of(&err).expect("every spawn error carries one");
+/// assert_eq!(spawn_error.kind(), SpawnErrorKind::Program);
+/// assert!(err.to_string().contains("no-such-program-here"), "{err}");
+/// ```
 #[derive(Debug)]
 pub struct SpawnError {
     kind: SpawnErrorKind,
+    /// What could not be done, the underlying error included.
+    message: String,
     source: Box<dyn std::error::Error + Send + Sync>,
     /// The `io::ErrorKind` it becomes.
     io_kind: io::ErrorKind,
 }
 
 impl SpawnError {
+    /// An invalid setting: `InvalidInput`, with the setting's own message.
+    pub(crate) fn config(e: ConfigError) -> Self {
+        Self {
+            kind: SpawnErrorKind::Config,
+            message: e.to_string(),
+            source: Box::new(e),
+            io_kind: io::ErrorKind::InvalidInput,
+        }
+    }
+
     /// The log folder cannot be used. Its `io::ErrorKind` is `PermissionDenied` when the folder
     /// is refused for its rights (read-only, not writable, someone else's), else `Other`: never
     /// `NotFound`, the kind of "program not found".
@@ -164,9 +261,53 @@ impl SpawnError {
         };
         Self {
             kind: SpawnErrorKind::LogDir,
+            message: source.to_string(),
             source,
             io_kind,
         }
+    }
+
+    /// `what` could not be done because of `e`, whose `io::ErrorKind` is kept: the message is
+    /// "`what`: `e`".
+    pub(crate) fn new(kind: SpawnErrorKind, what: impl fmt::Display, e: io::Error) -> Self {
+        Self {
+            kind,
+            message: format!("{what}: {e}"),
+            io_kind: e.kind(),
+            source: Box::new(e),
+        }
+    }
+
+    /// The operating system did not start `program`: the message names it, with a hint for the
+    /// two common kinds (which are kept, so `NotFound` and `PermissionDenied` can still be told
+    /// apart).
+    pub(crate) fn program(program: &std::ffi::OsStr, e: io::Error) -> Self {
+        let hint = match e.kind() {
+            io::ErrorKind::NotFound => " (program not found, or a missing working directory)",
+            io::ErrorKind::PermissionDenied => " (not executable?)",
+            _ => "",
+        };
+        let program = program.to_string_lossy();
+        Self {
+            kind: SpawnErrorKind::Program,
+            message: format!("cannot run {program:?}: {e}{hint}"),
+            io_kind: e.kind(),
+            source: Box::new(e),
+        }
+    }
+
+    /// The session's `what` thread (`"monitor"`, `"stdout reader"`…) cannot be started.
+    pub(crate) fn thread(what: &str, e: io::Error) -> Self {
+        Self::new(
+            SpawnErrorKind::Thread,
+            format_args!("cannot start stallwatch's {what} thread"),
+            e,
+        )
+    }
+
+    /// The `SpawnError` an `io::Error` from a spawn carries (`None` for any other `io::Error`).
+    pub fn of(error: &io::Error) -> Option<&SpawnError> {
+        error.get_ref()?.downcast_ref::<SpawnError>()
     }
 
     /// Which part of the spawn failed.
@@ -174,8 +315,10 @@ impl SpawnError {
         self.kind
     }
 
-    /// The underlying error (for [`SpawnErrorKind::LogDir`]: a
-    /// [`LogDirError`](crate::LogDirError)).
+    /// The underlying error: a [`ConfigError`] for [`SpawnErrorKind::Config`], a
+    /// [`LogDirError`](crate::LogDirError) for [`SpawnErrorKind::LogDir`], the system's
+    /// `io::Error` for every other kind (`raw_os_error` and all). Also what
+    /// `std::error::Error::source` gives, on this error and on the `io::Error` carrying it.
     pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         self.source.as_ref()
     }
@@ -183,7 +326,7 @@ impl SpawnError {
 
 impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.source.fmt(f)
+        f.write_str(&self.message)
     }
 }
 
@@ -194,6 +337,8 @@ impl std::error::Error for SpawnError {
 }
 
 impl From<SpawnError> for io::Error {
+    /// An `io::Error` of the kind the failure had, carrying the `SpawnError`
+    /// ([`SpawnError::of`] finds it again).
     fn from(e: SpawnError) -> Self {
         io::Error::new(e.io_kind, e)
     }

@@ -303,6 +303,13 @@
 //!   sessions with [`RegistryId`]s (1, 2, 3… per registry), a space of its own, apart from the
 //!   process-wide [`Session::id`].
 //!
+//! - **Spawn errors.** [`SessionBuilder::spawn`] returns an `io::Result` (`?` works as with
+//!   `Command::spawn`; the `io::ErrorKind` is the failure's: `NotFound` for a missing program,
+//!   `InvalidInput` for an invalid configuration). Every error carries a [`SpawnError`]
+//!   ([`SpawnError::of`]) whose [`SpawnErrorKind`] names the step that failed: the
+//!   configuration, the isolated home, the log folder, the terminal, the pipes, the working
+//!   directory, the program itself, a thread. A failure leaves nothing running.
+//!
 //! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]

@@ -10,7 +10,10 @@ use std::io::{self, Write};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 
-use stallwatch::{EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, Stream};
+use stallwatch::{
+    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, SpawnError,
+    SpawnErrorKind, Stream,
+};
 
 use cli::options::Options;
 use cli::report::{Bytes, Context, Exit, PassThroughErrors, Relay, Report, ReportTarget};
@@ -89,38 +92,9 @@ fn run(options: &Options) -> Exit {
     if cli.no_watch && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
-    let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
-        Ok(report) => report,
-        Err(e) => {
-            say_line(&format!(
-                "stallwatch: invalid value for {}: cannot write the report to {}: {e}",
-                options.describe("report"),
-                cli.report
-                    .as_deref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default()
-            ));
-            return Exit::Code(EXIT_INTERNAL);
-        }
-    };
-    let events = match cli
-        .events
-        .as_deref()
-        .map(cli::events::Target::open)
-        .transpose()
-    {
-        Ok(events) => events,
-        Err(e) => {
-            say_line(&format!(
-                "stallwatch: invalid value for {}: cannot write the events to {}: {e}",
-                options.describe("events"),
-                cli.events
-                    .as_deref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default()
-            ));
-            return Exit::Code(EXIT_INTERNAL);
-        }
+    let (report, events) = match open_targets(options) {
+        Ok(targets) => targets,
+        Err(exit) => return exit,
     };
     // Nothing stallwatch writes counts as the program's activity, wherever it is.
     let mut config = config;
@@ -134,66 +108,18 @@ fn run(options: &Options) -> Exit {
         command: &cli.command,
     };
 
-    let (program, args) = cli
-        .command
-        .split_first()
-        .expect("clap requires at least one word after --");
-    let mut command = Command::new(program);
-    command.args(args);
-
     // --pty: the program's terminal has stallwatch's own terminal's size when there is one.
     let pty_size = cli
         .pty
         .then(|| cli::terminal::initial_pty_size(cli::terminal::own_terminal_size(), cli.pty_size));
-    // --pty on a terminal: raw mode for the run, so every key (Ctrl-C too) reaches the
-    // program's terminal as typed. Restored when `raw` drops: on every way out of `run`, which
-    // returns before `main` passes on a signal by dying of it.
-    let mut raw = if cli.pty {
-        cli::terminal::RawModeGuard::on_stdin()
-            .inspect_err(|e| log::warn!("cannot put the terminal in raw mode: {e}"))
-            .ok()
-            .flatten()
-    } else {
-        None
-    };
-    let builder = Session::builder(command)
-        .config(config.clone())
-        .stdout(stdout_sink());
-    let session = match pty_size {
-        Some(size) => builder.pty(size.rows, size.cols),
-        None => builder
-            .stdin(Stdio::inherit())
-            .stderr(OutputSink::writer(io::stderr())),
-    }
-    .spawn();
-    let session = match session {
+    // Restored when `raw` drops: on every way out of `run`, which returns before `main` passes
+    // on a signal by dying of it.
+    let mut raw = raw_mode(cli);
+    let session = match spawn_program(cli, &config, pty_size) {
         Ok(session) => Arc::new(session),
         Err(e) => {
             restore_terminal(raw.take());
-            let log_folder = e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<stallwatch::SpawnError>())
-                .is_some_and(|inner| inner.kind() == stallwatch::SpawnErrorKind::LogDir);
-            let code = if log_folder {
-                EXIT_INTERNAL // stallwatch's own failure, not the program's
-            } else {
-                match e.kind() {
-                    io::ErrorKind::NotFound => EXIT_NOT_FOUND,
-                    io::ErrorKind::InvalidInput => EXIT_INTERNAL,
-                    _ => EXIT_CANNOT_EXECUTE,
-                }
-            };
-            if log_folder && cli.log_dir.is_none() {
-                say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
-            } else {
-                say_line(&format!("stallwatch: {e}"));
-            }
-            let _ = signals.finish();
-            if let Some(report) = report {
-                write_report(report, &Report::not_started(context, code, e.to_string()));
-                // A report that cannot be written does not hide why the program did not run.
-            }
-            return Exit::Code(code);
+            return spawn_failed(&e, cli, signals, report, context);
         }
     };
     signals.start(session.clone(), cli.grace);
@@ -216,7 +142,129 @@ fn run(options: &Options) -> Exit {
     drop(resizes);
     let _ = io::stdout().flush();
     restore_terminal(raw.take());
+    finish(options, &session, &result, &received, report, context)
+}
 
+/// --pty on a terminal: raw mode for the run, so every key (Ctrl-C too) reaches the program's
+/// terminal as typed; restored when the guard drops.
+fn raw_mode(cli: &cli::options::Cli) -> Option<cli::terminal::RawModeGuard> {
+    if cli.pty {
+        cli::terminal::RawModeGuard::on_stdin()
+            .inspect_err(|e| log::warn!("cannot put the terminal in raw mode: {e}"))
+            .ok()
+            .flatten()
+    } else {
+        None
+    }
+}
+
+/// Opens the files the options name: the report and the events (`Err`: stallwatch's exit,
+/// after saying why, when one cannot be written).
+fn open_targets(
+    options: &Options,
+) -> Result<(Option<ReportTarget>, Option<cli::events::Target>), Exit> {
+    let cli = &options.cli;
+    let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
+        Ok(report) => report,
+        Err(e) => {
+            say_line(&format!(
+                "stallwatch: invalid value for {}: cannot write the report to {}: {e}",
+                options.describe("report"),
+                cli.report
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+            return Err(Exit::Code(EXIT_INTERNAL));
+        }
+    };
+    let events = match cli
+        .events
+        .as_deref()
+        .map(cli::events::Target::open)
+        .transpose()
+    {
+        Ok(events) => events,
+        Err(e) => {
+            say_line(&format!(
+                "stallwatch: invalid value for {}: cannot write the events to {}: {e}",
+                options.describe("events"),
+                cli.events
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+            return Err(Exit::Code(EXIT_INTERNAL));
+        }
+    };
+    Ok((report, events))
+}
+
+/// Spawns the program under supervision: on a terminal of `pty_size`, or with stallwatch's own
+/// stdin and its output passed through to stallwatch's stdout and stderr.
+fn spawn_program(
+    cli: &cli::options::Cli,
+    config: &stallwatch::MonitorConfig,
+    pty_size: Option<cli::terminal::PtySize>,
+) -> io::Result<Session> {
+    let (program, args) = cli
+        .command
+        .split_first()
+        .expect("clap requires at least one word after --");
+    let mut command = Command::new(program);
+    command.args(args);
+    let builder = Session::builder(command)
+        .config(config.clone())
+        .stdout(stdout_sink());
+    match pty_size {
+        Some(size) => builder.pty(size.rows, size.cols),
+        None => builder
+            .stdin(Stdio::inherit())
+            .stderr(OutputSink::writer(io::stderr())),
+    }
+    .spawn()
+}
+
+/// The program could not be started: says why, writes the report, and gives stallwatch's exit
+/// by the [`SpawnErrorKind`]: 127 or 126 when the system did not start the program (not found,
+/// not executable), 125 when a part of stallwatch's own failed (configuration, log folder,
+/// terminal, pipes, threads…).
+fn spawn_failed(
+    e: &io::Error,
+    cli: &cli::options::Cli,
+    signals: SignalHandling,
+    report: Option<ReportTarget>,
+    context: Context<'_>,
+) -> Exit {
+    let kind = SpawnError::of(e).map(SpawnError::kind);
+    let code = match kind {
+        Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => EXIT_NOT_FOUND,
+        Some(SpawnErrorKind::Program) => EXIT_CANNOT_EXECUTE,
+        _ => EXIT_INTERNAL, // stallwatch's own failure, not the program's
+    };
+    if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
+        say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
+    } else {
+        say_line(&format!("stallwatch: {e}"));
+    }
+    let _ = signals.finish();
+    if let Some(report) = report {
+        write_report(report, &Report::not_started(context, code, e.to_string()));
+        // A report that cannot be written does not hide why the program did not run.
+    }
+    Exit::Code(code)
+}
+
+/// After the run: stallwatch's exit, the lines it owes (incomplete logs, the summary) and the
+/// report.
+fn finish(
+    options: &Options,
+    session: &Session,
+    result: &stallwatch::MonitorResult,
+    received: &cli::signals::Received,
+    report: Option<ReportTarget>,
+    context: Context<'_>,
+) -> Exit {
     let relay = Relay {
         read: Bytes {
             stdout: session.output_bytes(Stream::Stdout),
@@ -231,7 +279,7 @@ fn run(options: &Options) -> Exit {
             stderr: session.sink_error(Stream::Stderr),
         },
     };
-    let exit = cli::report::with_relay(cli::report::exit_for(&result, &received), &relay);
+    let exit = cli::report::with_relay(cli::report::exit_for(result, received), &relay);
     for log in result.logs.iter().filter(|l| l.incomplete) {
         log::error!(
             "the {} log {} is incomplete ({} of {} bytes in it): {}",
@@ -243,12 +291,12 @@ fn run(options: &Options) -> Exit {
         );
     }
     if options.summary_wanted()
-        && let Some(line) = cli::report::summary(&result, &received, cli.grace)
+        && let Some(line) = cli::report::summary(result, received, options.cli.grace)
     {
         say_line(&line);
     }
     if let Some(report) = report {
-        let report_data = Report::finished(context, &result, &received, exit, &relay);
+        let report_data = Report::finished(context, result, received, exit, &relay);
         if !write_report(report, &report_data) {
             return Exit::Code(EXIT_INTERNAL);
         }

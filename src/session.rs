@@ -14,7 +14,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::environment::Environment;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
 use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
@@ -104,8 +104,9 @@ impl SessionBuilder {
     /// end-of-file the terminal way, [`Session::interrupt`] sends Ctrl-C through it and
     /// [`Session::resize`] resizes it. The [`stderr`](Self::stderr) sink is not used, and
     /// [`stdin`](Self::stdin) cannot be combined with a terminal (the spawn fails with
-    /// `InvalidInput`); [`stdin_piped`](Self::stdin_piped) changes nothing (the terminal is
-    /// always writable).
+    /// [`SpawnErrorKind::Config`](crate::SpawnErrorKind::Config), `InvalidInput`, as it does
+    /// for a zero `rows` or `cols`); [`stdin_piped`](Self::stdin_piped) changes nothing (the
+    /// terminal is always writable).
     ///
     /// ```
     /// use std::process::Command;
@@ -160,23 +161,31 @@ impl SessionBuilder {
     ///
     /// # Errors
     ///
-    /// - [`io::ErrorKind::InvalidInput`] wrapping a [`ConfigError`] for an invalid
-    ///   configuration (nothing is spawned);
-    /// - an isolated home folder that cannot be created (the message names it); a seed file
-    ///   that cannot be copied is not an error (see
+    /// Every error carries a [`SpawnError`] ([`SpawnError::of`]) whose
+    /// [`kind`](SpawnError::kind) says which step failed, and nothing is left running:
+    ///
+    /// - [`Config`](crate::SpawnErrorKind::Config): an invalid configuration, or settings that
+    ///   do not go together (a [`ConfigError`] inside; `InvalidInput`; nothing is spawned);
+    /// - [`Home`](crate::SpawnErrorKind::Home): an isolated home folder that cannot be created
+    ///   (the message names it); a seed file that cannot be copied is not an error (see
     ///   [`HomeReport::failed`](crate::HomeReport::failed));
-    /// - the spawn's own error, its kind kept (`NotFound`, `PermissionDenied`…), with a message
-    ///   that names the program;
-    /// - a thread that cannot be started (the child is then killed and reaped).
+    /// - [`LogDir`](crate::SpawnErrorKind::LogDir): a named log folder that cannot be used;
+    /// - [`Terminal`](crate::SpawnErrorKind::Terminal), [`Pipe`](crate::SpawnErrorKind::Pipe),
+    ///   [`WorkingDir`](crate::SpawnErrorKind::WorkingDir): the terminal, the output pipes, or
+    ///   the folder the watched roots are relative to cannot be had;
+    /// - [`Program`](crate::SpawnErrorKind::Program): the spawn's own error, its kind kept
+    ///   (`NotFound`, `PermissionDenied`…), with a message that names the program;
+    /// - [`Thread`](crate::SpawnErrorKind::Thread): a thread that cannot be started (a child
+    ///   already started is then killed and reaped).
     pub fn spawn(mut self) -> io::Result<Session> {
-        self.config
-            .validate()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        self.config.validate().map_err(SpawnError::config)?;
         if self.pty.is_some() && self.stdin.is_some() && !self.stdin_piped {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a terminal session's stdin is its terminal: SessionBuilder::stdin does not apply",
-            ));
+            return Err(SpawnError::config(ConfigError::StdinWithTerminal).into());
+        }
+        if let Some((rows, cols)) = self.pty
+            && (rows == 0 || cols == 0)
+        {
+            return Err(SpawnError::config(ConfigError::TerminalSize { rows, cols }).into());
         }
         let home = self.environment.apply(&mut self.command)?;
         let clock = self.clock.clone();

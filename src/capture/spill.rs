@@ -120,9 +120,10 @@ fn check_own(meta: &fs::Metadata) -> Result<(), String> {
     Ok(())
 }
 
-/// The log folder cannot be used: the error inside the `io::Error` a spawn returns then, so a
-/// caller can tell it from the program's own spawn error (`err.get_ref()` and
-/// `downcast_ref::<LogDirError>()`).
+/// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
+/// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
+/// spawn then fails with, so a caller can tell it from the program's own spawn error
+/// (`SpawnError::of(&err)`, then `inner().downcast_ref::<LogDirError>()`).
 #[derive(Debug)]
 pub struct LogDirError {
     path: PathBuf,
@@ -563,25 +564,29 @@ impl SpillReport {
 
 /// Starts the spill thread of one stream: hashing (SHA-256 is slower than a pipe) runs there,
 /// beside the reader, not in its way; the log's disk writes run on a thread of their own
-/// beside the hash (see [`FileWriter`]), so the two overlap.
+/// beside the hash (see [`FileWriter`]), so the two overlap. Fails with a
+/// [`SpawnErrorKind::Thread`](crate::SpawnErrorKind::Thread) error when the thread cannot start.
 pub(crate) fn start(spill: Spill, name: String) -> std::io::Result<(SpillWriter, SpillReport)> {
     let (tx, rx) = crossbeam_channel::bounded::<Message>(IN_FLIGHT);
     let state = Arc::new(parking_lot::Mutex::new(spill));
     let gate = Arc::new(Gate::default());
     let worker = state.clone();
-    std::thread::Builder::new().name(name).spawn(move || {
-        for message in rx {
-            match message {
-                Message::Chunk(chunk) => worker.lock().push_shared(chunk),
-                Message::Seal(ack) => {
-                    worker.lock().finish();
-                    let _ = ack.send(());
-                    return;
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            for message in rx {
+                match message {
+                    Message::Chunk(chunk) => worker.lock().push_shared(chunk),
+                    Message::Seal(ack) => {
+                        worker.lock().finish();
+                        let _ = ack.send(());
+                        return;
+                    }
                 }
             }
-        }
-        worker.lock().finish();
-    })?;
+            worker.lock().finish();
+        })
+        .map_err(|e| crate::error::SpawnError::thread("log spill", e))?;
     Ok((
         SpillWriter {
             tx: tx.clone(),

@@ -66,7 +66,9 @@ EXIT STATUS
   124     stallwatch ended it: idle timeout or hard timeout (as GNU timeout)
   128+N   it died of signal N that stallwatch did not send
   125     stallwatch's own failure: an invalid option (the message names it and what it
-          accepts), a report that cannot be written, termination that could not be confirmed
+          accepts), a report that cannot be written, a part of its own that cannot be set up
+          at the start (the log folder, the terminal, a thread…), termination that could not
+          be confirmed
   126     PROGRAM exists but cannot be executed
   127     PROGRAM is not found
   1       the program exited 0, but writing its output through failed (a full disk: a write

@@ -367,50 +367,7 @@ impl Report {
         exit: Exit,
         relay: &Relay,
     ) -> Report {
-        let mut idle_ms = IdleMs::default();
-        let mut activity_count = ActivityCount::default();
-        let mut unavailable = Vec::new();
-        for s in &result.activity {
-            let (idle, count) = match s.source {
-                ActivitySource::Output => (&mut idle_ms.output, &mut activity_count.output),
-                ActivitySource::Files => (&mut idle_ms.files, &mut activity_count.files),
-                ActivitySource::Children => (&mut idle_ms.children, &mut activity_count.children),
-                _ => continue,
-            };
-            *idle = Some(ms(s.idle));
-            *count = Some(s.events);
-            if !s.available && s.source != ActivitySource::Files {
-                unavailable.push(Unavailable {
-                    source: s.source.name(),
-                    path: None,
-                    reason: None,
-                    unwatched_ms: None,
-                    at_end: true,
-                });
-            }
-        }
-        for gap in &result.unwatched {
-            unavailable.push(Unavailable {
-                source: ActivitySource::Files.name(),
-                path: Some(gap.path.display().to_string()),
-                reason: Some(gap.reason.clone()),
-                unwatched_ms: Some(ms(gap.duration)),
-                at_end: gap.still,
-            });
-        }
-        let files_blind = result
-            .activity
-            .iter()
-            .any(|s| s.source == ActivitySource::Files && !s.available);
-        if files_blind && result.unwatched.iter().all(|gap| !gap.still) {
-            unavailable.push(Unavailable {
-                source: ActivitySource::Files.name(),
-                path: None,
-                reason: None,
-                unwatched_ms: None,
-                at_end: true,
-            });
-        }
+        let (idle_ms, activity_count, unavailable) = source_fields(result);
         Report {
             outcome: result.outcome.name(),
             exit_code: exit.code(),
@@ -486,6 +443,56 @@ impl Report {
             stallwatch_version: env!("CARGO_PKG_VERSION"),
         }
     }
+}
+
+/// What the sources saw, for the report: how long each had been idle and how many activity
+/// events it recorded (null when it was off), and what could not be observed.
+fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavailable>) {
+    let mut idle_ms = IdleMs::default();
+    let mut activity_count = ActivityCount::default();
+    let mut unavailable = Vec::new();
+    for s in &result.activity {
+        let (idle, count) = match s.source {
+            ActivitySource::Output => (&mut idle_ms.output, &mut activity_count.output),
+            ActivitySource::Files => (&mut idle_ms.files, &mut activity_count.files),
+            ActivitySource::Children => (&mut idle_ms.children, &mut activity_count.children),
+            _ => continue,
+        };
+        *idle = Some(ms(s.idle));
+        *count = Some(s.events);
+        if !s.available && s.source != ActivitySource::Files {
+            unavailable.push(Unavailable {
+                source: s.source.name(),
+                path: None,
+                reason: None,
+                unwatched_ms: None,
+                at_end: true,
+            });
+        }
+    }
+    for gap in &result.unwatched {
+        unavailable.push(Unavailable {
+            source: ActivitySource::Files.name(),
+            path: Some(gap.path.display().to_string()),
+            reason: Some(gap.reason.clone()),
+            unwatched_ms: Some(ms(gap.duration)),
+            at_end: gap.still,
+        });
+    }
+    let files_blind = result
+        .activity
+        .iter()
+        .any(|s| s.source == ActivitySource::Files && !s.available);
+    if files_blind && result.unwatched.iter().all(|gap| !gap.still) {
+        unavailable.push(Unavailable {
+            source: ActivitySource::Files.name(),
+            path: None,
+            reason: None,
+            unwatched_ms: None,
+            at_end: true,
+        });
+    }
+    (idle_ms, activity_count, unavailable)
 }
 
 fn lossy(words: &[std::ffi::OsString]) -> Vec<String> {

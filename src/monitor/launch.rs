@@ -21,6 +21,7 @@ use crate::capture::{HeadTail, Recorder};
 use crate::clock::Clock;
 use crate::config::MonitorConfig;
 use crate::contract::{Control, Lifecycle, Shared};
+use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::own_files::OwnFiles;
 use crate::process::pty::Pty;
@@ -77,29 +78,9 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     // An unusable log folder is an error now, not lost output later.
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
-    let mut pty = None;
-    let mut combined_pipe = None;
-    if let Some((rows, cols)) = pty_size {
-        // The terminal is stdin, stdout and stderr; the child leads a new session on it (and
-        // so a new process group: its pgid is its pid, as in pipe mode).
-        let terminal = Pty::open(rows, cols)?;
-        terminal.prepare(&mut command, config.parent_death_signal)?;
-        drop(stdin);
-        pty = Some(terminal);
-    } else {
-        command.stdin(stdin);
-        combined_pipe = pipe_output(&mut command, &config)?;
-        sys::configure_command(&mut command, config.parent_death_signal);
-    }
+    let (mut pty, combined_pipe) = attach_stdio(&mut command, &config, stdin, pty_size)?;
     let tag = subreaper_tag(&mut command, &config, id);
-
-    let board = Arc::new(ActivityBoard::new(clock.clone()));
-    board.set_enabled(ActivitySource::Output, config.enabled.output);
-    let emitter = Arc::new(Emitter::new(config.events.capacity));
-    board.observe(Arc::new(ActivityEvents::new(
-        emitter.clone(),
-        config.events.throttle,
-    )));
+    let (board, emitter) = new_board(&clock, &config);
 
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;
@@ -146,6 +127,46 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stderr_sink,
     );
     hand_over(id, pid, board, child, started)
+}
+
+/// Gives the command its terminal (the pseudo-terminal of `pty_size`, returned) or its pipes
+/// (the read end of the one combined pipe returned, if combined) and `stdin`.
+fn attach_stdio(
+    command: &mut Command,
+    config: &MonitorConfig,
+    stdin: Stdio,
+    pty_size: Option<(u16, u16)>,
+) -> io::Result<(Option<Pty>, Option<std::io::PipeReader>)> {
+    let mut pty = None;
+    let mut combined_pipe = None;
+    if let Some((rows, cols)) = pty_size {
+        // The terminal is stdin, stdout and stderr; the child leads a new session on it (and
+        // so a new process group: its pgid is its pid, as in pipe mode).
+        let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
+        terminal
+            .prepare(command, config.parent_death_signal)
+            .map_err(terminal_error("prepare"))?;
+        drop(stdin);
+        pty = Some(terminal);
+    } else {
+        command.stdin(stdin);
+        combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
+        sys::configure_command(command, config.parent_death_signal);
+    }
+    Ok((pty, combined_pipe))
+}
+
+/// The session's activity board, its output source on or off, and the event emitter that
+/// observes it.
+fn new_board(clock: &Arc<dyn Clock>, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
+    let board = Arc::new(ActivityBoard::new(clock.clone()));
+    board.set_enabled(ActivitySource::Output, config.enabled.output);
+    let emitter = Arc::new(Emitter::new(config.events.capacity));
+    board.observe(Arc::new(ActivityEvents::new(
+        emitter.clone(),
+        config.events.throttle,
+    )));
+    (board, emitter)
 }
 
 /// Spawns the child, known to the orphan attribution before the fork, and known as this
@@ -228,9 +249,16 @@ fn arm_files(
     board: &Arc<ActivityBoard>,
 ) -> io::Result<Option<FileActivityTracker>> {
     Ok(if config.enabled.files {
+        let cwd = std::env::current_dir().map_err(|e| {
+            SpawnError::new(
+                SpawnErrorKind::WorkingDir,
+                "cannot read stallwatch's working directory",
+                e,
+            )
+        })?;
         let base = match command.get_current_dir() {
-            Some(dir) => std::env::current_dir()?.join(dir),
-            None => std::env::current_dir()?,
+            Some(dir) => cwd.join(dir),
+            None => cwd,
         };
         let mut files = config.files.clone();
         files.arm_delay = config.effective_arm_delay();
@@ -282,9 +310,8 @@ fn hand_over(
                 let _ = sys::kill_group(pid as i32, sys::SIGKILL);
                 let _ = child.kill(); // by pid too: it may have left its group already
                 let _ = child.wait();
-                Err(io::Error::other(
-                    "the stallwatch monitor thread stopped at start",
-                ))
+                let stopped = io::Error::other("it stopped before it was handed the child");
+                Err(SpawnError::thread("monitor", stopped).into())
             }
         },
         Err(e) => {
@@ -292,11 +319,38 @@ fn hand_over(
             let _ = sys::kill_group(pid as i32, sys::SIGKILL);
             let _ = child.kill(); // by pid too: it may have left its group already
             let _ = child.wait();
-            Err(io::Error::new(
-                e.kind(),
-                format!("cannot start stallwatch's threads: {e}"),
-            ))
+            match SpawnError::of(&e) {
+                Some(_) => Err(e),
+                None => Err(SpawnError::new(
+                    SpawnErrorKind::Thread,
+                    "cannot start stallwatch's threads",
+                    e,
+                )
+                .into()),
+            }
         }
+    }
+}
+
+/// A [`SpawnErrorKind::Terminal`] error: the pseudo-terminal could not be `verb`ed.
+fn terminal_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError + Copy {
+    move |e| {
+        SpawnError::new(
+            SpawnErrorKind::Terminal,
+            format_args!("cannot {verb} the pseudo-terminal"),
+            e,
+        )
+    }
+}
+
+/// A [`SpawnErrorKind::Pipe`] error: the output pipes could not be `verb`ed.
+fn pipe_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError {
+    move |e| {
+        SpawnError::new(
+            SpawnErrorKind::Pipe,
+            format_args!("cannot {verb} the output pipes"),
+            e,
+        )
     }
 }
 
@@ -442,17 +496,19 @@ fn open_streams(
     pumps: &[Arc<PumpState>; 2],
 ) -> io::Result<(Vec<StreamPipe>, [Option<StreamSlot>; 2], Arc<Shared>)> {
     let combined = streams.combined.is_some();
+    let read = terminal_error("read");
     let mut pipes = match &streams.terminal {
         Some(terminal) => {
             drop(stderr_sink); // the terminal is one stream, to the stdout sink
             vec![StreamPipe::new(
                 Stream::Terminal,
-                Box::new(terminal.reader()?),
-                terminal.master_fd().try_clone_to_owned()?,
+                Box::new(terminal.reader().map_err(read)?),
+                terminal.master_fd().try_clone_to_owned().map_err(read)?,
                 stdout_sink,
             )]
         }
-        None => open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)?,
+        None => open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)
+            .map_err(pipe_error("read"))?,
     };
     for pipe in &mut pipes {
         record_pipe(
@@ -659,7 +715,8 @@ fn start_stdin_writer(id: u64, stdin: Option<StdinTarget>) -> io::Result<Option<
                     }
                     // Every sender is gone: `close_stdin`, or the session ended.
                     stdin.close(id);
-                })?;
+                })
+                .map_err(|e| SpawnError::thread("stdin writer", e))?;
             Some(tx)
         }
         None => None,
@@ -692,7 +749,8 @@ fn start_monitor(
                 end_session(id);
             }
         })
-        .inspect_err(|_| end_session(id))?;
+        .inspect_err(|_| end_session(id))
+        .map_err(|e| SpawnError::thread("monitor", e))?;
     Ok(child_tx)
 }
 
@@ -747,7 +805,8 @@ fn start_reader(
             };
             pump(&mut reader, &mut sink, &state, stream, &mut record);
             let _ = control.send(Control::ReaderDone(stream));
-        })?;
+        })
+        .map_err(|e| SpawnError::thread("output reader", e))?;
     Ok(())
 }
 
@@ -760,6 +819,7 @@ fn start_waiter(id: u64, pid: i32, exited: Sender<Control>) -> io::Result<()> {
                 log::error!("waiting for pid {pid}: {e}");
             }
             let _ = exited.send(Control::ChildExited);
-        })?;
+        })
+        .map_err(|e| SpawnError::thread("waiter", e))?;
     Ok(())
 }

@@ -61,18 +61,11 @@ pub(crate) fn spawn(command: Command, from_spawner: bool) -> (Command, io::Resul
 }
 
 /// A spawn error, with the program named in the message and the kind kept (so `NotFound` and
-/// `PermissionDenied` can still be told apart).
+/// `PermissionDenied` can still be told apart): a [`SpawnErrorKind::Program`] error.
+///
+/// [`SpawnErrorKind::Program`]: crate::SpawnErrorKind::Program
 pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::Error {
-    let program = command.get_program().to_string_lossy().into_owned();
-    let hint = match error.kind() {
-        io::ErrorKind::NotFound => " (program not found, or a missing working directory)",
-        io::ErrorKind::PermissionDenied => " (not executable?)",
-        _ => "",
-    };
-    io::Error::new(
-        error.kind(),
-        format!("cannot run {program:?}: {error}{hint}"),
-    )
+    crate::error::SpawnError::program(command.get_program(), error).into()
 }
 
 /// A watchman for the process group of a session, outside this process: if the supervising

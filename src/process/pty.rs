@@ -249,7 +249,7 @@ fn check_size(rows: u16, cols: u16) -> io::Result<()> {
     if rows == 0 || cols == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("invalid terminal size {rows}x{cols}: rows and columns must be at least 1"),
+            crate::error::ConfigError::TerminalSize { rows, cols },
         ));
     }
     Ok(())

@@ -346,10 +346,26 @@ impl DescendantObserver {
 
         let tree = self.source.tree(self.root);
         let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
+        let (credit, escapees) = self.sort_out_missing(&in_tree);
+        let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
+        let active = !first && self.judge(now, elapsed, delta);
+        self.last = ChildrenSample {
+            active,
+            descendants,
+            cpu_delta: delta,
+            descendant_cpu,
+            escapees,
+        };
+        self.last
+    }
 
-        // Known identities no longer in the tree: escapees if alive, else gone. CPU of a gone
-        // one already seen is deducted from its parent's reaped-children time, so a busy
-        // grandchild that exits is not credited twice.
+    /// Known identities no longer in the tree: escapees if alive, else gone. CPU of a gone one
+    /// already seen is deducted from its parent's reaped-children time, so a busy grandchild
+    /// that exits is not credited twice. Returns that credit by parent pid, and the escapees.
+    fn sort_out_missing(
+        &mut self,
+        in_tree: &HashMap<i32, ProcSample>,
+    ) -> (HashMap<i32, Duration>, usize) {
         let mut credit: HashMap<i32, Duration> = HashMap::new();
         let mut gone = Vec::new();
         let mut escapees = 0;
@@ -374,11 +390,22 @@ impl DescendantObserver {
         for pid in gone {
             self.known.remove(&pid);
         }
+        (credit, escapees)
+    }
 
+    /// The CPU the tree used since the last sample (minus `credit`, the reaped CPU already
+    /// counted), its descendants' CPU so far, and how many live descendants it has; remembers
+    /// every process of the tree.
+    fn account(
+        &mut self,
+        tree: &[ProcSample],
+        credit: &HashMap<i32, Duration>,
+        first: bool,
+    ) -> (Duration, Duration, usize) {
         let mut delta = Duration::ZERO;
         let mut descendant_cpu = Duration::ZERO;
         let mut descendants = 0;
-        for p in &tree {
+        for p in tree {
             let is_root = p.pid == self.root;
             let own_counts = !is_root || self.include_root;
             if !is_root && !p.dead {
@@ -423,33 +450,27 @@ impl DescendantObserver {
                 },
             );
         }
+        (delta, descendant_cpu, descendants)
+    }
 
-        // The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
-        // long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
-        // single interval could only show work above 20 % of a core (two 10 ms ticks).
-        let active = !first && {
-            let start = now - elapsed;
-            self.window.push_back((start, delta));
-            let min_window = MIN_CPU.div_f64(self.threshold);
-            while self.window.len() > 1
-                && now.saturating_duration_since(self.window[1].0) >= min_window
-            {
-                self.window.pop_front();
-            }
-            let span = now
-                .saturating_duration_since(self.window[0].0)
-                .max(min_window);
-            let sum: Duration = self.window.iter().map(|(_, d)| *d).sum();
-            sum >= span.mul_f64(self.threshold)
-        };
-        self.last = ChildrenSample {
-            active,
-            descendants,
-            cpu_delta: delta,
-            descendant_cpu,
-            escapees,
-        };
-        self.last
+    /// Whether `delta`, the CPU of the `elapsed` time up to `now`, makes the tree active.
+    ///
+    /// The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
+    /// long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
+    /// single interval could only show work above 20 % of a core (two 10 ms ticks).
+    fn judge(&mut self, now: Instant, elapsed: Duration, delta: Duration) -> bool {
+        let start = now - elapsed;
+        self.window.push_back((start, delta));
+        let min_window = MIN_CPU.div_f64(self.threshold);
+        while self.window.len() > 1 && now.saturating_duration_since(self.window[1].0) >= min_window
+        {
+            self.window.pop_front();
+        }
+        let span = now
+            .saturating_duration_since(self.window[0].0)
+            .max(min_window);
+        let sum: Duration = self.window.iter().map(|(_, d)| *d).sum();
+        sum >= span.mul_f64(self.threshold)
     }
 
     /// Remembers `process` (an orphan of this tree re-parented to the subreaper) as an escapee.

@@ -27,6 +27,7 @@ use parking_lot::RwLock;
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
+use crate::error::SpawnError;
 use crate::outcome::Unwatched;
 use crate::own_files::OwnFiles;
 
@@ -287,8 +288,10 @@ impl FileActivityTracker {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`](crate::ConfigError) for an invalid glob. An I/O error only if the
-    /// tracker thread cannot be started.
+    /// An `io::Error` carrying a [`SpawnError`], as from a session's spawn:
+    /// of kind [`Config`](crate::SpawnErrorKind::Config) (`InvalidInput`, a
+    /// [`ConfigError`](crate::ConfigError) inside) for an invalid glob, of kind
+    /// [`Thread`](crate::SpawnErrorKind::Thread) if the tracker thread cannot be started.
     pub fn start(
         config: &FileWatchConfig,
         base_dir: &Path,
@@ -296,9 +299,7 @@ impl FileActivityTracker {
         scan_interval: Duration,
     ) -> io::Result<FileActivityTracker> {
         let roots: Vec<PathBuf> = config.roots.iter().map(|r| base_dir.join(r)).collect();
-        let globs = config
-            .globs()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let globs = config.globs().map_err(SpawnError::config)?;
         let filter = Arc::new(PathFilter::new(globs, roots.clone()));
         for own in &config.own_files {
             filter.own_files.add(own);
@@ -346,7 +347,8 @@ impl FileActivityTracker {
                     }
                 }
                 worker.run(rx)
-            })?;
+            })
+            .map_err(|e| SpawnError::thread("file tracker", e))?;
         Ok(FileActivityTracker {
             filter,
             gaps,
@@ -425,6 +427,26 @@ struct Worker {
     warned: Vec<PathBuf>,
     /// Whether the roots were armed once (the first arming is not a change).
     armed: bool,
+}
+
+/// Drops the watch of `root` in its `old` state (at `old_target` when it was a link to a folder).
+fn unwatch_root(
+    watcher: &mut notify::RecommendedWatcher,
+    root: &Path,
+    old: &RootState,
+    old_target: Option<&Path>,
+) {
+    match old {
+        RootState::Watched => {
+            let _ = watcher.unwatch(old_target.unwrap_or(root));
+        }
+        RootState::Waiting(ancestor)
+        | RootState::NotAFolder(ancestor)
+        | RootState::Unwatchable(ancestor) => {
+            let _ = watcher.unwatch(ancestor);
+        }
+        RootState::Invalid => {}
+    }
 }
 
 fn is_out_of_watches(error: &notify::Error) -> bool {
@@ -615,68 +637,14 @@ impl Worker {
         let old_target =
             std::mem::replace(&mut self.filter.resolved.write()[index], target.clone());
         self.filter.canonical.write()[index] = fs::canonicalize(root).ok();
-        // The root itself may be a symbolic link to a folder (`.agent -> shared/agent`): it is
-        // followed; links *inside* a root are not.
-        let new = match fs::metadata(root) {
-            Ok(meta) if meta.is_dir() => {
-                self.warned.retain(|w| w != root);
-                RootState::Watched
-            }
-            Ok(_) => {
-                self.warn_once(root, "is not a folder");
-                let parent = root
-                    .parent()
-                    .filter(|p| p.is_dir())
-                    .unwrap_or_else(|| Path::new("/"))
-                    .to_path_buf();
-                RootState::NotAFolder(parent)
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let ancestor = root
-                    .ancestors()
-                    .skip(1)
-                    .find(|a| a.is_dir())
-                    .unwrap_or_else(|| Path::new("/"))
-                    .to_path_buf();
-                RootState::Waiting(ancestor)
-            }
-            Err(e) => {
-                self.warn_once(root, &e.to_string());
-                RootState::Invalid
-            }
-        };
-        // A root that is not a folder, or cannot even be looked at, is not watched.
-        let at = self.board.clock().now();
-        match &new {
-            RootState::NotAFolder(_) => {
-                self.gaps.open(root, "is not a folder".into(), at);
-            }
-            RootState::Invalid => {
-                let why = fs::metadata(root)
-                    .err()
-                    .map_or_else(String::new, |e| e.to_string());
-                self.gaps.open(root, why, at);
-            }
-            _ => {
-                self.gaps.close(at, |gap| gap == root);
-            }
-        }
+        let new = self.root_state(root);
+        self.record_root_gap(root, &new);
         let Some(watcher) = self.watcher.as_mut() else {
             return new; // stat-scan mode: nothing to arm
         };
         // Always drop the old watch and add the new one: a root deleted and created again is a
         // new inode that needs a new watch even under the same path.
-        match old {
-            RootState::Watched => {
-                let _ = watcher.unwatch(old_target.as_deref().unwrap_or(root));
-            }
-            RootState::Waiting(ancestor)
-            | RootState::NotAFolder(ancestor)
-            | RootState::Unwatchable(ancestor) => {
-                let _ = watcher.unwatch(ancestor);
-            }
-            RootState::Invalid => {}
-        }
+        unwatch_root(watcher, root, old, old_target.as_deref());
         // What was not watched under the root is found again by this arming.
         let now = self.board.clock().now();
         let under = target.clone().unwrap_or_else(|| root.to_path_buf());
@@ -707,43 +675,107 @@ impl Worker {
                 self.fall_back(&e.to_string());
                 new
             }
+            Err(e) => self.watch_failed(root, new, target.as_deref(), e, now),
+        }
+    }
+
+    /// What `root` is now. The root itself may be a symbolic link to a folder (`.agent ->
+    /// shared/agent`): it is followed; links *inside* a root are not.
+    fn root_state(&mut self, root: &Path) -> RootState {
+        match fs::metadata(root) {
+            Ok(meta) if meta.is_dir() => {
+                self.warned.retain(|w| w != root);
+                RootState::Watched
+            }
+            Ok(_) => {
+                self.warn_once(root, "is not a folder");
+                let parent = root
+                    .parent()
+                    .filter(|p| p.is_dir())
+                    .unwrap_or_else(|| Path::new("/"))
+                    .to_path_buf();
+                RootState::NotAFolder(parent)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let ancestor = root
+                    .ancestors()
+                    .skip(1)
+                    .find(|a| a.is_dir())
+                    .unwrap_or_else(|| Path::new("/"))
+                    .to_path_buf();
+                RootState::Waiting(ancestor)
+            }
             Err(e) => {
-                // The root may have vanished between the check and the watch: look again.
-                if !root.exists() {
-                    let _ = self.tx.send(Msg::Rearm);
-                    return new;
-                }
-                let watched_as = target.as_deref().unwrap_or(root).to_path_buf();
-                if new != RootState::Watched {
-                    self.warn_once(root, &e.to_string());
-                    return RootState::Invalid;
-                }
-                match e.paths.first() {
-                    // The walk stopped at a folder inside: the rest is watched around it.
-                    Some(failed) if failed != &watched_as && failed.starts_with(&watched_as) => {
-                        let failed = failed.clone();
-                        self.cover(&watched_as, &failed, e.to_string());
-                        RootState::Watched
+                self.warn_once(root, &e.to_string());
+                RootState::Invalid
+            }
+        }
+    }
+
+    /// A root that is not a folder, or cannot even be looked at, is not watched: a gap opens;
+    /// any other state closes the root's gap.
+    fn record_root_gap(&mut self, root: &Path, new: &RootState) {
+        let at = self.board.clock().now();
+        match new {
+            RootState::NotAFolder(_) => {
+                self.gaps.open(root, "is not a folder".into(), at);
+            }
+            RootState::Invalid => {
+                let why = fs::metadata(root)
+                    .err()
+                    .map_or_else(String::new, |e| e.to_string());
+                self.gaps.open(root, why, at);
+            }
+            _ => {
+                self.gaps.close(at, |gap| gap == root);
+            }
+        }
+    }
+
+    /// Watching `root` (in state `new`, at `target` when it is a link) failed with `e`, not for
+    /// want of watches: the state the root is left in.
+    fn watch_failed(
+        &mut self,
+        root: &Path,
+        new: RootState,
+        target: Option<&Path>,
+        e: notify::Error,
+        now: Instant,
+    ) -> RootState {
+        // The root may have vanished between the check and the watch: look again.
+        if !root.exists() {
+            let _ = self.tx.send(Msg::Rearm);
+            return new;
+        }
+        let watched_as = target.unwrap_or(root).to_path_buf();
+        if new != RootState::Watched {
+            self.warn_once(root, &e.to_string());
+            return RootState::Invalid;
+        }
+        match e.paths.first() {
+            // The walk stopped at a folder inside: the rest is watched around it.
+            Some(failed) if failed != &watched_as && failed.starts_with(&watched_as) => {
+                let failed = failed.clone();
+                self.cover(&watched_as, &failed, e.to_string());
+                RootState::Watched
+            }
+            // The root itself cannot be watched (no permission): watch its parent to
+            // learn when that changes, and retry at the check interval too.
+            _ => {
+                self.warn_once(root, &e.to_string());
+                self.gaps.open(root, e.to_string(), now);
+                let parent = root
+                    .parent()
+                    .filter(|p| p.is_dir())
+                    .unwrap_or_else(|| Path::new("/"))
+                    .to_path_buf();
+                if let Some(watcher) = self.watcher.as_mut() {
+                    let _ = watcher.unwatch(&watched_as);
+                    if let Err(e) = watcher.watch(&parent, RecursiveMode::NonRecursive) {
+                        log::debug!("files source: watching {}: {e}", parent.display());
                     }
-                    // The root itself cannot be watched (no permission): watch its parent to
-                    // learn when that changes, and retry at the check interval too.
-                    _ => {
-                        self.warn_once(root, &e.to_string());
-                        self.gaps.open(root, e.to_string(), now);
-                        let parent = root
-                            .parent()
-                            .filter(|p| p.is_dir())
-                            .unwrap_or_else(|| Path::new("/"))
-                            .to_path_buf();
-                        if let Some(watcher) = self.watcher.as_mut() {
-                            let _ = watcher.unwatch(&watched_as);
-                            if let Err(e) = watcher.watch(&parent, RecursiveMode::NonRecursive) {
-                                log::debug!("files source: watching {}: {e}", parent.display());
-                            }
-                        }
-                        RootState::Unwatchable(parent)
-                    }
                 }
+                RootState::Unwatchable(parent)
             }
         }
     }

@@ -193,6 +193,68 @@ fn non_executable_program_is_126_and_named() {
     assert_no_leak(&marker);
 }
 
+/// `sh -c 'PREPARE; exec stallwatch ARGS -- sh -c SCRIPT MARKER'`: stallwatch started by a
+/// shell that first sets up what the test needs (a limit, a working directory).
+fn stallwatch_after(marker: &Marker, prepare: &str, options: &[&str], script: &str) -> Output {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &format!("{prepare}; exec \"$@\""), "sh"])
+        .arg(env!("CARGO_BIN_EXE_stallwatch"))
+        .args(options)
+        .arg("--")
+        .args(marker.sh_words(script));
+    common::cli::isolate(&mut cmd, marker);
+    let mut cmd = assert_cmd::Command::from_std(cmd);
+    cmd.timeout(GENEROUS);
+    cmd.output().expect("sh runs")
+}
+
+/// stallwatch's own working directory is gone (the watched folders are relative to it): its
+/// own failure (125), not a missing program (127, as before issue 12's spawn error kinds).
+#[test]
+fn a_removed_working_directory_is_125_not_a_missing_program() {
+    let marker = Marker::new("cli_removed_cwd");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let gone = dir.path().join("gone");
+    fs::create_dir(&gone).expect("a folder to remove");
+    let witness = dir.path().join("ran");
+    let prepare = format!("cd '{0}' && rmdir '{0}'", gone.display());
+    let output = stallwatch_after(
+        &marker,
+        &prepare,
+        &[],
+        &format!(": > '{}'", witness.display()),
+    );
+    assert_code(&output, 125);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("working directory"), "{stderr:?}");
+    assert!(!witness.exists(), "the program must not have run");
+    assert_no_leak(&marker);
+}
+
+/// A pseudo-terminal that cannot be opened (no descriptor left) is stallwatch's own failure
+/// (125), not a program that cannot be executed (126, as before issue 12's spawn error kinds).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_terminal_that_cannot_be_opened_is_125_not_the_programs_fault() {
+    let marker = Marker::new("cli_no_pty");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let witness = dir.path().join("ran");
+    // Descriptors 0 to 5 at most: enough to load stallwatch and catch signals, not for a
+    // terminal (any limit from 5 to 11 fails there, on opening or on preparing it).
+    let prepare = "exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; ulimit -n 6";
+    let output = stallwatch_after(
+        &marker,
+        prepare,
+        &["--pty"],
+        &format!(": > '{}'", witness.display()),
+    );
+    assert_code(&output, 125);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("pseudo-terminal"), "{stderr:?}");
+    assert!(!witness.exists(), "the program must not have run");
+    assert_no_leak(&marker);
+}
+
 #[test]
 fn zero_idle_timeout_is_125_naming_the_option() {
     let marker = Marker::new("cli_zero_idle");
