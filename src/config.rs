@@ -149,7 +149,7 @@ pub struct CaptureConfig {
     /// fails the spawn ([`SpawnErrorKind::LogDir`](crate::SpawnErrorKind::LogDir)).
     pub log_dir: Option<PathBuf>,
     /// How much of stallwatch's own logs the log folder keeps. Default 7 days and 256 MiB.
-    pub retention: crate::capture::spill::LogRetention,
+    pub retention: LogRetention,
 }
 
 impl Default for CaptureConfig {
@@ -160,7 +160,7 @@ impl Default for CaptureConfig {
             spill: true,
             spill_threshold: 4096,
             log_dir: None,
-            retention: crate::capture::spill::LogRetention::default(),
+            retention: LogRetention::default(),
         }
     }
 }
@@ -197,7 +197,7 @@ impl CaptureConfig {
     }
 
     /// Sets the log folder's retention budget.
-    pub fn retention(mut self, retention: crate::capture::spill::LogRetention) -> Self {
+    pub fn retention(mut self, retention: LogRetention) -> Self {
         self.retention = retention;
         self
     }
@@ -832,6 +832,53 @@ pub(crate) fn validate_idle_timeout(timeout: Duration) -> Result<(), ConfigError
         IDLE_TIMEOUT_RANGE.0,
         IDLE_TIMEOUT_RANGE.1,
     )
+}
+
+/// How much of the log folder stallwatch keeps: its own logs (files named like
+/// `20261122T053012Z-4242-s1-stdout.log`; nothing else in the folder is touched) older than
+/// `max_age`, then the oldest while all of them together pass `max_total_bytes`, are deleted,
+/// never a log still being written (by this process or another). Applied at a spawn that
+/// spills, at most once a minute per folder and process unless this process has logged an
+/// eighth of the size budget since, so it costs one folder listing now and then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogRetention {
+    /// Logs older than this (by modification time) go. `None`: no age limit. Default 7 days.
+    pub max_age: Option<Duration>,
+    /// The oldest logs go while stallwatch's logs in the folder pass this many bytes in all.
+    /// `None`: no size limit. Default 256 MiB.
+    pub max_total_bytes: Option<u64>,
+}
+
+impl Default for LogRetention {
+    fn default() -> Self {
+        Self {
+            max_age: Some(Duration::from_secs(7 * 24 * 3600)),
+            max_total_bytes: Some(256 * 1024 * 1024),
+        }
+    }
+}
+
+impl LogRetention {
+    /// Keeps every log (no age and no size limit).
+    pub fn keep_all() -> Self {
+        Self {
+            max_age: None,
+            max_total_bytes: None,
+        }
+    }
+
+    /// Sets the age limit.
+    pub fn max_age(mut self, age: Option<Duration>) -> Self {
+        self.max_age = age;
+        self
+    }
+
+    /// Sets the size limit.
+    pub fn max_total_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_total_bytes = bytes;
+        self
+    }
 }
 
 #[cfg(test)]

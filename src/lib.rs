@@ -342,12 +342,12 @@ struct ReadmeDoctests;
 pub mod parts;
 
 pub use activity::ActivitySource;
-pub use capture::spill::{LogDirError, LogFile, LogRetention, default_log_dir};
+pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
     CaptureConfig, ChildWatchConfig, EventConfig, FileWatchConfig, KillLadder, KillStep,
-    LeftoverPolicy, MonitorConfig,
+    LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use crate::config::LogRetention;
 use crate::own_files::OwnFiles;
 use crate::stream::Stream;
 
@@ -144,53 +145,6 @@ impl std::fmt::Display for LogDirError {
 }
 
 impl std::error::Error for LogDirError {}
-
-/// How much of the log folder stallwatch keeps: its own logs (files named like
-/// `20261122T053012Z-4242-s1-stdout.log`; nothing else in the folder is touched) older than
-/// `max_age`, then the oldest while all of them together pass `max_total_bytes`, are deleted,
-/// never a log still being written (by this process or another). Applied at a spawn that
-/// spills, at most once a minute per folder and process unless this process has logged an
-/// eighth of the size budget since, so it costs one folder listing now and then.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LogRetention {
-    /// Logs older than this (by modification time) go. `None`: no age limit. Default 7 days.
-    pub max_age: Option<Duration>,
-    /// The oldest logs go while stallwatch's logs in the folder pass this many bytes in all.
-    /// `None`: no size limit. Default 256 MiB.
-    pub max_total_bytes: Option<u64>,
-}
-
-impl Default for LogRetention {
-    fn default() -> Self {
-        Self {
-            max_age: Some(Duration::from_secs(7 * 24 * 3600)),
-            max_total_bytes: Some(256 * 1024 * 1024),
-        }
-    }
-}
-
-impl LogRetention {
-    /// Keeps every log (no age and no size limit).
-    pub fn keep_all() -> Self {
-        Self {
-            max_age: None,
-            max_total_bytes: None,
-        }
-    }
-
-    /// Sets the age limit.
-    pub fn max_age(mut self, age: Option<Duration>) -> Self {
-        self.max_age = age;
-        self
-    }
-
-    /// Sets the size limit.
-    pub fn max_total_bytes(mut self, bytes: Option<u64>) -> Self {
-        self.max_total_bytes = bytes;
-        self
-    }
-}
 
 /// The folder a session's spills write to, or, for an unusable default folder, why they
 /// write nothing (the log entries then say so).

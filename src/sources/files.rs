@@ -326,10 +326,9 @@ impl FileActivityTracker {
         };
         let forced = config.force_stat_scan;
         let delay = config.arm_delay;
-        // The start, for the look at what changed before a delayed arming. File times come
-        // from the kernel's coarse clock, up to one tick (at most 10 ms) behind this one: a
-        // file written right after the start may carry a time a little before it.
-        let since = SystemTime::now() - COARSE_CLOCK_TICK;
+        // The start, for the look at what changed before a delayed arming, on the clock file
+        // times come from (a later change has a later time: `changed_since`).
+        let since = crate::process::sys::file_clock_now();
         if delay.is_zero() {
             worker.begin(forced);
         }
@@ -459,10 +458,6 @@ fn is_out_of_watches(error: &notify::Error) -> bool {
     }
 }
 
-/// The longest a file time can lag the clock it is compared with (one tick of the kernel's
-/// coarse clock at 100 Hz).
-const COARSE_CLOCK_TICK: Duration = Duration::from_millis(10);
-
 /// Waits out the arming delay on the tracker's channel: `None` when told to stop first, else
 /// whom to tell once armed (a caller of [`FileActivityTracker::arm_now`], if one asked).
 /// Nothing else can come before the arming (no watcher exists to send it).
@@ -491,10 +486,12 @@ impl Worker {
     }
 
     /// After a delayed arming: stamps the board when anything that counts was created,
-    /// written, renamed or changed under the roots since `since` (by its modification and
-    /// status change times; a folder by its birth time).
+    /// written, renamed or changed under the roots after `since` (by its modification and
+    /// status change times; a folder by its birth time). Strictly after: a change in the same
+    /// clock tick as `since` but before it (the caller's own setup) does not count, and one in
+    /// that tick after it is missed, which moves a stall's deadline by at most that tick.
     fn changed_since(&self, since: SystemTime) {
-        let newer = |t: io::Result<SystemTime>| t.is_ok_and(|t| t >= since);
+        let newer = |t: io::Result<SystemTime>| t.is_ok_and(|t| t > since);
         let changed = |path: &Path, meta: &fs::Metadata| {
             let recent = if meta.is_dir() {
                 newer(meta.created())
@@ -1177,8 +1174,8 @@ mod tests {
             fs::create_dir_all(&agent).unwrap();
             fs::write(agent.join("old.md"), "before the start").unwrap();
             fs::write(dir.path().join("outside.md"), "x").unwrap();
-            // Older than the look back at the arming (one coarse clock tick before the start).
-            std::thread::sleep(COARSE_CLOCK_TICK * 3);
+            // In an earlier tick of the file clock than the tracker's start.
+            std::thread::sleep(Duration::from_millis(30));
             let new_tracker = |delay: Duration| {
                 let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
                 let config = FileWatchConfig::default()
@@ -1191,6 +1188,9 @@ mod tests {
                     Duration::from_millis(20),
                 )
                 .unwrap();
+                // A tick of the file clock passes before the test acts: a change in the
+                // start's own tick does not count (`changed_since`).
+                std::thread::sleep(Duration::from_millis(30));
                 (board, tracker)
             };
             let files = |board: &ActivityBoard| board.count(ActivitySource::Files);

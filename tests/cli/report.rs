@@ -506,13 +506,14 @@ fn file_watches_are_armed_late_and_count_what_came_before() {
         "armed at the start: {listing}"
     );
 
-    // A write in the first milliseconds, then silence: found when the watches are armed.
+    // A write in the first milliseconds (20 ms in: a tick of the file clock after the start),
+    // then silence: found when the watches are armed 50 ms in.
     let (_dir, path) = report_path();
     let output = sw(&marker)
         .dir(work.path())
         .args(&["-i", "1500ms", "-g", "0", "--report"])
         .args(&[path.to_str().expect("a UTF-8 temporary path")])
-        .sh("echo plan > .agent/plan.md; exec sleep 1000")
+        .sh("sleep 0.02; echo plan > .agent/plan.md; exec sleep 1000")
         .output();
     assert_code(&output, 124);
     let r = read_report(&path);

@@ -646,6 +646,25 @@ pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
     }
 }
 
+/// Now, on the clock the kernel stamps file times with: on Linux its coarse wall clock, which
+/// lags the precise one by up to a tick; a file changed after this instant carries a later
+/// time, one changed before it never does. Elsewhere the ordinary wall clock.
+pub(crate) fn file_clock_now() -> std::time::SystemTime {
+    #[cfg(target_os = "linux")]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(t.tv_sec).unwrap_or(0),
+                u32::try_from(t.tv_nsec).unwrap_or(0),
+            )
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        std::time::SystemTime::now()
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
