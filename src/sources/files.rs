@@ -512,7 +512,8 @@ impl Worker {
                 continue;
             }
             found = fs::metadata(root).is_ok_and(|meta| newer(meta.created()))
-                || any_entry(root, &mut |path, meta| changed(path, meta));
+                // An unreadable folder is left to the arming, which reports it as a gap.
+                || walk(root, &mut |path, meta| changed(path, meta), &mut |_, _| {});
             if found {
                 break;
             }
@@ -995,17 +996,29 @@ impl Worker {
     }
 }
 
-/// Walks `dir` without following symbolic links until `found` says yes to an entry.
-fn any_entry(dir: &Path, found: &mut dyn FnMut(&Path, &fs::Metadata) -> bool) -> bool {
+/// Walks `dir` without following symbolic links (entries by `lstat`), handing every entry to
+/// `visit` until it says stop (`true`; then this returns `true`), and every folder that
+/// cannot be read (but for one that vanished) to `unreadable`.
+fn walk(
+    dir: &Path,
+    visit: &mut dyn FnMut(&Path, &fs::Metadata) -> bool,
+    unreadable: &mut dyn FnMut(PathBuf, io::Error),
+) -> bool {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue; // unreadable: the arming reports it as a gap
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    unreadable(dir, e);
+                }
+                continue;
+            }
         };
         for entry in entries.flatten() {
             let path = entry.path();
             let Ok(meta) = entry.metadata() else { continue }; // lstat: links not followed
-            if found(&path, &meta) {
+            if visit(&path, &meta) {
                 return true;
             }
             if meta.is_dir() {
@@ -1030,41 +1043,28 @@ fn collect(
     into: &mut HashMap<PathBuf, Fingerprint>,
     unreadable: &mut Vec<(PathBuf, String)>,
 ) {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) => {
-                if e.kind() != io::ErrorKind::NotFound {
-                    unreadable.push((dir, e.to_string()));
-                }
-                continue;
-            }
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(meta) = entry.metadata() else { continue }; // lstat: links not followed
-            if meta.is_dir() {
-                stack.push(path.clone());
-            }
-            if filter.place(&path) == Place::Inside(true) {
-                let print = if meta.is_dir() {
-                    let (uid, gid) = (i64::from(meta.uid()), i64::from(meta.gid()));
-                    (i64::from(meta.mode()), uid, gid, 0, 0, meta.ino())
-                } else {
-                    (
-                        meta.mtime(),
-                        meta.mtime_nsec(),
-                        meta.ctime(),
-                        meta.ctime_nsec(),
-                        meta.size(),
-                        meta.ino(),
-                    )
-                };
-                into.insert(path, print);
-            }
+    let mut record = |path: &Path, meta: &fs::Metadata| {
+        if filter.place(path) == Place::Inside(true) {
+            let print = if meta.is_dir() {
+                let (uid, gid) = (i64::from(meta.uid()), i64::from(meta.gid()));
+                (i64::from(meta.mode()), uid, gid, 0, 0, meta.ino())
+            } else {
+                (
+                    meta.mtime(),
+                    meta.mtime_nsec(),
+                    meta.ctime(),
+                    meta.ctime_nsec(),
+                    meta.size(),
+                    meta.ino(),
+                )
+            };
+            into.insert(path.to_path_buf(), print);
         }
-    }
+        false
+    };
+    walk(dir, &mut record, &mut |dir, e| {
+        unreadable.push((dir, e.to_string()))
+    });
 }
 
 #[cfg(test)]
