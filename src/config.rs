@@ -486,20 +486,35 @@ impl FileWatchConfig {
             exclude: compile_globs("files.exclude", &self.exclude)?,
         })
     }
+
+    /// Checks that every include and exclude glob parses, without building the matchers (the
+    /// costly part, which the file tracker does once, when it arms).
+    pub(crate) fn check_globs(&self) -> Result<(), ConfigError> {
+        for pattern in &self.include {
+            parse_glob("files.include", pattern)?;
+        }
+        for pattern in &self.exclude {
+            parse_glob("files.exclude", pattern)?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_glob(field: &'static str, pattern: &str) -> Result<globset::Glob, ConfigError> {
+    GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .build()
+        .map_err(|e| ConfigError::InvalidGlob {
+            field,
+            pattern: pattern.to_owned(),
+            reason: e.kind().to_string(),
+        })
 }
 
 fn compile_globs(field: &'static str, patterns: &[String]) -> Result<GlobSet, ConfigError> {
     let mut set = GlobSetBuilder::new();
     for pattern in patterns {
-        let glob = GlobBuilder::new(pattern)
-            .literal_separator(false)
-            .build()
-            .map_err(|e| ConfigError::InvalidGlob {
-                field,
-                pattern: pattern.clone(),
-                reason: e.kind().to_string(),
-            })?;
-        set.add(glob);
+        set.add(parse_glob(field, pattern)?);
     }
     set.build().map_err(|e| ConfigError::InvalidGlob {
         field,
@@ -786,7 +801,7 @@ impl MonitorConfig {
             CONFIRM_RANGE.1,
         )?;
         if self.enabled.files {
-            self.files.globs()?;
+            self.files.check_globs()?;
             check_range(
                 "files.arm_delay",
                 self.files.arm_delay,

@@ -607,6 +607,9 @@ impl Monitor {
     fn let_go_of_files(&mut self) {
         if let Some(files) = self.files.take() {
             self.unwatched = files.unwatched();
+            if !files.has_armed() {
+                return; // no watch yet: dropped at once, no thread needed
+            }
             let dropped = std::thread::Builder::new()
                 .name(format!("stallwatch-unwatch-{}", self.id))
                 .spawn(move || drop(files));

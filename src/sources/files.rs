@@ -14,19 +14,19 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
-use globset::GlobSet;
 use notify::event::CreateKind;
 use notify::{EventKind, RecursiveMode, Watcher};
 use parking_lot::RwLock;
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
+use crate::error::ConfigError;
 use crate::error::SpawnError;
 use crate::outcome::Unwatched;
 use crate::own_files::OwnFiles;
@@ -41,8 +41,10 @@ struct PathFilter {
     /// Per root, its canonical path (every link on the way resolved), to recognise own files
     /// reached through another spelling of the same folder.
     canonical: RwLock<Vec<Option<PathBuf>>>,
-    include: Option<GlobSet>,
-    exclude: GlobSet,
+    /// The include and exclude patterns, and their matchers once built (at the arming: a child
+    /// that is done before it never pays for them).
+    patterns: FileWatchConfig,
+    globs: OnceLock<FileGlobs>,
     own_files: OwnFiles,
 }
 
@@ -58,10 +60,13 @@ enum Place {
 }
 
 impl PathFilter {
-    fn new(globs: FileGlobs, roots: Vec<PathBuf>) -> Self {
+    fn new(config: &FileWatchConfig, roots: Vec<PathBuf>) -> Self {
+        let mut patterns = FileWatchConfig::default();
+        patterns.include.clone_from(&config.include);
+        patterns.exclude.clone_from(&config.exclude);
         Self {
-            include: globs.include,
-            exclude: globs.exclude,
+            patterns,
+            globs: OnceLock::new(),
             own_files: OwnFiles::default(),
             resolved: RwLock::new(vec![None; roots.len()]),
             canonical: RwLock::new(vec![None; roots.len()]),
@@ -94,15 +99,29 @@ impl PathFilter {
         self.own_files.contains(path, root, relative)
     }
 
+    /// Builds the matchers, once (they were checked at the start: only a pattern set too big
+    /// for the matcher can fail here).
+    fn build(&self) -> Result<(), ConfigError> {
+        if self.globs.get().is_none() {
+            let globs = self.patterns.globs()?;
+            let _ = self.globs.set(globs);
+        }
+        Ok(())
+    }
+
     fn counts(&self, relative: &Path) -> bool {
         if relative.as_os_str().is_empty() {
             return true; // the root itself appearing or going away
         }
+        let Some(globs) = self.globs.get() else {
+            return false; // not armed yet, or the matchers could not be built
+        };
         let name = relative.file_name().map(Path::new).unwrap_or(relative);
-        if self.exclude.is_match(relative) || self.exclude.is_match(name) {
+        if globs.exclude.is_match(relative) || globs.exclude.is_match(name) {
             return false;
         }
-        self.include
+        globs
+            .include
             .as_ref()
             .is_none_or(|inc| inc.is_match(relative) || inc.is_match(name))
     }
@@ -238,7 +257,7 @@ enum RootState {
 /// `.agent` in the child's working directory). Dropping the tracker stops it.
 ///
 /// ```
-/// use std::sync::Arc;
+/// use std::sync::{Arc, OnceLock};
 /// use std::time::{Duration, Instant};
 /// use stallwatch::parts::{ActivityBoard, FileActivityTracker};
 /// use stallwatch::{ActivitySource, FileWatchConfig, SystemClock};
@@ -265,6 +284,8 @@ pub struct FileActivityTracker {
     gaps: Gaps,
     board: Arc<ActivityBoard>,
     scanning: Arc<AtomicBool>,
+    /// Whether the arming has begun (a watcher may exist, whose teardown can be slow).
+    arming: Arc<AtomicBool>,
     tx: Sender<Msg>,
     thread: Option<JoinHandle<()>>,
 }
@@ -299,14 +320,18 @@ impl FileActivityTracker {
         scan_interval: Duration,
     ) -> io::Result<FileActivityTracker> {
         let roots: Vec<PathBuf> = config.roots.iter().map(|r| base_dir.join(r)).collect();
-        let globs = config.globs().map_err(SpawnError::config)?;
-        let filter = Arc::new(PathFilter::new(globs, roots.clone()));
+        config.check_globs().map_err(SpawnError::config)?;
+        let filter = Arc::new(PathFilter::new(config, roots.clone()));
+        if config.arm_delay.is_zero() {
+            filter.build().map_err(SpawnError::config)?;
+        }
         for own in &config.own_files {
             filter.own_files.add(own);
         }
         board.set_enabled(ActivitySource::Files, true);
         let (tx, rx) = unbounded();
         let scanning = Arc::new(AtomicBool::new(false));
+        let arming = Arc::new(AtomicBool::new(false));
         let gaps = Gaps::default();
         let mut worker = Worker {
             gaps: gaps.clone(),
@@ -318,6 +343,7 @@ impl FileActivityTracker {
             board: board.clone(),
             watcher: None,
             scanning: scanning.clone(),
+            arming: arming.clone(),
             scan_interval,
             snapshot: None,
             tx: tx.clone(),
@@ -353,6 +379,7 @@ impl FileActivityTracker {
             gaps,
             board,
             scanning,
+            arming,
             tx,
             thread: Some(thread),
         })
@@ -366,6 +393,12 @@ impl FileActivityTracker {
         if self.tx.send(Msg::ArmNow(ack)).is_ok() {
             let _ = armed.recv(); // an error: the thread is gone, nothing to wait for
         }
+    }
+
+    /// Whether the arming has begun: until then no watch exists, and dropping the tracker is
+    /// quick (with watches, the kernel's teardown of an inotify instance can take 10 ms).
+    pub(crate) fn has_armed(&self) -> bool {
+        self.arming.load(Ordering::Acquire)
     }
 
     /// Whether the tracker has fallen back to stat-scanning (or was told to).
@@ -419,6 +452,8 @@ struct Worker {
     board: Arc<ActivityBoard>,
     watcher: Option<notify::RecommendedWatcher>,
     scanning: Arc<AtomicBool>,
+    /// Set when the arming begins.
+    arming: Arc<AtomicBool>,
     scan_interval: Duration,
     snapshot: Option<HashMap<PathBuf, Fingerprint>>,
     tx: Sender<Msg>,
@@ -477,6 +512,18 @@ fn wait_to_arm(rx: &Receiver<Msg>, delay: Duration) -> Option<Option<Sender<()>>
 impl Worker {
     /// Makes the watcher (or falls back to the stat scan when `forced`) and arms the roots.
     fn begin(&mut self, forced: bool) {
+        self.arming.store(true, Ordering::Release);
+        if let Err(e) = self.filter.build() {
+            // Checked at the start, each pattern parses: only a set too big for the matcher
+            // gets here. Nothing could be told apart, so nothing is watched, and it is said.
+            log::warn!("files source unavailable: {e}");
+            let now = self.board.clock().now();
+            for (root, _) in &self.roots {
+                self.gaps.open(root, e.to_string(), now);
+            }
+            self.board.set_available(ActivitySource::Files, false);
+            return;
+        }
         if forced {
             self.fall_back("forced by configuration");
         } else {
@@ -1100,7 +1147,9 @@ mod tests {
     }
 
     fn filter(config: &FileWatchConfig) -> PathFilter {
-        PathFilter::new(config.globs().unwrap(), vec![PathBuf::from("/w/.agent")])
+        let filter = PathFilter::new(config, vec![PathBuf::from("/w/.agent")]);
+        filter.build().unwrap();
+        filter
     }
 
     #[test]
@@ -1166,6 +1215,41 @@ mod tests {
     /// A delayed arming: what changed before it counts once it comes (the file written, the
     /// root created, a file renamed in), what does not count never does (an excluded file, a
     /// file untouched since before the start), and `arm_now` arms at once.
+    /// A child done before the arming costs neither the matchers nor a watch: the globs are
+    /// only parsed at the start (an invalid one is still an error then), and built at the
+    /// arming.
+    #[test]
+    fn before_a_delayed_arming_nothing_is_built_or_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+        let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
+        let tracker = FileActivityTracker::start(
+            &config,
+            dir.path(),
+            board.clone(),
+            Duration::from_millis(20),
+        )
+        .unwrap();
+        assert!(!tracker.has_armed());
+        assert!(
+            tracker.filter.globs.get().is_none(),
+            "built before the arming"
+        );
+        tracker.arm_now();
+        assert!(tracker.has_armed());
+        assert!(
+            tracker.filter.globs.get().is_some(),
+            "not built at the arming"
+        );
+        drop(tracker);
+
+        let bad = config.exclude("a[".to_owned());
+        let error = FileActivityTracker::start(&bad, dir.path(), board, Duration::from_millis(20))
+            .expect_err("an invalid glob is an error at the start, armed late or not");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{error}");
+        assert!(error.to_string().contains("a["), "{error}");
+    }
+
     #[test]
     fn a_delayed_arming_counts_what_changed_before_it() {
         for stat_scan in [false, true] {
