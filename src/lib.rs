@@ -216,8 +216,8 @@
 //!   (board snapshot, time, limits → what to do), tested without threads or processes.
 //! - `process/`: spawning in a new process group, the spawner thread and the guardian;
 //!   `process/orphans` attributes the orphans adopted in subreaper mode to their session;
-//!   `process/sys` holds the operating-system calls (rustix) and the crate's one `unsafe`
-//!   block.
+//!   `process/sys` holds the operating-system calls (rustix, and libc for the guardian's
+//!   fork) and every `unsafe` block of the crate.
 //! - `capture/` (head/tail buffers, the log spill), `events` (the never-blocking emitter),
 //!   `outcome` ([`Outcome`], [`MonitorResult`]), `config`, `clock`, `environment`, `retry`.
 //!
@@ -225,9 +225,12 @@
 //!   null unless chosen. On Linux it gets SIGKILL if the supervising process dies
 //!   (`PR_SET_PDEATHSIG`, set from one long-lived spawner thread, because Linux ties that signal
 //!   to the thread that forked, with a `getppid` re-check against a parent that died first).
-//!   That signal reaches only the direct child, so a guardian (a tiny `sh` in a process group
-//!   of its own, reading a pipe only the supervisor holds) SIGKILLs the whole group when the
-//!   supervisor vanishes without saying `done`.
+//!   That signal reaches only the direct child, so a guardian (a fork of the supervisor that
+//!   runs no program, in a process group of its own, every inherited descriptor closed but a
+//!   socket only the supervisor holds the other end of) SIGKILLs the whole group when the
+//!   supervisor vanishes without saying `done`. When a run is over, the supervisor hands it the
+//!   file tracker's inotify instances, whose teardown in the kernel (8–11 ms) then happens when
+//!   the guardian exits, not on the supervisor's way out.
 //! - **Sources** only stamp the board (atomics): the reader threads `stallwatch-out-<id>` and
 //!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call, and the
 //!   [`FileActivityTracker`](parts::FileActivityTracker) from `notify`'s event handler. The tracker's own thread

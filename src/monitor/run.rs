@@ -610,6 +610,11 @@ impl Monitor {
             if !files.has_armed() {
                 return; // no watch yet: dropped at once, no thread needed
             }
+            // The guardian keeps the inotify instances open until it exits: their teardown
+            // (8–11 ms in the kernel) is then not on the way out of this process.
+            if let Some(guardian) = &self.guardian {
+                guardian.take_inotify();
+            }
             let dropped = std::thread::Builder::new()
                 .name(format!("stallwatch-unwatch-{}", self.id))
                 .spawn(move || drop(files));

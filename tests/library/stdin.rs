@@ -79,3 +79,30 @@ fn a_child_that_never_reads_never_blocks_the_writer_for_good() {
     assert_eq!(result.outcome, Outcome::Terminated { forced: false });
     assert_no_leak(&m);
 }
+
+/// Another session's guardian (a fork of this process) is started while this session's stdin
+/// pipe is open: it must hold no copy of its write end, or `cat` would never see end-of-file.
+#[cfg(target_os = "linux")]
+#[test]
+fn another_sessions_guardian_holds_no_copy_of_this_stdin() {
+    let m = Marker::new("stdin-guardian");
+    let first = Session::builder(cat(&m))
+        .stdin_piped()
+        .spawn()
+        .expect("cat can be spawned");
+    let mut sleeper = Command::new("sleep");
+    sleeper.arg("1000").env(MARKER_ENV, m.as_str());
+    let second = Session::builder(sleeper)
+        .config(MonitorConfig::default().idle_timeout(Duration::from_secs(3600)))
+        .spawn()
+        .expect("sleep can be spawned");
+    first.write_stdin(b"bye\n").unwrap();
+    first.close_stdin();
+    let result = first
+        .wait_timeout(GENEROUS)
+        .expect("cat saw the end of its input while the other session ran");
+    assert_eq!(result.outcome, Outcome::Exited);
+    second.terminate();
+    wait_generously(&second);
+    assert_no_leak(&m);
+}

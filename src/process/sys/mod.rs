@@ -2,9 +2,14 @@
 //!
 //! No other module of the library uses `rustix` (nor `libc` or `nix`); the command has its own
 //! door, `src/cli/sys.rs`.
-//! The only `unsafe` in the crate is here: the two `pre_exec` hooks (the parent-death signal of
+//! Every `unsafe` block of the crate is here, allowed one by one under the crate's
+//! `#![deny(unsafe_code)]`: the two `pre_exec` hooks (the parent-death signal of
 //! [`configure_command`], and the terminal's session and controlling tty of
-//! [`configure_terminal_command`]), the blocks allowed under the crate's `#![deny(unsafe_code)]`.
+//! [`configure_terminal_command`]), and the guardian's fork with the few libc calls of the
+//! forked child ([`guardian`], where rustix has no `fork` and no `_exit`).
+
+#[cfg(target_os = "linux")]
+pub(crate) mod guardian;
 
 use std::io;
 use std::os::fd::AsFd;
@@ -715,4 +720,46 @@ mod tests {
         assert_eq!(signal_name(SIGKILL), Some("KILL"));
         assert!(!signal_is_known(0));
     }
+}
+
+/// Duplicates of this process's inotify instances (the file tracker's: `notify` does not show
+/// its descriptor), for the guardian to hold (`guardian::ForkedGuardian::hand_over`). Each is
+/// taken with `pidfd_getfd` on this very process, by its number in `/proc/self/fd`, and kept
+/// only if the duplicate is an inotify instance (a number closed and reused in between is
+/// left alone). Empty where the kernel lacks pidfds (before 5.6).
+#[cfg(target_os = "linux")]
+pub(crate) fn own_inotify_fds() -> Vec<std::os::fd::OwnedFd> {
+    const INOTIFY: &str = "anon_inode:inotify";
+    let is_inotify =
+        |link: &Path| std::fs::read_link(link).is_ok_and(|target| target.as_os_str() == INOTIFY);
+    let Ok(own) = rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    ) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut fds = Vec::new();
+    for entry in entries.flatten() {
+        let Some(number) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !is_inotify(&entry.path()) {
+            continue;
+        }
+        let flags = rustix::process::PidfdGetfdFlags::empty();
+        if let Ok(dup) = rustix::process::pidfd_getfd(&own, number, flags) {
+            let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dup));
+            if is_inotify(Path::new(&path)) {
+                fds.push(dup);
+            }
+        }
+    }
+    fds
 }

@@ -1,0 +1,300 @@
+//! The guardian's process: a fork of this process that runs no program (Linux).
+//!
+//! Forked rather than started as a program (it was a `sh` before): a fork costs a copy of the
+//! page tables, where starting `sh` cost its loading, linking and start-up, about a sixth of the
+//! CPU of a whole `stallwatch -- true` run (measured, see the README's results). And a fork can
+//! be handed file descriptors over its socket, which a shell cannot receive: the supervisor hands
+//! it the file tracker's inotify instances when a run is over, so that the kernel's slow teardown
+//! of an instance (one SRCU grace period, 8–11 ms here) happens when the guardian exits, not on
+//! the way out of the supervisor.
+//!
+//! The forked child may only make async-signal-safe calls (other threads of the parent may have
+//! held locks at the fork): raw system calls through `rustix` (its Linux backend makes them
+//! without libc) and `libc`'s thin wrappers of `fork`, `signal`, `sigprocmask`, `syscall` and
+//! `_exit`. Nothing allocates.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
+use rustix::process::{Pid, Signal};
+
+/// What the supervisor sends when the session ended properly.
+const DONE: &[u8] = b"done";
+/// File descriptors per message of a hand-over.
+const FDS_PER_MESSAGE: usize = 16;
+
+/// A forked guardian: its pid, and the supervisor's end of its socket.
+#[derive(Debug)]
+pub(crate) struct ForkedGuardian {
+    pub(crate) pid: i32,
+    channel: OwnedFd,
+}
+
+/// Forks the guardian of process group `pgid`: it waits on its socket, SIGKILLs the group when
+/// the socket reaches end-of-file (every process holding the other end, this one, is gone) and
+/// exits quietly on [`ForkedGuardian::done`].
+pub(crate) fn fork(pgid: i32) -> io::Result<ForkedGuardian> {
+    let pgid = Pid::from_raw(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let theirs_raw = theirs.as_raw_fd();
+    // SAFETY: `fork` in a process that may have other threads: the child runs only `watch`,
+    // which makes async-signal-safe calls alone (raw system calls, no allocation, no lock; see
+    // the module docs) and never returns (it ends in `_exit`). The parent goes on as usual.
+    #[allow(unsafe_code)] // the fork of the guardian (module docs of `sys`)
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => watch(theirs_raw, pgid),
+        pid => {
+            drop(theirs);
+            Ok(ForkedGuardian { pid, channel: ours })
+        }
+    }
+}
+
+impl ForkedGuardian {
+    /// Hands the guardian `fds` (duplicates: the caller may close its own right after), to be
+    /// closed when it exits.
+    pub(crate) fn hand_over(&self, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        for chunk in fds.chunks(FDS_PER_MESSAGE) {
+            let mut space =
+                [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(FDS_PER_MESSAGE))];
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            if !control.push(SendAncillaryMessage::ScmRights(chunk)) {
+                return Err(io::Error::other("the hand-over message does not fit"));
+            }
+            rustix::net::sendmsg(
+                &self.channel,
+                &[io::IoSlice::new(b"fds")],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The session ended properly: the guardian exits without signalling.
+    pub(crate) fn done(&self) -> io::Result<()> {
+        rustix::net::send(&self.channel, DONE, SendFlags::NOSIGNAL)?;
+        Ok(())
+    }
+
+    /// Waits for the guardian to exit and reaps it.
+    pub(crate) fn reap(&self) {
+        if let Some(pid) = Pid::from_raw(self.pid) {
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        }
+    }
+}
+
+/// The guardian's whole life, in the forked child: async-signal-safe calls only.
+fn watch(channel: i32, pgid: Pid) -> ! {
+    // Its own process group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
+    let _ = rustix::process::setpgid(None, None);
+    // Named for `ps` and `top` (its command line is the supervisor's).
+    let _ = rustix::thread::set_name(c"sw-guardian");
+    // Default dispositions and an empty mask, as a freshly started program would have: the
+    // parent's handlers are meaningless here.
+    #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
+    // SAFETY: `signal` and `sigprocmask` are async-signal-safe; the set is a local.
+    unsafe {
+        for signal in 1..32 {
+            if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+        }
+        let mut none = MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(none.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, none.as_ptr(), std::ptr::null_mut());
+    }
+    // Only the socket stays open, as fd 0: a pipe end of the parent's held here would keep its
+    // reader from ever seeing end-of-file.
+    // SAFETY: `dup2` is async-signal-safe; `channel` is open in this process.
+    #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
+    if channel != 0 && unsafe { libc::dup2(channel, 0) } != 0 {
+        // Without its socket it cannot tell a crash from a proper end: it must never signal.
+        exit();
+    }
+    close_from(1);
+    // SAFETY: fd 0 is the socket now, open until this process exits.
+    #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
+    let channel = unsafe { BorrowedFd::borrow_raw(0) };
+    let signal = loop {
+        let mut data = [0u8; 8];
+        let mut space =
+            [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(FDS_PER_MESSAGE))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let received = rustix::net::recvmsg(
+            channel,
+            &mut [io::IoSliceMut::new(&mut data)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        );
+        match received {
+            Ok(message) if message.bytes == 0 => break true, // the supervisor is gone
+            Ok(message) if data[..message.bytes] == *DONE => break false,
+            Ok(_) => keep(&mut control),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break true,
+        }
+    };
+    if signal {
+        let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+    }
+    exit()
+}
+
+/// Ends the guardian at once, without running anything of the parent's (`atexit` handlers,
+/// buffers to flush).
+fn exit() -> ! {
+    // SAFETY: `_exit` is async-signal-safe.
+    #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
+    unsafe {
+        libc::_exit(0)
+    }
+}
+
+/// Keeps the file descriptors a hand-over brought: open until the guardian exits.
+fn keep(control: &mut RecvAncillaryBuffer<'_>) {
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            for fd in fds {
+                let _ = fd.into_raw_fd();
+            }
+        }
+    }
+}
+
+/// Closes every file descriptor from `first` up.
+fn close_from(first: u32) {
+    // SAFETY: a raw system call with integer arguments; async-signal-safe.
+    #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
+    let closed = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
+    if closed != 0 {
+        // Kernels before 5.9: one by one, up to the limit of open files.
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(1 << 16)
+            .min(1 << 16);
+        for fd in first..u32::try_from(limit).unwrap_or(u32::MAX) {
+            // SAFETY: closing a descriptor number nothing in this process uses any more.
+            #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
+            unsafe {
+                libc::close(fd as i32);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// A `sleep` in a process group of its own, started by this test.
+    fn sleeper() -> std::process::Child {
+        Command::new("sleep")
+            .arg("1000")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sleep starts")
+    }
+
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < give_up, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn fd_targets(pid: i32) -> Vec<String> {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|dir| {
+                dir.flatten()
+                    .filter_map(|e| std::fs::read_link(e.path()).ok())
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_guardian_keeps_what_it_is_handed_and_lets_the_group_be_on_done() {
+        let mut group = sleeper();
+        let guardian = fork(group.id() as i32).expect("the guardian forks");
+        // Only its socket is open in it (fd 0), whatever this test process holds.
+        wait_until("the guardian closed what it inherited", || {
+            fd_targets(guardian.pid).len() == 1
+        });
+        let instance =
+            rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::CLOEXEC).unwrap();
+        guardian
+            .hand_over(&[instance.as_fd()])
+            .expect("handed over");
+        wait_until("the guardian holds the inotify instance", || {
+            fd_targets(guardian.pid)
+                .iter()
+                .any(|t| t == "anon_inode:inotify")
+        });
+        guardian.done().expect("told");
+        guardian.reap();
+        assert!(
+            group.try_wait().expect("a look").is_none(),
+            "a proper end never signals the group"
+        );
+        group.kill().expect("our own sleep");
+        group.wait().expect("reaped");
+    }
+
+    #[test]
+    fn a_guardian_kills_the_group_when_its_socket_closes_without_done() {
+        let mut group = sleeper();
+        let guardian = fork(group.id() as i32).expect("the guardian forks");
+        let pid = guardian.pid;
+        // The supervisor "dies": its end of the socket closes without a word.
+        drop(guardian.channel);
+        let status = group.wait().expect("the sleeper ends");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "{status:?}"
+        );
+        let _ = rustix::process::waitpid(Pid::from_raw(pid), rustix::process::WaitOptions::empty());
+    }
+
+    #[test]
+    fn the_inotify_instances_of_this_process_are_found_and_duplicated() {
+        let instance =
+            rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::CLOEXEC).unwrap();
+        let inode = rustix::fs::fstat(&instance).unwrap().st_ino;
+        let found = super::super::own_inotify_fds();
+        assert!(
+            found
+                .iter()
+                .any(|dup| rustix::fs::fstat(dup).unwrap().st_ino == inode),
+            "the instance is among the duplicates"
+        );
+        for dup in &found {
+            assert_ne!(
+                dup.as_raw_fd(),
+                instance.as_raw_fd(),
+                "a duplicate, not the original"
+            );
+        }
+    }
+}
