@@ -90,7 +90,7 @@ impl Guardian {
             let pgid = i32::try_from(pgid).map_err(|_| io::ErrorKind::InvalidInput)?;
             // Our own child, not an orphan to attribute to a session.
             let gate = orphans::spawn_gate();
-            let inner = sys::guardian::fork(pgid)?;
+            let inner = sys::guardian::fork(pgid, None)?;
             orphans::spawned(inner.pid);
             drop(gate);
             Ok(Guardian { inner })

@@ -13,9 +13,12 @@
 //! without libc) and `libc`'s thin wrappers of `fork`, `signal`, `sigprocmask`, `syscall` and
 //! `_exit`. Nothing allocates.
 
+use std::ffi::{CStr, CString};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
 
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -35,11 +38,37 @@ pub(crate) struct ForkedGuardian {
     channel: OwnedFd,
 }
 
-/// Forks the guardian of process group `pgid`: it waits on its socket, SIGKILLs the group when
-/// the socket reaches end-of-file (every process holding the other end, this one, is gone) and
-/// exits quietly on [`ForkedGuardian::done`].
-pub(crate) fn fork(pgid: i32) -> io::Result<ForkedGuardian> {
+/// The control files of a session's cgroup, named before the fork (the forked child may not
+/// allocate).
+struct CgroupFiles {
+    dir: CString,
+    kill: CString,
+    freeze: CString,
+    procs: CString,
+}
+
+impl CgroupFiles {
+    fn of(dir: &Path) -> io::Result<CgroupFiles> {
+        let file = |name: &str| {
+            CString::new(dir.join(name).into_os_string().into_vec())
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+        };
+        Ok(CgroupFiles {
+            dir: file("")?,
+            kill: file("cgroup.kill")?,
+            freeze: file("cgroup.freeze")?,
+            procs: file("cgroup.procs")?,
+        })
+    }
+}
+
+/// Forks the guardian of process group `pgid` (and of the session's cgroup `cgroup`, when it
+/// has one): it waits on its socket; when the socket reaches end-of-file (every process holding
+/// the other end, this one, is gone) it SIGKILLs the group, then every member of the cgroup
+/// and removes it; on [`ForkedGuardian::done`] it exits quietly.
+pub(crate) fn fork(pgid: i32, cgroup: Option<&Path>) -> io::Result<ForkedGuardian> {
     let pgid = Pid::from_raw(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let cgroup = cgroup.map(CgroupFiles::of).transpose()?;
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
@@ -54,7 +83,7 @@ pub(crate) fn fork(pgid: i32) -> io::Result<ForkedGuardian> {
     let pid = unsafe { libc::fork() };
     match pid {
         -1 => Err(io::Error::last_os_error()),
-        0 => watch(theirs_raw, pgid),
+        0 => watch(theirs_raw, pgid, cgroup.as_ref()),
         pid => {
             drop(theirs);
             Ok(ForkedGuardian { pid, channel: ours })
@@ -98,7 +127,7 @@ impl ForkedGuardian {
 }
 
 /// The guardian's whole life, in the forked child: async-signal-safe calls only.
-fn watch(channel: i32, pgid: Pid) -> ! {
+fn watch(channel: i32, pgid: Pid, cgroup: Option<&CgroupFiles>) -> ! {
     // Its own process group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
     let _ = rustix::process::setpgid(None, None);
     // Named for `ps` and `top` (its command line is the supervisor's).
@@ -150,6 +179,9 @@ fn watch(channel: i32, pgid: Pid) -> ! {
     };
     if signal {
         let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        if let Some(cgroup) = cgroup {
+            end_cgroup(cgroup);
+        }
     }
     exit()
 }
@@ -161,6 +193,69 @@ fn exit() -> ! {
     #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
     unsafe {
         libc::_exit(0)
+    }
+}
+
+/// Kills every member of the cgroup (`cgroup.kill`; before Linux 5.14, frozen and killed one by
+/// one) and removes it once empty, trying for 10 s.
+fn end_cgroup(cgroup: &CgroupFiles) {
+    if write_file(&cgroup.kill, b"1").is_err() {
+        let _ = write_file(&cgroup.freeze, b"1");
+        kill_members(&cgroup.procs);
+        let _ = write_file(&cgroup.freeze, b"0");
+    }
+    let pause = rustix::thread::Timespec {
+        tv_sec: 0,
+        tv_nsec: 50_000_000,
+    };
+    for _ in 0..200 {
+        match rustix::fs::unlinkat(rustix::fs::CWD, &cgroup.dir, rustix::fs::AtFlags::REMOVEDIR) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => return,
+            Err(_) => {
+                let _ = rustix::thread::nanosleep(&pause);
+            }
+        }
+    }
+}
+
+/// Writes `value` to the control file `path`.
+fn write_file(path: &CStr, value: &[u8]) -> rustix::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let file = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+    rustix::io::write(&file, value)?;
+    Ok(())
+}
+
+/// SIGKILLs every pid listed in `cgroup.procs` at `procs` (read into a buffer on the stack).
+fn kill_members(procs: &CStr) {
+    use rustix::fs::{Mode, OFlags};
+    let Ok(file) = rustix::fs::open(procs, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else {
+        return;
+    };
+    let mut buffer = [0u8; 4096];
+    let mut pid: i32 = 0;
+    loop {
+        let n = match rustix::io::read(&file, &mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &byte in &buffer[..n] {
+            if byte.is_ascii_digit() {
+                pid = pid
+                    .saturating_mul(10)
+                    .saturating_add(i32::from(byte - b'0'));
+            } else {
+                kill_pid(pid);
+                pid = 0;
+            }
+        }
+    }
+    kill_pid(pid);
+}
+
+fn kill_pid(pid: i32) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, Signal::KILL);
     }
 }
 
@@ -210,6 +305,8 @@ mod tests {
             .arg("1000")
             .process_group(0)
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .expect("sleep starts")
     }
@@ -236,7 +333,7 @@ mod tests {
     #[test]
     fn a_guardian_keeps_what_it_is_handed_and_lets_the_group_be_on_done() {
         let mut group = sleeper();
-        let guardian = fork(group.id() as i32).expect("the guardian forks");
+        let guardian = fork(group.id() as i32, None).expect("the guardian forks");
         // Only its socket is open in it (fd 0), whatever this test process holds.
         wait_until("the guardian closed what it inherited", || {
             fd_targets(guardian.pid).len() == 1
@@ -264,7 +361,7 @@ mod tests {
     #[test]
     fn a_guardian_kills_the_group_when_its_socket_closes_without_done() {
         let mut group = sleeper();
-        let guardian = fork(group.id() as i32).expect("the guardian forks");
+        let guardian = fork(group.id() as i32, None).expect("the guardian forks");
         let pid = guardian.pid;
         // The supervisor "dies": its end of the socket closes without a word.
         drop(guardian.channel);
@@ -295,6 +392,78 @@ mod tests {
                 instance.as_raw_fd(),
                 "a duplicate, not the original"
             );
+        }
+    }
+
+    /// This process's cgroup v2 directory, from `/proc/self/mountinfo` and `/proc/self/cgroup`.
+    fn own_cgroup_dir() -> std::path::PathBuf {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = mounts
+            .lines()
+            .find(|l| {
+                l.split(" - ")
+                    .nth(1)
+                    .is_some_and(|t| t.starts_with("cgroup2 "))
+            })
+            .and_then(|l| l.split(' ').nth(4))
+            .expect("a cgroup2 mount")
+            .to_owned();
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .expect("a cgroup v2 line");
+        Path::new(&mount).join(own.trim_start_matches('/'))
+    }
+
+    /// As root (CI is): a crash of the supervisor ends every member of the session's cgroup,
+    /// also one outside the process group, and the cgroup is removed.
+    #[test]
+    fn a_guardian_ends_the_cgroup_and_removes_it_when_its_socket_closes() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("not root: a cgroup cannot be made here; the test needs root");
+            return;
+        }
+        let dir = own_cgroup_dir().join(format!("stallwatch-test-guardian-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("a cgroup of our own (root, cgroup2 writable)");
+        let mut in_group = sleeper();
+        let mut elsewhere = sleeper(); // a group of its own: only the cgroup holds it
+        std::fs::write(dir.join("cgroup.procs"), elsewhere.id().to_string()).unwrap();
+        let guardian = fork(in_group.id() as i32, Some(&dir)).expect("the guardian forks");
+        let pid = guardian.pid;
+        drop(guardian.channel);
+        let give_up = Instant::now() + Duration::from_secs(20);
+        let mut statuses = [None, None];
+        while statuses.iter().any(Option::is_none) && Instant::now() < give_up {
+            for (child, status) in [&mut in_group, &mut elsewhere]
+                .into_iter()
+                .zip(&mut statuses)
+            {
+                if status.is_none() {
+                    *status = child.try_wait().expect("a look");
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if statuses.iter().any(Option::is_none) {
+            for child in [&mut in_group, &mut elsewhere] {
+                let _ = child.kill(); // our own sleepers
+                let _ = child.wait();
+            }
+            let _ = std::fs::remove_dir(&dir);
+            panic!("a member outlived the guardian: {statuses:?}");
+        }
+        for status in statuses.into_iter().flatten() {
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                Some(9),
+                "{status:?}"
+            );
+        }
+        let _ = rustix::process::waitpid(Pid::from_raw(pid), rustix::process::WaitOptions::empty());
+        if dir.exists() {
+            let _ = std::fs::remove_dir(&dir);
+            panic!("the guardian left the cgroup {}", dir.display());
         }
     }
 }
