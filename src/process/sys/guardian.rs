@@ -419,6 +419,8 @@ mod tests {
     /// As root (CI is): a crash of the supervisor ends every member of the session's cgroup,
     /// also one outside the process group, and the cgroup is removed.
     #[test]
+    // Each sleeper is reaped by `try_wait` (or killed and waited for on the way out).
+    #[allow(clippy::zombie_processes)]
     fn a_guardian_ends_the_cgroup_and_removes_it_when_its_socket_closes() {
         if !rustix::process::geteuid().is_root() {
             eprintln!("not root: a cgroup cannot be made here; the test needs root");
