@@ -317,6 +317,7 @@
 mod activity;
 mod capture;
 mod clock;
+mod completion;
 mod config;
 mod contract;
 mod environment;
@@ -345,21 +346,23 @@ pub use activity::ActivitySource;
 pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
+pub use completion::{CompletionConfig, LineCallback};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, EventConfig, FileWatchConfig, KillLadder, KillStep,
-    LeftoverPolicy, LogRetention, MonitorConfig,
+    CaptureConfig, ChildWatchConfig, DEFAULT_CHILDREN_SOLO_CAP, EventConfig, FileWatchConfig,
+    KillLadder, KillStep, LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
-    DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
+    CompletionSeen, CompletionTrigger, DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL,
+    EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
+pub use sources::probes::Probe;
 pub use stream::Stream;
