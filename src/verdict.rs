@@ -202,6 +202,7 @@ pub(crate) fn probe_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activity::SourceState;
     use proptest::prelude::*;
 
     fn board(origin: Instant, stamps: &[(bool, u64)]) -> BoardSnapshot {
@@ -288,6 +289,162 @@ mod tests {
         );
     }
 
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    /// Output silent since the start, children busy at `children_ms`.
+    fn busy_children(t0: Instant, children_ms: u64) -> BoardSnapshot {
+        board(t0, &[(true, 0), (true, 0), (true, children_ms), (true, 0)])
+    }
+
+    #[test]
+    fn a_capped_source_keeps_the_child_alive_alone_only_up_to_its_cap() {
+        let t0 = Instant::now();
+        let caps = [(ActivitySource::Children, secs(600))];
+        let limits = Limits {
+            caps: &caps,
+            ..Limits::new(secs(300), None)
+        };
+        // Children busy at 599 s: within the cap, it counts: stale at 899 s, not before.
+        let b = busy_children(t0, 599_000);
+        assert_eq!(
+            decide(&b, t0 + secs(800), limits),
+            Verdict::Wait {
+                until: t0 + Duration::from_millis(899_000)
+            }
+        );
+        // Busy all along (last sample at 1000 s): only 600 s of it count, stale at 900 s.
+        let b = busy_children(t0, 1_000_000);
+        assert_eq!(
+            decide(&b, t0 + secs(899), limits),
+            Verdict::Wait {
+                until: t0 + secs(900)
+            }
+        );
+        match decide(&b, t0 + secs(1000), limits) {
+            Verdict::Stale { deadline, report } => {
+                assert_eq!(deadline, t0 + secs(900));
+                assert_eq!(report.capped, vec![ActivitySource::Children]);
+                assert_eq!(report.get(ActivitySource::Children).unwrap().idle, secs(0));
+                assert!(report.to_string().contains("children capped"), "{report}");
+            }
+            other => panic!("expected stale, got {other:?}"),
+        }
+        // Without the cap, the same board is never stale while the children work.
+        assert!(matches!(
+            decide(&b, t0 + secs(1000), Limits::new(secs(300), None)),
+            Verdict::Wait { .. }
+        ));
+    }
+
+    #[test]
+    fn activity_of_another_source_lifts_the_cap() {
+        let t0 = Instant::now();
+        let caps = [(ActivitySource::Children, secs(600))];
+        let limits = Limits {
+            caps: &caps,
+            ..Limits::new(secs(300), None)
+        };
+        // Output at 700 s: the children count again, up to 700 + 600 s.
+        let b = board(t0, &[(true, 700_000), (true, 0), (true, 1_200_000), (true, 0)]);
+        assert_eq!(
+            decide(&b, t0 + secs(1200), limits),
+            Verdict::Wait {
+                until: t0 + secs(1500)
+            }
+        );
+        let b = board(t0, &[(true, 700_000), (true, 0), (true, 5_000_000), (true, 0)]);
+        assert_eq!(
+            decide(&b, t0 + secs(1200), limits),
+            Verdict::Wait {
+                until: t0 + secs(1600)
+            }
+        );
+        // A cap of a disabled source is no cap; a cap of an idle source changes nothing.
+        let quiet = board(t0, &[(true, 0), (true, 0), (true, 0), (true, 0)]);
+        assert_eq!(
+            decide(&quiet, t0, limits),
+            decide(&quiet, t0, Limits::new(secs(300), None))
+        );
+    }
+
+    #[test]
+    fn the_idle_warning_counts_capped_activity_the_same_way() {
+        let t0 = Instant::now();
+        let caps = [(ActivitySource::Children, secs(60))];
+        let b = busy_children(t0, 500_000);
+        assert_eq!(last_activity(&b, &caps), t0 + secs(60));
+        assert_eq!(last_activity(&b, &[]), t0 + secs(500));
+    }
+
+    #[test]
+    fn completion_ends_the_run_at_the_end_of_the_linger() {
+        let t0 = Instant::now();
+        // Output all along: completion at 10 s with a 5 s linger ends at 15 s all the same.
+        let b = board(t0, &[(true, 14_000), (true, 0), (true, 0), (true, 0)]);
+        let limits = Limits {
+            linger_until: Some(t0 + secs(15)),
+            ..Limits::new(secs(300), Some(t0 + secs(3600)))
+        };
+        assert_eq!(
+            decide(&b, t0 + secs(12), limits),
+            Verdict::Wait {
+                until: t0 + secs(15)
+            }
+        );
+        assert_eq!(
+            decide(&b, t0 + secs(15), limits),
+            Verdict::Completed {
+                deadline: t0 + secs(15)
+            }
+        );
+        // Stale, or at the hard deadline, during the linger: completed, sooner.
+        let short = Limits {
+            linger_until: Some(t0 + secs(15)),
+            ..Limits::new(secs(2), Some(t0 + secs(3600)))
+        };
+        assert_eq!(
+            decide(&b, t0 + secs(16), short),
+            Verdict::Completed {
+                deadline: t0 + secs(15)
+            }
+        );
+        let quiet = board(t0, &[(true, 10_000), (true, 0), (true, 0), (true, 0)]);
+        assert_eq!(
+            decide(&quiet, t0 + secs(12), short),
+            Verdict::Completed {
+                deadline: t0 + secs(12)
+            }
+        );
+        let hard = Limits {
+            linger_until: Some(t0 + secs(15)),
+            ..Limits::new(secs(300), Some(t0 + secs(13)))
+        };
+        assert_eq!(
+            decide(&b, t0 + secs(13), hard),
+            Verdict::Completed {
+                deadline: t0 + secs(13)
+            }
+        );
+    }
+
+    #[test]
+    fn probes_are_asked_at_most_once_per_interval_while_they_say_yes() {
+        let t0 = Instant::now();
+        let interval = secs(30);
+        assert_eq!(probe_step(None, false, t0, interval), ProbeStep::Ask);
+        assert_eq!(
+            probe_step(Some(t0), false, t0 + secs(29), interval),
+            ProbeStep::StillYes
+        );
+        assert_eq!(
+            probe_step(Some(t0), false, t0 + secs(30), interval),
+            ProbeStep::Ask
+        );
+        assert_eq!(probe_step(None, true, t0, interval), ProbeStep::Skip);
+    }
+
     fn arb_case() -> impl Strategy<Value = (Vec<(bool, u64)>, u64, u64, Option<u64>)> {
         (
             prop::collection::vec((any::<bool>(), 0u64..1_000_000), 4),
@@ -327,6 +484,33 @@ mod tests {
                     .all(|s| now_i.saturating_duration_since(s.last) >= limits.idle_timeout);
             let v = decide(&b, now_i, limits);
             prop_assert_eq!(all_old, matches!(v, Verdict::Stale { .. }), "{:?}", v);
+        }
+
+        #[test]
+        fn caps_only_ever_shorten_life_and_wake_up_exactly(
+            (stamps, idle, now, hard) in arb_case(),
+            cap in 0u64..500_000,
+            which in 0usize..4,
+        ) {
+            let t0 = Instant::now();
+            let b = board(t0, &stamps);
+            let now_i = t0 + Duration::from_millis(now);
+            let caps = [(ActivitySource::ALL[which], Duration::from_millis(cap))];
+            let plain = Limits::new(
+                Duration::from_millis(idle),
+                hard.map(|h| t0 + Duration::from_millis(h)),
+            );
+            let capped = Limits { caps: &caps, ..plain };
+            prop_assert!(last_activity(&b, &caps) <= last_activity(&b, &[]));
+            if matches!(decide(&b, now_i, plain), Verdict::Stale { .. }) {
+                let v = decide(&b, now_i, capped);
+                prop_assert!(matches!(v, Verdict::Stale { .. }), "{:?}", v);
+            }
+            if let Verdict::Wait { until } = decide(&b, now_i, capped) {
+                prop_assert!(until > now_i);
+                let at = decide(&b, until, capped);
+                prop_assert!(!matches!(at, Verdict::Wait { .. }), "{:?}", at);
+            }
         }
 
         #[test]
