@@ -347,14 +347,20 @@ mod tests {
             ..Limits::new(secs(300), None)
         };
         // Output at 700 s: the children count again, up to 700 + 600 s.
-        let b = board(t0, &[(true, 700_000), (true, 0), (true, 1_200_000), (true, 0)]);
+        let b = board(
+            t0,
+            &[(true, 700_000), (true, 0), (true, 1_200_000), (true, 0)],
+        );
         assert_eq!(
             decide(&b, t0 + secs(1200), limits),
             Verdict::Wait {
                 until: t0 + secs(1500)
             }
         );
-        let b = board(t0, &[(true, 700_000), (true, 0), (true, 5_000_000), (true, 0)]);
+        let b = board(
+            t0,
+            &[(true, 700_000), (true, 0), (true, 5_000_000), (true, 0)],
+        );
         assert_eq!(
             decide(&b, t0 + secs(1200), limits),
             Verdict::Wait {
