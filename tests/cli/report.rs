@@ -69,6 +69,8 @@ fn assert_schema(report: &Value) {
         "command",
         "idle_timeout_ms",
         "hard_timeout_ms",
+        "completion",
+        "capped",
         "stallwatch_version",
     ]
     .into_iter()
