@@ -169,6 +169,17 @@ impl fmt::Display for ConfigError {
             ConfigError::SeedWithoutHome => f.write_str(
                 "Environment::seed copies files into the isolated home: set Environment::home",
             ),
+            ConfigError::InvalidPattern { .. }
+            | ConfigError::InvalidProbe { .. }
+            | ConfigError::UnknownSource { .. } => self.fmt_rules(f),
+        }
+    }
+}
+
+impl ConfigError {
+    /// The messages of the completion, probe and solo-cap settings.
+    fn fmt_rules(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             ConfigError::InvalidPattern {
                 field,
                 pattern,
@@ -189,6 +200,7 @@ impl fmt::Display for ConfigError {
                 "solo cap for {name:?}: no such source (use output, files, children, \
                  repeated_output, keepalive or the name of a configured probe)"
             ),
+            _ => Ok(()),
         }
     }
 }
