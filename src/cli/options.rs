@@ -308,7 +308,8 @@ pub(crate) struct Cli {
 
     /// The longest one source may keep a quiet program alive on its own; repeatable.
     ///
-    /// SOURCE is output, files, children, repeated_output or keepalive; D a duration, or
+    /// SOURCE is output, files, children, repeated_output, keepalive or the NAME of a --probe;
+    /// D a duration, or
     /// none for no cap. Past the idle timeout + D with every other source quiet, that source
     /// stops counting until another one is active, and the program is ended as stale.
     /// Default: children=30m (a silent program whose grandchild spins forever is ended; a
@@ -325,6 +326,24 @@ pub(crate) struct Cli {
         verbatim_doc_comment
     )]
     pub(crate) solo_cap: Vec<SoloCap>,
+
+    /// A probe: COMMAND (run with sh -c) says whether the program is still busy; repeatable.
+    ///
+    /// Asked only when the program is about to be ended as stale (at most once per check
+    /// interval while it says yes): exit status 0 counts as activity of the source NAME
+    /// (which --solo-cap can cap). It runs in a process group of its own with no input and
+    /// its output discarded, for 10s at most (then it is killed and counts as no).
+    /// Example: --probe ci_job='gh run view 42 --json status | grep -q in_progress'
+    #[arg(
+        long,
+        value_name = "NAME=COMMAND",
+        env = "STALLWATCH_PROBE",
+        action = ArgAction::Append,
+        allow_hyphen_values = true,
+        value_parser = text(super::probe::parse),
+        verbatim_doc_comment
+    )]
+    pub(crate) probe: Vec<super::probe::ProbeCommand>,
 
     /// Leave the program's leftover process-group members running after it exits.
     ///
@@ -494,15 +513,18 @@ fn parse_solo_cap(text: &str) -> Result<SoloCap, String> {
         ));
     };
     let name = name.trim();
-    let source = ActivitySource::ALL
-        .into_iter()
-        .find(|s| s.name() == name)
-        .ok_or_else(|| {
-            format!(
-                "{name:?} is not a source: use output, files, children, repeated_output or \
-                 keepalive"
-            )
-        })?;
+    let probe_like = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !probe_like {
+        return Err(format!(
+            "{name:?} is not a source: use output, files, children, repeated_output, keepalive \
+             or the NAME of a --probe"
+        ));
+    }
+    // A built-in source, or a probe's name (checked against the probes with the rest).
+    let source = ActivitySource::from_name(name);
     let cap = if value.trim().eq_ignore_ascii_case("none") {
         None
     } else {
@@ -535,6 +557,7 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("done_when_file", "STALLWATCH_DONE_WHEN_FILE"),
     ("linger", "STALLWATCH_LINGER"),
     ("solo_cap", "STALLWATCH_SOLO_CAP"),
+    ("probe", "STALLWATCH_PROBE"),
     ("keep_leftovers", "STALLWATCH_KEEP_LEFTOVERS"),
     ("report", "STALLWATCH_REPORT"),
     ("events", "STALLWATCH_EVENTS"),
@@ -649,6 +672,10 @@ impl Options {
             .watch_output(!cli.no_output)
             .completion(self.completion());
         let config = cli
+            .probe
+            .iter()
+            .fold(config, |config, probe| config.probe(probe.probe()));
+        let config = cli
             .solo_cap
             .iter()
             .fold(config, |config, cap| config.solo_cap(cap.source, cap.cap));
@@ -738,6 +765,17 @@ impl Options {
                     "{pattern:?} is not a valid regular expression ({reason}); it accepts \
                      patterns like '^DONE$', '\"type\":\"result\"'"
                 ),
+            ),
+            ConfigError::UnknownSource { name } => (
+                "solo_cap",
+                format!(
+                    "{name:?} is not a source; it accepts output, files, children, \
+                     repeated_output, keepalive or the NAME of a --probe"
+                ),
+            ),
+            ConfigError::InvalidProbe { name, reason } => (
+                "probe",
+                format!("{name:?} cannot be a probe's name ({reason})"),
             ),
             ConfigError::InvalidSignal { value } => (
                 "signal",

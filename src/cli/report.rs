@@ -251,6 +251,8 @@ pub(crate) struct Report {
     pub(crate) completion: Option<Completion>,
     /// The sources that were past their solo cap when the program was judged stale.
     pub(crate) capped: Vec<&'static str>,
+    /// Each `--probe`: how long it had been idle at the end and how many times it said yes.
+    pub(crate) probes: Vec<ProbeEntry>,
     /// Why the program could not be run (`not_started` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,
@@ -278,6 +280,14 @@ pub(crate) struct ActivityCount {
     /// Only when repeated output is told apart.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) repeated_output: Option<u64>,
+}
+
+/// One probe at the end of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ProbeEntry {
+    pub(crate) name: &'static str,
+    pub(crate) idle_ms: u64,
+    pub(crate) activity_count: u64,
 }
 
 /// Completion as it was seen.
@@ -442,6 +452,18 @@ impl Report {
                 matched: seen.matched.clone(),
                 after_ms: ms(seen.after),
             }),
+            probes: result
+                .activity
+                .iter()
+                .filter_map(|s| match s.source {
+                    ActivitySource::Probe(name) => Some(ProbeEntry {
+                        name,
+                        idle_ms: ms(s.idle),
+                        activity_count: s.events,
+                    }),
+                    _ => None,
+                })
+                .collect(),
             capped: match &result.outcome {
                 Outcome::IdleTimeout(report) => report.capped.iter().map(|s| s.name()).collect(),
                 _ => Vec::new(),
@@ -477,6 +499,7 @@ impl Report {
             hard_timeout_ms: context.config.hard_timeout.map(ms),
             completion: None,
             capped: Vec::new(),
+            probes: Vec::new(),
             error: Some(error),
             stallwatch_version: env!("CARGO_PKG_VERSION"),
         }

@@ -134,6 +134,9 @@ fn bad_values_name_the_option() {
     for (args, needle) in [
         (vec!["--done-when-output", "(["], "--done-when-output"),
         (vec!["--solo-cap", "cpu=1m"], "\"cpu\" is not a source"),
+        (vec!["--solo-cap", "a b=1m"], "is not a source"),
+        (vec!["--probe", "output=true"], "--probe"),
+        (vec!["--probe", "nocommand"], "is not NAME=COMMAND"),
         (vec!["--solo-cap", "children"], "is not SOURCE=D"),
         (vec!["--solo-cap", "children=soon"], "--solo-cap"),
         (vec!["--linger", "2h"], "--linger"),
@@ -153,4 +156,49 @@ fn bad_values_name_the_option() {
         err.contains("STALLWATCH_SOLO_CAP") && err.contains("nope"),
         "{err}"
     );
+}
+
+#[test]
+fn a_probe_command_keeps_a_silent_program_alive_while_it_says_yes() {
+    let marker = Marker::new("cli_probe");
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("busy"), "").unwrap();
+    let report = dir.path().join("r.json");
+    let running = sw(&marker)
+        .args(&[
+            "-i",
+            "1500ms",
+            "--no-watch",
+            "--probe",
+            "job=echo asked >> asked.txt; test -e busy",
+            "--report",
+            report.to_str().unwrap(),
+        ])
+        .dir(dir.path())
+        .sh("exec sleep 100000")
+        .spawn();
+    let asked = dir.path().join("asked.txt");
+    let times = || {
+        fs::read_to_string(&asked)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    // Two stale decisions answered yes: the program lived through both.
+    assert!(common::poll_until(common::GENEROUS, || times() >= 2));
+    assert!(!report.exists() || fs::read(&report).unwrap().is_empty());
+    fs::remove_file(dir.path().join("busy")).unwrap();
+    let finished = running.wait();
+    assert_eq!(
+        finished.status.code(),
+        Some(124),
+        "{}",
+        finished.stderr_text()
+    );
+    let r = read_json(&report);
+    assert_eq!(r["probes"][0]["name"], "job");
+    assert!(
+        r["probes"][0]["activity_count"].as_u64().unwrap() >= 2,
+        "{r:#}"
+    );
+    assert_no_leak(&marker);
 }

@@ -71,6 +71,7 @@ fn assert_schema(report: &Value) {
         "hard_timeout_ms",
         "completion",
         "capped",
+        "probes",
         "stallwatch_version",
     ]
     .into_iter()
