@@ -64,6 +64,8 @@ ENVIRONMENT
 EXIT STATUS
   N       the program's own exit code, when it exited by itself
   124     stallwatch ended it: idle timeout or hard timeout (as GNU timeout)
+  0       the work was done (--done-when-output, --done-when-file) and stallwatch ended the
+          program after the linger
   128+N   it died of signal N that stallwatch did not send
   125     stallwatch's own failure: an invalid option (the message names it and what it
           accepts), a report that cannot be written, a part of its own that cannot be set up
