@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use regex::RegexSet;
+use regex::bytes::RegexSet;
 
 use crate::error::ConfigError;
 
@@ -56,7 +56,8 @@ impl PartialEq for LineCallback {
 #[non_exhaustive]
 pub struct CompletionConfig {
     /// Regular expressions ([`regex`](https://docs.rs/regex) syntax) matched against every
-    /// output line (without its line end; bytes that are not UTF-8 are replaced).
+    /// output line, without its line end, as bytes (Unicode-aware: bytes that are not UTF-8
+    /// match no character, so a line need not be valid UTF-8 to match elsewhere).
     pub output: Vec<String>,
     /// Files whose appearance, or change (size, modification time, identity) from what they
     /// were at the start, means the work is done. Relative paths are taken from the child's
@@ -116,7 +117,7 @@ impl CompletionConfig {
             return Ok(None);
         }
         for pattern in &self.output {
-            regex::Regex::new(pattern).map_err(|e| ConfigError::InvalidPattern {
+            regex::bytes::Regex::new(pattern).map_err(|e| ConfigError::InvalidPattern {
                 field: "completion.output",
                 pattern: pattern.clone(),
                 reason: first_line(&e.to_string()),

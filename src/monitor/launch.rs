@@ -869,7 +869,7 @@ fn start_reader(
 /// callback, and whether repeats are told apart.
 #[derive(Clone)]
 pub(super) struct LineSetup {
-    patterns: Option<regex::RegexSet>,
+    patterns: Option<regex::bytes::RegexSet>,
     callback: Option<crate::completion::LineCallback>,
     repeats: bool,
 }

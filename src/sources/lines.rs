@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use regex::RegexSet;
+use regex::bytes::RegexSet;
 
 use crate::completion::LineCallback;
 use crate::outcome::CompletionTrigger;
@@ -116,11 +116,13 @@ impl LineWatch {
         if self.patterns.is_none() && self.callback.is_none() {
             return None;
         }
-        let text = String::from_utf8_lossy(line);
-        if self.patterns.as_ref().is_some_and(|p| p.is_match(&text)) {
+        // On the bytes: no copy for a line that is not UTF-8 (invalid bytes match no literal
+        // text; `.` and classes match only valid characters).
+        if self.patterns.as_ref().is_some_and(|p| p.is_match(line)) {
             return Some(CompletionTrigger::Output);
         }
         let callback = self.callback.as_ref()?;
+        let text = String::from_utf8_lossy(line);
         // A panicking callback counts as "no".
         catch_unwind(AssertUnwindSafe(|| (callback.0)(&text)))
             .unwrap_or(false)
@@ -194,6 +196,19 @@ mod tests {
             w.feed(b"{\"type\":\"result\"}\n").completed,
             None,
             "told once"
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_still_matches() {
+        let mut w = LineWatch::new(patterns(&["DONE$"]), None, false);
+        let seen = w.feed(b"\xff\xfe binary junk DONE\n");
+        assert_eq!(
+            seen.completed,
+            Some((
+                CompletionTrigger::Output,
+                "\u{fffd}\u{fffd} binary junk DONE".to_owned()
+            ))
         );
     }
 
