@@ -2,7 +2,7 @@
 //! (opt-in) telling output that merely repeats itself from new output.
 
 use std::collections::VecDeque;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{DefaultHasher, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use regex::bytes::RegexSet;
@@ -57,20 +57,25 @@ impl LineWatch {
         let mut seen = ChunkSeen::default();
         let mut completed_any = false;
         let mut rest = chunk;
-        while let Some(end) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
-            self.partial.extend_from_slice(&rest[..end]);
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
+            let piece = &rest[..end];
             rest = &rest[end + 1..];
-            let line = std::mem::take(&mut self.partial);
-            if self.line(&line, &mut seen) {
-                completed_any = true;
-            }
+            completed_any |= if self.partial.is_empty() {
+                // The common case: a whole line inside the chunk, looked at in place.
+                self.line(piece, &mut seen)
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(piece);
+                let counted = self.line(&line, &mut seen);
+                line.clear();
+                self.partial = line; // keeps its allocation
+                counted
+            };
         }
         self.partial.extend_from_slice(rest);
         if self.partial.len() >= MAX_LINE {
             let line = std::mem::take(&mut self.partial);
-            if self.line(&line, &mut seen) {
-                completed_any = true;
-            }
+            completed_any |= self.line(&line, &mut seen);
         }
         // A chunk that completes no line (a partial line) is new output.
         if !completed_any {
@@ -150,20 +155,24 @@ impl LineWatch {
 /// The hash of a line with every run of digits as one `#` and outer whitespace trimmed: a
 /// counter, a percentage, a timestamp do not make a line new.
 fn normalized_hash(line: &[u8]) -> u64 {
+    let mut normalized = [0u8; 256];
+    let mut len = 0;
     let mut hasher = DefaultHasher::new();
-    let trimmed = line.trim_ascii();
     let mut in_digits = false;
-    for b in trimmed {
-        if b.is_ascii_digit() {
-            if !in_digits {
-                b'#'.hash(&mut hasher);
-            }
-            in_digits = true;
-        } else {
-            in_digits = false;
-            b.hash(&mut hasher);
+    for &b in line.trim_ascii() {
+        let digit = b.is_ascii_digit();
+        if digit && in_digits {
+            continue;
+        }
+        in_digits = digit;
+        normalized[len] = if digit { b'#' } else { b };
+        len += 1;
+        if len == normalized.len() {
+            hasher.write(&normalized);
+            len = 0;
         }
     }
+    hasher.write(&normalized[..len]);
     hasher.finish()
 }
 
