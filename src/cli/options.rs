@@ -311,9 +311,9 @@ pub(crate) struct Cli {
     /// The longest one source may keep a quiet program alive on its own; repeatable.
     ///
     /// SOURCE is output, files, children, repeated_output, keepalive or the NAME of a --probe;
-    /// D a duration, or
-    /// none for no cap. Past the idle timeout + D with every other source quiet, that source
-    /// stops counting until another one is active, and the program is ended as stale.
+    /// D a duration, or none for no cap. Past the idle timeout + D with every other source
+    /// quiet, that source stops counting until another one is active, and the program is
+    /// ended as stale. STALLWATCH_SOLO_CAP takes several, separated by ':'.
     /// Default: children=30m (a silent program whose grandchild spins forever is ended; a
     /// silent build or test run shorter than that is not). repeated_output=D tells output
     /// that merely repeats itself (the same line, digits aside: a spinner, a retry loop)
