@@ -186,3 +186,29 @@ fn a_bad_pattern_is_a_config_error() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("completion.output"), "{err}");
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_result_line_on_a_terminal_is_seen_too() {
+    let m = Marker::new("done-pty");
+    let config = MonitorConfig::default()
+        .idle_timeout(Duration::from_secs(120))
+        .completion(
+            CompletionConfig::default()
+                .output("^RESULT done$")
+                .linger(ms(300)),
+        );
+    let session = Session::builder(m.sh("echo 'RESULT done'; exec sleep 100000"))
+        .config(config)
+        .pty(24, 80)
+        .spawn()
+        .unwrap();
+    let result = wait_generously(&session);
+    let Outcome::Completed(seen) = &result.outcome else {
+        panic!("expected completed, got {:?}", result.outcome);
+    };
+    // The terminal ends lines with \r\n: the line is matched without either.
+    assert_eq!(seen.stream, Some(Stream::Terminal));
+    assert_eq!(seen.matched, "RESULT done");
+    assert_no_leak(&m);
+}
