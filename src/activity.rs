@@ -23,35 +23,76 @@ pub enum ActivitySource {
     Children,
     /// An explicit keepalive from the caller. Always enabled.
     Keepalive,
+    /// Output that merely repeats itself (the same line again, digits aside: a spinner, a
+    /// "retrying in 5s" loop), told apart from [`Output`](Self::Output) only when asked
+    /// ([`MonitorConfig::repeated_output`](crate::MonitorConfig::repeated_output)).
+    RepeatedOutput,
+    /// A named pull-style probe ([`Probe`](crate::Probe)) that answered `true`. Make one with
+    /// [`ActivitySource::probe`].
+    Probe(&'static str),
 }
 
 impl ActivitySource {
-    /// Every source, in board order.
-    pub const ALL: [ActivitySource; 4] = [
+    /// Every built-in source, in board order (probes come after them, in the order given).
+    pub const ALL: [ActivitySource; 5] = [
         ActivitySource::Output,
         ActivitySource::Files,
         ActivitySource::Children,
         ActivitySource::Keepalive,
+        ActivitySource::RepeatedOutput,
     ];
 
-    pub(crate) fn index(self) -> usize {
+    /// The board slot of a built-in source (`None` for a probe: probes have slots of their
+    /// own).
+    pub(crate) fn index(self) -> Option<usize> {
         match self {
-            ActivitySource::Output => 0,
-            ActivitySource::Files => 1,
-            ActivitySource::Children => 2,
-            ActivitySource::Keepalive => 3,
+            ActivitySource::Output => Some(0),
+            ActivitySource::Files => Some(1),
+            ActivitySource::Children => Some(2),
+            ActivitySource::Keepalive => Some(3),
+            ActivitySource::RepeatedOutput => Some(4),
+            ActivitySource::Probe(_) => None,
         }
     }
 
-    /// The lower-case name used in reports (`"output"`, `"keepalive"`).
+    /// The probe source named `name` (`ActivitySource::probe("jobs")`). Names are interned:
+    /// each distinct name is stored once for the life of the process.
+    pub fn probe(name: &str) -> ActivitySource {
+        ActivitySource::Probe(intern(name))
+    }
+
+    /// The lower-case name used in reports (`"output"`, `"keepalive"`, a probe's own name).
     pub fn name(self) -> &'static str {
         match self {
             ActivitySource::Output => "output",
             ActivitySource::Files => "files",
             ActivitySource::Children => "children",
             ActivitySource::Keepalive => "keepalive",
+            ActivitySource::RepeatedOutput => "repeated_output",
+            ActivitySource::Probe(name) => name,
         }
     }
+
+    /// The source of a report name: a built-in source's name, else the probe of that name.
+    pub fn from_name(name: &str) -> ActivitySource {
+        ActivitySource::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .unwrap_or_else(|| ActivitySource::probe(name))
+    }
+}
+
+/// Interns a probe name: one leaked copy per distinct name, for the life of the process (probe
+/// names are few and chosen by the caller).
+fn intern(name: &str) -> &'static str {
+    static NAMES: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+    let mut names = NAMES.lock();
+    if let Some(known) = names.iter().find(|n| **n == name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(leaked);
+    leaked
 }
 
 impl fmt::Display for ActivitySource {
@@ -85,6 +126,8 @@ pub struct ActivityBoard {
     clock: Arc<dyn Clock>,
     origin: Instant,
     slots: [Slot; ActivitySource::ALL.len()],
+    /// One slot per probe, in the order the probes were given.
+    probes: Vec<(&'static str, Slot)>,
     /// Who hears of every stamp (the `Activity` events), once set.
     observer: OnceLock<Arc<dyn StampObserver>>,
 }
@@ -100,31 +143,53 @@ impl fmt::Debug for ActivityBoard {
 impl ActivityBoard {
     /// A board whose origin is `clock.now()`, with only [`ActivitySource::Keepalive`] enabled.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self::with_probes(clock, &[])
+    }
+
+    /// A board with one enabled slot per probe name besides the built-in sources.
+    pub(crate) fn with_probes(clock: Arc<dyn Clock>, probes: &[&'static str]) -> Self {
         let origin = clock.now();
         let board = Self {
             clock,
             origin,
             slots: Default::default(),
+            probes: probes.iter().map(|name| (*name, Slot::default())).collect(),
             observer: OnceLock::new(),
         };
         board.set_enabled(ActivitySource::Keepalive, true);
+        for name in probes {
+            board.set_enabled(ActivitySource::Probe(name), true);
+        }
         board
     }
 
-    /// Marks a source as counting (or not) in the verdict.
+    /// The slot of `source` (`None`: a probe this board does not have).
+    fn slot(&self, source: ActivitySource) -> Option<&Slot> {
+        match source.index() {
+            Some(index) => Some(&self.slots[index]),
+            None => self
+                .probes
+                .iter()
+                .find(|(name, _)| ActivitySource::Probe(name) == source)
+                .map(|(_, slot)| slot),
+        }
+    }
+
+    /// Marks a source as counting (or not) in the verdict (a probe the board does not have is
+    /// ignored).
     pub fn set_enabled(&self, source: ActivitySource, enabled: bool) {
-        self.slots[source.index()]
-            .enabled
-            .store(enabled, Ordering::Release);
+        if let Some(slot) = self.slot(source) {
+            slot.enabled.store(enabled, Ordering::Release);
+        }
     }
 
     /// Marks a source as able (or unable) to observe activity; shown in the [`StaleReport`].
     ///
     /// [`StaleReport`]: crate::StaleReport
     pub(crate) fn set_available(&self, source: ActivitySource, available: bool) {
-        self.slots[source.index()]
-            .unavailable
-            .store(!available, Ordering::Release);
+        if let Some(slot) = self.slot(source) {
+            slot.unavailable.store(!available, Ordering::Release);
+        }
     }
 
     /// The clock the board stamps with.
@@ -137,10 +202,13 @@ impl ActivityBoard {
         self.stamp_at(source, self.clock.now());
     }
 
-    /// Records activity of `source` at `when`. Stamps only move forward.
+    /// Records activity of `source` at `when`. Stamps only move forward. A probe the board
+    /// does not have is ignored.
     pub(crate) fn stamp_at(&self, source: ActivitySource, when: Instant) {
         let nanos = crate::clock::saturating_nanos(when.saturating_duration_since(self.origin));
-        let slot = &self.slots[source.index()];
+        let Some(slot) = self.slot(source) else {
+            return;
+        };
         slot.last.fetch_max(nanos, Ordering::AcqRel);
         slot.count.fetch_add(1, Ordering::Relaxed);
         if let Some(observer) = self.observer.get() {
@@ -155,25 +223,30 @@ impl ActivityBoard {
 
     /// The instant of the latest stamp of `source` (the origin when there was none).
     pub fn last(&self, source: ActivitySource) -> Instant {
-        self.origin + Duration::from_nanos(self.slots[source.index()].last.load(Ordering::Acquire))
+        let last = self
+            .slot(source)
+            .map_or(0, |s| s.last.load(Ordering::Acquire));
+        self.origin + Duration::from_nanos(last)
     }
 
     /// How many times `source` was stamped.
     pub fn count(&self, source: ActivitySource) -> u64 {
-        self.slots[source.index()].count.load(Ordering::Relaxed)
+        self.slot(source)
+            .map_or(0, |s| s.count.load(Ordering::Relaxed))
     }
 
     /// Whether `source` counts in the verdict ([`set_enabled`](Self::set_enabled)).
     pub fn is_enabled(&self, source: ActivitySource) -> bool {
-        self.slots[source.index()].enabled.load(Ordering::Acquire)
+        self.slot(source)
+            .is_some_and(|s| s.enabled.load(Ordering::Acquire))
     }
 
     /// Whether `source` can observe anything: `false` when its source gave up (a
     /// [`FileActivityTracker`](crate::parts::FileActivityTracker) whose root is a file).
     pub fn is_available(&self, source: ActivitySource) -> bool {
-        !self.slots[source.index()]
-            .unavailable
-            .load(Ordering::Acquire)
+        !self
+            .slot(source)
+            .is_some_and(|s| s.unavailable.load(Ordering::Acquire))
     }
 
     /// When the board was created.
@@ -183,15 +256,18 @@ impl ActivityBoard {
 
     /// A consistent-enough copy for the verdict (each source read once).
     pub(crate) fn snapshot(&self) -> BoardSnapshot {
-        let mut sources = Vec::with_capacity(ActivitySource::ALL.len());
-        for source in ActivitySource::ALL {
-            let slot = &self.slots[source.index()];
+        let probes = self
+            .probes
+            .iter()
+            .map(|(name, _)| ActivitySource::Probe(name));
+        let mut sources = Vec::with_capacity(ActivitySource::ALL.len() + self.probes.len());
+        for source in ActivitySource::ALL.into_iter().chain(probes) {
             sources.push(SourceState {
                 source,
                 enabled: self.is_enabled(source),
                 available: self.is_available(source),
                 last: self.last(source),
-                count: slot.count.load(Ordering::Relaxed),
+                count: self.count(source),
             });
         }
         BoardSnapshot {
@@ -249,6 +325,31 @@ mod tests {
         assert!(!snap.sources[1].enabled);
         assert!(!snap.sources[2].enabled);
         assert!(snap.sources[3].enabled);
+        assert!(!snap.sources[4].enabled);
         assert!(snap.sources.iter().all(|s| s.available));
+    }
+
+    #[test]
+    fn probes_have_slots_of_their_own_and_names_are_interned() {
+        let clock = MockClock::new();
+        let jobs = ActivitySource::probe("jobs");
+        assert_eq!(jobs, ActivitySource::probe(&String::from("jobs")));
+        assert_eq!(jobs.name(), "jobs");
+        assert_eq!(
+            ActivitySource::from_name("children"),
+            ActivitySource::Children
+        );
+        assert_eq!(ActivitySource::from_name("jobs"), jobs);
+        let board = ActivityBoard::with_probes(Arc::new(clock.clone()), &["jobs"]);
+        clock.advance(Duration::from_secs(3));
+        board.stamp(jobs);
+        board.stamp(ActivitySource::probe("unknown")); // ignored
+        assert_eq!(board.count(jobs), 1);
+        assert_eq!(board.last(jobs), board.origin() + Duration::from_secs(3));
+        assert!(board.is_enabled(jobs));
+        assert!(!board.is_enabled(ActivitySource::probe("unknown")));
+        let snap = board.snapshot();
+        assert_eq!(snap.sources.len(), ActivitySource::ALL.len() + 1);
+        assert_eq!(snap.sources.last().unwrap().source, jobs);
     }
 }

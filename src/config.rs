@@ -1,7 +1,10 @@
 //! Configuration: [`MonitorConfig`], the [`KillLadder`], and validation into [`ConfigError`].
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::activity::ActivitySource;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -107,6 +110,8 @@ pub(crate) struct EnabledSources {
     pub(crate) files: bool,
     /// CPU progress of the child's descendants ([`MonitorConfig::children`]).
     pub(crate) children: bool,
+    /// Repeated output told apart from output ([`MonitorConfig::repeated_output`]).
+    pub(crate) repeated_output: bool,
 }
 
 impl Default for EnabledSources {
@@ -115,9 +120,14 @@ impl Default for EnabledSources {
             output: true,
             files: true,
             children: true,
+            repeated_output: false,
         }
     }
 }
+
+/// The default solo cap of the children source: 30 minutes (see
+/// [`MonitorConfig::solo_caps`]).
+pub const DEFAULT_CHILDREN_SOLO_CAP: Duration = Duration::from_secs(30 * 60);
 
 /// What is kept of the child's output: bounded head/tail buffers, and a complete log once the
 /// output is long.
@@ -575,6 +585,22 @@ pub struct MonitorConfig {
     pub events: EventConfig,
     /// Linux: the child gets SIGKILL if the supervising process dies. Default on.
     pub parent_death_signal: bool,
+    /// How to recognise that the work is done (nothing by default).
+    pub completion: crate::completion::CompletionConfig,
+    /// Pull-style activity sources, asked only when the child is about to be judged stale.
+    pub probes: Vec<crate::sources::probes::Probe>,
+    /// The solo cap of each capped source: the longest that source may keep the child alive
+    /// on its own, past the idle timeout, while every other source is quiet (its activity
+    /// counts only up to the cap after the latest activity of any other source; it counts
+    /// again once another source is active). Set with [`solo_cap`](Self::solo_cap).
+    ///
+    /// Default: children [`DEFAULT_CHILDREN_SOLO_CAP`] (30 minutes), nothing else. A silent
+    /// agent whose grandchild spins forever is then ended 30 minutes after the idle timeout,
+    /// while a silent build or test run in a grandchild is left alone for the idle timeout +
+    /// 30 minutes: longer than the tool-call limits of the agent CLIs themselves (10 minutes
+    /// at most for a shell command in the common ones), so a grandchild that works silently
+    /// for longer is no longer a tool call of a working agent.
+    pub solo_caps: BTreeMap<ActivitySource, Duration>,
 }
 
 impl Default for MonitorConfig {
@@ -594,9 +620,15 @@ impl Default for MonitorConfig {
             capture: CaptureConfig::default(),
             events: EventConfig::default(),
             parent_death_signal: true,
+            completion: crate::completion::CompletionConfig::default(),
+            probes: Vec::new(),
+            solo_caps: BTreeMap::from([(ActivitySource::Children, DEFAULT_CHILDREN_SOLO_CAP)]),
         }
     }
 }
+
+/// Accepted range of a solo cap.
+const SOLO_CAP_MAX: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Accepted range of the idle timeout.
 const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
@@ -697,15 +729,96 @@ impl MonitorConfig {
         self
     }
 
-    /// Whether `source` counts as activity (keepalives always do).
-    pub fn watches(&self, source: crate::activity::ActivitySource) -> bool {
-        use crate::activity::ActivitySource;
+    /// Whether `source` counts as activity (keepalives always do; a probe when it is
+    /// configured).
+    pub fn watches(&self, source: ActivitySource) -> bool {
         match source {
             ActivitySource::Output => self.enabled.output,
             ActivitySource::Files => self.enabled.files,
             ActivitySource::Children => self.enabled.children,
+            ActivitySource::RepeatedOutput => self.enabled.output && self.enabled.repeated_output,
             ActivitySource::Keepalive => true,
+            ActivitySource::Probe(name) => self.probes.iter().any(|p| p.name() == name),
         }
+    }
+
+    /// Sets (`Some`) or removes (`None`) the solo cap of `source` ([`solo_caps`](Self::solo_caps)).
+    /// Capping [`ActivitySource::RepeatedOutput`] turns that source on
+    /// ([`repeated_output`](Self::repeated_output)).
+    pub fn solo_cap(mut self, source: ActivitySource, cap: Option<Duration>) -> Self {
+        match cap {
+            Some(cap) => {
+                if source == ActivitySource::RepeatedOutput {
+                    self.enabled.repeated_output = true;
+                }
+                self.solo_caps.insert(source, cap);
+            }
+            None => {
+                self.solo_caps.remove(&source);
+            }
+        }
+        self
+    }
+
+    /// Opt-in: output that merely repeats itself (the same line as one of the last 16
+    /// different lines, once runs of digits are set aside, so counters and timestamps do not
+    /// make a line new: a spinner, a "retrying in 5s" loop) is the source
+    /// [`ActivitySource::RepeatedOutput`] instead of [`ActivitySource::Output`], with this solo
+    /// cap (`None`: the source is off, every read is output). Lines end at `\n` or `\r`; a
+    /// read that completes no line (a partial line) is output.
+    pub fn repeated_output(mut self, cap: Option<Duration>) -> Self {
+        self.enabled.repeated_output = cap.is_some();
+        match cap {
+            Some(cap) => self.solo_caps.insert(ActivitySource::RepeatedOutput, cap),
+            None => self.solo_caps.remove(&ActivitySource::RepeatedOutput),
+        };
+        self
+    }
+
+    /// Sets how completion is recognised.
+    pub fn completion(mut self, completion: crate::completion::CompletionConfig) -> Self {
+        self.completion = completion;
+        self
+    }
+
+    /// Adds a probe.
+    pub fn probe(mut self, probe: crate::sources::probes::Probe) -> Self {
+        self.probes.push(probe);
+        self
+    }
+
+    /// The solo caps in force, for the verdict: only of sources that count.
+    pub(crate) fn effective_caps(&self) -> Vec<(ActivitySource, Duration)> {
+        self.solo_caps
+            .iter()
+            .filter(|(source, _)| self.watches(**source))
+            .map(|(source, cap)| (*source, *cap))
+            .collect()
+    }
+
+    /// Checks the probes, the solo caps and the completion settings.
+    fn validate_rules(&self) -> Result<(), ConfigError> {
+        self.completion.validate()?;
+        for (i, probe) in self.probes.iter().enumerate() {
+            probe.validate()?;
+            if self.probes[..i].iter().any(|p| p.name() == probe.name()) {
+                return Err(ConfigError::InvalidProbe {
+                    name: probe.name().to_owned(),
+                    reason: "two probes have this name".into(),
+                });
+            }
+        }
+        for (source, cap) in &self.solo_caps {
+            if let ActivitySource::Probe(name) = source
+                && !self.probes.iter().any(|p| p.name() == *name)
+            {
+                return Err(ConfigError::UnknownSource {
+                    name: (*name).to_owned(),
+                });
+            }
+            check_range("solo_cap", *cap, Duration::ZERO, SOLO_CAP_MAX)?;
+        }
+        Ok(())
     }
 
     /// Turns the output source on or off.
@@ -835,7 +948,7 @@ impl MonitorConfig {
                 value: f,
             });
         }
-        Ok(())
+        self.validate_rules()
     }
 }
 

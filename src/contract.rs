@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) stdin: Mutex<Option<Sender<Vec<u8>>>>,
     /// The isolated home prepared at the spawn, if any.
     pub(crate) home: Option<crate::environment::HomeReport>,
+    /// The solo caps in force (for [`Session::idle_left`](crate::Session::idle_left)).
+    pub(crate) caps: Vec<(crate::activity::ActivitySource, Duration)>,
 }
 
 /// Messages to the monitor. Sources never call the monitor; they stamp the board or send here.
@@ -55,6 +57,8 @@ pub(crate) enum Control {
     OutputPending(Instant),
     /// Send this signal to the group (no ladder).
     Signal(Signal),
+    /// A reader saw an output line that tells completion.
+    Completed(crate::outcome::CompletionSeen),
 }
 
 /// Where a session is in its life.

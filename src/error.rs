@@ -84,6 +84,27 @@ pub enum ConfigError {
     /// [`Environment::seed`](crate::Environment::seed) without
     /// [`Environment::home`](crate::Environment::home) to copy the files into.
     SeedWithoutHome,
+    /// A regular expression that does not parse (or an empty completion file path).
+    InvalidPattern {
+        /// `completion.output` or `completion.files`.
+        field: &'static str,
+        /// The rejected pattern.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A probe whose name or timeout cannot be used.
+    InvalidProbe {
+        /// The probe's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A solo cap for a source that does not exist (a probe name no probe has).
+    UnknownSource {
+        /// The name given.
+        name: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -148,6 +169,38 @@ impl fmt::Display for ConfigError {
             ConfigError::SeedWithoutHome => f.write_str(
                 "Environment::seed copies files into the isolated home: set Environment::home",
             ),
+            ConfigError::InvalidPattern { .. }
+            | ConfigError::InvalidProbe { .. }
+            | ConfigError::UnknownSource { .. } => self.fmt_rules(f),
+        }
+    }
+}
+
+impl ConfigError {
+    /// The messages of the completion, probe and solo-cap settings.
+    fn fmt_rules(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::InvalidPattern {
+                field,
+                pattern,
+                reason,
+            } => write!(
+                f,
+                "{field} pattern {pattern:?} is not valid ({reason}): use a regular expression \
+                 like ^\\{{\"type\":\"result\" or DONE$"
+            ),
+            ConfigError::InvalidProbe { name, reason } => write!(
+                f,
+                "probe {name:?} cannot be used: {reason} (a probe's name is 1 to 64 letters, \
+                 digits, '_', '-' or '.', not the name of a built-in source, and its timeout \
+                 1ms to 10m)"
+            ),
+            ConfigError::UnknownSource { name } => write!(
+                f,
+                "solo cap for {name:?}: no such source (use output, files, children, \
+                 repeated_output, keepalive or the name of a configured probe)"
+            ),
+            _ => Ok(()),
         }
     }
 }

@@ -51,6 +51,12 @@ pub enum Event {
         /// Time left before the idle timeout.
         left: Duration,
     },
+    /// Completion was seen ([`CompletionConfig`](crate::CompletionConfig)): the child has the
+    /// linger to exit by itself. Once at most.
+    Completed {
+        /// What matched, and when.
+        seen: crate::outcome::CompletionSeen,
+    },
     /// A step of the kill ladder was sent.
     Signal {
         /// The signal.
@@ -152,7 +158,12 @@ impl ActivityEvents {
 impl StampObserver for ActivityEvents {
     fn stamped(&self, source: ActivitySource, at: Duration) {
         let nanos = crate::clock::saturating_nanos(at);
-        let last = &self.last[source.index()];
+        // Probes answer at most once per check interval: no throttle needed.
+        let Some(index) = source.index() else {
+            self.emitter.best_effort(Event::Activity { source });
+            return;
+        };
+        let last = &self.last[index];
         let previous = last.load(Ordering::Relaxed);
         let due =
             previous == 0 || nanos.saturating_add(1) >= previous.saturating_add(self.throttle);

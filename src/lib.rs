@@ -14,6 +14,14 @@
 //! Then it runs a kill ladder (SIGTERM, a grace period, SIGKILL) on the child's whole process
 //! group. A hard timeout ends the child even while it is active.
 //!
+//! Three rules refine that: **completion** ([`CompletionConfig`]: an output line, a file, a
+//! callback says the work is done; the child then has a linger to exit, else it is ended as
+//! [`Outcome::Completed`], exit code 0); **probes** ([`Probe`]: pull-style sources asked only
+//! when the child is about to be judged stale); and **solo caps**
+//! ([`MonitorConfig::solo_cap`]: the longest one source may keep a child alive on its own;
+//! children 30 minutes by default, so a spinning grandchild of a silent agent does not keep it
+//! alive for ever).
+//!
 //! # As a dependency
 //!
 //! The default feature `cli` builds the `stallwatch` command and pulls its dependencies
@@ -130,6 +138,26 @@
 //! let result = session.wait();
 //! assert!(matches!(result.outcome, Outcome::IdleTimeout(_)));
 //! assert_eq!(result.runtime, Duration::from_secs(300));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Recognise that the work is done even when the child hangs after it, and cap how long one
+//! source may keep a quiet child alive:
+//!
+//! ```
+//! use std::process::Command;
+//! use std::time::Duration;
+//! use stallwatch::{ActivitySource, CompletionConfig, MonitorConfig, Outcome, Session};
+//!
+//! let mut command = Command::new("sh");
+//! command.args(["-c", "echo 'RESULT: 42'; exec sleep 1000"]); // done, but never exits
+//! let config = MonitorConfig::default()
+//!     .completion(CompletionConfig::default().output("^RESULT:").linger(Duration::from_millis(100)))
+//!     .solo_cap(ActivitySource::Children, Some(Duration::from_secs(600)));
+//! let result = Session::spawn(command, config)?.wait();
+//! let Outcome::Completed(seen) = &result.outcome else { panic!("{:?}", result.outcome) };
+//! assert_eq!(seen.matched, "RESULT: 42");
+//! assert_eq!(result.exit_code(), 0); // the work is done: not a timeout
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
@@ -264,6 +292,20 @@
 //!   to its session whatever its environment — seen in the tree, the session's
 //!   `STALLWATCH_SESSION` tag, the leader's group, the session's pipes, or having started
 //!   while that session alone ran (the rule and its limits: [`ChildWatchConfig::subreaper`]).
+//! - **Rules beyond the idle timeout**, all in the pure verdict. *Solo caps*: a capped
+//!   source's activity counts only up to its cap after the latest activity of any other
+//!   enabled source (or the start), so alone it keeps the child at most idle timeout + cap;
+//!   the stale report lists it in [`StaleReport::capped`]. *Completion*: the readers split the
+//!   output into lines (`\n` or `\r`, across reads; `sources/lines`) and test each against
+//!   the patterns and the callback, and the monitor looks at the completion files every check
+//!   interval (at most every second); the first sign starts the linger, at whose end (or at
+//!   staleness or the hard deadline, if sooner) the ladder runs with the outcome
+//!   [`Outcome::Completed`]. *Probes*: at a stale decision, after the fresh descendant sample,
+//!   the monitor asks every probe whose yes would count (not a capped one) on the probe's own
+//!   thread (`stallwatch-probe-<id>`), waiting at most its timeout on the session's clock; a
+//!   yes less than a check interval old is not asked again. *Repeated output* (opt-in): the
+//!   readers stamp [`ActivitySource::RepeatedOutput`] instead of output for a read whose lines
+//!   all repeat one of the last 16 distinct lines (digits aside).
 //! - **Ending.** Each ladder step goes to the whole process group (never to a pgid ≤ 1 or to
 //!   stallwatch's own group), to the leader by pid when it has left its group (it may even
 //!   join stallwatch's own), and to the remembered escapees by pid; polite steps are followed
@@ -320,6 +362,7 @@
 mod activity;
 mod capture;
 mod clock;
+mod completion;
 mod config;
 mod contract;
 mod environment;
@@ -348,21 +391,23 @@ pub use activity::ActivitySource;
 pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
+pub use completion::{CompletionConfig, LineCallback};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, EventConfig, FileWatchConfig, KillLadder, KillStep,
-    LeftoverPolicy, LogRetention, MonitorConfig,
+    CaptureConfig, ChildWatchConfig, DEFAULT_CHILDREN_SOLO_CAP, EventConfig, FileWatchConfig,
+    KillLadder, KillStep, LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
-    DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
+    CompletionSeen, CompletionTrigger, DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL,
+    EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
+pub use sources::probes::Probe;
 pub use stream::Stream;

@@ -52,6 +52,10 @@ pub struct StaleReport {
     pub sources: Vec<SourceIdle>,
     /// The descendants at the fresh sample taken at the deadline (children source on).
     pub children: Option<DescendantSummary>,
+    /// The sources that were still active but had kept the child alive alone past their solo
+    /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
+    /// counted.
+    pub capped: Vec<ActivitySource>,
 }
 
 impl StaleReport {
@@ -62,7 +66,8 @@ impl StaleReport {
 }
 
 impl fmt::Display for StaleReport {
-    /// `output 5m0s, keepalive 7m12s idle`. Keepalive is left out when the caller never sent
+    /// `output 5m0s, keepalive 7m12s idle` (`children capped` for a source past its solo
+    /// cap). Keepalive is left out when the caller never sent
     /// one (it would only repeat the session's age).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let shown = self
@@ -73,7 +78,9 @@ impl fmt::Display for StaleReport {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            if s.available {
+            if self.capped.contains(&s.source) {
+                write!(f, "{} capped", s.source)?;
+            } else if s.available {
                 write!(f, "{} {}", s.source, HumanDuration(s.idle))?;
             } else {
                 write!(f, "{} unavailable", s.source)?;
@@ -111,6 +118,64 @@ impl fmt::Display for HumanDuration {
     }
 }
 
+/// What told that the work was done ([`CompletionConfig`](crate::CompletionConfig)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionTrigger {
+    /// An output line matched one of the patterns.
+    Output,
+    /// The line callback accepted an output line.
+    Callback,
+    /// A completion file appeared or changed.
+    File,
+}
+
+impl CompletionTrigger {
+    /// `output`, `callback` or `file`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompletionTrigger::Output => "output",
+            CompletionTrigger::Callback => "callback",
+            CompletionTrigger::File => "file",
+        }
+    }
+}
+
+/// Completion as it was seen: what matched, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompletionSeen {
+    /// What told it.
+    pub trigger: CompletionTrigger,
+    /// The stream of a matching line (`None` for a file).
+    pub stream: Option<crate::stream::Stream>,
+    /// The matching line (lossy UTF-8, at most 1 KiB), or the file's path.
+    pub matched: String,
+    /// When, after the spawn.
+    pub after: Duration,
+}
+
+impl fmt::Display for CompletionSeen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.stream {
+            Some(stream) => write!(
+                f,
+                "{} line on {} {:?} after {}",
+                self.trigger.name(),
+                stream.name(),
+                self.matched,
+                HumanDuration(self.after)
+            ),
+            None => write!(
+                f,
+                "file {} after {}",
+                self.matched,
+                HumanDuration(self.after)
+            ),
+        }
+    }
+}
+
 /// Why the run ended. Fixed the first time a reason is found; never overwritten.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -124,6 +189,10 @@ pub enum Outcome {
         /// The configured hard timeout.
         after: Duration,
     },
+    /// Completion was seen and the child did not exit by itself within the linger (or went
+    /// stale, or reached the hard timeout, meanwhile): stallwatch ended it. The work is done:
+    /// exit code 0.
+    Completed(CompletionSeen),
     /// The caller asked for the end ([`Session::terminate`](crate::Session::terminate) or
     /// [`Session::start_kill`](crate::Session::start_kill), or dropped the session).
     Terminated {
@@ -138,10 +207,12 @@ impl Outcome {
         !matches!(self, Outcome::Exited)
     }
 
-    /// Short machine name: `exited`, `idle_timeout`, `hard_timeout`, `terminated`.
+    /// Short machine name: `exited`, `idle_timeout`, `hard_timeout`, `completed`,
+    /// `terminated`.
     pub fn name(&self) -> &'static str {
         match self {
             Outcome::Exited => "exited",
+            Outcome::Completed(_) => "completed",
             Outcome::IdleTimeout(_) => "idle_timeout",
             Outcome::HardTimeout { .. } => "hard_timeout",
             Outcome::Terminated { .. } => "terminated",
@@ -191,6 +262,9 @@ pub struct MonitorResult {
     /// permission, say), with why and for how long: activity in them could not be seen then.
     /// Empty when everything was watched (or the files source was off).
     pub unwatched: Vec<Unwatched>,
+    /// Completion, when it was seen ([`CompletionConfig`](crate::CompletionConfig)), whatever
+    /// ended the run: a child that exits by itself after it keeps its own exit code.
+    pub completion: Option<CompletionSeen>,
 }
 
 /// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
@@ -218,11 +292,12 @@ impl MonitorResult {
     }
 
     /// The exit code a `timeout`-like tool should return: 124 when stallwatch ended the child
-    /// for a timeout; otherwise the child's own code, or 128+N when it died of signal N
+    /// for a timeout; 0 when it ended it after completion ([`Outcome::Completed`]); otherwise the child's own code, or 128+N when it died of signal N
     /// (after [`Outcome::Terminated`] that is usually 128+15); 125 when the status is unknown.
     pub fn exit_code(&self) -> i32 {
         match self.outcome {
             Outcome::IdleTimeout(_) | Outcome::HardTimeout { .. } => EXIT_TIMEOUT,
+            Outcome::Completed(_) => 0,
             Outcome::Exited | Outcome::Terminated { .. } => {
                 self.status_code().unwrap_or(EXIT_INTERNAL)
             }
@@ -257,6 +332,7 @@ mod tests {
             output_complete: true,
             home: None,
             unwatched: Vec::new(),
+            completion: None,
         }
     }
 
@@ -268,7 +344,16 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
             sources: vec![],
             children: None,
+            capped: vec![],
         });
+        let seen = CompletionSeen {
+            trigger: CompletionTrigger::Output,
+            stream: Some(crate::stream::Stream::Stdout),
+            matched: "done".into(),
+            after: Duration::from_secs(1),
+        };
+        // Ended after completion: 0, whatever signal the ladder sent.
+        assert_eq!(result(Outcome::Completed(seen), Some(15)).exit_code(), 0);
         assert_eq!(result(stale, Some(15)).exit_code(), 124);
         let hard = Outcome::HardTimeout {
             after: Duration::from_secs(1),
@@ -306,6 +391,7 @@ mod tests {
         let r = StaleReport {
             idle_timeout: Duration::from_secs(300),
             children: None,
+            capped: vec![],
             sources: vec![
                 SourceIdle {
                     source: ActivitySource::Output,
@@ -338,5 +424,11 @@ mod tests {
             "output 5m0s, files unavailable idle"
         );
         assert_eq!(r.get(ActivitySource::Output).unwrap().events, 3);
+        let mut capped = r.clone();
+        capped.capped = vec![ActivitySource::Output];
+        assert_eq!(
+            capped.to_string(),
+            "output capped, files unavailable, keepalive 7m12s idle"
+        );
     }
 }

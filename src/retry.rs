@@ -106,10 +106,15 @@ impl RetryReport {
             .expect("a retry report holds at least one attempt")
     }
 
-    /// Whether the last attempt exited on its own with code 0.
+    /// Whether the last attempt succeeded: it exited on its own with code 0, or its work was
+    /// done ([`Outcome::Completed`]: ended after the linger).
     pub fn succeeded(&self) -> bool {
         let result = &self.last().result;
-        result.outcome == Outcome::Exited && result.exit_code() == 0
+        match result.outcome {
+            Outcome::Exited => result.exit_code() == 0,
+            Outcome::Completed(_) => !result.termination_unproven,
+            _ => false,
+        }
     }
 }
 

@@ -355,7 +355,7 @@ impl Session {
         if self.state() != Lifecycle::Running {
             return None;
         }
-        let last = crate::verdict::last_activity(&self.board.snapshot());
+        let last = crate::verdict::last_activity(&self.board.snapshot(), &self.shared.caps);
         Some((last + self.idle_timeout()).saturating_duration_since(self.clock.now()))
     }
 

@@ -31,6 +31,12 @@ enum Line {
     IdleWarning {
         left_ms: u64,
     },
+    Completed {
+        trigger: &'static str,
+        stream: Option<&'static str>,
+        matched: String,
+        after_ms: u64,
+    },
     Signal {
         signal: String,
         step: usize,
@@ -64,6 +70,12 @@ fn line(event: Event) -> Option<Line> {
         },
         Event::IdleWarning { left } => Line::IdleWarning {
             left_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+        },
+        Event::Completed { seen } => Line::Completed {
+            trigger: seen.trigger.name(),
+            stream: seen.stream.map(|s| s.name()),
+            matched: seen.matched,
+            after_ms: u64::try_from(seen.after.as_millis()).unwrap_or(u64::MAX),
         },
         Event::Signal { signal, step } => Line::Signal {
             signal: signal.name(),

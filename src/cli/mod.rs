@@ -6,6 +6,7 @@
 pub(crate) mod events;
 pub(crate) mod human;
 pub(crate) mod options;
+pub(crate) mod probe;
 pub(crate) mod reaper;
 pub(crate) mod relay;
 pub(crate) mod report;

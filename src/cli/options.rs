@@ -15,8 +15,8 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
-    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, KillLadder, LeftoverPolicy,
-    MonitorConfig, Signal,
+    ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError,
+    FileWatchConfig, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
 };
 
 use super::human::HumanDuration;
@@ -64,6 +64,8 @@ ENVIRONMENT
 EXIT STATUS
   N       the program's own exit code, when it exited by itself
   124     stallwatch ended it: idle timeout or hard timeout (as GNU timeout)
+  0       the work was done (--done-when-output, --done-when-file) and stallwatch ended the
+          program after the linger
   128+N   it died of signal N that stallwatch did not send
   125     stallwatch's own failure: an invalid option (the message names it and what it
           accepts), a report that cannot be written, a part of its own that cannot be set up
@@ -256,6 +258,95 @@ pub(crate) struct Cli {
     )]
     pub(crate) check_interval: Option<Duration>,
 
+    /// The work is done when a line of output matches this regular expression; repeatable.
+    ///
+    /// Matched against every line of stdout and stderr (or the terminal), whole, even when it
+    /// arrives in pieces. Then the program has --linger to exit by itself; if it does not, it
+    /// is ended and stallwatch exits 0 (outcome `completed`). A program that exits by itself
+    /// keeps its own exit status. STALLWATCH_DONE_WHEN_OUTPUT holds one expression (use | for
+    /// several).
+    /// Example: --done-when-output '^\{"type":"result"'
+    #[arg(
+        long,
+        value_name = "REGEX",
+        env = "STALLWATCH_DONE_WHEN_OUTPUT",
+        action = ArgAction::Append,
+        allow_hyphen_values = true,
+        value_parser = text(|regex| Ok(regex.to_owned())),
+        verbatim_doc_comment
+    )]
+    pub(crate) done_when_output: Vec<String>,
+
+    /// The work is done when this file appears or changes; repeatable.
+    ///
+    /// Relative to the current directory. A file already there at the start counts only once
+    /// it changes. Looked at every check interval, at most every second. Then as with
+    /// --done-when-output.
+    /// Example: --done-when-file .agent/status.json
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "STALLWATCH_DONE_WHEN_FILE",
+        action = ArgAction::Append,
+        value_parser = path(|p| Ok(PathBuf::from(p))),
+        verbatim_doc_comment
+    )]
+    pub(crate) done_when_file: Vec<PathBuf>,
+
+    /// Once the work is done, how long the program may take to exit by itself.
+    ///
+    /// 0 to 1h.
+    /// Example: --linger 10s
+    #[arg(
+        long,
+        value_name = "D",
+        env = "STALLWATCH_LINGER",
+        allow_hyphen_values = true,
+        default_value = "5s",
+        value_parser = text(parse_duration),
+        verbatim_doc_comment
+    )]
+    pub(crate) linger: Duration,
+
+    /// The longest one source may keep a quiet program alive on its own; repeatable.
+    ///
+    /// SOURCE is output, files, children, repeated_output, keepalive or the NAME of a --probe;
+    /// D a duration, or none for no cap. Past the idle timeout + D with every other source
+    /// quiet, that source stops counting until another one is active, and the program is
+    /// ended as stale. STALLWATCH_SOLO_CAP takes several, separated by ':'.
+    /// Default: children=30m (a silent program whose grandchild spins forever is ended; a
+    /// silent build or test run shorter than that is not). repeated_output=D tells output
+    /// that merely repeats itself (the same line, digits aside: a spinner, a retry loop)
+    /// from real output and caps it.
+    /// Example: --solo-cap children=10m --solo-cap repeated_output=2m
+    #[arg(
+        long,
+        value_name = "SOURCE=D",
+        env = "STALLWATCH_SOLO_CAP",
+        action = ArgAction::Append,
+        value_parser = text(parse_solo_cap),
+        verbatim_doc_comment
+    )]
+    pub(crate) solo_cap: Vec<SoloCap>,
+
+    /// A probe: COMMAND (run with sh -c) says whether the program is still busy; repeatable.
+    ///
+    /// Asked only when the program is about to be ended as stale (at most once per check
+    /// interval while it says yes): exit status 0 counts as activity of the source NAME
+    /// (which --solo-cap can cap). It runs in a process group of its own with no input and
+    /// its output discarded, for 10s at most (then it is killed and counts as no).
+    /// Example: --probe ci_job='gh run view 42 --json status | grep -q in_progress'
+    #[arg(
+        long,
+        value_name = "NAME=COMMAND",
+        env = "STALLWATCH_PROBE",
+        action = ArgAction::Append,
+        allow_hyphen_values = true,
+        value_parser = text(super::probe::parse),
+        verbatim_doc_comment
+    )]
+    pub(crate) probe: Vec<super::probe::ProbeCommand>,
+
     /// Leave the program's leftover process-group members running after it exits.
     ///
     /// By default they are ended with the same ladder: a finished program leaves nothing.
@@ -409,6 +500,41 @@ fn parse_pty_size_value(text: &str) -> Result<PtySize, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HardTimeout(pub(crate) Option<Duration>);
 
+/// A `--solo-cap SOURCE=D` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SoloCap {
+    pub(crate) source: ActivitySource,
+    pub(crate) cap: Option<Duration>,
+}
+
+/// `children=10m`, `output=none`.
+fn parse_solo_cap(text: &str) -> Result<SoloCap, String> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(format!(
+            "{text:?} is not SOURCE=D: use children=10m, repeated_output=2m, output=none"
+        ));
+    };
+    let name = name.trim();
+    let probe_like = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !probe_like {
+        return Err(format!(
+            "{name:?} is not a source: use output, files, children, repeated_output, keepalive \
+             or the NAME of a --probe"
+        ));
+    }
+    // A built-in source, or a probe's name (checked against the probes with the rest).
+    let source = ActivitySource::from_name(name);
+    let cap = if value.trim().eq_ignore_ascii_case("none") {
+        None
+    } else {
+        Some(parse_duration(value)?)
+    };
+    Ok(SoloCap { source, cap })
+}
+
 /// The parsed command line and where each value came from.
 #[derive(Debug)]
 pub(crate) struct Options {
@@ -429,6 +555,11 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("no_children", "STALLWATCH_NO_CHILDREN"),
     ("no_output", "STALLWATCH_NO_OUTPUT"),
     ("check_interval", "STALLWATCH_CHECK_INTERVAL"),
+    ("done_when_output", "STALLWATCH_DONE_WHEN_OUTPUT"),
+    ("done_when_file", "STALLWATCH_DONE_WHEN_FILE"),
+    ("linger", "STALLWATCH_LINGER"),
+    ("solo_cap", "STALLWATCH_SOLO_CAP"),
+    ("probe", "STALLWATCH_PROBE"),
     ("keep_leftovers", "STALLWATCH_KEEP_LEFTOVERS"),
     ("report", "STALLWATCH_REPORT"),
     ("events", "STALLWATCH_EVENTS"),
@@ -466,6 +597,28 @@ impl Options {
                 .into_iter()
                 .map(PathBuf::from)
                 .collect();
+        }
+        if from_env.contains("done_when_file") {
+            cli.done_when_file = split_list(&cli.done_when_file.concat_os())
+                .into_iter()
+                .map(PathBuf::from)
+                .collect();
+        }
+        if from_env.contains("solo_cap") {
+            let all = std::env::var("STALLWATCH_SOLO_CAP").unwrap_or_default();
+            cli.solo_cap = all
+                .split(ENV_LIST_SEPARATOR)
+                .filter(|part| !part.trim().is_empty())
+                .map(parse_solo_cap)
+                .collect::<Result<_, _>>()
+                .map_err(|e| {
+                    Cli::command().error(
+                        clap::error::ErrorKind::ValueValidation,
+                        format!(
+                            "invalid value {all:?} for --solo-cap (from STALLWATCH_SOLO_CAP): {e}"
+                        ),
+                    )
+                })?;
         }
         if from_env.contains("exclude") {
             cli.exclude = split_list(&OsString::from(cli.exclude.concat()))
@@ -518,7 +671,16 @@ impl Options {
             .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
             .watch_files(!cli.no_watch)
             .watch_children(!cli.no_children)
-            .watch_output(!cli.no_output);
+            .watch_output(!cli.no_output)
+            .completion(self.completion());
+        let config = cli
+            .probe
+            .iter()
+            .fold(config, |config, probe| config.probe(probe.probe()));
+        let config = cli
+            .solo_cap
+            .iter()
+            .fold(config, |config, cap| config.solo_cap(cap.source, cap.cap));
         // Every byte passes through already: a second copy on disk only when asked for, by
         // naming a folder or by asking for a report (whose `log` entries list the logs).
         let config = match (&cli.log_dir, &cli.report) {
@@ -528,6 +690,19 @@ impl Options {
         };
         config.validate().map_err(|e| self.option_error(&e))?;
         Ok(config)
+    }
+
+    /// How completion is recognised.
+    fn completion(&self) -> CompletionConfig {
+        let cli = &self.cli;
+        let mut completion = CompletionConfig::default().linger(cli.linger);
+        for regex in &cli.done_when_output {
+            completion = completion.output(regex.clone());
+        }
+        for path in &cli.done_when_file {
+            completion = completion.file(path.clone());
+        }
+        completion
     }
 
     /// The log level of stallwatch's own messages from -q and -v: warnings by default.
@@ -562,6 +737,7 @@ impl Options {
                     "hard_timeout" => "hard_timeout",
                     "kill_ladder.grace" => "grace",
                     "check_interval" => "check_interval",
+                    "completion.linger" => "linger",
                     other => other,
                 };
                 (
@@ -582,6 +758,26 @@ impl Options {
                     "{pattern:?} is not a valid glob ({reason}); it accepts patterns like \
                      '*.tmp', 'cache/**', '**/*.bak'"
                 ),
+            ),
+            ConfigError::InvalidPattern {
+                pattern, reason, ..
+            } => (
+                "done_when_output",
+                format!(
+                    "{pattern:?} is not a valid regular expression ({reason}); it accepts \
+                     patterns like '^DONE$', '\"type\":\"result\"'"
+                ),
+            ),
+            ConfigError::UnknownSource { name } => (
+                "solo_cap",
+                format!(
+                    "{name:?} is not a source; it accepts output, files, children, \
+                     repeated_output, keepalive or the NAME of a --probe"
+                ),
+            ),
+            ConfigError::InvalidProbe { name, reason } => (
+                "probe",
+                format!("{name:?} cannot be a probe's name ({reason})"),
             ),
             ConfigError::InvalidSignal { value } => (
                 "signal",

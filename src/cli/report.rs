@@ -93,6 +93,9 @@ pub(crate) fn summary(
             Some(signal) => format!("ended on request (received {signal})"),
             None => "ended on request".to_owned(),
         },
+        Outcome::Completed(seen) => {
+            format!("ended after the work was done ({seen}) and the linger passed")
+        }
         _ => return None,
     };
     let mut line = format!(
@@ -200,7 +203,7 @@ pub(crate) fn open_for_writing(path: &Path, option: &str) -> io::Result<File> {
 /// signal also by number.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Report {
-    /// `exited`, `idle_timeout`, `hard_timeout`, `terminated`, or `not_started` when the
+    /// `exited`, `idle_timeout`, `hard_timeout`, `completed`, `terminated`, or `not_started` when the
     /// program could not be run.
     pub(crate) outcome: &'static str,
     /// stallwatch's own exit status, as a shell shows it (`$?`).
@@ -244,6 +247,12 @@ pub(crate) struct Report {
     pub(crate) idle_timeout_ms: u64,
     /// The hard timeout, or null.
     pub(crate) hard_timeout_ms: Option<u64>,
+    /// Completion, when it was seen (`--done-when-output`, `--done-when-file`), or null.
+    pub(crate) completion: Option<Completion>,
+    /// The sources that were past their solo cap when the program was judged stale.
+    pub(crate) capped: Vec<&'static str>,
+    /// Each `--probe`: how long it had been idle at the end and how many times it said yes.
+    pub(crate) probes: Vec<ProbeEntry>,
     /// Why the program could not be run (`not_started` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,
@@ -257,6 +266,9 @@ pub(crate) struct IdleMs {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
+    /// Only when repeated output is told apart (`--solo-cap repeated_output=D`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) repeated_output: Option<u64>,
 }
 
 /// Activity events per source.
@@ -265,6 +277,30 @@ pub(crate) struct ActivityCount {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
+    /// Only when repeated output is told apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) repeated_output: Option<u64>,
+}
+
+/// One probe at the end of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ProbeEntry {
+    pub(crate) name: &'static str,
+    pub(crate) idle_ms: u64,
+    pub(crate) activity_count: u64,
+}
+
+/// Completion as it was seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Completion {
+    /// `output` (a line matched), `file` (a file appeared or changed).
+    pub(crate) trigger: &'static str,
+    /// The stream of the line, or null for a file.
+    pub(crate) stream: Option<&'static str>,
+    /// The line (at most 1 KiB), or the file's path.
+    pub(crate) matched: String,
+    /// When, after the start.
+    pub(crate) after_ms: u64,
 }
 
 /// Something a source could not observe.
@@ -410,6 +446,28 @@ impl Report {
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),
             hard_timeout_ms: context.config.hard_timeout.map(ms),
+            completion: result.completion.as_ref().map(|seen| Completion {
+                trigger: seen.trigger.name(),
+                stream: seen.stream.map(|s| s.name()),
+                matched: seen.matched.clone(),
+                after_ms: ms(seen.after),
+            }),
+            probes: result
+                .activity
+                .iter()
+                .filter_map(|s| match s.source {
+                    ActivitySource::Probe(name) => Some(ProbeEntry {
+                        name,
+                        idle_ms: ms(s.idle),
+                        activity_count: s.events,
+                    }),
+                    _ => None,
+                })
+                .collect(),
+            capped: match &result.outcome {
+                Outcome::IdleTimeout(report) => report.capped.iter().map(|s| s.name()).collect(),
+                _ => Vec::new(),
+            },
             error: None,
             stallwatch_version: env!("CARGO_PKG_VERSION"),
         }
@@ -439,6 +497,9 @@ impl Report {
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),
             hard_timeout_ms: context.config.hard_timeout.map(ms),
+            completion: None,
+            capped: Vec::new(),
+            probes: Vec::new(),
             error: Some(error),
             stallwatch_version: env!("CARGO_PKG_VERSION"),
         }
@@ -456,6 +517,10 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
             ActivitySource::Output => (&mut idle_ms.output, &mut activity_count.output),
             ActivitySource::Files => (&mut idle_ms.files, &mut activity_count.files),
             ActivitySource::Children => (&mut idle_ms.children, &mut activity_count.children),
+            ActivitySource::RepeatedOutput => (
+                &mut idle_ms.repeated_output,
+                &mut activity_count.repeated_output,
+            ),
             _ => continue,
         };
         *idle = Some(ms(s.idle));

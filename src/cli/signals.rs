@@ -151,7 +151,9 @@ impl SignalHandling {
         let child = session.pid();
         if reap {
             // Zombies adopted before the handler existed.
-            log_reaped(reaper::reap_zombies(|pid| pid != child));
+            log_reaped(reaper::reap_zombies(|pid| {
+                pid != child && !super::probe::is_probe_command(pid)
+            }));
         }
         let started = std::thread::Builder::new()
             .name("stallwatch-signals".into())
@@ -159,7 +161,9 @@ impl SignalHandling {
                 for number in signals.forever() {
                     if number == Sig::CHILD.as_raw() {
                         if reap {
-                            log_reaped(reaper::reap_zombies(|pid| pid != child));
+                            log_reaped(reaper::reap_zombies(|pid| {
+                                pid != child && !super::probe::is_probe_command(pid)
+                            }));
                         }
                         continue;
                     }
@@ -205,7 +209,9 @@ impl SignalHandling {
             let _ = thread.join();
         }
         if self.reap {
-            log_reaped(reaper::reap_zombies(|_| true));
+            log_reaped(reaper::reap_zombies(|pid| {
+                !super::probe::is_probe_command(pid)
+            }));
         }
         Received {
             first: Signal::from_number(self.received.first.load(Ordering::Acquire)),

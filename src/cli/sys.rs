@@ -90,3 +90,16 @@ pub(crate) fn open_truncated(path: &Path, nonblocking: bool) -> io::Result<File>
 pub(crate) fn is_fifo_without_reader(error: &io::Error) -> bool {
     error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())
 }
+
+/// SIGKILL to process group `pgid` (a probe command's own group; never a pgid <= 1).
+pub(crate) fn kill_group(pgid: u32) -> io::Result<()> {
+    let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .filter(|p| *p > 1)
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return Ok(());
+    };
+    rustix::process::kill_process_group(pid, Sig::KILL)?;
+    Ok(())
+}

@@ -12,6 +12,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
 use super::ladder::{Ladder, Leader, OsProcesses};
+use super::rules::Rules;
 use super::run::{DoneGuard, Monitor, Phase, Timing};
 use super::tap::{StreamSlot, Tap, stream_index};
 use super::{SESSION_TAG, boot_ticks_now, end_session};
@@ -19,15 +20,18 @@ use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
 use crate::capture::{HeadTail, Recorder};
 use crate::clock::Clock;
+use crate::completion::FileWatch;
 use crate::config::MonitorConfig;
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
+use crate::outcome::CompletionSeen;
 use crate::own_files::OwnFiles;
 use crate::process::pty::Pty;
 use crate::process::{self, sys};
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
+use crate::sources::lines::{ChunkSeen, LineWatch};
 use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
 use crate::stream::Stream;
 
@@ -84,6 +88,15 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
 
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;
+    // Looked at before the spawn: what the child changes counts, what was there does not.
+    let completion_files = if config.completion.files.is_empty() {
+        None
+    } else {
+        Some(FileWatch::start(
+            &config.completion.files,
+            &child_dir(&command)?,
+        ))
+    };
 
     let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut())?;
     let pid = child.id();
@@ -113,6 +126,8 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         tag,
         guardian,
         home,
+        lines: LineSetup::new(&config)?,
+        completion_files,
     };
 
     let started = start_threads(
@@ -159,8 +174,20 @@ fn attach_stdio(
 /// The session's activity board, its output source on or off, and the event emitter that
 /// observes it.
 fn new_board(clock: &Arc<dyn Clock>, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
-    let board = Arc::new(ActivityBoard::new(clock.clone()));
+    let probes: Vec<&'static str> = config
+        .probes
+        .iter()
+        .filter_map(|p| match p.source() {
+            ActivitySource::Probe(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    let board = Arc::new(ActivityBoard::with_probes(clock.clone(), &probes));
     board.set_enabled(ActivitySource::Output, config.enabled.output);
+    board.set_enabled(
+        ActivitySource::RepeatedOutput,
+        config.watches(ActivitySource::RepeatedOutput),
+    );
     let emitter = Arc::new(Emitter::new(config.events.capacity));
     board.observe(Arc::new(ActivityEvents::new(
         emitter.clone(),
@@ -249,17 +276,7 @@ fn arm_files(
     board: &Arc<ActivityBoard>,
 ) -> io::Result<Option<FileActivityTracker>> {
     Ok(if config.enabled.files {
-        let cwd = std::env::current_dir().map_err(|e| {
-            SpawnError::new(
-                SpawnErrorKind::WorkingDir,
-                "cannot read stallwatch's working directory",
-                e,
-            )
-        })?;
-        let base = match command.get_current_dir() {
-            Some(dir) => cwd.join(dir),
-            None => cwd,
-        };
+        let base = child_dir(command)?;
         let mut files = config.files.clone();
         files.arm_delay = config.effective_arm_delay();
         Some(FileActivityTracker::start(
@@ -270,6 +287,21 @@ fn arm_files(
         )?)
     } else {
         None
+    })
+}
+
+/// The child's working directory, as an absolute path.
+fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        SpawnError::new(
+            SpawnErrorKind::WorkingDir,
+            "cannot read stallwatch's working directory",
+            e,
+        )
+    })?;
+    Ok(match command.get_current_dir() {
+        Some(dir) => cwd.join(dir),
+        None => cwd,
     })
 }
 
@@ -374,6 +406,10 @@ struct Streams {
     guardian: Option<process::Guardian>,
     /// The isolated home prepared for the child, for the result.
     home: Option<crate::environment::HomeReport>,
+    /// The readers' line watch, if lines need looking at.
+    lines: Option<LineSetup>,
+    /// The completion files, as they were before the spawn.
+    completion_files: Option<FileWatch>,
 }
 
 /// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
@@ -436,7 +472,9 @@ fn start_threads(
 
     let children = start_observer(pid, &config, &*clock, &board);
     let board_clock = clock.clone();
+    let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
     let monitor = Monitor {
+        rules,
         id,
         pid,
         timing: Timing::new(&config, &*clock, &board),
@@ -475,6 +513,7 @@ fn start_threads(
             &board,
             &streams.emitter,
             &board_clock,
+            streams.lines.clone(),
         )?;
     }
     start_waiter(id, pid, control_tx.clone())?;
@@ -551,6 +590,7 @@ fn open_streams(
         spills,
         stdin: parking_lot::Mutex::new(stdin_tx),
         home: streams.home.take(),
+        caps: config.effective_caps(),
     });
     Ok((pipes, slots, shared))
 }
@@ -755,6 +795,7 @@ fn start_monitor(
 }
 
 /// Starts one stream's reader thread: reads, stamps the board, records, spills, passes on.
+#[allow(clippy::too_many_arguments)] // one call site; the parts of one reader
 fn start_reader(
     id: u64,
     pipe: StreamPipe,
@@ -763,6 +804,7 @@ fn start_reader(
     board: &Arc<ActivityBoard>,
     emitter: &Arc<Emitter>,
     clock: &Arc<dyn Clock>,
+    lines: Option<LineSetup>,
 ) -> io::Result<()> {
     let StreamPipe {
         stream,
@@ -788,10 +830,19 @@ fn start_reader(
     thread::Builder::new()
         .name(format!("stallwatch-{short}-{id}"))
         .spawn(move || {
+            let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
             let mut reader = ActivityTrackingReader::new(pipe, board);
+            if watch.as_ref().is_some_and(|w| w.repeats) {
+                reader = reader.unstamped(); // the line watch stamps output or repeats
+            }
             let mut notified: Option<Instant> = None;
             let pending_control = control.clone();
+            let lines_control = control.clone();
+            let watch_ref = &mut watch;
             let mut record = move |chunk: &[u8]| {
+                if let Some(watch) = watch_ref.as_mut() {
+                    watch.feed(chunk, &lines_control);
+                }
                 if let Some(spill) = &spill {
                     spill.push(chunk);
                 }
@@ -804,10 +855,95 @@ fn start_reader(
                 }
             };
             pump(&mut reader, &mut sink, &state, stream, &mut record);
+            drop(record);
+            if let Some(watch) = watch.as_mut() {
+                watch.finish(&control);
+            }
             let _ = control.send(Control::ReaderDone(stream));
         })
         .map_err(|e| SpawnError::thread("output reader", e))?;
     Ok(())
+}
+
+/// What every reader needs to look at lines: the compiled completion patterns, the line
+/// callback, and whether repeats are told apart.
+#[derive(Clone)]
+pub(super) struct LineSetup {
+    patterns: Option<regex::bytes::RegexSet>,
+    callback: Option<crate::completion::LineCallback>,
+    repeats: bool,
+}
+
+impl LineSetup {
+    /// `None` when no line needs looking at.
+    fn new(config: &MonitorConfig) -> io::Result<Option<Self>> {
+        let repeats = config.watches(ActivitySource::RepeatedOutput);
+        if !config.completion.watches_lines() && !repeats {
+            return Ok(None);
+        }
+        let patterns = config
+            .completion
+            .patterns()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(Some(Self {
+            patterns,
+            callback: config.completion.on_line.clone(),
+            repeats,
+        }))
+    }
+}
+
+/// One reader's line watch: it stamps output or repeats (repeats told apart), and tells the
+/// monitor of completion.
+struct ReaderLines {
+    watch: LineWatch,
+    repeats: bool,
+    stream: Stream,
+    board: Arc<ActivityBoard>,
+}
+
+impl ReaderLines {
+    fn new(setup: LineSetup, stream: Stream, board: &Arc<ActivityBoard>) -> Self {
+        Self {
+            watch: LineWatch::new(setup.patterns, setup.callback, setup.repeats),
+            repeats: setup.repeats,
+            stream,
+            board: board.clone(),
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8], control: &Sender<Control>) {
+        let seen = self.watch.feed(chunk);
+        if self.repeats {
+            self.board.stamp(if seen.fresh {
+                ActivitySource::Output
+            } else {
+                ActivitySource::RepeatedOutput
+            });
+        }
+        self.tell(seen, control);
+    }
+
+    fn finish(&mut self, control: &Sender<Control>) {
+        let seen = self.watch.finish();
+        self.tell(seen, control);
+    }
+
+    fn tell(&self, seen: ChunkSeen, control: &Sender<Control>) {
+        if let Some((trigger, matched)) = seen.completed {
+            let after = self
+                .board
+                .clock()
+                .now()
+                .saturating_duration_since(self.board.origin());
+            let _ = control.send(Control::Completed(CompletionSeen {
+                trigger,
+                stream: Some(self.stream),
+                matched,
+                after,
+            }));
+        }
+    }
 }
 
 /// The waiter: tells the monitor when the leader exited (without reaping it).

@@ -5,12 +5,15 @@
 //! - `run`: the monitor loop (watch, stale, hard deadline, ladder, drain);
 //! - `ladder`: the kill ladder behind a small process-layer trait, and the leader's
 //!   bookkeeping;
+//! - `rules`: completion and its linger, the solo caps, the probes (the decisions themselves
+//!   are the verdict's);
 //! - `tap`: the output streams as the monitor sees them (peeking, flushing throttled output).
 
 use std::time::{Duration, Instant};
 
 mod ladder;
 mod launch;
+mod rules;
 mod run;
 mod tap;
 

@@ -17,11 +17,13 @@ use crate::clock::Clock;
 use crate::config::{KillStep, LeftoverPolicy, MonitorConfig};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{Emitter, Event};
-use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome, StaleReport};
+use crate::outcome::{
+    CompletionSeen, DescendantSummary, HumanDuration, MonitorResult, Outcome, StaleReport,
+};
 use crate::process::{self, sys};
 use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
-use crate::verdict::{self, Limits, Verdict};
+use crate::verdict::{self, Verdict};
 
 /// Publishes the result and closes the done channel; if the monitor thread unwinds before it
 /// could, it still kills the group and publishes an "unproven" result, so no waiter hangs.
@@ -67,6 +69,7 @@ impl Drop for DoneGuard {
                 output_complete: false,
                 home: self.shared.home.clone(),
                 unwatched: Vec::new(),
+                completion: None,
             });
         }
     }
@@ -110,6 +113,8 @@ pub(super) struct Timing {
     /// The last activity instant an `IdleWarning` was sent for (once per idle spell).
     pub(super) warned_for: Option<Instant>,
     pub(super) timer: Option<(Instant, Receiver<Instant>)>,
+    /// When the probes were last asked at a stale decision.
+    pub(super) probed_at: Option<Instant>,
 }
 
 impl Timing {
@@ -124,6 +129,7 @@ impl Timing {
             sampled_at: None,
             warned_for: None,
             timer: None,
+            probed_at: None,
         }
     }
 
@@ -169,6 +175,8 @@ pub(super) struct Monitor {
     pub(super) unwatched: Vec<crate::outcome::Unwatched>,
     pub(super) reason: Option<Reason>,
     pub(super) phase: Phase,
+    /// Completion, solo caps, probes.
+    pub(super) rules: super::rules::Rules,
 }
 
 /// The drain's last look at the readers: when (real time) and the bytes each had read.
@@ -260,7 +268,23 @@ impl Monitor {
             }
             Control::TerminateWith(steps) => self.terminate(steps),
             Control::Kill => self.kill(),
+            Control::Completed(seen) => self.completed(seen),
         }
+    }
+
+    /// Completion was seen: told in the result and the events; while watching, the linger
+    /// starts.
+    fn completed(&mut self, seen: CompletionSeen) {
+        if matches!(self.phase, Phase::Done) || !self.rules.seen(seen.clone()) {
+            return;
+        }
+        log::info!(
+            "session {}: pid {} completed: {seen}; {} to exit",
+            self.id,
+            self.pid,
+            HumanDuration(self.config.completion.linger)
+        );
+        self.emitter.lifecycle(Event::Completed { seen });
     }
 
     /// SIGKILL now: a ladder of one step, or the running ladder skips to its SIGKILL.
@@ -320,17 +344,25 @@ impl Monitor {
         if self.processes.children.is_some() && now >= self.timing.next_sample {
             self.sample_children(now);
         }
-        let limits = Limits {
-            idle_timeout: self.timing.idle_timeout,
-            hard_deadline: self.timing.hard_deadline,
-        };
+        let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
+        if let Some(seen) = seen {
+            self.completed(seen);
+        }
         let snapshot = self.board.snapshot();
+        let limits = self.rules.limits(
+            self.timing.idle_timeout,
+            self.timing.hard_deadline,
+            self.board.origin(),
+        );
         match verdict::decide(&snapshot, now, limits) {
             Verdict::Wait { until } => {
                 let mut until = match self.processes.children {
                     Some(_) => until.min(self.timing.next_sample),
                     None => until,
                 };
+                if let Some(look) = next_look {
+                    until = until.min(look);
+                }
                 if let Some(warn_at) = self.idle_warning(&snapshot, now) {
                     until = until.min(warn_at);
                 }
@@ -338,7 +370,39 @@ impl Monitor {
             }
             Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
             Verdict::HardDeadline { deadline } => self.hard_deadline(deadline),
+            Verdict::Completed { deadline } => self.end_completed(deadline),
         }
+    }
+
+    /// Completion was seen and the child did not exit within the linger: the ladder starts.
+    fn end_completed(&mut self, deadline: Instant) -> Next {
+        let Some(seen) = self.rules.completion.clone() else {
+            return Next::Continue(()); // cannot happen: the verdict says so only after it
+        };
+        log::info!(
+            "session {}: pid {} did not exit within {} of completion; ending it",
+            self.id,
+            self.pid,
+            HumanDuration(self.config.completion.linger)
+        );
+        self.set_reason(Reason::Outcome(Outcome::Completed(seen)));
+        self.start_ladder(self.config.kill_ladder.effective(), Some(deadline));
+        Next::Continue(())
+    }
+
+    /// At a stale decision: asks the probes (not the capped ones; one that said yes less than
+    /// a check interval ago still holds). Returns whether one said yes (stamped now).
+    fn probes_say_active(&mut self, now: Instant, capped: &[ActivitySource]) -> bool {
+        let (ask, still) = self.rules.probes_to_ask(capped, now, self.timing.interval);
+        let mut yes = still;
+        if !ask.is_empty() {
+            yes.extend(self.rules.prober.ask(&ask, &*self.clock, now));
+        }
+        for source in &yes {
+            log::debug!("session {}: probe {source} says active", self.id);
+            self.board.stamp_at(*source, now);
+        }
+        !yes.is_empty()
     }
 
     /// Every source was quiet for the idle timeout: the ladder starts (unless a descendant
@@ -357,6 +421,12 @@ impl Monitor {
         }
         if self.files_changed_before_arming() {
             return Next::Continue(());
+        }
+        if self.timing.probed_at != Some(now) {
+            self.timing.probed_at = Some(now);
+            if self.probes_say_active(now, &report.capped) {
+                return Next::Continue(());
+            }
         }
         let children_on = self.config.enabled.children;
         report.children = self
@@ -453,7 +523,7 @@ impl Monitor {
     /// when it will (if it still has to be sent).
     fn idle_warning(&mut self, snapshot: &BoardSnapshot, now: Instant) -> Option<Instant> {
         let fraction = self.config.events.idle_warning?;
-        let last = verdict::last_activity(snapshot);
+        let last = verdict::last_activity(snapshot, &self.rules.caps);
         if self.timing.warned_for == Some(last) {
             return None;
         }
@@ -660,6 +730,7 @@ impl Monitor {
                 Some(files) => files.unwatched(),
                 None => self.unwatched.clone(),
             },
+            completion: self.rules.completion.clone(),
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct ActivityTrackingReader<R> {
     inner: R,
     board: Arc<ActivityBoard>,
     source: ActivitySource,
+    /// Whether reads stamp the board (off when the line watch stamps instead: repeated
+    /// output told apart).
+    stamps: bool,
     bytes: u64,
 }
 
@@ -43,8 +46,15 @@ impl<R: Read> ActivityTrackingReader<R> {
             inner,
             board,
             source: ActivitySource::Output,
+            stamps: true,
             bytes: 0,
         }
+    }
+
+    /// Reads no longer stamp the board (whoever looks at the chunks stamps instead).
+    pub(crate) fn unstamped(mut self) -> Self {
+        self.stamps = false;
+        self
     }
 
     /// How many bytes have been read through this reader.
@@ -61,8 +71,10 @@ impl<R: Read> ActivityTrackingReader<R> {
 impl<R: Read> Read for ActivityTrackingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        if n > 0 {
+        if n > 0 && self.stamps {
             self.board.stamp(self.source);
+        }
+        if n > 0 {
             self.bytes += n as u64;
         }
         Ok(n)

@@ -4,6 +4,7 @@
 mod support;
 
 mod command;
+mod completion;
 mod events;
 mod options;
 mod passthrough;

@@ -69,6 +69,9 @@ fn assert_schema(report: &Value) {
         "command",
         "idle_timeout_ms",
         "hard_timeout_ms",
+        "completion",
+        "capped",
+        "probes",
         "stallwatch_version",
     ]
     .into_iter()

@@ -270,3 +270,27 @@ fn spawn_errors_end_the_run() {
     assert!(!report.succeeded());
     assert_no_leak(&m);
 }
+
+#[test]
+fn completed_work_is_a_success_and_never_retried() {
+    let marker = Marker::new("retry-completed");
+    let fake = Fake::new("echo 'RESULT ok'; exec sleep 100000\n");
+    let config = MonitorConfig::default()
+        .idle_timeout(std::time::Duration::from_secs(120))
+        .completion(
+            stallwatch::CompletionConfig::default()
+                .output("^RESULT")
+                .linger(ms(200)),
+        );
+    let report = RetryPolicy::new([""])
+        .retry_timeouts(true)
+        .run(|_| fake.builder(&marker, config.clone()))
+        .unwrap();
+    assert_eq!(report.attempts.len(), 1);
+    assert!(matches!(
+        report.last().result.outcome,
+        Outcome::Completed(_)
+    ));
+    assert!(report.succeeded());
+    assert_no_leak(&marker);
+}
