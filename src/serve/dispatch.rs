@@ -609,8 +609,11 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
         errors: PassThroughErrors::default(),
     };
     let command = process::os_words(&proc.argv);
+    // The idle timeout in force at the end (a control may have replaced the start's).
+    let mut config = proc.config.clone();
+    config.idle_timeout = session.idle_timeout();
     let context = Context {
-        config: &proc.config,
+        config: &config,
         command: &command,
     };
     let exit = crate::cli::report::exit_for(result, &received);
