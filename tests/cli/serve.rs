@@ -1052,3 +1052,41 @@ fn serve_readme_python_client_runs() {
     assert!(out.contains("exited: exited, code 0"), "{out}");
     assert_no_leak(&marker);
 }
+
+#[test]
+fn serve_idle_timeout_warns_then_ends() {
+    let marker = Marker::new("serve-idle");
+    let mut client = Client::start(&marker, &[]);
+    let params = json!({"processId": "silent", "argv": sh(&marker, "exec sleep 1000"),
+                        "idleTimeoutMs": 1500, "noChildren": true, "noWatch": true});
+    client.ok("process/start", params);
+    let notes = client.until_closed("silent");
+    let methods: Vec<&str> = notes
+        .iter()
+        .map(|n| n["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "process/started",
+            "process/idleWarning",
+            "process/exited",
+            "process/closed"
+        ],
+        "{notes:#?}"
+    );
+    let left = notes[1]["params"]["leftMs"].as_u64().unwrap();
+    assert!(left <= 1500, "{left}");
+    assert_eq!(notes[2]["params"]["outcome"], "idle_timeout");
+    assert_eq!(notes[2]["params"]["signal"], 15);
+    assert_eq!(notes[2]["params"]["exitCode"], Value::Null);
+    let result = client.ok("process/wait", json!({"processId": "silent"}));
+    assert_eq!(result["outcome"], "idle_timeout");
+    assert_eq!(result["exitCode"], 124, "the command's status convention");
+    assert_eq!(result["ladder"]["signalsSent"], json!(["TERM"]));
+    let snapshot = client.ok("process/snapshot", json!({"processId": "silent"}));
+    assert_eq!(snapshot["exitCode"], 124);
+    assert_eq!(snapshot["running"], false);
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
