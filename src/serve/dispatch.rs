@@ -43,6 +43,7 @@ impl Proc {
             .map_or(Duration::ZERO, |s| s.grace)
     }
 
+    /// Whether it ended or its kill ladder is under way.
     fn ended(&self) -> bool {
         self.session.try_wait().is_some() || self.session.state() != Lifecycle::Running
     }
@@ -147,7 +148,7 @@ impl Server {
         })
     }
 
-    /// The process `params` name, or the error for an unknown one.
+    /// The process with this client-chosen id, while the registry keeps it.
     fn find(&self, process_id: &str) -> Option<Arc<Proc>> {
         self.procs.lock().get(process_id).cloned()
     }

@@ -28,6 +28,7 @@ const START_FIELDS: &[&str] = &[
     "envMode",
     "inheritEnv",
     "home",
+    "seed",
     "io",
     "idleTimeoutMs",
     "hardTimeoutMs",
@@ -172,6 +173,9 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
     if let Some(home) = params.string("home")? {
         environment = environment.home(home);
     }
+    for (from, to) in parse_seed(params.get("seed"))? {
+        environment = environment.seed(from, to);
+    }
     match params.get("env") {
         None => {}
         Some(Value::Object(vars)) => {
@@ -199,6 +203,30 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
         }
     }
     Ok(environment)
+}
+
+/// `seed`: `[{"from": "/path/file", "to": "relative/in/home"}, …]` (files copied into `home`).
+fn parse_seed(seed: Option<&Value>) -> Result<Vec<(&str, &str)>, RpcError> {
+    let Some(seed) = seed else {
+        return Ok(Vec::new());
+    };
+    let bad = || {
+        RpcError::param(
+            "seed",
+            format!(
+                "{seed} is not a seed list; it accepts [{{\"from\": PATH, \"to\": PATH IN HOME}}, …]"
+            ),
+        )
+    };
+    let items = seed.as_array().ok_or_else(bad)?;
+    items
+        .iter()
+        .map(|item| {
+            let from = item.get("from").and_then(Value::as_str);
+            let to = item.get("to").and_then(Value::as_str);
+            from.zip(to).ok_or_else(bad)
+        })
+        .collect()
 }
 
 /// The monitoring configuration: the library's defaults, the server's settings, the request's.

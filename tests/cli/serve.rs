@@ -1090,3 +1090,47 @@ fn serve_idle_timeout_warns_then_ends() {
     assert!(client.hang_up().success());
     assert_no_leak(&marker);
 }
+
+#[test]
+fn serve_isolated_environment_home_seed_and_cwd() {
+    let marker = Marker::new("serve-env");
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let seed = dir.path().join("seed.txt");
+    std::fs::write(&seed, "seeded\n").unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let mut client = Client::start(&marker, &[]);
+    let script = "echo \"$HOME|$GREETING|${STALLWATCH_TEST_MARKER-unset}|$(pwd)\"; cat \"$HOME/in/seed.txt\"";
+    client.ok(
+        "process/start",
+        json!({"processId": "env", "argv": sh(&marker, script), "envMode": "isolated",
+               "inheritEnv": ["PATH"], "home": home, "env": {"GREETING": "hi"}, "cwd": work,
+               "seed": [{"from": seed, "to": "in/seed.txt"}]}),
+    );
+    assert_eq!(
+        client.ok("process/wait", json!({"processId": "env"}))["exitCode"],
+        0
+    );
+    let snapshot = client.ok("process/snapshot", json!({"processId": "env"}));
+    let stdout = BASE64.decode(snapshot["stdout"].as_str().unwrap()).unwrap();
+    let wanted = format!("{}|hi|unset|{}\nseeded\n", home.display(), work.display());
+    assert_eq!(String::from_utf8_lossy(&stdout), wanted);
+    let (code, message) = client.err(
+        "process/start",
+        json!({"processId": "env2", "argv": ["true"], "seed": [{"from": seed, "to": "x"}]}),
+    );
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("Environment::home"), "{message}");
+    let (code, message) = client.err(
+        "process/start",
+        json!({"processId": "env3", "argv": ["true"], "inheritEnv": ["PATH"]}),
+    );
+    assert_eq!(code, -32602);
+    assert!(
+        message.contains("inheritEnv: applies only with envMode"),
+        "{message}"
+    );
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
