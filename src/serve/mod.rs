@@ -38,6 +38,7 @@ on TERM/INT/HUP, after every process was ended; 125 for an invalid option.";
 #[derive(Debug, Parser)]
 #[command(
     name = "stallwatch serve",
+    bin_name = "stallwatch serve",
     version,
     about = "Serve supervised processes over stdio: JSON-RPC 2.0, one JSON object per line.",
     after_help = AFTER_HELP

@@ -944,6 +944,7 @@ fn serve_client_that_never_reads() {
         finished,
         "the child was slowed down: it did not write 128 MiB within 120 s"
     );
+    eprintln!("peak RSS of the server: {peak} KiB");
     assert!(peak < 128 * 1024, "the server's memory grew to {peak} KiB");
     // Reading now: the answer, then notifications, some of them marked as following a drop.
     let (tx, rx) = crossbeam_channel::unbounded();
@@ -1132,5 +1133,40 @@ fn serve_isolated_environment_home_seed_and_cwd() {
         "{message}"
     );
     assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn serve_options_from_flags_and_variables() {
+    let marker = Marker::new("serve-options");
+    let output = serve_command(&marker, &["--max-processes", "0"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("the server runs");
+    assert_eq!(output.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--max-processes"), "{stderr}");
+    let mut cmd = serve_command(&marker, &["--output-notifications", "codex"]);
+    cmd.env("STALLWATCH_MAX_PROCESSES", "3")
+        .env("STALLWATCH_SHUTDOWN_GRACE", "250ms")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = cmd.spawn().expect("the server starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"id\": 1, \"method\": \"initialize\"}\n")
+        .unwrap();
+    drop(stdin);
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let init: Value = serde_json::from_str(&line).unwrap();
+    let capabilities = &init["result"]["capabilities"];
+    assert_eq!(capabilities["maxProcesses"], 3, "{init}");
+    assert_eq!(capabilities["shutdownGraceMs"], 250);
+    assert_eq!(capabilities["outputNotifications"], json!(["codex"]));
+    assert!(wait_exit(&mut child).success());
     assert_no_leak(&marker);
 }
