@@ -16,7 +16,7 @@ use stallwatch::{
     MonitorResult, Registry, RegistryId, Session, Signal, SpawnError, SpawnErrorKind, Stream,
 };
 
-use super::ServeOptions;
+use super::options::ServeOptions;
 use super::outbox::Outbox;
 use super::process::{self, Forward, Input, StdinJob};
 use super::protocol::{self, Params, RpcError};

@@ -15,7 +15,7 @@ use stallwatch::{
     MonitorConfig, Session, SessionBuilder, Signal, Stream,
 };
 
-use super::ServeOptions;
+use super::options::ServeOptions;
 use super::outbox::Outbox;
 use super::protocol::{Params, RpcError, notification, whole_number};
 
