@@ -166,10 +166,13 @@ impl Server {
         let start = process::parse_start(params, &self.options)?;
         self.check_room(&start.process_id)?;
         let id = self.registry.spawn(start.builder).map_err(spawn_error)?;
-        let session = self
-            .registry
-            .get(id)
-            .expect("a session just spawned is not pruned");
+        // The newest session is the last the registry prunes (it keeps 100 finished ones).
+        let session = self.registry.get(id).ok_or_else(|| {
+            RpcError::new(
+                -32603,
+                "internal error: the process ended and was forgotten at once",
+            )
+        })?;
         let stdin = match start.input {
             Input::Closed => None,
             Input::Open | Input::Terminal(..) => Some(
