@@ -355,6 +355,13 @@
 //!   configuration, the isolated home, the log folder, the terminal, the pipes, the working
 //!   directory, the program itself, a thread. A failure leaves nothing running.
 //!
+//! - **The service.** `stallwatch serve` (the binary, feature `cli`) offers sessions to any
+//!   language over JSON-RPC on stdio. It is a client of this public API, like the command: one
+//!   [`Registry`], a [`Session::events`] forwarder per process turning events into
+//!   notifications (dropped and flagged when its client lags, so a child is never slowed),
+//!   [`Session::write_stdin`], [`Session::resize`], [`Session::snapshot`],
+//!   [`Registry::control`] and [`Registry::list`]. The README documents the protocol.
+//!
 //! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]

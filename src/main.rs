@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod serve;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -23,6 +24,11 @@ fn main() -> ExitCode {
     // Before any thread exists, so that every thread inherits the mask.
     cli::signals::block_faults();
     let args: Vec<OsString> = std::env::args_os().collect();
+    // `stallwatch serve`: the process service (`stallwatch -- serve` runs a program `serve`).
+    if args.get(1).is_some_and(|a| a == "serve") {
+        init_logging(log::LevelFilter::Warn);
+        return serve::main(args);
+    }
     let options = match Options::parse_from(args.clone()) {
         Ok(options) => options,
         Err(e) => {
@@ -38,7 +44,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_logging(&options);
+    init_logging(options.log_level());
     match run(&options) {
         Exit::Code(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL as u8)),
         Exit::Signal(signal) => cli::signals::die_by(signal),
@@ -46,9 +52,9 @@ fn main() -> ExitCode {
 }
 
 /// stallwatch's own messages: `stallwatch: warning: …` on stderr. `RUST_LOG`, when set,
-/// chooses the filter; otherwise -q / -v choose the level of stallwatch's own messages (other
+/// chooses the filter; otherwise `level` (from -q / -v) is the level of stallwatch's own messages (other
 /// crates' at most warnings).
-fn init_logging(options: &Options) {
+fn init_logging(level: log::LevelFilter) {
     let mut builder = env_logger::Builder::new();
     builder.format(|buf, record| {
         let level = match record.level() {
@@ -65,7 +71,6 @@ fn init_logging(options: &Options) {
             builder.parse_filters(&filter);
         }
         _ => {
-            let level = options.log_level();
             builder
                 .filter_level(level.min(log::LevelFilter::Warn))
                 .filter_module("stallwatch", level);

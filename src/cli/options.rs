@@ -45,7 +45,7 @@ Every option can also be set with STALLWATCH_<OPTION>, e.g. STALLWATCH_IDLE_TIME
 command line wins. Exit status: the program's own; 124 after an idle or hard timeout; 128+N when
 it died of signal N; 125 for stallwatch's own failures; 126 not executable; 127 not found; 1
 when the program succeeded but writing its output through failed.
-`stallwatch --help` says more.
+`stallwatch --help` says more; `stallwatch serve --help`: the process service (JSON-RPC).
 
 Example:
   stallwatch -i 10m -t 2h -- codex exec \"fix the failing tests\"";
@@ -84,6 +84,11 @@ EXIT STATUS
   PWR, it exits with 128+N). XFSZ and PIPE are ignored; the fault signals (ILL, TRAP, ABRT,
   BUS, FPE, SEGV, SYS) sent by another process are blocked and have no effect; TSTP, TTIN and
   TTOU stop stallwatch until CONT.
+
+THE PROCESS SERVICE
+  `stallwatch serve` runs supervised processes for a client over stdio: JSON-RPC 2.0, one JSON
+  object per line (`stallwatch serve --help`; the protocol is in the README). To run a program
+  named serve, write `stallwatch -- serve`.
 
 CONTAINERS
   As the container's first process (pid 1) stallwatch forwards signals and reaps the orphaned

@@ -9,6 +9,7 @@ mod events;
 mod options;
 mod passthrough;
 mod report;
+mod serve;
 mod signals;
 #[cfg(target_os = "linux")]
 mod terminal;
