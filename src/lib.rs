@@ -346,7 +346,7 @@ pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, EventConfig, FileWatchConfig, KillLadder, KillStep,
+    CaptureConfig, ChildWatchConfig, ContainmentMode, EventConfig, FileWatchConfig, KillLadder, KillStep,
     LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
@@ -354,7 +354,7 @@ pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
-    DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
+    Containment, DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
     MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};

@@ -1,5 +1,6 @@
 //! Spawning in a new process group, and signalling the tree. Raw OS calls live in [`sys`].
 
+pub(crate) mod cgroup;
 pub(crate) mod orphans;
 pub(crate) mod pty;
 pub(crate) mod sys;
@@ -70,7 +71,9 @@ pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::E
 
 /// A watchman for the process group of a session, outside this process: if the supervising
 /// process dies without ending the session (a crash, SIGKILL), the guardian SIGKILLs the whole
-/// group, grandchildren included. (The parent-death signal only reaches the direct child.)
+/// group, grandchildren included (the parent-death signal only reaches the direct child), and,
+/// when the session has a cgroup, every member of the cgroup (`cgroup.kill`; frozen and killed
+/// one by one before kernel 5.14), then removes the cgroup.
 ///
 /// It is a tiny `sh` in a process group of its own, reading one line from a pipe whose write
 /// end only this process holds: `done` when the session ended properly (the guardian then
@@ -81,12 +84,27 @@ pub(crate) struct Guardian {
     tx: Option<std::io::PipeWriter>,
 }
 
-/// The guardian's whole program: POSIX `sh`, no other tool.
-const GUARDIAN_SCRIPT: &str = r#"read line; [ "$line" = done ] || kill -9 "-$1" 2>/dev/null"#;
+/// The guardian's whole program: POSIX `sh`, and `rmdir` and `sleep` for a cgroup.
+const GUARDIAN_SCRIPT: &str = r#"read line; [ "$line" = done ] && exit 0
+kill -9 "-$1" 2>/dev/null
+[ -n "$2" ] || exit 0
+if ! echo 1 2>/dev/null >"$2/cgroup.kill"; then
+  echo 1 2>/dev/null >"$2/cgroup.freeze"
+  for p in $(cat "$2/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+  echo 0 2>/dev/null >"$2/cgroup.freeze"
+fi
+i=0
+while [ $i -lt 200 ]; do
+  rmdir "$2" 2>/dev/null && exit 0
+  [ -d "$2" ] || exit 0
+  sleep 0.05 2>/dev/null || sleep 1
+  i=$((i + 1))
+done"#;
 
 impl Guardian {
-    /// Starts the guardian of process group `pgid`.
-    pub(crate) fn start(pgid: u32) -> io::Result<Guardian> {
+    /// Starts the guardian of process group `pgid` and, when there is one, of `cgroup` (its
+    /// directory).
+    pub(crate) fn start(pgid: u32, cgroup: Option<&std::path::Path>) -> io::Result<Guardian> {
         let (rx, tx) = std::io::pipe()?;
         let mut command = Command::new("/bin/sh");
         command
@@ -96,6 +114,7 @@ impl Guardian {
                 "stallwatch-guardian",
                 &pgid.to_string(),
             ])
+            .arg(cgroup.map(std::path::Path::as_os_str).unwrap_or_default())
             .stdin(rx)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
