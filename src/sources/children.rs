@@ -888,4 +888,64 @@ mod tests {
         }
         let _ = child.wait();
     }
+
+    /// A scripted cgroup: its CPU in all (ms) and its live members; `None`: unreadable.
+    fn scripted_cgroup(obs: &mut DescendantObserver) -> Arc<Mutex<Option<(u64, usize)>>> {
+        let script = Arc::new(Mutex::new(None::<(u64, usize)>));
+        let reader = script.clone();
+        obs.use_cgroup(Box::new(move || {
+            reader
+                .lock()
+                .map(|(ms, members)| (Duration::from_millis(ms), members))
+        }));
+        script
+    }
+
+    #[test]
+    fn with_a_cgroup_the_tree_cpu_is_its_usage_without_the_root_and_no_walk() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let cgroup = scripted_cgroup(&mut obs);
+        let t0 = Instant::now();
+        // The root alone in the table: an escapee (setsid, re-parented) is not in its tree,
+        // and the reaped children are nowhere; the cgroup's usage has them all.
+        table.set(&[p(100, 1, 1, 50, 0)]);
+        *cgroup.lock() = Some((50, 3));
+        let s = obs.sample(t0);
+        assert!(!s.active, "baseline");
+        assert_eq!(s.descendants, 2, "the members but the root");
+        assert_eq!(s.descendant_cpu, Duration::ZERO);
+        // The root spins (900 ms): it does not count.
+        table.set(&[p(100, 1, 1, 950, 0)]);
+        *cgroup.lock() = Some((950, 3));
+        assert!(!obs.sample(t0 + SEC).active, "the root's own CPU");
+        // An escapee works 600 ms.
+        *cgroup.lock() = Some((1550, 3));
+        let s = obs.sample(t0 + 2 * SEC);
+        assert!(s.active);
+        assert_eq!(s.cpu_delta, Duration::from_millis(600));
+        assert_eq!(s.descendant_cpu, Duration::from_millis(600));
+        assert_eq!(s.escapees, 0, "nothing escapes a cgroup");
+    }
+
+    #[test]
+    fn with_a_cgroup_the_root_counts_when_asked_and_the_walk_covers_an_unreadable_one() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        let cgroup = scripted_cgroup(&mut obs);
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        *cgroup.lock() = Some((0, 1));
+        obs.sample(t0);
+        table.set(&[p(100, 1, 1, 500, 0)]);
+        *cgroup.lock() = Some((500, 1));
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active, "the root's CPU, asked for");
+        assert_eq!(s.descendants, 0);
+        // The cgroup cannot be read: this sample walks the tree instead.
+        *cgroup.lock() = None;
+        table.set(&[p(100, 1, 1, 500, 0), p(200, 100, 2, 0, 0)]);
+        assert_eq!(obs.sample(t0 + 2 * SEC).descendants, 1);
+    }
+
 }

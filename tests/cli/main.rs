@@ -4,6 +4,7 @@
 mod support;
 
 mod command;
+mod containment;
 mod events;
 mod options;
 mod passthrough;
