@@ -346,16 +346,16 @@ pub use capture::spill::{LogDirError, LogFile, default_log_dir};
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ContainmentMode, EventConfig, FileWatchConfig, KillLadder, KillStep,
-    LeftoverPolicy, LogRetention, MonitorConfig,
+    CaptureConfig, ChildWatchConfig, ContainmentMode, EventConfig, FileWatchConfig, KillLadder,
+    KillStep, LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
-    Containment, DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT,
-    MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
+    Containment, DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND,
+    EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};

@@ -182,7 +182,10 @@ impl OsProcesses {
             });
             self.pidfds.insert(identity, checked);
         }
-        Ok(self.pidfds.get(&identity).and_then(|fd| fd.as_ref().map(AsFd::as_fd)))
+        Ok(self
+            .pidfds
+            .get(&identity)
+            .and_then(|fd| fd.as_ref().map(AsFd::as_fd)))
     }
 
     /// Subreaper mode: finds this session's orphans among this process's children (by the
@@ -1302,7 +1305,10 @@ mod tests {
         ladder.start(&mut fake, vec![step(Signal::TERM, 5000)], None, false);
         let samples = fake.samples;
         let t1 = t0 + Duration::from_millis(30);
-        assert!(ladder.step(&mut fake, t1, true).is_some(), "still populated");
+        assert!(
+            ladder.step(&mut fake, t1, true).is_some(),
+            "still populated"
+        );
         fake.cgroup.as_mut().expect("a cgroup").populated = false;
         // The leader has not been seen exiting yet: not gone.
         assert!(ladder.step(&mut fake, t1, false).is_some());
@@ -1330,5 +1336,4 @@ mod tests {
         fake.members.clear();
         assert!(ladder.step(&mut fake, clock.now(), true).is_none());
     }
-
 }

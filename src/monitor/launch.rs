@@ -300,7 +300,10 @@ fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<(Option<Arc<Cgroup>>
         mode => match Cgroup::create(id) {
             Ok(cgroup) => {
                 let path = cgroup.path().to_owned();
-                log::debug!("session {id}: holding the tree in the cgroup {}", path.display());
+                log::debug!(
+                    "session {id}: holding the tree in the cgroup {}",
+                    path.display()
+                );
                 Ok((Some(Arc::new(cgroup)), Containment::Cgroup { path }))
             }
             Err(why) if mode == ContainmentMode::Cgroup => Err(SpawnError::new(

@@ -91,9 +91,9 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).filter(|d| {
-            bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b))
-        });
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
         match octal {
             Some(d) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -226,7 +226,10 @@ impl Cgroup {
     /// The memory peak in bytes and the number of OOM kills, where the memory controller is
     /// enabled for it (`memory.peak`, kernel 5.19; `oom_kill` of `memory.events`).
     pub(crate) fn memory(&self) -> (Option<u64>, Option<u64>) {
-        let peak = self.read("memory.peak").ok().and_then(|t| t.trim().parse().ok());
+        let peak = self
+            .read("memory.peak")
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
         let ooms = self
             .read("memory.events")
             .ok()
@@ -353,7 +356,10 @@ impl Drop for Cgroup {
 /// Appends the pids of `cgroup.procs` in `dir` and in the cgroups below it.
 fn collect_members(dir: &Path, depth: usize, out: &mut Vec<i32>) -> io::Result<()> {
     let text = std::fs::read_to_string(dir.join("cgroup.procs"))?;
-    out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+    out.extend(
+        text.split_ascii_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok()),
+    );
     if depth >= MAX_DEPTH {
         return Ok(());
     }
@@ -406,7 +412,10 @@ mod tests {
     #[test]
     fn the_directory_is_the_own_path_under_the_mount_root() {
         let mount = Path::new("/sys/fs/cgroup");
-        assert_eq!(dir_of(mount, "/", "/"), Some(PathBuf::from("/sys/fs/cgroup/")));
+        assert_eq!(
+            dir_of(mount, "/", "/"),
+            Some(PathBuf::from("/sys/fs/cgroup/"))
+        );
         assert_eq!(
             dir_of(mount, "/", "/a/b"),
             Some(PathBuf::from("/sys/fs/cgroup/a/b"))

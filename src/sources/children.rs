@@ -947,5 +947,4 @@ mod tests {
         table.set(&[p(100, 1, 1, 500, 0), p(200, 100, 2, 0, 0)]);
         assert_eq!(obs.sample(t0 + 2 * SEC).descendants, 1);
     }
-
 }

@@ -150,7 +150,11 @@ fn escapees_are_ended_with_the_tree_however_the_run_ends() {
         let finished = running.wait();
         match ending {
             Ending::Stall | Ending::HardTimeout => {
-                assert_eq!(finished.status.code(), Some(124), "{ending:?}: {finished:?}")
+                assert_eq!(
+                    finished.status.code(),
+                    Some(124),
+                    "{ending:?}: {finished:?}"
+                )
             }
             Ending::ExitZero => {
                 assert_eq!(finished.status.code(), Some(0), "{ending:?}: {finished:?}")
@@ -303,7 +307,11 @@ fn containment_cgroup_without_the_right_is_an_error_of_its_own() {
     let out = if root() {
         as_nobody(&marker, dir.path(), &args, "echo never")
     } else {
-        sw(&marker).dir(dir.path()).args(&args).sh("echo never").output()
+        sw(&marker)
+            .dir(dir.path())
+            .args(&args)
+            .sh("echo never")
+            .output()
     };
     assert_code(&out, 125);
     assert!(out.stdout.is_empty(), "the program never ran");
