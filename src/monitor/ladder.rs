@@ -594,9 +594,12 @@ impl Ladder {
         }
         let ladder = self.steps.as_mut()?;
         // Nothing tells us when group members or escapees die, or when a descendant escapes
-        // during the grace: look again, backing off from 5 ms to 200 ms.
+        // during the grace: look again, backing off from 5 ms to 200 ms. A cgroup's look is one
+        // read of `cgroup.events` (about 10 µs), not a scan: every 5 ms.
         let poll = ladder.poll;
-        ladder.poll = (poll * 2).min(POLL_MAX);
+        if !ops.has_cgroup() {
+            ladder.poll = (poll * 2).min(POLL_MAX);
+        }
         Some(Wake {
             at: ladder.deadline,
             poll: Some(poll),
@@ -1336,4 +1339,18 @@ mod tests {
         fake.members.clear();
         assert!(ladder.step(&mut fake, clock.now(), true).is_none());
     }
+
+    #[test]
+    fn in_a_cgroup_the_ladder_looks_every_5_ms() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = in_cgroup(true);
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, true);
+        let polls: Vec<Option<Duration>> = (0..4)
+            .map(|_| ladder.step(&mut fake, t0, true).expect("populated").poll)
+            .collect();
+        assert_eq!(polls, [Some(POLL_MIN); 4]);
+    }
+
 }

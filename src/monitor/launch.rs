@@ -517,7 +517,7 @@ fn start_threads(
         tap: Tap::new(slots),
         leader: Leader::new(),
         processes,
-        containment: streams.containment.clone(),
+        containment: streams.containment,
         memory: (None, None),
         guardian: streams.guardian,
         files,
@@ -526,14 +526,7 @@ fn start_threads(
         phase: Phase::Watching,
     };
     register_pipes(id, &pipes);
-    let child_tx = start_monitor(
-        id,
-        pid,
-        monitor,
-        shared.clone(),
-        done_tx,
-        streams.containment,
-    )?;
+    let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
 
     for pipe in pipes {
         let state = pumps[stream_index(pipe.stream)].clone();
@@ -811,14 +804,13 @@ fn start_monitor(
     monitor: Monitor,
     shared: Arc<Shared>,
     done_tx: Sender<()>,
-    containment: Containment,
 ) -> io::Result<Sender<Child>> {
     let (child_tx, child_rx) = crossbeam_channel::bounded::<Child>(1);
     let done = DoneGuard {
         shared,
         done: Some(done_tx),
         pid,
-        containment,
+        containment: monitor.containment.clone(),
     };
     thread::Builder::new()
         .name(format!("stallwatch-mon-{id}"))

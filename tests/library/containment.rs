@@ -108,7 +108,7 @@ fn a_dropped_session_takes_its_escapee_and_its_cgroup_down() {
         assert_no_leak(&marker);
         let name = rel.rsplit('/').next().expect("a name").to_owned();
         let gone = poll_until(common::GENEROUS, || {
-            !own_cgroup_children().iter().any(|n| *n == name)
+            !own_cgroup_children().contains(&name)
         });
         assert!(gone, "{name} was removed");
     }
