@@ -134,7 +134,11 @@ fn cpu_sample(c: &mut Criterion, dir: &Path, cgroups: bool) {
         .warm_up_time(Duration::from_millis(500));
     if cgroups {
         let cgroup = cgroup_dir(&line);
-        assert_eq!(cgroup_sample(&cgroup, session.pid()).1, 100, "the tree is complete");
+        assert_eq!(
+            cgroup_sample(&cgroup, session.pid()).1,
+            100,
+            "the tree is complete"
+        );
         group.bench_function("cgroup_cpu_stat", |b| {
             b.iter(|| cgroup_sample(&cgroup, session.pid()))
         });

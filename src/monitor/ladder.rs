@@ -1352,5 +1352,4 @@ mod tests {
             .collect();
         assert_eq!(polls, [Some(POLL_MIN); 4]);
     }
-
 }

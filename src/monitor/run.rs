@@ -511,7 +511,11 @@ impl Monitor {
                     .group_members(self.pid, self.pid)
                     .unwrap_or_default()
             };
-            let escapees = self.processes.escapees(self.pid).len();
+            let escapees = if self.processes.cgroup.is_some() {
+                0 // members already
+            } else {
+                self.processes.escapees(self.pid).len()
+            };
             let leftovers = members.len() + escapees;
             if leftovers > 0 {
                 log::info!(

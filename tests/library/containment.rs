@@ -107,9 +107,7 @@ fn a_dropped_session_takes_its_escapee_and_its_cgroup_down() {
         // The escapee left the process group: only the cgroup reaches it.
         assert_no_leak(&marker);
         let name = rel.rsplit('/').next().expect("a name").to_owned();
-        let gone = poll_until(common::GENEROUS, || {
-            !own_cgroup_children().contains(&name)
-        });
+        let gone = poll_until(common::GENEROUS, || !own_cgroup_children().contains(&name));
         assert!(gone, "{name} was removed");
     }
 }
