@@ -779,6 +779,22 @@ mod tests {
     }
 
     #[test]
+    fn a_pidfd_reaches_its_process_and_nobody_after_it_is_reaped() {
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = child.id() as i32;
+        let pidfd = pidfd_open(pid).expect("pidfds (Linux 5.3)");
+        pidfd_signal(pidfd.as_fd(), SIGCONT).expect("it lives");
+        pidfd_signal(pidfd.as_fd(), SIGKILL).expect("our own sleep");
+        child.wait().expect("reaped");
+        // Its pid may belong to another process from now on: the pidfd still names the dead one.
+        let gone = pidfd_signal(pidfd.as_fd(), SIGKILL).expect_err("gone");
+        assert_eq!(
+            gone.raw_os_error(),
+            Some(rustix::io::Errno::SRCH.raw_os_error())
+        );
+    }
+
+    #[test]
     fn signal_table_round_trips() {
         assert_eq!(signal_by_name("TERM"), Some(SIGTERM));
         assert_eq!(signal_name(SIGKILL), Some("KILL"));
