@@ -438,4 +438,43 @@ mod tests {
         assert_eq!(keyed(stat, "usage_usec"), Some(123_456));
         assert_eq!(keyed(stat, "usage"), None);
     }
+
+    /// A cgroup over a plain folder holding `files` (already "removed": its `Drop` leaves the
+    /// folder alone).
+    fn fake(dir: &Path, files: &[(&str, &str)]) -> Cgroup {
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).expect("a fake cgroup file");
+        }
+        Cgroup {
+            path: dir.to_owned(),
+            parent: dir.to_owned(),
+            rel: "/fake".to_owned(),
+            removed: AtomicBool::new(true),
+        }
+    }
+
+    #[test]
+    fn memory_figures_where_the_controller_is_on_none_elsewhere() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cgroup = fake(
+            dir.path(),
+            &[
+                ("memory.peak", "7340032\n"),
+                ("memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n"),
+                ("cpu.stat", "usage_usec 2500\nuser_usec 2000\n"),
+                ("cgroup.events", "populated 0\nfrozen 0\n"),
+            ],
+        );
+        assert_eq!(cgroup.memory(), (Some(7_340_032), Some(1)));
+        assert_eq!(
+            cgroup.cpu_usage().expect("cpu.stat"),
+            Duration::from_micros(2500)
+        );
+        assert!(!cgroup.populated().expect("cgroup.events"));
+        let bare = tempfile::tempdir().expect("a temporary directory");
+        let cgroup = fake(bare.path(), &[("cgroup.events", "frozen 0\n")]);
+        assert_eq!(cgroup.memory(), (None, None));
+        assert!(cgroup.populated().is_err(), "no `populated` line");
+        assert!(cgroup.cpu_usage().is_err(), "no cpu.stat");
+    }
 }
