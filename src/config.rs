@@ -100,6 +100,35 @@ pub enum LeftoverPolicy {
     Keep,
 }
 
+/// How a session holds its process tree ([`MonitorConfig::containment`]; the command's
+/// `--containment`). See the crate docs, "How the tree is held".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ContainmentMode {
+    /// A cgroup v2 of its own when this process can create one under its own cgroup (root, a
+    /// delegated cgroup), else the process group (default). The result says which, and why not
+    /// a cgroup: [`MonitorResult::containment`](crate::MonitorResult::containment).
+    #[default]
+    Auto,
+    /// A cgroup v2 of its own, or the spawn fails with
+    /// [`SpawnErrorKind::Containment`](crate::SpawnErrorKind::Containment).
+    Cgroup,
+    /// The process group, the descendants seen leaving it, and (in subreaper mode) the
+    /// orphans re-parented to this process: no cgroup even where one could be made.
+    Group,
+}
+
+impl ContainmentMode {
+    /// The mode's name, as `--containment` takes it: `auto`, `cgroup`, `group`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainmentMode::Auto => "auto",
+            ContainmentMode::Cgroup => "cgroup",
+            ContainmentMode::Group => "group",
+        }
+    }
+}
+
 /// Which activity sources count. Keepalives always count. Set with the builder toggles
 /// ([`MonitorConfig::watch_output`]…), read with [`MonitorConfig::watches`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -601,6 +630,9 @@ pub struct MonitorConfig {
     /// at most for a shell command in the common ones), so a grandchild that works silently
     /// for longer is no longer a tool call of a working agent.
     pub solo_caps: BTreeMap<ActivitySource, Duration>,
+    /// How the tree is held: a cgroup of the session's own, or the process group. Default
+    /// [`ContainmentMode::Auto`].
+    pub containment: ContainmentMode,
 }
 
 impl Default for MonitorConfig {
@@ -623,6 +655,7 @@ impl Default for MonitorConfig {
             completion: crate::completion::CompletionConfig::default(),
             probes: Vec::new(),
             solo_caps: BTreeMap::from([(ActivitySource::Children, DEFAULT_CHILDREN_SOLO_CAP)]),
+            containment: ContainmentMode::Auto,
         }
     }
 }
@@ -862,6 +895,12 @@ impl MonitorConfig {
     /// Sets the event stream's behaviour.
     pub fn events(mut self, events: EventConfig) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Sets how the tree is held (a cgroup, the process group, or whichever can be had).
+    pub fn containment(mut self, mode: ContainmentMode) -> Self {
+        self.containment = mode;
         self
     }
 

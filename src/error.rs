@@ -255,6 +255,11 @@ pub enum SpawnErrorKind {
     /// A thread of the session (a reader, the monitor, a log writer…) cannot be started. When
     /// the child was already running, it has been killed and reaped.
     Thread,
+    /// [`ContainmentMode::Cgroup`](crate::ContainmentMode::Cgroup) was asked for and no cgroup
+    /// can be made for the session (no cgroup2 mount, no right to create a cgroup under this
+    /// process's own or to move a process into it); the message says why and what to do. The
+    /// program was not started.
+    Containment,
 }
 
 /// Why [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) failed: a

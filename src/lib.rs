@@ -243,9 +243,10 @@
 //! - `activity`: the board the sources stamp; `verdict`: the pure decision the monitor asks
 //!   (board snapshot, time, limits → what to do), tested without threads or processes.
 //! - `process/`: spawning in a new process group, the spawner thread and the guardian;
-//!   `process/orphans` attributes the orphans adopted in subreaper mode to their session;
-//!   `process/sys` holds the operating-system calls (rustix, and libc for the guardian's
-//!   fork) and every `unsafe` block of the crate.
+//!   `process/cgroup` is a session's cgroup v2 (made, entered, signalled, killed, read,
+//!   removed); `process/orphans` attributes the orphans adopted in subreaper mode to their
+//!   session; `process/sys` holds the operating-system calls (rustix, pidfds, and libc for the
+//!   guardian's fork) and every `unsafe` block of the crate.
 //! - `capture/` (head/tail buffers, the log spill), `events` (the never-blocking emitter),
 //!   `outcome` ([`Outcome`], [`MonitorResult`]), `config`, `clock`, `environment`, `retry`.
 //!
@@ -313,6 +314,39 @@
 //!   the ladder is done, so neither its pid nor its group id can be reused under the signals.
 //!   If even SIGKILL is not confirmed within [`MonitorConfig::kill_confirm_timeout`], the result
 //!   says [`termination_unproven`](MonitorResult::termination_unproven) instead of hanging.
+//! - **How the tree is held** ([`MonitorConfig::containment`], [`ContainmentMode`]). Where
+//!   this process can create a child of its own cgroup v2 (root, a systemd-delegated slice, a
+//!   privileged container; the cgroup2 mount is found in `/proc/self/mountinfo`, hybrid
+//!   layouts included, the own cgroup in `/proc/self/cgroup`), each session gets one,
+//!   `stallwatch-<pid>-<session>`, and the child enters it in its `pre_exec` hook (it writes
+//!   `0` to the `cgroup.procs` opened before the fork), so the program's first instruction runs
+//!   inside and every descendant is born there: `setsid`, a double fork, `env -i` or
+//!   re-parenting cannot leave it (only a process with the right to write another cgroup's
+//!   `cgroup.procs`, root, could). Then the tree *is* the cgroup's members: each polite step
+//!   goes to every member (listed in `cgroup.procs`, below-cgroups included, each through a
+//!   pidfd whose membership is checked after it is opened), SIGKILL is `cgroup.kill` (atomic
+//!   against forks; before kernel 5.14 the cgroup is frozen and each member killed), "the tree
+//!   is gone" is `populated 0` in `cgroup.events` (zombies are not members; no scan of
+//!   `/proc`), descendant CPU is `usage_usec` of `cpu.stat` minus the leader's own (escapees
+//!   and reaped children included, exact), and the memory peak and OOM kills
+//!   ([`MonitorResult::memory_peak`], [`MonitorResult::oom_kills`]) are read where the memory
+//!   controller is enabled for it. The cgroup is removed when the run is over (leftovers that
+//!   [`LeftoverPolicy::Keep`] keeps move to this process's own cgroup first), when the spawn
+//!   fails, when the monitor unwinds (its `Drop` kills what is left), and, if this process is
+//!   SIGKILLed, by the guardian, which `cgroup.kill`s it and removes it. Under
+//!   [`ContainmentMode::Auto`] (the default) a session that cannot have a cgroup falls back to
+//!   the process group and [`MonitorResult::containment`] says why;
+//!   [`ContainmentMode::Cgroup`] makes that an error ([`SpawnErrorKind::Containment`]). What
+//!   the group backend cannot do: see a descendant that left the group between two samples
+//!   with neither tag nor pipe (its CPU then does not count, and it survives the ladder unless
+//!   subreaper mode attributes it); what the cgroup backend cannot do: hold a process that root
+//!   moves out on purpose, or read memory figures when the controller is not delegated.
+//! - **pidfds.** Every signal to one process goes through a pidfd (`pidfd_open`,
+//!   `pidfd_send_signal`, Linux 5.3): the leader's is opened at the spawn (it is not reaped
+//!   before the ladder is done); an escapee's or adopted orphan's is opened the first time the
+//!   ladder signals it and kept only if the process behind it still has the remembered start
+//!   time (checked after the open, so the pidfd names that process): a pid reused meanwhile
+//!   can never be hit. Kernels without pidfds keep the start-time check just before `kill`.
 //! - **After a normal exit**, members left in the group are ended with the same ladder (or kept:
 //!   [`LeftoverPolicy::Keep`]). Readers drain until end-of-file, until the pipes are empty and
 //!   output has been quiet for [`MonitorConfig::drain_quiet`], or until the drain cap, so a
@@ -400,16 +434,17 @@ pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock, SystemClock};
 pub use completion::{CompletionConfig, LineCallback};
 pub use config::{
-    CaptureConfig, ChildWatchConfig, DEFAULT_CHILDREN_SOLO_CAP, EventConfig, FileWatchConfig,
-    KillLadder, KillStep, LeftoverPolicy, LogRetention, MonitorConfig,
+    CaptureConfig, ChildWatchConfig, ContainmentMode, DEFAULT_CHILDREN_SOLO_CAP, EventConfig,
+    FileWatchConfig, KillLadder, KillStep, LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
-    CompletionSeen, CompletionTrigger, DescendantSummary, EXIT_CANNOT_EXECUTE, EXIT_INTERNAL,
-    EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport, Unwatched,
+    CompletionSeen, CompletionTrigger, Containment, DescendantSummary, EXIT_CANNOT_EXECUTE,
+    EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport,
+    Unwatched,
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};

@@ -31,6 +31,35 @@ pub struct SourceIdle {
     pub events: u64,
 }
 
+/// How the session held its process tree ([`MonitorResult::containment`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Containment {
+    /// A cgroup v2 of the session's own, entered before the program started: every process of
+    /// the tree was in it, and it was removed at the end.
+    Cgroup {
+        /// Its directory, which no longer exists.
+        path: PathBuf,
+    },
+    /// The process group, plus the descendants seen leaving it (and, in subreaper mode, the
+    /// orphans re-parented to this process).
+    Group {
+        /// Why not a cgroup, under [`ContainmentMode::Auto`](crate::ContainmentMode::Auto)
+        /// (`None` when the group was asked for).
+        why_not_cgroup: Option<String>,
+    },
+}
+
+impl Containment {
+    /// `"cgroup"` or `"group"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Containment::Cgroup { .. } => "cgroup",
+            Containment::Group { .. } => "group",
+        }
+    }
+}
+
 /// The child's descendants at the last sample before a kill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DescendantSummary {
@@ -265,6 +294,14 @@ pub struct MonitorResult {
     /// Completion, when it was seen ([`CompletionConfig`](crate::CompletionConfig)), whatever
     /// ended the run: a child that exits by itself after it keeps its own exit code.
     pub completion: Option<CompletionSeen>,
+    /// How the tree was held: a cgroup of its own, or the process group (and why not a cgroup).
+    pub containment: Containment,
+    /// The highest memory use of the whole tree, in bytes, where the session had a cgroup with
+    /// the memory controller enabled (kernel 5.19 and later).
+    pub memory_peak: Option<u64>,
+    /// How many processes of the tree the kernel's OOM killer ended, where the session had a
+    /// cgroup with the memory controller enabled.
+    pub oom_kills: Option<u64>,
 }
 
 /// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
@@ -333,6 +370,11 @@ mod tests {
             home: None,
             unwatched: Vec::new(),
             completion: None,
+            containment: Containment::Group {
+                why_not_cgroup: None,
+            },
+            memory_peak: None,
+            oom_kills: None,
         }
     }
 

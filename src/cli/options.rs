@@ -16,7 +16,7 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
     ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError,
-    FileWatchConfig, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
+    ContainmentMode, FileWatchConfig, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
 };
 
 use super::human::HumanDuration;
@@ -365,6 +365,25 @@ pub(crate) struct Cli {
     )]
     pub(crate) keep_leftovers: bool,
 
+    /// How the program's process tree is held: auto, cgroup or group.
+    ///
+    /// cgroup: a cgroup v2 of the run's own, entered before the program starts; no process of
+    /// the tree can leave it (setsid, double fork, env -i), its CPU counts, and all of it is
+    /// ended. Needs the right to create a cgroup under stallwatch's own (root, or a delegated
+    /// one: systemd-run --user --scope -p Delegate=yes stallwatch …); without it, exit 125.
+    /// group: the process group, plus the descendants seen leaving it.
+    /// auto (default): cgroup where one can be made, else group; the report says which.
+    /// Example: --containment cgroup
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "STALLWATCH_CONTAINMENT",
+        default_value = "auto",
+        value_parser = text(parse_containment),
+        verbatim_doc_comment
+    )]
+    pub(crate) containment: ContainmentMode,
+
     /// Write a JSON report of the run to FILE when done (- for stderr).
     ///
     /// FILE is created (or emptied) before the program starts. Fields: outcome, exit_code,
@@ -566,6 +585,7 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("solo_cap", "STALLWATCH_SOLO_CAP"),
     ("probe", "STALLWATCH_PROBE"),
     ("keep_leftovers", "STALLWATCH_KEEP_LEFTOVERS"),
+    ("containment", "STALLWATCH_CONTAINMENT"),
     ("report", "STALLWATCH_REPORT"),
     ("events", "STALLWATCH_EVENTS"),
     ("log_dir", "STALLWATCH_LOG_DIR"),
@@ -670,6 +690,7 @@ impl Options {
             } else {
                 LeftoverPolicy::KillLadder
             })
+            .containment(cli.containment)
             .files(files)
             // One session per stallwatch process: the subreaper mode costs nothing here and
             // catches daemons that double-fork away between two samples.
@@ -971,6 +992,17 @@ fn parse_signal(text: &str) -> Result<Signal, String> {
              USR1…) or a number from 1 to 31"
         )
     })
+}
+
+fn parse_containment(text: &str) -> Result<ContainmentMode, String> {
+    match text {
+        "auto" => Ok(ContainmentMode::Auto),
+        "cgroup" => Ok(ContainmentMode::Cgroup),
+        "group" => Ok(ContainmentMode::Group),
+        _ => Err(format!(
+            "{text:?} is not a containment: use auto, cgroup or group"
+        )),
+    }
 }
 
 /// A value parser for text: `parse` on the value, which must be UTF-8 (the error then names

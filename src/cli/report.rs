@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use stallwatch::{ActivitySource, EXIT_INTERNAL, MonitorConfig, MonitorResult, Outcome, Signal};
+use stallwatch::{
+    ActivitySource, Containment, EXIT_INTERNAL, MonitorConfig, MonitorResult, Outcome, Signal,
+};
 
 use super::human::HumanDuration;
 use super::signals::Received;
@@ -225,6 +227,12 @@ pub(crate) struct Report {
     pub(crate) unavailable: Vec<Unavailable>,
     /// The kill ladder, when one ran.
     pub(crate) ladder: Ladder,
+    /// How the tree was held (null when the program did not start).
+    pub(crate) containment: Option<ContainmentReport>,
+    /// The tree's memory peak in bytes, where its cgroup had the memory controller; else null.
+    pub(crate) memory_peak_bytes: Option<u64>,
+    /// Processes of the tree the OOM killer ended, where its cgroup had the memory controller.
+    pub(crate) oom_kills: Option<u64>,
     /// Leftover group members ended after the child's own exit.
     pub(crate) leftovers_killed: usize,
     /// KILL was sent but the tree could not be confirmed gone.
@@ -258,6 +266,41 @@ pub(crate) struct Report {
     pub(crate) error: Option<String>,
     /// The stallwatch version that wrote the report.
     pub(crate) stallwatch_version: &'static str,
+}
+
+/// How the tree was held: `{"backend": "cgroup", "cgroup": "/sys/fs/cgroup/…",
+/// "why_not_cgroup": null}` or `{"backend": "group", "cgroup": null, "why_not_cgroup": "…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ContainmentReport {
+    /// `cgroup` or `group`.
+    pub(crate) backend: &'static str,
+    /// The session's cgroup (removed by now), or null.
+    pub(crate) cgroup: Option<String>,
+    /// Under `--containment auto`, why no cgroup could be made; else null.
+    pub(crate) why_not_cgroup: Option<String>,
+}
+
+impl ContainmentReport {
+    fn of(containment: &Containment) -> Self {
+        match containment {
+            Containment::Cgroup { path } => ContainmentReport {
+                backend: containment.name(),
+                cgroup: Some(path.display().to_string()),
+                why_not_cgroup: None,
+            },
+            Containment::Group { why_not_cgroup } => ContainmentReport {
+                backend: containment.name(),
+                cgroup: None,
+                why_not_cgroup: why_not_cgroup.clone(),
+            },
+            // A backend this command does not know yet: named, nothing more.
+            other => ContainmentReport {
+                backend: other.name(),
+                cgroup: None,
+                why_not_cgroup: None,
+            },
+        }
+    }
 }
 
 /// Milliseconds each source had been idle.
@@ -423,6 +466,9 @@ impl Report {
                 forced: received.forced && result.escalated,
                 duration_ms: result.ladder_time.map(ms),
             },
+            containment: Some(ContainmentReport::of(&result.containment)),
+            memory_peak_bytes: result.memory_peak,
+            oom_kills: result.oom_kills,
             leftovers_killed: result.leftovers_killed,
             termination_unproven: result.termination_unproven,
             output_complete: result.output_complete,
@@ -486,6 +532,9 @@ impl Report {
             activity_count: ActivityCount::default(),
             unavailable: Vec::new(),
             ladder: Ladder::default(),
+            containment: None,
+            memory_peak_bytes: None,
+            oom_kills: None,
             leftovers_killed: 0,
             termination_unproven: false,
             output_complete: true,

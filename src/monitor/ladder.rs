@@ -1,11 +1,15 @@
 //! The kill ladder: signals the child's process group step by step (SIGCONT after each polite
 //! step, SIGKILL at the end), reaches the escapees (descendants that left the group, orphans
-//! adopted in subreaper mode) by pid, signals the leader by pid when it has left its group,
-//! and tells when the whole tree is gone. It acts through a small [`ProcessLayer`], so its
+//! adopted in subreaper mode) by pidfd, signals the leader by pidfd when it has left its group,
+//! and tells when the whole tree is gone. With a cgroup of the session's own, the tree is the
+//! cgroup's members instead: the polite steps go to each member, SIGKILL is `cgroup.kill`, and
+//! the tree is gone when the cgroup is no longer populated. It acts through a small [`ProcessLayer`], so its
 //! rules are unit-tested with a fake one. Also the leader's bookkeeping (reaping it) and the
 //! subreaper's orphans (attributed by the rules of `process::orphans`).
 
+use std::collections::HashMap;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,8 +29,19 @@ use crate::sources::children::{DescendantObserver, Identity};
 pub(crate) trait ProcessLayer {
     /// Sends `signal` to every member of process group `pgid`.
     fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()>;
-    /// Sends `signal` to one process.
+    /// Sends `signal` to the leader (by its pidfd where there is one).
     fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()>;
+    /// Sends `signal` to the remembered descendant `identity` if it is still that process
+    /// (through a pidfd opened and checked against the identity: a reused pid is never hit).
+    fn signal_escapee(&mut self, identity: Identity, signal: i32) -> io::Result<()>;
+    /// Whether the session has a cgroup of its own: then the tree is its members.
+    fn has_cgroup(&self) -> bool;
+    /// Sends `signal` to every member of the session's cgroup.
+    fn signal_cgroup(&mut self, signal: i32) -> io::Result<()>;
+    /// SIGKILLs every member of the session's cgroup at once (`cgroup.kill`).
+    fn kill_cgroup(&mut self) -> io::Result<()>;
+    /// Whether the session's cgroup still has a live member; `None` when it cannot be read.
+    fn cgroup_populated(&mut self) -> Option<bool>;
     /// Live (not zombie) members of process group `pgid` other than `except`; `None` where
     /// the platform cannot enumerate them.
     fn group_members(&mut self, pgid: i32, except: i32) -> Option<Vec<i32>>;
@@ -68,6 +83,17 @@ fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: i32) -> io::Result<(
     ops.signal_pid(pid, signal)
 }
 
+/// Sends `signal` to the remembered descendant `identity`, refusing pid <= 1 and ourselves.
+fn signal_identity(ops: &mut dyn ProcessLayer, identity: Identity, signal: i32) -> io::Result<()> {
+    if identity.pid <= 1 || identity.pid == ops.own_pid() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal pid {}", identity.pid),
+        ));
+    }
+    ops.signal_escapee(identity, signal)
+}
+
 /// Sends `signal` to the leader's process group `pgid` (the leader's pid) and, when the leader
 /// has left that group (it may join another group of its session, even stallwatch's own), to
 /// the leader by pid: never to the group it joined. `leader_running`: the leader has neither
@@ -105,6 +131,13 @@ pub(super) struct OsProcesses {
     tag: Option<Vec<u8>>,
     /// Subreaper mode: orphans of this session adopted by this process (reaped when they die).
     adopted: Vec<Identity>,
+    /// The session's cgroup, when it has one: then the tree is its members.
+    pub(super) cgroup: Option<Arc<process::cgroup::Cgroup>>,
+    /// The leader's pidfd, opened at the spawn (`None` on kernels without pidfds).
+    leader: Option<(i32, OwnedFd)>,
+    /// A pidfd per descendant signalled by pid, opened the first time and checked against its
+    /// identity then (`None`: the process was gone, or the kernel has no pidfds).
+    pidfds: HashMap<Identity, Option<OwnedFd>>,
 }
 
 impl OsProcesses {
@@ -114,7 +147,45 @@ impl OsProcesses {
             children,
             tag,
             adopted: Vec::new(),
+            cgroup: None,
+            leader: None,
+            pidfds: HashMap::new(),
         }
+    }
+
+    /// Holds the tree in `cgroup` and signals the leader `pid` through a pidfd (opened now: the
+    /// leader is this process's child, not reaped before the ladder is done, so its pid is its
+    /// own until then).
+    pub(super) fn hold(&mut self, pid: i32, cgroup: Option<Arc<process::cgroup::Cgroup>>) {
+        self.cgroup = cgroup;
+        match sys::pidfd_open(pid) {
+            Ok(fd) => self.leader = Some((pid, fd)),
+            Err(e) => log::debug!("session {}: no pidfd for pid {pid}: {e}", self.id),
+        }
+    }
+
+    /// A pidfd of `identity`, opened the first time it is asked for and kept only when the
+    /// process behind it has that identity (checked after the open: a pidfd names one
+    /// process, so if the start time still matches, it is that process). `Err(Unsupported)`
+    /// on kernels without pidfds.
+    fn pidfd(&mut self, identity: Identity) -> io::Result<Option<BorrowedFd<'_>>> {
+        if !self.pidfds.contains_key(&identity) {
+            let fd = match sys::pidfd_open(identity.pid) {
+                Ok(fd) => Some(fd),
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => return Err(e),
+                Err(_) => None, // gone
+            };
+            let checked = fd.filter(|_| {
+                self.children
+                    .as_mut()
+                    .is_some_and(|observer| observer.alive(identity))
+            });
+            self.pidfds.insert(identity, checked);
+        }
+        Ok(self
+            .pidfds
+            .get(&identity)
+            .and_then(|fd| fd.as_ref().map(AsFd::as_fd)))
     }
 
     /// Subreaper mode: finds this session's orphans among this process's children (by the
@@ -215,7 +286,46 @@ impl ProcessLayer for OsProcesses {
     }
 
     fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()> {
-        sys::kill_pid(pid, signal)
+        match &self.leader {
+            Some((leader, fd)) if *leader == pid => sys::pidfd_signal(fd.as_fd(), signal),
+            _ => sys::kill_pid(pid, signal),
+        }
+    }
+
+    fn signal_escapee(&mut self, identity: Identity, signal: i32) -> io::Result<()> {
+        match self.pidfd(identity) {
+            Ok(Some(fd)) => return sys::pidfd_signal(fd, signal),
+            Ok(None) => return Err(io::ErrorKind::NotFound.into()),
+            Err(_) => {}
+        }
+        // No pidfds: the identity is checked just before the signal.
+        if self.alive(identity) {
+            sys::kill_pid(identity.pid, signal)
+        } else {
+            Err(io::ErrorKind::NotFound.into())
+        }
+    }
+
+    fn has_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    fn signal_cgroup(&mut self, signal: i32) -> io::Result<()> {
+        match &self.cgroup {
+            Some(cgroup) => cgroup.signal(signal).map(|_| ()),
+            None => Err(io::ErrorKind::NotFound.into()),
+        }
+    }
+
+    fn kill_cgroup(&mut self) -> io::Result<()> {
+        match &self.cgroup {
+            Some(cgroup) => cgroup.kill(),
+            None => Err(io::ErrorKind::NotFound.into()),
+        }
+    }
+
+    fn cgroup_populated(&mut self) -> Option<bool> {
+        self.cgroup.as_ref()?.populated().ok()
     }
 
     fn group_members(&mut self, pgid: i32, except: i32) -> Option<Vec<i32>> {
@@ -364,7 +474,12 @@ impl Ladder {
         leader_exited: bool,
     ) {
         let now = self.clock.now();
-        self.escapees = ops.escapees(self.pgid);
+        // In a cgroup nothing escapes: its members are the tree.
+        self.escapees = if ops.has_cgroup() {
+            Vec::new()
+        } else {
+            ops.escapees(self.pgid)
+        };
         self.steps = Some(Steps {
             steps,
             next: 0,
@@ -395,7 +510,14 @@ impl Ladder {
 
     /// Whether the whole tree is gone: the leader has exited, no other group member lives, and
     /// no escapee the ladder signalled lives.
+    /// With a cgroup: the leader has exited and the cgroup is not populated (zombies are not
+    /// members), no scan of any process.
     fn tree_gone(&mut self, ops: &mut dyn ProcessLayer, leader_exited: bool) -> bool {
+        if ops.has_cgroup()
+            && let Some(populated) = ops.cgroup_populated()
+        {
+            return leader_exited && !populated;
+        }
         self.refresh_escapees(ops);
         if !leader_exited
             || !ops
@@ -418,6 +540,9 @@ impl Ladder {
     /// ladder started (a helper a TERM handler starts in a new session, a killed daemon's
     /// workers coming back to a subreaper) gets the latest signal too.
     fn refresh_escapees(&mut self, ops: &mut dyn ProcessLayer) {
+        if ops.has_cgroup() {
+            return; // every newcomer is a member, reached by the next step
+        }
         let now = self.clock.now();
         ops.sample(now);
         let known = self.escapees.clone();
@@ -431,9 +556,9 @@ impl Ladder {
         }
         if let Some(signal) = self.signals_sent.last().copied() {
             for e in &fresh {
-                let _ = signal_pid(ops, e.pid, signal.number());
+                let _ = signal_identity(ops, *e, signal.number());
                 if signal != Signal::KILL {
-                    let _ = signal_pid(ops, e.pid, sys::SIGCONT);
+                    let _ = signal_identity(ops, *e, sys::SIGCONT);
                 }
             }
         }
@@ -469,9 +594,12 @@ impl Ladder {
         }
         let ladder = self.steps.as_mut()?;
         // Nothing tells us when group members or escapees die, or when a descendant escapes
-        // during the grace: look again, backing off from 5 ms to 200 ms.
+        // during the grace: look again, backing off from 5 ms to 200 ms. A cgroup's look is one
+        // read of `cgroup.events` (about 10 µs), not a scan: every 5 ms.
         let poll = ladder.poll;
-        ladder.poll = (poll * 2).min(POLL_MAX);
+        if !ops.has_cgroup() {
+            ladder.poll = (poll * 2).min(POLL_MAX);
+        }
         Some(Wake {
             at: ladder.deadline,
             poll: Some(poll),
@@ -495,33 +623,10 @@ impl Ladder {
         } else {
             now + step.grace
         };
-        let (id, pgid, running) = (self.id, self.pgid, !leader_exited);
-        match signal_leader(ops, id, pgid, running, step.signal.number()) {
-            Ok(()) => log::debug!(
-                "session {}: sent {} to group {}",
-                self.id,
-                step.signal,
-                self.pgid
-            ),
-            Err(e) => log::debug!(
-                "session {}: {} to group {}: {e}",
-                self.id,
-                step.signal,
-                self.pgid
-            ),
-        }
-        for escapee in &self.escapees {
-            // Identity re-checked just before the signal: a reused pid is left alone.
-            if ops.alive(*escapee) {
-                let _ = signal_pid(ops, escapee.pid, step.signal.number());
-                if step.signal != Signal::KILL {
-                    let _ = signal_pid(ops, escapee.pid, sys::SIGCONT);
-                }
-            }
-        }
-        if step.signal != Signal::KILL {
-            // A stopped process cannot act on a polite signal until it is continued.
-            let _ = signal_leader(ops, id, pgid, running, sys::SIGCONT);
+        if ops.has_cgroup() {
+            self.send_to_cgroup(ops, step.signal);
+        } else {
+            self.send_to_group(ops, step.signal, leader_exited);
         }
         self.signals_sent.push(step.signal);
         self.emitter.lifecycle(Event::Signal {
@@ -530,6 +635,55 @@ impl Ladder {
         });
         if step.signal == Signal::KILL {
             self.escalated = true;
+        }
+    }
+
+    /// One step to the session's cgroup: a polite signal (and SIGCONT) to every member, or
+    /// `cgroup.kill`. Where the cgroup cannot be acted on, the group way.
+    fn send_to_cgroup(&mut self, ops: &mut dyn ProcessLayer, signal: Signal) {
+        let sent = if signal == Signal::KILL {
+            ops.kill_cgroup()
+        } else {
+            ops.signal_cgroup(signal.number())
+                .and_then(|()| ops.signal_cgroup(sys::SIGCONT))
+        };
+        match sent {
+            Ok(()) => log::debug!("session {}: sent {signal} to the cgroup", self.id),
+            Err(e) => {
+                log::warn!("session {}: {signal} to the cgroup: {e}", self.id);
+                let _ = signal_group(ops, self.pgid, signal.number());
+            }
+        }
+    }
+
+    /// One step to the leader's group, the leader by pid while it runs outside it, and the
+    /// escapees.
+    fn send_to_group(&mut self, ops: &mut dyn ProcessLayer, signal: Signal, leader_exited: bool) {
+        let (id, pgid, running) = (self.id, self.pgid, !leader_exited);
+        match signal_leader(ops, id, pgid, running, signal.number()) {
+            Ok(()) => log::debug!(
+                "session {}: sent {} to group {}",
+                self.id,
+                signal,
+                self.pgid
+            ),
+            Err(e) => log::debug!(
+                "session {}: {} to group {}: {e}",
+                self.id,
+                signal,
+                self.pgid
+            ),
+        }
+        for escapee in &self.escapees {
+            // Through a pidfd checked against the identity: a reused pid is left alone.
+            let _ = signal_identity(ops, *escapee, signal.number());
+            if signal != Signal::KILL {
+                let _ = signal_identity(ops, *escapee, sys::SIGCONT);
+            }
+        }
+        if signal != Signal::KILL {
+            // A stopped process cannot act on a polite signal until it is continued.
+            let _ = signal_leader(ops, id, pgid, running, sys::SIGCONT);
         }
     }
 }
@@ -556,6 +710,18 @@ mod tests {
     enum Sent {
         Group(i32, i32),
         Pid(i32, i32),
+        /// A signal to every member of the cgroup.
+        Cgroup(i32),
+        /// `cgroup.kill`.
+        CgroupKill,
+    }
+
+    /// The session's cgroup, as the fake has it.
+    #[derive(Default)]
+    struct FakeCgroup {
+        populated: bool,
+        /// It cannot be read or written (removed under our feet, say).
+        broken: bool,
     }
 
     /// A scripted process table: the leader's group members, the escapees it reports, the
@@ -571,6 +737,8 @@ mod tests {
         joined: Option<i32>,
         sent: Vec<Sent>,
         samples: usize,
+        /// The session's cgroup, when it has one.
+        cgroup: Option<FakeCgroup>,
     }
 
     impl Fake {
@@ -592,6 +760,41 @@ mod tests {
         fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()> {
             self.sent.push(Sent::Pid(pid, signal));
             Ok(())
+        }
+
+        fn signal_escapee(&mut self, identity: Identity, signal: i32) -> io::Result<()> {
+            if !self.lives(identity) {
+                return Err(io::ErrorKind::NotFound.into());
+            }
+            self.sent.push(Sent::Pid(identity.pid, signal));
+            Ok(())
+        }
+
+        fn has_cgroup(&self) -> bool {
+            self.cgroup.is_some()
+        }
+
+        fn signal_cgroup(&mut self, signal: i32) -> io::Result<()> {
+            let cgroup = self.cgroup.as_mut().ok_or(io::ErrorKind::NotFound)?;
+            if cgroup.broken {
+                return Err(io::ErrorKind::PermissionDenied.into());
+            }
+            self.sent.push(Sent::Cgroup(signal));
+            Ok(())
+        }
+
+        fn kill_cgroup(&mut self) -> io::Result<()> {
+            let cgroup = self.cgroup.as_mut().ok_or(io::ErrorKind::NotFound)?;
+            if cgroup.broken {
+                return Err(io::ErrorKind::PermissionDenied.into());
+            }
+            self.sent.push(Sent::CgroupKill);
+            Ok(())
+        }
+
+        fn cgroup_populated(&mut self) -> Option<bool> {
+            let cgroup = self.cgroup.as_ref()?;
+            (!cgroup.broken).then_some(cgroup.populated)
         }
 
         fn group_members(&mut self, _pgid: i32, except: i32) -> Option<Vec<i32>> {
@@ -1054,5 +1257,99 @@ mod tests {
         ladder.start(&mut fake, vec![step(Signal::TERM, 1000)], Some(due), false);
         assert_eq!(ladder.kill_latency, Some(Duration::from_millis(30)));
         assert_eq!(ladder.started, Some(due + Duration::from_millis(30)));
+    }
+
+    fn in_cgroup(populated: bool) -> Fake {
+        Fake {
+            cgroup: Some(FakeCgroup {
+                populated,
+                broken: false,
+            }),
+            ..Fake::default()
+        }
+    }
+
+    #[test]
+    fn in_a_cgroup_polite_steps_reach_every_member_and_the_kill_is_cgroup_kill() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, events) = ladder_for(LEADER, &clock);
+        let mut fake = in_cgroup(true);
+        // An escapee the observer knows of is a member like any other: no signal by pid.
+        fake.escapees.push(escapee(500));
+        ladder.start(
+            &mut fake,
+            vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
+            None,
+            false,
+        );
+        assert_eq!(fake.take_sent(), [Sent::Cgroup(TERM), Sent::Cgroup(CONT)]);
+        assert!(ladder.escapees.is_empty());
+        ladder
+            .step(&mut fake, t0 + Duration::from_secs(2), false)
+            .expect("still populated");
+        assert_eq!(fake.take_sent(), [Sent::CgroupKill]);
+        assert!(ladder.escalated);
+        assert_eq!(
+            signal_events(&events),
+            [(Signal::TERM, 0), (Signal::KILL, 1)]
+        );
+    }
+
+    #[test]
+    fn in_a_cgroup_the_tree_is_gone_when_it_is_no_longer_populated() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = in_cgroup(true);
+        // Group members and escapees the fake reports are not looked at: the cgroup decides.
+        fake.members = vec![4243];
+        fake.escapees.push(escapee(500));
+        ladder.start(&mut fake, vec![step(Signal::TERM, 5000)], None, false);
+        let samples = fake.samples;
+        let t1 = t0 + Duration::from_millis(30);
+        assert!(
+            ladder.step(&mut fake, t1, true).is_some(),
+            "still populated"
+        );
+        fake.cgroup.as_mut().expect("a cgroup").populated = false;
+        // The leader has not been seen exiting yet: not gone.
+        assert!(ladder.step(&mut fake, t1, false).is_some());
+        assert!(ladder.step(&mut fake, t1, true).is_none());
+        assert_eq!(ladder.time, Some(Duration::from_millis(30)));
+        assert_eq!(fake.samples, samples, "no look at the process table");
+    }
+
+    #[test]
+    fn a_cgroup_that_cannot_be_used_falls_back_to_the_group() {
+        let clock = MockClock::new();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = Fake {
+            cgroup: Some(FakeCgroup {
+                populated: true,
+                broken: true,
+            }),
+            members: vec![4243],
+            ..Fake::default()
+        };
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
+        assert_eq!(fake.take_sent(), [Sent::Group(LEADER, KILL)]);
+        // The tree is judged the group way: a member lives.
+        assert!(ladder.step(&mut fake, clock.now(), true).is_some());
+        fake.members.clear();
+        assert!(ladder.step(&mut fake, clock.now(), true).is_none());
+    }
+
+    #[test]
+    fn in_a_cgroup_the_ladder_looks_every_5_ms() {
+        let clock = MockClock::new();
+        let t0 = clock.now();
+        let (mut ladder, _events) = ladder_for(LEADER, &clock);
+        let mut fake = in_cgroup(true);
+        ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, true);
+        let polls: Vec<Option<Duration>> = (0..4)
+            .map(|_| ladder.step(&mut fake, t0, true).expect("populated").poll)
+            .collect();
+        assert_eq!(polls, [Some(POLL_MIN); 4]);
     }
 }

@@ -21,12 +21,13 @@ use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
 use crate::capture::{HeadTail, Recorder};
 use crate::clock::Clock;
 use crate::completion::FileWatch;
-use crate::config::MonitorConfig;
+use crate::config::{ContainmentMode, MonitorConfig};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
-use crate::outcome::CompletionSeen;
+use crate::outcome::{CompletionSeen, Containment};
 use crate::own_files::OwnFiles;
+use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
 use crate::process::{self, sys};
 use crate::sources::children::DescendantObserver;
@@ -82,7 +83,20 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     // An unusable log folder is an error now, not lost output later.
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
-    let (mut pty, combined_pipe) = attach_stdio(&mut command, &config, stdin, pty_size)?;
+    // Made before the spawn, entered by the child before `exec`; dropping it (a failed spawn)
+    // removes it.
+    let (cgroup, containment) = hold_tree(&config, id)?;
+    let entry = match &cgroup {
+        Some(cgroup) => Some(cgroup.entry().map_err(|e| {
+            SpawnError::new(
+                SpawnErrorKind::Containment,
+                format_args!("cannot open the cgroup {}", cgroup.path().display()),
+                e,
+            )
+        })?),
+        None => None,
+    };
+    let (mut pty, combined_pipe) = attach_stdio(&mut command, &config, stdin, pty_size, entry)?;
     let tag = subreaper_tag(&mut command, &config, id);
     let (board, emitter) = new_board(&clock, &config);
 
@@ -100,7 +114,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
 
     let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut())?;
     let pid = child.id();
-    let guardian = start_guardian(&config, id, pid);
+    let guardian = start_guardian(&config, id, pid, cgroup.as_deref());
     log::debug!(
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()
@@ -128,6 +142,8 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         home,
         lines: LineSetup::new(&config)?,
         completion_files,
+        cgroup,
+        containment,
     };
 
     let started = start_threads(
@@ -151,6 +167,7 @@ fn attach_stdio(
     config: &MonitorConfig,
     stdin: Stdio,
     pty_size: Option<(u16, u16)>,
+    cgroup: Option<OwnedFd>,
 ) -> io::Result<(Option<Pty>, Option<std::io::PipeReader>)> {
     let mut pty = None;
     let mut combined_pipe = None;
@@ -159,14 +176,14 @@ fn attach_stdio(
         // so a new process group: its pgid is its pid, as in pipe mode).
         let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
         terminal
-            .prepare(command, config.parent_death_signal)
+            .prepare(command, config.parent_death_signal, cgroup)
             .map_err(terminal_error("prepare"))?;
         drop(stdin);
         pty = Some(terminal);
     } else {
         command.stdin(stdin);
         combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
-        sys::configure_command(command, config.parent_death_signal);
+        sys::configure_command(command, config.parent_death_signal, cgroup);
     }
     Ok((pty, combined_pipe))
 }
@@ -305,11 +322,48 @@ fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
     })
 }
 
+/// The session's cgroup as the configuration asks: `None` for the group (with why not a
+/// cgroup under `Auto`); an error of its own kind when a cgroup was required and cannot be had.
+fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<(Option<Arc<Cgroup>>, Containment)> {
+    let group = |why_not_cgroup| Containment::Group { why_not_cgroup };
+    match config.containment {
+        ContainmentMode::Group => Ok((None, group(None))),
+        mode => match Cgroup::create(id) {
+            Ok(cgroup) => {
+                let path = cgroup.path().to_owned();
+                log::debug!(
+                    "session {id}: holding the tree in the cgroup {}",
+                    path.display()
+                );
+                Ok((Some(Arc::new(cgroup)), Containment::Cgroup { path }))
+            }
+            Err(why) if mode == ContainmentMode::Cgroup => Err(SpawnError::new(
+                SpawnErrorKind::Containment,
+                "--containment cgroup: no cgroup can be made for the session (run as root, or \
+                 in a delegated cgroup: systemd-run --user --scope -p Delegate=yes …; or use \
+                 --containment auto)",
+                io::Error::new(io::ErrorKind::PermissionDenied, why),
+            )
+            .into()),
+            Err(why) => {
+                log::debug!("session {id}: no cgroup ({why}); holding the process group");
+                Ok((None, group(Some(why))))
+            }
+        },
+    }
+}
+
 /// With the parent-death signal asked for, the grandchildren should die with this process
-/// too: a guardian outside it SIGKILLs the group if this process vanishes.
-fn start_guardian(config: &MonitorConfig, id: u64, pid: u32) -> Option<process::Guardian> {
+/// too: a guardian outside it SIGKILLs the group (and the cgroup's members, and removes the
+/// cgroup) if this process vanishes.
+fn start_guardian(
+    config: &MonitorConfig,
+    id: u64,
+    pid: u32,
+    cgroup: Option<&Cgroup>,
+) -> Option<process::Guardian> {
     if cfg!(target_os = "linux") && config.parent_death_signal {
-        process::Guardian::start(pid)
+        process::Guardian::start(pid, cgroup.map(Cgroup::path))
             .inspect_err(|e| log::warn!("session {id}: no guardian for group {pid}: {e}"))
             .ok()
     } else {
@@ -410,6 +464,10 @@ struct Streams {
     lines: Option<LineSetup>,
     /// The completion files, as they were before the spawn.
     completion_files: Option<FileWatch>,
+    /// The session's cgroup, when it has one.
+    cgroup: Option<Arc<Cgroup>>,
+    /// How the tree is held, for the result.
+    containment: Containment,
 }
 
 /// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
@@ -470,7 +528,9 @@ fn start_threads(
         &pumps,
     )?;
 
-    let children = start_observer(pid, &config, &*clock, &board);
+    let children = start_observer(pid, &config, &*clock, &board, streams.cgroup.as_ref());
+    let mut processes = OsProcesses::new(id, children, streams.tag.take());
+    processes.hold(pid, streams.cgroup.take());
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
     let monitor = Monitor {
@@ -493,7 +553,9 @@ fn start_threads(
         emitter: streams.emitter.clone(),
         tap: Tap::new(slots),
         leader: Leader::new(),
-        processes: OsProcesses::new(id, children, streams.tag),
+        processes,
+        containment: streams.containment,
+        memory: (None, None),
         guardian: streams.guardian,
         files,
         unwatched: Vec::new(),
@@ -616,8 +678,19 @@ fn start_observer(
     config: &MonitorConfig,
     clock: &dyn Clock,
     board: &ActivityBoard,
+    cgroup: Option<&Arc<Cgroup>>,
 ) -> Option<DescendantObserver> {
     let mut observer = DescendantObserver::new(pid as u32, &config.children);
+    if let Some(cgroup) = cgroup {
+        // The tree's CPU in one read of `cpu.stat` (escapees and reaped children included),
+        // its size from `cgroup.procs`.
+        let cgroup = cgroup.clone();
+        observer.use_cgroup(Box::new(move || {
+            let cpu = cgroup.cpu_usage().ok()?;
+            let members = cgroup.members().ok()?.len();
+            Some((cpu, members))
+        }));
+    }
     observer.sample(clock.now()); // the baseline
     board.set_enabled(ActivitySource::Children, config.enabled.children);
     Some(observer)
@@ -776,6 +849,7 @@ fn start_monitor(
         shared,
         done: Some(done_tx),
         pid,
+        containment: monitor.containment.clone(),
     };
     thread::Builder::new()
         .name(format!("stallwatch-mon-{id}"))

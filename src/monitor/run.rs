@@ -18,7 +18,8 @@ use crate::config::{KillStep, LeftoverPolicy, MonitorConfig};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::events::{Emitter, Event};
 use crate::outcome::{
-    CompletionSeen, DescendantSummary, HumanDuration, MonitorResult, Outcome, StaleReport,
+    CompletionSeen, Containment, DescendantSummary, HumanDuration, MonitorResult, Outcome,
+    StaleReport,
 };
 use crate::process::{self, sys};
 use crate::signal::Signal;
@@ -31,6 +32,9 @@ pub(super) struct DoneGuard {
     pub(super) shared: Arc<Shared>,
     pub(super) done: Option<Sender<()>>,
     pub(super) pid: i32,
+    /// How the tree is held (the cgroup itself, dropped with the monitor, kills what is left
+    /// in it and is removed).
+    pub(super) containment: Containment,
 }
 
 impl DoneGuard {
@@ -70,6 +74,9 @@ impl Drop for DoneGuard {
                 home: self.shared.home.clone(),
                 unwatched: Vec::new(),
                 completion: None,
+                containment: self.containment.clone(),
+                memory_peak: None,
+                oom_kills: None,
             });
         }
     }
@@ -168,6 +175,10 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
+    /// How the tree is held, for the result.
+    pub(super) containment: Containment,
+    /// The memory peak and OOM kills of the session's cgroup, read before it is removed.
+    pub(super) memory: (Option<u64>, Option<u64>),
     /// Stamps the board from its own thread; stopped when the monitor ends.
     /// The file tracker while the program runs; let go of when the drain starts.
     pub(super) files: Option<FileActivityTracker>,
@@ -232,6 +243,7 @@ impl Monitor {
         let now = self.clock.now();
         self.tap.flush_output(now, true, &self.emitter);
         self.shared.stdin.lock().take(); // nobody reads it any more
+        self.let_go_of_cgroup();
         if let Some(guardian) = self.guardian.take() {
             guardian.release();
         }
@@ -557,14 +569,22 @@ impl Monitor {
     fn after_leader_exit(&mut self, now: Instant) {
         if self.config.leftovers == LeftoverPolicy::KillLadder {
             self.processes.sample(now); // who is left, now that the leader is gone
-            let members = if self.processes.leader_alone(self.pid) {
+            let members = if let Some(cgroup) = &self.processes.cgroup {
+                // Every process of the tree, escapees included (the leader is a zombie now,
+                // no member).
+                cgroup.members().unwrap_or_default()
+            } else if self.processes.leader_alone(self.pid) {
                 Vec::new() // no scan of every process needed
             } else {
                 self.processes
                     .group_members(self.pid, self.pid)
                     .unwrap_or_default()
             };
-            let escapees = self.processes.escapees(self.pid).len();
+            let escapees = if self.processes.cgroup.is_some() {
+                0 // members already
+            } else {
+                self.processes.escapees(self.pid).len()
+            };
             let leftovers = members.len() + escapees;
             if leftovers > 0 {
                 log::info!(
@@ -699,6 +719,29 @@ impl Monitor {
         self.leader.reap(self.id, self.pid);
     }
 
+    /// The run is over: reads the cgroup's memory figures and removes it. Leftovers the
+    /// caller keeps ([`LeftoverPolicy::Keep`]) move to this process's own cgroup first;
+    /// anything else still in it (an unproven termination) is killed by the removal.
+    fn let_go_of_cgroup(&mut self) {
+        let Some(cgroup) = self.processes.cgroup.take() else {
+            return;
+        };
+        self.memory = cgroup.memory();
+        if self.config.leftovers == LeftoverPolicy::Keep
+            && cgroup.populated().unwrap_or(false)
+            && let Err(e) = cgroup.release_members()
+        {
+            log::warn!("session {}: cannot hand over the leftovers: {e}", self.id);
+        }
+        if let Err(e) = cgroup.remove() {
+            log::error!(
+                "session {}: cannot remove the cgroup {}: {e}",
+                self.id,
+                cgroup.path().display()
+            );
+        }
+    }
+
     fn outcome(&self) -> Outcome {
         match self.reason.clone() {
             Some(Reason::Outcome(outcome)) => outcome,
@@ -731,6 +774,9 @@ impl Monitor {
                 None => self.unwatched.clone(),
             },
             completion: self.rules.completion.clone(),
+            containment: self.containment.clone(),
+            memory_peak: self.memory.0,
+            oom_kills: self.memory.1,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Spawning in a new process group, and signalling the tree. Raw OS calls live in [`sys`].
 
+pub(crate) mod cgroup;
 pub(crate) mod orphans;
 pub(crate) mod pty;
 pub(crate) mod sys;
@@ -70,7 +71,9 @@ pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::E
 
 /// A watchman for the process group of a session, outside this process: if the supervising
 /// process dies without ending the session (a crash, SIGKILL), the guardian SIGKILLs the whole
-/// group, grandchildren included. (The parent-death signal only reaches the direct child.)
+/// group, grandchildren included (the parent-death signal only reaches the direct child), and,
+/// when the session has a cgroup, every member of the cgroup (`cgroup.kill`; frozen and killed
+/// one by one before kernel 5.14), then removes the cgroup.
 ///
 /// It is a fork of this process that runs no program (`sys::guardian`), in a process group of
 /// its own, waiting on a socket whose other end only this process holds: `done` when the
@@ -83,21 +86,22 @@ pub(crate) struct Guardian {
 }
 
 impl Guardian {
-    /// Starts the guardian of process group `pgid`.
-    pub(crate) fn start(pgid: u32) -> io::Result<Guardian> {
+    /// Starts the guardian of process group `pgid` and, when there is one, of `cgroup` (its
+    /// directory).
+    pub(crate) fn start(pgid: u32, cgroup: Option<&std::path::Path>) -> io::Result<Guardian> {
         #[cfg(target_os = "linux")]
         {
             let pgid = i32::try_from(pgid).map_err(|_| io::ErrorKind::InvalidInput)?;
             // Our own child, not an orphan to attribute to a session.
             let gate = orphans::spawn_gate();
-            let inner = sys::guardian::fork(pgid, None)?;
+            let inner = sys::guardian::fork(pgid, cgroup)?;
             orphans::spawned(inner.pid);
             drop(gate);
             Ok(Guardian { inner })
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = pgid;
+            let _ = (pgid, cgroup);
             Err(io::ErrorKind::Unsupported.into())
         }
     }

@@ -100,6 +100,7 @@ impl Pty {
         &self,
         command: &mut Command,
         parent_death_signal: bool,
+        cgroup: Option<std::os::fd::OwnedFd>,
     ) -> io::Result<()> {
         let slave = self.slave.as_ref().ok_or_else(|| {
             io::Error::new(
@@ -111,7 +112,7 @@ impl Pty {
             .stdin(Stdio::from(slave.try_clone()?))
             .stdout(Stdio::from(slave.try_clone()?))
             .stderr(Stdio::from(slave.try_clone()?));
-        sys::configure_terminal_command(command, parent_death_signal);
+        sys::configure_terminal_command(command, parent_death_signal, cgroup);
         Ok(())
     }
 
@@ -133,7 +134,7 @@ impl Pty {
         command: &mut Command,
         parent_death_signal: bool,
     ) -> io::Result<Child> {
-        self.prepare(command, parent_death_signal)?;
+        self.prepare(command, parent_death_signal, None)?;
         let child = command.spawn();
         self.spawned(command);
         child

@@ -242,7 +242,7 @@ struct Known {
 }
 
 /// A process that can be signalled safely: its pid and the start time it must still have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Identity {
     pub(crate) pid: i32,
     pub(crate) start_time: u64,
@@ -286,7 +286,17 @@ pub struct DescendantObserver {
     last: ChildrenSample,
     /// Recent samples (their instant and CPU delta), spanning at least the minimum window.
     window: std::collections::VecDeque<(Instant, Duration)>,
+    /// The session's cgroup, when the tree is one: its CPU in all and its live members.
+    cgroup: Option<CgroupReader>,
+    /// With a cgroup: the root's own CPU at the last look (it stays once the root is reaped).
+    root_cpu: Duration,
+    /// With a cgroup: the CPU that counts (the root's own only when asked), at the last look.
+    cgroup_counted: Duration,
 }
+
+/// Reads a cgroup's CPU in all (`usage_usec` of `cpu.stat`) and its number of live members;
+/// `None` when it cannot be read (then the walk of `/proc` takes over for that sample).
+pub(crate) type CgroupReader = Box<dyn FnMut() -> Option<(Duration, usize)> + Send>;
 
 impl fmt::Debug for DescendantObserver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -327,7 +337,53 @@ impl DescendantObserver {
             last_at: None,
             last: ChildrenSample::default(),
             window: std::collections::VecDeque::new(),
+            cgroup: None,
+            root_cpu: Duration::ZERO,
+            cgroup_counted: Duration::ZERO,
         }
+    }
+
+    /// Samples the tree's CPU from its cgroup instead of walking `/proc`: exact, escapees and
+    /// reaped children included, one read per sample (plus the root's own CPU, which does not
+    /// count unless asked).
+    pub(crate) fn use_cgroup(&mut self, reader: CgroupReader) {
+        self.cgroup = Some(reader);
+    }
+
+    /// One sample from the cgroup: `usage` its CPU in all, `members` its live processes.
+    fn sample_cgroup(
+        &mut self,
+        now: Instant,
+        elapsed: Duration,
+        first: bool,
+        (usage, members): (Duration, usize),
+    ) -> ChildrenSample {
+        let root = self.source.process(self.root);
+        if let Some(root) = root {
+            self.root_cpu = self.root_cpu.max(root.cpu);
+        }
+        let root_alive = root.is_some_and(|r| !r.dead);
+        let descendant_cpu = usage.saturating_sub(self.root_cpu);
+        let counted = if self.include_root {
+            usage
+        } else {
+            descendant_cpu
+        };
+        let delta = if first {
+            Duration::ZERO
+        } else {
+            counted.saturating_sub(self.cgroup_counted)
+        };
+        self.cgroup_counted = self.cgroup_counted.max(counted);
+        let active = !first && self.judge(now, elapsed, delta);
+        self.last = ChildrenSample {
+            active,
+            descendants: members.saturating_sub(usize::from(root_alive)),
+            cpu_delta: delta,
+            descendant_cpu,
+            escapees: 0, // nothing escapes a cgroup
+        };
+        self.last
     }
 
     /// The latest sample.
@@ -343,6 +399,9 @@ impl DescendantObserver {
             .last_at
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         self.last_at = Some(now);
+        if let Some(reading) = self.cgroup.as_mut().and_then(|read| read()) {
+            return self.sample_cgroup(now, elapsed, first, reading);
+        }
 
         let tree = self.source.tree(self.root);
         let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
@@ -828,5 +887,64 @@ mod tests {
             let _ = crate::process::sys::kill_pid(pid, crate::process::sys::SIGKILL);
         }
         let _ = child.wait();
+    }
+
+    /// A scripted cgroup: its CPU in all (ms) and its live members; `None`: unreadable.
+    fn scripted_cgroup(obs: &mut DescendantObserver) -> Arc<Mutex<Option<(u64, usize)>>> {
+        let script = Arc::new(Mutex::new(None::<(u64, usize)>));
+        let reader = script.clone();
+        obs.use_cgroup(Box::new(move || {
+            reader
+                .lock()
+                .map(|(ms, members)| (Duration::from_millis(ms), members))
+        }));
+        script
+    }
+
+    #[test]
+    fn with_a_cgroup_the_tree_cpu_is_its_usage_without_the_root_and_no_walk() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let cgroup = scripted_cgroup(&mut obs);
+        let t0 = Instant::now();
+        // The root alone in the table: an escapee (setsid, re-parented) is not in its tree,
+        // and the reaped children are nowhere; the cgroup's usage has them all.
+        table.set(&[p(100, 1, 1, 50, 0)]);
+        *cgroup.lock() = Some((50, 3));
+        let s = obs.sample(t0);
+        assert!(!s.active, "baseline");
+        assert_eq!(s.descendants, 2, "the members but the root");
+        assert_eq!(s.descendant_cpu, Duration::ZERO);
+        // The root spins (900 ms): it does not count.
+        table.set(&[p(100, 1, 1, 950, 0)]);
+        *cgroup.lock() = Some((950, 3));
+        assert!(!obs.sample(t0 + SEC).active, "the root's own CPU");
+        // An escapee works 600 ms.
+        *cgroup.lock() = Some((1550, 3));
+        let s = obs.sample(t0 + 2 * SEC);
+        assert!(s.active);
+        assert_eq!(s.cpu_delta, Duration::from_millis(600));
+        assert_eq!(s.descendant_cpu, Duration::from_millis(600));
+        assert_eq!(s.escapees, 0, "nothing escapes a cgroup");
+    }
+
+    #[test]
+    fn with_a_cgroup_the_root_counts_when_asked_and_the_walk_covers_an_unreadable_one() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        let cgroup = scripted_cgroup(&mut obs);
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        *cgroup.lock() = Some((0, 1));
+        obs.sample(t0);
+        table.set(&[p(100, 1, 1, 500, 0)]);
+        *cgroup.lock() = Some((500, 1));
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active, "the root's CPU, asked for");
+        assert_eq!(s.descendants, 0);
+        // The cgroup cannot be read: this sample walks the tree instead.
+        *cgroup.lock() = None;
+        table.set(&[p(100, 1, 1, 500, 0), p(200, 100, 2, 0, 0)]);
+        assert_eq!(obs.sample(t0 + 2 * SEC).descendants, 1);
     }
 }

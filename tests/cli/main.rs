@@ -5,6 +5,7 @@ mod support;
 
 mod command;
 mod completion;
+mod containment;
 mod events;
 mod options;
 mod passthrough;

@@ -11,11 +11,15 @@ use std::time::{Duration, Instant};
 use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
 use stallwatch::parts::DescendantObserver;
 use stallwatch::{
-    ActivitySource, ChildWatchConfig, LeftoverPolicy, MonitorConfig, Outcome, Session,
+    ActivitySource, ChildWatchConfig, ContainmentMode, LeftoverPolicy, MonitorConfig, Outcome,
+    Session,
 };
 
+/// The process-group backend: these are its rules (escapees seen, remembered and signalled by
+/// pid); the cgroup backend's are in `containment.rs`.
 fn config(idle: Duration) -> MonitorConfig {
     MonitorConfig::default()
+        .containment(ContainmentMode::Group)
         .idle_timeout(idle)
         .check_interval(Some(ms(100)))
         .kill_ladder(stallwatch::KillLadder::polite(

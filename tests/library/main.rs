@@ -9,6 +9,7 @@ mod activity_keeps_alive;
 mod capture_events;
 mod children_signal;
 mod completion;
+mod containment;
 mod drop_session;
 mod environment;
 mod exit_status;

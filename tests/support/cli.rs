@@ -16,7 +16,7 @@ use super::{GENEROUS, HANDSHAKE, MARKER_ENV, Marker, SharedBuf, poll_until};
 pub use super::{alive, ms};
 
 /// Every option variable stallwatch reads.
-pub const OPTION_VARS: [&str; 18] = [
+pub const OPTION_VARS: [&str; 19] = [
     "STALLWATCH_IDLE_TIMEOUT",
     "STALLWATCH_HARD_TIMEOUT",
     "STALLWATCH_GRACE",
@@ -28,6 +28,7 @@ pub const OPTION_VARS: [&str; 18] = [
     "STALLWATCH_NO_OUTPUT",
     "STALLWATCH_CHECK_INTERVAL",
     "STALLWATCH_KEEP_LEFTOVERS",
+    "STALLWATCH_CONTAINMENT",
     "STALLWATCH_REPORT",
     "STALLWATCH_EVENTS",
     "STALLWATCH_LOG_DIR",

@@ -3,8 +3,8 @@
 //! No other module of the library uses `rustix` (nor `libc` or `nix`); the command has its own
 //! door, `src/cli/sys.rs`.
 //! Every `unsafe` block of the crate is here, allowed one by one under the crate's
-//! `#![deny(unsafe_code)]`: the two `pre_exec` hooks (the parent-death signal of
-//! [`configure_command`], and the terminal's session and controlling tty of
+//! `#![deny(unsafe_code)]`: the two `pre_exec` hooks (the parent-death signal and the session's
+//! cgroup of [`configure_command`], and the terminal's session and controlling tty of
 //! [`configure_terminal_command`]), and the guardian's fork with the few libc calls of the
 //! forked child ([`guardian`], where rustix has no `fork` and no `_exit`).
 
@@ -128,6 +128,11 @@ pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
     .map_err(io::Error::from)
 }
 
+/// Whether this process may write to file `path` (`access(W_OK)` with the real user id).
+pub(crate) fn check_writable(path: &Path) -> io::Result<()> {
+    rustix::fs::access(path, rustix::fs::Access::WRITE_OK).map_err(io::Error::from)
+}
+
 /// Whether a raw OS error code says a system-wide or per-process limit was hit while adding a
 /// watch: `ENOSPC` (inotify's watch limit), `EMFILE` or `ENFILE` (open files).
 pub(crate) fn is_watch_limit_error(code: i32) -> bool {
@@ -226,10 +231,16 @@ pub(crate) fn pipe_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
 
 /// Makes `command` start as the leader of a new process group and, on Linux when asked, receive
 /// SIGKILL when the thread that spawned it (and so, with the long-lived spawner thread, the
-/// supervising process) dies.
-pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool) {
+/// supervising process) dies. With `cgroup` (the `cgroup.procs` file of the session's cgroup,
+/// open for writing), the child enters that cgroup before `exec`: the program's first
+/// instruction already runs inside it.
+pub(crate) fn configure_command(
+    command: &mut Command,
+    parent_death_signal: bool,
+    cgroup: Option<std::os::fd::OwnedFd>,
+) {
     command.process_group(0);
-    parent_death_hook(command, parent_death_signal);
+    exec_hook(command, parent_death_signal, cgroup);
 }
 
 /// Makes `command` start as the leader of a new *session* whose controlling terminal is its
@@ -239,7 +250,11 @@ pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool
 /// The parent-death signal is set up as there.
 ///
 /// Not combined with `process_group(0)`: a process that already leads a group cannot `setsid`.
-pub(crate) fn configure_terminal_command(command: &mut Command, parent_death_signal: bool) {
+pub(crate) fn configure_terminal_command(
+    command: &mut Command,
+    parent_death_signal: bool,
+    cgroup: Option<std::os::fd::OwnedFd>,
+) {
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
     // is allowed. It makes two raw system calls through rustix (setsid, and ioctl TIOCSCTTY on
     // fd 0 — a `BorrowedFd` of a constant, no allocation) and on failure builds an `io::Error`
@@ -253,21 +268,34 @@ pub(crate) fn configure_terminal_command(command: &mut Command, parent_death_sig
             Ok(())
         });
     }
-    parent_death_hook(command, parent_death_signal);
+    exec_hook(command, parent_death_signal, cgroup);
 }
 
-/// On Linux when asked, makes `command` receive SIGKILL when the thread that spawned it dies.
-fn parent_death_hook(command: &mut Command, parent_death_signal: bool) {
+/// On Linux, the child's last steps before `exec`: it enters the session's cgroup (writes `0`,
+/// "me", to the `cgroup.procs` file opened before the fork) and, when asked, gets SIGKILL when
+/// the thread that spawned it dies.
+fn exec_hook(
+    command: &mut Command,
+    parent_death_signal: bool,
+    cgroup: Option<std::os::fd::OwnedFd>,
+) {
     #[cfg(target_os = "linux")]
-    if parent_death_signal {
+    if parent_death_signal || cgroup.is_some() {
         let parent = rustix::process::getpid();
         // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
-        // work is allowed. It makes two raw system calls through rustix (prctl and getppid), and
-        // builds an `io::Error` from a raw OS code, which does not allocate. It touches no lock
-        // and no memory shared with other threads.
+        // work is allowed. It makes raw system calls through rustix (write to a descriptor
+        // opened before the fork, prctl and getppid), and builds an `io::Error` from a raw OS
+        // code, which does not allocate. It touches no lock and no memory shared with other
+        // threads.
         #[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both here (module docs)
         unsafe {
             command.pre_exec(move || {
+                if let Some(procs) = &cgroup {
+                    rustix::io::write(procs, b"0")?;
+                }
+                if !parent_death_signal {
+                    return Ok(());
+                }
                 rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;
                 // The parent may have died between fork and prctl; then the signal never comes.
                 if rustix::process::getppid() != Some(parent) {
@@ -280,7 +308,47 @@ fn parent_death_hook(command: &mut Command, parent_death_signal: bool) {
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (command, parent_death_signal);
+    let _ = (command, parent_death_signal, cgroup);
+}
+
+/// A pidfd of process `pid` (Linux `pidfd_open`): signals sent through it reach that process
+/// or nobody, never a later process that reuses the pid. `Unsupported` elsewhere and on
+/// kernels without pidfds (before 5.3).
+pub(crate) fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+    #[cfg(target_os = "linux")]
+    {
+        let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        match rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => Ok(fd),
+            Err(rustix::io::Errno::NOSYS) => Err(io::ErrorKind::Unsupported.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// Sends `signal` to the process of `pidfd` (Linux `pidfd_send_signal`); `ESRCH` once it has
+/// exited.
+pub(crate) fn pidfd_signal(pidfd: std::os::fd::BorrowedFd<'_>, signal: i32) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let sig = rsignal(signal).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        rustix::process::pidfd_send_signal(pidfd, sig).map_err(io::Error::from)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pidfd, signal);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// Whether `error` says a cgroup still has members or children (`EBUSY` on `rmdir`).
+pub(crate) fn is_busy(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error())
 }
 
 /// A new pseudo-terminal of `rows` x `cols`: (master, slave), both close-on-exec, the slave
@@ -712,6 +780,22 @@ mod tests {
         );
         child.kill().expect("our own sleep");
         child.wait().expect("reaped");
+    }
+
+    #[test]
+    fn a_pidfd_reaches_its_process_and_nobody_after_it_is_reaped() {
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = child.id() as i32;
+        let pidfd = pidfd_open(pid).expect("pidfds (Linux 5.3)");
+        pidfd_signal(pidfd.as_fd(), SIGCONT).expect("it lives");
+        pidfd_signal(pidfd.as_fd(), SIGKILL).expect("our own sleep");
+        child.wait().expect("reaped");
+        // Its pid may belong to another process from now on: the pidfd still names the dead one.
+        let gone = pidfd_signal(pidfd.as_fd(), SIGKILL).expect_err("gone");
+        assert_eq!(
+            gone.raw_os_error(),
+            Some(rustix::io::Errno::SRCH.raw_os_error())
+        );
     }
 
     #[test]

@@ -1,0 +1,480 @@
+//! A cgroup v2 per session: the tree the kernel holds.
+//!
+//! Where this process may create a child of its own cgroup (root, a systemd-delegated slice, a
+//! privileged container), each session gets one, named `stallwatch-<pid>-<session>`, and the
+//! child enters it before `exec` (`sys::configure_command` writes `0` to its `cgroup.procs`).
+//! From then on every descendant is born inside it, whatever it does with sessions, process
+//! groups, its environment or its parent: the cgroup's members *are* the tree.
+//!
+//! - polite signals reach every member (found in `cgroup.procs`, signalled through a pidfd
+//!   after its membership was checked, so a reused pid is never hit);
+//! - SIGKILL is `cgroup.kill` (kernel 5.14), atomic against forks; before it, the cgroup is
+//!   frozen and each member killed;
+//! - "the tree is gone" is `populated 0` in `cgroup.events` (zombies are not members);
+//! - the tree's CPU is `usage_usec` of `cpu.stat`, reaped children and escapees included;
+//! - the memory peak and OOM kills come from `memory.peak` and `memory.events` where the memory
+//!   controller is enabled for it;
+//! - the cgroup is removed when the session ends ([`Cgroup::remove`], or its `Drop` as the last
+//!   resort), by the guardian when this process is SIGKILLed.
+//!
+//! The files are the kernel's interface, read and written here; the system calls (pidfds,
+//! signals) are in `sys`.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::sys;
+
+/// Members never waited for longer than this to vanish after a `cgroup.kill` when the cgroup
+/// is removed (they die as soon as they are scheduled; a process in uninterruptible sleep may
+/// take longer, and then the cgroup is left to the guardian-less truth: an error in the log).
+const REMOVE_WAIT: Duration = Duration::from_secs(5);
+
+/// Never more levels of nested cgroups than this when listing members (a nested stallwatch
+/// makes one level per nesting).
+const MAX_DEPTH: usize = 16;
+
+/// One session's cgroup.
+#[derive(Debug)]
+pub(crate) struct Cgroup {
+    /// Its directory in the cgroup2 mount.
+    path: PathBuf,
+    /// The parent's directory: this process's own cgroup.
+    parent: PathBuf,
+    /// Its path as `/proc/<pid>/cgroup` shows it (`0::<rel>`), for the membership check.
+    rel: String,
+    /// Whether it was removed (or handed over): `Drop` has nothing left to do.
+    removed: AtomicBool,
+}
+
+/// This process's cgroup v2 directory, or why there is none.
+pub(crate) fn own_dir() -> Result<(PathBuf, String), String> {
+    if !cfg!(target_os = "linux") {
+        return Err("cgroups are a Linux feature".into());
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let (root, mount) = parse_mountinfo(&mountinfo).ok_or("no cgroup2 file system is mounted")?;
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let own = parse_own_cgroup(&own).ok_or("this process is in no cgroup v2")?;
+    let dir = dir_of(&mount, &root, &own).ok_or_else(|| {
+        format!(
+            "this process's cgroup {own} is outside the cgroup2 mount at {}",
+            mount.display()
+        )
+    })?;
+    Ok((dir, own))
+}
+
+/// The mount root and mount point of the first cgroup2 file system in `/proc/self/mountinfo`
+/// (a pure cgroup2 system at `/sys/fs/cgroup`, a hybrid one at `/sys/fs/cgroup/unified`…).
+pub(crate) fn parse_mountinfo(text: &str) -> Option<(String, PathBuf)> {
+    text.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        if after.split_ascii_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        let fields: Vec<&str> = before.split_ascii_whitespace().collect();
+        let root = unescape(fields.get(3)?);
+        let mount = unescape(fields.get(4)?);
+        Some((root, PathBuf::from(mount)))
+    })
+}
+
+/// `/proc` writes a space, tab, newline and backslash in a path as an octal escape (`\040`).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The cgroup v2 path in `/proc/<pid>/cgroup` (the `0::` line).
+pub(crate) fn parse_own_cgroup(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(|path| path.trim_end().to_owned())
+}
+
+/// The directory of cgroup `own` in a cgroup2 mount at `mount` whose root is `root`.
+fn dir_of(mount: &Path, root: &str, own: &str) -> Option<PathBuf> {
+    let rel = if root == "/" {
+        own
+    } else {
+        let rest = own.strip_prefix(root)?;
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            return None;
+        }
+        rest
+    };
+    Some(mount.join(rel.trim_start_matches('/')))
+}
+
+/// The value of `key` in a flat-keyed cgroup file (`cgroup.events`, `cpu.stat`,
+/// `memory.events`: one `key value` per line).
+pub(crate) fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+impl Cgroup {
+    /// Creates the cgroup of session `id` under this process's own cgroup, or says why it
+    /// cannot be (no cgroup2 mount, no right to create or to move a process there).
+    pub(crate) fn create(id: u64) -> Result<Cgroup, String> {
+        let (parent, own) = own_dir()?;
+        let name = format!("stallwatch-{}-{id}", std::process::id());
+        let path = parent.join(&name);
+        // Entering it means writing to it and to the common ancestor's `cgroup.procs`.
+        sys::check_writable(&parent.join("cgroup.procs")).map_err(|e| {
+            format!(
+                "cannot move processes out of this process's cgroup {}: {e}",
+                parent.display()
+            )
+        })?;
+        std::fs::create_dir(&path)
+            .map_err(|e| format!("cannot create a cgroup in {}: {e}", parent.display()))?;
+        let rel = format!("{}/{name}", own.trim_end_matches('/'));
+        let cgroup = Cgroup {
+            path,
+            parent,
+            rel,
+            removed: AtomicBool::new(false),
+        };
+        if let Err(e) = cgroup.entry() {
+            // Dropping it removes the empty directory.
+            return Err(format!(
+                "cannot write to {}: {e}",
+                cgroup.path.join("cgroup.procs").display()
+            ));
+        }
+        Ok(cgroup)
+    }
+
+    /// Its directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its `cgroup.procs`, open for writing (close-on-exec): the child writes `0` to it before
+    /// `exec` to enter.
+    pub(crate) fn entry(&self) -> io::Result<OwnedFd> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.path.join("cgroup.procs"))?;
+        Ok(file.into())
+    }
+
+    fn read(&self, name: &str) -> io::Result<String> {
+        let mut text = String::new();
+        std::fs::File::open(self.path.join(name))?.read_to_string(&mut text)?;
+        Ok(text)
+    }
+
+    fn write(path: &Path, value: &[u8]) -> io::Result<()> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .write_all(value)
+    }
+
+    /// Whether any process lives in it (or in a cgroup below it): `populated` of
+    /// `cgroup.events`. Zombies are not members.
+    pub(crate) fn populated(&self) -> io::Result<bool> {
+        let events = self.read("cgroup.events")?;
+        keyed(&events, "populated")
+            .map(|n| n != 0)
+            .ok_or_else(|| io::Error::other("cgroup.events without `populated`"))
+    }
+
+    /// The live members: its `cgroup.procs` and those of the cgroups below it.
+    pub(crate) fn members(&self) -> io::Result<Vec<i32>> {
+        let mut out = Vec::new();
+        collect_members(&self.path, 0, &mut out)?;
+        Ok(out)
+    }
+
+    /// CPU used by every process that ever ran in it, reaped or not (`usage_usec` of
+    /// `cpu.stat`).
+    pub(crate) fn cpu_usage(&self) -> io::Result<Duration> {
+        let stat = self.read("cpu.stat")?;
+        keyed(&stat, "usage_usec")
+            .map(Duration::from_micros)
+            .ok_or_else(|| io::Error::other("cpu.stat without `usage_usec`"))
+    }
+
+    /// The memory peak in bytes and the number of OOM kills, where the memory controller is
+    /// enabled for it (`memory.peak`, kernel 5.19; `oom_kill` of `memory.events`).
+    pub(crate) fn memory(&self) -> (Option<u64>, Option<u64>) {
+        let peak = self
+            .read("memory.peak")
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        let ooms = self
+            .read("memory.events")
+            .ok()
+            .and_then(|t| keyed(&t, "oom_kill"));
+        (peak, ooms)
+    }
+
+    /// Sends `signal` to every member, each through a pidfd opened before its membership is
+    /// checked (`/proc/<pid>/cgroup`): a pid reused by a stranger is never signalled. Returns
+    /// how many were signalled.
+    pub(crate) fn signal(&self, signal: i32) -> io::Result<usize> {
+        let mut sent = 0;
+        for pid in self.members()? {
+            if pid <= 1 || pid == std::process::id() as i32 {
+                continue;
+            }
+            if self.signal_member(pid, signal).is_ok() {
+                sent += 1;
+            }
+        }
+        Ok(sent)
+    }
+
+    fn signal_member(&self, pid: i32, signal: i32) -> io::Result<()> {
+        match sys::pidfd_open(pid) {
+            Ok(pidfd) => {
+                // The pidfd names one process; if it still is `pid` and a member, the signal
+                // reaches it; if it died meanwhile, the signal reaches nobody.
+                if !self.is_member(pid) {
+                    return Err(io::ErrorKind::NotFound.into());
+                }
+                sys::pidfd_signal(pidfd.as_fd(), signal)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                // Kernels before 5.3: checked just before, as the group backend does.
+                if !self.is_member(pid) {
+                    return Err(io::ErrorKind::NotFound.into());
+                }
+                sys::kill_pid(pid, signal)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether process `pid` is in this cgroup or one below it now.
+    fn is_member(&self, pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .ok()
+            .and_then(|text| parse_own_cgroup(&text))
+            .is_some_and(|own| {
+                own == self.rel
+                    || own
+                        .strip_prefix(&self.rel)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+    }
+
+    /// SIGKILLs every member at once: `cgroup.kill`, or (before kernel 5.14) freeze, SIGKILL
+    /// each member, thaw.
+    pub(crate) fn kill(&self) -> io::Result<()> {
+        match Self::write(&self.path.join("cgroup.kill"), b"1") {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            other => return other,
+        }
+        let freeze = self.path.join("cgroup.freeze");
+        let frozen = Self::write(&freeze, b"1").is_ok();
+        let killed = self.signal(sys::SIGKILL);
+        if frozen {
+            // A frozen process dies of SIGKILL all the same; thawed for good measure.
+            Self::write(&freeze, b"0")?;
+        }
+        killed.map(|_| ())
+    }
+
+    /// Moves every member back to the parent cgroup (this process's own): the leftovers a
+    /// caller asked to keep outlive the session's cgroup.
+    pub(crate) fn release_members(&self) -> io::Result<()> {
+        let procs = self.parent.join("cgroup.procs");
+        for pid in self.members()? {
+            if let Err(e) = Self::write(&procs, pid.to_string().as_bytes()) {
+                log::debug!("cannot move pid {pid} out of {}: {e}", self.path.display());
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the cgroup: kills what is left in it first, waits (bounded) for the members to
+    /// vanish, then `rmdir`. Idempotent.
+    pub(crate) fn remove(&self) -> io::Result<()> {
+        if self.removed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if self.populated().unwrap_or(false) {
+            self.kill()?;
+        }
+        let give_up = Instant::now() + REMOVE_WAIT;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match std::fs::remove_dir(&self.path) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) if sys::is_busy(&e) && Instant::now() < give_up => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.removed.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Drop for Cgroup {
+    /// The last resort (a failed spawn, a monitor that unwound): nothing of the session
+    /// outlives it, and no empty cgroup is left behind.
+    fn drop(&mut self) {
+        if let Err(e) = self.remove() {
+            log::error!("cannot remove the cgroup {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// Appends the pids of `cgroup.procs` in `dir` and in the cgroups below it.
+fn collect_members(dir: &Path, depth: usize, out: &mut Vec<i32>) -> io::Result<()> {
+    let text = std::fs::read_to_string(dir.join("cgroup.procs"))?;
+    out.extend(
+        text.split_ascii_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok()),
+    );
+    if depth >= MAX_DEPTH {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            // A cgroup removed meanwhile has no members to add.
+            let _ = collect_members(&entry.path(), depth + 1, out);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_hybrid_cgroup2_mount_among_v1_ones() {
+        let text = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+        assert_eq!(
+            parse_mountinfo(text),
+            Some(("/".to_owned(), PathBuf::from("/sys/fs/cgroup/unified")))
+        );
+    }
+
+    #[test]
+    fn a_pure_v2_mount_with_optional_fields_and_escapes() {
+        let text = "29 1 0:26 /sub /sys/fs/my\\040cgroup rw shared:4 master:1 - cgroup2 none rw\n";
+        assert_eq!(
+            parse_mountinfo(text),
+            Some(("/sub".to_owned(), PathBuf::from("/sys/fs/my cgroup")))
+        );
+        assert_eq!(parse_mountinfo("1 0 0:1 / / rw - ext4 /dev/sda rw\n"), None);
+    }
+
+    #[test]
+    fn the_own_cgroup_is_the_0_line() {
+        let text = "4:memory:/x\n0::/user.slice/session-2.scope\n";
+        assert_eq!(
+            parse_own_cgroup(text).as_deref(),
+            Some("/user.slice/session-2.scope")
+        );
+        assert_eq!(parse_own_cgroup("4:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn the_directory_is_the_own_path_under_the_mount_root() {
+        let mount = Path::new("/sys/fs/cgroup");
+        assert_eq!(
+            dir_of(mount, "/", "/"),
+            Some(PathBuf::from("/sys/fs/cgroup/"))
+        );
+        assert_eq!(
+            dir_of(mount, "/", "/a/b"),
+            Some(PathBuf::from("/sys/fs/cgroup/a/b"))
+        );
+        assert_eq!(
+            dir_of(mount, "/a", "/a/b"),
+            Some(PathBuf::from("/sys/fs/cgroup/b"))
+        );
+        assert_eq!(dir_of(mount, "/a", "/ab"), None);
+        assert_eq!(dir_of(mount, "/a", "/c"), None);
+    }
+
+    #[test]
+    fn reads_flat_keyed_files() {
+        let events = "populated 1\nfrozen 0\n";
+        assert_eq!(keyed(events, "populated"), Some(1));
+        assert_eq!(keyed(events, "frozen"), Some(0));
+        assert_eq!(keyed(events, "missing"), None);
+        let stat = "usage_usec 123456\nuser_usec 100000\nsystem_usec 23456\n";
+        assert_eq!(keyed(stat, "usage_usec"), Some(123_456));
+        assert_eq!(keyed(stat, "usage"), None);
+    }
+
+    /// A cgroup over a plain folder holding `files` (already "removed": its `Drop` leaves the
+    /// folder alone).
+    fn fake(dir: &Path, files: &[(&str, &str)]) -> Cgroup {
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).expect("a fake cgroup file");
+        }
+        Cgroup {
+            path: dir.to_owned(),
+            parent: dir.to_owned(),
+            rel: "/fake".to_owned(),
+            removed: AtomicBool::new(true),
+        }
+    }
+
+    #[test]
+    fn memory_figures_where_the_controller_is_on_none_elsewhere() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cgroup = fake(
+            dir.path(),
+            &[
+                ("memory.peak", "7340032\n"),
+                ("memory.events", "low 0\nhigh 0\nmax 3\noom 2\noom_kill 1\n"),
+                ("cpu.stat", "usage_usec 2500\nuser_usec 2000\n"),
+                ("cgroup.events", "populated 0\nfrozen 0\n"),
+            ],
+        );
+        assert_eq!(cgroup.memory(), (Some(7_340_032), Some(1)));
+        assert_eq!(
+            cgroup.cpu_usage().expect("cpu.stat"),
+            Duration::from_micros(2500)
+        );
+        assert!(!cgroup.populated().expect("cgroup.events"));
+        let bare = tempfile::tempdir().expect("a temporary directory");
+        let cgroup = fake(bare.path(), &[("cgroup.events", "frozen 0\n")]);
+        assert_eq!(cgroup.memory(), (None, None));
+        assert!(cgroup.populated().is_err(), "no `populated` line");
+        assert!(cgroup.cpu_usage().is_err(), "no cpu.stat");
+    }
+}

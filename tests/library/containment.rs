@@ -1,0 +1,163 @@
+//! The library's containment: the result says how the tree was held; as root every session has
+//! a cgroup of its own (20 at once in a registry: 20 cgroups), removed at the end, also when
+//! the session is dropped; `ContainmentMode::Group` keeps the process group. (200 sessions and
+//! a failed spawn leaving no cgroup and no descriptor: `tests/containment_loop`, a process of
+//! its own.)
+
+use crate::support as common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{HANDSHAKE, Marker, SharedBuf, assert_no_leak, poll_until, wait_generously};
+use stallwatch::{Containment, ContainmentMode, MonitorConfig, Registry, Session};
+
+fn root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn config() -> MonitorConfig {
+    MonitorConfig::default()
+        .idle_timeout(Duration::from_secs(60))
+        .watch_files(false)
+}
+
+/// The cgroup the result names (as root), or `None` after checking the group's reason.
+fn cgroup_of(containment: &Containment) -> Option<PathBuf> {
+    match containment {
+        Containment::Cgroup { path } => {
+            assert!(root(), "only root gets a cgroup here");
+            Some(path.clone())
+        }
+        Containment::Group { why_not_cgroup } => {
+            assert!(!root(), "root gets a cgroup");
+            assert!(why_not_cgroup.is_some(), "auto says why not");
+            None
+        }
+        other => panic!("unknown containment {other:?}"),
+    }
+}
+
+#[test]
+fn twenty_concurrent_sessions_of_a_registry_each_have_their_own_cgroup() {
+    let marker = Marker::new("contain_registry");
+    let registry = Registry::new();
+    let mut outs = Vec::new();
+    for _ in 0..20 {
+        let out = SharedBuf::new();
+        let builder = Session::builder(
+            marker.sh("sed -n 's/^0:://p' /proc/self/cgroup; echo ready; exec sleep 1000"),
+        )
+        .config(config())
+        .stdout(out.sink());
+        registry.spawn(builder).expect("sh can be spawned");
+        outs.push(out);
+    }
+    for out in &outs {
+        out.wait_for("ready\n");
+    }
+    // All 20 run at once, each in its own cgroup (or all in this process's, without root).
+    let seen: BTreeSet<String> = outs
+        .iter()
+        .map(|out| out.text().lines().next().unwrap_or_default().to_owned())
+        .collect();
+    let results = registry.shutdown_all();
+    assert_eq!(results.len(), 20);
+    let mut paths = BTreeSet::new();
+    for (_, result) in &results {
+        if let Some(path) = cgroup_of(&result.containment) {
+            assert!(!path.exists(), "{} was removed", path.display());
+            paths.insert(path);
+        }
+    }
+    if root() {
+        assert_eq!(seen.len(), 20, "{seen:#?}");
+        assert!(seen.iter().all(|s| s.contains("/stallwatch-")), "{seen:#?}");
+        assert_eq!(paths.len(), 20);
+    } else {
+        assert_eq!(seen.len(), 1, "{seen:#?}");
+    }
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn a_dropped_session_takes_its_escapee_and_its_cgroup_down() {
+    let marker = Marker::new("contain_drop");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let up = dir.path().join("up");
+    let out = SharedBuf::new();
+    let session = Session::builder(marker.sh(&format!(
+        "sed -n 's/^0:://p' /proc/self/cgroup; \
+         setsid -f sh -c 'touch \"$1\"; while :; do sleep 1; done' \"$0\" {} \
+         </dev/null >/dev/null 2>&1; echo ready; exec sleep 1000",
+        up.display()
+    )))
+    .config(config())
+    .stdout(out.sink())
+    .spawn()
+    .expect("sh can be spawned");
+    out.wait_for("ready\n");
+    assert!(poll_until(HANDSHAKE, || up.exists()), "the escapee is up");
+    let rel = out.text().lines().next().unwrap_or_default().to_owned();
+    let held_in_cgroup = rel.contains("/stallwatch-");
+    assert_eq!(held_in_cgroup, root(), "{rel}");
+    drop(session);
+    if held_in_cgroup {
+        // The escapee left the process group: only the cgroup reaches it.
+        assert_no_leak(&marker);
+        let name = rel.rsplit('/').next().expect("a name").to_owned();
+        let gone = poll_until(common::GENEROUS, || !own_cgroup_children().contains(&name));
+        assert!(gone, "{name} was removed");
+    }
+}
+
+/// The names of the cgroups below this process's own.
+fn own_cgroup_children() -> Vec<String> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").expect("own cgroup");
+    let rel = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a v2 line")
+        .trim_start_matches('/')
+        .to_owned();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mount = mountinfo
+        .lines()
+        .find_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let mount = PathBuf::from(before.split_whitespace().nth(4)?);
+            (after.split_whitespace().next()? == "cgroup2").then_some(mount)
+        })
+        .expect("a cgroup2 mount");
+    std::fs::read_dir(mount.join(rel))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn containment_group_keeps_the_process_group_and_says_it_was_asked() {
+    let marker = Marker::new("contain_group");
+    let out = SharedBuf::new();
+    let session = Session::builder(marker.sh("sed -n 's/^0:://p' /proc/self/cgroup"))
+        .config(config().containment(ContainmentMode::Group))
+        .stdout(out.sink())
+        .spawn()
+        .expect("sh can be spawned");
+    let result = wait_generously(&session);
+    assert_eq!(
+        result.containment,
+        Containment::Group {
+            why_not_cgroup: None
+        }
+    );
+    assert!(!out.text().contains("stallwatch-"), "{}", out.text());
+    assert_eq!(result.memory_peak, None);
+    assert_no_leak(&marker);
+}
