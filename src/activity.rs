@@ -23,15 +23,19 @@ pub enum ActivitySource {
     Children,
     /// An explicit keepalive from the caller. Always enabled.
     Keepalive,
+    /// Bytes received or sent on the TCP sockets of the child's tree (Linux socket
+    /// diagnostics), above a small floor: an open but silent connection is no activity.
+    Network,
 }
 
 impl ActivitySource {
     /// Every source, in board order.
-    pub const ALL: [ActivitySource; 4] = [
+    pub const ALL: [ActivitySource; 5] = [
         ActivitySource::Output,
         ActivitySource::Files,
         ActivitySource::Children,
         ActivitySource::Keepalive,
+        ActivitySource::Network,
     ];
 
     pub(crate) fn index(self) -> usize {
@@ -40,6 +44,7 @@ impl ActivitySource {
             ActivitySource::Files => 1,
             ActivitySource::Children => 2,
             ActivitySource::Keepalive => 3,
+            ActivitySource::Network => 4,
         }
     }
 
@@ -50,6 +55,7 @@ impl ActivitySource {
             ActivitySource::Files => "files",
             ActivitySource::Children => "children",
             ActivitySource::Keepalive => "keepalive",
+            ActivitySource::Network => "network",
         }
     }
 }
@@ -249,6 +255,7 @@ mod tests {
         assert!(!snap.sources[1].enabled);
         assert!(!snap.sources[2].enabled);
         assert!(snap.sources[3].enabled);
+        assert!(!snap.sources[4].enabled);
         assert!(snap.sources.iter().all(|s| s.available));
     }
 }

@@ -107,6 +107,8 @@ pub(crate) struct EnabledSources {
     pub(crate) files: bool,
     /// CPU progress of the child's descendants ([`MonitorConfig::children`]).
     pub(crate) children: bool,
+    /// Bytes moved on the tree's TCP sockets ([`MonitorConfig::watch_network`]).
+    pub(crate) network: bool,
 }
 
 impl Default for EnabledSources {
@@ -115,6 +117,7 @@ impl Default for EnabledSources {
             output: true,
             files: true,
             children: true,
+            network: true,
         }
     }
 }
@@ -689,6 +692,7 @@ impl MonitorConfig {
             ActivitySource::Output => self.enabled.output,
             ActivitySource::Files => self.enabled.files,
             ActivitySource::Children => self.enabled.children,
+            ActivitySource::Network => self.enabled.network,
             ActivitySource::Keepalive => true,
         }
     }
@@ -715,6 +719,14 @@ impl MonitorConfig {
     /// Turns the descendant-CPU source on or off.
     pub fn watch_children(mut self, enabled: bool) -> Self {
         self.enabled.children = enabled;
+        self
+    }
+
+    /// Turns the network source on or off: bytes received or sent on the TCP sockets held by
+    /// any process of the tree (Linux socket diagnostics; elsewhere the source is reported
+    /// unavailable). On by default.
+    pub fn watch_network(mut self, enabled: bool) -> Self {
+        self.enabled.network = enabled;
         self
     }
 

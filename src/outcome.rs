@@ -191,6 +191,9 @@ pub struct MonitorResult {
     /// permission, say), with why and for how long: activity in them could not be seen then.
     /// Empty when everything was watched (or the files source was off).
     pub unwatched: Vec<Unwatched>,
+    /// Why the network source, though on, could observe nothing (no socket diagnostics in
+    /// this kernel or sandbox, a system other than Linux); `None` when it could, or was off.
+    pub network_unavailable: Option<String>,
 }
 
 /// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
@@ -257,6 +260,7 @@ mod tests {
             output_complete: true,
             home: None,
             unwatched: Vec::new(),
+            network_unavailable: None,
         }
     }
 

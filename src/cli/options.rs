@@ -228,9 +228,24 @@ pub(crate) struct Cli {
     )]
     pub(crate) no_children: bool,
 
+    /// Bytes moving on the program's TCP sockets do not count.
+    ///
+    /// By default a silent download or a streamed answer (any process of the tree receiving
+    /// or sending more than 1 KiB within 10s) keeps the program alive; an open connection
+    /// that moves nothing does not. Linux socket diagnostics; elsewhere reported unavailable.
+    /// Example: --no-network
+    #[arg(
+        long,
+        env = "STALLWATCH_NO_NETWORK",
+        action = ArgAction::SetTrue,
+        value_parser = text(parse_flag),
+        verbatim_doc_comment
+    )]
+    pub(crate) no_network: bool,
+
     /// Output does not count as activity (it still passes through).
     ///
-    /// With --no-watch and --no-children too, -i is a plain timeout.
+    /// With --no-watch, --no-children and --no-network too, -i is a plain timeout.
     /// Example: --no-output
     #[arg(
         long,
@@ -272,7 +287,7 @@ pub(crate) struct Cli {
     /// Write a JSON report of the run to FILE when done (- for stderr).
     ///
     /// FILE is created (or emptied) before the program starts. Fields: outcome, exit_code,
-    /// signal, duration_ms, idle_ms {output, files, children}, ladder {signals_sent,
+    /// signal, duration_ms, idle_ms {output, files, children, network}, ladder {signals_sent,
     /// escalated}, leftovers_killed, bytes {stdout, stderr}, pid, and more.
     /// Example: --report run.json
     #[arg(
@@ -427,6 +442,7 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("exclude", "STALLWATCH_EXCLUDE"),
     ("no_watch", "STALLWATCH_NO_WATCH"),
     ("no_children", "STALLWATCH_NO_CHILDREN"),
+    ("no_network", "STALLWATCH_NO_NETWORK"),
     ("no_output", "STALLWATCH_NO_OUTPUT"),
     ("check_interval", "STALLWATCH_CHECK_INTERVAL"),
     ("keep_leftovers", "STALLWATCH_KEEP_LEFTOVERS"),
@@ -518,6 +534,7 @@ impl Options {
             .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
             .watch_files(!cli.no_watch)
             .watch_children(!cli.no_children)
+            .watch_network(!cli.no_network)
             .watch_output(!cli.no_output);
         // Every byte passes through already: a second copy on disk only when asked for, by
         // naming a folder or by asking for a report (whose `log` entries list the logs).
@@ -976,6 +993,7 @@ mod tests {
             "--exclude",
             "*.tmp",
             "--no-children",
+            "--no-network",
             "--check-interval",
             "250ms",
             "--keep-leftovers",
@@ -999,6 +1017,7 @@ mod tests {
             config.watches(ActivitySource::Files)
                 && config.watches(ActivitySource::Output)
                 && !config.watches(ActivitySource::Children)
+                && !config.watches(ActivitySource::Network)
         );
         assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
         assert_eq!(config.leftovers, LeftoverPolicy::Keep);

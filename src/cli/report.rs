@@ -257,6 +257,7 @@ pub(crate) struct IdleMs {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
+    pub(crate) network: Option<u64>,
 }
 
 /// Activity events per source.
@@ -265,6 +266,7 @@ pub(crate) struct ActivityCount {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
+    pub(crate) network: Option<u64>,
 }
 
 /// Something a source could not observe.
@@ -456,6 +458,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
             ActivitySource::Output => (&mut idle_ms.output, &mut activity_count.output),
             ActivitySource::Files => (&mut idle_ms.files, &mut activity_count.files),
             ActivitySource::Children => (&mut idle_ms.children, &mut activity_count.children),
+            ActivitySource::Network => (&mut idle_ms.network, &mut activity_count.network),
             _ => continue,
         };
         *idle = Some(ms(s.idle));
@@ -464,7 +467,9 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
             unavailable.push(Unavailable {
                 source: s.source.name(),
                 path: None,
-                reason: None,
+                reason: (s.source == ActivitySource::Network)
+                    .then(|| result.network_unavailable.clone())
+                    .flatten(),
                 unwatched_ms: None,
                 at_end: true,
             });

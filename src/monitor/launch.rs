@@ -28,6 +28,7 @@ use crate::process::pty::Pty;
 use crate::process::{self, sys};
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
+use crate::sources::network::NetworkObserver;
 use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
 use crate::stream::Stream;
 
@@ -435,6 +436,7 @@ fn start_threads(
     )?;
 
     let children = start_observer(pid, &config, &*clock, &board);
+    let (network, network_unavailable) = start_network(&config, &*clock, &board, &children);
     let board_clock = clock.clone();
     let monitor = Monitor {
         id,
@@ -458,6 +460,8 @@ fn start_threads(
         processes: OsProcesses::new(id, children, streams.tag),
         guardian: streams.guardian,
         files,
+        network,
+        network_unavailable,
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
@@ -581,6 +585,32 @@ fn start_observer(
     observer.sample(clock.now()); // the baseline
     board.set_enabled(ActivitySource::Children, config.enabled.children);
     Some(observer)
+}
+
+/// The network source when it is on: its baseline sample of the tree's sockets, or why it
+/// cannot observe anything (then it is reported unavailable; the spawn goes on).
+fn start_network(
+    config: &MonitorConfig,
+    clock: &dyn Clock,
+    board: &ActivityBoard,
+    children: &Option<DescendantObserver>,
+) -> (Option<NetworkObserver>, Option<String>) {
+    board.set_enabled(ActivitySource::Network, config.enabled.network);
+    if !config.enabled.network {
+        return (None, None);
+    }
+    match NetworkObserver::open() {
+        Ok(mut network) => {
+            let pids = children.as_ref().map_or(&[][..], |c| c.pids());
+            network.sample(clock.now(), pids); // the baseline
+            (Some(network), None)
+        }
+        Err(reason) => {
+            log::info!("network source unavailable: {reason}");
+            board.set_available(ActivitySource::Network, false);
+            (None, Some(reason))
+        }
+    }
 }
 
 /// The pipes to read: stdout and stderr, or the one combined pipe.

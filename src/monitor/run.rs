@@ -21,6 +21,7 @@ use crate::outcome::{DescendantSummary, HumanDuration, MonitorResult, Outcome, S
 use crate::process::{self, sys};
 use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
+use crate::sources::network::NetworkObserver;
 use crate::verdict::{self, Limits, Verdict};
 
 /// Publishes the result and closes the done channel; if the monitor thread unwinds before it
@@ -67,6 +68,7 @@ impl Drop for DoneGuard {
                 output_complete: false,
                 home: self.shared.home.clone(),
                 unwatched: Vec::new(),
+                network_unavailable: None,
             });
         }
     }
@@ -165,6 +167,10 @@ pub(super) struct Monitor {
     /// Stamps the board from its own thread; stopped when the monitor ends.
     /// The file tracker while the program runs; let go of when the drain starts.
     pub(super) files: Option<FileActivityTracker>,
+    /// The network source (on, and able to observe).
+    pub(super) network: Option<NetworkObserver>,
+    /// Why the network source is on but cannot observe anything.
+    pub(super) network_unavailable: Option<String>,
     /// What the file tracker could not watch, as it stood when the program's run was over.
     pub(super) unwatched: Vec<crate::outcome::Unwatched>,
     pub(super) reason: Option<Reason>,
@@ -480,7 +486,14 @@ impl Monitor {
         if active {
             self.board.stamp_at(ActivitySource::Children, now);
         }
-        active
+        let moved = self
+            .network
+            .as_mut()
+            .is_some_and(|network| network.sample(now, observer.pids()).active);
+        if moved {
+            self.board.stamp_at(ActivitySource::Network, now);
+        }
+        active || moved
     }
 
     /// The leader exited while being watched: take the leftovers down, or leave them.
@@ -652,6 +665,7 @@ impl Monitor {
                 Some(files) => files.unwatched(),
                 None => self.unwatched.clone(),
             },
+            network_unavailable: self.network_unavailable.clone(),
         }
     }
 }

@@ -286,6 +286,9 @@ pub struct DescendantObserver {
     last: ChildrenSample,
     /// Recent samples (their instant and CPU delta), spanning at least the minimum window.
     window: std::collections::VecDeque<(Instant, Duration)>,
+    /// The live processes of the tree at the last sample, the root first (the network
+    /// source and the diagnosis look at these).
+    pids: Vec<i32>,
 }
 
 impl fmt::Debug for DescendantObserver {
@@ -327,7 +330,13 @@ impl DescendantObserver {
             last_at: None,
             last: ChildrenSample::default(),
             window: std::collections::VecDeque::new(),
+            pids: Vec::new(),
         }
+    }
+
+    /// The live processes of the tree at the last sample, the root first.
+    pub(crate) fn pids(&self) -> &[i32] {
+        &self.pids
     }
 
     /// The latest sample.
@@ -345,6 +354,9 @@ impl DescendantObserver {
         self.last_at = Some(now);
 
         let tree = self.source.tree(self.root);
+        self.pids.clear();
+        self.pids
+            .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
         let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
         let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);

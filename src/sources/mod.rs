@@ -2,4 +2,5 @@
 
 pub(crate) mod children;
 pub(crate) mod files;
+pub(crate) mod network;
 pub(crate) mod output;

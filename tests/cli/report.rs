@@ -77,7 +77,7 @@ fn assert_schema(report: &Value) {
         expected.insert("error");
     }
     assert_eq!(keys, expected, "{report:#}");
-    for signal in ["output", "files", "children"] {
+    for signal in ["output", "files", "children", "network"] {
         assert!(report["idle_ms"].get(signal).is_some(), "idle_ms.{signal}");
         assert!(
             report["activity_count"].get(signal).is_some(),
@@ -117,7 +117,7 @@ fn idle_timeout_report() {
     assert!(ms(&r["duration_ms"]) >= 300);
     assert!(ms(&r["duration_ms"]) < GENEROUS.as_millis() as u64);
     // Every signal had been idle at least the idle timeout when it ended.
-    for signal in ["output", "files", "children"] {
+    for signal in ["output", "files", "children", "network"] {
         assert!(ms(&r["idle_ms"][signal]) >= 300, "{signal}: {r:#}");
         // (+1: the library reads the clock twice, for the duration and for the idle times.)
         assert!(

@@ -17,6 +17,7 @@ mod idle_timeout;
 mod kill_ladder;
 mod leftovers;
 mod mock_clock;
+mod network_signal;
 mod parent_death;
 mod registry;
 mod retry;

@@ -14,6 +14,9 @@ use std::process::Command;
 
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
 
+#[cfg(target_os = "linux")]
+pub(crate) mod sockdiag;
+
 pub(crate) const SIGHUP: i32 = RSignal::HUP.as_raw();
 pub(crate) const SIGINT: i32 = RSignal::INT.as_raw();
 pub(crate) const SIGQUIT: i32 = RSignal::QUIT.as_raw();
@@ -547,6 +550,62 @@ pub(crate) fn own_children() -> Vec<i32> {
     let mut out = Vec::new();
     let _ = children_of(me, 0, &mut out);
     out
+}
+
+/// One TCP socket as the kernel describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TcpSocket {
+    /// The socket's inode (the `N` of `socket:[N]` in `/proc/PID/fd`).
+    pub(crate) inode: u64,
+    /// TCP state (1 established, 2 syn-sent…).
+    pub(crate) state: u8,
+    /// Payload bytes received.
+    pub(crate) received: u64,
+    /// Payload bytes sent and acknowledged by the peer.
+    pub(crate) acked: u64,
+    /// The local address.
+    pub(crate) local: std::net::SocketAddr,
+    /// The peer's address.
+    pub(crate) peer: std::net::SocketAddr,
+}
+
+/// Every descriptor of process `pid` and what its `/proc/<pid>/fd/<n>` link names
+/// (`socket:[123]`, `pipe:[45]`, `/dev/pts/3`…), in one pass over the folder with a
+/// reused buffer. A link longer than 4 KiB is skipped. Fails when the folder cannot be read
+/// (the process is gone, or another user's without the privilege).
+#[cfg(target_os = "linux")]
+pub(crate) fn fd_links(pid: i32, found: &mut dyn FnMut(i32, &[u8])) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        format!("/proc/{pid}/fd"),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut dir = rustix::fs::Dir::new(fd)?;
+    let mut link = [0u8; 4096];
+    while let Some(entry) = dir.next() {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(number) = std::str::from_utf8(name.to_bytes())
+            .ok()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue; // "." and ".."
+        };
+        let dirfd = dir.fd()?;
+        if let Ok(len) = rustix::fs::readlinkat_raw(dirfd, name, &mut link[..])
+            && len < link.len()
+        {
+            found(number, &link[..len]);
+        }
+    }
+    Ok(())
+}
+
+/// The inode `N` of a `socket:[N]` link target.
+pub(crate) fn socket_inode(target: &[u8]) -> Option<u64> {
+    let rest = target.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
+    std::str::from_utf8(rest).ok()?.parse().ok()
 }
 
 /// The entry `NAME=…` of `/proc/<pid>/environ` for `name`, if the process has one.
