@@ -10,6 +10,8 @@
 //!   remove or metadata change under watched folders (notify, or a stat scan).
 //! - [`DescendantObserver`]: samples the CPU time of a process's descendants
 //!   ([`ChildrenSample`]); what counts as progress is up to you.
+//! - [`NetworkObserver`]: samples the TCP byte counters of the sockets some processes hold
+//!   ([`NetworkSample`]).
 //!
 //! ```
 //! use std::io::Read;
@@ -31,4 +33,5 @@
 pub use crate::activity::ActivityBoard;
 pub use crate::sources::children::{ChildrenSample, DescendantObserver};
 pub use crate::sources::files::FileActivityTracker;
+pub use crate::sources::network::{NetworkObserver, NetworkSample};
 pub use crate::sources::output::ActivityTrackingReader;

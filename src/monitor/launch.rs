@@ -602,10 +602,11 @@ fn start_network(
     match NetworkObserver::open() {
         Ok(mut network) => {
             let pids = children.as_ref().map_or(&[][..], |c| c.pids());
-            network.sample(clock.now(), pids); // the baseline
+            network.sample_pids(clock.now(), pids); // the baseline
             (Some(network), None)
         }
-        Err(reason) => {
+        Err(e) => {
+            let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
             log::info!("network source unavailable: {reason}");
             board.set_available(ActivitySource::Network, false);
             (None, Some(reason))

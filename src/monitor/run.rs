@@ -489,7 +489,7 @@ impl Monitor {
         let moved = self
             .network
             .as_mut()
-            .is_some_and(|network| network.sample(now, observer.pids()).active);
+            .is_some_and(|network| network.sample_pids(now, observer.pids()).active);
         if moved {
             self.board.stamp_at(ActivitySource::Network, now);
         }

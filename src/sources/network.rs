@@ -32,8 +32,14 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(5);
 pub(crate) trait SocketTable: Send {
     /// Adds the inodes of the sockets `pid` holds.
     fn inodes(&mut self, pid: i32, into: &mut Vec<u64>);
-    /// The TCP sockets whose inode is in `wanted`.
-    fn tcp(&mut self, wanted: &HashSet<u64>, into: &mut HashMap<u64, TcpSocket>) -> io::Result<()>;
+    /// The TCP sockets whose inode is in `wanted`; `known` are those found last time (with
+    /// their kernel keys, so that they can be asked for one by one).
+    fn tcp(
+        &mut self,
+        wanted: &HashSet<u64>,
+        known: &HashMap<u64, TcpSocket>,
+        into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()>;
 }
 
 /// Linux: `/proc/PID/fd` links and one `NETLINK_SOCK_DIAG` socket.
@@ -53,25 +59,63 @@ impl SocketTable for Kernel {
         });
     }
 
-    fn tcp(&mut self, wanted: &HashSet<u64>, into: &mut HashMap<u64, TcpSocket>) -> io::Result<()> {
+    /// Every wanted socket already known: asked for one by one (the cost grows with the
+    /// tree's sockets). Else one dump of the namespace's TCP sockets (a new socket's key is
+    /// only learnt there).
+    fn tcp(
+        &mut self,
+        wanted: &HashSet<u64>,
+        known: &HashMap<u64, TcpSocket>,
+        into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()> {
+        if wanted.iter().all(|inode| known.contains_key(inode)) {
+            let sockets: Vec<&TcpSocket> = wanted.iter().filter_map(|i| known.get(i)).collect();
+            return self.diag.lookup(&sockets, into);
+        }
         self.diag
             .tcp_sockets(&mut |inode| wanted.contains(&inode), into)
     }
 }
 
-/// What one sample found.
+/// What one network sample found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct NetworkSample {
-    /// Whether the bytes moved make the tree active (the rules above).
-    pub(crate) active: bool,
-    /// TCP sockets the tree holds.
-    pub(crate) sockets: usize,
-    /// Bytes received and sent since the previous sample.
-    pub(crate) bytes: u64,
+#[non_exhaustive]
+pub struct NetworkSample {
+    /// Whether the bytes moved make the processes active: bytes moved since the previous
+    /// sample, and at least 1 KiB within the last 10 s.
+    pub active: bool,
+    /// TCP sockets the processes hold.
+    pub sockets: usize,
+    /// Bytes received and sent (acknowledged by the peer) since the previous sample.
+    pub bytes: u64,
 }
 
-/// Samples the tree's TCP byte counters.
-pub(crate) struct NetworkObserver {
+/// Samples the TCP byte counters of the sockets a set of processes holds (Linux socket
+/// diagnostics), and tells moving bytes from an open but silent connection.
+///
+/// Usable on its own; a [`Session`](crate::Session) runs one with its descendant sample when
+/// the network source is on (the default), over the pids of the child's tree.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::net::{TcpListener, TcpStream};
+/// use std::time::Instant;
+/// use stallwatch::parts::NetworkObserver;
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = TcpStream::connect(listener.local_addr()?)?;
+/// let (mut server, _) = listener.accept()?;
+/// let me = [std::process::id()];
+/// let mut observer = NetworkObserver::open()?;
+/// observer.sample(Instant::now(), &me); // the baseline
+/// server.write_all(&[7; 4096])?;
+/// client.read_exact(&mut [0; 4096])?;
+/// let sample = observer.sample(Instant::now(), &me);
+/// assert!(sample.active);
+/// assert!(sample.bytes >= 2 * 4096); // received by one end, sent (and acked) by the other
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct NetworkObserver {
     table: Box<dyn SocketTable>,
     known: HashMap<u64, TcpSocket>,
     not_tcp: HashMap<u64, Instant>,
@@ -95,21 +139,29 @@ impl fmt::Debug for NetworkObserver {
 }
 
 impl NetworkObserver {
-    /// This platform's observer, or why there is none (no socket diagnostics here).
-    pub(crate) fn open() -> Result<NetworkObserver, String> {
+    /// An observer with this platform's socket diagnostics. Fails where there are none: a
+    /// kernel without `inet_diag`, a sandbox that refuses netlink sockets, a system other than
+    /// Linux (`Unsupported`).
+    pub fn open() -> io::Result<NetworkObserver> {
         #[cfg(target_os = "linux")]
         {
-            match sys::sockdiag::SockDiag::open() {
-                Ok(diag) => Ok(Self::with_table(Box::new(Kernel { diag }))),
-                Err(e) => Err(format!(
-                    "socket diagnostics (NETLINK_SOCK_DIAG) refused: {e}"
-                )),
-            }
+            let diag = sys::sockdiag::SockDiag::open()?;
+            Ok(Self::with_table(Box::new(Kernel { diag })))
         }
         #[cfg(not(target_os = "linux"))]
         {
-            Err("socket diagnostics are Linux-only".to_owned())
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "socket diagnostics are Linux-only",
+            ))
         }
+    }
+
+    /// Samples the TCP sockets the processes `pids` hold, at `now` (the caller's clock). The
+    /// first sample is a baseline and never active.
+    pub fn sample(&mut self, now: Instant, pids: &[u32]) -> NetworkSample {
+        let pids: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
+        self.sample_pids(now, &pids)
     }
 
     pub(crate) fn with_table(table: Box<dyn SocketTable>) -> NetworkObserver {
@@ -127,8 +179,8 @@ impl NetworkObserver {
         }
     }
 
-    /// Samples the sockets of the processes `pids` at `now`. The first sample is a baseline.
-    pub(crate) fn sample(&mut self, now: Instant, pids: &[i32]) -> NetworkSample {
+    /// [`sample`](Self::sample) with the pids as the process layer has them.
+    pub(crate) fn sample_pids(&mut self, now: Instant, pids: &[i32]) -> NetworkSample {
         self.held.clear();
         for &pid in pids {
             self.table.inodes(pid, &mut self.held);
@@ -137,9 +189,13 @@ impl NetworkObserver {
         self.wanted.extend(self.held.iter().copied());
         self.not_tcp
             .retain(|inode, at| self.wanted.contains(inode) && now.duration_since(*at) < RECHECK);
-        let ask = self.wanted.iter().any(|i| !self.not_tcp.contains_key(i));
+        // Sockets found in no dump a moment ago (Unix, UDP) are not asked for again yet.
+        let not_tcp = &self.not_tcp;
+        self.wanted.retain(|inode| !not_tcp.contains_key(inode));
         self.found.clear();
-        if ask && let Err(e) = self.table.tcp(&self.wanted, &mut self.found) {
+        if !self.wanted.is_empty()
+            && let Err(e) = self.table.tcp(&self.wanted, &self.known, &mut self.found)
+        {
             if self.failed.is_none() {
                 log::warn!("network source: socket diagnostics failed: {e}");
                 self.failed = Some(e.to_string());
@@ -225,6 +281,7 @@ mod tests {
         fn tcp(
             &mut self,
             wanted: &HashSet<u64>,
+            _known: &HashMap<u64, TcpSocket>,
             into: &mut HashMap<u64, TcpSocket>,
         ) -> io::Result<()> {
             *self.dumps.lock() += 1;
@@ -240,6 +297,7 @@ mod tests {
                             acked: *acked,
                             local: addr,
                             peer: addr,
+                            key: [0; 49],
                         },
                     );
                 }
@@ -257,16 +315,16 @@ mod tests {
         let t0 = Instant::now();
         script.hold(1, &[10]);
         script.tcp(10, 50_000, 0);
-        assert!(!obs.sample(t0, &[1]).active, "baseline");
+        assert!(!obs.sample_pids(t0, &[1]).active, "baseline");
         // Open but silent: not activity, however long.
         for i in 1..=20 {
-            let s = obs.sample(t0 + 500 * MS * i, &[1]);
+            let s = obs.sample_pids(t0 + 500 * MS * i, &[1]);
             assert!(!s.active);
             assert_eq!((s.sockets, s.bytes), (1, 0));
         }
         // 4 KiB received: activity.
         script.tcp(10, 54_096, 0);
-        let s = obs.sample(t0 + 11_000 * MS, &[1]);
+        let s = obs.sample_pids(t0 + 11_000 * MS, &[1]);
         assert!(s.active);
         assert_eq!(s.bytes, 4096);
     }
@@ -277,15 +335,15 @@ mod tests {
         let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
         let t0 = Instant::now();
         script.hold(1, &[]);
-        obs.sample(t0, &[1, 2]);
+        obs.sample_pids(t0, &[1, 2]);
         // The grandchild (pid 2) opened a connection and sent 2 KiB since.
         script.hold(2, &[20]);
         script.tcp(20, 0, 2048);
-        let s = obs.sample(t0 + 200 * MS, &[1, 2]);
+        let s = obs.sample_pids(t0 + 200 * MS, &[1, 2]);
         assert!(s.active);
         assert_eq!(s.bytes, 2048);
         script.tcp(20, 0, 4096);
-        assert!(obs.sample(t0 + 400 * MS, &[1, 2]).active, "uploading");
+        assert!(obs.sample_pids(t0 + 400 * MS, &[1, 2]).active, "uploading");
     }
 
     #[test]
@@ -295,7 +353,7 @@ mod tests {
         let t0 = Instant::now();
         script.hold(1, &[10]);
         script.tcp(10, 0, 0);
-        obs.sample(t0, &[1]);
+        obs.sample_pids(t0, &[1]);
         // A 100-byte ping each way every 15 s, sampled every second for 5 minutes.
         let mut total = 0;
         for s in 1..=300u32 {
@@ -303,18 +361,18 @@ mod tests {
                 total += 100;
             }
             script.tcp(10, total, total);
-            assert!(!obs.sample(t0 + 1000 * MS * s, &[1]).active, "at {s}");
+            assert!(!obs.sample_pids(t0 + 1000 * MS * s, &[1]).active, "at {s}");
         }
         // A trickle of 300 bytes a second adds up within the window...
         let mut active = false;
         for s in 301..=310u32 {
             total += 150;
             script.tcp(10, total, total);
-            active |= obs.sample(t0 + 1000 * MS * s, &[1]).active;
+            active |= obs.sample_pids(t0 + 1000 * MS * s, &[1]).active;
         }
         assert!(active);
         // ...but once it stops, the window's old bytes make no sample active.
-        assert!(!obs.sample(t0 + 1000 * MS * 311, &[1]).active);
+        assert!(!obs.sample_pids(t0 + 1000 * MS * 311, &[1]).active);
     }
 
     #[test]
@@ -323,16 +381,16 @@ mod tests {
         let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
         let t0 = Instant::now();
         for i in 0..10 {
-            obs.sample(t0 + 100 * MS * i, &[1]);
+            obs.sample_pids(t0 + 100 * MS * i, &[1]);
         }
         assert_eq!(*script.dumps.lock(), 0, "the tree holds no socket");
         script.hold(1, &[30]); // a Unix socket: never in a TCP dump
         for i in 10..40 {
-            obs.sample(t0 + 100 * MS * i, &[1]);
+            obs.sample_pids(t0 + 100 * MS * i, &[1]);
         }
         // Looked for at 1 s, then again once RECHECK has passed (6 s); not at every sample.
         assert_eq!(*script.dumps.lock(), 1);
-        obs.sample(t0 + 100 * MS * 60, &[1]);
+        obs.sample_pids(t0 + 100 * MS * 60, &[1]);
         assert_eq!(*script.dumps.lock(), 2);
     }
 
@@ -343,15 +401,15 @@ mod tests {
         let t0 = Instant::now();
         script.hold(1, &[10]);
         script.tcp(10, 9000, 9000);
-        obs.sample(t0, &[1]);
+        obs.sample_pids(t0, &[1]);
         script.hold(1, &[]);
-        let s = obs.sample(t0 + 100 * MS, &[1]);
+        let s = obs.sample_pids(t0 + 100 * MS, &[1]);
         assert_eq!((s.sockets, s.bytes, s.active), (0, 0, false));
         // A reused inode with smaller counters: a new socket, counted whole.
         script.hold(1, &[10]);
         script.tcp(10, 10, 0);
-        assert_eq!(obs.sample(t0 + 200 * MS, &[1]).bytes, 10);
+        assert_eq!(obs.sample_pids(t0 + 200 * MS, &[1]).bytes, 10);
         script.tcp(10, 5, 0);
-        assert_eq!(obs.sample(t0 + 300 * MS, &[1]).bytes, 0);
+        assert_eq!(obs.sample_pids(t0 + 300 * MS, &[1]).bytes, 0);
     }
 }

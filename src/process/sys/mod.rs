@@ -567,6 +567,9 @@ pub(crate) struct TcpSocket {
     pub(crate) local: std::net::SocketAddr,
     /// The peer's address.
     pub(crate) peer: std::net::SocketAddr,
+    /// The kernel's key of the socket (its family, then its `inet_diag_sockid`: ports,
+    /// addresses, interface, cookie), to ask for this one socket again.
+    pub(crate) key: [u8; 49],
 }
 
 /// Every descriptor of process `pid` and what its `/proc/<pid>/fd/<n>` link names

@@ -109,6 +109,87 @@ impl SockDiag {
     }
 }
 
+/// At most this many exact requests in one message batch (their answers, about 300 bytes
+/// each, stay well within the socket's receive buffer).
+const BATCH: usize = 128;
+
+impl SockDiag {
+    /// The sockets `known` (by their kernel key) as they are now, each asked for exactly: the
+    /// cost grows with these sockets, not with the namespace's. A socket closed since is
+    /// simply not found.
+    pub(crate) fn lookup(
+        &mut self,
+        known: &[&TcpSocket],
+        into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()> {
+        let mut request = Vec::with_capacity(REQ_LEN * BATCH.min(known.len()));
+        for batch in known.chunks(BATCH) {
+            request.clear();
+            for (seq, socket) in batch.iter().enumerate() {
+                request.extend_from_slice(&exact_request(&socket.key, seq as u32));
+            }
+            rustix::net::sendto(
+                &self.fd,
+                &request,
+                SendFlags::empty(),
+                &SocketAddrNetlink::new(0, 0),
+            )?;
+            let mut answers = 0;
+            while answers < batch.len() {
+                let (n, _) = rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?;
+                answers += count_answers(&self.buf[..n], &mut |s| {
+                    into.insert(s.inode, s);
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A request for the one TCP socket whose kernel key is `key`, with `tcp_info`.
+pub(crate) fn exact_request(key: &[u8; 49], seq: u32) -> [u8; REQ_LEN] {
+    let mut r = dump_request(key[0], seq);
+    r[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    r[20..24].copy_from_slice(&u32::MAX.to_ne_bytes()); // whatever its state now
+    r[24..72].copy_from_slice(&key[1..]);
+    r
+}
+
+/// Parses the answers to exact requests, one message per request (a socket, or an error such
+/// as ENOENT for a socket closed since, which is no failure): hands the sockets to `found`,
+/// returns how many answers there were. Fails only on a malformed buffer.
+pub(crate) fn count_answers(mut b: &[u8], found: &mut dyn FnMut(TcpSocket)) -> io::Result<usize> {
+    let mut answers = 0;
+    while !b.is_empty() {
+        let bad = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("malformed socket diagnostics answer: {what}"),
+            )
+        };
+        let (Some(len), Some(kind)) = (u32_at(b, 0), u16_at(b, 4)) else {
+            return Err(bad("short header"));
+        };
+        let len = len as usize;
+        if len < NLMSG_HDRLEN || len > b.len() {
+            return Err(bad("bad message length"));
+        }
+        match kind {
+            NLMSG_ERROR => answers += 1,
+            SOCK_DIAG_BY_FAMILY => {
+                found(
+                    parse_socket(&b[NLMSG_HDRLEN..len])
+                        .ok_or_else(|| bad("short inet_diag_msg"))?,
+                );
+                answers += 1;
+            }
+            _ => {}
+        }
+        b = b.get(align4(len)..).unwrap_or(&[]);
+    }
+    Ok(answers)
+}
+
 /// A dump request for the TCP sockets of `family`, with `tcp_info`.
 pub(crate) fn dump_request(family: u8, seq: u32) -> [u8; REQ_LEN] {
     let mut r = [0u8; REQ_LEN];
@@ -204,7 +285,11 @@ fn parse_socket(p: &[u8]) -> Option<TcpSocket> {
             IpAddr::V4(Ipv4Addr::new(p[at], p[at + 1], p[at + 2], p[at + 3]))
         }
     };
+    let mut key = [0u8; 49];
+    key[0] = family;
+    key[1..].copy_from_slice(&p[4..52]);
     let mut socket = TcpSocket {
+        key,
         inode: u64::from(u32_at(p, 68)?),
         state: p[1],
         received: 0,
@@ -303,6 +388,28 @@ mod tests {
             Parsed::Error(_)
         ));
         assert!(matches!(parse_answer(&whole, &mut |_| {}), Parsed::More));
+    }
+
+    #[test]
+    fn exact_requests_carry_the_key_and_answers_are_counted() {
+        let buf = message(77, 4096, 12, 232);
+        let mut socket = None;
+        let _ = parse_answer(&buf, &mut |s| socket = Some(s));
+        let socket = socket.unwrap();
+        let r = exact_request(&socket.key, 3);
+        assert_eq!(u16_at(&r, 6), Some(NLM_F_REQUEST));
+        assert_eq!(r[16], AF_INET);
+        assert_eq!(r[24..26], 40000u16.to_be_bytes());
+        assert_eq!(r[28..32], [127, 0, 0, 1]);
+        let mut answers = buf.clone();
+        answers.extend(wrap(NLMSG_ERROR, &(-2i32).to_ne_bytes())); // closed since
+        let mut seen = Vec::new();
+        assert_eq!(
+            count_answers(&answers, &mut |s| seen.push(s.inode)).unwrap(),
+            2
+        );
+        assert_eq!(seen, vec![77]);
+        assert!(count_answers(&answers[..20], &mut |_| {}).is_err());
     }
 
     #[test]
