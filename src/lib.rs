@@ -319,6 +319,7 @@ mod capture;
 mod clock;
 mod config;
 mod contract;
+mod diagnosis;
 mod environment;
 mod error;
 mod events;

@@ -15,6 +15,8 @@ use std::process::Command;
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
 
 #[cfg(target_os = "linux")]
+pub(crate) mod snapshot;
+#[cfg(target_os = "linux")]
 pub(crate) mod sockdiag;
 
 pub(crate) const SIGHUP: i32 = RSignal::HUP.as_raw();
