@@ -119,6 +119,57 @@ enum Class {
 /// Resolves a socket inode to its TCP peer.
 pub(crate) type Peers<'a> = &'a dyn Fn(u64) -> Option<SocketAddr>;
 
+/// Never more processes than this read in one diagnosis.
+const MAX_PROCESSES: usize = 500;
+/// Reading stops once this much time has gone (the rest are reported unread).
+const BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Takes one snapshot of the processes `pids` (the child first) and classifies it. TCP peers
+/// come from `known` (the network source's last sample), else from one socket-diagnostics
+/// dump for the sockets it does not know.
+#[cfg(target_os = "linux")]
+pub(crate) fn diagnose(pids: &[i32], known: Peers<'_>) -> Diagnosis {
+    use crate::process::sys;
+    let start = std::time::Instant::now();
+    let mut snaps = Vec::with_capacity(pids.len().min(MAX_PROCESSES));
+    for &pid in pids.iter().take(MAX_PROCESSES) {
+        if start.elapsed() >= BUDGET {
+            snaps.push(ProcSnap {
+                pid,
+                error: Some("not read: the diagnosis ran out of time".to_owned()),
+                ..ProcSnap::default()
+            });
+            continue;
+        }
+        snaps.push(sys::snapshot::snapshot(pid));
+    }
+    let unknown: std::collections::HashSet<u64> = snaps
+        .iter()
+        .flat_map(|s| s.fds.iter())
+        .filter_map(|(_, link)| sys::socket_inode(link.as_bytes()))
+        .filter(|inode| known(*inode).is_none())
+        .collect();
+    let mut found = std::collections::HashMap::new();
+    if !unknown.is_empty()
+        && let Ok(mut diag) = sys::sockdiag::SockDiag::open()
+    {
+        let _ = diag.tcp_sockets(&mut |inode| unknown.contains(&inode), &mut found);
+    }
+    let peers = |inode: u64| known(inode).or_else(|| found.get(&inode).map(|s| s.peer));
+    classify(&snaps, &peers)
+}
+
+/// Elsewhere: no `/proc` to read.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn diagnose(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
+    Diagnosis {
+        kind: StallKind::Unknown,
+        summary: "stalled for an unknown reason — the diagnosis reads /proc (Linux only)"
+            .to_owned(),
+        processes: Vec::new(),
+    }
+}
+
 /// Classifies one snapshot of the tree (the child first).
 pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
     let processes: Vec<ProcessDiagnosis> = snaps.iter().map(|s| process(s, peers)).collect();
@@ -366,7 +417,10 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, peers: Peers<'_>, b: &mut Block
 /// What descriptor `fd` of the process is.
 fn describe(fd: i32, snap: &ProcSnap, peers: Peers<'_>) -> (Class, String) {
     let Some((_, link)) = snap.fds.iter().find(|(n, _)| *n == fd) else {
-        return (Class::Other, format!("descriptor {fd} (not open, or unreadable)"));
+        return (
+            Class::Other,
+            format!("descriptor {fd} (not open, or unreadable)"),
+        );
     };
     let terminal = link.starts_with("/dev/pts/")
         || link.starts_with("/dev/tty")

@@ -51,6 +51,9 @@ pub enum Event {
         /// Time left before the idle timeout.
         left: Duration,
     },
+    /// What the tree is doing, from one snapshot of its processes: sent with each idle
+    /// warning and when the child is judged stale (before the first signal).
+    Diagnosis(crate::diagnosis::Diagnosis),
     /// A step of the kill ladder was sent.
     Signal {
         /// The signal.

@@ -351,6 +351,7 @@ pub use config::{
     LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
+pub use diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;

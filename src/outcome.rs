@@ -52,6 +52,9 @@ pub struct StaleReport {
     pub sources: Vec<SourceIdle>,
     /// The descendants at the fresh sample taken at the deadline (children source on).
     pub children: Option<DescendantSummary>,
+    /// What the tree was doing when it was judged stale: one snapshot of its processes,
+    /// classified as one kind (Linux; elsewhere the kind is `Unknown`).
+    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
 }
 
 impl StaleReport {
@@ -272,6 +275,7 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
             sources: vec![],
             children: None,
+            diagnosis: None,
         });
         assert_eq!(result(stale, Some(15)).exit_code(), 124);
         let hard = Outcome::HardTimeout {
@@ -310,6 +314,7 @@ mod tests {
         let r = StaleReport {
             idle_timeout: Duration::from_secs(300),
             children: None,
+            diagnosis: None,
             sources: vec![
                 SourceIdle {
                     source: ActivitySource::Output,

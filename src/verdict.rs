@@ -64,6 +64,7 @@ pub(crate) fn report(board: &BoardSnapshot, now: Instant, idle_timeout: Duration
     StaleReport {
         idle_timeout,
         children: None,
+        diagnosis: None,
         sources: board
             .sources
             .iter()

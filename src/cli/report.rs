@@ -82,10 +82,17 @@ pub(crate) fn summary(
     grace: Duration,
 ) -> Option<String> {
     let why = match &result.outcome {
-        Outcome::IdleTimeout(report) => format!(
-            "ended after {} idle ({report})",
-            HumanDuration(report.idle_timeout)
-        ),
+        Outcome::IdleTimeout(report) => match &report.diagnosis {
+            Some(diagnosis) => format!(
+                "ended after {} idle ({report}): {}",
+                HumanDuration(report.idle_timeout),
+                diagnosis.summary
+            ),
+            None => format!(
+                "ended after {} idle ({report})",
+                HumanDuration(report.idle_timeout)
+            ),
+        },
         Outcome::HardTimeout { after } => {
             format!("ended at the hard timeout of {}", HumanDuration(*after))
         }
@@ -236,6 +243,8 @@ pub(crate) struct Report {
     pub(crate) pass_through_errors: PassThroughErrors,
     /// The complete logs of the streams that passed 4 KiB, with their SHA-256.
     pub(crate) log: Vec<LogEntry>,
+    /// What the tree was doing when it was judged stale (`idle_timeout` only), or null.
+    pub(crate) diagnosis: Option<DiagnosisJson>,
     /// The child's pid (and process group), or null when it never started.
     pub(crate) pid: Option<u32>,
     /// PROGRAM and its arguments (lossy UTF-8).
@@ -249,6 +258,52 @@ pub(crate) struct Report {
     pub(crate) error: Option<String>,
     /// The stallwatch version that wrote the report.
     pub(crate) stallwatch_version: &'static str,
+}
+
+/// A diagnosis as the report and the event stream show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct DiagnosisJson {
+    /// `awaiting_input`, `network_wait`, `sleeping`, `stopped`, `waiting_on_child`,
+    /// `lock_wait`, `disk_wait`, `running` or `unknown`.
+    pub(crate) kind: &'static str,
+    /// One line for people.
+    pub(crate) summary: String,
+    /// Every process read, the child first.
+    pub(crate) processes: Vec<ProcessJson>,
+}
+
+/// One process of a diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ProcessJson {
+    pub(crate) pid: u32,
+    pub(crate) name: String,
+    pub(crate) state: &'static str,
+    pub(crate) wchan: Option<String>,
+    pub(crate) syscall: Option<String>,
+    pub(crate) fd: Option<i32>,
+    pub(crate) target: Option<String>,
+}
+
+impl DiagnosisJson {
+    pub(crate) fn new(d: &stallwatch::Diagnosis) -> DiagnosisJson {
+        DiagnosisJson {
+            kind: d.kind.name(),
+            summary: d.summary.clone(),
+            processes: d
+                .processes
+                .iter()
+                .map(|p| ProcessJson {
+                    pid: p.pid,
+                    name: p.name.clone(),
+                    state: p.state,
+                    wchan: p.wchan.clone(),
+                    syscall: p.syscall.clone(),
+                    fd: p.fd,
+                    target: p.target.clone().or_else(|| p.error.clone()),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Milliseconds each source had been idle.
@@ -408,6 +463,10 @@ impl Report {
                     error: l.error.clone(),
                 })
                 .collect(),
+            diagnosis: match &result.outcome {
+                Outcome::IdleTimeout(report) => report.diagnosis.as_ref().map(DiagnosisJson::new),
+                _ => None,
+            },
             pid: Some(result.pid),
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),
@@ -437,6 +496,7 @@ impl Report {
             delivered: Bytes::default(),
             pass_through_errors: PassThroughErrors::default(),
             log: Vec::new(),
+            diagnosis: None,
             pid: None,
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),

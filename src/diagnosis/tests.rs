@@ -93,7 +93,11 @@ fn epoll_and_select_on_stdin_are_awaiting_input() {
     let d = diagnose(recorded!("select_stdin"));
     assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
     assert_eq!(d.processes[0].syscall.as_deref(), Some("pselect6"));
-    assert!(d.summary.contains("waits in pselect6 on stdin (a pipe)"), "{}", d.summary);
+    assert!(
+        d.summary.contains("waits in pselect6 on stdin (a pipe)"),
+        "{}",
+        d.summary
+    );
 }
 
 #[test]
@@ -117,7 +121,11 @@ fn recv_on_a_silent_server_is_network_wait_naming_the_peer() {
 fn sleep_stop_busy_and_a_waiting_shell() {
     let d = diagnose(recorded!("sleep"));
     assert_eq!(d.kind, StallKind::Sleeping);
-    assert!(d.summary.ends_with("sleeps (clock_nanosleep)"), "{}", d.summary);
+    assert!(
+        d.summary.ends_with("sleeps (clock_nanosleep)"),
+        "{}",
+        d.summary
+    );
     let d = diagnose(recorded!("stopped"));
     assert_eq!(d.kind, StallKind::Stopped);
     assert_eq!(d.processes[0].state, "stopped");

@@ -378,6 +378,9 @@ impl Monitor {
                     escapees: last.escapees,
                 }
             });
+        let diagnosis = self.diagnose();
+        self.emitter.lifecycle(Event::Diagnosis(diagnosis.clone()));
+        report.diagnosis = Some(diagnosis);
         log::info!(
             "session {}: pid {} stale after {} ({report})",
             self.id,
@@ -470,7 +473,22 @@ impl Monitor {
         self.timing.warned_for = Some(last);
         let left = (last + self.timing.idle_timeout).saturating_duration_since(now);
         self.emitter.lifecycle(Event::IdleWarning { left });
+        let diagnosis = self.diagnose();
+        self.emitter.lifecycle(Event::Diagnosis(diagnosis));
         None
+    }
+
+    /// One snapshot of the tree as the last sample found it, classified.
+    fn diagnose(&self) -> crate::diagnosis::Diagnosis {
+        let root = [self.pid];
+        let pids = self
+            .processes
+            .children
+            .as_ref()
+            .map_or(&root[..], |o| o.pids());
+        let pids = if pids.is_empty() { &root[..] } else { pids };
+        let network = self.network.as_ref();
+        crate::diagnosis::diagnose(pids, &|inode| network.and_then(|n| n.peer(inode)))
     }
 
     /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.

@@ -179,6 +179,11 @@ impl NetworkObserver {
         }
     }
 
+    /// The peer of the TCP socket `inode`, as last sampled.
+    pub(crate) fn peer(&self, inode: u64) -> Option<std::net::SocketAddr> {
+        self.known.get(&inode).map(|s| s.peer)
+    }
+
     /// [`sample`](Self::sample) with the pids as the process layer has them.
     pub(crate) fn sample_pids(&mut self, now: Instant, pids: &[i32]) -> NetworkSample {
         self.held.clear();

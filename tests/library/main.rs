@@ -8,6 +8,7 @@ mod support;
 mod activity_keeps_alive;
 mod capture_events;
 mod children_signal;
+mod diagnosis;
 mod drop_session;
 mod environment;
 mod exit_status;

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use common::net::{Mode, Server};
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
-use stallwatch::{ActivitySource, MonitorConfig, MonitorResult, Outcome, Session, StaleReport};
+use stallwatch::{
+    ActivitySource, MonitorConfig, MonitorResult, Outcome, Session, StaleReport, StallKind,
+};
 
 /// Two seconds idle, sampled every 200 ms; the children source off, so that only the network
 /// can keep the child alive. A trickle every 0.5 s leaves 1.5 s of slack for the VM's stalls.
@@ -126,6 +128,15 @@ fn an_open_but_silent_connection_is_ended_at_the_idle_timeout() {
     assert!(
         elapsed >= idle && elapsed < Duration::from_secs(20),
         "{elapsed:?}"
+    );
+    let diagnosis = report.diagnosis.as_ref().expect("a diagnosis");
+    assert_eq!(diagnosis.kind, StallKind::NetworkWait, "{diagnosis:#?}");
+    assert!(
+        diagnosis
+            .summary
+            .ends_with(&format!("reads TCP peer {}", server.addr)),
+        "{}",
+        diagnosis.summary
     );
     assert_no_leak(&m);
 }

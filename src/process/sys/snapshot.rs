@@ -48,7 +48,8 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
         ..ProcSnap::default()
     };
     let fds = super::fd_links(pid, &mut |fd, target| {
-        snap.fds.push((fd, String::from_utf8_lossy(target).into_owned()));
+        snap.fds
+            .push((fd, String::from_utf8_lossy(target).into_owned()));
     });
     if let Err(e) = fds {
         snap.error = Some(format!("/proc/{pid}/fd: {e}"));
@@ -57,7 +58,8 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
     for (fd, target) in &snap.fds {
         if target == "anon_inode:[eventpoll]" {
             let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"));
-            snap.epoll.push((*fd, info.map(|t| epoll_targets(&t)).unwrap_or_default()));
+            snap.epoll
+                .push((*fd, info.map(|t| epoll_targets(&t)).unwrap_or_default()));
         }
     }
     let tids = threads(pid);
