@@ -567,7 +567,7 @@ fn the_summary_report_and_events_name_the_diagnosis() {
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
         .filter(|e| e["event"] == "diagnosis")
-        .last()
+        .next_back()
         .expect("a diagnosis event");
     assert_eq!(diagnosis["kind"], "awaiting_input");
     assert_eq!(diagnosis["summary"], r["diagnosis"]["summary"]);
