@@ -566,8 +566,7 @@ fn the_summary_report_and_events_name_the_diagnosis() {
     let diagnosis = lines
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
-        .filter(|e| e["event"] == "diagnosis")
-        .next_back()
+        .rfind(|e| e["event"] == "diagnosis")
         .expect("a diagnosis event");
     assert_eq!(diagnosis["kind"], "awaiting_input");
     assert_eq!(diagnosis["summary"], r["diagnosis"]["summary"]);
