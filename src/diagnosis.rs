@@ -170,9 +170,49 @@ pub(crate) fn diagnose(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
     }
 }
 
+/// One snapshot of the processes `pids` (the tree's root first), classified: what a
+/// [`Session`](crate::Session) does when its child is judged stale, for a tree of your own.
+/// TCP peers are found with one socket-diagnostics dump when a process holds a socket.
+///
+/// ```
+/// use std::process::Command;
+/// use stallwatch::StallKind;
+///
+/// let mut child = Command::new("sleep").arg("30").spawn()?;
+/// let mut diagnosis = stallwatch::parts::diagnose(&[child.id()]);
+/// for _ in 0..2000 {
+///     if diagnosis.kind == StallKind::Sleeping {
+///         break;
+///     }
+///     std::thread::sleep(std::time::Duration::from_millis(10)); // until it sleeps
+///     diagnosis = stallwatch::parts::diagnose(&[child.id()]);
+/// }
+/// assert_eq!(diagnosis.kind, StallKind::Sleeping);
+/// assert_eq!(diagnosis.processes[0].name, "sleep");
+/// child.kill()?;
+/// child.wait()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn diagnose_pids(pids: &[u32]) -> Diagnosis {
+    let pids: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
+    diagnose(&pids, &|_| None)
+}
+
 /// Classifies one snapshot of the tree (the child first).
 pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
-    let processes: Vec<ProcessDiagnosis> = snaps.iter().map(|s| process(s, peers)).collect();
+    let mut processes: Vec<ProcessDiagnosis> = snaps.iter().map(|s| process(s, peers)).collect();
+    // A shell's `wait` builtin waits for a signal (SIGCHLD), not in wait4: a process waiting
+    // for a signal while a child of its lives in the tree waits on that child.
+    let parents: Vec<i32> = snaps
+        .iter()
+        .filter_map(|s| s.threads.first().and_then(|t| parent_of(&t.stat)))
+        .collect();
+    for p in &mut processes {
+        let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
+        if p.kind == StallKind::Sleeping && for_signal && parents.contains(&(p.pid as i32)) {
+            p.kind = StallKind::WaitingOnChild;
+        }
+    }
     let live: Vec<&ProcessDiagnosis> = processes.iter().filter(|p| p.state != "zombie").collect();
     let Some(root) = live.first() else {
         return Diagnosis {
@@ -245,6 +285,12 @@ fn name_and_state(stat: &str) -> Option<(&str, u8)> {
     let close = stat.rfind(')')?;
     let state = stat.get(close + 1..)?.trim_start().bytes().next()?;
     Some((stat.get(open + 1..close)?, state))
+}
+
+/// The parent pid of a `stat` line.
+fn parent_of(stat: &str) -> Option<i32> {
+    let close = stat.rfind(')')?;
+    stat.get(close + 1..)?.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn state_name(state: u8) -> &'static str {

@@ -12,6 +12,8 @@
 //!   ([`ChildrenSample`]); what counts as progress is up to you.
 //! - [`NetworkObserver`]: samples the TCP byte counters of the sockets some processes hold
 //!   ([`NetworkSample`]).
+//! - [`diagnose`]: one snapshot of some processes classified as a
+//!   [`StallKind`](crate::StallKind).
 //!
 //! ```
 //! use std::io::Read;
@@ -31,6 +33,7 @@
 //! [`ActivitySource::Files`]: crate::ActivitySource::Files
 
 pub use crate::activity::ActivityBoard;
+pub use crate::diagnosis::diagnose_pids as diagnose;
 pub use crate::sources::children::{ChildrenSample, DescendantObserver};
 pub use crate::sources::files::FileActivityTracker;
 pub use crate::sources::network::{NetworkObserver, NetworkSample};

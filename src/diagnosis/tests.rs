@@ -135,6 +135,13 @@ fn sleep_stop_busy_and_a_waiting_shell() {
     assert_eq!(d.processes.len(), 2);
     assert_eq!(d.processes[1].kind, StallKind::Sleeping);
     assert!(d.summary.starts_with("waiting on a child — sh (pid 3839)"));
+    // dash's `wait` builtin waits for SIGCHLD in rt_sigsuspend: still a wait on a child...
+    let d = diagnose(recorded!("shell_wait_builtin"));
+    assert_eq!(d.kind, StallKind::WaitingOnChild, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("rt_sigsuspend"));
+    // ...but without a child in the tree, a sleep.
+    let (snaps, _) = fixture(recorded!("shell_wait_builtin"));
+    assert_eq!(classify(&snaps[..1], &|_| None).kind, StallKind::Sleeping);
 }
 
 #[test]

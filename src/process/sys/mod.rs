@@ -447,7 +447,7 @@ pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
 /// leftover scan, which reads every process's `stat`. `None` if it cannot be read or is not
 /// UTF-8; a file longer than `buf` is read whole into a `String` instead.
 #[cfg(target_os = "linux")]
-fn read_proc<'b>(path: &str, buf: &'b mut [u8; 1024]) -> Option<std::borrow::Cow<'b, str>> {
+pub(crate) fn read_proc<'b>(path: &str, buf: &'b mut [u8; 1024]) -> Option<std::borrow::Cow<'b, str>> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
     let mut len = 0;

@@ -62,13 +62,27 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
                 .push((*fd, info.map(|t| epoll_targets(&t)).unwrap_or_default()));
         }
     }
-    let tids = threads(pid);
+    let mut buf = [0u8; 1024];
+    // The main thread's stat says how many threads there are: one (the usual case) needs no
+    // listing of the tasks.
+    let main_stat = super::read_proc(&format!("/proc/{pid}/task/{pid}/stat"), &mut buf)
+        .map(|text| text.into_owned())
+        .unwrap_or_default();
+    let single = super::parse_stat(&main_stat).is_some_and(|stat| stat.threads == 1);
+    let tids = if single { vec![pid] } else { threads(pid) };
     for tid in tids.into_iter().take(MAX_THREADS) {
-        let read = |name: &str| {
-            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/{name}")).unwrap_or_default()
+        let mut read = |name: &str| {
+            super::read_proc(&format!("/proc/{pid}/task/{tid}/{name}"), &mut buf)
+                .map(|text| text.into_owned())
+                .unwrap_or_default()
+        };
+        let stat = if tid == pid {
+            main_stat.clone()
+        } else {
+            read("stat")
         };
         let mut thread = ThreadSnap {
-            stat: read("stat"),
+            stat,
             wchan: read("wchan"),
             syscall: read("syscall").trim_end().to_owned(),
             polled: None,
