@@ -21,7 +21,9 @@ struct Tree {
 impl Drop for Tree {
     fn drop(&mut self) {
         for pid in &self.children {
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
         let _ = self.root.kill();
         let _ = self.root.wait();

@@ -290,7 +290,11 @@ fn name_and_state(stat: &str) -> Option<(&str, u8)> {
 /// The parent pid of a `stat` line.
 fn parent_of(stat: &str) -> Option<i32> {
     let close = stat.rfind(')')?;
-    stat.get(close + 1..)?.split_whitespace().nth(1)?.parse().ok()
+    stat.get(close + 1..)?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn state_name(state: u8) -> &'static str {

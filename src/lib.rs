@@ -361,7 +361,7 @@ pub use outcome::{
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
-pub use session::{EventReceiver, Session, SessionBuilder};
+pub use session::{EventReceiver, NON_INTERACTIVE_ENV, Session, SessionBuilder};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
 pub use stream::Stream;

@@ -228,6 +228,22 @@ pub(crate) struct Cli {
     )]
     pub(crate) no_children: bool,
 
+    /// Run the program so that it cannot wait for an answer nobody gives.
+    ///
+    /// Its stdin is /dev/null; without --pty it has no controlling terminal (opening /dev/tty
+    /// fails at once); and GIT_TERMINAL_PROMPT=0, GIT_EDITOR=true, GIT_PAGER=cat, PAGER=cat,
+    /// GIT_SSH_COMMAND="ssh -o BatchMode=yes", DEBIAN_FRONTEND=noninteractive, npm_config_yes,
+    /// PIP_NO_INPUT and a few more are set (see the README).
+    /// Example: --non-interactive
+    #[arg(
+        long,
+        env = "STALLWATCH_NON_INTERACTIVE",
+        action = ArgAction::SetTrue,
+        value_parser = text(parse_flag),
+        verbatim_doc_comment
+    )]
+    pub(crate) non_interactive: bool,
+
     /// Bytes moving on the program's TCP sockets do not count.
     ///
     /// By default a silent download or a streamed answer (any process of the tree receiving
@@ -443,6 +459,7 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("no_watch", "STALLWATCH_NO_WATCH"),
     ("no_children", "STALLWATCH_NO_CHILDREN"),
     ("no_network", "STALLWATCH_NO_NETWORK"),
+    ("non_interactive", "STALLWATCH_NON_INTERACTIVE"),
     ("no_output", "STALLWATCH_NO_OUTPUT"),
     ("check_interval", "STALLWATCH_CHECK_INTERVAL"),
     ("keep_leftovers", "STALLWATCH_KEEP_LEFTOVERS"),

@@ -49,6 +49,8 @@ pub(crate) struct Launch {
     pub(crate) home: Option<crate::environment::HomeReport>,
     /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
     pub(crate) pty: Option<(u16, u16)>,
+    /// Pipe mode: the child leads a session of its own, without a controlling terminal.
+    pub(crate) detached: bool,
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
@@ -74,12 +76,13 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stdin_piped: stdin_pipe,
         home,
         pty: pty_size,
+        detached,
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
-    let (mut pty, combined_pipe) = attach_stdio(&mut command, &config, stdin, pty_size)?;
+    let (mut pty, combined_pipe) = attach_stdio(&mut command, &config, stdin, pty_size, detached)?;
     let tag = subreaper_tag(&mut command, &config, id);
     let (board, emitter) = new_board(&clock, &config);
 
@@ -137,6 +140,7 @@ fn attach_stdio(
     config: &MonitorConfig,
     stdin: Stdio,
     pty_size: Option<(u16, u16)>,
+    detached: bool,
 ) -> io::Result<(Option<Pty>, Option<std::io::PipeReader>)> {
     let mut pty = None;
     let mut combined_pipe = None;
@@ -152,7 +156,11 @@ fn attach_stdio(
     } else {
         command.stdin(stdin);
         combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
-        sys::configure_command(command, config.parent_death_signal);
+        if detached {
+            sys::configure_detached_command(command, config.parent_death_signal);
+        } else {
+            sys::configure_command(command, config.parent_death_signal);
+        }
     }
     Ok((pty, combined_pipe))
 }

@@ -5,6 +5,7 @@ mod support;
 
 mod command;
 mod events;
+mod non_interactive;
 mod options;
 mod passthrough;
 mod report;

@@ -232,6 +232,14 @@ pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool
     parent_death_hook(command, parent_death_signal);
 }
 
+/// As [`configure_command`], but the child leads a new *session* without a controlling
+/// terminal (the non-interactive profile): opening `/dev/tty` fails at once (ENXIO) instead
+/// of prompting. Its process-group id equals its pid, as with [`configure_command`].
+pub(crate) fn configure_detached_command(command: &mut Command, parent_death_signal: bool) {
+    session_hook(command, false);
+    parent_death_hook(command, parent_death_signal);
+}
+
 /// Makes `command` start as the leader of a new *session* whose controlling terminal is its
 /// standard input, which the caller has already set to a terminal's slave side (std duplicates
 /// the slave onto fds 0, 1 and 2 before the hooks run). A session leader is also the leader of
@@ -240,6 +248,13 @@ pub(crate) fn configure_command(command: &mut Command, parent_death_signal: bool
 ///
 /// Not combined with `process_group(0)`: a process that already leads a group cannot `setsid`.
 pub(crate) fn configure_terminal_command(command: &mut Command, parent_death_signal: bool) {
+    session_hook(command, true);
+    parent_death_hook(command, parent_death_signal);
+}
+
+/// In the child before exec: a new session, with fd 0 (a terminal) as its controlling
+/// terminal when `with_terminal`.
+fn session_hook(command: &mut Command, with_terminal: bool) {
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
     // is allowed. It makes two raw system calls through rustix (setsid, and ioctl TIOCSCTTY on
     // fd 0 — a `BorrowedFd` of a constant, no allocation) and on failure builds an `io::Error`
@@ -247,13 +262,14 @@ pub(crate) fn configure_terminal_command(command: &mut Command, parent_death_sig
     // with other threads.
     #[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both here (module docs)
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            if with_terminal {
+                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            }
             Ok(())
         });
     }
-    parent_death_hook(command, parent_death_signal);
 }
 
 /// On Linux when asked, makes `command` receive SIGKILL when the thread that spawned it dies.
@@ -447,7 +463,10 @@ pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
 /// leftover scan, which reads every process's `stat`. `None` if it cannot be read or is not
 /// UTF-8; a file longer than `buf` is read whole into a `String` instead.
 #[cfg(target_os = "linux")]
-pub(crate) fn read_proc<'b>(path: &str, buf: &'b mut [u8; 1024]) -> Option<std::borrow::Cow<'b, str>> {
+pub(crate) fn read_proc<'b>(
+    path: &str,
+    buf: &'b mut [u8; 1024],
+) -> Option<std::borrow::Cow<'b, str>> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
     let mut len = 0;
