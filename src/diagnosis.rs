@@ -122,7 +122,7 @@ pub(crate) type Peers<'a> = &'a dyn Fn(u64) -> Option<SocketAddr>;
 /// Never more processes than this read in one diagnosis.
 const MAX_PROCESSES: usize = 500;
 /// Reading stops once this much time has gone (the rest are reported unread).
-const BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
+const BUDGET: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Takes one snapshot of the processes `pids` (the child first) and classifies it. TCP peers
 /// come from `known` (the network source's last sample), else from one socket-diagnostics

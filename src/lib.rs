@@ -285,7 +285,7 @@
 //!   call from `/proc/PID/syscall` with its descriptor resolved through `/proc/PID/fd`, epoll
 //!   sets through `/proc/PID/fdinfo`, poll/select sets through `/proc/PID/mem`) is classified
 //!   by a pure function into one [`StallKind`]: [`StaleReport::diagnosis`] and
-//!   [`Event::Diagnosis`]. Reading stops after 50 ms (the rest is `unknown`).
+//!   [`Event::Diagnosis`]. Reading stops after 20 ms (the rest is `unknown`).
 //! - **Non-interactive profile** ([`SessionBuilder::non_interactive`]): stdin `/dev/null`, a
 //!   session of its own without a controlling terminal (pipe mode), and
 //!   [`NON_INTERACTIVE_ENV`] unless the caller set those variables on the command.

@@ -261,7 +261,7 @@ pub(crate) struct Cli {
 
     /// Output does not count as activity (it still passes through).
     ///
-    /// With --no-watch, --no-children and --no-network too, -i is a plain timeout.
+    /// With --no-watch --no-children --no-network too, -i is a plain timeout.
     /// Example: --no-output
     #[arg(
         long,
