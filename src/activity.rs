@@ -23,6 +23,9 @@ pub enum ActivitySource {
     Children,
     /// An explicit keepalive from the caller. Always enabled.
     Keepalive,
+    /// Bytes received or sent on the TCP sockets of the child's tree (Linux socket
+    /// diagnostics), above a small floor: an open but silent connection is no activity.
+    Network,
     /// Output that merely repeats itself (the same line again, digits aside: a spinner, a
     /// "retrying in 5s" loop), told apart from [`Output`](Self::Output) only when asked
     /// ([`MonitorConfig::repeated_output`](crate::MonitorConfig::repeated_output)).
@@ -34,11 +37,12 @@ pub enum ActivitySource {
 
 impl ActivitySource {
     /// Every built-in source, in board order (probes come after them, in the order given).
-    pub const ALL: [ActivitySource; 5] = [
+    pub const ALL: [ActivitySource; 6] = [
         ActivitySource::Output,
         ActivitySource::Files,
         ActivitySource::Children,
         ActivitySource::Keepalive,
+        ActivitySource::Network,
         ActivitySource::RepeatedOutput,
     ];
 
@@ -50,7 +54,8 @@ impl ActivitySource {
             ActivitySource::Files => Some(1),
             ActivitySource::Children => Some(2),
             ActivitySource::Keepalive => Some(3),
-            ActivitySource::RepeatedOutput => Some(4),
+            ActivitySource::Network => Some(4),
+            ActivitySource::RepeatedOutput => Some(5),
             ActivitySource::Probe(_) => None,
         }
     }
@@ -68,6 +73,7 @@ impl ActivitySource {
             ActivitySource::Files => "files",
             ActivitySource::Children => "children",
             ActivitySource::Keepalive => "keepalive",
+            ActivitySource::Network => "network",
             ActivitySource::RepeatedOutput => "repeated_output",
             ActivitySource::Probe(name) => name,
         }

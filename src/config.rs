@@ -141,6 +141,8 @@ pub(crate) struct EnabledSources {
     pub(crate) children: bool,
     /// Repeated output told apart from output ([`MonitorConfig::repeated_output`]).
     pub(crate) repeated_output: bool,
+    /// Bytes moved on the tree's TCP sockets ([`MonitorConfig::watch_network`]).
+    pub(crate) network: bool,
 }
 
 impl Default for EnabledSources {
@@ -150,6 +152,7 @@ impl Default for EnabledSources {
             files: true,
             children: true,
             repeated_output: false,
+            network: true,
         }
     }
 }
@@ -770,6 +773,7 @@ impl MonitorConfig {
             ActivitySource::Files => self.enabled.files,
             ActivitySource::Children => self.enabled.children,
             ActivitySource::RepeatedOutput => self.enabled.output && self.enabled.repeated_output,
+            ActivitySource::Network => self.enabled.network,
             ActivitySource::Keepalive => true,
             ActivitySource::Probe(name) => self.probes.iter().any(|p| p.name() == name),
         }
@@ -876,6 +880,14 @@ impl MonitorConfig {
     /// Turns the descendant-CPU source on or off.
     pub fn watch_children(mut self, enabled: bool) -> Self {
         self.enabled.children = enabled;
+        self
+    }
+
+    /// Turns the network source on or off: bytes received or sent on the TCP sockets held by
+    /// any process of the tree (Linux socket diagnostics; elsewhere the source is reported
+    /// unavailable). On by default.
+    pub fn watch_network(mut self, enabled: bool) -> Self {
+        self.enabled.network = enabled;
         self
     }
 

@@ -57,6 +57,9 @@ pub enum Event {
         /// What matched, and when.
         seen: crate::outcome::CompletionSeen,
     },
+    /// What the tree is doing, from one snapshot of its processes: sent with each idle
+    /// warning and when the child is judged stale (before the first signal).
+    Diagnosis(crate::diagnosis::Diagnosis),
     /// A step of the kill ladder was sent.
     Signal {
         /// The signal.

@@ -9,7 +9,12 @@
 //!   in the child's working directory; never a mere read), see [`FileWatchConfig`];
 //! - **children**: CPU progress of the child's descendants between two samples (a compiler or a
 //!   test run in a grandchild), see [`ChildWatchConfig`];
+//! - **network**: bytes received or sent on the TCP sockets any process of the tree holds
+//!   (Linux socket diagnostics), at least 1 KiB within 10 s: never "a socket is open";
 //! - **keepalive**: an explicit [`Session::keepalive`] from the caller.
+//!
+//! When it is stale, a [`Diagnosis`] says why: waiting for input, on a network peer, sleeping,
+//! stopped, waiting on a child, deadlocked, in disk wait, busy ([`StallKind`]).
 //!
 //! Then it runs a kill ladder (SIGTERM, a grace period, SIGKILL) on the child's whole process
 //! group. A hard timeout ends the child even while it is active.
@@ -239,7 +244,10 @@
 //! - `sources/`: the activity sources — `output` (the reader threads,
 //!   [`ActivityTrackingReader`](parts::ActivityTrackingReader)), `files`
 //!   ([`FileActivityTracker`](parts::FileActivityTracker)), `children`
-//!   ([`DescendantObserver`](parts::DescendantObserver)), each only stamping the board.
+//!   ([`DescendantObserver`](parts::DescendantObserver)), `network`
+//!   ([`NetworkObserver`](parts::NetworkObserver)), each only stamping the board.
+//! - `diagnosis`: the pure classifier of a stall ([`Diagnosis`], [`StallKind`]), over a
+//!   snapshot that `process/sys/snapshot` reads from `/proc`.
 //! - `activity`: the board the sources stamp; `verdict`: the pure decision the monitor asks
 //!   (board snapshot, time, limits → what to do), tested without threads or processes.
 //! - `process/`: spawning in a new process group, the spawner thread and the guardian;
@@ -307,6 +315,26 @@
 //!   yes less than a check interval old is not asked again. *Repeated output* (opt-in): the
 //!   readers stamp [`ActivitySource::RepeatedOutput`] instead of output for a read whose lines
 //!   all repeat one of the last 16 distinct lines (digits aside).
+//! - **Network** ([`NetworkObserver`](parts::NetworkObserver), sampled right after the
+//!   descendants, over the tree's live pids): the `socket:[inode]` links in `/proc/PID/fd`
+//!   name the sockets the tree holds; the kernel's socket diagnostics (`NETLINK_SOCK_DIAG`,
+//!   `inet_diag` with `tcp_info`, parsed by hand over rustix's netlink socket) give each TCP
+//!   socket's `bytes_received` and `bytes_acked`. A sample is activity when bytes moved since
+//!   the previous one and at least 1 KiB moved within the last 10 s (keep-alive pings stay
+//!   under it); a socket first seen after the baseline counts whole. Known sockets are asked
+//!   for one by one (exact requests, one batch); only a socket not seen yet costs a dump of
+//!   the namespace; while the tree holds no socket nothing but the fd listing is done. Where
+//!   socket diagnostics are refused, the source is unavailable
+//!   ([`MonitorResult::network_unavailable`] says why), never a failed spawn.
+//! - **Diagnosis.** At the stale decision (before the first signal) and with each idle warning,
+//!   one snapshot of every live process of the tree (state, wait channel, the blocking system
+//!   call from `/proc/PID/syscall` with its descriptor resolved through `/proc/PID/fd`, epoll
+//!   sets through `/proc/PID/fdinfo`, poll/select sets through `/proc/PID/mem`) is classified
+//!   by a pure function into one [`StallKind`]: [`StaleReport::diagnosis`] and
+//!   [`Event::Diagnosis`]. Reading stops after 20 ms (the rest is `unknown`).
+//! - **Non-interactive profile** ([`SessionBuilder::non_interactive`]): stdin `/dev/null`, a
+//!   session of its own without a controlling terminal (pipe mode), and
+//!   [`NON_INTERACTIVE_ENV`] unless the caller set those variables on the command.
 //! - **Ending.** Each ladder step goes to the whole process group (never to a pgid ≤ 1 or to
 //!   stallwatch's own group), to the leader by pid when it has left its group (it may even
 //!   join stallwatch's own), and to the remembered escapees by pid; polite steps are followed
@@ -374,7 +402,7 @@
 //!   (rate-limited) are dropped when the consumer lags (counted in
 //!   [`MonitorResult::events_dropped`]; the next `Output` is flagged, its sequence number shows
 //!   the gap), while room is reserved for `Started` (first), `IdleWarning`, `Signal`, `Exited`
-//!   (once) and `Closed` (last, after the output is drained).
+//!   (once), `Diagnosis` and `Closed` (last, after the output is drained).
 //! - **Dropping** a running [`Session`] starts the ladder in the background.
 //! - **Names.** [`Session::terminate`] starts the ladder and [`Session::start_kill`] sends
 //!   SIGKILL; both return at once (then [`Session::wait`]). [`Lifecycle::Ended`] is any end,
@@ -406,6 +434,7 @@ mod clock;
 mod completion;
 mod config;
 mod contract;
+mod diagnosis;
 mod environment;
 mod error;
 mod events;
@@ -438,6 +467,7 @@ pub use config::{
     FileWatchConfig, KillLadder, KillStep, LeftoverPolicy, LogRetention, MonitorConfig,
 };
 pub use contract::Lifecycle;
+pub use diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
@@ -448,7 +478,7 @@ pub use outcome::{
 };
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
-pub use session::{EventReceiver, Session, SessionBuilder};
+pub use session::{EventReceiver, NON_INTERACTIVE_ENV, Session, SessionBuilder};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
 pub use sources::probes::Probe;

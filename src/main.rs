@@ -218,9 +218,22 @@ fn spawn_program(
         .expect("clap requires at least one word after --");
     let mut command = Command::new(program);
     command.args(args);
-    let builder = Session::builder(command)
+    if cli.non_interactive {
+        // A profile variable in stallwatch's own environment is the caller's choice for the
+        // program (the command line's only way to set one): kept, as explicit.
+        for (key, _) in stallwatch::NON_INTERACTIVE_ENV {
+            if let Some(value) = std::env::var_os(key) {
+                command.env(key, value);
+            }
+        }
+    }
+    let mut builder = Session::builder(command)
         .config(config.clone())
         .stdout(stdout_sink());
+    if cli.non_interactive {
+        // After the stdin below: the profile's /dev/null wins over the inherited stdin.
+        builder = builder.non_interactive();
+    }
     match pty_size {
         Some(size) => builder.pty(size.rows, size.cols),
         None => builder

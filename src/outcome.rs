@@ -85,6 +85,9 @@ pub struct StaleReport {
     /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
     /// counted.
     pub capped: Vec<ActivitySource>,
+    /// What the tree was doing when it was judged stale: one snapshot of its processes,
+    /// classified as one kind (Linux; elsewhere the kind is `Unknown`).
+    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
 }
 
 impl StaleReport {
@@ -302,6 +305,9 @@ pub struct MonitorResult {
     /// How many processes of the tree the kernel's OOM killer ended, where the session had a
     /// cgroup with the memory controller enabled.
     pub oom_kills: Option<u64>,
+    /// Why the network source, though on, could observe nothing (no socket diagnostics in
+    /// this kernel or sandbox, a system other than Linux); `None` when it could, or was off.
+    pub network_unavailable: Option<String>,
 }
 
 /// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
@@ -375,6 +381,7 @@ mod tests {
             },
             memory_peak: None,
             oom_kills: None,
+            network_unavailable: None,
         }
     }
 
@@ -387,6 +394,7 @@ mod tests {
             sources: vec![],
             children: None,
             capped: vec![],
+            diagnosis: None,
         });
         let seen = CompletionSeen {
             trigger: CompletionTrigger::Output,
@@ -434,6 +442,7 @@ mod tests {
             idle_timeout: Duration::from_secs(300),
             children: None,
             capped: vec![],
+            diagnosis: None,
             sources: vec![
                 SourceIdle {
                     source: ActivitySource::Output,

@@ -10,6 +10,10 @@
 //!   remove or metadata change under watched folders (notify, or a stat scan).
 //! - [`DescendantObserver`]: samples the CPU time of a process's descendants
 //!   ([`ChildrenSample`]); what counts as progress is up to you.
+//! - [`NetworkObserver`]: samples the TCP byte counters of the sockets some processes hold
+//!   ([`NetworkSample`]).
+//! - [`diagnose`]: one snapshot of some processes classified as a
+//!   [`StallKind`](crate::StallKind).
 //!
 //! ```
 //! use std::io::Read;
@@ -29,6 +33,8 @@
 //! [`ActivitySource::Files`]: crate::ActivitySource::Files
 
 pub use crate::activity::ActivityBoard;
+pub use crate::diagnosis::diagnose_pids as diagnose;
 pub use crate::sources::children::{ChildrenSample, DescendantObserver};
 pub use crate::sources::files::FileActivityTracker;
+pub use crate::sources::network::{NetworkObserver, NetworkSample};
 pub use crate::sources::output::ActivityTrackingReader;

@@ -32,7 +32,36 @@ pub struct SessionBuilder {
     stdin_piped: bool,
     environment: Environment,
     pty: Option<(u16, u16)>,
+    non_interactive: bool,
 }
+
+/// The variables of the non-interactive profile ([`SessionBuilder::non_interactive`]): what
+/// makes common tools fail fast, or go on without asking, instead of waiting for an answer.
+pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
+    // git: no username/password prompt on the terminal; no editor for commit, merge, tag or
+    // rebase messages (`true` leaves the message as it is: an empty one aborts); no pager.
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_EDITOR", "true"),
+    ("GIT_SEQUENCE_EDITOR", "true"),
+    ("GIT_MERGE_AUTOEDIT", "no"),
+    ("GIT_PAGER", "cat"),
+    // git over ssh: never a password or host-key question (fails instead).
+    ("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+    // Git Credential Manager: no dialog.
+    ("GCM_INTERACTIVE", "never"),
+    // ssh's askpass helper: never started.
+    ("SSH_ASKPASS_REQUIRE", "never"),
+    // man, systemctl, journalctl and anything else that pages.
+    ("PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("SYSTEMD_PAGER", "cat"),
+    // apt and dpkg: no configuration questions.
+    ("DEBIAN_FRONTEND", "noninteractive"),
+    // npm and npx: no "Ok to proceed?" (npx installs the package and goes on).
+    ("npm_config_yes", "true"),
+    // pip: no prompt (for credentials, say): fails instead.
+    ("PIP_NO_INPUT", "1"),
+];
 
 impl fmt::Debug for SessionBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -44,6 +73,7 @@ impl fmt::Debug for SessionBuilder {
             .field("stdin", &self.stdin)
             .field("environment", &self.environment)
             .field("pty", &self.pty)
+            .field("non_interactive", &self.non_interactive)
             .finish_non_exhaustive()
     }
 }
@@ -125,6 +155,35 @@ impl SessionBuilder {
         self
     }
 
+    /// The non-interactive profile: a program that would ask a question fails at once (or
+    /// goes on without asking) instead of waiting for an answer nobody gives.
+    ///
+    /// - stdin is `/dev/null` (whatever [`stdin`](Self::stdin) or
+    ///   [`stdin_piped`](Self::stdin_piped) said): a `read` sees end-of-file;
+    /// - in pipe mode the child leads a session of its own without a controlling terminal, so
+    ///   opening `/dev/tty` fails at once (ENXIO) even when the caller runs on a terminal (with
+    ///   [`pty`](Self::pty) the terminal stays: only the variables apply);
+    /// - the variables of [`NON_INTERACTIVE_ENV`](crate::NON_INTERACTIVE_ENV) are set, except
+    ///   those the caller set (or removed) explicitly on the command.
+    ///
+    /// ```
+    /// use std::process::Command;
+    /// use stallwatch::Session;
+    ///
+    /// let mut command = Command::new("sh");
+    /// let script = "read line || echo eof; (: </dev/tty) 2>/dev/null || echo no tty; echo $GIT_PAGER";
+    /// command.args(["-c", script]);
+    /// let session = Session::builder(command).non_interactive().spawn()?;
+    /// assert_eq!(session.wait().exit_code(), 0);
+    /// let text = session.snapshot().stdout.unwrap().render_lossy();
+    /// assert_eq!(text, "eof\nno tty\ncat\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn non_interactive(mut self) -> Self {
+        self.non_interactive = true;
+        self
+    }
+
     /// The child's environment: an allowlist over an empty environment, overlays, an isolated
     /// home (default: [`Environment::inherit_all`], the command's own settings). Applied at
     /// [`spawn`](Self::spawn); the variables set on the command itself are kept.
@@ -187,7 +246,19 @@ impl SessionBuilder {
         {
             return Err(SpawnError::config(ConfigError::TerminalSize { rows, cols }).into());
         }
+        // What the caller set (or removed) on the command itself is never overridden.
+        let explicit: Vec<std::ffi::OsString> =
+            self.command.get_envs().map(|(k, _)| k.to_owned()).collect();
         let home = self.environment.apply(&mut self.command)?;
+        if self.non_interactive {
+            for (key, value) in NON_INTERACTIVE_ENV {
+                if !explicit.iter().any(|k| k == key) {
+                    self.command.env(key, value);
+                }
+            }
+            self.stdin = Some(Stdio::null());
+            self.stdin_piped = false;
+        }
         let clock = self.clock.clone();
         let launched = monitor::launch(Launch {
             command: self.command,
@@ -198,6 +269,7 @@ impl SessionBuilder {
             stdin: self.stdin.unwrap_or_else(Stdio::null),
             stdin_piped: self.stdin_piped,
             home,
+            detached: self.non_interactive && self.pty.is_none(),
             pty: self.pty,
         })?;
         Ok(Session {
@@ -264,6 +336,7 @@ impl Session {
             stdin_piped: false,
             environment: Environment::inherit_all(),
             pty: None,
+            non_interactive: false,
         }
     }
 

@@ -146,6 +146,7 @@ pub(crate) fn report(board: &BoardSnapshot, now: Instant, idle_timeout: Duration
         idle_timeout,
         children: None,
         capped: Vec::new(),
+        diagnosis: None,
         sources: board
             .sources
             .iter()

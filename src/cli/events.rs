@@ -41,6 +41,7 @@ enum Line {
         signal: String,
         step: usize,
     },
+    Diagnosis(super::report::DiagnosisJson),
     Exited {
         outcome: &'static str,
         exit_code: Option<i32>,
@@ -91,6 +92,7 @@ fn line(event: Event) -> Option<Line> {
                 signal_name: signal.and_then(Signal::from_number).map(|s| s.name()),
             }
         }
+        Event::Diagnosis(d) => Line::Diagnosis(super::report::DiagnosisJson::new(&d)),
         Event::Closed => Line::Closed,
         _ => return None,
     })

@@ -235,9 +235,40 @@ pub(crate) struct Cli {
     )]
     pub(crate) no_children: bool,
 
+    /// Run the program so that it cannot wait for an answer nobody gives.
+    ///
+    /// Its stdin is /dev/null; without --pty it has no controlling terminal (opening /dev/tty
+    /// fails at once); and GIT_TERMINAL_PROMPT=0, GIT_EDITOR=true, GIT_PAGER=cat, PAGER=cat,
+    /// GIT_SSH_COMMAND="ssh -o BatchMode=yes", DEBIAN_FRONTEND=noninteractive, npm_config_yes,
+    /// PIP_NO_INPUT and a few more are set (see the README).
+    /// Example: --non-interactive
+    #[arg(
+        long,
+        env = "STALLWATCH_NON_INTERACTIVE",
+        action = ArgAction::SetTrue,
+        value_parser = text(parse_flag),
+        verbatim_doc_comment
+    )]
+    pub(crate) non_interactive: bool,
+
+    /// Bytes moving on the program's TCP sockets do not count.
+    ///
+    /// By default a silent download or a streamed answer (any process of the tree receiving
+    /// or sending more than 1 KiB within 10s) keeps the program alive; an open connection
+    /// that moves nothing does not. Linux socket diagnostics; elsewhere reported unavailable.
+    /// Example: --no-network
+    #[arg(
+        long,
+        env = "STALLWATCH_NO_NETWORK",
+        action = ArgAction::SetTrue,
+        value_parser = text(parse_flag),
+        verbatim_doc_comment
+    )]
+    pub(crate) no_network: bool,
+
     /// Output does not count as activity (it still passes through).
     ///
-    /// With --no-watch and --no-children too, -i is a plain timeout.
+    /// With --no-watch --no-children --no-network too, -i is a plain timeout.
     /// Example: --no-output
     #[arg(
         long,
@@ -387,7 +418,7 @@ pub(crate) struct Cli {
     /// Write a JSON report of the run to FILE when done (- for stderr).
     ///
     /// FILE is created (or emptied) before the program starts. Fields: outcome, exit_code,
-    /// signal, duration_ms, idle_ms {output, files, children}, ladder {signals_sent,
+    /// signal, duration_ms, idle_ms {output, files, children, network}, ladder {signals_sent,
     /// escalated}, leftovers_killed, bytes {stdout, stderr}, pid, and more.
     /// Example: --report run.json
     #[arg(
@@ -577,6 +608,8 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("exclude", "STALLWATCH_EXCLUDE"),
     ("no_watch", "STALLWATCH_NO_WATCH"),
     ("no_children", "STALLWATCH_NO_CHILDREN"),
+    ("no_network", "STALLWATCH_NO_NETWORK"),
+    ("non_interactive", "STALLWATCH_NON_INTERACTIVE"),
     ("no_output", "STALLWATCH_NO_OUTPUT"),
     ("check_interval", "STALLWATCH_CHECK_INTERVAL"),
     ("done_when_output", "STALLWATCH_DONE_WHEN_OUTPUT"),
@@ -697,6 +730,7 @@ impl Options {
             .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
             .watch_files(!cli.no_watch)
             .watch_children(!cli.no_children)
+            .watch_network(!cli.no_network)
             .watch_output(!cli.no_output)
             .completion(self.completion());
         let config = cli
@@ -1209,6 +1243,7 @@ mod tests {
             "--exclude",
             "*.tmp",
             "--no-children",
+            "--no-network",
             "--check-interval",
             "250ms",
             "--keep-leftovers",
@@ -1232,6 +1267,7 @@ mod tests {
             config.watches(ActivitySource::Files)
                 && config.watches(ActivitySource::Output)
                 && !config.watches(ActivitySource::Children)
+                && !config.watches(ActivitySource::Network)
         );
         assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
         assert_eq!(config.leftovers, LeftoverPolicy::Keep);

@@ -84,10 +84,17 @@ pub(crate) fn summary(
     grace: Duration,
 ) -> Option<String> {
     let why = match &result.outcome {
-        Outcome::IdleTimeout(report) => format!(
-            "ended after {} idle ({report})",
-            HumanDuration(report.idle_timeout)
-        ),
+        Outcome::IdleTimeout(report) => match &report.diagnosis {
+            Some(diagnosis) => format!(
+                "ended after {} idle ({report}): {}",
+                HumanDuration(report.idle_timeout),
+                diagnosis.summary
+            ),
+            None => format!(
+                "ended after {} idle ({report})",
+                HumanDuration(report.idle_timeout)
+            ),
+        },
         Outcome::HardTimeout { after } => {
             format!("ended at the hard timeout of {}", HumanDuration(*after))
         }
@@ -247,6 +254,8 @@ pub(crate) struct Report {
     pub(crate) pass_through_errors: PassThroughErrors,
     /// The complete logs of the streams that passed 4 KiB, with their SHA-256.
     pub(crate) log: Vec<LogEntry>,
+    /// What the tree was doing when it was judged stale (`idle_timeout` only), or null.
+    pub(crate) diagnosis: Option<DiagnosisJson>,
     /// The child's pid (and process group), or null when it never started.
     pub(crate) pid: Option<u32>,
     /// PROGRAM and its arguments (lossy UTF-8).
@@ -303,12 +312,59 @@ impl ContainmentReport {
     }
 }
 
+/// A diagnosis as the report and the event stream show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct DiagnosisJson {
+    /// `awaiting_input`, `network_wait`, `sleeping`, `stopped`, `waiting_on_child`,
+    /// `lock_wait`, `disk_wait`, `running` or `unknown`.
+    pub(crate) kind: &'static str,
+    /// One line for people.
+    pub(crate) summary: String,
+    /// Every process read, the child first.
+    pub(crate) processes: Vec<ProcessJson>,
+}
+
+/// One process of a diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ProcessJson {
+    pub(crate) pid: u32,
+    pub(crate) name: String,
+    pub(crate) state: &'static str,
+    pub(crate) wchan: Option<String>,
+    pub(crate) syscall: Option<String>,
+    pub(crate) fd: Option<i32>,
+    pub(crate) target: Option<String>,
+}
+
+impl DiagnosisJson {
+    pub(crate) fn new(d: &stallwatch::Diagnosis) -> DiagnosisJson {
+        DiagnosisJson {
+            kind: d.kind.name(),
+            summary: d.summary.clone(),
+            processes: d
+                .processes
+                .iter()
+                .map(|p| ProcessJson {
+                    pid: p.pid,
+                    name: p.name.clone(),
+                    state: p.state,
+                    wchan: p.wchan.clone(),
+                    syscall: p.syscall.clone(),
+                    fd: p.fd,
+                    target: p.target.clone().or_else(|| p.error.clone()),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Milliseconds each source had been idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub(crate) struct IdleMs {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
+    pub(crate) network: Option<u64>,
     /// Only when repeated output is told apart (`--solo-cap repeated_output=D`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) repeated_output: Option<u64>,
@@ -320,6 +376,7 @@ pub(crate) struct ActivityCount {
     pub(crate) output: Option<u64>,
     pub(crate) files: Option<u64>,
     pub(crate) children: Option<u64>,
+    pub(crate) network: Option<u64>,
     /// Only when repeated output is told apart.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) repeated_output: Option<u64>,
@@ -488,6 +545,10 @@ impl Report {
                     error: l.error.clone(),
                 })
                 .collect(),
+            diagnosis: match &result.outcome {
+                Outcome::IdleTimeout(report) => report.diagnosis.as_ref().map(DiagnosisJson::new),
+                _ => None,
+            },
             pid: Some(result.pid),
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),
@@ -542,6 +603,7 @@ impl Report {
             delivered: Bytes::default(),
             pass_through_errors: PassThroughErrors::default(),
             log: Vec::new(),
+            diagnosis: None,
             pid: None,
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.idle_timeout),
@@ -570,6 +632,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
                 &mut idle_ms.repeated_output,
                 &mut activity_count.repeated_output,
             ),
+            ActivitySource::Network => (&mut idle_ms.network, &mut activity_count.network),
             _ => continue,
         };
         *idle = Some(ms(s.idle));
@@ -578,7 +641,9 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
             unavailable.push(Unavailable {
                 source: s.source.name(),
                 path: None,
-                reason: None,
+                reason: (s.source == ActivitySource::Network)
+                    .then(|| result.network_unavailable.clone())
+                    .flatten(),
                 unwatched_ms: None,
                 at_end: true,
             });

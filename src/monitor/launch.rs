@@ -33,6 +33,7 @@ use crate::process::{self, sys};
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::lines::{ChunkSeen, LineWatch};
+use crate::sources::network::NetworkObserver;
 use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
 use crate::stream::Stream;
 
@@ -53,6 +54,8 @@ pub(crate) struct Launch {
     pub(crate) home: Option<crate::environment::HomeReport>,
     /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
     pub(crate) pty: Option<(u16, u16)>,
+    /// Pipe mode: the child leads a session of its own, without a controlling terminal.
+    pub(crate) detached: bool,
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
@@ -78,6 +81,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stdin_piped: stdin_pipe,
         home,
         pty: pty_size,
+        detached,
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // An unusable log folder is an error now, not lost output later.
@@ -96,7 +100,8 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         })?),
         None => None,
     };
-    let (mut pty, combined_pipe) = attach_stdio(&mut command, &config, stdin, pty_size, entry)?;
+    let (mut pty, combined_pipe) =
+        attach_stdio(&mut command, &config, stdin, pty_size, detached, entry)?;
     let tag = subreaper_tag(&mut command, &config, id);
     let (board, emitter) = new_board(&clock, &config);
 
@@ -167,6 +172,7 @@ fn attach_stdio(
     config: &MonitorConfig,
     stdin: Stdio,
     pty_size: Option<(u16, u16)>,
+    detached: bool,
     cgroup: Option<OwnedFd>,
 ) -> io::Result<(Option<Pty>, Option<std::io::PipeReader>)> {
     let mut pty = None;
@@ -183,7 +189,11 @@ fn attach_stdio(
     } else {
         command.stdin(stdin);
         combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
-        sys::configure_command(command, config.parent_death_signal, cgroup);
+        if detached {
+            sys::configure_detached_command(command, config.parent_death_signal, cgroup);
+        } else {
+            sys::configure_command(command, config.parent_death_signal, cgroup);
+        }
     }
     Ok((pty, combined_pipe))
 }
@@ -529,6 +539,7 @@ fn start_threads(
     )?;
 
     let children = start_observer(pid, &config, &*clock, &board, streams.cgroup.as_ref());
+    let (network, network_unavailable) = start_network(&config, &*clock, &board, &children);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
     processes.hold(pid, streams.cgroup.take());
     let board_clock = clock.clone();
@@ -558,6 +569,8 @@ fn start_threads(
         memory: (None, None),
         guardian: streams.guardian,
         files,
+        network,
+        network_unavailable,
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
@@ -687,13 +700,40 @@ fn start_observer(
         let cgroup = cgroup.clone();
         observer.use_cgroup(Box::new(move || {
             let cpu = cgroup.cpu_usage().ok()?;
-            let members = cgroup.members().ok()?.len();
+            let members = cgroup.members().ok()?;
             Some((cpu, members))
         }));
     }
     observer.sample(clock.now()); // the baseline
     board.set_enabled(ActivitySource::Children, config.enabled.children);
     Some(observer)
+}
+
+/// The network source when it is on: its baseline sample of the tree's sockets, or why it
+/// cannot observe anything (then it is reported unavailable; the spawn goes on).
+fn start_network(
+    config: &MonitorConfig,
+    clock: &dyn Clock,
+    board: &ActivityBoard,
+    children: &Option<DescendantObserver>,
+) -> (Option<NetworkObserver>, Option<String>) {
+    board.set_enabled(ActivitySource::Network, config.enabled.network);
+    if !config.enabled.network {
+        return (None, None);
+    }
+    match NetworkObserver::open() {
+        Ok(mut network) => {
+            let pids = children.as_ref().map_or(&[][..], |c| c.pids());
+            network.sample_pids(clock.now(), pids); // the baseline
+            (Some(network), None)
+        }
+        Err(e) => {
+            let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
+            log::info!("network source unavailable: {reason}");
+            board.set_available(ActivitySource::Network, false);
+            (None, Some(reason))
+        }
+    }
 }
 
 /// The pipes to read: stdout and stderr, or the one combined pipe.

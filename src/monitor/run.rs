@@ -24,6 +24,7 @@ use crate::outcome::{
 use crate::process::{self, sys};
 use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
+use crate::sources::network::NetworkObserver;
 use crate::verdict::{self, Verdict};
 
 /// Publishes the result and closes the done channel; if the monitor thread unwinds before it
@@ -77,6 +78,7 @@ impl Drop for DoneGuard {
                 containment: self.containment.clone(),
                 memory_peak: None,
                 oom_kills: None,
+                network_unavailable: None,
             });
         }
     }
@@ -182,6 +184,10 @@ pub(super) struct Monitor {
     /// Stamps the board from its own thread; stopped when the monitor ends.
     /// The file tracker while the program runs; let go of when the drain starts.
     pub(super) files: Option<FileActivityTracker>,
+    /// The network source (on, and able to observe).
+    pub(super) network: Option<NetworkObserver>,
+    /// Why the network source is on but cannot observe anything.
+    pub(super) network_unavailable: Option<String>,
     /// What the file tracker could not watch, as it stood when the program's run was over.
     pub(super) unwatched: Vec<crate::outcome::Unwatched>,
     pub(super) reason: Option<Reason>,
@@ -454,6 +460,9 @@ impl Monitor {
                     escapees: last.escapees,
                 }
             });
+        let diagnosis = self.diagnose();
+        self.emitter.lifecycle(Event::Diagnosis(diagnosis.clone()));
+        report.diagnosis = Some(diagnosis);
         log::info!(
             "session {}: pid {} stale after {} ({report})",
             self.id,
@@ -546,7 +555,22 @@ impl Monitor {
         self.timing.warned_for = Some(last);
         let left = (last + self.timing.idle_timeout).saturating_duration_since(now);
         self.emitter.lifecycle(Event::IdleWarning { left });
+        let diagnosis = self.diagnose();
+        self.emitter.lifecycle(Event::Diagnosis(diagnosis));
         None
+    }
+
+    /// One snapshot of the tree as the last sample found it, classified.
+    fn diagnose(&self) -> crate::diagnosis::Diagnosis {
+        let root = [self.pid];
+        let pids = self
+            .processes
+            .children
+            .as_ref()
+            .map_or(&root[..], |o| o.pids());
+        let pids = if pids.is_empty() { &root[..] } else { pids };
+        let network = self.network.as_ref();
+        crate::diagnosis::diagnose(pids, &|inode| network.and_then(|n| n.peer(inode)))
     }
 
     /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.
@@ -562,7 +586,14 @@ impl Monitor {
         if active {
             self.board.stamp_at(ActivitySource::Children, now);
         }
-        active
+        let moved = self
+            .network
+            .as_mut()
+            .is_some_and(|network| network.sample_pids(now, observer.pids()).active);
+        if moved {
+            self.board.stamp_at(ActivitySource::Network, now);
+        }
+        active || moved
     }
 
     /// The leader exited while being watched: take the leftovers down, or leave them.
@@ -777,6 +808,7 @@ impl Monitor {
             containment: self.containment.clone(),
             memory_peak: self.memory.0,
             oom_kills: self.memory.1,
+            network_unavailable: self.network_unavailable.clone(),
         }
     }
 }

@@ -292,11 +292,14 @@ pub struct DescendantObserver {
     root_cpu: Duration,
     /// With a cgroup: the CPU that counts (the root's own only when asked), at the last look.
     cgroup_counted: Duration,
+    /// The live processes of the tree at the last sample, the root first (the network
+    /// source and the diagnosis look at these).
+    pids: Vec<i32>,
 }
 
 /// Reads a cgroup's CPU in all (`usage_usec` of `cpu.stat`) and its number of live members;
 /// `None` when it cannot be read (then the walk of `/proc` takes over for that sample).
-pub(crate) type CgroupReader = Box<dyn FnMut() -> Option<(Duration, usize)> + Send>;
+pub(crate) type CgroupReader = Box<dyn FnMut() -> Option<(Duration, Vec<i32>)> + Send>;
 
 impl fmt::Debug for DescendantObserver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -340,6 +343,7 @@ impl DescendantObserver {
             cgroup: None,
             root_cpu: Duration::ZERO,
             cgroup_counted: Duration::ZERO,
+            pids: Vec::new(),
         }
     }
 
@@ -356,8 +360,16 @@ impl DescendantObserver {
         now: Instant,
         elapsed: Duration,
         first: bool,
-        (usage, members): (Duration, usize),
+        (usage, members): (Duration, Vec<i32>),
     ) -> ChildrenSample {
+        // The tree is the cgroup's members, the root first (the network source and the
+        // diagnosis look at these).
+        self.pids.clear();
+        self.pids
+            .extend(members.iter().filter(|p| **p == self.root));
+        self.pids
+            .extend(members.iter().filter(|p| **p != self.root));
+        let members = members.len();
         let root = self.source.process(self.root);
         if let Some(root) = root {
             self.root_cpu = self.root_cpu.max(root.cpu);
@@ -386,6 +398,11 @@ impl DescendantObserver {
         self.last
     }
 
+    /// The live processes of the tree at the last sample, the root first.
+    pub(crate) fn pids(&self) -> &[i32] {
+        &self.pids
+    }
+
     /// The latest sample.
     pub fn last(&self) -> ChildrenSample {
         self.last
@@ -404,6 +421,9 @@ impl DescendantObserver {
         }
 
         let tree = self.source.tree(self.root);
+        self.pids.clear();
+        self.pids
+            .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
         let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
         let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
@@ -894,9 +914,11 @@ mod tests {
         let script = Arc::new(Mutex::new(None::<(u64, usize)>));
         let reader = script.clone();
         obs.use_cgroup(Box::new(move || {
-            reader
-                .lock()
-                .map(|(ms, members)| (Duration::from_millis(ms), members))
+            reader.lock().map(|(ms, members)| {
+                // Pids that stand for members: the root, then made-up others.
+                let pids = (0..members).map(|i| 1000 + i as i32).collect();
+                (Duration::from_millis(ms), pids)
+            })
         }));
         script
     }

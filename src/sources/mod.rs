@@ -3,5 +3,6 @@
 pub(crate) mod children;
 pub(crate) mod files;
 pub(crate) mod lines;
+pub(crate) mod network;
 pub(crate) mod output;
 pub(crate) mod probes;

@@ -461,6 +461,8 @@ fn help_explains_every_option_with_an_example() {
         "--exclude",
         "--no-watch",
         "--no-children",
+        "--non-interactive",
+        "--no-network",
         "--no-output",
         "--check-interval",
         "--keep-leftovers",

@@ -134,7 +134,7 @@ fn idle_timeout_is_124_with_one_line() {
         "{line}"
     );
     assert!(
-        line.contains("children ") && line.contains(" idle); "),
+        line.contains("children ") && line.contains(" idle): "),
         "{line}"
     );
     assert!(line.ends_with("; sent TERM"), "{line}");

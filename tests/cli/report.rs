@@ -68,6 +68,7 @@ fn assert_schema(report: &Value) {
         "delivered",
         "pass_through_errors",
         "log",
+        "diagnosis",
         "pid",
         "command",
         "idle_timeout_ms",
@@ -83,7 +84,7 @@ fn assert_schema(report: &Value) {
         expected.insert("error");
     }
     assert_eq!(keys, expected, "{report:#}");
-    for signal in ["output", "files", "children"] {
+    for signal in ["output", "files", "children", "network"] {
         assert!(report["idle_ms"].get(signal).is_some(), "idle_ms.{signal}");
         assert!(
             report["activity_count"].get(signal).is_some(),
@@ -123,7 +124,7 @@ fn idle_timeout_report() {
     assert!(ms(&r["duration_ms"]) >= 300);
     assert!(ms(&r["duration_ms"]) < GENEROUS.as_millis() as u64);
     // Every signal had been idle at least the idle timeout when it ended.
-    for signal in ["output", "files", "children"] {
+    for signal in ["output", "files", "children", "network"] {
         assert!(ms(&r["idle_ms"][signal]) >= 300, "{signal}: {r:#}");
         // (+1: the library reads the clock twice, for the duration and for the idle times.)
         assert!(
@@ -143,6 +144,16 @@ fn idle_timeout_report() {
     assert_eq!(r["output_complete"], true);
     assert_eq!(r["bytes"]["stdout"], 3);
     assert_eq!(r["bytes"]["stderr"], 2);
+    // sh waits for its sleeping child.
+    assert_eq!(r["diagnosis"]["kind"], "waiting_on_child", "{r:#}");
+    let processes = r["diagnosis"]["processes"].as_array().expect("processes");
+    assert_eq!(processes.len(), 2, "{r:#}");
+    assert_eq!(processes[1]["name"], "sleep");
+    assert_eq!(processes[1]["state"], "sleeping");
+    assert!(processes[0]["syscall"].is_string(), "{r:#}");
+    for field in ["pid", "name", "state", "wchan", "syscall", "fd", "target"] {
+        assert!(processes[0].get(field).is_some(), "{field}: {r:#}");
+    }
     let pid = r["pid"].as_u64().expect("a pid") as u32;
     assert!(pid > 1);
     assert!(!alive(pid), "the child is gone");
@@ -524,5 +535,46 @@ fn file_watches_are_armed_late_and_count_what_came_before() {
     assert_code(&output, 124);
     let r = read_report(&path);
     assert_eq!(r["activity_count"]["files"], 1, "{r:#}");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn the_summary_report_and_events_name_the_diagnosis() {
+    let marker = Marker::new("cli_report_diagnosis");
+    let (dir, path) = report_path();
+    let events = dir.path().join("events.jsonl");
+    let output = sw(&marker)
+        .args(&[
+            "-i",
+            "500ms",
+            "--report",
+            path.to_str().expect("utf-8"),
+            "--events",
+            events.to_str().expect("utf-8"),
+        ])
+        .sh("sleep 1000 | read x")
+        .output();
+    assert_code(&output, 124);
+    let summary = cli_support::summary_line(&output.stderr);
+    assert!(
+        summary.contains("idle): waiting for input — sh (pid ")
+            && summary.contains(") reads stdin (a pipe); sent TERM"),
+        "{summary}"
+    );
+    let r = read_report(&path);
+    assert_schema(&r);
+    assert_eq!(r["diagnosis"]["kind"], "awaiting_input", "{r:#}");
+    assert!(
+        summary.contains(r["diagnosis"]["summary"].as_str().expect("a summary")),
+        "{summary}"
+    );
+    let lines = fs::read_to_string(&events).expect("events");
+    let diagnosis = lines
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
+        .rfind(|e| e["event"] == "diagnosis")
+        .expect("a diagnosis event");
+    assert_eq!(diagnosis["kind"], "awaiting_input");
+    assert_eq!(diagnosis["summary"], r["diagnosis"]["summary"]);
     assert_no_leak(&marker);
 }

@@ -23,6 +23,7 @@ use stallwatch::{MonitorResult, OutputSink, Session};
 
 pub mod cli;
 pub mod fault;
+pub mod net;
 
 /// The environment variable that carries the marker into every descendant.
 pub const MARKER_ENV: &str = "STALLWATCH_TEST_MARKER";

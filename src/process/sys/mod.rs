@@ -19,6 +19,11 @@ use std::process::Command;
 
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
 
+#[cfg(target_os = "linux")]
+pub(crate) mod snapshot;
+#[cfg(target_os = "linux")]
+pub(crate) mod sockdiag;
+
 pub(crate) const SIGHUP: i32 = RSignal::HUP.as_raw();
 pub(crate) const SIGINT: i32 = RSignal::INT.as_raw();
 pub(crate) const SIGQUIT: i32 = RSignal::QUIT.as_raw();
@@ -243,6 +248,18 @@ pub(crate) fn configure_command(
     exec_hook(command, parent_death_signal, cgroup);
 }
 
+/// As [`configure_command`], but the child leads a new *session* without a controlling
+/// terminal (the non-interactive profile): opening `/dev/tty` fails at once (ENXIO) instead
+/// of prompting. Its process-group id equals its pid, as with [`configure_command`].
+pub(crate) fn configure_detached_command(
+    command: &mut Command,
+    parent_death_signal: bool,
+    cgroup: Option<std::os::fd::OwnedFd>,
+) {
+    session_hook(command, false);
+    exec_hook(command, parent_death_signal, cgroup);
+}
+
 /// Makes `command` start as the leader of a new *session* whose controlling terminal is its
 /// standard input, which the caller has already set to a terminal's slave side (std duplicates
 /// the slave onto fds 0, 1 and 2 before the hooks run). A session leader is also the leader of
@@ -255,6 +272,13 @@ pub(crate) fn configure_terminal_command(
     parent_death_signal: bool,
     cgroup: Option<std::os::fd::OwnedFd>,
 ) {
+    session_hook(command, true);
+    exec_hook(command, parent_death_signal, cgroup);
+}
+
+/// In the child before exec: a new session, with fd 0 (a terminal) as its controlling
+/// terminal when `with_terminal`.
+fn session_hook(command: &mut Command, with_terminal: bool) {
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
     // is allowed. It makes two raw system calls through rustix (setsid, and ioctl TIOCSCTTY on
     // fd 0 — a `BorrowedFd` of a constant, no allocation) and on failure builds an `io::Error`
@@ -262,13 +286,14 @@ pub(crate) fn configure_terminal_command(
     // with other threads.
     #[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both here (module docs)
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            if with_terminal {
+                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            }
             Ok(())
         });
     }
-    exec_hook(command, parent_death_signal, cgroup);
 }
 
 /// On Linux, the child's last steps before `exec`: it enters the session's cgroup (writes `0`,
@@ -515,7 +540,10 @@ pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
 /// leftover scan, which reads every process's `stat`. `None` if it cannot be read or is not
 /// UTF-8; a file longer than `buf` is read whole into a `String` instead.
 #[cfg(target_os = "linux")]
-fn read_proc<'b>(path: &str, buf: &'b mut [u8; 1024]) -> Option<std::borrow::Cow<'b, str>> {
+pub(crate) fn read_proc<'b>(
+    path: &str,
+    buf: &'b mut [u8; 1024],
+) -> Option<std::borrow::Cow<'b, str>> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
     let mut len = 0;
@@ -620,6 +648,65 @@ pub(crate) fn own_children() -> Vec<i32> {
     let mut out = Vec::new();
     let _ = children_of(me, 0, &mut out);
     out
+}
+
+/// One TCP socket as the kernel describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TcpSocket {
+    /// The socket's inode (the `N` of `socket:[N]` in `/proc/PID/fd`).
+    pub(crate) inode: u64,
+    /// TCP state (1 established, 2 syn-sent…).
+    pub(crate) state: u8,
+    /// Payload bytes received.
+    pub(crate) received: u64,
+    /// Payload bytes sent and acknowledged by the peer.
+    pub(crate) acked: u64,
+    /// The local address.
+    pub(crate) local: std::net::SocketAddr,
+    /// The peer's address.
+    pub(crate) peer: std::net::SocketAddr,
+    /// The kernel's key of the socket (its family, then its `inet_diag_sockid`: ports,
+    /// addresses, interface, cookie), to ask for this one socket again.
+    pub(crate) key: [u8; 49],
+}
+
+/// Every descriptor of process `pid` and what its `/proc/<pid>/fd/<n>` link names
+/// (`socket:[123]`, `pipe:[45]`, `/dev/pts/3`…), in one pass over the folder with a
+/// reused buffer. A link longer than 4 KiB is skipped. Fails when the folder cannot be read
+/// (the process is gone, or another user's without the privilege).
+#[cfg(target_os = "linux")]
+pub(crate) fn fd_links(pid: i32, found: &mut dyn FnMut(i32, &[u8])) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        format!("/proc/{pid}/fd"),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut dir = rustix::fs::Dir::new(fd)?;
+    let mut link = [0u8; 4096];
+    while let Some(entry) = dir.next() {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(number) = std::str::from_utf8(name.to_bytes())
+            .ok()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue; // "." and ".."
+        };
+        let dirfd = dir.fd()?;
+        if let Ok(len) = rustix::fs::readlinkat_raw(dirfd, name, &mut link[..])
+            && len < link.len()
+        {
+            found(number, &link[..len]);
+        }
+    }
+    Ok(())
+}
+
+/// The inode `N` of a `socket:[N]` link target.
+pub(crate) fn socket_inode(target: &[u8]) -> Option<u64> {
+    let rest = target.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
+    std::str::from_utf8(rest).ok()?.parse().ok()
 }
 
 /// The entry `NAME=…` of `/proc/<pid>/environ` for `name`, if the process has one.

@@ -1,0 +1,177 @@
+//! The classifier on recorded `/proc` fixtures (`fixtures/*.txt`, recorded on x86_64 Linux from
+//! real programs: the `/proc/PID/{fd,fdinfo,task/*/stat,wchan,syscall}` texts, and the TCP
+//! peers as `ss` showed them; `polled:` is what `snapshot` read from the process's memory).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use super::*;
+use crate::process::sys::snapshot::{ProcSnap, ThreadSnap};
+
+/// The processes and TCP peers of a fixture.
+fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, SocketAddr>) {
+    let mut snaps: Vec<ProcSnap> = Vec::new();
+    let mut peers = HashMap::new();
+    for line in text.lines() {
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let snap = snaps.last_mut();
+        match (word, snap) {
+            ("pid", _) => snaps.push(ProcSnap {
+                pid: rest.parse().unwrap(),
+                ..ProcSnap::default()
+            }),
+            ("fd", Some(s)) => {
+                let (fd, target) = rest.split_once(' ').unwrap();
+                s.fds.push((fd.parse().unwrap(), target.to_owned()));
+            }
+            ("epoll", Some(s)) => {
+                let (fd, set) = rest.split_once(' ').unwrap_or((rest, ""));
+                let fds = set.split(',').filter_map(|f| f.parse().ok()).collect();
+                s.epoll.push((fd.parse().unwrap(), fds));
+            }
+            ("peer", _) => {
+                let (inode, addr) = rest.split_once(' ').unwrap();
+                peers.insert(inode.parse().unwrap(), addr.parse().unwrap());
+            }
+            ("thread", Some(s)) => s.threads.push(ThreadSnap::default()),
+            ("stat:", Some(s)) => s.threads.last_mut().unwrap().stat = rest.to_owned(),
+            ("wchan:", Some(s)) => s.threads.last_mut().unwrap().wchan = rest.to_owned(),
+            ("syscall:", Some(s)) => s.threads.last_mut().unwrap().syscall = rest.to_owned(),
+            ("polled:", Some(s)) => {
+                s.threads.last_mut().unwrap().polled =
+                    Some(rest.split(',').filter_map(|f| f.parse().ok()).collect())
+            }
+            _ => {}
+        }
+    }
+    (snaps, peers)
+}
+
+fn diagnose(text: &str) -> Diagnosis {
+    let (snaps, peers) = fixture(text);
+    classify(&snaps, &|inode| peers.get(&inode).copied())
+}
+
+macro_rules! recorded {
+    ($name:literal) => {
+        include_str!(concat!("fixtures/", $name, ".txt"))
+    };
+}
+
+#[test]
+fn read_on_a_held_stdin_pipe_is_awaiting_input() {
+    let d = diagnose(recorded!("read_pipe"));
+    assert_eq!(d.kind, StallKind::AwaitingInput);
+    let p = &d.processes[0];
+    assert_eq!((p.name.as_str(), p.state), ("sh", "sleeping"));
+    assert_eq!(p.syscall.as_deref(), Some("read"));
+    assert_eq!(p.fd, Some(0));
+    assert_eq!(p.target.as_deref(), Some("stdin (a pipe)"));
+    assert_eq!(p.wchan.as_deref(), Some("anon_pipe_read"));
+    assert_eq!(
+        d.summary,
+        "waiting for input — sh (pid 3600) reads stdin (a pipe)"
+    );
+}
+
+#[test]
+fn read_on_a_terminal_is_awaiting_input_and_names_it() {
+    let d = diagnose(recorded!("read_tty"));
+    assert_eq!(d.kind, StallKind::AwaitingInput);
+    assert_eq!(
+        d.summary,
+        "waiting for input — sh (pid 4826) reads the terminal /dev/pts/0"
+    );
+}
+
+#[test]
+fn epoll_and_select_on_stdin_are_awaiting_input() {
+    let d = diagnose(recorded!("epoll_stdin"));
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("epoll_wait"));
+    assert_eq!(d.processes[0].fd, Some(0));
+    let d = diagnose(recorded!("select_stdin"));
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("pselect6"));
+    assert!(
+        d.summary.contains("waits in pselect6 on stdin (a pipe)"),
+        "{}",
+        d.summary
+    );
+}
+
+#[test]
+fn recv_on_a_silent_server_is_network_wait_naming_the_peer() {
+    let d = diagnose(recorded!("recv_silent"));
+    assert_eq!(d.kind, StallKind::NetworkWait);
+    assert_eq!(
+        d.processes[0].target.as_deref(),
+        Some("TCP peer 127.0.0.1:47111")
+    );
+    assert_eq!(
+        d.summary,
+        "waiting on the network — cat (pid 4514) reads TCP peer 127.0.0.1:47111"
+    );
+    // Without the peer (not a TCP socket as far as the diagnostics know): not network.
+    let (snaps, _) = fixture(recorded!("recv_silent"));
+    assert_eq!(classify(&snaps, &|_| None).kind, StallKind::AwaitingInput);
+}
+
+#[test]
+fn sleep_stop_busy_and_a_waiting_shell() {
+    let d = diagnose(recorded!("sleep"));
+    assert_eq!(d.kind, StallKind::Sleeping);
+    assert!(
+        d.summary.ends_with("sleeps (clock_nanosleep)"),
+        "{}",
+        d.summary
+    );
+    let d = diagnose(recorded!("stopped"));
+    assert_eq!(d.kind, StallKind::Stopped);
+    assert_eq!(d.processes[0].state, "stopped");
+    assert_eq!(diagnose(recorded!("running")).kind, StallKind::Running);
+    let d = diagnose(recorded!("shell_waits"));
+    assert_eq!(d.kind, StallKind::WaitingOnChild, "{d:#?}");
+    assert_eq!(d.processes.len(), 2);
+    assert_eq!(d.processes[1].kind, StallKind::Sleeping);
+    assert!(d.summary.starts_with("waiting on a child — sh (pid 3839)"));
+    // dash's `wait` builtin waits for SIGCHLD in rt_sigsuspend: still a wait on a child...
+    let d = diagnose(recorded!("shell_wait_builtin"));
+    assert_eq!(d.kind, StallKind::WaitingOnChild, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("rt_sigsuspend"));
+    // ...but without a child in the tree, a sleep.
+    let (snaps, _) = fixture(recorded!("shell_wait_builtin"));
+    assert_eq!(classify(&snaps[..1], &|_| None).kind, StallKind::Sleeping);
+}
+
+#[test]
+fn a_deadlocked_python_is_lock_wait_unless_a_thread_reads_input() {
+    let d = diagnose(recorded!("python_lock"));
+    assert_eq!(d.kind, StallKind::LockWait);
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("futex"));
+    // The same process with a second thread reading its stdin: that thread speaks.
+    let (mut snaps, _) = fixture(recorded!("python_lock"));
+    let reader = fixture(recorded!("read_pipe")).0[0].threads[0].clone();
+    snaps[0].threads.push(reader);
+    snaps[0].fds = fixture(recorded!("read_pipe")).0[0].fds.clone();
+    assert_eq!(classify(&snaps, &|_| None).kind, StallKind::AwaitingInput);
+}
+
+#[test]
+fn disk_wait_zombies_and_unreadable_processes() {
+    // Recorded sleep, its state letter turned to D (a disk wait cannot be made on demand).
+    let text = recorded!("sleep").replace("(sleep) S", "(sleep) D");
+    assert_eq!(diagnose(&text).kind, StallKind::DiskWait);
+    // A zombie child is not what the tree waits on.
+    let text = recorded!("shell_waits").replace("(sleep) S", "(sleep) Z");
+    assert_eq!(diagnose(&text).kind, StallKind::WaitingOnChild);
+    let unreadable = ProcSnap {
+        pid: 9,
+        error: Some("/proc/9/fd: Permission denied (os error 13)".to_owned()),
+        ..ProcSnap::default()
+    };
+    let d = classify(&[unreadable], &|_| None);
+    assert_eq!(d.kind, StallKind::Unknown);
+    assert!(d.summary.contains("Permission denied"), "{}", d.summary);
+    assert_eq!(classify(&[], &|_| None).kind, StallKind::Unknown);
+}

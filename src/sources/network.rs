@@ -1,0 +1,420 @@
+//! The network source: bytes received and sent on the TCP sockets held by any process of the
+//! tree, from the kernel's socket diagnostics (`tcp_info`'s `bytes_received` and
+//! `bytes_acked`), matched to the tree through the `socket:[inode]` links in `/proc/PID/fd`.
+//!
+//! Rules (see the crate docs):
+//! - bytes count, never sockets: an open connection that moves nothing is no activity;
+//! - a sample is active when bytes moved since the previous sample **and** the bytes moved in
+//!   the last [`WINDOW`] reach [`FLOOR`]: keep-alive pings (TCP keep-alive probes carry no
+//!   payload; an HTTP/2 or WebSocket ping with its TLS record is well under 200 bytes, a few
+//!   a minute) never reach it, while a model streaming a few tokens a second does;
+//! - a socket first seen after the first sample counts whole (it opened since: its bytes are
+//!   new); the first sample is a baseline; a socket closed between two samples is forgotten
+//!   (a connection opened and closed between two samples is not seen);
+//! - while the tree holds no socket, nothing but the `/proc/PID/fd` listing is done; a socket
+//!   that is not TCP (a Unix socket, UDP) is looked for again at most every [`RECHECK`].
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::process::sys::{self, TcpSocket};
+
+/// Bytes (received + sent) that must move within [`WINDOW`] for the network to be active.
+pub(crate) const FLOOR: u64 = 1024;
+/// The window over which [`FLOOR`] is judged.
+pub(crate) const WINDOW: Duration = Duration::from_secs(10);
+/// How long a socket found in no TCP dump (Unix, UDP, not yet connected) is left alone.
+pub(crate) const RECHECK: Duration = Duration::from_secs(5);
+
+/// Where sockets come from: `/proc` and sock_diag on Linux, a script in tests.
+pub(crate) trait SocketTable: Send {
+    /// Adds the inodes of the sockets `pid` holds.
+    fn inodes(&mut self, pid: i32, into: &mut Vec<u64>);
+    /// The TCP sockets whose inode is in `wanted`; `known` are those found last time (with
+    /// their kernel keys, so that they can be asked for one by one).
+    fn tcp(
+        &mut self,
+        wanted: &HashSet<u64>,
+        known: &HashMap<u64, TcpSocket>,
+        into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()>;
+}
+
+/// Linux: `/proc/PID/fd` links and one `NETLINK_SOCK_DIAG` socket.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+pub(crate) struct Kernel {
+    diag: sys::sockdiag::SockDiag,
+}
+
+#[cfg(target_os = "linux")]
+impl SocketTable for Kernel {
+    fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
+        let _ = sys::fd_links(pid, &mut |_, target| {
+            if let Some(inode) = sys::socket_inode(target) {
+                into.push(inode);
+            }
+        });
+    }
+
+    /// Every wanted socket already known: asked for one by one (the cost grows with the
+    /// tree's sockets). Else one dump of the namespace's TCP sockets (a new socket's key is
+    /// only learnt there).
+    fn tcp(
+        &mut self,
+        wanted: &HashSet<u64>,
+        known: &HashMap<u64, TcpSocket>,
+        into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()> {
+        if wanted.iter().all(|inode| known.contains_key(inode)) {
+            let sockets: Vec<&TcpSocket> = wanted.iter().filter_map(|i| known.get(i)).collect();
+            return self.diag.lookup(&sockets, into);
+        }
+        self.diag
+            .tcp_sockets(&mut |inode| wanted.contains(&inode), into)
+    }
+}
+
+/// What one network sample found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct NetworkSample {
+    /// Whether the bytes moved make the processes active: bytes moved since the previous
+    /// sample, and at least 1 KiB within the last 10 s.
+    pub active: bool,
+    /// TCP sockets the processes hold.
+    pub sockets: usize,
+    /// Bytes received and sent (acknowledged by the peer) since the previous sample.
+    pub bytes: u64,
+}
+
+/// Samples the TCP byte counters of the sockets a set of processes holds (Linux socket
+/// diagnostics), and tells moving bytes from an open but silent connection.
+///
+/// Usable on its own; a [`Session`](crate::Session) runs one with its descendant sample when
+/// the network source is on (the default), over the pids of the child's tree.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::net::{TcpListener, TcpStream};
+/// use std::time::Instant;
+/// use stallwatch::parts::NetworkObserver;
+///
+/// let listener = TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = TcpStream::connect(listener.local_addr()?)?;
+/// let (mut server, _) = listener.accept()?;
+/// let me = [std::process::id()];
+/// let mut observer = NetworkObserver::open()?;
+/// observer.sample(Instant::now(), &me); // the baseline
+/// server.write_all(&[7; 4096])?;
+/// client.read_exact(&mut [0; 4096])?;
+/// let sample = observer.sample(Instant::now(), &me);
+/// assert!(sample.active);
+/// assert!(sample.bytes >= 2 * 4096); // received by one end, sent (and acked) by the other
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct NetworkObserver {
+    table: Box<dyn SocketTable>,
+    known: HashMap<u64, TcpSocket>,
+    not_tcp: HashMap<u64, Instant>,
+    sampled: bool,
+    window: VecDeque<(Instant, u64)>,
+    held: Vec<u64>,
+    wanted: HashSet<u64>,
+    found: HashMap<u64, TcpSocket>,
+    last: NetworkSample,
+    /// Why a sample failed, once (logged; the source goes on trying).
+    failed: Option<String>,
+}
+
+impl fmt::Debug for NetworkObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NetworkObserver")
+            .field("known", &self.known.len())
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NetworkObserver {
+    /// An observer with this platform's socket diagnostics. Fails where there are none: a
+    /// kernel without `inet_diag`, a sandbox that refuses netlink sockets, a system other than
+    /// Linux (`Unsupported`).
+    pub fn open() -> io::Result<NetworkObserver> {
+        #[cfg(target_os = "linux")]
+        {
+            let diag = sys::sockdiag::SockDiag::open()?;
+            Ok(Self::with_table(Box::new(Kernel { diag })))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "socket diagnostics are Linux-only",
+            ))
+        }
+    }
+
+    /// Samples the TCP sockets the processes `pids` hold, at `now` (the caller's clock). The
+    /// first sample is a baseline and never active.
+    pub fn sample(&mut self, now: Instant, pids: &[u32]) -> NetworkSample {
+        let pids: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
+        self.sample_pids(now, &pids)
+    }
+
+    pub(crate) fn with_table(table: Box<dyn SocketTable>) -> NetworkObserver {
+        NetworkObserver {
+            table,
+            known: HashMap::new(),
+            not_tcp: HashMap::new(),
+            sampled: false,
+            window: VecDeque::new(),
+            held: Vec::new(),
+            wanted: HashSet::new(),
+            found: HashMap::new(),
+            last: NetworkSample::default(),
+            failed: None,
+        }
+    }
+
+    /// The peer of the TCP socket `inode`, as last sampled.
+    pub(crate) fn peer(&self, inode: u64) -> Option<std::net::SocketAddr> {
+        self.known.get(&inode).map(|s| s.peer)
+    }
+
+    /// [`sample`](Self::sample) with the pids as the process layer has them.
+    pub(crate) fn sample_pids(&mut self, now: Instant, pids: &[i32]) -> NetworkSample {
+        self.held.clear();
+        for &pid in pids {
+            self.table.inodes(pid, &mut self.held);
+        }
+        self.wanted.clear();
+        self.wanted.extend(self.held.iter().copied());
+        self.not_tcp
+            .retain(|inode, at| self.wanted.contains(inode) && now.duration_since(*at) < RECHECK);
+        // Sockets found in no dump a moment ago (Unix, UDP) are not asked for again yet.
+        let not_tcp = &self.not_tcp;
+        self.wanted.retain(|inode| !not_tcp.contains_key(inode));
+        self.found.clear();
+        if !self.wanted.is_empty()
+            && let Err(e) = self.table.tcp(&self.wanted, &self.known, &mut self.found)
+        {
+            if self.failed.is_none() {
+                log::warn!("network source: socket diagnostics failed: {e}");
+                self.failed = Some(e.to_string());
+            }
+            self.found.clear();
+        }
+        let bytes = self.account(now);
+        let sum = self.judge(now, bytes);
+        self.last = NetworkSample {
+            active: self.sampled && bytes > 0 && sum >= FLOOR,
+            sockets: self.known.len(),
+            bytes,
+        };
+        self.sampled = true;
+        self.last
+    }
+
+    /// The bytes moved since the last sample; `known` becomes what was found now.
+    fn account(&mut self, now: Instant) -> u64 {
+        let mut bytes = 0u64;
+        for (inode, socket) in &self.found {
+            let moved = match self.known.get(inode) {
+                Some(before) => socket
+                    .received
+                    .saturating_sub(before.received)
+                    .saturating_add(socket.acked.saturating_sub(before.acked)),
+                None => socket.received.saturating_add(socket.acked),
+            };
+            bytes = bytes.saturating_add(moved);
+        }
+        for inode in &self.wanted {
+            if !self.found.contains_key(inode) {
+                self.not_tcp.entry(*inode).or_insert(now);
+            }
+        }
+        std::mem::swap(&mut self.known, &mut self.found);
+        bytes
+    }
+
+    /// Bytes moved within the window ending at `now`, this sample's included.
+    fn judge(&mut self, now: Instant, bytes: u64) -> u64 {
+        self.window.push_back((now, bytes));
+        while self
+            .window
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) >= WINDOW)
+        {
+            self.window.pop_front();
+        }
+        self.window.iter().map(|(_, b)| *b).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+    use std::net::SocketAddr;
+
+    /// A scripted table: sockets held by pid, and the TCP ones' counters.
+    #[derive(Clone, Default)]
+    struct Script {
+        held: Arc<Mutex<HashMap<i32, Vec<u64>>>>,
+        tcp: Arc<Mutex<HashMap<u64, (u64, u64)>>>,
+        dumps: Arc<Mutex<usize>>,
+    }
+
+    impl Script {
+        fn hold(&self, pid: i32, inodes: &[u64]) {
+            self.held.lock().insert(pid, inodes.to_vec());
+        }
+        fn tcp(&self, inode: u64, received: u64, acked: u64) {
+            self.tcp.lock().insert(inode, (received, acked));
+        }
+    }
+
+    impl SocketTable for Script {
+        fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
+            into.extend(self.held.lock().get(&pid).cloned().unwrap_or_default());
+        }
+        fn tcp(
+            &mut self,
+            wanted: &HashSet<u64>,
+            _known: &HashMap<u64, TcpSocket>,
+            into: &mut HashMap<u64, TcpSocket>,
+        ) -> io::Result<()> {
+            *self.dumps.lock() += 1;
+            for (inode, (received, acked)) in self.tcp.lock().iter() {
+                if wanted.contains(inode) {
+                    let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+                    into.insert(
+                        *inode,
+                        TcpSocket {
+                            inode: *inode,
+                            state: 1,
+                            received: *received,
+                            acked: *acked,
+                            local: addr,
+                            peer: addr,
+                            key: [0; 49],
+                        },
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn bytes_count_sockets_do_not_and_the_first_sample_is_a_baseline() {
+        let script = Script::default();
+        let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
+        let t0 = Instant::now();
+        script.hold(1, &[10]);
+        script.tcp(10, 50_000, 0);
+        assert!(!obs.sample_pids(t0, &[1]).active, "baseline");
+        // Open but silent: not activity, however long.
+        for i in 1..=20 {
+            let s = obs.sample_pids(t0 + 500 * MS * i, &[1]);
+            assert!(!s.active);
+            assert_eq!((s.sockets, s.bytes), (1, 0));
+        }
+        // 4 KiB received: activity.
+        script.tcp(10, 54_096, 0);
+        let s = obs.sample_pids(t0 + 11_000 * MS, &[1]);
+        assert!(s.active);
+        assert_eq!(s.bytes, 4096);
+    }
+
+    #[test]
+    fn sending_counts_and_a_grandchilds_new_socket_counts_whole() {
+        let script = Script::default();
+        let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
+        let t0 = Instant::now();
+        script.hold(1, &[]);
+        obs.sample_pids(t0, &[1, 2]);
+        // The grandchild (pid 2) opened a connection and sent 2 KiB since.
+        script.hold(2, &[20]);
+        script.tcp(20, 0, 2048);
+        let s = obs.sample_pids(t0 + 200 * MS, &[1, 2]);
+        assert!(s.active);
+        assert_eq!(s.bytes, 2048);
+        script.tcp(20, 0, 4096);
+        assert!(obs.sample_pids(t0 + 400 * MS, &[1, 2]).active, "uploading");
+    }
+
+    #[test]
+    fn keepalive_pings_stay_under_the_floor_and_a_quiet_sample_never_counts() {
+        let script = Script::default();
+        let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
+        let t0 = Instant::now();
+        script.hold(1, &[10]);
+        script.tcp(10, 0, 0);
+        obs.sample_pids(t0, &[1]);
+        // A 100-byte ping each way every 15 s, sampled every second for 5 minutes.
+        let mut total = 0;
+        for s in 1..=300u32 {
+            if s % 15 == 0 {
+                total += 100;
+            }
+            script.tcp(10, total, total);
+            assert!(!obs.sample_pids(t0 + 1000 * MS * s, &[1]).active, "at {s}");
+        }
+        // A trickle of 300 bytes a second adds up within the window...
+        let mut active = false;
+        for s in 301..=310u32 {
+            total += 150;
+            script.tcp(10, total, total);
+            active |= obs.sample_pids(t0 + 1000 * MS * s, &[1]).active;
+        }
+        assert!(active);
+        // ...but once it stops, the window's old bytes make no sample active.
+        assert!(!obs.sample_pids(t0 + 1000 * MS * 311, &[1]).active);
+    }
+
+    #[test]
+    fn no_socket_no_dump_and_non_tcp_sockets_are_rechecked_rarely() {
+        let script = Script::default();
+        let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
+        let t0 = Instant::now();
+        for i in 0..10 {
+            obs.sample_pids(t0 + 100 * MS * i, &[1]);
+        }
+        assert_eq!(*script.dumps.lock(), 0, "the tree holds no socket");
+        script.hold(1, &[30]); // a Unix socket: never in a TCP dump
+        for i in 10..40 {
+            obs.sample_pids(t0 + 100 * MS * i, &[1]);
+        }
+        // Looked for at 1 s, then again once RECHECK has passed (6 s); not at every sample.
+        assert_eq!(*script.dumps.lock(), 1);
+        obs.sample_pids(t0 + 100 * MS * 60, &[1]);
+        assert_eq!(*script.dumps.lock(), 2);
+    }
+
+    #[test]
+    fn a_closed_socket_is_forgotten_and_counters_never_go_negative() {
+        let script = Script::default();
+        let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
+        let t0 = Instant::now();
+        script.hold(1, &[10]);
+        script.tcp(10, 9000, 9000);
+        obs.sample_pids(t0, &[1]);
+        script.hold(1, &[]);
+        let s = obs.sample_pids(t0 + 100 * MS, &[1]);
+        assert_eq!((s.sockets, s.bytes, s.active), (0, 0, false));
+        // A reused inode with smaller counters: a new socket, counted whole.
+        script.hold(1, &[10]);
+        script.tcp(10, 10, 0);
+        assert_eq!(obs.sample_pids(t0 + 200 * MS, &[1]).bytes, 10);
+        script.tcp(10, 5, 0);
+        assert_eq!(obs.sample_pids(t0 + 300 * MS, &[1]).bytes, 0);
+    }
+}

@@ -1,0 +1,127 @@
+//! The diagnosis of a stall, from real programs: each kind is what the tree really did when
+//! it was judged stale, in the stale report and as an event.
+#![cfg(target_os = "linux")]
+
+use crate::support as common;
+
+use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
+use stallwatch::{Diagnosis, Event, MonitorConfig, Outcome, Session, SessionBuilder, StallKind};
+
+fn config() -> MonitorConfig {
+    MonitorConfig::default()
+        .idle_timeout(ms(1000))
+        .kill_ladder(stallwatch::KillLadder::polite(
+            stallwatch::Signal::TERM,
+            ms(300),
+        ))
+}
+
+/// Runs the builder's program until it is judged stale; its diagnosis, checked to be the same
+/// in the report and in the event sent before the first signal.
+fn stall(m: &Marker, builder: SessionBuilder, ready: &str) -> Diagnosis {
+    let out = SharedBuf::new();
+    let session = builder.config(config()).stdout(out.sink()).spawn().unwrap();
+    let mut events = session.events();
+    out.wait_for(ready);
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("expected an idle timeout: {:?}", result.outcome);
+    };
+    let diagnosis = report.diagnosis.clone().expect("a diagnosis");
+    let sent: Vec<Diagnosis> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Diagnosis(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.last(), Some(&diagnosis));
+    assert_no_leak(m);
+    diagnosis
+}
+
+#[test]
+fn read_on_a_held_pipe_is_awaiting_input() {
+    let m = Marker::new("diag-read");
+    let builder = Session::builder(m.sh("echo ready; read x")).stdin_piped();
+    let d = stall(&m, builder, "ready");
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    let pid = d.processes[0].pid;
+    assert_eq!(
+        d.summary,
+        format!("waiting for input — sh (pid {pid}) reads stdin (a pipe)")
+    );
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("read"));
+    assert_eq!(d.processes[0].fd, Some(0));
+}
+
+#[test]
+fn read_on_the_terminal_is_awaiting_input_naming_it() {
+    let m = Marker::new("diag-tty");
+    let builder = Session::builder(m.sh("echo ready; read x")).pty(24, 80);
+    let d = stall(&m, builder, "ready");
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    let target = d.processes[0].target.clone().unwrap();
+    assert!(target.starts_with("the terminal /dev/pts/"), "{target}");
+}
+
+#[test]
+fn sleep_is_sleeping_and_a_shell_waiting_on_it_is_waiting_on_a_child() {
+    let m = Marker::new("diag-sleep");
+    let d = stall(
+        &m,
+        Session::builder(m.sh("echo ready; exec sleep 1000")),
+        "ready",
+    );
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    let m = Marker::new("diag-wait");
+    let d = stall(
+        &m,
+        Session::builder(m.sh("echo ready; sleep 1000; echo")),
+        "ready",
+    );
+    assert_eq!(d.kind, StallKind::WaitingOnChild, "{d:#?}");
+    assert_eq!(d.processes.len(), 2, "{d:#?}");
+    assert_eq!(d.processes[1].kind, StallKind::Sleeping);
+}
+
+#[test]
+fn a_process_that_stops_itself_is_stopped() {
+    let m = Marker::new("diag-stop");
+    let d = stall(
+        &m,
+        Session::builder(m.sh("echo ready; kill -STOP $$")),
+        "ready",
+    );
+    assert_eq!(d.kind, StallKind::Stopped, "{d:#?}");
+    assert_eq!(d.processes[0].state, "stopped");
+}
+
+#[test]
+fn a_deadlocked_python_is_lock_wait() {
+    let m = Marker::new("diag-lock");
+    let script = "exec python3 -c \"import threading; l = threading.Lock(); l.acquire(); \
+                  print('locked', flush=True); l.acquire()\"";
+    let d = stall(&m, Session::builder(m.sh(script)), "locked");
+    assert_eq!(d.kind, StallKind::LockWait, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("futex"));
+}
+
+#[test]
+fn a_busy_loop_with_every_source_off_is_running() {
+    let m = Marker::new("diag-busy");
+    let out = SharedBuf::new();
+    let session = Session::builder(m.sh("echo ready; while :; do :; done"))
+        .config(config().watch_children(false).watch_files(false))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{:?}", result.outcome);
+    };
+    let d = report.diagnosis.clone().unwrap();
+    assert_eq!(d.kind, StallKind::Running, "{d:#?}");
+    assert_no_leak(&m);
+}
