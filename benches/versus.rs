@@ -129,7 +129,7 @@ fn report_ratio(group: &str, what: &str, a: &[Duration], b: &[Duration], target:
     let (ma, mb) = (secs(a), secs(b));
     let m = median(&mut ratios);
     eprintln!(
-        "{group}/{what}: {} rounds; median {ma:.0} ms vs {mb:.0} ms; per-round \
+        "{group}/{what}: {} rounds; median {ma:.1} ms vs {mb:.1} ms; per-round \
          ratio median {m:.3} (min {:.3}, max {:.3}); target {target}",
         ratios.len(),
         ratios[0],
@@ -411,6 +411,8 @@ fn start_exit_paired() {
         return;
     }
     let ours = ["-i", "1h", "--", "true"];
+    // The same with the process group holding the tree: no cgroup to make, enter and remove.
+    let ours_group = ["-i", "1h", "--containment", "group", "--", "true"];
     let theirs = ["1h", "true"];
     let late = "sleep 0.2; exec date +%s%N";
     let ours_now = ["-i", "1h", "--", "date", "+%s%N"];
@@ -423,6 +425,7 @@ fn start_exit_paired() {
         wall_and_cpu("timeout", &theirs);
     }
     let (mut wall, mut cpu) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let (mut group_wall, mut group_cpu) = (Vec::new(), Vec::new());
     let (mut now, mut later) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
     for round in 0..START_ROUNDS {
         let mut one = |first: bool| {
@@ -430,6 +433,9 @@ fn start_exit_paired() {
                 let (w, c) = wall_and_cpu(STALLWATCH, &ours);
                 wall.0.push(w);
                 cpu.0.push(c);
+                let (w, c) = wall_and_cpu(STALLWATCH, &ours_group);
+                group_wall.push(w);
+                group_cpu.push(c);
                 now.0.push(exit_latency_of(STALLWATCH, &ours_now));
                 later.0.push(exit_latency_of(STALLWATCH, &ours_late));
             } else {
@@ -445,6 +451,8 @@ fn start_exit_paired() {
     }
     report_ratio(GROUP, "wall", &wall.0, &wall.1, "<= 1.5");
     report_ratio(GROUP, "cpu", &cpu.0, &cpu.1, "<= 2");
+    report_ratio(GROUP, "wall_group", &group_wall, &wall.1, "<= 1.5");
+    report_ratio(GROUP, "cpu_group", &group_cpu, &cpu.1, "<= 2");
     for (what, (a, b)) in [
         ("exit_latency_at_once", now),
         ("exit_latency_after_200ms", later),
