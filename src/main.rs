@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use stallwatch::{
     EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, SpawnError,
-    SpawnErrorKind, Stream,
+    SpawnErrorKind,
 };
 
 use cli::options::Options;
-use cli::report::{Bytes, Context, Exit, PassThroughErrors, Relay, Report, ReportTarget};
+use cli::report::{Context, Exit, Relay, Report, ReportTarget};
 use cli::signals::SignalHandling;
 
 fn main() -> ExitCode {
@@ -283,20 +283,7 @@ fn finish(
     report: Option<ReportTarget>,
     context: Context<'_>,
 ) -> Exit {
-    let relay = Relay {
-        read: Bytes {
-            stdout: session.output_bytes(Stream::Stdout),
-            stderr: session.output_bytes(Stream::Stderr),
-        },
-        delivered: Bytes {
-            stdout: session.delivered_bytes(Stream::Stdout),
-            stderr: session.delivered_bytes(Stream::Stderr),
-        },
-        errors: PassThroughErrors {
-            stdout: session.sink_error(Stream::Stdout),
-            stderr: session.sink_error(Stream::Stderr),
-        },
-    };
+    let relay = Relay::of(session);
     let exit = cli::report::with_relay(cli::report::exit_for(result, received), &relay);
     for log in result.logs.iter().filter(|l| l.incomplete) {
         log::error!(

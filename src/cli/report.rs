@@ -477,6 +477,26 @@ pub(crate) struct Relay {
 }
 
 impl Relay {
+    /// What `session` read from its program and passed on, and why a stream's passing on
+    /// stopped, once the run is over.
+    pub(crate) fn of(session: &stallwatch::Session) -> Relay {
+        use stallwatch::Stream;
+        Relay {
+            read: Bytes {
+                stdout: session.output_bytes(Stream::Stdout),
+                stderr: session.output_bytes(Stream::Stderr),
+            },
+            delivered: Bytes {
+                stdout: session.delivered_bytes(Stream::Stdout),
+                stderr: session.delivered_bytes(Stream::Stderr),
+            },
+            errors: PassThroughErrors {
+                stdout: session.sink_error(Stream::Stdout),
+                stderr: session.sink_error(Stream::Stderr),
+            },
+        }
+    }
+
     /// Whether writing a stream through failed.
     pub(crate) fn failed(&self) -> bool {
         self.errors.stdout.is_some() || self.errors.stderr.is_some()

@@ -20,7 +20,7 @@ use super::options::ServeOptions;
 use super::outbox::Outbox;
 use super::process::{self, Forward, Input, StdinJob};
 use super::protocol::{self, Params, RpcError};
-use crate::cli::report::{Bytes, Context, PassThroughErrors, Relay, Report};
+use crate::cli::report::{Context, Relay, Report};
 
 /// What the server keeps about one process.
 #[derive(Debug)]
@@ -601,17 +601,7 @@ fn control_action(action: &Value) -> Result<ControlAction, RpcError> {
 fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
     let received = crate::cli::signals::Received::default();
     let session = &proc.session;
-    let relay = Relay {
-        read: Bytes {
-            stdout: session.output_bytes(Stream::Stdout),
-            stderr: session.output_bytes(Stream::Stderr),
-        },
-        delivered: Bytes {
-            stdout: session.delivered_bytes(Stream::Stdout),
-            stderr: session.delivered_bytes(Stream::Stderr),
-        },
-        errors: PassThroughErrors::default(),
-    };
+    let relay = Relay::of(session);
     let command = process::os_words(&proc.argv);
     // The idle timeout in force at the end (a control may have replaced the start's).
     let mut config = proc.config.clone();
