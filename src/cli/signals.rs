@@ -149,15 +149,16 @@ impl SignalHandling {
         let received = self.received.clone();
         let reap = self.reap;
         let child = session.pid();
-        if reap {
-            // Zombies adopted before the handler existed.
-            log_reaped(reaper::reap_zombies(|pid| {
-                pid != child && !super::probe::is_probe_command(pid)
-            }));
-        }
         let started = std::thread::Builder::new()
             .name("stallwatch-signals".into())
             .spawn(move || {
+                if reap {
+                    // Zombies adopted before the handler existed (a subreaper bit inherited
+                    // across exec), here rather than on the way to the program's start.
+                    log_reaped(reaper::reap_zombies(|pid| {
+                        pid != child && !super::probe::is_probe_command(pid)
+                    }));
+                }
                 for number in signals.forever() {
                     if number == Sig::CHILD.as_raw() {
                         if reap {
@@ -198,20 +199,15 @@ impl SignalHandling {
         }
     }
 
-    /// Stops acting on signals (they stay caught, and are ignored from now on); reaps the
-    /// adopted zombies left (the supervised child has been reaped by now); says what was
-    /// received.
+    /// Stops acting on signals (they stay caught, and are ignored from now on); says what was
+    /// received. Adopted zombies still there are not looked for: stallwatch exits next, and
+    /// the kernel hands them to the next reaper up, which reaps them.
     pub(crate) fn finish(mut self) -> Received {
         if let Some(handle) = self.handle.take() {
             handle.close();
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
-        }
-        if self.reap {
-            log_reaped(reaper::reap_zombies(|pid| {
-                !super::probe::is_probe_command(pid)
-            }));
         }
         Received {
             first: Signal::from_number(self.received.first.load(Ordering::Acquire)),
