@@ -127,13 +127,12 @@ impl Guardian {
     pub(crate) fn release(self) {
         #[cfg(target_os = "linux")]
         {
-            let _ = self.inner.done();
-            let inner = self.inner;
+            let pid = self.inner.done();
             let reaper = std::thread::Builder::new()
                 .name("stallwatch-guardian".into())
                 .spawn(move || {
-                    inner.reap();
-                    orphans::reaped(inner.pid);
+                    sys::guardian::reap(pid);
+                    orphans::reaped(pid);
                 });
             if let Err(e) = reaper {
                 log::debug!("cannot start a thread to reap the guardian ({e}); it stays a zombie");

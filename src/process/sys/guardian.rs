@@ -76,6 +76,7 @@ pub(crate) fn fork(pgid: i32, cgroup: Option<&Path>) -> io::Result<ForkedGuardia
         None,
     )?;
     let theirs_raw = theirs.as_raw_fd();
+    let supervisor = rustix::process::getpid();
     // SAFETY: `fork` in a process that may have other threads: the child runs only `watch`,
     // which makes async-signal-safe calls alone (raw system calls, no allocation, no lock; see
     // the module docs) and never returns (it ends in `_exit`). The parent goes on as usual.
@@ -83,7 +84,7 @@ pub(crate) fn fork(pgid: i32, cgroup: Option<&Path>) -> io::Result<ForkedGuardia
     let pid = unsafe { libc::fork() };
     match pid {
         -1 => Err(io::Error::last_os_error()),
-        0 => watch(theirs_raw, pgid, cgroup.as_ref()),
+        0 => watch(theirs_raw, supervisor, pgid, cgroup.as_ref()),
         pid => {
             drop(theirs);
             Ok(ForkedGuardian { pid, channel: ours })
@@ -112,22 +113,26 @@ impl ForkedGuardian {
         Ok(())
     }
 
-    /// The session ended properly: the guardian exits without signalling.
-    pub(crate) fn done(&self) -> io::Result<()> {
-        rustix::net::send(&self.channel, DONE, SendFlags::NOSIGNAL)?;
-        Ok(())
-    }
-
-    /// Waits for the guardian to exit and reaps it.
-    pub(crate) fn reap(&self) {
-        if let Some(pid) = Pid::from_raw(self.pid) {
-            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    /// The session ended properly: the guardian exits without signalling (once this process
+    /// is gone, or 100 ms later, when it holds handed-over descriptors). Closes this end of
+    /// the socket; returns the guardian's pid, to reap.
+    pub(crate) fn done(self) -> i32 {
+        if let Err(e) = rustix::net::send(&self.channel, DONE, SendFlags::NOSIGNAL) {
+            log::debug!("telling the guardian the session is done: {e}");
         }
+        self.pid
+    }
+}
+
+/// Waits for the guardian `pid` to exit and reaps it.
+pub(crate) fn reap(pid: i32) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
     }
 }
 
 /// The guardian's whole life, in the forked child: async-signal-safe calls only.
-fn watch(channel: i32, pgid: Pid, cgroup: Option<&CgroupFiles>) -> ! {
+fn watch(channel: i32, supervisor: Pid, pgid: Pid, cgroup: Option<&CgroupFiles>) -> ! {
     // Its own process group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
     let _ = rustix::process::setpgid(None, None);
     // Named for `ps` and `top` (its command line is the supervisor's).
@@ -158,6 +163,7 @@ fn watch(channel: i32, pgid: Pid, cgroup: Option<&CgroupFiles>) -> ! {
     // SAFETY: fd 0 is the socket now, open until this process exits.
     #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
     let channel = unsafe { BorrowedFd::borrow_raw(0) };
+    let mut holding = false;
     let signal = loop {
         let mut data = [0u8; 8];
         let mut space =
@@ -171,8 +177,13 @@ fn watch(channel: i32, pgid: Pid, cgroup: Option<&CgroupFiles>) -> ! {
         );
         match received {
             Ok(message) if message.bytes == 0 => break true, // the supervisor is gone
-            Ok(message) if data[..message.bytes] == *DONE => break false,
-            Ok(_) => keep(&mut control),
+            Ok(message) if data[..message.bytes] == *DONE => {
+                if holding {
+                    outlast(supervisor);
+                }
+                break false;
+            }
+            Ok(_) => holding |= keep(&mut control),
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => break true,
         }
@@ -259,14 +270,36 @@ fn kill_pid(pid: i32) {
     }
 }
 
-/// Keeps the file descriptors a hand-over brought: open until the guardian exits.
-fn keep(control: &mut RecvAncillaryBuffer<'_>) {
+/// Keeps the file descriptors a hand-over brought: open until the guardian exits. Returns
+/// whether there were any.
+fn keep(control: &mut RecvAncillaryBuffer<'_>) -> bool {
+    let mut kept = false;
     for message in control.drain() {
         if let RecvAncillaryMessage::ScmRights(fds) = message {
             for fd in fds {
                 let _ = fd.into_raw_fd();
+                kept = true;
             }
         }
+    }
+    kept
+}
+
+/// After `done`, with descriptors handed over: they must outlast the supervisor's own copies,
+/// or the supervisor's close would be the last one and pay the teardown after all. The
+/// command exits right after its session: wait for that (the supervisor gone from being this
+/// process's parent, which happens after its descriptors are closed), at most 100 ms; a
+/// library's process lives on, and its copies are closed within moments of the session's end.
+fn outlast(supervisor: Pid) {
+    let pause = rustix::thread::Timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    for _ in 0..100 {
+        if rustix::process::getppid() != Some(supervisor) {
+            return;
+        }
+        let _ = rustix::thread::nanosleep(&pause);
     }
 }
 
@@ -348,8 +381,7 @@ mod tests {
                 .iter()
                 .any(|t| t == "anon_inode:inotify")
         });
-        guardian.done().expect("told");
-        guardian.reap();
+        reap(guardian.done());
         assert!(
             group.try_wait().expect("a look").is_none(),
             "a proper end never signals the group"
