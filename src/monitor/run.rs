@@ -732,9 +732,10 @@ impl Monitor {
                 return; // no watch yet: dropped at once, no thread needed
             }
             // The guardian keeps the inotify instances open until it exits: their teardown
-            // (8–11 ms in the kernel) is then not on the way out of this process.
-            if let Some(guardian) = &self.guardian {
-                guardian.take_inotify();
+            // (8–11 ms in the kernel) is then not on the way out of this process, and the
+            // tracker can be dropped here at once.
+            if self.guardian.as_ref().is_some_and(process::Guardian::take_inotify) {
+                return;
             }
             let dropped = std::thread::Builder::new()
                 .name(format!("stallwatch-unwatch-{}", self.id))

@@ -108,18 +108,26 @@ impl Guardian {
 
     /// Hands the guardian the file tracker's inotify instances (duplicates), before the
     /// tracker is dropped: the kernel's teardown of an instance (8–11 ms) then happens when
-    /// the guardian exits, not on the way out of the supervisor. Best effort.
-    pub(crate) fn take_inotify(&self) {
+    /// the guardian exits, not on the way out of the supervisor. Best effort: returns whether
+    /// the guardian has them.
+    pub(crate) fn take_inotify(&self) -> bool {
         #[cfg(target_os = "linux")]
         {
             let fds = sys::own_inotify_fds();
             let borrowed: Vec<_> = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
-            if !borrowed.is_empty()
-                && let Err(e) = self.inner.hand_over(&borrowed)
-            {
-                log::debug!("handing the watches to the guardian: {e}");
+            if borrowed.is_empty() {
+                return false;
+            }
+            match self.inner.hand_over(&borrowed) {
+                Ok(()) => true,
+                Err(e) => {
+                    log::debug!("handing the watches to the guardian: {e}");
+                    false
+                }
             }
         }
+        #[cfg(not(target_os = "linux"))]
+        false
     }
 
     /// The session ended properly: the guardian exits without signalling. It is reaped on a
