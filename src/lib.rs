@@ -438,6 +438,7 @@ mod diagnosis;
 mod environment;
 mod error;
 mod events;
+mod input_wait;
 mod monitor;
 mod outcome;
 mod own_files;
@@ -471,6 +472,7 @@ pub use diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
+pub use input_wait::InputWait;
 pub use outcome::{
     CompletionSeen, CompletionTrigger, Containment, DescendantSummary, EXIT_CANNOT_EXECUTE,
     EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport,
