@@ -1129,6 +1129,32 @@ mod tests {
     }
 
     #[test]
+    fn input_wait_timeout_is_validated() {
+        for bad in [
+            Duration::from_millis(10),
+            Duration::from_secs(2 * 24 * 3600),
+        ] {
+            let err = MonitorConfig::default()
+                .input_wait_timeout(Some(bad))
+                .validate()
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ConfigError::OutOfRange {
+                        field: "input_wait_timeout",
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+        let ok = MonitorConfig::default().input_wait_timeout(Some(Duration::from_secs(10)));
+        assert_eq!(ok.validate(), Ok(()));
+        assert_eq!(MonitorConfig::default().input_wait_timeout, None);
+    }
+
+    #[test]
     fn absurd_hard_timeout_is_rejected() {
         let err = MonitorConfig::default()
             .hard_timeout(Some(Duration::from_secs(10 * 365 * 24 * 3600)))
