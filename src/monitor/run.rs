@@ -568,8 +568,10 @@ impl Monitor {
     }
 
     /// With the input-wait rule on: looks at the tree when it is due (every source quiet for a
-    /// while). Returns when to look next, or `Err` when the tree has waited on input for the
-    /// timeout: the event is sent and the ladder started.
+    /// while), its processes sampled afresh (a grandchild started since the last sample is in
+    /// the tree, whatever the check interval). Returns when to look next, or `Err` to look
+    /// again now: the fresh sample showed work, or the tree has waited on input for the
+    /// timeout (the event is sent and the ladder started).
     fn look_for_input_wait(
         &mut self,
         snapshot: &BoardSnapshot,
@@ -581,6 +583,12 @@ impl Monitor {
         let last = verdict::last_activity(snapshot, &self.rules.caps);
         if now < rule.next_look(last) {
             return Ok(Some(rule.next_look(last)));
+        }
+        if self.processes.children.is_some()
+            && self.timing.sampled_at != Some(now)
+            && self.sample_children(now)
+        {
+            return Err(());
         }
         let diagnosis = self.diagnose();
         let look = crate::input_wait::Look::from(&diagnosis, &|pid| {

@@ -123,3 +123,34 @@ fn never_while_a_source_shows_activity() {
     );
     assert_no_leak(&m);
 }
+
+#[test]
+fn a_grandchild_started_after_the_last_sample_is_seen_whatever_the_check_interval() {
+    let m = Marker::new("iw-grandchild");
+    let out = SharedBuf::new();
+    // Idle timeout 300 s: descendants are sampled every 30 s. The reader is a grandchild
+    // started 2 s in, long after the last sample the quiet spell began with; the shell waits
+    // on it.
+    let config = config(ms(2000)).idle_timeout(Duration::from_secs(300));
+    let session = Session::builder(m.sh("echo ready; sleep 2; sh -c 'read x'; echo after"))
+        .stdin_piped()
+        .config(config)
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let seen = Instant::now();
+    let result = wait_generously(&session);
+    let took = seen.elapsed();
+    let Outcome::InputWait(wait) = &result.outcome else {
+        panic!("expected an input wait: {:?}", result.outcome);
+    };
+    assert!(
+        took >= ms(3900),
+        "not before the reader waited 2 s: {took:?}"
+    );
+    assert_ne!(wait.pid, result.pid, "the grandchild reads: {wait:?}");
+    // Well before the 30 s check interval (generous).
+    assert!(took < Duration::from_secs(17), "{took:?}");
+    assert_no_leak(&m);
+}
