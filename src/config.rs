@@ -636,6 +636,11 @@ pub struct MonitorConfig {
     /// How the tree is held: a cgroup of the session's own, or the process group. Default
     /// [`ContainmentMode::Auto`].
     pub containment: ContainmentMode,
+    /// End the child once the whole tree has been blocked on input (its stdin or a terminal,
+    /// with its read count unchanged) for this long while every source is quiet: the outcome
+    /// [`Outcome::InputWait`](crate::Outcome::InputWait), after an
+    /// [`Event::InputWait`](crate::Event::InputWait). Default `None` (off).
+    pub input_wait_timeout: Option<Duration>,
 }
 
 impl Default for MonitorConfig {
@@ -659,6 +664,7 @@ impl Default for MonitorConfig {
             probes: Vec::new(),
             solo_caps: BTreeMap::from([(ActivitySource::Children, DEFAULT_CHILDREN_SOLO_CAP)]),
             containment: ContainmentMode::Auto,
+            input_wait_timeout: None,
         }
     }
 }
@@ -670,6 +676,9 @@ const SOLO_CAP_MAX: Duration = Duration::from_secs(366 * 24 * 3600);
 const IDLE_TIMEOUT_RANGE: (Duration, Duration) =
     (Duration::from_millis(1), Duration::from_secs(7 * 24 * 3600));
 /// Accepted range of the hard timeout.
+/// The input-wait timeout's accepted range: 100 ms to 1 day.
+const INPUT_WAIT_RANGE: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(24 * 3600));
 const HARD_TIMEOUT_RANGE: (Duration, Duration) = (
     Duration::from_millis(1),
     Duration::from_secs(366 * 24 * 3600),
@@ -720,6 +729,13 @@ impl MonitorConfig {
     /// Sets the idle timeout.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets (or clears) the input-wait timeout ([`input_wait_timeout`](Self::input_wait_timeout)):
+    /// end a child whose whole tree waits on input this long, every source quiet.
+    pub fn input_wait_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.input_wait_timeout = timeout;
         self
     }
 
@@ -948,6 +964,14 @@ impl MonitorConfig {
             )?;
         }
         self.kill_ladder.validate()?;
+        if let Some(wait) = self.input_wait_timeout {
+            check_range(
+                "input_wait_timeout",
+                wait,
+                INPUT_WAIT_RANGE.0,
+                INPUT_WAIT_RANGE.1,
+            )?;
+        }
         if let Some(interval) = self.check_interval {
             check_range(
                 "check_interval",
@@ -1102,6 +1126,32 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("idle_timeout"), "{text}");
         assert!(text.contains("1ms") && text.contains("604800s"), "{text}");
+    }
+
+    #[test]
+    fn input_wait_timeout_is_validated() {
+        for bad in [
+            Duration::from_millis(10),
+            Duration::from_secs(2 * 24 * 3600),
+        ] {
+            let err = MonitorConfig::default()
+                .input_wait_timeout(Some(bad))
+                .validate()
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ConfigError::OutOfRange {
+                        field: "input_wait_timeout",
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+        let ok = MonitorConfig::default().input_wait_timeout(Some(Duration::from_secs(10)));
+        assert_eq!(ok.validate(), Ok(()));
+        assert_eq!(MonitorConfig::default().input_wait_timeout, None);
     }
 
     #[test]

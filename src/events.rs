@@ -60,6 +60,9 @@ pub enum Event {
     /// What the tree is doing, from one snapshot of its processes: sent with each idle
     /// warning and when the child is judged stale (before the first signal).
     Diagnosis(crate::diagnosis::Diagnosis),
+    /// The whole tree has been blocked on input (its read counts unchanged) for the input-wait
+    /// timeout while every source was quiet: once per episode, before the child is ended.
+    InputWait(crate::input_wait::InputWait),
     /// A step of the kill ladder was sent.
     Signal {
         /// The signal.

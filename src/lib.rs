@@ -247,7 +247,8 @@
 //!   ([`DescendantObserver`](parts::DescendantObserver)), `network`
 //!   ([`NetworkObserver`](parts::NetworkObserver)), each only stamping the board.
 //! - `diagnosis`: the pure classifier of a stall ([`Diagnosis`], [`StallKind`]), over a
-//!   snapshot that `process/sys/snapshot` reads from `/proc`.
+//!   snapshot that `process/sys/snapshot` reads from `/proc`; `input_wait`: the pure rule
+//!   that says when a tree has waited on input long enough, fed such snapshots.
 //! - `activity`: the board the sources stamp; `verdict`: the pure decision the monitor asks
 //!   (board snapshot, time, limits → what to do), tested without threads or processes.
 //! - `process/`: spawning in a new process group, the spawner thread and the guardian;
@@ -332,6 +333,13 @@
 //!   sets through `/proc/PID/fdinfo`, poll/select sets through `/proc/PID/mem`) is classified
 //!   by a pure function into one [`StallKind`]: [`StaleReport::diagnosis`] and
 //!   [`Event::Diagnosis`]. Reading stops after 20 ms (the rest is `unknown`).
+//! - **Input waits** ([`MonitorConfig::input_wait_timeout`], off by default): once every
+//!   source has been quiet for min(D/2, 1 s), the monitor takes a snapshot every D/4 (within
+//!   50..250 ms) and reads each process's read count (`syscr` in `/proc/PID/io`); a pure rule
+//!   (`input_wait`) fed those looks says when the whole tree has waited on input (classified
+//!   `awaiting_input`, nothing running) with unchanged read counts for D: [`Event::InputWait`]
+//!   once per episode, then the ladder with [`Outcome::InputWait`]. A child whose stdin is fed
+//!   is found in `read` at every look, but its read count moves: never ended for it.
 //! - **Non-interactive profile** ([`SessionBuilder::non_interactive`]): stdin `/dev/null`, a
 //!   session of its own without a controlling terminal (pipe mode), and
 //!   [`NON_INTERACTIVE_ENV`] unless the caller set those variables on the command.
@@ -402,7 +410,7 @@
 //!   (rate-limited) are dropped when the consumer lags (counted in
 //!   [`MonitorResult::events_dropped`]; the next `Output` is flagged, its sequence number shows
 //!   the gap), while room is reserved for `Started` (first), `IdleWarning`, `Signal`, `Exited`
-//!   (once), `Diagnosis` and `Closed` (last, after the output is drained).
+//!   (once), `Diagnosis`, `InputWait` and `Closed` (last, after the output is drained).
 //! - **Dropping** a running [`Session`] starts the ladder in the background.
 //! - **Names.** [`Session::terminate`] starts the ladder and [`Session::start_kill`] sends
 //!   SIGKILL; both return at once (then [`Session::wait`]). [`Lifecycle::Ended`] is any end,
@@ -438,6 +446,7 @@ mod diagnosis;
 mod environment;
 mod error;
 mod events;
+mod input_wait;
 mod monitor;
 mod outcome;
 mod own_files;
@@ -471,6 +480,7 @@ pub use diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 pub use environment::{Environment, HomeReport, SeedFailure};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
+pub use input_wait::InputWait;
 pub use outcome::{
     CompletionSeen, CompletionTrigger, Containment, DescendantSummary, EXIT_CANNOT_EXECUTE,
     EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport,

@@ -231,6 +231,10 @@ pub enum Outcome {
         /// `true` for an immediate SIGKILL, `false` for the ladder.
         forced: bool,
     },
+    /// The whole tree was blocked on input for the input-wait timeout while every source was
+    /// quiet ([`MonitorConfig::input_wait_timeout`](crate::MonitorConfig::input_wait_timeout)):
+    /// a question nobody will answer. A stall (exit code 124 in the command).
+    InputWait(crate::input_wait::InputWait),
 }
 
 impl Outcome {
@@ -240,7 +244,7 @@ impl Outcome {
     }
 
     /// Short machine name: `exited`, `idle_timeout`, `hard_timeout`, `completed`,
-    /// `terminated`.
+    /// `terminated`, `input_wait`.
     pub fn name(&self) -> &'static str {
         match self {
             Outcome::Exited => "exited",
@@ -248,6 +252,7 @@ impl Outcome {
             Outcome::IdleTimeout(_) => "idle_timeout",
             Outcome::HardTimeout { .. } => "hard_timeout",
             Outcome::Terminated { .. } => "terminated",
+            Outcome::InputWait(_) => "input_wait",
         }
     }
 }
@@ -335,11 +340,13 @@ impl MonitorResult {
     }
 
     /// The exit code a `timeout`-like tool should return: 124 when stallwatch ended the child
-    /// for a timeout; 0 when it ended it after completion ([`Outcome::Completed`]); otherwise the child's own code, or 128+N when it died of signal N
+    /// for a timeout or an input wait; 0 when it ended it after completion ([`Outcome::Completed`]); otherwise the child's own code, or 128+N when it died of signal N
     /// (after [`Outcome::Terminated`] that is usually 128+15); 125 when the status is unknown.
     pub fn exit_code(&self) -> i32 {
         match self.outcome {
-            Outcome::IdleTimeout(_) | Outcome::HardTimeout { .. } => EXIT_TIMEOUT,
+            Outcome::IdleTimeout(_) | Outcome::HardTimeout { .. } | Outcome::InputWait(_) => {
+                EXIT_TIMEOUT
+            }
             Outcome::Completed(_) => 0,
             Outcome::Exited | Outcome::Terminated { .. } => {
                 self.status_code().unwrap_or(EXIT_INTERNAL)

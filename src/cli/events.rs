@@ -42,6 +42,12 @@ enum Line {
         step: usize,
     },
     Diagnosis(super::report::DiagnosisJson),
+    InputWait {
+        pid: u32,
+        name: String,
+        target: String,
+        waited_ms: u64,
+    },
     Exited {
         outcome: &'static str,
         exit_code: Option<i32>,
@@ -93,6 +99,12 @@ fn line(event: Event) -> Option<Line> {
             }
         }
         Event::Diagnosis(d) => Line::Diagnosis(super::report::DiagnosisJson::new(&d)),
+        Event::InputWait(wait) => Line::InputWait {
+            pid: wait.pid,
+            name: wait.name,
+            target: wait.target,
+            waited_ms: u64::try_from(wait.waited.as_millis()).unwrap_or(u64::MAX),
+        },
         Event::Closed => Line::Closed,
         _ => return None,
     })

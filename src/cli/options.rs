@@ -146,6 +146,23 @@ pub(crate) struct Cli {
     )]
     pub(crate) hard_timeout: Option<HardTimeout>,
 
+    /// End the program once its whole tree has waited on input this long.
+    ///
+    /// Blocked reading its stdin or a terminal (a pager, an editor, a
+    /// password prompt), every source quiet, its read count unchanged: the
+    /// outcome is input_wait, exit status 124, after an input_wait event.
+    /// 100ms to 1d; `none` turns it off. Off by default.
+    /// Example: --input-wait-timeout 10s
+    #[arg(
+        long,
+        value_name = "D",
+        env = "STALLWATCH_INPUT_WAIT_TIMEOUT",
+        allow_hyphen_values = true,
+        value_parser = text(parse_hard_timeout),
+        verbatim_doc_comment
+    )]
+    pub(crate) input_wait_timeout: Option<HardTimeout>,
+
     /// Time between the first signal and KILL, for the program to clean up.
     ///
     /// 0 to 1h. 0 sends KILL right after the first signal.
@@ -602,6 +619,7 @@ pub(crate) struct Options {
 const ENV_VARS: &[(&str, &str)] = &[
     ("idle_timeout", "STALLWATCH_IDLE_TIMEOUT"),
     ("hard_timeout", "STALLWATCH_HARD_TIMEOUT"),
+    ("input_wait_timeout", "STALLWATCH_INPUT_WAIT_TIMEOUT"),
     ("grace", "STALLWATCH_GRACE"),
     ("signal", "STALLWATCH_SIGNAL"),
     ("watch", "STALLWATCH_WATCH"),
@@ -716,6 +734,7 @@ impl Options {
         let config = MonitorConfig::default()
             .idle_timeout(cli.idle_timeout)
             .hard_timeout(cli.hard_timeout.and_then(|h| h.0))
+            .input_wait_timeout(cli.input_wait_timeout.and_then(|h| h.0))
             .kill_ladder(KillLadder::polite(cli.signal, cli.grace))
             .check_interval(cli.check_interval)
             .leftovers(if cli.keep_leftovers {

@@ -105,6 +105,13 @@ pub(crate) fn summary(
         Outcome::Completed(seen) => {
             format!("ended after the work was done ({seen}) and the linger passed")
         }
+        Outcome::InputWait(wait) => format!(
+            "ended after {} waiting for input — {} (pid {}) reads {}",
+            HumanDuration(wait.waited),
+            wait.name,
+            wait.pid,
+            wait.target
+        ),
         _ => return None,
     };
     let mut line = format!(

@@ -544,6 +544,9 @@ fn start_threads(
     processes.hold(pid, streams.cgroup.take());
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
+    let config_input_wait = config
+        .input_wait_timeout
+        .map(crate::input_wait::InputWaitRule::new);
     let monitor = Monitor {
         rules,
         id,
@@ -571,6 +574,7 @@ fn start_threads(
         files,
         network,
         network_unavailable,
+        input_wait: config_input_wait,
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,

@@ -190,6 +190,8 @@ pub(super) struct Monitor {
     pub(super) network_unavailable: Option<String>,
     /// What the file tracker could not watch, as it stood when the program's run was over.
     pub(super) unwatched: Vec<crate::outcome::Unwatched>,
+    /// The input-wait rule (on with [`MonitorConfig::input_wait_timeout`]).
+    pub(super) input_wait: Option<crate::input_wait::InputWaitRule>,
     pub(super) reason: Option<Reason>,
     pub(super) phase: Phase,
     /// Completion, solo caps, probes.
@@ -384,6 +386,11 @@ impl Monitor {
                 if let Some(warn_at) = self.idle_warning(&snapshot, now) {
                     until = until.min(warn_at);
                 }
+                match self.look_for_input_wait(&snapshot, now) {
+                    Ok(Some(look_at)) => until = until.min(look_at),
+                    Ok(None) => {}
+                    Err(()) => return Next::Continue(()),
+                }
                 Next::Break(Wake::at(until))
             }
             Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
@@ -558,6 +565,55 @@ impl Monitor {
         let diagnosis = self.diagnose();
         self.emitter.lifecycle(Event::Diagnosis(diagnosis));
         None
+    }
+
+    /// With the input-wait rule on: looks at the tree when it is due (every source quiet for a
+    /// while), its processes sampled afresh (a grandchild started since the last sample is in
+    /// the tree, whatever the check interval). Returns when to look next, or `Err` to look
+    /// again now: the fresh sample showed work, or the tree has waited on input for the
+    /// timeout (the event is sent and the ladder started).
+    fn look_for_input_wait(
+        &mut self,
+        snapshot: &BoardSnapshot,
+        now: Instant,
+    ) -> Result<Option<Instant>, ()> {
+        let Some(rule) = self.input_wait.as_ref() else {
+            return Ok(None);
+        };
+        let last = verdict::last_activity(snapshot, &self.rules.caps);
+        if now < rule.next_look(last) {
+            return Ok(Some(rule.next_look(last)));
+        }
+        if self.processes.children.is_some()
+            && self.timing.sampled_at != Some(now)
+            && self.sample_children(now)
+        {
+            return Err(());
+        }
+        let diagnosis = self.diagnose();
+        let look = crate::input_wait::Look::from(&diagnosis, &|pid| {
+            i32::try_from(pid).ok().and_then(sys::read_count)
+        });
+        let Some(rule) = self.input_wait.as_mut() else {
+            return Ok(None);
+        };
+        let Some(wait) = rule.observe(now, last, look) else {
+            return Ok(Some(rule.next_look(last)));
+        };
+        log::info!(
+            "session {}: pid {} waited {} on input ({} (pid {}) reads {}); ending it",
+            self.id,
+            self.pid,
+            HumanDuration(wait.waited),
+            wait.name,
+            wait.pid,
+            wait.target
+        );
+        self.emitter.lifecycle(Event::InputWait(wait.clone()));
+        self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        self.set_reason(Reason::Outcome(Outcome::InputWait(wait)));
+        self.start_ladder(self.config.kill_ladder.effective(), None);
+        Err(())
     }
 
     /// One snapshot of the tree as the last sample found it, classified.

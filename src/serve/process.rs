@@ -32,6 +32,7 @@ const START_FIELDS: &[&str] = &[
     "io",
     "idleTimeoutMs",
     "hardTimeoutMs",
+    "inputWaitTimeoutMs",
     "gracePeriodMs",
     "logThresholdBytes",
     "watch",
@@ -249,6 +250,9 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
     if let Some(hard) = params.millis("hardTimeoutMs")? {
         config = config.hard_timeout(Some(hard));
     }
+    if let Some(wait) = params.millis("inputWaitTimeoutMs")? {
+        config = config.input_wait_timeout(Some(wait));
+    }
     if let Some(grace) = params.millis("gracePeriodMs")? {
         config = config.kill_ladder(KillLadder::polite(Signal::TERM, grace));
     }
@@ -271,6 +275,7 @@ pub(crate) fn config_error(error: &ConfigError) -> RpcError {
         ConfigError::OutOfRange { field, .. } => match *field {
             "idle_timeout" => "idleTimeoutMs",
             "hard_timeout" => "hardTimeoutMs",
+            "input_wait_timeout" => "inputWaitTimeoutMs",
             "kill_ladder.grace" => "gracePeriodMs",
             other => other,
         },
@@ -357,6 +362,15 @@ fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut
         Event::IdleWarning { left } => send(
             "process/idleWarning",
             json!({"leftMs": u64::try_from(left.as_millis()).unwrap_or(u64::MAX)}),
+        ),
+        Event::InputWait(wait) => send(
+            "process/inputWait",
+            json!({
+                "pid": wait.pid,
+                "name": wait.name,
+                "target": wait.target,
+                "waitedMs": u64::try_from(wait.waited.as_millis()).unwrap_or(u64::MAX),
+            }),
         ),
         Event::Exited { outcome, status } => {
             use std::os::unix::process::ExitStatusExt;

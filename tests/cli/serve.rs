@@ -1093,6 +1093,31 @@ fn serve_idle_timeout_warns_then_ends() {
 }
 
 #[test]
+fn serve_input_wait_timeout_notifies_then_ends() {
+    let marker = Marker::new("serve-input-wait");
+    let mut client = Client::start(&marker, &[]);
+    // Its stdin is an open pipe nobody writes to.
+    let params = json!({"processId": "asks", "argv": sh(&marker, "read x"),
+                        "io": {"pipe": {"stdin": "open"}},
+                        "idleTimeoutMs": 60000, "inputWaitTimeoutMs": 1000});
+    client.ok("process/start", params);
+    let notes = client.until_closed("asks");
+    let waits: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "process/inputWait")
+        .collect();
+    assert_eq!(waits.len(), 1, "{notes:#?}");
+    assert_eq!(waits[0]["params"]["name"], "sh");
+    assert_eq!(waits[0]["params"]["target"], "stdin (a pipe)");
+    assert!(waits[0]["params"]["waitedMs"].as_u64().unwrap() >= 1000);
+    let result = client.ok("process/wait", json!({"processId": "asks"}));
+    assert_eq!(result["outcome"], "input_wait");
+    assert_eq!(result["exitCode"], 124);
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
+#[test]
 fn serve_isolated_environment_home_seed_and_cwd() {
     let marker = Marker::new("serve-env");
     let dir = tempfile::tempdir().unwrap();

@@ -17,6 +17,8 @@ mod exit_status;
 mod file_signal;
 mod hard_timeout;
 mod idle_timeout;
+#[cfg(target_os = "linux")]
+mod input_wait;
 mod kill_ladder;
 mod leftovers;
 mod mock_clock;

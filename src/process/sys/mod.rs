@@ -568,6 +568,24 @@ pub(crate) fn read_proc<'b>(
         .map(std::borrow::Cow::Borrowed)
 }
 
+/// The number of read system calls `pid` made (`syscr` in `/proc/<pid>/io`): two samples
+/// that both find a process blocked in `read` prove it waited in between only if this did not
+/// change. `None` if it cannot be read.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_count(pid: i32) -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("syscr:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Elsewhere: no `/proc`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn read_count(_pid: i32) -> Option<u64> {
+    None
+}
+
 /// Reads `/proc/<pid>/stat`.
 #[cfg(target_os = "linux")]
 pub(crate) fn read_stat(pid: i32) -> Option<ProcStat> {

@@ -1,0 +1,151 @@
+//! Input waits caught early: a pure rule fed snapshots of the tree (like the verdict), that
+//! says when the whole tree has been blocked on input for the configured time while every
+//! source was quiet.
+//!
+//! A snapshot that finds a process blocked in `read` on its stdin says nothing about the time
+//! before it: a child whose stdin is fed line by line is found in `read` at almost every look.
+//! So each look also records every process's read count (`syscr` in `/proc/PID/io`); an
+//! episode goes on only while those counts stay the same (and no source shows activity), and
+//! starts again at the look that finds them changed. A count that cannot be read proves
+//! nothing: the episode starts again.
+
+use std::time::{Duration, Instant};
+
+use crate::diagnosis::{Diagnosis, StallKind};
+
+/// The tree has been blocked on input, every source quiet, for the configured time: which
+/// process waits and on what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputWait {
+    /// The process that reads.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// What it reads: `stdin (a pipe)`, `the terminal /dev/pts/3`…
+    pub target: String,
+    /// How long it has been seen waiting, with its read count unchanged.
+    pub waited: Duration,
+}
+
+/// One look at the tree: the diagnosis of one snapshot and every process's read count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Look {
+    /// The reader, when the whole tree waits on input (nothing running or in disk wait).
+    pub(crate) reader: Option<(u32, String, String)>,
+    /// Every process's read count (`None`: unreadable).
+    pub(crate) reads: Vec<(u32, Option<u64>)>,
+}
+
+impl Look {
+    /// Builds a look from a diagnosis and a read counter (`/proc/PID/io` in the monitor, a fake
+    /// process table in tests).
+    pub(crate) fn from(diagnosis: &Diagnosis, reads: &dyn Fn(u32) -> Option<u64>) -> Self {
+        let live = || diagnosis.processes.iter().filter(|p| p.state != "zombie");
+        let busy = live().any(|p| matches!(p.kind, StallKind::Running | StallKind::DiskWait));
+        let reader = (diagnosis.kind == StallKind::AwaitingInput && !busy)
+            .then(|| live().find(|p| p.kind == StallKind::AwaitingInput))
+            .flatten()
+            .map(|p| {
+                let target = p.target.clone().unwrap_or_else(|| "its input".to_owned());
+                (p.pid, p.name.clone(), target)
+            });
+        Self {
+            reader,
+            reads: live().map(|p| (p.pid, reads(p.pid))).collect(),
+        }
+    }
+}
+
+/// The current episode: since when the tree is seen waiting with the same read counts.
+#[derive(Debug)]
+struct Episode {
+    since: Instant,
+    /// The last activity of any source when it started (activity since ends it).
+    quiet_since: Instant,
+    reads: Vec<(u32, Option<u64>)>,
+    /// The event for this episode was given.
+    told: bool,
+}
+
+/// The rule: when to look, and whether a look ends an episode of the configured length.
+#[derive(Debug)]
+pub(crate) struct InputWaitRule {
+    timeout: Duration,
+    looked_at: Option<Instant>,
+    episode: Option<Episode>,
+}
+
+impl InputWaitRule {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            looked_at: None,
+            episode: None,
+        }
+    }
+
+    /// Looks start once every source has been quiet this long: min(timeout / 2, 1 s), so the
+    /// snapshot's cost stays off the common path.
+    fn quiet_first(&self) -> Duration {
+        (self.timeout / 2).min(Duration::from_secs(1))
+    }
+
+    /// Between looks: timeout / 4, within 50..=250 ms (whatever the check interval), so the
+    /// end comes at most quiet_first + 250 ms past the timeout.
+    fn interval(&self) -> Duration {
+        (self.timeout / 4).clamp(Duration::from_millis(50), Duration::from_millis(250))
+    }
+
+    /// The next instant to look, given the last activity of any source.
+    pub(crate) fn next_look(&self, last_activity: Instant) -> Instant {
+        let quiet = last_activity + self.quiet_first();
+        match self.looked_at {
+            Some(at) if at >= last_activity => quiet.max(at + self.interval()),
+            _ => quiet,
+        }
+    }
+
+    /// Takes one look at `now`; returns the input wait once per episode, when the tree has
+    /// been seen waiting, with unchanged read counts and no activity, for the timeout.
+    pub(crate) fn observe(
+        &mut self,
+        now: Instant,
+        last_activity: Instant,
+        look: Look,
+    ) -> Option<InputWait> {
+        self.looked_at = Some(now);
+        let Some((pid, name, target)) = look.reader else {
+            self.episode = None;
+            return None;
+        };
+        let proven = look.reads.iter().all(|(_, n)| n.is_some());
+        let goes_on = self
+            .episode
+            .as_ref()
+            .is_some_and(|e| proven && e.quiet_since == last_activity && e.reads == look.reads);
+        if !goes_on {
+            self.episode = Some(Episode {
+                since: now,
+                quiet_since: last_activity,
+                reads: look.reads,
+                told: false,
+            });
+        }
+        let episode = self.episode.as_mut()?;
+        let waited = now.saturating_duration_since(episode.since);
+        if !proven || episode.told || waited < self.timeout {
+            return None;
+        }
+        episode.told = true;
+        Some(InputWait {
+            pid,
+            name,
+            target,
+            waited,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

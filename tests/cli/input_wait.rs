@@ -1,0 +1,77 @@
+//! `stallwatch --input-wait-timeout D` (and `STALLWATCH_INPUT_WAIT_TIMEOUT`): a program that
+//! reads a held stdin is ended after D with exit status 124, the outcome `input_wait` in the
+//! report, one `input_wait` event and a summary line that names the reader.
+
+use crate::support as common;
+use crate::support::cli as cli_support;
+
+use std::fs;
+use std::process::Stdio;
+
+use cli_support::{assert_code, summary_line, sw, text};
+use common::{Marker, assert_no_leak};
+use serde_json::Value;
+
+#[test]
+fn a_held_stdin_is_ended_with_input_wait_in_the_report_and_the_events() {
+    let m = Marker::new("cli-input-wait");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let events = dir.path().join("events.jsonl");
+    let running = sw(&m)
+        .env("STALLWATCH_INPUT_WAIT_TIMEOUT", "1s")
+        .args(&[
+            "-i",
+            "60s",
+            "-g",
+            "300ms",
+            "--report",
+            report.to_str().unwrap(),
+            "--events",
+            events.to_str().unwrap(),
+        ])
+        .sh("read x")
+        // stallwatch's stdin (and so the child's) is a pipe this test holds open.
+        .spawn_with(|cmd| {
+            cmd.stdin(Stdio::piped());
+        });
+    let finished = running.wait();
+    assert_eq!(
+        finished.status.code(),
+        Some(124),
+        "{}",
+        finished.stderr_text()
+    );
+    let line = summary_line(&finished.stderr);
+    assert!(
+        line.contains("waiting for input — sh (pid ") && line.contains("reads stdin (a pipe)"),
+        "{line}"
+    );
+    let report: Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
+    assert_eq!(report["outcome"], "input_wait", "{report}");
+    let lines: Vec<Value> = text(&fs::read(&events).unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let waits: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"] == "input_wait")
+        .collect();
+    assert_eq!(waits.len(), 1, "{lines:?}");
+    assert_eq!(waits[0]["name"], "sh");
+    assert_eq!(waits[0]["target"], "stdin (a pipe)");
+    assert!(waits[0]["waited_ms"].as_u64().unwrap() >= 1000);
+    assert_no_leak(&m);
+}
+
+#[test]
+fn an_input_wait_timeout_out_of_range_is_refused() {
+    let m = Marker::new("cli-input-wait-range");
+    let out = sw(&m)
+        .args(&["--input-wait-timeout", "10ms"])
+        .sh("true")
+        .output();
+    assert_code(&out, 125);
+    let err = text(&out.stderr);
+    assert!(err.contains("--input-wait-timeout"), "{err}");
+}
