@@ -641,6 +641,11 @@ pub struct MonitorConfig {
     /// [`Outcome::InputWait`](crate::Outcome::InputWait), after an
     /// [`Event::InputWait`](crate::Event::InputWait). Default `None` (off).
     pub input_wait_timeout: Option<Duration>,
+    /// Send an [`Event::InputWait`](crate::Event::InputWait) once the whole tree has been
+    /// blocked on input for this long while every source is quiet, once per episode, and go
+    /// on: a harness can answer the prompt or give up. Default `None` (off: looking costs a
+    /// snapshot of the tree every quarter of this, at most every 250 ms, while it is quiet).
+    pub input_wait_notice: Option<Duration>,
 }
 
 impl Default for MonitorConfig {
@@ -665,6 +670,7 @@ impl Default for MonitorConfig {
             solo_caps: BTreeMap::from([(ActivitySource::Children, DEFAULT_CHILDREN_SOLO_CAP)]),
             containment: ContainmentMode::Auto,
             input_wait_timeout: None,
+            input_wait_notice: None,
         }
     }
 }
@@ -736,6 +742,14 @@ impl MonitorConfig {
     /// end a child whose whole tree waits on input this long, every source quiet.
     pub fn input_wait_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.input_wait_timeout = timeout;
+        self
+    }
+
+    /// Sets (or clears) the input-wait notice ([`input_wait_notice`](Self::input_wait_notice)):
+    /// an event, once per episode, when the whole tree waits on input this long, every source
+    /// quiet; the child goes on.
+    pub fn input_wait_notice(mut self, notice: Option<Duration>) -> Self {
+        self.input_wait_notice = notice;
         self
     }
 
@@ -964,13 +978,13 @@ impl MonitorConfig {
             )?;
         }
         self.kill_ladder.validate()?;
-        if let Some(wait) = self.input_wait_timeout {
-            check_range(
-                "input_wait_timeout",
-                wait,
-                INPUT_WAIT_RANGE.0,
-                INPUT_WAIT_RANGE.1,
-            )?;
+        for (field, wait) in [
+            ("input_wait_timeout", self.input_wait_timeout),
+            ("input_wait_notice", self.input_wait_notice),
+        ] {
+            if let Some(wait) = wait {
+                check_range(field, wait, INPUT_WAIT_RANGE.0, INPUT_WAIT_RANGE.1)?;
+            }
         }
         if let Some(interval) = self.check_interval {
             check_range(

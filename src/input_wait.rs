@@ -64,37 +64,61 @@ struct Episode {
     /// The last activity of any source when it started (activity since ends it).
     quiet_since: Instant,
     reads: Vec<(u32, Option<u64>)>,
-    /// The event for this episode was given.
-    told: bool,
+    /// The notice for this episode was given.
+    noticed: bool,
 }
 
-/// The rule: when to look, and whether a look ends an episode of the configured length.
+/// What a look found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The tree has waited the notice time: tell (once per episode), and go on.
+    Notice(InputWait),
+    /// The tree has waited the timeout: end the child.
+    End(InputWait),
+}
+
+/// The rule: when to look, and whether a look finds an episode of the notice's or the
+/// timeout's length.
 #[derive(Debug)]
 pub(crate) struct InputWaitRule {
-    timeout: Duration,
+    /// The input_wait event after this long (`MonitorConfig::input_wait_notice`).
+    notice: Option<Duration>,
+    /// The end after this long (`MonitorConfig::input_wait_timeout`).
+    timeout: Option<Duration>,
+    /// The shorter of the two: what the looks are paced by.
+    timeout_or_notice: Duration,
     looked_at: Option<Instant>,
     episode: Option<Episode>,
 }
 
 impl InputWaitRule {
-    pub(crate) fn new(timeout: Duration) -> Self {
-        Self {
+    /// The rule for an event after `notice` and an end after `timeout`; `None` when both are
+    /// off.
+    pub(crate) fn new(notice: Option<Duration>, timeout: Option<Duration>) -> Option<Self> {
+        let first = match (notice, timeout) {
+            (Some(n), Some(t)) => n.min(t),
+            (Some(d), None) | (None, Some(d)) => d,
+            (None, None) => return None,
+        };
+        Some(Self {
+            notice,
             timeout,
+            timeout_or_notice: first,
             looked_at: None,
             episode: None,
-        }
+        })
     }
 
     /// Looks start once every source has been quiet this long: min(timeout / 2, 1 s), so the
     /// snapshot's cost stays off the common path.
     fn quiet_first(&self) -> Duration {
-        (self.timeout / 2).min(Duration::from_secs(1))
+        (self.timeout_or_notice / 2).min(Duration::from_secs(1))
     }
 
     /// Between looks: timeout / 4, within 50..=250 ms (whatever the check interval), so the
     /// end comes at most quiet_first + 250 ms past the timeout.
     fn interval(&self) -> Duration {
-        (self.timeout / 4).clamp(Duration::from_millis(50), Duration::from_millis(250))
+        (self.timeout_or_notice / 4).clamp(Duration::from_millis(50), Duration::from_millis(250))
     }
 
     /// The next instant to look, given the last activity of any source.
@@ -106,14 +130,14 @@ impl InputWaitRule {
         }
     }
 
-    /// Takes one look at `now`; returns the input wait once per episode, when the tree has
-    /// been seen waiting, with unchanged read counts and no activity, for the timeout.
+    /// Takes one look at `now`: what it finds once the tree has been seen waiting, with
+    /// unchanged read counts and no activity, for the notice (once per episode) or the timeout.
     pub(crate) fn observe(
         &mut self,
         now: Instant,
         last_activity: Instant,
         look: Look,
-    ) -> Option<InputWait> {
+    ) -> Option<Found> {
         self.looked_at = Some(now);
         let Some((pid, name, target)) = look.reader else {
             self.episode = None;
@@ -129,21 +153,33 @@ impl InputWaitRule {
                 since: now,
                 quiet_since: last_activity,
                 reads: look.reads,
-                told: false,
+                noticed: false,
             });
         }
         let episode = self.episode.as_mut()?;
         let waited = now.saturating_duration_since(episode.since);
-        if !proven || episode.told || waited < self.timeout {
+        if !proven {
             return None;
         }
-        episode.told = true;
-        Some(InputWait {
+        let wait = InputWait {
             pid,
             name,
             target,
             waited,
-        })
+        };
+        if self.timeout.is_some_and(|t| waited >= t) {
+            return Some(Found::End(wait));
+        }
+        if self.notice.is_some_and(|n| waited >= n) && !episode.noticed {
+            episode.noticed = true;
+            return Some(Found::Notice(wait));
+        }
+        None
+    }
+
+    /// Whether the event was given for the current episode already (at its notice).
+    pub(crate) fn noticed(&self) -> bool {
+        self.episode.as_ref().is_some_and(|e| e.noticed)
     }
 }
 

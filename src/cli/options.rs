@@ -163,6 +163,24 @@ pub(crate) struct Cli {
     )]
     pub(crate) input_wait_timeout: Option<HardTimeout>,
 
+    /// Write an input_wait event once the program's whole tree has waited on
+    /// input this long, and let it go on.
+    ///
+    /// Once per episode (new input, or activity of any source, ends one), to
+    /// the --events stream: a harness can answer the prompt or give up. With
+    /// --input-wait-timeout too, the program is ended at that timeout.
+    /// 100ms to 1d; `none` turns it off. Off by default.
+    /// Example: --input-wait-notice 3s --events -
+    #[arg(
+        long,
+        value_name = "D",
+        env = "STALLWATCH_INPUT_WAIT_NOTICE",
+        allow_hyphen_values = true,
+        value_parser = text(parse_hard_timeout),
+        verbatim_doc_comment
+    )]
+    pub(crate) input_wait_notice: Option<HardTimeout>,
+
     /// Time between the first signal and KILL, for the program to clean up.
     ///
     /// 0 to 1h. 0 sends KILL right after the first signal.
@@ -620,6 +638,7 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("idle_timeout", "STALLWATCH_IDLE_TIMEOUT"),
     ("hard_timeout", "STALLWATCH_HARD_TIMEOUT"),
     ("input_wait_timeout", "STALLWATCH_INPUT_WAIT_TIMEOUT"),
+    ("input_wait_notice", "STALLWATCH_INPUT_WAIT_NOTICE"),
     ("grace", "STALLWATCH_GRACE"),
     ("signal", "STALLWATCH_SIGNAL"),
     ("watch", "STALLWATCH_WATCH"),
@@ -735,6 +754,7 @@ impl Options {
             .idle_timeout(cli.idle_timeout)
             .hard_timeout(cli.hard_timeout.and_then(|h| h.0))
             .input_wait_timeout(cli.input_wait_timeout.and_then(|h| h.0))
+            .input_wait_notice(cli.input_wait_notice.and_then(|h| h.0))
             .kill_ladder(KillLadder::polite(cli.signal, cli.grace))
             .check_interval(cli.check_interval)
             .leftovers(if cli.keep_leftovers {

@@ -71,8 +71,13 @@ fn run(
             return fired;
         }
         clock.advance(at.saturating_duration_since(clock.now()));
-        if let Some(wait) = rule.observe(clock.now(), last, table.look()) {
-            fired.push((clock.now(), wait));
+        match rule.observe(clock.now(), last, table.look()) {
+            Some(Found::Notice(wait)) => fired.push((clock.now(), wait)),
+            Some(Found::End(wait)) => {
+                fired.push((clock.now(), wait));
+                return fired; // the child is being ended: no more looks
+            }
+            None => {}
         }
     }
 }
@@ -82,7 +87,7 @@ fn a_held_read_fires_within_a_second_and_a_half_of_the_timeout() {
     let clock = MockClock::new();
     let last = clock.now();
     let table = Table::new(&[(10, StallKind::AwaitingInput, Some(3))]);
-    let mut rule = InputWaitRule::new(D);
+    let mut rule = InputWaitRule::new(None, Some(D)).unwrap();
     assert_eq!(rule.next_look(last), last + Duration::from_secs(1));
     let fired = run(
         &mut rule,
@@ -108,7 +113,7 @@ fn a_fed_reader_never_fires() {
     let clock = MockClock::new();
     let last = clock.now();
     let table = Table::new(&[(10, StallKind::AwaitingInput, Some(0))]);
-    let mut rule = InputWaitRule::new(D);
+    let mut rule = InputWaitRule::new(None, Some(D)).unwrap();
     let mut reads = 0;
     let mut fed_at = last;
     for _ in 0..400 {
@@ -129,7 +134,7 @@ fn a_fed_reader_never_fires() {
 fn activity_starts_the_episode_again() {
     let clock = MockClock::new();
     let table = Table::new(&[(10, StallKind::AwaitingInput, Some(1))]);
-    let mut rule = InputWaitRule::new(D);
+    let mut rule = InputWaitRule::new(None, Some(D)).unwrap();
     let first = clock.now();
     let stop = first + Duration::from_millis(2500);
     assert!(
@@ -164,7 +169,7 @@ fn a_busy_process_or_no_reader_means_no_input_wait() {
         (10, StallKind::AwaitingInput, Some(1)),
         (11, StallKind::Running, Some(1)),
     ]);
-    let mut rule = InputWaitRule::new(D);
+    let mut rule = InputWaitRule::new(None, Some(D)).unwrap();
     assert!(
         run(
             &mut rule,
@@ -186,7 +191,7 @@ fn an_unreadable_read_count_proves_nothing() {
     let clock = MockClock::new();
     let last = clock.now();
     let table = Table::new(&[(10, StallKind::AwaitingInput, None)]);
-    let mut rule = InputWaitRule::new(D);
+    let mut rule = InputWaitRule::new(None, Some(D)).unwrap();
     assert!(
         run(
             &mut rule,
@@ -204,7 +209,7 @@ fn a_new_episode_after_input_fires_again() {
     let clock = MockClock::new();
     let last = clock.now();
     let table = Table::new(&[(10, StallKind::AwaitingInput, Some(1))]);
-    let mut rule = InputWaitRule::new(D);
+    let mut rule = InputWaitRule::new(None, Some(D)).unwrap();
     let fired = run(
         &mut rule,
         &clock,
@@ -222,10 +227,80 @@ fn a_new_episode_after_input_fires_again() {
 
 #[test]
 fn looks_are_frequent_whatever_the_timeout() {
-    let rule = InputWaitRule::new(Duration::from_secs(600));
+    let rule = InputWaitRule::new(None, Some(Duration::from_secs(600))).unwrap();
     let clock = MockClock::new();
     let last = clock.now();
     assert_eq!(rule.next_look(last), last + Duration::from_secs(1));
-    let short = InputWaitRule::new(Duration::from_millis(100));
+    let short = InputWaitRule::new(None, Some(Duration::from_millis(100))).unwrap();
     assert_eq!(short.next_look(last), last + Duration::from_millis(50));
+}
+
+#[test]
+fn a_notice_is_told_once_per_episode_and_ends_nothing() {
+    let clock = MockClock::new();
+    let last = clock.now();
+    let table = Table::new(&[(10, StallKind::AwaitingInput, Some(3))]);
+    let notice = Duration::from_millis(800);
+    let mut rule = InputWaitRule::new(Some(notice), None).unwrap();
+    // Paced by the notice: the first look after min(notice / 2, 1 s) of quiet.
+    assert_eq!(rule.next_look(last), last + notice / 2);
+    let fired = run(
+        &mut rule,
+        &clock,
+        last,
+        &table,
+        last + Duration::from_secs(60),
+    );
+    assert_eq!(
+        fired.len(),
+        1,
+        "once per episode, and never an end: {fired:?}"
+    );
+    assert!(fired[0].1.waited >= notice);
+    // New input ends the episode; the next wait is told again.
+    table.set(10, StallKind::AwaitingInput, Some(4));
+    let fired = run(
+        &mut rule,
+        &clock,
+        last,
+        &table,
+        clock.now() + Duration::from_secs(60),
+    );
+    assert_eq!(fired.len(), 1, "a new episode: {fired:?}");
+}
+
+#[test]
+fn a_notice_before_the_timeout_then_the_end() {
+    let clock = MockClock::new();
+    let last = clock.now();
+    let table = Table::new(&[(10, StallKind::AwaitingInput, Some(3))]);
+    let mut rule =
+        InputWaitRule::new(Some(Duration::from_secs(1)), Some(Duration::from_secs(4))).unwrap();
+    let mut found = Vec::new();
+    loop {
+        let at = rule.next_look(last);
+        clock.advance(at.saturating_duration_since(clock.now()));
+        match rule.observe(clock.now(), last, table.look()) {
+            Some(f @ Found::Notice(_)) => found.push(f),
+            Some(f @ Found::End(_)) => {
+                found.push(f);
+                break;
+            }
+            None => {}
+        }
+        assert!(
+            clock.now() < last + Duration::from_secs(60),
+            "no end: {found:?}"
+        );
+    }
+    assert!(
+        matches!(found[..], [Found::Notice(_), Found::End(_)]),
+        "{found:?}"
+    );
+    assert!(rule.noticed(), "the end does not tell again");
+    assert_eq!(
+        InputWaitRule::new(None, None).map(|_| ()),
+        None,
+        "both off: no rule"
+    );
 }

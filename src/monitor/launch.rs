@@ -544,9 +544,8 @@ fn start_threads(
     processes.hold(pid, streams.cgroup.take());
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
-    let config_input_wait = config
-        .input_wait_timeout
-        .map(crate::input_wait::InputWaitRule::new);
+    let config_input_wait =
+        crate::input_wait::InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout);
     let monitor = Monitor {
         rules,
         id,

@@ -597,8 +597,25 @@ impl Monitor {
         let Some(rule) = self.input_wait.as_mut() else {
             return Ok(None);
         };
-        let Some(wait) = rule.observe(now, last, look) else {
-            return Ok(Some(rule.next_look(last)));
+        let noticed = rule.noticed();
+        let wait = match rule.observe(now, last, look) {
+            None => return Ok(Some(rule.next_look(last))),
+            Some(crate::input_wait::Found::Notice(wait)) => {
+                log::info!(
+                    "session {}: pid {} waits on input for {} ({} (pid {}) reads {})",
+                    self.id,
+                    self.pid,
+                    HumanDuration(wait.waited),
+                    wait.name,
+                    wait.pid,
+                    wait.target
+                );
+                let next = rule.next_look(last);
+                self.emitter.lifecycle(Event::InputWait(wait));
+                self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+                return Ok(Some(next));
+            }
+            Some(crate::input_wait::Found::End(wait)) => wait,
         };
         log::info!(
             "session {}: pid {} waited {} on input ({} (pid {}) reads {}); ending it",
@@ -609,8 +626,11 @@ impl Monitor {
             wait.pid,
             wait.target
         );
-        self.emitter.lifecycle(Event::InputWait(wait.clone()));
-        self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        if !noticed {
+            // Once per episode: not again when the notice gave it already.
+            self.emitter.lifecycle(Event::InputWait(wait.clone()));
+            self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        }
         self.set_reason(Reason::Outcome(Outcome::InputWait(wait)));
         self.start_ladder(self.config.kill_ladder.effective(), None);
         Err(())
@@ -790,7 +810,11 @@ impl Monitor {
             // The guardian keeps the inotify instances open until it exits: their teardown
             // (8–11 ms in the kernel) is then not on the way out of this process, and the
             // tracker can be dropped here at once.
-            if self.guardian.as_ref().is_some_and(process::Guardian::take_inotify) {
+            if self
+                .guardian
+                .as_ref()
+                .is_some_and(process::Guardian::take_inotify)
+            {
                 return;
             }
             let dropped = std::thread::Builder::new()

@@ -33,6 +33,7 @@ const START_FIELDS: &[&str] = &[
     "idleTimeoutMs",
     "hardTimeoutMs",
     "inputWaitTimeoutMs",
+    "inputWaitNoticeMs",
     "gracePeriodMs",
     "logThresholdBytes",
     "watch",
@@ -253,6 +254,9 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
     if let Some(wait) = params.millis("inputWaitTimeoutMs")? {
         config = config.input_wait_timeout(Some(wait));
     }
+    if let Some(notice) = params.millis("inputWaitNoticeMs")? {
+        config = config.input_wait_notice(Some(notice));
+    }
     if let Some(grace) = params.millis("gracePeriodMs")? {
         config = config.kill_ladder(KillLadder::polite(Signal::TERM, grace));
     }
@@ -276,6 +280,7 @@ pub(crate) fn config_error(error: &ConfigError) -> RpcError {
             "idle_timeout" => "idleTimeoutMs",
             "hard_timeout" => "hardTimeoutMs",
             "input_wait_timeout" => "inputWaitTimeoutMs",
+            "input_wait_notice" => "inputWaitNoticeMs",
             "kill_ladder.grace" => "gracePeriodMs",
             other => other,
         },

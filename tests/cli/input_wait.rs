@@ -75,3 +75,47 @@ fn an_input_wait_timeout_out_of_range_is_refused() {
     let err = text(&out.stderr);
     assert!(err.contains("--input-wait-timeout"), "{err}");
 }
+
+/// `--input-wait-notice` (here through its variable): one `input_wait` event in the events
+/// stream while the program waits on its stdin, and the program goes on; the line this test
+/// then writes reaches it, and it exits 0.
+#[test]
+fn a_notice_writes_the_event_and_the_program_goes_on() {
+    let m = Marker::new("cli-input-wait-notice");
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let mut running = sw(&m)
+        .env("STALLWATCH_INPUT_WAIT_NOTICE", "500ms")
+        .args(&["-i", "60s", "--events", events.to_str().unwrap()])
+        .sh("read x; echo got $x")
+        .spawn_with(|cmd| {
+            cmd.stdin(Stdio::piped());
+        });
+    let told = || {
+        fs::read(&events)
+            .map(|b| text(&b).contains("\"input_wait\""))
+            .unwrap_or(false)
+    };
+    assert!(
+        common::poll_until(common::GENEROUS, told),
+        "no input_wait event"
+    );
+    use std::io::Write;
+    let mut stdin = running.child.stdin.take().expect("a piped stdin");
+    stdin.write_all(b"hello\n").unwrap();
+    drop(stdin);
+    let finished = running.wait();
+    assert_eq!(
+        finished.status.code(),
+        Some(0),
+        "{}",
+        finished.stderr_text()
+    );
+    assert_eq!(text(&finished.stdout), "got hello\n");
+    let waits = text(&fs::read(&events).unwrap())
+        .lines()
+        .filter(|l| l.contains("\"input_wait\""))
+        .count();
+    assert_eq!(waits, 1, "once per episode");
+    assert_no_leak(&m);
+}

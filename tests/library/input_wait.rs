@@ -154,3 +154,47 @@ fn a_grandchild_started_after_the_last_sample_is_seen_whatever_the_check_interva
     assert!(took < Duration::from_secs(17), "{took:?}");
     assert_no_leak(&m);
 }
+
+/// `input_wait_notice` alone: the event once per episode, and the child goes on. A line on
+/// its stdin ends the first episode (its read count moves), the next wait is a second one;
+/// the end of its input lets it exit by itself.
+#[test]
+fn a_notice_tells_once_per_episode_and_never_ends_the_child() {
+    let m = Marker::new("iw-notice");
+    let out = SharedBuf::new();
+    let config = MonitorConfig::default()
+        .idle_timeout(Duration::from_secs(60))
+        .input_wait_notice(Some(ms(500)));
+    let session = Session::builder(m.sh("echo ready; read x; read y; echo got \"$x\" \"$y\""))
+        .stdin_piped()
+        .config(config)
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    let mut events = session.events();
+    out.wait_for("ready");
+    let first = std::iter::from_fn(|| events.recv_timeout(common::GENEROUS))
+        .find_map(|e| match e {
+            Event::InputWait(w) => Some(w),
+            _ => None,
+        })
+        .expect("a notice for the first read");
+    assert_eq!(first.target, "stdin (a pipe)");
+    assert!(first.waited >= ms(500), "{first:?}");
+    // Still running: a notice ends nothing. Feed the first line; the second read waits anew.
+    assert!(session.try_wait().is_none(), "the notice ended the child");
+    session.write_stdin(b"one\n").unwrap();
+    let second = std::iter::from_fn(|| events.recv_timeout(common::GENEROUS))
+        .find_map(|e| match e {
+            Event::InputWait(w) => Some(w),
+            _ => None,
+        })
+        .expect("a notice for the second read, a new episode");
+    assert_eq!(second.pid, first.pid);
+    session.write_stdin(b"two\n").unwrap();
+    session.close_stdin();
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    out.wait_for("got one two");
+    assert_no_leak(&m);
+}

@@ -16,9 +16,11 @@ use super::{GENEROUS, HANDSHAKE, MARKER_ENV, Marker, SharedBuf, poll_until};
 pub use super::{alive, ms};
 
 /// Every option variable stallwatch reads.
-pub const OPTION_VARS: [&str; 19] = [
+pub const OPTION_VARS: [&str; 21] = [
     "STALLWATCH_IDLE_TIMEOUT",
     "STALLWATCH_HARD_TIMEOUT",
+    "STALLWATCH_INPUT_WAIT_TIMEOUT",
+    "STALLWATCH_INPUT_WAIT_NOTICE",
     "STALLWATCH_GRACE",
     "STALLWATCH_SIGNAL",
     "STALLWATCH_WATCH",
