@@ -21,14 +21,20 @@ fn config(timeout: Duration) -> MonitorConfig {
         ))
 }
 
+fn input_wait(event: Event) -> Option<InputWait> {
+    match event {
+        Event::InputWait(w) => Some(w),
+        _ => None,
+    }
+}
+
 fn input_waits(events: Vec<Event>) -> Vec<InputWait> {
-    events
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::InputWait(w) => Some(w),
-            _ => None,
-        })
-        .collect()
+    events.into_iter().filter_map(input_wait).collect()
+}
+
+/// The next input-wait event of a running session (each receive bounded by `GENEROUS`).
+fn next_input_wait(events: &mut stallwatch::EventReceiver) -> Option<InputWait> {
+    std::iter::from_fn(|| events.recv_timeout(common::GENEROUS)).find_map(input_wait)
 }
 
 #[test]
@@ -173,23 +179,13 @@ fn a_notice_tells_once_per_episode_and_never_ends_the_child() {
         .unwrap();
     let mut events = session.events();
     out.wait_for("ready");
-    let first = std::iter::from_fn(|| events.recv_timeout(common::GENEROUS))
-        .find_map(|e| match e {
-            Event::InputWait(w) => Some(w),
-            _ => None,
-        })
-        .expect("a notice for the first read");
+    let first = next_input_wait(&mut events).expect("a notice for the first read");
     assert_eq!(first.target, "stdin (a pipe)");
     assert!(first.waited >= ms(500), "{first:?}");
     // Still running: a notice ends nothing. Feed the first line; the second read waits anew.
     assert!(session.try_wait().is_none(), "the notice ended the child");
     session.write_stdin(b"one\n").unwrap();
-    let second = std::iter::from_fn(|| events.recv_timeout(common::GENEROUS))
-        .find_map(|e| match e {
-            Event::InputWait(w) => Some(w),
-            _ => None,
-        })
-        .expect("a notice for the second read, a new episode");
+    let second = next_input_wait(&mut events).expect("a notice for the second read, a new episode");
     assert_eq!(second.pid, first.pid);
     session.write_stdin(b"two\n").unwrap();
     session.close_stdin();

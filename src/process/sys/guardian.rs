@@ -208,7 +208,9 @@ fn exit() -> ! {
 }
 
 /// Kills every member of the cgroup (`cgroup.kill`; before Linux 5.14, frozen and killed one by
-/// one) and removes it once empty, trying for 10 s.
+/// one) and removes it once empty, trying for 10 s: the steps of `Cgroup::kill` and
+/// `Cgroup::remove` (`process/cgroup.rs`), written again here without allocation or locks, as
+/// the forked child requires.
 fn end_cgroup(cgroup: &CgroupFiles) {
     if write_file(&cgroup.kill, b"1").is_err() {
         let _ = write_file(&cgroup.freeze, b"1");
