@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::config::KillStep;
 use crate::events::{Emitter, Event};
 use crate::outcome::HumanDuration;
-use crate::process::{self, sys};
+use crate::process::{self, ChildProcess, sys};
 use crate::signal::Signal;
 use crate::sources::children::{DescendantObserver, Identity};
 
@@ -369,7 +369,7 @@ impl ProcessLayer for OsProcesses {
 /// The supervised child, leader of its process group.
 pub(super) struct Leader {
     /// The child, owned from the start of `run` until the end.
-    pub(super) child: Option<Child>,
+    pub(super) child: Option<ChildProcess>,
     /// Its status, once reaped.
     pub(super) status: Option<ExitStatus>,
     /// Whether it exited (seen by the waiter thread; not reaped until the ladder is done).

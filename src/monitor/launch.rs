@@ -3,7 +3,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -29,7 +29,7 @@ use crate::outcome::{CompletionSeen, Containment};
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
-use crate::process::{self, sys};
+use crate::process::{self, ChildProcess, sys};
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::lines::{ChunkSeen, LineWatch};
@@ -100,7 +100,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         })?),
         None => None,
     };
-    let (mut pty, combined_pipe) =
+    let (mut pty, combined_pipe, handoff) =
         attach_stdio(&mut command, &config, stdin, pty_size, detached, entry)?;
     let tag = subreaper_tag(&mut command, &config, id);
     let (board, emitter) = new_board(&clock, &config);
@@ -117,7 +117,8 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         ))
     };
 
-    let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut())?;
+    let (command, mut child) =
+        spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut(), handoff)?;
     let pid = child.id();
     let guardian = start_guardian(&config, id, pid, cgroup.as_deref());
     log::debug!(
@@ -165,37 +166,51 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     hand_over(id, pid, board, child, started)
 }
 
+/// What the spawn needs beside the command: the terminal, the read end of the one combined
+/// pipe, and what tells which process runs the program.
+type Attached = (
+    Option<Pty>,
+    Option<std::io::PipeReader>,
+    Option<sys::Handoff>,
+);
+
 /// Gives the command its terminal (the pseudo-terminal of `pty_size`, returned) or its pipes
-/// (the read end of the one combined pipe returned, if combined) and `stdin`.
+/// (the read end of the one combined pipe returned, if combined) and `stdin`, and makes the
+/// child lead its tree (in the session's cgroup when there is one).
 fn attach_stdio(
     command: &mut Command,
     config: &MonitorConfig,
     stdin: Stdio,
     pty_size: Option<(u16, u16)>,
     detached: bool,
-    cgroup: Option<OwnedFd>,
-) -> io::Result<(Option<Pty>, Option<std::io::PipeReader>)> {
-    let mut pty = None;
-    let mut combined_pipe = None;
+    cgroup: Option<sys::CgroupEntry>,
+) -> io::Result<Attached> {
     if let Some((rows, cols)) = pty_size {
         // The terminal is stdin, stdout and stderr; the child leads a new session on it (and
         // so a new process group: its pgid is its pid, as in pipe mode).
         let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
-        terminal
+        let handoff = terminal
             .prepare(command, config.parent_death_signal, cgroup)
             .map_err(terminal_error("prepare"))?;
         drop(stdin);
-        pty = Some(terminal);
-    } else {
-        command.stdin(stdin);
-        combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
-        if detached {
-            sys::configure_detached_command(command, config.parent_death_signal, cgroup);
-        } else {
-            sys::configure_command(command, config.parent_death_signal, cgroup);
-        }
+        return Ok((Some(terminal), None, handoff));
     }
-    Ok((pty, combined_pipe))
+    command.stdin(stdin);
+    let combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
+    let lead = if detached {
+        sys::Lead::Session
+    } else {
+        sys::Lead::Group
+    };
+    let handoff =
+        sys::configure(command, lead, config.parent_death_signal, cgroup).map_err(|e| {
+            SpawnError::new(
+                SpawnErrorKind::Containment,
+                "cannot prepare the program's start in its cgroup",
+                e,
+            )
+        })?;
+    Ok((None, combined_pipe, handoff))
 }
 
 /// The session's activity board, its output source on or off, and the event emitter that
@@ -232,11 +247,12 @@ fn spawn_leader(
     id: u64,
     tag: Option<&Vec<u8>>,
     pty: Option<&mut Pty>,
-) -> io::Result<(Command, Child)> {
+    handoff: Option<sys::Handoff>,
+) -> io::Result<(Command, ChildProcess)> {
     let from_spawner = cfg!(target_os = "linux") && config.parent_death_signal;
     let gate = process::orphans::spawn_gate();
     process::orphans::register(id, boot_ticks_now(), tag.cloned());
-    let (mut command, spawned) = process::spawn(command, from_spawner);
+    let (mut command, spawned) = process::spawn(command, from_spawner, handoff);
     if let Some(pty) = pty {
         // Whether or not the spawn worked: this process keeps no copy of the slave, so the
         // master reads the end once the child's side is closed.
@@ -387,7 +403,7 @@ fn hand_over(
     id: u64,
     pid: u32,
     board: Arc<ActivityBoard>,
-    mut child: Child,
+    mut child: ChildProcess,
     started: io::Result<Started>,
 ) -> io::Result<Launched> {
     match started {
@@ -450,7 +466,12 @@ fn pipe_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError {
     }
 }
 
-type Started = (Sender<Control>, Receiver<()>, Arc<Shared>, Sender<Child>);
+type Started = (
+    Sender<Control>,
+    Receiver<()>,
+    Arc<Shared>,
+    Sender<ChildProcess>,
+);
 
 /// How the output is read and recorded.
 struct Streams {
@@ -511,7 +532,7 @@ impl StreamPipe {
 #[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
 fn start_threads(
     id: u64,
-    child: &mut Child,
+    child: &mut ChildProcess,
     config: MonitorConfig,
     clock: Arc<dyn Clock>,
     board: Arc<ActivityBoard>,
@@ -605,7 +626,7 @@ fn start_threads(
 #[allow(clippy::type_complexity)] // the three parts go three ways: readers, monitor, session
 fn open_streams(
     id: u64,
-    child: &mut Child,
+    child: &mut ChildProcess,
     config: &MonitorConfig,
     streams: &mut Streams,
     stdout_sink: OutputSink,
@@ -741,7 +762,7 @@ fn start_network(
 
 /// The pipes to read: stdout and stderr, or the one combined pipe.
 fn open_pipes(
-    child: &mut Child,
+    child: &mut ChildProcess,
     combined: Option<std::io::PipeReader>,
     stdout_sink: OutputSink,
     stderr_sink: OutputSink,
@@ -886,8 +907,8 @@ fn start_monitor(
     monitor: Monitor,
     shared: Arc<Shared>,
     done_tx: Sender<()>,
-) -> io::Result<Sender<Child>> {
-    let (child_tx, child_rx) = crossbeam_channel::bounded::<Child>(1);
+) -> io::Result<Sender<ChildProcess>> {
+    let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
     let done = DoneGuard {
         shared,
         done: Some(done_tx),

@@ -2,7 +2,6 @@
 //! message), then watches (asks the verdict), goes stale or reaches the hard deadline, runs
 //! the ladder, and drains the output; publishes the result at the end.
 
-use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use crate::outcome::{
     CompletionSeen, Containment, DescendantSummary, HumanDuration, MonitorResult, Outcome,
     StaleReport,
 };
-use crate::process::{self, sys};
+use crate::process::{self, ChildProcess, sys};
 use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::network::NetworkObserver;
@@ -206,7 +205,7 @@ type Looked = Option<(std::time::Instant, [u64; 2])>;
 type Next = std::ops::ControlFlow<Wake>;
 
 impl Monitor {
-    pub(super) fn run(mut self, child: Child, done: DoneGuard) {
+    pub(super) fn run(mut self, child: ChildProcess, done: DoneGuard) {
         self.leader.child = Some(child);
         let mut control = self.control.clone();
         loop {

@@ -2,7 +2,8 @@
 //!
 //! Where this process may create a child of its own cgroup (root, a systemd-delegated slice, a
 //! privileged container), each session gets one, named `stallwatch-<pid>-<session>`, and the
-//! child enters it before `exec` (`sys::configure_command` writes `0` to its `cgroup.procs`).
+//! child is born in it (`clone3(CLONE_INTO_CGROUP)`, or enters it before `exec` where that
+//! cannot be: `sys::enter`).
 //! From then on every descendant is born inside it, whatever it does with sessions, process
 //! groups, its environment or its parent: the cgroup's members *are* the tree.
 //!
@@ -21,7 +22,7 @@
 //! signals) are in `sys`.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -161,6 +162,7 @@ impl Cgroup {
             rel,
             removed: AtomicBool::new(false),
         };
+        #[cfg(target_os = "linux")]
         if let Err(e) = cgroup.entry() {
             // Dropping it removes the empty directory.
             return Err(format!(
@@ -176,13 +178,19 @@ impl Cgroup {
         &self.path
     }
 
-    /// Its `cgroup.procs`, open for writing (close-on-exec): the child writes `0` to it before
-    /// `exec` to enter.
-    pub(crate) fn entry(&self) -> io::Result<OwnedFd> {
-        let file = std::fs::OpenOptions::new()
+    /// What the child needs to start inside it (close-on-exec descriptors): the directory,
+    /// for `clone3(CLONE_INTO_CGROUP)`, and `cgroup.procs` open for writing, where the child
+    /// writes `0` before `exec` to enter when `clone3` cannot (`sys::enter`).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn entry(&self) -> io::Result<sys::CgroupEntry> {
+        let procs = std::fs::OpenOptions::new()
             .write(true)
             .open(self.path.join("cgroup.procs"))?;
-        Ok(file.into())
+        let dir = std::fs::File::open(&self.path)?;
+        Ok(sys::CgroupEntry {
+            dir: dir.into(),
+            procs: procs.into(),
+        })
     }
 
     fn read(&self, name: &str) -> io::Result<String> {

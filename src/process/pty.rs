@@ -6,7 +6,7 @@
 //!   close-on-exec, the slave opened with `O_NOCTTY` so it never becomes stallwatch's own
 //!   controlling terminal). [`Pty::prepare`] sets the command's stdin, stdout and stderr to
 //!   copies of the slave (std `dup2`s them onto 0, 1, 2 in the child) and installs
-//!   [`sys::configure_terminal_command`]: in the child, before exec, `setsid()` then
+//!   [`sys::configure`] with `Lead::Terminal`: in the child, before exec, `setsid()` then
 //!   `ioctl(0, TIOCSCTTY)`, then the usual parent-death signal. A session leader leads a new
 //!   process group too, so **the child's pgid is its pid** exactly as with
 //!   `process_group(0)` — the ladder, escapee tracking and leftovers need no change. (Calling
@@ -49,7 +49,7 @@
 //!   `restore`), the size of stallwatch's own terminal, and `--pty-size ROWSxCOLS` parsing.
 //!
 //! What the integration must do: `SessionBuilder` gains a terminal option; the launcher opens a
-//! `Pty`, `prepare`s the command (instead of `configure_command`), spawns (from the spawner
+//! `Pty`, `prepare`s the command (instead of `sys::configure` with a group), spawns (from the spawner
 //! thread when the parent-death signal is on) and calls `spawned` at once; **one reader
 //! thread** on a [`MasterReader`] produces the `Terminal` stream (activity stamp, sinks,
 //! head/tail, log with SHA-256, `Output` events); `write_stdin` goes to [`Pty::write`],
@@ -100,8 +100,8 @@ impl Pty {
         &self,
         command: &mut Command,
         parent_death_signal: bool,
-        cgroup: Option<std::os::fd::OwnedFd>,
-    ) -> io::Result<()> {
+        cgroup: Option<sys::CgroupEntry>,
+    ) -> io::Result<Option<sys::Handoff>> {
         let slave = self.slave.as_ref().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -112,8 +112,7 @@ impl Pty {
             .stdin(Stdio::from(slave.try_clone()?))
             .stdout(Stdio::from(slave.try_clone()?))
             .stderr(Stdio::from(slave.try_clone()?));
-        sys::configure_terminal_command(command, parent_death_signal, cgroup);
-        Ok(())
+        sys::configure(command, sys::Lead::Terminal, parent_death_signal, cgroup)
     }
 
     /// To be called right after `command` was spawned (whether or not that worked): closes

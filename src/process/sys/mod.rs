@@ -3,11 +3,13 @@
 //! No other module of the library uses `rustix` (nor `libc` or `nix`); the command has its own
 //! door, `src/cli/sys.rs`.
 //! Every `unsafe` block of the crate is here, allowed one by one under the crate's
-//! `#![deny(unsafe_code)]`: the two `pre_exec` hooks (the parent-death signal and the session's
-//! cgroup of [`configure_command`], and the terminal's session and controlling tty of
-//! [`configure_terminal_command`]), and the guardian's fork with the few libc calls of the
-//! forked child ([`guardian`], where rustix has no `fork` and no `_exit`).
+//! `#![deny(unsafe_code)]`: the `pre_exec` hooks (the leader's group or session and the
+//! parent-death signal of [`configure`]; the birth in the session's cgroup by `clone3`, in
+//! [`enter`]), and the guardian's fork with the few libc calls of the forked child
+//! ([`guardian`]; rustix has no `fork`, no `clone3` and no `_exit`).
 
+#[cfg(target_os = "linux")]
+pub(crate) mod enter;
 #[cfg(target_os = "linux")]
 pub(crate) mod guardian;
 
@@ -206,6 +208,28 @@ pub(crate) fn wait_exited_no_reap(pid: i32) -> io::Result<()> {
     }
 }
 
+/// Reaps child `pid`: waits for it to exit when `hang`, else only looks (`None`: it runs).
+pub(crate) fn reap_child(pid: i32, hang: bool) -> io::Result<Option<std::process::ExitStatus>> {
+    use std::os::unix::process::ExitStatusExt;
+    let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let options = if hang {
+        rustix::process::WaitOptions::empty()
+    } else {
+        rustix::process::WaitOptions::NOHANG
+    };
+    loop {
+        match rustix::process::waitpid(Some(p), options) {
+            Ok(found) => {
+                return Ok(
+                    found.map(|(_, status)| std::process::ExitStatus::from_raw(status.as_raw()))
+                );
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Size stallwatch asks for the child's output pipes.
 pub(crate) const PIPE_SIZE: usize = 1024 * 1024;
 
@@ -234,106 +258,115 @@ pub(crate) fn pipe_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
         && fds[0].revents().contains(rustix::event::PollFlags::HUP)
 }
 
-/// Makes `command` start as the leader of a new process group and, on Linux when asked, receive
-/// SIGKILL when the thread that spawned it (and so, with the long-lived spawner thread, the
-/// supervising process) dies. With `cgroup` (the `cgroup.procs` file of the session's cgroup,
-/// open for writing), the child enters that cgroup before `exec`: the program's first
-/// instruction already runs inside it.
-pub(crate) fn configure_command(
-    command: &mut Command,
-    parent_death_signal: bool,
-    cgroup: Option<std::os::fd::OwnedFd>,
-) {
-    command.process_group(0);
-    exec_hook(command, parent_death_signal, cgroup);
+/// How the child leads its tree. In every case its process-group id is its pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lead {
+    /// The leader of a new process group.
+    Group,
+    /// The leader of a new session without a controlling terminal (the non-interactive
+    /// profile): opening `/dev/tty` fails at once (ENXIO) instead of prompting.
+    Session,
+    /// The leader of a new session whose controlling terminal is its standard input, which
+    /// the caller has already set to a terminal's slave side (std duplicates the slave onto
+    /// fds 0, 1 and 2 before the hooks run).
+    Terminal,
 }
 
-/// As [`configure_command`], but the child leads a new *session* without a controlling
-/// terminal (the non-interactive profile): opening `/dev/tty` fails at once (ENXIO) instead
-/// of prompting. Its process-group id equals its pid, as with [`configure_command`].
-pub(crate) fn configure_detached_command(
-    command: &mut Command,
-    parent_death_signal: bool,
-    cgroup: Option<std::os::fd::OwnedFd>,
-) {
-    session_hook(command, false);
-    exec_hook(command, parent_death_signal, cgroup);
-}
+#[cfg(target_os = "linux")]
+pub(crate) use enter::{CgroupEntry, Handoff, Leader};
 
-/// Makes `command` start as the leader of a new *session* whose controlling terminal is its
-/// standard input, which the caller has already set to a terminal's slave side (std duplicates
-/// the slave onto fds 0, 1 and 2 before the hooks run). A session leader is also the leader of
-/// a new process group, so its process-group id equals its pid, as with [`configure_command`].
-/// The parent-death signal is set up as there.
+/// A session's cgroup, for the child to start in: none outside Linux.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+pub(crate) enum CgroupEntry {}
+
+/// Which process runs the program: always the one std forked outside Linux.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+pub(crate) enum Handoff {}
+
+/// Makes `command`'s child lead as `lead` asks and, on Linux when asked, receive SIGKILL when
+/// the thread that spawned it (and so, with the long-lived spawner thread, the supervising
+/// process) dies.
 ///
-/// Not combined with `process_group(0)`: a process that already leads a group cannot `setsid`.
-pub(crate) fn configure_terminal_command(
+/// With `cgroup` (Linux), the program starts inside the session's cgroup: born there by
+/// `clone3` (see `enter`; the returned [`Handoff`] then tells which process runs it), or
+/// entering it before `exec` where `clone3` cannot.
+pub(crate) fn configure(
     command: &mut Command,
+    lead: Lead,
     parent_death_signal: bool,
-    cgroup: Option<std::os::fd::OwnedFd>,
-) {
-    session_hook(command, true);
-    exec_hook(command, parent_death_signal, cgroup);
+    cgroup: Option<CgroupEntry>,
+) -> io::Result<Option<Handoff>> {
+    #[cfg(target_os = "linux")]
+    if let Some(entry) = cgroup {
+        return enter::configure(command, lead, parent_death_signal, entry, true).map(Some);
+    }
+    #[cfg(not(target_os = "linux"))]
+    if let Some(never) = cgroup {
+        match never {}
+    }
+    configure_plain(command, lead, parent_death_signal);
+    Ok(None)
 }
 
-/// In the child before exec: a new session, with fd 0 (a terminal) as its controlling
-/// terminal when `with_terminal`.
-fn session_hook(command: &mut Command, with_terminal: bool) {
+/// The child leads (std's `process_group(0)` for a group, a hook for a session) and, when
+/// asked on Linux, gets the parent-death signal.
+fn configure_plain(command: &mut Command, lead: Lead, parent_death_signal: bool) {
+    if lead == Lead::Group {
+        command.process_group(0);
+        if !(cfg!(target_os = "linux") && parent_death_signal) {
+            return;
+        }
+    }
+    let parent = rustix::process::getpid();
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
-    // is allowed. It makes two raw system calls through rustix (setsid, and ioctl TIOCSCTTY on
-    // fd 0 — a `BorrowedFd` of a constant, no allocation) and on failure builds an `io::Error`
+    // is allowed. It makes raw system calls through rustix (setsid, ioctl TIOCSCTTY on fd 0 —
+    // a `BorrowedFd` of a constant —, prctl and getppid), and on failure builds an `io::Error`
     // from the raw OS code, which does not allocate. It touches no lock and no memory shared
     // with other threads.
-    #[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both here (module docs)
+    #[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all here (module docs)
     unsafe {
         command.pre_exec(move || {
-            rustix::process::setsid()?;
-            if with_terminal {
-                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            if lead != Lead::Group {
+                lead_group(lead)?;
             }
-            Ok(())
+            parent_death(parent_death_signal, parent)
         });
     }
 }
 
-/// On Linux, the child's last steps before `exec`: it enters the session's cgroup (writes `0`,
-/// "me", to the `cgroup.procs` file opened before the fork) and, when asked, gets SIGKILL when
-/// the thread that spawned it dies.
-fn exec_hook(
-    command: &mut Command,
-    parent_death_signal: bool,
-    cgroup: Option<std::os::fd::OwnedFd>,
-) {
+/// In a child before exec: a new process group, or a new session (with fd 0 as its
+/// controlling terminal).
+fn lead_group(lead: Lead) -> io::Result<()> {
+    match lead {
+        Lead::Group => rustix::process::setpgid(None, None)?,
+        Lead::Session => {
+            rustix::process::setsid()?;
+        }
+        Lead::Terminal => {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+        }
+    }
+    Ok(())
+}
+
+/// In a child before exec, on Linux when asked: SIGKILL when the thread that spawned it dies;
+/// fails if `parent` is already gone (then the signal would never come).
+fn parent_death(parent_death_signal: bool, parent: Pid) -> io::Result<()> {
     #[cfg(target_os = "linux")]
-    if parent_death_signal || cgroup.is_some() {
-        let parent = rustix::process::getpid();
-        // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
-        // work is allowed. It makes raw system calls through rustix (write to a descriptor
-        // opened before the fork, prctl and getppid), and builds an `io::Error` from a raw OS
-        // code, which does not allocate. It touches no lock and no memory shared with other
-        // threads.
-        #[allow(unsafe_code)] // one of the crate's two `unsafe` blocks, both here (module docs)
-        unsafe {
-            command.pre_exec(move || {
-                if let Some(procs) = &cgroup {
-                    rustix::io::write(procs, b"0")?;
-                }
-                if !parent_death_signal {
-                    return Ok(());
-                }
-                rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;
-                // The parent may have died between fork and prctl; then the signal never comes.
-                if rustix::process::getppid() != Some(parent) {
-                    return Err(io::Error::from_raw_os_error(
-                        rustix::io::Errno::SRCH.raw_os_error(),
-                    ));
-                }
-                Ok(())
-            });
+    if parent_death_signal {
+        rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;
+        if rustix::process::getppid() != Some(parent) {
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::SRCH.raw_os_error(),
+            ));
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (command, parent_death_signal, cgroup);
+    let _ = (parent_death_signal, parent);
+    Ok(())
 }
 
 /// A pidfd of process `pid` (Linux `pidfd_open`): signals sent through it reach that process
