@@ -354,9 +354,12 @@
 //!   this process can create a child of its own cgroup v2 (root, a systemd-delegated slice, a
 //!   privileged container; the cgroup2 mount is found in `/proc/self/mountinfo`, hybrid
 //!   layouts included, the own cgroup in `/proc/self/cgroup`), each session gets one,
-//!   `stallwatch-<pid>-<session>`, and the child enters it in its `pre_exec` hook (it writes
-//!   `0` to the `cgroup.procs` opened before the fork), so the program's first instruction runs
-//!   inside and every descendant is born there: `setsid`, a double fork, `env -i` or
+//!   `stallwatch-<pid>-<session>`, and the program's process is born in it: in the `pre_exec`
+//!   hook, after std set the child up, the forked process calls `clone3(CLONE_INTO_CGROUP |
+//!   CLONE_PARENT)` and hands the new process's pid over before it exits; the new process, a
+//!   child of this one, runs the program (before kernel 5.7 the forked process enters by a
+//!   write to `cgroup.procs` instead, which waits for an RCU grace period, ~10 ms). So the
+//!   program's first instruction runs inside and every descendant is born there: `setsid`, a double fork, `env -i` or
 //!   re-parenting cannot leave it (only a process with the right to write another cgroup's
 //!   `cgroup.procs`, root, could). Then the tree *is* the cgroup's members: each polite step
 //!   goes to every member (listed in `cgroup.procs`, below-cgroups included, each through a
