@@ -330,6 +330,32 @@ fn keep_leftovers_from_the_command_line_and_the_environment() {
 }
 
 #[test]
+fn the_tests_clear_every_variable_the_help_names() {
+    // The CLI tests remove OPTION_VARS from what stallwatch inherits (and set each to "" in
+    // the test below): a variable missing there would let the caller's environment in.
+    let marker = Marker::new("cli_opt_var_list");
+    let output = sw(&marker).args(&["--help"]).output();
+    assert_code(&output, 0);
+    let help = text(&output.stdout);
+    let mut named: Vec<&str> = help
+        .match_indices("STALLWATCH_")
+        .map(|(at, _)| {
+            let rest = &help[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|v| v.len() > "STALLWATCH_".len()) // "STALLWATCH_<OPTION>" in the prose
+        .collect();
+    named.sort_unstable();
+    named.dedup();
+    assert!(named.len() > 20, "the help names the variables: {named:?}");
+    let missing: Vec<&&str> = named.iter().filter(|v| !OPTION_VARS.contains(v)).collect();
+    assert!(missing.is_empty(), "not in OPTION_VARS: {missing:?}");
+}
+
+#[test]
 fn an_empty_variable_counts_as_unset() {
     let marker = Marker::new("cli_opt_empty_env");
     let mut cmd = sw(&marker);

@@ -16,7 +16,7 @@ use super::{GENEROUS, HANDSHAKE, MARKER_ENV, Marker, SharedBuf, poll_until};
 pub use super::{alive, ms};
 
 /// Every option variable stallwatch reads.
-pub const OPTION_VARS: [&str; 21] = [
+pub const OPTION_VARS: [&str; 28] = [
     "STALLWATCH_IDLE_TIMEOUT",
     "STALLWATCH_HARD_TIMEOUT",
     "STALLWATCH_INPUT_WAIT_TIMEOUT",
@@ -38,6 +38,13 @@ pub const OPTION_VARS: [&str; 21] = [
     "STALLWATCH_PTY_SIZE",
     "STALLWATCH_QUIET",
     "STALLWATCH_VERBOSE",
+    "STALLWATCH_DONE_WHEN_FILE",
+    "STALLWATCH_DONE_WHEN_OUTPUT",
+    "STALLWATCH_LINGER",
+    "STALLWATCH_NON_INTERACTIVE",
+    "STALLWATCH_NO_NETWORK",
+    "STALLWATCH_PROBE",
+    "STALLWATCH_SOLO_CAP",
 ];
 
 /// Gives `cmd` (stallwatch, or a program that runs it) the marker in its environment, and
