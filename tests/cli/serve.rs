@@ -735,6 +735,53 @@ fn stdin_backlog(client: &mut Client) {
 }
 
 #[test]
+fn serve_write_to_a_child_that_never_reads_times_out_with_32004() {
+    // One write at a time, each answered before the next is sent: the server's own queue
+    // never fills, the library's does (the child never reads), and the write that finds it
+    // full is answered after the library's 5 s wait with -32004.
+    let marker = Marker::new("serve-stdin-wait");
+    let mut client = Client::start(&marker, &[]);
+    client.ok(
+        "process/start",
+        json!({"processId": "deaf", "argv": sh(&marker, "exec sleep 1000"), "io": {"pipe": {"stdin": "open"}}}),
+    );
+    let chunk = BASE64.encode(vec![b'y'; 64 * 1024]);
+    let mut accepted = 0;
+    let (code, message) = loop {
+        assert!(
+            accepted < 1000,
+            "every write accepted: the queue never filled"
+        );
+        let answer = client.call("process/write", json!({"processId": "deaf", "data": chunk}));
+        match answer.get("error") {
+            None => {
+                assert_eq!(answer["result"]["status"], "accepted", "{answer}");
+                accepted += 1;
+            }
+            Some(error) => {
+                break (
+                    error["code"].as_i64().expect("a code"),
+                    error["message"].as_str().unwrap_or_default().to_owned(),
+                );
+            }
+        }
+    };
+    assert_eq!(code, -32004, "{message}");
+    assert!(
+        message.starts_with("stdin_backlog: ") && message.contains("5 s"),
+        "the library's timeout, not the server's queue: {message}"
+    );
+    // The library queues 64 writes before the child would have to read.
+    assert!(accepted >= 64, "{accepted} writes accepted first");
+    assert_eq!(
+        client.ok("process/list", json!({}))["sessions"][0]["state"],
+        "running"
+    );
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
+#[test]
 fn serve_notification_order_per_process() {
     let marker = Marker::new("serve-order");
     let mut client = Client::start(&marker, &["--output-throttle", "10ms"]);
