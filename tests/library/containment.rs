@@ -161,3 +161,56 @@ fn containment_group_keeps_the_process_group_and_says_it_was_asked() {
     assert_eq!(result.memory_peak, None);
     assert_no_leak(&marker);
 }
+
+#[test]
+fn the_caller_s_command_settings_survive_the_birth_in_the_cgroup() {
+    // The program's process is made by clone3 from the process std forked, after std applied
+    // the command: its identity, cleared environment, working folder and argv[0] all hold. (As
+    // root the command switches to nobody, who may not clone into root's cgroup: that process
+    // enters by the fallback, a write to `cgroup.procs` opened by root.)
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let marker = Marker::new("contain_settings");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("readable by all");
+    let mut command = marker.sh(
+        "id -u; echo \"${HOME-unset}|$KEEP\"; pwd; tr '\\0' ' ' < /proc/$$/cmdline; echo; \
+         sed -n 's/^0:://p' /proc/self/cgroup",
+    );
+    command
+        .env_clear()
+        .env(common::MARKER_ENV, marker.as_str())
+        .env("PATH", "/usr/bin:/bin")
+        .env("KEEP", "kept")
+        .current_dir(dir.path())
+        .arg0("renamed-sh");
+    let uid = if root() {
+        65534
+    } else {
+        rustix::process::geteuid().as_raw()
+    };
+    if root() {
+        command.uid(uid).gid(65534);
+    }
+    let out = SharedBuf::new();
+    let session = Session::builder(command)
+        .config(config())
+        .stdout(out.sink())
+        .spawn()
+        .expect("sh can be spawned");
+    let result = wait_generously(&session);
+    assert_eq!(result.exit_code(), 0, "{result:?}\n{}", out.text());
+    let text = out.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], uid.to_string(), "{text}");
+    assert_eq!(lines[1], "unset|kept", "{text}");
+    let here = dir.path().canonicalize().expect("the folder");
+    assert_eq!(lines[2], here.display().to_string(), "{text}");
+    assert!(lines[3].starts_with("renamed-sh -c "), "{text}");
+    assert_eq!(lines[4].contains("/stallwatch-"), root(), "{text}");
+    if let Some(path) = cgroup_of(&result.containment) {
+        assert!(lines[4].ends_with(&*path.file_name().unwrap().to_string_lossy()));
+    }
+    assert_no_leak(&marker);
+}
