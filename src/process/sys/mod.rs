@@ -20,6 +20,8 @@ use std::process::Command;
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
 
 #[cfg(target_os = "linux")]
+pub(crate) mod runprobe;
+#[cfg(target_os = "linux")]
 pub(crate) mod snapshot;
 #[cfg(target_os = "linux")]
 pub(crate) mod sockdiag;
