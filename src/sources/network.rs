@@ -644,7 +644,8 @@ mod kernel_tests {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if sys::runprobe::stat_state(&stat) == Some(b'S') {
+            let close = stat.iter().rposition(|b| *b == b')').unwrap_or(0);
+            if stat.get(close + 2) == Some(&b'S') {
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
