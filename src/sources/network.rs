@@ -45,10 +45,11 @@ pub(crate) trait SocketTable: Send {
     ) -> io::Result<()>;
 }
 
-/// Processes whose last walk is kept, with a [`RunProbe`](sys::runprobe::RunProbe) each (three
-/// open descriptors): a larger tree's further processes are walked at every sample.
+/// Processes whose last walk is kept, with a [`RunProbe`](sys::runprobe::RunProbe) each (four
+/// open descriptors, 64 at most per session): a larger tree's other processes are walked at
+/// every sample.
 #[cfg(target_os = "linux")]
-const PROBED: usize = 32;
+const PROBED: usize = 16;
 
 /// Linux: `/proc/PID/fd` links and one `NETLINK_SOCK_DIAG` socket.
 ///
@@ -114,11 +115,15 @@ impl Held {
     fn walk(&mut self, pid: i32, before: Option<u64>) {
         self.inodes.clear();
         let inodes = &mut self.inodes;
-        let walked = sys::fd_links(pid, &mut |_, target| {
+        let mut add = |_, target: &[u8]| {
             if let Some(inode) = sys::socket_inode(target) {
                 inodes.push(inode);
             }
-        });
+        };
+        let walked = match self.probe.as_mut() {
+            Some(probe) => probe.fd_links(&mut add),
+            None => sys::fd_links(pid, &mut add),
+        };
         let single = self
             .probe
             .as_ref()

@@ -2,7 +2,8 @@
 //! run time of its main thread in nanoseconds (`schedstat`), where it waits (`wchan`) and its
 //! number of threads (the link count of its `task` folder). Each look is one `pread` or one
 //! `fstat` on an open descriptor, one or two microseconds at most (`wchan`, the dearest, costs
-//! less than half of `stat`).
+//! less than half of `stat`). Its descriptor folder (`fd`) is kept open too, and read again
+//! from its start without the path's lookup.
 //!
 //! The files stay bound to the process they were opened for: once it is gone (and its pid
 //! possibly reused) every read fails, so a probe never describes another process.
@@ -12,12 +13,13 @@ use std::os::fd::OwnedFd;
 
 use rustix::fs::{Mode, OFlags};
 
-/// The open `/proc/PID/{schedstat,wchan,task}` of one process.
+/// The open `/proc/PID/{schedstat,wchan,task,fd}` of one process.
 #[derive(Debug)]
 pub(crate) struct RunProbe {
     schedstat: OwnedFd,
     wchan: OwnedFd,
     task: OwnedFd,
+    fd: rustix::fs::Dir,
 }
 
 impl RunProbe {
@@ -37,6 +39,7 @@ impl RunProbe {
             schedstat: open("schedstat", false)?,
             wchan: open("wchan", false)?,
             task: open("task", true)?,
+            fd: rustix::fs::Dir::new(super::open_fd_dir(pid)?)?,
         })
     }
 
@@ -57,6 +60,11 @@ impl RunProbe {
         let mut buf = [0u8; 128];
         let n = rustix::io::pread(&self.wchan, &mut buf[..], 0)?;
         Ok(names_a_wait(&buf[..n]))
+    }
+
+    /// Every descriptor of the process and what its link names, as [`super::fd_links`].
+    pub(crate) fn fd_links(&mut self, found: &mut dyn FnMut(i32, &[u8])) -> io::Result<()> {
+        super::read_fd_links(&mut self.fd, found)
     }
 
     /// The number of threads of the process (its `task` folder links `.`, `..` and one folder
@@ -110,8 +118,18 @@ mod tests {
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
-        let probe = RunProbe::open(child.id() as i32).unwrap();
+        let mut probe = RunProbe::open(child.id() as i32).unwrap();
         assert_eq!(probe.threads().unwrap(), 1);
+        // Its descriptors, read twice from the folder kept open: the same each time.
+        let mut fds = Vec::new();
+        for _ in 0..2 {
+            let mut seen = Vec::new();
+            probe.fd_links(&mut |fd, _| seen.push(fd)).unwrap();
+            seen.sort();
+            fds.push(seen);
+        }
+        assert_eq!(fds[0], fds[1]);
+        assert!(fds[0].starts_with(&[0, 1, 2]), "{fds:?}");
         // Once it sleeps in `read`, its run time stands still.
         let settled = (0..500).find_map(|_| {
             let before = probe.run_time().unwrap();
