@@ -326,7 +326,7 @@
 //!   read again only when it may have changed them: its last walk stands while it provably
 //!   has not run since (its main thread's exact run time in `/proc/PID/schedstat` unchanged,
 //!   read after `/proc/PID/wchan` found it off the CPU, and single-threaded at the walk; one
-//!   `pread` each on files kept open for up to 32 processes), and a process that ran is walked
+//!   `pread` each on files kept open for up to 16 processes), and a process that ran is walked
 //!   again at the next sample. Known sockets are asked for one by one (exact requests, one
 //!   batch): their counters move without their process running; only a socket not seen yet
 //!   costs a dump of the namespace; while the tree holds no socket no netlink request is
