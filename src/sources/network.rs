@@ -86,7 +86,9 @@ impl Held {
     /// since either left the CPU (its run time grew then) or is on it (not off the CPU); a
     /// second thread could only have come from a run. Only a process that runs changes its
     /// descriptors (received ones are installed by its own `recvmsg`; one sharing its table
-    /// is in the tree and walked on its own), so its sockets are the same.
+    /// is in the tree and walked on its own), so its sockets are the same. The one exception
+    /// known: a seccomp supervisor's `SECCOMP_IOCTL_NOTIF_ADDFD` installs a descriptor into a
+    /// process blocked in a system call; it is found when that process runs, at the latest.
     ///
     /// Otherwise returns the run time read now (taken before the walk about to be done), or
     /// `Err(None)` when there is none (no probe, or no scheduler statistics).
