@@ -322,10 +322,15 @@
 //!   `inet_diag` with `tcp_info`, parsed by hand over rustix's netlink socket) give each TCP
 //!   socket's `bytes_received` and `bytes_acked`. A sample is activity when bytes moved since
 //!   the previous one and at least 1 KiB moved within the last 10 s (keep-alive pings stay
-//!   under it); a socket first seen after the baseline counts whole. Known sockets are asked
-//!   for one by one (exact requests, one batch); only a socket not seen yet costs a dump of
-//!   the namespace; while the tree holds no socket nothing but the fd listing is done. Where
-//!   socket diagnostics are refused, the source is unavailable
+//!   under it); a socket first seen after the baseline counts whole. A process's links are
+//!   read again only when it may have changed them: its last walk stands while it provably
+//!   has not run since (its main thread's exact run time in `/proc/PID/schedstat` unchanged,
+//!   read after `/proc/PID/wchan` found it off the CPU, and single-threaded at the walk; one
+//!   `pread` each on files kept open for up to 16 processes), and a process that ran is walked
+//!   again at the next sample. Known sockets are asked for one by one (exact requests, one
+//!   batch): their counters move without their process running; only a socket not seen yet
+//!   costs a dump of the namespace; while the tree holds no socket no netlink request is
+//!   made. Where socket diagnostics are refused, the source is unavailable
 //!   ([`MonitorResult::network_unavailable`] says why), never a failed spawn.
 //! - **Diagnosis.** At the stale decision (before the first signal) and with each idle warning,
 //!   one snapshot of every live process of the tree (state, wait channel, the blocking system

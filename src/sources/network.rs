@@ -30,6 +30,9 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(5);
 
 /// Where sockets come from: `/proc` and sock_diag on Linux, a script in tests.
 pub(crate) trait SocketTable: Send {
+    /// A sample begins: what was kept about processes not asked for in the previous sample
+    /// can go.
+    fn begin(&mut self) {}
     /// Adds the inodes of the sockets `pid` holds.
     fn inodes(&mut self, pid: i32, into: &mut Vec<u64>);
     /// The TCP sockets whose inode is in `wanted`; `known` are those found last time (with
@@ -42,21 +45,151 @@ pub(crate) trait SocketTable: Send {
     ) -> io::Result<()>;
 }
 
+/// Processes whose last walk is kept, with a [`RunProbe`](sys::runprobe::RunProbe) each (four
+/// open descriptors, 64 at most per session): a larger tree's other processes are walked at
+/// every sample.
+#[cfg(target_os = "linux")]
+const PROBED: usize = 16;
+
 /// Linux: `/proc/PID/fd` links and one `NETLINK_SOCK_DIAG` socket.
+///
+/// A process's links are read again only when it may have changed them: the sockets found by
+/// its last walk stand while it provably has not run since (see [`Held::unchanged`]).
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub(crate) struct Kernel {
     diag: sys::sockdiag::SockDiag,
+    held: HashMap<i32, Held>,
+    /// The sample under way (to forget processes no longer asked for).
+    generation: u64,
+    /// `/proc/PID/fd` walks done (for the tests).
+    walks: u64,
+}
+
+/// What the last walk of one process found, and what tells whether it still stands.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct Held {
+    probe: Option<sys::runprobe::RunProbe>,
+    /// The run time read before the last walk, when that walk can stand for later samples
+    /// (the process was single-threaded); `None`: walk again.
+    run_time: Option<u64>,
+    inodes: Vec<u64>,
+    generation: u64,
+}
+
+#[cfg(target_os = "linux")]
+impl Held {
+    /// Whether the last walk still stands: the process has not run since it. Its main
+    /// thread — its only one at the walk — has the run time (exact, in nanoseconds) read
+    /// before the walk, read again *after* finding the thread off the CPU. A process that ran
+    /// since either left the CPU (its run time grew then) or is on it (not off the CPU); a
+    /// second thread could only have come from a run. Only a process that runs changes its
+    /// descriptors (received ones are installed by its own `recvmsg`; one sharing its table
+    /// is in the tree and walked on its own), so its sockets are the same. The one exception
+    /// known: a seccomp supervisor's `SECCOMP_IOCTL_NOTIF_ADDFD` installs a descriptor into a
+    /// process blocked in a system call; it is found when that process runs, at the latest.
+    ///
+    /// Otherwise returns the run time read now (taken before the walk about to be done), or
+    /// `Err(None)` when there is none (no probe, or no scheduler statistics).
+    ///
+    /// Fails when the probe cannot be read: the process is gone (its pid may name another).
+    fn unchanged(&self) -> io::Result<Result<(), Option<u64>>> {
+        let Some(probe) = &self.probe else {
+            return Ok(Err(None));
+        };
+        let now = probe.run_time()?;
+        if now.is_none() || now != self.run_time {
+            return Ok(Err(now));
+        }
+        let off = probe.off_cpu()?;
+        let again = probe.run_time()?;
+        Ok(if off && again == now {
+            Ok(())
+        } else {
+            Err(again)
+        })
+    }
+
+    /// Reads the links of `pid`; `before` is its run time read before. The walk stands for
+    /// later samples only when the process is single-threaded, counted after `before` was
+    /// read (a thread made since is a run since).
+    fn walk(&mut self, pid: i32, before: Option<u64>) {
+        self.inodes.clear();
+        let inodes = &mut self.inodes;
+        let mut add = |_, target: &[u8]| {
+            if let Some(inode) = sys::socket_inode(target) {
+                inodes.push(inode);
+            }
+        };
+        let walked = match self.probe.as_mut() {
+            Some(probe) => probe.fd_links(&mut add),
+            None => sys::fd_links(pid, &mut add),
+        };
+        let single = self
+            .probe
+            .as_ref()
+            .is_some_and(|p| p.threads().is_ok_and(|n| n == 1));
+        self.run_time = before.filter(|_| single && walked.is_ok());
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Kernel {
+    fn new(diag: sys::sockdiag::SockDiag) -> Kernel {
+        Kernel {
+            diag,
+            held: HashMap::new(),
+            generation: 0,
+            walks: 0,
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
 impl SocketTable for Kernel {
+    fn begin(&mut self) {
+        let generation = self.generation;
+        self.held.retain(|_, held| held.generation == generation);
+        self.generation += 1;
+    }
+
     fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
-        let _ = sys::fd_links(pid, &mut |_, target| {
-            if let Some(inode) = sys::socket_inode(target) {
-                into.push(inode);
+        let generation = self.generation;
+        let open = |allowed: bool| {
+            allowed
+                .then(|| sys::runprobe::RunProbe::open(pid).ok())
+                .flatten()
+        };
+        if !self.held.contains_key(&pid) {
+            let probed = self.held.values().filter(|h| h.probe.is_some()).count();
+            let held = Held {
+                probe: open(probed < PROBED),
+                run_time: None,
+                inodes: Vec::new(),
+                generation,
+            };
+            self.held.insert(pid, held);
+        }
+        let Some(held) = self.held.get_mut(&pid) else {
+            return;
+        };
+        held.generation = generation;
+        let before = match held.unchanged() {
+            Ok(Ok(())) => None,
+            Ok(Err(before)) => Some(before),
+            Err(_) => {
+                // The process is gone, or its pid names another one now: a new probe.
+                held.probe = open(true);
+                let probe = held.probe.as_ref();
+                Some(probe.and_then(|p| p.run_time().ok().flatten()))
             }
-        });
+        };
+        if let Some(before) = before {
+            self.walks += 1;
+            held.walk(pid, before);
+        }
+        into.extend_from_slice(&held.inodes);
     }
 
     /// Every wanted socket already known: asked for one by one (the cost grows with the
@@ -146,7 +279,7 @@ impl NetworkObserver {
         #[cfg(target_os = "linux")]
         {
             let diag = sys::sockdiag::SockDiag::open()?;
-            Ok(Self::with_table(Box::new(Kernel { diag })))
+            Ok(Self::with_table(Box::new(Kernel::new(diag))))
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -187,6 +320,7 @@ impl NetworkObserver {
     /// [`sample`](Self::sample) with the pids as the process layer has them.
     pub(crate) fn sample_pids(&mut self, now: Instant, pids: &[i32]) -> NetworkSample {
         self.held.clear();
+        self.table.begin();
         for &pid in pids {
             self.table.inodes(pid, &mut self.held);
         }
@@ -416,5 +550,270 @@ mod tests {
         assert_eq!(obs.sample_pids(t0 + 200 * MS, &[1]).bytes, 10);
         script.tcp(10, 5, 0);
         assert_eq!(obs.sample_pids(t0 + 300 * MS, &[1]).bytes, 0);
+    }
+}
+
+/// The Linux table with real processes: a process's walk stands while it sleeps, and any run
+/// makes it walked again (a socket closed and its number reused, a grandchild's new socket).
+#[cfg(all(test, target_os = "linux"))]
+mod kernel_tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+
+    /// The kernel table, shared with the test so that it can count the walks.
+    struct Shared(Arc<Mutex<Kernel>>);
+
+    impl SocketTable for Shared {
+        fn begin(&mut self) {
+            self.0.lock().begin();
+        }
+        fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
+            self.0.lock().inodes(pid, into);
+        }
+        fn tcp(
+            &mut self,
+            wanted: &HashSet<u64>,
+            known: &HashMap<u64, TcpSocket>,
+            into: &mut HashMap<u64, TcpSocket>,
+        ) -> io::Result<()> {
+            self.0.lock().tcp(wanted, known, into)
+        }
+    }
+
+    /// A `bash` running `script` (`$1` is the server's port), told lines on its stdin.
+    struct Holder {
+        child: Child,
+        stdin: ChildStdin,
+        stdout: BufReader<ChildStdout>,
+    }
+
+    impl Holder {
+        fn start(script: &str, port: u16) -> Holder {
+            let mut child = Command::new("bash")
+                .args(["-c", script, "holder", &port.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn bash");
+            let stdin = child.stdin.take().expect("piped");
+            let stdout = BufReader::new(child.stdout.take().expect("piped"));
+            Holder {
+                child,
+                stdin,
+                stdout,
+            }
+        }
+        fn line(&mut self) -> String {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("a line from bash");
+            line.trim_end().to_owned()
+        }
+        fn say(&mut self, line: &str) {
+            writeln!(self.stdin, "{line}").expect("tell bash");
+        }
+        fn pid(&self) -> i32 {
+            self.child.id() as i32
+        }
+    }
+
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// The next connection, or a failure after 20 s (never a hang).
+    fn accept(listener: &TcpListener) -> TcpStream {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    conn.set_nonblocking(false).unwrap();
+                    return conn;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(e) => panic!("no connection: {e}"),
+            }
+        }
+    }
+
+    /// Waits until process `pid` sleeps (its state `S`), for 20 s at most.
+    fn wait_asleep(pid: i32) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let close = stat.iter().rposition(|b| *b == b')').unwrap_or(0);
+            if stat.get(close + 2) == Some(&b'S') {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("process {pid} never sleeps");
+    }
+
+    fn observer() -> (NetworkObserver, Arc<Mutex<Kernel>>) {
+        let diag = sys::sockdiag::SockDiag::open().expect("socket diagnostics");
+        let kernel = Arc::new(Mutex::new(Kernel::new(diag)));
+        let obs = NetworkObserver::with_table(Box::new(Shared(kernel.clone())));
+        (obs, kernel)
+    }
+
+    /// Samples until one walks no process (all of them asleep since their last walk); fails
+    /// after 10 s of samples that all walked.
+    fn settle(obs: &mut NetworkObserver, kernel: &Mutex<Kernel>, pids: &[i32]) -> NetworkSample {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let walks = kernel.lock().walks;
+            let sample = obs.sample_pids(Instant::now(), pids);
+            if kernel.lock().walks == walks {
+                return sample;
+            }
+            assert!(Instant::now() < deadline, "every sample walked");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_sleeping_process_is_walked_once_and_its_sockets_still_count() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut holder = Holder::start(
+            "exec 3<>/dev/tcp/127.0.0.1/$1; echo ready; read -r line",
+            port,
+        );
+        assert_eq!(holder.line(), "ready");
+        let mut server = accept(&listener);
+        let (mut obs, kernel) = observer();
+        let pids = [holder.pid()];
+        obs.sample_pids(Instant::now(), &pids);
+        let sample = settle(&mut obs, &kernel, &pids);
+        assert_eq!(sample.sockets, 1, "the kept walk still has the socket");
+        // Bytes on a socket of a process that does not run: still asked for, still counted.
+        server.write_all(&[1; 4096]).unwrap();
+        let walks = kernel.lock().walks;
+        let sample = obs.sample_pids(Instant::now(), &pids);
+        assert!(sample.active && sample.bytes >= 4096, "{sample:?}");
+        assert_eq!(
+            kernel.lock().walks,
+            walks,
+            "receiving in the kernel is no run"
+        );
+        holder.say("done");
+    }
+
+    #[test]
+    fn a_socket_closed_and_its_number_reused_by_a_new_one_is_counted() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut holder = Holder::start(
+            "exec 3<>/dev/tcp/127.0.0.1/$1; echo ready; read -r line; \
+             exec 3<&-; exec 3<>/dev/tcp/127.0.0.1/$1; echo again; read -r line",
+            port,
+        );
+        assert_eq!(holder.line(), "ready");
+        let _first = accept(&listener);
+        let (mut obs, kernel) = observer();
+        let pids = [holder.pid()];
+        obs.sample_pids(Instant::now(), &pids);
+        settle(&mut obs, &kernel, &pids);
+        let before: Vec<u64> = obs.known.keys().copied().collect();
+        // The same number of descriptors, fd 3 a new socket now.
+        holder.say("go");
+        assert_eq!(holder.line(), "again");
+        let mut second = accept(&listener);
+        second.write_all(&[2; 4096]).unwrap();
+        wait_asleep(holder.pid()); // in `read` again: off the CPU, as if it had never run
+        let sample = obs.sample_pids(Instant::now(), &pids);
+        let after: Vec<u64> = obs.known.keys().copied().collect();
+        assert_eq!(sample.sockets, 1);
+        assert_ne!(before, after, "the new socket, not the closed one");
+        assert!(sample.active && sample.bytes >= 4096, "{sample:?}");
+        holder.say("done");
+    }
+
+    #[test]
+    fn a_socket_a_grandchild_opens_after_the_first_sample_is_counted() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // The grandchild reads the child's stdin, then connects.
+        let mut holder = Holder::start(
+            "bash -c 'read -r line; exec 3<>/dev/tcp/127.0.0.1/$0; echo connected; \
+             read -r line' $1 <&0 & echo $!; wait",
+            port,
+        );
+        let grandchild: i32 = holder.line().parse().expect("the grandchild's pid");
+        let (mut obs, kernel) = observer();
+        let pids = [holder.pid(), grandchild];
+        obs.sample_pids(Instant::now(), &pids);
+        assert_eq!(settle(&mut obs, &kernel, &pids).sockets, 0);
+        holder.say("go");
+        assert_eq!(holder.line(), "connected");
+        let mut server = accept(&listener);
+        server.write_all(&[3; 4096]).unwrap();
+        wait_asleep(grandchild);
+        let sample = obs.sample_pids(Instant::now(), &pids);
+        assert_eq!(sample.sockets, 1, "{sample:?}");
+        assert!(sample.active && sample.bytes >= 4096, "{sample:?}");
+        holder.say("done");
+    }
+
+    #[test]
+    fn a_process_with_threads_is_walked_at_every_sample() {
+        // This test process has several threads (the test harness's): its walk never stands.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _server = accept(&listener);
+        let (mut obs, kernel) = observer();
+        let me = [std::process::id() as i32];
+        let parked = std::thread::spawn(|| std::thread::park_timeout(Duration::from_secs(5)));
+        for _ in 0..5 {
+            let walks = kernel.lock().walks;
+            assert!(obs.sample_pids(Instant::now(), &me).sockets >= 2);
+            assert_eq!(kernel.lock().walks, walks + 1);
+        }
+        parked.thread().unpark();
+        parked.join().unwrap();
+    }
+
+    #[test]
+    fn a_running_process_is_walked_at_every_sample() {
+        // Its run time moves only at the scheduler's ticks while it spins: being on the CPU
+        // is what tells that it runs.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut holder = Holder::start(
+            "exec 3<>/dev/tcp/127.0.0.1/$1; echo ready; while :; do :; done",
+            port,
+        );
+        assert_eq!(holder.line(), "ready");
+        let _server = accept(&listener);
+        let (mut obs, kernel) = observer();
+        let pids = [holder.pid()];
+        for _ in 0..50 {
+            let walks = kernel.lock().walks;
+            assert_eq!(obs.sample_pids(Instant::now(), &pids).sockets, 1);
+            assert_eq!(kernel.lock().walks, walks + 1);
+        }
+    }
+
+    #[test]
+    fn processes_no_longer_asked_for_are_forgotten() {
+        let (mut obs, kernel) = observer();
+        let me = std::process::id() as i32;
+        obs.sample_pids(Instant::now(), &[me, 1]);
+        assert_eq!(kernel.lock().held.len(), 2);
+        // Gone by the next sample after the first without it.
+        obs.sample_pids(Instant::now(), &[me]);
+        obs.sample_pids(Instant::now(), &[me]);
+        assert_eq!(kernel.lock().held.len(), 1);
     }
 }

@@ -22,6 +22,8 @@ use std::process::Command;
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
 
 #[cfg(target_os = "linux")]
+pub(crate) mod runprobe;
+#[cfg(target_os = "linux")]
 pub(crate) mod snapshot;
 #[cfg(target_os = "linux")]
 pub(crate) mod sockdiag;
@@ -741,13 +743,29 @@ pub(crate) struct TcpSocket {
 /// (the process is gone, or another user's without the privilege).
 #[cfg(target_os = "linux")]
 pub(crate) fn fd_links(pid: i32, found: &mut dyn FnMut(i32, &[u8])) -> io::Result<()> {
+    let mut dir = rustix::fs::Dir::new(open_fd_dir(pid)?)?;
+    read_fd_links(&mut dir, found)
+}
+
+/// `/proc/<pid>/fd`, open.
+#[cfg(target_os = "linux")]
+pub(crate) fn open_fd_dir(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(
+    Ok(rustix::fs::open(
         format!("/proc/{pid}/fd"),
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-    )?;
-    let mut dir = rustix::fs::Dir::new(fd)?;
+    )?)
+}
+
+/// [`fd_links`] on an open `/proc/<pid>/fd` (read from its start, so that it can be kept
+/// open and read again). Fails once the process is gone.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_fd_links(
+    dir: &mut rustix::fs::Dir,
+    found: &mut dyn FnMut(i32, &[u8]),
+) -> io::Result<()> {
+    dir.rewind();
     let mut link = [0u8; 4096];
     while let Some(entry) = dir.next() {
         let entry = entry?;
