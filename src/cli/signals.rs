@@ -112,6 +112,9 @@ pub(crate) struct SignalHandling {
     thread: Option<JoinHandle<()>>,
     received: Arc<Shared>,
     reap: bool,
+    /// A child of this process was a zombie before the handler existed (no CHLD will tell
+    /// of it): one look for adopted zombies when the thread starts.
+    zombie_before: bool,
 }
 
 impl SignalHandling {
@@ -137,6 +140,8 @@ impl SignalHandling {
             thread: None,
             received: Arc::default(),
             reap,
+            // After the handler: a child that became a zombie since sends a CHLD it catches.
+            zombie_before: reap && sys::zombie_child(),
         }
     }
 
@@ -148,20 +153,23 @@ impl SignalHandling {
         };
         let received = self.received.clone();
         let reap = self.reap;
+        let zombie_before = self.zombie_before;
         let child = session.pid();
         let started = std::thread::Builder::new()
             .name("stallwatch-signals".into())
             .spawn(move || {
-                if reap {
-                    // Zombies adopted before the handler existed (a subreaper bit inherited
-                    // across exec), here rather than on the way to the program's start.
+                if zombie_before {
+                    // Zombies from before the handler existed (children of the process that
+                    // exec'd stallwatch, orphans adopted through an inherited subreaper bit),
+                    // here rather than on the way to the program's start.
                     log_reaped(reaper::reap_zombies(|pid| {
                         pid != child && !super::probe::is_probe_command(pid)
                     }));
                 }
                 for number in signals.forever() {
                     if number == Sig::CHILD.as_raw() {
-                        if reap {
+                        // No zombie at all (the library reaped its own already): no look.
+                        if reap && sys::zombie_child() {
                             log_reaped(reaper::reap_zombies(|pid| {
                                 pid != child && !super::probe::is_probe_command(pid)
                             }));
