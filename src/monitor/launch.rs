@@ -296,7 +296,8 @@ fn subreaper_tag(command: &mut Command, config: &MonitorConfig, id: u64) -> Opti
 }
 
 /// The file activity tracker, armed before the spawn so the child's first write already
-/// counts.
+/// counts; or, with an arming delay, armed by the monitor when the delay is over (what the
+/// child changed before counts then).
 fn arm_files(
     command: &Command,
     config: &MonitorConfig,
@@ -306,7 +307,7 @@ fn arm_files(
         let base = child_dir(command)?;
         let mut files = config.files.clone();
         files.arm_delay = config.effective_arm_delay();
-        Some(FileActivityTracker::start(
+        Some(FileActivityTracker::start_for_session(
             &files,
             &base,
             board.clone(),

@@ -364,6 +364,11 @@ impl Monitor {
         if self.processes.children.is_some() && now >= self.timing.next_sample {
             self.sample_children(now);
         }
+        // Real time, as the OS: a frozen test clock must not keep the watches off.
+        let arm_in = self
+            .files
+            .as_ref()
+            .and_then(FileActivityTracker::arm_if_due);
         let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
         if let Some(seen) = seen {
             self.completed(seen);
@@ -391,7 +396,10 @@ impl Monitor {
                     Ok(None) => {}
                     Err(()) => return Next::Continue(()),
                 }
-                Next::Break(Wake::at(until))
+                Next::Break(Wake {
+                    at: until,
+                    poll: arm_in,
+                })
             }
             Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
             Verdict::HardDeadline { deadline } => self.hard_deadline(deadline),
