@@ -405,23 +405,7 @@ impl FileActivityTracker {
         if delay.is_zero() {
             worker.begin(forced);
         }
-        let thread = std::thread::Builder::new()
-            .name("stallwatch-files".into())
-            .spawn(move || {
-                if !delay.is_zero() {
-                    let Some(ack) = wait_to_arm(&rx, delay) else {
-                        return; // stopped before the arming: no watch was ever made
-                    };
-                    worker.begin(forced);
-                    worker.changed_since(since);
-                    if let Some(ack) = ack {
-                        let _ = ack.send(());
-                    }
-                }
-                worker.run(rx)
-            })
-            .map_err(|e| SpawnError::thread("file tracker", e))?;
-        *tracker.thread.lock() = Some(thread);
+        *tracker.thread.lock() = Some(worker.start(rx, delay, forced, since)?);
         Ok(tracker)
     }
 
@@ -613,6 +597,32 @@ fn wait_to_arm(rx: &Receiver<Msg>, delay: Duration) -> Option<Option<Sender<()>>
 }
 
 impl Worker {
+    /// The tracker's thread: waits out the arming `delay` first (if any), then works.
+    fn start(
+        mut self,
+        rx: Receiver<Msg>,
+        delay: Duration,
+        forced: bool,
+        since: SystemTime,
+    ) -> io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("stallwatch-files".into())
+            .spawn(move || {
+                if !delay.is_zero() {
+                    let Some(ack) = wait_to_arm(&rx, delay) else {
+                        return; // stopped before the arming: no watch was ever made
+                    };
+                    self.begin(forced);
+                    self.changed_since(since);
+                    if let Some(ack) = ack {
+                        let _ = ack.send(());
+                    }
+                }
+                self.run(rx)
+            })
+            .map_err(|e| SpawnError::thread("file tracker", e).into())
+    }
+
     /// Makes the watcher (or falls back to the stat scan when `forced`) and arms the roots.
     fn begin(&mut self, forced: bool) {
         self.arming.store(true, Ordering::Release);
