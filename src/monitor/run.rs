@@ -683,20 +683,26 @@ impl Monitor {
     /// The leader exited while being watched: take the leftovers down, or leave them.
     fn after_leader_exit(&mut self, now: Instant) {
         if self.config.leftovers == LeftoverPolicy::KillLadder {
-            self.processes.sample(now); // who is left, now that the leader is gone
+            // Adopting orphans, with no child but the leader (and this library's own): every
+            // descendant still alive would be a child of this process now, so none is left,
+            // in the group or out of it. No sample, no scan.
+            let alone = self.processes.cgroup.is_none() && self.processes.leader_alone(self.pid);
+            if !alone {
+                self.processes.sample(now); // who is left, now that the leader is gone
+            }
             let members = if let Some(cgroup) = &self.processes.cgroup {
                 // Every process of the tree, escapees included (the leader is a zombie now,
                 // no member).
                 cgroup.members().unwrap_or_default()
-            } else if self.processes.leader_alone(self.pid) {
+            } else if alone {
                 Vec::new() // no scan of every process needed
             } else {
                 self.processes
                     .group_members(self.pid, self.pid)
                     .unwrap_or_default()
             };
-            let escapees = if self.processes.cgroup.is_some() {
-                0 // members already
+            let escapees = if self.processes.cgroup.is_some() || alone {
+                0 // members already, or provably none
             } else {
                 self.processes.escapees(self.pid).len()
             };
