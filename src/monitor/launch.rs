@@ -539,8 +539,8 @@ fn start_threads(
         &pumps,
     )?;
 
-    let children = start_observer(pid, &config, &*clock, &board, streams.cgroup.as_ref());
-    let (network, network_unavailable) = start_network(&config, &*clock, &board, &children);
+    let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
+    let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
     processes.hold(pid, streams.cgroup.take());
     let board_clock = clock.clone();
@@ -689,11 +689,10 @@ fn register_pipes(id: u64, pipes: &[StreamPipe]) {
 }
 
 /// The observer always runs: besides descendant CPU (when that source is on) it remembers
-/// the escapees the ladder must reach.
+/// the escapees the ladder must reach. Its baseline sample is the monitor's first act.
 fn start_observer(
     pid: i32,
     config: &MonitorConfig,
-    clock: &dyn Clock,
     board: &ActivityBoard,
     cgroup: Option<&Arc<Cgroup>>,
 ) -> Option<DescendantObserver> {
@@ -708,29 +707,23 @@ fn start_observer(
             Some((cpu, members))
         }));
     }
-    observer.sample(clock.now()); // the baseline
     board.set_enabled(ActivitySource::Children, config.enabled.children);
     Some(observer)
 }
 
-/// The network source when it is on: its baseline sample of the tree's sockets, or why it
-/// cannot observe anything (then it is reported unavailable; the spawn goes on).
+/// The network source when it is on (its baseline sample of the tree's sockets is the
+/// monitor's first act), or why it cannot observe anything (then it is reported unavailable;
+/// the spawn goes on).
 fn start_network(
     config: &MonitorConfig,
-    clock: &dyn Clock,
     board: &ActivityBoard,
-    children: &Option<DescendantObserver>,
 ) -> (Option<NetworkObserver>, Option<String>) {
     board.set_enabled(ActivitySource::Network, config.enabled.network);
     if !config.enabled.network {
         return (None, None);
     }
     match NetworkObserver::open() {
-        Ok(mut network) => {
-            let pids = children.as_ref().map_or(&[][..], |c| c.pids());
-            network.sample_pids(clock.now(), pids); // the baseline
-            (Some(network), None)
-        }
+        Ok(network) => (Some(network), None),
         Err(e) => {
             let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
             log::info!("network source unavailable: {reason}");

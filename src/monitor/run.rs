@@ -208,6 +208,7 @@ type Next = std::ops::ControlFlow<Wake>;
 impl Monitor {
     pub(super) fn run(mut self, child: Child, done: DoneGuard) {
         self.leader.child = Some(child);
+        self.baseline();
         let mut control = self.control.clone();
         loop {
             // Whatever was sent before this wake-up is taken into account before deciding
@@ -237,6 +238,24 @@ impl Monitor {
             }
         }
         self.finish(done);
+    }
+
+    /// The first samples of the tree's CPU and sockets, which the later ones are measured
+    /// against: here, on the monitor's thread, rather than on the caller's before its spawn
+    /// returns. None when the leader has already exited (a program that ends at once): its
+    /// run is over, and the look at what it left behind samples the tree then.
+    fn baseline(&mut self) {
+        if sys::has_exited_no_reap(self.pid) {
+            self.leader.exited = true; // the waiter says so too, later
+            return;
+        }
+        let now = self.clock.now();
+        if let Some(observer) = self.processes.children.as_mut() {
+            observer.sample(now);
+            if let Some(network) = self.network.as_mut() {
+                network.sample_pids(now, observer.pids());
+            }
+        }
     }
 
     /// The run is over: detaches the readers, flushes the last output, publishes the result.
