@@ -23,7 +23,9 @@
 //! Every process measured is started here and ended here (the tree by the ladder itself).
 //!
 //! Run: `cargo bench --bench versus` (one paired group: `cargo bench --bench versus --
-//! versus_terminal_paired`)
+//! versus_terminal_paired`). A before/after of the start and exit, in the same rounds:
+//! `VERSUS_BEFORE=/path/to/older/stallwatch cargo bench --bench versus --
+//! versus_start_exit_paired` (rows `…_group_before`).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -402,9 +404,15 @@ fn exit_latency_of(program: &str, args: &[&str]) -> Duration {
 }
 
 /// The stallwatch binary of the paired start-and-exit rows: this build's, or the one
-/// `VERSUS_STALLWATCH` names (another build's, for a before/after on the same machine state).
+/// `VERSUS_STALLWATCH` names (another build's).
 fn stallwatch_under_test() -> String {
     std::env::var("VERSUS_STALLWATCH").unwrap_or_else(|_| STALLWATCH.to_owned())
+}
+
+/// Another build to measure in the same rounds, in group mode (`VERSUS_BEFORE`: a before and
+/// after on the same machine state, rows `…_group_before`).
+fn stallwatch_before() -> Option<String> {
+    std::env::var("VERSUS_BEFORE").ok()
 }
 
 /// Per-round measurements of one side of the start-and-exit comparison.
@@ -482,16 +490,16 @@ fn start_exit_paired() {
         wall_and_cpu(&sw, &["-i", "1h", "--", "true"]);
         wall_and_cpu("timeout", &["1h", "true"]);
     }
-    let (mut cgroup, mut group, mut timeout) = (
-        StartExitSide::default(),
-        StartExitSide::default(),
-        StartExitSide::default(),
-    );
+    let before = stallwatch_before();
+    let [mut cgroup, mut group, mut timeout, mut earlier]: [StartExitSide; 4] = Default::default();
     for round in 0..START_ROUNDS {
         let mut one = |first: bool| {
             if first {
                 cgroup.round(&sw, ours);
                 group.round(&sw, ours_group);
+                if let Some(before) = &before {
+                    earlier.round(before, ours_group);
+                }
             } else {
                 timeout.round("timeout", theirs);
             }
@@ -520,6 +528,40 @@ fn start_exit_paired() {
         GROUP,
         "exit_latency_after_200ms_group",
         &group.later,
+        &timeout.later,
+    );
+    if before.is_some() {
+        report_before(GROUP, &earlier, &timeout);
+    }
+}
+
+/// The rows of the build measured before (`VERSUS_BEFORE`), in group mode.
+fn report_before(group: &str, earlier: &StartExitSide, timeout: &StartExitSide) {
+    report_ratio(
+        group,
+        "wall_group_before",
+        &earlier.wall,
+        &timeout.wall,
+        "<= 1.5",
+    );
+    report_ratio(
+        group,
+        "cpu_group_before",
+        &earlier.cpu,
+        &timeout.cpu,
+        "<= 2",
+    );
+    let (now, later) = (&earlier.now, &earlier.later);
+    report_latency(
+        group,
+        "exit_latency_at_once_group_before",
+        now,
+        &timeout.now,
+    );
+    report_latency(
+        group,
+        "exit_latency_after_200ms_group_before",
+        later,
         &timeout.later,
     );
 }
