@@ -119,7 +119,6 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
 
     let (command, mut child) = spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut())?;
     let pid = child.id();
-    let guardian = start_guardian(&config, id, pid, cgroup.as_deref());
     log::debug!(
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()
@@ -143,7 +142,6 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         emitter,
         stdin,
         tag,
-        guardian,
         home,
         lines: LineSetup::new(&config)?,
         completion_files,
@@ -382,6 +380,28 @@ fn start_guardian(
     }
 }
 
+/// The guardian, started before any reader thread (no output of the child is passed on before
+/// it exists), unless the run is already over with nothing left to guard: the leader exited
+/// and, adopting orphans and holding no cgroup, this process has no child but it (and the
+/// library's own): every descendant still alive would be one. A program that ends at once
+/// (`stallwatch -- true`) then costs no fork. Returns the guardian, and whether the tree is
+/// provably gone.
+fn guard_tree(
+    config: &MonitorConfig,
+    id: u64,
+    pid: i32,
+    processes: &mut OsProcesses,
+) -> (Option<process::Guardian>, bool) {
+    let gone =
+        processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid);
+    if gone {
+        log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
+        return (None, true);
+    }
+    let cgroup = processes.cgroup.as_deref();
+    (start_guardian(config, id, pid as u32, cgroup), false)
+}
+
 /// Hands the child to the monitor thread, or (if the threads could not start) kills and
 /// reaps it.
 fn hand_over(
@@ -467,8 +487,6 @@ struct Streams {
     stdin: Option<StdinTarget>,
     /// `STALLWATCH_SESSION=…` given to the child in subreaper mode.
     tag: Option<Vec<u8>>,
-    /// Ends the group if this process dies.
-    guardian: Option<process::Guardian>,
     /// The isolated home prepared for the child, for the result.
     home: Option<crate::environment::HomeReport>,
     /// The readers' line watch, if lines need looking at.
@@ -543,6 +561,7 @@ fn start_threads(
     let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
     processes.hold(pid, streams.cgroup.take());
+    let (guardian, tree_gone) = guard_tree(&config, id, pid, &mut processes);
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
     let config_input_wait =
@@ -570,7 +589,8 @@ fn start_threads(
         processes,
         containment: streams.containment,
         memory: (None, None),
-        guardian: streams.guardian,
+        guardian,
+        tree_gone,
         files,
         network,
         network_unavailable,

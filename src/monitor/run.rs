@@ -177,6 +177,9 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
+    /// The leader had exited before the threads started, leaving no descendant (adopting
+    /// orphans): nothing to look for after it.
+    pub(super) tree_gone: bool,
     /// How the tree is held, for the result.
     pub(super) containment: Containment,
     /// The memory peak and OOM kills of the session's cgroup, read before it is removed.
@@ -705,7 +708,8 @@ impl Monitor {
             // Adopting orphans, with no child but the leader (and this library's own): every
             // descendant still alive would be a child of this process now, so none is left,
             // in the group or out of it. No sample, no scan.
-            let alone = self.processes.cgroup.is_none() && self.processes.leader_alone(self.pid);
+            let alone = self.tree_gone
+                || (self.processes.cgroup.is_none() && self.processes.leader_alone(self.pid));
             if !alone {
                 self.processes.sample(now); // who is left, now that the leader is gone
             }
