@@ -615,7 +615,12 @@ fn start_threads(
             streams.lines.clone(),
         )?;
     }
-    start_waiter(id, pid, control_tx.clone())?;
+    if tree_gone {
+        // Exited already (a zombie until the monitor reaps it): no thread to wait for that.
+        let _ = control_tx.send(Control::ChildExited);
+    } else {
+        start_waiter(id, pid, control_tx.clone())?;
+    }
 
     Ok((control_tx, done_rx, shared, child_tx))
 }

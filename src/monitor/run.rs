@@ -248,9 +248,8 @@ impl Monitor {
     /// returns. None when the leader has already exited (a program that ends at once): its
     /// run is over, and the look at what it left behind samples the tree then.
     fn baseline(&mut self) {
-        if sys::has_exited_no_reap(self.pid) {
-            self.leader.exited = true; // the waiter says so too, later
-            return;
+        if self.tree_gone || sys::has_exited_no_reap(self.pid) {
+            return; // the waiter (or the launcher) says so: only it, before any reaping
         }
         let now = self.clock.now();
         if let Some(observer) = self.processes.children.as_mut() {
