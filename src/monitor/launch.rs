@@ -25,6 +25,7 @@ use crate::config::{ContainmentMode, MonitorConfig};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
+use crate::input_wait::InputWaitRule;
 use crate::outcome::{CompletionSeen, Containment};
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
@@ -542,10 +543,7 @@ fn start_threads(
     let pid = child.id() as i32;
     let (control_tx, control_rx) = unbounded();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-    let pumps = [
-        Arc::new(PumpState::default()),
-        Arc::new(PumpState::default()),
-    ];
+    let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
 
     let (pipes, slots, shared) = open_streams(
         id,
@@ -564,9 +562,8 @@ fn start_threads(
     let (guardian, tree_gone) = guard_tree(&config, id, pid, &mut processes);
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
-    let config_input_wait =
-        crate::input_wait::InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout);
     let monitor = Monitor {
+        input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
         rules,
         id,
         pid,
@@ -594,7 +591,6 @@ fn start_threads(
         files,
         network,
         network_unavailable,
-        input_wait: config_input_wait,
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
@@ -604,23 +600,11 @@ fn start_threads(
 
     for pipe in pipes {
         let state = pumps[stream_index(pipe.stream)].clone();
-        start_reader(
-            id,
-            pipe,
-            state,
-            &control_tx,
-            &board,
-            &streams.emitter,
-            &board_clock,
-            streams.lines.clone(),
-        )?;
+        let lines = streams.lines.clone();
+        let (emitter, clock) = (&streams.emitter, &board_clock);
+        start_reader(id, pipe, state, &control_tx, &board, emitter, clock, lines)?;
     }
-    if tree_gone {
-        // Exited already (a zombie until the monitor reaps it): no thread to wait for that.
-        let _ = control_tx.send(Control::ChildExited);
-    } else {
-        start_waiter(id, pid, control_tx.clone())?;
-    }
+    start_waiter(id, pid, control_tx.clone(), tree_gone)?;
 
     Ok((control_tx, done_rx, shared, child_tx))
 }
@@ -1082,8 +1066,13 @@ impl ReaderLines {
     }
 }
 
-/// The waiter: tells the monitor when the leader exited (without reaping it).
-fn start_waiter(id: u64, pid: i32, exited: Sender<Control>) -> io::Result<()> {
+/// The waiter: tells the monitor when the leader exited (without reaping it). None when it
+/// has exited already (`gone`: a zombie until the monitor reaps it), said at once then.
+fn start_waiter(id: u64, pid: i32, exited: Sender<Control>, gone: bool) -> io::Result<()> {
+    if gone {
+        let _ = exited.send(Control::ChildExited);
+        return Ok(());
+    }
     thread::Builder::new()
         .name(format!("stallwatch-wait-{id}"))
         .spawn(move || {
