@@ -23,7 +23,9 @@
 //! Every process measured is started here and ended here (the tree by the ladder itself).
 //!
 //! Run: `cargo bench --bench versus` (one paired group: `cargo bench --bench versus --
-//! versus_terminal_paired`)
+//! versus_terminal_paired`). A before/after of the start and exit, in the same rounds:
+//! `VERSUS_BEFORE=/path/to/older/stallwatch cargo bench --bench versus --
+//! versus_start_exit_paired` (rows `…_group_before`).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -401,82 +403,167 @@ fn exit_latency_of(program: &str, args: &[&str]) -> Duration {
     Duration::from_nanos(u64::try_from(done.as_nanos().saturating_sub(printed)).unwrap_or(0))
 }
 
-/// Start and exit against GNU `timeout`, whole process, paired (ABBA in each round), default
-/// options: `stallwatch -i 1h -- true` vs `timeout 1h true` in wall time and in CPU time; and
-/// the exit latency (the program's last act → the supervisor exited) of a program that exits
-/// at once and of one that runs 200 ms (past the command's file-watch arming).
+/// The stallwatch binary of the paired start-and-exit rows: this build's, or the one
+/// `VERSUS_STALLWATCH` names (another build's).
+fn stallwatch_under_test() -> String {
+    std::env::var("VERSUS_STALLWATCH").unwrap_or_else(|_| STALLWATCH.to_owned())
+}
+
+/// Another build to measure in the same rounds, in group mode (`VERSUS_BEFORE`: a before and
+/// after on the same machine state, rows `…_group_before`).
+fn stallwatch_before() -> Option<String> {
+    std::env::var("VERSUS_BEFORE").ok()
+}
+
+/// Per-round measurements of one side of the start-and-exit comparison.
+#[derive(Default)]
+struct StartExitSide {
+    wall: Vec<Duration>,
+    cpu: Vec<Duration>,
+    /// Exit latency of a program that exits at once, and of one that runs 200 ms.
+    now: Vec<Duration>,
+    later: Vec<Duration>,
+}
+
+impl StartExitSide {
+    /// One round: `true` for wall and CPU, then the two exit latencies, under `program` with
+    /// `options` before the program (`timeout`'s `1h`, stallwatch's `-i 1h …`).
+    fn round(&mut self, program: &str, options: &[&str]) {
+        let args = |tail: &[&'static str]| -> Vec<String> {
+            options.iter().chain(tail).map(|s| s.to_string()).collect()
+        };
+        let (w, c) = wall_and_cpu(program, &strs(&args(&["true"])));
+        self.wall.push(w);
+        self.cpu.push(c);
+        let now = args(&["date", "+%s%N"]);
+        self.now.push(exit_latency_of(program, &strs(&now)));
+        let late = args(&["sh", "-c", "sleep 0.2; exec date +%s%N"]);
+        self.later.push(exit_latency_of(program, &strs(&late)));
+    }
+}
+
+/// The words of a command line, borrowed.
+fn strs(words: &[String]) -> Vec<&str> {
+    words.iter().map(String::as_str).collect()
+}
+
+/// Prints the median per-round difference `a - b` of exit latencies, as row `what`.
+fn report_latency(group: &str, what: &str, a: &[Duration], b: &[Duration]) {
+    let mut diffs: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| (a.as_secs_f64() - b.as_secs_f64()) * 1e3)
+        .collect();
+    let m = median(&mut diffs);
+    let ms = |d: &[Duration]| {
+        let mut v: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        median(&mut v)
+    };
+    eprintln!(
+        "{group}/{what}: {} rounds; median {:.2} ms vs {:.2} ms; per-round difference \
+         median {m:+.2} ms (min {:+.2}, max {:+.2}); target <= +1 ms",
+        diffs.len(),
+        ms(a),
+        ms(b),
+        diffs[0],
+        diffs[diffs.len() - 1],
+    );
+}
+
+/// Start and exit against GNU `timeout`, whole process, paired (ABBA in each round): default
+/// options (`stallwatch -i 1h -- true`) and `--containment group`, vs `timeout 1h true`, in
+/// wall time and in CPU time; and the exit latency (the program's last act → the supervisor
+/// exited) of a program that exits at once and of one that runs 200 ms (past the command's
+/// file-watch arming), in both modes.
 fn start_exit_paired() {
     const GROUP: &str = "versus_start_exit_paired";
     if !paired_wanted(GROUP) {
         return;
     }
-    let ours = ["-i", "1h", "--", "true"];
-    // The same with the process group holding the tree: no cgroup to make, enter and remove.
-    let ours_group = ["-i", "1h", "--containment", "group", "--", "true"];
-    let theirs = ["1h", "true"];
-    let late = "sleep 0.2; exec date +%s%N";
-    let ours_now = ["-i", "1h", "--", "date", "+%s%N"];
-    let theirs_now = ["1h", "date", "+%s%N"];
-    let ours_late = ["-i", "1h", "--", "sh", "-c", late];
-    let theirs_late = ["1h", "sh", "-c", late];
+    let sw = stallwatch_under_test();
+    let ours: &[&str] = &["-i", "1h", "--"];
+    // The process group holding the tree: no cgroup to make, enter and remove.
+    let ours_group: &[&str] = &["-i", "1h", "--containment", "group", "--"];
+    let theirs: &[&str] = &["1h"];
     // Warm-up: the binaries in the page cache.
     for _ in 0..3 {
-        wall_and_cpu(STALLWATCH, &ours);
-        wall_and_cpu("timeout", &theirs);
+        wall_and_cpu(&sw, &["-i", "1h", "--", "true"]);
+        wall_and_cpu("timeout", &["1h", "true"]);
     }
-    let (mut wall, mut cpu) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
-    let (mut group_wall, mut group_cpu) = (Vec::new(), Vec::new());
-    let (mut now, mut later) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    let before = stallwatch_before();
+    let [mut cgroup, mut group, mut timeout, mut earlier]: [StartExitSide; 4] = Default::default();
     for round in 0..START_ROUNDS {
         let mut one = |first: bool| {
             if first {
-                let (w, c) = wall_and_cpu(STALLWATCH, &ours);
-                wall.0.push(w);
-                cpu.0.push(c);
-                let (w, c) = wall_and_cpu(STALLWATCH, &ours_group);
-                group_wall.push(w);
-                group_cpu.push(c);
-                now.0.push(exit_latency_of(STALLWATCH, &ours_now));
-                later.0.push(exit_latency_of(STALLWATCH, &ours_late));
+                cgroup.round(&sw, ours);
+                group.round(&sw, ours_group);
+                if let Some(before) = &before {
+                    earlier.round(before, ours_group);
+                }
             } else {
-                let (w, c) = wall_and_cpu("timeout", &theirs);
-                wall.1.push(w);
-                cpu.1.push(c);
-                now.1.push(exit_latency_of("timeout", &theirs_now));
-                later.1.push(exit_latency_of("timeout", &theirs_late));
+                timeout.round("timeout", theirs);
             }
         };
         one(round % 2 == 0);
         one(round % 2 != 0);
     }
-    report_ratio(GROUP, "wall", &wall.0, &wall.1, "<= 1.5");
-    report_ratio(GROUP, "cpu", &cpu.0, &cpu.1, "<= 2");
-    report_ratio(GROUP, "wall_group", &group_wall, &wall.1, "<= 1.5");
-    report_ratio(GROUP, "cpu_group", &group_cpu, &cpu.1, "<= 2");
-    for (what, (a, b)) in [
-        ("exit_latency_at_once", now),
-        ("exit_latency_after_200ms", later),
-    ] {
-        let mut diffs: Vec<f64> = a
-            .iter()
-            .zip(&b)
-            .map(|(a, b)| (a.as_secs_f64() - b.as_secs_f64()) * 1e3)
-            .collect();
-        let m = median(&mut diffs);
-        let ms = |d: &[Duration]| {
-            let mut v: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1e3).collect();
-            median(&mut v)
-        };
-        eprintln!(
-            "{GROUP}/{what}: {} rounds; median {:.2} ms vs {:.2} ms; per-round difference \
-             median {m:+.2} ms (min {:+.2}, max {:+.2}); target <= +1 ms",
-            diffs.len(),
-            ms(&a),
-            ms(&b),
-            diffs[0],
-            diffs[diffs.len() - 1],
-        );
+    report_ratio(GROUP, "wall", &cgroup.wall, &timeout.wall, "<= 1.5");
+    report_ratio(GROUP, "cpu", &cgroup.cpu, &timeout.cpu, "<= 2");
+    report_ratio(GROUP, "wall_group", &group.wall, &timeout.wall, "<= 1.5");
+    report_ratio(GROUP, "cpu_group", &group.cpu, &timeout.cpu, "<= 2");
+    report_latency(GROUP, "exit_latency_at_once", &cgroup.now, &timeout.now);
+    report_latency(
+        GROUP,
+        "exit_latency_after_200ms",
+        &cgroup.later,
+        &timeout.later,
+    );
+    report_latency(
+        GROUP,
+        "exit_latency_at_once_group",
+        &group.now,
+        &timeout.now,
+    );
+    report_latency(
+        GROUP,
+        "exit_latency_after_200ms_group",
+        &group.later,
+        &timeout.later,
+    );
+    if before.is_some() {
+        report_before(GROUP, &earlier, &timeout);
     }
+}
+
+/// The rows of the build measured before (`VERSUS_BEFORE`), in group mode.
+fn report_before(group: &str, earlier: &StartExitSide, timeout: &StartExitSide) {
+    report_ratio(
+        group,
+        "wall_group_before",
+        &earlier.wall,
+        &timeout.wall,
+        "<= 1.5",
+    );
+    report_ratio(
+        group,
+        "cpu_group_before",
+        &earlier.cpu,
+        &timeout.cpu,
+        "<= 2",
+    );
+    let (now, later) = (&earlier.now, &earlier.later);
+    report_latency(
+        group,
+        "exit_latency_at_once_group_before",
+        now,
+        &timeout.now,
+    );
+    report_latency(
+        group,
+        "exit_latency_after_200ms_group_before",
+        later,
+        &timeout.later,
+    );
 }
 
 fn main() {

@@ -266,12 +266,20 @@
 //!   That signal reaches only the direct child, so a guardian (a fork of the supervisor that
 //!   runs no program, in a process group of its own, every inherited descriptor closed but a
 //!   socket only the supervisor holds the other end of) SIGKILLs the whole group when the
-//!   supervisor vanishes without saying `done`. When a run is over, the supervisor hands it the
-//!   file tracker's inotify instances, whose teardown in the kernel (8–11 ms) then happens when
-//!   the guardian exits, not on the supervisor's way out.
+//!   supervisor vanishes without saying `done`. It is forked before any reader thread starts, so
+//!   no output of the child is passed on before it exists; it is not forked at all when the run
+//!   is already over with nothing to guard (the leader exited and, adopting orphans without a
+//!   cgroup, the supervisor has no other child: every live descendant would be one). When a run
+//!   is over, the supervisor hands it the file tracker's inotify instances, whose teardown in
+//!   the kernel (8–11 ms) then happens when the guardian exits, not on the supervisor's way
+//!   out.
 //! - **Sources** only stamp the board (atomics): the reader threads `stallwatch-out-<id>` and
 //!   `stallwatch-err-<id>` at every non-empty read, [`Session::keepalive`] at the call, and the
-//!   [`FileActivityTracker`](parts::FileActivityTracker) from `notify`'s event handler. The tracker's own thread
+//!   [`FileActivityTracker`](parts::FileActivityTracker) from `notify`'s event handler. With an
+//!   arming delay ([`FileWatchConfig::arm_delay`], 50 ms in the command) a session's tracker runs
+//!   nothing until the monitor arms it (the delay is real time, a frozen test clock does not
+//!   hold it back), and what changed before the arming counts then; a program that ends within
+//!   the delay costs no thread. The tracker's own thread
 //!   (`stallwatch-files`) re-arms watches when a root appears, vanishes or is re-created (a
 //!   missing root is awaited through its nearest existing ancestor), and stat-scans the roots at
 //!   the check interval when the OS is out of watches (or when
@@ -284,7 +292,9 @@
 //! - **Monitor** (`stallwatch-mon-<id>`) sleeps on its control channel and on one timer set to
 //!   the exact next instant its decision can change: last activity + idle timeout, the hard
 //!   deadline, or the next descendant sample (every check interval, default idle timeout / 10
-//!   clamped to 100 ms..30 s). No other tick, no busy loop. The decision is a pure function of
+//!   clamped to 100 ms..30 s). No other tick, no busy loop. Its first act is the baseline sample
+//!   of the descendants' CPU and sockets (none for a leader that already exited: its run is
+//!   over). The decision is a pure function of
 //!   a board snapshot, the time and the limits. At the stale instant the monitor takes one
 //!   fresh descendant sample first, so a grandchild working right now is never killed for want
 //!   of a poll.

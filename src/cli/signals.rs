@@ -91,6 +91,8 @@ struct Shared {
     first: AtomicI32,
     /// A second INT made stallwatch kill the tree at once.
     forced: AtomicBool,
+    /// The thread is acting on a signal to pass on: [`SignalHandling::finish`] waits for it.
+    busy: AtomicBool,
 }
 
 /// What [`SignalHandling::finish`] reports.
@@ -112,6 +114,9 @@ pub(crate) struct SignalHandling {
     thread: Option<JoinHandle<()>>,
     received: Arc<Shared>,
     reap: bool,
+    /// A child of this process was a zombie before the handler existed (no CHLD will tell
+    /// of it): one look for adopted zombies when the thread starts.
+    zombie_before: bool,
 }
 
 impl SignalHandling {
@@ -137,6 +142,8 @@ impl SignalHandling {
             thread: None,
             received: Arc::default(),
             reap,
+            // After the handler: a child that became a zombie since sends a CHLD it catches.
+            zombie_before: reap && sys::zombie_child(),
         }
     }
 
@@ -148,20 +155,23 @@ impl SignalHandling {
         };
         let received = self.received.clone();
         let reap = self.reap;
+        let zombie_before = self.zombie_before;
         let child = session.pid();
         let started = std::thread::Builder::new()
             .name("stallwatch-signals".into())
             .spawn(move || {
-                if reap {
-                    // Zombies adopted before the handler existed (a subreaper bit inherited
-                    // across exec), here rather than on the way to the program's start.
+                if zombie_before {
+                    // Zombies from before the handler existed (children of the process that
+                    // exec'd stallwatch, orphans adopted through an inherited subreaper bit),
+                    // here rather than on the way to the program's start.
                     log_reaped(reaper::reap_zombies(|pid| {
                         pid != child && !super::probe::is_probe_command(pid)
                     }));
                 }
                 for number in signals.forever() {
                     if number == Sig::CHILD.as_raw() {
-                        if reap {
+                        // No zombie at all (the library reaped its own already): no look.
+                        if reap && sys::zombie_child() {
                             log_reaped(reaper::reap_zombies(|pid| {
                                 pid != child && !super::probe::is_probe_command(pid)
                             }));
@@ -175,22 +185,9 @@ impl SignalHandling {
                     let Some(signal) = Signal::from_number(number) else {
                         continue;
                     };
-                    let first = received.first.compare_exchange(
-                        0,
-                        number,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
-                    if first.is_ok() {
-                        log::info!("received {signal}; passing it on to the child's tree");
-                        session.terminate_with(&KillLadder::polite(signal, grace));
-                    } else if number == Sig::INT.as_raw() {
-                        log::info!("second INT: killing the child's tree now");
-                        received.forced.store(true, Ordering::Release);
-                        session.start_kill();
-                    } else {
-                        log::info!("received {signal} again; the ladder goes on");
-                    }
+                    received.busy.store(true, Ordering::Release);
+                    pass_on(&received, &session, signal, grace);
+                    received.busy.store(false, Ordering::Release);
                 }
             });
         match started {
@@ -202,17 +199,47 @@ impl SignalHandling {
     /// Stops acting on signals (they stay caught, and are ignored from now on); says what was
     /// received. Adopted zombies still there are not looked for: stallwatch exits next, and
     /// the kernel hands them to the next reaper up, which reaps them.
+    ///
+    /// The thread is not joined (it ends on its own once woken, or with the process): only a
+    /// signal it is acting on is waited for, so that what it records is in the answer. Waking
+    /// it and waiting for its end cost the way out a thread switch or two; and a look for
+    /// zombies it may be making (the guardian's CHLD, at the end of every run) is not waited
+    /// for.
     pub(crate) fn finish(mut self) -> Received {
         if let Some(handle) = self.handle.take() {
             handle.close();
         }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if self.thread.take().is_some() {
+            // Bounded: passing a signal on is a message to the monitor, never a wait.
+            let give_up = std::time::Instant::now() + Duration::from_secs(1);
+            while self.received.busy.load(Ordering::Acquire) && std::time::Instant::now() < give_up
+            {
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
         Received {
             first: Signal::from_number(self.received.first.load(Ordering::Acquire)),
             forced: self.received.forced.load(Ordering::Acquire),
         }
+    }
+}
+
+/// Passes `signal` on to the session's tree: the ladder with it first (the first one), KILL at
+/// once (a second INT); recorded in `received` before it is acted on.
+fn pass_on(received: &Shared, session: &Session, signal: Signal, grace: Duration) {
+    let number = signal.number();
+    let first = received
+        .first
+        .compare_exchange(0, number, Ordering::AcqRel, Ordering::Acquire);
+    if first.is_ok() {
+        log::info!("received {signal}; passing it on to the child's tree");
+        session.terminate_with(&KillLadder::polite(signal, grace));
+    } else if number == Sig::INT.as_raw() {
+        log::info!("second INT: killing the child's tree now");
+        received.forced.store(true, Ordering::Release);
+        session.start_kill();
+    } else {
+        log::info!("received {signal} again; the ladder goes on");
     }
 }
 
@@ -235,4 +262,35 @@ pub(crate) fn die_by(signal: Signal) -> ! {
         let _ = signal_hook::low_level::emulate_default_handler(signal.number());
     }
     std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `finish` does not join the thread, but a signal it is acting on is in the answer.
+    #[test]
+    fn finish_waits_for_a_signal_being_passed_on() {
+        let received = Arc::new(Shared::default());
+        received.busy.store(true, Ordering::Release);
+        let acting = received.clone();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20)); // still passing it on
+            acting.first.store(Sig::TERM.as_raw(), Ordering::Release);
+            acting.busy.store(false, Ordering::Release);
+            // Then it would wait for the next signal: never joined.
+            std::thread::sleep(Duration::from_secs(60));
+        });
+        let handling = SignalHandling {
+            signals: None,
+            handle: None,
+            thread: Some(thread),
+            received,
+            reap: false,
+            zombie_before: false,
+        };
+        let answer = handling.finish();
+        assert_eq!(answer.first, Signal::from_number(Sig::TERM.as_raw()));
+        assert!(!answer.forced);
+    }
 }

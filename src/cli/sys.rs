@@ -28,6 +28,19 @@ pub(crate) fn is_child_subreaper() -> bool {
     }
 }
 
+/// Whether a child of this process is a zombie now (`waitid(P_ALL, WEXITED | WNOHANG |
+/// WNOWAIT)`: only looks, reaps nothing). No child at all is `false`; a failure to look is
+/// `true` (then the caller looks the long way).
+pub(crate) fn zombie_child() -> bool {
+    use rustix::process::{WaitId, WaitIdOptions};
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    match rustix::process::waitid(WaitId::All, options) {
+        Ok(found) => found.is_some(),
+        Err(rustix::io::Errno::CHILD) => false,
+        Err(_) => true,
+    }
+}
+
 /// Reaps child `pid` if it is a zombie, without waiting (`waitpid(pid, WNOHANG)`, by pid,
 /// never -1); returns whether it did.
 pub(crate) fn reap_if_zombie(pid: u32) -> io::Result<bool> {

@@ -25,6 +25,7 @@ use crate::config::{ContainmentMode, MonitorConfig};
 use crate::contract::{Control, Lifecycle, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
+use crate::input_wait::InputWaitRule;
 use crate::outcome::{CompletionSeen, Containment};
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
@@ -120,7 +121,6 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let (command, mut child) =
         spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut(), handoff)?;
     let pid = child.id();
-    let guardian = start_guardian(&config, id, pid, cgroup.as_deref());
     log::debug!(
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()
@@ -144,7 +144,6 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         emitter,
         stdin,
         tag,
-        guardian,
         home,
         lines: LineSetup::new(&config)?,
         completion_files,
@@ -312,7 +311,8 @@ fn subreaper_tag(command: &mut Command, config: &MonitorConfig, id: u64) -> Opti
 }
 
 /// The file activity tracker, armed before the spawn so the child's first write already
-/// counts.
+/// counts; or, with an arming delay, armed by the monitor when the delay is over (what the
+/// child changed before counts then).
 fn arm_files(
     command: &Command,
     config: &MonitorConfig,
@@ -322,7 +322,7 @@ fn arm_files(
         let base = child_dir(command)?;
         let mut files = config.files.clone();
         files.arm_delay = config.effective_arm_delay();
-        Some(FileActivityTracker::start(
+        Some(FileActivityTracker::start_for_session(
             &files,
             &base,
             board.clone(),
@@ -395,6 +395,28 @@ fn start_guardian(
     } else {
         None
     }
+}
+
+/// The guardian, started before any reader thread (no output of the child is passed on before
+/// it exists), unless the run is already over with nothing left to guard: the leader exited
+/// and, adopting orphans and holding no cgroup, this process has no child but it (and the
+/// library's own): every descendant still alive would be one. A program that ends at once
+/// (`stallwatch -- true`) then costs no fork. Returns the guardian, and whether the tree is
+/// provably gone.
+fn guard_tree(
+    config: &MonitorConfig,
+    id: u64,
+    pid: i32,
+    processes: &mut OsProcesses,
+) -> (Option<process::Guardian>, bool) {
+    let gone =
+        processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid);
+    if gone {
+        log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
+        return (None, true);
+    }
+    let cgroup = processes.cgroup.as_deref();
+    (start_guardian(config, id, pid as u32, cgroup), false)
 }
 
 /// Hands the child to the monitor thread, or (if the threads could not start) kills and
@@ -487,8 +509,6 @@ struct Streams {
     stdin: Option<StdinTarget>,
     /// `STALLWATCH_SESSION=…` given to the child in subreaper mode.
     tag: Option<Vec<u8>>,
-    /// Ends the group if this process dies.
-    guardian: Option<process::Guardian>,
     /// The isolated home prepared for the child, for the result.
     home: Option<crate::environment::HomeReport>,
     /// The readers' line watch, if lines need looking at.
@@ -544,10 +564,7 @@ fn start_threads(
     let pid = child.id() as i32;
     let (control_tx, control_rx) = unbounded();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-    let pumps = [
-        Arc::new(PumpState::default()),
-        Arc::new(PumpState::default()),
-    ];
+    let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
 
     let (pipes, slots, shared) = open_streams(
         id,
@@ -559,15 +576,15 @@ fn start_threads(
         &pumps,
     )?;
 
-    let children = start_observer(pid, &config, &*clock, &board, streams.cgroup.as_ref());
-    let (network, network_unavailable) = start_network(&config, &*clock, &board, &children);
+    let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
+    let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
     processes.hold(pid, streams.cgroup.take());
+    let (guardian, tree_gone) = guard_tree(&config, id, pid, &mut processes);
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
-    let config_input_wait =
-        crate::input_wait::InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout);
     let monitor = Monitor {
+        input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
         rules,
         id,
         pid,
@@ -590,11 +607,11 @@ fn start_threads(
         processes,
         containment: streams.containment,
         memory: (None, None),
-        guardian: streams.guardian,
+        guardian,
+        tree_gone,
         files,
         network,
         network_unavailable,
-        input_wait: config_input_wait,
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
@@ -604,18 +621,11 @@ fn start_threads(
 
     for pipe in pipes {
         let state = pumps[stream_index(pipe.stream)].clone();
-        start_reader(
-            id,
-            pipe,
-            state,
-            &control_tx,
-            &board,
-            &streams.emitter,
-            &board_clock,
-            streams.lines.clone(),
-        )?;
+        let lines = streams.lines.clone();
+        let (emitter, clock) = (&streams.emitter, &board_clock);
+        start_reader(id, pipe, state, &control_tx, &board, emitter, clock, lines)?;
     }
-    start_waiter(id, pid, control_tx.clone())?;
+    start_waiter(id, pid, control_tx.clone(), tree_gone)?;
 
     Ok((control_tx, done_rx, shared, child_tx))
 }
@@ -709,11 +719,10 @@ fn register_pipes(id: u64, pipes: &[StreamPipe]) {
 }
 
 /// The observer always runs: besides descendant CPU (when that source is on) it remembers
-/// the escapees the ladder must reach.
+/// the escapees the ladder must reach. Its baseline sample is the monitor's first act.
 fn start_observer(
     pid: i32,
     config: &MonitorConfig,
-    clock: &dyn Clock,
     board: &ActivityBoard,
     cgroup: Option<&Arc<Cgroup>>,
 ) -> Option<DescendantObserver> {
@@ -728,29 +737,23 @@ fn start_observer(
             Some((cpu, members))
         }));
     }
-    observer.sample(clock.now()); // the baseline
     board.set_enabled(ActivitySource::Children, config.enabled.children);
     Some(observer)
 }
 
-/// The network source when it is on: its baseline sample of the tree's sockets, or why it
-/// cannot observe anything (then it is reported unavailable; the spawn goes on).
+/// The network source when it is on (its baseline sample of the tree's sockets is the
+/// monitor's first act), or why it cannot observe anything (then it is reported unavailable;
+/// the spawn goes on).
 fn start_network(
     config: &MonitorConfig,
-    clock: &dyn Clock,
     board: &ActivityBoard,
-    children: &Option<DescendantObserver>,
 ) -> (Option<NetworkObserver>, Option<String>) {
     board.set_enabled(ActivitySource::Network, config.enabled.network);
     if !config.enabled.network {
         return (None, None);
     }
     match NetworkObserver::open() {
-        Ok(mut network) => {
-            let pids = children.as_ref().map_or(&[][..], |c| c.pids());
-            network.sample_pids(clock.now(), pids); // the baseline
-            (Some(network), None)
-        }
+        Ok(network) => (Some(network), None),
         Err(e) => {
             let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
             log::info!("network source unavailable: {reason}");
@@ -1084,8 +1087,13 @@ impl ReaderLines {
     }
 }
 
-/// The waiter: tells the monitor when the leader exited (without reaping it).
-fn start_waiter(id: u64, pid: i32, exited: Sender<Control>) -> io::Result<()> {
+/// The waiter: tells the monitor when the leader exited (without reaping it). None when it
+/// has exited already (`gone`: a zombie until the monitor reaps it), said at once then.
+fn start_waiter(id: u64, pid: i32, exited: Sender<Control>, gone: bool) -> io::Result<()> {
+    if gone {
+        let _ = exited.send(Control::ChildExited);
+        return Ok(());
+    }
     thread::Builder::new()
         .name(format!("stallwatch-wait-{id}"))
         .spawn(move || {

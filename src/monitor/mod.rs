@@ -31,12 +31,6 @@ struct Wake {
     poll: Option<Duration>,
 }
 
-impl Wake {
-    fn at(at: Instant) -> Self {
-        Self { at, poll: None }
-    }
-}
-
 /// While a ladder waits for group members other than the (already exited) leader, it checks
 /// them at 5 ms, doubling up to 200 ms: quick for the common case, cheap for a slow one.
 const POLL_MIN: Duration = Duration::from_millis(5);

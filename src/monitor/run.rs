@@ -176,6 +176,9 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
+    /// The leader had exited before the threads started, leaving no descendant (adopting
+    /// orphans): nothing to look for after it.
+    pub(super) tree_gone: bool,
     /// How the tree is held, for the result.
     pub(super) containment: Containment,
     /// The memory peak and OOM kills of the session's cgroup, read before it is removed.
@@ -207,6 +210,7 @@ type Next = std::ops::ControlFlow<Wake>;
 impl Monitor {
     pub(super) fn run(mut self, child: ChildProcess, done: DoneGuard) {
         self.leader.child = Some(child);
+        self.baseline();
         let mut control = self.control.clone();
         loop {
             // Whatever was sent before this wake-up is taken into account before deciding
@@ -236,6 +240,23 @@ impl Monitor {
             }
         }
         self.finish(done);
+    }
+
+    /// The first samples of the tree's CPU and sockets, which the later ones are measured
+    /// against: here, on the monitor's thread, rather than on the caller's before its spawn
+    /// returns. None when the leader has already exited (a program that ends at once): its
+    /// run is over, and the look at what it left behind samples the tree then.
+    fn baseline(&mut self) {
+        if self.tree_gone || sys::has_exited_no_reap(self.pid) {
+            return; // the waiter (or the launcher) says so: only it, before any reaping
+        }
+        let now = self.clock.now();
+        if let Some(observer) = self.processes.children.as_mut() {
+            observer.sample(now);
+            if let Some(network) = self.network.as_mut() {
+                network.sample_pids(now, observer.pids());
+            }
+        }
     }
 
     /// The run is over: detaches the readers, flushes the last output, publishes the result.
@@ -363,6 +384,11 @@ impl Monitor {
         if self.processes.children.is_some() && now >= self.timing.next_sample {
             self.sample_children(now);
         }
+        // Real time, as the OS: a frozen test clock must not keep the watches off.
+        let arm_in = self
+            .files
+            .as_ref()
+            .and_then(FileActivityTracker::arm_if_due);
         let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
         if let Some(seen) = seen {
             self.completed(seen);
@@ -390,7 +416,10 @@ impl Monitor {
                     Ok(None) => {}
                     Err(()) => return Next::Continue(()),
                 }
-                Next::Break(Wake::at(until))
+                Next::Break(Wake {
+                    at: until,
+                    poll: arm_in,
+                })
             }
             Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
             Verdict::HardDeadline { deadline } => self.hard_deadline(deadline),
@@ -674,20 +703,27 @@ impl Monitor {
     /// The leader exited while being watched: take the leftovers down, or leave them.
     fn after_leader_exit(&mut self, now: Instant) {
         if self.config.leftovers == LeftoverPolicy::KillLadder {
-            self.processes.sample(now); // who is left, now that the leader is gone
+            // Adopting orphans, with no child but the leader (and this library's own): every
+            // descendant still alive would be a child of this process now, so none is left,
+            // in the group or out of it. No sample, no scan.
+            let alone = self.tree_gone
+                || (self.processes.cgroup.is_none() && self.processes.leader_alone(self.pid));
+            if !alone {
+                self.processes.sample(now); // who is left, now that the leader is gone
+            }
             let members = if let Some(cgroup) = &self.processes.cgroup {
                 // Every process of the tree, escapees included (the leader is a zombie now,
                 // no member).
                 cgroup.members().unwrap_or_default()
-            } else if self.processes.leader_alone(self.pid) {
+            } else if alone {
                 Vec::new() // no scan of every process needed
             } else {
                 self.processes
                     .group_members(self.pid, self.pid)
                     .unwrap_or_default()
             };
-            let escapees = if self.processes.cgroup.is_some() {
-                0 // members already
+            let escapees = if self.processes.cgroup.is_some() || alone {
+                0 // members already, or provably none
             } else {
                 self.processes.escapees(self.pid).len()
             };

@@ -287,7 +287,22 @@ pub struct FileActivityTracker {
     /// Whether the arming has begun (a watcher may exist, whose teardown can be slow).
     arming: Arc<AtomicBool>,
     tx: Sender<Msg>,
-    thread: Option<JoinHandle<()>>,
+    thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    /// A session's delayed arming, not begun yet: no thread exists until it is
+    /// ([`FileActivityTracker::arm_if_due`]).
+    deferred: parking_lot::Mutex<Option<Deferred>>,
+}
+
+/// The arming a session's monitor does when its delay is over, and what the tracker's thread
+/// then runs: a session pays no thread for a program that ends within the delay.
+struct Deferred {
+    worker: Worker,
+    rx: Receiver<Msg>,
+    forced: bool,
+    /// The start, on the file clock (for the look at what changed before the arming).
+    since: SystemTime,
+    /// When the delay is over (real time).
+    due: Instant,
 }
 
 impl fmt::Debug for FileActivityTracker {
@@ -318,6 +333,18 @@ impl FileActivityTracker {
         base_dir: &Path,
         board: Arc<ActivityBoard>,
         scan_interval: Duration,
+    ) -> io::Result<FileActivityTracker> {
+        Self::begin(config, base_dir, board, scan_interval, false)
+    }
+
+    /// [`FileActivityTracker::start`]; with `deferred`, a delayed arming is left to the caller
+    /// ([`FileActivityTracker::start_for_session`]).
+    fn begin(
+        config: &FileWatchConfig,
+        base_dir: &Path,
+        board: Arc<ActivityBoard>,
+        scan_interval: Duration,
+        deferred: bool,
     ) -> io::Result<FileActivityTracker> {
         let roots: Vec<PathBuf> = config.roots.iter().map(|r| base_dir.join(r)).collect();
         config.check_globs().map_err(SpawnError::config)?;
@@ -355,40 +382,100 @@ impl FileActivityTracker {
         // The start, for the look at what changed before a delayed arming, on the clock file
         // times come from (a later change has a later time: `changed_since`).
         let since = crate::process::sys::file_clock_now();
-        if delay.is_zero() {
-            worker.begin(forced);
-        }
-        let thread = std::thread::Builder::new()
-            .name("stallwatch-files".into())
-            .spawn(move || {
-                if !delay.is_zero() {
-                    let Some(ack) = wait_to_arm(&rx, delay) else {
-                        return; // stopped before the arming: no watch was ever made
-                    };
-                    worker.begin(forced);
-                    worker.changed_since(since);
-                    if let Some(ack) = ack {
-                        let _ = ack.send(());
-                    }
-                }
-                worker.run(rx)
-            })
-            .map_err(|e| SpawnError::thread("file tracker", e))?;
-        Ok(FileActivityTracker {
+        let tracker = FileActivityTracker {
             filter,
             gaps,
             board,
             scanning,
             arming,
             tx,
-            thread: Some(thread),
-        })
+            thread: parking_lot::Mutex::new(None),
+            deferred: parking_lot::Mutex::new(None),
+        };
+        if deferred && !delay.is_zero() {
+            *tracker.deferred.lock() = Some(Deferred {
+                worker,
+                rx,
+                forced,
+                since,
+                due: Instant::now() + delay,
+            });
+            return Ok(tracker);
+        }
+        if delay.is_zero() {
+            worker.begin(forced);
+        }
+        *tracker.thread.lock() = Some(worker.start(rx, delay, forced, since)?);
+        Ok(tracker)
+    }
+
+    /// A session's tracker: with a delay, nothing runs until the session's monitor arms it
+    /// ([`FileActivityTracker::arm_if_due`], or [`FileActivityTracker::arm_now`] at a stale
+    /// decision); a program that ends within the delay costs no thread. Without one, as
+    /// [`FileActivityTracker::start`].
+    pub(crate) fn start_for_session(
+        config: &FileWatchConfig,
+        base_dir: &Path,
+        board: Arc<ActivityBoard>,
+        scan_interval: Duration,
+    ) -> io::Result<FileActivityTracker> {
+        Self::begin(config, base_dir, board, scan_interval, true)
+    }
+
+    /// When a session's delayed arming is due (real time), while it has not begun.
+    pub(crate) fn arm_due(&self) -> Option<Instant> {
+        self.deferred.lock().as_ref().map(|d| d.due)
+    }
+
+    /// Arms a session's delayed watches if their time has come (real time); returns how long
+    /// until it does when it has not.
+    pub(crate) fn arm_if_due(&self) -> Option<Duration> {
+        let due = self.arm_due()?;
+        let now = Instant::now();
+        if now < due {
+            return Some(due - now);
+        }
+        self.arm_deferred();
+        None
+    }
+
+    /// Begins a session's delayed arming now, on this thread (the watches, and the look at
+    /// what changed since the start), then hands the tracker's work to a thread of its own.
+    /// Returns whether there was one to begin.
+    fn arm_deferred(&self) -> bool {
+        let Some(Deferred {
+            mut worker,
+            rx,
+            forced,
+            since,
+            ..
+        }) = self.deferred.lock().take()
+        else {
+            return false;
+        };
+        worker.begin(forced);
+        worker.changed_since(since);
+        let started = std::thread::Builder::new()
+            .name("stallwatch-files".into())
+            .spawn(move || worker.run(rx));
+        match started {
+            Ok(thread) => *self.thread.lock() = Some(thread),
+            Err(e) => {
+                // The watcher went with the closure: nothing watches any more, and it is said.
+                log::warn!("files source unavailable: no thread for the file tracker: {e}");
+                self.board.set_available(ActivitySource::Files, false);
+            }
+        }
+        true
     }
 
     /// Arms the watches now if [`FileWatchConfig::arm_delay`] put the arming off and it has
     /// not come yet (what changed since the start is counted then); returns once they are
     /// armed. At once when they are.
     pub fn arm_now(&self) {
+        if self.arm_deferred() {
+            return;
+        }
         let (ack, armed) = crossbeam_channel::bounded(1);
         if self.tx.send(Msg::ArmNow(ack)).is_ok() {
             let _ = armed.recv(); // an error: the thread is gone, nothing to wait for
@@ -433,7 +520,7 @@ impl FileActivityTracker {
 impl Drop for FileActivityTracker {
     fn drop(&mut self) {
         let _ = self.tx.send(Msg::Stop);
-        if let Some(thread) = self.thread.take() {
+        if let Some(thread) = self.thread.get_mut().take() {
             let _ = thread.join();
         }
     }
@@ -510,6 +597,32 @@ fn wait_to_arm(rx: &Receiver<Msg>, delay: Duration) -> Option<Option<Sender<()>>
 }
 
 impl Worker {
+    /// The tracker's thread: waits out the arming `delay` first (if any), then works.
+    fn start(
+        mut self,
+        rx: Receiver<Msg>,
+        delay: Duration,
+        forced: bool,
+        since: SystemTime,
+    ) -> io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("stallwatch-files".into())
+            .spawn(move || {
+                if !delay.is_zero() {
+                    let Some(ack) = wait_to_arm(&rx, delay) else {
+                        return; // stopped before the arming: no watch was ever made
+                    };
+                    self.begin(forced);
+                    self.changed_since(since);
+                    if let Some(ack) = ack {
+                        let _ = ack.send(());
+                    }
+                }
+                self.run(rx)
+            })
+            .map_err(|e| SpawnError::thread("file tracker", e).into())
+    }
+
     /// Makes the watcher (or falls back to the stat scan when `forced`) and arms the roots.
     fn begin(&mut self, forced: bool) {
         self.arming.store(true, Ordering::Release);

@@ -191,6 +191,82 @@ fn as_a_subreaper_it_reaps_adopted_zombies_but_not_its_child() {
     assert_no_leak(&marker);
 }
 
+/// A zombie child stallwatch has from before its start (a child of the process that exec'd
+/// stallwatch, which exited before stallwatch could catch its CHLD) is reaped while the session
+/// runs; stallwatch is no subreaper here. Its program, alive, is not.
+#[test]
+fn a_zombie_from_before_the_start_is_reaped() {
+    let marker = Marker::new("cli_sig_zombie_before");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let done = dir.path().join("done");
+    let script = format!(
+        "echo ready; while [ ! -e '{done}' ]; do sleep 0.01; done; exit 7",
+        done = done.display()
+    );
+    let mut running = sw(&marker)
+        .args(&["-i", "60s"])
+        .sh(&script)
+        .spawn_with(|cmd| {
+            // SAFETY: between fork and exec only raw system calls are made (fork, _exit,
+            // waitid), no allocation and no lock: async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    match libc::fork() {
+                        -1 => return Err(std::io::Error::last_os_error()),
+                        0 => libc::_exit(0),
+                        pid => {
+                            // A zombie before the exec: waited for without reaping it.
+                            let pid = rustix::process::Pid::from_raw(pid).expect("a pid");
+                            rustix::process::waitid(
+                                rustix::process::WaitId::Pid(pid),
+                                rustix::process::WaitIdOptions::EXITED
+                                    | rustix::process::WaitIdOptions::NOWAIT,
+                            )?;
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        });
+    running.stdout.wait_for("ready\n");
+    let stallwatch = running.pid();
+    assert!(
+        poll_until(HANDSHAKE, || zombie_children(stallwatch).is_empty()),
+        "stallwatch kept the zombie(s) {:?}",
+        zombie_children(stallwatch)
+    );
+    assert!(
+        running.child.try_wait().expect("try_wait").is_none(),
+        "still running"
+    );
+    fs::write(&done, b"").expect("done");
+    let finished = running.wait();
+    assert_eq!(finished.status.code(), Some(7), "{finished:?}");
+    assert_no_leak(&marker);
+}
+
+/// The children of `pid` that are zombies, from `/proc/<pid>/task/*/children`.
+fn zombie_children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|child| {
+            fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                stat.rfind(')')
+                    .is_some_and(|end| stat[end + 1..].trim_start().starts_with('Z'))
+            })
+        })
+        .collect()
+}
+
 /// The parent pid of `pid`, from `/proc/<pid>/stat`.
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

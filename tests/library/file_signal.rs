@@ -365,3 +365,50 @@ fn invalid_globs_are_a_config_error_at_spawn() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("files.include"), "{err}");
 }
+
+/// With an arming delay the session's monitor arms the watches itself when the delay is over
+/// (no tracker thread runs before): a write made well after the arming counts. On a frozen
+/// test clock, so that no stale decision (which arms too) can be what armed them: the delay is
+/// real time.
+#[test]
+fn a_delayed_arming_in_a_session_watches_what_comes_after_it() {
+    let m = Marker::new("files-late-arming");
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir(tmp.path().join(".agent")).unwrap();
+    let ready = tmp.path().join("armed");
+    let clock = MockClock::new();
+    let config = MonitorConfig::default()
+        .idle_timeout(Duration::from_secs(600))
+        .watch_output(false)
+        .files(FileWatchConfig::default().arm_delay(Duration::from_millis(100)));
+    // The write waits for the test's word, given once the arming is long past.
+    let mut c = m.sh(&format!(
+        "while [ ! -e '{ready}' ]; do sleep 0.01; done; echo x > .agent/late.md; \
+         exec sleep 100000",
+        ready = ready.display()
+    ));
+    c.current_dir(tmp.path());
+    let session = Session::builder(c)
+        .config(config)
+        .clock(clock.clone())
+        .spawn()
+        .unwrap();
+    let mut events = session.events();
+    std::thread::sleep(Duration::from_millis(600)); // the 100 ms arming, generously past
+    fs::write(&ready, b"").unwrap(); // outside the watched folder: does not count
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = false;
+    while !seen && Instant::now() < deadline {
+        seen = matches!(
+            events.recv_timeout(Duration::from_millis(100)),
+            Some(stallwatch::Event::Activity {
+                source: ActivitySource::Files
+            })
+        );
+    }
+    session.terminate();
+    let result = session.wait();
+    assert!(seen, "the write after the arming did not count: {result:?}");
+    assert_eq!(result.outcome, Outcome::Terminated { forced: false });
+    assert_no_leak(&m);
+}

@@ -7,7 +7,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
-use stallwatch::{KillLadder, LeftoverPolicy, MonitorConfig, Outcome, Session, Signal};
+use stallwatch::{
+    ChildWatchConfig, ContainmentMode, KillLadder, LeftoverPolicy, MonitorConfig, Outcome, Session,
+    Signal,
+};
 
 /// Far below the sleeper's 1000 s, far above what a loaded machine needs.
 const PROMPT: Duration = Duration::from_secs(15);
@@ -49,6 +52,31 @@ fn background_sleeper_is_ended_and_wait_returns_promptly() {
         "the pipes closed once the sleeper died"
     );
     assert_eq!(out.text(), "hi\n");
+    assert_no_leak(&marker);
+}
+
+/// Adopting orphans (subreaper mode) and holding the process group: when the leader exits, a
+/// sleeper left in its group and one that left it (setsid, its parent gone: adopted) are both
+/// ended; the look that skips the scans (no child but the leader) must not miss them.
+#[test]
+fn adopted_and_group_leftovers_are_ended_when_adopting_orphans() {
+    let marker = Marker::new("leftover_adopted");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let up = dir.path().join("up");
+    let script = escaped_sleeper(&up, "sleep 1000 >/dev/null 2>&1 & echo hi");
+    let session = Session::builder(marker.sh(&script))
+        .config(
+            MonitorConfig::default()
+                .idle_timeout(Duration::from_secs(60))
+                .containment(ContainmentMode::Group)
+                .children(ChildWatchConfig::default().subreaper(true))
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
+        )
+        .spawn()
+        .expect("sh can be spawned");
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    assert!(result.leftovers_killed >= 2, "{result:#?}");
     assert_no_leak(&marker);
 }
 

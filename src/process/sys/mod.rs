@@ -232,6 +232,19 @@ pub(crate) fn reap_child(pid: i32, hang: bool) -> io::Result<Option<std::process
     }
 }
 
+/// Whether child `pid` has exited, without waiting and without reaping it (`waitid(WEXITED |
+/// WNOHANG | WNOWAIT)`). An error (not our child) is `false`.
+pub(crate) fn has_exited_no_reap(pid: i32) -> bool {
+    let Some(p) = Pid::from_raw(pid) else {
+        return false;
+    };
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    matches!(
+        rustix::process::waitid(rustix::process::WaitId::Pid(p), options),
+        Ok(Some(_))
+    )
+}
+
 /// Size stallwatch asks for the child's output pipes.
 pub(crate) const PIPE_SIZE: usize = 1024 * 1024;
 
