@@ -706,17 +706,22 @@ impl Monitor {
             // Adopting orphans, with no child but the leader (and this library's own): every
             // descendant still alive would be a child of this process now, so none is left,
             // in the group or out of it. No sample, no scan.
+            // In a cgroup, `populated 0` says the same in one read: no process is left in it
+            // (the leader is a zombie, no member), and none can have left it.
             let alone = self.tree_gone
-                || (self.processes.cgroup.is_none() && self.processes.leader_alone(self.pid));
+                || match &self.processes.cgroup {
+                    Some(cgroup) => cgroup.populated().is_ok_and(|populated| !populated),
+                    None => self.processes.leader_alone(self.pid),
+                };
             if !alone {
                 self.processes.sample(now); // who is left, now that the leader is gone
             }
-            let members = if let Some(cgroup) = &self.processes.cgroup {
+            let members = if alone {
+                Vec::new() // no scan of every process needed
+            } else if let Some(cgroup) = &self.processes.cgroup {
                 // Every process of the tree, escapees included (the leader is a zombie now,
                 // no member).
                 cgroup.members().unwrap_or_default()
-            } else if alone {
-                Vec::new() // no scan of every process needed
             } else {
                 self.processes
                     .group_members(self.pid, self.pid)

@@ -56,12 +56,37 @@ pub(crate) fn own_dir() -> Result<(PathBuf, String), String> {
     if !cfg!(target_os = "linux") {
         return Err("cgroups are a Linux feature".into());
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let (root, mount) = parse_mountinfo(&mountinfo).ok_or("no cgroup2 file system is mounted")?;
     let own = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
     let own = parse_own_cgroup(&own).ok_or("this process is in no cgroup v2")?;
+    if let Some(dir) = usual_dir(&own) {
+        return Ok((dir, own));
+    }
+    own_dir_from_mountinfo(own)
+}
+
+/// The usual cgroup2 mounts: the whole hierarchy at `/sys/fs/cgroup`, or its hybrid place
+/// `/sys/fs/cgroup/unified`.
+const USUAL_MOUNTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+/// The cgroup `own` in a usual mount ([`USUAL_MOUNTS`], told by its file system's magic
+/// number) whose root is the hierarchy's (or the cgroup namespace's) root, if that folder
+/// exists: a `statfs` or two instead of reading all of `/proc/self/mountinfo`, which the
+/// kernel writes out mount by mount (about a third of a cgroup's set-up here). A mount of a
+/// sub-cgroup (some containers) has no such folder: the mountinfo decides then.
+fn usual_dir(own: &str) -> Option<PathBuf> {
+    let mount = USUAL_MOUNTS
+        .iter()
+        .map(Path::new)
+        .find(|m| sys::is_cgroup2_mount(m))?;
+    dir_of(mount, "/", own).filter(|dir| dir.is_dir())
+}
+
+/// [`own_dir`] by the mount of `/proc/self/mountinfo`, for the own cgroup `own`.
+fn own_dir_from_mountinfo(own: String) -> Result<(PathBuf, String), String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let (root, mount) = parse_mountinfo(&mountinfo).ok_or("no cgroup2 file system is mounted")?;
     let dir = dir_of(&mount, &root, &own).ok_or_else(|| {
         format!(
             "this process's cgroup {own} is outside the cgroup2 mount at {}",
@@ -434,6 +459,26 @@ mod tests {
         );
         assert_eq!(dir_of(mount, "/a", "/ab"), None);
         assert_eq!(dir_of(mount, "/a", "/c"), None);
+    }
+
+    #[test]
+    fn the_usual_mount_gives_the_folder_mountinfo_gives() {
+        let own = parse_own_cgroup(&std::fs::read_to_string("/proc/self/cgroup").unwrap());
+        let Some(own) = own else {
+            return; // no cgroup v2 here: nothing to compare (the next assertion needs one)
+        };
+        let by_mountinfo = own_dir_from_mountinfo(own.clone());
+        match usual_dir(&own) {
+            Some(dir) => assert_eq!(Ok((dir, own)), by_mountinfo),
+            // Not at a usual place: the mountinfo must be what finds it, if anything.
+            None => assert!(
+                !USUAL_MOUNTS
+                    .iter()
+                    .any(|m| sys::is_cgroup2_mount(Path::new(m)))
+                    || by_mountinfo.is_err(),
+                "{by_mountinfo:?}"
+            ),
+        }
     }
 
     #[test]

@@ -245,6 +245,23 @@ pub(crate) fn has_exited_no_reap(pid: i32) -> bool {
     )
 }
 
+/// Whether a cgroup v2 file system is mounted at `path` (its `statfs` magic number,
+/// `CGROUP2_SUPER_MAGIC`). Linux only.
+pub(crate) fn is_cgroup2_mount(path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+        // `f_type` is an i64 here, a u32 or an i32 on other targets.
+        #[allow(clippy::useless_conversion)]
+        rustix::fs::statfs(path).is_ok_and(|fs| i64::from(fs.f_type) == CGROUP2_SUPER_MAGIC)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        false
+    }
+}
+
 /// Size stallwatch asks for the child's output pipes.
 pub(crate) const PIPE_SIZE: usize = 1024 * 1024;
 
