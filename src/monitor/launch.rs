@@ -85,22 +85,11 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         detached,
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    // An unusable log folder is an error now, not lost output later.
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
-    // Made before the spawn, entered by the child before `exec`; dropping it (a failed spawn)
-    // removes it.
+    // Made before the spawn, the program is born in it; dropping it (a failed spawn) removes it.
     let (cgroup, containment) = hold_tree(&config, id)?;
-    let entry = match &cgroup {
-        Some(cgroup) => Some(cgroup.entry().map_err(|e| {
-            SpawnError::new(
-                SpawnErrorKind::Containment,
-                format_args!("cannot open the cgroup {}", cgroup.path().display()),
-                e,
-            )
-        })?),
-        None => None,
-    };
+    let entry = cgroup.as_deref().map(cgroup_entry).transpose()?;
     let (mut pty, combined_pipe, handoff) =
         attach_stdio(&mut command, &config, stdin, pty_size, detached, entry)?;
     let tag = subreaper_tag(&mut command, &config, id);
@@ -109,14 +98,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;
     // Looked at before the spawn: what the child changes counts, what was there does not.
-    let completion_files = if config.completion.files.is_empty() {
-        None
-    } else {
-        Some(FileWatch::start(
-            &config.completion.files,
-            &child_dir(&command)?,
-        ))
-    };
+    let completion_files = completion_files(&command, &config)?;
 
     let (command, mut child) =
         spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut(), handoff)?;
@@ -333,6 +315,17 @@ fn arm_files(
     })
 }
 
+/// The completion files as they are before the spawn, if completion looks at files.
+fn completion_files(command: &Command, config: &MonitorConfig) -> io::Result<Option<FileWatch>> {
+    if config.completion.files.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(FileWatch::start(
+        &config.completion.files,
+        &child_dir(command)?,
+    )))
+}
+
 /// The child's working directory, as an absolute path.
 fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| {
@@ -377,6 +370,18 @@ fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<(Option<Arc<Cgroup>>
             }
         },
     }
+}
+
+/// What the child needs to start inside `cgroup`, or a [`SpawnErrorKind::Containment`] error.
+fn cgroup_entry(cgroup: &Cgroup) -> io::Result<sys::CgroupEntry> {
+    cgroup.entry().map_err(|e| {
+        SpawnError::new(
+            SpawnErrorKind::Containment,
+            format_args!("cannot open the cgroup {}", cgroup.path().display()),
+            e,
+        )
+        .into()
+    })
 }
 
 /// With the parent-death signal asked for, the grandchildren should die with this process
