@@ -163,7 +163,7 @@ impl SessionBuilder {
     /// - in pipe mode the child leads a session of its own without a controlling terminal, so
     ///   opening `/dev/tty` fails at once (ENXIO) even when the caller runs on a terminal (with
     ///   [`pty`](Self::pty) the terminal stays: only the variables apply);
-    /// - the variables of [`NON_INTERACTIVE_ENV`](crate::NON_INTERACTIVE_ENV) are set, except
+    /// - the variables of [`NON_INTERACTIVE_ENV`] are set, except
     ///   those the caller set (or removed) explicitly on the command.
     ///
     /// ```

@@ -326,7 +326,7 @@ impl FileActivityTracker {
     ///
     /// An `io::Error` carrying a [`SpawnError`], as from a session's spawn:
     /// of kind [`Config`](crate::SpawnErrorKind::Config) (`InvalidInput`, a
-    /// [`ConfigError`](crate::ConfigError) inside) for an invalid glob, of kind
+    /// [`ConfigError`] inside) for an invalid glob, of kind
     /// [`Thread`](crate::SpawnErrorKind::Thread) if the tracker thread cannot be started.
     pub fn start(
         config: &FileWatchConfig,
