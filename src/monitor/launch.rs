@@ -73,7 +73,7 @@ pub(crate) struct Launched {
 /// Spawns the child and its threads; returns what the session handle needs.
 pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let Launch {
-        mut command,
+        command,
         config,
         clock,
         stdout: stdout_sink,
@@ -87,29 +87,33 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
-    // Made before the spawn, the program is born in it; dropping it (a failed spawn) removes it.
-    let (cgroup, containment) = hold_tree(&config, id)?;
-    let entry = cgroup.as_deref().map(cgroup_entry).transpose()?;
-    let (mut pty, combined_pipe, handoff) =
-        attach_stdio(&mut command, &config, stdin, pty_size, detached, entry)?;
-    let tag = subreaper_tag(&mut command, &config, id);
     let (board, emitter) = new_board(&clock, &config);
-
     // Armed before the spawn, so the child's first write already counts.
     let files = arm_files(&command, &config, &board)?;
     // Looked at before the spawn: what the child changes counts, what was there does not.
     let completion_files = completion_files(&command, &config)?;
+    let lines = LineSetup::new(&config)?;
 
-    let (command, mut child) =
-        spawn_leader(command, &config, id, tag.as_ref(), pty.as_mut(), handoff)?;
-    let pid = child.id();
-    log::debug!(
-        "session {id}: spawned {:?} as pid {pid}",
-        command.get_program()
+    // Made just before the spawn, the program is born in it; dropping it (a failed spawn)
+    // removes it.
+    let (cgroup, containment, guardian) = hold_tree(&config, id)?;
+    let io = (stdin, pty_size, detached);
+    let spawned = spawn_in(
+        command,
+        &config,
+        id,
+        (cgroup.as_deref(), guardian.as_ref()),
+        io,
     );
-    // The command still holds our copies of the pipes' write ends: close them, or the readers
-    // would never see end-of-file.
-    drop(command);
+    let (mut child, pty, combined_pipe, tag) = match spawned {
+        Ok(spawned) => spawned,
+        Err(e) => {
+            // Nothing to guard: the cgroup goes with its handle.
+            guardian.into_iter().for_each(process::Guardian::release);
+            return Err(e);
+        }
+    };
+    let pid = child.id();
     emitter.lifecycle(Event::Started { pid, pgid: pid });
     let terminal = pty.map(Arc::new);
     let stdin = match &terminal {
@@ -127,8 +131,9 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stdin,
         tag,
         home,
-        lines: LineSetup::new(&config)?,
+        lines,
         completion_files,
+        guardian,
         cgroup,
         containment,
     };
@@ -145,6 +150,46 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stderr_sink,
     );
     hand_over(id, pid, board, child, started)
+}
+
+/// A spawned program: the child, its terminal, the read end of the one combined pipe, and the
+/// subreaper tag it was given.
+type Spawned = (
+    ChildProcess,
+    Option<Pty>,
+    Option<std::io::PipeReader>,
+    Option<Vec<u8>>,
+);
+
+/// Gives the command its stdio (`io`: stdin, the terminal's size, detached) and its start in
+/// the session's cgroup, spawns it, and tells the cgroup's guardian (`held`) its group.
+fn spawn_in(
+    mut command: Command,
+    config: &MonitorConfig,
+    id: u64,
+    held: (Option<&Cgroup>, Option<&process::Guardian>),
+    io: (Stdio, Option<(u16, u16)>, bool),
+) -> io::Result<Spawned> {
+    let ((cgroup, guardian), (stdin, pty_size, detached)) = (held, io);
+    let entry = cgroup.map(cgroup_entry).transpose()?;
+    let (mut pty, combined_pipe, handoff) =
+        attach_stdio(&mut command, config, stdin, pty_size, detached, entry)?;
+    let tag = subreaper_tag(&mut command, config, id);
+    let (command, child) = spawn_leader(command, config, id, tag.as_ref(), pty.as_mut(), handoff)?;
+    let pid = child.id();
+    if let Some(guardian) = guardian
+        && let Err(e) = guardian.lead(pid)
+    {
+        log::warn!("session {id}: the guardian does not know group {pid}: {e}");
+    }
+    log::debug!(
+        "session {id}: spawned {:?} as pid {pid}",
+        command.get_program()
+    );
+    // The command still holds our copies of the pipes' write ends: close them, or the readers
+    // would never see end-of-file.
+    drop(command);
+    Ok((child, pty, combined_pipe, tag))
 }
 
 /// What the spawn needs beside the command: the terminal, the read end of the one combined
@@ -341,36 +386,54 @@ fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
     })
 }
 
-/// The session's cgroup as the configuration asks: `None` for the group (with why not a
-/// cgroup under `Auto`); an error of its own kind when a cgroup was required and cannot be had.
-fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<(Option<Arc<Cgroup>>, Containment)> {
+/// The session's cgroup as the configuration asks, with its guardian (started just before the
+/// cgroup is made): `None` for the group (with why not a cgroup under `Auto`); an error of its
+/// own kind when a cgroup was required and cannot be had.
+fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
     let group = |why_not_cgroup| Containment::Group { why_not_cgroup };
-    match config.containment {
-        ContainmentMode::Group => Ok((None, group(None))),
-        mode => match Cgroup::create(id) {
-            Ok(cgroup) => {
-                let path = cgroup.path().to_owned();
-                log::debug!(
-                    "session {id}: holding the tree in the cgroup {}",
-                    path.display()
-                );
-                Ok((Some(Arc::new(cgroup)), Containment::Cgroup { path }))
+    if config.containment == ContainmentMode::Group {
+        return Ok((None, group(None), None));
+    }
+    // The guardian starts just before the cgroup is made (the program's group is told to it
+    // once it exists): from the cgroup's first moment to its removal, something outside this
+    // process removes it (and ends its members) if this process is killed.
+    let mut guardian = None;
+    match Cgroup::create(id, |path| {
+        guardian = start_guardian(config, id, None, Some(path));
+    }) {
+        Ok(cgroup) => {
+            let path = cgroup.path().to_owned();
+            log::debug!(
+                "session {id}: holding the tree in the cgroup {}",
+                path.display()
+            );
+            Ok((
+                Some(Arc::new(cgroup)),
+                Containment::Cgroup { path },
+                guardian,
+            ))
+        }
+        Err(why) => {
+            guardian.into_iter().for_each(process::Guardian::release);
+            if config.containment == ContainmentMode::Cgroup {
+                return Err(SpawnError::new(
+                    SpawnErrorKind::Containment,
+                    "--containment cgroup: no cgroup can be made for the session (run as root, \
+                     or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes …; or \
+                     use --containment auto)",
+                    io::Error::new(io::ErrorKind::PermissionDenied, why),
+                )
+                .into());
             }
-            Err(why) if mode == ContainmentMode::Cgroup => Err(SpawnError::new(
-                SpawnErrorKind::Containment,
-                "--containment cgroup: no cgroup can be made for the session (run as root, or \
-                 in a delegated cgroup: systemd-run --user --scope -p Delegate=yes …; or use \
-                 --containment auto)",
-                io::Error::new(io::ErrorKind::PermissionDenied, why),
-            )
-            .into()),
-            Err(why) => {
-                log::debug!("session {id}: no cgroup ({why}); holding the process group");
-                Ok((None, group(Some(why))))
-            }
-        },
+            log::debug!("session {id}: no cgroup ({why}); holding the process group");
+            Ok((None, group(Some(why)), None))
+        }
     }
 }
+
+/// How the tree is held: the session's cgroup if it has one, what the result says, and the
+/// guardian started with the cgroup.
+type Held = (Option<Arc<Cgroup>>, Containment, Option<process::Guardian>);
 
 /// What the child needs to start inside `cgroup`, or a [`SpawnErrorKind::Containment`] error.
 fn cgroup_entry(cgroup: &Cgroup) -> io::Result<sys::CgroupEntry> {
@@ -390,12 +453,12 @@ fn cgroup_entry(cgroup: &Cgroup) -> io::Result<sys::CgroupEntry> {
 fn start_guardian(
     config: &MonitorConfig,
     id: u64,
-    pid: u32,
-    cgroup: Option<&Cgroup>,
+    pid: Option<u32>,
+    cgroup: Option<&std::path::Path>,
 ) -> Option<process::Guardian> {
     if cfg!(target_os = "linux") && config.parent_death_signal {
-        process::Guardian::start(pid, cgroup.map(Cgroup::path))
-            .inspect_err(|e| log::warn!("session {id}: no guardian for group {pid}: {e}"))
+        process::Guardian::start(pid, cgroup)
+            .inspect_err(|e| log::warn!("session {id}: no guardian: {e}"))
             .ok()
     } else {
         None
@@ -413,15 +476,19 @@ fn guard_tree(
     id: u64,
     pid: i32,
     processes: &mut OsProcesses,
+    early: Option<process::Guardian>,
 ) -> (Option<process::Guardian>, bool) {
+    if early.is_some() {
+        return (early, false); // in a cgroup: started before the program
+    }
     let gone =
         processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid);
     if gone {
         log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
         return (None, true);
     }
-    let cgroup = processes.cgroup.as_deref();
-    (start_guardian(config, id, pid as u32, cgroup), false)
+    let cgroup = processes.cgroup.as_deref().map(Cgroup::path);
+    (start_guardian(config, id, Some(pid as u32), cgroup), false)
 }
 
 /// Hands the child to the monitor thread, or (if the threads could not start) kills and
@@ -518,6 +585,8 @@ struct Streams {
     home: Option<crate::environment::HomeReport>,
     /// The readers' line watch, if lines need looking at.
     lines: Option<LineSetup>,
+    /// The guardian started before the program (in a cgroup), if any.
+    guardian: Option<process::Guardian>,
     /// The completion files, as they were before the spawn.
     completion_files: Option<FileWatch>,
     /// The session's cgroup, when it has one.
@@ -585,7 +654,8 @@ fn start_threads(
     let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
     processes.hold(pid, streams.cgroup.take());
-    let (guardian, tree_gone) = guard_tree(&config, id, pid, &mut processes);
+    let (guardian, tree_gone) =
+        guard_tree(&config, id, pid, &mut processes, streams.guardian.take());
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
     let monitor = Monitor {

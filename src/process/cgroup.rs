@@ -167,7 +167,10 @@ pub(crate) fn keyed(text: &str, key: &str) -> Option<u64> {
 impl Cgroup {
     /// Creates the cgroup of session `id` under this process's own cgroup, or says why it
     /// cannot be (no cgroup2 mount, no right to create or to move a process there).
-    pub(crate) fn create(id: u64) -> Result<Cgroup, String> {
+    ///
+    /// `before` is called with its path just before the directory is made: the guardian
+    /// starts there, so that no moment of the cgroup's life is unguarded.
+    pub(crate) fn create(id: u64, before: impl FnOnce(&Path)) -> Result<Cgroup, String> {
         let (parent, own) = own_dir()?;
         let name = format!("stallwatch-{}-{id}", std::process::id());
         let path = parent.join(&name);
@@ -178,6 +181,7 @@ impl Cgroup {
                 parent.display()
             )
         })?;
+        before(&path);
         std::fs::create_dir(&path)
             .map_err(|e| format!("cannot create a cgroup in {}: {e}", parent.display()))?;
         let rel = format!("{}/{name}", own.trim_end_matches('/'));

@@ -205,12 +205,18 @@ pub(crate) struct Guardian {
 }
 
 impl Guardian {
-    /// Starts the guardian of process group `pgid` and, when there is one, of `cgroup` (its
+    /// Starts the guardian of process group `pgid` (`None`: told later with [`Guardian::lead`],
+    /// for a guardian started before the program) and, when there is one, of `cgroup` (its
     /// directory).
-    pub(crate) fn start(pgid: u32, cgroup: Option<&std::path::Path>) -> io::Result<Guardian> {
+    pub(crate) fn start(
+        pgid: Option<u32>,
+        cgroup: Option<&std::path::Path>,
+    ) -> io::Result<Guardian> {
         #[cfg(target_os = "linux")]
         {
-            let pgid = i32::try_from(pgid).map_err(|_| io::ErrorKind::InvalidInput)?;
+            let pgid = pgid
+                .map(|pgid| i32::try_from(pgid).map_err(|_| io::ErrorKind::InvalidInput))
+                .transpose()?;
             // Our own child, not an orphan to attribute to a session.
             let gate = orphans::spawn_gate();
             let inner = sys::guardian::fork(pgid, cgroup)?;
@@ -221,6 +227,20 @@ impl Guardian {
         #[cfg(not(target_os = "linux"))]
         {
             let _ = (pgid, cgroup);
+            Err(io::ErrorKind::Unsupported.into())
+        }
+    }
+
+    /// Tells a guardian started without a group the group to end (the program's pid).
+    pub(crate) fn lead(&self, pgid: u32) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            let pgid = i32::try_from(pgid).map_err(|_| io::ErrorKind::InvalidInput)?;
+            self.inner.lead(pgid)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = pgid;
             Err(io::ErrorKind::Unsupported.into())
         }
     }

@@ -193,7 +193,7 @@ mod tests {
     /// A session cgroup for one test (`id` apart from the library's own sessions), or `None`
     /// where this process may not make one — then it must not be root.
     fn cgroup(id: u64) -> Option<Cgroup> {
-        match Cgroup::create(id) {
+        match Cgroup::create(id, |_| {}) {
             Ok(cgroup) => Some(cgroup),
             Err(why) => {
                 assert!(

@@ -28,6 +28,9 @@ use rustix::process::{Pid, Signal};
 
 /// What the supervisor sends when the session ended properly.
 const DONE: &[u8] = b"done";
+/// What the supervisor sends, followed by the group's id (4 bytes, native order), when the
+/// guardian was forked before the program's group existed.
+const GROUP: &[u8] = b"pg";
 /// File descriptors per message of a hand-over.
 const FDS_PER_MESSAGE: usize = 16;
 
@@ -62,12 +65,15 @@ impl CgroupFiles {
     }
 }
 
-/// Forks the guardian of process group `pgid` (and of the session's cgroup `cgroup`, when it
-/// has one): it waits on its socket; when the socket reaches end-of-file (every process holding
-/// the other end, this one, is gone) it SIGKILLs the group, then every member of the cgroup
-/// and removes it; on [`ForkedGuardian::done`] it exits quietly.
-pub(crate) fn fork(pgid: i32, cgroup: Option<&Path>) -> io::Result<ForkedGuardian> {
-    let pgid = Pid::from_raw(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+/// Forks the guardian of process group `pgid` (`None`: told later, [`ForkedGuardian::lead`])
+/// and of the session's cgroup `cgroup`, when it has one: it waits on its socket; when the
+/// socket reaches end-of-file (every process holding the other end, this one, is gone) it
+/// SIGKILLs the group, then every member of the cgroup and removes it; on
+/// [`ForkedGuardian::done`] it exits quietly.
+pub(crate) fn fork(pgid: Option<i32>, cgroup: Option<&Path>) -> io::Result<ForkedGuardian> {
+    let pgid = pgid
+        .map(|pgid| Pid::from_raw(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput)))
+        .transpose()?;
     let cgroup = cgroup.map(CgroupFiles::of).transpose()?;
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
@@ -93,6 +99,15 @@ pub(crate) fn fork(pgid: i32, cgroup: Option<&Path>) -> io::Result<ForkedGuardia
 }
 
 impl ForkedGuardian {
+    /// Tells a guardian forked without a group ([`fork`] with `None`) the group to end.
+    pub(crate) fn lead(&self, pgid: i32) -> io::Result<()> {
+        let mut message = [0u8; 6];
+        message[..2].copy_from_slice(GROUP);
+        message[2..].copy_from_slice(&pgid.to_ne_bytes());
+        rustix::net::send(&self.channel, &message, SendFlags::NOSIGNAL)?;
+        Ok(())
+    }
+
     /// Hands the guardian `fds` (duplicates: the caller may close its own right after), to be
     /// closed when it exits.
     pub(crate) fn hand_over(&self, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
@@ -132,7 +147,8 @@ pub(crate) fn reap(pid: i32) {
 }
 
 /// The guardian's whole life, in the forked child: async-signal-safe calls only.
-fn watch(channel: i32, supervisor: Pid, pgid: Pid, cgroup: Option<&CgroupFiles>) -> ! {
+fn watch(channel: i32, supervisor: Pid, pgid: Option<Pid>, cgroup: Option<&CgroupFiles>) -> ! {
+    let mut pgid = pgid;
     // Its own process group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
     let _ = rustix::process::setpgid(None, None);
     // Named for `ps` and `top` (its command line is the supervisor's).
@@ -183,13 +199,19 @@ fn watch(channel: i32, supervisor: Pid, pgid: Pid, cgroup: Option<&CgroupFiles>)
                 }
                 break false;
             }
+            Ok(message) if message.bytes == 6 && data[..2] == *GROUP => {
+                let id = i32::from_ne_bytes([data[2], data[3], data[4], data[5]]);
+                pgid = Pid::from_raw(id);
+            }
             Ok(_) => holding |= keep(&mut control),
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => break true,
         }
     };
     if signal {
-        let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        if let Some(pgid) = pgid {
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+        }
         if let Some(cgroup) = cgroup {
             end_cgroup(cgroup);
         }
@@ -368,7 +390,7 @@ mod tests {
     #[test]
     fn a_guardian_keeps_what_it_is_handed_and_lets_the_group_be_on_done() {
         let mut group = sleeper();
-        let guardian = fork(group.id() as i32, None).expect("the guardian forks");
+        let guardian = fork(Some(group.id() as i32), None).expect("the guardian forks");
         // Only its socket is open in it (fd 0), whatever this test process holds.
         wait_until("the guardian closed what it inherited", || {
             fd_targets(guardian.pid).len() == 1
@@ -395,9 +417,26 @@ mod tests {
     #[test]
     fn a_guardian_kills_the_group_when_its_socket_closes_without_done() {
         let mut group = sleeper();
-        let guardian = fork(group.id() as i32, None).expect("the guardian forks");
+        let guardian = fork(Some(group.id() as i32), None).expect("the guardian forks");
         let pid = guardian.pid;
         // The supervisor "dies": its end of the socket closes without a word.
+        drop(guardian.channel);
+        let status = group.wait().expect("the sleeper ends");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "{status:?}"
+        );
+        let _ = rustix::process::waitpid(Pid::from_raw(pid), rustix::process::WaitOptions::empty());
+    }
+
+    #[test]
+    fn a_guardian_forked_before_the_group_is_told_it_and_kills_it() {
+        let guardian = fork(None, None).expect("the guardian forks");
+        let pid = guardian.pid;
+        let mut group = sleeper();
+        guardian.lead(group.id() as i32).expect("told");
+        // The supervisor "dies" after telling it: the group is ended.
         drop(guardian.channel);
         let status = group.wait().expect("the sleeper ends");
         assert_eq!(
@@ -465,7 +504,7 @@ mod tests {
         let mut in_group = sleeper();
         let mut elsewhere = sleeper(); // a group of its own: only the cgroup holds it
         std::fs::write(dir.join("cgroup.procs"), elsewhere.id().to_string()).unwrap();
-        let guardian = fork(in_group.id() as i32, Some(&dir)).expect("the guardian forks");
+        let guardian = fork(Some(in_group.id() as i32), Some(&dir)).expect("the guardian forks");
         let pid = guardian.pid;
         drop(guardian.channel);
         let give_up = Instant::now() + Duration::from_secs(20);
