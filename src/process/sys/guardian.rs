@@ -541,4 +541,24 @@ mod tests {
             panic!("the guardian left the cgroup {}", dir.display());
         }
     }
+
+    #[test]
+    fn a_guardian_forked_before_its_cgroup_exists_removes_it_once_made() {
+        // The session's order: the guardian, then the cgroup's folder, then the program. The
+        // supervisor "dies" between the folder and the program: the folder goes.
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("not root: a cgroup cannot be made here; the test needs root");
+            return;
+        }
+        let dir = own_cgroup_dir().join(format!("stallwatch-test-early-{}", std::process::id()));
+        let guardian = fork(None, Some(&dir)).expect("the guardian forks");
+        let pid = guardian.pid;
+        std::fs::create_dir(&dir).expect("a cgroup of our own (root, cgroup2 writable)");
+        drop(guardian.channel);
+        let _ = rustix::process::waitpid(Pid::from_raw(pid), rustix::process::WaitOptions::empty());
+        if dir.exists() {
+            let _ = std::fs::remove_dir(&dir);
+            panic!("the guardian left the cgroup {}", dir.display());
+        }
+    }
 }
