@@ -29,12 +29,17 @@ fn fd_numbers() -> Vec<String> {
     open_fds().into_iter().map(|(fd, _)| fd).collect()
 }
 
-/// Whether a session's descriptors are still open (its monitor thread lets go of its pidfd
-/// and cgroup just after publishing the result).
+/// Whether a session's descriptors are still open: its monitor thread lets go of its pidfd,
+/// its cgroup, its socket-diagnostics socket and the `/proc` files its network probes keep
+/// just after publishing the result, and the guardian's socket closes as its reaper starts.
 fn session_fds_open() -> bool {
-    open_fds()
-        .iter()
-        .any(|(_, target)| target.contains("pidfd") || target.contains("cgroup"))
+    let listing = format!("/proc/{}/fd", std::process::id());
+    open_fds().iter().any(|(_, target)| {
+        target.contains("pidfd")
+            || target.contains("cgroup")
+            || target.starts_with("socket:")
+            || (target.starts_with("/proc/") && *target != listing)
+    })
 }
 
 /// This process's session cgroups still present: `stallwatch-<own pid>-…` anywhere below the
@@ -91,7 +96,14 @@ fn two_hundred_sessions_and_a_failed_spawn_leave_no_cgroup_and_no_descriptor() {
         support::GENEROUS,
         || !session_fds_open()
     ));
-    let fds = fd_numbers();
+    // And the set has settled: the same twice, 50 ms apart.
+    let mut fds = fd_numbers();
+    let settled = support::poll_until(support::GENEROUS, || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = fd_numbers();
+        std::mem::replace(&mut fds, now) == fds
+    });
+    assert!(settled, "the first session's descriptors never settled");
     let root = rustix::process::geteuid().is_root();
     let mut cgroups = 0;
     for i in 0..200 {
