@@ -421,6 +421,11 @@ mod tests {
         let pid = guardian.pid;
         // The supervisor "dies": its end of the socket closes without a word.
         drop(guardian.channel);
+        assert_killed_then_reap(&mut group, pid);
+    }
+
+    /// The sleeper `group` ends by SIGKILL; then the guardian `pid` is reaped.
+    fn assert_killed_then_reap(group: &mut std::process::Child, pid: i32) {
         let status = group.wait().expect("the sleeper ends");
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&status),
@@ -438,13 +443,7 @@ mod tests {
         guardian.lead(group.id() as i32).expect("told");
         // The supervisor "dies" after telling it: the group is ended.
         drop(guardian.channel);
-        let status = group.wait().expect("the sleeper ends");
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(9),
-            "{status:?}"
-        );
-        let _ = rustix::process::waitpid(Pid::from_raw(pid), rustix::process::WaitOptions::empty());
+        assert_killed_then_reap(&mut group, pid);
     }
 
     #[test]
