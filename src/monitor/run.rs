@@ -630,13 +630,9 @@ impl Monitor {
             None => return Ok(Some(rule.next_look(last))),
             Some(crate::input_wait::Found::Notice(wait)) => {
                 log::info!(
-                    "session {}: pid {} waits on input for {} ({} (pid {}) reads {})",
+                    "session {}: {}",
                     self.id,
-                    self.pid,
-                    HumanDuration(wait.waited),
-                    wait.name,
-                    wait.pid,
-                    wait.target
+                    input_wait_line(self.pid, &wait, false)
                 );
                 let next = rule.next_look(last);
                 self.emitter.lifecycle(Event::InputWait(wait));
@@ -646,13 +642,9 @@ impl Monitor {
             Some(crate::input_wait::Found::End(wait)) => wait,
         };
         log::info!(
-            "session {}: pid {} waited {} on input ({} (pid {}) reads {}); ending it",
+            "session {}: {}",
             self.id,
-            self.pid,
-            HumanDuration(wait.waited),
-            wait.name,
-            wait.pid,
-            wait.target
+            input_wait_line(self.pid, &wait, true)
         );
         if !noticed {
             // Once per episode: not again when the notice gave it already.
@@ -931,5 +923,16 @@ impl Monitor {
             oom_kills: self.memory.1,
             network_unavailable: self.network_unavailable.clone(),
         }
+    }
+}
+
+/// The log line of an input wait of the tree of `pid`: noticed, or `ending` it.
+fn input_wait_line(pid: i32, wait: &crate::input_wait::InputWait, ending: bool) -> String {
+    let what = format!("{} (pid {}) reads {}", wait.name, wait.pid, wait.target);
+    let waited = HumanDuration(wait.waited);
+    if ending {
+        format!("pid {pid} waited {waited} on input ({what}); ending it")
+    } else {
+        format!("pid {pid} waits on input for {waited} ({what})")
     }
 }
