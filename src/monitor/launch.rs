@@ -96,15 +96,14 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
 
     // Made just before the spawn, the program is born in it; dropping it (a failed spawn)
     // removes it.
-    let (cgroup, containment, guardian) = hold_tree(&config, id)?;
+    let Held {
+        cgroup,
+        containment,
+        guardian,
+        entry,
+    } = hold_tree(&config, id)?;
     let io = (stdin, pty_size, detached);
-    let spawned = spawn_in(
-        command,
-        &config,
-        id,
-        (cgroup.as_deref(), guardian.as_ref()),
-        io,
-    );
+    let spawned = spawn_in(command, &config, id, (entry, guardian.as_ref()), io);
     let (mut child, pty, combined_pipe, tag) = match spawned {
         Ok(spawned) => spawned,
         Err(e) => {
@@ -162,16 +161,16 @@ type Spawned = (
 );
 
 /// Gives the command its stdio (`io`: stdin, the terminal's size, detached) and its start in
-/// the session's cgroup, spawns it, and tells the cgroup's guardian (`held`) its group.
+/// the session's cgroup (`held`: its entry), spawns it, and tells the cgroup's guardian its
+/// group.
 fn spawn_in(
     mut command: Command,
     config: &MonitorConfig,
     id: u64,
-    held: (Option<&Cgroup>, Option<&process::Guardian>),
+    held: (Option<sys::CgroupEntry>, Option<&process::Guardian>),
     io: (Stdio, Option<(u16, u16)>, bool),
 ) -> io::Result<Spawned> {
-    let ((cgroup, guardian), (stdin, pty_size, detached)) = (held, io);
-    let entry = cgroup.map(cgroup_entry).transpose()?;
+    let ((entry, guardian), (stdin, pty_size, detached)) = (held, io);
     let (mut pty, combined_pipe, handoff) =
         attach_stdio(&mut command, config, stdin, pty_size, detached, entry)?;
     let tag = subreaper_tag(&mut command, config, id);
@@ -390,9 +389,14 @@ fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
 /// cgroup is made): `None` for the group (with why not a cgroup under `Auto`); an error of its
 /// own kind when a cgroup was required and cannot be had.
 fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
-    let group = |why_not_cgroup| Containment::Group { why_not_cgroup };
+    let group = |why_not_cgroup| Held {
+        cgroup: None,
+        containment: Containment::Group { why_not_cgroup },
+        guardian: None,
+        entry: None,
+    };
     if config.containment == ContainmentMode::Group {
-        return Ok((None, group(None), None));
+        return Ok(group(None));
     }
     // The guardian starts just before the cgroup is made (the program's group is told to it
     // once it exists): from the cgroup's first moment to its removal, something outside this
@@ -401,17 +405,18 @@ fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
     match Cgroup::create(id, |path| {
         guardian = start_guardian(config, id, None, Some(path));
     }) {
-        Ok(cgroup) => {
+        Ok((cgroup, entry)) => {
             let path = cgroup.path().to_owned();
             log::debug!(
                 "session {id}: holding the tree in the cgroup {}",
                 path.display()
             );
-            Ok((
-                Some(Arc::new(cgroup)),
-                Containment::Cgroup { path },
+            Ok(Held {
+                cgroup: Some(Arc::new(cgroup)),
+                containment: Containment::Cgroup { path },
                 guardian,
-            ))
+                entry: Some(entry),
+            })
         }
         Err(why) => {
             guardian.into_iter().for_each(process::Guardian::release);
@@ -426,25 +431,21 @@ fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
                 .into());
             }
             log::debug!("session {id}: no cgroup ({why}); holding the process group");
-            Ok((None, group(Some(why)), None))
+            Ok(group(Some(why)))
         }
     }
 }
 
-/// How the tree is held: the session's cgroup if it has one, what the result says, and the
-/// guardian started with the cgroup.
-type Held = (Option<Arc<Cgroup>>, Containment, Option<process::Guardian>);
-
-/// What the child needs to start inside `cgroup`, or a [`SpawnErrorKind::Containment`] error.
-fn cgroup_entry(cgroup: &Cgroup) -> io::Result<sys::CgroupEntry> {
-    cgroup.entry().map_err(|e| {
-        SpawnError::new(
-            SpawnErrorKind::Containment,
-            format_args!("cannot open the cgroup {}", cgroup.path().display()),
-            e,
-        )
-        .into()
-    })
+/// How the tree is held.
+struct Held {
+    /// The session's cgroup, if it has one.
+    cgroup: Option<Arc<Cgroup>>,
+    /// What the result says.
+    containment: Containment,
+    /// The guardian started with the cgroup.
+    guardian: Option<process::Guardian>,
+    /// What the child needs to start inside the cgroup.
+    entry: Option<sys::CgroupEntry>,
 }
 
 /// With the parent-death signal asked for, the grandchildren should die with this process

@@ -170,7 +170,13 @@ impl Cgroup {
     ///
     /// `before` is called with its path just before the directory is made: the guardian
     /// starts there, so that no moment of the cgroup's life is unguarded.
-    pub(crate) fn create(id: u64, before: impl FnOnce(&Path)) -> Result<Cgroup, String> {
+    ///
+    /// Returns it with what the child needs to start inside it ([`Cgroup::entry`]), opened
+    /// here: a cgroup that cannot be entered is no cgroup (under `auto`, the group then).
+    pub(crate) fn create(
+        id: u64,
+        before: impl FnOnce(&Path),
+    ) -> Result<(Cgroup, sys::CgroupEntry), String> {
         let (parent, own) = own_dir()?;
         let name = format!("stallwatch-{}-{id}", std::process::id());
         let path = parent.join(&name);
@@ -191,15 +197,17 @@ impl Cgroup {
             rel,
             removed: AtomicBool::new(false),
         };
+        // Dropping it (an error) removes the empty directory.
         #[cfg(target_os = "linux")]
-        if let Err(e) = cgroup.entry() {
-            // Dropping it removes the empty directory.
-            return Err(format!(
+        let entry = cgroup.entry().map_err(|e| {
+            format!(
                 "cannot write to {}: {e}",
                 cgroup.path.join("cgroup.procs").display()
-            ));
-        }
-        Ok(cgroup)
+            )
+        })?;
+        #[cfg(not(target_os = "linux"))]
+        let entry: sys::CgroupEntry = return Err("cgroups are a Linux feature".into());
+        Ok((cgroup, entry))
     }
 
     /// Its directory.

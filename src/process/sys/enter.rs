@@ -194,7 +194,7 @@ mod tests {
     /// where this process may not make one — then it must not be root.
     fn cgroup(id: u64) -> Option<Cgroup> {
         match Cgroup::create(id, |_| {}) {
-            Ok(cgroup) => Some(cgroup),
+            Ok((cgroup, _)) => Some(cgroup),
             Err(why) => {
                 assert!(
                     !rustix::process::geteuid().is_root(),

@@ -879,13 +879,7 @@ pub(crate) fn process_group_of(pid: i32) -> Option<i32> {
 
 /// Reaps child `pid` if it is a zombie, without waiting; returns whether it did.
 pub(crate) fn reap_if_exited(pid: i32) -> bool {
-    let Some(p) = Pid::from_raw(pid) else {
-        return false;
-    };
-    matches!(
-        rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG),
-        Ok(Some(_))
-    )
+    matches!(reap_child(pid, false), Ok(Some(_)))
 }
 
 /// Live (not zombie) members of process group `pgid`, other than `except`. `None` where the
