@@ -272,13 +272,16 @@ impl Monitor {
         self.tap.flush_output(now, true, &self.emitter);
         self.shared.stdin.lock().take(); // nobody reads it any more
         self.let_go_of_cgroup();
-        if let Some(guardian) = self.guardian.take() {
-            guardian.release();
-        }
+        // Told before the result is out (whoever waits for it may end this process at once,
+        // and a guardian that sees its socket close without it ends the group); reaped on
+        // this thread after, so that no one waits for the guardian's exit, and no thread is
+        // started for it.
+        let guardian = self.guardian.take().map(process::Guardian::dismiss);
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);
         done.publish(result);
+        guardian.into_iter().for_each(process::Dismissed::reap);
     }
 
     fn handle(&mut self, msg: Control) {

@@ -272,18 +272,44 @@ impl Guardian {
     /// The session ended properly: the guardian exits without signalling. It is reaped on a
     /// short-lived thread of its own, so that the session's end never waits for it.
     pub(crate) fn release(self) {
+        let dismissed = self.dismiss();
+        let reaper = std::thread::Builder::new()
+            .name("stallwatch-guardian".into())
+            .spawn(move || dismissed.reap());
+        if let Err(e) = reaper {
+            log::debug!("cannot start a thread to reap the guardian ({e}); it stays a zombie");
+        }
+    }
+
+    /// The session ended properly: tells the guardian to exit without signalling. The caller
+    /// reaps it ([`Dismissed::reap`]) once nothing waits on it any more: a guardian that holds
+    /// handed-over descriptors exits only when this process is gone, or 100 ms later.
+    pub(crate) fn dismiss(self) -> Dismissed {
         #[cfg(target_os = "linux")]
         {
-            let pid = self.inner.done();
-            let reaper = std::thread::Builder::new()
-                .name("stallwatch-guardian".into())
-                .spawn(move || {
-                    sys::guardian::reap(pid);
-                    orphans::reaped(pid);
-                });
-            if let Err(e) = reaper {
-                log::debug!("cannot start a thread to reap the guardian ({e}); it stays a zombie");
+            Dismissed {
+                pid: self.inner.done(),
             }
+        }
+        #[cfg(not(target_os = "linux"))]
+        Dismissed {}
+    }
+}
+
+/// A guardian told to exit, not yet reaped.
+#[derive(Debug)]
+pub(crate) struct Dismissed {
+    #[cfg(target_os = "linux")]
+    pid: i32,
+}
+
+impl Dismissed {
+    /// Waits for the guardian to exit and reaps it.
+    pub(crate) fn reap(self) {
+        #[cfg(target_os = "linux")]
+        {
+            sys::guardian::reap(self.pid);
+            orphans::reaped(self.pid);
         }
     }
 }

@@ -232,6 +232,18 @@ pub(crate) fn reap_child(pid: i32, hang: bool) -> io::Result<Option<std::process
     }
 }
 
+/// Whether the calling thread is the process's main thread: the thread that lives as long as
+/// the process (Rust's `main` returning ends the process), so that a child it forks with the
+/// parent-death signal gets it when the process dies, as from the spawner thread.
+pub(crate) fn on_main_thread() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::thread::gettid() == rustix::process::getpid()
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
 /// Whether child `pid` has exited, without waiting and without reaping it (`waitid(WEXITED |
 /// WNOHANG | WNOWAIT)`). An error (not our child) is `false`.
 pub(crate) fn has_exited_no_reap(pid: i32) -> bool {
