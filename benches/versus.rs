@@ -25,7 +25,7 @@
 //! Run: `cargo bench --bench versus` (one paired group: `cargo bench --bench versus --
 //! versus_terminal_paired`). A before/after of the start and exit, in the same rounds:
 //! `VERSUS_BEFORE=/path/to/older/stallwatch cargo bench --bench versus --
-//! versus_start_exit_paired` (rows `…_group_before`).
+//! versus_start_exit_paired` (rows `…_before` and `…_group_before`).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -491,14 +491,21 @@ fn start_exit_paired() {
         wall_and_cpu("timeout", &["1h", "true"]);
     }
     let before = stallwatch_before();
-    let [mut cgroup, mut group, mut timeout, mut earlier]: [StartExitSide; 4] = Default::default();
+    let [
+        mut cgroup,
+        mut group,
+        mut timeout,
+        mut earlier,
+        mut earlier_group,
+    ]: [StartExitSide; 5] = Default::default();
     for round in 0..START_ROUNDS {
         let mut one = |first: bool| {
             if first {
                 cgroup.round(&sw, ours);
                 group.round(&sw, ours_group);
                 if let Some(before) = &before {
-                    earlier.round(before, ours_group);
+                    earlier.round(before, ours);
+                    earlier_group.round(before, ours_group);
                 }
             } else {
                 timeout.round("timeout", theirs);
@@ -531,36 +538,22 @@ fn start_exit_paired() {
         &timeout.later,
     );
     if before.is_some() {
-        report_before(GROUP, &earlier, &timeout);
+        report_before(GROUP, "", &earlier, &timeout);
+        report_before(GROUP, "_group", &earlier_group, &timeout);
     }
 }
 
-/// The rows of the build measured before (`VERSUS_BEFORE`), in group mode.
-fn report_before(group: &str, earlier: &StartExitSide, timeout: &StartExitSide) {
-    report_ratio(
-        group,
-        "wall_group_before",
-        &earlier.wall,
-        &timeout.wall,
-        "<= 1.5",
-    );
-    report_ratio(
-        group,
-        "cpu_group_before",
-        &earlier.cpu,
-        &timeout.cpu,
-        "<= 2",
-    );
+/// The rows of the build measured before (`VERSUS_BEFORE`), in one mode (`mode`: `""` for the
+/// default, `"_group"`).
+fn report_before(group: &str, mode: &str, earlier: &StartExitSide, timeout: &StartExitSide) {
+    let row = |what: &str| format!("{what}{mode}_before");
+    report_ratio(group, &row("wall"), &earlier.wall, &timeout.wall, "<= 1.5");
+    report_ratio(group, &row("cpu"), &earlier.cpu, &timeout.cpu, "<= 2");
     let (now, later) = (&earlier.now, &earlier.later);
+    report_latency(group, &row("exit_latency_at_once"), now, &timeout.now);
     report_latency(
         group,
-        "exit_latency_at_once_group_before",
-        now,
-        &timeout.now,
-    );
-    report_latency(
-        group,
-        "exit_latency_after_200ms_group_before",
+        &row("exit_latency_after_200ms"),
         later,
         &timeout.later,
     );
