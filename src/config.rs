@@ -615,7 +615,8 @@ pub struct MonitorConfig {
     pub capture: CaptureConfig,
     /// The event stream.
     pub events: EventConfig,
-    /// Linux: the child gets SIGKILL if the supervising process dies. Default on.
+    /// Linux: the child gets SIGKILL if the supervising process dies (its parent-death signal,
+    /// or in a cgroup the guardian, which ends every member). Default on.
     pub parent_death_signal: bool,
     /// How to recognise that the work is done (nothing by default).
     pub completion: crate::completion::CompletionConfig,

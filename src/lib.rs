@@ -261,8 +261,11 @@
 //!
 //! - **Spawn.** The child is the leader of a new process group, stdout and stderr piped, stdin
 //!   null unless chosen. On Linux it gets SIGKILL if the supervising process dies
-//!   (`PR_SET_PDEATHSIG`, set from one long-lived spawner thread, because Linux ties that signal
-//!   to the thread that forked, with a `getppid` re-check against a parent that died first).
+//!   (`PR_SET_PDEATHSIG`, with a `getppid` re-check against a parent that died first). Linux
+//!   ties that signal to the thread that forked, so the child is forked from the main thread
+//!   (whose end is the process's) or from one long-lived spawner thread. In a cgroup, the
+//!   guardian below exists before the cgroup does and ends every member if the supervisor
+//!   dies: the program needs no signal of its own there, and is forked from the caller's thread.
 //!   That signal reaches only the direct child, so a guardian (a fork of the supervisor that
 //!   runs no program, in a process group of its own, every inherited descriptor closed but a
 //!   socket only the supervisor holds the other end of) SIGKILLs the whole group when the
