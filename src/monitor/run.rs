@@ -844,11 +844,15 @@ impl Monitor {
             }
             // The guardian keeps the inotify instances open until it exits: their teardown
             // (8–11 ms in the kernel) is then not on the way out of this process, and the
-            // tracker can be dropped here at once.
-            if self
-                .guardian
-                .as_ref()
-                .is_some_and(process::Guardian::take_inotify)
+            // tracker can be dropped here at once. Only while no other session runs: `notify`
+            // does not show which instance is this tracker's, so all are handed over, and a
+            // process with many sessions (`serve`) would list and hand over all of theirs at
+            // every end, to no purpose (it is not about to exit).
+            if !process::orphans::others_running(self.id)
+                && self
+                    .guardian
+                    .as_ref()
+                    .is_some_and(process::Guardian::take_inotify)
             {
                 return;
             }

@@ -252,8 +252,12 @@ impl Guardian {
     pub(crate) fn take_inotify(&self) -> bool {
         #[cfg(target_os = "linux")]
         {
-            let fds = sys::own_inotify_fds();
-            let borrowed: Vec<_> = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
+            let duplicates = sys::own_inotify_fds();
+            let borrowed: Vec<_> = duplicates
+                .fds
+                .iter()
+                .map(std::os::fd::AsFd::as_fd)
+                .collect();
             if borrowed.is_empty() {
                 return false;
             }

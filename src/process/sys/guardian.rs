@@ -451,7 +451,7 @@ mod tests {
         let instance =
             rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::CLOEXEC).unwrap();
         let inode = rustix::fs::fstat(&instance).unwrap().st_ino;
-        let found = super::super::own_inotify_fds();
+        let found = super::super::own_inotify_fds().fds;
         assert!(
             found
                 .iter()
@@ -465,6 +465,35 @@ mod tests {
                 "a duplicate, not the original"
             );
         }
+    }
+
+    /// Sessions ending at once (a `serve`) duplicate the instances at once: each duplicates
+    /// the instances, not the others' duplicates (that grew to the descriptor limit).
+    #[test]
+    fn concurrent_callers_duplicate_the_inotify_instances_not_each_others_duplicates() {
+        let instances: Vec<_> = (0..10)
+            .map(|_| rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::CLOEXEC).unwrap())
+            .collect();
+        let most = std::thread::scope(|scope| {
+            let callers: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        (0..30)
+                            .map(|_| super::super::own_inotify_fds().fds.len())
+                            .max()
+                            .unwrap_or(0)
+                    })
+                })
+                .collect();
+            callers.into_iter().map(|c| c.join().unwrap()).max()
+        });
+        // This test's ten, and those other tests of this process hold at the moment.
+        let most = most.unwrap_or(0);
+        assert!(
+            (10..100).contains(&most),
+            "{most} duplicates of ten instances"
+        );
+        drop(instances);
     }
 
     /// This process's cgroup v2 directory, from `/proc/self/mountinfo` and `/proc/self/cgroup`.

@@ -1042,30 +1042,42 @@ mod tests {
 /// taken with `pidfd_getfd` on this very process, by its number in `/proc/self/fd`, and kept
 /// only if the duplicate is an inotify instance (a number closed and reused in between is
 /// left alone). Empty where the kernel lacks pidfds (before 5.6).
+///
+/// One caller at a time, until it drops the duplicates: another's duplicates, listed while
+/// they exist, would be duplicated again, and with many sessions ending at once (`serve`)
+/// that grew to the descriptor limit.
 #[cfg(target_os = "linux")]
-pub(crate) fn own_inotify_fds() -> Vec<std::os::fd::OwnedFd> {
+pub(crate) fn own_inotify_fds() -> InotifyDuplicates {
     const INOTIFY: &str = "anon_inode:inotify";
     let is_inotify =
         |link: &Path| std::fs::read_link(link).is_ok_and(|target| target.as_os_str() == INOTIFY);
+    let held = INOTIFY_DUPLICATES.lock();
+    let none = |held| InotifyDuplicates {
+        fds: Vec::new(),
+        _held: held,
+    };
     let Ok(own) = rustix::process::pidfd_open(
         rustix::process::getpid(),
         rustix::process::PidfdFlags::empty(),
     ) else {
-        return Vec::new();
+        return none(held);
     };
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
+        return none(held);
     };
+    // The whole listing first: a duplicate made while it is read could be listed (and so
+    // duplicated) in turn, up to the descriptor limit, when the listing takes more than one
+    // `getdents` (about 1,300 descriptors) or another thread duplicates at the same time.
+    let numbers: Vec<(i32, std::path::PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let number = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            Some((number, entry.path()))
+        })
+        .collect();
     let mut fds = Vec::new();
-    for entry in entries.flatten() {
-        let Some(number) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if !is_inotify(&entry.path()) {
+    for (number, path) in numbers {
+        if !is_inotify(&path) {
             continue;
         }
         let flags = rustix::process::PidfdGetfdFlags::empty();
@@ -1076,5 +1088,18 @@ pub(crate) fn own_inotify_fds() -> Vec<std::os::fd::OwnedFd> {
             }
         }
     }
-    fds
+    InotifyDuplicates { fds, _held: held }
+}
+
+/// Whoever holds this makes and holds inotify duplicates ([`own_inotify_fds`]).
+#[cfg(target_os = "linux")]
+static INOTIFY_DUPLICATES: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// Duplicates of this process's inotify instances; no other caller makes any until they are
+/// dropped.
+#[cfg(target_os = "linux")]
+pub(crate) struct InotifyDuplicates {
+    /// The duplicates.
+    pub(crate) fds: Vec<std::os::fd::OwnedFd>,
+    _held: parking_lot::MutexGuard<'static, ()>,
 }
