@@ -704,6 +704,7 @@ fn start_threads(
         guardian,
         tree_gone,
         files,
+        handed_files: None,
         network,
         network_unavailable,
         unwatched: Vec::new(),

@@ -186,6 +186,9 @@ pub(super) struct Monitor {
     /// Stamps the board from its own thread; stopped when the monitor ends.
     /// The file tracker while the program runs; let go of when the drain starts.
     pub(super) files: Option<FileActivityTracker>,
+    /// The tracker let go of whose inotify instances the guardian holds: dropped (its
+    /// threads stopped and joined, 0.2 ms) with the monitor, after the result is out.
+    pub(super) handed_files: Option<FileActivityTracker>,
     /// The network source (on, and able to observe).
     pub(super) network: Option<NetworkObserver>,
     /// Why the network source is on but cannot observe anything.
@@ -844,7 +847,9 @@ impl Monitor {
             }
             // The guardian keeps the inotify instances open until it exits: their teardown
             // (8–11 ms in the kernel) is then not on the way out of this process, and the
-            // tracker can be dropped here at once. Only while no other session runs: `notify`
+            // tracker can be dropped with the monitor, after the result (whoever waits for it
+            // may end this process before the drop is done: the guardian still holds the
+            // instances). Only while no other session runs: `notify`
             // does not show which instance is this tracker's, so all are handed over, and a
             // process with many sessions (`serve`) would list and hand over all of theirs at
             // every end, to no purpose (it is not about to exit).
@@ -852,8 +857,9 @@ impl Monitor {
                 && self
                     .guardian
                     .as_ref()
-                    .is_some_and(process::Guardian::take_inotify)
+                    .is_some_and(|guardian| guardian.take_inotify(&files.inotify_numbers()))
             {
+                self.handed_files = Some(files);
                 return;
             }
             let dropped = std::thread::Builder::new()

@@ -245,14 +245,15 @@ impl Guardian {
         }
     }
 
-    /// Hands the guardian the file tracker's inotify instances (duplicates), before the
+    /// Hands the guardian the file tracker's inotify instances (duplicates of descriptors
+    /// `known`, or of every inotify instance of this process when none are), before the
     /// tracker is dropped: the kernel's teardown of an instance (8–11 ms) then happens when
     /// the guardian exits, not on the way out of the supervisor. Best effort: returns whether
     /// the guardian has them.
-    pub(crate) fn take_inotify(&self) -> bool {
+    pub(crate) fn take_inotify(&self, known: &[i32]) -> bool {
         #[cfg(target_os = "linux")]
         {
-            let duplicates = sys::own_inotify_fds();
+            let duplicates = sys::own_inotify_fds((!known.is_empty()).then_some(known));
             let borrowed: Vec<_> = duplicates
                 .fds
                 .iter()
@@ -270,7 +271,10 @@ impl Guardian {
             }
         }
         #[cfg(not(target_os = "linux"))]
-        false
+        {
+            let _ = known;
+            false
+        }
     }
 
     /// The session ended properly: the guardian exits without signalling. It is reaped on a

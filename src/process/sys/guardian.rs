@@ -451,7 +451,7 @@ mod tests {
         let instance =
             rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::CLOEXEC).unwrap();
         let inode = rustix::fs::fstat(&instance).unwrap().st_ino;
-        let found = super::super::own_inotify_fds().fds;
+        let found = super::super::own_inotify_fds(None).fds;
         assert!(
             found
                 .iter()
@@ -479,7 +479,7 @@ mod tests {
                 .map(|_| {
                     scope.spawn(|| {
                         (0..30)
-                            .map(|_| super::super::own_inotify_fds().fds.len())
+                            .map(|_| super::super::own_inotify_fds(None).fds.len())
                             .max()
                             .unwrap_or(0)
                     })

@@ -1037,53 +1037,66 @@ mod tests {
     }
 }
 
-/// Duplicates of this process's inotify instances (the file tracker's: `notify` does not show
-/// its descriptor), for the guardian to hold (`guardian::ForkedGuardian::hand_over`). Each is
-/// taken with `pidfd_getfd` on this very process, by its number in `/proc/self/fd`, and kept
-/// only if the duplicate is an inotify instance (a number closed and reused in between is
-/// left alone). Empty where the kernel lacks pidfds (before 5.6).
+/// What `/proc/self/fd/N` links to for an inotify instance.
+#[cfg(target_os = "linux")]
+const INOTIFY_LINK: &str = "anon_inode:inotify";
+
+/// Whether descriptor `number` of this process is an inotify instance.
+#[cfg(target_os = "linux")]
+fn is_inotify(number: i32) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{number}"))
+        .is_ok_and(|target| target.as_os_str() == INOTIFY_LINK)
+}
+
+/// The numbers of this process's inotify descriptors (the file tracker's, once its watcher is
+/// made: `notify` does not show its descriptor).
+#[cfg(target_os = "linux")]
+pub(crate) fn inotify_numbers() -> Vec<i32> {
+    let _held = INOTIFY_DUPLICATES.lock(); // no one else's duplicates among them
+    list_inotify()
+}
+
+/// [`inotify_numbers`], the caller holding [`INOTIFY_DUPLICATES`].
+#[cfg(target_os = "linux")]
+fn list_inotify() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    // The whole listing first: a duplicate made while it is read could be listed (and so
+    // duplicated) in turn.
+    let numbers: Vec<i32> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect();
+    numbers.into_iter().filter(|&n| is_inotify(n)).collect()
+}
+
+/// Duplicates of this process's inotify instances, for the guardian to hold
+/// (`guardian::ForkedGuardian::hand_over`): of descriptors `known` (the file tracker's
+/// [`inotify_numbers`], taken when its watcher was made), or of every one found now. Each is
+/// taken with `pidfd_getfd` on this very process and kept only if the duplicate is an inotify
+/// instance (a number closed and reused in between is left alone). Empty where the kernel
+/// lacks pidfds (before 5.6).
 ///
 /// One caller at a time, until it drops the duplicates: another's duplicates, listed while
 /// they exist, would be duplicated again, and with many sessions ending at once (`serve`)
 /// that grew to the descriptor limit.
 #[cfg(target_os = "linux")]
-pub(crate) fn own_inotify_fds() -> InotifyDuplicates {
-    const INOTIFY: &str = "anon_inode:inotify";
-    let is_inotify =
-        |link: &Path| std::fs::read_link(link).is_ok_and(|target| target.as_os_str() == INOTIFY);
+pub(crate) fn own_inotify_fds(known: Option<&[i32]>) -> InotifyDuplicates {
     let held = INOTIFY_DUPLICATES.lock();
-    let none = |held| InotifyDuplicates {
-        fds: Vec::new(),
-        _held: held,
-    };
-    let Ok(own) = rustix::process::pidfd_open(
-        rustix::process::getpid(),
-        rustix::process::PidfdFlags::empty(),
-    ) else {
-        return none(held);
-    };
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return none(held);
-    };
-    // The whole listing first: a duplicate made while it is read could be listed (and so
-    // duplicated) in turn, up to the descriptor limit, when the listing takes more than one
-    // `getdents` (about 1,300 descriptors) or another thread duplicates at the same time.
-    let numbers: Vec<(i32, std::path::PathBuf)> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let number = entry.file_name().to_str()?.parse::<i32>().ok()?;
-            Some((number, entry.path()))
-        })
-        .collect();
+    let numbers = known.map_or_else(list_inotify, <[i32]>::to_vec);
     let mut fds = Vec::new();
-    for (number, path) in numbers {
-        if !is_inotify(&path) {
-            continue;
-        }
-        let flags = rustix::process::PidfdGetfdFlags::empty();
-        if let Ok(dup) = rustix::process::pidfd_getfd(&own, number, flags) {
-            let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dup));
-            if is_inotify(Path::new(&path)) {
+    if !numbers.is_empty()
+        && let Ok(own) = rustix::process::pidfd_open(
+            rustix::process::getpid(),
+            rustix::process::PidfdFlags::empty(),
+        )
+    {
+        for number in numbers {
+            let flags = rustix::process::PidfdGetfdFlags::empty();
+            if let Ok(dup) = rustix::process::pidfd_getfd(&own, number, flags)
+                && is_inotify(std::os::fd::AsRawFd::as_raw_fd(&dup))
+            {
                 fds.push(dup);
             }
         }
