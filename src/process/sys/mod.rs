@@ -4,8 +4,9 @@
 //! door, `src/cli/sys.rs`.
 //! Every `unsafe` block of the crate is here, allowed one by one under the crate's
 //! `#![deny(unsafe_code)]`: the `pre_exec` hooks (the leader's group or session and the
-//! parent-death signal of [`configure`]; the birth in the session's cgroup by `clone3`, in
-//! [`enter`]), and the guardian's fork with the few libc calls of the forked child
+//! parent-death signal of [`configure`]; the birth in the session's cgroup by `clone3`, on
+//! x86-64 sharing the forked process's memory in a few lines of assembly, in [`enter`]), and
+//! the guardian's fork with the few libc calls of the forked child
 //! ([`guardian`]; rustix has no `fork`, no `clone3` and no `_exit`).
 
 #[cfg(target_os = "linux")]
