@@ -173,7 +173,7 @@ fn spawn_in(
     let ((entry, guardian), (stdin, pty_size, detached)) = (held, io);
     // A guardian that exists before the cgroup is made ends every member of it if this
     // process dies: the program needs no parent-death signal of its own, and so no fork from
-    // the long-lived spawner thread (whose start and hand-offs cost 0.3–0.6 ms).
+    // the long-lived spawner thread (a thread start, and two hand-offs at every spawn).
     let parent_death = config.parent_death_signal && guardian.is_none();
     let (mut pty, combined_pipe, handoff) = attach_stdio(
         &mut command,

@@ -849,10 +849,10 @@ impl Monitor {
             // (8–11 ms in the kernel) is then not on the way out of this process, and the
             // tracker can be dropped with the monitor, after the result (whoever waits for it
             // may end this process before the drop is done: the guardian still holds the
-            // instances). Only while no other session runs: `notify`
-            // does not show which instance is this tracker's, so all are handed over, and a
-            // process with many sessions (`serve`) would list and hand over all of theirs at
-            // every end, to no purpose (it is not about to exit).
+            // instances). Only while no other session runs: `notify` does not show which
+            // instance is this tracker's, so every one open when its watcher was made is
+            // handed over, and a process with many sessions (`serve`) would hand over the
+            // others' at every end, to no purpose (it is not about to exit).
             if !process::orphans::others_running(self.id)
                 && self
                     .guardian

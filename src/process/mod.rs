@@ -246,14 +246,14 @@ impl Guardian {
     }
 
     /// Hands the guardian the file tracker's inotify instances (duplicates of descriptors
-    /// `known`, or of every inotify instance of this process when none are), before the
+    /// `known`: the file tracker's `inotify_numbers`), before the
     /// tracker is dropped: the kernel's teardown of an instance (8–11 ms) then happens when
     /// the guardian exits, not on the way out of the supervisor. Best effort: returns whether
     /// the guardian has them.
     pub(crate) fn take_inotify(&self, known: &[i32]) -> bool {
         #[cfg(target_os = "linux")]
         {
-            let duplicates = sys::own_inotify_fds((!known.is_empty()).then_some(known));
+            let duplicates = sys::own_inotify_fds(known);
             let borrowed: Vec<_> = duplicates
                 .fds
                 .iter()

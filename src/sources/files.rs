@@ -1349,9 +1349,6 @@ mod tests {
     /// A delayed arming: what changed before it counts once it comes (the file written, the
     /// root created, a file renamed in), what does not count never does (an excluded file, a
     /// file untouched since before the start), and `arm_now` arms at once.
-    /// A child done before the arming costs neither the matchers nor a watch: the globs are
-    /// only parsed at the start (an invalid one is still an error then), and built at the
-    /// arming.
     /// The watcher's inotify instance is known once it is made (the guardian is handed it at
     /// the end without a look through every descriptor then), and not before.
     #[cfg(target_os = "linux")]
@@ -1375,10 +1372,13 @@ mod tests {
             }
         }
         // The duplicates made of them are inotify instances, one per number at most.
-        let duplicates = crate::process::sys::own_inotify_fds(Some(&numbers));
+        let duplicates = crate::process::sys::own_inotify_fds(&numbers);
         assert!(!duplicates.fds.is_empty() && duplicates.fds.len() <= numbers.len());
     }
 
+    /// A child done before the arming costs neither the matchers nor a watch: the globs are
+    /// only parsed at the start (an invalid one is still an error then), and built at the
+    /// arming.
     #[test]
     fn before_a_delayed_arming_nothing_is_built_or_watched() {
         let dir = tempfile::tempdir().unwrap();

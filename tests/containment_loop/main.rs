@@ -31,7 +31,7 @@ fn fd_numbers() -> Vec<String> {
 
 /// Whether a session's descriptors are still open: its monitor thread lets go of its pidfd,
 /// its cgroup, its socket-diagnostics socket and the `/proc` files its network probes keep
-/// just after publishing the result, and the guardian's socket closes as its reaper starts.
+/// just after publishing the result, and the guardian's socket closes as it is told `done`.
 fn session_fds_open() -> bool {
     let listing = format!("/proc/{}/fd", std::process::id());
     open_fds().iter().any(|(_, target)| {
@@ -137,10 +137,10 @@ fn two_hundred_sessions_and_a_failed_spawn_leave_no_cgroup_and_no_descriptor() {
     assert_eq!(own_session_cgroups(), Vec::<PathBuf>::new());
     // Where the program is born in the cgroup by clone3, the process std forked and the one
     // whose exec failed are both reaped: no child of this process is left, not even a zombie
-    // (the guardians are reaped on threads of their own, soon).
+    // (each guardian is reaped by its monitor's thread just after the result, soon).
     let no_children = support::poll_until(support::GENEROUS, || own_children().is_empty());
     assert!(no_children, "children left: {:?}", own_children());
-    // The guardians are reaped on threads of their own: their pipes close soon after.
+    // The guardians are reaped just after the results: their pipes close soon after.
     let settled = support::poll_until(support::GENEROUS, || fd_numbers() == fds);
     assert!(settled, "before {fds:#?}\nafter {:#?}", open_fds());
     assert_no_leak(&marker);

@@ -451,7 +451,7 @@ mod tests {
         let instance =
             rustix::fs::inotify::init(rustix::fs::inotify::CreateFlags::CLOEXEC).unwrap();
         let inode = rustix::fs::fstat(&instance).unwrap().st_ino;
-        let found = super::super::own_inotify_fds(None).fds;
+        let found = super::super::own_inotify_fds(&super::super::inotify_numbers()).fds;
         assert!(
             found
                 .iter()
@@ -467,8 +467,9 @@ mod tests {
         }
     }
 
-    /// Sessions ending at once (a `serve`) duplicate the instances at once: each duplicates
-    /// the instances, not the others' duplicates (that grew to the descriptor limit).
+    /// Sessions ending at once (a `serve`) duplicate the instances at once: each lists and
+    /// duplicates the instances, not the others' duplicates (that grew to the descriptor
+    /// limit; without the lock, 44–52 here, against ten instances).
     #[test]
     fn concurrent_callers_duplicate_the_inotify_instances_not_each_others_duplicates() {
         let instances: Vec<_> = (0..10)
@@ -479,7 +480,11 @@ mod tests {
                 .map(|_| {
                     scope.spawn(|| {
                         (0..30)
-                            .map(|_| super::super::own_inotify_fds(None).fds.len())
+                            .map(|_| {
+                                super::super::own_inotify_fds(&super::super::inotify_numbers())
+                                    .fds
+                                    .len()
+                            })
                             .max()
                             .unwrap_or(0)
                     })
@@ -490,7 +495,7 @@ mod tests {
         // This test's ten, and those other tests of this process hold at the moment.
         let most = most.unwrap_or(0);
         assert!(
-            (10..100).contains(&most),
+            (10..30).contains(&most),
             "{most} duplicates of ten instances"
         );
         drop(instances);

@@ -1054,12 +1054,6 @@ fn is_inotify(number: i32) -> bool {
 #[cfg(target_os = "linux")]
 pub(crate) fn inotify_numbers() -> Vec<i32> {
     let _held = INOTIFY_DUPLICATES.lock(); // no one else's duplicates among them
-    list_inotify()
-}
-
-/// [`inotify_numbers`], the caller holding [`INOTIFY_DUPLICATES`].
-#[cfg(target_os = "linux")]
-fn list_inotify() -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
         return Vec::new();
     };
@@ -1072,10 +1066,9 @@ fn list_inotify() -> Vec<i32> {
     numbers.into_iter().filter(|&n| is_inotify(n)).collect()
 }
 
-/// Duplicates of this process's inotify instances, for the guardian to hold
-/// (`guardian::ForkedGuardian::hand_over`): of descriptors `known` (the file tracker's
-/// [`inotify_numbers`], taken when its watcher was made), or of every one found now. Each is
-/// taken with `pidfd_getfd` on this very process and kept only if the duplicate is an inotify
+/// Duplicates of this process's inotify instances `known` (the file tracker's
+/// [`inotify_numbers`], taken when its watcher was made), for the guardian to hold
+/// (`guardian::ForkedGuardian::hand_over`). Each is taken with `pidfd_getfd` on this very process and kept only if the duplicate is an inotify
 /// instance (a number closed and reused in between is left alone). Empty where the kernel
 /// lacks pidfds (before 5.6).
 ///
@@ -1083,17 +1076,16 @@ fn list_inotify() -> Vec<i32> {
 /// they exist, would be duplicated again, and with many sessions ending at once (`serve`)
 /// that grew to the descriptor limit.
 #[cfg(target_os = "linux")]
-pub(crate) fn own_inotify_fds(known: Option<&[i32]>) -> InotifyDuplicates {
+pub(crate) fn own_inotify_fds(known: &[i32]) -> InotifyDuplicates {
     let held = INOTIFY_DUPLICATES.lock();
-    let numbers = known.map_or_else(list_inotify, <[i32]>::to_vec);
     let mut fds = Vec::new();
-    if !numbers.is_empty()
+    if !known.is_empty()
         && let Ok(own) = rustix::process::pidfd_open(
             rustix::process::getpid(),
             rustix::process::PidfdFlags::empty(),
         )
     {
-        for number in numbers {
+        for &number in known {
             let flags = rustix::process::PidfdGetfdFlags::empty();
             if let Ok(dup) = rustix::process::pidfd_getfd(&own, number, flags)
                 && is_inotify(std::os::fd::AsRawFd::as_raw_fd(&dup))
