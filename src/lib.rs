@@ -472,6 +472,7 @@ mod monitor;
 mod outcome;
 mod own_files;
 mod process;
+mod program;
 mod registry;
 mod retry;
 mod session;
@@ -507,6 +508,7 @@ pub use outcome::{
     EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport,
     Unwatched,
 };
+pub use program::Program;
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, NON_INTERACTIVE_ENV, Session, SessionBuilder};

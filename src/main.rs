@@ -8,11 +8,11 @@ mod serve;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use stallwatch::{
-    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Session, SpawnError,
+    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Program, Session, SpawnError,
     SpawnErrorKind,
 };
 
@@ -216,14 +216,15 @@ fn spawn_program(
         .command
         .split_first()
         .expect("clap requires at least one word after --");
-    let mut command = Command::new(program);
-    command.args(args);
+    // A `Program`, not a `Command`: stallwatch sees every setting, so it starts the program
+    // without forking itself.
+    let mut command = Program::new(program).args(args);
     if cli.non_interactive {
         // A profile variable in stallwatch's own environment is the caller's choice for the
         // program (the command line's only way to set one): kept, as explicit.
         for (key, _) in stallwatch::NON_INTERACTIVE_ENV {
             if let Some(value) = std::env::var_os(key) {
-                command.env(key, value);
+                command = command.env(key, value);
             }
         }
     }
@@ -237,7 +238,7 @@ fn spawn_program(
     match pty_size {
         Some(size) => builder.pty(size.rows, size.cols),
         None => builder
-            .stdin(Stdio::inherit())
+            .stdin_inherit()
             .stderr(OutputSink::writer(io::stderr())),
     }
     .spawn()

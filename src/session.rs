@@ -16,20 +16,22 @@ use crate::contract::{Control, Lifecycle, Shared};
 use crate::environment::Environment;
 use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
-use crate::monitor::{self, Launch};
+use crate::monitor::{self, Input, Launch};
 use crate::outcome::MonitorResult;
+use crate::program::Program;
 use crate::sources::output::OutputSink;
 use crate::stream::Stream;
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
     command: Command,
+    /// Whether `command` is a [`Program`]'s: no setting stallwatch cannot see.
+    plain: bool,
     config: MonitorConfig,
     clock: Arc<dyn Clock>,
     stdout: OutputSink,
     stderr: OutputSink,
-    stdin: Option<Stdio>,
-    stdin_piped: bool,
+    stdin: Option<Input>,
     environment: Environment,
     pty: Option<(u16, u16)>,
     non_interactive: bool,
@@ -109,16 +111,21 @@ impl SessionBuilder {
     /// [`stdin_piped`](Self::stdin_piped) instead (a bare `Stdio::piped()` here would leave the
     /// pipe with nobody to write to it).
     pub fn stdin(mut self, stdin: Stdio) -> Self {
-        self.stdin = Some(stdin);
-        self.stdin_piped = false;
+        self.stdin = Some(Input::Given(stdin));
+        self
+    }
+
+    /// The child reads this process's stdin: as [`stdin`](Self::stdin) with
+    /// [`Stdio::inherit`], but known to stallwatch, so a [`Program`] keeps its fast start.
+    pub fn stdin_inherit(mut self) -> Self {
+        self.stdin = Some(Input::Inherit);
         self
     }
 
     /// Gives the child a stdin pipe fed through [`Session::write_stdin`] and closed with
     /// [`Session::close_stdin`] (or when the session ends).
     pub fn stdin_piped(mut self) -> Self {
-        self.stdin = Some(Stdio::piped());
-        self.stdin_piped = true;
+        self.stdin = Some(Input::Piped);
         self
     }
 
@@ -238,7 +245,7 @@ impl SessionBuilder {
     ///   already started is then killed and reaped).
     pub fn spawn(mut self) -> io::Result<Session> {
         self.config.validate().map_err(SpawnError::config)?;
-        if self.pty.is_some() && self.stdin.is_some() && !self.stdin_piped {
+        if self.pty.is_some() && matches!(self.stdin, Some(Input::Given(_) | Input::Inherit)) {
             return Err(SpawnError::config(ConfigError::StdinWithTerminal).into());
         }
         if let Some((rows, cols)) = self.pty
@@ -256,18 +263,18 @@ impl SessionBuilder {
                     self.command.env(key, value);
                 }
             }
-            self.stdin = Some(Stdio::null());
-            self.stdin_piped = false;
+            self.stdin = Some(Input::Null);
         }
         let clock = self.clock.clone();
         let launched = monitor::launch(Launch {
             command: self.command,
+            plain: self.plain,
+            env_cleared: self.environment.clears(),
             config: self.config,
             clock: self.clock,
             stdout: self.stdout,
             stderr: self.stderr,
-            stdin: self.stdin.unwrap_or_else(Stdio::null),
-            stdin_piped: self.stdin_piped,
+            stdin: self.stdin.unwrap_or(Input::Null),
             home,
             detached: self.non_interactive && self.pty.is_none(),
             pty: self.pty,
@@ -320,20 +327,22 @@ impl fmt::Debug for Session {
 impl Session {
     /// Spawns `command` under supervision with `config`, the system clock, and discarding
     /// sinks. See [`SessionBuilder::spawn`] for the errors.
-    pub fn spawn(command: Command, config: MonitorConfig) -> io::Result<Session> {
+    pub fn spawn(command: impl Into<Program>, config: MonitorConfig) -> io::Result<Session> {
         Session::builder(command).config(config).spawn()
     }
 
-    /// A builder for `command`, to choose sinks, stdin, clock and configuration.
-    pub fn builder(command: Command) -> SessionBuilder {
+    /// A builder for `command` (a [`Program`], or a std [`Command`]: [`Program`] says which
+    /// starts faster), to choose sinks, stdin, clock and configuration.
+    pub fn builder(command: impl Into<Program>) -> SessionBuilder {
+        let (command, plain) = command.into().into_parts();
         SessionBuilder {
             command,
+            plain,
             config: MonitorConfig::default(),
             clock: Arc::new(SystemClock),
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,
             stdin: None,
-            stdin_piped: false,
             environment: Environment::inherit_all(),
             pty: None,
             non_interactive: false,

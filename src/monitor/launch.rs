@@ -44,19 +44,47 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct Launch {
     /// The command, its environment already applied.
     pub(crate) command: Command,
+    /// Whether `command` has no setting but its program, arguments, environment changes and
+    /// working directory (a [`Program`](crate::Program)'s): it may start without std's fork.
+    pub(crate) plain: bool,
+    /// Whether the command's environment was cleared (an isolated environment): its
+    /// variables are only those it sets.
+    pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
-    pub(crate) stdin: Stdio,
-    /// Whether `stdin` is a pipe the session feeds.
-    pub(crate) stdin_piped: bool,
+    pub(crate) stdin: Input,
     /// The isolated home prepared for the child, for the result.
     pub(crate) home: Option<crate::environment::HomeReport>,
     /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
     pub(crate) pty: Option<(u16, u16)>,
     /// Pipe mode: the child leads a session of its own, without a controlling terminal.
     pub(crate) detached: bool,
+}
+
+/// The child's stdin.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// `/dev/null`.
+    Null,
+    /// This process's own.
+    Inherit,
+    /// A pipe the session feeds.
+    Piped,
+    /// What the caller gave (opaque to stallwatch).
+    Given(Stdio),
+}
+
+impl Input {
+    fn into_stdio(self) -> Stdio {
+        match self {
+            Input::Null => Stdio::null(),
+            Input::Inherit => Stdio::inherit(),
+            Input::Piped => Stdio::piped(),
+            Input::Given(stdio) => stdio,
+        }
+    }
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
@@ -74,12 +102,13 @@ pub(crate) struct Launched {
 pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let Launch {
         command,
+        plain,
+        env_cleared,
         config,
         clock,
         stdout: stdout_sink,
         stderr: stderr_sink,
         stdin,
-        stdin_piped: stdin_pipe,
         home,
         pty: pty_size,
         detached,
@@ -102,8 +131,10 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         guardian,
         entry,
     } = hold_tree(&config, id)?;
+    let stdin_pipe = matches!(stdin, Input::Piped);
     let io = (stdin, pty_size, detached);
-    let spawned = spawn_in(command, &config, id, (entry, guardian.as_ref()), io);
+    let plain = plain.then_some(env_cleared);
+    let spawned = spawn_in(command, plain, &config, id, (entry, guardian.as_ref()), io);
     let (mut child, pty, combined_pipe, tag) = match spawned {
         Ok(spawned) => spawned,
         Err(e) => {
@@ -162,35 +193,74 @@ type Spawned = (
 
 /// Gives the command its stdio (`io`: stdin, the terminal's size, detached) and its start in
 /// the session's cgroup (`held`: its entry), spawns it, and tells the cgroup's guardian its
-/// group.
+/// group. A plain command (`plain`: whether its environment was cleared) in pipe mode starts
+/// without std's fork where it can (`spawn_plain`).
 fn spawn_in(
     mut command: Command,
+    plain: Option<bool>,
     config: &MonitorConfig,
     id: u64,
     held: (Option<sys::CgroupEntry>, Option<&process::Guardian>),
-    io: (Stdio, Option<(u16, u16)>, bool),
+    io: (Input, Option<(u16, u16)>, bool),
 ) -> io::Result<Spawned> {
     let ((entry, guardian), (stdin, pty_size, detached)) = (held, io);
     // A guardian that exists before the cgroup is made ends every member of it if this
     // process dies: the program needs no parent-death signal of its own, and so no fork from
     // the long-lived spawner thread (a thread start, and two hand-offs at every spawn).
     let parent_death = config.parent_death_signal && guardian.is_none();
-    let (mut pty, combined_pipe, handoff) = attach_stdio(
-        &mut command,
-        parent_death,
-        config,
-        (stdin, pty_size, detached),
-        entry,
-    )?;
     let tag = subreaper_tag(&mut command, config, id);
-    let (command, child) = spawn_leader(
-        command,
-        parent_death,
-        id,
-        tag.as_ref(),
-        pty.as_mut(),
-        handoff,
-    )?;
+    // From the main thread, the signal comes when the process dies, as from the spawner.
+    let from_spawner = cfg!(target_os = "linux") && parent_death && !sys::on_main_thread();
+    let lead = if detached {
+        sys::Lead::Session
+    } else {
+        sys::Lead::Group
+    };
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    let fast = match plain {
+        Some(env_cleared) if pty_size.is_none() && !from_spawner => {
+            let start = PlainStart {
+                env_cleared,
+                lead,
+                parent_death,
+                cgroup: entry.as_ref(),
+            };
+            spawn_plain(&command, config, &stdin, start, id, tag.as_ref())
+        }
+        _ => None,
+    };
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    let fast: Option<io::Result<(ChildProcess, Option<std::io::PipeReader>)>> = {
+        let _ = plain;
+        None
+    };
+    let (child, pty, combined_pipe) = match fast {
+        Some(started) => {
+            let (child, combined_pipe) = started?;
+            (child, None, combined_pipe)
+        }
+        None => {
+            let (mut pty, combined_pipe, handoff) = attach_stdio(
+                &mut command,
+                parent_death,
+                config,
+                (stdin.into_stdio(), pty_size, lead),
+                entry,
+            )?;
+            let (returned, child) = spawn_leader(
+                command,
+                from_spawner,
+                id,
+                tag.as_ref(),
+                pty.as_mut(),
+                handoff,
+            )?;
+            // The command still holds our copies of the pipes' write ends: close them, or the
+            // readers would never see end-of-file.
+            command = returned;
+            (child, pty, combined_pipe)
+        }
+    };
     let pid = child.id();
     if let Some(guardian) = guardian
         && let Err(e) = guardian.lead(pid)
@@ -201,10 +271,100 @@ fn spawn_in(
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()
     );
-    // The command still holds our copies of the pipes' write ends: close them, or the readers
-    // would never see end-of-file.
     drop(command);
     Ok((child, pty, combined_pipe, tag))
+}
+
+/// How a plain command starts, besides its stdio.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+struct PlainStart<'a> {
+    env_cleared: bool,
+    lead: sys::Lead,
+    parent_death: bool,
+    cgroup: Option<&'a sys::CgroupEntry>,
+}
+
+/// Starts a plain command in pipe mode without std's fork (`sys::plain`): makes its pipes
+/// (stdin as `stdin` says), spawns it known to the orphan attribution as [`spawn_leader`]
+/// does. `None` when this path cannot start it (a stdin stallwatch cannot see, an old kernel):
+/// the caller takes std's.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn spawn_plain(
+    command: &Command,
+    config: &MonitorConfig,
+    stdin: &Input,
+    start: PlainStart<'_>,
+    id: u64,
+    tag: Option<&Vec<u8>>,
+) -> Option<io::Result<(ChildProcess, Option<std::io::PipeReader>)>> {
+    use std::os::fd::AsFd;
+    let (read_end, write_end): (Option<OwnedFd>, Option<OwnedFd>) = match stdin {
+        Input::Null => match std::fs::File::open("/dev/null") {
+            Ok(null) => (Some(null.into()), None),
+            Err(e) => {
+                let why = "cannot open /dev/null for the program's stdin";
+                return Some(Err(SpawnError::new(SpawnErrorKind::Pipe, why, e).into()));
+            }
+        },
+        Input::Inherit => (None, None),
+        Input::Piped => match std::io::pipe() {
+            Ok((read, write)) => (Some(read.into()), Some(write.into())),
+            Err(e) => return Some(Err(pipe_error("make")(e).into())),
+        },
+        Input::Given(_) => return None,
+    };
+    let pipes = (|| -> io::Result<_> {
+        let out = std::io::pipe()?;
+        let err = if config.capture.combined {
+            None
+        } else {
+            Some(std::io::pipe()?)
+        };
+        Ok((out, err))
+    })();
+    let ((out_read, out_write), err) = match pipes {
+        Ok(pipes) => pipes,
+        Err(e) => return Some(Err(pipe_error("make")(e).into())),
+    };
+    let err_write = err.as_ref().map_or(out_write.as_fd(), |(_, w)| w.as_fd());
+    let plain = sys::plain::Start {
+        env_cleared: start.env_cleared,
+        stdio: [
+            read_end.as_ref().map(AsFd::as_fd),
+            Some(out_write.as_fd()),
+            Some(err_write),
+        ],
+        lead: start.lead,
+        parent_death_signal: start.parent_death,
+        cgroup: start.cgroup.map(|entry| entry.dir.as_fd()),
+    };
+    let gate = process::orphans::spawn_gate();
+    let started = boot_ticks_now();
+    let pid = match sys::plain::spawn(command, &plain) {
+        Ok(pid) => pid,
+        Err(sys::plain::Refused::Unsupported) => return None,
+        Err(sys::plain::Refused::Failed(e)) => {
+            drop(gate);
+            return Some(Err(process::describe_spawn_error(command, e)));
+        }
+    };
+    process::orphans::register(id, started, tag.cloned());
+    process::orphans::spawned(pid);
+    process::orphans::set_leader(id, pid);
+    drop(gate);
+    let (stdout, stderr, combined) = match err {
+        Some((err_read, _)) => (
+            Some(OwnedFd::from(out_read).into()),
+            Some(OwnedFd::from(err_read).into()),
+            None,
+        ),
+        None => (None, None, Some(out_read)),
+    };
+    let stdin = write_end.map(Into::into);
+    Some(Ok((
+        ChildProcess::started(pid.unsigned_abs(), stdin, stdout, stderr),
+        combined,
+    )))
 }
 
 /// What the spawn needs beside the command: the terminal, the read end of the one combined
@@ -223,7 +383,7 @@ fn attach_stdio(
     command: &mut Command,
     parent_death: bool,
     config: &MonitorConfig,
-    (stdin, pty_size, detached): (Stdio, Option<(u16, u16)>, bool),
+    (stdin, pty_size, lead): (Stdio, Option<(u16, u16)>, sys::Lead),
     cgroup: Option<sys::CgroupEntry>,
 ) -> io::Result<Attached> {
     if let Some((rows, cols)) = pty_size {
@@ -238,11 +398,6 @@ fn attach_stdio(
     }
     command.stdin(stdin);
     let combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
-    let lead = if detached {
-        sys::Lead::Session
-    } else {
-        sys::Lead::Group
-    };
     let handoff = sys::configure(command, lead, parent_death, cgroup).map_err(|e| {
         SpawnError::new(
             SpawnErrorKind::Containment,
@@ -280,19 +435,16 @@ fn new_board(clock: &Arc<dyn Clock>, config: &MonitorConfig) -> (Arc<ActivityBoa
 
 /// Spawns the child, known to the orphan attribution before the fork, and known as this
 /// library's own child before any other session can look at this process's children. Returns
-/// the command (it still holds the pipes' write ends) and the child. With `parent_death`, from
-/// the spawner thread (the signal comes when the forking thread dies) unless called from the
-/// main thread.
+/// the command (it still holds the pipes' write ends) and the child. With `from_spawner`, from
+/// the spawner thread (the parent-death signal comes when the forking thread dies).
 fn spawn_leader(
     command: Command,
-    parent_death: bool,
+    from_spawner: bool,
     id: u64,
     tag: Option<&Vec<u8>>,
     pty: Option<&mut Pty>,
     handoff: Option<sys::Handoff>,
 ) -> io::Result<(Command, ChildProcess)> {
-    // From the main thread, the signal comes when the process dies, as from the spawner.
-    let from_spawner = cfg!(target_os = "linux") && parent_death && !sys::on_main_thread();
     let gate = process::orphans::spawn_gate();
     process::orphans::register(id, boot_ticks_now(), tag.cloned());
     let (mut command, spawned) = process::spawn(command, from_spawner, handoff);
@@ -1199,4 +1351,71 @@ fn start_waiter(id: u64, pid: i32, exited: Sender<Control>, gone: bool) -> io::R
         })
         .map_err(|e| SpawnError::thread("waiter", e))?;
     Ok(())
+}
+
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod tests {
+    use std::process::Command;
+
+    use crate::config::{ContainmentMode, MonitorConfig};
+    use crate::process::sys::plain::STARTED_HERE;
+    use crate::{Program, Session};
+
+    /// Runs `builder`'s child to its end; returns whether it started without std's fork.
+    fn started_plain(builder: crate::SessionBuilder) -> bool {
+        let before = STARTED_HERE.with(|n| n.get());
+        let session = builder.spawn().expect("it starts");
+        let after = STARTED_HERE.with(|n| n.get());
+        assert_eq!(session.wait().exit_code(), 0);
+        after > before
+    }
+
+    #[test]
+    fn a_program_in_pipe_mode_starts_without_a_fork_and_a_command_with_one() {
+        // Group mode without the parent-death signal: no spawner thread, on any machine.
+        let config = MonitorConfig::default()
+            .watch_files(false)
+            .containment(ContainmentMode::Group)
+            .parent_death_signal(false);
+        let program = || Program::new("true");
+        assert!(started_plain(
+            Session::builder(program()).config(config.clone())
+        ));
+        assert!(started_plain(
+            Session::builder(program())
+                .config(config.clone())
+                .stdin_piped()
+        ));
+        assert!(started_plain(
+            Session::builder(program())
+                .config(config.clone())
+                .non_interactive()
+        ));
+        // What stallwatch cannot see goes through std: a caller's command, a stdin of the
+        // caller's, a terminal.
+        let command = Session::builder(Command::new("true")).config(config.clone());
+        assert!(!started_plain(command));
+        let given = Session::builder(program())
+            .config(config.clone())
+            .stdin(std::process::Stdio::null());
+        assert!(!started_plain(given));
+        let terminal = Session::builder(program()).config(config).pty(24, 80);
+        assert!(!started_plain(terminal));
+    }
+
+    #[test]
+    fn in_a_cgroup_a_program_starts_without_a_fork_from_any_thread() {
+        let config = MonitorConfig::default().watch_files(false);
+        let builder = Session::builder(Program::new("true")).config(config.clone());
+        let session = builder.spawn().expect("it starts");
+        let contained = matches!(
+            session.wait().containment,
+            crate::Containment::Cgroup { .. }
+        );
+        if contained {
+            // The guardian replaces the parent-death signal: no spawner thread needed.
+            let builder = Session::builder(Program::new("true")).config(config);
+            assert!(started_plain(builder));
+        }
+    }
 }

@@ -17,7 +17,7 @@ mod rules;
 mod run;
 mod tap;
 
-pub(crate) use launch::{Launch, launch};
+pub(crate) use launch::{Input, Launch, launch};
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]

@@ -142,6 +142,23 @@ impl ChildProcess {
         }
     }
 
+    /// The child `sys::plain` started, with its pipes.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) fn started(
+        pid: u32,
+        stdin: Option<ChildStdin>,
+        stdout: Option<ChildStdout>,
+        stderr: Option<ChildStderr>,
+    ) -> ChildProcess {
+        ChildProcess {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+            status: None,
+        }
+    }
+
     /// Its pid.
     pub(crate) fn id(&self) -> u32 {
         self.pid

@@ -25,6 +25,7 @@ mod mock_clock;
 mod network_signal;
 mod parent_death;
 mod probes;
+mod program;
 mod registry;
 mod retry;
 mod session_control;

@@ -5,14 +5,18 @@
 //! Every `unsafe` block of the crate is here, allowed one by one under the crate's
 //! `#![deny(unsafe_code)]`: the `pre_exec` hooks (the leader's group or session and the
 //! parent-death signal of [`configure`]; the birth in the session's cgroup by `clone3`, on
-//! x86-64 sharing the forked process's memory in a few lines of assembly, in [`enter`]), and
-//! the guardian's fork with the few libc calls of the forked child
-//! ([`guardian`]; rustix has no `fork`, no `clone3` and no `_exit`).
+//! x86-64 sharing the forked process's memory in a few lines of assembly, in [`enter`]), the
+//! start of a plain program without a fork (x86-64: `clone3` onto a stack of its own, the new
+//! process's raw signal and `exec` calls, in [`plain`]), and the guardian's fork with the few
+//! libc calls of the forked child ([`guardian`]; rustix has no `fork`, no `clone3` and no
+//! `_exit`).
 
 #[cfg(target_os = "linux")]
 pub(crate) mod enter;
 #[cfg(target_os = "linux")]
 pub(crate) mod guardian;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) mod plain;
 
 use std::io;
 use std::os::fd::AsFd;

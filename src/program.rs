@@ -1,0 +1,106 @@
+//! [`Program`]: what to run, with no setting stallwatch cannot see.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::Path;
+use std::process::Command;
+
+/// A program to supervise: its name (looked up in `PATH`) or path, its arguments, working
+/// directory and environment changes — what an agent CLI needs.
+///
+/// [`Session::builder`](crate::Session::builder) and [`Session::spawn`](crate::Session::spawn)
+/// take a `Program` or a std [`Command`]. The difference is the cost of the start, on Linux
+/// x86-64: stallwatch knows every setting of a `Program` and starts it as `posix_spawn` does,
+/// sharing the supervisor's memory until the `exec`, while a `Command` (whose `pre_exec` hooks,
+/// user or cleared environment stallwatch cannot see) goes through std's fork, which copies the
+/// supervisor's page tables first. Elsewhere both take std's path. Either way the child is
+/// the same: the same arguments, environment, working directory, signal dispositions and
+/// mask (empty; SIGPIPE at its default), the same group, cgroup and parent-death signal.
+///
+/// ```
+/// use stallwatch::{MonitorConfig, Program, Session};
+///
+/// let program = Program::new("sh")
+///     .args(["-c", "echo \"$GREETING from $PWD\""])
+///     .env("GREETING", "hello")
+///     .current_dir("/tmp");
+/// let result = Session::spawn(program, MonitorConfig::default())?.wait();
+/// assert_eq!(result.exit_code(), 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Program {
+    command: Command,
+    /// Whether the command carries only the settings above (not a caller's `Command`).
+    plain: bool,
+}
+
+impl Program {
+    /// Runs `program`: a path, or a name looked up in the child's `PATH` (as std's
+    /// [`Command::new`]).
+    pub fn new(program: impl AsRef<OsStr>) -> Program {
+        Program {
+            command: Command::new(program),
+            plain: true,
+        }
+    }
+
+    /// Adds one argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Program {
+        self.command.arg(arg);
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Program
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.command.args(args);
+        self
+    }
+
+    /// The child's working directory (default: this process's). A relative program path is
+    /// taken from it.
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Program {
+        self.command.current_dir(dir);
+        self
+    }
+
+    /// Sets a variable of the child's environment (which is this process's, or what an
+    /// [`Environment`](crate::Environment) makes of it, with this change on top).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Program {
+        self.command.env(key, value);
+        self
+    }
+
+    /// Removes a variable from the child's environment.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Program {
+        self.command.env_remove(key);
+        self
+    }
+
+    /// The command, and whether it is plain (made here, not a caller's).
+    pub(crate) fn into_parts(self) -> (Command, bool) {
+        (self.command, self.plain)
+    }
+}
+
+impl From<Command> for Program {
+    /// A caller's command, with every setting it has (started by std's fork).
+    fn from(command: Command) -> Program {
+        Program {
+            command,
+            plain: false,
+        }
+    }
+}
+
+impl fmt::Debug for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Program")
+            .field("command", &self.command)
+            .field("plain", &self.plain)
+            .finish()
+    }
+}
