@@ -95,10 +95,9 @@ pub(crate) fn parse_start(
             ));
         }
     };
-    let mut command = std::process::Command::new(&argv[0]);
-    command.args(&argv[1..]);
+    let mut command = stallwatch::Program::new(&argv[0]).args(&argv[1..]);
     if let Some(cwd) = params.string("cwd")? {
-        command.current_dir(cwd);
+        command = command.current_dir(cwd);
     }
     let builder = Session::builder(command)
         .config(config.clone())
