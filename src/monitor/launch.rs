@@ -218,11 +218,12 @@ fn spawn_in(
     };
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     let fast = match plain {
-        Some(env_cleared) if pty_size.is_none() && !from_spawner => {
+        Some(env_cleared) if pty_size.is_none() => {
             let start = PlainStart {
                 env_cleared,
                 lead,
                 parent_death,
+                from_spawner,
                 cgroup: entry.as_ref(),
             };
             spawn_plain(&command, config, &stdin, start, id, tag.as_ref())
@@ -281,13 +282,23 @@ struct PlainStart<'a> {
     env_cleared: bool,
     lead: sys::Lead,
     parent_death: bool,
+    /// Started from the spawner thread (the parent-death signal from a thread that is not
+    /// the main one).
+    from_spawner: bool,
     cgroup: Option<&'a sys::CgroupEntry>,
 }
 
-/// Starts a plain command in pipe mode without std's fork (`sys::plain`): makes its pipes
-/// (stdin as `stdin` says), spawns it known to the orphan attribution as [`spawn_leader`]
-/// does. `None` when this path cannot start it (a stdin stallwatch cannot see, an old kernel):
-/// the caller takes std's.
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+thread_local! {
+    /// How many programs this thread started without std's fork (tests: which path a spawn
+    /// took).
+    static STARTED_PLAIN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Starts a plain command in pipe mode without std's fork (`sys::plain`), from the spawner
+/// thread when `start` says so: makes its pipes (stdin as `stdin` says), spawns it known to
+/// the orphan attribution as [`spawn_leader`] does. `None` when this path cannot start it (a
+/// stdin stallwatch cannot see, an old kernel): the caller takes std's.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn spawn_plain(
     command: &Command,
@@ -298,6 +309,13 @@ fn spawn_plain(
     tag: Option<&Vec<u8>>,
 ) -> Option<io::Result<(ChildProcess, Option<std::io::PipeReader>)>> {
     use std::os::fd::AsFd;
+    let prepared = match sys::plain::prepare(command, start.env_cleared) {
+        Ok(prepared) => prepared,
+        Err(sys::plain::Refused::Unsupported) => return None,
+        Err(sys::plain::Refused::Failed(e)) => {
+            return Some(Err(process::describe_spawn_error(command, e)));
+        }
+    };
     let (read_end, write_end): (Option<OwnedFd>, Option<OwnedFd>) = match stdin {
         Input::Null => match std::fs::File::open("/dev/null") {
             Ok(null) => (Some(null.into()), None),
@@ -320,27 +338,46 @@ fn spawn_plain(
         } else {
             Some(std::io::pipe()?)
         };
-        Ok((out, err))
+        // The spawner thread gets a duplicate of the cgroup's directory (it must own it).
+        let cgroup = match start.cgroup {
+            Some(entry) if start.from_spawner => Some(entry.dir.try_clone()?),
+            _ => None,
+        };
+        Ok((out, err, cgroup))
     })();
-    let ((out_read, out_write), err) = match pipes {
+    let ((out_read, out_write), err, cgroup_copy) = match pipes {
         Ok(pipes) => pipes,
         Err(e) => return Some(Err(pipe_error("make")(e).into())),
     };
-    let err_write = err.as_ref().map_or(out_write.as_fd(), |(_, w)| w.as_fd());
-    let plain = sys::plain::Start {
-        env_cleared: start.env_cleared,
-        stdio: [
+    let (err_read, err_write) = err.map_or((None, None), |(r, w)| (Some(r), Some(w)));
+    // The child's ends, owned by whoever spawns, and closed there once it has: only the
+    // program (and its descendants) keep them open.
+    let child_ends = (read_end, out_write, err_write);
+    let (lead, parent_death_signal) = (start.lead, start.parent_death);
+    let run = move |cgroup: Option<std::os::fd::BorrowedFd<'_>>| {
+        let (read_end, out_write, err_write) = &child_ends;
+        let stdio = [
             read_end.as_ref().map(AsFd::as_fd),
             Some(out_write.as_fd()),
-            Some(err_write),
-        ],
-        lead: start.lead,
-        parent_death_signal: start.parent_death,
-        cgroup: start.cgroup.map(|entry| entry.dir.as_fd()),
+            Some(err_write.as_ref().map_or(out_write.as_fd(), AsFd::as_fd)),
+        ];
+        let plain = sys::plain::Start {
+            stdio,
+            lead,
+            parent_death_signal,
+            cgroup,
+        };
+        sys::plain::spawn(&prepared, &plain)
     };
     let gate = process::orphans::spawn_gate();
     let started = boot_ticks_now();
-    let pid = match sys::plain::spawn(command, &plain) {
+    let spawned = if start.from_spawner {
+        process::on_spawner(move || run(cgroup_copy.as_ref().map(AsFd::as_fd)))
+            .unwrap_or(Err(sys::plain::Refused::Unsupported))
+    } else {
+        run(start.cgroup.map(|entry| entry.dir.as_fd()))
+    };
+    let pid = match spawned {
         Ok(pid) => pid,
         Err(sys::plain::Refused::Unsupported) => return None,
         Err(sys::plain::Refused::Failed(e)) => {
@@ -352,8 +389,10 @@ fn spawn_plain(
     process::orphans::spawned(pid);
     process::orphans::set_leader(id, pid);
     drop(gate);
-    let (stdout, stderr, combined) = match err {
-        Some((err_read, _)) => (
+    #[cfg(test)]
+    STARTED_PLAIN.with(|n| n.set(n.get() + 1));
+    let (stdout, stderr, combined) = match err_read {
+        Some(err_read) => (
             Some(OwnedFd::from(out_read).into()),
             Some(OwnedFd::from(err_read).into()),
             None,
@@ -1357,8 +1396,8 @@ fn start_waiter(id: u64, pid: i32, exited: Sender<Control>, gone: bool) -> io::R
 mod tests {
     use std::process::Command;
 
+    use super::STARTED_PLAIN as STARTED_HERE;
     use crate::config::{ContainmentMode, MonitorConfig};
-    use crate::process::sys::plain::STARTED_HERE;
     use crate::{Program, Session};
 
     /// Runs `builder`'s child to its end; returns whether it started without std's fork.
@@ -1401,6 +1440,12 @@ mod tests {
         assert!(!started_plain(given));
         let terminal = Session::builder(program()).config(config).pty(24, 80);
         assert!(!started_plain(terminal));
+        // With the parent-death signal, from this thread (not the main one): through the
+        // spawner thread, still without a fork.
+        let config = MonitorConfig::default()
+            .watch_files(false)
+            .containment(ContainmentMode::Group);
+        assert!(started_plain(Session::builder(program()).config(config)));
     }
 
     #[test]

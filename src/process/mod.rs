@@ -13,30 +13,47 @@ use crossbeam_channel::{Sender, bounded, unbounded};
 
 use sys::Handoff;
 
-type SpawnRequest = (Command, Sender<(Command, io::Result<Child>)>);
+/// Work for the spawner thread.
+type Job = Box<dyn FnOnce() + Send>;
 
 /// The long-lived thread that forks every child started with the parent-death signal.
 ///
 /// Linux delivers `PR_SET_PDEATHSIG` when the *thread* that forked the child exits, not the
 /// process. A caller spawning from a short-lived thread would see its child killed when that
 /// thread ends; forking from one thread that lives as long as the process avoids that.
-fn spawner() -> &'static Sender<SpawnRequest> {
-    static SPAWNER: OnceLock<Sender<SpawnRequest>> = OnceLock::new();
+fn spawner() -> &'static Sender<Job> {
+    static SPAWNER: OnceLock<Sender<Job>> = OnceLock::new();
     SPAWNER.get_or_init(|| {
-        let (tx, rx) = unbounded::<SpawnRequest>();
+        let (tx, rx) = unbounded::<Job>();
         let started = std::thread::Builder::new()
             .name("stallwatch-spawner".into())
-            .spawn(move || {
-                for (mut command, reply) in rx {
-                    let child = command.spawn();
-                    let _ = reply.send((command, child));
-                }
-            });
+            .spawn(move || rx.into_iter().for_each(|job| job()));
         if let Err(e) = started {
             log::error!("cannot start the spawner thread: {e}; spawning from the caller's thread");
         }
         tx
     })
+}
+
+/// Runs `job` (a spawn) on the spawner thread and returns what it returned; on the caller's
+/// thread if the spawner cannot be had. `None` if the job was lost (it panicked there).
+pub(crate) fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (reply_tx, reply_rx) = bounded(1);
+    let slot = std::sync::Arc::new(parking_lot::Mutex::new(Some(job)));
+    let theirs = slot.clone();
+    let sent = spawner().send(Box::new(move || {
+        if let Some(job) = theirs.lock().take() {
+            let _ = reply_tx.send(job());
+        }
+    }));
+    if sent.is_ok()
+        && let Ok(answer) = reply_rx.recv()
+    {
+        return Some(answer);
+    }
+    // No spawner thread (or it stopped): the job, if it has not run, runs here.
+    let job = slot.lock().take();
+    job.map(|job| job())
 }
 
 /// Spawns `command` (already configured), from the spawner thread when `from_spawner`.
@@ -63,24 +80,16 @@ pub(crate) fn spawn(
 }
 
 /// std's spawn, from the spawner thread when `from_spawner`.
-fn spawn_std(command: Command, from_spawner: bool) -> (Command, io::Result<Child>) {
-    let mut command = command;
+fn spawn_std(mut command: Command, from_spawner: bool) -> (Command, io::Result<Child>) {
     if from_spawner {
-        let (reply_tx, reply_rx) = bounded(1);
-        match spawner().send((command, reply_tx)) {
-            Ok(()) => {
-                if let Ok(answer) = reply_rx.recv() {
-                    return answer;
-                }
-                // The spawner thread is gone together with the command; this cannot happen
-                // while the thread runs its endless loop, but never panic over it.
-                return (
-                    Command::new(""),
-                    Err(io::Error::other("the stallwatch spawner thread stopped")),
-                );
-            }
-            Err(crossbeam_channel::SendError((c, _))) => command = c,
-        }
+        let answer = on_spawner(move || {
+            let child = command.spawn();
+            (command, child)
+        });
+        return answer.unwrap_or_else(|| {
+            let stopped = io::Error::other("the stallwatch spawner thread stopped");
+            (Command::new(""), Err(stopped))
+        });
     }
     let child = command.spawn();
     (command, child)

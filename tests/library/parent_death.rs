@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{MARKER_ENV, Marker, assert_no_leak};
-use stallwatch::{MonitorConfig, Session};
+use stallwatch::{ContainmentMode, MonitorConfig, Program, Session};
 
 #[test]
 fn child_dies_when_the_supervising_process_is_killed() {
@@ -48,26 +48,41 @@ fn child_dies_when_the_supervising_process_is_killed() {
 
 #[test]
 fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
-    let marker = Marker::new("pdeath-thread");
-    let text = marker.as_str().to_owned();
-    let session = std::thread::spawn(move || {
-        let mut command = Command::new("sleep");
-        command.arg("1000").env(MARKER_ENV, text);
-        Session::spawn(command, MonitorConfig::default()).unwrap()
-    })
-    .join()
-    .unwrap();
-    // The thread that asked for the spawn is gone. Had the child been forked from it, the
-    // parent-death signal would have killed it by now; give the kernel a moment to show that.
-    let give_up = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < give_up {
-        assert!(session.try_wait().is_none(), "child died with its thread");
-        std::thread::sleep(Duration::from_millis(20));
+    // The default (a cgroup and its guardian where this process may make one), and the
+    // group with the parent-death signal, for a std command and for a `Program` (started
+    // from the spawner thread without a fork).
+    let group = MonitorConfig::default().containment(ContainmentMode::Group);
+    for (config, plain) in [
+        (MonitorConfig::default(), false),
+        (group.clone(), false),
+        (group, true),
+    ] {
+        let marker = Marker::new("pdeath-thread");
+        let text = marker.as_str().to_owned();
+        let session = std::thread::spawn(move || {
+            if plain {
+                let program = Program::new("sleep").arg("1000").env(MARKER_ENV, text);
+                return Session::spawn(program, config).unwrap();
+            }
+            let mut command = Command::new("sleep");
+            command.arg("1000").env(MARKER_ENV, text);
+            Session::spawn(command, config).unwrap()
+        })
+        .join()
+        .unwrap();
+        // The thread that asked for the spawn is gone. Had the child been forked from it, the
+        // parent-death signal would have killed it by now; give the kernel a moment to show
+        // that.
+        let give_up = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < give_up {
+            assert!(session.try_wait().is_none(), "child died with its thread");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pids: Vec<u32> = marker.pids().iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![session.pid()]);
+        session.start_kill();
+        let result = session.wait();
+        assert_eq!(result.signal(), Some(9));
+        assert_no_leak(&marker);
     }
-    let pids: Vec<u32> = marker.pids().iter().map(|p| p.pid).collect();
-    assert_eq!(pids, vec![session.pid()]);
-    session.start_kill();
-    let result = session.wait();
-    assert_eq!(result.signal(), Some(9));
-    assert_no_leak(&marker);
 }

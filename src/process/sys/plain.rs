@@ -42,9 +42,6 @@ use super::Lead;
 
 /// How the program's process starts: everything but the command itself.
 pub(crate) struct Start<'a> {
-    /// The command's environment starts empty (an isolated environment), not from this
-    /// process's.
-    pub(crate) env_cleared: bool,
     /// What becomes its stdin, stdout and stderr; `None` leaves this process's own.
     pub(crate) stdio: [Option<BorrowedFd<'a>>; 3],
     /// How it leads its tree (a group or a session; not a terminal's).
@@ -78,9 +75,18 @@ const SYS_CLONE3: u64 = 435;
 /// margin. Unused pages are never touched, so they cost nothing.
 const STACK_SIZE: usize = 64 * 1024;
 
-/// Starts `command` (its program, arguments, environment changes and working directory: the
-/// caller guarantees it has no other setting) as `start` says; returns its pid.
-pub(crate) fn spawn(command: &Command, start: &Start<'_>) -> Result<i32, Refused> {
+/// What [`spawn`] needs of `command` (its program, arguments, environment changes and
+/// working directory: the caller guarantees it has no other setting), made on the caller's
+/// thread; `env_cleared`: its environment starts empty, not from this process's.
+pub(crate) fn prepare(command: &Command, env_cleared: bool) -> Result<Prepared, Refused> {
+    if has_nul_placeholder(command) {
+        return Err(Refused::Unsupported);
+    }
+    Prepared::new(command, env_cleared).map_err(Refused::Failed)
+}
+
+/// Starts the `prepared` program as `start` says; returns its pid.
+pub(crate) fn spawn(prepared: &Prepared, start: &Start<'_>) -> Result<i32, Refused> {
     // A descriptor below 3 that is not already in its place could be overwritten by an
     // earlier `dup2` of the three: std's path handles it; this one does not need to.
     for (target, fd) in start.stdio.iter().enumerate() {
@@ -91,15 +97,15 @@ pub(crate) fn spawn(command: &Command, start: &Start<'_>) -> Result<i32, Refused
             return Err(Refused::Unsupported);
         }
     }
-    if start.lead == Lead::Terminal || has_nul_placeholder(command) {
+    if start.lead == Lead::Terminal {
         return Err(Refused::Unsupported);
     }
-    let prepared = Prepared::new(command, start.env_cleared).map_err(Refused::Failed)?;
+    let (argv, envp) = (pointers(&prepared.argv), pointers(&prepared.envp));
     let error = AtomicI32::new(0);
     let child = ChildArgs {
         candidates: &prepared.candidates,
-        argv: prepared.argv_ptrs.as_ptr(),
-        envp: prepared.envp_ptrs.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
         cwd: prepared.cwd.as_deref(),
         stdio: start.stdio.map(|fd| fd.map_or(-1, |fd| fd.as_raw_fd())),
         lead: start.lead,
@@ -108,11 +114,7 @@ pub(crate) fn spawn(command: &Command, start: &Start<'_>) -> Result<i32, Refused
     };
     let pid = clone_and_run(&child, start.cgroup)?;
     match error.load(Ordering::Acquire) {
-        0 => {
-            #[cfg(test)]
-            STARTED_HERE.with(|n| n.set(n.get() + 1));
-            Ok(pid)
-        }
+        0 => Ok(pid),
         errno => {
             // The new process failed before or at the `exec` and has exited: reap it.
             if let Err(e) = super::reap_child(pid, true) {
@@ -123,10 +125,14 @@ pub(crate) fn spawn(command: &Command, start: &Start<'_>) -> Result<i32, Refused
     }
 }
 
-#[cfg(test)]
-thread_local! {
-    /// How many programs this thread started on this path (tests: which path a spawn took).
-    pub(crate) static STARTED_HERE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+/// The null-terminated array of pointers to `strings` that `execve` takes (valid while
+/// `strings` lives).
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
 }
 
 /// What std puts in place of a program, argument or working directory that has a nul byte
@@ -142,16 +148,15 @@ fn has_nul_placeholder(command: &Command) -> bool {
         .any(|s| s.as_bytes() == NUL_PLACEHOLDER)
 }
 
-/// Everything the new process needs, made before the clone (it must not allocate).
-struct Prepared {
+/// Everything the new process needs, made before the clone (it must not allocate), on any
+/// thread.
+pub(crate) struct Prepared {
     /// The paths to try, in order (one when the program names a path).
     candidates: Vec<CString>,
-    /// The arguments (the program first, as std gives it) and the environment (`KEY=value`),
-    /// with the null-terminated pointer arrays that `execve` takes.
-    _argv: Vec<CString>,
-    argv_ptrs: Vec<*const libc::c_char>,
-    _envp: Vec<CString>,
-    envp_ptrs: Vec<*const libc::c_char>,
+    /// The arguments (the program first, as std gives it).
+    argv: Vec<CString>,
+    /// The environment, `KEY=value`.
+    envp: Vec<CString>,
     cwd: Option<CString>,
 }
 
@@ -175,10 +180,8 @@ impl Prepared {
                 None => env.remove(key),
             };
         }
-        let candidates = candidates(
-            program,
-            env.get(OsStr::new("PATH")).map(OsString::as_os_str),
-        )?;
+        let path = env.get(OsStr::new("PATH")).map(OsString::as_os_str);
+        let candidates = candidates(program, path)?;
         let envp: Vec<CString> = env
             .into_iter()
             .map(|(mut key, value)| {
@@ -191,19 +194,10 @@ impl Prepared {
             .get_current_dir()
             .map(|d| c_string(d.as_os_str()))
             .transpose()?;
-        let pointers = |strings: &[CString]| {
-            strings
-                .iter()
-                .map(|s| s.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect::<Vec<_>>()
-        };
         Ok(Prepared {
             candidates,
-            argv_ptrs: pointers(&argv),
-            _argv: argv,
-            envp_ptrs: pointers(&envp),
-            _envp: envp,
+            argv,
+            envp,
             cwd,
         })
     }
@@ -535,13 +529,29 @@ mod tests {
     /// Runs `command` through `spawn` with a stdin pipe fed `input` and a stdout pipe (stderr
     /// inherited); returns its pid, what it printed and its exit status.
     fn run(command: &Command, start: Start<'_>, input: &str) -> (i32, String, i32) {
+        run_env(command, false, start, input)
+    }
+
+    /// `prepare`, then `spawn`.
+    fn start_it(command: &Command, start: &Start<'_>) -> Result<i32, Refused> {
+        spawn(&prepare(command, false)?, start)
+    }
+
+    /// [`run`], with the environment cleared when `env_cleared`.
+    fn run_env(
+        command: &Command,
+        env_cleared: bool,
+        start: Start<'_>,
+        input: &str,
+    ) -> (i32, String, i32) {
         let (in_read, mut in_write) = std::io::pipe().expect("a pipe");
         let (mut out_read, out_write) = std::io::pipe().expect("a pipe");
         let start = Start {
             stdio: [Some(in_read.as_fd()), Some(out_write.as_fd()), None],
             ..start
         };
-        let pid = match spawn(command, &start) {
+        let started = prepare(command, env_cleared).and_then(|p| spawn(&p, &start));
+        let pid = match started {
             Ok(pid) => pid,
             Err(e) => panic!("not started: {e:?}"),
         };
@@ -557,7 +567,6 @@ mod tests {
 
     fn start() -> Start<'static> {
         Start {
-            env_cleared: false,
             stdio: [None, None, None],
             lead: Lead::Group,
             parent_death_signal: true,
@@ -636,11 +645,7 @@ mod tests {
     fn a_cleared_environment_has_only_the_commands_variables() {
         let mut command = Command::new("/usr/bin/env");
         command.env("ONLY", "this");
-        let start = Start {
-            env_cleared: true,
-            ..start()
-        };
-        let (_, out, code) = run(&command, start, "");
+        let (_, out, code) = run_env(&command, true, start(), "");
         assert_eq!(code, 0);
         assert_eq!(out, "ONLY=this\n");
     }
@@ -667,14 +672,14 @@ mod tests {
         // Only the file that cannot be run: permission denied, as execvp says.
         let mut command = Command::new("plain-probe");
         command.env("PATH", denied.as_os_str());
-        let Err(Refused::Failed(e)) = spawn(&command, &start()) else {
+        let Err(Refused::Failed(e)) = start_it(&command, &start()) else {
             panic!("it cannot run");
         };
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
 
         let mut command = Command::new("plain-probe");
         command.env("PATH", "/no/such/dir");
-        let Err(Refused::Failed(e)) = spawn(&command, &start()) else {
+        let Err(Refused::Failed(e)) = start_it(&command, &start()) else {
             panic!("nothing to run");
         };
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
@@ -684,7 +689,7 @@ mod tests {
     fn a_missing_working_directory_fails_with_stds_error_and_a_nul_goes_to_std() {
         let mut command = Command::new("true");
         command.current_dir("/no/such/dir-plain");
-        let Err(Refused::Failed(e)) = spawn(&command, &start()) else {
+        let Err(Refused::Failed(e)) = start_it(&command, &start()) else {
             panic!("no such folder");
         };
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
@@ -694,12 +699,12 @@ mod tests {
         let mut command = Command::new("true");
         command.arg("a\0b");
         assert!(matches!(
-            spawn(&command, &start()),
+            start_it(&command, &start()),
             Err(Refused::Unsupported)
         ));
         let mut command = Command::new("true");
         command.env("NUL", "a\0b");
-        let Err(Refused::Failed(e)) = spawn(&command, &start()) else {
+        let Err(Refused::Failed(e)) = start_it(&command, &start()) else {
             panic!("a nul byte");
         };
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
