@@ -43,6 +43,33 @@ pub(crate) struct Shared {
     pub(crate) caps: Vec<(crate::activity::ActivitySource, Duration)>,
 }
 
+/// The sending end of the monitor's mailbox: each message is queued, then, when the monitor
+/// sleeps in `poll` (the real clock, `sys::Wakeup`), its wake-up descriptor is poked.
+#[derive(Debug, Clone)]
+pub(crate) struct ControlTx {
+    tx: crossbeam_channel::Sender<Control>,
+    wakeup: Option<std::sync::Arc<crate::process::sys::Wakeup>>,
+}
+
+impl ControlTx {
+    /// A mailbox end for `tx`, poking `wakeup` after every message when given.
+    pub(crate) fn new(
+        tx: crossbeam_channel::Sender<Control>,
+        wakeup: Option<std::sync::Arc<crate::process::sys::Wakeup>>,
+    ) -> ControlTx {
+        ControlTx { tx, wakeup }
+    }
+
+    /// Queues `msg` and wakes the monitor; `Err` once the monitor is gone.
+    pub(crate) fn send(&self, msg: Control) -> Result<(), crossbeam_channel::SendError<Control>> {
+        self.tx.send(msg)?;
+        if let Some(wakeup) = &self.wakeup {
+            wakeup.poke();
+        }
+        Ok(())
+    }
+}
+
 /// Messages to the monitor. Sources never call the monitor; they stamp the board or send here.
 #[derive(Debug)]
 pub(crate) enum Control {

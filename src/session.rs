@@ -6,13 +6,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, select};
+use crossbeam_channel::{Receiver, select};
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Snapshot;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
-use crate::contract::{Control, Lifecycle, Shared};
+use crate::contract::{Control, ControlTx, Lifecycle, Shared};
 use crate::environment::Environment;
 use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
@@ -29,6 +29,8 @@ pub struct SessionBuilder {
     plain: bool,
     config: MonitorConfig,
     clock: Arc<dyn Clock>,
+    /// Whether `clock` is the default `SystemClock` (no `clock(…)` call).
+    real_clock: bool,
     stdout: OutputSink,
     stderr: OutputSink,
     stdin: Option<Input>,
@@ -91,6 +93,7 @@ impl SessionBuilder {
     /// [`MockClock`](crate::MockClock).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
+        self.real_clock = false;
         self
     }
 
@@ -272,6 +275,7 @@ impl SessionBuilder {
             env_cleared: self.environment.clears(),
             config: self.config,
             clock: self.clock,
+            real_clock: self.real_clock,
             stdout: self.stdout,
             stderr: self.stderr,
             stdin: self.stdin.unwrap_or(Input::Null),
@@ -309,7 +313,7 @@ pub struct Session {
     pid: u32,
     clock: Arc<dyn Clock>,
     board: Arc<ActivityBoard>,
-    control: Sender<Control>,
+    control: ControlTx,
     done: Receiver<()>,
     shared: Arc<Shared>,
 }
@@ -340,6 +344,7 @@ impl Session {
             plain,
             config: MonitorConfig::default(),
             clock: Arc::new(SystemClock),
+            real_clock: true,
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,
             stdin: None,

@@ -22,7 +22,7 @@ use crate::capture::{HeadTail, Recorder};
 use crate::clock::Clock;
 use crate::completion::FileWatch;
 use crate::config::{ContainmentMode, MonitorConfig};
-use crate::contract::{Control, Lifecycle, Shared};
+use crate::contract::{Control, ControlTx, Lifecycle, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
@@ -52,6 +52,9 @@ pub(crate) struct Launch {
     pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Arc<dyn Clock>,
+    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor can
+    /// sleep in `poll` on the leader's pidfd instead of needing a waiter thread.
+    pub(crate) real_clock: bool,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
     pub(crate) stdin: Input,
@@ -92,7 +95,7 @@ pub(crate) struct Launched {
     pub(crate) id: u64,
     pub(crate) pid: u32,
     pub(crate) board: Arc<ActivityBoard>,
-    pub(crate) control: Sender<Control>,
+    pub(crate) control: ControlTx,
     /// Disconnects once the monitor stored the result.
     pub(crate) done: Receiver<()>,
     pub(crate) shared: Arc<Shared>,
@@ -106,6 +109,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         env_cleared,
         config,
         clock,
+        real_clock,
         stdout: stdout_sink,
         stderr: stderr_sink,
         stdin,
@@ -166,6 +170,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         guardian,
         cgroup,
         containment,
+        real_clock,
     };
 
     let started = start_threads(
@@ -286,6 +291,12 @@ struct PlainStart<'a> {
     /// the main one).
     from_spawner: bool,
     cgroup: Option<&'a sys::CgroupEntry>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many waiter threads this thread started (tests).
+    static WAITERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
@@ -770,12 +781,7 @@ fn pipe_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError {
     }
 }
 
-type Started = (
-    Sender<Control>,
-    Receiver<()>,
-    Arc<Shared>,
-    Sender<ChildProcess>,
-);
+type Started = (ControlTx, Receiver<()>, Arc<Shared>, Sender<ChildProcess>);
 
 /// How the output is read and recorded.
 struct Streams {
@@ -803,6 +809,8 @@ struct Streams {
     cgroup: Option<Arc<Cgroup>>,
     /// How the tree is held, for the result.
     containment: Containment,
+    /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
+    real_clock: bool,
 }
 
 /// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
@@ -846,7 +854,16 @@ fn start_threads(
     stderr_sink: OutputSink,
 ) -> io::Result<Started> {
     let pid = child.id() as i32;
+    // On the real clock the monitor sleeps in `poll`, woken by messages and by the leader's
+    // exit itself: no waiter thread, and one thread hand-off less between the exit and the
+    // result. A test clock drives the monitor through its channel, the waiter through it too.
+    let wakeup = streams
+        .real_clock
+        .then(|| sys::Wakeup::new(pid))
+        .flatten()
+        .map(Arc::new);
     let (control_tx, control_rx) = unbounded();
+    let control_tx = ControlTx::new(control_tx, wakeup.clone());
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
 
@@ -901,6 +918,7 @@ fn start_threads(
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
+        wakeup: wakeup.clone(),
     };
     register_pipes(id, &pipes);
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
@@ -911,7 +929,9 @@ fn start_threads(
         let (emitter, clock) = (&streams.emitter, &board_clock);
         start_reader(id, pipe, state, &control_tx, &board, emitter, clock, lines)?;
     }
-    start_waiter(id, pid, control_tx.clone(), tree_gone)?;
+    if wakeup.is_none() || tree_gone {
+        start_waiter(id, pid, control_tx.clone(), tree_gone)?;
+    }
 
     Ok((control_tx, done_rx, shared, child_tx))
 }
@@ -1227,7 +1247,7 @@ fn start_reader(
     id: u64,
     pipe: StreamPipe,
     state: Arc<PumpState>,
-    control: &Sender<Control>,
+    control: &ControlTx,
     board: &Arc<ActivityBoard>,
     emitter: &Arc<Emitter>,
     clock: &Arc<dyn Clock>,
@@ -1339,7 +1359,7 @@ impl ReaderLines {
         }
     }
 
-    fn feed(&mut self, chunk: &[u8], control: &Sender<Control>) {
+    fn feed(&mut self, chunk: &[u8], control: &ControlTx) {
         let seen = self.watch.feed(chunk);
         if self.repeats {
             self.board.stamp(if seen.fresh {
@@ -1351,12 +1371,12 @@ impl ReaderLines {
         self.tell(seen, control);
     }
 
-    fn finish(&mut self, control: &Sender<Control>) {
+    fn finish(&mut self, control: &ControlTx) {
         let seen = self.watch.finish();
         self.tell(seen, control);
     }
 
-    fn tell(&self, seen: ChunkSeen, control: &Sender<Control>) {
+    fn tell(&self, seen: ChunkSeen, control: &ControlTx) {
         if let Some((trigger, matched)) = seen.completed {
             let after = self
                 .board
@@ -1375,7 +1395,9 @@ impl ReaderLines {
 
 /// The waiter: tells the monitor when the leader exited (without reaping it). None when it
 /// has exited already (`gone`: a zombie until the monitor reaps it), said at once then.
-fn start_waiter(id: u64, pid: i32, exited: Sender<Control>, gone: bool) -> io::Result<()> {
+fn start_waiter(id: u64, pid: i32, exited: ControlTx, gone: bool) -> io::Result<()> {
+    #[cfg(test)]
+    WAITERS.with(|n| n.set(n.get() + u32::from(!gone)));
     if gone {
         let _ = exited.send(Control::ChildExited);
         return Ok(());
@@ -1462,5 +1484,49 @@ mod tests {
             let builder = Session::builder(Program::new("true")).config(config);
             assert!(started_plain(builder));
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod wakeup_tests {
+    use std::time::Duration;
+
+    use super::WAITERS;
+    use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
+
+    /// Starts `sh -c script` (a grandchild keeps the output pipes open after the leader's
+    /// exit) and waits; returns the outcome and how many waiter threads the start made.
+    fn run(script: &str, mock: bool) -> (Outcome, u32, Duration) {
+        let before = WAITERS.with(|n| n.get());
+        let config = MonitorConfig::default()
+            .watch_files(false)
+            .idle_timeout(Duration::from_secs(60));
+        let mut builder = Session::builder(Program::new("sh").args(["-c", script])).config(config);
+        if mock {
+            builder = builder.clock(MockClock::new());
+        }
+        let session = builder.spawn().expect("sh starts");
+        let waiters = WAITERS.with(|n| n.get()) - before;
+        let started = std::time::Instant::now();
+        let result = session.wait();
+        (result.outcome, waiters, started.elapsed())
+    }
+
+    #[test]
+    fn on_the_real_clock_the_leaders_exit_wakes_the_monitor_without_a_waiter_thread() {
+        // The leader exits while a grandchild holds its pipes for 30 s: only the exit (its
+        // pidfd) can tell the monitor, which then ends the grandchild as a leftover.
+        let script = "sleep 30 & echo started";
+        let (outcome, waiters, took) = run(script, false);
+        assert_eq!(outcome, Outcome::Exited);
+        assert_eq!(waiters, 0, "no waiter thread on the real clock");
+        assert!(
+            took < Duration::from_secs(20),
+            "the exit was seen: {took:?}"
+        );
+        // A test clock keeps the waiter (its timers are channels, not `poll` timeouts).
+        let (outcome, waiters, _) = run(script, true);
+        assert_eq!(outcome, Outcome::Exited);
+        assert_eq!(waiters, 1);
     }
 }

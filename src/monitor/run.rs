@@ -176,6 +176,9 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
+    /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
+    /// and the leader's exit wakes it (no waiter thread then).
+    pub(super) wakeup: Option<Arc<sys::Wakeup>>,
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
@@ -228,6 +231,16 @@ impl Monitor {
             };
             if let Some(due) = self.tap.flush_due {
                 wake.at = wake.at.min(due);
+            }
+            if let Some(wakeup) = self.wakeup.clone() {
+                // The real clock: its deadlines are `Instant`s, a `poll` timeout reaches them.
+                let timeout = wake.at.saturating_duration_since(Instant::now());
+                let timeout = wake.poll.map_or(timeout, |poll| poll.min(timeout));
+                let woken = wakeup.sleep(Some(timeout), self.leader.exited);
+                if woken.exited {
+                    self.handle(Control::ChildExited);
+                }
+                continue; // messages are taken at the top
             }
             let timer = self.timing.timer(&*self.clock, wake.at);
             let poll = wake.poll.map_or_else(never, crossbeam_channel::after);

@@ -237,6 +237,76 @@ pub(crate) fn reap_child(pid: i32, hang: bool) -> io::Result<Option<std::process
     }
 }
 
+/// What wakes a monitor that sleeps in `poll` instead of on its channel: an eventfd that every
+/// message pokes, and a pidfd of the leader, readable once it has exited (Linux 5.3). With it,
+/// the monitor needs no waiter thread, and the leader's exit wakes it directly.
+#[derive(Debug)]
+pub(crate) struct Wakeup {
+    event: std::os::fd::OwnedFd,
+    leader: std::os::fd::OwnedFd,
+}
+
+/// What [`Wakeup::sleep`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Woken {
+    /// A message was sent (the eventfd is reset).
+    pub(crate) message: bool,
+    /// The leader has exited (it stays so: stop asking, `leader_exited: true`).
+    pub(crate) exited: bool,
+}
+
+impl Wakeup {
+    /// An eventfd and a pidfd of `pid`; `None` where either is missing (no pidfds before
+    /// Linux 5.3; not Linux), and the caller keeps its waiter thread.
+    pub(crate) fn new(pid: i32) -> Option<Wakeup> {
+        #[cfg(target_os = "linux")]
+        {
+            let leader = pidfd_open(pid).ok()?;
+            let flags =
+                rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
+            let event = rustix::event::eventfd(0, flags).ok()?;
+            Some(Wakeup { event, leader })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = pid;
+            None
+        }
+    }
+
+    /// Wakes the sleeper (a message is waiting). Never blocks: a counter already at its
+    /// maximum wakes it as well.
+    pub(crate) fn poke(&self) {
+        let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
+    }
+
+    /// Sleeps until a message, the leader's exit (unless `leader_exited` already), or
+    /// `timeout` (`None`: no limit).
+    pub(crate) fn sleep(&self, timeout: Option<std::time::Duration>, leader_exited: bool) -> Woken {
+        use rustix::event::{PollFd, PollFlags};
+        let timeout = timeout.map(|t| rustix::event::Timespec {
+            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(t.subsec_nanos()),
+        });
+        let mut fds = [
+            PollFd::new(&self.event, PollFlags::IN),
+            PollFd::new(&self.leader, PollFlags::IN),
+        ];
+        let watched = if leader_exited { 1 } else { 2 };
+        let ready = rustix::event::poll(&mut fds[..watched], timeout.as_ref());
+        let mut woken = Woken::default();
+        if matches!(ready, Ok(n) if n > 0) {
+            woken.message = !fds[0].revents().is_empty();
+            woken.exited = watched == 2 && !fds[1].revents().is_empty();
+        }
+        if woken.message {
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(&self.event, &mut count);
+        }
+        woken
+    }
+}
+
 /// Whether the calling thread is the process's main thread: the thread that lives as long as
 /// the process (Rust's `main` returning ends the process), so that a child it forks with the
 /// parent-death signal gets it when the process dies, as from the spawner thread.
