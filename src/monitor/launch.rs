@@ -913,6 +913,7 @@ fn start_threads(
         tree_gone,
         files,
         handed_files: None,
+        watches_handed: None,
         network,
         network_unavailable,
         unwatched: Vec::new(),

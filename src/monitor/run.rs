@@ -192,6 +192,9 @@ pub(super) struct Monitor {
     /// The tracker let go of whose inotify instances the guardian holds: dropped (its
     /// threads stopped and joined, 0.2 ms) with the monitor, after the result is out.
     pub(super) handed_files: Option<FileActivityTracker>,
+    /// Whether the guardian was handed the tracker's inotify instances as soon as it was
+    /// armed (during the run, not on the way out): `None` until that was tried.
+    pub(super) watches_handed: Option<bool>,
     /// The network source (on, and able to observe).
     pub(super) network: Option<NetworkObserver>,
     /// Why the network source is on but cannot observe anything.
@@ -408,6 +411,7 @@ impl Monitor {
             .files
             .as_ref()
             .and_then(FileActivityTracker::arm_if_due);
+        self.hand_watches_over();
         let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
         if let Some(seen) = seen {
             self.completed(seen);
@@ -866,11 +870,12 @@ impl Monitor {
             // instance is this tracker's, so every one open when its watcher was made is
             // handed over, and a process with many sessions (`serve`) would hand over the
             // others' at every end, to no purpose (it is not about to exit).
-            if !process::orphans::others_running(self.id)
-                && self
-                    .guardian
-                    .as_ref()
-                    .is_some_and(|guardian| guardian.take_inotify(&files.inotify_numbers()))
+            if self.watches_handed == Some(true)
+                || !process::orphans::others_running(self.id)
+                    && self
+                        .guardian
+                        .as_ref()
+                        .is_some_and(|guardian| guardian.take_inotify(&files.inotify_numbers()))
             {
                 self.handed_files = Some(files);
                 return;
@@ -883,6 +888,27 @@ impl Monitor {
                 log::debug!("session {}: no thread to drop the watches on: {e}", self.id);
             }
         }
+    }
+
+    /// Once the tracker is armed, hands its inotify instances to the guardian (see
+    /// [`let_go_of_files`](Self::let_go_of_files)), now rather than when the run is over:
+    /// the duplicates and the message cost the way out nothing then. Under the same rule
+    /// (no other session of this process running); tried once.
+    fn hand_watches_over(&mut self) {
+        if self.watches_handed.is_some() || self.leader.exited {
+            return;
+        }
+        let (Some(files), Some(guardian)) = (&self.files, &self.guardian) else {
+            return;
+        };
+        if !files.has_armed() || files.inotify_numbers().is_empty() {
+            return;
+        }
+        // Tried once, whatever comes of it: the way out tries again if it did not work.
+        self.watches_handed = Some(
+            !process::orphans::others_running(self.id)
+                && guardian.take_inotify(&files.inotify_numbers()),
+        );
     }
 
     fn reap(&mut self) {

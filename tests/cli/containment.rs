@@ -240,6 +240,57 @@ fn the_program_is_forked_from_the_main_thread_and_dies_with_stallwatch() {
     }
 }
 
+/// Whether a child of `pid` named `sw-guardian` holds an inotify instance.
+fn guardian_holds_inotify(pid: u32) -> bool {
+    let children = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
+    children
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|child| {
+            let comm = fs::read_to_string(format!("/proc/{child}/comm")).unwrap_or_default();
+            comm.trim_end() == "sw-guardian"
+                && fs::read_dir(format!("/proc/{child}/fd")).is_ok_and(|fds| {
+                    fds.filter_map(Result::ok)
+                        .filter_map(|fd| fs::read_link(fd.path()).ok())
+                        .any(|target| target.to_string_lossy() == "anon_inode:inotify")
+                })
+        })
+}
+
+/// The file watches' inotify instance goes to the guardian as soon as the watches are armed,
+/// while the program runs: the way out of the run then has nothing to hand over (the instance's
+/// teardown, 8–11 ms in the kernel, is the guardian's at its exit either way).
+#[test]
+fn the_guardian_holds_the_watches_while_the_program_runs() {
+    let modes: &[&str] = if root() {
+        &["cgroup", "group"]
+    } else {
+        &["group"]
+    };
+    for mode in modes {
+        let marker = Marker::new(&format!("cli_watches_handed_{mode}"));
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        fs::create_dir(dir.path().join(".agent")).expect("the watched folder");
+        let running = sw(&marker)
+            .dir(dir.path())
+            .args(&["-i", "60s", "--containment", mode])
+            .sh("echo ready; exec sleep 1000")
+            .spawn();
+        wait_ready(&running);
+        // Armed 50 ms in; then handed over by the monitor's next look.
+        let held = poll_until(GENEROUS, || guardian_holds_inotify(running.pid()));
+        assert!(
+            held,
+            "{mode}: the guardian holds the watches while the program runs"
+        );
+        running.signal(Sig::TERM);
+        let finished = running.wait();
+        // Passed on to the program, then died of like `timeout` does.
+        assert_eq!(finished.status.signal(), Some(Sig::TERM.as_raw()), "{mode}");
+        assert_no_leak(&marker);
+    }
+}
+
 #[test]
 fn a_busy_escapee_without_tag_or_pipe_keeps_a_silent_run_alive() {
     let marker = Marker::new("cli_contain_busy");
