@@ -293,6 +293,10 @@ struct PlainStart<'a> {
     cgroup: Option<&'a sys::CgroupEntry>,
 }
 
+/// The names of the reader threads started (tests).
+#[cfg(test)]
+static READER_THREADS: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
+
 #[cfg(test)]
 thread_local! {
     /// How many waiter threads this thread started (tests).
@@ -920,15 +924,36 @@ fn start_threads(
         reason: None,
         phase: Phase::Watching,
         wakeup: wakeup.clone(),
+        readers: Vec::new(),
     };
     register_pipes(id, &pipes);
-    let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
-
+    let mut readers = Vec::new();
     for pipe in pipes {
         let state = pumps[stream_index(pipe.stream)].clone();
         let lines = streams.lines.clone();
         let (emitter, clock) = (&streams.emitter, &board_clock);
-        start_reader(id, pipe, state, &control_tx, &board, emitter, clock, lines)?;
+        readers.push(reader(
+            id,
+            pipe,
+            state,
+            &control_tx,
+            &board,
+            emitter,
+            clock,
+            lines,
+        )?);
+    }
+    // Sleeping in `poll`, the monitor starts a pipe's reader once it has something to read
+    // (a terminal's reader starts at once: its end is an error, not end-of-file).
+    let lazy = wakeup.is_some() && streams.terminal.is_none();
+    let mut monitor = monitor;
+    if lazy {
+        monitor.readers = readers;
+        readers = Vec::new();
+    }
+    let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
+    for reader in readers {
+        reader.start()?;
     }
     if wakeup.is_none() || tree_gone {
         start_waiter(id, pid, control_tx.clone(), tree_gone)?;
@@ -1242,9 +1267,36 @@ fn start_monitor(
     Ok(child_tx)
 }
 
-/// Starts one stream's reader thread: reads, stamps the board, records, spills, passes on.
+/// One stream's reader, not started yet: its work, the thread's name, and a descriptor of
+/// its pipe to wait on (the monitor starts it once the pipe has something to read: a stream
+/// the program never writes to costs no thread, and one that ends empty is read to its end
+/// on the monitor's thread).
+pub(super) struct Reader {
+    pub(super) name: String,
+    /// The pipe (a duplicate of the read end the work reads).
+    pub(super) fd: OwnedFd,
+    /// Reads to the end: stamps the board, records, spills, passes on, then says it is done.
+    pub(super) work: Box<dyn FnOnce() + Send>,
+}
+
+impl Reader {
+    /// Runs the work on a thread of its own.
+    pub(super) fn start(self) -> io::Result<()> {
+        let Reader { name, fd, work } = self;
+        drop(fd);
+        #[cfg(test)]
+        READER_THREADS.lock().push(name.clone());
+        thread::Builder::new()
+            .name(name)
+            .spawn(work)
+            .map(drop)
+            .map_err(|e| SpawnError::thread("output reader", e).into())
+    }
+}
+
+/// One stream's reader: reads, stamps the board, records, spills, passes on.
 #[allow(clippy::too_many_arguments)] // one call site; the parts of one reader
-fn start_reader(
+fn reader(
     id: u64,
     pipe: StreamPipe,
     state: Arc<PumpState>,
@@ -1253,7 +1305,7 @@ fn start_reader(
     emitter: &Arc<Emitter>,
     clock: &Arc<dyn Clock>,
     lines: Option<LineSetup>,
-) -> io::Result<()> {
+) -> io::Result<Reader> {
     let StreamPipe {
         stream,
         pipe,
@@ -1263,7 +1315,6 @@ fn start_reader(
         spill_writer: spill,
         ..
     } = pipe;
-    drop(fd);
     let control = control.clone();
     let board = board.clone();
     let recorder = recorder.ok_or_else(|| io::Error::other("no recorder for a stream"))?;
@@ -1275,42 +1326,43 @@ fn start_reader(
         Stream::Terminal => "tty",
     };
     let mut sink = sink;
-    thread::Builder::new()
-        .name(format!("stallwatch-{short}-{id}"))
-        .spawn(move || {
-            let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
-            let mut reader = ActivityTrackingReader::new(pipe, board);
-            if watch.as_ref().is_some_and(|w| w.repeats) {
-                reader = reader.unstamped(); // the line watch stamps output or repeats
+    let work = move || {
+        let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
+        let mut reader = ActivityTrackingReader::new(pipe, board);
+        if watch.as_ref().is_some_and(|w| w.repeats) {
+            reader = reader.unstamped(); // the line watch stamps output or repeats
+        }
+        let mut notified: Option<Instant> = None;
+        let pending_control = control.clone();
+        let lines_control = control.clone();
+        let watch_ref = &mut watch;
+        let mut record = move |chunk: &[u8]| {
+            if let Some(watch) = watch_ref.as_mut() {
+                watch.feed(chunk, &lines_control);
             }
-            let mut notified: Option<Instant> = None;
-            let pending_control = control.clone();
-            let lines_control = control.clone();
-            let watch_ref = &mut watch;
-            let mut record = move |chunk: &[u8]| {
-                if let Some(watch) = watch_ref.as_mut() {
-                    watch.feed(chunk, &lines_control);
-                }
-                if let Some(spill) = &spill {
-                    spill.push(chunk);
-                }
-                let due = recorder.lock().record(chunk, clock.now(), &emitter);
-                if let Some(due) = due
-                    && notified != Some(due)
-                {
-                    notified = Some(due);
-                    let _ = pending_control.send(Control::OutputPending(due));
-                }
-            };
-            pump(&mut reader, &mut sink, &state, stream, &mut record);
-            drop(record);
-            if let Some(watch) = watch.as_mut() {
-                watch.finish(&control);
+            if let Some(spill) = &spill {
+                spill.push(chunk);
             }
-            let _ = control.send(Control::ReaderDone(stream));
-        })
-        .map_err(|e| SpawnError::thread("output reader", e))?;
-    Ok(())
+            let due = recorder.lock().record(chunk, clock.now(), &emitter);
+            if let Some(due) = due
+                && notified != Some(due)
+            {
+                notified = Some(due);
+                let _ = pending_control.send(Control::OutputPending(due));
+            }
+        };
+        pump(&mut reader, &mut sink, &state, stream, &mut record);
+        drop(record);
+        if let Some(watch) = watch.as_mut() {
+            watch.finish(&control);
+        }
+        let _ = control.send(Control::ReaderDone(stream));
+    };
+    Ok(Reader {
+        name: format!("stallwatch-{short}-{id}"),
+        fd,
+        work: Box::new(work),
+    })
 }
 
 /// What every reader needs to look at lines: the compiled completion patterns, the line
@@ -1529,5 +1581,46 @@ mod wakeup_tests {
         let (outcome, waiters, _) = run(script, true);
         assert_eq!(outcome, Outcome::Exited);
         assert_eq!(waiters, 1);
+    }
+
+    #[test]
+    fn a_reader_thread_starts_only_for_a_stream_the_program_writes_to() {
+        let config = MonitorConfig::default().watch_files(false);
+        let script = "sleep 0.2; echo out; sleep 0.2";
+        let session = Session::builder(Program::new("sh").args(["-c", script]))
+            .config(config.clone())
+            .spawn()
+            .expect("sh starts");
+        let result = session.wait();
+        assert_eq!(result.outcome, Outcome::Exited);
+        assert!(
+            result.output_complete,
+            "both streams were read to their end"
+        );
+        let out = session.snapshot().stdout.expect("captured").render_lossy();
+        assert_eq!(out, "out\n");
+        let id = session.id();
+        let started = super::READER_THREADS.lock().clone();
+        assert!(
+            started.contains(&format!("stallwatch-out-{id}")),
+            "{started:?}"
+        );
+        assert!(
+            !started.contains(&format!("stallwatch-err-{id}")),
+            "{started:?}"
+        );
+        // A test clock starts both at once.
+        let session = Session::builder(Program::new("true"))
+            .config(config)
+            .clock(MockClock::new())
+            .spawn()
+            .expect("true starts");
+        assert_eq!(session.wait().outcome, Outcome::Exited);
+        let id = session.id();
+        let started = super::READER_THREADS.lock().clone();
+        assert!(
+            started.contains(&format!("stallwatch-err-{id}")),
+            "{started:?}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! message), then watches (asks the verdict), goes stale or reaches the hard deadline, runs
 //! the ladder, and drains the output; publishes the result at the end.
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -179,6 +180,9 @@ pub(super) struct Monitor {
     /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
     /// and the leader's exit wakes it (no waiter thread then).
     pub(super) wakeup: Option<Arc<sys::Wakeup>>,
+    /// With `wakeup`, the output readers not started yet: each starts once its pipe has
+    /// something to read (see [`Reader`](super::launch::Reader)).
+    pub(super) readers: Vec<super::launch::Reader>,
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
@@ -239,7 +243,12 @@ impl Monitor {
                 // The real clock: its deadlines are `Instant`s, a `poll` timeout reaches them.
                 let timeout = wake.at.saturating_duration_since(Instant::now());
                 let timeout = wake.poll.map_or(timeout, |poll| poll.min(timeout));
-                let woken = wakeup.sleep(Some(timeout), self.leader.exited);
+                let pipes: Vec<_> = self.readers.iter().map(|r| r.fd.as_fd()).collect();
+                let woken = wakeup.sleep(Some(timeout), self.leader.exited, &pipes);
+                drop(pipes);
+                if woken.ready != 0 {
+                    self.start_readers(woken.ready);
+                }
                 if woken.exited {
                     self.handle(Control::ChildExited);
                 }
@@ -909,6 +918,25 @@ impl Monitor {
             !process::orphans::others_running(self.id)
                 && guardian.take_inotify(&files.inotify_numbers()),
         );
+    }
+
+    /// Starts the readers whose pipes are ready (`ready`: one bit per reader, in order): on a
+    /// thread of its own when the pipe holds bytes; here when it is at its end with nothing
+    /// left (the reading is then one `read` of nothing, and its end-of-stream steps).
+    fn start_readers(&mut self, ready: u64) {
+        let readers = std::mem::take(&mut self.readers);
+        for (i, reader) in readers.into_iter().enumerate() {
+            if i >= 64 || ready & (1 << i) == 0 {
+                self.readers.push(reader);
+                continue;
+            }
+            let empty = sys::unread_bytes(&reader.fd).is_ok_and(|n| n == 0);
+            if empty {
+                (reader.work)();
+            } else if let Err(e) = reader.start() {
+                log::error!("session {}: cannot start an output reader: {e}", self.id);
+            }
+        }
     }
 
     fn reap(&mut self) {

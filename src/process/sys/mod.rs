@@ -253,6 +253,8 @@ pub(crate) struct Woken {
     pub(crate) message: bool,
     /// The leader has exited (it stays so: stop asking, `leader_exited: true`).
     pub(crate) exited: bool,
+    /// Which of the other descriptors are readable (or at their end), one bit each.
+    pub(crate) ready: u64,
 }
 
 impl Wakeup {
@@ -280,24 +282,36 @@ impl Wakeup {
         let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
     }
 
-    /// Sleeps until a message, the leader's exit (unless `leader_exited` already), or
-    /// `timeout` (`None`: no limit).
-    pub(crate) fn sleep(&self, timeout: Option<std::time::Duration>, leader_exited: bool) -> Woken {
+    /// Sleeps until a message, the leader's exit (unless `leader_exited` already), one of
+    /// `others` (at most 62) is readable or at its end, or `timeout` (`None`: no limit).
+    pub(crate) fn sleep(
+        &self,
+        timeout: Option<std::time::Duration>,
+        leader_exited: bool,
+        others: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Woken {
         use rustix::event::{PollFd, PollFlags};
         let timeout = timeout.map(|t| rustix::event::Timespec {
             tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(t.subsec_nanos()),
         });
-        let mut fds = [
-            PollFd::new(&self.event, PollFlags::IN),
-            PollFd::new(&self.leader, PollFlags::IN),
-        ];
-        let watched = if leader_exited { 1 } else { 2 };
-        let ready = rustix::event::poll(&mut fds[..watched], timeout.as_ref());
+        let others = &others[..others.len().min(62)];
+        let mut fds = Vec::with_capacity(2 + others.len());
+        fds.push(PollFd::new(&self.event, PollFlags::IN));
+        fds.extend(others.iter().map(|fd| PollFd::new(fd, PollFlags::IN)));
+        if !leader_exited {
+            fds.push(PollFd::new(&self.leader, PollFlags::IN));
+        }
+        let ready = rustix::event::poll(&mut fds, timeout.as_ref());
         let mut woken = Woken::default();
         if matches!(ready, Ok(n) if n > 0) {
             woken.message = !fds[0].revents().is_empty();
-            woken.exited = watched == 2 && !fds[1].revents().is_empty();
+            for (i, fd) in fds[1..=others.len()].iter().enumerate() {
+                if !fd.revents().is_empty() {
+                    woken.ready |= 1 << i;
+                }
+            }
+            woken.exited = !leader_exited && !fds[others.len() + 1].revents().is_empty();
         }
         if woken.message {
             let mut count = [0u8; 8];
