@@ -13,9 +13,10 @@ use std::process::Command;
 /// x86-64: stallwatch knows every setting of a `Program` and starts it as `posix_spawn` does,
 /// sharing the supervisor's memory until the `exec`, while a `Command` (whose `pre_exec` hooks,
 /// user or cleared environment stallwatch cannot see) goes through std's fork, which copies the
-/// supervisor's page tables first. Elsewhere both take std's path. Either way the child is
-/// the same: the same arguments, environment, working directory, signal dispositions and
-/// mask (empty; SIGPIPE at its default), the same group, cgroup and parent-death signal.
+/// supervisor's page tables first. Elsewhere both take std's path. Either way the child gets
+/// the same arguments, variables, working directory, signal dispositions and mask (empty;
+/// SIGPIPE at its default), the same group, cgroup and parent-death signal; a script without
+/// `#!` runs with `/bin/sh` (it then takes std's path).
 ///
 /// ```
 /// use stallwatch::{MonitorConfig, Program, Session};

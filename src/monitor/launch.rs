@@ -917,7 +917,7 @@ fn start_threads(
         tree_gone,
         files,
         handed_files: None,
-        watches_handed: None,
+        watches: super::run::Watches::Kept,
         network,
         network_unavailable,
         unwatched: Vec::new(),
@@ -1272,6 +1272,7 @@ fn start_monitor(
 /// the program never writes to costs no thread, and one that ends empty is read to its end
 /// on the monitor's thread).
 pub(super) struct Reader {
+    pub(super) stream: Stream,
     pub(super) name: String,
     /// The pipe (a duplicate of the read end the work reads).
     pub(super) fd: OwnedFd,
@@ -1282,7 +1283,7 @@ pub(super) struct Reader {
 impl Reader {
     /// Runs the work on a thread of its own.
     pub(super) fn start(self) -> io::Result<()> {
-        let Reader { name, fd, work } = self;
+        let Reader { name, fd, work, .. } = self;
         drop(fd);
         #[cfg(test)]
         READER_THREADS.lock().push(name.clone());
@@ -1359,6 +1360,7 @@ fn reader(
         let _ = control.send(Control::ReaderDone(stream));
     };
     Ok(Reader {
+        stream,
         name: format!("stallwatch-{short}-{id}"),
         fd,
         work: Box::new(work),

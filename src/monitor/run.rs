@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, never, select};
 
 use super::ladder::{Ladder, Leader, OsProcesses, ProcessLayer, signal_leader};
-use super::tap::Tap;
+use super::tap::{Tap, stream_index};
 use super::{POLL_MAX, Wake, end_session};
 use crate::activity::{ActivityBoard, ActivitySource, BoardSnapshot};
 use crate::clock::Clock;
@@ -155,6 +155,20 @@ impl Timing {
     }
 }
 
+/// Whether the guardian holds the file tracker's inotify instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Watches {
+    /// Not tried yet.
+    Kept,
+    /// The guardian holds them.
+    Handed,
+    /// Not handed over during the run (another session runs, or the hand-over failed): the
+    /// way out tries again.
+    Declined,
+    /// Given back: the tracker fell back to scanning and closed its instance.
+    GivenBack,
+}
+
 /// The monitor thread's state: the session's parts, grouped by who owns them.
 pub(super) struct Monitor {
     pub(super) id: u64,
@@ -196,9 +210,9 @@ pub(super) struct Monitor {
     /// The tracker let go of whose inotify instances the guardian holds: dropped (its
     /// threads stopped and joined, 0.2 ms) with the monitor, after the result is out.
     pub(super) handed_files: Option<FileActivityTracker>,
-    /// Whether the guardian was handed the tracker's inotify instances as soon as it was
-    /// armed (during the run, not on the way out): `None` until that was tried.
-    pub(super) watches_handed: Option<bool>,
+    /// Where the file tracker's inotify instances are (the guardian is handed them as soon as
+    /// they are armed, during the run, not on the way out).
+    pub(super) watches: Watches,
     /// The network source (on, and able to observe).
     pub(super) network: Option<NetworkObserver>,
     /// Why the network source is on but cannot observe anything.
@@ -879,8 +893,9 @@ impl Monitor {
             // instance is this tracker's, so every one open when its watcher was made is
             // handed over, and a process with many sessions (`serve`) would hand over the
             // others' at every end, to no purpose (it is not about to exit).
-            if self.watches_handed == Some(true)
-                || !process::orphans::others_running(self.id)
+            if self.watches == Watches::Handed
+                || self.watches != Watches::GivenBack
+                    && !process::orphans::others_running(self.id)
                     && self
                         .guardian
                         .as_ref()
@@ -903,21 +918,33 @@ impl Monitor {
     /// [`let_go_of_files`](Self::let_go_of_files)), now rather than when the run is over:
     /// the duplicates and the message cost the way out nothing then. Under the same rule
     /// (no other session of this process running); tried once.
+    /// Once they are handed over, a tracker that falls back to scanning (it ran out of
+    /// watches) closes its instance: the guardian is asked to close its copies too, or the
+    /// watches would stay (and count against the user's limit) until the session ends.
     fn hand_watches_over(&mut self) {
-        if self.watches_handed.is_some() || self.leader.exited {
-            return;
-        }
         let (Some(files), Some(guardian)) = (&self.files, &self.guardian) else {
             return;
         };
-        if !files.has_armed() || files.inotify_numbers().is_empty() {
-            return;
+        match self.watches {
+            Watches::Kept if !self.leader.exited => {
+                if !files.has_armed() || files.inotify_numbers().is_empty() {
+                    return;
+                }
+                // Tried once, whatever comes of it: the way out tries again if it did not work.
+                let handed = !process::orphans::others_running(self.id)
+                    && guardian.take_inotify(&files.inotify_numbers());
+                self.watches = if handed {
+                    Watches::Handed
+                } else {
+                    Watches::Declined
+                };
+            }
+            Watches::Handed if files.is_stat_scan() => {
+                guardian.give_back_inotify();
+                self.watches = Watches::GivenBack;
+            }
+            _ => {}
         }
-        // Tried once, whatever comes of it: the way out tries again if it did not work.
-        self.watches_handed = Some(
-            !process::orphans::others_running(self.id)
-                && guardian.take_inotify(&files.inotify_numbers()),
-        );
     }
 
     /// Starts the readers whose pipes are ready (`ready`: one bit per reader, in order): on a
@@ -933,8 +960,17 @@ impl Monitor {
             let empty = sys::unread_bytes(&reader.fd).is_ok_and(|n| n == 0);
             if empty {
                 (reader.work)();
-            } else if let Err(e) = reader.start() {
-                log::error!("session {}: cannot start an output reader: {e}", self.id);
+            } else {
+                let stream = reader.stream;
+                if let Err(e) = reader.start() {
+                    // Not on this thread: a reader blocks, and the monitor must keep its
+                    // deadlines. The stream is lost (its pipe closed: the program's writes to
+                    // it fail), and the result says so.
+                    log::error!("session {}: {e}; the {} is lost", self.id, stream.name());
+                    let why = format!("no thread could be started to read it: {e}");
+                    *self.shared.pumps[stream_index(stream)].sink_error.lock() = Some(why);
+                    self.tap.reader_done(stream);
+                }
             }
         }
     }

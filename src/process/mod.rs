@@ -303,6 +303,18 @@ impl Guardian {
         }
     }
 
+    /// Has the guardian close the inotify instances it was handed ([`take_inotify`]): the
+    /// tracker gave them up mid-run (it fell back to scanning), and their watches must go with
+    /// them.
+    ///
+    /// [`take_inotify`]: Self::take_inotify
+    pub(crate) fn give_back_inotify(&self) {
+        #[cfg(target_os = "linux")]
+        if let Err(e) = self.inner.give_back() {
+            log::debug!("asking the guardian to close the watches: {e}");
+        }
+    }
+
     /// The session ended properly: the guardian exits without signalling. It is reaped on a
     /// short-lived thread of its own, so that the session's end never waits for it.
     pub(crate) fn release(self) {

@@ -163,3 +163,16 @@ fn an_inherited_stdin_cannot_go_with_a_terminal() {
         Some(&ConfigError::StdinWithTerminal)
     );
 }
+
+#[test]
+fn a_script_without_a_shebang_runs_with_sh_as_with_a_command() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("a folder");
+    let script = dir.path().join("no-shebang");
+    std::fs::write(&script, "echo ran by sh\n").expect("written");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (code, out) = run(Session::builder(Program::new(&script)), quiet());
+    assert_eq!((code, out.as_str()), (0, "ran by sh\n"));
+    let (code, out) = run(Session::builder(Command::new(&script)), quiet());
+    assert_eq!((code, out.as_str()), (0, "ran by sh\n"));
+}

@@ -31,6 +31,9 @@ const DONE: &[u8] = b"done";
 /// What the supervisor sends, followed by the group's id (4 bytes, native order), when the
 /// guardian was forked before the program's group existed.
 const GROUP: &[u8] = b"pg";
+/// What the supervisor sends to have the guardian close every descriptor it was handed (the
+/// file tracker gave its inotify instance up mid-run: its watches must not outlive it here).
+const GIVE_BACK: &[u8] = b"back";
 /// File descriptors per message of a hand-over.
 const FDS_PER_MESSAGE: usize = 16;
 
@@ -128,6 +131,12 @@ impl ForkedGuardian {
         Ok(())
     }
 
+    /// Has the guardian close every descriptor it was handed ([`hand_over`](Self::hand_over)).
+    pub(crate) fn give_back(&self) -> io::Result<()> {
+        rustix::net::send(&self.channel, GIVE_BACK, SendFlags::NOSIGNAL)?;
+        Ok(())
+    }
+
     /// The session ended properly: the guardian exits without signalling (once this process
     /// is gone, or 100 ms later, when it holds handed-over descriptors). Closes this end of
     /// the socket; returns the guardian's pid, to reap.
@@ -198,6 +207,10 @@ fn watch(channel: i32, supervisor: Pid, pgid: Option<Pid>, cgroup: Option<&Cgrou
                     outlast(supervisor);
                 }
                 break false;
+            }
+            Ok(message) if data[..message.bytes] == *GIVE_BACK => {
+                close_from(1); // fd 0 is the socket; every other one was handed over
+                holding = false;
             }
             Ok(message) if message.bytes == 6 && data[..2] == *GROUP => {
                 let id = i32::from_ne_bytes([data[2], data[3], data[4], data[5]]);
@@ -404,6 +417,10 @@ mod tests {
             fd_targets(guardian.pid)
                 .iter()
                 .any(|t| t == "anon_inode:inotify")
+        });
+        guardian.give_back().expect("sent");
+        wait_until("the guardian closed what it was handed", || {
+            fd_targets(guardian.pid).len() == 1
         });
         reap(guardian.done());
         assert!(

@@ -5,19 +5,22 @@
 //! parent-death signal). A fork copies the page tables of the whole process and tears the copy
 //! down again at `exec`: on the development VM std's spawn with a hook took a median 1.2–1.3 ms
 //! in a minimal program, against 0.26–0.38 ms for its `posix_spawn` path (which `vfork`s) — and
-//! glibc's `posix_spawn` has no attribute for a cgroup or a parent-death signal.
+//! glibc's `posix_spawn` has no attribute for a parent-death signal, nor, before glibc 2.39
+//! (this machine has 2.36), for a cgroup.
 //!
 //! For a program whose every setting stallwatch knows (a [`Program`](crate::Program): its
 //! arguments, working directory and environment; the session's stdio), this module does what
 //! `posix_spawn` does, with those extras: `clone3(CLONE_VM | CLONE_VFORK)` on a stack of its
 //! own (with `CLONE_INTO_CGROUP`, the program is born in the session's cgroup), the new process
-//! sets itself up with raw system calls only, and `exec`s. Everything it needs (the argument
+//! sets itself up with system calls only, and `exec`s. Everything it needs (the argument
 //! and environment arrays, the candidate paths of a `PATH` search) is prepared before the
-//! clone; it allocates nothing, takes no lock, and writes only its own stack and, when the
-//! `exec` fails, the error slot its parent reads once it is resumed.
+//! clone; it allocates nothing and takes no lock. It writes its own stack, the error slot its
+//! parent reads once it is resumed (when the `exec` fails), and `errno` (libc's `syscall` sets
+//! it on a failed call): the thread-local of the suspended parent thread, whose inherited TLS
+//! register it uses, which the parent reads nowhere after the clone.
 //!
-//! What the new process does, in order (as std's own child does, so a program cannot tell
-//! the two paths apart):
+//! What the new process does, in order (as std's own child does: the program gets the same
+//! arguments, variables, directory, group, signal dispositions and mask):
 //! 1. every signal with a handler gets the default action, and SIGPIPE too (std's rule: Rust
 //!    ignores SIGPIPE, programs expect the default): a signal that arrived before the `exec`
 //!    must not run the supervisor's handler in memory the supervisor shares;
@@ -119,6 +122,10 @@ pub(crate) fn spawn(prepared: &Prepared, start: &Start<'_>) -> Result<i32, Refus
             // The new process failed before or at the `exec` and has exited: reap it.
             if let Err(e) = super::reap_child(pid, true) {
                 log::debug!("reaping pid {pid}, whose exec failed: {e}");
+            }
+            if errno == libc::ENOEXEC {
+                // A script without `#!`: `execvp` (std's path) runs it with `/bin/sh`.
+                return Err(Refused::Unsupported);
             }
             Err(Refused::Failed(io::Error::from_raw_os_error(errno)))
         }
@@ -345,13 +352,13 @@ fn clone_and_run(child: &ChildArgs<'_>, cgroup: Option<BorrowedFd<'_>>) -> Resul
     drop(stack);
     if ret < 0 {
         let errno = i32::try_from(-ret).unwrap_or(libc::EINVAL);
-        // No clone3 (before 5.3), no CLONE_INTO_CGROUP (before 5.7), or a cgroup the kernel
-        // will not start a process in: the usual way says why, or works.
+        // Refused before any process exists: no clone3 (before 5.3), no CLONE_INTO_CGROUP
+        // (before 5.7), a seccomp filter that answers EPERM, a cgroup the kernel will not
+        // start a process in… The usual way works, or says why. Only a lack of memory or
+        // processes is the start's own failure.
         return Err(match errno {
-            libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP | libc::EBUSY => {
-                Refused::Unsupported
-            }
-            errno => Refused::Failed(io::Error::from_raw_os_error(errno)),
+            libc::EAGAIN | libc::ENOMEM => Refused::Failed(io::Error::from_raw_os_error(errno)),
+            _ => Refused::Unsupported,
         });
     }
     i32::try_from(ret).map_err(|_| Refused::Unsupported)
@@ -484,7 +491,8 @@ fn reset_handlers() {
 
 /// Step 6: every signal unblocked, then each candidate `exec`ed as `execvp` does: a missing
 /// file or folder goes on to the next, a permission error is remembered (and returned if no
-/// candidate runs), any other error stops. Returns the errno when nothing ran.
+/// candidate runs), any other error stops. Returns the errno when nothing ran. (`ENOEXEC`, a
+/// script without `#!`, which `execvp` hands to `/bin/sh`, sends the caller to std's path.)
 fn exec(args: &ChildArgs<'_>) -> i32 {
     set_mask(0);
     let mut denied = false;
