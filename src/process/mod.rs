@@ -142,17 +142,10 @@ impl ChildProcess {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = handoff;
-        ChildProcess {
-            pid,
-            stdin,
-            stdout,
-            stderr,
-            status: None,
-        }
+        ChildProcess::started(pid, stdin, stdout, stderr)
     }
 
-    /// The child `sys::plain` started, with its pipes.
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    /// The child that runs the program (`sys::plain` started it, or std), with its pipes.
     pub(crate) fn started(
         pid: u32,
         stdin: Option<ChildStdin>,

@@ -42,24 +42,24 @@ use super::{Lead, lead_group, parent_death};
 /// `CLONE_PARENT` (linux/sched.h): the new process is a child of the caller's parent.
 const CLONE_PARENT: u64 = 0x0000_8000;
 /// `CLONE_INTO_CGROUP` (linux/sched.h, 5.7): the new process starts in the cgroup `cgroup`.
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+pub(super) const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// `struct clone_args` of the kernel's ABI (linux/sched.h), up to `cgroup` (version 2, 88
 /// bytes): eleven 64-bit fields, the layout fixed by the kernel on every architecture.
 #[repr(C)]
 #[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
+pub(super) struct CloneArgs {
+    pub(super) flags: u64,
+    pub(super) pidfd: u64,
+    pub(super) child_tid: u64,
+    pub(super) parent_tid: u64,
+    pub(super) exit_signal: u64,
+    pub(super) stack: u64,
+    pub(super) stack_size: u64,
+    pub(super) tls: u64,
+    pub(super) set_tid: u64,
+    pub(super) set_tid_size: u64,
+    pub(super) cgroup: u64,
 }
 
 /// The session's cgroup as the child enters it: its directory (for `clone3`) and its
@@ -184,14 +184,14 @@ fn clone_into(dir: BorrowedFd<'_>) -> Result<i32, ()> {
 
 /// `CLONE_VM` (linux/sched.h): the new process shares the caller's memory.
 #[cfg(target_arch = "x86_64")]
-const CLONE_VM: u64 = 0x0000_0100;
+pub(super) const CLONE_VM: u64 = 0x0000_0100;
 /// `CLONE_VFORK` (linux/sched.h): the caller is suspended until the new process `exec`s or
 /// exits.
 #[cfg(target_arch = "x86_64")]
-const CLONE_VFORK: u64 = 0x0000_4000;
+pub(super) const CLONE_VFORK: u64 = 0x0000_4000;
 /// `__NR_clone3`, `__NR_write` and `__NR_exit_group` on x86-64.
 #[cfg(target_arch = "x86_64")]
-const SYS_CLONE3: u64 = 435;
+pub(super) const SYS_CLONE3: u64 = 435;
 #[cfg(target_arch = "x86_64")]
 const SYS_WRITE: u64 = 1;
 #[cfg(target_arch = "x86_64")]

@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use rustix::process::Pid;
 
 use super::Lead;
+use super::enter::{CLONE_INTO_CGROUP, CLONE_VFORK, CLONE_VM, CloneArgs, SYS_CLONE3};
 
 /// How the program's process starts: everything but the command itself.
 pub(crate) struct Start<'a> {
@@ -66,14 +67,8 @@ pub(crate) enum Refused {
     Failed(io::Error),
 }
 
-/// `CLONE_VM`, `CLONE_VFORK` and `CLONE_INTO_CGROUP` (linux/sched.h).
-const CLONE_VM: u64 = 0x0000_0100;
-const CLONE_VFORK: u64 = 0x0000_4000;
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// `SIGCHLD`: the new process's exit signal, as std's and fork's.
 const SIGCHLD: u64 = 17;
-/// `__NR_clone3` on x86-64.
-const SYS_CLONE3: u64 = 435;
 /// The new process's stack. It runs one small function (below 4 KiB of frames); the rest is
 /// margin. Unused pages are never touched, so they cost nothing.
 const STACK_SIZE: usize = 64 * 1024;
@@ -257,23 +252,6 @@ struct ChildArgs<'a> {
     /// This process, when the program gets the parent-death signal.
     parent: Option<Pid>,
     error: &'a AtomicI32,
-}
-
-/// `struct clone_args` of the kernel's ABI up to `cgroup` (see `enter`).
-#[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
 }
 
 /// The kernel's signal set for `rt_sigprocmask` (64 signals, 8 bytes).
