@@ -943,13 +943,18 @@ fn start_threads(
             lines,
         )?);
     }
-    // Sleeping in `poll`, the monitor starts a pipe's reader once it has something to read
-    // (a terminal's reader starts at once: its end is an error, not end-of-file).
-    let lazy = wakeup.is_some() && streams.terminal.is_none();
+    // Sleeping in `poll`, the monitor starts the stderr reader once its pipe has something to
+    // read: many programs never write there, and then it costs no thread. The stdout (or
+    // combined, or terminal) reader starts at once: nearly every program writes there, and
+    // its first line, often printed just before the exit, would otherwise wait for a thread's
+    // start (measured: +0.06 to +0.11 ms of exit latency when both were started so).
     let mut monitor = monitor;
-    if lazy {
-        monitor.readers = readers;
-        readers = Vec::new();
+    if wakeup.is_some() {
+        let (later, now): (Vec<Reader>, Vec<Reader>) = readers
+            .into_iter()
+            .partition(|reader| reader.stream == Stream::Stderr);
+        monitor.readers = later;
+        readers = now;
     }
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
     for reader in readers {
@@ -1586,7 +1591,7 @@ mod wakeup_tests {
     }
 
     #[test]
-    fn a_reader_thread_starts_only_for_a_stream_the_program_writes_to() {
+    fn the_stderr_reader_thread_starts_only_if_the_program_writes_there() {
         let config = MonitorConfig::default().watch_files(false);
         let script = "sleep 0.2; echo out; sleep 0.2";
         let session = Session::builder(Program::new("sh").args(["-c", script]))
@@ -1609,6 +1614,22 @@ mod wakeup_tests {
         );
         assert!(
             !started.contains(&format!("stallwatch-err-{id}")),
+            "{started:?}"
+        );
+        // Written to: started, and everything read.
+        let script = "sleep 0.2; echo err >&2; sleep 0.2";
+        let session = Session::builder(Program::new("sh").args(["-c", script]))
+            .config(config.clone())
+            .spawn()
+            .expect("sh starts");
+        let result = session.wait();
+        assert!(result.output_complete);
+        let err = session.snapshot().stderr.expect("captured").render_lossy();
+        assert_eq!(err, "err\n");
+        let id = session.id();
+        let started = super::READER_THREADS.lock().clone();
+        assert!(
+            started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
         // A test clock starts both at once.
