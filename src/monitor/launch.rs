@@ -1273,9 +1273,10 @@ fn start_monitor(
 }
 
 /// One stream's reader, not started yet: its work, the thread's name, and a descriptor of
-/// its pipe to wait on (the monitor starts it once the pipe has something to read: a stream
-/// the program never writes to costs no thread, and one that ends empty is read to its end
-/// on the monitor's thread).
+/// its pipe to wait on. The stderr reader of a monitor that sleeps in `poll` starts once the
+/// pipe has something to read (a program that never writes there costs no thread for it, and
+/// a stderr that ends empty is read to its end on the monitor's thread); the others start at
+/// once.
 pub(super) struct Reader {
     pub(super) stream: Stream,
     pub(super) name: String,

@@ -194,8 +194,8 @@ pub(super) struct Monitor {
     /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
     /// and the leader's exit wakes it (no waiter thread then).
     pub(super) wakeup: Option<Arc<sys::Wakeup>>,
-    /// With `wakeup`, the output readers not started yet: each starts once its pipe has
-    /// something to read (see [`Reader`](super::launch::Reader)).
+    /// With `wakeup`, the stderr reader until it starts: once its pipe has something to read
+    /// (see [`Reader`](super::launch::Reader)).
     pub(super) readers: Vec<super::launch::Reader>,
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
@@ -918,6 +918,7 @@ impl Monitor {
     /// [`let_go_of_files`](Self::let_go_of_files)), now rather than when the run is over:
     /// the duplicates and the message cost the way out nothing then. Under the same rule
     /// (no other session of this process running); tried once.
+    ///
     /// Once they are handed over, a tracker that falls back to scanning (it ran out of
     /// watches) closes its instance: the guardian is asked to close its copies too, or the
     /// watches would stay (and count against the user's limit) until the session ends.
