@@ -57,6 +57,10 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! A [`Program`] in place of the `Command` (its arguments, working directory and variables,
+//! nothing stallwatch cannot see) starts faster on Linux x86-64: without a fork of the
+//! supervising process, as `posix_spawn` does.
+//!
 //! Choose where the output goes, end the tree on request, keep a quiet child alive:
 //!
 //! ```
