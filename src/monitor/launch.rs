@@ -324,13 +324,6 @@ fn spawn_plain(
     tag: Option<&Vec<u8>>,
 ) -> Option<io::Result<(ChildProcess, Option<std::io::PipeReader>)>> {
     use std::os::fd::AsFd;
-    let prepared = match sys::plain::prepare(command, start.env_cleared) {
-        Ok(prepared) => prepared,
-        Err(sys::plain::Refused::Unsupported) => return None,
-        Err(sys::plain::Refused::Failed(e)) => {
-            return Some(Err(process::describe_spawn_error(command, e)));
-        }
-    };
     let (read_end, write_end): (Option<OwnedFd>, Option<OwnedFd>) = match stdin {
         Input::Null => match std::fs::File::open("/dev/null") {
             Ok(null) => (Some(null.into()), None),
@@ -344,7 +337,14 @@ fn spawn_plain(
             Ok((read, write)) => (Some(read.into()), Some(write.into())),
             Err(e) => return Some(Err(pipe_error("make")(e).into())),
         },
-        Input::Given(_) => return None,
+        Input::Given(_) => return None, // a `Stdio` stallwatch cannot look into
+    };
+    let prepared = match sys::plain::prepare(command, start.env_cleared) {
+        Ok(prepared) => prepared,
+        Err(sys::plain::Refused::Unsupported) => return None,
+        Err(sys::plain::Refused::Failed(e)) => {
+            return Some(Err(process::describe_spawn_error(command, e)));
+        }
     };
     let pipes = (|| -> io::Result<_> {
         let out = std::io::pipe()?;
@@ -924,7 +924,7 @@ fn start_threads(
         reason: None,
         phase: Phase::Watching,
         wakeup: wakeup.clone(),
-        readers: Vec::new(),
+        stderr: None,
     };
     register_pipes(id, &pipes);
     let mut readers = Vec::new();
@@ -949,12 +949,10 @@ fn start_threads(
     // its first line, often printed just before the exit, would otherwise wait for a thread's
     // start (measured: +0.06 to +0.11 ms of exit latency when both were started so).
     let mut monitor = monitor;
-    if wakeup.is_some() {
-        let (later, now): (Vec<Reader>, Vec<Reader>) = readers
-            .into_iter()
-            .partition(|reader| reader.stream == Stream::Stderr);
-        monitor.readers = later;
-        readers = now;
+    if wakeup.is_some()
+        && let Some(at) = readers.iter().position(|r| r.stream == Stream::Stderr)
+    {
+        monitor.stderr = Some(readers.swap_remove(at));
     }
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
     for reader in readers {
@@ -1479,15 +1477,15 @@ fn start_waiter(id: u64, pid: i32, exited: ControlTx, gone: bool) -> io::Result<
 mod tests {
     use std::process::Command;
 
-    use super::STARTED_PLAIN as STARTED_HERE;
+    use super::STARTED_PLAIN;
     use crate::config::{ContainmentMode, MonitorConfig};
     use crate::{Program, Session};
 
     /// Runs `builder`'s child to its end; returns whether it started without std's fork.
     fn started_plain(builder: crate::SessionBuilder) -> bool {
-        let before = STARTED_HERE.with(|n| n.get());
+        let before = STARTED_PLAIN.with(|n| n.get());
         let session = builder.spawn().expect("it starts");
-        let after = STARTED_HERE.with(|n| n.get());
+        let after = STARTED_PLAIN.with(|n| n.get());
         assert_eq!(session.wait().exit_code(), 0);
         after > before
     }

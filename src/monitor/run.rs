@@ -196,7 +196,7 @@ pub(super) struct Monitor {
     pub(super) wakeup: Option<Arc<sys::Wakeup>>,
     /// With `wakeup`, the stderr reader until it starts: once its pipe has something to read
     /// (see [`Reader`](super::launch::Reader)).
-    pub(super) readers: Vec<super::launch::Reader>,
+    pub(super) stderr: Option<super::launch::Reader>,
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
@@ -257,11 +257,10 @@ impl Monitor {
                 // The real clock: its deadlines are `Instant`s, a `poll` timeout reaches them.
                 let timeout = wake.at.saturating_duration_since(Instant::now());
                 let timeout = wake.poll.map_or(timeout, |poll| poll.min(timeout));
-                let pipes: Vec<_> = self.readers.iter().map(|r| r.fd.as_fd()).collect();
-                let woken = wakeup.sleep(Some(timeout), self.leader.exited, &pipes);
-                drop(pipes);
-                if woken.ready != 0 {
-                    self.start_readers(woken.ready);
+                let stderr = self.stderr.as_ref().map(|reader| reader.fd.as_fd());
+                let woken = wakeup.sleep(timeout, self.leader.exited, stderr);
+                if woken.pipe {
+                    self.start_stderr();
                 }
                 if woken.exited {
                     self.handle(Control::ChildExited);
@@ -948,31 +947,26 @@ impl Monitor {
         }
     }
 
-    /// Starts the readers whose pipes are ready (`ready`: one bit per reader, in order): on a
-    /// thread of its own when the pipe holds bytes; here when it is at its end with nothing
-    /// left (the reading is then one `read` of nothing, and its end-of-stream steps).
-    fn start_readers(&mut self, ready: u64) {
-        let readers = std::mem::take(&mut self.readers);
-        for (i, reader) in readers.into_iter().enumerate() {
-            if i >= 64 || ready & (1 << i) == 0 {
-                self.readers.push(reader);
-                continue;
-            }
-            let empty = sys::unread_bytes(&reader.fd).is_ok_and(|n| n == 0);
-            if empty {
-                (reader.work)();
-            } else {
-                let stream = reader.stream;
-                if let Err(e) = reader.start() {
-                    // Not on this thread: a reader blocks, and the monitor must keep its
-                    // deadlines. The stream is lost (its pipe closed: the program's writes to
-                    // it fail), and the result says so.
-                    log::error!("session {}: {e}; the {} is lost", self.id, stream.name());
-                    let why = format!("no thread could be started to read it: {e}");
-                    *self.shared.pumps[stream_index(stream)].sink_error.lock() = Some(why);
-                    self.tap.reader_done(stream);
-                }
-            }
+    /// Starts the stderr reader, its pipe ready: on a thread of its own when the pipe holds
+    /// bytes; here when it is at its end with nothing left (the reading is then one `read` of
+    /// nothing, and its end-of-stream steps).
+    fn start_stderr(&mut self) {
+        let Some(reader) = self.stderr.take() else {
+            return;
+        };
+        if sys::unread_bytes(&reader.fd).is_ok_and(|n| n == 0) {
+            (reader.work)();
+            return;
+        }
+        let stream = reader.stream;
+        if let Err(e) = reader.start() {
+            // Not on this thread: a reader blocks, and the monitor must keep its deadlines.
+            // The stream is lost (its pipe closed: the program's writes to it fail), and the
+            // result says so.
+            log::error!("session {}: {e}; the {} is lost", self.id, stream.name());
+            let why = format!("no thread could be started to read it: {e}");
+            *self.shared.pumps[stream_index(stream)].sink_error.lock() = Some(why);
+            self.tap.reader_done(stream);
         }
     }
 

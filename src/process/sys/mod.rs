@@ -253,8 +253,8 @@ pub(crate) struct Woken {
     pub(crate) message: bool,
     /// The leader has exited (it stays so: stop asking, `leader_exited: true`).
     pub(crate) exited: bool,
-    /// Which of the other descriptors are readable (or at their end), one bit each.
-    pub(crate) ready: u64,
+    /// The pipe given is readable, or at its end.
+    pub(crate) pipe: bool,
 }
 
 impl Wakeup {
@@ -282,36 +282,45 @@ impl Wakeup {
         let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
     }
 
-    /// Sleeps until a message, the leader's exit (unless `leader_exited` already), one of
-    /// `others` (at most 62) is readable or at its end, or `timeout` (`None`: no limit).
+    /// Sleeps until a message, the leader's exit (unless `leader_exited` already), `pipe`
+    /// (when given) is readable or at its end, or `timeout`.
     pub(crate) fn sleep(
         &self,
-        timeout: Option<std::time::Duration>,
+        timeout: std::time::Duration,
         leader_exited: bool,
-        others: &[std::os::fd::BorrowedFd<'_>],
+        pipe: Option<std::os::fd::BorrowedFd<'_>>,
     ) -> Woken {
         use rustix::event::{PollFd, PollFlags};
-        let timeout = timeout.map(|t| rustix::event::Timespec {
-            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(t.subsec_nanos()),
-        });
-        let others = &others[..others.len().min(62)];
-        let mut fds = Vec::with_capacity(2 + others.len());
-        fds.push(PollFd::new(&self.event, PollFlags::IN));
-        fds.extend(others.iter().map(|fd| PollFd::new(fd, PollFlags::IN)));
-        if !leader_exited {
-            fds.push(PollFd::new(&self.leader, PollFlags::IN));
+        let timeout = rustix::event::Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        // The eventfd first; then the leader, the pipe, as asked for (the array's prefix).
+        let leader = (!leader_exited).then_some(&self.leader);
+        let mut fds = [
+            PollFd::new(&self.event, PollFlags::IN),
+            PollFd::new(&self.event, PollFlags::IN),
+            PollFd::new(&self.event, PollFlags::IN),
+        ];
+        let mut watched = 1;
+        let (mut leader_at, mut pipe_at) = (None, None);
+        if let Some(fd) = leader {
+            fds[watched] = PollFd::new(fd, PollFlags::IN);
+            leader_at = Some(watched);
+            watched += 1;
         }
-        let ready = rustix::event::poll(&mut fds, timeout.as_ref());
+        if let Some(fd) = &pipe {
+            fds[watched] = PollFd::new(fd, PollFlags::IN);
+            pipe_at = Some(watched);
+            watched += 1;
+        }
+        let ready = rustix::event::poll(&mut fds[..watched], Some(&timeout));
         let mut woken = Woken::default();
         if matches!(ready, Ok(n) if n > 0) {
+            let seen = |at: Option<usize>| at.is_some_and(|i| !fds[i].revents().is_empty());
             woken.message = !fds[0].revents().is_empty();
-            for (i, fd) in fds[1..=others.len()].iter().enumerate() {
-                if !fd.revents().is_empty() {
-                    woken.ready |= 1 << i;
-                }
-            }
-            woken.exited = !leader_exited && !fds[others.len() + 1].revents().is_empty();
+            woken.exited = seen(leader_at);
+            woken.pipe = seen(pipe_at);
         }
         if woken.message {
             let mut count = [0u8; 8];
