@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use signal_hook::iterator::{Handle, Signals};
 use stallwatch::{KillLadder, Session, Signal};
 
 use super::reaper;
@@ -93,6 +92,8 @@ struct Shared {
     forced: AtomicBool,
     /// The thread is acting on a signal to pass on: [`SignalHandling::finish`] waits for it.
     busy: AtomicBool,
+    /// [`SignalHandling::finish`] was called: the thread takes signals and ignores them.
+    closed: AtomicBool,
 }
 
 /// What [`SignalHandling::finish`] reports.
@@ -104,13 +105,17 @@ pub(crate) struct Received {
     pub(crate) forced: bool,
 }
 
-/// Signal handlers installed before the child is spawned (so a signal that arrives during the
-/// spawn is not lost: it is acted on as soon as the session exists), and the thread that acts
-/// on them.
+/// The signals stallwatch acts on, blocked in every thread before the child is spawned (so a
+/// signal that arrives during the spawn is not lost: it stays pending, and is acted on as soon
+/// as the session exists), and the thread that takes them (`sigwait`).
+///
+/// Blocked and waited for rather than caught: one `pthread_sigmask` where installing a handler
+/// for each of the 16 signals (signal-hook, with its self-pipe) took 32 `rt_sigaction` calls,
+/// a socket pair and an allocation per signal, about a tenth of a millisecond of every run's
+/// start. The program does not inherit the mask: both ways of starting it empty it.
 #[derive(Debug)]
 pub(crate) struct SignalHandling {
-    signals: Option<Signals>,
-    handle: Option<Handle>,
+    signals: Option<sys::Waited>,
     thread: Option<JoinHandle<()>>,
     received: Arc<Shared>,
     reap: bool,
@@ -120,16 +125,17 @@ pub(crate) struct SignalHandling {
 }
 
 impl SignalHandling {
-    /// Catches the forwarded and the ignored signals (and CHLD when `reap`). Failing to is not
-    /// fatal: the signals then keep their default action, which still ends the child through
-    /// its parent-death signal on Linux.
+    /// Blocks the forwarded and the ignored signals (and CHLD when `reap`), to be taken by the
+    /// thread [`start`](Self::start) starts. Failing to is not fatal: the signals then keep
+    /// their default action, which still ends the child through its guardian or its
+    /// parent-death signal on Linux.
     pub(crate) fn install(reap: bool) -> SignalHandling {
         let mut wanted = forwarded();
         wanted.extend(IGNORED.map(Sig::as_raw));
         if reap {
             wanted.push(Sig::CHILD.as_raw());
         }
-        let signals = match Signals::new(&wanted) {
+        let signals = match sys::Waited::block(&wanted) {
             Ok(signals) => Some(signals),
             Err(e) => {
                 log::warn!("cannot catch signals ({e}); they will not be passed on to the child");
@@ -137,12 +143,11 @@ impl SignalHandling {
             }
         };
         SignalHandling {
-            handle: signals.as_ref().map(Signals::handle),
             signals,
             thread: None,
             received: Arc::default(),
             reap,
-            // After the handler: a child that became a zombie since sends a CHLD it catches.
+            // After the block: a child that becomes a zombie from now on leaves a CHLD pending.
             zombie_before: reap && sys::zombie_child(),
         }
     }
@@ -150,7 +155,7 @@ impl SignalHandling {
     /// Starts acting on the signals for `session`: forwarding, and reaping adopted zombies
     /// other than the session's child.
     pub(crate) fn start(&mut self, session: Arc<Session>, grace: Duration) {
-        let Some(mut signals) = self.signals.take() else {
+        let Some(signals) = self.signals else {
             return;
         };
         let received = self.received.clone();
@@ -161,14 +166,29 @@ impl SignalHandling {
             .name("stallwatch-signals".into())
             .spawn(move || {
                 if zombie_before {
-                    // Zombies from before the handler existed (children of the process that
-                    // exec'd stallwatch, orphans adopted through an inherited subreaper bit),
-                    // here rather than on the way to the program's start.
+                    // Zombies from before the block (children of the process that exec'd
+                    // stallwatch, orphans adopted through an inherited subreaper bit), here
+                    // rather than on the way to the program's start.
                     log_reaped(reaper::reap_zombies(|pid| {
                         pid != child && !super::probe::is_probe_command(pid)
                     }));
                 }
-                for number in signals.forever() {
+                loop {
+                    let number = match signals.wait() {
+                        Ok(number) => number,
+                        Err(e) => {
+                            // Cannot happen with a valid set; should it, the signals take
+                            // their usual action here rather than stay pending for ever.
+                            log::warn!("cannot wait for signals ({e}); they will not be passed on");
+                            signals.unblock();
+                            loop {
+                                std::thread::park();
+                            }
+                        }
+                    };
+                    if received.closed.load(Ordering::Acquire) {
+                        continue; // stallwatch is on its way out: taken, and ignored
+                    }
                     if number == Sig::CHILD.as_raw() {
                         // No zombie at all (the library reaped its own already): no look.
                         if reap && sys::zombie_child() {
@@ -192,24 +212,25 @@ impl SignalHandling {
             });
         match started {
             Ok(thread) => self.thread = Some(thread),
-            Err(e) => log::warn!("cannot start the signal thread ({e})"),
+            Err(e) => {
+                log::warn!("cannot start the signal thread ({e}); signals take their usual action");
+                // Deliverable to this thread again: none stays pending for ever.
+                signals.unblock();
+            }
         }
     }
 
-    /// Stops acting on signals (they stay caught, and are ignored from now on); says what was
-    /// received. Adopted zombies still there are not looked for: stallwatch exits next, and
-    /// the kernel hands them to the next reaper up, which reaps them.
+    /// Stops acting on signals (they stay blocked, and are taken and ignored from now on);
+    /// says what was received. Adopted zombies still there are not looked for: stallwatch
+    /// exits next, and the kernel hands them to the next reaper up, which reaps them.
     ///
-    /// The thread is not joined (it ends on its own once woken, or with the process): only a
-    /// signal it is acting on is waited for, so that what it records is in the answer. Waking
-    /// it and waiting for its end cost the way out a thread switch or two; and a look for
-    /// zombies it may be making (the guardian's CHLD, at the end of every run) is not waited
-    /// for.
-    pub(crate) fn finish(mut self) -> Received {
-        if let Some(handle) = self.handle.take() {
-            handle.close();
-        }
-        if self.thread.take().is_some() {
+    /// The thread is not joined (it ends with the process): only a signal it is acting on is
+    /// waited for, so that what it records is in the answer. Waking it and waiting for its end
+    /// would cost the way out a thread switch or two; and a look for zombies it may be making
+    /// (the guardian's CHLD, at the end of every run) is not waited for.
+    pub(crate) fn finish(self) -> Received {
+        self.received.closed.store(true, Ordering::Release);
+        if self.thread.is_some() {
             // Bounded: passing a signal on is a message to the monitor, never a wait.
             let give_up = std::time::Instant::now() + Duration::from_secs(1);
             while self.received.busy.load(Ordering::Acquire) && std::time::Instant::now() < give_up
@@ -283,7 +304,6 @@ mod tests {
         });
         let handling = SignalHandling {
             signals: None,
-            handle: None,
             thread: Some(thread),
             received,
             reap: false,

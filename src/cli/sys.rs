@@ -68,13 +68,42 @@ pub(crate) fn disable_core_dumps() {
 /// Blocks `signals` in the calling thread (`pthread_sigmask`, through `nix`: safe, where
 /// rustix offers no safe call); threads started afterwards inherit the mask.
 pub(crate) fn block_signals(signals: &[Sig]) -> io::Result<()> {
-    let mut set = nix::sys::signal::SigSet::empty();
-    for signal in signals {
-        if let Ok(signal) = nix::sys::signal::Signal::try_from(signal.as_raw()) {
-            set.add(signal);
+    let raw: Vec<i32> = signals.iter().map(|s| s.as_raw()).collect();
+    Waited::block(&raw).map(drop)
+}
+
+/// Signals blocked in every thread (from the thread that blocked them, before any other
+/// started) and taken one by one by the thread that waits for them (`sigwait`): no handler is
+/// installed, so a signal interrupts no system call and nothing runs in a signal context.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Waited(nix::sys::signal::SigSet);
+
+impl Waited {
+    /// Blocks `signals` in the calling thread; threads started afterwards inherit the mask.
+    pub(crate) fn block(signals: &[i32]) -> io::Result<Waited> {
+        let mut set = nix::sys::signal::SigSet::empty();
+        for signal in signals {
+            if let Ok(signal) = nix::sys::signal::Signal::try_from(*signal) {
+                set.add(signal);
+            }
         }
+        set.thread_block().map_err(io::Error::from)?;
+        Ok(Waited(set))
     }
-    set.thread_block().map_err(io::Error::from)
+
+    /// Unblocks them again in the calling thread: a pending one is delivered at once, with its
+    /// usual action.
+    pub(crate) fn unblock(&self) {
+        let _ = self.0.thread_unblock();
+    }
+
+    /// Waits for one of them (which must be blocked in every thread) and takes it.
+    pub(crate) fn wait(&self) -> io::Result<i32> {
+        self.0
+            .wait()
+            .map(|signal| signal as i32)
+            .map_err(io::Error::from)
+    }
 }
 
 /// Opens `path` for writing, created or emptied; `nonblocking` only for the open itself
