@@ -55,7 +55,7 @@ fn boot_ticks_now() -> u64 {
 /// The session is over for the orphan attribution (`process::orphans`).
 fn end_session(id: u64) {
     #[cfg(target_os = "linux")]
-    let now = crate::process::sys::boot_ticks_now().map(|t| t + 1); // one tick of margin: /proc/uptime rounds
+    let now = crate::process::sys::boot_ticks_now().map(|t| t + 1); // one tick of margin: both are whole ticks
     #[cfg(not(target_os = "linux"))]
     let now = None;
     crate::process::orphans::end(id, now);

@@ -743,11 +743,18 @@ impl Monitor {
             // Adopting orphans, with no child but the leader (and this library's own): every
             // descendant still alive would be a child of this process now, so none is left,
             // in the group or out of it. No sample, no scan.
-            // In a cgroup, `populated 0` says the same in one read: no process is left in it
-            // (the leader is a zombie, no member), and none can have left it.
+            // In a cgroup, its removal says the same in one call: no process is left in it
+            // (the leader is a zombie, no member), and none can have left it. What it
+            // measured is read first; it is gone before the drain.
             let alone = self.tree_gone
                 || match &self.processes.cgroup {
-                    Some(cgroup) => cgroup.populated().is_ok_and(|populated| !populated),
+                    Some(cgroup) => {
+                        self.memory = cgroup.memory();
+                        match cgroup.remove_if_empty() {
+                            Ok(removed) => removed,
+                            Err(_) => cgroup.populated().is_ok_and(|populated| !populated),
+                        }
+                    }
                     None => self.processes.leader_alone(self.pid),
                 };
             if !alone {
@@ -981,7 +988,9 @@ impl Monitor {
         let Some(cgroup) = self.processes.cgroup.take() else {
             return;
         };
-        self.memory = cgroup.memory();
+        if !cgroup.is_removed() {
+            self.memory = cgroup.memory(); // read before the removal at the leader's exit
+        }
         if self.config.leftovers == LeftoverPolicy::Keep
             && cgroup.populated().unwrap_or(false)
             && let Err(e) = cgroup.release_members()

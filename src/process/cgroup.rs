@@ -199,12 +199,9 @@ impl Cgroup {
         };
         // Dropping it (an error) removes the empty directory.
         #[cfg(target_os = "linux")]
-        let entry = cgroup.entry().map_err(|e| {
-            format!(
-                "cannot write to {}: {e}",
-                cgroup.path.join("cgroup.procs").display()
-            )
-        })?;
+        let entry = cgroup
+            .entry()
+            .map_err(|e| format!("cannot open {}: {e}", cgroup.path.display()))?;
         #[cfg(not(target_os = "linux"))]
         let entry: sys::CgroupEntry = return Err("cgroups are a Linux feature".into());
         Ok((cgroup, entry))
@@ -215,19 +212,18 @@ impl Cgroup {
         &self.path
     }
 
-    /// What the child needs to start inside it (close-on-exec descriptors): the directory,
-    /// for `clone3(CLONE_INTO_CGROUP)`, and `cgroup.procs` open for writing, where the child
-    /// writes `0` before `exec` to enter when `clone3` cannot (`sys::enter`).
+    /// What the child needs to start inside it: the directory, for `clone3(CLONE_INTO_CGROUP)`,
+    /// opened as a path only (close-on-exec; `clone3` takes such a descriptor, and the
+    /// fallback of `sys::enter` opens `cgroup.procs` from it).
     #[cfg(target_os = "linux")]
     pub(crate) fn entry(&self) -> io::Result<sys::CgroupEntry> {
-        let procs = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.path.join("cgroup.procs"))?;
-        let dir = std::fs::File::open(&self.path)?;
-        Ok(sys::CgroupEntry {
-            dir: dir.into(),
-            procs: procs.into(),
-        })
+        use rustix::fs::OFlags;
+        let dir = rustix::fs::open(
+            &self.path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(sys::CgroupEntry { dir })
     }
 
     fn read(&self, name: &str) -> io::Result<String> {
@@ -367,16 +363,20 @@ impl Cgroup {
         if self.removed.load(Ordering::Acquire) {
             return Ok(());
         }
-        if self.populated().unwrap_or(false) {
-            self.kill()?;
-        }
+        // The removal first: it fails (`EBUSY`) only while something is left in it, and the
+        // usual end (nothing left) then costs no read of `cgroup.events`.
         let give_up = Instant::now() + REMOVE_WAIT;
         let mut pause = Duration::from_micros(200);
+        let mut killed = false;
         loop {
             match std::fs::remove_dir(&self.path) {
                 Ok(()) => break,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                 Err(e) if sys::is_busy(&e) && Instant::now() < give_up => {
+                    if !killed && self.populated().unwrap_or(false) {
+                        self.kill()?;
+                        killed = true;
+                    }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(20));
                 }
@@ -385,6 +385,25 @@ impl Cgroup {
         }
         self.removed.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Removes it if nothing is left in it; says whether it did. Its removal proves in one
+    /// call what `populated 0` says in a read: no process is in it (a zombie is no member) or
+    /// below it. `false`: something is left (`EBUSY`: processes, or cgroups the program made).
+    pub(crate) fn remove_if_empty(&self) -> io::Result<bool> {
+        match std::fs::remove_dir(&self.path) {
+            Ok(()) => {
+                self.removed.store(true, Ordering::Release);
+                Ok(true)
+            }
+            Err(e) if sys::is_busy(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether it was removed.
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
     }
 }
 

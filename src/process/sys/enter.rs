@@ -62,12 +62,13 @@ pub(super) struct CloneArgs {
     pub(super) cgroup: u64,
 }
 
-/// The session's cgroup as the child enters it: its directory (for `clone3`) and its
-/// `cgroup.procs` open for writing (the fallback), both opened before the fork.
+/// The session's cgroup as the child enters it: its directory, opened before the fork, for
+/// `clone3(CLONE_INTO_CGROUP)`. Its `cgroup.procs`, the fallback's way in, is opened (from it)
+/// only where the fallback may be taken ([`configure`]): a program started without std's fork
+/// never needs it.
 #[derive(Debug)]
 pub(crate) struct CgroupEntry {
     pub(crate) dir: OwnedFd,
-    pub(crate) procs: OwnedFd,
 }
 
 /// How the forked process tells stallwatch which process runs the program: the read end of a
@@ -119,6 +120,12 @@ pub(crate) fn configure(
     let (read, write) = rustix::pipe::pipe_with(
         rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
     )?;
+    let procs = rustix::fs::openat(
+        &entry.dir,
+        "cgroup.procs",
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
     let parent = rustix::process::getpid();
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
     // is allowed. It makes raw system calls through rustix and libc's `syscall` (clone3, setpgid
@@ -149,7 +156,7 @@ pub(crate) fn configure(
                 }
             }
             lead_group(lead)?;
-            rustix::io::write(&entry.procs, b"0")?;
+            rustix::io::write(&procs, b"0")?;
             let _ = rustix::io::write(&write, &0i32.to_ne_bytes());
             parent_death(parent_death_signal, parent)
         });

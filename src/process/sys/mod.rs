@@ -963,13 +963,16 @@ fn file_id(st: &rustix::fs::Stat) -> (u64, u64) {
     (st.st_dev as u64, st.st_ino as u64)
 }
 
-/// Now, in clock ticks since boot (the unit of a process's start time), from `/proc/uptime`.
+/// Now, in clock ticks since boot (the unit of a process's start time): `CLOCK_BOOTTIME`, the
+/// clock the kernel stamps a process's start with (and `/proc/uptime` prints), read through
+/// the vDSO rather than by opening and parsing `/proc/uptime` at every spawn.
 #[cfg(target_os = "linux")]
 pub(crate) fn boot_ticks_now() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/uptime").ok()?;
-    let seconds: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let nanos =
+        u128::try_from(now.tv_sec).ok()? * 1_000_000_000 + u128::try_from(now.tv_nsec).ok()?;
     // Rounded down: a session's start is never taken as later than its leader's.
-    Some((seconds * clock_ticks_per_second() as f64).floor() as u64)
+    u64::try_from(nanos * u128::from(clock_ticks_per_second()) / 1_000_000_000).ok()
 }
 
 /// The process group of process `pid`.
@@ -1073,11 +1076,11 @@ mod tests {
 
     #[test]
     fn boot_ticks_are_the_clock_of_process_start_times() {
-        let before = boot_ticks_now().expect("/proc/uptime");
+        let before = boot_ticks_now().expect("the boot clock");
         let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
         let started = read_stat(child.id() as i32).expect("its stat").start_time;
-        let after = boot_ticks_now().expect("/proc/uptime");
-        // One tick of slack each side: /proc/uptime has a 10 ms resolution.
+        let after = boot_ticks_now().expect("the boot clock");
+        // One tick of slack each side: a start time is in whole ticks.
         assert!(
             before <= started + 1 && started <= after + 1,
             "{before} <= {started} <= {after}"

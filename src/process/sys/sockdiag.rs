@@ -41,10 +41,15 @@ const STATES: u32 = 0xfff & !(1 << 10);
 /// A dump that takes longer than this is abandoned (the kernel answers in microseconds).
 const RECV_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The receive buffer's size: a dump's answers come in batches of about this size.
+const BUF_LEN: usize = 64 * 1024;
+
 /// An open `NETLINK_SOCK_DIAG` socket and its receive buffer.
 #[derive(Debug)]
 pub(crate) struct SockDiag {
     fd: OwnedFd,
+    /// Empty until the first look: opened as a session starts, the socket is first read on
+    /// the monitor's thread, and zeroing 64 KiB (16 page faults) is no part of the spawn.
     buf: Vec<u8>,
 }
 
@@ -65,8 +70,14 @@ impl SockDiag {
         )?;
         Ok(SockDiag {
             fd,
-            buf: vec![0; 64 * 1024],
+            buf: Vec::new(),
         })
+    }
+
+    fn ensure_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = vec![0; BUF_LEN];
+        }
     }
 
     /// Every TCP socket of this network namespace (both families) whose inode `wanted` accepts.
@@ -88,6 +99,7 @@ impl SockDiag {
         into: &mut HashMap<u64, TcpSocket>,
     ) -> io::Result<()> {
         let request = dump_request(family, 1);
+        self.ensure_buffer();
         rustix::net::sendto(
             &self.fd,
             &request,
@@ -122,6 +134,7 @@ impl SockDiag {
         known: &[&TcpSocket],
         into: &mut HashMap<u64, TcpSocket>,
     ) -> io::Result<()> {
+        self.ensure_buffer();
         let mut request = Vec::with_capacity(REQ_LEN * BATCH.min(known.len()));
         for batch in known.chunks(BATCH) {
             request.clear();
