@@ -5,7 +5,7 @@
 //!   grace; a second INT kills at once): HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,
 //!   VTALRM, PROF, IO, PWR — every catchable signal whose default action ends a process and
 //!   that means "stop" when someone sends it;
-//! - caught and ignored: XFSZ (a write past the file-size limit then fails with EFBIG, which
+//! - taken and ignored: XFSZ (a write past the file-size limit then fails with EFBIG, which
 //!   the writer reports); PIPE stays ignored as Rust programs have it (a write to a closed
 //!   pipe fails with EPIPE, which the pass-through relies on);
 //! - blocked: the fault signals ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS. They report a fault in
@@ -60,7 +60,7 @@ pub(crate) fn forwarded() -> Vec<i32> {
     signals.into_iter().map(Sig::as_raw).collect()
 }
 
-/// The signals caught and ignored.
+/// The signals taken and ignored.
 const IGNORED: [Sig; 1] = [Sig::XFSZ];
 
 /// The fault signals, blocked in every thread.
@@ -119,7 +119,7 @@ pub(crate) struct SignalHandling {
     thread: Option<JoinHandle<()>>,
     received: Arc<Shared>,
     reap: bool,
-    /// A child of this process was a zombie before the handler existed (no CHLD will tell
+    /// A child of this process was a zombie before the signals were blocked (no CHLD will tell
     /// of it): one look for adopted zombies when the thread starts.
     zombie_before: bool,
 }
