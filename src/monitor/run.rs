@@ -191,6 +191,9 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
+    /// The guardian, told `done` once the cgroup it guarded was removed (at the leader's exit,
+    /// before the drain): reaped after the result.
+    pub(super) dismissed: Option<process::Dismissed>,
     /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
     /// and the leader's exit wakes it (no waiter thread then).
     pub(super) wakeup: Option<Arc<sys::Wakeup>>,
@@ -317,7 +320,11 @@ impl Monitor {
         // and a guardian that sees its socket close without it ends the group); reaped on
         // this thread after, so that no one waits for the guardian's exit, and no thread is
         // started for it.
-        let guardian = self.guardian.take().map(process::Guardian::dismiss);
+        let guardian = self
+            .guardian
+            .take()
+            .map(process::Guardian::dismiss)
+            .or_else(|| self.dismissed.take());
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);
@@ -797,6 +804,17 @@ impl Monitor {
     fn start_drain(&mut self, now: Instant) {
         self.shared.phase.store(Lifecycle::ENDED, Ordering::Release);
         self.let_go_of_files();
+        // The cgroup removed, nothing is left for the guardian to end (no process, the
+        // leader a zombie until the next line): told now, its exit overlaps the drain instead
+        // of delaying the result.
+        if self
+            .processes
+            .cgroup
+            .as_ref()
+            .is_some_and(|c| c.is_removed())
+        {
+            self.dismissed = self.guardian.take().map(process::Guardian::dismiss);
+        }
         // The ladder is done (or was not needed): now the leader may be reaped.
         self.reap();
         self.emitter.lifecycle(Event::Exited {
