@@ -27,6 +27,36 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
+/// The program inherits stallwatch's environment as it is, in its order (what `execve` of
+/// the same program from stallwatch's parent would give it), not a sorted copy; what
+/// stallwatch adds (the session's tag, Linux) comes after.
+#[test]
+fn the_program_inherits_the_environment_in_order() {
+    let marker = Marker::new("cli_pt_env_order");
+    let marker_var = format!("{}={}", common::MARKER_ENV, marker.as_str());
+    let output = std::process::Command::new("/usr/bin/env")
+        .args(["-i", "ZZZ_LAST=1", &marker_var, "AAA_FIRST=2"])
+        .args([env!("CARGO_BIN_EXE_stallwatch"), "-q", "-i", "30s", "--"])
+        .arg("/usr/bin/env")
+        .output()
+        .expect("env runs stallwatch");
+    assert_code(&output, 0);
+    let out = text(&output.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..3],
+        ["ZZZ_LAST=1", &marker_var, "AAA_FIRST=2"],
+        "{out}"
+    );
+    assert!(
+        lines[3..]
+            .iter()
+            .all(|l| l.starts_with("STALLWATCH_SESSION=")),
+        "{out}"
+    );
+    assert_no_leak(&marker);
+}
+
 #[test]
 fn the_programs_own_exit_codes_pass_through() {
     let marker = Marker::new("cli_pt_codes");

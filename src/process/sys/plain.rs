@@ -98,7 +98,8 @@ pub(crate) fn spawn(prepared: &Prepared, start: &Start<'_>) -> Result<i32, Refus
     if start.lead == Lead::Terminal {
         return Err(Refused::Unsupported);
     }
-    let (argv, envp) = (pointers(&prepared.argv), pointers(&prepared.envp));
+    let argv = pointers(&prepared.argv);
+    let envp = prepared.environment();
     let error = AtomicI32::new(0);
     let child = ChildArgs {
         candidates: &prepared.candidates,
@@ -124,6 +125,36 @@ pub(crate) fn spawn(prepared: &Prepared, start: &Start<'_>) -> Result<i32, Refus
             }
             Err(Refused::Failed(io::Error::from_raw_os_error(errno)))
         }
+    }
+}
+
+#[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all in `sys` (module docs there)
+unsafe extern "C" {
+    /// The C library's environment of this process (`environ(7)`).
+    static environ: *const *const libc::c_char;
+}
+
+/// This process's environment, each variable as a pointer to its `KEY=value` string (the
+/// C library's own, not a copy) and its bytes.
+fn own_environment() -> impl Iterator<Item = (*const libc::c_char, &'static [u8])> {
+    // SAFETY: `environ` is the C library's null-terminated array of pointers to
+    // NUL-terminated strings. It and its strings stay as they are while this thread reads them
+    // and until the program's `exec` has read them, as for any reader of the environment: only
+    // `setenv` and the like change them, and changing the environment while another thread
+    // may read it is excluded by their contract (`std::env::set_var` is `unsafe` for that
+    // reason; std's own spawn hands `execve` the same strings). The `'static` bytes are used
+    // within that time only (by [`Prepared::environment`], just before the clone).
+    #[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all in `sys` (module docs there)
+    unsafe {
+        let mut at = environ;
+        std::iter::from_fn(move || {
+            if at.is_null() || (*at).is_null() {
+                return None;
+            }
+            let entry = *at;
+            at = at.add(1);
+            Some((entry, CStr::from_ptr(entry).to_bytes()))
+        })
     }
 }
 
@@ -157,8 +188,13 @@ pub(crate) struct Prepared {
     candidates: Vec<CString>,
     /// The arguments (the program first, as std gives it).
     argv: Vec<CString>,
-    /// The environment, `KEY=value`.
-    envp: Vec<CString>,
+    /// This process's environment is the program's base (not cleared).
+    inherits: bool,
+    /// The names the command sets or removes: this process's variables of those names are
+    /// left out.
+    changed: Vec<Vec<u8>>,
+    /// What the command sets, `KEY=value`, by name (as std orders them).
+    set: Vec<CString>,
     cwd: Option<CString>,
 }
 
@@ -169,39 +205,60 @@ impl Prepared {
             .chain(command.get_args())
             .map(c_string)
             .collect::<io::Result<_>>()?;
-        // The environment as std computes it: this process's (unless cleared), then the
-        // command's changes, sorted by name.
-        let mut env: std::collections::BTreeMap<OsString, OsString> = if env_cleared {
-            Default::default()
-        } else {
-            std::env::vars_os().collect()
-        };
+        let mut changed = Vec::new();
+        let mut set = Vec::new();
+        let mut path = None;
         for (key, value) in command.get_envs() {
-            match value {
-                Some(value) => env.insert(key.to_owned(), value.to_owned()),
-                None => env.remove(key),
-            };
+            changed.push(key.as_bytes().to_vec());
+            if let Some(value) = value {
+                if key == "PATH" {
+                    path = Some(value.to_owned());
+                }
+                let mut entry = key.to_owned();
+                entry.push("=");
+                entry.push(value);
+                set.push(c_string(&entry)?);
+            }
         }
-        let path = env.get(OsStr::new("PATH")).map(OsString::as_os_str);
-        let candidates = candidates(program, path)?;
-        let envp: Vec<CString> = env
-            .into_iter()
-            .map(|(mut key, value)| {
-                key.push("=");
-                key.push(value);
-                c_string(&key)
-            })
-            .collect::<io::Result<_>>()?;
+        let path = match path {
+            Some(path) => Some(path),
+            None if env_cleared || changed.iter().any(|k| k == b"PATH") => None,
+            None => std::env::var_os("PATH"),
+        };
         let cwd = command
             .get_current_dir()
             .map(|d| c_string(d.as_os_str()))
             .transpose()?;
         Ok(Prepared {
-            candidates,
+            candidates: candidates(program, path.as_deref())?,
             argv,
-            envp,
+            inherits: !env_cleared,
+            changed,
+            set,
             cwd,
         })
+    }
+
+    /// The program's environment as `execve` takes it (null-terminated): this process's
+    /// variables as they are now, in their order and without a copy, but those the command
+    /// changes, then what the command sets. (Copying and sorting this process's environment,
+    /// as std does for a command that changes it, was most of this preparation.)
+    fn environment(&self) -> Vec<*const libc::c_char> {
+        let mut envp = Vec::with_capacity(64 + self.set.len());
+        if self.inherits {
+            let changed = |entry: &[u8]| {
+                let key = entry.split(|b| *b == b'=').next().unwrap_or(entry);
+                self.changed.iter().any(|k| k == key)
+            };
+            envp.extend(
+                own_environment()
+                    .filter(|(_, entry)| !changed(entry))
+                    .map(|(p, _)| p),
+            );
+        }
+        envp.extend(self.set.iter().map(|s| s.as_ptr()));
+        envp.push(std::ptr::null());
+        envp
     }
 }
 
@@ -625,6 +682,41 @@ mod tests {
                 .collect()
         };
         assert_eq!(without_ids(&out), without_ids(&std_out));
+    }
+
+    #[test]
+    fn an_unchanged_environment_is_this_process_s_in_its_order_as_std_passes_it() {
+        let command = Command::new("/usr/bin/env");
+        let (_, out, code) = run_env(&command, false, start(), "");
+        assert_eq!(code, 0);
+        let std_out = Command::new("/usr/bin/env").output().expect("std runs it");
+        assert_eq!(out, String::from_utf8_lossy(&std_out.stdout));
+        assert!(out.lines().any(|l| l.starts_with("PATH=")), "{out}");
+    }
+
+    #[test]
+    fn a_variable_the_command_sets_or_removes_replaces_this_process_s() {
+        let mut command = Command::new("/usr/bin/env");
+        command
+            .env("HOME", "/plain/home")
+            .env_remove("PATH")
+            .env("PLAIN_ADDED", "1");
+        let (_, out, code) = run_env(&command, false, start(), "");
+        assert_eq!(code, 0);
+        let homes: Vec<&str> = out.lines().filter(|l| l.starts_with("HOME=")).collect();
+        assert_eq!(homes, ["HOME=/plain/home"], "{out}");
+        assert!(!out.lines().any(|l| l.starts_with("PATH=")), "{out}");
+        assert_eq!(out.lines().last(), Some("PLAIN_ADDED=1"), "{out}");
+        // Everything else is this process's, in its order.
+        let std_out = Command::new("/usr/bin/env").output().expect("std runs it");
+        let kept = |s: &str| !s.starts_with("HOME=") && !s.starts_with("PATH=");
+        let own: Vec<String> = String::from_utf8_lossy(&std_out.stdout)
+            .lines()
+            .filter(|l| kept(l))
+            .map(str::to_owned)
+            .collect();
+        let theirs: Vec<&str> = out.lines().filter(|l| kept(l)).collect();
+        assert_eq!(theirs[..theirs.len() - 1], own[..], "{out}");
     }
 
     #[test]
