@@ -197,9 +197,9 @@ type Spawned = (
 );
 
 /// Gives the command its stdio (`io`: stdin, the terminal's size, detached) and its start in
-/// the session's cgroup (`held`: its entry), spawns it, and tells the cgroup's guardian its
-/// group. A plain command (`plain`: whether its environment was cleared) in pipe mode starts
-/// without std's fork where it can (`spawn_plain`).
+/// the session's cgroup (`held`: its entry and its guardian, which then replaces the
+/// parent-death signal), and spawns it. A plain command (`plain`: whether its environment was
+/// cleared) in pipe mode starts without std's fork where it can (`spawn_plain`).
 fn spawn_in(
     mut command: Command,
     plain: Option<bool>,
@@ -268,11 +268,6 @@ fn spawn_in(
         }
     };
     let pid = child.id();
-    if let Some(guardian) = guardian
-        && let Err(e) = guardian.lead(pid)
-    {
-        log::warn!("session {id}: the guardian does not know group {pid}: {e}");
-    }
     log::debug!(
         "session {id}: spawned {:?} as pid {pid}",
         command.get_program()

@@ -21,7 +21,7 @@
 //! The files are the kernel's interface, read and written here; the system calls (pidfds,
 //! signals) are in `sys`.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,7 +56,8 @@ pub(crate) fn own_dir() -> Result<(PathBuf, String), String> {
     if !cfg!(target_os = "linux") {
         return Err("cgroups are a Linux feature".into());
     }
-    let own = std::fs::read_to_string("/proc/self/cgroup")
+    let mut buf = [0; 1024];
+    let own = sys::read_small(Path::new("/proc/self/cgroup"), &mut buf)
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
     let own = parse_own_cgroup(&own).ok_or("this process is in no cgroup v2")?;
     if let Some(dir) = usual_dir(&own) {
@@ -227,9 +228,8 @@ impl Cgroup {
     }
 
     fn read(&self, name: &str) -> io::Result<String> {
-        let mut text = String::new();
-        std::fs::File::open(self.path.join(name))?.read_to_string(&mut text)?;
-        Ok(text)
+        let mut buf = [0; 1024];
+        Ok(sys::read_small(&self.path.join(name), &mut buf)?.into_owned())
     }
 
     fn write(path: &Path, value: &[u8]) -> io::Result<()> {

@@ -224,9 +224,8 @@ pub(crate) struct Guardian {
 }
 
 impl Guardian {
-    /// Starts the guardian of process group `pgid` (`None`: told later with [`Guardian::lead`],
-    /// for a guardian started before the program) and, when there is one, of `cgroup` (its
-    /// directory).
+    /// Starts the guardian of process group `pgid`, or of `cgroup` (its directory; started
+    /// before the program, it needs no group: see `sys::guardian::fork`).
     pub(crate) fn start(
         pgid: Option<u32>,
         cgroup: Option<&std::path::Path>,
@@ -246,20 +245,6 @@ impl Guardian {
         #[cfg(not(target_os = "linux"))]
         {
             let _ = (pgid, cgroup);
-            Err(io::ErrorKind::Unsupported.into())
-        }
-    }
-
-    /// Tells a guardian started without a group the group to end (the program's pid).
-    pub(crate) fn lead(&self, pgid: u32) -> io::Result<()> {
-        #[cfg(target_os = "linux")]
-        {
-            let pgid = i32::try_from(pgid).map_err(|_| io::ErrorKind::InvalidInput)?;
-            self.inner.lead(pgid)
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = pgid;
             Err(io::ErrorKind::Unsupported.into())
         }
     }

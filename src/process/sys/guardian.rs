@@ -28,9 +28,6 @@ use rustix::process::{Pid, Signal};
 
 /// What the supervisor sends when the session ended properly.
 const DONE: &[u8] = b"done";
-/// What the supervisor sends, followed by the group's id (4 bytes, native order), when the
-/// guardian was forked before the program's group existed.
-const GROUP: &[u8] = b"pg";
 /// What the supervisor sends to have the guardian close every descriptor it was handed (the
 /// file tracker gave its inotify instance up mid-run: its watches must not outlive it here).
 const GIVE_BACK: &[u8] = b"back";
@@ -68,11 +65,12 @@ impl CgroupFiles {
     }
 }
 
-/// Forks the guardian of process group `pgid` (`None`: told later, [`ForkedGuardian::lead`])
-/// and of the session's cgroup `cgroup`, when it has one: it waits on its socket; when the
-/// socket reaches end-of-file (every process holding the other end, this one, is gone) it
-/// SIGKILLs the group, then every member of the cgroup and removes it; on
-/// [`ForkedGuardian::done`] it exits quietly.
+/// Forks the guardian of process group `pgid`, or of the session's cgroup `cgroup`: it waits
+/// on its socket; when the socket reaches end-of-file (every process holding the other end,
+/// this one, is gone) it SIGKILLs the group, or every member of the cgroup and removes it; on
+/// [`ForkedGuardian::done`] it exits quietly. A cgroup's guardian, forked before the cgroup
+/// and the program exist, needs no group: every process of the tree is a member, those that
+/// left the group too.
 pub(crate) fn fork(pgid: Option<i32>, cgroup: Option<&Path>) -> io::Result<ForkedGuardian> {
     let pgid = pgid
         .map(|pgid| Pid::from_raw(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput)))
@@ -102,15 +100,6 @@ pub(crate) fn fork(pgid: Option<i32>, cgroup: Option<&Path>) -> io::Result<Forke
 }
 
 impl ForkedGuardian {
-    /// Tells a guardian forked without a group ([`fork`] with `None`) the group to end.
-    pub(crate) fn lead(&self, pgid: i32) -> io::Result<()> {
-        let mut message = [0u8; 6];
-        message[..2].copy_from_slice(GROUP);
-        message[2..].copy_from_slice(&pgid.to_ne_bytes());
-        rustix::net::send(&self.channel, &message, SendFlags::NOSIGNAL)?;
-        Ok(())
-    }
-
     /// Hands the guardian `fds` (duplicates: the caller may close its own right after), to be
     /// closed when it exits.
     pub(crate) fn hand_over(&self, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
@@ -157,7 +146,6 @@ pub(crate) fn reap(pid: i32) {
 
 /// The guardian's whole life, in the forked child: async-signal-safe calls only.
 fn watch(channel: i32, supervisor: Pid, pgid: Option<Pid>, cgroup: Option<&CgroupFiles>) -> ! {
-    let mut pgid = pgid;
     // Its own process group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
     let _ = rustix::process::setpgid(None, None);
     // Named for `ps` and `top` (its command line is the supervisor's).
@@ -211,10 +199,6 @@ fn watch(channel: i32, supervisor: Pid, pgid: Option<Pid>, cgroup: Option<&Cgrou
             Ok(message) if data[..message.bytes] == *GIVE_BACK => {
                 close_from(1); // fd 0 is the socket; every other one was handed over
                 holding = false;
-            }
-            Ok(message) if message.bytes == 6 && data[..2] == *GROUP => {
-                let id = i32::from_ne_bytes([data[2], data[3], data[4], data[5]]);
-                pgid = Pid::from_raw(id);
             }
             Ok(_) => holding |= keep(&mut control),
             Err(rustix::io::Errno::INTR) => {}
@@ -450,17 +434,6 @@ mod tests {
             "{status:?}"
         );
         let _ = rustix::process::waitpid(Pid::from_raw(pid), rustix::process::WaitOptions::empty());
-    }
-
-    #[test]
-    fn a_guardian_forked_before_the_group_is_told_it_and_kills_it() {
-        let guardian = fork(None, None).expect("the guardian forks");
-        let pid = guardian.pid;
-        let mut group = sleeper();
-        guardian.lead(group.id() as i32).expect("told");
-        // The supervisor "dies" after telling it: the group is ended.
-        drop(guardian.channel);
-        assert_killed_then_reap(&mut group, pid);
     }
 
     #[test]

@@ -719,8 +719,18 @@ pub(crate) fn read_proc<'b>(
     path: &str,
     buf: &'b mut [u8; 1024],
 ) -> Option<std::borrow::Cow<'b, str>> {
+    read_small(std::path::Path::new(path), buf).ok()
+}
+
+/// [`read_proc`] with its error: for the small files of `/proc` and of a cgroup (`cgroup`,
+/// `cgroup.events`…), whose size the kernel reports as 0 or 4096.
+pub(crate) fn read_small<'b>(
+    path: &std::path::Path,
+    buf: &'b mut [u8; 1024],
+) -> io::Result<std::borrow::Cow<'b, str>> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path).ok()?;
+    let not_text = || io::Error::new(io::ErrorKind::InvalidData, "not UTF-8");
+    let mut file = std::fs::File::open(path)?;
     let mut len = 0;
     loop {
         match file.read(&mut buf[len..]) {
@@ -730,17 +740,19 @@ pub(crate) fn read_proc<'b>(
                 if len == buf.len() {
                     // Longer than the buffer: the rest the ordinary way.
                     let mut bytes = buf.to_vec();
-                    file.read_to_end(&mut bytes).ok()?;
-                    return String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned);
+                    file.read_to_end(&mut bytes)?;
+                    return String::from_utf8(bytes)
+                        .map(std::borrow::Cow::Owned)
+                        .map_err(|_| not_text());
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     std::str::from_utf8(&buf[..len])
-        .ok()
         .map(std::borrow::Cow::Borrowed)
+        .map_err(|_| not_text())
 }
 
 /// The number of read system calls `pid` made (`syscr` in `/proc/<pid>/io`): two samples
