@@ -240,21 +240,65 @@ fn the_program_is_forked_from_the_main_thread_and_dies_with_stallwatch() {
     }
 }
 
-/// Whether a child of `pid` named `sw-guardian` holds an inotify instance.
-fn guardian_holds_inotify(pid: u32) -> bool {
+/// The child of `pid` named `sw-guardian`, if there is one.
+fn guardian_of(pid: u32) -> Option<u32> {
     let children = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
     children
         .unwrap_or_default()
         .split_whitespace()
-        .any(|child| {
+        .filter_map(|child| child.parse().ok())
+        .find(|child| {
             let comm = fs::read_to_string(format!("/proc/{child}/comm")).unwrap_or_default();
             comm.trim_end() == "sw-guardian"
-                && fs::read_dir(format!("/proc/{child}/fd")).is_ok_and(|fds| {
-                    fds.filter_map(Result::ok)
-                        .filter_map(|fd| fs::read_link(fd.path()).ok())
-                        .any(|target| target.to_string_lossy() == "anon_inode:inotify")
-                })
         })
+}
+
+/// Whether a child of `pid` named `sw-guardian` holds an inotify instance.
+fn guardian_holds_inotify(pid: u32) -> bool {
+    guardian_of(pid).is_some_and(|guardian| {
+        fs::read_dir(format!("/proc/{guardian}/fd")).is_ok_and(|fds| {
+            fds.filter_map(Result::ok)
+                .filter_map(|fd| fs::read_link(fd.path()).ok())
+                .any(|target| target.to_string_lossy() == "anon_inode:inotify")
+        })
+    })
+}
+
+/// The `VmFlags` of the `[heap]` mapping of `pid`, if it has one.
+fn heap_flags(pid: u32) -> Option<String> {
+    let smaps = fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let heap = &smaps[smaps.find("[heap]")?..];
+    let flags = heap.lines().find_map(|l| l.strip_prefix("VmFlags:"))?;
+    Some(flags.trim().to_owned())
+}
+
+/// The cgroup's guardian is forked from the command's only thread without its heap (which the
+/// command writes to all along: shared, each page written would cost a copy), and the heap is
+/// inherited by later forks again.
+#[test]
+fn the_guardian_of_a_cgroup_is_forked_without_the_heap() {
+    if !root() {
+        eprintln!("a cgroup's guardian needs root here");
+        return;
+    }
+    let marker = Marker::new("cli_guardian_heap");
+    let running = sw(&marker)
+        .args(&["-i", "60s"])
+        .sh("echo ready; exec sleep 1000")
+        .spawn();
+    wait_ready(&running);
+    let guardian = guardian_of(running.pid()).expect("the guardian runs");
+    let maps = fs::read_to_string(format!("/proc/{guardian}/maps")).expect("its mappings");
+    assert!(!maps.contains("[heap]"), "the guardian has no heap: {maps}");
+    let flags = heap_flags(running.pid()).expect("stallwatch has a heap");
+    assert!(
+        !flags.split_whitespace().any(|f| f == "dc"),
+        "inherited by a fork again: {flags}"
+    );
+    running.signal(Sig::TERM);
+    let finished = running.wait();
+    assert_eq!(finished.status.signal(), Some(Sig::TERM.as_raw()));
+    assert_no_leak(&marker);
 }
 
 /// The file watches' inotify instance goes to the guardian as soon as the watches are armed,
