@@ -909,7 +909,6 @@ fn start_threads(
         containment: streams.containment,
         memory: (None, None),
         guardian,
-        dismissed: None,
         tree_gone,
         files,
         handed_files: None,

@@ -191,9 +191,6 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
-    /// The guardian, told `done` once the cgroup it guarded was removed (at the leader's exit,
-    /// before the drain): reaped after the result.
-    pub(super) dismissed: Option<process::Dismissed>,
     /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
     /// and the leader's exit wakes it (no waiter thread then).
     pub(super) wakeup: Option<Arc<sys::Wakeup>>,
@@ -315,21 +312,27 @@ impl Monitor {
         let now = self.clock.now();
         self.tap.flush_output(now, true, &self.emitter);
         self.shared.stdin.lock().take(); // nobody reads it any more
-        self.let_go_of_cgroup();
+        let removed = self.let_go_of_cgroup();
         // Told before the result is out (whoever waits for it may end this process at once,
-        // and a guardian that sees its socket close without it ends the group); reaped on
-        // this thread after, so that no one waits for the guardian's exit, and no thread is
-        // started for it.
-        let guardian = self
-            .guardian
-            .take()
-            .map(process::Guardian::dismiss)
-            .or_else(|| self.dismissed.take());
+        // and a guardian that sees its socket close without it ends the group), but for a
+        // cgroup already removed: nothing is left to end then (a guardian that sees its socket
+        // close finds nothing), and it is told after, its wake-up no part of the way out.
+        // Reaped on this thread after, so that no one waits for the guardian's exit, and no
+        // thread is started for it.
+        let early = if removed {
+            None
+        } else {
+            self.guardian.take().map(process::Guardian::dismiss)
+        };
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);
         done.publish(result);
-        guardian.into_iter().for_each(process::Dismissed::reap);
+        let late = self.guardian.take().map(process::Guardian::dismiss);
+        early
+            .into_iter()
+            .chain(late)
+            .for_each(process::Dismissed::reap);
     }
 
     fn handle(&mut self, msg: Control) {
@@ -804,17 +807,6 @@ impl Monitor {
     fn start_drain(&mut self, now: Instant) {
         self.shared.phase.store(Lifecycle::ENDED, Ordering::Release);
         self.let_go_of_files();
-        // The cgroup removed, nothing is left for the guardian to end (no process, the
-        // leader a zombie until the next line): told now, its exit overlaps the drain instead
-        // of delaying the result.
-        if self
-            .processes
-            .cgroup
-            .as_ref()
-            .is_some_and(|c| c.is_removed())
-        {
-            self.dismissed = self.guardian.take().map(process::Guardian::dismiss);
-        }
         // The ladder is done (or was not needed): now the leader may be reaped.
         self.reap();
         self.emitter.lifecycle(Event::Exited {
@@ -1002,9 +994,11 @@ impl Monitor {
     /// The run is over: reads the cgroup's memory figures and removes it. Leftovers the
     /// caller keeps ([`LeftoverPolicy::Keep`]) move to this process's own cgroup first;
     /// anything else still in it (an unproven termination) is killed by the removal.
-    fn let_go_of_cgroup(&mut self) {
+    /// Removes the cgroup (if it was not at the leader's exit); says whether there was one and
+    /// it is gone.
+    fn let_go_of_cgroup(&mut self) -> bool {
         let Some(cgroup) = self.processes.cgroup.take() else {
-            return;
+            return false;
         };
         if !cgroup.is_removed() {
             self.memory = cgroup.memory(); // read before the removal at the leader's exit
@@ -1021,7 +1015,9 @@ impl Monitor {
                 self.id,
                 cgroup.path().display()
             );
+            return false;
         }
+        true
     }
 
     fn outcome(&self) -> Outcome {
