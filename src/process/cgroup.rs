@@ -33,8 +33,6 @@ use super::sys;
 /// is removed (they die as soon as they are scheduled; a process in uninterruptible sleep may
 /// take longer, and then the cgroup is left to the guardian-less truth: an error in the log).
 const REMOVE_WAIT: Duration = Duration::from_secs(5);
-/// How many times [`Cgroup::signal`] lists the members at most.
-const MAX_SIGNAL_PASSES: usize = 8;
 
 /// Never more levels of nested cgroups than this when listing members (a nested stallwatch
 /// makes one level per nesting).
@@ -283,31 +281,14 @@ impl Cgroup {
     /// Sends `signal` to every member, each through a pidfd opened before its membership is
     /// checked (`/proc/<pid>/cgroup`): a pid reused by a stranger is never signalled. Returns
     /// how many were signalled.
-    ///
-    /// The members are listed again until a listing shows none not signalled yet: a process
-    /// forked while the list was read or signalled (a tree that is starting a process as the
-    /// ladder begins) gets the signal too, instead of living on until the grace is over. Each
-    /// process gets it once. (A fork still in flight after the last listing can still miss it:
-    /// the kernel completes a fork whose parent is sent a signal of its own. Its child then gets
-    /// the KILL after the grace.)
     pub(crate) fn signal(&self, signal: i32) -> io::Result<usize> {
         let mut sent = 0;
-        let mut seen = std::collections::HashSet::new();
-        // Bounded: a tree that forks faster than it can be listed gets its KILL after the
-        // grace, as before.
-        for _ in 0..MAX_SIGNAL_PASSES {
-            let mut new = false;
-            for pid in self.members()? {
-                if pid <= 1 || pid == std::process::id() as i32 || !seen.insert(pid) {
-                    continue;
-                }
-                new = true;
-                if self.signal_member(pid, signal).is_ok() {
-                    sent += 1;
-                }
+        for pid in self.members()? {
+            if pid <= 1 || pid == std::process::id() as i32 {
+                continue;
             }
-            if !new {
-                break;
+            if self.signal_member(pid, signal).is_ok() {
+                sent += 1;
             }
         }
         Ok(sent)
