@@ -25,7 +25,9 @@ use crate::process::sys::{self, TcpSocket};
 pub(crate) const FLOOR: u64 = 1024;
 /// The window over which [`FLOOR`] is judged.
 pub(crate) const WINDOW: Duration = Duration::from_secs(10);
-/// How long a socket found in no TCP dump (Unix, UDP, not yet connected) is left alone.
+/// How long a socket found in no TCP dump twice in a row (Unix, UDP) is left alone. Once is not
+/// enough: a TCP socket between its `socket` and its `connect` is in no dump either, and left
+/// alone for this long it would not count for longer than many an idle timeout.
 pub(crate) const RECHECK: Duration = Duration::from_secs(5);
 
 /// Where sockets come from: `/proc` and sock_diag on Linux, a script in tests.
@@ -251,7 +253,8 @@ pub struct NetworkSample {
 pub struct NetworkObserver {
     table: Box<dyn SocketTable>,
     known: HashMap<u64, TcpSocket>,
-    not_tcp: HashMap<u64, Instant>,
+    /// Sockets found in no TCP dump: when, and whether twice in a row (then left alone).
+    not_tcp: HashMap<u64, (Instant, bool)>,
     sampled: bool,
     window: VecDeque<(Instant, u64)>,
     held: Vec<u64>,
@@ -326,11 +329,13 @@ impl NetworkObserver {
         }
         self.wanted.clear();
         self.wanted.extend(self.held.iter().copied());
-        self.not_tcp
-            .retain(|inode, at| self.wanted.contains(inode) && now.duration_since(*at) < RECHECK);
-        // Sockets found in no dump a moment ago (Unix, UDP) are not asked for again yet.
+        self.not_tcp.retain(|inode, (at, _)| {
+            self.wanted.contains(inode) && now.duration_since(*at) < RECHECK
+        });
+        // Sockets found in no dump twice in a row (Unix, UDP) are not asked for again yet.
         let not_tcp = &self.not_tcp;
-        self.wanted.retain(|inode| !not_tcp.contains_key(inode));
+        self.wanted
+            .retain(|inode| !not_tcp.get(inode).is_some_and(|(_, twice)| *twice));
         self.found.clear();
         if !self.wanted.is_empty()
             && let Err(e) = self.table.tcp(&self.wanted, &self.known, &mut self.found)
@@ -367,7 +372,12 @@ impl NetworkObserver {
         }
         for inode in &self.wanted {
             if !self.found.contains_key(inode) {
-                self.not_tcp.entry(*inode).or_insert(now);
+                self.not_tcp
+                    .entry(*inode)
+                    .and_modify(|missed| *missed = (now, true))
+                    .or_insert((now, false));
+            } else {
+                self.not_tcp.remove(inode);
             }
         }
         std::mem::swap(&mut self.known, &mut self.found);
@@ -527,10 +537,30 @@ mod tests {
         for i in 10..40 {
             obs.sample_pids(t0 + 100 * MS * i, &[1]);
         }
-        // Looked for at 1 s, then again once RECHECK has passed (6 s); not at every sample.
-        assert_eq!(*script.dumps.lock(), 1);
+        // Looked for at 1 s and 1.1 s (missing once could be a TCP socket not yet connected),
+        // then again once RECHECK has passed (6.1 s); not at every sample.
+        assert_eq!(*script.dumps.lock(), 2);
         obs.sample_pids(t0 + 100 * MS * 60, &[1]);
         assert_eq!(*script.dumps.lock(), 2);
+        obs.sample_pids(t0 + 100 * MS * 62, &[1]);
+        assert_eq!(*script.dumps.lock(), 3);
+    }
+
+    /// A TCP socket sampled between its `socket` and its `connect` is in no dump: it is asked
+    /// for again at the next sample, and what it moves then counts.
+    #[test]
+    fn a_socket_not_yet_connected_at_one_sample_counts_at_the_next() {
+        let script = Script::default();
+        let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
+        let t0 = Instant::now();
+        script.hold(1, &[40]);
+        obs.sample_pids(t0, &[1]); // not connected yet: in no dump
+        script.tcp(40, 0, 4096);
+        let s = obs.sample_pids(t0 + 500 * MS, &[1]);
+        assert!(s.active, "sent 4 KiB once connected");
+        assert_eq!(s.bytes, 4096);
+        script.tcp(40, 0, 8192);
+        assert!(obs.sample_pids(t0 + 1000 * MS, &[1]).active);
     }
 
     #[test]
