@@ -991,11 +991,10 @@ impl Monitor {
         self.leader.reap(self.id, self.pid);
     }
 
-    /// The run is over: reads the cgroup's memory figures and removes it. Leftovers the
-    /// caller keeps ([`LeftoverPolicy::Keep`]) move to this process's own cgroup first;
-    /// anything else still in it (an unproven termination) is killed by the removal.
-    /// Removes the cgroup (if it was not at the leader's exit); says whether there was one and
-    /// it is gone.
+    /// The run is over: reads the cgroup's memory figures and removes it, unless both were
+    /// done at the leader's exit. Leftovers the caller keeps ([`LeftoverPolicy::Keep`]) move to
+    /// this process's own cgroup first; anything else still in it (an unproven termination) is
+    /// killed by the removal. Says whether there was a cgroup and it is gone.
     fn let_go_of_cgroup(&mut self) -> bool {
         let Some(cgroup) = self.processes.cgroup.take() else {
             return false;

@@ -87,8 +87,7 @@ impl CgroupFiles {
 /// `/proc/self/stat` (which cost half of what is saved): from the image's end to `sbrk(0)`.
 ///
 /// A fork shares every private page copy-on-write, so each heap page this process writes
-/// afterwards costs it a fault and a copy: measured, about a quarter of a millisecond of a
-/// whole `stallwatch -- true` run, which writes to its heap all along. The guardian never
+/// afterwards costs it a fault and a copy, and the command writes to its heap all along. The guardian never
 /// touches the heap (see the module docs). With other threads, one of them might fork (std's
 /// spawn) while the heap is left out, and its child would lack it: then nothing is done.
 struct HeapOutOfFork {
