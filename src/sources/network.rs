@@ -376,8 +376,8 @@ impl NetworkObserver {
                     .entry(*inode)
                     .and_modify(|missed| *missed = (now, true))
                     .or_insert((now, false));
-            } else {
-                self.not_tcp.remove(inode);
+            } else if !self.not_tcp.is_empty() {
+                self.not_tcp.remove(inode); // missed once, found now: a TCP socket after all
             }
         }
         std::mem::swap(&mut self.known, &mut self.found);
