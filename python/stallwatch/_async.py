@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Opt
 
 from . import _protocol as P
 from ._errors import ClientClosed, ServerDied, StallwatchError, StallwatchNotFound, UnknownProcess, rpc_error
-from ._find import find_stallwatch_bin
+from ._find import resolve_binary
 from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot
 
 __all__ = ["AsyncClient", "AsyncProcess"]
@@ -127,7 +127,7 @@ class AsyncClient:
         cwd: Optional[PathLike] = None,
         stallwatch_bin: Optional[str] = None,
     ) -> None:
-        self._binary = stallwatch_bin or find_stallwatch_bin()
+        self._binary = resolve_binary(stallwatch_bin)
         self._argv = P.server_argv(
             self._binary, max_processes, retain_bytes, shutdown_grace, output_throttle,
             output_notifications, log_dir,
@@ -275,6 +275,9 @@ class AsyncClient:
             await self._proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError, OSError, RuntimeError) as e:
             self._pending.pop(request_id, None)
+            if not self._closed and self._tasks:
+                # The server is gone: its reader says how (exit status, last words), soon.
+                await asyncio.wait({self._tasks[0]}, timeout=10)
             if self._gone is not None or self._closed:
                 raise self._failure() from e
             raise ServerDied(f"stallwatch serve (pid {self._proc.pid}) does not read its input: {e}") from e

@@ -14,7 +14,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional
 
 from . import _protocol as P
 from ._errors import ClientClosed, ServerDied, StallwatchError, StallwatchNotFound, rpc_error
-from ._find import find_stallwatch_bin
+from ._find import resolve_binary
 from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot
 
 __all__ = ["Client", "Process"]
@@ -157,7 +157,7 @@ class Client:
         cwd: Optional[PathLike] = None,
         stallwatch_bin: Optional[str] = None,
     ) -> None:
-        binary = stallwatch_bin or find_stallwatch_bin()
+        binary = resolve_binary(stallwatch_bin)
         argv = P.server_argv(
             binary, max_processes, retain_bytes, shutdown_grace, output_throttle,
             output_notifications, log_dir,
@@ -182,8 +182,8 @@ class Client:
             raise StallwatchNotFound(f"cannot run the stallwatch binary {binary!r}: {e}") from e
         self._reader = threading.Thread(target=self._read, name="stallwatch-client-reader", daemon=True)
         self._err_reader = threading.Thread(target=self._read_stderr, name="stallwatch-client-stderr", daemon=True)
-        self._reader.start()
         self._err_reader.start()
+        self._reader.start()
         try:
             self.server_info: ServerInfo = P.server_info_from_json(self._call("initialize", {}))
         except BaseException:
@@ -281,6 +281,13 @@ class Client:
             self._proc.stdin.write(line)
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as e:
+            # The server is gone: its reader says how (exit status, last words), soon.
+            if threading.current_thread() is not self._reader:
+                self._reader.join(10)
+            with self._lock:
+                gone = self._gone
+            if gone is not None:
+                raise gone from e
             raise ServerDied(f"stallwatch serve (pid {self._proc.pid}) does not read its input: {e}") from e
 
     def _call(self, method: str, params: Mapping[str, Any], before_send: Optional[Callable[[], None]] = None) -> Any:

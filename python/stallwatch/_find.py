@@ -89,3 +89,17 @@ def find_stallwatch_bin() -> str:
         "environment's scripts folder, or set STALLWATCH to the binary's path "
         "(e.g. target/release/stallwatch of a cargo build)."
     )
+
+
+def resolve_binary(explicit: Optional[str]) -> str:
+    """``explicit`` (a path, or a name looked up on PATH) when given, else
+    :func:`find_stallwatch_bin`; raises :class:`StallwatchNotFound` when it cannot be run."""
+    if explicit is None:
+        return find_stallwatch_bin()
+    path = os.fspath(explicit)
+    if _executable(path):
+        return path
+    found = shutil.which(path) if os.sep not in path else None
+    if found:
+        return found
+    raise StallwatchNotFound(f"the stallwatch binary {path!r} does not exist or is not executable")

@@ -14,7 +14,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._errors import CalledProcessError, StallwatchError, StallwatchNotFound
-from ._find import find_stallwatch_bin
+from ._find import resolve_binary
 from ._types import Diagnosis, Duration, Log, Result, to_millis
 
 __all__ = ["run"]
@@ -305,7 +305,7 @@ def run(
         raise ValueError(f"pty_size must be (rows, cols), each 1..65535, not {pty_size!r}")
     if idle_timeout is None:
         raise ValueError("idle_timeout may not be None: give seconds or a timedelta")
-    binary = stallwatch_bin or find_stallwatch_bin()
+    binary = resolve_binary(stallwatch_bin)
     folder = tempfile.mkdtemp(prefix="stallwatch-run-")
     try:
         report_path = os.path.join(folder, "report.json")
