@@ -119,6 +119,8 @@ def test_control_terminate_and_kill(marker: str) -> None:
     sleeper = [sys.executable, "-c", f"import time; print('up', flush=True); time.sleep(120)  # {marker}"]
     with stallwatch.Client() as client:
         a = client.start(sleeper, idle_timeout=60)
+        # Its SIGINT handler is in place once it printed (Ctrl-C at start-up may exit 1).
+        assert next(e for e in a.events(timeout=30) if isinstance(e, stallwatch.Output)).data.startswith(b"up")
         assert a.keepalive() is True
         assert a.keepalive(idle_timeout=90) is True
         assert a.set_idle_timeout(30) is True
