@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Opt
 from . import _protocol as P
 from ._errors import ClientClosed, ServerDied, StallwatchError, StallwatchNotFound, UnknownProcess, rpc_error
 from ._find import resolve_binary
-from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot
+from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot, to_millis
 
 __all__ = ["AsyncClient", "AsyncProcess"]
 
@@ -67,7 +67,7 @@ class AsyncProcess:
         """Its report once it has ended, or None when it still runs after ``timeout``."""
         params: Dict[str, Any] = {}
         if timeout is not None:
-            params["timeoutMs"] = P.to_millis(timeout, "timeout")
+            params["timeoutMs"] = to_millis(timeout, "timeout")
         result = await self._call("process/wait", **params)
         return None if result.get("running") else ProcessResult.from_json(result)
 
@@ -99,7 +99,7 @@ class AsyncProcess:
     async def events(self, timeout: Optional[Duration] = None) -> AsyncIterator[Event]:
         """Its events in the server's order, up to and including :class:`Closed`
         (``timeout``: for each one, ``TimeoutError``)."""
-        limit = None if timeout is None else P.to_millis(timeout, "timeout") / 1000.0
+        limit = None if timeout is None else to_millis(timeout, "timeout") / 1000.0
         while True:
             event = await self._client._next_event(self.process_id, limit)
             if event is None:

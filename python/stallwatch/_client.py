@@ -15,7 +15,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional
 from . import _protocol as P
 from ._errors import ClientClosed, ServerDied, StallwatchError, StallwatchNotFound, rpc_error
 from ._find import resolve_binary
-from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot
+from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot, to_millis
 
 __all__ = ["Client", "Process"]
 
@@ -79,7 +79,7 @@ class Process:
         it still runs after ``timeout``."""
         params: Dict[str, Any] = {}
         if timeout is not None:
-            params["timeoutMs"] = P.to_millis(timeout, "timeout")
+            params["timeoutMs"] = to_millis(timeout, "timeout")
         result = self._call("process/wait", **params)
         if result.get("running"):
             return None
@@ -116,7 +116,7 @@ class Process:
         Each event goes to one iterator: iterate a process's events in one place. Events of a
         process nobody iterates are kept (output beyond 4 MiB is dropped, and the next output
         event says ``truncated``)."""
-        limit = None if timeout is None else P.to_millis(timeout, "timeout") / 1000.0
+        limit = None if timeout is None else to_millis(timeout, "timeout") / 1000.0
         while True:
             event = self._client._next_event(self.process_id, limit)
             if event is None:
@@ -383,10 +383,10 @@ class Client:
         fresh = P.EventBuffer()
 
         def install() -> None:  # under the lock, sent right after: in the server's order
-            old = self._events.get(process_id)  # type: ignore[arg-type]
+            old = self._events.get(process_id)
             if old is None or old.closed_seen:
                 replaced.append(old)
-                self._events[process_id] = fresh  # type: ignore[index]
+                self._events[process_id] = fresh
 
         try:
             result = self._call("process/start", params, before_send=install)

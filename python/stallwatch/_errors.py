@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Type
 
 if TYPE_CHECKING:
     from ._types import Diagnosis, Result
@@ -146,7 +146,7 @@ class Rejected(StallwatchError):
     """The server rejected a control action; the message is its note."""
 
 
-_BY_CODE: Dict[int, type] = {
+_BY_CODE: Dict[int, Type[RpcError]] = {
     -32700: ParseError,
     -32600: InvalidRequest,
     -32601: MethodNotFound,

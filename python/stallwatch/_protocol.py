@@ -8,7 +8,7 @@ import json
 import os
 from collections import deque
 from datetime import timedelta
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from ._errors import (
     Rejected,
@@ -126,7 +126,7 @@ def start_params(
     if pty:
         if stdin:
             raise ValueError("stdin and pty exclude each other: a terminal is the stdin")
-        rows, cols = (24, 80) if pty is True else pty
+        rows, cols = pty if isinstance(pty, tuple) else (24, 80)
         params["io"] = {"pty": {"rows": int(rows), "cols": int(cols)}}
     elif stdin:
         params["io"] = {"pipe": {"stdin": "open"}}
@@ -282,7 +282,7 @@ class EventBuffer:
     def __init__(self) -> None:
         self.queue: Deque[Event] = deque()
         self.bytes = 0
-        self.dropped: set = set()
+        self.dropped: Set[str] = set()
         self.closed_seen = False  # the Closed event arrived
         self.closed_taken = False  # and was iterated
 

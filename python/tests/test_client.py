@@ -155,13 +155,17 @@ def test_a_stalled_process_has_its_diagnosis() -> None:
 
 def test_pty_process() -> None:
     with stallwatch.Client() as client:
-        process = client.start(["bash", "-c", 'test -t 0 && echo tty; read x; echo "got $x"'], pty=(30, 100))
-        process.write("hi\n")
+        script = 'test -t 0 && echo "tty $(stty size)"; read x; echo "now $(stty size), got $x"'
+        process = client.start(["bash", "-c", script], pty=(30, 100))
+        # It waits on its terminal until written to: the resize comes first.
         assert process.resize(40, 120) is True
+        process.write("hi\n")
         result = process.wait()
         assert result is not None and result.exit_code == 0
         terminal = process.snapshot().terminal
-        assert terminal is not None and b"tty" in terminal and b"got hi" in terminal
+        assert terminal is not None
+        assert b"now 40 120, got hi" in terminal, terminal
+        assert process.resize(10, 10) is False  # it has ended
 
 
 def test_errors_are_typed() -> None:
