@@ -230,7 +230,7 @@ def test_a_bad_server_option_is_said() -> None:
     assert caught.value.returncode == 125
 
 
-@pytest.mark.parametrize("how", ["exit", "sigkill"])
+@pytest.mark.parametrize("how", ["return", "exit", "sigkill"])
 def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how: str) -> None:
     script = textwrap.dedent(
         f"""
@@ -239,6 +239,8 @@ def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how
         for i in range(3):
             client.start([sys.executable, "-c", "import time; time.sleep(300)"], idle_timeout=600)
         print(client.server_pid, flush=True)
+        if {how!r} == "return":
+            sys.exit(0)  # the interpreter's own way out, client still open
         if {how!r} == "exit":
             os._exit(0)
         time.sleep(300)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -62,3 +63,27 @@ def test_the_finder_falls_back_to_stallwatch_then_path_and_says_where_it_looked(
     monkeypatch.delenv("STALLWATCH")
     monkeypatch.setenv("PATH", os.path.dirname(real))
     assert stallwatch.find_stallwatch_bin() == real
+
+
+def uvx_and_wheel() -> "tuple[str, str]":
+    uvx = os.environ.get("STALLWATCH_TEST_UVX") or shutil.which("uvx")
+    wheel = os.environ.get("STALLWATCH_TEST_WHEEL")
+    if not uvx or not wheel:
+        pytest.skip("set STALLWATCH_TEST_UVX and STALLWATCH_TEST_WHEEL (.ci/run does)")
+    return uvx, wheel
+
+
+def test_uvx_runs_the_command_and_serve_from_the_wheel_alone(tmp_path: Path) -> None:
+    uvx, wheel = uvx_and_wheel()
+    env = dict(os.environ, UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_TOOL_DIR=str(tmp_path / "uv-tools"))
+    base = [uvx, "--offline", "--from", wheel, "stallwatch"]
+    run = subprocess.run(
+        base + ["-i", "5s", "--", "bash", "-c", "echo hi from uvx; exit 7"],
+        capture_output=True, env=env, cwd=tmp_path, timeout=120,
+    )
+    assert run.returncode == 7, run.stderr
+    assert run.stdout == b"hi from uvx\n"
+    request = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n'
+    serve = subprocess.run(base + ["serve"], input=request, capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    assert serve.returncode == 0, serve.stderr
+    assert b'"serverInfo"' in serve.stdout and b'"stallwatch"' in serve.stdout

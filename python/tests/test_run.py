@@ -208,6 +208,12 @@ def test_stallwatchs_own_failure_is_an_error_with_its_message() -> None:
     assert "NOPE" in str(caught.value) or "signal" in str(caught.value)
 
 
+def test_an_option_stallwatch_refuses_is_an_error_naming_it() -> None:
+    with pytest.raises(stallwatch.StallwatchError) as caught:
+        stallwatch.run(["true"], idle_timeout=timedelta(days=30))
+    assert "idle" in str(caught.value), caught.value
+
+
 def test_a_missing_binary_is_a_clear_error() -> None:
     with pytest.raises(stallwatch.StallwatchNotFound) as caught:
         stallwatch.run(["true"], stallwatch_bin="/nonexistent/stallwatch")
