@@ -125,8 +125,12 @@ class AsyncClient:
         log_dir: Optional[PathLike] = None,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[PathLike] = None,
+        event_buffer_bytes: int = P.EVENT_BYTES_LIMIT,
         stallwatch_bin: Optional[str] = None,
     ) -> None:
+        if isinstance(event_buffer_bytes, bool) or not isinstance(event_buffer_bytes, int) or event_buffer_bytes < 0:
+            raise ValueError(f"event_buffer_bytes must be a whole number >= 0, not {event_buffer_bytes!r}")
+        self._event_buffer_bytes = event_buffer_bytes
         self._binary = resolve_binary(stallwatch_bin)
         self._argv = P.server_argv(
             self._binary, max_processes, retain_bytes, shutdown_grace, output_throttle,
@@ -345,7 +349,7 @@ class AsyncClient:
             no_children=no_children, context=context,
         )
         pid_key: str = process_id
-        fresh = P.EventBuffer()
+        fresh = P.EventBuffer(self._event_buffer_bytes)
         replaced: List[Optional[P.EventBuffer]] = []
 
         def install() -> None:

@@ -137,7 +137,9 @@ class Client:
     The options are ``stallwatch serve``'s (``max_processes``, ``retain_bytes`` per process
     and stream, ``shutdown_grace``, ``output_throttle``, ``output_notifications``: ``"all"``,
     ``"none"`` or program names, ``log_dir``); ``env``/``cwd`` are the server's, which its
-    processes inherit.
+    processes inherit. ``event_buffer_bytes``: the output data kept per process for
+    :meth:`Process.events` while nobody iterates them (beyond it output events are dropped and
+    the next one says ``truncated``; the complete output is in ``snapshot()`` and the logs).
 
     Raises:
         StallwatchNotFound: no ``stallwatch`` binary.
@@ -155,8 +157,12 @@ class Client:
         log_dir: Optional[PathLike] = None,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[PathLike] = None,
+        event_buffer_bytes: int = P.EVENT_BYTES_LIMIT,
         stallwatch_bin: Optional[str] = None,
     ) -> None:
+        if isinstance(event_buffer_bytes, bool) or not isinstance(event_buffer_bytes, int) or event_buffer_bytes < 0:
+            raise ValueError(f"event_buffer_bytes must be a whole number >= 0, not {event_buffer_bytes!r}")
+        self._event_buffer_bytes = event_buffer_bytes
         binary = resolve_binary(stallwatch_bin)
         argv = P.server_argv(
             binary, max_processes, retain_bytes, shutdown_grace, output_throttle,
@@ -380,7 +386,7 @@ class Client:
             no_children=no_children, context=context,
         )
         replaced: List[Optional[P.EventBuffer]] = []
-        fresh = P.EventBuffer()
+        fresh = P.EventBuffer(self._event_buffer_bytes)
 
         def install() -> None:  # under the lock, sent right after: in the server's order
             old = self._events.get(process_id)

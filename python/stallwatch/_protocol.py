@@ -18,6 +18,7 @@ from ._errors import (
     rpc_error,
 )
 from ._types import (
+    Activity,
     Closed,
     Duration,
     Event,
@@ -276,10 +277,12 @@ def event_of(message: Dict[str, Any]) -> Optional[Event]:
 class EventBuffer:
     """The events of one process waiting to be iterated (no locking: the callers lock).
 
-    Output and activity events beyond :data:`EVENT_BYTES_LIMIT` are dropped; the next output
-    event of the same stream then says ``truncated``. Lifecycle events are always kept."""
+    Output events beyond ``limit`` bytes of data are dropped (activity events too while output
+    is being dropped); the next output event of the same stream then says ``truncated``.
+    Lifecycle events are always kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = EVENT_BYTES_LIMIT) -> None:
+        self.limit = limit
         self.queue: Deque[Event] = deque()
         self.bytes = 0
         self.dropped: Set[str] = set()
@@ -288,7 +291,7 @@ class EventBuffer:
 
     def push(self, event: Event) -> None:
         if isinstance(event, Output):
-            if self.bytes + len(event.data) > EVENT_BYTES_LIMIT:
+            if self.bytes + len(event.data) > self.limit:
                 self.dropped.add(event.stream)
                 return
             if event.stream in self.dropped:
@@ -297,11 +300,14 @@ class EventBuffer:
                     event.process_id, event.context, event.seq, event.stream, event.data, True
                 )
             self.bytes += len(event.data)
-        elif type(event).__name__ == "Activity" and self.bytes > EVENT_BYTES_LIMIT:
+        elif isinstance(event, Activity) and self.stream_dropping():
             return
         if isinstance(event, Closed):
             self.closed_seen = True
         self.queue.append(event)
+
+    def stream_dropping(self) -> bool:
+        return bool(self.dropped)
 
     def pop(self) -> Optional[Event]:
         if not self.queue:

@@ -260,3 +260,40 @@ def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how
             child.kill()
             child.wait()
     wait_until_gone(marker)
+
+
+def test_events_nobody_iterates_are_bounded() -> None:
+    writer = "import sys\nfor i in range(256):\n    sys.stdout.buffer.write(b'x' * 65536)\n    sys.stdout.flush()"
+    # 256 output events of 4 KiB each (the server's chunk): 1 MiB, 16 times the bound.
+    with stallwatch.Client(output_throttle=0, event_buffer_bytes=64 << 10) as client:
+        process = client.start([sys.executable, "-c", writer], idle_timeout=60)
+        result = process.wait()  # 16 MiB written before anyone iterates
+        assert result is not None and result.exit_code == 0
+        time.sleep(0.5)  # let the notifications still on their way arrive (nothing asserts on time)
+        events = list(process.events(timeout=30))
+        output = [e for e in events if isinstance(e, stallwatch.Output)]
+        kept = sum(len(e.data) for e in output)
+        assert 0 < kept <= 64 << 10, kept
+        assert isinstance(events[0], stallwatch.Started) and isinstance(events[-1], stallwatch.Closed)
+        assert sum(isinstance(e, stallwatch.Exited) for e in events) == 1
+        assert process.snapshot().total_bytes["stdout"] == 16 << 20
+
+
+def test_after_dropped_output_the_next_output_event_says_truncated() -> None:
+    from stallwatch._protocol import EventBuffer
+
+    buffer = EventBuffer(limit=8)
+    out = lambda seq, data: stallwatch.Output("p", None, seq, "stdout", data, False)  # noqa: E731
+    buffer.push(stallwatch.Started("p", None, 1))
+    buffer.push(out(0, b"12345678"))
+    buffer.push(out(1, b"9"))  # over the limit: dropped
+    buffer.push(stallwatch.Activity("p", None, "output"))  # dropped while output is
+    buffer.push(stallwatch.Exited("p", None, "exited", 0, None))  # lifecycle: kept
+    assert isinstance(buffer.pop(), stallwatch.Started)
+    first = buffer.pop()
+    assert isinstance(first, stallwatch.Output) and not first.truncated
+    buffer.push(out(2, b"abc"))
+    assert isinstance(buffer.pop(), stallwatch.Exited)
+    last = buffer.pop()
+    assert isinstance(last, stallwatch.Output) and last.seq == 2 and last.truncated
+    assert buffer.pop() is None
