@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import signal
 import textwrap
+import time
 from datetime import timedelta
 
 import pytest
@@ -218,3 +220,33 @@ def test_a_missing_binary_is_a_clear_error() -> None:
     with pytest.raises(stallwatch.StallwatchNotFound) as caught:
         stallwatch.run(["true"], stallwatch_bin="/nonexistent/stallwatch")
     assert "/nonexistent/stallwatch" in str(caught.value)
+
+
+def test_ctrl_c_in_the_caller_ends_the_tree_then_propagates(marker: str) -> None:
+    script = textwrap.dedent(
+        f"""
+        import os, stallwatch
+        env = dict(os.environ, SWPYTEST_MARKER={marker!r})
+        try:
+            stallwatch.run(["bash", "-c", "sleep 300 & exec sleep 300"], env=env, idle_timeout=600)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            raise
+        """
+    )
+    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        # Ready once both sleeps run (the caller, stallwatch and the tree carry the marker).
+        while len([p for p in processes_with(marker) if p != caller.pid]) < 3:
+            assert time.monotonic() < deadline, "the tree did not start"
+            time.sleep(0.05)
+        caller.send_signal(signal.SIGINT)  # to the caller alone, as a harness's own Ctrl-C handler
+        out, err = caller.communicate(timeout=60)
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+    assert out == b"interrupted\n", err
+    assert b"KeyboardInterrupt" in err
+    wait_until_gone(marker)
