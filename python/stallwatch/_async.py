@@ -9,12 +9,40 @@ import logging
 import os
 import subprocess
 from collections import deque
-from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Deque,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from . import _protocol as P
-from ._errors import ClientClosed, ServerDied, StallwatchError, StallwatchNotFound, UnknownProcess, rpc_error
+from ._errors import (
+    ClientClosed,
+    ServerDied,
+    StallwatchError,
+    StallwatchNotFound,
+    UnknownProcess,
+    rpc_error,
+)
 from ._find import resolve_binary
-from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot, to_millis
+from ._types import (
+    Closed,
+    Duration,
+    Event,
+    ProcessInfo,
+    ProcessResult,
+    ServerInfo,
+    Snapshot,
+    to_millis,
+)
 
 __all__ = ["AsyncClient", "AsyncProcess"]
 
@@ -128,13 +156,24 @@ class AsyncClient:
         event_buffer_bytes: int = P.EVENT_BYTES_LIMIT,
         stallwatch_bin: Optional[str] = None,
     ) -> None:
-        if isinstance(event_buffer_bytes, bool) or not isinstance(event_buffer_bytes, int) or event_buffer_bytes < 0:
-            raise ValueError(f"event_buffer_bytes must be a whole number >= 0, not {event_buffer_bytes!r}")
+        if (
+            isinstance(event_buffer_bytes, bool)
+            or not isinstance(event_buffer_bytes, int)
+            or event_buffer_bytes < 0
+        ):
+            raise ValueError(
+                f"event_buffer_bytes must be a whole number >= 0, not {event_buffer_bytes!r}"
+            )
         self._event_buffer_bytes = event_buffer_bytes
         self._binary = resolve_binary(stallwatch_bin)
         self._argv = P.server_argv(
-            self._binary, max_processes, retain_bytes, shutdown_grace, output_throttle,
-            output_notifications, log_dir,
+            self._binary,
+            max_processes,
+            retain_bytes,
+            shutdown_grace,
+            output_throttle,
+            output_notifications,
+            log_dir,
         )
         grace = P.seconds(shutdown_grace) if shutdown_grace is not None else 5.0
         self._close_wait = (grace or 0.0) + 20.0
@@ -160,12 +199,19 @@ class AsyncClient:
         self._changed = asyncio.Condition()
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=self._env, cwd=self._cwd,
-                start_new_session=True, limit=_LINE_LIMIT,
+                *self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+                limit=_LINE_LIMIT,
             )
         except FileNotFoundError as e:
-            raise StallwatchNotFound(f"cannot run the stallwatch binary {self._binary!r}: {e}") from e
+            raise StallwatchNotFound(
+                f"cannot run the stallwatch binary {self._binary!r}: {e}"
+            ) from e
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._read()), loop.create_task(self._read_stderr())]
         try:
@@ -264,7 +310,12 @@ class AsyncClient:
             return self._gone
         return ClientClosed("the client is not open: use `async with` or `await open()`")
 
-    async def _call(self, method: str, params: Mapping[str, Any], before_send: Optional[Callable[[], None]] = None) -> Any:
+    async def _call(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        before_send: Optional[Callable[[], None]] = None,
+    ) -> Any:
         if self._closed or self._gone is not None or self._proc is None:
             raise self._failure()
         assert self._proc.stdin is not None
@@ -284,7 +335,9 @@ class AsyncClient:
                 await asyncio.wait({self._tasks[0]}, timeout=10)
             if self._gone is not None or self._closed:
                 raise self._failure() from e
-            raise ServerDied(f"stallwatch serve (pid {self._proc.pid}) does not read its input: {e}") from e
+            raise ServerDied(
+                f"stallwatch serve (pid {self._proc.pid}) does not read its input: {e}"
+            ) from e
         return await future
 
     async def _next_event(self, process_id: str, timeout: Optional[float]) -> Optional[Event]:
@@ -341,12 +394,26 @@ class AsyncClient:
         if process_id is None:
             process_id = f"py{os.getpid()}-a{next(_ids)}"
         params = P.start_params(
-            process_id, argv, cwd=cwd, env=env, isolated_env=isolated_env,
-            inherit_env=inherit_env, home=home, seed=seed, stdin=stdin, pty=pty,
-            idle_timeout=idle_timeout, hard_timeout=hard_timeout,
-            input_wait_timeout=input_wait_timeout, input_wait_notice=input_wait_notice,
-            grace=grace, log_threshold=log_threshold, watch=watch, no_watch=no_watch,
-            no_children=no_children, context=context,
+            process_id,
+            argv,
+            cwd=cwd,
+            env=env,
+            isolated_env=isolated_env,
+            inherit_env=inherit_env,
+            home=home,
+            seed=seed,
+            stdin=stdin,
+            pty=pty,
+            idle_timeout=idle_timeout,
+            hard_timeout=hard_timeout,
+            input_wait_timeout=input_wait_timeout,
+            input_wait_notice=input_wait_notice,
+            grace=grace,
+            log_threshold=log_threshold,
+            watch=watch,
+            no_watch=no_watch,
+            no_children=no_children,
+            context=context,
         )
         pid_key: str = process_id
         fresh = P.EventBuffer(self._event_buffer_bytes)

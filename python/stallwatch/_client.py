@@ -10,12 +10,33 @@ import subprocess
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Deque,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from . import _protocol as P
 from ._errors import ClientClosed, ServerDied, StallwatchError, StallwatchNotFound, rpc_error
 from ._find import resolve_binary
-from ._types import Closed, Duration, Event, ProcessInfo, ProcessResult, ServerInfo, Snapshot, to_millis
+from ._types import (
+    Closed,
+    Duration,
+    Event,
+    ProcessInfo,
+    ProcessResult,
+    ServerInfo,
+    Snapshot,
+    to_millis,
+)
 
 __all__ = ["Client", "Process"]
 
@@ -57,7 +78,10 @@ class Process:
         """Writes ``data`` (bytes, or str as UTF-8) to the process's stdin (or types it into its
         terminal), in order with the other writes. Raises :class:`StdinClosed` when its stdin
         is closed, :class:`StdinBacklog` when the child does not read it."""
-        P.stdin_status(self.process_id, self._client._call("process/write", P.write_params(self.process_id, data)))
+        P.stdin_status(
+            self.process_id,
+            self._client._call("process/write", P.write_params(self.process_id, data)),
+        )
 
     def close_stdin(self) -> None:
         """Closes its stdin after the writes before (a terminal gets end-of-file)."""
@@ -71,7 +95,9 @@ class Process:
     def terminate(self, *, force: bool = False, grace: Optional[Duration] = None) -> bool:
         """Ends its tree: its own kill ladder, ``grace`` between TERM and KILL, or KILL now
         (``force=True``)."""
-        result = self._client._call("process/terminate", P.terminate_params(self.process_id, force, grace))
+        result = self._client._call(
+            "process/terminate", P.terminate_params(self.process_id, force, grace)
+        )
         return P.action_status(self.process_id, result, "terminate")
 
     def wait(self, timeout: Optional[Duration] = None) -> Optional[ProcessResult]:
@@ -91,7 +117,9 @@ class Process:
 
     def control(self, action: Mapping[str, Any]) -> bool:
         """Sends a raw ``process/control`` action (``{"type": …}``)."""
-        return P.action_status(self.process_id, self._call("process/control", action=dict(action)), "control")
+        return P.action_status(
+            self.process_id, self._call("process/control", action=dict(action)), "control"
+        )
 
     def keepalive(self, idle_timeout: Optional[Duration] = None) -> bool:
         """Counts as activity (and replaces the idle timeout when one is given)."""
@@ -160,13 +188,24 @@ class Client:
         event_buffer_bytes: int = P.EVENT_BYTES_LIMIT,
         stallwatch_bin: Optional[str] = None,
     ) -> None:
-        if isinstance(event_buffer_bytes, bool) or not isinstance(event_buffer_bytes, int) or event_buffer_bytes < 0:
-            raise ValueError(f"event_buffer_bytes must be a whole number >= 0, not {event_buffer_bytes!r}")
+        if (
+            isinstance(event_buffer_bytes, bool)
+            or not isinstance(event_buffer_bytes, int)
+            or event_buffer_bytes < 0
+        ):
+            raise ValueError(
+                f"event_buffer_bytes must be a whole number >= 0, not {event_buffer_bytes!r}"
+            )
         self._event_buffer_bytes = event_buffer_bytes
         binary = resolve_binary(stallwatch_bin)
         argv = P.server_argv(
-            binary, max_processes, retain_bytes, shutdown_grace, output_throttle,
-            output_notifications, log_dir,
+            binary,
+            max_processes,
+            retain_bytes,
+            shutdown_grace,
+            output_throttle,
+            output_notifications,
+            log_dir,
         )
         grace = P.seconds(shutdown_grace) if shutdown_grace is not None else 5.0
         self._close_wait = (grace or 0.0) + 20.0
@@ -181,13 +220,22 @@ class Client:
         self._stderr: Deque[str] = deque(maxlen=50)
         try:
             self._proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=cwd, start_new_session=True,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
             )
         except FileNotFoundError as e:
             raise StallwatchNotFound(f"cannot run the stallwatch binary {binary!r}: {e}") from e
-        self._reader = threading.Thread(target=self._read, name="stallwatch-client-reader", daemon=True)
-        self._err_reader = threading.Thread(target=self._read_stderr, name="stallwatch-client-stderr", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read, name="stallwatch-client-reader", daemon=True
+        )
+        self._err_reader = threading.Thread(
+            target=self._read_stderr, name="stallwatch-client-stderr", daemon=True
+        )
         self._err_reader.start()
         self._reader.start()
         try:
@@ -294,9 +342,16 @@ class Client:
                 gone = self._gone
             if gone is not None:
                 raise gone from e
-            raise ServerDied(f"stallwatch serve (pid {self._proc.pid}) does not read its input: {e}") from e
+            raise ServerDied(
+                f"stallwatch serve (pid {self._proc.pid}) does not read its input: {e}"
+            ) from e
 
-    def _call(self, method: str, params: Mapping[str, Any], before_send: Optional[Callable[[], None]] = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        before_send: Optional[Callable[[], None]] = None,
+    ) -> Any:
         pending = _Pending()
         with self._write_lock:
             with self._lock:
@@ -378,12 +433,26 @@ class Client:
         if process_id is None:
             process_id = f"py{os.getpid()}-{next(_ids)}"
         params = P.start_params(
-            process_id, argv, cwd=cwd, env=env, isolated_env=isolated_env,
-            inherit_env=inherit_env, home=home, seed=seed, stdin=stdin, pty=pty,
-            idle_timeout=idle_timeout, hard_timeout=hard_timeout,
-            input_wait_timeout=input_wait_timeout, input_wait_notice=input_wait_notice,
-            grace=grace, log_threshold=log_threshold, watch=watch, no_watch=no_watch,
-            no_children=no_children, context=context,
+            process_id,
+            argv,
+            cwd=cwd,
+            env=env,
+            isolated_env=isolated_env,
+            inherit_env=inherit_env,
+            home=home,
+            seed=seed,
+            stdin=stdin,
+            pty=pty,
+            idle_timeout=idle_timeout,
+            hard_timeout=hard_timeout,
+            input_wait_timeout=input_wait_timeout,
+            input_wait_notice=input_wait_notice,
+            grace=grace,
+            log_threshold=log_threshold,
+            watch=watch,
+            no_watch=no_watch,
+            no_children=no_children,
+            context=context,
         )
         replaced: List[Optional[P.EventBuffer]] = []
         fresh = P.EventBuffer(self._event_buffer_bytes)

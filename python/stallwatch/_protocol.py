@@ -51,7 +51,11 @@ def server_argv(
     """``stallwatch serve`` with the options given."""
     argv = [binary, "serve"]
     if max_processes is not None:
-        if isinstance(max_processes, bool) or not isinstance(max_processes, int) or max_processes < 1:
+        if (
+            isinstance(max_processes, bool)
+            or not isinstance(max_processes, int)
+            or max_processes < 1
+        ):
             raise ValueError(f"max_processes must be a whole number >= 1, not {max_processes!r}")
         argv += ["--max-processes", str(max_processes)]
     if retain_bytes is not None:
@@ -163,9 +167,7 @@ def write_params(process_id: str, data: Union[bytes, str]) -> Dict[str, Any]:
     raise TypeError(f"data must be bytes or str, not {type(data).__name__}")
 
 
-def terminate_params(
-    process_id: str, force: bool, grace: Optional[Duration]
-) -> Dict[str, Any]:
+def terminate_params(process_id: str, force: bool, grace: Optional[Duration]) -> Dict[str, Any]:
     params: Dict[str, Any] = {"processId": process_id}
     if force and grace is not None:
         raise ValueError("terminate: give force=True or grace=…, not both")

@@ -301,7 +301,9 @@ def run(
         raise TypeError(f"input must be bytes or str, not {type(input).__name__}")
     if isinstance(capture_bytes, bool) or not isinstance(capture_bytes, int) or capture_bytes < 0:
         raise ValueError(f"capture_bytes must be a whole number >= 0, not {capture_bytes!r}")
-    if pty_size is not None and (len(pty_size) != 2 or not all(1 <= int(n) <= 65535 for n in pty_size)):
+    if pty_size is not None and (
+        len(pty_size) != 2 or not all(1 <= int(n) <= 65535 for n in pty_size)
+    ):
         raise ValueError(f"pty_size must be (rows, cols), each 1..65535, not {pty_size!r}")
     if idle_timeout is None:
         raise ValueError("idle_timeout may not be None: give seconds or a timedelta")
@@ -310,12 +312,26 @@ def run(
     try:
         report_path = os.path.join(folder, "report.json")
         options = dict(
-            idle_timeout=idle_timeout, hard_timeout=hard_timeout, grace=grace, signal=signal,
-            input_wait_timeout=input_wait_timeout, linger=linger, no_watch=no_watch, watch=watch,
-            done_when_output=done_when_output, done_when_file=done_when_file,
-            no_children=no_children, no_network=no_network, no_output=no_output,
-            non_interactive=non_interactive, keep_leftovers=keep_leftovers, pty=pty,
-            pty_size=pty_size, containment=containment, log_dir=log_dir, extra_args=extra_args,
+            idle_timeout=idle_timeout,
+            hard_timeout=hard_timeout,
+            grace=grace,
+            signal=signal,
+            input_wait_timeout=input_wait_timeout,
+            linger=linger,
+            no_watch=no_watch,
+            watch=watch,
+            done_when_output=done_when_output,
+            done_when_file=done_when_file,
+            no_children=no_children,
+            no_network=no_network,
+            no_output=no_output,
+            non_interactive=non_interactive,
+            keep_leftovers=keep_leftovers,
+            pty=pty,
+            pty_size=pty_size,
+            containment=containment,
+            log_dir=log_dir,
+            extra_args=extra_args,
         )
         argv = _command(binary, report_path, words, options)
         return _run(argv, words, report_path, cwd, env, input, capture_bytes, grace, check)

@@ -339,7 +339,11 @@ def event_from_json(method: str, params: Dict[str, Any], decode: Any) -> Event:
     if method == "process/output":
         data = decode(params.get("data") or "")
         return Output(
-            pid, context, params.get("seq", 0), str(params.get("stream", "")), data,
+            pid,
+            context,
+            params.get("seq", 0),
+            str(params.get("stream", "")),
+            data,
             bool(params.get("truncated")),
         )
     if method == "process/activity":
@@ -348,12 +352,19 @@ def event_from_json(method: str, params: Dict[str, Any], decode: Any) -> Event:
         return IdleWarning(pid, context, _seconds(params.get("leftMs")) or 0.0)
     if method == "process/inputWait":
         return InputWait(
-            pid, context, params.get("pid"), params.get("name"), params.get("target"),
+            pid,
+            context,
+            params.get("pid"),
+            params.get("name"),
+            params.get("target"),
             _seconds(params.get("waitedMs")),
         )
     if method == "process/exited":
         return Exited(
-            pid, context, str(params.get("outcome", "")), params.get("exitCode"),
+            pid,
+            context,
+            str(params.get("outcome", "")),
+            params.get("exitCode"),
             params.get("signal"),
         )
     if method == "process/closed":

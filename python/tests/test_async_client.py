@@ -15,7 +15,10 @@ from test_client import check_order
 
 def test_fifty_concurrent_processes(marker: str) -> None:
     async def one(client: stallwatch.AsyncClient, n: int) -> bytes:
-        code = f"import sys, time; print('n=%s' % sys.argv[1], flush=True); time.sleep(0.3)  # {marker}"
+        code = (
+            "import sys, time; print('n=%s' % sys.argv[1], flush=True); time.sleep(0.3)"
+            f"  # {marker}"
+        )
         process = await client.start([sys.executable, "-c", code, str(n)], idle_timeout=60)
         events: List[stallwatch.Event] = [e async for e in process.events(timeout=60)]
         result = await process.wait()
@@ -72,7 +75,9 @@ def test_leaving_the_block_ends_every_process(marker: str) -> None:
     async def main() -> None:
         async with stallwatch.AsyncClient(shutdown_grace=1) as client:
             for _ in range(3):
-                await client.start([sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"])
+                await client.start(
+                    [sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"]
+                )
 
     asyncio.run(main())
     wait_until_gone(marker)

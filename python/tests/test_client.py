@@ -93,7 +93,10 @@ def test_twenty_processes_from_four_threads() -> None:
             try:
                 barrier.wait(30)
                 processes = [
-                    (t * 5 + i, client.start(["bash", "-c", 'echo "n=$1"; sleep 0.2', "_", str(t * 5 + i)]))
+                    (
+                        t * 5 + i,
+                        client.start(["bash", "-c", 'echo "n=$1"; sleep 0.2', "_", str(t * 5 + i)]),
+                    )
                     for i in range(5)
                 ]
                 for n, process in processes:
@@ -116,11 +119,17 @@ def test_twenty_processes_from_four_threads() -> None:
 
 
 def test_control_terminate_and_kill(marker: str) -> None:
-    sleeper = [sys.executable, "-c", f"import time; print('up', flush=True); time.sleep(120)  # {marker}"]
+    sleeper = [
+        sys.executable,
+        "-c",
+        f"import time; print('up', flush=True); time.sleep(120)  # {marker}",
+    ]
     with stallwatch.Client() as client:
         a = client.start(sleeper, idle_timeout=60)
         # Its SIGINT handler is in place once it printed (Ctrl-C at start-up may exit 1).
-        assert next(e for e in a.events(timeout=30) if isinstance(e, stallwatch.Output)).data.startswith(b"up")
+        assert next(
+            e for e in a.events(timeout=30) if isinstance(e, stallwatch.Output)
+        ).data.startswith(b"up")
         assert a.keepalive() is True
         assert a.keepalive(idle_timeout=90) is True
         assert a.set_idle_timeout(30) is True
@@ -148,7 +157,10 @@ def test_a_stalled_process_has_its_diagnosis() -> None:
         result = process.wait()
         assert result is not None
         assert (result.outcome, result.exit_code) == ("idle_timeout", 124)
-        assert result.diagnosis is not None and result.diagnosis.kind in ("sleeping", "waiting_on_child")
+        assert result.diagnosis is not None and result.diagnosis.kind in (
+            "sleeping",
+            "waiting_on_child",
+        )
         kinds = [type(e).__name__ for e in process.events(timeout=30)]
         assert "IdleWarning" in kinds
 
@@ -235,7 +247,8 @@ def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how
     script = textwrap.dedent(
         f"""
         import os, sys, time, stallwatch
-        client = stallwatch.Client(env=dict(os.environ, SWPYTEST_MARKER={marker!r}), shutdown_grace=1)
+        env = dict(os.environ, SWPYTEST_MARKER={marker!r})
+        client = stallwatch.Client(env=env, shutdown_grace=1)
         for i in range(3):
             client.start([sys.executable, "-c", "import time; time.sleep(300)"], idle_timeout=600)
         print(client.server_pid, flush=True)
@@ -263,7 +276,10 @@ def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how
 
 
 def test_events_nobody_iterates_are_bounded() -> None:
-    writer = "import sys\nfor i in range(256):\n    sys.stdout.buffer.write(b'x' * 65536)\n    sys.stdout.flush()"
+    writer = (
+        "import sys\nfor i in range(256):\n"
+        "    sys.stdout.buffer.write(b'x' * 65536)\n    sys.stdout.flush()"
+    )
     # 256 output events of 4 KiB each (the server's chunk): 1 MiB, 16 times the bound.
     with stallwatch.Client(output_throttle=0, event_buffer_bytes=64 << 10) as client:
         process = client.start([sys.executable, "-c", writer], idle_timeout=60)
@@ -274,7 +290,9 @@ def test_events_nobody_iterates_are_bounded() -> None:
         output = [e for e in events if isinstance(e, stallwatch.Output)]
         kept = sum(len(e.data) for e in output)
         assert 0 < kept <= 64 << 10, kept
-        assert isinstance(events[0], stallwatch.Started) and isinstance(events[-1], stallwatch.Closed)
+        assert isinstance(events[0], stallwatch.Started) and isinstance(
+            events[-1], stallwatch.Closed
+        )
         assert sum(isinstance(e, stallwatch.Exited) for e in events) == 1
         assert process.snapshot().total_bytes["stdout"] == 16 << 20
 

@@ -34,9 +34,13 @@ def test_the_version_is_the_crates() -> None:
     cargo = (REPO / "Cargo.toml").read_text()
     version = re.search(r'^version = "([^"]+)"', cargo, re.M).group(1)  # type: ignore[union-attr]
     assert stallwatch.__version__ == version
-    out = subprocess.run([stallwatch.find_stallwatch_bin(), "--version"], capture_output=True, text=True)
+    out = subprocess.run(
+        [stallwatch.find_stallwatch_bin(), "--version"], capture_output=True, text=True
+    )
     assert version in out.stdout
-    module = subprocess.run([sys.executable, "-m", "stallwatch", "--version"], capture_output=True, text=True)
+    module = subprocess.run(
+        [sys.executable, "-m", "stallwatch", "--version"], capture_output=True, text=True
+    )
     assert module.returncode == 0 and version in module.stdout
 
 
@@ -75,15 +79,22 @@ def uvx_and_wheel() -> "tuple[str, str]":
 
 def test_uvx_runs_the_command_and_serve_from_the_wheel_alone(tmp_path: Path) -> None:
     uvx, wheel = uvx_and_wheel()
-    env = dict(os.environ, UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_TOOL_DIR=str(tmp_path / "uv-tools"))
+    env = dict(
+        os.environ, UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_TOOL_DIR=str(tmp_path / "uv-tools")
+    )
     base = [uvx, "--offline", "--from", wheel, "stallwatch"]
     run = subprocess.run(
         base + ["-i", "5s", "--", "bash", "-c", "echo hi from uvx; exit 7"],
-        capture_output=True, env=env, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert run.returncode == 7, run.stderr
     assert run.stdout == b"hi from uvx\n"
     request = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n'
-    serve = subprocess.run(base + ["serve"], input=request, capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    serve = subprocess.run(
+        base + ["serve"], input=request, capture_output=True, env=env, cwd=tmp_path, timeout=120
+    )
     assert serve.returncode == 0, serve.stderr
     assert b'"serverInfo"' in serve.stdout and b'"stallwatch"' in serve.stdout

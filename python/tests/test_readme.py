@@ -28,4 +28,6 @@ def test_a_readme_example_runs(index: int, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
-    assert done.returncode == 0, f"example {index}:\n{code}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == 0, (
+        f"example {index}:\n{code}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    )
