@@ -254,8 +254,22 @@ class AsyncClient:
                     await self._dispatch(message)
         except (OSError, ValueError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            # The loop is ending with the client open (asyncio.run's end cancels every task):
+            # the server's stdin is closed, so that it ends every process and exits.
+            if not self._closed:
+                self._closed = True
+                self._close_stdin()
+            raise
         finally:
             await self._server_gone()
+
+    def _close_stdin(self) -> None:
+        try:
+            assert self._proc is not None and self._proc.stdin is not None
+            self._proc.stdin.close()
+        except (OSError, RuntimeError):
+            pass
 
     async def _dispatch(self, message: Dict[str, Any]) -> None:
         if "method" in message and "id" not in message:
@@ -466,11 +480,7 @@ class AsyncClient:
         if self._changed is not None:
             async with self._changed:
                 self._changed.notify_all()
-        try:
-            assert proc.stdin is not None
-            proc.stdin.close()
-        except (OSError, RuntimeError):
-            pass
+        self._close_stdin()
         try:
             await asyncio.wait_for(proc.wait(), self._close_wait)
         except asyncio.TimeoutError:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from typing import List
 
@@ -87,3 +89,29 @@ def test_a_missing_binary_is_a_clear_error() -> None:
     with pytest.raises(stallwatch.StallwatchNotFound) as caught:
         stallwatch.AsyncClient(stallwatch_bin="/nonexistent/stallwatch")
     assert "/nonexistent/stallwatch" in str(caught.value)
+
+
+def test_a_dead_server_fails_the_calls_waiting_on_it() -> None:
+    async def main() -> None:
+        client = await stallwatch.AsyncClient().open()
+        process = await client.start(["sleep", "60"])
+        waiting = asyncio.ensure_future(process.wait())
+        await asyncio.sleep(0.2)  # the wait is sent (nothing asserts on time)
+        os.kill(client.server_pid, signal.SIGKILL)  # the server this test started
+        with pytest.raises(stallwatch.ServerDied):
+            await asyncio.wait_for(waiting, 30)
+        with pytest.raises(stallwatch.ServerDied):
+            await client.list()
+        await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_client_never_closed_leaves_nothing_when_its_loop_ends(marker: str) -> None:
+    async def main() -> None:
+        client = await stallwatch.AsyncClient(shutdown_grace=1).open()
+        for _ in range(3):
+            await client.start([sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"])
+
+    asyncio.run(main())  # the loop closes the server's pipes: it ends every process
+    wait_until_gone(marker)
