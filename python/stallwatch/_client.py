@@ -9,8 +9,10 @@ import os
 import subprocess
 import threading
 import time
+import weakref
 from collections import deque
 from typing import (
+    IO,
     Any,
     Callable,
     Deque,
@@ -44,6 +46,49 @@ _log = logging.getLogger("stallwatch.serve")
 _ids = itertools.count(1)
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _read_stderr(stream: Optional[IO[bytes]], said: Deque[str]) -> None:
+    """The server's own messages: kept (the last 50 lines, for ServerDied) and logged."""
+    assert stream is not None
+    for raw in stream:
+        line = raw.decode(errors="replace").rstrip("\n")
+        said.append(line)
+        _log.warning("%s", line)
+
+
+def _read_stdout(ref: "weakref.ReferenceType[Client]", stream: Optional[IO[bytes]]) -> None:
+    """The server's lines, to the client while it exists; then says the server is gone."""
+    assert stream is not None
+    try:
+        for line in stream:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                _log.error("stallwatch serve wrote a line that is not JSON: %r", line[:200])
+                continue
+            client = ref()
+            if client is None:
+                return
+            if isinstance(message, dict):
+                client._dispatch(message)
+            del client
+    except (OSError, ValueError):
+        pass
+    finally:
+        client = ref()
+        if client is not None:
+            client._server_gone()
+
+
+def _abandon(proc: "subprocess.Popen[bytes]") -> None:
+    """A client collected without close(): the end of the server's stdin ends every process
+    and the server (which exits by itself)."""
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+    except (OSError, ValueError):
+        pass
 
 
 class _Pending:
@@ -230,12 +275,21 @@ class Client:
             )
         except FileNotFoundError as e:
             raise StallwatchNotFound(f"cannot run the stallwatch binary {binary!r}: {e}") from e
-        self._reader = threading.Thread(
-            target=self._read, name="stallwatch-client-reader", daemon=True
-        )
+        # The threads hold the client weakly: a client nobody holds any more is collected, and
+        # its finalizer closes the server's stdin, so that the server ends every process.
         self._err_reader = threading.Thread(
-            target=self._read_stderr, name="stallwatch-client-stderr", daemon=True
+            target=_read_stderr,
+            args=(self._proc.stderr, self._stderr),
+            name="stallwatch-client-stderr",
+            daemon=True,
         )
+        self._reader = threading.Thread(
+            target=_read_stdout,
+            args=(weakref.ref(self), self._proc.stdout),
+            name="stallwatch-client-reader",
+            daemon=True,
+        )
+        self._finalizer = weakref.finalize(self, _abandon, self._proc)
         self._err_reader.start()
         self._reader.start()
         try:
@@ -250,29 +304,6 @@ class Client:
     def server_pid(self) -> int:
         """The pid of the ``stallwatch serve`` process."""
         return self._proc.pid
-
-    def _read_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for raw in self._proc.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
-            self._stderr.append(line)
-            _log.warning("%s", line)
-
-    def _read(self) -> None:
-        assert self._proc.stdout is not None
-        try:
-            for line in self._proc.stdout:
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    _log.error("stallwatch serve wrote a line that is not JSON: %r", line[:200])
-                    continue
-                if isinstance(message, dict):
-                    self._dispatch(message)
-        except (OSError, ValueError):
-            pass
-        finally:
-            self._server_gone()
 
     def _dispatch(self, message: Dict[str, Any]) -> None:
         if "method" in message and "id" not in message:

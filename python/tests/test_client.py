@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -315,3 +316,26 @@ def test_after_dropped_output_the_next_output_event_says_truncated() -> None:
     last = buffer.pop()
     assert isinstance(last, stallwatch.Output) and last.seq == 2 and last.truncated
     assert buffer.pop() is None
+
+
+def test_a_client_nobody_holds_any_more_ends_its_processes(marker: str) -> None:
+    client = stallwatch.Client(shutdown_grace=1)
+    for _ in range(3):
+        client.start([sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"])
+    server = client.server_pid
+    assert len(processes_with(marker)) >= 3
+    del client
+    gc.collect()
+    wait_until_gone(marker)
+    # The server ended too (a zombie of this process at most, reaped by subprocess later).
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with open(f"/proc/{server}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        assert time.monotonic() < deadline, f"the server {server} still runs"
+        time.sleep(0.05)
