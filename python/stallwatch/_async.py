@@ -24,6 +24,7 @@ from typing import (
 )
 
 from . import _protocol as P
+from ._client import _fresh
 from ._errors import (
     ClientClosed,
     ServerDied,
@@ -312,7 +313,7 @@ class AsyncClient:
         self._pending.clear()
         for future in pending:
             if not future.done():
-                future.set_exception(error)
+                future.set_exception(_fresh(error))
         if self._changed is not None:
             async with self._changed:
                 self._changed.notify_all()
@@ -321,7 +322,7 @@ class AsyncClient:
         if self._closed:
             return ClientClosed("the client is closed: make a new AsyncClient")
         if self._gone is not None:
-            return self._gone
+            return _fresh(self._gone)
         return ClientClosed("the client is not open: use `async with` or `await open()`")
 
     async def _call(

@@ -91,6 +91,13 @@ def _abandon(proc: "subprocess.Popen[bytes]") -> None:
         pass
 
 
+def _fresh(error: StallwatchError) -> StallwatchError:
+    """A copy of a shared error, so that each thread raises its own (its own traceback)."""
+    if isinstance(error, ServerDied):
+        return ServerDied(str(error), error.returncode, error.stderr)
+    return type(error)(*error.args)
+
+
 class _Pending:
     __slots__ = ("done", "result", "error")
 
@@ -351,14 +358,14 @@ class Client:
             self._pending.clear()
             self._changed.notify_all()
         for p in pending:
-            p.error = error
+            p.error = _fresh(error)
             p.done.set()
 
     def _failure(self) -> StallwatchError:
         if self._closed:
             return ClientClosed("the client is closed: start a new Client")
         assert self._gone is not None
-        return self._gone
+        return _fresh(self._gone)
 
     def _send(self, line: bytes) -> None:
         assert self._proc.stdin is not None
@@ -372,7 +379,7 @@ class Client:
             with self._lock:
                 gone = self._gone
             if gone is not None:
-                raise gone from e
+                raise _fresh(gone) from e
             raise ServerDied(
                 f"stallwatch serve (pid {self._proc.pid}) does not read its input: {e}"
             ) from e
