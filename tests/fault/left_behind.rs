@@ -119,7 +119,9 @@ fn library_host_role() {
     let mut command = Command::new("sh");
     command.args(["-c", "exit 0", &marker]);
     let session = stallwatch::Session::builder(command)
-        .config(stallwatch::MonitorConfig::default().idle_timeout(std::time::Duration::from_secs(10)))
+        .config(
+            stallwatch::MonitorConfig::default().idle_timeout(std::time::Duration::from_secs(10)),
+        )
         .spawn()
         .expect("the session starts");
     let result = crate::support::wait_generously(&session);
@@ -143,4 +145,115 @@ fn a_library_host_leaves_its_caller_no_child_not_even_a_zombie() {
             "--quiet",
         ],
     );
+}
+
+/// The cgroup2 mount point (the child's `0::` line is relative to it: this test and
+/// stallwatch share the cgroup namespace).
+fn cgroup_mount() -> std::path::PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    mountinfo
+        .lines()
+        .find_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let mount = std::path::PathBuf::from(before.split_whitespace().nth(4)?);
+            (after.split_whitespace().next()? == "cgroup2").then_some(mount)
+        })
+        .expect("a cgroup2 mount")
+}
+
+/// How the outer stallwatch of a nested pair ends.
+#[derive(Debug, Clone, Copy)]
+enum OuterEnd {
+    /// Idle timeout, first signal KILL.
+    KillAtOnce,
+    /// Idle timeout, TERM, a grace shorter than the inner stallwatch's ladder.
+    ShortGrace,
+    /// SIGKILL of the outer stallwatch itself (its guardian ends the tree).
+    Killed,
+}
+
+/// `stallwatch OUTER -- stallwatch -i 1h INNER -- sh -c 'print the cgroup; ...'`, ended as
+/// `end` says; then neither session's cgroup is left (the inner one is below the outer one).
+fn assert_nested_cgroups_removed(end: OuterEnd) {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: no cgroup is made, none can be left (the test needs root)");
+        return;
+    }
+    let marker = Marker::new("nested-cgroups");
+    let outer: &[&str] = match end {
+        OuterEnd::KillAtOnce => &["-i", "2s", "-s", "KILL"],
+        OuterEnd::ShortGrace => &["-i", "2s", "-g", "200ms"],
+        OuterEnd::Killed => &["-i", "1h"],
+    };
+    let mut args = outer.to_vec();
+    args.extend([
+        "--",
+        env!("CARGO_BIN_EXE_stallwatch"),
+        "-i",
+        "1h",
+        "-g",
+        "30s",
+    ]);
+    // The leader ignores TERM (as bash with a trap does); its sleeps are TERMed, and it goes
+    // on: only KILL ends the inner tree.
+    let script = "trap '' TERM; grep '^0::' /proc/self/cgroup; echo ready; \
+                  while :; do sleep 0.5; done";
+    let running = crate::support::cli::sw(&marker)
+        .args(&args)
+        .args(&["--", "bash", "-c", script, marker.as_str()])
+        .spawn();
+    assert!(
+        crate::support::poll_until(crate::support::HANDSHAKE, || running
+            .stdout
+            .contains("ready\n")),
+        "no ready: {:?} {:?}",
+        running.stdout.text(),
+        running.stderr.text()
+    );
+    let stdout = running.stdout.text();
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_else(|| panic!("the child printed its cgroup: {stdout:?}"));
+    let inner = cgroup_mount().join(line.trim_start_matches('/'));
+    let outer = inner
+        .parent()
+        .expect("the outer session's cgroup")
+        .to_owned();
+    for dir in [&inner, &outer] {
+        let name = dir.file_name().expect("a name").to_string_lossy();
+        assert!(name.starts_with("stallwatch-"), "{}", dir.display());
+    }
+    if let OuterEnd::Killed = end {
+        running.signal(rustix::process::Signal::KILL);
+    }
+    let finished = running.wait();
+    if !matches!(end, OuterEnd::Killed) {
+        assert_eq!(finished.status.code(), Some(124), "{finished:?}");
+    }
+    crate::support::assert_no_leak(&marker);
+    // The outer stallwatch removes its cgroup before it exits; its guardian, after.
+    assert!(
+        crate::support::poll_until(crate::support::GENEROUS, || !outer.exists()),
+        "left behind: {} (inner {} exists: {}); stderr {:?}",
+        outer.display(),
+        inner.display(),
+        inner.exists(),
+        finished.stderr_text()
+    );
+}
+
+#[test]
+fn a_nested_stallwatch_killed_at_once_leaves_no_cgroup() {
+    assert_nested_cgroups_removed(OuterEnd::KillAtOnce);
+}
+
+#[test]
+fn a_nested_stallwatch_killed_within_its_own_ladder_leaves_no_cgroup() {
+    assert_nested_cgroups_removed(OuterEnd::ShortGrace);
+}
+
+#[test]
+fn a_sigkilled_stallwatch_leaves_no_cgroup_of_a_nested_one() {
+    assert_nested_cgroups_removed(OuterEnd::Killed);
 }

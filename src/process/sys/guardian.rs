@@ -341,19 +341,59 @@ fn end_cgroup(cgroup: &CgroupFiles) {
         kill_members(cgroup.file(b"cgroup.procs", &mut path));
         let _ = write_file(cgroup.file(b"cgroup.freeze", &mut path), b"0");
     }
-    let dir = cgroup.file(b"", &mut path);
     let pause = rustix::thread::Timespec {
         tv_sec: 0,
         tv_nsec: 50_000_000,
     };
     for _ in 0..200 {
-        match rustix::fs::unlinkat(rustix::fs::CWD, dir, rustix::fs::AtFlags::REMOVEDIR) {
+        let _ = cgroup.file(b"", &mut path);
+        match remove_tree(&mut path, cgroup.len, 0) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => return,
             Err(_) => {
                 let _ = rustix::thread::nanosleep(&pause);
             }
         }
     }
+}
+
+/// Removes the cgroup directory `path[..len]` and the cgroups below it, depth first: a nested
+/// stallwatch's session cgroup, left empty below this one when its supervisor was killed with
+/// the tree, would keep it (`EBUSY`) for good. No allocation (the forked child): the paths
+/// are made in `path`, each level's entries read into a buffer on the stack.
+fn remove_tree(path: &mut [u8; PATH_MAX], len: usize, depth: usize) -> rustix::io::Result<()> {
+    use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, RawDir};
+    fn rmdir(path: &mut [u8; PATH_MAX], len: usize) -> rustix::io::Result<()> {
+        path[len] = 0;
+        let dir = CStr::from_bytes_with_nul(&path[..=len]).map_err(|_| rustix::io::Errno::INVAL)?;
+        rustix::fs::unlinkat(CWD, dir, AtFlags::REMOVEDIR)
+    }
+    match rmdir(path, len) {
+        Err(rustix::io::Errno::BUSY) if depth < 16 => {}
+        other => return other,
+    }
+    let dir = CStr::from_bytes_with_nul(&path[..=len]).map_err(|_| rustix::io::Errno::INVAL)?;
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut buffer = [MaybeUninit::<u8>::uninit(); 2048];
+    let mut entries = RawDir::new(&fd, &mut buffer);
+    while let Some(Ok(entry)) = entries.next() {
+        let name = entry.file_name().to_bytes();
+        let end = len + 1 + name.len();
+        if entry.file_type() != FileType::Directory
+            || name == b"."
+            || name == b".."
+            || end >= PATH_MAX
+        {
+            continue;
+        }
+        path[len] = b'/';
+        path[len + 1..end].copy_from_slice(name);
+        let _ = remove_tree(path, end, depth + 1);
+    }
+    rmdir(path, len)
 }
 
 /// Writes `value` to the control file `path`.
