@@ -171,6 +171,9 @@ fn open_targets(
     let cli = &options.cli;
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
+        Err(e) if interrupted(&e).is_some() => {
+            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+        }
         Err(e) => {
             say_line(&format!(
                 "stallwatch: invalid value for {}: cannot write the report to {}: {e}",
@@ -190,6 +193,9 @@ fn open_targets(
         .transpose()
     {
         Ok(events) => events,
+        Err(e) if interrupted(&e).is_some() => {
+            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+        }
         Err(e) => {
             say_line(&format!(
                 "stallwatch: invalid value for {}: cannot write the events to {}: {e}",
@@ -203,6 +209,15 @@ fn open_targets(
         }
     };
     Ok((report, events))
+}
+
+/// The signal that gave up a wait for a FIFO's reader (`--report`, `--events`), if `error`
+/// is one: stallwatch dies of it, as it would have at once without the wait.
+fn interrupted(error: &io::Error) -> Option<Exit> {
+    let signal = error
+        .get_ref()?
+        .downcast_ref::<cli::report::WaitInterrupted>()?;
+    stallwatch::Signal::from_number(signal.0).map(Exit::Signal)
 }
 
 /// Spawns the program under supervision: on a terminal of `pty_size`, or with stallwatch's own

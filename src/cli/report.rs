@@ -200,18 +200,52 @@ impl ReportTarget {
 
 /// Opens `path` for writing, created or emptied, for `option`. A FIFO nobody reads yet would
 /// block the open in silence: it is opened without blocking first, and when no reader is
-/// there, stallwatch says that it waits for one (before the program starts) and then waits.
+/// there, stallwatch says that it waits for one (before the program starts) and then waits,
+/// until a reader comes or INT, TERM, HUP or QUIT arrives (an error carrying
+/// [`WaitInterrupted`]).
 pub(crate) fn open_for_writing(path: &Path, option: &str) -> io::Result<File> {
     match super::sys::open_truncated(path, true) {
         Ok(file) => Ok(file),
         Err(e) if super::sys::is_fifo_without_reader(&e) => {
             log::warn!(
-                "{option} {} is a FIFO: waiting for a reader to open it before starting the program",
+                "{option} {} is a FIFO: waiting for a reader to open it before starting the \
+                 program (INT, TERM, HUP or QUIT gives up)",
                 path.display()
             );
-            super::sys::open_truncated(path, false)
+            wait_for_reader(path)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The signal that ended a wait for a FIFO's reader ([`open_for_writing`]): stallwatch dies
+/// of it, the program not started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitInterrupted(pub(crate) i32);
+
+impl std::fmt::Display for WaitInterrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "signal {} while waiting for a reader", self.0)
+    }
+}
+
+impl std::error::Error for WaitInterrupted {}
+
+/// Opens the FIFO `path` once a reader has it open: looks again every 50 ms, between waits
+/// for a signal that gives up.
+fn wait_for_reader(path: &Path) -> io::Result<File> {
+    let signals = super::sys::Interrupting::new()?;
+    loop {
+        match super::sys::open_truncated(path, true) {
+            Err(e) if super::sys::is_fifo_without_reader(&e) => {}
+            other => return other,
+        }
+        if let Some(signal) = signals.wait(std::time::Duration::from_millis(50))? {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                WaitInterrupted(signal),
+            ));
+        }
     }
 }
 
