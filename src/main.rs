@@ -272,11 +272,17 @@ fn spawn_failed(
 ) -> Exit {
     let kind = SpawnError::of(e).map(SpawnError::kind);
     let code = match kind {
+        // Out of descriptors, processes or memory: stallwatch's own want, not the program's.
+        Some(SpawnErrorKind::Program) if short_of_resources(e) => EXIT_INTERNAL,
         Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => EXIT_NOT_FOUND,
         Some(SpawnErrorKind::Program) => EXIT_CANNOT_EXECUTE,
         _ => EXIT_INTERNAL, // stallwatch's own failure, not the program's
     };
-    if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
+    if code == EXIT_INTERNAL && kind == Some(SpawnErrorKind::Program) {
+        say_line(&format!(
+            "stallwatch: {e}: stallwatch itself ran short, not the program"
+        ));
+    } else if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
         say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
     } else {
         say_line(&format!("stallwatch: {e}"));
@@ -287,6 +293,21 @@ fn spawn_failed(
         // A report that cannot be written does not hide why the program did not run.
     }
     Exit::Code(code)
+}
+
+/// Whether the system's error inside the spawn error `e` is a shortage of this process's (or
+/// the machine's) resources: descriptors (`EMFILE`, `ENFILE`), processes (`EAGAIN`), memory
+/// (`ENOMEM`).
+fn short_of_resources(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    let system = SpawnError::of(e)
+        .and_then(|spawn| spawn.inner().downcast_ref::<io::Error>())
+        .unwrap_or(e);
+    system.raw_os_error().is_some_and(|errno| {
+        [Errno::MFILE, Errno::NFILE, Errno::AGAIN, Errno::NOMEM]
+            .iter()
+            .any(|known| known.raw_os_error() == errno)
+    })
 }
 
 /// After the run: stallwatch's exit, the lines it owes (incomplete logs, the summary) and the
