@@ -295,7 +295,8 @@ pub(crate) struct Report {
     pub(crate) pass_through_errors: PassThroughErrors,
     /// The complete logs of the streams that passed 4 KiB, with their SHA-256.
     pub(crate) log: Vec<LogEntry>,
-    /// What the tree was doing when it was judged stale (`idle_timeout` only), or null.
+    /// What the tree was doing when it was judged stale (`idle_timeout`) or waiting on input
+    /// (`input_wait`), or null.
     pub(crate) diagnosis: Option<DiagnosisJson>,
     /// The child's pid (and process group), or null when it never started.
     pub(crate) pid: Option<u32>,
@@ -492,11 +493,31 @@ pub(crate) struct LogEntry {
     pub(crate) error: Option<String>,
 }
 
-/// Byte counts per stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+/// Byte counts per stream: `{"stdout": N, "stderr": N}`, or a terminal session's one stream,
+/// `{"terminal": N}`, as the logs and the events name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Bytes {
+    /// The stdout's count, or the terminal's.
     pub(crate) stdout: u64,
     pub(crate) stderr: u64,
+    /// The counts are a terminal session's (its one stream is in `stdout`).
+    pub(crate) terminal: bool,
+}
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if self.terminal {
+            let mut map = serializer.serialize_map(Some(1))?;
+            map.serialize_entry("terminal", &self.stdout)?;
+            map.end()
+        } else {
+            let mut map = serializer.serialize_map(Some(2))?;
+            map.serialize_entry("stdout", &self.stdout)?;
+            map.serialize_entry("stderr", &self.stderr)?;
+            map.end()
+        }
+    }
 }
 
 /// Why passing a stream through failed.
@@ -522,14 +543,17 @@ impl Relay {
     /// stopped, once the run is over.
     pub(crate) fn of(session: &stallwatch::Session) -> Relay {
         use stallwatch::Stream;
+        let terminal = session.is_terminal();
         Relay {
             read: Bytes {
                 stdout: session.output_bytes(Stream::Stdout),
                 stderr: session.output_bytes(Stream::Stderr),
+                terminal,
             },
             delivered: Bytes {
                 stdout: session.delivered_bytes(Stream::Stdout),
                 stderr: session.delivered_bytes(Stream::Stderr),
+                terminal,
             },
             errors: PassThroughErrors {
                 stdout: session.sink_error(Stream::Stdout),
@@ -608,6 +632,7 @@ impl Report {
                 .collect(),
             diagnosis: match &result.outcome {
                 Outcome::IdleTimeout(report) => report.diagnosis.as_ref().map(DiagnosisJson::new),
+                Outcome::InputWait(wait) => Some(DiagnosisJson::new(&wait.diagnosis)),
                 _ => None,
             },
             pid: Some(result.pid),
