@@ -257,3 +257,77 @@ fn a_nested_stallwatch_killed_within_its_own_ladder_leaves_no_cgroup() {
 fn a_sigkilled_stallwatch_leaves_no_cgroup_of_a_nested_one() {
     assert_nested_cgroups_removed(OuterEnd::Killed);
 }
+
+/// The cgroup v1 freezer's mount point, if this machine has one.
+fn freezer_mount() -> Option<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let mut fields = after.split_whitespace();
+        let is_freezer = fields.next()? == "cgroup"
+            && fields.nth(1)?.split(',').any(|option| option == "freezer");
+        let mount = before.split_whitespace().nth(4)?;
+        is_freezer.then(|| std::path::PathBuf::from(mount))
+    })
+}
+
+/// A grandchild frozen by a v1 freezer cannot die of SIGKILL until it is thawed: the run ends
+/// with its termination unproven, and the session's cgroup is removed all the same (the
+/// survivor is moved out of it), not left behind, empty, once the grandchild dies.
+#[test]
+fn a_frozen_v1_grandchild_leaves_no_cgroup() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: no cgroup is made, none can be left (the test needs root)");
+        return;
+    }
+    let Some(freezer) = freezer_mount() else {
+        eprintln!("no cgroup v1 freezer here: nothing can freeze a process that way");
+        return;
+    };
+    let marker = Marker::new("frozen-v1");
+    let frozen = freezer.join(marker.as_str());
+    std::fs::create_dir(&frozen).expect("a freezer cgroup of our own (root)");
+    let f = frozen.display();
+    let script = format!(
+        "sleep 1000 & echo $! > {f}/cgroup.procs; echo FROZEN > {f}/freezer.state; \
+         grep '^0::' /proc/self/cgroup; echo ready; wait"
+    );
+    let running = crate::support::cli::sw(&marker)
+        .args(&[
+            "-i",
+            "1s",
+            "-g",
+            "200ms",
+            "--",
+            "bash",
+            "-c",
+            &script,
+            marker.as_str(),
+        ])
+        .spawn();
+    let finished = running.wait();
+    let stdout = finished.stdout_text();
+    // Thawed whatever came: the frozen sleep dies of its pending SIGKILL.
+    let _ = std::fs::write(frozen.join("freezer.state"), "THAWED");
+    assert!(
+        crate::support::poll_until(crate::support::GENEROUS, || {
+            std::fs::read_to_string(frozen.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+        }),
+        "the thawed sleep died"
+    );
+    let _ = std::fs::remove_dir(&frozen);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_else(|| panic!("the child printed its cgroup: {stdout:?}"));
+    let session = cgroup_mount().join(line.trim_start_matches('/'));
+    let stderr = finished.stderr_text();
+    assert!(stderr.contains("termination unproven"), "{stderr}");
+    assert_eq!(finished.status.code(), Some(125), "{stderr}");
+    assert!(
+        !session.exists(),
+        "left behind: {}; {stderr}",
+        session.display()
+    );
+    crate::support::assert_no_leak(&marker);
+}
