@@ -267,7 +267,8 @@ impl SessionBuilder {
             let own_ssh =
                 crate::environment::has_own_ssh_command(&self.command, self.environment.clears());
             for (key, value) in NON_INTERACTIVE_ENV {
-                if !explicit.iter().any(|k| k == key) && !(*key == "GIT_SSH_COMMAND" && own_ssh) {
+                let users = explicit.iter().any(|k| k == key);
+                if !users && (*key != "GIT_SSH_COMMAND" || !own_ssh) {
                     self.command.env(key, value);
                 }
             }
