@@ -891,11 +891,11 @@ impl Monitor {
             if !files.has_armed() {
                 return; // no watch yet: dropped at once, no thread needed
             }
-            // The guardian keeps the inotify instances open until it exits: their teardown
-            // (8–11 ms in the kernel) is then not on the way out of this process, and the
-            // tracker can be dropped with the monitor, after the result (whoever waits for it
-            // may end this process before the drop is done: the guardian still holds the
-            // instances). Only while no other session runs: `notify` does not show which
+            // The guardian keeps copies of the inotify instances until it exits, and the
+            // tracker is dropped with the monitor, after the result. (Their teardown, 8–11 ms
+            // in the kernel, was the guardian's once it outlived this process; it no longer
+            // does, issue 28: it exits and is reaped at the session's end, and the last close
+            // is this process's again.) Only while no other session runs: `notify` does not show which
             // instance is this tracker's, so every one open when its watcher was made is
             // handed over, and a process with many sessions (`serve`) would hand over the
             // others' at every end, to no purpose (it is not about to exit).
