@@ -5,7 +5,7 @@
 //!
 //! What sits here is the command's business, not the library's: reaping adopted zombies as a
 //! container's first process (the library reaps its own child, and never with `waitpid(-1)`),
-//! dying by a signal without a core dump, blocking the fault signals, and opening a report
+//! dying by a signal without a core dump, the signals taken by `sigwait`, and opening a report
 //! FIFO without blocking.
 
 use std::fs::{File, OpenOptions};
@@ -65,11 +65,27 @@ pub(crate) fn disable_core_dumps() {
     let _ = rustix::process::setrlimit(rustix::process::Resource::Core, no_core);
 }
 
-/// Blocks `signals` in the calling thread (`pthread_sigmask`, through `nix`: safe, where
-/// rustix offers no safe call); threads started afterwards inherit the mask.
-pub(crate) fn block_signals(signals: &[Sig]) -> io::Result<()> {
-    let raw: Vec<i32> = signals.iter().map(|s| s.as_raw()).collect();
-    Waited::block(&raw).map(drop)
+/// The signals this process ignores (bit `n - 1` for signal `n`): `SigIgn` of
+/// `/proc/self/status` on Linux; none elsewhere, or when it cannot be read.
+pub(crate) fn ignored_signals() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Unblocks `signal` in the calling thread and raises it at this thread (`pthread_sigmask`,
+/// `raise`: through `nix`, safe): with its default action, the process ends by it here.
+pub(crate) fn raise_unblocked(signal: i32) {
+    if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
+        let mut set = nix::sys::signal::SigSet::empty();
+        set.add(signal);
+        let _ = set.thread_unblock();
+        let _ = nix::sys::signal::raise(signal);
+    }
 }
 
 /// Signals blocked in every thread (from the thread that blocked them, before any other
@@ -131,6 +147,22 @@ pub(crate) fn open_truncated(path: &Path, nonblocking: bool) -> io::Result<File>
 /// Whether `error` is `ENXIO` from a non-blocking open: a FIFO without a reader (POSIX open(2)).
 pub(crate) fn is_fifo_without_reader(error: &io::Error) -> bool {
     error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())
+}
+
+/// Whether `error` (or the error it wraps) is `EMFILE` or `ENFILE`: no descriptor left.
+pub(crate) fn is_out_of_descriptors(error: &io::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>()
+            && [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
+                .iter()
+                .any(|errno| io.raw_os_error() == Some(errno.raw_os_error()))
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// SIGKILL to process group `pgid` (a probe command's own group; never a pgid <= 1).
