@@ -1593,16 +1593,19 @@ mod tests {
                 .config(config.clone())
                 .non_interactive()
         ));
+        // A terminal too: its program starts as the pipes' does (issue 28).
+        let terminal = Session::builder(program())
+            .config(config.clone())
+            .pty(24, 80);
+        assert!(started_plain(terminal));
         // What stallwatch cannot see goes through std: a caller's command, a stdin of the
-        // caller's, a terminal.
+        // caller's.
         let command = Session::builder(Command::new("true")).config(config.clone());
         assert!(!started_plain(command));
         let given = Session::builder(program())
-            .config(config.clone())
+            .config(config)
             .stdin(std::process::Stdio::null());
         assert!(!started_plain(given));
-        let terminal = Session::builder(program()).config(config).pty(24, 80);
-        assert!(!started_plain(terminal));
         // With the parent-death signal, from this thread (not the main one): through the
         // spawner thread, still without a fork.
         let config = MonitorConfig::default()
