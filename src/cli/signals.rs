@@ -13,7 +13,9 @@
 //!   the program inherits the ignore, as it would run directly or under `timeout`;
 //! - left alone: the fault signals ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS, so that a real fault
 //!   (Rust's stack-overflow message among them) is reported as usual. Sent by another process,
-//!   they end stallwatch like any program, and its guardian ends the tree;
+//!   they end stallwatch like any Rust program (SEGV and BUS at the second: the runtime's
+//!   stack-overflow handler takes the first and gives the signal its default action), and its
+//!   guardian ends the tree;
 //! - harmless with their default action: CHLD (also a cue to reap adopted orphans, when
 //!   stallwatch can adopt them), CONT, URG; WINCH, which with `--pty` is taken and resizes the
 //!   program's terminal to stallwatch's own terminal's size;

@@ -149,18 +149,29 @@ pub(crate) fn is_fifo_without_reader(error: &io::Error) -> bool {
     error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())
 }
 
-/// Whether `error` (or the error it wraps) is `EMFILE` or `ENFILE`: no descriptor left.
+/// Whether `error`, or an error it wraps (a [`stallwatch::SpawnError`] and its cause), is
+/// `EMFILE` or `ENFILE`: no descriptor left.
 pub(crate) fn is_out_of_descriptors(error: &io::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let no_descriptor = |e: &io::Error| {
+        [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
+            .iter()
+            .any(|errno| e.raw_os_error() == Some(errno.raw_os_error()))
+    };
+    if no_descriptor(error) {
+        return true;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = error
+        .get_ref()
+        .map(|e| e as &(dyn std::error::Error + 'static));
     while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<io::Error>()
-            && [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
-                .iter()
-                .any(|errno| io.raw_os_error() == Some(errno.raw_os_error()))
-        {
-            return true;
-        }
-        cause = e.source();
+        cause = match e.downcast_ref::<io::Error>() {
+            Some(io) if no_descriptor(io) => return true,
+            // An `io::Error`'s `source` skips its payload: the payload itself is next.
+            Some(io) => io
+                .get_ref()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
     }
     false
 }
@@ -176,4 +187,21 @@ pub(crate) fn kill_group(pgid: u32) -> io::Result<()> {
     };
     rustix::process::kill_process_group(pid, Sig::KILL)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_descriptors_is_found_in_what_an_error_wraps() {
+        let emfile = || io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
+        assert!(is_out_of_descriptors(&emfile()));
+        let wrapped = io::Error::new(io::ErrorKind::Other, emfile());
+        assert!(is_out_of_descriptors(&wrapped));
+        let twice = io::Error::other(io::Error::new(io::ErrorKind::Other, emfile()));
+        assert!(is_out_of_descriptors(&twice));
+        let enoent = io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error());
+        assert!(!is_out_of_descriptors(&io::Error::other(enoent)));
+    }
 }
