@@ -197,9 +197,9 @@ mod tests {
     fn out_of_descriptors_is_found_in_what_an_error_wraps() {
         let emfile = || io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
         assert!(is_out_of_descriptors(&emfile()));
-        let wrapped = io::Error::new(io::ErrorKind::Other, emfile());
+        let wrapped = io::Error::other(emfile());
         assert!(is_out_of_descriptors(&wrapped));
-        let twice = io::Error::other(io::Error::new(io::ErrorKind::Other, emfile()));
+        let twice = io::Error::other(io::Error::other(emfile()));
         assert!(is_out_of_descriptors(&twice));
         let enoent = io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error());
         assert!(!is_out_of_descriptors(&io::Error::other(enoent)));
