@@ -845,11 +845,21 @@ fn main() -> std::process::ExitCode {
     if args.first().map(OsString::as_os_str) == Some(OsStr::new("--library-runner")) {
         return library_runner(&args[1..]);
     }
-    let filters: Vec<String> = args
+    // libtest's options are accepted and ignored, with the value of those that take one.
+    const WITH_VALUE: [&str; 6] = [
+        "--test-threads",
+        "--skip",
+        "--color",
+        "--format",
+        "--logfile",
+        "-Z",
+    ];
+    let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    let filters: Vec<String> = words
         .iter()
-        .filter_map(|a| a.to_str())
-        .filter(|a| !a.starts_with('-'))
-        .map(str::to_owned)
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with('-') && (*i == 0 || !WITH_VALUE.contains(&words[i - 1])))
+        .map(|(_, a)| (*a).to_owned())
         .collect();
     let chosen: Vec<&Case> = CASES
         .iter()
