@@ -23,8 +23,9 @@
 //!   process group) until CONT, as they would any program;
 //! - KILL and STOP cannot be caught.
 //!
-//! One mechanism: the signals stallwatch acts on are blocked in every thread (first thing in
-//! `main`, before any thread exists) and taken by one thread with `sigwait`. No handler is
+//! One mechanism: the signals stallwatch acts on are blocked before any thread exists (so
+//! every thread inherits the mask: the command's `run` before the spawn, `serve` before its
+//! first thread) and taken by one thread with `sigwait`. No handler is
 //! installed anywhere: nothing runs in a signal context, and no system call is interrupted.
 
 use std::sync::Arc;
