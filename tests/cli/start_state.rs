@@ -247,18 +247,27 @@ fn stallwatch_blocks_no_fault_signal() {
     // The program's parent is stallwatch: its main thread's mask, once it is out of the
     // start (around which it blocks every signal for a moment).
     let script = "for i in $(seq 400); do m=$(grep SigBlk /proc/$PPID/status); \
-                  case $m in *fffffffffffbfeff) sleep 0.05;; *) break;; esac; done; echo $m";
+                  case $m in *fffffffffffbfeff) sleep 0.05;; *) break;; esac; done; echo $m; \
+                  grep SigCgt /proc/$PPID/status";
     let out = cli_support::sw(&marker)
         .args(&["--no-watch"])
         .sh(script)
         .output();
     cli_support::assert_code(&out, 0);
     let text = cli_support::text(&out.stdout);
-    let mask = text
-        .trim()
-        .strip_prefix("SigBlk:")
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .unwrap_or_else(|| panic!("{text:?}"));
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no {name} in {text:?}"))
+    };
+    let mask = field("SigBlk:");
+    // Rust's stack-overflow handler is there (SEGV and BUS caught), and can run.
+    let caught = field("SigCgt:");
+    assert!(
+        caught & (1 << 10) != 0 && caught & (1 << 6) != 0,
+        "{text:?}"
+    );
     for (name, number) in [
         ("ILL", 4),
         ("TRAP", 5),
