@@ -2,7 +2,7 @@
 //!
 //! Forked rather than started as a program (it was a `sh` before): a fork costs a copy of the
 //! page tables, where starting `sh` cost its loading, linking and start-up, about a sixth of the
-//! CPU of a whole `stallwatch -- true` run (measured, see the README's results). And a fork can
+//! CPU of a whole `stallwatch -- true` run (measured; docs/benchmarks.md, and CHANGELOG.md for the history). And a fork can
 //! be handed file descriptors over its socket, which a shell cannot receive: the supervisor hands
 //! it the file tracker's inotify instances when a run is over, so that the kernel's slow teardown
 //! of an instance (one SRCU grace period, 8–11 ms here) happens when the guardian exits, not on
