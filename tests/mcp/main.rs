@@ -1,0 +1,161 @@
+//! `stallwatch mcp` driven by the official MCP Python SDK client (the `mcp` package from PyPI).
+//!
+//! The first test to run makes a virtual environment under `target/` (`python3 -m venv`, then
+//! `pip install mcp`) and the others reuse it; it is kept between runs while it still imports.
+//! Each test runs one case of `tests/mcp/client.py` against the binary under test, with the
+//! test's unique marker in the server's environment, then proves that nothing carrying the
+//! marker is left (the server and every session's tree). Without PyPI (or python3 with venv)
+//! the tests FAIL and say why: the official client is what proves conformance.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use support::{Marker, assert_no_leak};
+
+/// The venv's python, made once per test run (or reused).
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-venv");
+        let python = venv.join("bin/python");
+        if imports(&python) {
+            return python;
+        }
+        make_venv(&venv);
+        assert!(
+            imports(&python),
+            "the venv {} was made but `import mcp, jsonschema` fails in it",
+            venv.display()
+        );
+        python
+    })
+}
+
+/// Whether `python` runs and has the SDK and jsonschema.
+fn imports(python: &Path) -> bool {
+    Command::new(python)
+        .args(["-c", "import mcp, jsonschema, mcp.client.stdio"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `python3 -m venv` into a fresh folder, `pip install mcp`, then moves it to `venv`.
+fn make_venv(venv: &Path) {
+    let fresh = venv.with_extension(format!("new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fresh);
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&fresh)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 (needed for the MCP client tests): {e}"));
+    assert!(
+        made.status.success(),
+        "python3 -m venv failed (on Debian/Ubuntu install python3-venv; .ci/run does): {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let pip = Command::new(fresh.join("bin/pip"))
+        .args([
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--timeout",
+            "60",
+            "mcp",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the venv's pip: {e}"));
+    assert!(
+        pip.status.success(),
+        "`pip install mcp` failed, so the official MCP Python SDK is not available and these \
+         tests cannot prove conformance. Is PyPI reachable from here (a proxy: set HTTPS_PROXY \
+         or PIP_INDEX_URL)?\n{}{}",
+        String::from_utf8_lossy(&pip.stdout),
+        String::from_utf8_lossy(&pip.stderr)
+    );
+    let _ = std::fs::remove_dir_all(venv);
+    if std::fs::rename(&fresh, venv).is_err() {
+        // Another test process made it meanwhile: use theirs.
+        let _ = std::fs::remove_dir_all(&fresh);
+    }
+}
+
+/// Runs one case of `client.py`, then proves that nothing with the marker is left.
+fn case(name: &str) {
+    let python = python();
+    let marker = Marker::new(name);
+    let scratch = tempfile::tempdir().expect("a scratch folder");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let output = Command::new(python)
+        .arg(&script)
+        .arg(name)
+        .arg(env!("CARGO_BIN_EXE_stallwatch"))
+        .arg(marker.as_str())
+        .arg(scratch.path())
+        .env_remove(support::MARKER_ENV)
+        .output()
+        .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "case {name} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        output.status
+    );
+    assert_eq!(stdout.trim(), format!("{name}: ok"), "{stderr}");
+    // The client has gone: the server and every session's tree must be gone too.
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn initialize_and_list_tools() {
+    case("initialize_and_list_tools");
+}
+
+#[test]
+fn quick_command() {
+    case("quick_command");
+}
+
+#[test]
+fn long_command_continued() {
+    case("long_command_continued");
+}
+
+#[test]
+fn tty_prompt() {
+    case("tty_prompt");
+}
+
+#[test]
+fn stalled_command() {
+    case("stalled_command");
+}
+
+#[test]
+fn controls() {
+    case("controls");
+}
+
+#[test]
+fn large_output() {
+    case("large_output");
+}
+
+#[test]
+fn client_disconnects() {
+    case("client_disconnects");
+}
+
+#[test]
+fn malformed_calls() {
+    case("malformed_calls");
+}
+
+#[test]
+fn announcements() {
+    case("announcements");
+}
