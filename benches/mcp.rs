@@ -100,7 +100,10 @@ fn mcp_exec(server: &mut Server) -> Duration {
         json!({"name": "exec_command", "arguments": {"cmd": "true"}}),
     );
     let took = begin.elapsed();
-    assert_eq!(answer["result"]["structuredContent"]["exit_code"], 0, "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["exit_code"], 0,
+        "{answer}"
+    );
     took
 }
 
