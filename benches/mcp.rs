@@ -3,7 +3,9 @@
 //! - exec_command: a `tools/call` of `exec_command {"cmd": "true"}` → its answer (exit code 0)
 //!   read and parsed by the client, against the library's own `Session::spawn` + `wait` of the
 //!   same command (`sh -c true`, the default configuration); paired: both back to back in each
-//!   round, the median of the per-round ratios printed on stderr as `mcp_exec_paired/…`.
+//!   round, the median of the per-round ratios printed on stderr as `mcp_exec_paired/…`;
+//! - `library_as_mcp`: the library with the session settings `exec_command` uses (one output
+//!   pipe, a stdin pipe, a callback sink), to tell the server's own cost from theirs.
 //!
 //! The server is one `stallwatch mcp` process started here (its log folder a temporary one),
 //! initialized, and ended here (its stdin closed).
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
-use stallwatch::{MonitorConfig, Session};
+use stallwatch::{CaptureConfig, MonitorConfig, OutputSink, Session};
 
 const STALLWATCH: &str = env!("CARGO_BIN_EXE_stallwatch");
 
@@ -119,6 +121,28 @@ fn library_exec() -> Duration {
     took
 }
 
+/// The library with the session settings `exec_command` uses (one output pipe, a stdin pipe,
+/// a callback sink, a 4 KiB log threshold): what the server adds beyond them is the rest.
+fn library_exec_as_mcp() -> Duration {
+    let begin = Instant::now();
+    let mut command = Command::new("sh");
+    command.args(["-c", "true"]);
+    let capture = CaptureConfig::default()
+        .combined(true)
+        .cap_per_stream(64 * 1024)
+        .spill_threshold(4096);
+    let session = Session::builder(command)
+        .config(MonitorConfig::default().capture(capture))
+        .stdout(OutputSink::callback(|_| {}))
+        .stdin_piped()
+        .spawn()
+        .expect("sh starts");
+    let result = session.wait();
+    let took = begin.elapsed();
+    assert_eq!(result.exit_code(), 0);
+    took
+}
+
 fn exec_command(c: &mut Criterion) {
     let mut server = Server::start();
     let mut group = c.benchmark_group("mcp_exec");
@@ -127,6 +151,7 @@ fn exec_command(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5));
     group.bench_function("mcp", |b| b.iter(|| mcp_exec(&mut server)));
     group.bench_function("library", |b| b.iter(library_exec));
+    group.bench_function("library_as_mcp", |b| b.iter(library_exec_as_mcp));
     group.finish();
 
     // Paired, ABBA rounds.
