@@ -14,6 +14,7 @@ sleeps to wait for a condition: it polls with generous deadlines (a loaded 2-cor
 """
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import sys
@@ -87,8 +88,7 @@ async def until(condition, what, timeout=GENEROUS):
 class Server:
     """One `stallwatch mcp` and a connected, initialized client session."""
 
-    def __init__(self, ctx, session, init):
-        self.ctx = ctx
+    def __init__(self, session, init):
         self.session = session
         self.init = init
 
@@ -126,28 +126,18 @@ class Server:
         return answer, collected
 
 
-def connect(stallwatch, marker, *options, logging_callback=None):
-    """An async context manager: the server started with `options`, a session initialized."""
-
-    class Connection:
-        async def __aenter__(self):
-            params = StdioServerParameters(
-                command=stallwatch,
-                args=["mcp", *options],
-                env={"STALLWATCH_TEST_MARKER": marker, "PATH": os.environ["PATH"]},
-            )
-            self.transport = stdio_client(params)
-            read, write = await self.transport.__aenter__()
-            self.client = ClientSession(read, write, logging_callback=logging_callback)
-            session = await self.client.__aenter__()
+@contextlib.asynccontextmanager
+async def connect(stallwatch, marker, *options, logging_callback=None):
+    """The server started with `options`, a client session initialized on it."""
+    params = StdioServerParameters(
+        command=stallwatch,
+        args=["mcp", *options],
+        env={"STALLWATCH_TEST_MARKER": marker, "PATH": os.environ["PATH"]},
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, logging_callback=logging_callback) as session:
             init = await session.initialize()
-            return Server(self, session, init)
-
-        async def __aexit__(self, *exc):
-            await self.client.__aexit__(*exc)
-            await self.transport.__aexit__(*exc)
-
-    return Connection()
+            yield Server(session, init)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,6 +389,14 @@ async def malformed_calls(stallwatch, marker, scratch):
         await server.session.send_ping()
         answer = await server.exec("echo still here")
         assert answer["output"] == "still here\n", answer
+    # A shell that cannot start: a tool error that names the step and the program.
+    async with connect(stallwatch, marker, "--shell", "/no/such/shell") as server:
+        result = await server.call("exec_command", {"cmd": "true"})
+        assert is_error(result), result
+        words = text_of(result)
+        assert "could not be started (program)" in words and "/no/such/shell" in words, words
+        listing = structured(await server.call("list_exec_sessions", {}))
+        assert listing == {"sessions": [], "lines": []}, listing
 
 
 async def announcements(stallwatch, marker, scratch):
