@@ -59,8 +59,24 @@ pub(crate) fn exec_answer(
         "wall_time_ms": ms(wall),
         "note": note,
     });
+    let text = exec_text(exec, result.as_ref(), &structured, taken);
+    ToolOutput {
+        structured,
+        text,
+        is_error: false,
+    }
+}
+
+/// The text block of `exec_command` and `write_stdin`: the state, what to do next, the
+/// output, the log.
+fn exec_text(
+    exec: &ExecSession,
+    result: Option<&MonitorResult>,
+    structured: &serde_json::Value,
+    taken: &Taken,
+) -> String {
     let mut text = String::new();
-    match &result {
+    match result {
         Some(result) => {
             let _ = writeln!(
                 text,
@@ -70,7 +86,7 @@ pub(crate) fn exec_answer(
                 result.exit_code(),
                 human(result.runtime)
             );
-            if let Some((_, summary)) = &diagnosis {
+            if let Some(summary) = structured["diagnosis"]["summary"].as_str() {
                 let _ = writeln!(
                     text,
                     "Stall diagnosis: {summary}. stallwatch ended it and its whole process tree \
@@ -92,7 +108,7 @@ pub(crate) fn exec_answer(
             );
         }
     }
-    if let Some(note) = &note {
+    if let Some(note) = structured["note"].as_str() {
         let _ = writeln!(text, "Note: {note}.");
     }
     if taken.bytes == 0 {
@@ -107,6 +123,7 @@ pub(crate) fn exec_answer(
         let _ = writeln!(text, "Output ({} bytes):", taken.bytes);
     }
     text.push_str(&taken.text);
+    let log = &structured["log"];
     if !log.is_null() {
         let _ = write!(
             text,
@@ -121,11 +138,7 @@ pub(crate) fn exec_answer(
         }
         text.push('\n');
     }
-    ToolOutput {
-        structured,
-        text,
-        is_error: false,
-    }
+    text
 }
 
 /// `exited`, `ended after 5m idle`, `ended at its hard timeout of 2h`…

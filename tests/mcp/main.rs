@@ -10,11 +10,13 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
-use support::{Marker, assert_no_leak};
+use support::{Marker, assert_no_leak, poll_until};
 
 /// The venv's python, made once per test run (or reused).
 fn python() -> &'static Path {
@@ -83,27 +85,43 @@ fn make_venv(venv: &Path) {
     }
 }
 
+/// How long one case may take at most (its own checks have 60 s deadlines) before the test
+/// kills the client it started and fails.
+const CASE_LIMIT: Duration = Duration::from_secs(300);
+
 /// Runs one case of `client.py`, then proves that nothing with the marker is left.
 fn case(name: &str) {
     let python = python();
     let marker = Marker::new(name);
     let scratch = tempfile::tempdir().expect("a scratch folder");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let output = Command::new(python)
+    let (out, err) = (scratch.path().join("out"), scratch.path().join("err"));
+    let mut child = Command::new(python)
         .arg(&script)
         .arg(name)
         .arg(env!("CARGO_BIN_EXE_stallwatch"))
         .arg(marker.as_str())
         .arg(scratch.path())
         .env_remove(support::MARKER_ENV)
-        .output()
+        .stdout(File::create(&out).expect("stdout file"))
+        .stderr(File::create(&err).expect("stderr file"))
+        .spawn()
         .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let finished = poll_until(CASE_LIMIT, || child.try_wait().ok().flatten().is_some());
+    if !finished {
+        let _ = child.kill();
+    }
+    let status = child.wait().expect("the client is reaped");
+    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     assert!(
-        output.status.success(),
-        "case {name} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        output.status
+        finished && status.success(),
+        "case {name} failed ({status}{}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        if finished {
+            ""
+        } else {
+            ", killed after the limit"
+        }
     );
     assert_eq!(stdout.trim(), format!("{name}: ok"), "{stderr}");
     // The client has gone: the server and every session's tree must be gone too.
