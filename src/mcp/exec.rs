@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde_json::{Value, json};
 use stallwatch::{
     CaptureConfig, ControlAnswer, KillLadder, Lifecycle, MonitorConfig, MonitorResult, Outcome,
@@ -56,10 +56,16 @@ pub(crate) struct Exec {
     options: McpOptions,
     registry: Registry,
     sessions: Mutex<HashMap<RegistryId, Arc<ExecSession>>>,
-    /// Held from the room check to the insertion, so the limit holds.
+    /// Held from the room check to the insertion, so the limit holds (and the shutdown sees
+    /// every session).
     spawning: Mutex<()>,
+    /// The shutdown began: no more spawns.
+    closing: AtomicBool,
     outbox: Arc<Outbox>,
     level: Arc<AtomicU8>,
+    /// `exec_command`s handed to a worker and not yet past their spawn: the shutdown waits
+    /// for them, so a command sent just before the end of input is started, then ended.
+    pub(crate) starting: InFlight,
 }
 
 impl Exec {
@@ -70,8 +76,10 @@ impl Exec {
             registry: Registry::new(),
             sessions: Mutex::new(HashMap::new()),
             spawning: Mutex::new(()),
+            closing: AtomicBool::new(false),
             outbox,
             level,
+            starting: InFlight::default(),
         }
     }
 
@@ -111,7 +119,9 @@ impl Exec {
 
     fn exec(self: &Arc<Self>, args: ExecArgs) -> ToolOutput {
         let start = Instant::now();
-        let exec = match self.spawn(&args) {
+        let spawned = self.spawn(&args);
+        self.starting.end();
+        let exec = match spawned {
             Ok(exec) => exec,
             Err(message) => return ToolOutput::error(message),
         };
@@ -149,6 +159,13 @@ impl Exec {
         let pending = Arc::new(Mutex::new(Pending::new(args.max_output_bytes)));
         let builder = self.builder(args, pending.clone());
         let _spawning = self.spawning.lock();
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(
+                "the server is shutting down (its client went away, or it got a signal): \
+                        the command was not started"
+                    .to_owned(),
+            );
+        }
         let live = {
             let mut sessions = self.sessions.lock();
             sessions.retain(|id, _| self.registry.get(*id).is_some());
@@ -261,6 +278,11 @@ impl Exec {
     /// The client is gone or the server was told to stop: every live session gets its kill
     /// ladder (the grace cut to 5 s); waits until all are over (bounded).
     pub(crate) fn shutdown(&self) {
+        self.starting.wait_for_none(Duration::from_secs(5));
+        {
+            let _spawning = self.spawning.lock();
+            self.closing.store(true, Ordering::SeqCst);
+        }
         let sessions: Vec<Arc<ExecSession>> = self.sessions.lock().values().cloned().collect();
         let live: Vec<&Arc<ExecSession>> =
             sessions.iter().filter(|s| s.result().is_none()).collect();
@@ -337,5 +359,35 @@ pub(crate) fn log_of(exec: &ExecSession, result: Option<&MonitorResult>, total: 
             "complete": false,
         }),
         None => Value::Null,
+    }
+}
+
+/// A count of things under way (tool calls; `exec_command`s not yet past their spawn),
+/// and a wait for none.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl InFlight {
+    pub(crate) fn begin(&self) {
+        *self.count.lock() += 1;
+    }
+
+    pub(crate) fn end(&self) {
+        *self.count.lock() -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until no call is under way, or `timeout` passed.
+    pub(crate) fn wait_for_none(&self, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut count = self.count.lock();
+        while *count > 0 {
+            if self.changed.wait_until(&mut count, deadline).timed_out() {
+                return;
+            }
+        }
     }
 }

@@ -63,6 +63,7 @@ fn serve(options: McpOptions) -> std::io::Result<()> {
         level.clone(),
     ));
     let mut mcp = Mcp::new(options, level);
+    let calls = Arc::new(exec::InFlight::default());
     let ending = stdio::run("mcp", &outbox, |line| match mcp.handle_line(line) {
         Reply::Send(message) => outbox.send(&message),
         Reply::Nothing => {}
@@ -70,10 +71,13 @@ fn serve(options: McpOptions) -> std::io::Result<()> {
             id,
             call,
             structured,
-        } => call_on_worker(&exec, &outbox, id, call, structured),
+        } => call_on_worker(&exec, &outbox, &calls, id, call, structured),
     })?;
     log::info!("{ending}: ending every session");
     exec.shutdown();
+    // The calls under way answer now that their sessions ended (a client that closed its
+    // end of our stdin may still read).
+    calls.wait_for_none(Duration::from_secs(5));
     // The last answers to a client still reading, briefly.
     outbox.drain(Duration::from_secs(1));
     // Threads blocked on a client that does not read, or on stdin, are not waited for.
@@ -85,19 +89,30 @@ fn serve(options: McpOptions) -> std::io::Result<()> {
 fn call_on_worker(
     exec: &Arc<exec::Exec>,
     outbox: &Arc<Outbox>,
+    calls: &Arc<exec::InFlight>,
     id: serde_json::Value,
     call: tools::ToolCall,
     structured: bool,
 ) {
-    let (exec, out) = (exec.clone(), outbox.clone());
+    let (worker, out, done) = (exec.clone(), outbox.clone(), calls.clone());
     let answer_id = id.clone();
+    let is_exec = matches!(call, tools::ToolCall::Exec(_));
+    calls.begin();
+    if is_exec {
+        exec.starting.begin();
+    }
     let spawned = std::thread::Builder::new()
         .name("stallwatch-mcp-call".into())
         .spawn(move || {
-            let result = protocol::call_result(exec.run(call), structured);
+            let result = protocol::call_result(worker.run(call), structured);
             out.send(&rpc::response(answer_id, result));
+            done.end();
         });
     if let Err(e) = spawned {
+        calls.end();
+        if is_exec {
+            exec.starting.end();
+        }
         outbox.send(&rpc::error_response(
             id,
             rpc::RpcError::new(

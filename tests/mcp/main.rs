@@ -177,3 +177,56 @@ fn malformed_calls() {
 fn announcements() {
     case("announcements");
 }
+
+/// A client that sends its requests and closes its end of the server's stdin at once, reading
+/// on (`printf … | stallwatch mcp`): every request is answered before the server exits, the
+/// call still running when the input ended included (its session ended by the shutdown).
+#[test]
+fn requests_sent_before_the_end_of_input_are_all_answered() {
+    use std::io::Write;
+    let marker = Marker::new("mcp_end_of_input");
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec_command","arguments":{"cmd":"echo hi; exit 3"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exec_command","arguments":{"cmd":"echo started; exec sleep 600","yield_time_ms":60000}}}"#,
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stallwatch"))
+        .arg("mcp")
+        .env(support::MARKER_ENV, marker.as_str())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let mut stdin = child.stdin.take().expect("piped");
+    for line in lines {
+        writeln!(stdin, "{line}").expect("the server reads");
+    }
+    drop(stdin);
+    let output = child.wait_with_output().expect("the server ends");
+    assert!(output.status.success(), "{:?}", output.status);
+    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let by_id = |id: u64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to request {id}: {answers:#?}"))
+    };
+    assert_eq!(by_id(1)["result"]["protocolVersion"], "2025-03-26");
+    // 2025-03-26: the text block only.
+    let quick = &by_id(2)["result"];
+    assert_eq!(quick["isError"], false, "{quick}");
+    assert!(quick.get("structuredContent").is_none(), "{quick}");
+    let long = by_id(3)["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        long.contains("ended on request (terminated)") && long.contains("started"),
+        "{long}"
+    );
+    assert_eq!(answers.len(), 3, "{answers:#?}");
+    assert_no_leak(&marker);
+}
