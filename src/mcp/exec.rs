@@ -376,7 +376,9 @@ impl InFlight {
     }
 
     pub(crate) fn end(&self) {
-        *self.count.lock() -= 1;
+        let mut count = self.count.lock();
+        *count = count.saturating_sub(1);
+        drop(count);
         self.changed.notify_all();
     }
 
