@@ -223,10 +223,8 @@ fn requests_sent_before_the_end_of_input_are_all_answered() {
     let long = by_id(3)["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or("");
-    assert!(
-        long.contains("ended on request (terminated)") && long.contains("started"),
-        "{long}"
-    );
+    // Ended by the shutdown, perhaps before its shell printed anything (a loaded machine).
+    assert!(long.contains("ended on request (terminated)"), "{long}");
     assert_eq!(answers.len(), 3, "{answers:#?}");
     assert_no_leak(&marker);
 }
