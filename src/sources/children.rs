@@ -10,6 +10,10 @@
 //!   of one core over the interval, and never less than 20 ms: two ticks of the kernel's 100 Hz
 //!   accounting); a member that exits lowers no sum; a newly seen descendant that already used
 //!   CPU earns one sample of startup grace (its whole CPU counts once);
+//! - a process the machine starves is working: one that was runnable (on a CPU or waiting in a
+//!   run queue: `/proc/PID/schedstat`'s run time plus run delay) for at least half of a stretch
+//!   of at least `RUNNABLE_SPAN` is active, whatever CPU it got (50 busy processes on the
+//!   machine leave a compiler far less than the threshold);
 //! - the direct child's own CPU does not count unless asked (an agent spinning in its event
 //!   loop is not progress); the CPU of the children it reaped does;
 //! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
@@ -44,6 +48,25 @@ pub(crate) trait ProcessSource: Send {
     fn tree(&mut self, root: i32) -> Vec<ProcSample>;
     /// One process by pid, wherever it is in the process table.
     fn process(&mut self, pid: i32) -> Option<ProcSample>;
+    /// How long process `pid` (its main thread) has been runnable in all: on a CPU plus waiting
+    /// for one. `None` where the platform does not say.
+    fn runnable(&mut self, _pid: i32) -> Option<Duration> {
+        None
+    }
+}
+
+/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
+#[cfg(target_os = "linux")]
+fn read_runnable(pid: i32) -> Option<Duration> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    parse_schedstat(&text)
+}
+
+/// The run time plus run delay of a `schedstat` line.
+fn parse_schedstat(text: &str) -> Option<Duration> {
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let (ran, waited) = (fields.next()??, fields.next()??);
+    Some(Duration::from_nanos(ran.saturating_add(waited)))
 }
 
 /// Never more processes than this in one tree: a fork bomb must not make sampling unbounded.
@@ -138,6 +161,10 @@ impl ProcessSource for ProcFs {
 
     fn process(&mut self, pid: i32) -> Option<ProcSample> {
         crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
+    }
+
+    fn runnable(&mut self, pid: i32) -> Option<Duration> {
+        read_runnable(pid)
     }
 }
 
@@ -295,7 +322,23 @@ pub struct DescendantObserver {
     /// The live processes of the tree at the last sample, the root first (the network
     /// source and the diagnosis look at these).
     pids: Vec<i32>,
+    /// Per live process: since when its runnable time is measured, and what it was then.
+    runnable: HashMap<i32, Runnable>,
 }
+
+/// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
+#[derive(Debug, Clone, Copy)]
+struct Runnable {
+    /// The start of the stretch being measured, and the runnable time then.
+    since: Instant,
+    at_start: Duration,
+    /// Whether it was runnable for at least half of the last stretch measured.
+    starved_busy: bool,
+}
+
+/// The shortest stretch over which a process's runnable time is judged (shorter gaps between
+/// samples, like the fresh sample at a stale decision, keep the last judgment).
+const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
 
 /// Reads a cgroup's CPU in all (`usage_usec` of `cpu.stat`) and its number of live members;
 /// `None` when it cannot be read (then the walk of `/proc` takes over for that sample).
@@ -344,6 +387,7 @@ impl DescendantObserver {
             root_cpu: Duration::ZERO,
             cgroup_counted: Duration::ZERO,
             pids: Vec::new(),
+            runnable: HashMap::new(),
         }
     }
 
@@ -387,7 +431,9 @@ impl DescendantObserver {
             counted.saturating_sub(self.cgroup_counted)
         };
         self.cgroup_counted = self.cgroup_counted.max(counted);
-        let active = !first && self.judge(now, elapsed, delta);
+        let busy = self.judge(now, elapsed, delta);
+        let starved_busy = self.runnable_anyway(now);
+        let active = !first && (busy || starved_busy);
         self.last = ChildrenSample {
             active,
             descendants: members.saturating_sub(usize::from(root_alive)),
@@ -427,7 +473,9 @@ impl DescendantObserver {
         let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
         let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
-        let active = !first && self.judge(now, elapsed, delta);
+        let busy = self.judge(now, elapsed, delta);
+        let starved_busy = self.runnable_anyway(now);
+        let active = !first && (busy || starved_busy);
         self.last = ChildrenSample {
             active,
             descendants,
@@ -552,6 +600,39 @@ impl DescendantObserver {
         sum >= span.mul_f64(self.threshold)
     }
 
+    /// Whether a live process of the tree (the root only when its own CPU counts) was runnable
+    /// for at least half of its last measured stretch: working, however little CPU the machine
+    /// gave it. Forgets the processes no longer in the tree.
+    fn runnable_anyway(&mut self, now: Instant) -> bool {
+        let pids: Vec<i32> = self
+            .pids
+            .iter()
+            .copied()
+            .filter(|pid| *pid != self.root || self.include_root)
+            .collect();
+        self.runnable.retain(|pid, _| pids.contains(pid));
+        let mut any = false;
+        for pid in pids {
+            let Some(total) = self.source.runnable(pid) else {
+                continue;
+            };
+            let seen = self.runnable.entry(pid).or_insert(Runnable {
+                since: now,
+                at_start: total,
+                starved_busy: false,
+            });
+            let span = now.saturating_duration_since(seen.since);
+            if span >= RUNNABLE_SPAN {
+                let ran = total.saturating_sub(seen.at_start);
+                seen.starved_busy = ran >= span / 2;
+                seen.since = now;
+                seen.at_start = total;
+            }
+            any |= seen.starved_busy;
+        }
+        any
+    }
+
     /// Remembers `process` (an orphan of this tree re-parented to the subreaper) as an escapee.
     pub(crate) fn adopt(&mut self, process: ProcSample) {
         self.known.entry(process.pid).or_insert(Known {
@@ -630,13 +711,20 @@ mod tests {
 
     use parking_lot::Mutex;
 
-    /// A scripted process table.
+    /// A scripted process table, with the runnable time of the processes that have one.
     #[derive(Clone, Default)]
-    struct Table(Arc<Mutex<Vec<ProcSample>>>);
+    struct Table(
+        Arc<Mutex<Vec<ProcSample>>>,
+        Arc<Mutex<HashMap<i32, Duration>>>,
+    );
 
     impl Table {
         fn set(&self, procs: &[ProcSample]) {
             *self.0.lock() = procs.to_vec();
+        }
+
+        fn set_runnable(&self, pid: i32, ms: u64) {
+            self.1.lock().insert(pid, Duration::from_millis(ms));
         }
     }
 
@@ -655,6 +743,10 @@ mod tests {
 
         fn process(&mut self, pid: i32) -> Option<ProcSample> {
             self.0.lock().iter().find(|p| p.pid == pid).copied()
+        }
+
+        fn runnable(&mut self, pid: i32) -> Option<Duration> {
+            self.1.lock().get(&pid).copied()
         }
     }
 
@@ -701,6 +793,82 @@ mod tests {
         let s = obs.sample(t0 + 2 * SEC);
         assert!(!s.active);
         assert_eq!(s.cpu_delta, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_starved_busy_grandchild_is_activity_an_idle_one_is_not() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        let tree = |grandchild_cpu_ms| {
+            [
+                p(100, 1, 1, 0, 0),
+                p(200, 100, 2, 0, 0),
+                p(300, 200, 3, grandchild_cpu_ms, 0),
+            ]
+        };
+        table.set(&tree(0));
+        for pid in [100, 200, 300] {
+            table.set_runnable(pid, 0);
+        }
+        assert!(!obs.sample(t0).active, "baseline");
+        // Each second the grandchild gets 10 ms of CPU (1 %, below the 5 % threshold) and
+        // waits 980 ms in a run queue: runnable 99 % of the time, starved by other load.
+        let mut active = Vec::new();
+        for s in 1..=4u64 {
+            table.set(&tree(10 * s));
+            table.set_runnable(300, 990 * s);
+            let sample = obs.sample(t0 + SEC * s as u32);
+            assert_eq!(sample.cpu_delta, Duration::from_millis(10));
+            active.push(sample.active);
+        }
+        assert_eq!(active, [true; 4]);
+        // A fresh sample 10 ms later (the one at a stale decision) keeps the judgment.
+        assert!(obs.sample(t0 + SEC * 4 + Duration::from_millis(10)).active);
+        // Then it sleeps: runnable 1 % of the time (a poller's wake-ups), not active.
+        table.set_runnable(300, 990 * 4 + 10);
+        assert!(!obs.sample(t0 + SEC * 5).active);
+        // Runnable just under half of the stretch is not enough; at half it is.
+        table.set_runnable(300, 990 * 4 + 10 + 499);
+        assert!(!obs.sample(t0 + SEC * 6).active);
+        table.set_runnable(300, 990 * 4 + 10 + 499 + 500);
+        assert!(obs.sample(t0 + SEC * 7).active);
+    }
+
+    #[test]
+    fn the_starved_root_counts_only_when_asked_and_a_gone_process_is_forgotten() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        table.set_runnable(100, 0);
+        table.set_runnable(200, 0);
+        obs.sample(t0);
+        obs.sample(t0 + SEC);
+        // The root spins (runnable all the time): its own CPU does not count, nor its wait.
+        table.set_runnable(100, 2000);
+        assert!(!obs.sample(t0 + SEC * 2).active);
+        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        table.set_runnable(100, 0);
+        obs.sample(t0);
+        obs.sample(t0 + SEC);
+        table.set_runnable(100, 1000);
+        assert!(obs.sample(t0 + SEC * 2).active);
+        // The child gone: forgotten (a new process with its pid starts a new stretch).
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        table.set_runnable(100, 1000);
+        obs.sample(t0 + SEC * 3);
+        assert!(!obs.runnable.contains_key(&200));
+    }
+
+    #[test]
+    fn schedstat_lines_parse_to_run_time_plus_delay() {
+        assert_eq!(
+            parse_schedstat("19263796 1757176041 10\n"),
+            Some(Duration::from_nanos(19_263_796 + 1_757_176_041))
+        );
+        assert_eq!(parse_schedstat("garbage"), None);
+        assert_eq!(parse_schedstat("12"), None);
     }
 
     #[test]
