@@ -2,7 +2,8 @@
 //!
 //! Sources (the output readers, [`Session::keepalive`](crate::Session::keepalive), later the file
 //! and descendant observers) only *stamp* the board, with atomics; the monitor only *reads* it.
-//! Nothing on the board ever blocks or calls back.
+//! Nothing on the board ever blocks or calls back (a hold of the output, see
+//! [`ActivityBoard::hold_output`], takes a lock for a few instructions).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -136,6 +137,44 @@ pub struct ActivityBoard {
     probes: Vec<(&'static str, Slot)>,
     /// Who hears of every stamp (the `Activity` events), once set.
     observer: OnceLock<Arc<dyn StampObserver>>,
+    /// Writes of the child's output to its consumer in flight, and how long they took.
+    holds: parking_lot::Mutex<Holds>,
+}
+
+/// The output held back by its consumer: writes of the child's output in flight (while the
+/// consumer of stallwatch's stdout does not read, or an output callback does not return, the
+/// child blocks on a full pipe because stallwatch is not reading: not a stall of its own).
+#[derive(Debug, Default)]
+struct Holds {
+    /// Writes in flight (one per stream at most).
+    in_flight: u32,
+    /// When the current hold began (the first write of those in flight).
+    since: Option<Instant>,
+    /// When the last hold ended.
+    released: Option<Instant>,
+    /// The holds that ended, in all.
+    total: Duration,
+}
+
+/// A write of the child's output in flight, from [`ActivityBoard::hold_output`]; the hold
+/// ends when it is dropped.
+#[must_use = "the hold ends when this is dropped"]
+pub(crate) struct OutputHold<'a> {
+    board: &'a ActivityBoard,
+}
+
+impl Drop for OutputHold<'_> {
+    fn drop(&mut self) {
+        let now = self.board.clock.now();
+        let mut holds = self.board.holds.lock();
+        holds.in_flight = holds.in_flight.saturating_sub(1);
+        if holds.in_flight == 0
+            && let Some(since) = holds.since.take()
+        {
+            holds.total += now.saturating_duration_since(since);
+            holds.released = Some(holds.released.map_or(now, |r| r.max(now)));
+        }
+    }
 }
 
 impl fmt::Debug for ActivityBoard {
@@ -161,6 +200,7 @@ impl ActivityBoard {
             slots: Default::default(),
             probes: probes.iter().map(|name| (*name, Slot::default())).collect(),
             observer: OnceLock::new(),
+            holds: parking_lot::Mutex::default(),
         };
         board.set_enabled(ActivitySource::Keepalive, true);
         for name in probes {
@@ -260,6 +300,41 @@ impl ActivityBoard {
         self.origin
     }
 
+    /// A write of the child's output to its consumer begins (a sink's write or callback): until
+    /// the returned hold is dropped, the child is not idle (it blocks only because stallwatch
+    /// does not read while its consumer does not), and the time counts as held back.
+    pub(crate) fn hold_output(&self) -> OutputHold<'_> {
+        let now = self.clock.now();
+        let mut holds = self.holds.lock();
+        if holds.in_flight == 0 {
+            holds.since = Some(now);
+        }
+        holds.in_flight += 1;
+        OutputHold { board: self }
+    }
+
+    /// How long the child's output was held back by its consumer so far (writes in flight
+    /// included, up to now).
+    pub(crate) fn held_back(&self) -> Duration {
+        let now = self.clock.now();
+        let holds = self.holds.lock();
+        holds.total
+            + holds
+                .since
+                .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    /// Until when the output was held back: now while a write is in flight, else the end of
+    /// the last hold (`None`: never held).
+    fn held_until(&self) -> Option<Instant> {
+        let holds = self.holds.lock();
+        if holds.in_flight > 0 {
+            Some(self.clock.now())
+        } else {
+            holds.released
+        }
+    }
+
     /// A consistent-enough copy for the verdict (each source read once).
     pub(crate) fn snapshot(&self) -> BoardSnapshot {
         let probes = self
@@ -279,6 +354,7 @@ impl ActivityBoard {
         BoardSnapshot {
             origin: self.origin,
             sources,
+            held_until: self.held_until(),
         }
     }
 }
@@ -305,6 +381,9 @@ pub(crate) struct BoardSnapshot {
     pub(crate) origin: Instant,
     /// Every source, in board order.
     pub(crate) sources: Vec<SourceState>,
+    /// Until when the child's output was held back by its consumer (the snapshot's instant
+    /// while a write is in flight); `None` when it never was.
+    pub(crate) held_until: Option<Instant>,
 }
 
 #[cfg(test)]
@@ -333,6 +412,36 @@ mod tests {
         assert!(snap.sources[3].enabled);
         assert!(!snap.sources[4].enabled);
         assert!(snap.sources.iter().all(|s| s.available));
+    }
+
+    #[test]
+    fn a_hold_lasts_until_its_last_write_ends_and_is_added_up() {
+        let clock = MockClock::new();
+        let board = ActivityBoard::new(Arc::new(clock.clone()));
+        let t0 = board.origin();
+        let secs = Duration::from_secs;
+        assert_eq!(board.snapshot().held_until, None);
+        clock.advance(secs(1));
+        let out = board.hold_output();
+        clock.advance(secs(2));
+        let err = board.hold_output(); // both streams held
+        clock.advance(secs(3));
+        assert_eq!(board.snapshot().held_until, Some(t0 + secs(6)));
+        assert_eq!(board.held_back(), secs(5));
+        drop(out);
+        clock.advance(secs(4));
+        assert_eq!(board.snapshot().held_until, Some(t0 + secs(10)));
+        drop(err);
+        clock.advance(secs(30));
+        assert_eq!(board.snapshot().held_until, Some(t0 + secs(10)));
+        assert_eq!(board.held_back(), secs(9));
+        let again = board.hold_output();
+        clock.advance(secs(1));
+        drop(again);
+        assert_eq!(board.held_back(), secs(10));
+        assert_eq!(board.snapshot().held_until, Some(t0 + secs(41)));
+        // Holding is not activity of the output source itself.
+        assert_eq!(board.count(ActivitySource::Output), 0);
     }
 
     #[test]

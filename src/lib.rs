@@ -302,7 +302,8 @@
 //!   clamped to 100 ms..30 s). No other tick, no busy loop. Its first act is the baseline sample
 //!   of the descendants' CPU and sockets (none for a leader that already exited: its run is
 //!   over). The decision is a pure function of
-//!   a board snapshot, the time and the limits. At the stale instant the monitor takes one
+//!   a board snapshot, the time and the limits; the snapshot says until when the output was
+//!   held back by its consumer (a sink's write in flight), which counts as activity. At the stale instant the monitor takes one
 //!   fresh descendant sample first, so a grandchild working right now is never killed for want
 //!   of a poll.
 //! - **Descendants** ([`DescendantObserver`](parts::DescendantObserver)): on Linux a walk of
@@ -311,7 +312,9 @@
 //!   CPU is user + system time plus the reaped children's time, so work that started and
 //!   finished between two samples counts, but never twice. Activity needs 5 % of a core over the
 //!   interval (at least 20 ms): an idly polling daemon at about 1 % does not keep a stuck agent
-//!   alive. The direct child's own CPU does not count unless asked. Every descendant seen is
+//!   alive; but a descendant runnable at least half the time (run time plus run-queue delay
+//!   in `/proc/<pid>/schedstat`) is working however little CPU the machine gave it. The direct
+//!   child's own CPU does not count unless asked. Every descendant seen is
 //!   remembered while it lives, even after `setsid` or re-parenting to init; the ladder
 //!   signals those escapees by pid, after re-checking their start time. An opt-in subreaper
 //!   mode ([`ChildWatchConfig::subreaper`], Linux, process-wide) also catches a daemon that

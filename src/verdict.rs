@@ -99,11 +99,14 @@ fn counted(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Vec<Co
 }
 
 /// The latest activity that counts, of any enabled source (never earlier than the board's
-/// origin), solo caps applied.
+/// origin), solo caps applied. The output held back by its consumer counts until the hold
+/// ended (the snapshot's instant while it lasts): the child blocked on a pipe stallwatch could
+/// not empty is not idle.
 pub(crate) fn last_activity(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Instant {
     counted(board, caps)
         .iter()
         .map(|c| c.last)
+        .chain(board.held_until)
         .fold(board.origin, Instant::max)
 }
 
@@ -220,6 +223,7 @@ mod tests {
                     count: ms,
                 })
                 .collect(),
+            held_until: None,
         }
     }
 
@@ -297,6 +301,51 @@ mod tests {
     /// Output silent since the start, children busy at `children_ms`.
     fn busy_children(t0: Instant, children_ms: u64) -> BoardSnapshot {
         board(t0, &[(true, 0), (true, 0), (true, children_ms), (true, 0)])
+    }
+
+    #[test]
+    fn output_held_back_by_its_consumer_is_not_idle_but_the_hard_deadline_holds() {
+        let t0 = Instant::now();
+        let idle = secs(5);
+        // Every source quiet since the start; a write of the output in flight since 1 s (the
+        // consumer of stallwatch's stdout does not read): at 300 s, not stale.
+        let mut b = board(t0, &[(true, 1000), (true, 0), (true, 0), (true, 0)]);
+        b.held_until = Some(t0 + secs(300));
+        assert_eq!(
+            decide(&b, t0 + secs(300), Limits::new(idle, None)),
+            Verdict::Wait {
+                until: t0 + secs(305)
+            }
+        );
+        assert_eq!(last_activity(&b, &[]), t0 + secs(300));
+        // The hard deadline still ends it.
+        assert_eq!(
+            decide(&b, t0 + secs(300), Limits::new(idle, Some(t0 + secs(200)))),
+            Verdict::HardDeadline {
+                deadline: t0 + secs(200)
+            }
+        );
+        // The hold ended at 300 s: the idle clock runs from there.
+        assert_eq!(
+            decide(&b, t0 + secs(304), Limits::new(idle, None)),
+            Verdict::Wait {
+                until: t0 + secs(305)
+            }
+        );
+        match decide(&b, t0 + secs(305), Limits::new(idle, None)) {
+            Verdict::Stale { deadline, report } => {
+                assert_eq!(deadline, t0 + secs(305));
+                // The report says how long each source itself was quiet.
+                assert_eq!(report.get(ActivitySource::Output).unwrap().idle, secs(304));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A hold long ago changes nothing.
+        b.held_until = Some(t0);
+        assert!(matches!(
+            decide(&b, t0 + secs(6), Limits::new(idle, None)),
+            Verdict::Stale { .. }
+        ));
     }
 
     #[test]
