@@ -142,19 +142,23 @@ pub struct ActivityBoard {
 }
 
 /// The output held back by its consumer: writes of the child's output in flight (while the
-/// consumer of stallwatch's stdout does not read, or an output callback does not return, the
-/// child blocks on a full pipe because stallwatch is not reading: not a stall of its own).
+/// consumer of stallwatch's stdout does not read, or an output callback does not return,
+/// stallwatch reads none of the child's output, and the child blocks once its pipe is full:
+/// not a stall of its own).
 #[derive(Debug, Default)]
 struct Holds {
     /// Writes in flight (one per stream at most).
     in_flight: u32,
     /// When the current hold began (the first write of those in flight).
     since: Option<Instant>,
-    /// When the last hold ended.
-    released: Option<Instant>,
-    /// The holds that ended, in all.
+    /// The holds that ended, in all (those of at least [`HELD_BACK`]).
     total: Duration,
 }
+
+/// A write in flight for this long is held back by its consumer (a write to a reader that
+/// keeps up takes microseconds): it counts as activity while it lasts, and in the time held
+/// back.
+pub(crate) const HELD_BACK: Duration = Duration::from_millis(50);
 
 /// A write of the child's output in flight, from [`ActivityBoard::hold_output`]; the hold
 /// ends when it is dropped.
@@ -171,8 +175,10 @@ impl Drop for OutputHold<'_> {
         if holds.in_flight == 0
             && let Some(since) = holds.since.take()
         {
-            holds.total += now.saturating_duration_since(since);
-            holds.released = Some(holds.released.map_or(now, |r| r.max(now)));
+            let held = now.saturating_duration_since(since);
+            if held >= HELD_BACK {
+                holds.total += held;
+            }
         }
     }
 }
@@ -300,9 +306,9 @@ impl ActivityBoard {
         self.origin
     }
 
-    /// A write of the child's output to its consumer begins (a sink's write or callback): until
-    /// the returned hold is dropped, the child is not idle (it blocks only because stallwatch
-    /// does not read while its consumer does not), and the time counts as held back.
+    /// A write of the child's output to its consumer begins (a sink's write or callback). Once
+    /// it has lasted [`HELD_BACK`], and until the returned hold is dropped, the child is not
+    /// idle (stallwatch reads none of its output meanwhile), and the time counts as held back.
     pub(crate) fn hold_output(&self) -> OutputHold<'_> {
         let now = self.clock.now();
         let mut holds = self.holds.lock();
@@ -313,26 +319,27 @@ impl ActivityBoard {
         OutputHold { board: self }
     }
 
-    /// How long the child's output was held back by its consumer so far (writes in flight
-    /// included, up to now).
+    /// How long the child's output was held back by its consumer so far (a hold in flight
+    /// included, up to now): every hold of at least [`HELD_BACK`].
     pub(crate) fn held_back(&self) -> Duration {
         let now = self.clock.now();
         let holds = self.holds.lock();
+        let current = holds
+            .since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
         holds.total
-            + holds
-                .since
-                .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+            + if current >= HELD_BACK {
+                current
+            } else {
+                Duration::ZERO
+            }
     }
 
-    /// Until when the output was held back: now while a write is in flight, else the end of
-    /// the last hold (`None`: never held).
-    fn held_until(&self) -> Option<Instant> {
-        let holds = self.holds.lock();
-        if holds.in_flight > 0 {
-            Some(self.clock.now())
-        } else {
-            holds.released
-        }
+    /// Now, while a write of the output has been in flight for at least [`HELD_BACK`].
+    fn held_now(&self) -> Option<Instant> {
+        let now = self.clock.now();
+        let since = self.holds.lock().since?;
+        (now.saturating_duration_since(since) >= HELD_BACK).then_some(now)
     }
 
     /// A consistent-enough copy for the verdict (each source read once).
@@ -354,7 +361,7 @@ impl ActivityBoard {
         BoardSnapshot {
             origin: self.origin,
             sources,
-            held_until: self.held_until(),
+            held_now: self.held_now(),
         }
     }
 }
@@ -381,9 +388,9 @@ pub(crate) struct BoardSnapshot {
     pub(crate) origin: Instant,
     /// Every source, in board order.
     pub(crate) sources: Vec<SourceState>,
-    /// Until when the child's output was held back by its consumer (the snapshot's instant
-    /// while a write is in flight); `None` when it never was.
-    pub(crate) held_until: Option<Instant>,
+    /// The snapshot's instant, while a write of the child's output is held back by its
+    /// consumer (in flight for at least [`HELD_BACK`]); else `None`.
+    pub(crate) held_now: Option<Instant>,
 }
 
 #[cfg(test)]
@@ -415,31 +422,36 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_lasts_until_its_last_write_ends_and_is_added_up() {
+    fn a_write_in_flight_long_enough_is_held_back_until_the_last_one_ends() {
         let clock = MockClock::new();
         let board = ActivityBoard::new(Arc::new(clock.clone()));
         let t0 = board.origin();
         let secs = Duration::from_secs;
-        assert_eq!(board.snapshot().held_until, None);
-        clock.advance(secs(1));
+        assert_eq!(board.snapshot().held_now, None);
+        // A write to a reader that keeps up: neither held nor counted.
+        let quick = board.hold_output();
+        clock.advance(HELD_BACK / 2);
+        assert_eq!(board.snapshot().held_now, None);
+        drop(quick);
+        assert_eq!(board.held_back(), Duration::ZERO);
+        clock.advance(secs(1) - HELD_BACK / 2);
         let out = board.hold_output();
         clock.advance(secs(2));
         let err = board.hold_output(); // both streams held
         clock.advance(secs(3));
-        assert_eq!(board.snapshot().held_until, Some(t0 + secs(6)));
+        assert_eq!(board.snapshot().held_now, Some(t0 + secs(6)));
         assert_eq!(board.held_back(), secs(5));
         drop(out);
         clock.advance(secs(4));
-        assert_eq!(board.snapshot().held_until, Some(t0 + secs(10)));
+        assert_eq!(board.snapshot().held_now, Some(t0 + secs(10)));
         drop(err);
         clock.advance(secs(30));
-        assert_eq!(board.snapshot().held_until, Some(t0 + secs(10)));
+        assert_eq!(board.snapshot().held_now, None);
         assert_eq!(board.held_back(), secs(9));
         let again = board.hold_output();
         clock.advance(secs(1));
         drop(again);
         assert_eq!(board.held_back(), secs(10));
-        assert_eq!(board.snapshot().held_until, Some(t0 + secs(41)));
         // Holding is not activity of the output source itself.
         assert_eq!(board.count(ActivitySource::Output), 0);
     }

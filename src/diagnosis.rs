@@ -276,11 +276,12 @@ fn deepest_blocked<'a>(
         .iter()
         .filter_map(|s| Some((s.pid as u32, parent_of(&s.threads.first()?.stat)?)))
         .collect();
+    let alive: std::collections::HashSet<i32> = live.iter().map(|p| p.pid as i32).collect();
     let depth = |pid: u32| {
         let (mut depth, mut at) = (0usize, pid);
         while let Some(&up) = parent.get(&at)
             && depth < live.len()
-            && live.iter().any(|p| p.pid as i32 == up)
+            && alive.contains(&up)
         {
             depth += 1;
             at = up as u32;
@@ -288,8 +289,10 @@ fn deepest_blocked<'a>(
         depth
     };
     let deepest = |waiting: bool| {
+        // The first in tree order among the deepest (`max_by_key` keeps the last).
         live.iter()
             .skip(1)
+            .rev()
             .filter(|p| p.kind != StallKind::Unknown)
             .filter(|p| (p.kind == StallKind::WaitingOnChild) == waiting)
             .max_by_key(|p| depth(p.pid))

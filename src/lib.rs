@@ -302,8 +302,9 @@
 //!   clamped to 100 ms..30 s). No other tick, no busy loop. Its first act is the baseline sample
 //!   of the descendants' CPU and sockets (none for a leader that already exited: its run is
 //!   over). The decision is a pure function of
-//!   a board snapshot, the time and the limits; the snapshot says until when the output was
-//!   held back by its consumer (a sink's write in flight), which counts as activity. At the stale instant the monitor takes one
+//!   a board snapshot, the time and the limits; the snapshot says whether the output is held
+//!   back by its consumer right now (a sink's write in flight for 50 ms or more), which
+//!   counts as activity. At the stale instant the monitor takes one
 //!   fresh descendant sample first, so a grandchild working right now is never killed for want
 //!   of a poll.
 //! - **Descendants** ([`DescendantObserver`](parts::DescendantObserver)): on Linux a walk of

@@ -595,7 +595,7 @@ impl Session {
     }
 
     /// How long the output was held back by its consumer so far: the time writes to the
-    /// output sinks were in flight (a [`Writer`](crate::OutputSink::Writer) whose reader does
+    /// output sinks were in flight (those of 50 ms or more) (a [`Writer`](crate::OutputSink::Writer) whose reader does
     /// not read, a [`Callback`](crate::OutputSink::Callback) that does not return). Meanwhile
     /// the child, blocked on a full pipe, is not idle (the hard timeout still applies).
     pub fn output_held_back(&self) -> Duration {
