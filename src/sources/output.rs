@@ -89,6 +89,11 @@ impl<R: Read> Read for ActivityTrackingReader<R> {
 /// away, as in `stallwatch … | head`) closes the child's pipe, so the child sees the broken
 /// pipe itself, as it would without stallwatch in between.
 ///
+/// A sink that blocks (a writer whose reader does not read, a callback that does not return)
+/// holds the child back: stallwatch reads none of its output meanwhile. While one delivery has
+/// been in flight for 50 ms or more the child is not idle (only the hard timeout ends it), and
+/// [`Session::output_held_back`](crate::Session::output_held_back) adds the time up.
+///
 /// Every byte read is delivered. When a pipe is still held open after the run ended (leftover
 /// processes kept with [`LeftoverPolicy::Keep`](crate::LeftoverPolicy::Keep)), the reader stops
 /// after its next read; that one last chunk may reach the sink after `wait` returned.
