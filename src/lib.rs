@@ -314,7 +314,8 @@
 //!   finished between two samples counts, but never twice. Activity needs 5 % of a core over the
 //!   interval (at least 20 ms): an idly polling daemon at about 1 % does not keep a stuck agent
 //!   alive; but a descendant runnable at least half the time (run time plus run-queue delay
-//!   in `/proc/<pid>/schedstat`) is working however little CPU the machine gave it. The direct
+//!   in `/proc/<pid>/schedstat`, or state R at every look) is working however little CPU the
+//!   machine gave it. The direct
 //!   child's own CPU does not count unless asked. Every descendant seen is
 //!   remembered while it lives, even after `setsid` or re-parenting to init; the ladder
 //!   signals those escapees by pid, after re-checking their start time. An opt-in subreaper

@@ -10,10 +10,12 @@
 //!   of one core over the interval, and never less than 20 ms: two ticks of the kernel's 100 Hz
 //!   accounting); a member that exits lowers no sum; a newly seen descendant that already used
 //!   CPU earns one sample of startup grace (its whole CPU counts once);
-//! - a process the machine starves is working: one that was runnable (on a CPU or waiting in a
-//!   run queue: `/proc/PID/schedstat`'s run time plus run delay) for at least half of a stretch
-//!   of at least `RUNNABLE_SPAN` is active, whatever CPU it got (50 busy processes on the
-//!   machine leave a compiler far less than the threshold);
+//! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
+//!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
+//!   waiting in a run queue: `/proc/PID/schedstat`'s run time plus run delay) for at least
+//!   half of a stretch of at least `RUNNABLE_SPAN`, or seen runnable (state R) at every look
+//!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
+//!   again, so a long wait shows late);
 //! - the direct child's own CPU does not count unless asked (an agent spinning in its event
 //!   loop is not progress); the CPU of the children it reaped does;
 //! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
@@ -48,18 +50,21 @@ pub(crate) trait ProcessSource: Send {
     fn tree(&mut self, root: i32) -> Vec<ProcSample>;
     /// One process by pid, wherever it is in the process table.
     fn process(&mut self, pid: i32) -> Option<ProcSample>;
-    /// How long process `pid` (its main thread) has been runnable in all: on a CPU plus waiting
-    /// for one. `None` where the platform does not say.
-    fn runnable(&mut self, _pid: i32) -> Option<Duration> {
+    /// How long process `pid` (its main thread) has been runnable in all (on a CPU plus
+    /// waiting for one), and whether it is runnable now (state R). `None` where the platform
+    /// does not say.
+    fn runnable(&mut self, _pid: i32) -> Option<(Duration, bool)> {
         None
     }
 }
 
-/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
+/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay;
+/// and the state of `/proc/PID/stat`.
 #[cfg(target_os = "linux")]
-fn read_runnable(pid: i32) -> Option<Duration> {
+fn read_runnable(pid: i32) -> Option<(Duration, bool)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
-    parse_schedstat(&text)
+    let state = crate::process::sys::read_stat(pid)?.state;
+    Some((parse_schedstat(&text)?, state == b'R'))
 }
 
 /// The run time plus run delay of a `schedstat` line.
@@ -163,7 +168,7 @@ impl ProcessSource for ProcFs {
         crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
     }
 
-    fn runnable(&mut self, pid: i32) -> Option<Duration> {
+    fn runnable(&mut self, pid: i32) -> Option<(Duration, bool)> {
         read_runnable(pid)
     }
 }
@@ -334,6 +339,8 @@ struct Runnable {
     at_start: Duration,
     /// Whether it was runnable for at least half of the last stretch measured.
     starved_busy: bool,
+    /// Since when it was seen runnable (state R) at every look, if it is now.
+    runnable_since: Option<Instant>,
 }
 
 /// The shortest stretch over which a process's runnable time is judged (shorter gaps between
@@ -613,13 +620,14 @@ impl DescendantObserver {
         self.runnable.retain(|pid, _| pids.contains(pid));
         let mut any = false;
         for pid in pids {
-            let Some(total) = self.source.runnable(pid) else {
+            let Some((total, runnable_now)) = self.source.runnable(pid) else {
                 continue;
             };
             let seen = self.runnable.entry(pid).or_insert(Runnable {
                 since: now,
                 at_start: total,
                 starved_busy: false,
+                runnable_since: None,
             });
             let span = now.saturating_duration_since(seen.since);
             if span >= RUNNABLE_SPAN {
@@ -628,7 +636,15 @@ impl DescendantObserver {
                 seen.since = now;
                 seen.at_start = total;
             }
-            any |= seen.starved_busy;
+            seen.runnable_since = if runnable_now {
+                seen.runnable_since.or(Some(now))
+            } else {
+                None
+            };
+            let runnable_for = seen
+                .runnable_since
+                .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+            any |= seen.starved_busy || runnable_for >= RUNNABLE_SPAN;
         }
         any
     }
@@ -715,7 +731,7 @@ mod tests {
     #[derive(Clone, Default)]
     struct Table(
         Arc<Mutex<Vec<ProcSample>>>,
-        Arc<Mutex<HashMap<i32, Duration>>>,
+        Arc<Mutex<HashMap<i32, (Duration, bool)>>>,
     );
 
     impl Table {
@@ -723,8 +739,16 @@ mod tests {
             *self.0.lock() = procs.to_vec();
         }
 
+        /// Runnable `ms` in all, asleep now.
         fn set_runnable(&self, pid: i32, ms: u64) {
-            self.1.lock().insert(pid, Duration::from_millis(ms));
+            self.1
+                .lock()
+                .insert(pid, (Duration::from_millis(ms), false));
+        }
+
+        /// Runnable `ms` in all, and runnable now or not.
+        fn set_runnable_now(&self, pid: i32, ms: u64, now: bool) {
+            self.1.lock().insert(pid, (Duration::from_millis(ms), now));
         }
     }
 
@@ -745,7 +769,7 @@ mod tests {
             self.0.lock().iter().find(|p| p.pid == pid).copied()
         }
 
-        fn runnable(&mut self, pid: i32) -> Option<Duration> {
+        fn runnable(&mut self, pid: i32) -> Option<(Duration, bool)> {
             self.1.lock().get(&pid).copied()
         }
     }
@@ -833,6 +857,35 @@ mod tests {
         assert!(!obs.sample(t0 + SEC * 6).active);
         table.set_runnable(300, 990 * 4 + 10 + 499 + 500);
         assert!(obs.sample(t0 + SEC * 7).active);
+    }
+
+    #[test]
+    fn a_process_seen_runnable_at_every_look_for_a_stretch_is_activity() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        // Starved so long it has not had a CPU since the first look: its run delay, added up
+        // only when it gets one, does not move; it is in state R at every look.
+        table.set_runnable_now(200, 5, true);
+        assert!(!obs.sample(t0).active, "baseline");
+        assert!(!obs.sample(t0 + ms(200)).active, "R for 200 ms only");
+        assert!(obs.sample(t0 + ms(400)).active, "R for 400 ms");
+        assert!(obs.sample(t0 + ms(600)).active);
+        // One look asleep ends the streak; R again starts a new one.
+        table.set_runnable_now(200, 5, false);
+        assert!(!obs.sample(t0 + ms(800)).active);
+        table.set_runnable_now(200, 5, true);
+        assert!(!obs.sample(t0 + ms(1000)).active);
+        assert!(!obs.sample(t0 + ms(1200)).active, "R for 200 ms only");
+        assert!(obs.sample(t0 + ms(1300)).active);
+        // The root runnable at every look does not count (its own CPU does not).
+        table.set_runnable_now(200, 5, false);
+        table.set_runnable_now(100, 0, true);
+        for at in [1500, 1700, 1900, 2100] {
+            assert!(!obs.sample(t0 + ms(at)).active);
+        }
     }
 
     #[test]
