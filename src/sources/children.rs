@@ -50,24 +50,33 @@ pub(crate) trait ProcessSource: Send {
     fn tree(&mut self, root: i32) -> Vec<ProcSample>;
     /// One process by pid, wherever it is in the process table.
     fn process(&mut self, pid: i32) -> Option<ProcSample>;
-    /// How long process `pid` (its main thread) has been runnable in all (on a CPU plus
-    /// waiting for one), and whether it is runnable now (state R). `None` where the platform
-    /// does not say.
-    fn runnable(&mut self, _pid: i32) -> Option<(Duration, bool)> {
+    /// Whether process `pid` is runnable now (state R), and how long its main thread has been
+    /// runnable in all (on a CPU plus waiting for one; a source may leave it out for a process
+    /// not runnable now). `None` where the platform does not say.
+    fn runnable(&mut self, _pid: i32) -> Option<RunState> {
         None
     }
 }
 
-/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay;
-/// and the state of `/proc/PID/stat`.
+/// What [`ProcessSource::runnable`] says of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunState {
+    /// Runnable now (state R: on a CPU or in a run queue).
+    pub(crate) now: bool,
+    /// Runnable in all so far (run time plus run delay), if read.
+    pub(crate) total: Option<Duration>,
+}
+
+/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
 #[cfg(target_os = "linux")]
-fn read_runnable(pid: i32) -> Option<(Duration, bool)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
-    let state = crate::process::sys::read_stat(pid)?.state;
-    Some((parse_schedstat(&text)?, state == b'R'))
+fn read_runnable(pid: i32) -> Option<Duration> {
+    let mut buf = [0u8; 1024];
+    let text = crate::process::sys::read_proc(&format!("/proc/{pid}/schedstat"), &mut buf)?;
+    parse_schedstat(&text)
 }
 
 /// The run time plus run delay of a `schedstat` line.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn parse_schedstat(text: &str) -> Option<Duration> {
     let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
     let (ran, waited) = (fields.next()??, fields.next()??);
@@ -85,6 +94,9 @@ const MAX_TREE: usize = 20_000;
 pub(crate) struct ProcFs {
     tick: Duration,
     scratch: Vec<i32>,
+    /// Whether each process of the last walk was runnable (state R), so that the runnable
+    /// look reads no `stat` twice.
+    states: HashMap<i32, bool>,
 }
 
 #[cfg(target_os = "linux")]
@@ -94,6 +106,7 @@ impl ProcFs {
         Self {
             tick: Duration::from_nanos(1_000_000_000 / per_second),
             scratch: Vec::new(),
+            states: HashMap::new(),
         }
     }
 
@@ -136,9 +149,11 @@ impl ProcFs {
 #[cfg(target_os = "linux")]
 impl ProcessSource for ProcFs {
     fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+        self.states.clear();
         let Some(stat) = crate::process::sys::read_stat(root) else {
             return Vec::new();
         };
+        self.states.insert(stat.pid, stat.state == b'R');
         let mut threads = vec![stat.threads];
         let mut tree = vec![self.convert(stat)];
         let mut index = 0;
@@ -155,6 +170,7 @@ impl ProcessSource for ProcFs {
             for i in 0..self.scratch.len() {
                 let pid = self.scratch[i];
                 if let Some(stat) = crate::process::sys::read_stat(pid) {
+                    self.states.insert(stat.pid, stat.state == b'R');
                     threads.push(stat.threads);
                     tree.push(self.convert(stat));
                 }
@@ -168,8 +184,15 @@ impl ProcessSource for ProcFs {
         crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
     }
 
-    fn runnable(&mut self, pid: i32) -> Option<(Duration, bool)> {
-        read_runnable(pid)
+    /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
+    /// `schedstat` only of a process runnable now (a sleeping one costs no read).
+    fn runnable(&mut self, pid: i32) -> Option<RunState> {
+        let now = match self.states.get(&pid) {
+            Some(runnable) => *runnable,
+            None => crate::process::sys::read_stat(pid)?.state == b'R',
+        };
+        let total = if now { read_runnable(pid) } else { None };
+        Some(RunState { now, total })
     }
 }
 
@@ -334,9 +357,9 @@ pub struct DescendantObserver {
 /// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
 #[derive(Debug, Clone, Copy)]
 struct Runnable {
-    /// The start of the stretch being measured, and the runnable time then.
+    /// The start of the stretch being measured, and the runnable time then (if read).
     since: Instant,
-    at_start: Duration,
+    at_start: Option<Duration>,
     /// Whether it was runnable for at least half of the last stretch measured.
     starved_busy: bool,
     /// Since when it was seen runnable (state R) at every look, if it is now.
@@ -620,21 +643,31 @@ impl DescendantObserver {
         self.runnable.retain(|pid, _| pids.contains(pid));
         let mut any = false;
         for pid in pids {
-            let Some((total, runnable_now)) = self.source.runnable(pid) else {
+            let Some(state) = self.source.runnable(pid) else {
                 continue;
             };
+            let runnable_now = state.now;
             let seen = self.runnable.entry(pid).or_insert(Runnable {
                 since: now,
-                at_start: total,
+                at_start: state.total,
                 starved_busy: false,
                 runnable_since: None,
             });
-            let span = now.saturating_duration_since(seen.since);
-            if span >= RUNNABLE_SPAN {
-                let ran = total.saturating_sub(seen.at_start);
-                seen.starved_busy = ran >= span / 2;
-                seen.since = now;
-                seen.at_start = total;
+            match (state.total, seen.at_start) {
+                (Some(total), Some(at_start)) => {
+                    let span = now.saturating_duration_since(seen.since);
+                    if span >= RUNNABLE_SPAN {
+                        seen.starved_busy = total.saturating_sub(at_start) >= span / 2;
+                        seen.since = now;
+                        seen.at_start = Some(total);
+                    }
+                }
+                // Not read (asleep now): the stretch starts again at its next look.
+                (total, _) => {
+                    seen.starved_busy = false;
+                    seen.since = now;
+                    seen.at_start = total;
+                }
             }
             seen.runnable_since = if runnable_now {
                 seen.runnable_since.or(Some(now))
@@ -731,7 +764,7 @@ mod tests {
     #[derive(Clone, Default)]
     struct Table(
         Arc<Mutex<Vec<ProcSample>>>,
-        Arc<Mutex<HashMap<i32, (Duration, bool)>>>,
+        Arc<Mutex<HashMap<i32, RunState>>>,
     );
 
     impl Table {
@@ -741,14 +774,14 @@ mod tests {
 
         /// Runnable `ms` in all, asleep now.
         fn set_runnable(&self, pid: i32, ms: u64) {
-            self.1
-                .lock()
-                .insert(pid, (Duration::from_millis(ms), false));
+            let total = Some(Duration::from_millis(ms));
+            self.1.lock().insert(pid, RunState { now: false, total });
         }
 
         /// Runnable `ms` in all, and runnable now or not.
         fn set_runnable_now(&self, pid: i32, ms: u64, now: bool) {
-            self.1.lock().insert(pid, (Duration::from_millis(ms), now));
+            let total = Some(Duration::from_millis(ms));
+            self.1.lock().insert(pid, RunState { now, total });
         }
     }
 
@@ -769,7 +802,7 @@ mod tests {
             self.0.lock().iter().find(|p| p.pid == pid).copied()
         }
 
-        fn runnable(&mut self, pid: i32) -> Option<(Duration, bool)> {
+        fn runnable(&mut self, pid: i32) -> Option<RunState> {
             self.1.lock().get(&pid).copied()
         }
     }
