@@ -151,14 +151,25 @@ struct Holds {
     in_flight: u32,
     /// When the current hold began (the first write of those in flight).
     since: Option<Instant>,
-    /// The holds that ended, in all (those of at least [`HELD_BACK`]).
+    /// The same instant by the real clock: a write is blocked when it has been in flight for
+    /// [`HELD_BACK`] of real time (a mock clock's jump while a quick write is in flight is no
+    /// block).
+    since_real: Option<std::time::Instant>,
+    /// The holds that ended, in all (those blocked).
     total: Duration,
 }
 
-/// A write in flight for this long is held back by its consumer (a write to a reader that
-/// keeps up takes microseconds): it counts as activity while it lasts, and in the time held
-/// back.
+/// A write in flight for this long (real time) is held back by its consumer (a write to a
+/// reader that keeps up takes microseconds): it counts as activity while it lasts, and in the
+/// time held back.
 pub(crate) const HELD_BACK: Duration = Duration::from_millis(50);
+
+impl Holds {
+    /// A write has been in flight for [`HELD_BACK`] of real time.
+    fn blocked(&self) -> bool {
+        self.since_real.is_some_and(|at| at.elapsed() >= HELD_BACK)
+    }
+}
 
 /// A write of the child's output in flight, from [`ActivityBoard::hold_output`]; the hold
 /// ends when it is dropped.
@@ -175,10 +186,10 @@ impl Drop for OutputHold<'_> {
         if holds.in_flight == 0
             && let Some(since) = holds.since.take()
         {
-            let held = now.saturating_duration_since(since);
-            if held >= HELD_BACK {
-                holds.total += held;
+            if holds.blocked() {
+                holds.total += now.saturating_duration_since(since);
             }
+            holds.since_real = None;
         }
     }
 }
@@ -314,6 +325,7 @@ impl ActivityBoard {
         let mut holds = self.holds.lock();
         if holds.in_flight == 0 {
             holds.since = Some(now);
+            holds.since_real = Some(std::time::Instant::now());
         }
         holds.in_flight += 1;
         OutputHold { board: self }
@@ -328,7 +340,7 @@ impl ActivityBoard {
             .since
             .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
         holds.total
-            + if current >= HELD_BACK {
+            + if holds.blocked() {
                 current
             } else {
                 Duration::ZERO
@@ -338,8 +350,17 @@ impl ActivityBoard {
     /// Now, while a write of the output has been in flight for at least [`HELD_BACK`].
     fn held_now(&self) -> Option<Instant> {
         let now = self.clock.now();
-        let since = self.holds.lock().since?;
-        (now.saturating_duration_since(since) >= HELD_BACK).then_some(now)
+        self.holds.lock().blocked().then_some(now)
+    }
+
+    /// Tests: the write in flight began [`HELD_BACK`] ago by the real clock (a blocked write,
+    /// without waiting for one).
+    #[cfg(test)]
+    pub(crate) fn backdate_hold(&self) {
+        let mut holds = self.holds.lock();
+        if holds.since.is_some() {
+            holds.since_real = std::time::Instant::now().checked_sub(HELD_BACK);
+        }
     }
 
     /// A consistent-enough copy for the verdict (each source read once).
@@ -428,14 +449,15 @@ mod tests {
         let t0 = board.origin();
         let secs = Duration::from_secs;
         assert_eq!(board.snapshot().held_now, None);
-        // A write to a reader that keeps up: neither held nor counted.
+        // A write to a reader that keeps up (microseconds of real time): neither held nor
+        // counted, even when the mock clock jumps meanwhile.
         let quick = board.hold_output();
-        clock.advance(HELD_BACK / 2);
+        clock.advance(secs(1));
         assert_eq!(board.snapshot().held_now, None);
         drop(quick);
         assert_eq!(board.held_back(), Duration::ZERO);
-        clock.advance(secs(1) - HELD_BACK / 2);
         let out = board.hold_output();
+        board.backdate_hold(); // blocked
         clock.advance(secs(2));
         let err = board.hold_output(); // both streams held
         clock.advance(secs(3));
@@ -449,6 +471,7 @@ mod tests {
         assert_eq!(board.snapshot().held_now, None);
         assert_eq!(board.held_back(), secs(9));
         let again = board.hold_output();
+        board.backdate_hold();
         clock.advance(secs(1));
         drop(again);
         assert_eq!(board.held_back(), secs(10));

@@ -306,6 +306,7 @@ mod tests {
             pump(&mut reader, &mut sink, &state, Stream::Stdout, &mut |_| {});
         });
         entered.recv().unwrap();
+        board.backdate_hold(); // blocked (50 ms of real time), without waiting for it
         clock.advance(Duration::from_secs(60));
         assert_eq!(
             board.snapshot().held_now,

@@ -410,6 +410,9 @@ fn bytes_waiting_behind_a_held_sink_keep_the_child_alive_until_read() {
         clock.wait_for_timers(1, common::HANDSHAKE),
         "the monitor never parked"
     );
+    // A blocked write is one in flight for 50 ms of real time (a precondition, not a timing
+    // assertion).
+    std::thread::sleep(ms(60));
     clock.advance(idle);
     // Not stale: the waiting bytes counted, and the monitor parked again, still watching (it
     // moves to the grace before it arms any timer of a ladder).
