@@ -52,8 +52,9 @@ pub(crate) struct Launch {
     pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Arc<dyn Clock>,
-    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor can
-    /// sleep in `poll` on the leader's pidfd instead of needing a waiter thread.
+    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
+    /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
+    /// (`monitor::wait`).
     pub(crate) real_clock: bool,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
@@ -292,10 +293,10 @@ struct PlainStart<'a> {
 #[cfg(test)]
 static READER_THREADS: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
 
+/// The names of the reader threads started so far (tests).
 #[cfg(test)]
-thread_local! {
-    /// How many waiter threads this thread started (tests).
-    static WAITERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+pub(super) fn reader_threads() -> Vec<String> {
+    READER_THREADS.lock().clone()
 }
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
@@ -853,16 +854,11 @@ fn start_threads(
     stderr_sink: OutputSink,
 ) -> io::Result<Started> {
     let pid = child.id() as i32;
-    // On the real clock the monitor sleeps in `poll`, woken by messages and by the leader's
-    // exit itself: no waiter thread, and one thread hand-off less between the exit and the
-    // result. A test clock drives the monitor through its channel, the waiter through it too.
-    let wakeup = streams
-        .real_clock
-        .then(|| sys::Wakeup::new(pid))
-        .flatten()
-        .map(Arc::new);
+    // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's exit
+    // itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
+    let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, streams.real_clock)?;
     let (control_tx, control_rx) = unbounded();
-    let control_tx = ControlTx::new(control_tx, wakeup.clone());
+    let control_tx = ControlTx::new(control_tx, Some(wakeup.clone()));
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
 
@@ -918,7 +914,7 @@ fn start_threads(
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
-        wakeup: wakeup.clone(),
+        sleeper,
         stderr: None,
     };
     register_pipes(id, &pipes);
@@ -938,24 +934,20 @@ fn start_threads(
             lines,
         )?);
     }
-    // Sleeping in `poll`, the monitor starts the stderr reader once its pipe has something to
-    // read: many programs never write there, and then it costs no thread. The stdout (or
-    // combined, or terminal) reader starts at once: nearly every program writes there, and
-    // its first line, often printed just before the exit, would otherwise wait for a thread's
-    // start (measured: +0.06 to +0.11 ms of exit latency when both were started so).
+    // The monitor starts the stderr reader once its pipe has something to read: many
+    // programs never write there, and then it costs no thread. The stdout (or combined, or
+    // terminal) reader starts at once: nearly every program writes there, and its first line,
+    // often printed just before the exit, would otherwise wait for a thread's start
+    // (measured: +0.06 to +0.11 ms of exit latency when both were started so).
     let mut monitor = monitor;
-    if wakeup.is_some()
-        && let Some(at) = readers.iter().position(|r| r.stream == Stream::Stderr)
-    {
+    if let Some(at) = readers.iter().position(|r| r.stream == Stream::Stderr) {
         monitor.stderr = Some(readers.swap_remove(at));
     }
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
     for reader in readers {
         reader.start()?;
     }
-    if wakeup.is_none() || tree_gone {
-        start_waiter(id, pid, control_tx.clone(), tree_gone)?;
-    }
+    super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
 
     Ok((control_tx, done_rx, shared, child_tx))
 }
@@ -1447,27 +1439,6 @@ impl ReaderLines {
     }
 }
 
-/// The waiter: tells the monitor when the leader exited (without reaping it). None when it
-/// has exited already (`gone`: a zombie until the monitor reaps it), said at once then.
-fn start_waiter(id: u64, pid: i32, exited: ControlTx, gone: bool) -> io::Result<()> {
-    #[cfg(test)]
-    WAITERS.with(|n| n.set(n.get() + u32::from(!gone)));
-    if gone {
-        let _ = exited.send(Control::ChildExited);
-        return Ok(());
-    }
-    thread::Builder::new()
-        .name(format!("stallwatch-wait-{id}"))
-        .spawn(move || {
-            if let Err(e) = sys::wait_exited_no_reap(pid) {
-                log::error!("waiting for pid {pid}: {e}");
-            }
-            let _ = exited.send(Control::ChildExited);
-        })
-        .map_err(|e| SpawnError::thread("waiter", e))?;
-    Ok(())
-}
-
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod tests {
     use std::process::Command;
@@ -1545,7 +1516,7 @@ mod tests {
 mod wakeup_tests {
     use std::time::Duration;
 
-    use super::WAITERS;
+    use crate::monitor::wait::WAITERS;
     use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
 
     /// Starts `sh -c script` (a grandchild keeps the output pipes open after the leader's
@@ -1578,10 +1549,10 @@ mod wakeup_tests {
             took < Duration::from_secs(20),
             "the exit was seen: {took:?}"
         );
-        // A test clock keeps the waiter (its timers are channels, not `poll` timeouts).
+        // A test clock runs the same wait: the pidfd, no waiter either.
         let (outcome, waiters, _) = run(script, true);
         assert_eq!(outcome, Outcome::Exited);
-        assert_eq!(waiters, 1);
+        assert_eq!(waiters, 0);
     }
 
     #[test]
@@ -1626,7 +1597,8 @@ mod wakeup_tests {
             started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
-        // A test clock starts both at once.
+        // A test clock starts them the same way: the stdout reader at once, the stderr one
+        // only once its pipe has something to read.
         let session = Session::builder(Program::new("true"))
             .config(config)
             .clock(MockClock::new())
@@ -1636,7 +1608,11 @@ mod wakeup_tests {
         let id = session.id();
         let started = super::READER_THREADS.lock().clone();
         assert!(
-            started.contains(&format!("stallwatch-err-{id}")),
+            started.contains(&format!("stallwatch-out-{id}")),
+            "{started:?}"
+        );
+        assert!(
+            !started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
     }

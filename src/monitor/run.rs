@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, never, select};
+use crossbeam_channel::{Receiver, Sender};
 
 use super::ladder::{Ladder, Leader, OsProcesses, ProcessLayer, signal_leader};
 use super::tap::{Tap, stream_index};
@@ -121,7 +121,6 @@ pub(super) struct Timing {
     pub(super) sampled_at: Option<Instant>,
     /// The last activity instant an `IdleWarning` was sent for (once per idle spell).
     pub(super) warned_for: Option<Instant>,
-    pub(super) timer: Option<(Instant, Receiver<Instant>)>,
     /// When the probes were last asked at a stale decision.
     pub(super) probed_at: Option<Instant>,
 }
@@ -137,20 +136,7 @@ impl Timing {
             next_sample,
             sampled_at: None,
             warned_for: None,
-            timer: None,
             probed_at: None,
-        }
-    }
-
-    /// The wake-up timer for `at`, re-used while the deadline is unchanged.
-    fn timer(&mut self, clock: &dyn Clock, at: Instant) -> Receiver<Instant> {
-        match &self.timer {
-            Some((deadline, rx)) if *deadline == at => rx.clone(),
-            _ => {
-                let rx = clock.at(at);
-                self.timer = Some((at, rx.clone()));
-                rx
-            }
         }
     }
 }
@@ -191,11 +177,11 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
-    /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
-    /// and the leader's exit wakes it (no waiter thread then).
-    pub(super) wakeup: Option<Arc<sys::Wakeup>>,
-    /// With `wakeup`, the stderr reader until it starts: once its pipe has something to read
-    /// (see [`Reader`](super::launch::Reader)).
+    /// What the monitor sleeps on, under every clock: messages poke it, the leader's exit
+    /// wakes it (no waiter thread where there are pidfds), and so does the stderr pipe.
+    pub(super) sleeper: super::wait::Sleeper,
+    /// The stderr reader until it starts: once its pipe has something to read (see
+    /// [`Reader`](super::launch::Reader)).
     pub(super) stderr: Option<super::launch::Reader>,
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
@@ -238,10 +224,9 @@ impl Monitor {
     pub(super) fn run(mut self, child: ChildProcess, done: DoneGuard) {
         self.leader.child = Some(child);
         self.baseline();
-        let mut control = self.control.clone();
+        let control = self.control.clone();
         loop {
-            // Whatever was sent before this wake-up is taken into account before deciding
-            // (`select!` picks a ready timer and a ready message in random order).
+            // Whatever was sent before this wake-up is taken into account before deciding.
             while let Ok(msg) = control.try_recv() {
                 self.handle(msg);
             }
@@ -253,31 +238,15 @@ impl Monitor {
             if let Some(due) = self.tap.flush_due {
                 wake.at = wake.at.min(due);
             }
-            if let Some(wakeup) = self.wakeup.clone() {
-                // The real clock: its deadlines are `Instant`s, a `poll` timeout reaches them.
-                let timeout = wake.at.saturating_duration_since(Instant::now());
-                let timeout = wake.poll.map_or(timeout, |poll| poll.min(timeout));
-                let stderr = self.stderr.as_ref().map(|reader| reader.fd.as_fd());
-                let woken = wakeup.sleep(timeout, self.leader.exited, stderr);
-                if woken.pipe {
-                    self.start_stderr();
-                }
-                if woken.exited {
-                    self.handle(Control::ChildExited);
-                }
-                continue; // messages are taken at the top
+            let stderr = self.stderr.as_ref().map(|reader| reader.fd.as_fd());
+            let woken = self
+                .sleeper
+                .sleep(&*self.clock, wake, self.leader.exited, stderr);
+            if woken.pipe {
+                self.start_stderr();
             }
-            let timer = self.timing.timer(&*self.clock, wake.at);
-            let poll = wake.poll.map_or_else(never, crossbeam_channel::after);
-            select! {
-                recv(control) -> msg => match msg {
-                    Ok(msg) => self.handle(msg),
-                    // Every sender is gone (cannot happen while the waiter thread lives);
-                    // go on with timers alone rather than spin.
-                    Err(_) => control = never(),
-                },
-                recv(timer) -> _ => {}
-                recv(poll) -> _ => {}
+            if woken.exited {
+                self.handle(Control::ChildExited);
             }
         }
         self.finish(done);
