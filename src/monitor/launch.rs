@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use super::ladder::{Ladder, Leader, OsProcesses};
 use super::rules::Rules;
 use super::run::{DoneGuard, Monitor, Phase, Timing};
-use super::tap::{StreamSlot, Tap, stream_index};
+use super::tap::{PipeEnd, SharedPipe, StreamSlot, Tap, stream_index};
 use super::{SESSION_TAG, boot_ticks_now, end_session};
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
@@ -818,16 +818,16 @@ struct Streams {
 struct StreamPipe {
     stream: Stream,
     pipe: Box<dyn io::Read + Send>,
-    fd: OwnedFd,
+    fd: PipeEnd,
     sink: OutputSink,
     recorder: Option<Arc<parking_lot::Mutex<Recorder>>>,
     spill_writer: Option<SpillWriter>,
     spill: Option<SpillReport>,
-    peek: Option<OwnedFd>,
+    peek: Option<PipeEnd>,
 }
 
 impl StreamPipe {
-    fn new(stream: Stream, pipe: Box<dyn io::Read + Send>, fd: OwnedFd, sink: OutputSink) -> Self {
+    fn new(stream: Stream, pipe: Box<dyn io::Read + Send>, fd: PipeEnd, sink: OutputSink) -> Self {
         Self {
             stream,
             pipe,
@@ -915,7 +915,7 @@ fn start_threads(
         reason: None,
         phase: Phase::Watching,
         sleeper,
-        stderr: None,
+        readers: [None, None],
     };
     register_pipes(id, &pipes);
     let mut readers = Vec::new();
@@ -934,19 +934,15 @@ fn start_threads(
             lines,
         )?);
     }
-    // The monitor starts the stderr reader once its pipe has something to read: many
-    // programs never write there, and then it costs no thread. The stdout (or combined, or
-    // terminal) reader starts at once: nearly every program writes there, and its first line,
-    // often printed just before the exit, would otherwise wait for a thread's start
-    // (measured: +0.06 to +0.11 ms of exit latency when both were started so).
+    // The monitor starts each reader once its pipe has something to read: a program that
+    // never writes to a stream (a sleeping one, or stderr for most) costs no thread for it,
+    // so a server holds many sleeping sessions on few threads.
     let mut monitor = monitor;
-    if let Some(at) = readers.iter().position(|r| r.stream == Stream::Stderr) {
-        monitor.stderr = Some(readers.swap_remove(at));
+    for reader in readers {
+        let slot = stream_index(reader.stream);
+        monitor.readers[slot] = Some(reader);
     }
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
-    for reader in readers {
-        reader.start()?;
-    }
     super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
 
     Ok((control_tx, done_rx, shared, child_tx))
@@ -973,7 +969,13 @@ fn open_streams(
             vec![StreamPipe::new(
                 Stream::Terminal,
                 Box::new(terminal.reader().map_err(read)?),
-                terminal.master_fd().try_clone_to_owned().map_err(read)?,
+                Arc::new(
+                    terminal
+                        .master_fd()
+                        .try_clone_to_owned()
+                        .map_err(read)?
+                        .into(),
+                ),
                 stdout_sink,
             )]
         }
@@ -989,10 +991,10 @@ fn open_streams(
             id,
         )?;
     }
-    // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
-    // while draining; they never read.
+    // The read ends, for the monitor to ask how many unread bytes a pipe holds (FIONREAD)
+    // while draining; it never reads them.
     for pipe in &mut pipes {
-        pipe.peek = pipe.fd.try_clone().ok();
+        pipe.peek = Some(pipe.fd.clone());
     }
     let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
     let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
@@ -1094,13 +1096,8 @@ fn open_pipes(
 ) -> io::Result<Vec<StreamPipe>> {
     let mut pipes: Vec<StreamPipe> = Vec::new();
     if let Some(reader) = combined {
-        let fd = reader.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Combined,
-            Box::new(reader),
-            fd,
-            stdout_sink,
-        ));
+        let (read, fd) = shared_pipe(reader);
+        pipes.push(StreamPipe::new(Stream::Combined, read, fd, stdout_sink));
         drop(stderr_sink); // everything goes to the stdout sink in combined mode
     } else {
         // Both pipes exist: the command was given Stdio::piped() just before the spawn.
@@ -1112,22 +1109,18 @@ fn open_pipes(
             .stderr
             .take()
             .ok_or_else(|| io::Error::other("stderr not piped"))?;
-        let out_fd = stdout.as_fd().try_clone_to_owned()?;
-        let err_fd = stderr.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Stdout,
-            Box::new(stdout),
-            out_fd,
-            stdout_sink,
-        ));
-        pipes.push(StreamPipe::new(
-            Stream::Stderr,
-            Box::new(stderr),
-            err_fd,
-            stderr_sink,
-        ));
+        let (read, fd) = shared_pipe(stdout);
+        pipes.push(StreamPipe::new(Stream::Stdout, read, fd, stdout_sink));
+        let (read, fd) = shared_pipe(stderr);
+        pipes.push(StreamPipe::new(Stream::Stderr, read, fd, stderr_sink));
     }
     Ok(pipes)
+}
+
+/// A pipe's read end as its reader reads it and as the monitor keeps it: one descriptor.
+fn shared_pipe(end: impl Into<OwnedFd>) -> (Box<dyn io::Read + Send>, PipeEnd) {
+    let end: PipeEnd = Arc::new(std::fs::File::from(end.into()));
+    (Box::new(SharedPipe(end.clone())), end)
 }
 
 /// Grows the pipe, gives the stream its recorder and (with a log folder) its spill thread.
@@ -1257,16 +1250,15 @@ fn start_monitor(
     Ok(child_tx)
 }
 
-/// One stream's reader, not started yet: its work, the thread's name, and a descriptor of
-/// its pipe to wait on. The stderr reader of a monitor that sleeps in `poll` starts once the
-/// pipe has something to read (a program that never writes there costs no thread for it, and
-/// a stderr that ends empty is read to its end on the monitor's thread); the others start at
-/// once.
+/// One stream's reader, not started yet: its work, the thread's name, and its pipe to wait
+/// on. The monitor starts it once the pipe has something to read: a program that never
+/// writes to a stream costs no thread for it, and a stream that ends empty is read to its
+/// end on the monitor's thread.
 pub(super) struct Reader {
     pub(super) stream: Stream,
     pub(super) name: String,
-    /// The pipe (a duplicate of the read end the work reads).
-    pub(super) fd: OwnedFd,
+    /// The pipe (the read end the work reads, shared with it).
+    pub(super) fd: PipeEnd,
     /// Reads to the end: stamps the board, records, spills, passes on, then says it is done.
     pub(super) work: Box<dyn FnOnce() + Send>,
 }
@@ -1597,8 +1589,8 @@ mod wakeup_tests {
             started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
-        // A test clock starts them the same way: the stdout reader at once, the stderr one
-        // only once its pipe has something to read.
+        // A test clock starts them the same way: only once a pipe has something to read (a
+        // program that writes nothing is read to its end on the monitor's thread).
         let session = Session::builder(Program::new("true"))
             .config(config)
             .clock(MockClock::new())
@@ -1608,7 +1600,7 @@ mod wakeup_tests {
         let id = session.id();
         let started = super::READER_THREADS.lock().clone();
         assert!(
-            started.contains(&format!("stallwatch-out-{id}")),
+            !started.contains(&format!("stallwatch-out-{id}")),
             "{started:?}"
         );
         assert!(

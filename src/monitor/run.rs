@@ -178,11 +178,12 @@ pub(super) struct Monitor {
     /// Released (told `done`) when the run is over.
     pub(super) guardian: Option<process::Guardian>,
     /// What the monitor sleeps on, under every clock: messages poke it, the leader's exit
-    /// wakes it (no waiter thread where there are pidfds), and so does the stderr pipe.
+    /// wakes it (no waiter thread where there are pidfds), and so do the output pipes whose
+    /// readers have not started.
     pub(super) sleeper: super::wait::Sleeper,
-    /// The stderr reader until it starts: once its pipe has something to read (see
-    /// [`Reader`](super::launch::Reader)).
-    pub(super) stderr: Option<super::launch::Reader>,
+    /// Each stream's reader (by slot, [`stream_index`]) until it starts: once its pipe has
+    /// something to read (see [`Reader`](super::launch::Reader)).
+    pub(super) readers: [Option<super::launch::Reader>; 2],
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
@@ -238,12 +239,17 @@ impl Monitor {
             if let Some(due) = self.tap.flush_due {
                 wake.at = wake.at.min(due);
             }
-            let stderr = self.stderr.as_ref().map(|reader| reader.fd.as_fd());
+            let pipes = self
+                .readers
+                .each_ref()
+                .map(|reader| reader.as_ref().map(|reader| reader.fd.as_fd()));
             let woken = self
                 .sleeper
-                .sleep(&*self.clock, wake, self.leader.exited, stderr);
-            if woken.pipe {
-                self.start_stderr();
+                .sleep(&*self.clock, wake, self.leader.exited, pipes);
+            for (slot, ready) in woken.pipes.into_iter().enumerate() {
+                if ready {
+                    self.start_reader(slot);
+                }
             }
             if woken.exited {
                 self.handle(Control::ChildExited);
@@ -274,6 +280,18 @@ impl Monitor {
         end_session(self.id);
         for pump in &self.shared.pumps {
             pump.detached.store(true, Ordering::Release);
+        }
+        // A reader not started yet (nothing came through a pipe a stranger still holds, the
+        // drain over): started now, it takes what comes next, as one always running would.
+        for reader in self.readers.iter_mut().filter_map(Option::take) {
+            let stream = reader.stream;
+            if let Err(e) = reader.start() {
+                log::debug!(
+                    "session {}: the {} is not read on: {e}",
+                    self.id,
+                    stream.name()
+                );
+            }
         }
         if self.leader.child.is_some() {
             self.reap(); // not reaped at the drain: cannot happen, but never leave a zombie
@@ -933,11 +951,11 @@ impl Monitor {
         }
     }
 
-    /// Starts the stderr reader, its pipe ready: on a thread of its own when the pipe holds
+    /// Starts the reader of `slot`, its pipe ready: on a thread of its own when the pipe holds
     /// bytes; here when it is at its end with nothing left (the reading is then one `read` of
     /// nothing, and its end-of-stream steps).
-    fn start_stderr(&mut self) {
-        let Some(reader) = self.stderr.take() else {
+    fn start_reader(&mut self, slot: usize) {
+        let Some(reader) = self.readers[slot].take() else {
             return;
         };
         if sys::unread_bytes(&reader.fd).is_ok_and(|n| n == 0) {

@@ -1,6 +1,6 @@
 //! How the monitor sleeps: one way under every clock. It sleeps in `poll` on its wake-up
-//! descriptor (poked by every message), the leader's pidfd (its exit) and, until its reader
-//! starts, the stderr pipe; only the clock's deadline reaches it in two ways:
+//! descriptor (poked by every message), the leader's pidfd (its exit) and, until their
+//! readers start, the output pipes; only the clock's deadline reaches it in two ways:
 //!
 //! - the real clock ([`SystemClock`](crate::SystemClock) as the session's own): a deadline
 //!   is an `Instant`, and `poll`'s timeout reaches it;
@@ -82,7 +82,7 @@ impl Sleeper {
     }
 
     /// Sleeps until `wake` (its deadline on the session's `clock`, its real-time re-check), a
-    /// message, the leader's exit (unless `leader_exited`), or `pipe` being readable. On a
+    /// message, the leader's exit (unless `leader_exited`), or one of `pipes` being readable. On a
     /// clock other than the real one, a timer is armed for each new deadline (one for a
     /// deadline that stays: a silent child under an idle timeout of hours needs one timer).
     pub(super) fn sleep(
@@ -90,7 +90,7 @@ impl Sleeper {
         clock: &dyn Clock,
         wake: Wake,
         leader_exited: bool,
-        pipe: Option<BorrowedFd<'_>>,
+        pipes: [Option<BorrowedFd<'_>>; 2],
     ) -> Woken {
         let until = match &mut self.alarm {
             Alarm::RealTime => Some(wake.at.saturating_duration_since(clock.now())),
@@ -107,7 +107,7 @@ impl Sleeper {
             (Some(until), Some(poll)) => Some(until.min(poll)),
             (until, poll) => until.or(poll),
         };
-        self.wakeup.sleep(timeout, leader_exited, pipe)
+        self.wakeup.sleep(timeout, leader_exited, pipes)
     }
 }
 

@@ -259,8 +259,8 @@ pub(crate) struct Woken {
     pub(crate) message: bool,
     /// The leader has exited (it stays so: stop asking, `leader_exited: true`).
     pub(crate) exited: bool,
-    /// The pipe given is readable, or at its end.
-    pub(crate) pipe: bool,
+    /// Which of the pipes given is readable, or at its end.
+    pub(crate) pipes: [bool; 2],
 }
 
 impl Wakeup {
@@ -310,37 +310,36 @@ impl Wakeup {
         }
     }
 
-    /// Sleeps until a poke, the leader's exit (unless `leader_exited` already), `pipe`
-    /// (when given) is readable or at its end, or `timeout` (`None`: no timeout).
+    /// Sleeps until a poke, the leader's exit (unless `leader_exited` already), one of
+    /// `pipes` (those given) is readable or at its end, or `timeout` (`None`: no timeout).
     pub(crate) fn sleep(
         &self,
         timeout: Option<std::time::Duration>,
         leader_exited: bool,
-        pipe: Option<std::os::fd::BorrowedFd<'_>>,
+        pipes: [Option<std::os::fd::BorrowedFd<'_>>; 2],
     ) -> Woken {
         use rustix::event::{PollFd, PollFlags};
         let timeout = timeout.map(|timeout| rustix::event::Timespec {
             tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(timeout.subsec_nanos()),
         });
-        // The poke first; then the leader, the pipe, as asked for (the array's prefix).
+        // The poke first; then the leader, the pipes, as asked for (the array's prefix).
         let leader = self.leader.as_ref().filter(|_| !leader_exited);
-        let mut fds = [
-            PollFd::new(&self.event, PollFlags::IN),
-            PollFd::new(&self.event, PollFlags::IN),
-            PollFd::new(&self.event, PollFlags::IN),
-        ];
+        let mut fds: [PollFd<'_>; 4] =
+            std::array::from_fn(|_| PollFd::new(&self.event, PollFlags::IN));
         let mut watched = 1;
-        let (mut leader_at, mut pipe_at) = (None, None);
+        let (mut leader_at, mut pipe_at) = (None, [None; 2]);
         if let Some(fd) = leader {
             fds[watched] = PollFd::new(fd, PollFlags::IN);
             leader_at = Some(watched);
             watched += 1;
         }
-        if let Some(fd) = &pipe {
-            fds[watched] = PollFd::new(fd, PollFlags::IN);
-            pipe_at = Some(watched);
-            watched += 1;
+        for (i, pipe) in pipes.iter().enumerate() {
+            if let Some(fd) = pipe {
+                fds[watched] = PollFd::new(fd, PollFlags::IN);
+                pipe_at[i] = Some(watched);
+                watched += 1;
+            }
         }
         let ready = rustix::event::poll(&mut fds[..watched], timeout.as_ref());
         let mut woken = Woken::default();
@@ -348,7 +347,7 @@ impl Wakeup {
             let seen = |at: Option<usize>| at.is_some_and(|i| !fds[i].revents().is_empty());
             woken.message = !fds[0].revents().is_empty();
             woken.exited = seen(leader_at);
-            woken.pipe = seen(pipe_at);
+            woken.pipes = pipe_at.map(seen);
         }
         if woken.message {
             // One read resets the eventfd; a pipe is emptied (pokes are single bytes).
