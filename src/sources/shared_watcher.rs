@@ -148,3 +148,67 @@ impl Instance {
         })
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A holder whose handler counts the events about a file named `one`.
+    fn holder(roots: &[PathBuf]) -> (SharedWatcher, Arc<AtomicUsize>) {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let count = seen.clone();
+        let watcher = SharedWatcher::new(roots, move |event| {
+            let about_one = event.as_ref().is_ok_and(|event| {
+                event
+                    .paths
+                    .iter()
+                    .any(|p| p.file_name() == Some("one".as_ref()))
+            });
+            if about_one {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .expect("a watcher");
+        (watcher, seen)
+    }
+
+    fn eventually(condition: impl Fn() -> bool) -> bool {
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < give_up {
+            if condition() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        condition()
+    }
+
+    #[test]
+    fn trackers_of_the_same_roots_share_one_instance_and_keep_each_others_watches() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = vec![dir.path().to_path_buf()];
+        let (mut a, _) = holder(&roots);
+        let (mut b, seen_by_b) = holder(&roots);
+        assert!(Arc::ptr_eq(&a.instance, &b.instance), "one instance");
+        let other = tempfile::tempdir().unwrap();
+        let (c, _) = holder(&[other.path().to_path_buf()]);
+        assert!(
+            !Arc::ptr_eq(&a.instance, &c.instance),
+            "other roots, another"
+        );
+        a.watch(dir.path(), RecursiveMode::Recursive).unwrap();
+        b.watch(dir.path(), RecursiveMode::NonRecursive).unwrap();
+        // One holder lets go: the other still sees the folder's changes.
+        a.unwatch(dir.path()).unwrap();
+        std::fs::write(dir.path().join("one"), b"1").unwrap();
+        assert!(eventually(|| seen_by_b.load(Ordering::SeqCst) > 0));
+        // The last holder gone, the path is unwatched: held by nobody.
+        drop(b);
+        assert!(a.instance.held.lock().is_empty());
+        drop(a);
+        assert_eq!(Arc::strong_count(&c.instance), 1);
+    }
+}
