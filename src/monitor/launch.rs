@@ -875,7 +875,7 @@ fn start_threads(
     let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
     let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
-    processes.hold(pid, streams.cgroup.take());
+    processes.hold(pid, streams.cgroup.take(), wakeup.leader_pidfd());
     let (guardian, tree_gone) =
         guard_tree(&config, id, pid, &mut processes, streams.guardian.take());
     let board_clock = clock.clone();

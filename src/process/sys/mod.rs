@@ -247,9 +247,10 @@ pub(crate) struct Wakeup {
     event: std::os::fd::OwnedFd,
     /// The pipe's write end, where there is no eventfd.
     poke_end: Option<std::os::fd::OwnedFd>,
-    /// The leader's pidfd; `None` where there is none (not Linux, or before 5.3): a waiter
-    /// thread tells of the exit then, as a message.
-    leader: Option<std::os::fd::OwnedFd>,
+    /// The leader's pidfd (shared with the ladder, which signals through it); `None` where
+    /// there is none (not Linux, or before 5.3): a waiter thread tells of the exit then, as
+    /// a message.
+    leader: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// What [`Wakeup::sleep`] saw.
@@ -266,7 +267,7 @@ pub(crate) struct Woken {
 impl Wakeup {
     /// The poke descriptor, and a pidfd of `pid` where the system has them.
     pub(crate) fn new(pid: i32) -> io::Result<Wakeup> {
-        let leader = pidfd_open(pid).ok();
+        let leader = pidfd_open(pid).ok().map(std::sync::Arc::new);
         #[cfg(target_os = "linux")]
         {
             let flags =
@@ -293,6 +294,11 @@ impl Wakeup {
                 leader,
             })
         }
+    }
+
+    /// The leader's pidfd, for whoever else needs one (the ladder signals through it).
+    pub(crate) fn leader_pidfd(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+        self.leader.clone()
     }
 
     /// Whether the leader's exit wakes the sleeper by itself (a pidfd); otherwise a waiter
