@@ -328,6 +328,11 @@ fn stalls_under_load(server: &mut Server, n: usize) {
         }
     }
     late.sort_unstable();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "serve_scale/{n}/stalls: machine load average {}",
+        load.trim()
+    );
     eprintln!(
         "serve_scale/{n}/stalls: {STALLS} stalls (idle timeout {IDLE_MS} ms) ended after their \
          deadline by: median {} ms, max {} ms (durationMs - idle timeout, whole ms: the \

@@ -53,12 +53,12 @@ pub(crate) trait SocketTable: Send {
 #[cfg(target_os = "linux")]
 const PROBED: usize = 16;
 
-/// Run probes open at most in the whole process (256 descriptors): a server holding a
-/// thousand sessions keeps a few descriptors per session, not eight more for a shell and its
-/// `sleep`; the processes beyond are walked at every sample (the same sockets found, at the
-/// cost of the walk).
+/// Run probes open at most in the whole process (64 descriptors), as many as one session may
+/// have: a server holding a thousand sessions keeps a few descriptors per session, not eight
+/// more for a shell and its `sleep`; the processes beyond are walked at every sample (the same
+/// sockets found, at the cost of the walk).
 #[cfg(target_os = "linux")]
-const PROBED_IN_PROCESS: usize = 64;
+const PROBED_IN_PROCESS: usize = PROBED;
 
 /// Run probes open now in the process.
 #[cfg(target_os = "linux")]
