@@ -754,11 +754,8 @@ impl Worker {
         // this process (one inotify instance for a server's sessions, `shared_watcher`).
         match super::shared_watcher::SharedWatcher::new(&self.filter.roots, handler) {
             Ok(watcher) => {
+                *self.inotify.lock() = watcher.inotify_numbers();
                 self.watcher = Some(watcher);
-                #[cfg(target_os = "linux")]
-                {
-                    *self.inotify.lock() = crate::process::sys::inotify_numbers();
-                }
             }
             Err(e) if is_out_of_watches(&e) => self.fall_back(&e.to_string()),
             Err(e) => {
