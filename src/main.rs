@@ -1,9 +1,11 @@
 //! `stallwatch [OPTIONS] -- PROGRAM [ARGS]…`: run a program and end its whole process tree
-//! only when it has stalled. `stallwatch --help` and the README describe the contract.
+//! only when it has stalled. `stallwatch --help` and docs/cli.md describe the contract.
 
 #![deny(unsafe_code)]
 
 mod cli;
+mod jsonrpc;
+mod mcp;
 mod serve;
 
 use std::ffi::OsString;
@@ -21,13 +23,20 @@ use cli::report::{Context, Exit, Relay, Report, ReportTarget};
 use cli::signals::SignalHandling;
 
 fn main() -> ExitCode {
-    // Before any thread exists, so that every thread inherits the mask.
-    cli::signals::block_faults();
+    // Whatever this process inherited (SIGCHLD ignored, a low descriptor limit), it can
+    // supervise; the programs get what it was started with. Before any thread exists.
+    let prepared = stallwatch::prepare_supervisor();
     let args: Vec<OsString> = std::env::args_os().collect();
     // `stallwatch serve`: the process service (`stallwatch -- serve` runs a program `serve`).
     if args.get(1).is_some_and(|a| a == "serve") {
         init_logging(log::LevelFilter::Warn);
+        log_prepared(&prepared);
         return serve::main(args);
+    }
+    // `stallwatch mcp`: the Model Context Protocol server (`stallwatch -- mcp` runs a program).
+    if args.get(1).is_some_and(|a| a == "mcp") {
+        init_logging(log::LevelFilter::Warn);
+        return mcp::main(args);
     }
     let options = match Options::parse_from(args.clone()) {
         Ok(options) => options,
@@ -45,9 +54,18 @@ fn main() -> ExitCode {
         }
     };
     init_logging(options.log_level());
+    log_prepared(&prepared);
     match run(&options) {
         Exit::Code(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL as u8)),
         Exit::Signal(signal) => cli::signals::die_by(signal),
+    }
+}
+
+/// Says (at debug level) why the start state could not be prepared: stallwatch goes on, and
+/// fails later with a plain message if it needed it.
+fn log_prepared(prepared: &io::Result<()>) {
+    if let Err(e) = prepared {
+        log::debug!("cannot prepare this process to supervise: {e}");
     }
 }
 
@@ -92,8 +110,8 @@ fn run(options: &Options) -> Exit {
     // on once the child runs), and before the report file is created (no signal leaves it
     // empty). stallwatch becomes a child subreaper at the spawn (Linux): it reaps what it
     // adopts.
-    let mut signals =
-        SignalHandling::install(cli::reaper::adopts_orphans() || cfg!(target_os = "linux"));
+    let reap = cli::reaper::adopts_orphans() || cfg!(target_os = "linux");
+    let mut signals = SignalHandling::install(reap, cli.pty);
     if cli.no_watch && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
@@ -128,12 +146,9 @@ fn run(options: &Options) -> Exit {
         }
     };
     signals.start(session.clone(), cli.grace);
-    let resizes = if pty_size.is_some() {
+    if pty_size.is_some() {
         cli::relay::start_stdin(session.clone());
-        cli::relay::ResizeRelay::start(session.clone())
-    } else {
-        None
-    };
+    }
     let event_writer = events.and_then(|target| {
         cli::events::start(target, session.events())
             .inspect_err(|e| log::warn!("cannot start the event writer: {e}"))
@@ -144,7 +159,6 @@ fn run(options: &Options) -> Exit {
         let _ = writer.join(); // it ends after `Closed`, which comes before the result
     }
     let received = signals.finish();
-    drop(resizes);
     let _ = io::stdout().flush();
     restore_terminal(raw.take());
     finish(options, &session, &result, &received, report, context)
@@ -171,6 +185,9 @@ fn open_targets(
     let cli = &options.cli;
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
+        Err(e) if interrupted(&e).is_some() => {
+            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+        }
         Err(e) => {
             say_line(&format!(
                 "stallwatch: invalid value for {}: cannot write the report to {}: {e}",
@@ -190,6 +207,9 @@ fn open_targets(
         .transpose()
     {
         Ok(events) => events,
+        Err(e) if interrupted(&e).is_some() => {
+            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+        }
         Err(e) => {
             say_line(&format!(
                 "stallwatch: invalid value for {}: cannot write the events to {}: {e}",
@@ -203,6 +223,15 @@ fn open_targets(
         }
     };
     Ok((report, events))
+}
+
+/// The signal that gave up a wait for a FIFO's reader (`--report`, `--events`), if `error`
+/// is one: stallwatch dies of it, as it would have at once without the wait.
+fn interrupted(error: &io::Error) -> Option<Exit> {
+    let signal = error
+        .get_ref()?
+        .downcast_ref::<cli::report::WaitInterrupted>()?;
+    stallwatch::Signal::from_number(signal.0).map(Exit::Signal)
 }
 
 /// Spawns the program under supervision: on a terminal of `pty_size`, or with stallwatch's own
@@ -257,11 +286,19 @@ fn spawn_failed(
 ) -> Exit {
     let kind = SpawnError::of(e).map(SpawnError::kind);
     let code = match kind {
+        // Out of descriptors (anywhere in what the error wraps), processes or memory:
+        // stallwatch's own want, not the program's.
+        _ if cli::sys::is_out_of_descriptors(e) => EXIT_INTERNAL,
+        Some(SpawnErrorKind::Program) if short_of_resources(e) => EXIT_INTERNAL,
         Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => EXIT_NOT_FOUND,
         Some(SpawnErrorKind::Program) => EXIT_CANNOT_EXECUTE,
         _ => EXIT_INTERNAL, // stallwatch's own failure, not the program's
     };
-    if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
+    if code == EXIT_INTERNAL && kind == Some(SpawnErrorKind::Program) {
+        say_line(&format!(
+            "stallwatch: {e}: stallwatch itself ran short, not the program"
+        ));
+    } else if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
         say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
     } else {
         say_line(&format!("stallwatch: {e}"));
@@ -272,6 +309,21 @@ fn spawn_failed(
         // A report that cannot be written does not hide why the program did not run.
     }
     Exit::Code(code)
+}
+
+/// Whether the system's error inside the spawn error `e` is a shortage of this process's (or
+/// the machine's) resources: descriptors (`EMFILE`, `ENFILE`), processes (`EAGAIN`), memory
+/// (`ENOMEM`).
+fn short_of_resources(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    let system = SpawnError::of(e)
+        .and_then(|spawn| spawn.inner().downcast_ref::<io::Error>())
+        .unwrap_or(e);
+    system.raw_os_error().is_some_and(|errno| {
+        [Errno::MFILE, Errno::NFILE, Errno::AGAIN, Errno::NOMEM]
+            .iter()
+            .any(|known| known.raw_os_error() == errno)
+    })
 }
 
 /// After the run: stallwatch's exit, the lines it owes (incomplete logs, the summary) and the

@@ -222,9 +222,10 @@ fn spawn_in(
     } else {
         sys::Lead::Group
     };
+    let mut terminal = None;
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     let fast = match plain {
-        Some(env_cleared) if pty_size.is_none() => {
+        Some(env_cleared) => {
             let start = PlainStart {
                 env_cleared,
                 lead,
@@ -232,7 +233,21 @@ fn spawn_in(
                 from_spawner,
                 cgroup: entry.as_ref(),
             };
-            spawn_plain(&command, config, &stdin, start, id, tag.as_ref())
+            match pty_size {
+                None => spawn_plain(&command, config, &stdin, start, id, tag.as_ref()),
+                // The terminal's program starts as the pipes' does (the same environment,
+                // dispositions and mask: issue 28).
+                Some((rows, cols)) => {
+                    let pty = Pty::open(rows, cols).map_err(terminal_error("open"))?;
+                    let started = spawn_plain_terminal(&command, &pty, start, id, tag.as_ref());
+                    terminal = started.as_ref().map(|_| {
+                        let mut pty = pty;
+                        pty.release_slave();
+                        pty
+                    });
+                    started.map(|r| r.map(|child| (child, None)))
+                }
+            }
         }
         _ => None,
     };
@@ -244,7 +259,7 @@ fn spawn_in(
     let (child, pty, combined_pipe) = match fast {
         Some(started) => {
             let (child, combined_pipe) = started?;
-            (child, None, combined_pipe)
+            (child, terminal, combined_pipe)
         }
         None => {
             let (mut pty, combined_pipe, handoff) = attach_stdio(
@@ -414,6 +429,78 @@ fn spawn_plain(
     Some(Ok((
         ChildProcess::started(pid.unsigned_abs(), stdin, stdout, stderr),
         combined,
+    )))
+}
+
+/// Starts a plain command on `pty` without std's fork, as [`spawn_plain`] does with pipes: it
+/// leads a new session whose controlling terminal is the slave, which is its stdin, stdout
+/// and stderr; this process's copy of the slave is closed once the program runs. `None` when
+/// this path cannot start it: the caller takes std's (with a terminal of its own).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn spawn_plain_terminal(
+    command: &Command,
+    pty: &Pty,
+    start: PlainStart<'_>,
+    id: u64,
+    tag: Option<&Vec<u8>>,
+) -> Option<io::Result<ChildProcess>> {
+    let prepared = match sys::plain::prepare(command, start.env_cleared) {
+        Ok(prepared) => prepared,
+        Err(sys::plain::Refused::Unsupported) => return None,
+        Err(sys::plain::Refused::Failed(e)) => {
+            return Some(Err(process::describe_spawn_error(command, e)));
+        }
+    };
+    // Owned copies: the spawner thread's job must own what it uses.
+    let copies = (|| -> io::Result<_> {
+        let slave = pty.slave_copy()?;
+        let cgroup = match start.cgroup {
+            Some(entry) if start.from_spawner => Some(entry.dir.try_clone()?),
+            _ => None,
+        };
+        Ok((slave, cgroup))
+    })();
+    let (slave, cgroup_copy) = match copies {
+        Ok(copies) => copies,
+        Err(e) => return Some(Err(terminal_error("prepare")(e).into())),
+    };
+    let parent_death_signal = start.parent_death;
+    let run = move |cgroup: Option<std::os::fd::BorrowedFd<'_>>| {
+        let plain = sys::plain::Start {
+            stdio: [Some(slave.as_fd()); 3],
+            lead: sys::Lead::Terminal,
+            parent_death_signal,
+            cgroup,
+        };
+        sys::plain::spawn(&prepared, &plain)
+    };
+    let gate = process::orphans::spawn_gate();
+    let started = boot_ticks_now();
+    let spawned = if start.from_spawner {
+        process::on_spawner(move || run(cgroup_copy.as_ref().map(AsFd::as_fd)))
+            .unwrap_or(Err(sys::plain::Refused::Unsupported))
+    } else {
+        run(start.cgroup.map(|entry| entry.dir.as_fd()))
+    };
+    let pid = match spawned {
+        Ok(pid) => pid,
+        Err(sys::plain::Refused::Unsupported) => return None,
+        Err(sys::plain::Refused::Failed(e)) => {
+            drop(gate);
+            return Some(Err(process::describe_spawn_error(command, e)));
+        }
+    };
+    process::orphans::register(id, started, tag.cloned());
+    process::orphans::spawned(pid);
+    process::orphans::set_leader(id, pid);
+    drop(gate);
+    #[cfg(test)]
+    STARTED_PLAIN.with(|n| n.set(n.get() + 1));
+    Some(Ok(ChildProcess::started(
+        pid.unsigned_abs(),
+        None,
+        None,
+        None,
     )))
 }
 
@@ -1469,16 +1556,19 @@ mod tests {
                 .config(config.clone())
                 .non_interactive()
         ));
+        // A terminal too: its program starts as the pipes' does (issue 28).
+        let terminal = Session::builder(program())
+            .config(config.clone())
+            .pty(24, 80);
+        assert!(started_plain(terminal));
         // What stallwatch cannot see goes through std: a caller's command, a stdin of the
-        // caller's, a terminal.
+        // caller's.
         let command = Session::builder(Command::new("true")).config(config.clone());
         assert!(!started_plain(command));
         let given = Session::builder(program())
-            .config(config.clone())
+            .config(config)
             .stdin(std::process::Stdio::null());
         assert!(!started_plain(given));
-        let terminal = Session::builder(program()).config(config).pty(24, 80);
-        assert!(!started_plain(terminal));
         // With the parent-death signal, from this thread (not the main one): through the
         // spawner thread, still without a fork.
         let config = MonitorConfig::default()

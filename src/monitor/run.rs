@@ -299,27 +299,17 @@ impl Monitor {
         let now = self.clock.now();
         self.tap.flush_output(now, true, &self.emitter);
         self.shared.stdin.lock().take(); // nobody reads it any more
-        let removed = self.let_go_of_cgroup();
-        // Told before the result is out (whoever waits for it may end this process at once,
-        // and a guardian that sees its socket close without it ends the group), but for a
-        // cgroup already removed: nothing is left to end then (a guardian that sees its socket
-        // close finds nothing), and it is told after, its wake-up no part of the way out.
-        // Reaped on this thread after, so that no one waits for the guardian's exit, and no
-        // thread is started for it.
-        let early = if removed {
-            None
-        } else {
-            self.guardian.take().map(process::Guardian::dismiss)
-        };
+        self.let_go_of_cgroup();
+        // Told and reaped before the result is out: whoever waits for it may end this process
+        // at once, and nothing of the session's may outlive it (a guardian still running, or
+        // not reaped, would be a zombie for this process's parent or subreaper).
+        if let Some(guardian) = self.guardian.take() {
+            guardian.dismiss().reap();
+        }
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);
         done.publish(result);
-        let late = self.guardian.take().map(process::Guardian::dismiss);
-        early
-            .into_iter()
-            .chain(late)
-            .for_each(process::Dismissed::reap);
     }
 
     fn handle(&mut self, msg: Control) {
@@ -888,11 +878,11 @@ impl Monitor {
             if !files.has_armed() {
                 return; // no watch yet: dropped at once, no thread needed
             }
-            // The guardian keeps the inotify instances open until it exits: their teardown
-            // (8–11 ms in the kernel) is then not on the way out of this process, and the
-            // tracker can be dropped with the monitor, after the result (whoever waits for it
-            // may end this process before the drop is done: the guardian still holds the
-            // instances). Only while no other session runs: `notify` does not show which
+            // The guardian keeps copies of the inotify instances until it exits, and the
+            // tracker is dropped with the monitor, after the result. (Their teardown, 8–11 ms
+            // in the kernel, was the guardian's once it outlived this process; it no longer
+            // does, issue 28: it exits and is reaped at the session's end, and the last close
+            // is this process's again.) Only while no other session runs: `notify` does not show which
             // instance is this tracker's, so every one open when its watcher was made is
             // handed over, and a process with many sessions (`serve`) would hand over the
             // others' at every end, to no purpose (it is not about to exit).

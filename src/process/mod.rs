@@ -293,21 +293,17 @@ impl Guardian {
         }
     }
 
-    /// The session ended properly: the guardian exits without signalling. It is reaped on a
-    /// short-lived thread of its own, so that the session's end never waits for it.
+    /// Nothing to guard any more (a spawn that failed): the guardian exits without
+    /// signalling, and is reaped here, before the caller may go on (and this process exit):
+    /// nothing of stallwatch's own outlives it, not even a zombie for its parent.
     pub(crate) fn release(self) {
-        let dismissed = self.dismiss();
-        let reaper = std::thread::Builder::new()
-            .name("stallwatch-guardian".into())
-            .spawn(move || dismissed.reap());
-        if let Err(e) = reaper {
-            log::debug!("cannot start a thread to reap the guardian ({e}); it stays a zombie");
-        }
+        self.dismiss().reap();
     }
 
-    /// The session ended properly: tells the guardian to exit without signalling. The caller
-    /// reaps it ([`Dismissed::reap`]) once nothing waits on it any more: a guardian that holds
-    /// handed-over descriptors exits only when this process is gone, or 100 ms later.
+    /// The session ended properly: tells the guardian to exit without signalling (it exits at
+    /// once). The caller reaps it ([`Dismissed::reap`]) before anyone may end this process
+    /// (before the session's result is out): a guardian left unreaped would be a zombie for
+    /// this process's parent, or its subreaper, once this process is gone.
     pub(crate) fn dismiss(self) -> Dismissed {
         #[cfg(target_os = "linux")]
         {

@@ -115,6 +115,27 @@ impl Pty {
         sys::configure(command, sys::Lead::Terminal, parent_death_signal, cgroup)
     }
 
+    /// A copy of the slave, for a program started without std's `Command`
+    /// (`sys::plain`); the caller closes it once the program runs. Fails once
+    /// [`Pty::spawned`] released the slave.
+    pub(crate) fn slave_copy(&self) -> io::Result<OwnedFd> {
+        self.slave
+            .as_ref()
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "this terminal already ran its program",
+                )
+            })?
+            .try_clone()
+    }
+
+    /// The program runs (started with a [`Pty::slave_copy`]): this process's own slave is
+    /// closed, so that the master reads the end once the program's side is closed.
+    pub(crate) fn release_slave(&mut self) {
+        self.slave = None;
+    }
+
     /// To be called right after `command` was spawned (whether or not that worked): closes
     /// every copy of the slave this process holds — its own and the three `command` keeps —
     /// so that the master reads the end once the child's side is closed.

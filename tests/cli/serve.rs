@@ -690,6 +690,21 @@ fn server_errors(client: &mut Client, marker: &Marker) {
         "{missing}"
     );
 
+    // A missing `cwd` is the working directory's failure, as the README lists it.
+    let no_dir = client.call(
+        "process/start",
+        json!({"processId": "a", "argv": ["true"], "cwd": "/nonexistent/dir-x"}),
+    );
+    assert_eq!(no_dir["error"]["code"], -32000, "{no_dir}");
+    assert_eq!(no_dir["error"]["data"]["kind"], "working_dir", "{no_dir}");
+    assert!(
+        no_dir["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("dir-x"),
+        "{no_dir}"
+    );
+
     client.ok("process/start", json!({"processId": "a", "argv": sh(marker, "exec sleep 1000"), "io": {"pipe": {"stdin": "open"}}}));
     let (code, message) = client.err("process/start", json!({"processId": "a", "argv": ["true"]}));
     assert_eq!(code, -32001, "{message}");
@@ -1059,19 +1074,20 @@ fn serve_output_notifications_for_matching_commands_only() {
     assert_no_leak(&marker);
 }
 
-#[test]
-fn serve_readme_python_client_runs() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme
+/// Runs the first `python` block of `doc` (a path from the crate's root) as a client of this
+/// build's `stallwatch serve`; returns its stdout once it exited 0 and left nothing behind.
+fn run_python_block(doc: &str, marker_name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text
         .find("```python\n")
-        .expect("the README has a Python example")
+        .unwrap_or_else(|| panic!("{doc} has a Python example"))
         + "```python\n".len();
-    let end = start + readme[start..].find("```").expect("the block ends");
+    let end = start + text[start..].find("```").expect("the block ends");
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("client.py");
-    std::fs::write(&script, &readme[start..end]).unwrap();
-    let marker = Marker::new("serve-python");
+    std::fs::write(&script, &text[start..end]).unwrap();
+    let marker = Marker::new(marker_name);
     let mut cmd = Command::new("python3");
     cmd.arg(&script)
         .env("STALLWATCH", env!("CARGO_BIN_EXE_stallwatch"))
@@ -1096,9 +1112,26 @@ fn serve_readme_python_client_runs() {
         .read_to_string(&mut err)
         .unwrap();
     assert!(status.success(), "{status:?}\nstdout: {out}\nstderr: {err}");
+    assert_no_leak(&marker);
+    out
+}
+
+#[test]
+fn serve_docs_python_client_runs() {
+    let out = run_python_block("docs/serve.md", "serve-python");
     assert!(out.contains("hello from the child"), "{out}");
     assert!(out.contains("exited: exited, code 0"), "{out}");
-    assert_no_leak(&marker);
+}
+
+#[test]
+fn serve_readme_python_client_runs() {
+    // The README's client: a child that prints a line, then goes silent past its idle timeout.
+    let out = run_python_block("README.md", "serve-readme-python");
+    assert!(out.contains("testing\n"), "{out}");
+    assert!(
+        out.contains("outcome: idle_timeout exit code: 124"),
+        "{out}"
+    );
 }
 
 #[test]

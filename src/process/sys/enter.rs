@@ -158,7 +158,8 @@ pub(crate) fn configure(
             lead_group(lead)?;
             rustix::io::write(&procs, b"0")?;
             let _ = rustix::io::write(&write, &0i32.to_ne_bytes());
-            parent_death(parent_death_signal, parent)
+            parent_death(parent_death_signal, parent)?;
+            super::child_start()
         });
     }
     Ok(Handoff { read })
@@ -273,7 +274,8 @@ fn vfork_into(dir: BorrowedFd<'_>, handoff: BorrowedFd<'_>) -> Result<i32, ()> {
 /// In the program's process: it leads, and dies with stallwatch when asked.
 fn become_leader(lead: Lead, parent_death_signal: bool, parent: Pid) -> io::Result<()> {
     lead_group(lead)?;
-    parent_death(parent_death_signal, parent)
+    parent_death(parent_death_signal, parent)?;
+    super::child_start()
 }
 
 #[cfg(test)]

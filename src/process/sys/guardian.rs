@@ -2,11 +2,13 @@
 //!
 //! Forked rather than started as a program (it was a `sh` before): a fork costs a copy of the
 //! page tables, where starting `sh` cost its loading, linking and start-up, about a sixth of the
-//! CPU of a whole `stallwatch -- true` run (measured, see the README's results). And a fork can
+//! CPU of a whole `stallwatch -- true` run (measured; docs/benchmarks.md, and CHANGELOG.md for the history). And a fork can
 //! be handed file descriptors over its socket, which a shell cannot receive: the supervisor hands
-//! it the file tracker's inotify instances when a run is over, so that the kernel's slow teardown
-//! of an instance (one SRCU grace period, 8–11 ms here) happens when the guardian exits, not on
-//! the way out of the supervisor.
+//! it the file tracker's inotify instances when a run is over. (That moved the kernel's slow
+//! teardown of an instance, one SRCU grace period, 8–11 ms here, off the supervisor's way out
+//! while the guardian outlived it; it no longer does: the guardian exits at `done` and the
+//! supervisor reaps it, since nothing of stallwatch's own may outlive it, not even a zombie
+//! for its caller.)
 //!
 //! The forked child may only make async-signal-safe calls (other threads of the parent may have
 //! held locks at the fork): raw system calls through `rustix` (its Linux backend makes them
@@ -187,7 +189,6 @@ pub(crate) fn fork(pgid: Option<i32>, cgroup: Option<&Path>) -> io::Result<Forke
         None,
     )?;
     let theirs_raw = theirs.as_raw_fd();
-    let supervisor = rustix::process::getpid();
     let heap = HeapOutOfFork::mark();
     // SAFETY: `fork` in a process that may have other threads: the child runs only `watch`,
     // which makes async-signal-safe calls alone (raw system calls, no allocation, no lock; see
@@ -199,7 +200,7 @@ pub(crate) fn fork(pgid: Option<i32>, cgroup: Option<&Path>) -> io::Result<Forke
     }
     match pid {
         -1 => Err(io::Error::last_os_error()),
-        0 => watch(theirs_raw, supervisor, pgid, cgroup.as_ref()),
+        0 => watch(theirs_raw, pgid, cgroup.as_ref()),
         pid => {
             drop(theirs);
             Ok(ForkedGuardian { pid, channel: ours })
@@ -234,9 +235,9 @@ impl ForkedGuardian {
         Ok(())
     }
 
-    /// The session ended properly: the guardian exits without signalling (once this process
-    /// is gone, or 100 ms later, when it holds handed-over descriptors). Closes this end of
-    /// the socket; returns the guardian's pid, to reap.
+    /// The session ended properly: the guardian exits at once without signalling (closing
+    /// what it was handed). Closes this end of the socket; returns the guardian's pid, to
+    /// reap before this process may exit.
     pub(crate) fn done(self) -> i32 {
         if let Err(e) = rustix::net::send(&self.channel, DONE, SendFlags::NOSIGNAL) {
             log::debug!("telling the guardian the session is done: {e}");
@@ -253,7 +254,7 @@ pub(crate) fn reap(pid: i32) {
 }
 
 /// The guardian's whole life, in the forked child: async-signal-safe calls only.
-fn watch(channel: i32, supervisor: Pid, pgid: Option<Pid>, cgroup: Option<&CgroupFiles>) -> ! {
+fn watch(channel: i32, pgid: Option<Pid>, cgroup: Option<&CgroupFiles>) -> ! {
     // Its own process group: the session's ladder, and a terminal's Ctrl-C, do not reach it.
     let _ = rustix::process::setpgid(None, None);
     // Named for `ps` and `top` (its command line is the supervisor's).
@@ -284,7 +285,6 @@ fn watch(channel: i32, supervisor: Pid, pgid: Option<Pid>, cgroup: Option<&Cgrou
     // SAFETY: fd 0 is the socket now, open until this process exits.
     #[allow(unsafe_code)] // the guardian's fork (module docs of `sys`)
     let channel = unsafe { BorrowedFd::borrow_raw(0) };
-    let mut holding = false;
     let signal = loop {
         let mut data = [0u8; 8];
         let mut space =
@@ -298,17 +298,13 @@ fn watch(channel: i32, supervisor: Pid, pgid: Option<Pid>, cgroup: Option<&Cgrou
         );
         match received {
             Ok(message) if message.bytes == 0 => break true, // the supervisor is gone
-            Ok(message) if data[..message.bytes] == *DONE => {
-                if holding {
-                    outlast(supervisor);
-                }
-                break false;
-            }
+            // Exits at once, whatever it holds: the supervisor reaps it before it goes on
+            // (nothing of stallwatch's own outlives it, not even a zombie for its caller).
+            Ok(message) if data[..message.bytes] == *DONE => break false,
             Ok(message) if data[..message.bytes] == *GIVE_BACK => {
                 close_from(1); // fd 0 is the socket; every other one was handed over
-                holding = false;
             }
-            Ok(_) => holding |= keep(&mut control),
+            Ok(_) => keep(&mut control),
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => break true,
         }
@@ -345,19 +341,59 @@ fn end_cgroup(cgroup: &CgroupFiles) {
         kill_members(cgroup.file(b"cgroup.procs", &mut path));
         let _ = write_file(cgroup.file(b"cgroup.freeze", &mut path), b"0");
     }
-    let dir = cgroup.file(b"", &mut path);
     let pause = rustix::thread::Timespec {
         tv_sec: 0,
         tv_nsec: 50_000_000,
     };
     for _ in 0..200 {
-        match rustix::fs::unlinkat(rustix::fs::CWD, dir, rustix::fs::AtFlags::REMOVEDIR) {
+        let _ = cgroup.file(b"", &mut path);
+        match remove_tree(&mut path, cgroup.len, 0) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => return,
             Err(_) => {
                 let _ = rustix::thread::nanosleep(&pause);
             }
         }
     }
+}
+
+/// Removes the cgroup directory `path[..len]` and the cgroups below it, depth first: a nested
+/// stallwatch's session cgroup, left empty below this one when its supervisor was killed with
+/// the tree, would keep it (`EBUSY`) for good. No allocation (the forked child): the paths
+/// are made in `path`, each level's entries read into a buffer on the stack.
+fn remove_tree(path: &mut [u8; PATH_MAX], len: usize, depth: usize) -> rustix::io::Result<()> {
+    use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, RawDir};
+    fn rmdir(path: &mut [u8; PATH_MAX], len: usize) -> rustix::io::Result<()> {
+        path[len] = 0;
+        let dir = CStr::from_bytes_with_nul(&path[..=len]).map_err(|_| rustix::io::Errno::INVAL)?;
+        rustix::fs::unlinkat(CWD, dir, AtFlags::REMOVEDIR)
+    }
+    match rmdir(path, len) {
+        Err(rustix::io::Errno::BUSY) if depth < 16 => {}
+        other => return other,
+    }
+    let dir = CStr::from_bytes_with_nul(&path[..=len]).map_err(|_| rustix::io::Errno::INVAL)?;
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut buffer = [MaybeUninit::<u8>::uninit(); 2048];
+    let mut entries = RawDir::new(&fd, &mut buffer);
+    while let Some(Ok(entry)) = entries.next() {
+        let name = entry.file_name().to_bytes();
+        let end = len + 1 + name.len();
+        if entry.file_type() != FileType::Directory
+            || name == b"."
+            || name == b".."
+            || end >= PATH_MAX
+        {
+            continue;
+        }
+        path[len] = b'/';
+        path[len + 1..end].copy_from_slice(name);
+        let _ = remove_tree(path, end, depth + 1);
+    }
+    rmdir(path, len)
 }
 
 /// Writes `value` to the control file `path`.
@@ -401,36 +437,14 @@ fn kill_pid(pid: i32) {
     }
 }
 
-/// Keeps the file descriptors a hand-over brought: open until the guardian exits. Returns
-/// whether there were any.
-fn keep(control: &mut RecvAncillaryBuffer<'_>) -> bool {
-    let mut kept = false;
+/// Keeps the file descriptors a hand-over brought: open until the guardian exits.
+fn keep(control: &mut RecvAncillaryBuffer<'_>) {
     for message in control.drain() {
         if let RecvAncillaryMessage::ScmRights(fds) = message {
             for fd in fds {
                 let _ = fd.into_raw_fd();
-                kept = true;
             }
         }
-    }
-    kept
-}
-
-/// After `done`, with descriptors handed over: they must outlast the supervisor's own copies,
-/// or the supervisor's close would be the last one and pay the teardown after all. The
-/// command exits right after its session: wait for that (the supervisor gone from being this
-/// process's parent, which happens after its descriptors are closed), at most 100 ms; a
-/// library's process lives on, and its copies are closed within moments of the session's end.
-fn outlast(supervisor: Pid) {
-    let pause = rustix::thread::Timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
-    };
-    for _ in 0..100 {
-        if rustix::process::getppid() != Some(supervisor) {
-            return;
-        }
-        let _ = rustix::thread::nanosleep(&pause);
     }
 }
 

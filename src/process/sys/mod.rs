@@ -32,6 +32,8 @@ pub(crate) mod runprobe;
 pub(crate) mod snapshot;
 #[cfg(target_os = "linux")]
 pub(crate) mod sockdiag;
+#[cfg(target_os = "linux")]
+pub(crate) mod start_state;
 
 pub(crate) const SIGHUP: i32 = RSignal::HUP.as_raw();
 pub(crate) const SIGINT: i32 = RSignal::INT.as_raw();
@@ -486,30 +488,42 @@ pub(crate) fn configure(
     Ok(None)
 }
 
-/// The child leads (std's `process_group(0)` for a group, a hook for a session) and, when
-/// asked on Linux, gets the parent-death signal.
+/// The child leads (std's `process_group(0)` for a group, a hook for a session), when asked
+/// on Linux gets the parent-death signal, and starts as every program does ([`child_start`]).
 fn configure_plain(command: &mut Command, lead: Lead, parent_death_signal: bool) {
     if lead == Lead::Group {
         command.process_group(0);
-        if !(cfg!(target_os = "linux") && parent_death_signal) {
-            return;
-        }
     }
     let parent = rustix::process::getpid();
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
-    // is allowed. It makes raw system calls through rustix (setsid, ioctl TIOCSCTTY on fd 0 —
-    // a `BorrowedFd` of a constant —, prctl and getppid), and on failure builds an `io::Error`
-    // from the raw OS code, which does not allocate. It touches no lock and no memory shared
-    // with other threads.
+    // is allowed. It makes raw system calls through rustix and libc's `syscall` (setsid, ioctl
+    // TIOCSCTTY on fd 0 — a `BorrowedFd` of a constant —, prctl, getppid, rt_sigaction,
+    // setrlimit, rt_sigprocmask), reads a value set once before any spawn (`start_state`),
+    // and on failure builds an `io::Error` from the raw OS code, which does not allocate. It
+    // touches no lock and no memory shared with other threads.
     #[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all here (module docs)
     unsafe {
         command.pre_exec(move || {
             if lead != Lead::Group {
                 lead_group(lead)?;
             }
-            parent_death(parent_death_signal, parent)
+            parent_death(parent_death_signal, parent)?;
+            child_start()
         });
     }
+}
+
+/// Last in a new program's process before its `exec`, on every way std starts one: the
+/// dispositions and descriptor limit this process was started with (`start_state`), and an
+/// empty signal mask (std's fork keeps the spawning thread's mask: the command blocks the
+/// signals it waits for, a library host may block others). Async-signal-safe.
+pub(crate) fn child_start() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        start_state::restore_in_child()?;
+        start_state::unblock_all();
+    }
+    Ok(())
 }
 
 /// In a child before exec: a new process group, or a new session (with fd 0 as its

@@ -48,7 +48,7 @@ use super::enter::{CLONE_INTO_CGROUP, CLONE_VFORK, CLONE_VM, CloneArgs, SYS_CLON
 pub(crate) struct Start<'a> {
     /// What becomes its stdin, stdout and stderr; `None` leaves this process's own.
     pub(crate) stdio: [Option<BorrowedFd<'a>>; 3],
-    /// How it leads its tree (a group or a session; not a terminal's).
+    /// How it leads its tree (a group, a session, or a session on the terminal its stdin is).
     pub(crate) lead: Lead,
     /// SIGKILL when the calling thread dies (`PR_SET_PDEATHSIG`).
     pub(crate) parent_death_signal: bool,
@@ -94,9 +94,6 @@ pub(crate) fn spawn(prepared: &Prepared, start: &Start<'_>) -> Result<i32, Refus
         {
             return Err(Refused::Unsupported);
         }
-    }
-    if start.lead == Lead::Terminal {
-        return Err(Refused::Unsupported);
     }
     let argv = pointers(&prepared.argv);
     let envp = prepared.environment();
@@ -460,9 +457,17 @@ fn set_up(args: &ChildArgs<'_>) -> Result<(), rustix::io::Errno> {
             _ => rustix::stdio::dup2_stderr(fd)?,
         }
     }
+    if args.lead == Lead::Terminal {
+        // Its stdin is the terminal's slave: its controlling terminal (a session leader now).
+        rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+    }
     if let Some(dir) = args.cwd {
         rustix::process::chdir(dir)?;
     }
+    // The dispositions and descriptor limit this process was started with (issue 28; the
+    // mask is emptied at the `exec`).
+    super::start_state::restore_in_child()
+        .map_err(|e| rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::INVAL))?;
     if let Some(parent) = args.parent {
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
         if rustix::process::getppid() != Some(parent) {
