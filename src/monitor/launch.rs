@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use super::ladder::{Ladder, Leader, OsProcesses};
 use super::rules::Rules;
 use super::run::{DoneGuard, Monitor, Phase, Timing};
-use super::tap::{StreamSlot, Tap, stream_index};
+use super::tap::{PipeEnd, SharedPipe, StreamSlot, Tap, stream_index};
 use super::{SESSION_TAG, boot_ticks_now, end_session};
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
@@ -52,8 +52,9 @@ pub(crate) struct Launch {
     pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Arc<dyn Clock>,
-    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor can
-    /// sleep in `poll` on the leader's pidfd instead of needing a waiter thread.
+    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
+    /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
+    /// (`monitor::wait`).
     pub(crate) real_clock: bool,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
@@ -307,10 +308,10 @@ struct PlainStart<'a> {
 #[cfg(test)]
 static READER_THREADS: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
 
+/// The names of the reader threads started so far (tests).
 #[cfg(test)]
-thread_local! {
-    /// How many waiter threads this thread started (tests).
-    static WAITERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+pub(super) fn reader_threads() -> Vec<String> {
+    READER_THREADS.lock().clone()
 }
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
@@ -904,16 +905,16 @@ struct Streams {
 struct StreamPipe {
     stream: Stream,
     pipe: Box<dyn io::Read + Send>,
-    fd: OwnedFd,
+    fd: PipeEnd,
     sink: OutputSink,
     recorder: Option<Arc<parking_lot::Mutex<Recorder>>>,
     spill_writer: Option<SpillWriter>,
     spill: Option<SpillReport>,
-    peek: Option<OwnedFd>,
+    peek: Option<PipeEnd>,
 }
 
 impl StreamPipe {
-    fn new(stream: Stream, pipe: Box<dyn io::Read + Send>, fd: OwnedFd, sink: OutputSink) -> Self {
+    fn new(stream: Stream, pipe: Box<dyn io::Read + Send>, fd: PipeEnd, sink: OutputSink) -> Self {
         Self {
             stream,
             pipe,
@@ -940,16 +941,11 @@ fn start_threads(
     stderr_sink: OutputSink,
 ) -> io::Result<Started> {
     let pid = child.id() as i32;
-    // On the real clock the monitor sleeps in `poll`, woken by messages and by the leader's
-    // exit itself: no waiter thread, and one thread hand-off less between the exit and the
-    // result. A test clock drives the monitor through its channel, the waiter through it too.
-    let wakeup = streams
-        .real_clock
-        .then(|| sys::Wakeup::new(pid))
-        .flatten()
-        .map(Arc::new);
+    // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's exit
+    // itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
+    let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, streams.real_clock)?;
     let (control_tx, control_rx) = unbounded();
-    let control_tx = ControlTx::new(control_tx, wakeup.clone());
+    let control_tx = ControlTx::new(control_tx, Some(wakeup.clone()));
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
 
@@ -966,7 +962,7 @@ fn start_threads(
     let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
     let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
-    processes.hold(pid, streams.cgroup.take());
+    processes.hold(pid, streams.cgroup.take(), wakeup.leader_pidfd());
     let (guardian, tree_gone) =
         guard_tree(&config, id, pid, &mut processes, streams.guardian.take());
     let board_clock = clock.clone();
@@ -1005,8 +1001,8 @@ fn start_threads(
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
-        wakeup: wakeup.clone(),
-        stderr: None,
+        sleeper,
+        readers: [None, None],
     };
     register_pipes(id, &pipes);
     let mut readers = Vec::new();
@@ -1025,24 +1021,16 @@ fn start_threads(
             lines,
         )?);
     }
-    // Sleeping in `poll`, the monitor starts the stderr reader once its pipe has something to
-    // read: many programs never write there, and then it costs no thread. The stdout (or
-    // combined, or terminal) reader starts at once: nearly every program writes there, and
-    // its first line, often printed just before the exit, would otherwise wait for a thread's
-    // start (measured: +0.06 to +0.11 ms of exit latency when both were started so).
+    // The monitor starts each reader once its pipe has something to read: a program that
+    // never writes to a stream (a sleeping one, or stderr for most) costs no thread for it,
+    // so a server holds many sleeping sessions on few threads.
     let mut monitor = monitor;
-    if wakeup.is_some()
-        && let Some(at) = readers.iter().position(|r| r.stream == Stream::Stderr)
-    {
-        monitor.stderr = Some(readers.swap_remove(at));
+    for reader in readers {
+        let slot = stream_index(reader.stream);
+        monitor.readers[slot] = Some(reader);
     }
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
-    for reader in readers {
-        reader.start()?;
-    }
-    if wakeup.is_none() || tree_gone {
-        start_waiter(id, pid, control_tx.clone(), tree_gone)?;
-    }
+    super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
 
     Ok((control_tx, done_rx, shared, child_tx))
 }
@@ -1068,7 +1056,13 @@ fn open_streams(
             vec![StreamPipe::new(
                 Stream::Terminal,
                 Box::new(terminal.reader().map_err(read)?),
-                terminal.master_fd().try_clone_to_owned().map_err(read)?,
+                Arc::new(
+                    terminal
+                        .master_fd()
+                        .try_clone_to_owned()
+                        .map_err(read)?
+                        .into(),
+                ),
                 stdout_sink,
             )]
         }
@@ -1084,10 +1078,10 @@ fn open_streams(
             id,
         )?;
     }
-    // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
-    // while draining; they never read.
+    // The read ends, for the monitor to ask how many unread bytes a pipe holds (FIONREAD)
+    // while draining; it never reads them.
     for pipe in &mut pipes {
-        pipe.peek = pipe.fd.try_clone().ok();
+        pipe.peek = Some(pipe.fd.clone());
     }
     let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
     let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
@@ -1189,13 +1183,8 @@ fn open_pipes(
 ) -> io::Result<Vec<StreamPipe>> {
     let mut pipes: Vec<StreamPipe> = Vec::new();
     if let Some(reader) = combined {
-        let fd = reader.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Combined,
-            Box::new(reader),
-            fd,
-            stdout_sink,
-        ));
+        let (read, fd) = shared_pipe(reader);
+        pipes.push(StreamPipe::new(Stream::Combined, read, fd, stdout_sink));
         drop(stderr_sink); // everything goes to the stdout sink in combined mode
     } else {
         // Both pipes exist: the command was given Stdio::piped() just before the spawn.
@@ -1207,22 +1196,18 @@ fn open_pipes(
             .stderr
             .take()
             .ok_or_else(|| io::Error::other("stderr not piped"))?;
-        let out_fd = stdout.as_fd().try_clone_to_owned()?;
-        let err_fd = stderr.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Stdout,
-            Box::new(stdout),
-            out_fd,
-            stdout_sink,
-        ));
-        pipes.push(StreamPipe::new(
-            Stream::Stderr,
-            Box::new(stderr),
-            err_fd,
-            stderr_sink,
-        ));
+        let (read, fd) = shared_pipe(stdout);
+        pipes.push(StreamPipe::new(Stream::Stdout, read, fd, stdout_sink));
+        let (read, fd) = shared_pipe(stderr);
+        pipes.push(StreamPipe::new(Stream::Stderr, read, fd, stderr_sink));
     }
     Ok(pipes)
+}
+
+/// A pipe's read end as its reader reads it and as the monitor keeps it: one descriptor.
+fn shared_pipe(end: impl Into<OwnedFd>) -> (Box<dyn io::Read + Send>, PipeEnd) {
+    let end: PipeEnd = Arc::new(std::fs::File::from(end.into()));
+    (Box::new(SharedPipe(end.clone())), end)
 }
 
 /// Grows the pipe, gives the stream its recorder and (with a log folder) its spill thread.
@@ -1352,16 +1337,15 @@ fn start_monitor(
     Ok(child_tx)
 }
 
-/// One stream's reader, not started yet: its work, the thread's name, and a descriptor of
-/// its pipe to wait on. The stderr reader of a monitor that sleeps in `poll` starts once the
-/// pipe has something to read (a program that never writes there costs no thread for it, and
-/// a stderr that ends empty is read to its end on the monitor's thread); the others start at
-/// once.
+/// One stream's reader, not started yet: its work, the thread's name, and its pipe to wait
+/// on. The monitor starts it once the pipe has something to read: a program that never
+/// writes to a stream costs no thread for it, and a stream that ends empty is read to its
+/// end on the monitor's thread.
 pub(super) struct Reader {
     pub(super) stream: Stream,
     pub(super) name: String,
-    /// The pipe (a duplicate of the read end the work reads).
-    pub(super) fd: OwnedFd,
+    /// The pipe (the read end the work reads, shared with it).
+    pub(super) fd: PipeEnd,
     /// Reads to the end: stamps the board, records, spills, passes on, then says it is done.
     pub(super) work: Box<dyn FnOnce() + Send>,
 }
@@ -1534,27 +1518,6 @@ impl ReaderLines {
     }
 }
 
-/// The waiter: tells the monitor when the leader exited (without reaping it). None when it
-/// has exited already (`gone`: a zombie until the monitor reaps it), said at once then.
-fn start_waiter(id: u64, pid: i32, exited: ControlTx, gone: bool) -> io::Result<()> {
-    #[cfg(test)]
-    WAITERS.with(|n| n.set(n.get() + u32::from(!gone)));
-    if gone {
-        let _ = exited.send(Control::ChildExited);
-        return Ok(());
-    }
-    thread::Builder::new()
-        .name(format!("stallwatch-wait-{id}"))
-        .spawn(move || {
-            if let Err(e) = sys::wait_exited_no_reap(pid) {
-                log::error!("waiting for pid {pid}: {e}");
-            }
-            let _ = exited.send(Control::ChildExited);
-        })
-        .map_err(|e| SpawnError::thread("waiter", e))?;
-    Ok(())
-}
-
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod tests {
     use std::process::Command;
@@ -1635,7 +1598,7 @@ mod tests {
 mod wakeup_tests {
     use std::time::Duration;
 
-    use super::WAITERS;
+    use crate::monitor::wait::WAITERS;
     use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
 
     /// Starts `sh -c script` (a grandchild keeps the output pipes open after the leader's
@@ -1668,10 +1631,10 @@ mod wakeup_tests {
             took < Duration::from_secs(20),
             "the exit was seen: {took:?}"
         );
-        // A test clock keeps the waiter (its timers are channels, not `poll` timeouts).
+        // A test clock runs the same wait: the pidfd, no waiter either.
         let (outcome, waiters, _) = run(script, true);
         assert_eq!(outcome, Outcome::Exited);
-        assert_eq!(waiters, 1);
+        assert_eq!(waiters, 0);
     }
 
     #[test]
@@ -1716,7 +1679,8 @@ mod wakeup_tests {
             started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
-        // A test clock starts both at once.
+        // A test clock starts them the same way: only once a pipe has something to read (a
+        // program that writes nothing is read to its end on the monitor's thread).
         let session = Session::builder(Program::new("true"))
             .config(config)
             .clock(MockClock::new())
@@ -1726,7 +1690,11 @@ mod wakeup_tests {
         let id = session.id();
         let started = super::READER_THREADS.lock().clone();
         assert!(
-            started.contains(&format!("stallwatch-err-{id}")),
+            !started.contains(&format!("stallwatch-out-{id}")),
+            "{started:?}"
+        );
+        assert!(
+            !started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
     }

@@ -7,7 +7,8 @@
 //!   bookkeeping;
 //! - `rules`: completion and its linger, the solo caps, the probes (the decisions themselves
 //!   are the verdict's);
-//! - `tap`: the output streams as the monitor sees them (peeking, flushing throttled output).
+//! - `tap`: the output streams as the monitor sees them (peeking, flushing throttled output);
+//! - `wait`: how the monitor sleeps, one way under every clock.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ mod launch;
 mod rules;
 mod run;
 mod tap;
+mod wait;
 
 pub(crate) use launch::{Input, Launch, launch};
 
