@@ -510,9 +510,23 @@ pub use input_wait::InputWait;
 pub use outcome::{
     CompletionSeen, CompletionTrigger, Containment, DescendantSummary, EXIT_CANNOT_EXECUTE,
     EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport,
-    Unwatched,
+    SupervisorDeath, Unwatched,
 };
 pub use program::Program;
+
+/// The guardian: one helper process per supervising process that ends every live session's
+/// tree if the supervisor dies (see [`SupervisorDeath`]).
+pub mod guardian {
+    pub use crate::process::guardian::{PROGRAM_VARIABLE, SUBCOMMAND, set_program};
+
+    /// The guardian's own life, for a binary that serves as one (`stallwatch __guardian`):
+    /// returns its exit status. Not for other use.
+    #[doc(hidden)]
+    pub fn run() -> i32 {
+        crate::process::sys::unsafe_calls::close_inherited(3);
+        crate::process::guardian::run()
+    }
+}
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, NON_INTERACTIVE_ENV, Session, SessionBuilder};

@@ -21,9 +21,23 @@ use cli::report::{Context, Exit, Relay, Report, ReportTarget};
 use cli::signals::SignalHandling;
 
 fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // `stallwatch __guardian` (hidden): the guardian of a supervising process, started by it.
+    if args
+        .get(1)
+        .is_some_and(|a| a == stallwatch::guardian::SUBCOMMAND)
+    {
+        return ExitCode::from(u8::try_from(stallwatch::guardian::run()).unwrap_or(1));
+    }
     // Before any thread exists, so that every thread inherits the mask.
     cli::signals::block_faults();
-    let args: Vec<OsString> = std::env::args_os().collect();
+    // The guardian of this process's sessions is this very executable (`/proc/self/exe` names
+    // it even if its file was replaced since the start).
+    stallwatch::guardian::set_program(if cfg!(target_os = "linux") {
+        std::path::PathBuf::from("/proc/self/exe")
+    } else {
+        std::env::current_exe().unwrap_or_else(|_| "stallwatch".into())
+    });
     // `stallwatch serve`: the process service (`stallwatch -- serve` runs a program `serve`).
     if args.get(1).is_some_and(|a| a == "serve") {
         init_logging(log::LevelFilter::Warn);

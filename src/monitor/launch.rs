@@ -26,7 +26,7 @@ use crate::contract::{Control, ControlTx, Lifecycle, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
-use crate::outcome::{CompletionSeen, Containment};
+use crate::outcome::{CompletionSeen, Containment, SupervisorDeath};
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
@@ -44,12 +44,6 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct Launch {
     /// The command, its environment already applied.
     pub(crate) command: Command,
-    /// Whether `command` has no setting but its program, arguments, environment changes and
-    /// working directory (a [`Program`](crate::Program)'s): it may start without std's fork.
-    pub(crate) plain: bool,
-    /// Whether the command's environment was cleared (an isolated environment): its
-    /// variables are only those it sets.
-    pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Arc<dyn Clock>,
     /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor can
@@ -105,8 +99,6 @@ pub(crate) struct Launched {
 pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let Launch {
         command,
-        plain,
-        env_cleared,
         config,
         clock,
         real_clock,
@@ -137,13 +129,13 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     } = hold_tree(&config, id)?;
     let stdin_pipe = matches!(stdin, Input::Piped);
     let io = (stdin, pty_size, detached);
-    let plain = plain.then_some(env_cleared);
-    let spawned = spawn_in(command, plain, &config, id, (entry, guardian.as_ref()), io);
+    let guarded = matches!(guardian, Some(Ok(_)));
+    let spawned = spawn_in(command, &config, id, (entry, guarded), io);
     let (mut child, pty, combined_pipe, tag) = match spawned {
         Ok(spawned) => spawned,
         Err(e) => {
-            // Nothing to guard: the cgroup goes with its handle.
-            guardian.into_iter().for_each(process::Guardian::release);
+            // Nothing to guard: the cgroup goes with its handle, the guardian forgets it.
+            drop(guardian);
             return Err(e);
         }
     };
@@ -198,21 +190,19 @@ type Spawned = (
 
 /// Gives the command its stdio (`io`: stdin, the terminal's size, detached) and its start in
 /// the session's cgroup (`held`: its entry and its guardian, which then replaces the
-/// parent-death signal), and spawns it. A plain command (`plain`: whether its environment was
-/// cleared) in pipe mode starts without std's fork where it can (`spawn_plain`).
+/// parent-death signal), and spawns it with std's `Command`.
 fn spawn_in(
     mut command: Command,
-    plain: Option<bool>,
     config: &MonitorConfig,
     id: u64,
-    held: (Option<sys::CgroupEntry>, Option<&process::Guardian>),
+    held: (Option<sys::CgroupEntry>, bool),
     io: (Input, Option<(u16, u16)>, bool),
 ) -> io::Result<Spawned> {
-    let ((entry, guardian), (stdin, pty_size, detached)) = (held, io);
+    let ((entry, guarded), (stdin, pty_size, detached)) = (held, io);
     // A guardian that exists before the cgroup is made ends every member of it if this
     // process dies: the program needs no parent-death signal of its own, and so no fork from
     // the long-lived spawner thread (a thread start, and two hand-offs at every spawn).
-    let parent_death = config.parent_death_signal && guardian.is_none();
+    let parent_death = config.parent_death_signal && !guarded;
     let tag = subreaper_tag(&mut command, config, id);
     // From the main thread, the signal comes when the process dies, as from the spawner.
     let from_spawner = cfg!(target_os = "linux") && parent_death && !sys::on_main_thread();
@@ -221,71 +211,30 @@ fn spawn_in(
     } else {
         sys::Lead::Group
     };
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    let fast = match plain {
-        Some(env_cleared) if pty_size.is_none() => {
-            let start = PlainStart {
-                env_cleared,
-                lead,
-                parent_death,
-                from_spawner,
-                cgroup: entry.as_ref(),
-            };
-            spawn_plain(&command, config, &stdin, start, id, tag.as_ref())
-        }
-        _ => None,
-    };
-    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-    let fast: Option<io::Result<(ChildProcess, Option<std::io::PipeReader>)>> = {
-        let _ = plain;
-        None
-    };
-    let (child, pty, combined_pipe) = match fast {
-        Some(started) => {
-            let (child, combined_pipe) = started?;
-            (child, None, combined_pipe)
-        }
-        None => {
-            let (mut pty, combined_pipe, handoff) = attach_stdio(
-                &mut command,
-                parent_death,
-                config,
-                (stdin.into_stdio(), pty_size, lead),
-                entry,
-            )?;
-            let (returned, child) = spawn_leader(
-                command,
-                from_spawner,
-                id,
-                tag.as_ref(),
-                pty.as_mut(),
-                handoff,
-            )?;
-            // The command still holds our copies of the pipes' write ends: close them, or the
-            // readers would never see end-of-file.
-            command = returned;
-            (child, pty, combined_pipe)
-        }
-    };
-    let pid = child.id();
+    let (mut pty, combined_pipe, handoff) = attach_stdio(
+        &mut command,
+        parent_death,
+        config,
+        (stdin.into_stdio(), pty_size, lead),
+        entry,
+    )?;
+    let (command, child) = spawn_leader(
+        command,
+        from_spawner,
+        id,
+        tag.as_ref(),
+        pty.as_mut(),
+        handoff,
+    )?;
     log::debug!(
-        "session {id}: spawned {:?} as pid {pid}",
-        command.get_program()
+        "session {id}: spawned {:?} as pid {}",
+        command.get_program(),
+        child.id()
     );
+    // The command still holds our copies of the pipes' write ends: close them, or the
+    // readers would never see end-of-file.
     drop(command);
     Ok((child, pty, combined_pipe, tag))
-}
-
-/// How a plain command starts, besides its stdio.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-struct PlainStart<'a> {
-    env_cleared: bool,
-    lead: sys::Lead,
-    parent_death: bool,
-    /// Started from the spawner thread (the parent-death signal from a thread that is not
-    /// the main one).
-    from_spawner: bool,
-    cgroup: Option<&'a sys::CgroupEntry>,
 }
 
 /// The names of the reader threads started (tests).
@@ -296,124 +245,6 @@ static READER_THREADS: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new
 thread_local! {
     /// How many waiter threads this thread started (tests).
     static WAITERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
-thread_local! {
-    /// How many programs this thread started without std's fork (tests: which path a spawn
-    /// took).
-    static STARTED_PLAIN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Starts a plain command in pipe mode without std's fork (`sys::plain`), from the spawner
-/// thread when `start` says so: makes its pipes (stdin as `stdin` says), spawns it known to
-/// the orphan attribution as [`spawn_leader`] does. `None` when this path cannot start it (a
-/// stdin stallwatch cannot see, an old kernel): the caller takes std's.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-fn spawn_plain(
-    command: &Command,
-    config: &MonitorConfig,
-    stdin: &Input,
-    start: PlainStart<'_>,
-    id: u64,
-    tag: Option<&Vec<u8>>,
-) -> Option<io::Result<(ChildProcess, Option<std::io::PipeReader>)>> {
-    use std::os::fd::AsFd;
-    let (read_end, write_end): (Option<OwnedFd>, Option<OwnedFd>) = match stdin {
-        Input::Null => match std::fs::File::open("/dev/null") {
-            Ok(null) => (Some(null.into()), None),
-            Err(e) => {
-                let why = "cannot open /dev/null for the program's stdin";
-                return Some(Err(SpawnError::new(SpawnErrorKind::Pipe, why, e).into()));
-            }
-        },
-        Input::Inherit => (None, None),
-        Input::Piped => match std::io::pipe() {
-            Ok((read, write)) => (Some(read.into()), Some(write.into())),
-            Err(e) => return Some(Err(pipe_error("make")(e).into())),
-        },
-        Input::Given(_) => return None, // a `Stdio` stallwatch cannot look into
-    };
-    let prepared = match sys::plain::prepare(command, start.env_cleared) {
-        Ok(prepared) => prepared,
-        Err(sys::plain::Refused::Unsupported) => return None,
-        Err(sys::plain::Refused::Failed(e)) => {
-            return Some(Err(process::describe_spawn_error(command, e)));
-        }
-    };
-    let pipes = (|| -> io::Result<_> {
-        let out = std::io::pipe()?;
-        let err = if config.capture.combined {
-            None
-        } else {
-            Some(std::io::pipe()?)
-        };
-        // The spawner thread gets a duplicate of the cgroup's directory (it must own it).
-        let cgroup = match start.cgroup {
-            Some(entry) if start.from_spawner => Some(entry.dir.try_clone()?),
-            _ => None,
-        };
-        Ok((out, err, cgroup))
-    })();
-    let ((out_read, out_write), err, cgroup_copy) = match pipes {
-        Ok(pipes) => pipes,
-        Err(e) => return Some(Err(pipe_error("make")(e).into())),
-    };
-    let (err_read, err_write) = err.map_or((None, None), |(r, w)| (Some(r), Some(w)));
-    // The child's ends, owned by whoever spawns, and closed there once it has: only the
-    // program (and its descendants) keep them open.
-    let child_ends = (read_end, out_write, err_write);
-    let (lead, parent_death_signal) = (start.lead, start.parent_death);
-    let run = move |cgroup: Option<std::os::fd::BorrowedFd<'_>>| {
-        let (read_end, out_write, err_write) = &child_ends;
-        let stdio = [
-            read_end.as_ref().map(AsFd::as_fd),
-            Some(out_write.as_fd()),
-            Some(err_write.as_ref().map_or(out_write.as_fd(), AsFd::as_fd)),
-        ];
-        let plain = sys::plain::Start {
-            stdio,
-            lead,
-            parent_death_signal,
-            cgroup,
-        };
-        sys::plain::spawn(&prepared, &plain)
-    };
-    let gate = process::orphans::spawn_gate();
-    let started = boot_ticks_now();
-    let spawned = if start.from_spawner {
-        process::on_spawner(move || run(cgroup_copy.as_ref().map(AsFd::as_fd)))
-            .unwrap_or(Err(sys::plain::Refused::Unsupported))
-    } else {
-        run(start.cgroup.map(|entry| entry.dir.as_fd()))
-    };
-    let pid = match spawned {
-        Ok(pid) => pid,
-        Err(sys::plain::Refused::Unsupported) => return None,
-        Err(sys::plain::Refused::Failed(e)) => {
-            drop(gate);
-            return Some(Err(process::describe_spawn_error(command, e)));
-        }
-    };
-    process::orphans::register(id, started, tag.cloned());
-    process::orphans::spawned(pid);
-    process::orphans::set_leader(id, pid);
-    drop(gate);
-    #[cfg(test)]
-    STARTED_PLAIN.with(|n| n.set(n.get() + 1));
-    let (stdout, stderr, combined) = match err_read {
-        Some(err_read) => (
-            Some(OwnedFd::from(out_read).into()),
-            Some(OwnedFd::from(err_read).into()),
-            None,
-        ),
-        None => (None, None, Some(out_read)),
-    };
-    let stdin = write_end.map(Into::into);
-    Some(Ok((
-        ChildProcess::started(pid.unsigned_abs(), stdin, stdout, stderr),
-        combined,
-    )))
 }
 
 /// What the spawn needs beside the command: the terminal, the read end of the one combined
@@ -604,22 +435,25 @@ fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
     })
 }
 
-/// The session's cgroup as the configuration asks, with its guardian (started just before the
-/// cgroup is made): `None` for the group (with why not a cgroup under `Auto`); an error of its
-/// own kind when a cgroup was required and cannot be had.
+/// The session's cgroup as the configuration asks, with its place in the guardian (told just
+/// before the cgroup is made): `None` for the group (with why not a cgroup under `Auto`); an
+/// error of its own kind when a cgroup was required and cannot be had.
 fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
     let group = |why_not_cgroup| Held {
         cgroup: None,
-        containment: Containment::Group { why_not_cgroup },
+        containment: Containment::Group {
+            why_not_cgroup,
+            supervisor_death: SupervisorDeath::NotNeeded,
+        },
         guardian: None,
         entry: None,
     };
     if config.containment == ContainmentMode::Group {
         return Ok(group(None));
     }
-    // The guardian starts just before the cgroup is made (the program's group is told to it
-    // once it exists): from the cgroup's first moment to its removal, something outside this
-    // process removes it (and ends its members) if this process is killed.
+    // The guardian is told of the cgroup just before it is made: from the cgroup's first
+    // moment to its removal, something outside this process removes it (and ends its
+    // members) if this process is killed.
     let mut guardian = None;
     match Cgroup::create(id, |path| {
         guardian = start_guardian(config, id, None, Some(path));
@@ -632,13 +466,16 @@ fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
             );
             Ok(Held {
                 cgroup: Some(Arc::new(cgroup)),
-                containment: Containment::Cgroup { path },
+                containment: Containment::Cgroup {
+                    path,
+                    supervisor_death: SupervisorDeath::NotNeeded,
+                },
                 guardian,
                 entry: Some(entry),
             })
         }
         Err(why) => {
-            guardian.into_iter().for_each(process::Guardian::release);
+            drop(guardian); // forgets the session
             if config.containment == ContainmentMode::Cgroup {
                 return Err(SpawnError::new(
                     SpawnErrorKind::Containment,
@@ -661,54 +498,62 @@ struct Held {
     cgroup: Option<Arc<Cgroup>>,
     /// What the result says.
     containment: Containment,
-    /// The guardian started with the cgroup.
-    guardian: Option<process::Guardian>,
+    /// The session's place in the guardian, told of the cgroup (or why there is none).
+    guardian: Option<Result<process::Guardian, String>>,
     /// What the child needs to start inside the cgroup.
     entry: Option<sys::CgroupEntry>,
 }
 
 /// With the parent-death signal asked for, the grandchildren should die with this process
-/// too: a guardian outside it SIGKILLs the group (and the cgroup's members, and removes the
-/// cgroup) if this process vanishes.
+/// too: the process's guardian SIGKILLs the group (and the cgroup's members, and removes the
+/// cgroup) if this process vanishes. `None` when not asked for.
 fn start_guardian(
     config: &MonitorConfig,
     id: u64,
     pid: Option<u32>,
     cgroup: Option<&std::path::Path>,
-) -> Option<process::Guardian> {
-    if cfg!(target_os = "linux") && config.parent_death_signal {
-        process::Guardian::start(pid, cgroup)
-            .inspect_err(|e| log::warn!("session {id}: no guardian: {e}"))
-            .ok()
-    } else {
-        None
+) -> Option<Result<process::Guardian, String>> {
+    if !config.parent_death_signal {
+        return None;
     }
+    let guardian = process::Guardian::start(id, pid, cgroup);
+    if let Err(why) = &guardian {
+        log::info!("session {id}: no guardian: {why}");
+    }
+    Some(guardian)
 }
 
-/// The guardian, started before any reader thread (no output of the child is passed on before
-/// it exists), unless the run is already over with nothing left to guard: the leader exited
-/// and, adopting orphans and holding no cgroup, this process has no child but it (and the
-/// library's own): every descendant still alive would be one. A program that ends at once
-/// (`stallwatch -- true`) then costs no fork. Returns the guardian, and whether the tree is
-/// provably gone.
+/// The session's place in the guardian, taken before any reader thread (no output of the
+/// child is passed on before it exists), unless the run is already over with nothing left to
+/// guard: the leader exited and, adopting orphans and holding no cgroup, this process has no
+/// child but it (and the library's own): every descendant still alive would be one. A program
+/// that ends at once (`stallwatch -- true`) then costs no guardian. Returns it, what it means
+/// for the supervisor's death, and whether the tree is provably gone.
 fn guard_tree(
     config: &MonitorConfig,
     id: u64,
     pid: i32,
     processes: &mut OsProcesses,
-    early: Option<process::Guardian>,
-) -> (Option<process::Guardian>, bool) {
-    if early.is_some() {
-        return (early, false); // in a cgroup: started before the program
-    }
-    let gone =
-        processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid);
-    if gone {
-        log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
-        return (None, true);
-    }
-    let cgroup = processes.cgroup.as_deref().map(Cgroup::path);
-    (start_guardian(config, id, Some(pid as u32), cgroup), false)
+    early: Option<Result<process::Guardian, String>>,
+) -> (Option<process::Guardian>, SupervisorDeath, bool) {
+    let guardian = match early {
+        Some(early) => early, // in a cgroup: told before the program started
+        None => {
+            let gone = processes.cgroup.is_none()
+                && sys::has_exited_no_reap(pid)
+                && processes.leader_alone(pid);
+            if gone {
+                log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
+                return (None, SupervisorDeath::NotNeeded, true);
+            }
+            match start_guardian(config, id, Some(pid as u32), None) {
+                Some(guardian) => guardian,
+                None => return (None, SupervisorDeath::Nothing, false),
+            }
+        }
+    };
+    let death = process::guardian::supervisor_death(&guardian, config.parent_death_signal);
+    (guardian.ok(), death, false)
 }
 
 /// Hands the child to the monitor thread, or (if the threads could not start) kills and
@@ -800,8 +645,8 @@ struct Streams {
     home: Option<crate::environment::HomeReport>,
     /// The readers' line watch, if lines need looking at.
     lines: Option<LineSetup>,
-    /// The guardian started before the program (in a cgroup), if any.
-    guardian: Option<process::Guardian>,
+    /// The session's place in the guardian, taken before the program (in a cgroup), if any.
+    guardian: Option<Result<process::Guardian, String>>,
     /// The completion files, as they were before the spawn.
     completion_files: Option<FileWatch>,
     /// The session's cgroup, when it has one.
@@ -880,8 +725,9 @@ fn start_threads(
     let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
     processes.hold(pid, streams.cgroup.take());
-    let (guardian, tree_gone) =
+    let (guardian, supervisor_death, tree_gone) =
         guard_tree(&config, id, pid, &mut processes, streams.guardian.take());
+    streams.containment.set_supervisor_death(supervisor_death);
     let board_clock = clock.clone();
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
     let monitor = Monitor {
@@ -911,8 +757,6 @@ fn start_threads(
         guardian,
         tree_gone,
         files,
-        handed_files: None,
-        watches: super::run::Watches::Kept,
         network,
         network_unavailable,
         unwatched: Vec::new(),
@@ -1466,79 +1310,6 @@ fn start_waiter(id: u64, pid: i32, exited: ControlTx, gone: bool) -> io::Result<
         })
         .map_err(|e| SpawnError::thread("waiter", e))?;
     Ok(())
-}
-
-#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
-mod tests {
-    use std::process::Command;
-
-    use super::STARTED_PLAIN;
-    use crate::config::{ContainmentMode, MonitorConfig};
-    use crate::{Program, Session};
-
-    /// Runs `builder`'s child to its end; returns whether it started without std's fork.
-    fn started_plain(builder: crate::SessionBuilder) -> bool {
-        let before = STARTED_PLAIN.with(|n| n.get());
-        let session = builder.spawn().expect("it starts");
-        let after = STARTED_PLAIN.with(|n| n.get());
-        assert_eq!(session.wait().exit_code(), 0);
-        after > before
-    }
-
-    #[test]
-    fn a_program_in_pipe_mode_starts_without_a_fork_and_a_command_with_one() {
-        // Group mode without the parent-death signal: no spawner thread, on any machine.
-        let config = MonitorConfig::default()
-            .watch_files(false)
-            .containment(ContainmentMode::Group)
-            .parent_death_signal(false);
-        let program = || Program::new("true");
-        assert!(started_plain(
-            Session::builder(program()).config(config.clone())
-        ));
-        assert!(started_plain(
-            Session::builder(program())
-                .config(config.clone())
-                .stdin_piped()
-        ));
-        assert!(started_plain(
-            Session::builder(program())
-                .config(config.clone())
-                .non_interactive()
-        ));
-        // What stallwatch cannot see goes through std: a caller's command, a stdin of the
-        // caller's, a terminal.
-        let command = Session::builder(Command::new("true")).config(config.clone());
-        assert!(!started_plain(command));
-        let given = Session::builder(program())
-            .config(config.clone())
-            .stdin(std::process::Stdio::null());
-        assert!(!started_plain(given));
-        let terminal = Session::builder(program()).config(config).pty(24, 80);
-        assert!(!started_plain(terminal));
-        // With the parent-death signal, from this thread (not the main one): through the
-        // spawner thread, still without a fork.
-        let config = MonitorConfig::default()
-            .watch_files(false)
-            .containment(ContainmentMode::Group);
-        assert!(started_plain(Session::builder(program()).config(config)));
-    }
-
-    #[test]
-    fn in_a_cgroup_a_program_starts_without_a_fork_from_any_thread() {
-        let config = MonitorConfig::default().watch_files(false);
-        let builder = Session::builder(Program::new("true")).config(config.clone());
-        let session = builder.spawn().expect("it starts");
-        let contained = matches!(
-            session.wait().containment,
-            crate::Containment::Cgroup { .. }
-        );
-        if contained {
-            // The guardian replaces the parent-death signal: no spawner thread needed.
-            let builder = Session::builder(Program::new("true")).config(config);
-            assert!(started_plain(builder));
-        }
-    }
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -155,20 +155,6 @@ impl Timing {
     }
 }
 
-/// Whether the guardian holds the file tracker's inotify instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Watches {
-    /// Not tried yet.
-    Kept,
-    /// The guardian holds them.
-    Handed,
-    /// Not handed over during the run (another session runs, or the hand-over failed): the
-    /// way out tries again.
-    Declined,
-    /// Given back: the tracker fell back to scanning and closed its instance.
-    GivenBack,
-}
-
 /// The monitor thread's state: the session's parts, grouped by who owns them.
 pub(super) struct Monitor {
     pub(super) id: u64,
@@ -189,7 +175,7 @@ pub(super) struct Monitor {
     pub(super) processes: OsProcesses,
     /// The child (leader of its group) and its status.
     pub(super) leader: Leader,
-    /// Released (told `done`) when the run is over.
+    /// This session's place in the process's guardian: released when the run is over.
     pub(super) guardian: Option<process::Guardian>,
     /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
     /// and the leader's exit wakes it (no waiter thread then).
@@ -207,12 +193,6 @@ pub(super) struct Monitor {
     /// Stamps the board from its own thread; stopped when the monitor ends.
     /// The file tracker while the program runs; let go of when the drain starts.
     pub(super) files: Option<FileActivityTracker>,
-    /// The tracker let go of whose inotify instances the guardian holds: dropped (its
-    /// threads stopped and joined, 0.2 ms) with the monitor, after the result is out.
-    pub(super) handed_files: Option<FileActivityTracker>,
-    /// Where the file tracker's inotify instances are (the guardian is handed them as soon as
-    /// they are armed, during the run, not on the way out).
-    pub(super) watches: Watches,
     /// The network source (on, and able to observe).
     pub(super) network: Option<NetworkObserver>,
     /// Why the network source is on but cannot observe anything.
@@ -312,27 +292,17 @@ impl Monitor {
         let now = self.clock.now();
         self.tap.flush_output(now, true, &self.emitter);
         self.shared.stdin.lock().take(); // nobody reads it any more
-        let removed = self.let_go_of_cgroup();
-        // Told before the result is out (whoever waits for it may end this process at once,
-        // and a guardian that sees its socket close without it ends the group), but for a
-        // cgroup already removed: nothing is left to end then (a guardian that sees its socket
-        // close finds nothing), and it is told after, its wake-up no part of the way out.
-        // Reaped on this thread after, so that no one waits for the guardian's exit, and no
-        // thread is started for it.
-        let early = if removed {
-            None
-        } else {
-            self.guardian.take().map(process::Guardian::dismiss)
-        };
+        self.let_go_of_cgroup();
+        // Told before the result is out: whoever waits for it may end this process at once,
+        // and the guardian of the last session is reaped here (no process of stallwatch's
+        // outlives the sessions, none is left for the caller to reap).
+        if let Some(guardian) = self.guardian.take() {
+            guardian.release();
+        }
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);
         done.publish(result);
-        let late = self.guardian.take().map(process::Guardian::dismiss);
-        early
-            .into_iter()
-            .chain(late)
-            .for_each(process::Dismissed::reap);
     }
 
     fn handle(&mut self, msg: Control) {
@@ -443,7 +413,6 @@ impl Monitor {
             .files
             .as_ref()
             .and_then(FileActivityTracker::arm_if_due);
-        self.hand_watches_over();
         let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
         if let Some(seen) = seen {
             self.completed(seen);
@@ -901,25 +870,6 @@ impl Monitor {
             if !files.has_armed() {
                 return; // no watch yet: dropped at once, no thread needed
             }
-            // The guardian keeps the inotify instances open until it exits: their teardown
-            // (8–11 ms in the kernel) is then not on the way out of this process, and the
-            // tracker can be dropped with the monitor, after the result (whoever waits for it
-            // may end this process before the drop is done: the guardian still holds the
-            // instances). Only while no other session runs: `notify` does not show which
-            // instance is this tracker's, so every one open when its watcher was made is
-            // handed over, and a process with many sessions (`serve`) would hand over the
-            // others' at every end, to no purpose (it is not about to exit).
-            if self.watches == Watches::Handed
-                || self.watches != Watches::GivenBack
-                    && !process::orphans::others_running(self.id)
-                    && self
-                        .guardian
-                        .as_ref()
-                        .is_some_and(|guardian| guardian.take_inotify(&files.inotify_numbers()))
-            {
-                self.handed_files = Some(files);
-                return;
-            }
             let dropped = std::thread::Builder::new()
                 .name(format!("stallwatch-unwatch-{}", self.id))
                 .spawn(move || drop(files));
@@ -927,40 +877,6 @@ impl Monitor {
                 // The tracker came back with the error and is dropped here, on this thread.
                 log::debug!("session {}: no thread to drop the watches on: {e}", self.id);
             }
-        }
-    }
-
-    /// Once the tracker is armed, hands its inotify instances to the guardian (see
-    /// [`let_go_of_files`](Self::let_go_of_files)), now rather than when the run is over:
-    /// the duplicates and the message cost the way out nothing then. Under the same rule
-    /// (no other session of this process running); tried once.
-    ///
-    /// Once they are handed over, a tracker that falls back to scanning (it ran out of
-    /// watches) closes its instance: the guardian is asked to close its copies too, or the
-    /// watches would stay (and count against the user's limit) until the session ends.
-    fn hand_watches_over(&mut self) {
-        let (Some(files), Some(guardian)) = (&self.files, &self.guardian) else {
-            return;
-        };
-        match self.watches {
-            Watches::Kept if !self.leader.exited => {
-                if !files.has_armed() || files.inotify_numbers().is_empty() {
-                    return;
-                }
-                // Tried once, whatever comes of it: the way out tries again if it did not work.
-                let handed = !process::orphans::others_running(self.id)
-                    && guardian.take_inotify(&files.inotify_numbers());
-                self.watches = if handed {
-                    Watches::Handed
-                } else {
-                    Watches::Declined
-                };
-            }
-            Watches::Handed if files.is_stat_scan() => {
-                guardian.give_back_inotify();
-                self.watches = Watches::GivenBack;
-            }
-            _ => {}
         }
     }
 

@@ -3,7 +3,7 @@
 //! Where this process may create a child of its own cgroup (root, a systemd-delegated slice, a
 //! privileged container), each session gets one, named `stallwatch-<pid>-<session>`, and the
 //! child is born in it (`clone3(CLONE_INTO_CGROUP)`, or enters it before `exec` where that
-//! cannot be: `sys::enter`).
+//! cannot be: `sys::spawn`).
 //! From then on every descendant is born inside it, whatever it does with sessions, process
 //! groups, its environment or its parent: the cgroup's members *are* the tree.
 //!
@@ -188,6 +188,7 @@ impl Cgroup {
                 parent.display()
             )
         })?;
+        Self::reclaim_stale(&parent);
         before(&path);
         std::fs::create_dir(&path)
             .map_err(|e| format!("cannot create a cgroup in {}: {e}", parent.display()))?;
@@ -208,14 +209,59 @@ impl Cgroup {
         Ok((cgroup, entry))
     }
 
+    /// An existing cgroup at `path`, made by another stallwatch process (a guardian ends it,
+    /// a later start reclaims it): only to kill its members and remove it.
+    pub(crate) fn existing(path: PathBuf) -> Cgroup {
+        let parent = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Cgroup {
+            path,
+            parent,
+            rel: String::new(),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    /// Ends and removes the cgroups `stallwatch-<pid>-<n>` in folder `parent` whose process
+    /// `pid` is gone: a supervisor killed without a guardian (none could be started) left them
+    /// and, perhaps, processes in them. Once per process, at its first cgroup.
+    fn reclaim_stale(parent: &Path) {
+        static DONE: std::sync::Once = std::sync::Once::new();
+        DONE.call_once(|| {
+            let Ok(entries) = std::fs::read_dir(parent) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("stallwatch-"))
+                    .and_then(|rest| rest.split('-').next())
+                    .and_then(|pid| pid.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                    continue; // its supervisor lives (or the pid is another's now: left alone)
+                }
+                log::info!(
+                    "reclaiming the cgroup {} of a dead supervisor",
+                    entry.path().display()
+                );
+                if let Err(e) = reclaim_tree(&entry.path(), 0) {
+                    log::debug!("cannot reclaim the cgroup {}: {e}", entry.path().display());
+                }
+            }
+        });
+    }
+
     /// Its directory.
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// What the child needs to start inside it: the directory, for `clone3(CLONE_INTO_CGROUP)`,
-    /// opened as a path only (close-on-exec; `clone3` takes such a descriptor, and the
-    /// fallback of `sys::enter` opens `cgroup.procs` from it).
+    /// opened as a path only, and its `cgroup.procs` for writing (the way in where `clone3`
+    /// cannot be had); both close-on-exec.
     #[cfg(target_os = "linux")]
     pub(crate) fn entry(&self) -> io::Result<sys::CgroupEntry> {
         use rustix::fs::OFlags;
@@ -224,7 +270,12 @@ impl Cgroup {
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )?;
-        Ok(sys::CgroupEntry { dir })
+        let procs = rustix::fs::open(
+            self.path.join("cgroup.procs"),
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(sys::CgroupEntry { dir, procs })
     }
 
     fn read(&self, name: &str) -> io::Result<String> {
@@ -414,6 +465,23 @@ impl Drop for Cgroup {
         if let Err(e) = self.remove() {
             log::error!("cannot remove the cgroup {}: {e}", self.path.display());
         }
+    }
+}
+
+/// Kills every member of the cgroup `dir` and of the cgroups below it and removes them, the
+/// deepest first, without waiting: a member not dead yet leaves its cgroup for the next time.
+fn reclaim_tree(dir: &Path, depth: usize) -> io::Result<()> {
+    let _ = Cgroup::write(&dir.join("cgroup.kill"), b"1");
+    if depth < MAX_DEPTH {
+        for entry in std::fs::read_dir(dir)?.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = reclaim_tree(&entry.path(), depth + 1);
+            }
+        }
+    }
+    match std::fs::remove_dir(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

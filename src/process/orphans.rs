@@ -145,14 +145,6 @@ pub(crate) fn publish_seen(id: u64, seen: impl Iterator<Item = (i32, u64)>) {
     }
 }
 
-/// Whether a session of this process other than `id` is running.
-pub(crate) fn others_running(id: u64) -> bool {
-    SESSIONS
-        .lock()
-        .iter()
-        .any(|e| e.id != id && e.ended.is_none())
-}
-
 /// Session `id` ended at `now` (ticks since boot; `None`: unknown, taken as "just now" by the
 /// next session's start). Forgets the ended sessions no running session overlaps.
 pub(crate) fn end(id: u64, now: Option<u64>) {

@@ -291,8 +291,6 @@ pub struct FileActivityTracker {
     /// A session's delayed arming, not begun yet: no thread exists until it is
     /// ([`FileActivityTracker::arm_if_due`]).
     deferred: parking_lot::Mutex<Option<Deferred>>,
-    /// The inotify descriptors of the process once the watcher was made (Linux).
-    inotify: Arc<parking_lot::Mutex<Vec<i32>>>,
 }
 
 /// The arming a session's monitor does when its delay is over, and what the tracker's thread
@@ -361,7 +359,6 @@ impl FileActivityTracker {
         let (tx, rx) = unbounded();
         let scanning = Arc::new(AtomicBool::new(false));
         let arming = Arc::new(AtomicBool::new(false));
-        let inotify = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let gaps = Gaps::default();
         let mut worker = Worker {
             gaps: gaps.clone(),
@@ -374,7 +371,6 @@ impl FileActivityTracker {
             watcher: None,
             scanning: scanning.clone(),
             arming: arming.clone(),
-            inotify: inotify.clone(),
             scan_interval,
             snapshot: None,
             tx: tx.clone(),
@@ -395,7 +391,6 @@ impl FileActivityTracker {
             tx,
             thread: parking_lot::Mutex::new(None),
             deferred: parking_lot::Mutex::new(None),
-            inotify,
         };
         if deferred && !delay.is_zero() {
             *tracker.deferred.lock() = Some(Deferred {
@@ -493,12 +488,6 @@ impl FileActivityTracker {
         self.arming.load(Ordering::Acquire)
     }
 
-    /// The process's inotify descriptors (numbers) when the watcher was made, this tracker's
-    /// among them; empty before (or without) a watcher.
-    pub(crate) fn inotify_numbers(&self) -> Vec<i32> {
-        self.inotify.lock().clone()
-    }
-
     /// Whether the tracker has fallen back to stat-scanning (or was told to).
     pub fn is_stat_scan(&self) -> bool {
         self.scanning.load(Ordering::Acquire)
@@ -552,10 +541,6 @@ struct Worker {
     scanning: Arc<AtomicBool>,
     /// Set when the arming begins.
     arming: Arc<AtomicBool>,
-    /// Set when the watcher is made: the process's inotify descriptors then, its own among
-    /// them (`notify` does not show it), for the guardian to be handed at the end without a
-    /// look through every descriptor then.
-    inotify: Arc<parking_lot::Mutex<Vec<i32>>>,
     scan_interval: Duration,
     snapshot: Option<HashMap<PathBuf, Fingerprint>>,
     tx: Sender<Msg>,
@@ -754,10 +739,6 @@ impl Worker {
         match notify::RecommendedWatcher::new(handler, config) {
             Ok(watcher) => {
                 self.watcher = Some(watcher);
-                #[cfg(target_os = "linux")]
-                {
-                    *self.inotify.lock() = crate::process::sys::inotify_numbers();
-                }
             }
             Err(e) if is_out_of_watches(&e) => self.fall_back(&e.to_string()),
             Err(e) => {
@@ -1349,33 +1330,6 @@ mod tests {
     /// A delayed arming: what changed before it counts once it comes (the file written, the
     /// root created, a file renamed in), what does not count never does (an excluded file, a
     /// file untouched since before the start), and `arm_now` arms at once.
-    /// The watcher's inotify instance is known once it is made (the guardian is handed it at
-    /// the end without a look through every descriptor then), and not before.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_watchers_inotify_instance_is_recorded_at_the_arming() {
-        let dir = tempfile::tempdir().unwrap();
-        let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
-        let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
-        let tracker =
-            FileActivityTracker::start(&config, dir.path(), board, Duration::from_millis(20))
-                .unwrap();
-        assert!(tracker.inotify_numbers().is_empty(), "no watcher yet");
-        tracker.arm_now();
-        let numbers = tracker.inotify_numbers();
-        assert!(!numbers.is_empty(), "the watcher's instance is recorded");
-        for number in &numbers {
-            let link = fs::read_link(format!("/proc/self/fd/{number}")).unwrap_or_default();
-            // Another test's instance may have closed since; one that is open is inotify.
-            if link.as_os_str() != "" {
-                assert_eq!(link, Path::new("anon_inode:inotify"), "fd {number}");
-            }
-        }
-        // The duplicates made of them are inotify instances, one per number at most.
-        let duplicates = crate::process::sys::own_inotify_fds(&numbers);
-        assert!(!duplicates.fds.is_empty() && duplicates.fds.len() <= numbers.len());
-    }
-
     /// A child done before the arming costs neither the matchers nor a watch: the globs are
     /// only parsed at the start (an invalid one is still an error then), and built at the
     /// arming.

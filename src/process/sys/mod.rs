@@ -11,18 +11,12 @@
 //! libc calls of the forked child ([`guardian`]; rustix has no `fork`, no `clone3` and no
 //! `_exit`).
 
-#[cfg(target_os = "linux")]
-pub(crate) mod enter;
-#[cfg(target_os = "linux")]
-pub(crate) mod guardian;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(crate) mod plain;
+pub(crate) mod spawn;
+pub(crate) mod unsafe_calls;
 
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
 
 use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
 
@@ -145,6 +139,35 @@ pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
 /// Whether this process may write to file `path` (`access(W_OK)` with the real user id).
 pub(crate) fn check_writable(path: &Path) -> io::Result<()> {
     rustix::fs::access(path, rustix::fs::Access::WRITE_OK).map_err(io::Error::from)
+}
+
+/// Whether this process may run file `path` (`access(X_OK)`, a regular file).
+pub(crate) fn check_executable(path: &Path) -> io::Result<()> {
+    if !path.is_file() {
+        return Err(io::ErrorKind::NotFound.into());
+    }
+    rustix::fs::access(path, rustix::fs::Access::EXEC_OK).map_err(io::Error::from)
+}
+
+/// Waits until `fd` is readable (or at its end), at most `timeout`; whether it is.
+pub(crate) fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = rustix::event::Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&left)) {
+            Ok(n) => return n > 0,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
 }
 
 /// Whether a raw OS error code says a system-wide or per-process limit was hit while adding a
@@ -400,116 +423,7 @@ pub(crate) fn pipe_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
         && fds[0].revents().contains(rustix::event::PollFlags::HUP)
 }
 
-/// How the child leads its tree. In every case its process-group id is its pid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lead {
-    /// The leader of a new process group.
-    Group,
-    /// The leader of a new session without a controlling terminal (the non-interactive
-    /// profile): opening `/dev/tty` fails at once (ENXIO) instead of prompting.
-    Session,
-    /// The leader of a new session whose controlling terminal is its standard input, which
-    /// the caller has already set to a terminal's slave side (std duplicates the slave onto
-    /// fds 0, 1 and 2 before the hooks run).
-    Terminal,
-}
-
-#[cfg(target_os = "linux")]
-pub(crate) use enter::{CgroupEntry, Handoff, Leader};
-
-/// A session's cgroup, for the child to start in: none outside Linux.
-#[cfg(not(target_os = "linux"))]
-#[derive(Debug)]
-pub(crate) enum CgroupEntry {}
-
-/// Which process runs the program: always the one std forked outside Linux.
-#[cfg(not(target_os = "linux"))]
-#[derive(Debug)]
-pub(crate) enum Handoff {}
-
-/// Makes `command`'s child lead as `lead` asks and, on Linux when asked, receive SIGKILL when
-/// the thread that spawned it (and so, with the long-lived spawner thread, the supervising
-/// process) dies.
-///
-/// With `cgroup` (Linux), the program starts inside the session's cgroup: born there by
-/// `clone3` (see `enter`; the returned [`Handoff`] then tells which process runs it), or
-/// entering it before `exec` where `clone3` cannot.
-pub(crate) fn configure(
-    command: &mut Command,
-    lead: Lead,
-    parent_death_signal: bool,
-    cgroup: Option<CgroupEntry>,
-) -> io::Result<Option<Handoff>> {
-    #[cfg(target_os = "linux")]
-    if let Some(entry) = cgroup {
-        return enter::configure(command, lead, parent_death_signal, entry, true).map(Some);
-    }
-    #[cfg(not(target_os = "linux"))]
-    if let Some(never) = cgroup {
-        match never {}
-    }
-    configure_plain(command, lead, parent_death_signal);
-    Ok(None)
-}
-
-/// The child leads (std's `process_group(0)` for a group, a hook for a session) and, when
-/// asked on Linux, gets the parent-death signal.
-fn configure_plain(command: &mut Command, lead: Lead, parent_death_signal: bool) {
-    if lead == Lead::Group {
-        command.process_group(0);
-        if !(cfg!(target_os = "linux") && parent_death_signal) {
-            return;
-        }
-    }
-    let parent = rustix::process::getpid();
-    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe work
-    // is allowed. It makes raw system calls through rustix (setsid, ioctl TIOCSCTTY on fd 0 —
-    // a `BorrowedFd` of a constant —, prctl and getppid), and on failure builds an `io::Error`
-    // from the raw OS code, which does not allocate. It touches no lock and no memory shared
-    // with other threads.
-    #[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all here (module docs)
-    unsafe {
-        command.pre_exec(move || {
-            if lead != Lead::Group {
-                lead_group(lead)?;
-            }
-            parent_death(parent_death_signal, parent)
-        });
-    }
-}
-
-/// In a child before exec: a new process group, or a new session (with fd 0 as its
-/// controlling terminal).
-fn lead_group(lead: Lead) -> io::Result<()> {
-    match lead {
-        Lead::Group => rustix::process::setpgid(None, None)?,
-        Lead::Session => {
-            rustix::process::setsid()?;
-        }
-        Lead::Terminal => {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-        }
-    }
-    Ok(())
-}
-
-/// In a child before exec, on Linux when asked: SIGKILL when the thread that spawned it dies;
-/// fails if `parent` is already gone (then the signal would never come).
-fn parent_death(parent_death_signal: bool, parent: Pid) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    if parent_death_signal {
-        rustix::process::set_parent_process_death_signal(Some(RSignal::KILL))?;
-        if rustix::process::getppid() != Some(parent) {
-            return Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::SRCH.raw_os_error(),
-            ));
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (parent_death_signal, parent);
-    Ok(())
-}
+pub(crate) use spawn::{CgroupEntry, Handoff, Lead, Leader, configure};
 
 /// A pidfd of process `pid` (Linux `pidfd_open`): signals sent through it reach that process
 /// or nobody, never a later process that reuses the pid. `Unsupported` elsewhere and on
@@ -1060,6 +974,7 @@ pub(crate) fn file_clock_now() -> std::time::SystemTime {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn parses_stat_with_spaces_and_parens_in_name() {
@@ -1148,76 +1063,4 @@ mod tests {
         assert_eq!(signal_name(SIGKILL), Some("KILL"));
         assert!(!signal_is_known(0));
     }
-}
-
-/// What `/proc/self/fd/N` links to for an inotify instance.
-#[cfg(target_os = "linux")]
-const INOTIFY_LINK: &str = "anon_inode:inotify";
-
-/// Whether descriptor `number` of this process is an inotify instance.
-#[cfg(target_os = "linux")]
-fn is_inotify(number: i32) -> bool {
-    std::fs::read_link(format!("/proc/self/fd/{number}"))
-        .is_ok_and(|target| target.as_os_str() == INOTIFY_LINK)
-}
-
-/// The numbers of this process's inotify descriptors (the file tracker's, once its watcher is
-/// made: `notify` does not show its descriptor).
-#[cfg(target_os = "linux")]
-pub(crate) fn inotify_numbers() -> Vec<i32> {
-    let _held = INOTIFY_DUPLICATES.lock(); // no one else's duplicates among them
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
-    };
-    // The whole listing first: a duplicate made while it is read could be listed (and so
-    // duplicated) in turn.
-    let numbers: Vec<i32> = entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .collect();
-    numbers.into_iter().filter(|&n| is_inotify(n)).collect()
-}
-
-/// Duplicates of this process's inotify instances `known` (the file tracker's
-/// [`inotify_numbers`], taken when its watcher was made), for the guardian to hold
-/// (`guardian::ForkedGuardian::hand_over`). Each is taken with `pidfd_getfd` on this very process and kept only if the duplicate is an inotify
-/// instance (a number closed and reused in between is left alone). Empty where the kernel
-/// lacks pidfds (before 5.6).
-///
-/// One caller at a time, until it drops the duplicates: another's duplicates, listed while
-/// they exist, would be duplicated again, and with many sessions ending at once (`serve`)
-/// that grew to the descriptor limit.
-#[cfg(target_os = "linux")]
-pub(crate) fn own_inotify_fds(known: &[i32]) -> InotifyDuplicates {
-    let held = INOTIFY_DUPLICATES.lock();
-    let mut fds = Vec::new();
-    if !known.is_empty()
-        && let Ok(own) = rustix::process::pidfd_open(
-            rustix::process::getpid(),
-            rustix::process::PidfdFlags::empty(),
-        )
-    {
-        for &number in known {
-            let flags = rustix::process::PidfdGetfdFlags::empty();
-            if let Ok(dup) = rustix::process::pidfd_getfd(&own, number, flags)
-                && is_inotify(std::os::fd::AsRawFd::as_raw_fd(&dup))
-            {
-                fds.push(dup);
-            }
-        }
-    }
-    InotifyDuplicates { fds, _held: held }
-}
-
-/// Whoever holds this makes and holds inotify duplicates ([`own_inotify_fds`]).
-#[cfg(target_os = "linux")]
-static INOTIFY_DUPLICATES: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-
-/// Duplicates of this process's inotify instances; no other caller makes any until they are
-/// dropped.
-#[cfg(target_os = "linux")]
-pub(crate) struct InotifyDuplicates {
-    /// The duplicates.
-    pub(crate) fds: Vec<std::os::fd::OwnedFd>,
-    _held: parking_lot::MutexGuard<'static, ()>,
 }
