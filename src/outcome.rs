@@ -435,6 +435,7 @@ mod tests {
             completion: None,
             containment: Containment::Group {
                 why_not_cgroup: None,
+                supervisor_death: SupervisorDeath::NotNeeded,
             },
             memory_peak: None,
             oom_kills: None,

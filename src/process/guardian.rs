@@ -201,7 +201,11 @@ fn lock_running() -> std::sync::MutexGuard<'static, Running> {
 impl Process {
     /// Starts the guardian by `exec` and waits for its answer.
     fn start() -> Result<Process, String> {
-        let program = program()?;
+        Process::start_program(&program()?)
+    }
+
+    /// Starts `program` as the guardian by `exec` and waits for its answer.
+    fn start_program(program: &Path) -> Result<Process, String> {
         let (ours, theirs) = rustix::net::socketpair(
             AddressFamily::UNIX,
             SocketType::SEQPACKET,
@@ -209,7 +213,7 @@ impl Process {
             None,
         )
         .map_err(|e| format!("no socket for the guardian: {e}"))?;
-        let mut command = Command::new(&program);
+        let mut command = Command::new(program);
         command
             .arg0("stallwatch-guardian")
             .arg(SUBCOMMAND)
@@ -296,6 +300,8 @@ pub(crate) fn run() -> i32 {
         Ok(fd) => fd,
         Err(_) => return 2,
     };
+    // Named for `ps` and `top` (its executable may be `/proc/self/exe`, named `exe`).
+    let _ = rustix::thread::set_name(c"sw-guardian");
     if rustix::net::send(&channel, HELLO, SendFlags::NOSIGNAL).is_err() {
         return 2; // not a guardian's socket: nothing to guard
     }
@@ -371,6 +377,51 @@ impl Held {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    /// The children of this process named `name` (zombies included).
+    fn children_named(name: &str) -> Vec<u32> {
+        let me = std::process::id();
+        let tasks = std::fs::read_dir(format!("/proc/{me}/task")).expect("own threads");
+        tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| {
+                c.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_program_that_does_not_answer_is_no_guardian_and_is_reaped() {
+        // `true` exits at once without a word: no guardian, and no zombie of it is left.
+        let why = Process::start_program(Path::new("/bin/true"))
+            .err()
+            .expect("true is no guardian");
+        assert!(why.contains("is no guardian"), "{why}");
+        assert!(children_named("true").is_empty(), "reaped");
+        let missing = Process::start_program(Path::new("/no/such/stallwatch"))
+            .err()
+            .expect("nothing to run");
+        assert!(missing.contains("cannot start the guardian"), "{missing}");
+    }
+
+    #[test]
+    fn without_a_guardian_the_leader_alone_dies_with_the_supervisor() {
+        let none: Result<Guardian, String> = Err("no stallwatch in PATH".into());
+        assert_eq!(
+            supervisor_death(&none, true),
+            SupervisorDeath::LeaderOnly {
+                why_no_guardian: "no stallwatch in PATH".into()
+            }
+        );
+        assert_eq!(supervisor_death(&none, false), SupervisorDeath::Nothing);
+    }
 
     #[test]
     fn messages_register_and_end_sessions() {
