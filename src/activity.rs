@@ -91,7 +91,7 @@ impl ActivitySource {
 /// Interns a probe name: one leaked copy per distinct name, for the life of the process (probe
 /// names are few and chosen by the caller).
 fn intern(name: &str) -> &'static str {
-    static NAMES: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+    static NAMES: crate::sync::Mutex<Vec<&'static str>> = crate::sync::Mutex::new(Vec::new());
     let mut names = NAMES.lock();
     if let Some(known) = names.iter().find(|n| **n == name) {
         return known;

@@ -459,6 +459,7 @@
 //!
 //! Exit codes follow GNU `timeout`: see [`MonitorResult::exit_code`].
 #![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod activity;
@@ -483,6 +484,7 @@ mod session;
 mod signal;
 mod sources;
 mod stream;
+mod sync;
 mod verdict;
 
 /// The README's Rust examples, compiled as doctests.

@@ -5,6 +5,7 @@
 
 mod cli;
 mod serve;
+mod sync;
 
 use std::ffi::OsString;
 use std::io::{self, Write};

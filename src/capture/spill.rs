@@ -193,11 +193,11 @@ fn resolve(
 
 /// The logs of this process still being written (the retention never deletes them; other
 /// processes' are told by the lock their writer holds).
-static LIVE: LazyLock<parking_lot::Mutex<HashSet<PathBuf>>> =
-    LazyLock::new(|| parking_lot::Mutex::new(HashSet::new()));
+static LIVE: LazyLock<crate::sync::Mutex<HashSet<PathBuf>>> =
+    LazyLock::new(|| crate::sync::Mutex::new(HashSet::new()));
 /// When this process last applied the retention to each folder, and the bytes logged then.
-static SWEPT: LazyLock<parking_lot::Mutex<HashMap<PathBuf, (Instant, u64)>>> =
-    LazyLock::new(|| parking_lot::Mutex::new(HashMap::new()));
+static SWEPT: LazyLock<crate::sync::Mutex<HashMap<PathBuf, (Instant, u64)>>> =
+    LazyLock::new(|| crate::sync::Mutex::new(HashMap::new()));
 /// Bytes this process has written to logs.
 static LOGGED: AtomicU64 = AtomicU64::new(0);
 /// At most one sweep per folder per this interval, unless much was logged since.
@@ -476,7 +476,7 @@ impl SpillWriter {
 
 /// The monitor's end of a spill thread: the log so far, and the way to close it.
 pub(crate) struct SpillReport {
-    pub(crate) state: Arc<parking_lot::Mutex<Spill>>,
+    pub(crate) state: Arc<crate::sync::Mutex<Spill>>,
     tx: crossbeam_channel::Sender<Message>,
     gate: Arc<Gate>,
 }
@@ -522,7 +522,7 @@ impl SpillReport {
 /// [`SpawnErrorKind::Thread`](crate::SpawnErrorKind::Thread) error when the thread cannot start.
 pub(crate) fn start(spill: Spill, name: String) -> std::io::Result<(SpillWriter, SpillReport)> {
     let (tx, rx) = crossbeam_channel::bounded::<Message>(IN_FLIGHT);
-    let state = Arc::new(parking_lot::Mutex::new(spill));
+    let state = Arc::new(crate::sync::Mutex::new(spill));
     let gate = Arc::new(Gate::default());
     let worker = state.clone();
     std::thread::Builder::new()
@@ -567,7 +567,7 @@ struct FileWriter {
 }
 
 /// Appends a chunk to the log; a failure ends the writing (the log is incomplete).
-fn write_chunk(file: &File, path: &Path, data: &[u8], written: &parking_lot::Mutex<Written>) {
+fn write_chunk(file: &File, path: &Path, data: &[u8], written: &crate::sync::Mutex<Written>) {
     if written.lock().error.is_some() {
         return;
     }
@@ -596,7 +596,7 @@ pub(crate) struct Spill {
     pending: Vec<u8>,
     file: Option<(Arc<File>, PathBuf)>,
     writer: Option<FileWriter>,
-    written: Arc<parking_lot::Mutex<Written>>,
+    written: Arc<crate::sync::Mutex<Written>>,
     hasher: Sha256,
     total: u64,
     failed: bool,

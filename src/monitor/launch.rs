@@ -239,7 +239,7 @@ fn spawn_in(
 
 /// The names of the reader threads started (tests).
 #[cfg(test)]
-static READER_THREADS: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
+static READER_THREADS: crate::sync::Mutex<Vec<String>> = crate::sync::Mutex::new(Vec::new());
 
 #[cfg(test)]
 thread_local! {
@@ -664,7 +664,7 @@ struct StreamPipe {
     pipe: Box<dyn io::Read + Send>,
     fd: OwnedFd,
     sink: OutputSink,
-    recorder: Option<Arc<parking_lot::Mutex<Recorder>>>,
+    recorder: Option<Arc<crate::sync::Mutex<Recorder>>>,
     spill_writer: Option<SpillWriter>,
     spill: Option<SpillReport>,
     peek: Option<OwnedFd>,
@@ -847,8 +847,8 @@ fn open_streams(
         pipe.peek = pipe.fd.try_clone().ok();
     }
     let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
-    let mut recorders: [Option<Arc<parking_lot::Mutex<Recorder>>>; 2] = [None, None];
-    let mut spills: [Option<Arc<parking_lot::Mutex<Spill>>>; 2] = [None, None];
+    let mut recorders: [Option<Arc<crate::sync::Mutex<Recorder>>>; 2] = [None, None];
+    let mut spills: [Option<Arc<crate::sync::Mutex<Spill>>>; 2] = [None, None];
     let mut slots: [Option<StreamSlot>; 2] = [None, None];
     for pipe in &mut pipes {
         let index = stream_index(pipe.stream);
@@ -862,7 +862,7 @@ fn open_streams(
         });
     }
     let shared = Arc::new(Shared {
-        result: parking_lot::Mutex::new(None),
+        result: crate::sync::Mutex::new(None),
         pumps: pumps.clone(),
         recorders,
         combined,
@@ -871,7 +871,7 @@ fn open_streams(
         phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
         idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
         spills,
-        stdin: parking_lot::Mutex::new(stdin_tx),
+        stdin: crate::sync::Mutex::new(stdin_tx),
         home: streams.home.take(),
         caps: config.effective_caps(),
     });
@@ -997,7 +997,7 @@ fn record_pipe(
     if stream != Stream::Terminal {
         sys::grow_pipe(pipe.fd.as_fd());
     }
-    pipe.recorder = Some(Arc::new(parking_lot::Mutex::new(Recorder::new(
+    pipe.recorder = Some(Arc::new(crate::sync::Mutex::new(Recorder::new(
         stream,
         HeadTail::new(config.capture.cap_per_stream),
         &config.events,

@@ -42,7 +42,7 @@ fn spawner() -> &'static Sender<Job> {
 /// thread if the spawner cannot be had. `None` if the job was lost (it panicked there).
 pub(crate) fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     let (reply_tx, reply_rx) = bounded(1);
-    let slot = std::sync::Arc::new(parking_lot::Mutex::new(Some(job)));
+    let slot = std::sync::Arc::new(crate::sync::Mutex::new(Some(job)));
     let theirs = slot.clone();
     let sent = spawner().send(Box::new(move || {
         if let Some(job) = theirs.lock().take() {

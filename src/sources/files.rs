@@ -19,10 +19,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::sync::RwLock;
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use notify::event::CreateKind;
 use notify::{EventKind, RecursiveMode, Watcher};
-use parking_lot::RwLock;
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
@@ -161,7 +161,7 @@ struct Gap {
 /// Every part not watched during the run, shared by the tracker's thread, `notify`'s event
 /// handler (which asks for a retry when an open gap changes) and the handle (for the report).
 #[derive(Debug, Default, Clone)]
-struct Gaps(Arc<parking_lot::Mutex<Vec<Gap>>>);
+struct Gaps(Arc<crate::sync::Mutex<Vec<Gap>>>);
 
 impl Gaps {
     /// Records that `path` cannot be watched from `now` (kept open if it already is).
@@ -287,10 +287,10 @@ pub struct FileActivityTracker {
     /// Whether the arming has begun (a watcher may exist, whose teardown can be slow).
     arming: Arc<AtomicBool>,
     tx: Sender<Msg>,
-    thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    thread: crate::sync::Mutex<Option<JoinHandle<()>>>,
     /// A session's delayed arming, not begun yet: no thread exists until it is
     /// ([`FileActivityTracker::arm_if_due`]).
-    deferred: parking_lot::Mutex<Option<Deferred>>,
+    deferred: crate::sync::Mutex<Option<Deferred>>,
 }
 
 /// The arming a session's monitor does when its delay is over, and what the tracker's thread
@@ -389,8 +389,8 @@ impl FileActivityTracker {
             scanning,
             arming,
             tx,
-            thread: parking_lot::Mutex::new(None),
-            deferred: parking_lot::Mutex::new(None),
+            thread: crate::sync::Mutex::new(None),
+            deferred: crate::sync::Mutex::new(None),
         };
         if deferred && !delay.is_zero() {
             *tracker.deferred.lock() = Some(Deferred {

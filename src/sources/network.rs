@@ -403,7 +403,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use parking_lot::Mutex;
+    use crate::sync::Mutex;
     use std::net::SocketAddr;
 
     /// A scripted table: sockets held by pid, and the TCP ones' counters.
@@ -593,7 +593,7 @@ mod kernel_tests {
     use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
     use std::sync::Arc;
 
-    use parking_lot::Mutex;
+    use crate::sync::Mutex;
 
     /// The kernel table, shared with the test so that it can count the walks.
     struct Shared(Arc<Mutex<Kernel>>);
