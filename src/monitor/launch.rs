@@ -2,40 +2,42 @@
 //! starts the reader, stdin, waiter and monitor threads. Returns what the session handle needs.
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
+use super::end_session;
 use super::ladder::{Ladder, Leader, OsProcesses};
+use super::reader::{
+    LineSetup, ReaderWiring, StreamPipe, open_pipes, reader, record_pipe, register_pipes,
+};
 use super::rules::Rules;
 use super::run::{DoneGuard, Monitor, Phase, Timing};
+use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, Tap, stream_index};
-use super::{SESSION_TAG, boot_ticks_now, end_session};
+use super::tree::{self, pipe_error, terminal_error};
 use crate::activity::{ActivityBoard, ActivitySource};
-use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
-use crate::capture::{HeadTail, Recorder};
+use crate::capture::Recorder;
+use crate::capture::spill::{self, Spill};
 use crate::clock::Clock;
 use crate::completion::FileWatch;
-use crate::config::{ContainmentMode, MonitorConfig};
+use crate::config::MonitorConfig;
 use crate::contract::{Control, ControlTx, Lifecycle, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
-use crate::outcome::{CompletionSeen, Containment, SupervisorDeath};
+use crate::outcome::Containment;
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
 use crate::process::{self, ChildProcess, sys};
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
-use crate::sources::lines::{ChunkSeen, LineWatch};
 use crate::sources::network::NetworkObserver;
-use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
+use crate::sources::output::{OutputSink, PumpState};
 use crate::stream::Stream;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -110,35 +112,33 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         detached,
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    // A named log folder that cannot be used is an error now, not lost output later.
-    let log_dir = spill::resolve_dir(&config.capture)?;
-    let (board, emitter) = new_board(&clock, &config);
-    // Armed before the spawn, so the child's first write already counts.
-    let files = arm_files(&command, &config, &board)?;
-    // Looked at before the spawn: what the child changes counts, what was there does not.
-    let completion_files = completion_files(&command, &config)?;
-    let lines = LineSetup::new(&config)?;
-
-    // Made just before the spawn, the program is born in it; dropping it (a failed spawn)
-    // removes it.
-    let Held {
+    let Watching {
+        log_dir,
+        board,
+        emitter,
+        files,
+        completion_files,
+        lines,
+    } = watch_before_the_spawn(&command, &config, &clock)?;
+    let stdin_pipe = matches!(stdin, Input::Piped);
+    let io = StartIo {
+        stdin,
+        pty: pty_size,
+        detached,
+    };
+    let (held, started) = hold_and_start(command, &config, id, io)?;
+    let tree::cgroup::Held {
         cgroup,
         containment,
         guardian,
-        entry,
-    } = hold_tree(&config, id)?;
-    let stdin_pipe = matches!(stdin, Input::Piped);
-    let io = (stdin, pty_size, detached);
-    let guarded = matches!(guardian, Some(Ok(_)));
-    let spawned = spawn_in(command, &config, id, (entry, guarded), io);
-    let (mut child, pty, combined_pipe, tag) = match spawned {
-        Ok(spawned) => spawned,
-        Err(e) => {
-            // Nothing to guard: the cgroup goes with its handle, the guardian forgets it.
-            drop(guardian);
-            return Err(e);
-        }
-    };
+        ..
+    } = held;
+    let tree::Started {
+        mut child,
+        pty,
+        combined: combined_pipe,
+        tag,
+    } = started;
     let pid = child.id();
     emitter.lifecycle(Event::Started { pid, pgid: pid });
     let terminal = pty.map(Arc::new);
@@ -163,83 +163,19 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         cgroup,
         containment,
         real_clock,
+        sinks: Some((stdout_sink, stderr_sink)),
     };
-
-    let started = start_threads(
+    let assembly = Assembly {
         id,
-        &mut child,
         config,
-        clock.clone(),
-        board.clone(),
+        clock,
+        board: board.clone(),
         files,
         streams,
-        stdout_sink,
-        stderr_sink,
-    );
+    };
+    let started = start_threads(&mut child, assembly);
     hand_over(id, pid, board, child, started)
 }
-
-/// A spawned program: the child, its terminal, the read end of the one combined pipe, and the
-/// subreaper tag it was given.
-type Spawned = (
-    ChildProcess,
-    Option<Pty>,
-    Option<std::io::PipeReader>,
-    Option<Vec<u8>>,
-);
-
-/// Gives the command its stdio (`io`: stdin, the terminal's size, detached) and its start in
-/// the session's cgroup (`held`: its entry and its guardian, which then replaces the
-/// parent-death signal), and spawns it with std's `Command`.
-fn spawn_in(
-    mut command: Command,
-    config: &MonitorConfig,
-    id: u64,
-    held: (Option<sys::CgroupEntry>, bool),
-    io: (Input, Option<(u16, u16)>, bool),
-) -> io::Result<Spawned> {
-    let ((entry, guarded), (stdin, pty_size, detached)) = (held, io);
-    // A guardian that exists before the cgroup is made ends every member of it if this
-    // process dies: the program needs no parent-death signal of its own, and so no fork from
-    // the long-lived spawner thread (a thread start, and two hand-offs at every spawn).
-    let parent_death = config.parent_death_signal && !guarded;
-    let tag = subreaper_tag(&mut command, config, id);
-    // From the main thread, the signal comes when the process dies, as from the spawner.
-    let from_spawner = cfg!(target_os = "linux") && parent_death && !sys::on_main_thread();
-    let lead = if detached {
-        sys::Lead::Session
-    } else {
-        sys::Lead::Group
-    };
-    let (mut pty, combined_pipe, handoff) = attach_stdio(
-        &mut command,
-        parent_death,
-        config,
-        (stdin.into_stdio(), pty_size, lead),
-        entry,
-    )?;
-    let (command, child) = spawn_leader(
-        command,
-        from_spawner,
-        id,
-        tag.as_ref(),
-        pty.as_mut(),
-        handoff,
-    )?;
-    log::debug!(
-        "session {id}: spawned {:?} as pid {}",
-        command.get_program(),
-        child.id()
-    );
-    // The command still holds our copies of the pipes' write ends: close them, or the
-    // readers would never see end-of-file.
-    drop(command);
-    Ok((child, pty, combined_pipe, tag))
-}
-
-/// The names of the reader threads started (tests).
-#[cfg(test)]
-static READER_THREADS: crate::sync::Mutex<Vec<String>> = crate::sync::Mutex::new(Vec::new());
 
 #[cfg(test)]
 thread_local! {
@@ -247,45 +183,65 @@ thread_local! {
     static WAITERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// What the spawn needs beside the command: the terminal, the read end of the one combined
-/// pipe, and what tells which process runs the program.
-type Attached = (
-    Option<Pty>,
-    Option<std::io::PipeReader>,
-    Option<sys::Handoff>,
-);
+/// The program's stdio: its stdin, a terminal of this size (rows, columns) or pipes, and
+/// whether it leads a session of its own.
+struct StartIo {
+    stdin: Input,
+    pty: Option<(u16, u16)>,
+    detached: bool,
+}
 
-/// Gives the command its terminal (the pseudo-terminal of `pty_size`, returned) or its pipes
-/// (the read end of the one combined pipe returned, if combined) and `stdin`, and makes the
-/// child lead its tree (in the session's cgroup when there is one), with the parent-death
-/// signal when `parent_death`.
-fn attach_stdio(
-    command: &mut Command,
-    parent_death: bool,
+/// Holds the tree (a cgroup, made just before the spawn: the program is born in it, and
+/// dropping it, after a failed spawn, removes it) and starts the program with `stdin` on a
+/// terminal of its size or on pipes, detached or not.
+fn hold_and_start(
+    command: Command,
     config: &MonitorConfig,
-    (stdin, pty_size, lead): (Stdio, Option<(u16, u16)>, sys::Lead),
-    cgroup: Option<sys::CgroupEntry>,
-) -> io::Result<Attached> {
-    if let Some((rows, cols)) = pty_size {
-        // The terminal is stdin, stdout and stderr; the child leads a new session on it (and
-        // so a new process group: its pgid is its pid, as in pipe mode).
-        let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
-        let handoff = terminal
-            .prepare(command, parent_death, cgroup)
-            .map_err(terminal_error("prepare"))?;
-        drop(stdin);
-        return Ok((Some(terminal), None, handoff));
-    }
-    command.stdin(stdin);
-    let combined_pipe = pipe_output(command, config).map_err(pipe_error("make"))?;
-    let handoff = sys::configure(command, lead, parent_death, cgroup).map_err(|e| {
-        SpawnError::new(
-            SpawnErrorKind::Containment,
-            "cannot prepare the program's start in its cgroup",
-            e,
-        )
-    })?;
-    Ok((None, combined_pipe, handoff))
+    id: u64,
+    io: StartIo,
+) -> io::Result<(tree::cgroup::Held, tree::Started)> {
+    let mut held = tree::cgroup::hold_tree(config, id)?;
+    let plan = tree::Plan {
+        stdin: io.stdin.into_stdio(),
+        pty: io.pty,
+        detached: io.detached,
+        cgroup: held.entry.take(),
+        guarded: matches!(held.guardian, Some(Ok(_))),
+    };
+    // On failure the cgroup goes with its handle, and the guardian forgets the session.
+    let started = tree::start(command, config, id, plan)?;
+    Ok((held, started))
+}
+
+/// What is set up before the spawn, so that nothing of the child's is missed.
+struct Watching {
+    log_dir: Option<spill::LogDir>,
+    board: Arc<ActivityBoard>,
+    emitter: Arc<Emitter>,
+    files: Option<FileActivityTracker>,
+    completion_files: Option<FileWatch>,
+    lines: Option<LineSetup>,
+}
+
+/// The log folder, the board, the file tracker, the completion files and the line watch.
+fn watch_before_the_spawn(
+    command: &Command,
+    config: &MonitorConfig,
+    clock: &Arc<dyn Clock>,
+) -> io::Result<Watching> {
+    // A named log folder that cannot be used is an error now, not lost output later.
+    let log_dir = spill::resolve_dir(&config.capture)?;
+    let (board, emitter) = new_board(clock, config);
+    Ok(Watching {
+        log_dir,
+        // Armed before the spawn, so the child's first write already counts.
+        files: arm_files(command, config, &board)?,
+        // Looked at before the spawn: what the child changes counts, what was there does not.
+        completion_files: completion_files(command, config)?,
+        lines: LineSetup::new(config)?,
+        board,
+        emitter,
+    })
 }
 
 /// The session's activity board, its output source on or off, and the event emitter that
@@ -311,79 +267,6 @@ fn new_board(clock: &Arc<dyn Clock>, config: &MonitorConfig) -> (Arc<ActivityBoa
         config.events.throttle,
     )));
     (board, emitter)
-}
-
-/// Spawns the child, known to the orphan attribution before the fork, and known as this
-/// library's own child before any other session can look at this process's children. Returns
-/// the command (it still holds the pipes' write ends) and the child. With `from_spawner`, from
-/// the spawner thread (the parent-death signal comes when the forking thread dies).
-fn spawn_leader(
-    command: Command,
-    from_spawner: bool,
-    id: u64,
-    tag: Option<&Vec<u8>>,
-    pty: Option<&mut Pty>,
-    handoff: Option<sys::Handoff>,
-) -> io::Result<(Command, ChildProcess)> {
-    let gate = process::orphans::spawn_gate();
-    process::orphans::register(id, boot_ticks_now(), tag.cloned());
-    let (mut command, spawned) = process::spawn(command, from_spawner, handoff);
-    if let Some(pty) = pty {
-        // Whether or not the spawn worked: this process keeps no copy of the slave, so the
-        // master reads the end once the child's side is closed.
-        pty.spawned(&mut command);
-    }
-    let child = match spawned {
-        Ok(child) => child,
-        Err(e) => {
-            drop(gate);
-            end_session(id);
-            return Err(process::describe_spawn_error(&command, e));
-        }
-    };
-    let pid = child.id();
-    process::orphans::spawned(pid as i32);
-    process::orphans::set_leader(id, pid as i32);
-    drop(gate);
-    Ok((command, child))
-}
-
-/// Pipes the command's stdout and stderr; returns the read end of the one pipe of the
-/// combined mode.
-fn pipe_output(
-    command: &mut Command,
-    config: &MonitorConfig,
-) -> io::Result<Option<std::io::PipeReader>> {
-    Ok(if config.capture.combined {
-        // One pipe for both streams keeps the order in which the child wrote them.
-        let (reader, writer) = std::io::pipe()?;
-        command.stdout(writer.try_clone()?).stderr(writer);
-        Some(reader)
-    } else {
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        None
-    })
-}
-
-/// Subreaper mode: orphans come back to this process; a tag in their environment (among
-/// other evidence: `process::orphans`) tells which session they belong to.
-fn subreaper_tag(command: &mut Command, config: &MonitorConfig, id: u64) -> Option<Vec<u8>> {
-    if config.children.subreaper {
-        match sys::become_subreaper() {
-            Ok(()) => {
-                process::orphans::set_adopting();
-                let value = format!("{}.{id}", std::process::id());
-                command.env(SESSION_TAG, &value);
-                Some(format!("{SESSION_TAG}={value}").into_bytes())
-            }
-            Err(e) => {
-                log::warn!("session {id}: cannot become a child subreaper ({e}); going on without");
-                None
-            }
-        }
-    } else {
-        None
-    }
 }
 
 /// The file activity tracker, armed before the spawn so the child's first write already
@@ -435,127 +318,6 @@ fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
     })
 }
 
-/// The session's cgroup as the configuration asks, with its place in the guardian (told just
-/// before the cgroup is made): `None` for the group (with why not a cgroup under `Auto`); an
-/// error of its own kind when a cgroup was required and cannot be had.
-fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
-    let group = |why_not_cgroup| Held {
-        cgroup: None,
-        containment: Containment::Group {
-            why_not_cgroup,
-            supervisor_death: SupervisorDeath::NotNeeded,
-        },
-        guardian: None,
-        entry: None,
-    };
-    if config.containment == ContainmentMode::Group {
-        return Ok(group(None));
-    }
-    // The guardian is told of the cgroup just before it is made: from the cgroup's first
-    // moment to its removal, something outside this process removes it (and ends its
-    // members) if this process is killed.
-    let mut guardian = None;
-    match Cgroup::create(id, |path| {
-        guardian = start_guardian(config, id, None, Some(path));
-    }) {
-        Ok((cgroup, entry)) => {
-            let path = cgroup.path().to_owned();
-            log::debug!(
-                "session {id}: holding the tree in the cgroup {}",
-                path.display()
-            );
-            Ok(Held {
-                cgroup: Some(Arc::new(cgroup)),
-                containment: Containment::Cgroup {
-                    path,
-                    supervisor_death: SupervisorDeath::NotNeeded,
-                },
-                guardian,
-                entry: Some(entry),
-            })
-        }
-        Err(why) => {
-            drop(guardian); // forgets the session
-            if config.containment == ContainmentMode::Cgroup {
-                return Err(SpawnError::new(
-                    SpawnErrorKind::Containment,
-                    "--containment cgroup: no cgroup can be made for the session (run as root, \
-                     or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes …; or \
-                     use --containment auto)",
-                    io::Error::new(io::ErrorKind::PermissionDenied, why),
-                )
-                .into());
-            }
-            log::debug!("session {id}: no cgroup ({why}); holding the process group");
-            Ok(group(Some(why)))
-        }
-    }
-}
-
-/// How the tree is held.
-struct Held {
-    /// The session's cgroup, if it has one.
-    cgroup: Option<Arc<Cgroup>>,
-    /// What the result says.
-    containment: Containment,
-    /// The session's place in the guardian, told of the cgroup (or why there is none).
-    guardian: Option<Result<process::Guardian, String>>,
-    /// What the child needs to start inside the cgroup.
-    entry: Option<sys::CgroupEntry>,
-}
-
-/// With the parent-death signal asked for, the grandchildren should die with this process
-/// too: the process's guardian SIGKILLs the group (and the cgroup's members, and removes the
-/// cgroup) if this process vanishes. `None` when not asked for.
-fn start_guardian(
-    config: &MonitorConfig,
-    id: u64,
-    pid: Option<u32>,
-    cgroup: Option<&std::path::Path>,
-) -> Option<Result<process::Guardian, String>> {
-    if !config.parent_death_signal {
-        return None;
-    }
-    let guardian = process::Guardian::start(id, pid, cgroup);
-    if let Err(why) = &guardian {
-        log::info!("session {id}: no guardian: {why}");
-    }
-    Some(guardian)
-}
-
-/// The session's place in the guardian, taken before any reader thread (no output of the
-/// child is passed on before it exists), unless the run is already over with nothing left to
-/// guard: the leader exited and, adopting orphans and holding no cgroup, this process has no
-/// child but it (and the library's own): every descendant still alive would be one. A program
-/// that ends at once (`stallwatch -- true`) then costs no guardian. Returns it, what it means
-/// for the supervisor's death, and whether the tree is provably gone.
-fn guard_tree(
-    config: &MonitorConfig,
-    id: u64,
-    pid: i32,
-    processes: &mut OsProcesses,
-    early: Option<Result<process::Guardian, String>>,
-) -> (Option<process::Guardian>, SupervisorDeath, bool) {
-    let guardian = match early {
-        Some(early) => early, // in a cgroup: told before the program started
-        None => {
-            let gone = processes.cgroup.is_none()
-                && sys::has_exited_no_reap(pid)
-                && processes.leader_alone(pid);
-            if gone {
-                log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
-                return (None, SupervisorDeath::NotNeeded, true);
-            }
-            match start_guardian(config, id, Some(pid as u32), None) {
-                Some(guardian) => guardian,
-                None => return (None, SupervisorDeath::Nothing, false),
-            }
-        }
-    };
-    let death = process::guardian::supervisor_death(&guardian, config.parent_death_signal);
-    (guardian.ok(), death, false)
-}
-
 /// Hands the child to the monitor thread, or (if the threads could not start) kills and
 /// reaps it.
 fn hand_over(
@@ -563,10 +325,15 @@ fn hand_over(
     pid: u32,
     board: Arc<ActivityBoard>,
     mut child: ChildProcess,
-    started: io::Result<Started>,
+    started: io::Result<Running>,
 ) -> io::Result<Launched> {
     match started {
-        Ok((control, done, shared, monitor)) => match monitor.send(child) {
+        Ok(Running {
+            control,
+            done,
+            shared,
+            monitor,
+        }) => match monitor.send(child) {
             // The monitor owns the child from here on.
             Ok(()) => Ok(Launched {
                 id,
@@ -603,29 +370,32 @@ fn hand_over(
     }
 }
 
-/// A [`SpawnErrorKind::Terminal`] error: the pseudo-terminal could not be `verb`ed.
-fn terminal_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError + Copy {
-    move |e| {
-        SpawnError::new(
-            SpawnErrorKind::Terminal,
-            format_args!("cannot {verb} the pseudo-terminal"),
-            e,
-        )
-    }
+/// The session's threads, started: the control channel, the done channel, what the session
+/// shares with the monitor, and the way to hand the monitor its child.
+struct Running {
+    control: ControlTx,
+    done: Receiver<()>,
+    shared: Arc<Shared>,
+    monitor: Sender<ChildProcess>,
 }
 
-/// A [`SpawnErrorKind::Pipe`] error: the output pipes could not be `verb`ed.
-fn pipe_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError {
-    move |e| {
-        SpawnError::new(
-            SpawnErrorKind::Pipe,
-            format_args!("cannot {verb} the output pipes"),
-            e,
-        )
-    }
+/// A session being assembled: what its threads start with.
+struct Assembly {
+    id: u64,
+    config: MonitorConfig,
+    clock: Arc<dyn Clock>,
+    board: Arc<ActivityBoard>,
+    files: Option<FileActivityTracker>,
+    streams: Streams,
 }
 
-type Started = (ControlTx, Receiver<()>, Arc<Shared>, Sender<ChildProcess>);
+/// The output streams, set up: the pipes for the reader threads, one slot per stream for the
+/// monitor, and what the session and the monitor share.
+struct Opened {
+    pipes: Vec<StreamPipe>,
+    slots: [Option<StreamSlot>; 2],
+    shared: Arc<Shared>,
+}
 
 /// How the output is read and recorded.
 struct Streams {
@@ -655,53 +425,19 @@ struct Streams {
     containment: Containment,
     /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
     real_clock: bool,
+    /// Where stdout and stderr go (taken when the streams open).
+    sinks: Option<(OutputSink, OutputSink)>,
 }
 
-/// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
-/// and what records it.
-struct StreamPipe {
-    stream: Stream,
-    pipe: Box<dyn io::Read + Send>,
-    fd: OwnedFd,
-    sink: OutputSink,
-    recorder: Option<Arc<crate::sync::Mutex<Recorder>>>,
-    spill_writer: Option<SpillWriter>,
-    spill: Option<SpillReport>,
-    peek: Option<OwnedFd>,
-}
-
-impl StreamPipe {
-    fn new(stream: Stream, pipe: Box<dyn io::Read + Send>, fd: OwnedFd, sink: OutputSink) -> Self {
-        Self {
-            stream,
-            pipe,
-            fd,
-            sink,
-            recorder: None,
-            spill_writer: None,
-            spill: None,
-            peek: None,
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
-fn start_threads(
-    id: u64,
-    child: &mut ChildProcess,
-    config: MonitorConfig,
-    clock: Arc<dyn Clock>,
-    board: Arc<ActivityBoard>,
-    files: Option<FileActivityTracker>,
-    mut streams: Streams,
-    stdout_sink: OutputSink,
-    stderr_sink: OutputSink,
-) -> io::Result<Started> {
-    let pid = child.id() as i32;
+/// Starts the session's threads around `child`: opens its streams, makes the monitor (not
+/// running until it is handed the child), the readers, and the waiter where one is needed.
+fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Running> {
+    let (id, pid) = (parts.id, child.id() as i32);
     // On the real clock the monitor sleeps in `poll`, woken by messages and by the leader's
     // exit itself: no waiter thread, and one thread hand-off less between the exit and the
     // result. A test clock drives the monitor through its channel, the waiter through it too.
-    let wakeup = streams
+    let wakeup = parts
+        .streams
         .real_clock
         .then(|| sys::Wakeup::new(pid))
         .flatten()
@@ -710,84 +446,32 @@ fn start_threads(
     let control_tx = ControlTx::new(control_tx, wakeup.clone());
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
-
-    let (pipes, slots, shared) = open_streams(
+    let opened = open_streams(id, child, &parts.config, &mut parts.streams, &pumps)?;
+    register_pipes(id, &opened.pipes);
+    let (board, clock) = (parts.board.clone(), parts.clock.clone());
+    let (emitter, lines) = (parts.streams.emitter.clone(), parts.streams.lines.take());
+    let shared = opened.shared.clone();
+    let mut monitor = new_monitor(pid, parts, control_rx, opened.slots, shared.clone());
+    monitor.wakeup = wakeup.clone();
+    let tree_gone = monitor.tree_gone;
+    let wiring = ReaderWiring {
         id,
-        child,
-        &config,
-        &mut streams,
-        stdout_sink,
-        stderr_sink,
-        &pumps,
-    )?;
-
-    let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
-    let (network, network_unavailable) = start_network(&config, &board);
-    let mut processes = OsProcesses::new(id, children, streams.tag.take());
-    processes.hold(pid, streams.cgroup.take());
-    let (guardian, supervisor_death, tree_gone) =
-        guard_tree(&config, id, pid, &mut processes, streams.guardian.take());
-    streams.containment.set_supervisor_death(supervisor_death);
-    let board_clock = clock.clone();
-    let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
-    let monitor = Monitor {
-        input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
-        rules,
-        id,
-        pid,
-        timing: Timing::new(&config, &*clock, &board),
-        ladder: Ladder::new(
-            id,
-            pid,
-            config.kill_confirm_timeout,
-            clock.clone(),
-            streams.emitter.clone(),
-        ),
-        config,
-        clock,
-        board: board.clone(),
-        control: control_rx,
-        shared: shared.clone(),
-        emitter: streams.emitter.clone(),
-        tap: Tap::new(slots),
-        leader: Leader::new(),
-        processes,
-        containment: streams.containment,
-        memory: (None, None),
-        guardian,
-        tree_gone,
-        files,
-        network,
-        network_unavailable,
-        unwatched: Vec::new(),
-        reason: None,
-        phase: Phase::Watching,
-        wakeup: wakeup.clone(),
-        stderr: None,
+        control: &control_tx,
+        board: &board,
+        emitter: &emitter,
+        clock: &clock,
+        lines: lines.as_ref(),
     };
-    register_pipes(id, &pipes);
     let mut readers = Vec::new();
-    for pipe in pipes {
+    for pipe in opened.pipes {
         let state = pumps[stream_index(pipe.stream)].clone();
-        let lines = streams.lines.clone();
-        let (emitter, clock) = (&streams.emitter, &board_clock);
-        readers.push(reader(
-            id,
-            pipe,
-            state,
-            &control_tx,
-            &board,
-            emitter,
-            clock,
-            lines,
-        )?);
+        readers.push(reader(&wiring, pipe, state)?);
     }
     // Sleeping in `poll`, the monitor starts the stderr reader once its pipe has something to
     // read: many programs never write there, and then it costs no thread. The stdout (or
     // combined, or terminal) reader starts at once: nearly every program writes there, and
     // its first line, often printed just before the exit, would otherwise wait for a thread's
     // start (measured: +0.06 to +0.11 ms of exit latency when both were started so).
-    let mut monitor = monitor;
     if wakeup.is_some()
         && let Some(at) = readers.iter().position(|r| r.stream == Stream::Stderr)
     {
@@ -800,24 +484,95 @@ fn start_threads(
     if wakeup.is_none() || tree_gone {
         start_waiter(id, pid, control_tx.clone(), tree_gone)?;
     }
+    Ok(Running {
+        control: control_tx,
+        done: done_rx,
+        shared,
+        monitor: child_tx,
+    })
+}
 
-    Ok((control_tx, done_rx, shared, child_tx))
+/// The monitor of leader `pid`, with its observers, its ladder and its place in the guardian
+/// (not running yet; its wake-up and stderr reader are the caller's to give).
+fn new_monitor(
+    pid: i32,
+    parts: Assembly,
+    control: Receiver<Control>,
+    slots: [Option<StreamSlot>; 2],
+    shared: Arc<Shared>,
+) -> Monitor {
+    let Assembly {
+        id,
+        config,
+        clock,
+        board,
+        files,
+        mut streams,
+    } = parts;
+    let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
+    let (network, network_unavailable) = start_network(&config, &board);
+    let mut processes = OsProcesses::new(id, children, streams.tag.take());
+    processes.hold(pid, streams.cgroup.take());
+    let gone = || {
+        processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid)
+    };
+    let guarded = tree::guardian::guard_tree(&config, id, pid, gone, streams.guardian.take());
+    streams
+        .containment
+        .set_supervisor_death(guarded.supervisor_death);
+    let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
+    let ladder = Ladder::new(
+        id,
+        pid,
+        config.kill_confirm_timeout,
+        clock.clone(),
+        streams.emitter.clone(),
+    );
+    Monitor {
+        input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
+        rules,
+        id,
+        pid,
+        timing: Timing::new(&config, &*clock, &board),
+        ladder,
+        config,
+        clock,
+        board,
+        control,
+        shared,
+        emitter: streams.emitter,
+        tap: Tap::new(slots),
+        leader: Leader::new(),
+        processes,
+        containment: streams.containment,
+        memory: (None, None),
+        guardian: guarded.guardian,
+        tree_gone: guarded.tree_gone,
+        files,
+        network,
+        network_unavailable,
+        unwatched: Vec::new(),
+        reason: None,
+        phase: Phase::Watching,
+        wakeup: None,
+        stderr: None,
+    }
 }
 
 /// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
 /// monitor, the stdin writer, and what the session and the monitor share.
-#[allow(clippy::too_many_arguments)] // one call site; the parts of a session being assembled
-#[allow(clippy::type_complexity)] // the three parts go three ways: readers, monitor, session
 fn open_streams(
     id: u64,
     child: &mut ChildProcess,
     config: &MonitorConfig,
     streams: &mut Streams,
-    stdout_sink: OutputSink,
-    stderr_sink: OutputSink,
     pumps: &[Arc<PumpState>; 2],
-) -> io::Result<(Vec<StreamPipe>, [Option<StreamSlot>; 2], Arc<Shared>)> {
+) -> io::Result<Opened> {
     let combined = streams.combined.is_some();
+    let (stdout_sink, stderr_sink) = streams
+        .sinks
+        .take()
+        .ok_or_else(|| io::Error::other("the streams were opened already"))?;
     let read = terminal_error("read");
     let mut pipes = match &streams.terminal {
         Some(terminal) => {
@@ -875,21 +630,11 @@ fn open_streams(
         home: streams.home.take(),
         caps: config.effective_caps(),
     });
-    Ok((pipes, slots, shared))
-}
-
-/// The session's pipes, for the orphan attribution (an orphan holding one is the session's).
-fn register_pipes(id: u64, pipes: &[StreamPipe]) {
-    process::orphans::set_pipes(
-        id,
-        pipes
-            .iter()
-            // A terminal's master is no pipe: its identity is that of the multiplexer device,
-            // shared by every terminal on the machine.
-            .filter(|pipe| pipe.stream != Stream::Terminal)
-            .filter_map(|pipe| sys::pipe_id(pipe.fd.as_fd()))
-            .collect(),
-    );
+    Ok(Opened {
+        pipes,
+        slots,
+        shared,
+    })
 }
 
 /// The observer always runs: besides descendant CPU (when that source is on) it remembers
@@ -937,146 +682,6 @@ fn start_network(
     }
 }
 
-/// The pipes to read: stdout and stderr, or the one combined pipe.
-fn open_pipes(
-    child: &mut ChildProcess,
-    combined: Option<std::io::PipeReader>,
-    stdout_sink: OutputSink,
-    stderr_sink: OutputSink,
-) -> io::Result<Vec<StreamPipe>> {
-    let mut pipes: Vec<StreamPipe> = Vec::new();
-    if let Some(reader) = combined {
-        let fd = reader.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Combined,
-            Box::new(reader),
-            fd,
-            stdout_sink,
-        ));
-        drop(stderr_sink); // everything goes to the stdout sink in combined mode
-    } else {
-        // Both pipes exist: the command was given Stdio::piped() just before the spawn.
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| io::Error::other("stdout not piped"))?;
-        let stderr = child
-            .stderr
-            .take()
-            .ok_or_else(|| io::Error::other("stderr not piped"))?;
-        let out_fd = stdout.as_fd().try_clone_to_owned()?;
-        let err_fd = stderr.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Stdout,
-            Box::new(stdout),
-            out_fd,
-            stdout_sink,
-        ));
-        pipes.push(StreamPipe::new(
-            Stream::Stderr,
-            Box::new(stderr),
-            err_fd,
-            stderr_sink,
-        ));
-    }
-    Ok(pipes)
-}
-
-/// Grows the pipe, gives the stream its recorder and (with a log folder) its spill thread.
-fn record_pipe(
-    pipe: &mut StreamPipe,
-    config: &MonitorConfig,
-    log_dir: Option<&spill::LogDir>,
-    own_files: Option<&OwnFiles>,
-    id: u64,
-) -> io::Result<()> {
-    // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and
-    // then every chunk costs a sleep and a wake-up on each side. Best effort (capped by
-    // /proc/sys/fs/pipe-max-size for unprivileged users).
-    let stream = pipe.stream;
-    if stream != Stream::Terminal {
-        sys::grow_pipe(pipe.fd.as_fd());
-    }
-    pipe.recorder = Some(Arc::new(crate::sync::Mutex::new(Recorder::new(
-        stream,
-        HeadTail::new(config.capture.cap_per_stream),
-        &config.events,
-    ))));
-    if let Some(dir) = log_dir {
-        let spill = Spill::new(
-            Some(dir.clone()),
-            config.capture.spill_threshold,
-            id,
-            stream,
-        )
-        .own_files(own_files.cloned());
-        let short = match stream {
-            Stream::Stderr => "err",
-            Stream::Terminal => "tty",
-            Stream::Stdout | Stream::Combined => "out",
-        };
-        let (writer, report) = spill::start(spill, format!("stallwatch-log{short}-{id}"))?;
-        pipe.spill_writer = Some(writer);
-        pipe.spill = Some(report);
-    }
-    Ok(())
-}
-
-/// Where the stdin writer writes.
-enum StdinTarget {
-    /// The child's stdin pipe.
-    Pipe(std::process::ChildStdin),
-    /// The terminal the child runs on: bytes as typed keys.
-    Terminal(Arc<Pty>),
-}
-
-impl StdinTarget {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self {
-            StdinTarget::Pipe(stdin) => io::Write::write_all(stdin, bytes),
-            StdinTarget::Terminal(terminal) => terminal.write(bytes),
-        }
-    }
-
-    /// The end of the input: a closed pipe, or EOF the terminal way.
-    fn close(self, id: u64) {
-        match self {
-            // Dropping the pipe closes it: the child sees end-of-file.
-            StdinTarget::Pipe(stdin) => drop(stdin),
-            StdinTarget::Terminal(terminal) => {
-                if let Err(e) = terminal.send_eof() {
-                    log::debug!("session {id}: sending end-of-file through the terminal: {e}");
-                }
-            }
-        }
-    }
-}
-
-/// The stdin writer: a thread of its own, so a child that does not read never blocks the
-/// caller (the queue is bounded; `write_stdin` gives up after a while).
-fn start_stdin_writer(id: u64, stdin: Option<StdinTarget>) -> io::Result<Option<Sender<Vec<u8>>>> {
-    Ok(match stdin {
-        Some(mut stdin) => {
-            let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(64);
-            thread::Builder::new()
-                .name(format!("stallwatch-in-{id}"))
-                .spawn(move || {
-                    for chunk in rx {
-                        if let Err(e) = stdin.write(&chunk) {
-                            log::debug!("session {id}: writing the child's stdin: {e}");
-                            return;
-                        }
-                    }
-                    // Every sender is gone: `close_stdin`, or the session ended.
-                    stdin.close(id);
-                })
-                .map_err(|e| SpawnError::thread("stdin writer", e))?;
-            Some(tx)
-        }
-        None => None,
-    })
-}
-
 /// Starts the monitor thread; it runs once it receives the child on the returned channel.
 fn start_monitor(
     id: u64,
@@ -1107,188 +712,6 @@ fn start_monitor(
         .inspect_err(|_| end_session(id))
         .map_err(|e| SpawnError::thread("monitor", e))?;
     Ok(child_tx)
-}
-
-/// One stream's reader, not started yet: its work, the thread's name, and a descriptor of
-/// its pipe to wait on. The stderr reader of a monitor that sleeps in `poll` starts once the
-/// pipe has something to read (a program that never writes there costs no thread for it, and
-/// a stderr that ends empty is read to its end on the monitor's thread); the others start at
-/// once.
-pub(super) struct Reader {
-    pub(super) stream: Stream,
-    pub(super) name: String,
-    /// The pipe (a duplicate of the read end the work reads).
-    pub(super) fd: OwnedFd,
-    /// Reads to the end: stamps the board, records, spills, passes on, then says it is done.
-    pub(super) work: Box<dyn FnOnce() + Send>,
-}
-
-impl Reader {
-    /// Runs the work on a thread of its own.
-    pub(super) fn start(self) -> io::Result<()> {
-        let Reader { name, fd, work, .. } = self;
-        drop(fd);
-        #[cfg(test)]
-        READER_THREADS.lock().push(name.clone());
-        thread::Builder::new()
-            .name(name)
-            .spawn(work)
-            .map(drop)
-            .map_err(|e| SpawnError::thread("output reader", e).into())
-    }
-}
-
-/// One stream's reader: reads, stamps the board, records, spills, passes on.
-#[allow(clippy::too_many_arguments)] // one call site; the parts of one reader
-fn reader(
-    id: u64,
-    pipe: StreamPipe,
-    state: Arc<PumpState>,
-    control: &ControlTx,
-    board: &Arc<ActivityBoard>,
-    emitter: &Arc<Emitter>,
-    clock: &Arc<dyn Clock>,
-    lines: Option<LineSetup>,
-) -> io::Result<Reader> {
-    let StreamPipe {
-        stream,
-        pipe,
-        fd,
-        sink,
-        recorder,
-        spill_writer: spill,
-        ..
-    } = pipe;
-    let control = control.clone();
-    let board = board.clone();
-    let recorder = recorder.ok_or_else(|| io::Error::other("no recorder for a stream"))?;
-    let emitter = emitter.clone();
-    let clock = clock.clone();
-    let short = match stream {
-        Stream::Stdout | Stream::Combined => "out",
-        Stream::Stderr => "err",
-        Stream::Terminal => "tty",
-    };
-    let mut sink = sink;
-    let work = move || {
-        let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
-        let mut reader = ActivityTrackingReader::new(pipe, board);
-        if watch.as_ref().is_some_and(|w| w.repeats) {
-            reader = reader.unstamped(); // the line watch stamps output or repeats
-        }
-        let mut notified: Option<Instant> = None;
-        let pending_control = control.clone();
-        let lines_control = control.clone();
-        let watch_ref = &mut watch;
-        let mut record = move |chunk: &[u8]| {
-            if let Some(watch) = watch_ref.as_mut() {
-                watch.feed(chunk, &lines_control);
-            }
-            if let Some(spill) = &spill {
-                spill.push(chunk);
-            }
-            let due = recorder.lock().record(chunk, clock.now(), &emitter);
-            if let Some(due) = due
-                && notified != Some(due)
-            {
-                notified = Some(due);
-                let _ = pending_control.send(Control::OutputPending(due));
-            }
-        };
-        pump(&mut reader, &mut sink, &state, stream, &mut record);
-        drop(record);
-        if let Some(watch) = watch.as_mut() {
-            watch.finish(&control);
-        }
-        let _ = control.send(Control::ReaderDone(stream));
-    };
-    Ok(Reader {
-        stream,
-        name: format!("stallwatch-{short}-{id}"),
-        fd,
-        work: Box::new(work),
-    })
-}
-
-/// What every reader needs to look at lines: the compiled completion patterns, the line
-/// callback, and whether repeats are told apart.
-#[derive(Clone)]
-pub(super) struct LineSetup {
-    patterns: Option<regex::bytes::RegexSet>,
-    callback: Option<crate::completion::LineCallback>,
-    repeats: bool,
-}
-
-impl LineSetup {
-    /// `None` when no line needs looking at.
-    fn new(config: &MonitorConfig) -> io::Result<Option<Self>> {
-        let repeats = config.watches(ActivitySource::RepeatedOutput);
-        if !config.completion.watches_lines() && !repeats {
-            return Ok(None);
-        }
-        let patterns = config
-            .completion
-            .patterns()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        Ok(Some(Self {
-            patterns,
-            callback: config.completion.on_line.clone(),
-            repeats,
-        }))
-    }
-}
-
-/// One reader's line watch: it stamps output or repeats (repeats told apart), and tells the
-/// monitor of completion.
-struct ReaderLines {
-    watch: LineWatch,
-    repeats: bool,
-    stream: Stream,
-    board: Arc<ActivityBoard>,
-}
-
-impl ReaderLines {
-    fn new(setup: LineSetup, stream: Stream, board: &Arc<ActivityBoard>) -> Self {
-        Self {
-            watch: LineWatch::new(setup.patterns, setup.callback, setup.repeats),
-            repeats: setup.repeats,
-            stream,
-            board: board.clone(),
-        }
-    }
-
-    fn feed(&mut self, chunk: &[u8], control: &ControlTx) {
-        let seen = self.watch.feed(chunk);
-        if self.repeats {
-            self.board.stamp(if seen.fresh {
-                ActivitySource::Output
-            } else {
-                ActivitySource::RepeatedOutput
-            });
-        }
-        self.tell(seen, control);
-    }
-
-    fn finish(&mut self, control: &ControlTx) {
-        let seen = self.watch.finish();
-        self.tell(seen, control);
-    }
-
-    fn tell(&self, seen: ChunkSeen, control: &ControlTx) {
-        if let Some((trigger, matched)) = seen.completed {
-            let after = self
-                .board
-                .clock()
-                .now()
-                .saturating_duration_since(self.board.origin());
-            let _ = control.send(Control::Completed(CompletionSeen {
-                trigger,
-                stream: Some(self.stream),
-                matched,
-                after,
-            }));
-        }
-    }
 }
 
 /// The waiter: tells the monitor when the leader exited (without reaping it). None when it
@@ -1372,7 +795,7 @@ mod wakeup_tests {
         let out = session.snapshot().stdout.expect("captured").render_lossy();
         assert_eq!(out, "out\n");
         let id = session.id();
-        let started = super::READER_THREADS.lock().clone();
+        let started = super::super::reader::READER_THREADS.lock().clone();
         assert!(
             started.contains(&format!("stallwatch-out-{id}")),
             "{started:?}"
@@ -1392,7 +815,7 @@ mod wakeup_tests {
         let err = session.snapshot().stderr.expect("captured").render_lossy();
         assert_eq!(err, "err\n");
         let id = session.id();
-        let started = super::READER_THREADS.lock().clone();
+        let started = super::super::reader::READER_THREADS.lock().clone();
         assert!(
             started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
@@ -1405,7 +828,7 @@ mod wakeup_tests {
             .expect("true starts");
         assert_eq!(session.wait().outcome, Outcome::Exited);
         let id = session.id();
-        let started = super::READER_THREADS.lock().clone();
+        let started = super::super::reader::READER_THREADS.lock().clone();
         assert!(
             started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"

@@ -181,8 +181,8 @@ pub(super) struct Monitor {
     /// and the leader's exit wakes it (no waiter thread then).
     pub(super) wakeup: Option<Arc<sys::Wakeup>>,
     /// With `wakeup`, the stderr reader until it starts: once its pipe has something to read
-    /// (see [`Reader`](super::launch::Reader)).
-    pub(super) stderr: Option<super::launch::Reader>,
+    /// (see [`Reader`](super::reader::Reader)).
+    pub(super) stderr: Option<super::reader::Reader>,
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
