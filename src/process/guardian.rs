@@ -146,12 +146,11 @@ impl Guardian {
         }
         let process = running.child.as_ref().ok_or("no guardian")?;
         if let Err(e) = process.send(&message) {
-            // It died (or was killed): the next session starts another.
+            // It died (or was killed): reaped now (the sessions it held lost their guard with
+            // it); the next session starts another.
             let gone = running.child.take();
-            if running.sessions == 0 {
-                drop(running);
-                gone.into_iter().for_each(Process::stop);
-            }
+            drop(running);
+            gone.into_iter().for_each(Process::stop);
             return Err(format!("the guardian does not listen: {e}"));
         }
         running.sessions += 1;
@@ -263,8 +262,13 @@ impl Process {
     }
 
     fn send(&self, message: &[u8]) -> io::Result<()> {
-        rustix::net::send(&self.channel, message, SendFlags::NOSIGNAL)?;
-        Ok(())
+        loop {
+            match rustix::net::send(&self.channel, message, SendFlags::NOSIGNAL) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(_) => return Ok(()),
+            }
+        }
     }
 
     /// Closes the socket (the guardian, holding nothing, exits) and reaps it.
