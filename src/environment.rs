@@ -118,6 +118,12 @@ impl Environment {
         self
     }
 
+    /// Whether the child's environment starts empty (only the inherited names and the
+    /// command's own variables), not from this process's.
+    pub(crate) fn clears(&self) -> bool {
+        self.clear
+    }
+
     /// Applies the environment to `command`: builds the variables, prepares the home. An error
     /// carries a [`SpawnError`]: `Config` for seeds without a home, `Home` for a home that
     /// cannot be made.

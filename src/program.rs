@@ -11,9 +11,12 @@ use std::process::Command;
 /// A thin builder over std's [`Command`], which starts it (std's spawn: `posix_spawn` or a fork
 /// followed at once by `exec`): [`Session::builder`](crate::Session::builder) and
 /// [`Session::spawn`](crate::Session::spawn) take a `Program` or a `Command` alike, and a
-/// `Program` is only the shorter way to write the settings an agent CLI needs. Either way the
-/// child gets the same arguments, variables, working directory, signal dispositions and mask,
-/// the same group, cgroup and parent-death signal.
+/// `Program` is the shorter way to write the settings an agent CLI needs. Either way the child
+/// gets the same arguments, variables, working directory, signal dispositions and mask, the
+/// same group, cgroup and parent-death signal. One difference: std sorts an environment it is
+/// asked to change (one entry per name); a `Program`'s keeps this process's order, its
+/// duplicates and its entries without `=`, with the changes after them, as a direct run would
+/// (stallwatch sees every setting of a `Program`, not a `Command`'s cleared environment).
 ///
 /// ```
 /// use stallwatch::{MonitorConfig, Program, Session};
@@ -28,6 +31,9 @@ use std::process::Command;
 /// ```
 pub struct Program {
     command: Command,
+    /// Whether the command carries only the settings above (not a caller's `Command`, whose
+    /// cleared environment stallwatch could not see): its environment can be kept in order.
+    plain: bool,
 }
 
 impl Program {
@@ -36,6 +42,7 @@ impl Program {
     pub fn new(program: impl AsRef<OsStr>) -> Program {
         Program {
             command: Command::new(program),
+            plain: true,
         }
     }
 
@@ -75,16 +82,19 @@ impl Program {
         self
     }
 
-    /// The command.
-    pub(crate) fn into_command(self) -> Command {
-        self.command
+    /// The command, and whether it is plain (made here, not a caller's).
+    pub(crate) fn into_parts(self) -> (Command, bool) {
+        (self.command, self.plain)
     }
 }
 
 impl From<Command> for Program {
     /// A caller's command, with every setting it has.
     fn from(command: Command) -> Program {
-        Program { command }
+        Program {
+            command,
+            plain: false,
+        }
     }
 }
 
@@ -92,6 +102,7 @@ impl fmt::Debug for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Program")
             .field("command", &self.command)
+            .field("plain", &self.plain)
             .finish()
     }
 }

@@ -25,6 +25,8 @@ use crate::stream::Stream;
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
     command: Command,
+    /// Whether `command` is a [`Program`]'s: no setting stallwatch cannot see.
+    plain: bool,
     config: MonitorConfig,
     clock: Arc<dyn Clock>,
     /// Whether `clock` is the default `SystemClock` (no `clock(…)` call).
@@ -269,6 +271,8 @@ impl SessionBuilder {
         let clock = self.clock.clone();
         let launched = monitor::launch(Launch {
             command: self.command,
+            plain: self.plain,
+            env_cleared: self.environment.clears(),
             config: self.config,
             clock: self.clock,
             real_clock: self.real_clock,
@@ -334,8 +338,10 @@ impl Session {
     /// A builder for `command` (a [`Program`], or a std [`Command`]), to choose sinks, stdin,
     /// clock and configuration.
     pub fn builder(command: impl Into<Program>) -> SessionBuilder {
+        let (command, plain) = command.into().into_parts();
         SessionBuilder {
-            command: command.into().into_command(),
+            command,
+            plain,
             config: MonitorConfig::default(),
             clock: Arc::new(SystemClock),
             real_clock: true,

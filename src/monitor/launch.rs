@@ -46,6 +46,11 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct Launch {
     /// The command, its environment already applied.
     pub(crate) command: Command,
+    /// Whether `command` is a [`Program`](crate::Program)'s (every setting known): its
+    /// environment can be kept in order.
+    pub(crate) plain: bool,
+    /// Whether the command's environment was cleared (an isolated environment).
+    pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Arc<dyn Clock>,
     /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor can
@@ -101,6 +106,8 @@ pub(crate) struct Launched {
 pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let Launch {
         command,
+        plain,
+        env_cleared,
         config,
         clock,
         real_clock,
@@ -125,6 +132,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stdin,
         pty: pty_size,
         detached,
+        ordered: plain.then_some(env_cleared),
     };
     let (held, started) = hold_and_start(command, &config, id, io)?;
     let tree::cgroup::Held {
@@ -189,6 +197,8 @@ struct StartIo {
     stdin: Input,
     pty: Option<(u16, u16)>,
     detached: bool,
+    /// For a `Program`, its environment kept in order (the flag: whether it was cleared).
+    ordered: Option<bool>,
 }
 
 /// Holds the tree (a cgroup, made just before the spawn: the program is born in it, and
@@ -205,6 +215,7 @@ fn hold_and_start(
         stdin: io.stdin.into_stdio(),
         pty: io.pty,
         detached: io.detached,
+        ordered: io.ordered,
         cgroup: held.entry.take(),
         guarded: matches!(held.guardian, Some(Ok(_))),
     };

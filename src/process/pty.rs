@@ -101,6 +101,7 @@ impl Pty {
         command: &mut Command,
         parent_death_signal: bool,
         cgroup: Option<sys::CgroupEntry>,
+        exec: Option<sys::spawn::OrderedExec>,
     ) -> io::Result<Option<sys::Handoff>> {
         let slave = self.slave.as_ref().ok_or_else(|| {
             io::Error::new(
@@ -112,7 +113,13 @@ impl Pty {
             .stdin(Stdio::from(slave.try_clone()?))
             .stdout(Stdio::from(slave.try_clone()?))
             .stderr(Stdio::from(slave.try_clone()?));
-        sys::configure(command, sys::Lead::Terminal, parent_death_signal, cgroup)
+        sys::configure(
+            command,
+            sys::Lead::Terminal,
+            parent_death_signal,
+            cgroup,
+            exec,
+        )
     }
 
     /// To be called right after `command` was spawned (whether or not that worked): closes
@@ -133,7 +140,7 @@ impl Pty {
         command: &mut Command,
         parent_death_signal: bool,
     ) -> io::Result<Child> {
-        self.prepare(command, parent_death_signal, None)?;
+        self.prepare(command, parent_death_signal, None, None)?;
         let child = command.spawn();
         self.spawned(command);
         child

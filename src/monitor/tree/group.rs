@@ -16,6 +16,8 @@ pub(in crate::monitor) struct Pipes {
     pub(in crate::monitor) lead: sys::Lead,
     /// SIGKILL when the spawning thread dies (Linux).
     pub(in crate::monitor) parent_death: bool,
+    /// The program's own ordered `execve`, if any.
+    pub(in crate::monitor) exec: Option<sys::spawn::OrderedExec>,
 }
 
 /// Gives the command its pipes (the read end of the one combined pipe returned, if combined)
@@ -29,7 +31,14 @@ pub(in crate::monitor) fn attach(
 ) -> io::Result<Attached> {
     command.stdin(pipes.stdin);
     let combined = pipe_output(command, config).map_err(pipe_error("make"))?;
-    let handoff = sys::configure(command, pipes.lead, pipes.parent_death, cgroup).map_err(|e| {
+    let start = sys::spawn::Start {
+        lead: pipes.lead,
+        parent_death_signal: pipes.parent_death,
+        cgroup,
+        try_clone3: true,
+        exec: pipes.exec,
+    };
+    let handoff = sys::spawn::plan(command, start).map_err(|e| {
         SpawnError::new(
             SpawnErrorKind::Containment,
             "cannot prepare the program's start in its cgroup",

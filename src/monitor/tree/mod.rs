@@ -28,6 +28,9 @@ pub(super) struct Plan {
     pub(super) pty: Option<(u16, u16)>,
     /// Pipe mode: lead a session of its own, without a controlling terminal.
     pub(super) detached: bool,
+    /// A `Program`'s environment, kept in order by stallwatch's own `execve` (the flag: whether
+    /// it was cleared); `None`: std's `execvp` (a caller's `Command`).
+    pub(super) ordered: Option<bool>,
     /// What the child needs to start inside the session's cgroup.
     pub(super) cgroup: Option<sys::CgroupEntry>,
     /// Whether the guardian holds the tree from before the start (the cgroup's): then the
@@ -68,10 +71,20 @@ pub(super) fn start(
     let tag = subreaper_tag(&mut command, config, id);
     // From the main thread, the signal comes when the process dies, as from the spawner.
     let from_spawner = cfg!(target_os = "linux") && parent_death && !sys::on_main_thread();
+    let exec = match plan.ordered {
+        Some(env_cleared) => sys::spawn::OrderedExec::of(&command, env_cleared)
+            .map_err(|e| process::describe_spawn_error(&command, e))?,
+        None => None,
+    };
     let attached = match plan.pty {
         Some(size) => {
             drop(plan.stdin);
-            terminal::attach(&mut command, size, parent_death, plan.cgroup)?
+            let start = terminal::Start {
+                size,
+                parent_death,
+                exec,
+            };
+            terminal::attach(&mut command, start, plan.cgroup)?
         }
         None => {
             let lead = if plan.detached {
@@ -83,6 +96,7 @@ pub(super) fn start(
                 stdin: plan.stdin,
                 lead,
                 parent_death,
+                exec,
             };
             group::attach(&mut command, config, pipes, plan.cgroup)?
         }

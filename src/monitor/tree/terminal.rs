@@ -9,17 +9,27 @@ use super::{Attached, terminal_error};
 use crate::process::pty::Pty;
 use crate::process::sys;
 
-/// Gives the command a new terminal of `(rows, cols)` and makes the child lead a session on it
-/// (in the session's cgroup when there is one), with the parent-death signal when asked.
+/// The terminal's size and how the program starts on it.
+pub(in crate::monitor) struct Start {
+    /// Rows and columns.
+    pub(in crate::monitor) size: (u16, u16),
+    /// SIGKILL when the spawning thread dies (Linux).
+    pub(in crate::monitor) parent_death: bool,
+    /// The program's own ordered `execve`, if any.
+    pub(in crate::monitor) exec: Option<sys::spawn::OrderedExec>,
+}
+
+/// Gives the command a new terminal and makes the child lead a session on it (in the
+/// session's cgroup when there is one), with the parent-death signal when asked.
 pub(in crate::monitor) fn attach(
     command: &mut Command,
-    (rows, cols): (u16, u16),
-    parent_death: bool,
+    start: Start,
     cgroup: Option<sys::CgroupEntry>,
 ) -> io::Result<Attached> {
+    let (rows, cols) = start.size;
     let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
     let handoff = terminal
-        .prepare(command, parent_death, cgroup)
+        .prepare(command, start.parent_death, cgroup, start.exec)
         .map_err(terminal_error("prepare"))?;
     Ok(Attached {
         pty: Some(terminal),

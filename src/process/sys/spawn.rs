@@ -5,8 +5,10 @@
 //! A command that needs none of it but its group (`process_group(0)`) gets no hook at all, and
 //! std may start it with `posix_spawn`.
 
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -51,6 +53,154 @@ pub(crate) struct PreExec {
     pub(super) cgroup: Option<CgroupEntry>,
     /// Born in the cgroup by `clone3` where the kernel can; `false` forces the write (tests).
     pub(super) try_clone3: bool,
+    /// The program's own `execve` with its environment in order ([`OrderedExec`]); `None`:
+    /// std's.
+    pub(super) exec: Option<OrderedExec>,
+}
+
+/// The `execve` of a command whose environment stallwatch changes, with that environment in
+/// order. std sorts a changed environment (and keeps one entry per name); a program run
+/// directly gets its parent's in order, duplicates and entries without `=` kept. So for a
+/// [`Program`](crate::Program) (whose every setting stallwatch knows) the hook ends in this
+/// `execve`: this process's environment as std reads it, in its order, but the names the
+/// command changes, then what it sets. The strings and the pointer arrays are made here, in
+/// the parent; the hook only calls `execve` on each `PATH` candidate, as `execvp` does.
+#[derive(Debug)]
+pub(crate) struct OrderedExec {
+    /// The paths `execvp` would try, in its order.
+    pub(super) candidates: Vec<CString>,
+    /// The arguments (owned here: the addresses below point into them), and their
+    /// null-terminated array of addresses.
+    _argv: Vec<CString>,
+    pub(super) argv_ptrs: Vec<usize>,
+    /// The environment (owned here), and its null-terminated array of addresses.
+    _envp: Vec<CString>,
+    pub(super) envp_ptrs: Vec<usize>,
+}
+
+impl OrderedExec {
+    /// The ordered `execve` of `command`, whose environment starts from this process's unless
+    /// `env_cleared`; `None` when the command changes no variable (std passes this process's
+    /// environment untouched then).
+    pub(crate) fn of(command: &Command, env_cleared: bool) -> io::Result<Option<OrderedExec>> {
+        if command.get_envs().next().is_none() && !env_cleared {
+            return Ok(None);
+        }
+        let mut changed: Vec<Vec<u8>> = Vec::new();
+        let mut set = Vec::new();
+        let mut path = None;
+        for (key, value) in command.get_envs() {
+            changed.push(key.as_bytes().to_vec());
+            if let Some(value) = value {
+                if key == "PATH" {
+                    path = Some(value.to_owned());
+                }
+                let mut entry = key.to_owned();
+                entry.push("=");
+                entry.push(value);
+                set.push(c_string(&entry)?);
+            }
+        }
+        let path = match path {
+            Some(path) => Some(path),
+            None if env_cleared || changed.iter().any(|k| k == b"PATH") => None,
+            None => std::env::var_os("PATH"),
+        };
+        let mut envp = Vec::new();
+        if !env_cleared {
+            for entry in own_environment() {
+                let key = entry.split(|b| *b == b'=').next().unwrap_or(&entry);
+                if !changed.iter().any(|k| k == key) {
+                    envp.push(CString::new(entry).map_err(|_| io::ErrorKind::InvalidInput)?);
+                }
+            }
+        }
+        envp.extend(set);
+        let program = command.get_program();
+        let argv: Vec<CString> = std::iter::once(program)
+            .chain(command.get_args())
+            .map(c_string)
+            .collect::<io::Result<_>>()?;
+        let addresses = |strings: &[CString]| -> Vec<usize> {
+            let mut ptrs: Vec<usize> = strings.iter().map(|s| s.as_ptr() as usize).collect();
+            ptrs.push(0);
+            ptrs
+        };
+        Ok(Some(OrderedExec {
+            candidates: candidates(program, path.as_deref())?,
+            argv_ptrs: addresses(&argv),
+            _argv: argv,
+            envp_ptrs: addresses(&envp),
+            _envp: envp,
+        }))
+    }
+}
+
+/// This process's environment, entry by entry (`KEY=value`), in its order with its
+/// duplicates: as std reads it (under its lock), or, when that is exactly the environment the
+/// process was started with, that one as the kernel holds it (`/proc/self/environ`), which
+/// also has the entries without `=` std cannot show.
+fn own_environment() -> Vec<Vec<u8>> {
+    let current: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(key, value)| {
+            let mut entry = key.into_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(value.as_bytes());
+            entry
+        })
+        .collect();
+    #[cfg(target_os = "linux")]
+    if let Ok(initial) = std::fs::read("/proc/self/environ") {
+        let initial: Vec<Vec<u8>> = initial
+            .split(|b| *b == 0)
+            .filter(|e| !e.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        // The entries std can read: those with a name before an `=` (glibc's rule, which
+        // std copies: a name may start with `=`).
+        let readable = initial
+            .iter()
+            .filter(|e| e.iter().skip(1).any(|b| *b == b'='))
+            .cloned();
+        if readable.eq(current.iter().cloned()) {
+            return initial;
+        }
+    }
+    current
+}
+
+/// `s` for a system call; an interior NUL is std's `InvalidInput` error.
+fn c_string(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("nul byte found in provided data: {s:?}"),
+        )
+    })
+}
+
+/// The paths `execvp` would try for `program`: itself when it names a path, else each folder
+/// of `path` (the program's own `PATH`, as std uses; glibc's default without one) joined with
+/// it, an empty folder meaning the working directory.
+fn candidates(program: &OsStr, path: Option<&OsStr>) -> io::Result<Vec<CString>> {
+    let name = program.as_bytes();
+    if name.is_empty() {
+        return Err(io::ErrorKind::NotFound.into());
+    }
+    if name.contains(&b'/') {
+        return Ok(vec![c_string(program)?]);
+    }
+    let path = path.map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
+    path.split(|b| *b == b':')
+        .map(|dir| {
+            let mut full = OsString::from_vec(dir.to_vec());
+            if !dir.is_empty() {
+                full.push("/");
+            }
+            full.push(program);
+            c_string(&full)
+        })
+        .collect()
 }
 
 /// How the forked process tells stallwatch which process runs the program: the read end of a
@@ -97,28 +247,38 @@ pub(crate) fn configure(
     lead: Lead,
     parent_death_signal: bool,
     cgroup: Option<CgroupEntry>,
+    exec: Option<OrderedExec>,
 ) -> io::Result<Option<Handoff>> {
-    plan(command, lead, parent_death_signal, cgroup, true)
+    let start = Start {
+        lead,
+        parent_death_signal,
+        cgroup,
+        try_clone3: true,
+        exec,
+    };
+    plan(command, start)
 }
 
-/// [`configure`], with `try_clone3` false forcing the entry by a write (the tests cover that
-/// path on kernels that have `clone3`).
-pub(crate) fn plan(
-    command: &mut Command,
-    lead: Lead,
-    parent_death_signal: bool,
-    cgroup: Option<CgroupEntry>,
-    try_clone3: bool,
-) -> io::Result<Option<Handoff>> {
-    let parent = (cfg!(target_os = "linux") && parent_death_signal).then(rustix::process::getpid);
-    if lead == Lead::Group {
-        // std's own way (also for `posix_spawn`); the hook, if any, needs no `setpgid`.
+/// What [`plan`] makes the child do.
+pub(crate) struct Start {
+    pub(crate) lead: Lead,
+    pub(crate) parent_death_signal: bool,
+    pub(crate) cgroup: Option<CgroupEntry>,
+    /// `false` forces the entry by a write (the tests cover that path on kernels with `clone3`).
+    pub(crate) try_clone3: bool,
+    pub(crate) exec: Option<OrderedExec>,
+}
+
+/// [`configure`] as `start` says. Every command gets the hook: std leaves the child the
+/// spawning thread's signal mask, and the program must start with an empty one.
+pub(crate) fn plan(command: &mut Command, start: Start) -> io::Result<Option<Handoff>> {
+    let parent =
+        (cfg!(target_os = "linux") && start.parent_death_signal).then(rustix::process::getpid);
+    if start.lead == Lead::Group {
+        // std's own way; the hook needs no `setpgid` then.
         command.process_group(0);
     }
-    if cgroup.is_none() && parent.is_none() && lead == Lead::Group {
-        return Ok(None); // nothing to do before `exec`: no hook
-    }
-    let (handoff, write) = match &cgroup {
+    let (handoff, write) = match &start.cgroup {
         Some(_) => {
             let (read, write) = rustix::pipe::pipe_with(
                 rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
@@ -128,10 +288,11 @@ pub(crate) fn plan(
         None => (None, None),
     };
     let plan = PreExec {
-        lead,
+        lead: start.lead,
         parent,
-        cgroup,
-        try_clone3,
+        cgroup: start.cgroup,
+        try_clone3: start.try_clone3,
+        exec: start.exec,
     };
     super::unsafe_calls::install(command, plan, write);
     Ok(handoff)
@@ -214,7 +375,17 @@ mod tests {
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         let entry = cgroup.entry().expect("the cgroup's files");
-        let handoff = plan(&mut command, lead, true, Some(entry), try_clone3).expect("a pipe");
+        let handoff = plan(
+            &mut command,
+            Start {
+                lead,
+                parent_death_signal: true,
+                cgroup: Some(entry),
+                try_clone3,
+                exec: None,
+            },
+        )
+        .expect("a pipe");
         let (_, spawned) = process::spawn(command, true, handoff);
         let mut child = spawned.expect("sh runs");
         let mut out = String::new();
@@ -270,9 +441,18 @@ mod tests {
             for (try_clone3, lead) in [(true, Lead::Group), (false, Lead::Group)] {
                 let mut command = Command::new("true");
                 let entry = cgroup.entry().expect("the cgroup's files");
-                let handoff = plan(&mut command, lead, false, Some(entry), try_clone3)
-                    .expect("a pipe")
-                    .expect("a hand-off with a cgroup");
+                let handoff = plan(
+                    &mut command,
+                    Start {
+                        lead,
+                        parent_death_signal: false,
+                        cgroup: Some(entry),
+                        try_clone3,
+                        exec: None,
+                    },
+                )
+                .expect("a pipe")
+                .expect("a hand-off with a cgroup");
                 let mut forked = command.spawn().expect("true runs");
                 let leader = handoff.leader();
                 if try_clone3 {
@@ -309,8 +489,17 @@ mod tests {
                 let mut command = Command::new("/no/such/program-enter");
                 command.stdin(Stdio::null());
                 let entry = cgroup.entry().expect("the cgroup's files");
-                let handoff =
-                    plan(&mut command, Lead::Group, true, Some(entry), try_clone3).expect("a pipe");
+                let handoff = plan(
+                    &mut command,
+                    Start {
+                        lead: Lead::Group,
+                        parent_death_signal: true,
+                        cgroup: Some(entry),
+                        try_clone3,
+                        exec: None,
+                    },
+                )
+                .expect("a pipe");
                 let (_, spawned) = process::spawn(command, true, handoff);
                 let err = spawned.expect_err("no such program");
                 assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");

@@ -27,7 +27,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use super::spawn::{Lead, PreExec, become_leader, lead_group};
+use super::spawn::{Lead, OrderedExec, PreExec, become_leader, lead_group};
 
 /// Installs `plan` as `command`'s `pre_exec` hook. `handoff`, with a cgroup, is the write end
 /// of the pipe on which the forked process says which process runs the program ([`clone_into`]
@@ -47,6 +47,17 @@ pub(super) fn install(command: &mut Command, plan: PreExec, handoff: Option<Owne
 
 /// The hook: in the child std forked, before `exec`.
 fn run(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
+    empty_signal_mask();
+    lead_and_enter(plan, handoff)?;
+    match &plan.exec {
+        Some(exec) => exec_ordered(exec),
+        None => Ok(()), // std's own `execvp`
+    }
+}
+
+/// Leads, enters the cgroup (born there by `clone3`, or by a write), sets the parent-death
+/// signal.
+fn lead_and_enter(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
     if let (Some(cgroup), Some(handoff)) = (&plan.cgroup, handoff) {
         if plan.try_clone3 {
             match clone_into(cgroup.dir_raw()) {
@@ -69,6 +80,52 @@ fn run(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
         lead_group(plan.lead)?;
     }
     super::spawn::parent_death(plan.parent)
+}
+
+/// Unblocks every signal: std leaves the child the spawning thread's mask (stallwatch's own
+/// threads block the signals they wait for), and a program expects none blocked.
+fn empty_signal_mask() {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `sigemptyset` initialises the local set; `sigprocmask` reads it. Both are
+    // async-signal-safe, and the forked process has one thread.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut());
+    }
+}
+
+/// Each candidate `exec`ed with the ordered environment, as `execvp` does: a missing file or
+/// folder goes on to the next, a permission error is remembered (and returned if no candidate
+/// runs), any other error stops. `ENOEXEC` (a script without `#!`, which `execvp` hands to
+/// `/bin/sh`) returns to std, whose `execvp` runs it (with std's sorted environment).
+fn exec_ordered(exec: &OrderedExec) -> io::Result<()> {
+    let (argv, envp) = (exec.argv_ptrs.as_ptr(), exec.envp_ptrs.as_ptr());
+    let mut denied = false;
+    let mut last = libc::ENOENT;
+    for path in &exec.candidates {
+        // SAFETY: `path` is a NUL-terminated string; `argv` and `envp` are null-terminated
+        // arrays of the addresses of NUL-terminated strings, all owned by `exec`, which lives
+        // in this process (a copy of the parent's memory) until the `execve` replaces it.
+        // `usize` and a pointer have the same size and layout.
+        unsafe {
+            libc::execve(path.as_ptr(), argv.cast(), envp.cast());
+        }
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOENT);
+        match errno {
+            libc::ENOEXEC => return Ok(()),
+            libc::EACCES => denied = true,
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+            other => return Err(io::Error::from_raw_os_error(other)),
+        }
+        last = errno;
+    }
+    Err(io::Error::from_raw_os_error(if denied {
+        libc::EACCES
+    } else {
+        last
+    }))
 }
 
 /// `CLONE_PARENT` (linux/sched.h): the new process is a child of the caller's parent.
