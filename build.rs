@@ -1,7 +1,7 @@
 //! Links the `stallwatch` command as a position-dependent executable on Linux.
 //!
 //! The command is started once per supervised run, thousands of times in an agent loop, and
-//! its start is part of what it costs next to GNU `timeout` (README, "Results"). A
+//! its start is part of what it costs next to GNU `timeout` (docs/benchmarks.md). A
 //! position-independent Rust executable has many relative relocations (about 15,000 here) that
 //! the dynamic loader applies at every start, writing to (and so faulting in) every page of
 //! `.data.rel.ro`: measured here, 187 page faults for `stallwatch --version` against 115 when

@@ -5,7 +5,7 @@
 //!
 //! Run with `cargo bench --bench lines` (about a minute). Throughput is reported in bytes; the
 //! paired medians printed at the end (30 rounds, each variant back to back with plain, order
-//! alternating) are the numbers for the README.
+//! alternating) are the numbers for docs/benchmarks.md.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

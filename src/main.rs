@@ -1,5 +1,5 @@
 //! `stallwatch [OPTIONS] -- PROGRAM [ARGS]…`: run a program and end its whole process tree
-//! only when it has stalled. `stallwatch --help` and the README describe the contract.
+//! only when it has stalled. `stallwatch --help` and docs/cli.md describe the contract.
 
 #![deny(unsafe_code)]
 

@@ -87,7 +87,7 @@ EXIT STATUS
 
 THE PROCESS SERVICE
   `stallwatch serve` runs supervised processes for a client over stdio: JSON-RPC 2.0, one JSON
-  object per line (`stallwatch serve --help`; the protocol is in the README). To run a program
+  object per line (`stallwatch serve --help`; the protocol is in docs/serve.md). To run a program
   named serve, write `stallwatch -- serve`.
 
 CONTAINERS
@@ -275,7 +275,7 @@ pub(crate) struct Cli {
     /// Its stdin is /dev/null; without --pty it has no controlling terminal (opening /dev/tty
     /// fails at once); and GIT_TERMINAL_PROMPT=0, GIT_EDITOR=true, GIT_PAGER=cat, PAGER=cat,
     /// GIT_SSH_COMMAND="ssh -o BatchMode=yes", DEBIAN_FRONTEND=noninteractive, npm_config_yes,
-    /// PIP_NO_INPUT and a few more are set (see the README).
+    /// PIP_NO_INPUT and a few more are set (see docs/cli.md).
     /// Example: --non-interactive
     #[arg(
         long,

@@ -1,5 +1,5 @@
 //! Signals sent to stallwatch. Every signal that would end it is either passed on to the
-//! child's tree or has no effect (README, "Signals", has the table):
+//! child's tree or has no effect (docs/cli.md, "Signals", has the table):
 //!
 //! - passed on like TERM (the same signal to the child's process group, then KILL after the
 //!   grace; a second INT kills at once): HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,

@@ -2,7 +2,7 @@
 //! line, on stdin and stdout (logs on stderr): start supervised processes under names of the
 //! client's choosing, write to them, resize, snapshot, steer, wait, list; output and lifecycle
 //! notifications. Built on the library's public API ([`stallwatch::Registry`],
-//! [`stallwatch::Session`]) like the command; the README documents the protocol.
+//! [`stallwatch::Session`]) like the command; docs/serve.md documents the protocol.
 //!
 //! - `protocol`: the JSON-RPC framing, error codes and parameter checks;
 //! - `dispatch`: the method table over a registry;

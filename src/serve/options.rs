@@ -10,8 +10,8 @@ use super::matching::CommandFilter;
 
 const AFTER_HELP: &str = "\
 Every option can also be set with STALLWATCH_<OPTION>, e.g. STALLWATCH_MAX_PROCESSES=8; the
-command line wins. The protocol (methods, notifications, error codes) is in the README, section
-\"stallwatch serve\". Exit status: 0 when the client goes away (end of stdin, a closed stdout) or
+command line wins. The protocol (methods, notifications, error codes) is in docs/serve.md.
+Exit status: 0 when the client goes away (end of stdin, a closed stdout) or
 on TERM/INT/HUP, after every process was ended; 125 for an invalid option.";
 
 /// `stallwatch serve`'s options.

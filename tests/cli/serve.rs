@@ -1059,19 +1059,20 @@ fn serve_output_notifications_for_matching_commands_only() {
     assert_no_leak(&marker);
 }
 
-#[test]
-fn serve_readme_python_client_runs() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme
+/// Runs the first `python` block of `doc` (a path from the crate's root) as a client of this
+/// build's `stallwatch serve`; returns its stdout once it exited 0 and left nothing behind.
+fn run_python_block(doc: &str, marker_name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text
         .find("```python\n")
-        .expect("the README has a Python example")
+        .unwrap_or_else(|| panic!("{doc} has a Python example"))
         + "```python\n".len();
-    let end = start + readme[start..].find("```").expect("the block ends");
+    let end = start + text[start..].find("```").expect("the block ends");
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("client.py");
-    std::fs::write(&script, &readme[start..end]).unwrap();
-    let marker = Marker::new("serve-python");
+    std::fs::write(&script, &text[start..end]).unwrap();
+    let marker = Marker::new(marker_name);
     let mut cmd = Command::new("python3");
     cmd.arg(&script)
         .env("STALLWATCH", env!("CARGO_BIN_EXE_stallwatch"))
@@ -1096,9 +1097,26 @@ fn serve_readme_python_client_runs() {
         .read_to_string(&mut err)
         .unwrap();
     assert!(status.success(), "{status:?}\nstdout: {out}\nstderr: {err}");
+    assert_no_leak(&marker);
+    out
+}
+
+#[test]
+fn serve_docs_python_client_runs() {
+    let out = run_python_block("docs/serve.md", "serve-python");
     assert!(out.contains("hello from the child"), "{out}");
     assert!(out.contains("exited: exited, code 0"), "{out}");
-    assert_no_leak(&marker);
+}
+
+#[test]
+fn serve_readme_python_client_runs() {
+    // The README's client: a child that prints a line, then goes silent past its idle timeout.
+    let out = run_python_block("README.md", "serve-readme-python");
+    assert!(out.contains("testing\n"), "{out}");
+    assert!(
+        out.contains("outcome: idle_timeout exit code: 124"),
+        "{out}"
+    );
 }
 
 #[test]

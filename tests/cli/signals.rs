@@ -399,7 +399,7 @@ fn pid_1(new_session: bool) {
     assert_no_leak(&marker);
 }
 
-/// What stallwatch does with a signal it receives (README, "Signals").
+/// What stallwatch does with a signal it receives (docs/cli.md, "Signals").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Treatment {
     /// Passed on to the program's tree like TERM: the ladder, a complete report, and
