@@ -33,9 +33,8 @@
 //!
 //! ## Spawn and wait
 //!
-//! [`Session::spawn`] takes what to run (a std `Command`, or a [`Program`], which starts
-//! faster: without a fork of the supervising process, as `posix_spawn` does) and a
-//! [`MonitorConfig`]; [`Session::wait`] returns a [`MonitorResult`] whose [`Outcome`] says how
+//! [`Session::spawn`] takes what to run (a std `Command`, or a [`Program`], its shorter form,
+//! which also keeps the environment's order) and a [`MonitorConfig`]; [`Session::wait`] returns a [`MonitorResult`] whose [`Outcome`] says how
 //! the run ended:
 //!
 //! ```
@@ -185,8 +184,13 @@
 //!   made ([`ContainmentMode`]), else the process group and the escapees seen. A single process
 //!   is signalled through a pidfd checked against its start time; the leader is not reaped
 //!   before the ladder is done; an end that cannot be confirmed is
-//!   [`termination_unproven`](MonitorResult::termination_unproven), never a hang. If the
-//!   supervisor dies, a guardian process ends its trees.
+//!   [`termination_unproven`](MonitorResult::termination_unproven), never a hang.
+//! - **Start and guard**: every program starts through std's `Command` (born in its cgroup by
+//!   `clone3(CLONE_INTO_CGROUP)` from the `pre_exec` hook; the crate's only `unsafe` code is
+//!   that hook's). If the supervisor dies, one [`guardian`] per supervising process — the
+//!   `stallwatch` binary started by `exec`, never a fork of the host — ends every live tree;
+//!   without one the leader still gets the parent-death signal, and
+//!   [`Containment::supervisor_death`] says which held.
 //! - **Output** goes to the sink first, then to a bounded head/tail buffer, a complete log with
 //!   its SHA-256, and an event channel that never slows the child.
 //! - **Time**: every duration is measured on the session's [`Clock`], so a [`MockClock`] test

@@ -119,7 +119,7 @@ impl SessionBuilder {
     }
 
     /// The child reads this process's stdin: as [`stdin`](Self::stdin) with
-    /// [`Stdio::inherit`], but known to stallwatch, so a [`Program`] keeps its fast start.
+    /// [`Stdio::inherit`], but known to stallwatch.
     pub fn stdin_inherit(mut self) -> Self {
         self.stdin = Some(Input::Inherit);
         self
