@@ -268,6 +268,54 @@ fn seed_file(root: &Path, source: &Path, relative: &Path, destination: &Path) ->
     Ok(())
 }
 
+/// Whether git's ssh command is the user's own for `command` (its environment once
+/// [`Environment::apply`] is done, `cleared` when it started empty; its working directory):
+/// `GIT_SSH_COMMAND` or `GIT_SSH` is in it, or git's `core.sshCommand` is configured there
+/// (`git config --get core.sshCommand`, run in the child's working directory with the child's
+/// environment; no git, or a failing one, counts as not configured). The non-interactive
+/// profile then leaves `GIT_SSH_COMMAND` unset: git prefers it to both, and a deploy key's
+/// `git push` would silently lose its own ssh command.
+pub(crate) fn has_own_ssh_command(command: &Command, cleared: bool) -> bool {
+    let in_env = |name: &str| match command.get_envs().find(|(k, _)| *k == name) {
+        Some((_, value)) => value.is_some(),
+        None => !cleared && std::env::var_os(name).is_some(),
+    };
+    if in_env("GIT_SSH_COMMAND") || in_env("GIT_SSH") {
+        return true;
+    }
+    let mut git = Command::new("git");
+    git.args(["config", "--get", "core.sshCommand"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    if cleared {
+        git.env_clear();
+    }
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => git.env(key, value),
+            None => git.env_remove(key),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        git.current_dir(dir);
+    }
+    // The library's own child: no session takes it for an orphan.
+    let gate = crate::process::orphans::spawn_gate();
+    let child = git.spawn();
+    if let Ok(child) = &child {
+        crate::process::orphans::spawned(child.id() as i32);
+    }
+    drop(gate);
+    let Ok(child) = child else {
+        return false;
+    };
+    let pid = child.id() as i32;
+    let output = child.wait_with_output();
+    crate::process::orphans::reaped(pid);
+    output.is_ok_and(|o| o.status.success() && !o.stdout.trim_ascii().is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

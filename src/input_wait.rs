@@ -26,6 +26,8 @@ pub struct InputWait {
     pub target: String,
     /// How long it has been seen waiting, with its read count unchanged.
     pub waited: Duration,
+    /// The snapshot of the tree it was judged on (kind [`StallKind::AwaitingInput`]).
+    pub diagnosis: Diagnosis,
 }
 
 /// One look at the tree: the diagnosis of one snapshot and every process's read count.
@@ -35,6 +37,8 @@ pub(crate) struct Look {
     pub(crate) reader: Option<(u32, String, String)>,
     /// Every process's read count (`None`: unreadable).
     pub(crate) reads: Vec<(u32, Option<u64>)>,
+    /// The diagnosis it was built from.
+    pub(crate) diagnosis: Diagnosis,
 }
 
 impl Look {
@@ -53,6 +57,7 @@ impl Look {
         Self {
             reader,
             reads: live().map(|p| (p.pid, reads(p.pid))).collect(),
+            diagnosis: diagnosis.clone(),
         }
     }
 }
@@ -166,6 +171,7 @@ impl InputWaitRule {
             name,
             target,
             waited,
+            diagnosis: look.diagnosis,
         };
         if self.timeout.is_some_and(|t| waited >= t) {
             return Some(Found::End(wait));

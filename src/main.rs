@@ -186,6 +186,9 @@ fn open_targets(
     let cli = &options.cli;
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
+        Err(e) if interrupted(&e).is_some() => {
+            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+        }
         Err(e) => {
             say_line(&format!(
                 "stallwatch: invalid value for {}: cannot write the report to {}: {e}",
@@ -205,6 +208,9 @@ fn open_targets(
         .transpose()
     {
         Ok(events) => events,
+        Err(e) if interrupted(&e).is_some() => {
+            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+        }
         Err(e) => {
             say_line(&format!(
                 "stallwatch: invalid value for {}: cannot write the events to {}: {e}",
@@ -218,6 +224,15 @@ fn open_targets(
         }
     };
     Ok((report, events))
+}
+
+/// The signal that gave up a wait for a FIFO's reader (`--report`, `--events`), if `error`
+/// is one: stallwatch dies of it, as it would have at once without the wait.
+fn interrupted(error: &io::Error) -> Option<Exit> {
+    let signal = error
+        .get_ref()?
+        .downcast_ref::<cli::report::WaitInterrupted>()?;
+    stallwatch::Signal::from_number(signal.0).map(Exit::Signal)
 }
 
 /// Spawns the program under supervision: on a terminal of `pty_size`, or with stallwatch's own
@@ -272,11 +287,17 @@ fn spawn_failed(
 ) -> Exit {
     let kind = SpawnError::of(e).map(SpawnError::kind);
     let code = match kind {
+        // Out of descriptors, processes or memory: stallwatch's own want, not the program's.
+        Some(SpawnErrorKind::Program) if short_of_resources(e) => EXIT_INTERNAL,
         Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => EXIT_NOT_FOUND,
         Some(SpawnErrorKind::Program) => EXIT_CANNOT_EXECUTE,
         _ => EXIT_INTERNAL, // stallwatch's own failure, not the program's
     };
-    if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
+    if code == EXIT_INTERNAL && kind == Some(SpawnErrorKind::Program) {
+        say_line(&format!(
+            "stallwatch: {e}: stallwatch itself ran short, not the program"
+        ));
+    } else if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
         say_line(&format!("stallwatch: {e} (choose one with --log-dir)"));
     } else {
         say_line(&format!("stallwatch: {e}"));
@@ -287,6 +308,21 @@ fn spawn_failed(
         // A report that cannot be written does not hide why the program did not run.
     }
     Exit::Code(code)
+}
+
+/// Whether the system's error inside the spawn error `e` is a shortage of this process's (or
+/// the machine's) resources: descriptors (`EMFILE`, `ENFILE`), processes (`EAGAIN`), memory
+/// (`ENOMEM`).
+fn short_of_resources(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    let system = SpawnError::of(e)
+        .and_then(|spawn| spawn.inner().downcast_ref::<io::Error>())
+        .unwrap_or(e);
+    system.raw_os_error().is_some_and(|errno| {
+        [Errno::MFILE, Errno::NFILE, Errno::AGAIN, Errno::NOMEM]
+            .iter()
+            .any(|known| known.raw_os_error() == errno)
+    })
 }
 
 /// After the run: stallwatch's exit, the lines it owes (incomplete logs, the summary) and the

@@ -174,7 +174,10 @@ impl SessionBuilder {
     ///   opening `/dev/tty` fails at once (ENXIO) even when the caller runs on a terminal (with
     ///   [`pty`](Self::pty) the terminal stays: only the variables apply);
     /// - the variables of [`NON_INTERACTIVE_ENV`] are set, except
-    ///   those the caller set (or removed) explicitly on the command.
+    ///   those the caller set (or removed) explicitly on the command, and `GIT_SSH_COMMAND`
+    ///   when the child's git has an ssh command of its own: `GIT_SSH_COMMAND` or `GIT_SSH` in
+    ///   its environment, or `core.sshCommand` configured (`git config --get core.sshCommand`
+    ///   in its working directory).
     ///
     /// ```
     /// use std::process::Command;
@@ -261,8 +264,11 @@ impl SessionBuilder {
             self.command.get_envs().map(|(k, _)| k.to_owned()).collect();
         let home = self.environment.apply(&mut self.command)?;
         if self.non_interactive {
+            let own_ssh =
+                crate::environment::has_own_ssh_command(&self.command, self.environment.clears());
             for (key, value) in NON_INTERACTIVE_ENV {
-                if !explicit.iter().any(|k| k == key) {
+                let users = explicit.iter().any(|k| k == key);
+                if !users && (*key != "GIT_SSH_COMMAND" || !own_ssh) {
                     self.command.env(key, value);
                 }
             }

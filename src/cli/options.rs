@@ -201,6 +201,7 @@ pub(crate) struct Cli {
     ///
     /// A name with or without SIG, or a number: TERM, INT, HUP, 15, SIGUSR1.
     /// KILL skips the ladder: KILL at once.
+    /// Refused: STOP, TSTP, TTIN, TTOU, CONT, CHLD, WINCH, URG (they end nothing).
     /// Example: -s INT
     #[arg(
         short,
@@ -240,7 +241,7 @@ pub(crate) struct Cli {
         value_name = "GLOB",
         env = "STALLWATCH_EXCLUDE",
         action = ArgAction::Append,
-        value_parser = text(|glob| Ok(glob.to_owned())),
+        value_parser = text(parse_glob),
         verbatim_doc_comment
     )]
     pub(crate) exclude: Vec<String>,
@@ -1016,7 +1017,13 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if t.is_empty() {
         return Err(bad());
     }
-    if let Ok(secs) = t.parse::<f64>() {
+    // A bare number is digits with at most one point: not `1e3`, `inf` or `+5`, which `f64`
+    // would take.
+    let plain = t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && t.matches('.').count() <= 1
+        && t.contains(|c: char| c.is_ascii_digit());
+    if plain {
+        let secs = t.parse::<f64>().map_err(|_| bad())?;
         return Duration::try_from_secs_f64(secs).map_err(|_| bad());
     }
     let mut total = Duration::ZERO;
@@ -1057,14 +1064,48 @@ fn parse_hard_timeout(text: &str) -> Result<HardTimeout, String> {
         .map_err(|e| format!("{e}, or none"))
 }
 
-/// `TERM`, `SIGTERM`, `term`, `15`.
+/// The signals whose default action does not end a process: it stops (STOP, TSTP, TTIN,
+/// TTOU), goes on (CONT) or ignores them (CHLD, WINCH, URG). As the ladder's first signal,
+/// each would only wait out the grace before KILL (or stop the program, not end it).
+const NOT_ENDING: [&str; 8] = [
+    "STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "WINCH", "URG",
+];
+
+/// `TERM`, `SIGTERM`, `term`, `15`; not a signal that cannot end a process ([`NOT_ENDING`]).
 fn parse_signal(text: &str) -> Result<Signal, String> {
-    text.parse::<Signal>().map_err(|_| {
+    let signal = text.parse::<Signal>().map_err(|_| {
         format!(
             "{text:?} is not a signal: use a name with or without SIG (TERM, INT, HUP, QUIT, \
              USR1…) or a number from 1 to 31"
         )
-    })
+    })?;
+    let name = signal.name();
+    if NOT_ENDING
+        .iter()
+        .any(|n| name.trim_start_matches("SIG") == *n)
+    {
+        let shown = if text.trim().eq_ignore_ascii_case(&name) {
+            format!("{text:?}")
+        } else {
+            format!("{text:?} ({name})")
+        };
+        return Err(format!(
+            "{shown} does not end a program (by default it stops it, or nothing \
+             happens): use TERM, INT, HUP, QUIT, USR1… or KILL"
+        ));
+    }
+    Ok(signal)
+}
+
+/// A glob of `--exclude`: not empty (an empty one matches nothing).
+fn parse_glob(glob: &str) -> Result<String, String> {
+    if glob.trim().is_empty() {
+        return Err(format!(
+            "{glob:?} is an empty glob and matches nothing: give a pattern, like 'cache/**' or \
+             '*.tmp'"
+        ));
+    }
+    Ok(glob.to_owned())
 }
 
 fn parse_containment(text: &str) -> Result<ContainmentMode, String> {

@@ -201,18 +201,52 @@ impl ReportTarget {
 
 /// Opens `path` for writing, created or emptied, for `option`. A FIFO nobody reads yet would
 /// block the open in silence: it is opened without blocking first, and when no reader is
-/// there, stallwatch says that it waits for one (before the program starts) and then waits.
+/// there, stallwatch says that it waits for one (before the program starts) and then waits,
+/// until a reader comes or INT, TERM, HUP or QUIT arrives (an error carrying
+/// [`WaitInterrupted`]).
 pub(crate) fn open_for_writing(path: &Path, option: &str) -> io::Result<File> {
     match super::sys::open_truncated(path, true) {
         Ok(file) => Ok(file),
         Err(e) if super::sys::is_fifo_without_reader(&e) => {
             log::warn!(
-                "{option} {} is a FIFO: waiting for a reader to open it before starting the program",
+                "{option} {} is a FIFO: waiting for a reader to open it before starting the \
+                 program (INT, TERM, HUP or QUIT gives up)",
                 path.display()
             );
-            super::sys::open_truncated(path, false)
+            wait_for_reader(path)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The signal that ended a wait for a FIFO's reader ([`open_for_writing`]): stallwatch dies
+/// of it, the program not started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitInterrupted(pub(crate) i32);
+
+impl std::fmt::Display for WaitInterrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "signal {} while waiting for a reader", self.0)
+    }
+}
+
+impl std::error::Error for WaitInterrupted {}
+
+/// Opens the FIFO `path` once a reader has it open: looks again every 50 ms, between waits
+/// for a signal that gives up.
+fn wait_for_reader(path: &Path) -> io::Result<File> {
+    let signals = super::sys::Interrupting::new()?;
+    loop {
+        match super::sys::open_truncated(path, true) {
+            Err(e) if super::sys::is_fifo_without_reader(&e) => {}
+            other => return other,
+        }
+        if let Some(signal) = signals.wait(std::time::Duration::from_millis(50))? {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                WaitInterrupted(signal),
+            ));
+        }
     }
 }
 
@@ -262,7 +296,8 @@ pub(crate) struct Report {
     pub(crate) pass_through_errors: PassThroughErrors,
     /// The complete logs of the streams that passed 4 KiB, with their SHA-256.
     pub(crate) log: Vec<LogEntry>,
-    /// What the tree was doing when it was judged stale (`idle_timeout` only), or null.
+    /// What the tree was doing when it was judged stale (`idle_timeout`) or waiting on input
+    /// (`input_wait`), or null.
     pub(crate) diagnosis: Option<DiagnosisJson>,
     /// The child's pid (and process group), or null when it never started.
     pub(crate) pid: Option<u32>,
@@ -467,11 +502,31 @@ pub(crate) struct LogEntry {
     pub(crate) error: Option<String>,
 }
 
-/// Byte counts per stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+/// Byte counts per stream: `{"stdout": N, "stderr": N}`, or a terminal session's one stream,
+/// `{"terminal": N}`, as the logs and the events name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Bytes {
+    /// The stdout's count, or the terminal's.
     pub(crate) stdout: u64,
     pub(crate) stderr: u64,
+    /// The counts are a terminal session's (its one stream is in `stdout`).
+    pub(crate) terminal: bool,
+}
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if self.terminal {
+            let mut map = serializer.serialize_map(Some(1))?;
+            map.serialize_entry("terminal", &self.stdout)?;
+            map.end()
+        } else {
+            let mut map = serializer.serialize_map(Some(2))?;
+            map.serialize_entry("stdout", &self.stdout)?;
+            map.serialize_entry("stderr", &self.stderr)?;
+            map.end()
+        }
+    }
 }
 
 /// Why passing a stream through failed.
@@ -497,14 +552,17 @@ impl Relay {
     /// stopped, once the run is over.
     pub(crate) fn of(session: &stallwatch::Session) -> Relay {
         use stallwatch::Stream;
+        let terminal = session.is_terminal();
         Relay {
             read: Bytes {
                 stdout: session.output_bytes(Stream::Stdout),
                 stderr: session.output_bytes(Stream::Stderr),
+                terminal,
             },
             delivered: Bytes {
                 stdout: session.delivered_bytes(Stream::Stdout),
                 stderr: session.delivered_bytes(Stream::Stderr),
+                terminal,
             },
             errors: PassThroughErrors {
                 stdout: session.sink_error(Stream::Stdout),
@@ -583,6 +641,7 @@ impl Report {
                 .collect(),
             diagnosis: match &result.outcome {
                 Outcome::IdleTimeout(report) => report.diagnosis.as_ref().map(DiagnosisJson::new),
+                Outcome::InputWait(wait) => Some(DiagnosisJson::new(&wait.diagnosis)),
                 _ => None,
             },
             pid: Some(result.pid),

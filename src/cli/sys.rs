@@ -106,6 +106,45 @@ impl Waited {
     }
 }
 
+/// The signals that end a wait stallwatch makes for itself (INT, TERM, HUP, QUIT): taken
+/// from a `signalfd` while they are blocked (the command blocks them before it opens its
+/// files), so that such a wait can be given up.
+#[derive(Debug)]
+pub(crate) struct Interrupting(nix::sys::signalfd::SignalFd);
+
+impl Interrupting {
+    /// Starts taking them.
+    pub(crate) fn new() -> io::Result<Interrupting> {
+        use nix::sys::signal::Signal as S;
+        let mut set = nix::sys::signal::SigSet::empty();
+        for signal in [S::SIGINT, S::SIGTERM, S::SIGHUP, S::SIGQUIT] {
+            set.add(signal);
+        }
+        let flags =
+            nix::sys::signalfd::SfdFlags::SFD_NONBLOCK | nix::sys::signalfd::SfdFlags::SFD_CLOEXEC;
+        Ok(Interrupting(
+            nix::sys::signalfd::SignalFd::with_flags(&set, flags).map_err(io::Error::from)?,
+        ))
+    }
+
+    /// Waits at most `timeout` for one of them; takes it and returns its number.
+    pub(crate) fn wait(&self, timeout: std::time::Duration) -> io::Result<Option<i32>> {
+        use std::os::fd::AsFd;
+        let timeout = rustix::event::Timespec::try_from(timeout).map_err(io::Error::other)?;
+        let fd = self.0.as_fd();
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let taken = self.0.read_signal().map_err(io::Error::from)?;
+        Ok(taken.map(|info| info.ssi_signo as i32))
+    }
+}
+
 /// Opens `path` for writing, created or emptied; `nonblocking` only for the open itself
 /// (`O_NONBLOCK`, so a FIFO without a reader fails at once instead of waiting for one), after
 /// which writes block as usual.

@@ -247,7 +247,7 @@ impl Cgroup {
                     "reclaiming the cgroup {} of a dead supervisor",
                     entry.path().display()
                 );
-                if let Err(e) = reclaim_tree(&entry.path(), 0) {
+                if let Err(e) = reclaim_tree(&entry.path()) {
                     log::debug!("cannot reclaim the cgroup {}: {e}", entry.path().display());
                 }
             }
@@ -408,8 +408,10 @@ impl Cgroup {
         Ok(())
     }
 
-    /// Removes the cgroup: kills what is left in it first, waits (bounded) for the members to
-    /// vanish, then `rmdir`. Idempotent.
+    /// Removes the cgroup and any below it (depth first): kills what is left in it first,
+    /// waits (bounded) for the members to vanish, then `rmdir`. Members that outlast the wait
+    /// (frozen by a v1 freezer, they die only once thawed) are moved to this process's own
+    /// cgroup, so that the session's is removed all the same. Idempotent.
     pub(crate) fn remove(&self) -> io::Result<()> {
         if self.removed.load(Ordering::Acquire) {
             return Ok(());
@@ -419,8 +421,9 @@ impl Cgroup {
         let give_up = Instant::now() + REMOVE_WAIT;
         let mut pause = Duration::from_micros(200);
         let mut killed = false;
+        let mut moved_out = false;
         loop {
-            match std::fs::remove_dir(&self.path) {
+            match remove_tree(&self.path, 0) {
                 Ok(()) => break,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                 Err(e) if sys::is_busy(&e) && Instant::now() < give_up => {
@@ -430,6 +433,19 @@ impl Cgroup {
                     }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(20));
+                }
+                Err(e) if sys::is_busy(&e) && !moved_out => {
+                    // Killed and still there (a member frozen by a v1 freezer cannot die
+                    // until thawed: termination unproven). Moved to this process's own
+                    // cgroup, where its pending SIGKILL ends it once thawed: the session's
+                    // cgroup, empty then, is not left behind.
+                    moved_out = true;
+                    self.release_members()?;
+                    log::warn!(
+                        "members of {} survived SIGKILL; moved to {} to remove it",
+                        self.path.display(),
+                        self.parent.display()
+                    );
                 }
                 Err(e) => return Err(e),
             }
@@ -442,7 +458,7 @@ impl Cgroup {
     /// call what `populated 0` says in a read: no process is in it (a zombie is no member) or
     /// below it. `false`: something is left (`EBUSY`: processes, or cgroups the program made).
     pub(crate) fn remove_if_empty(&self) -> io::Result<bool> {
-        match std::fs::remove_dir(&self.path) {
+        match remove_tree(&self.path, 0) {
             Ok(()) => {
                 self.removed.store(true, Ordering::Release);
                 Ok(true)
@@ -468,20 +484,40 @@ impl Drop for Cgroup {
     }
 }
 
-/// Kills every member of the cgroup `dir` and of the cgroups below it and removes them, the
-/// deepest first, without waiting: a member not dead yet leaves its cgroup for the next time.
-fn reclaim_tree(dir: &Path, depth: usize) -> io::Result<()> {
+/// Kills every member of the cgroup `dir` and of the cgroups below it (`cgroup.kill`, which
+/// reaches the cgroups below too) and removes them, the deepest first ([`remove_tree`]),
+/// without waiting: a member not dead yet leaves its cgroup for the next time.
+fn reclaim_tree(dir: &Path) -> io::Result<()> {
     let _ = Cgroup::write(&dir.join("cgroup.kill"), b"1");
-    if depth < MAX_DEPTH {
-        for entry in std::fs::read_dir(dir)?.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                let _ = reclaim_tree(&entry.path(), depth + 1);
-            }
-        }
-    }
-    match std::fs::remove_dir(dir) {
+    match remove_tree(dir, 0) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// Removes the cgroup `dir` and the cgroups below it, depth first: a cgroup with a cgroup
+/// below it cannot be removed (`EBUSY`), and a nested stallwatch killed with the tree leaves
+/// its session's cgroup, empty, below this one. Each `rmdir` fails (`EBUSY`) while a process
+/// is in that cgroup; a cgroup already gone counts as removed, below (the first error is
+/// kept); `dir` itself gone is `NotFound`, as `rmdir` says.
+fn remove_tree(dir: &Path, depth: usize) -> io::Result<()> {
+    match std::fs::remove_dir(dir) {
+        Err(e) if sys::is_busy(&e) && depth < MAX_DEPTH => {
+            let mut below = Ok(());
+            for entry in std::fs::read_dir(dir)?.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    match remove_tree(&entry.path(), depth + 1) {
+                        Err(e) if e.kind() != io::ErrorKind::NotFound && below.is_ok() => {
+                            below = Err(e);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            below?;
+            std::fs::remove_dir(dir)
+        }
+        other => other,
     }
 }
 

@@ -163,9 +163,13 @@ impl Server {
 
     /// Checks the request and the limits, and spawns.
     fn spawn(&self, params: &Map<String, Value>) -> Result<(String, Arc<Proc>, Forward), RpcError> {
-        let start = process::parse_start(params, &self.options)?;
+        let mut start = process::parse_start(params, &self.options)?;
         self.check_room(&start.process_id)?;
-        let id = self.registry.spawn(start.builder).map_err(spawn_error)?;
+        let cwd = start.cwd.take();
+        let id = self
+            .registry
+            .spawn(start.builder)
+            .map_err(|e| spawn_error(e, cwd.as_deref()))?;
         // The newest session is the last the registry prunes (it keeps 100 finished ones).
         let session = self.registry.get(id).ok_or_else(|| {
             RpcError::new(
@@ -263,8 +267,10 @@ fn spawn_failed(message: String, kind: &str) -> RpcError {
 }
 
 /// A spawn error as the protocol says it: -32602 for settings that do not go together,
-/// -32000 with the step's kind otherwise.
-fn spawn_error(e: std::io::Error) -> RpcError {
+/// -32000 with the step's kind otherwise. The system's "not found" is the working directory's
+/// (`working_dir`) when the `cwd` asked for is no folder (the system does not say which of
+/// the two it missed), else the program's (`not_found`).
+fn spawn_error(e: std::io::Error, cwd: Option<&std::path::Path>) -> RpcError {
     let kind = SpawnError::of(&e).map(SpawnError::kind);
     if kind == Some(SpawnErrorKind::Config) {
         return RpcError::new(protocol::INVALID_PARAMS, format!("invalid params: {e}"));
@@ -275,6 +281,15 @@ fn spawn_error(e: std::io::Error) -> RpcError {
         Some(SpawnErrorKind::Terminal) => "terminal",
         Some(SpawnErrorKind::Pipe) => "pipe",
         Some(SpawnErrorKind::WorkingDir) => "working_dir",
+        Some(SpawnErrorKind::Program)
+            if e.kind() == std::io::ErrorKind::NotFound && cwd.is_some_and(|d| !d.is_dir()) =>
+        {
+            let dir = cwd.unwrap_or(std::path::Path::new("")).display();
+            return spawn_failed(
+                format!("the working directory {dir} is missing: {e}"),
+                "working_dir",
+            );
+        }
         Some(SpawnErrorKind::Program) if e.kind() == std::io::ErrorKind::NotFound => "not_found",
         Some(SpawnErrorKind::Program) => "program",
         Some(SpawnErrorKind::Thread) => "thread",

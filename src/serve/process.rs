@@ -61,6 +61,8 @@ pub(crate) struct Start {
     pub(crate) config: MonitorConfig,
     pub(crate) input: Input,
     pub(crate) context: Option<Value>,
+    /// The `cwd` asked for, if any: a spawn that fails for want of it answers `working_dir`.
+    pub(crate) cwd: Option<std::path::PathBuf>,
     pub(crate) builder: SessionBuilder,
 }
 
@@ -96,7 +98,8 @@ pub(crate) fn parse_start(
         }
     };
     let mut command = stallwatch::Program::new(&argv[0]).args(&argv[1..]);
-    if let Some(cwd) = params.string("cwd")? {
+    let cwd = params.string("cwd")?.map(std::path::PathBuf::from);
+    if let Some(cwd) = &cwd {
         command = command.current_dir(cwd);
     }
     let builder = Session::builder(command)
@@ -113,6 +116,7 @@ pub(crate) fn parse_start(
         config,
         input,
         context,
+        cwd,
         builder,
     })
 }

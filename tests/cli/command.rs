@@ -462,3 +462,42 @@ fn signalling_stallwatch_takes_its_tree_down() {
         assert_no_leak(&marker);
     }
 }
+
+/// Out of descriptors (a limit of `n`, soft and hard, so that raising it is no way out), in
+/// pipe and terminal mode: whatever step runs short (the terminal, the pipes, the system's
+/// spawn), it is stallwatch's own failure, 125, said on stderr; never 126 ("cannot be
+/// executed"), which names the program.
+#[test]
+fn running_out_of_descriptors_is_stallwatchs_own_failure_in_every_mode() {
+    let marker = Marker::new("cli-out-of-fds");
+    let mut short = 0;
+    for mode in ["", "--pty"] {
+        for n in 4..40 {
+            let script = format!(
+                "ulimit -n {n} && exec \"$0\" {mode} -i 5s -- sh -c 'exit 0' {}",
+                marker.as_str()
+            );
+            let output = std::process::Command::new("bash")
+                .args(["-c", &script, env!("CARGO_BIN_EXE_stallwatch")])
+                .env(MARKER_ENV, marker.as_str())
+                .env_remove("RUST_LOG")
+                .stdin(Stdio::null())
+                .output()
+                .expect("bash runs");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            match output.status.code() {
+                Some(0) => {}
+                Some(125) => {
+                    assert!(
+                        stderr.contains("Too many open files"),
+                        "{n} {mode}: {stderr}"
+                    );
+                    short += 1;
+                }
+                other => panic!("limit {n} {mode:?}: exit {other:?}: {stderr}"),
+            }
+        }
+    }
+    assert!(short > 0, "some limit was too low to run");
+    assert_no_leak(&marker);
+}

@@ -187,6 +187,42 @@ fn an_events_fifo_without_a_reader_is_announced_and_then_served() {
     assert_no_leak(&m);
 }
 
+/// A wait for a FIFO's reader (`--events`, `--report`) is stallwatch's own: INT, TERM and HUP
+/// end it (stallwatch dies of the signal, the program never started), where only KILL did.
+#[test]
+fn a_wait_for_a_fifos_reader_is_given_up_at_int_term_or_hup() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    for (option, signal) in [
+        ("--events", rustix::process::Signal::TERM),
+        ("--report", rustix::process::Signal::INT),
+        ("--events", rustix::process::Signal::HUP),
+    ] {
+        let m = Marker::new("cli-fifo-interrupted");
+        let fifo = dir.path().join(format!("{}.fifo", signal.as_raw()));
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .expect("mkfifo");
+        let running = sw(&m)
+            .args(&[option, fifo.to_str().unwrap()])
+            .sh("echo started")
+            .spawn();
+        running.stderr.wait_for("waiting for a reader");
+        running.signal(signal);
+        let finished = running.wait();
+        assert_eq!(
+            finished.status.signal(),
+            Some(signal.as_raw()),
+            "{option}: {finished:?}"
+        );
+        assert!(!text(&finished.stdout).contains("started"), "{finished:?}");
+        assert_no_leak(&m);
+    }
+}
+
 /// Without `--log-dir` or `--report` the command writes no log: every byte already passed
 /// through, and a second copy on disk is only made when asked for (issue 13).
 #[test]

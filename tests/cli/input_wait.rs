@@ -49,6 +49,21 @@ fn a_held_stdin_is_ended_with_input_wait_in_the_report_and_the_events() {
     );
     let report: Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
     assert_eq!(report["outcome"], "input_wait", "{report}");
+    // The diagnosis it was judged on, as an idle timeout's report has it.
+    assert_eq!(report["diagnosis"]["kind"], "awaiting_input", "{report}");
+    let readers: Vec<&Value> = report["diagnosis"]["processes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the processes: {report}"))
+        .iter()
+        .filter(|p| p["name"] == "sh" && p["target"] == "stdin (a pipe)")
+        .collect();
+    assert_eq!(readers.len(), 1, "{report}");
+    assert!(
+        report["diagnosis"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("sh")),
+        "{report}"
+    );
     let lines: Vec<Value> = text(&fs::read(&events).unwrap())
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

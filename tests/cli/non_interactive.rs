@@ -96,3 +96,59 @@ fn git_commit_without_a_message_opens_no_editor() {
     );
     assert_no_leak(&m);
 }
+
+/// What `GIT_SSH_COMMAND` the program sees under `--non-interactive`, with `env` added and
+/// `dir` as the working directory (git's global and system configuration left out).
+fn ssh_command_seen(m: &Marker, dir: &std::path::Path, env: &[(&str, &str)]) -> String {
+    let mut run = sw(m)
+        .args(&["--non-interactive", "-i", "20s"])
+        .dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1");
+    for (key, value) in env {
+        run = run.env(key, value);
+    }
+    let output = run.sh("echo \"[${GIT_SSH_COMMAND-unset}]\"").output();
+    assert_code(&output, 0);
+    text(&output.stdout)
+}
+
+#[test]
+fn the_users_own_ssh_command_for_git_is_kept() {
+    let m = Marker::new("ni-ssh");
+    let plain = tempfile::tempdir().expect("a temporary directory");
+    // Nothing of the user's: the profile's batch-mode ssh.
+    assert_eq!(
+        ssh_command_seen(&m, plain.path(), &[]),
+        "[ssh -o BatchMode=yes]\n"
+    );
+    // The user's GIT_SSH_COMMAND, or GIT_SSH (which GIT_SSH_COMMAND would override): kept.
+    assert_eq!(
+        ssh_command_seen(&m, plain.path(), &[("GIT_SSH_COMMAND", "ssh -i deploy")]),
+        "[ssh -i deploy]\n"
+    );
+    assert_eq!(
+        ssh_command_seen(
+            &m,
+            plain.path(),
+            &[("GIT_SSH", "/usr/local/bin/deploy-ssh")]
+        ),
+        "[unset]\n"
+    );
+    // core.sshCommand in the repository the program works in: not overridden either.
+    let repo = tempfile::tempdir().expect("a temporary directory");
+    for args in [
+        &["init", "-q"][..],
+        &["config", "core.sshCommand", "ssh -i deploy"][..],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(repo.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    }
+    assert_eq!(ssh_command_seen(&m, repo.path(), &[]), "[unset]\n");
+    assert_no_leak(&m);
+}

@@ -428,6 +428,46 @@ fn invalid_values_are_125_naming_the_option_and_what_it_accepts() {
     assert_no_leak(&marker);
 }
 
+/// Values that parse but mean nothing are refused as invalid ones are: a first signal that
+/// cannot end a program (its default action stops it, or does nothing), a duration in
+/// exponent notation, an empty glob.
+#[test]
+fn meaningless_values_are_125_naming_the_option_and_what_it_accepts() {
+    let marker = Marker::new("cli_opt_meaningless");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let d = dir.path();
+    let mut cases: Vec<(Vec<&str>, &str, &str)> = vec![
+        (vec!["-i", "1e3"], "--idle-timeout", "1h30m"),
+        (vec!["-g", "inf"], "--grace", "1h30m"),
+        (vec!["-t", "1E2"], "--hard-timeout", "1h30m"),
+        (vec!["--exclude", ""], "--exclude", "*.tmp"),
+        (vec!["--exclude", " "], "--exclude", "*.tmp"),
+    ];
+    for signal in [
+        "STOP", "SIGTSTP", "ttin", "TTOU", "CONT", "CHLD", "WINCH", "URG", "19",
+    ] {
+        cases.push((vec!["-s", signal], "--signal", "does not end a program"));
+    }
+    for (args, name, accepts) in &cases {
+        assert_rejected(&marker, d, args, &[], name, accepts);
+    }
+    assert_rejected(
+        &marker,
+        d,
+        &[],
+        &[("STALLWATCH_SIGNAL", "STOP")],
+        "STALLWATCH_SIGNAL",
+        "does not end a program",
+    );
+    // What a signal that ends a program, and a plain number, still are.
+    let output = sw(&marker)
+        .args(&["-s", "USR1", "-i", "1.5", "-g", "2"])
+        .sh("exit 0")
+        .output();
+    assert_code(&output, 0);
+    assert_no_leak(&marker);
+}
+
 #[test]
 fn invalid_variables_are_125_naming_the_variable() {
     let marker = Marker::new("cli_opt_invalid_env");

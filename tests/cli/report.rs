@@ -94,9 +94,25 @@ fn assert_schema(report: &Value) {
     for field in ["signals_sent", "escalated", "forced", "duration_ms"] {
         assert!(report["ladder"].get(field).is_some(), "ladder.{field}");
     }
+    // A terminal session's one stream is `terminal`; pipes are `stdout` and `stderr`.
+    let streams: &[&str] = if report["bytes"].get("terminal").is_some() {
+        &["terminal"]
+    } else {
+        &["stdout", "stderr"]
+    };
+    for counts in ["bytes", "delivered"] {
+        let keys: BTreeSet<&str> = report[counts]
+            .as_object()
+            .expect(counts)
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, streams.iter().copied().collect(), "{counts}");
+        for stream in streams {
+            assert!(report[counts][stream].is_u64(), "{counts}.{stream}");
+        }
+    }
     for stream in ["stdout", "stderr"] {
-        assert!(report["bytes"][stream].is_u64(), "bytes.{stream}");
-        assert!(report["delivered"][stream].is_u64(), "delivered.{stream}");
         assert!(
             report["pass_through_errors"].get(stream).is_some(),
             "pass_through_errors.{stream}"
@@ -195,6 +211,35 @@ fn exit_report() {
     assert!(ms(&r["idle_ms"]["output"]) <= ms(&r["duration_ms"]) + 1);
     assert_eq!(r["idle_timeout_ms"], 10_000);
     assert_eq!(r["hard_timeout_ms"], 3_600_000);
+    assert_no_leak(&marker);
+}
+
+/// A terminal session has one stream, `terminal` (as the logs and the events name it): the
+/// report's `bytes` and `delivered` count it under that name, not as stdout.
+#[test]
+fn a_terminal_runs_bytes_are_the_terminals() {
+    let marker = Marker::new("cli_report_terminal");
+    let (_dir, path) = report_path();
+    let output = sw(&marker)
+        .args(&[
+            "--pty",
+            "-i",
+            "10s",
+            "--report",
+            path.to_str().expect("utf-8"),
+        ])
+        .sh("printf hello")
+        .output();
+    assert_code(&output, 0);
+    let r = read_report(&path);
+    assert_schema(&r);
+    for counts in ["bytes", "delivered"] {
+        assert_eq!(
+            r[counts],
+            serde_json::json!({"terminal": 5}),
+            "{counts}: {r}"
+        );
+    }
     assert_no_leak(&marker);
 }
 

@@ -690,6 +690,21 @@ fn server_errors(client: &mut Client, marker: &Marker) {
         "{missing}"
     );
 
+    // A missing `cwd` is the working directory's failure, as the README lists it.
+    let no_dir = client.call(
+        "process/start",
+        json!({"processId": "a", "argv": ["true"], "cwd": "/nonexistent/dir-x"}),
+    );
+    assert_eq!(no_dir["error"]["code"], -32000, "{no_dir}");
+    assert_eq!(no_dir["error"]["data"]["kind"], "working_dir", "{no_dir}");
+    assert!(
+        no_dir["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("dir-x"),
+        "{no_dir}"
+    );
+
     client.ok("process/start", json!({"processId": "a", "argv": sh(marker, "exec sleep 1000"), "io": {"pipe": {"stdin": "open"}}}));
     let (code, message) = client.err("process/start", json!({"processId": "a", "argv": ["true"]}));
     assert_eq!(code, -32001, "{message}");

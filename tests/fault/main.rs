@@ -6,6 +6,7 @@
 mod support;
 
 mod environment;
+mod left_behind;
 mod no_false_kills;
 mod output;
 mod supervisor;
