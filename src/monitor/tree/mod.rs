@@ -4,11 +4,13 @@
 //! the process's guardian is told of it ([`guardian`]). Every program is started by std's
 //! `Command`; what the child does before `exec` is planned in `process::sys::spawn`.
 //!
-//! Signalling, listing and ending the tree are the ladder's `ProcessLayer` (`monitor::ladder`).
+//! Signalling, listing and ending the tree go through [`layer::ProcessLayer`], which the ladder
+//! (`monitor::ladder`) acts through: by process group and escapees, or by cgroup.
 
 pub(super) mod cgroup;
 pub(super) mod group;
 pub(super) mod guardian;
+pub(super) mod layer;
 pub(super) mod terminal;
 
 use std::io;
