@@ -22,7 +22,7 @@
 //! API; their reference is in the repository's `docs/cli.md` and `docs/serve.md`.
 //!
 //! The default feature `cli` builds the command and pulls its dependencies (clap, serde,
-//! serde_json, env_logger, signal-hook, nix). A library user turns it off:
+//! serde_json, env_logger, nix). A library user turns it off:
 //!
 //! ```toml
 //! [dependencies]
@@ -298,3 +298,38 @@ pub use signal::Signal;
 pub use sources::output::OutputSink;
 pub use sources::probes::Probe;
 pub use stream::Stream;
+
+/// Makes this process fit to supervise whatever state it was started with, as the `stallwatch`
+/// command and `stallwatch serve` do first thing (issue 28). Call it once, early in `main`,
+/// before other threads start; later calls do nothing.
+///
+/// - SIGCHLD ignored → its default action: with SIGCHLD ignored the kernel reaps children
+///   itself, and no session could learn its program's exit status (coreutils' `timeout` does
+///   the same).
+/// - The soft limit of open descriptors (`RLIMIT_NOFILE`) → the hard limit: each session holds
+///   pipes, a pidfd, its cgroup's files and watches.
+///
+/// Every program a session starts afterwards gets the state this process was started with:
+/// the signals ignored then are ignored again (SIGCHLD among them), and the soft limit is the
+/// original one. (SIGPIPE aside: the Rust runtime ignores it before `main`, and programs get
+/// its default action, as from std.) Without this call a session's program inherits this
+/// process's state as it is. Linux; elsewhere it does nothing.
+///
+/// # Errors
+///
+/// When `/proc/self/status` cannot be read, or SIGCHLD's action cannot be set.
+pub fn prepare_supervisor() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let done = process::sys::start_state::prepare_supervisor()?;
+        if done.sigchld_restored {
+            log::debug!(
+                "SIGCHLD was ignored: its default action for stallwatch, ignored again for the programs"
+            );
+        }
+        if let Some((from, to)) = done.nofile_raised {
+            log::debug!("descriptor limit raised from {from} to {to} (the programs get {from})");
+        }
+    }
+    Ok(())
+}

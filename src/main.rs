@@ -30,8 +30,9 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(u8::try_from(stallwatch::guardian::run()).unwrap_or(1));
     }
-    // Before any thread exists, so that every thread inherits the mask.
-    cli::signals::block_faults();
+    // Whatever this process inherited (SIGCHLD ignored, a low descriptor limit), it can
+    // supervise; the programs get what it was started with. Before any thread exists.
+    let prepared = stallwatch::prepare_supervisor();
     // The guardian of this process's sessions is this very executable (`/proc/self/exe` names
     // it even if its file was replaced since the start).
     stallwatch::guardian::set_program(if cfg!(target_os = "linux") {
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
     // `stallwatch serve`: the process service (`stallwatch -- serve` runs a program `serve`).
     if args.get(1).is_some_and(|a| a == "serve") {
         init_logging(log::LevelFilter::Warn);
+        log_prepared(&prepared);
         return serve::main(args);
     }
     let options = match Options::parse_from(args.clone()) {
@@ -60,9 +62,18 @@ fn main() -> ExitCode {
         }
     };
     init_logging(options.log_level());
+    log_prepared(&prepared);
     match run(&options) {
         Exit::Code(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL as u8)),
         Exit::Signal(signal) => cli::signals::die_by(signal),
+    }
+}
+
+/// Says (at debug level) why the start state could not be prepared: stallwatch goes on, and
+/// fails later with a plain message if it needed it.
+fn log_prepared(prepared: &io::Result<()>) {
+    if let Err(e) = prepared {
+        log::debug!("cannot prepare this process to supervise: {e}");
     }
 }
 
@@ -107,8 +118,8 @@ fn run(options: &Options) -> Exit {
     // on once the child runs), and before the report file is created (no signal leaves it
     // empty). stallwatch becomes a child subreaper at the spawn (Linux): it reaps what it
     // adopts.
-    let mut signals =
-        SignalHandling::install(cli::reaper::adopts_orphans() || cfg!(target_os = "linux"));
+    let reap = cli::reaper::adopts_orphans() || cfg!(target_os = "linux");
+    let mut signals = SignalHandling::install(reap, cli.pty);
     if cli.no_watch && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
@@ -143,12 +154,9 @@ fn run(options: &Options) -> Exit {
         }
     };
     signals.start(session.clone(), cli.grace);
-    let resizes = if pty_size.is_some() {
+    if pty_size.is_some() {
         cli::relay::start_stdin(session.clone());
-        cli::relay::ResizeRelay::start(session.clone())
-    } else {
-        None
-    };
+    }
     let event_writer = events.and_then(|target| {
         cli::events::start(target, session.events())
             .inspect_err(|e| log::warn!("cannot start the event writer: {e}"))
@@ -159,7 +167,6 @@ fn run(options: &Options) -> Exit {
         let _ = writer.join(); // it ends after `Closed`, which comes before the result
     }
     let received = signals.finish();
-    drop(resizes);
     let _ = io::stdout().flush();
     restore_terminal(raw.take());
     finish(options, &session, &result, &received, report, context)
@@ -287,7 +294,9 @@ fn spawn_failed(
 ) -> Exit {
     let kind = SpawnError::of(e).map(SpawnError::kind);
     let code = match kind {
-        // Out of descriptors, processes or memory: stallwatch's own want, not the program's.
+        // Out of descriptors (anywhere in what the error wraps), processes or memory:
+        // stallwatch's own want, not the program's.
+        _ if cli::sys::is_out_of_descriptors(e) => EXIT_INTERNAL,
         Some(SpawnErrorKind::Program) if short_of_resources(e) => EXIT_INTERNAL,
         Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => EXIT_NOT_FOUND,
         Some(SpawnErrorKind::Program) => EXIT_CANNOT_EXECUTE,

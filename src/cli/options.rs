@@ -80,10 +80,11 @@ EXIT STATUS
   VTALRM, PROF, IO or PWR, it passes that signal on to the program's process group (then KILL
   after the grace; a second INT kills at once). It then exits as the program did: with its exit
   code, or, when the program died of a signal, by the signal stallwatch received, so that a
-  shell loop stops on Ctrl-C (as process 1, where that is not possible, and for STKFLT, IO and
-  PWR, it exits with 128+N). XFSZ and PIPE are ignored; the fault signals (ILL, TRAP, ABRT,
-  BUS, FPE, SEGV, SYS) sent by another process are blocked and have no effect; TSTP, TTIN and
-  TTOU stop stallwatch until CONT.
+  shell loop stops on Ctrl-C (as process 1, where that is not possible, it exits with 128+N).
+  A signal stallwatch was started with ignored stays ignored and is not passed on (a script's
+  background job has INT and QUIT ignored). XFSZ and PIPE are ignored; the fault signals (ILL,
+  TRAP, ABRT, BUS, FPE, SEGV, SYS) are left alone, so a real fault is reported as usual;
+  TSTP, TTIN and TTOU stop stallwatch until CONT.
 
 THE PROCESS SERVICE
   `stallwatch serve` runs supervised processes for a client over stdio: JSON-RPC 2.0, one JSON

@@ -1,14 +1,10 @@
-//! `--pty`: stallwatch's stdin typed into the program's terminal, and stallwatch's own
-//! terminal's resizes (SIGWINCH) passed on to it.
+//! `--pty`: stallwatch's stdin typed into the program's terminal. (Stallwatch's own terminal's
+//! resizes, SIGWINCH, are taken by the signal thread: `signals.rs`.)
 
 use std::io::{self, Read};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use signal_hook::iterator::{Handle, Signals};
 use stallwatch::Session;
-
-use super::terminal::own_terminal_size;
 
 /// Starts the thread that types stallwatch's stdin into the session's terminal, byte for byte
 /// (so `printf '\003'`, or Ctrl-C typed on stallwatch's raw-mode terminal, interrupts the
@@ -56,51 +52,6 @@ fn type_in(session: &Session, bytes: &[u8]) -> bool {
                 log::debug!("typing into the program's terminal: {e}");
                 return false;
             }
-        }
-    }
-}
-
-/// Passes stallwatch's own terminal's resizes on to the program's terminal, until dropped.
-#[derive(Debug)]
-pub(crate) struct ResizeRelay {
-    handle: Handle,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl ResizeRelay {
-    /// Catches SIGWINCH (harmless to catch: its default action is to ignore it) and resizes the
-    /// session's terminal to stallwatch's own terminal's size on each. `None` when the signal
-    /// cannot be caught or the thread cannot start (resizes are then not passed on).
-    pub(crate) fn start(session: Arc<Session>) -> Option<ResizeRelay> {
-        let mut signals = Signals::new([signal_hook::consts::SIGWINCH])
-            .inspect_err(|e| log::warn!("cannot catch SIGWINCH ({e}); resizes are not passed on"))
-            .ok()?;
-        let handle = signals.handle();
-        let thread = std::thread::Builder::new()
-            .name("stallwatch-winch".into())
-            .spawn(move || {
-                for _ in signals.forever() {
-                    if let Some(size) = own_terminal_size()
-                        && let Err(e) = session.resize(size.rows, size.cols)
-                    {
-                        log::debug!("resizing the program's terminal: {e}");
-                    }
-                }
-            })
-            .inspect_err(|e| log::warn!("cannot start the resize relay ({e})"))
-            .ok()?;
-        Some(ResizeRelay {
-            handle,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for ResizeRelay {
-    fn drop(&mut self) {
-        self.handle.close();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
         }
     }
 }

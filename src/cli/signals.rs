@@ -8,15 +8,25 @@
 //! - taken and ignored: XFSZ (a write past the file-size limit then fails with EFBIG, which
 //!   the writer reports); PIPE stays ignored as Rust programs have it (a write to a closed
 //!   pipe fails with EPIPE, which the pass-through relies on);
-//! - blocked: the fault signals ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS. They report a fault in
-//!   the receiving process's own code; sent by another process they mean nothing to stallwatch
-//!   and stay pending. A real fault is still fatal (the kernel forces it through the block),
-//!   and `abort()` unblocks ABRT itself;
+//! - an inherited ignore is respected (issue 28): a signal stallwatch was started with ignored
+//!   (a script's background job has INT and QUIT ignored) is neither taken nor passed on, and
+//!   the program inherits the ignore, as it would run directly or under `timeout`;
+//! - left alone: the fault signals ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS, so that a real fault
+//!   (Rust's stack-overflow message among them) is reported as usual. Sent by another process,
+//!   they end stallwatch like any Rust program (SEGV and BUS at the second: the runtime's
+//!   stack-overflow handler takes the first and gives the signal its default action), and its
+//!   guardian ends the tree;
 //! - harmless with their default action: CHLD (also a cue to reap adopted orphans, when
-//!   stallwatch can adopt them), CONT, URG, WINCH;
+//!   stallwatch can adopt them), CONT, URG; WINCH, which with `--pty` is taken and resizes the
+//!   program's terminal to stallwatch's own terminal's size;
 //! - job control: TSTP, TTIN and TTOU stop stallwatch (not the program, which runs in its own
 //!   process group) until CONT, as they would any program;
 //! - KILL and STOP cannot be caught.
+//!
+//! One mechanism: the signals stallwatch acts on are blocked before any thread exists (so
+//! every thread inherits the mask: the command's `run` before the spawn, `serve` before its
+//! first thread) and taken by one thread with `sigwait`. No handler is
+//! installed anywhere: nothing runs in a signal context, and no system call is interrupted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -63,24 +73,14 @@ pub(crate) fn forwarded() -> Vec<i32> {
 /// The signals taken and ignored.
 const IGNORED: [Sig; 1] = [Sig::XFSZ];
 
-/// The fault signals, blocked in every thread.
-const FAULTS: [Sig; 7] = [
-    Sig::ILL,
-    Sig::TRAP,
-    Sig::ABORT,
-    Sig::BUS,
-    Sig::FPE,
-    Sig::SEGV,
-    Sig::SYS,
-];
-
-/// Blocks the fault signals (see the module's doc). Called first thing in `main`, before any
-/// thread exists, so every thread inherits the mask; the child does not (the standard library
-/// clears the mask of the processes it spawns).
-pub(crate) fn block_faults() {
-    if let Err(e) = sys::block_signals(&FAULTS) {
-        log::debug!("cannot block the fault signals ({e}); sent from outside they end stallwatch");
-    }
+/// `signals` without those stallwatch was started with ignored (their ignore is respected:
+/// never taken, never passed on, inherited by the program).
+pub(crate) fn not_ignored(signals: Vec<i32>) -> Vec<i32> {
+    let ignored = sys::ignored_signals();
+    signals
+        .into_iter()
+        .filter(|&signal| (1..=64).contains(&signal) && ignored & (1u64 << (signal - 1)) == 0)
+        .collect()
 }
 
 /// What stallwatch received while the child ran, as the signal thread records it.
@@ -119,20 +119,28 @@ pub(crate) struct SignalHandling {
     thread: Option<JoinHandle<()>>,
     received: Arc<Shared>,
     reap: bool,
+    /// WINCH is taken: the program's terminal follows stallwatch's own terminal's size.
+    resize: bool,
     /// A child of this process was a zombie before the signals were blocked (no CHLD will tell
     /// of it): one look for adopted zombies when the thread starts.
     zombie_before: bool,
 }
 
 impl SignalHandling {
-    /// Blocks the forwarded and the ignored signals (and CHLD when `reap`), to be taken by the
-    /// thread [`start`](Self::start) starts. Failing to is not fatal: the signals then keep
+    /// Blocks the forwarded and the ignored signals (and CHLD when `reap`, WINCH when
+    /// `resize`), to be taken by the thread [`start`](Self::start) starts; not those
+    /// stallwatch was started with ignored. Failing to is not fatal: the signals then keep
     /// their default action, which still ends the child through its guardian or its
     /// parent-death signal on Linux.
-    pub(crate) fn install(reap: bool) -> SignalHandling {
+    pub(crate) fn install(reap: bool, resize: bool) -> SignalHandling {
         let mut wanted = forwarded();
         wanted.extend(IGNORED.map(Sig::as_raw));
+        if resize {
+            wanted.push(Sig::WINCH.as_raw());
+        }
+        let mut wanted = not_ignored(wanted);
         if reap {
+            // Never ignored by now: `prepare_supervisor` gave it its default action.
             wanted.push(Sig::CHILD.as_raw());
         }
         let signals = match sys::Waited::block(&wanted) {
@@ -147,6 +155,7 @@ impl SignalHandling {
             thread: None,
             received: Arc::default(),
             reap,
+            resize,
             // After the block: a child that becomes a zombie from now on leaves a CHLD pending.
             zombie_before: reap && sys::zombie_child(),
         }
@@ -160,6 +169,7 @@ impl SignalHandling {
         };
         let received = self.received.clone();
         let reap = self.reap;
+        let resize = self.resize;
         let zombie_before = self.zombie_before;
         let child = session.pid();
         let started = std::thread::Builder::new()
@@ -196,6 +206,10 @@ impl SignalHandling {
                                 pid != child && !super::probe::is_probe_command(pid)
                             }));
                         }
+                        continue;
+                    }
+                    if resize && number == Sig::WINCH.as_raw() {
+                        follow_own_size(&session);
                         continue;
                     }
                     if IGNORED.iter().any(|s| s.as_raw() == number) {
@@ -264,6 +278,15 @@ fn pass_on(received: &Shared, session: &Session, signal: Signal, grace: Duration
     }
 }
 
+/// The program's terminal to stallwatch's own terminal's size (a WINCH came).
+fn follow_own_size(session: &Session) {
+    if let Some(size) = super::terminal::own_terminal_size()
+        && let Err(e) = session.resize(size.rows, size.cols)
+    {
+        log::debug!("resizing the program's terminal: {e}");
+    }
+}
+
 fn log_reaped(pids: Vec<u32>) {
     if !pids.is_empty() {
         log::debug!("reaped adopted zombie(s) {pids:?}");
@@ -271,16 +294,15 @@ fn log_reaped(pids: Vec<u32>) {
 }
 
 /// Ends stallwatch by `signal`, the way a process that was ended by it ends: its parent sees
-/// "killed by `signal`" (shells stop a loop on INT only then). No core dump for QUIT. As
-/// process 1, where a signal with its default action is ignored, and for the signals whose
-/// default action signal-hook cannot restore (STKFLT, IO, PWR), exits with 128 + `signal`.
+/// "killed by `signal`" (shells stop a loop on INT only then). No core dump for QUIT. The
+/// signal has its default action (stallwatch installs no handler, and one it was started with
+/// ignored is never taken): unblocked in this thread and raised at it, it ends the process. As
+/// process 1, where a signal with its default action is ignored, exits with 128 + `signal`.
 pub(crate) fn die_by(signal: Signal) -> ! {
     let code = 128 + signal.number();
     if std::process::id() != 1 {
         sys::disable_core_dumps();
-        // Restores the default action, unblocks and raises; does not return when that ends
-        // the process (it falls back to abort if something else caught it meanwhile).
-        let _ = signal_hook::low_level::emulate_default_handler(signal.number());
+        sys::raise_unblocked(signal.number());
     }
     std::process::exit(code)
 }
@@ -307,6 +329,7 @@ mod tests {
             thread: Some(thread),
             received,
             reap: false,
+            resize: false,
             zombie_before: false,
         };
         let answer = handling.finish();

@@ -5,7 +5,7 @@
 //!
 //! What sits here is the command's business, not the library's: reaping adopted zombies as a
 //! container's first process (the library reaps its own child, and never with `waitpid(-1)`),
-//! dying by a signal without a core dump, blocking the fault signals, and opening a report
+//! dying by a signal without a core dump, the signals taken by `sigwait`, and opening a report
 //! FIFO without blocking.
 
 use std::fs::{File, OpenOptions};
@@ -65,11 +65,27 @@ pub(crate) fn disable_core_dumps() {
     let _ = rustix::process::setrlimit(rustix::process::Resource::Core, no_core);
 }
 
-/// Blocks `signals` in the calling thread (`pthread_sigmask`, through `nix`: safe, where
-/// rustix offers no safe call); threads started afterwards inherit the mask.
-pub(crate) fn block_signals(signals: &[Sig]) -> io::Result<()> {
-    let raw: Vec<i32> = signals.iter().map(|s| s.as_raw()).collect();
-    Waited::block(&raw).map(drop)
+/// The signals this process ignores (bit `n - 1` for signal `n`): `SigIgn` of
+/// `/proc/self/status` on Linux; none elsewhere, or when it cannot be read.
+pub(crate) fn ignored_signals() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Unblocks `signal` in the calling thread and raises it at this thread (`pthread_sigmask`,
+/// `raise`: through `nix`, safe): with its default action, the process ends by it here.
+pub(crate) fn raise_unblocked(signal: i32) {
+    if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
+        let mut set = nix::sys::signal::SigSet::empty();
+        set.add(signal);
+        let _ = set.thread_unblock();
+        let _ = nix::sys::signal::raise(signal);
+    }
 }
 
 /// Signals blocked in every thread (from the thread that blocked them, before any other
@@ -172,6 +188,33 @@ pub(crate) fn is_fifo_without_reader(error: &io::Error) -> bool {
     error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())
 }
 
+/// Whether `error`, or an error it wraps (a [`stallwatch::SpawnError`] and its cause), is
+/// `EMFILE` or `ENFILE`: no descriptor left.
+pub(crate) fn is_out_of_descriptors(error: &io::Error) -> bool {
+    let no_descriptor = |e: &io::Error| {
+        [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
+            .iter()
+            .any(|errno| e.raw_os_error() == Some(errno.raw_os_error()))
+    };
+    if no_descriptor(error) {
+        return true;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = error
+        .get_ref()
+        .map(|e| e as &(dyn std::error::Error + 'static));
+    while let Some(e) = cause {
+        cause = match e.downcast_ref::<io::Error>() {
+            Some(io) if no_descriptor(io) => return true,
+            // An `io::Error`'s `source` skips its payload: the payload itself is next.
+            Some(io) => io
+                .get_ref()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    false
+}
+
 /// SIGKILL to process group `pgid` (a probe command's own group; never a pgid <= 1).
 pub(crate) fn kill_group(pgid: u32) -> io::Result<()> {
     let Some(pid) = i32::try_from(pgid)
@@ -183,4 +226,21 @@ pub(crate) fn kill_group(pgid: u32) -> io::Result<()> {
     };
     rustix::process::kill_process_group(pid, Sig::KILL)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_descriptors_is_found_in_what_an_error_wraps() {
+        let emfile = || io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
+        assert!(is_out_of_descriptors(&emfile()));
+        let wrapped = io::Error::other(emfile());
+        assert!(is_out_of_descriptors(&wrapped));
+        let twice = io::Error::other(io::Error::other(emfile()));
+        assert!(is_out_of_descriptors(&twice));
+        let enoent = io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error());
+        assert!(!is_out_of_descriptors(&io::Error::other(enoent)));
+    }
 }

@@ -79,17 +79,20 @@ pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
 
 /// Runs the service until the client goes away or a signal comes; ends every process.
 fn serve(options: ServeOptions) -> std::io::Result<()> {
+    // Blocked before the first thread starts, so every thread inherits the mask, and taken by
+    // one thread (`sigwait`): no handler. An inherited ignore is respected (not blocked).
+    let wanted = crate::cli::signals::not_ignored(vec![
+        crate::cli::sys::Sig::TERM.as_raw(),
+        crate::cli::sys::Sig::INT.as_raw(),
+        crate::cli::sys::Sig::HUP.as_raw(),
+    ]);
+    let signals = crate::cli::sys::Waited::block(&wanted)?;
     let (tx, rx) = crossbeam_channel::bounded::<Input>(16);
     let outbox = Arc::new(outbox::Outbox::default());
     let gone = tx.clone();
     outbox.start_writer(unbuffered_stdout(), move || {
         let _ = gone.send(Input::OutputGone);
     })?;
-    let signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGHUP,
-    ])?;
     start_signal_thread(signals, tx.clone())?;
     start_reader(outbox.clone(), tx)?;
     let grace = options.shutdown_grace;
@@ -135,15 +138,16 @@ fn unbuffered_stdout() -> Box<dyn Write + Send> {
     }
 }
 
-fn start_signal_thread(
-    mut signals: signal_hook::iterator::Signals,
-    tx: Sender<Input>,
-) -> std::io::Result<()> {
+fn start_signal_thread(signals: crate::cli::sys::Waited, tx: Sender<Input>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("stallwatch-serve-signals".into())
-        .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
+        .spawn(move || match signals.wait() {
+            Ok(signal) => {
                 let _ = tx.send(Input::Signal(signal));
+            }
+            Err(e) => {
+                log::warn!("cannot wait for signals ({e}); they take their usual action");
+                signals.unblock();
             }
         })
         .map(drop)

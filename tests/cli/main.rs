@@ -14,5 +14,6 @@ mod passthrough;
 mod report;
 mod serve;
 mod signals;
+mod start_state;
 #[cfg(target_os = "linux")]
 mod terminal;

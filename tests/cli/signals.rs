@@ -407,8 +407,10 @@ enum Treatment {
     Forwarded,
     /// Caught or ignored: no effect on the run.
     Ignored,
-    /// A fault signal (SEGV…) sent from outside: blocked, so it stays pending, no effect.
-    Blocked,
+    /// A fault signal (SEGV…) sent from outside: not blocked (issue 28: a blocked fault signal
+    /// loses Rust's own fault reports, the stack-overflow message among them), so it ends
+    /// stallwatch as it ends any program, and the guardian ends the program's tree.
+    Fatal,
     /// Job control: stops stallwatch until CONT; the run then goes on.
     Stops,
 }
@@ -420,13 +422,13 @@ fn signal_table() -> Vec<(Sig, &'static str, Treatment)> {
         (Sig::HUP, "HUP", Forwarded),
         (Sig::INT, "INT", Forwarded),
         (Sig::QUIT, "QUIT", Forwarded),
-        (Sig::ILL, "ILL", Blocked),
-        (Sig::TRAP, "TRAP", Blocked),
-        (Sig::ABORT, "ABRT", Blocked),
-        (Sig::BUS, "BUS", Blocked),
-        (Sig::FPE, "FPE", Blocked),
+        (Sig::ILL, "ILL", Fatal),
+        (Sig::TRAP, "TRAP", Fatal),
+        (Sig::ABORT, "ABRT", Fatal),
+        (Sig::BUS, "BUS", Fatal),
+        (Sig::FPE, "FPE", Fatal),
         (Sig::USR1, "USR1", Forwarded),
-        (Sig::SEGV, "SEGV", Blocked),
+        (Sig::SEGV, "SEGV", Fatal),
         (Sig::USR2, "USR2", Forwarded),
         (Sig::PIPE, "PIPE", Ignored),
         (Sig::ALARM, "ALRM", Forwarded),
@@ -445,7 +447,7 @@ fn signal_table() -> Vec<(Sig, &'static str, Treatment)> {
         (Sig::WINCH, "WINCH", Ignored),
         (Sig::IO, "IO", Forwarded),
         (Sig::POWER, "PWR", Forwarded),
-        (Sig::SYS, "SYS", Blocked),
+        (Sig::SYS, "SYS", Fatal),
     ]
 }
 
@@ -483,10 +485,10 @@ fn blocked_everywhere(pid: u32, signal: Sig) -> bool {
     threads > 0
 }
 
-/// Whether `signal` is pending for the whole process `pid` (`ShdPnd`).
-fn shared_pending(pid: u32, signal: Sig) -> bool {
+/// Whether process `pid` catches `signal` (`SigCgt`).
+fn caught(pid: u32, signal: Sig) -> bool {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    mask_has(&status, "ShdPnd:", signal)
+    mask_has(&status, "SigCgt:", signal)
 }
 
 /// One run: a program with a `setsid` escapee, `signal` sent to stallwatch after the
@@ -511,17 +513,31 @@ fn one_signal(signal: Sig, name: &str, treatment: Treatment) -> Result<(), Strin
         });
     running.stdout.wait_for("ready\n");
     let pid = running.pid();
-    if treatment == Treatment::Blocked && !blocked_everywhere(pid, signal) {
-        return Err(format!("{name}: not blocked in every thread of stallwatch"));
+    if treatment == Treatment::Fatal && blocked_everywhere(pid, signal) {
+        return Err(format!("{name}: blocked in every thread of stallwatch"));
+    }
+    if treatment == Treatment::Fatal && caught(pid, signal) {
+        // SEGV and BUS: Rust's runtime catches them to report a stack overflow; one that is
+        // no overflow gets its default action back, and the faulting code runs again (a
+        // real fault then ends the process). Sent from outside, the first is taken so.
+        running.signal(signal);
+        if !poll_until(HANDSHAKE, || !caught(pid, signal)) {
+            return Err(format!("{name}: Rust's handler kept it"));
+        }
     }
     running.signal(signal);
     match treatment {
         Treatment::Forwarded => {}
-        Treatment::Blocked => {
-            // Blocked by every thread: it stays pending, for the whole process.
-            if !shared_pending(pid, signal) {
-                return Err(format!("{name}: not held pending"));
+        Treatment::Fatal => {
+            let finished = running.wait();
+            if finished.status.signal() != Some(signal.as_raw()) {
+                return Err(format!(
+                    "{name}: stallwatch did not die of it: {finished:?}"
+                ));
             }
+            // The guardian ends the tree, the escapee too.
+            assert_no_leak(&marker);
+            return Ok(());
         }
         Treatment::Stops => {
             if !poll_until(HANDSHAKE, || state_of(pid) == Some('T')) {
@@ -564,8 +580,8 @@ fn one_signal(signal: Sig, name: &str, treatment: Treatment) -> Result<(), Strin
     };
     match treatment {
         Treatment::Forwarded => {
-            // Dies of it; or exits with 128+N for the few signals (STKFLT, IO, PWR) whose
-            // default action signal-hook cannot emulate: a shell sees 128+N either way.
+            // Dies of it (raised at the thread that unblocked it); or exits with 128+N, which
+            // a shell sees the same way.
             check(
                 finished.status.signal() == Some(signal.as_raw())
                     || finished.status.code() == Some(128 + signal.as_raw()),

@@ -40,6 +40,8 @@ pub(crate) mod runprobe;
 pub(crate) mod snapshot;
 #[cfg(target_os = "linux")]
 pub(crate) mod sockdiag;
+#[cfg(target_os = "linux")]
+pub(crate) mod start_state;
 
 pub(crate) use spawn::{CgroupEntry, Handoff, Lead, Leader, configure};
 

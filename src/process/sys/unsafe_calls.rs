@@ -1,8 +1,10 @@
 //! Every `unsafe` block of the crate, each with its reason (Linux and Unix).
 //!
 //! What runs in the child between std's fork and the program's `exec`, where only
-//! async-signal-safe work is allowed: the hook of [`install`] (a new process group or session,
-//! the parent-death signal with its parent check, the entry into the session's cgroup), and
+//! async-signal-safe work is allowed: the hook of [`install`] (the dispositions and descriptor
+//! limit stallwatch was started with, an empty signal mask, a new process group or session,
+//! the parent-death signal with its parent check, the entry into the session's cgroup, and for
+//! a `Program` the `execve` that keeps its environment in order), and
 //! the one system call rustix does not wrap, `clone3(CLONE_INTO_CGROUP)` ([`clone_into`]), with
 //! the `_exit` of the process it leaves behind.
 //!
@@ -47,6 +49,9 @@ pub(super) fn install(command: &mut Command, plan: PreExec, handoff: Option<Owne
 
 /// The hook: in the child std forked, before `exec`.
 fn run(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
+    // The dispositions and descriptor limit this process was started with (issue 28).
+    #[cfg(target_os = "linux")]
+    super::start_state::restore_in_child()?;
     empty_signal_mask();
     lead_and_enter(plan, handoff)?;
     match &plan.exec {
@@ -91,6 +96,26 @@ fn empty_signal_mask() {
     unsafe {
         libc::sigemptyset(set.as_mut_ptr());
         libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut());
+    }
+}
+
+/// Sets `signal`'s action: ignored, or the default — never a handler, so nothing ever runs in
+/// a signal context. Through the C library's `sigaction` (its own layout of the structure);
+/// `EINVAL` for the C library's own signals (32 and 33 in glibc) and for KILL and STOP.
+/// Async-signal-safe: the `pre_exec` hook calls it, and the command once before any thread.
+pub(crate) fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
+    let mut action = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: `action` is zeroed (no flags, an empty mask), then its handler is set to
+    // SIG_IGN or SIG_DFL: a valid `sigaction` that installs no handler. `sigaction` reads it
+    // and writes nothing (a null old action).
+    let done = unsafe {
+        (*action.as_mut_ptr()).sa_sigaction = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
+        libc::sigaction(signal, action.as_ptr(), std::ptr::null_mut())
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
