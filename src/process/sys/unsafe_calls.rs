@@ -100,17 +100,31 @@ fn empty_signal_mask() {
 }
 
 /// Sets `signal`'s action: ignored, or the default — never a handler, so nothing ever runs in
-/// a signal context. Through the C library's `sigaction` (its own layout of the structure);
-/// `EINVAL` for the C library's own signals (32 and 33 in glibc) and for KILL and STOP.
+/// a signal context. Through the kernel's `rt_sigaction` with its own layout of the structure
+/// (`linux-raw-sys`, per architecture): the C library's `sigaction` refuses its own two signals
+/// (32 and 33 in glibc), which a parent may have ignored too. `EINVAL` for KILL and STOP.
 /// Async-signal-safe: the `pre_exec` hook calls it, and the command once before any thread.
+#[cfg(target_os = "linux")]
 pub(crate) fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
-    let mut action = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-    // SAFETY: `action` is zeroed (no flags, an empty mask), then its handler is set to
-    // SIG_IGN or SIG_DFL: a valid `sigaction` that installs no handler. `sigaction` reads it
-    // and writes nothing (a null old action).
+    use linux_raw_sys::general::{kernel_sigaction, kernel_sigset_t};
+    // SAFETY: `kernel_sigaction` is plain data (integers, an optional function pointer, a
+    // signal set): all zeros is a valid value (no handler, no flags, no restorer, an empty
+    // mask). The handler is then SIG_IGN (1) or SIG_DFL (0, `None`): the kernel's sentinels,
+    // never called. `rt_sigaction` reads the structure (a live local of the kernel's layout,
+    // with the kernel's sigset size as the fourth argument) and writes nothing (a null old
+    // action).
     let done = unsafe {
-        (*action.as_mut_ptr()).sa_sigaction = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
-        libc::sigaction(signal, action.as_ptr(), std::ptr::null_mut())
+        let mut action: kernel_sigaction = std::mem::zeroed();
+        if ignore {
+            action.sa_handler_kernel = std::mem::transmute::<usize, _>(1usize);
+        }
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signal,
+            &raw const action,
+            std::ptr::null_mut::<kernel_sigaction>(),
+            std::mem::size_of::<kernel_sigset_t>(),
+        )
     };
     if done == 0 {
         Ok(())
