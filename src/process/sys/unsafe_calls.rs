@@ -116,7 +116,8 @@ pub(crate) fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
     let done = unsafe {
         let mut action: kernel_sigaction = std::mem::zeroed();
         if ignore {
-            action.sa_handler_kernel = std::mem::transmute::<usize, _>(1usize);
+            action.sa_handler_kernel =
+                std::mem::transmute::<usize, linux_raw_sys::general::__kernel_sighandler_t>(1usize);
         }
         libc::syscall(
             libc::SYS_rt_sigaction,
