@@ -150,12 +150,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let pid = child.id();
     emitter.lifecycle(Event::Started { pid, pgid: pid });
     let terminal = pty.map(Arc::new);
-    let stdin = match &terminal {
-        // Typed input goes to the terminal, always open for writing.
-        Some(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
-        None if stdin_pipe => child.stdin.take().map(StdinTarget::Pipe),
-        None => None,
-    };
+    let stdin = stdin_target(terminal.as_ref(), stdin_pipe, &mut child);
     let streams = Streams {
         terminal,
         combined: combined_pipe,
@@ -222,6 +217,20 @@ fn hold_and_start(
     // On failure the cgroup goes with its handle, and the guardian forgets the session.
     let started = tree::start(command, config, id, plan)?;
     Ok((held, started))
+}
+
+/// Where the stdin writer writes: typed input goes to the terminal (always open for writing);
+/// else the child's stdin pipe, when the caller feeds it.
+fn stdin_target(
+    terminal: Option<&Arc<Pty>>,
+    piped: bool,
+    child: &mut ChildProcess,
+) -> Option<StdinTarget> {
+    match terminal {
+        Some(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
+        None if piped => child.stdin.take().map(StdinTarget::Pipe),
+        None => None,
+    }
 }
 
 /// What is set up before the spawn, so that nothing of the child's is missed.
