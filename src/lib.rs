@@ -283,6 +283,14 @@ pub use program::Program;
 pub mod guardian {
     pub use crate::process::guardian::{PROGRAM_VARIABLE, SUBCOMMAND, set_program};
 
+    /// For a binary that serves as its own guardian (the `stallwatch` command and `serve`):
+    /// `program` is this very executable, whose answer need not be waited for. Not for other
+    /// use.
+    #[doc(hidden)]
+    pub fn use_own_executable(program: impl Into<std::path::PathBuf>) {
+        crate::process::guardian::use_own_executable(program.into());
+    }
+
     /// The guardian's own life, for a binary that serves as one (`stallwatch __guardian`):
     /// returns its exit status. Not for other use.
     #[doc(hidden)]

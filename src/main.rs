@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     let prepared = stallwatch::prepare_supervisor();
     // The guardian of this process's sessions is this very executable (`/proc/self/exe` names
     // it even if its file was replaced since the start).
-    stallwatch::guardian::set_program(if cfg!(target_os = "linux") {
+    stallwatch::guardian::use_own_executable(if cfg!(target_os = "linux") {
         std::path::PathBuf::from("/proc/self/exe")
     } else {
         std::env::current_exe().unwrap_or_else(|_| "stallwatch".into())

@@ -56,8 +56,10 @@ pub const PROGRAM_VARIABLE: &str = "STALLWATCH_GUARDIAN";
 /// The longest message (a cgroup's path included).
 const MAX_MESSAGE: usize = 8192;
 
-/// The program the guardian runs, set by the process (the command: its own executable).
-static PROGRAM: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// The program the guardian runs, set by the process (the command: its own executable), and
+/// whether it is this very executable (then its answer is not waited for: it is known to be a
+/// guardian, and its start is no part of the session's).
+static PROGRAM: Mutex<Option<(PathBuf, bool)>> = Mutex::new(None);
 
 /// The process's guardian, while a session is registered.
 static RUNNING: Mutex<Running> = Mutex::new(Running {
@@ -81,12 +83,20 @@ struct Process {
 pub fn set_program(program: impl Into<PathBuf>) {
     *PROGRAM
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(program.into());
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((program.into(), false));
+}
+
+/// This process's own executable is a `stallwatch` binary (the command, `serve`): it is the
+/// guardian's program, and its answer is not waited for.
+pub(crate) fn use_own_executable(program: PathBuf) {
+    *PROGRAM
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((program, true));
 }
 
 /// The guardian's program: the one set, else `$STALLWATCH_GUARDIAN`, else `stallwatch` in
 /// `PATH`; or why there is none.
-fn program() -> Result<PathBuf, String> {
+fn program() -> Result<(PathBuf, bool), String> {
     let set = PROGRAM
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -95,12 +105,13 @@ fn program() -> Result<PathBuf, String> {
         return Ok(program);
     }
     if let Some(named) = std::env::var_os(PROGRAM_VARIABLE).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(named));
+        return Ok((PathBuf::from(named), false));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join("stallwatch"))
         .find(|candidate| sys::check_executable(candidate).is_ok())
+        .map(|found| (found, false))
         .ok_or_else(|| {
             format!(
                 "no guardian program: no `stallwatch` in PATH, {PROGRAM_VARIABLE} unset \
@@ -200,11 +211,15 @@ fn lock_running() -> std::sync::MutexGuard<'static, Running> {
 impl Process {
     /// Starts the guardian by `exec` and waits for its answer.
     fn start() -> Result<Process, String> {
-        Process::start_program(&program()?)
+        let (program, own) = program()?;
+        Process::start_program(&program, own)
     }
 
-    /// Starts `program` as the guardian by `exec` and waits for its answer.
-    fn start_program(program: &Path) -> Result<Process, String> {
+    /// Starts `program` as the guardian by `exec` and, unless it is this very executable
+    /// (`own`), waits for its answer. (Then its answer is read by no one: the messages wait in
+    /// the socket until it reads them, and its `exec` worked, or std's spawn would have
+    /// failed.)
+    fn start_program(program: &Path, own: bool) -> Result<Process, String> {
         let (ours, theirs) = rustix::net::socketpair(
             AddressFamily::UNIX,
             SocketType::SEQPACKET,
@@ -233,6 +248,9 @@ impl Process {
             child,
             channel: ours,
         };
+        if own {
+            return Ok(process);
+        }
         match process.hello() {
             Ok(()) => Ok(process),
             Err(why) => {
@@ -404,12 +422,12 @@ mod tests {
     #[test]
     fn a_program_that_does_not_answer_is_no_guardian_and_is_reaped() {
         // `true` exits at once without a word: no guardian, and no zombie of it is left.
-        let why = Process::start_program(Path::new("/bin/true"))
+        let why = Process::start_program(Path::new("/bin/true"), false)
             .err()
             .expect("true is no guardian");
         assert!(why.contains("is no guardian"), "{why}");
         assert!(children_named("true").is_empty(), "reaped");
-        let missing = Process::start_program(Path::new("/no/such/stallwatch"))
+        let missing = Process::start_program(Path::new("/no/such/stallwatch"), false)
             .err()
             .expect("nothing to run");
         assert!(missing.contains("cannot start the guardian"), "{missing}");
