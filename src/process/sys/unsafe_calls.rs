@@ -4,9 +4,10 @@
 //! async-signal-safe work is allowed: the hook of [`install`] (the dispositions and descriptor
 //! limit stallwatch was started with, an empty signal mask, a new process group or session,
 //! the parent-death signal with its parent check, the entry into the session's cgroup, and for
-//! a `Program` the `execve` that keeps its environment in order), and
-//! the one system call rustix does not wrap, `clone3(CLONE_INTO_CGROUP)` ([`clone_into`]), with
-//! the `_exit` of the process it leaves behind.
+//! a `Program` the `execve` that keeps its environment in order), the system calls rustix does
+//! not wrap (`clone3(CLONE_INTO_CGROUP)`, [`clone_into`], with the `_exit` of the process it
+//! leaves behind; `rt_sigaction`, [`set_disposition`]), and the guardian's closing of the
+//! descriptors it inherited ([`close_inherited`]).
 //!
 //! Why `clone3` at all, when a write of `0` to the cgroup's `cgroup.procs` enters it: a
 //! migration takes the kernel's `cgroup_threadgroup_rwsem` for writing, which waits for an RCU
@@ -36,12 +37,13 @@ use super::spawn::{Lead, OrderedExec, PreExec, become_leader, lead_group};
 /// worked: its pid; it entered by a write: `0`).
 pub(super) fn install(command: &mut Command, plan: PreExec, handoff: Option<OwnedFd>) {
     // SAFETY: the hook runs in the child std forked, before `exec`, where only
-    // async-signal-safe work is allowed. It reads only what was moved into it (plain values
-    // and descriptors), makes raw system calls through rustix (setpgid or setsid, ioctl
-    // TIOCSCTTY on fd 0, prctl, getppid, write) and, through `clone_into`, `clone3` and
-    // `_exit`; on failure it builds an `io::Error` from a raw OS code, which does not
-    // allocate. It takes no lock and touches no memory shared with other threads (the forked
-    // process has one thread).
+    // async-signal-safe work is allowed. It reads only what was moved into it (plain values,
+    // descriptors, strings and address arrays made in the parent) and a value set once before
+    // any spawn (`start_state`), makes raw system calls through rustix (setrlimit, setpgid or
+    // setsid, ioctl TIOCSCTTY on fd 0, prctl, getppid, write) and libc's async-signal-safe
+    // calls (rt_sigaction, sigprocmask, clone3, execve, _exit); on failure it builds an
+    // `io::Error` from a raw OS code, which does not allocate. It takes no lock and touches no
+    // memory shared with other threads (the forked process has one thread).
     unsafe {
         command.pre_exec(move || run(&plan, handoff.as_ref()));
     }
