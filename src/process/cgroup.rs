@@ -224,9 +224,19 @@ impl Cgroup {
     /// Ends and removes the cgroups `stallwatch-<pid>-<n>` in folder `parent` whose process
     /// `pid` is gone: a supervisor killed without a guardian (none could be started) left them
     /// and, perhaps, processes in them. Once per process, at its first cgroup.
+    ///
+    /// Only from the initial pid namespace, whose `/proc` sees every process: a supervisor in
+    /// another one names its cgroups with pids this `/proc` does not show. And only a cgroup
+    /// whose members are all of this pid namespace (another namespace's live session is left
+    /// alone), and, when empty, older than [`STALE_AFTER`] (one made just now by a supervisor
+    /// of another namespace, its program not yet in it, is left alone).
     fn reclaim_stale(parent: &Path) {
         static DONE: std::sync::Once = std::sync::Once::new();
         DONE.call_once(|| {
+            let own_ns = std::fs::read_link("/proc/self/ns/pid").ok();
+            if own_ns.as_deref() != Some(Path::new(INITIAL_PID_NAMESPACE)) {
+                return;
+            }
             let Ok(entries) = std::fs::read_dir(parent) else {
                 return;
             };
@@ -242,6 +252,9 @@ impl Cgroup {
                 };
                 if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
                     continue; // its supervisor lives (or the pid is another's now: left alone)
+                }
+                if !is_stale(&entry.path(), own_ns.as_deref()) {
+                    continue;
                 }
                 log::info!(
                     "reclaiming the cgroup {} of a dead supervisor",
@@ -484,6 +497,35 @@ impl Drop for Cgroup {
     }
 }
 
+/// The link `/proc/<pid>/ns/pid` names for the initial pid namespace (its inode is fixed:
+/// `PROC_PID_INIT_INO`).
+const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
+
+/// An empty cgroup of a dead supervisor is left this long before it is reclaimed.
+const STALE_AFTER: Duration = Duration::from_secs(10);
+
+/// Whether the cgroup `dir` (its supervisor gone from this pid namespace's view) may be
+/// reclaimed: every member, below it too, is of this pid namespace (`own_ns`); with none, the
+/// folder is older than [`STALE_AFTER`].
+fn is_stale(dir: &Path, own_ns: Option<&Path>) -> bool {
+    let mut members = Vec::new();
+    if collect_members(dir, 0, &mut members).is_err() {
+        return false;
+    }
+    if members.is_empty() {
+        return std::fs::metadata(dir)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at.elapsed().is_ok_and(|age| age >= STALE_AFTER));
+    }
+    members.iter().all(|pid| {
+        *pid > 0
+            && std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+                .ok()
+                .as_deref()
+                == own_ns
+    })
+}
+
 /// Kills every member of the cgroup `dir` and of the cgroups below it (`cgroup.kill`, which
 /// reaches the cgroups below too) and removes them, the deepest first ([`remove_tree`]),
 /// without waiting: a member not dead yet leaves its cgroup for the next time.
@@ -543,6 +585,35 @@ fn collect_members(dir: &Path, depth: usize, out: &mut Vec<i32>) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A dead supervisor's cgroup is reclaimed only when its members are of this pid
+    /// namespace (a process shown as 0 is of another one) and, when empty, once it is old: a
+    /// stallwatch in a pid namespace of its own (`unshare --pid`) reclaimed a live `serve`'s
+    /// session (tests/cli serve_write_to_a_child_that_never_reads_times_out_with_32004 failed
+    /// in the whole suite).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_stale_cgroup_is_one_whose_members_are_all_of_this_pid_namespace() {
+        let own = std::fs::read_link("/proc/self/ns/pid").expect("our pid namespace");
+        let dir = tempfile::tempdir().expect("a folder");
+        let procs = dir.path().join("cgroup.procs");
+        std::fs::write(&procs, format!("{}\n", std::process::id())).unwrap();
+        assert!(
+            is_stale(dir.path(), Some(&own)),
+            "a member of this namespace"
+        );
+        std::fs::write(&procs, format!("{}\n0\n", std::process::id())).unwrap();
+        assert!(
+            !is_stale(dir.path(), Some(&own)),
+            "a member of another namespace"
+        );
+        std::fs::write(&procs, "").unwrap();
+        assert!(!is_stale(dir.path(), Some(&own)), "empty, made just now");
+        assert!(
+            !is_stale(&dir.path().join("gone"), Some(&own)),
+            "unreadable"
+        );
+    }
 
     #[test]
     fn finds_a_hybrid_cgroup2_mount_among_v1_ones() {
