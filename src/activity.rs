@@ -2,7 +2,8 @@
 //!
 //! Sources (the output readers, [`Session::keepalive`](crate::Session::keepalive), later the file
 //! and descendant observers) only *stamp* the board, with atomics; the monitor only *reads* it.
-//! Nothing on the board ever blocks or calls back.
+//! Nothing on the board ever blocks or calls back (a hold of the output, see
+//! [`ActivityBoard::hold_output`], takes a lock for a few instructions).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -136,6 +137,61 @@ pub struct ActivityBoard {
     probes: Vec<(&'static str, Slot)>,
     /// Who hears of every stamp (the `Activity` events), once set.
     observer: OnceLock<Arc<dyn StampObserver>>,
+    /// Writes of the child's output to its consumer in flight, and how long they took.
+    holds: parking_lot::Mutex<Holds>,
+}
+
+/// The output held back by its consumer: writes of the child's output in flight (while the
+/// consumer of stallwatch's stdout does not read, or an output callback does not return,
+/// stallwatch reads none of the child's output, and the child blocks once its pipe is full:
+/// not a stall of its own).
+#[derive(Debug, Default)]
+struct Holds {
+    /// Writes in flight (one per stream at most).
+    in_flight: u32,
+    /// When the current hold began (the first write of those in flight).
+    since: Option<Instant>,
+    /// The same instant by the real clock: a write is blocked when it has been in flight for
+    /// [`HELD_BACK`] of real time (a mock clock's jump while a quick write is in flight is no
+    /// block).
+    since_real: Option<std::time::Instant>,
+    /// The holds that ended, in all (those blocked).
+    total: Duration,
+}
+
+/// A write in flight for this long (real time) is held back by its consumer (a write to a
+/// reader that keeps up takes microseconds): it counts as activity while it lasts, and in the
+/// time held back.
+pub(crate) const HELD_BACK: Duration = Duration::from_millis(50);
+
+impl Holds {
+    /// A write has been in flight for [`HELD_BACK`] of real time.
+    fn blocked(&self) -> bool {
+        self.since_real.is_some_and(|at| at.elapsed() >= HELD_BACK)
+    }
+}
+
+/// A write of the child's output in flight, from [`ActivityBoard::hold_output`]; the hold
+/// ends when it is dropped.
+#[must_use = "the hold ends when this is dropped"]
+pub(crate) struct OutputHold<'a> {
+    board: &'a ActivityBoard,
+}
+
+impl Drop for OutputHold<'_> {
+    fn drop(&mut self) {
+        let now = self.board.clock.now();
+        let mut holds = self.board.holds.lock();
+        holds.in_flight = holds.in_flight.saturating_sub(1);
+        if holds.in_flight == 0
+            && let Some(since) = holds.since.take()
+        {
+            if holds.blocked() {
+                holds.total += now.saturating_duration_since(since);
+            }
+            holds.since_real = None;
+        }
+    }
 }
 
 impl fmt::Debug for ActivityBoard {
@@ -161,6 +217,7 @@ impl ActivityBoard {
             slots: Default::default(),
             probes: probes.iter().map(|name| (*name, Slot::default())).collect(),
             observer: OnceLock::new(),
+            holds: parking_lot::Mutex::default(),
         };
         board.set_enabled(ActivitySource::Keepalive, true);
         for name in probes {
@@ -260,6 +317,52 @@ impl ActivityBoard {
         self.origin
     }
 
+    /// A write of the child's output to its consumer begins (a sink's write or callback). Once
+    /// it has lasted [`HELD_BACK`], and until the returned hold is dropped, the child is not
+    /// idle (stallwatch reads none of its output meanwhile), and the time counts as held back.
+    pub(crate) fn hold_output(&self) -> OutputHold<'_> {
+        let now = self.clock.now();
+        let mut holds = self.holds.lock();
+        if holds.in_flight == 0 {
+            holds.since = Some(now);
+            holds.since_real = Some(std::time::Instant::now());
+        }
+        holds.in_flight += 1;
+        OutputHold { board: self }
+    }
+
+    /// How long the child's output was held back by its consumer so far (a hold in flight
+    /// included, up to now): every hold of at least [`HELD_BACK`].
+    pub(crate) fn held_back(&self) -> Duration {
+        let now = self.clock.now();
+        let holds = self.holds.lock();
+        let current = holds
+            .since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        holds.total
+            + if holds.blocked() {
+                current
+            } else {
+                Duration::ZERO
+            }
+    }
+
+    /// Now, while a write of the output has been in flight for at least [`HELD_BACK`].
+    fn held_now(&self) -> Option<Instant> {
+        let now = self.clock.now();
+        self.holds.lock().blocked().then_some(now)
+    }
+
+    /// Tests: the write in flight began [`HELD_BACK`] ago by the real clock (a blocked write,
+    /// without waiting for one).
+    #[cfg(test)]
+    pub(crate) fn backdate_hold(&self) {
+        let mut holds = self.holds.lock();
+        if holds.since.is_some() {
+            holds.since_real = std::time::Instant::now().checked_sub(HELD_BACK);
+        }
+    }
+
     /// A consistent-enough copy for the verdict (each source read once).
     pub(crate) fn snapshot(&self) -> BoardSnapshot {
         let probes = self
@@ -279,6 +382,7 @@ impl ActivityBoard {
         BoardSnapshot {
             origin: self.origin,
             sources,
+            held_now: self.held_now(),
         }
     }
 }
@@ -305,6 +409,9 @@ pub(crate) struct BoardSnapshot {
     pub(crate) origin: Instant,
     /// Every source, in board order.
     pub(crate) sources: Vec<SourceState>,
+    /// The snapshot's instant, while a write of the child's output is held back by its
+    /// consumer (in flight for at least [`HELD_BACK`]); else `None`.
+    pub(crate) held_now: Option<Instant>,
 }
 
 #[cfg(test)]
@@ -333,6 +440,43 @@ mod tests {
         assert!(snap.sources[3].enabled);
         assert!(!snap.sources[4].enabled);
         assert!(snap.sources.iter().all(|s| s.available));
+    }
+
+    #[test]
+    fn a_write_in_flight_long_enough_is_held_back_until_the_last_one_ends() {
+        let clock = MockClock::new();
+        let board = ActivityBoard::new(Arc::new(clock.clone()));
+        let t0 = board.origin();
+        let secs = Duration::from_secs;
+        assert_eq!(board.snapshot().held_now, None);
+        // A write to a reader that keeps up (microseconds of real time): neither held nor
+        // counted, even when the mock clock jumps meanwhile.
+        let quick = board.hold_output();
+        clock.advance(secs(1));
+        assert_eq!(board.snapshot().held_now, None);
+        drop(quick);
+        assert_eq!(board.held_back(), Duration::ZERO);
+        let out = board.hold_output();
+        board.backdate_hold(); // blocked
+        clock.advance(secs(2));
+        let err = board.hold_output(); // both streams held
+        clock.advance(secs(3));
+        assert_eq!(board.snapshot().held_now, Some(t0 + secs(6)));
+        assert_eq!(board.held_back(), secs(5));
+        drop(out);
+        clock.advance(secs(4));
+        assert_eq!(board.snapshot().held_now, Some(t0 + secs(10)));
+        drop(err);
+        clock.advance(secs(30));
+        assert_eq!(board.snapshot().held_now, None);
+        assert_eq!(board.held_back(), secs(9));
+        let again = board.hold_output();
+        board.backdate_hold();
+        clock.advance(secs(1));
+        drop(again);
+        assert_eq!(board.held_back(), secs(10));
+        // Holding is not activity of the output source itself.
+        assert_eq!(board.count(ActivitySource::Output), 0);
     }
 
     #[test]

@@ -113,6 +113,9 @@ pub struct Diagnosis {
 enum Class {
     Input,
     Tcp,
+    /// The master side of a terminal (`/dev/ptmx`): whoever reads it relays a terminal
+    /// (`script`, `expect`, tmux, an agent running a tool with a tty); it is not input.
+    Relay,
     Other,
 }
 
@@ -231,9 +234,14 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
         StallKind::Running,
         StallKind::LockWait,
     ];
-    let subject = TELLING
+    let subject: &ProcessDiagnosis = TELLING
         .iter()
-        .find_map(|kind| live.iter().find(|p| p.kind == *kind))
+        .find_map(|kind| live.iter().find(|p| p.kind == *kind).copied())
+        .or_else(|| {
+            only_polls(root)
+                .then(|| deepest_blocked(&live, snaps))
+                .flatten()
+        })
         .unwrap_or(root);
     let summary = format!(
         "{} — {} (pid {}) {}",
@@ -247,6 +255,50 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
         summary,
         processes,
     }
+}
+
+/// Whether the tree's root is blocked in a call that says nothing by itself: a poll, select or
+/// epoll (or a read) on descriptors that are neither input nor the network (an eventfd, a pipe
+/// or a socket to its own children, a terminal master it relays).
+fn only_polls(root: &ProcessDiagnosis) -> bool {
+    root.kind == StallKind::Unknown && root.error.is_none() && root.syscall.is_some()
+}
+
+/// The process the others wait on: the deepest live descendant with a kind of its own
+/// (sleeping, waiting on a lock…), else the deepest one waiting on a child; `None` when no
+/// descendant says more than the root. Depth is counted along the parent links of the
+/// snapshot.
+fn deepest_blocked<'a>(
+    live: &[&'a ProcessDiagnosis],
+    snaps: &[ProcSnap],
+) -> Option<&'a ProcessDiagnosis> {
+    let parent: std::collections::HashMap<u32, i32> = snaps
+        .iter()
+        .filter_map(|s| Some((s.pid as u32, parent_of(&s.threads.first()?.stat)?)))
+        .collect();
+    let alive: std::collections::HashSet<i32> = live.iter().map(|p| p.pid as i32).collect();
+    let depth = |pid: u32| {
+        let (mut depth, mut at) = (0usize, pid);
+        while let Some(&up) = parent.get(&at)
+            && depth < live.len()
+            && alive.contains(&up)
+        {
+            depth += 1;
+            at = up as u32;
+        }
+        depth
+    };
+    let deepest = |waiting: bool| {
+        // The first in tree order among the deepest (`max_by_key` keeps the last).
+        live.iter()
+            .skip(1)
+            .rev()
+            .filter(|p| p.kind != StallKind::Unknown)
+            .filter(|p| (p.kind == StallKind::WaitingOnChild) == waiting)
+            .max_by_key(|p| depth(p.pid))
+            .copied()
+    };
+    deepest(false).or_else(|| deepest(true))
 }
 
 /// What the subject process does, after its name.
@@ -441,13 +493,24 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, peers: Peers<'_>, b: &mut Block
         b.target = Some("no descriptor (a timed wait)".to_owned());
         return StallKind::Sleeping;
     }
-    let described: Vec<(i32, Class, String)> = fds
+    let mut described: Vec<(i32, Class, String)> = fds
         .iter()
         .map(|fd| {
             let (class, target) = describe(*fd, snap, peers);
             (*fd, class, target)
         })
         .collect();
+    // A relay watching its own input as well as a terminal master passes that input on to
+    // the program on the terminal: what the relay reads is the program's question, not its
+    // own (that program, reading the slave side, is the one awaiting input, if any).
+    if let Some(at) = described.iter().position(|(_, c, _)| *c == Class::Relay) {
+        described.rotate_left(at);
+        for (_, class, _) in &mut described {
+            if *class == Class::Input {
+                *class = Class::Other;
+            }
+        }
+    }
     for (want, kind) in [
         (Class::Input, StallKind::AwaitingInput),
         (Class::Tcp, StallKind::NetworkWait),
@@ -472,10 +535,14 @@ fn describe(fd: i32, snap: &ProcSnap, peers: Peers<'_>) -> (Class, String) {
             format!("descriptor {fd} (not open, or unreadable)"),
         );
     };
-    let terminal = link.starts_with("/dev/pts/")
-        || link.starts_with("/dev/tty")
-        || link == "/dev/console"
-        || link == "/dev/ptmx";
+    if link == "/dev/ptmx" || link == "/dev/pts/ptmx" {
+        return (
+            Class::Relay,
+            format!("the terminal master {link} (a relay)"),
+        );
+    }
+    let terminal =
+        link.starts_with("/dev/pts/") || link.starts_with("/dev/tty") || link == "/dev/console";
     if terminal {
         return (Class::Input, format!("the terminal {link}"));
     }

@@ -4,6 +4,8 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod jsonrpc;
+mod mcp;
 mod serve;
 mod sync;
 
@@ -45,6 +47,11 @@ fn main() -> ExitCode {
         init_logging(log::LevelFilter::Warn);
         log_prepared(&prepared);
         return serve::main(args);
+    }
+    // `stallwatch mcp`: the Model Context Protocol server (`stallwatch -- mcp` runs a program).
+    if args.get(1).is_some_and(|a| a == "mcp") {
+        init_logging(log::LevelFilter::Warn);
+        return mcp::main(args);
     }
     let options = match Options::parse_from(args.clone()) {
         Ok(options) => options,

@@ -600,6 +600,14 @@ impl Session {
         })
     }
 
+    /// How long the output was held back by its consumer so far: the time writes to the
+    /// output sinks were in flight (those of 50 ms or more) (a [`Writer`](crate::OutputSink::Writer) whose reader does
+    /// not read, a [`Callback`](crate::OutputSink::Callback) that does not return). Meanwhile
+    /// the child, blocked on a full pipe, is not idle (the hard timeout still applies).
+    pub fn output_held_back(&self) -> Duration {
+        self.board.held_back()
+    }
+
     /// Why the sink of one stream stopped taking bytes (a write error, a panic), if it did.
     /// A broken pipe (the sink's reader went away) is not an error here: it is passed on to
     /// the child.

@@ -99,11 +99,15 @@ fn counted(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Vec<Co
 }
 
 /// The latest activity that counts, of any enabled source (never earlier than the board's
-/// origin), solo caps applied.
+/// origin), solo caps applied. Output held back by its consumer right now counts (the
+/// snapshot's instant): stallwatch reads none of the child's output meanwhile, and the child
+/// blocks on a pipe stallwatch cannot empty; once the hold ends, the reader reads what waits
+/// (activity again), and the bytes still waiting at a deadline count once, as always.
 pub(crate) fn last_activity(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Instant {
     counted(board, caps)
         .iter()
         .map(|c| c.last)
+        .chain(board.held_now)
         .fold(board.origin, Instant::max)
 }
 
@@ -220,6 +224,7 @@ mod tests {
                     count: ms,
                 })
                 .collect(),
+            held_now: None,
         }
     }
 
@@ -297,6 +302,50 @@ mod tests {
     /// Output silent since the start, children busy at `children_ms`.
     fn busy_children(t0: Instant, children_ms: u64) -> BoardSnapshot {
         board(t0, &[(true, 0), (true, 0), (true, children_ms), (true, 0)])
+    }
+
+    #[test]
+    fn output_held_back_by_its_consumer_is_not_idle_but_the_hard_deadline_holds() {
+        let t0 = Instant::now();
+        let idle = secs(5);
+        // Every source quiet since 1 s; a write of the output in flight since then (the
+        // consumer of stallwatch's stdout does not read): at 300 s, not stale.
+        let mut b = board(t0, &[(true, 1000), (true, 0), (true, 0), (true, 0)]);
+        b.held_now = Some(t0 + secs(300));
+        assert_eq!(
+            decide(&b, t0 + secs(300), Limits::new(idle, None)),
+            Verdict::Wait {
+                until: t0 + secs(305)
+            }
+        );
+        assert_eq!(last_activity(&b, &[]), t0 + secs(300));
+        // Whatever the sources and their caps.
+        let caps = [(ActivitySource::Output, secs(1))];
+        let capped = Limits {
+            caps: &caps,
+            ..Limits::new(idle, None)
+        };
+        assert!(matches!(
+            decide(&b, t0 + secs(300), capped),
+            Verdict::Wait { .. }
+        ));
+        // The hard deadline still ends it.
+        assert_eq!(
+            decide(&b, t0 + secs(300), Limits::new(idle, Some(t0 + secs(200)))),
+            Verdict::HardDeadline {
+                deadline: t0 + secs(200)
+            }
+        );
+        // No longer held: the sources' own activity decides (the report says how long each
+        // was quiet).
+        b.held_now = None;
+        match decide(&b, t0 + secs(300), Limits::new(idle, None)) {
+            Verdict::Stale { deadline, report } => {
+                assert_eq!(deadline, t0 + secs(6));
+                assert_eq!(report.get(ActivitySource::Output).unwrap().idle, secs(299));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

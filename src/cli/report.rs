@@ -294,6 +294,9 @@ pub(crate) struct Report {
     pub(crate) delivered: Bytes,
     /// Why writing to stallwatch's stdout or stderr failed (not a broken pipe), or null.
     pub(crate) pass_through_errors: PassThroughErrors,
+    /// How long writing the program's output to stallwatch's stdout and stderr waited on their
+    /// readers (the program, blocked on a full pipe meanwhile, was not idle).
+    pub(crate) output_held_back_ms: u64,
     /// The complete logs of the streams that passed 4 KiB, with their SHA-256.
     pub(crate) log: Vec<LogEntry>,
     /// What the tree was doing when it was judged stale (`idle_timeout`) or waiting on input
@@ -545,6 +548,8 @@ pub(crate) struct Relay {
     pub(crate) delivered: Bytes,
     /// Why a stream's delivery stopped.
     pub(crate) errors: PassThroughErrors,
+    /// How long the delivery waited on stallwatch's stdout and stderr readers.
+    pub(crate) held_back: Duration,
 }
 
 impl Relay {
@@ -568,6 +573,7 @@ impl Relay {
                 stdout: session.sink_error(Stream::Stdout),
                 stderr: session.sink_error(Stream::Stderr),
             },
+            held_back: session.output_held_back(),
         }
     }
 
@@ -626,6 +632,7 @@ impl Report {
             bytes: relay.read,
             delivered: relay.delivered,
             pass_through_errors: relay.errors.clone(),
+            output_held_back_ms: ms(relay.held_back),
             log: result
                 .logs
                 .iter()
@@ -697,6 +704,7 @@ impl Report {
             bytes: Bytes::default(),
             delivered: Bytes::default(),
             pass_through_errors: PassThroughErrors::default(),
+            output_held_back_ms: 0,
             log: Vec::new(),
             diagnosis: None,
             pid: None,

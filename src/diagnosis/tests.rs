@@ -175,3 +175,98 @@ fn disk_wait_zombies_and_unreadable_processes() {
     assert!(d.summary.contains("Permission denied"), "{}", d.summary);
     assert_eq!(classify(&[], &|_| None).kind, StallKind::Unknown);
 }
+
+/// Not a test: prints the fixture of the live processes `SW_RECORD_PIDS` (comma-separated),
+/// the way `fixtures/*.txt` were recorded (`cargo test --lib record_fixture -- --ignored
+/// --nocapture`; TCP peers are added by hand from `ss -tnpe`).
+#[test]
+#[ignore = "a recorder for new fixtures, run by hand"]
+fn record_fixture() {
+    let pids = std::env::var("SW_RECORD_PIDS").unwrap_or_default();
+    for pid in pids.split(',').filter_map(|p| p.trim().parse::<i32>().ok()) {
+        let snap = crate::process::sys::snapshot::snapshot(pid);
+        println!("pid {pid}");
+        for (fd, target) in &snap.fds {
+            println!("fd {fd} {target}");
+        }
+        for (fd, set) in &snap.epoll {
+            let set: Vec<String> = set.iter().map(i32::to_string).collect();
+            println!("epoll {fd} {}", set.join(","));
+        }
+        for t in &snap.threads {
+            println!("thread");
+            println!("stat: {}", t.stat.trim_end());
+            println!("wchan: {}", t.wchan.trim_end());
+            println!("syscall: {}", t.syscall.trim_end());
+            if let Some(polled) = &t.polled {
+                let polled: Vec<String> = polled.iter().map(i32::to_string).collect();
+                println!("polled: {}", polled.join(","));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_terminal_relay_is_not_awaiting_input() {
+    // `script -qec 'sleep 60' /dev/null`: script polls its signalfd and /dev/ptmx (the master
+    // side, which it relays); the program on the terminal sleeps.
+    let d = diagnose(recorded!("script_relay"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    let script = &d.processes[0];
+    assert_eq!(script.name, "script");
+    assert_ne!(script.kind, StallKind::AwaitingInput);
+    assert_eq!(
+        script.target.as_deref(),
+        Some("the terminal master /dev/ptmx (a relay)")
+    );
+    assert!(
+        d.summary.starts_with("sleeping — sleep (pid 17869)"),
+        "{}",
+        d.summary
+    );
+    // Its stdin a held pipe, polled with the master: relayed to the terminal, not its own
+    // question.
+    let d = diagnose(recorded!("script_relay_stdin"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(d.processes[0].fd, Some(3));
+    // The slave side is input: the program on the terminal reading it awaits input.
+    let text = recorded!("script_relay").replace(
+        "syscall: 230 0x0 0x0 0x7ffce0a3c880",
+        "syscall: 0 0x0 0x0 0x7ffce0a3c880",
+    );
+    let d = diagnose(&text);
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    assert!(
+        d.summary
+            .starts_with("waiting for input — sleep (pid 17869) reads the terminal /dev/pts/0"),
+        "{}",
+        d.summary
+    );
+}
+
+#[test]
+fn a_polling_leader_is_named_by_its_deepest_blocked_descendant() {
+    // python3 in epoll_wait on an eventfd and a pipe from its child `sh -c 'sleep 1000;
+    // echo done'`: the sleep is what the others wait on.
+    let d = diagnose(recorded!("python_polls_child"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — sleep (pid 19023) sleeps (clock_nanosleep)"
+    );
+    assert_eq!(d.processes.len(), 3);
+    assert_eq!(d.processes[0].name, "python3");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("epoll_wait"));
+    assert_eq!(d.processes[0].kind, StallKind::Unknown);
+    assert_eq!(d.processes[1].kind, StallKind::WaitingOnChild);
+    // Without the sleep (a zombie), the shell waiting on it is the deepest.
+    let text = recorded!("python_polls_child").replace("(sleep) S", "(sleep) Z");
+    let d = diagnose(&text);
+    assert_eq!(d.kind, StallKind::WaitingOnChild, "{d:#?}");
+    assert!(d.summary.starts_with("waiting on a child — sh (pid 19022)"));
+    // The leader alone: it is the subject.
+    let (snaps, _) = fixture(recorded!("python_polls_child"));
+    let d = classify(&snaps[..1], &|_| None);
+    assert_eq!(d.kind, StallKind::Unknown);
+    assert!(d.summary.contains("python3 (pid 18972)"), "{}", d.summary);
+}

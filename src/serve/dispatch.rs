@@ -17,10 +17,10 @@ use stallwatch::{
 };
 
 use super::options::ServeOptions;
-use super::outbox::Outbox;
 use super::process::{self, Forward, Input, StdinJob};
-use super::protocol::{self, Params, RpcError};
 use crate::cli::report::{Context, Relay, Report};
+use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::protocol::{self, Params, RpcError};
 
 /// What the server keeps about one process.
 #[derive(Debug)]

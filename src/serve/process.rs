@@ -16,8 +16,8 @@ use stallwatch::{
 };
 
 use super::options::ServeOptions;
-use super::outbox::Outbox;
-use super::protocol::{Params, RpcError, notification, whole_number};
+use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::protocol::{Params, RpcError, notification, whole_number};
 
 /// The fields `process/start` accepts.
 const START_FIELDS: &[&str] = &[
@@ -427,8 +427,8 @@ pub(crate) fn start_stdin_writer(
                 };
                 if let Some(id) = id {
                     outbox.send(&match answer {
-                        Ok(result) => super::protocol::response(id, result),
-                        Err(error) => super::protocol::error_response(id, error),
+                        Ok(result) => crate::jsonrpc::protocol::response(id, result),
+                        Err(error) => crate::jsonrpc::protocol::error_response(id, error),
                     });
                 }
             }
@@ -441,7 +441,7 @@ fn write_answer(written: std::io::Result<()>) -> Result<Value, RpcError> {
     match written {
         Ok(()) => Ok(json!({"status": "accepted"})),
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(RpcError::new(
-            super::protocol::STDIN_BACKLOG,
+            crate::jsonrpc::protocol::STDIN_BACKLOG,
             format!("stdin_backlog: {e}"),
         )),
         Err(_) => Ok(json!({"status": "stdin_closed"})),

@@ -10,6 +10,12 @@
 //!   of one core over the interval, and never less than 20 ms: two ticks of the kernel's 100 Hz
 //!   accounting); a member that exits lowers no sum; a newly seen descendant that already used
 //!   CPU earns one sample of startup grace (its whole CPU counts once);
+//! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
+//!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
+//!   waiting in a run queue: `/proc/PID/schedstat`'s run time plus run delay) for at least
+//!   half of a stretch of at least `RUNNABLE_SPAN`, or seen runnable (state R) at every look
+//!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
+//!   again, so a long wait shows late);
 //! - the direct child's own CPU does not count unless asked (an agent spinning in its event
 //!   loop is not progress); the CPU of the children it reaped does;
 //! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
@@ -44,6 +50,37 @@ pub(crate) trait ProcessSource: Send {
     fn tree(&mut self, root: i32) -> Vec<ProcSample>;
     /// One process by pid, wherever it is in the process table.
     fn process(&mut self, pid: i32) -> Option<ProcSample>;
+    /// Whether process `pid` is runnable now (state R), and how long its main thread has been
+    /// runnable in all (on a CPU plus waiting for one; a source may leave it out for a process
+    /// not runnable now). `None` where the platform does not say.
+    fn runnable(&mut self, _pid: i32) -> Option<RunState> {
+        None
+    }
+}
+
+/// What [`ProcessSource::runnable`] says of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunState {
+    /// Runnable now (state R: on a CPU or in a run queue).
+    pub(crate) now: bool,
+    /// Runnable in all so far (run time plus run delay), if read.
+    pub(crate) total: Option<Duration>,
+}
+
+/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
+#[cfg(target_os = "linux")]
+fn read_runnable(pid: i32) -> Option<Duration> {
+    let mut buf = [0u8; 1024];
+    let text = crate::process::sys::read_proc(&format!("/proc/{pid}/schedstat"), &mut buf)?;
+    parse_schedstat(&text)
+}
+
+/// The run time plus run delay of a `schedstat` line.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn parse_schedstat(text: &str) -> Option<Duration> {
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let (ran, waited) = (fields.next()??, fields.next()??);
+    Some(Duration::from_nanos(ran.saturating_add(waited)))
 }
 
 /// Never more processes than this in one tree: a fork bomb must not make sampling unbounded.
@@ -57,6 +94,9 @@ const MAX_TREE: usize = 20_000;
 pub(crate) struct ProcFs {
     tick: Duration,
     scratch: Vec<i32>,
+    /// Whether each process of the last walk was runnable (state R), so that the runnable
+    /// look reads no `stat` twice.
+    states: HashMap<i32, bool>,
 }
 
 #[cfg(target_os = "linux")]
@@ -66,6 +106,7 @@ impl ProcFs {
         Self {
             tick: Duration::from_nanos(1_000_000_000 / per_second),
             scratch: Vec::new(),
+            states: HashMap::new(),
         }
     }
 
@@ -108,9 +149,11 @@ impl ProcFs {
 #[cfg(target_os = "linux")]
 impl ProcessSource for ProcFs {
     fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+        self.states.clear();
         let Some(stat) = crate::process::sys::read_stat(root) else {
             return Vec::new();
         };
+        self.states.insert(stat.pid, stat.state == b'R');
         let mut threads = vec![stat.threads];
         let mut tree = vec![self.convert(stat)];
         let mut index = 0;
@@ -127,6 +170,7 @@ impl ProcessSource for ProcFs {
             for i in 0..self.scratch.len() {
                 let pid = self.scratch[i];
                 if let Some(stat) = crate::process::sys::read_stat(pid) {
+                    self.states.insert(stat.pid, stat.state == b'R');
                     threads.push(stat.threads);
                     tree.push(self.convert(stat));
                 }
@@ -138,6 +182,17 @@ impl ProcessSource for ProcFs {
 
     fn process(&mut self, pid: i32) -> Option<ProcSample> {
         crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
+    }
+
+    /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
+    /// `schedstat` only of a process runnable now (a sleeping one costs no read).
+    fn runnable(&mut self, pid: i32) -> Option<RunState> {
+        let now = match self.states.get(&pid) {
+            Some(runnable) => *runnable,
+            None => crate::process::sys::read_stat(pid)?.state == b'R',
+        };
+        let total = if now { read_runnable(pid) } else { None };
+        Some(RunState { now, total })
     }
 }
 
@@ -298,7 +353,25 @@ pub struct DescendantObserver {
     /// The live processes of the tree at the last sample, the root first (the network
     /// source and the diagnosis look at these).
     pids: Vec<i32>,
+    /// Per live process: since when its runnable time is measured, and what it was then.
+    runnable: HashMap<i32, Runnable>,
 }
+
+/// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
+#[derive(Debug, Clone, Copy)]
+struct Runnable {
+    /// The start of the stretch being measured, and the runnable time then (if read).
+    since: Instant,
+    at_start: Option<Duration>,
+    /// Whether it was runnable for at least half of the last stretch measured.
+    starved_busy: bool,
+    /// Since when it was seen runnable (state R) at every look, if it is now.
+    runnable_since: Option<Instant>,
+}
+
+/// The shortest stretch over which a process's runnable time is judged (shorter gaps between
+/// samples, like the fresh sample at a stale decision, keep the last judgment).
+const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
 
 /// Reads a cgroup's CPU in all (`usage_usec` of `cpu.stat`) and its number of live members;
 /// `None` when it cannot be read (then the walk of `/proc` takes over for that sample).
@@ -347,6 +420,7 @@ impl DescendantObserver {
             root_cpu: Duration::ZERO,
             cgroup_counted: Duration::ZERO,
             pids: Vec::new(),
+            runnable: HashMap::new(),
         }
     }
 
@@ -390,7 +464,9 @@ impl DescendantObserver {
             counted.saturating_sub(self.cgroup_counted)
         };
         self.cgroup_counted = self.cgroup_counted.max(counted);
-        let active = !first && self.judge(now, elapsed, delta);
+        let busy = self.judge(now, elapsed, delta);
+        let starved_busy = self.runnable_anyway(now);
+        let active = !first && (busy || starved_busy);
         self.last = ChildrenSample {
             active,
             descendants: members.saturating_sub(usize::from(root_alive)),
@@ -430,7 +506,9 @@ impl DescendantObserver {
         let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
         let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
-        let active = !first && self.judge(now, elapsed, delta);
+        let busy = self.judge(now, elapsed, delta);
+        let starved_busy = self.runnable_anyway(now);
+        let active = !first && (busy || starved_busy);
         self.last = ChildrenSample {
             active,
             descendants,
@@ -555,6 +633,58 @@ impl DescendantObserver {
         sum >= span.mul_f64(self.threshold)
     }
 
+    /// Whether a live process of the tree (the root only when its own CPU counts) was runnable
+    /// for at least half of its last measured stretch: working, however little CPU the machine
+    /// gave it. Forgets the processes no longer in the tree.
+    fn runnable_anyway(&mut self, now: Instant) -> bool {
+        let pids: Vec<i32> = self
+            .pids
+            .iter()
+            .copied()
+            .filter(|pid| *pid != self.root || self.include_root)
+            .collect();
+        self.runnable.retain(|pid, _| pids.contains(pid));
+        let mut any = false;
+        for pid in pids {
+            let Some(state) = self.source.runnable(pid) else {
+                continue;
+            };
+            let runnable_now = state.now;
+            let seen = self.runnable.entry(pid).or_insert(Runnable {
+                since: now,
+                at_start: state.total,
+                starved_busy: false,
+                runnable_since: None,
+            });
+            match (state.total, seen.at_start) {
+                (Some(total), Some(at_start)) => {
+                    let span = now.saturating_duration_since(seen.since);
+                    if span >= RUNNABLE_SPAN {
+                        seen.starved_busy = total.saturating_sub(at_start) >= span / 2;
+                        seen.since = now;
+                        seen.at_start = Some(total);
+                    }
+                }
+                // Not read (asleep now): the stretch starts again at its next look.
+                (total, _) => {
+                    seen.starved_busy = false;
+                    seen.since = now;
+                    seen.at_start = total;
+                }
+            }
+            seen.runnable_since = if runnable_now {
+                seen.runnable_since.or(Some(now))
+            } else {
+                None
+            };
+            let runnable_for = seen
+                .runnable_since
+                .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+            any |= seen.starved_busy || runnable_for >= RUNNABLE_SPAN;
+        }
+        any
+    }
+
     /// Remembers `process` (an orphan of this tree re-parented to the subreaper) as an escapee.
     pub(crate) fn adopt(&mut self, process: ProcSample) {
         self.known.entry(process.pid).or_insert(Known {
@@ -633,13 +763,28 @@ mod tests {
 
     use crate::sync::Mutex;
 
-    /// A scripted process table.
+    /// A scripted process table, with the runnable time of the processes that have one.
     #[derive(Clone, Default)]
-    struct Table(Arc<Mutex<Vec<ProcSample>>>);
+    struct Table(
+        Arc<Mutex<Vec<ProcSample>>>,
+        Arc<Mutex<HashMap<i32, RunState>>>,
+    );
 
     impl Table {
         fn set(&self, procs: &[ProcSample]) {
             *self.0.lock() = procs.to_vec();
+        }
+
+        /// Runnable `ms` in all, asleep now.
+        fn set_runnable(&self, pid: i32, ms: u64) {
+            let total = Some(Duration::from_millis(ms));
+            self.1.lock().insert(pid, RunState { now: false, total });
+        }
+
+        /// Runnable `ms` in all, and runnable now or not.
+        fn set_runnable_now(&self, pid: i32, ms: u64, now: bool) {
+            let total = Some(Duration::from_millis(ms));
+            self.1.lock().insert(pid, RunState { now, total });
         }
     }
 
@@ -658,6 +803,10 @@ mod tests {
 
         fn process(&mut self, pid: i32) -> Option<ProcSample> {
             self.0.lock().iter().find(|p| p.pid == pid).copied()
+        }
+
+        fn runnable(&mut self, pid: i32) -> Option<RunState> {
+            self.1.lock().get(&pid).copied()
         }
     }
 
@@ -704,6 +853,111 @@ mod tests {
         let s = obs.sample(t0 + 2 * SEC);
         assert!(!s.active);
         assert_eq!(s.cpu_delta, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_starved_busy_grandchild_is_activity_an_idle_one_is_not() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        let tree = |grandchild_cpu_ms| {
+            [
+                p(100, 1, 1, 0, 0),
+                p(200, 100, 2, 0, 0),
+                p(300, 200, 3, grandchild_cpu_ms, 0),
+            ]
+        };
+        table.set(&tree(0));
+        for pid in [100, 200, 300] {
+            table.set_runnable(pid, 0);
+        }
+        assert!(!obs.sample(t0).active, "baseline");
+        // Each second the grandchild gets 10 ms of CPU (1 %, below the 5 % threshold) and
+        // waits 980 ms in a run queue: runnable 99 % of the time, starved by other load.
+        let mut active = Vec::new();
+        for s in 1..=4u64 {
+            table.set(&tree(10 * s));
+            table.set_runnable(300, 990 * s);
+            let sample = obs.sample(t0 + SEC * s as u32);
+            assert_eq!(sample.cpu_delta, Duration::from_millis(10));
+            active.push(sample.active);
+        }
+        assert_eq!(active, [true; 4]);
+        // A fresh sample 10 ms later (the one at a stale decision) keeps the judgment.
+        assert!(obs.sample(t0 + SEC * 4 + Duration::from_millis(10)).active);
+        // Then it sleeps: runnable 1 % of the time (a poller's wake-ups), not active.
+        table.set_runnable(300, 990 * 4 + 10);
+        assert!(!obs.sample(t0 + SEC * 5).active);
+        // Runnable just under half of the stretch is not enough; at half it is.
+        table.set_runnable(300, 990 * 4 + 10 + 499);
+        assert!(!obs.sample(t0 + SEC * 6).active);
+        table.set_runnable(300, 990 * 4 + 10 + 499 + 500);
+        assert!(obs.sample(t0 + SEC * 7).active);
+    }
+
+    #[test]
+    fn a_process_seen_runnable_at_every_look_for_a_stretch_is_activity() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        // Starved so long it has not had a CPU since the first look: its run delay, added up
+        // only when it gets one, does not move; it is in state R at every look.
+        table.set_runnable_now(200, 5, true);
+        assert!(!obs.sample(t0).active, "baseline");
+        assert!(!obs.sample(t0 + ms(200)).active, "R for 200 ms only");
+        assert!(obs.sample(t0 + ms(400)).active, "R for 400 ms");
+        assert!(obs.sample(t0 + ms(600)).active);
+        // One look asleep ends the streak; R again starts a new one.
+        table.set_runnable_now(200, 5, false);
+        assert!(!obs.sample(t0 + ms(800)).active);
+        table.set_runnable_now(200, 5, true);
+        assert!(!obs.sample(t0 + ms(1000)).active);
+        assert!(!obs.sample(t0 + ms(1200)).active, "R for 200 ms only");
+        assert!(obs.sample(t0 + ms(1300)).active);
+        // The root runnable at every look does not count (its own CPU does not).
+        table.set_runnable_now(200, 5, false);
+        table.set_runnable_now(100, 0, true);
+        for at in [1500, 1700, 1900, 2100] {
+            assert!(!obs.sample(t0 + ms(at)).active);
+        }
+    }
+
+    #[test]
+    fn the_starved_root_counts_only_when_asked_and_a_gone_process_is_forgotten() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        table.set_runnable(100, 0);
+        table.set_runnable(200, 0);
+        obs.sample(t0);
+        obs.sample(t0 + SEC);
+        // The root spins (runnable all the time): its own CPU does not count, nor its wait.
+        table.set_runnable(100, 2000);
+        assert!(!obs.sample(t0 + SEC * 2).active);
+        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        table.set_runnable(100, 0);
+        obs.sample(t0);
+        obs.sample(t0 + SEC);
+        table.set_runnable(100, 1000);
+        assert!(obs.sample(t0 + SEC * 2).active);
+        // The child gone: forgotten (a new process with its pid starts a new stretch).
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        table.set_runnable(100, 1000);
+        obs.sample(t0 + SEC * 3);
+        assert!(!obs.runnable.contains_key(&200));
+    }
+
+    #[test]
+    fn schedstat_lines_parse_to_run_time_plus_delay() {
+        assert_eq!(
+            parse_schedstat("19263796 1757176041 10\n"),
+            Some(Duration::from_nanos(19_263_796 + 1_757_176_041))
+        );
+        assert_eq!(parse_schedstat("garbage"), None);
+        assert_eq!(parse_schedstat("12"), None);
     }
 
     #[test]

@@ -89,6 +89,11 @@ impl<R: Read> Read for ActivityTrackingReader<R> {
 /// away, as in `stallwatch … | head`) closes the child's pipe, so the child sees the broken
 /// pipe itself, as it would without stallwatch in between.
 ///
+/// A sink that blocks (a writer whose reader does not read, a callback that does not return)
+/// holds the child back: stallwatch reads none of its output meanwhile. While one delivery has
+/// been in flight for 50 ms or more the child is not idle (only the hard timeout ends it), and
+/// [`Session::output_held_back`](crate::Session::output_held_back) adds the time up.
+///
 /// Every byte read is delivered. When a pipe is still held open after the run ended (leftover
 /// processes kept with [`LeftoverPolicy::Keep`](crate::LeftoverPolicy::Keep)), the reader stops
 /// after its next read; that one last chunk may reach the sink after `wait` returned.
@@ -217,7 +222,10 @@ pub(crate) fn pump<R: Read>(
             }
         };
         if sink_ok {
+            // A sink that blocks (its reader does not read) holds the child back: not idle.
+            let hold = (!matches!(sink, OutputSink::Discard)).then(|| reader.board.hold_output());
             let (delivery, taken) = sink.deliver(&buf[..n]);
+            drop(hold);
             state.delivered.fetch_add(taken as u64, Ordering::Relaxed);
             match delivery {
                 Delivery::Done => {}
@@ -279,6 +287,49 @@ mod tests {
             board.origin() + Duration::from_secs(42)
         );
         assert_eq!(state.bytes.load(Ordering::Relaxed), data.len() as u64);
+    }
+
+    #[test]
+    fn a_sink_that_blocks_holds_the_output_back_on_the_board() {
+        let clock = MockClock::new();
+        let board = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+        let t0 = board.origin();
+        let (entered_tx, entered) = crossbeam_channel::bounded::<()>(0);
+        let (release, release_rx) = crossbeam_channel::bounded::<()>(0);
+        let mut sink = OutputSink::callback(move |_| {
+            let _ = entered_tx.send(());
+            let _ = release_rx.recv(); // the consumer does not read until told
+        });
+        let mut reader = ActivityTrackingReader::new(&b"one chunk"[..], board.clone());
+        let pumped = std::thread::spawn(move || {
+            let state = PumpState::default();
+            pump(&mut reader, &mut sink, &state, Stream::Stdout, &mut |_| {});
+        });
+        entered.recv().unwrap();
+        board.backdate_hold(); // blocked (50 ms of real time), without waiting for it
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(
+            board.snapshot().held_now,
+            Some(t0 + Duration::from_secs(60))
+        );
+        assert_eq!(board.held_back(), Duration::from_secs(60));
+        release.send(()).unwrap();
+        pumped.join().unwrap();
+        clock.advance(Duration::from_secs(7));
+        assert_eq!(board.snapshot().held_now, None);
+        assert_eq!(board.held_back(), Duration::from_secs(60));
+        // Discarding never holds.
+        let board = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+        let mut reader = ActivityTrackingReader::new(&b"x"[..], board.clone());
+        let mut discard = OutputSink::Discard;
+        pump(
+            &mut reader,
+            &mut discard,
+            &PumpState::default(),
+            Stream::Stdout,
+            &mut |_| {},
+        );
+        assert_eq!(board.held_back(), Duration::ZERO);
     }
 
     #[test]

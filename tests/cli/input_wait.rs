@@ -134,3 +134,37 @@ fn a_notice_writes_the_event_and_the_program_goes_on() {
     assert_eq!(waits, 1, "once per episode");
     assert_no_leak(&m);
 }
+
+/// A terminal relay (`script`) reads the master side of its terminal (`/dev/ptmx`) while the
+/// program on the terminal sleeps: not a wait for input; the program runs to its end.
+#[test]
+fn a_terminal_relay_is_not_ended_as_waiting_for_input() {
+    let m = Marker::new("cli-input-wait-relay");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let inner = format!("sleep 4; echo finished {}", m.as_str());
+    let out = sw(&m)
+        .args(&[
+            "-i",
+            "60s",
+            "--input-wait-timeout",
+            "1s",
+            "--report",
+            report.to_str().unwrap(),
+            "--",
+            "script",
+            "-qec",
+            &inner,
+            "/dev/null",
+        ])
+        .output();
+    assert_code(&out, 0);
+    assert!(
+        text(&out.stdout).contains("finished"),
+        "{}",
+        text(&out.stdout)
+    );
+    let report: Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
+    assert_eq!(report["outcome"], "exited", "{report}");
+    assert_no_leak(&m);
+}

@@ -312,3 +312,44 @@ fn a_failed_write_to_stdout_is_exit_1_and_in_the_report() {
     assert_code(&output, 3);
     assert_no_leak(&marker);
 }
+
+/// Backpressure from stallwatch's own reader is not a stall: the consumer of stallwatch's
+/// stdout stops reading (its pipe full, stallwatch's write blocks, stallwatch reads no more of
+/// the program's output) for 3 idle timeouts while the program keeps printing (into its own
+/// 1 MiB pipe: the bytes waiting there count once, at the first deadline, not at the second);
+/// the program runs to its end, and the report says how long the output was held back.
+#[test]
+fn a_consumer_that_stops_reading_does_not_make_the_program_idle() {
+    use std::io::Read;
+    let m = Marker::new("cli_pt_backpressure");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    // 200 KiB at once (more than the pipe to this test holds), then 1 KiB every 0.1 s for 7 s.
+    let script = "head -c 204800 /dev/zero | tr '\\0' x
+        for i in $(seq 1 70); do printf '%01023d\\n' \"$i\"; sleep 0.1; done
+        echo end-of-output";
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stallwatch"));
+    cli_support::isolate(&mut cmd, &m);
+    let mut child = cmd
+        .args(["-i", "2s", "--report", report.to_str().unwrap(), "--"])
+        .args(["bash", "-c", script, m.as_str()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    // The consumer does not read for 6 s (the scenario itself, not a wait for a condition).
+    std::thread::sleep(Duration::from_secs(6));
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(started.elapsed() >= Duration::from_secs(7));
+    assert_eq!(out.len(), 204_800 + 70 * 1024 + "end-of-output\n".len());
+    assert!(out.ends_with(b"end-of-output\n"));
+    let r: serde_json::Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["outcome"], "exited", "{r:#}");
+    let held = r["output_held_back_ms"].as_u64().unwrap();
+    assert!(held >= 2000, "{r:#}");
+    assert_no_leak(&m);
+}

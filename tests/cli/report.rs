@@ -67,6 +67,7 @@ fn assert_schema(report: &Value) {
         "bytes",
         "delivered",
         "pass_through_errors",
+        "output_held_back_ms",
         "log",
         "diagnosis",
         "pid",

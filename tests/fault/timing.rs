@@ -374,13 +374,15 @@ impl HeldSink {
     }
 }
 
-/// Issue 11, item 7: stallwatch was stopped (or its reader was slow) while the child kept
-/// printing; at the deadline the monitor must not call the child stale while its output sits
-/// unread in the pipe. Here the reader is held in the sink (mock clock, no sleeping): the bytes
-/// waiting count once, as activity at the instant they are seen. A reader that then still reads
-/// nothing for a whole idle timeout does not keep the child alive for ever.
+/// Issue 11, item 7, and issue 28, item 7: the reader is held in the sink (mock clock, no
+/// sleeping) while the child's output waits unread in the pipe. The output is held back by its
+/// consumer: the child is not stale however long that lasts (two idle timeouts here; only a
+/// hard timeout would end it), and the time adds up in `output_held_back`. Once released, the
+/// waiting bytes are read (activity at that instant), and the child, silent from then on, is
+/// stale one idle timeout later. (Before issue 28 the waiting bytes counted once and a reader
+/// still held a second idle timeout later let the child be ended.)
 #[test]
-fn bytes_waiting_in_the_pipe_count_before_an_idle_kill() {
+fn bytes_waiting_behind_a_held_sink_keep_the_child_alive_until_read() {
     let s = Scenario::new("timing_pipe_waiting");
     let idle = Duration::from_secs(10);
     let clock = stallwatch::MockClock::new();
@@ -408,6 +410,9 @@ fn bytes_waiting_in_the_pipe_count_before_an_idle_kill() {
         clock.wait_for_timers(1, common::HANDSHAKE),
         "the monitor never parked"
     );
+    // A blocked write is one in flight for 50 ms of real time (a precondition, not a timing
+    // assertion).
+    std::thread::sleep(ms(60));
     clock.advance(idle);
     // Not stale: the waiting bytes counted, and the monitor parked again, still watching (it
     // moves to the grace before it arms any timer of a ladder).
@@ -417,23 +422,33 @@ fn bytes_waiting_in_the_pipe_count_before_an_idle_kill() {
     );
     assert_eq!(session.state(), stallwatch::Lifecycle::Running);
     assert!(session.try_wait().is_none());
-    // Still held: the same bytes do not count twice.
+    // Still held a whole idle timeout later: still not stale.
+    clock.advance(idle);
+    assert!(
+        clock.wait_for_timers(1, common::HANDSHAKE),
+        "the monitor never parked again"
+    );
+    assert_eq!(session.state(), stallwatch::Lifecycle::Running);
+    assert!(session.output_held_back() >= idle * 2);
+    held.release();
+    // The reader reads what waited (stamped at 2 idle timeouts), then the child is silent.
+    assert!(common::poll_until(common::HANDSHAKE, || held.bytes() == b"first\nsecond\n"));
+    assert!(
+        clock.wait_for_timers(1, common::HANDSHAKE),
+        "the monitor never parked after the release"
+    );
     clock.advance(idle);
     assert!(
         poll_until_state_left_running(&session),
-        "a reader stuck for a whole idle timeout keeps the child alive"
+        "silent for an idle timeout after its output was read"
     );
-    held.release();
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("{result:#?}");
     };
-    assert_eq!(result.runtime, idle * 2, "{result:#?}");
+    assert_eq!(result.runtime, idle * 3, "{result:#?}");
     let output = report.get(ActivitySource::Output).expect("output counts");
-    assert!(
-        output.events >= 2,
-        "the read and the waiting bytes: {report}"
-    );
+    assert!(output.events >= 2, "the two reads: {report}");
     assert_eq!(held.bytes(), b"first\nsecond\n");
     assert_eq!(
         fault_support::fingerprint(&held.bytes()),

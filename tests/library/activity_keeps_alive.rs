@@ -174,3 +174,53 @@ fn a_large_burst_is_delivered_completely() {
     assert_eq!(session.output_bytes(Stream::Stderr), 4);
     assert_no_leak(&marker);
 }
+
+/// An output callback that does not return holds the child back (stallwatch reads no more of
+/// its output meanwhile): not a stall. The child (python3) prints 1 KiB every 0.1 s for 5 s
+/// into its pipe; the callback blocks for 3.5 idle timeouts on its first chunk. The child runs
+/// to its end, and the session says how long its output was held back.
+#[test]
+fn a_sink_that_blocks_does_not_make_the_child_idle() {
+    let m = Marker::new("sink-blocks");
+    let (entered_tx, entered) = crossbeam_channel::bounded::<()>(1);
+    let (release, release_rx) = crossbeam_channel::bounded::<()>(1);
+    let got = SharedBuf::new();
+    let collected = got.clone();
+    let mut first = true;
+    let sink = stallwatch::OutputSink::callback(move |chunk: &[u8]| {
+        if std::mem::take(&mut first) {
+            let _ = entered_tx.send(());
+            let _ = release_rx.recv();
+        }
+        collected.push(chunk);
+    });
+    let script = "exec python3 -c \"
+import sys, time
+for i in range(50):
+    sys.stdout.write('%01023d\\n' % i)
+    sys.stdout.flush()
+    time.sleep(0.1)
+sys.stdout.write('end-of-output\\n')
+\"";
+    let session = Session::builder(m.sh(script))
+        .config(MonitorConfig::default().idle_timeout(IDLE))
+        .stdout(sink)
+        .spawn()
+        .unwrap();
+    entered
+        .recv_timeout(common::HANDSHAKE)
+        .expect("the first chunk");
+    // The consumer does not take anything for 3.5 s (the scenario, not a wait for a condition).
+    std::thread::sleep(ms(3500));
+    release.send(()).unwrap();
+    let result = wait_generously(&session);
+    assert!(
+        matches!(result.outcome, Outcome::Exited),
+        "{:?}",
+        result.outcome
+    );
+    assert_eq!(result.exit_code(), 0);
+    assert!(got.contains("end-of-output"));
+    assert!(session.output_held_back() >= ms(3000));
+    assert_no_leak(&m);
+}

@@ -233,3 +233,42 @@ fn the_children_signal_can_be_turned_off() {
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_no_leak(&m);
 }
+
+/// A busy grandchild starved of CPU is working: pinned to one CPU at nice 19 beside the child's
+/// own busy loop at nice 0 (whose CPU does not count), it gets about 1.4 % of that CPU, below
+/// the 5 % threshold, and waits in the run queue the rest of the time. The child is silent
+/// and ends by itself after 5 s (2.5 idle timeouts); the grandchild stops on its own too. Other
+/// load on that CPU only starves the grandchild more. Both backends (the cgroup's usage, the
+/// walk of `/proc`).
+#[test]
+fn a_busy_grandchild_starved_of_cpu_keeps_a_silent_child_alive() {
+    for mode in [ContainmentMode::Auto, ContainmentMode::Group] {
+        let m = Marker::new("starved-grandchild");
+        let idle = ms(2000);
+        let script = "cpu=$(sed -n 's/^Cpus_allowed_list:[^0-9]*\\([0-9]*\\).*/\\1/p' \
+                      /proc/self/status); exec taskset -c \"$cpu\" bash -c '
+            sh -c \"nice -n 19 bash -c '\\''while [ \\$SECONDS -lt 5 ]; do :; done'\\''; :\" &
+            echo ready
+            while [ $SECONDS -lt 5 ]; do :; done
+            wait
+            exit 0'";
+        let out = SharedBuf::new();
+        let started = Instant::now();
+        let session = Session::builder(m.sh(script))
+            .config(config(idle).containment(mode).watch_files(false))
+            .stdout(out.sink())
+            .spawn()
+            .unwrap();
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::Exited),
+            "{mode:?}: {:?}",
+            result.outcome
+        );
+        assert_eq!(result.exit_code(), 0, "{mode:?}");
+        // bash counts whole seconds from its start: 5 of them are at least 4 s.
+        assert!(started.elapsed() >= Duration::from_secs(4));
+        assert_no_leak(&m);
+    }
+}

@@ -125,3 +125,34 @@ fn a_busy_loop_with_every_source_off_is_running() {
     assert_eq!(d.kind, StallKind::Running, "{d:#?}");
     assert_no_leak(&m);
 }
+
+/// A leader that only polls (python3 in `select` on the pipe from its child, as an agent CLI
+/// waits on its tool) is not the subject: the tool's `sleep`, which the others wait on, is
+/// named; the leader and the shell stay in `processes`.
+#[test]
+fn a_polling_leader_is_named_by_the_sleep_its_tool_waits_on() {
+    let m = Marker::new("diag-leader");
+    let script = "exec python3 -c \"
+import select, subprocess, sys
+p = subprocess.Popen(['sh', '-c', 'echo started; sleep 1000; echo done'], stdout=subprocess.PIPE)
+p.stdout.readline()
+print('ready', flush=True)
+while True:
+    r, _, _ = select.select([p.stdout], [], [], 30)
+    if r and not p.stdout.read1(4096):
+        sys.exit(0)
+\"";
+    let d = stall(&m, Session::builder(m.sh(script)), "ready");
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    let sleep = d.processes.iter().find(|p| p.name == "sleep").unwrap();
+    assert_eq!(
+        d.summary,
+        format!(
+            "sleeping — sleep (pid {}) sleeps (clock_nanosleep)",
+            sleep.pid
+        )
+    );
+    let names: Vec<&str> = d.processes.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["python3", "sh", "sleep"], "{d:#?}");
+    assert_eq!(d.processes[1].kind, StallKind::WaitingOnChild);
+}

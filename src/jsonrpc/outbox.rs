@@ -1,5 +1,6 @@
-//! Everything the server sends goes through one queue and one writer thread, so a client that
-//! reads slowly (or not at all) never blocks a child, the dispatcher or an event forwarder.
+//! Everything a stdio server (`serve`, `mcp`) sends goes through one queue and one writer
+//! thread, so a client that reads slowly (or not at all) never blocks a child, the dispatcher
+//! or an event forwarder.
 //!
 //! Two kinds of lines: *essential* ones (answers, and the lifecycle notifications `started`,
 //! `idleWarning`, `exited`, `closed`) are always queued — their number is bounded by the
@@ -106,7 +107,7 @@ impl Outbox {
     ) -> std::io::Result<()> {
         let outbox = self.clone();
         std::thread::Builder::new()
-            .name("stallwatch-serve-out".into())
+            .name("stallwatch-rpc-out".into())
             .spawn(move || {
                 while let Some(line) = outbox.next_line() {
                     let written = out.write_all(&line).and_then(|()| out.flush());

@@ -1,6 +1,6 @@
-//! JSON-RPC 2.0 as `stallwatch serve` speaks it: one JSON object per line, requests with an
-//! `id`, notifications without; the error codes; and reading named parameters with messages
-//! that name the field and what it accepts.
+//! JSON-RPC 2.0 as `stallwatch serve` and `stallwatch mcp` speak it: one JSON object per line,
+//! requests with an `id`, notifications without; the error codes; and reading named parameters
+//! with messages that name the field and what it accepts.
 
 use std::time::Duration;
 
