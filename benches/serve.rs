@@ -9,9 +9,18 @@
 //!   back to back in each round, the median of the per-round ratios printed on stderr as
 //!   `serve_start_exit_paired/…`.
 //!
+//! - scale: `serve_scale/…` lines on stderr: a server holding 100, then 1,000 sleeping sessions
+//!   (each `sh -c 'sleep 600; sleep 600; sleep 600'`, idle timeout 1 h): its threads,
+//!   descriptors and RSS (in all, and per session beyond an empty server), its idle CPU over
+//!   30 s, the helper processes it started; then, under that load, 20 sessions of `sleep 600`
+//!   with a 2 s idle timeout: how long after its deadline each stall ended (the report's
+//!   `durationMs` minus the idle timeout: the ladder, the drain and the result included, in
+//!   whole milliseconds). The server starts with the soft descriptor limit this bench was
+//!   given (`SERVE_BENCH_NOFILE` sets it, e.g. 1024); sessions it refuses are counted.
+//!
 //! The server is one `stallwatch serve` process started here, ended here (its stdin closed).
 //!
-//! Run: `cargo bench --bench serve`
+//! Run: `cargo bench --bench serve` (the scale part alone: `cargo bench --bench serve -- scale`)
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -182,7 +191,181 @@ fn median(values: &mut [Duration]) -> Duration {
 
 criterion_group!(benches, round_trip, start_exit);
 
+/// What `/proc` says of a process: threads, descriptors, resident memory (KiB), CPU ticks.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    threads: u64,
+    fds: u64,
+    rss_kib: u64,
+    cpu_ticks: u64,
+}
+
+fn usage(pid: u32) -> Usage {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields[i].parse::<u64>().unwrap_or(0);
+    Usage {
+        threads: field("Threads:"),
+        fds: std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64),
+        rss_kib: field("VmRSS:"),
+        cpu_ticks: ticks(11) + ticks(12),
+    }
+}
+
+/// The children of `pid` by name (the sessions' programs, and any helper process).
+fn children_by_name(pid: u32) -> std::collections::BTreeMap<String, usize> {
+    let mut found = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let ppid = stat[close + 2..].split_whitespace().nth(1);
+        if ppid == Some(&pid.to_string()) {
+            *found.entry(stat[open + 1..close].to_owned()).or_insert(0) += 1;
+        }
+    }
+    found
+}
+
+impl Server {
+    /// Reads messages until `n` satisfy `count`; returns how many answers were errors.
+    fn count_until(&mut self, n: usize, count: impl Fn(&Value) -> bool) -> usize {
+        let (mut seen, mut errors) = (0, 0);
+        let mut line = String::new();
+        while seen + errors < n {
+            line.clear();
+            let read = self.stdout.read_line(&mut line).expect("the server writes");
+            assert!(read > 0, "the server ended");
+            let value: Value = serde_json::from_str(&line).expect("JSON");
+            if value.get("error").is_some() {
+                errors += 1;
+            } else if count(&value) {
+                seen += 1;
+            }
+        }
+        errors
+    }
+}
+
+/// One scale measurement: `n` sleeping sessions, then 20 stalls under that load.
+fn scale_at(n: usize) {
+    let max = (n + 50).to_string();
+    let mut server = Server::start(&["--max-processes", &max]);
+    std::thread::sleep(Duration::from_millis(500));
+    let empty = usage(server.child.id());
+    for i in 0..n {
+        let argv = ["sh", "-c", "sleep 600; sleep 600; sleep 600"];
+        let params =
+            json!({"processId": format!("s{i}"), "argv": argv, "idleTimeoutMs": 3_600_000});
+        server.send("process/start", params);
+    }
+    let refused = server.count_until(n, |v| v["method"] == "process/started");
+    let held = n - refused;
+    std::thread::sleep(Duration::from_secs(3)); // the arming delays over, every watch made
+    let pid = server.child.id();
+    let full = usage(pid);
+    let window = Duration::from_secs(30);
+    std::thread::sleep(window);
+    let after = usage(pid);
+    let ticks_per_second = 100.0; // USER_HZ
+    let cpu = (after.cpu_ticks - full.cpu_ticks) as f64 / ticks_per_second / window.as_secs_f64();
+    let per = |all: u64, base: u64| (all.saturating_sub(base)) as f64 / held.max(1) as f64;
+    eprintln!(
+        "serve_scale/{n}: {held} sessions held ({refused} refused); threads {} ({:.2}/session), \
+         descriptors {} ({:.2}/session), RSS {:.1} MB ({:.1} KB/session), idle CPU {:.3} % of a \
+         core over {window:?}; children {:?}",
+        full.threads,
+        per(full.threads, empty.threads),
+        full.fds,
+        per(full.fds, empty.fds),
+        full.rss_kib as f64 / 1024.0,
+        per(full.rss_kib, empty.rss_kib),
+        cpu * 100.0,
+        children_by_name(pid),
+    );
+    stalls_under_load(&mut server, n);
+}
+
+/// 20 sessions of `sleep 600` with a 2 s idle timeout, on a server holding `n`: how long after
+/// its deadline each ended.
+fn stalls_under_load(server: &mut Server, n: usize) {
+    const STALLS: usize = 20;
+    const IDLE_MS: u64 = 2000;
+    for i in 0..STALLS {
+        let params = json!({"processId": format!("stall{i}"), "argv": ["sleep", "600"],
+                            "idleTimeoutMs": IDLE_MS});
+        server.send("process/start", params);
+    }
+    for i in 0..STALLS {
+        server.send("process/wait", json!({"processId": format!("stall{i}")}));
+    }
+    let mut late = Vec::new();
+    let mut line = String::new();
+    while late.len() < STALLS {
+        line.clear();
+        let read = server
+            .stdout
+            .read_line(&mut line)
+            .expect("the server writes");
+        assert!(read > 0, "the server ended");
+        let value: Value = serde_json::from_str(&line).expect("JSON");
+        let result = &value["result"];
+        if result["running"] == false && result["outcome"] == "idle_timeout" {
+            let duration = result["durationMs"].as_u64().expect("durationMs");
+            late.push(duration.saturating_sub(IDLE_MS));
+        }
+    }
+    late.sort_unstable();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "serve_scale/{n}/stalls: machine load average {}",
+        load.trim()
+    );
+    eprintln!(
+        "serve_scale/{n}/stalls: {STALLS} stalls (idle timeout {IDLE_MS} ms) ended after their \
+         deadline by: median {} ms, max {} ms (durationMs - idle timeout, whole ms: the \
+         ladder, drain and result included)",
+        late[STALLS / 2],
+        late[STALLS - 1]
+    );
+}
+
+/// The scale rows, unless a filter that is not `scale` was given.
+fn scale() {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if filter.is_some_and(|f| !"serve_scale".contains(&f)) {
+        return;
+    }
+    if let Some(soft) = std::env::var("SERVE_BENCH_NOFILE")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+        setrlimit(Resource::RLIMIT_NOFILE, soft.min(hard), hard).expect("setrlimit");
+    }
+    for n in [100, 1000] {
+        scale_at(n);
+    }
+}
+
 fn main() {
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if !filter.as_deref().is_some_and(|f| "serve_scale".contains(f)) {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    scale();
 }

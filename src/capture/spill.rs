@@ -458,17 +458,70 @@ struct Gate {
 pub(crate) struct SpillWriter {
     tx: crossbeam_channel::Sender<Message>,
     gate: Arc<Gate>,
+    lazy: Arc<LazyWorker>,
+}
+
+/// The spill thread before its start: it starts with the first chunk, so a stream that never
+/// carries a byte (a sleeping program's) costs no thread.
+struct LazyWorker {
+    /// The thread's end of the channel, until it starts (`None` after, or once sealed
+    /// without a chunk).
+    rx: crate::sync::Mutex<Option<crossbeam_channel::Receiver<Message>>>,
+    name: String,
+    state: Arc<crate::sync::Mutex<Spill>>,
+}
+
+impl LazyWorker {
+    /// Starts the thread if it has not started; `false` when it could not be (the caller
+    /// then does its work itself).
+    fn ensure_started(&self) -> bool {
+        let mut rx = self.rx.lock();
+        let Some(messages) = rx.take() else {
+            return true;
+        };
+        let worker = self.state.clone();
+        let started = std::thread::Builder::new()
+            .name(self.name.clone())
+            .spawn(move || {
+                for message in messages {
+                    match message {
+                        Message::Chunk(chunk) => worker.lock().push_shared(chunk),
+                        Message::Seal(ack) => {
+                            worker.lock().finish();
+                            let _ = ack.send(());
+                            return;
+                        }
+                    }
+                }
+                worker.lock().finish();
+            });
+        if let Err(e) = started {
+            log::warn!("no thread for the log spill ({e}); the reader logs itself");
+            return false;
+        }
+        true
+    }
+
+    /// Whether the thread never started (and now never will): no chunk was handed over.
+    fn never_started(&self) -> bool {
+        self.rx.lock().take().is_some()
+    }
 }
 
 impl SpillWriter {
-    /// Hands a chunk to the spill thread (blocks only when [`IN_FLIGHT`] chunks wait). A chunk
-    /// read after the log was closed ([`SpillReport::log`]) is not logged.
+    /// Hands a chunk to the spill thread (blocks only when [`IN_FLIGHT`] chunks wait), which
+    /// starts with the first one. A chunk read after the log was closed
+    /// ([`SpillReport::log`]) is not logged.
     pub(crate) fn push(&self, data: &[u8]) {
         // Sequentially consistent on both sides (see `SpillReport::log`): either this push
         // sees the seal and keeps out, or the seal sees `busy` and waits for the hand-over.
         self.gate.busy.store(true, Ordering::SeqCst);
         if !self.gate.sealed.load(Ordering::SeqCst) {
-            let _ = self.tx.send(Message::Chunk(Arc::from(data)));
+            if self.lazy.ensure_started() {
+                let _ = self.tx.send(Message::Chunk(Arc::from(data)));
+            } else {
+                self.lazy.state.lock().push_shared(Arc::from(data));
+            }
         }
         self.gate.busy.store(false, Ordering::SeqCst);
     }
@@ -479,6 +532,7 @@ pub(crate) struct SpillReport {
     pub(crate) state: Arc<crate::sync::Mutex<Spill>>,
     tx: crossbeam_channel::Sender<Message>,
     gate: Arc<Gate>,
+    lazy: Arc<LazyWorker>,
 }
 
 impl SpillReport {
@@ -499,7 +553,9 @@ impl SpillReport {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let (ack_tx, ack_rx) = crossbeam_channel::bounded(1);
-        if self.tx.send(Message::Seal(ack_tx)).is_ok() {
+        if self.lazy.never_started() {
+            self.state.lock().finish(); // no chunk came: nothing to wait for
+        } else if self.tx.send(Message::Seal(ack_tx)).is_ok() {
             // Err: the spill thread is gone (already sealed); the state holds what it wrote.
             let _ = ack_rx.recv();
         }
@@ -516,37 +572,31 @@ impl SpillReport {
     }
 }
 
-/// Starts the spill thread of one stream: hashing (SHA-256 is slower than a pipe) runs there,
-/// beside the reader, not in its way; the log's disk writes run on a thread of their own
-/// beside the hash (see [`FileWriter`]), so the two overlap. Fails with a
-/// [`SpawnErrorKind::Thread`](crate::SpawnErrorKind::Thread) error when the thread cannot start.
+/// Prepares the spill thread of one stream, started by its first chunk: hashing (SHA-256 is
+/// slower than a pipe) runs there, beside the reader, not in its way; the log's disk writes
+/// run on a thread of their own beside the hash (see [`FileWriter`]), so the two overlap.
+/// Where the thread cannot start, the reader hashes and writes itself.
 pub(crate) fn start(spill: Spill, name: String) -> std::io::Result<(SpillWriter, SpillReport)> {
     let (tx, rx) = crossbeam_channel::bounded::<Message>(IN_FLIGHT);
     let state = Arc::new(crate::sync::Mutex::new(spill));
     let gate = Arc::new(Gate::default());
-    let worker = state.clone();
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            for message in rx {
-                match message {
-                    Message::Chunk(chunk) => worker.lock().push_shared(chunk),
-                    Message::Seal(ack) => {
-                        worker.lock().finish();
-                        let _ = ack.send(());
-                        return;
-                    }
-                }
-            }
-            worker.lock().finish();
-        })
-        .map_err(|e| crate::error::SpawnError::thread("log spill", e))?;
+    let lazy = Arc::new(LazyWorker {
+        rx: crate::sync::Mutex::new(Some(rx)),
+        name,
+        state: state.clone(),
+    });
     Ok((
         SpillWriter {
             tx: tx.clone(),
             gate: gate.clone(),
+            lazy: lazy.clone(),
         },
-        SpillReport { state, tx, gate },
+        SpillReport {
+            state,
+            tx,
+            gate,
+            lazy,
+        },
     ))
 }
 

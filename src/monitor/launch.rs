@@ -53,8 +53,9 @@ pub(crate) struct Launch {
     pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Arc<dyn Clock>,
-    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor can
-    /// sleep in `poll` on the leader's pidfd instead of needing a waiter thread.
+    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
+    /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
+    /// (`monitor::wait`).
     pub(crate) real_clock: bool,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
@@ -178,12 +179,6 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     };
     let started = start_threads(&mut child, assembly);
     hand_over(id, pid, board, child, started)
-}
-
-#[cfg(test)]
-thread_local! {
-    /// How many waiter threads this thread started (tests).
-    static WAITERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// The program's stdio: its stdin, a terminal of this size (rows, columns) or pipes, and
@@ -453,17 +448,11 @@ struct Streams {
 /// running until it is handed the child), the readers, and the waiter where one is needed.
 fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Running> {
     let (id, pid) = (parts.id, child.id() as i32);
-    // On the real clock the monitor sleeps in `poll`, woken by messages and by the leader's
-    // exit itself: no waiter thread, and one thread hand-off less between the exit and the
-    // result. A test clock drives the monitor through its channel, the waiter through it too.
-    let wakeup = parts
-        .streams
-        .real_clock
-        .then(|| sys::Wakeup::new(pid))
-        .flatten()
-        .map(Arc::new);
+    // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's exit
+    // itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
+    let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, parts.streams.real_clock)?;
     let (control_tx, control_rx) = unbounded();
-    let control_tx = ControlTx::new(control_tx, wakeup.clone());
+    let control_tx = ControlTx::new(control_tx, Some(wakeup.clone()));
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
     let opened = open_streams(id, child, &parts.config, &mut parts.streams, &pumps)?;
@@ -471,8 +460,13 @@ fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Ru
     let (board, clock) = (parts.board.clone(), parts.clock.clone());
     let (emitter, lines) = (parts.streams.emitter.clone(), parts.streams.lines.take());
     let shared = opened.shared.clone();
-    let mut monitor = new_monitor(pid, parts, control_rx, opened.slots, shared.clone());
-    monitor.wakeup = wakeup.clone();
+    let mut monitor = new_monitor(
+        pid,
+        parts,
+        control_rx,
+        (opened.slots, shared.clone()),
+        sleeper,
+    );
     let tree_gone = monitor.tree_gone;
     let wiring = ReaderWiring {
         id,
@@ -482,28 +476,16 @@ fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Ru
         clock: &clock,
         lines: lines.as_ref(),
     };
-    let mut readers = Vec::new();
+    // The monitor starts each reader once its pipe has something to read: a program that
+    // never writes to a stream (a sleeping one, or stderr for most) costs no thread for it,
+    // so a server holds many sleeping sessions on few threads.
     for pipe in opened.pipes {
-        let state = pumps[stream_index(pipe.stream)].clone();
-        readers.push(reader(&wiring, pipe, state)?);
-    }
-    // Sleeping in `poll`, the monitor starts the stderr reader once its pipe has something to
-    // read: many programs never write there, and then it costs no thread. The stdout (or
-    // combined, or terminal) reader starts at once: nearly every program writes there, and
-    // its first line, often printed just before the exit, would otherwise wait for a thread's
-    // start (measured: +0.06 to +0.11 ms of exit latency when both were started so).
-    if wakeup.is_some()
-        && let Some(at) = readers.iter().position(|r| r.stream == Stream::Stderr)
-    {
-        monitor.stderr = Some(readers.swap_remove(at));
+        let slot = stream_index(pipe.stream);
+        let state = pumps[slot].clone();
+        monitor.readers[slot] = Some(reader(&wiring, pipe, state)?);
     }
     let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
-    for reader in readers {
-        reader.start()?;
-    }
-    if wakeup.is_none() || tree_gone {
-        start_waiter(id, pid, control_tx.clone(), tree_gone)?;
-    }
+    super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
     Ok(Running {
         control: control_tx,
         done: done_rx,
@@ -512,14 +494,15 @@ fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Ru
     })
 }
 
-/// The monitor of leader `pid`, with its observers, its ladder and its place in the guardian
-/// (not running yet; its wake-up and stderr reader are the caller's to give).
+/// The monitor of leader `pid`, with its observers, its ladder (which signals the leader
+/// through `sleeper`'s pidfd: one per session) and its place in the guardian (not running
+/// yet; its readers are the caller's to give).
 fn new_monitor(
     pid: i32,
     parts: Assembly,
     control: Receiver<Control>,
-    slots: [Option<StreamSlot>; 2],
-    shared: Arc<Shared>,
+    (slots, shared): ([Option<StreamSlot>; 2], Arc<Shared>),
+    sleeper: super::wait::Sleeper,
 ) -> Monitor {
     let Assembly {
         id,
@@ -532,7 +515,7 @@ fn new_monitor(
     let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
     let (network, network_unavailable) = start_network(&config, &board);
     let mut processes = OsProcesses::new(id, children, streams.tag.take());
-    processes.hold(pid, streams.cgroup.take());
+    processes.hold(pid, streams.cgroup.take(), sleeper.leader_pidfd());
     let gone = || {
         processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid)
     };
@@ -574,8 +557,8 @@ fn new_monitor(
         unwatched: Vec::new(),
         reason: None,
         phase: Phase::Watching,
-        wakeup: None,
-        stderr: None,
+        sleeper,
+        readers: [None, None],
     }
 }
 
@@ -600,7 +583,13 @@ fn open_streams(
             vec![StreamPipe::new(
                 Stream::Terminal,
                 Box::new(terminal.reader().map_err(read)?),
-                terminal.master_fd().try_clone_to_owned().map_err(read)?,
+                Arc::new(
+                    terminal
+                        .master_fd()
+                        .try_clone_to_owned()
+                        .map_err(read)?
+                        .into(),
+                ),
                 stdout_sink,
             )]
         }
@@ -616,10 +605,10 @@ fn open_streams(
             id,
         )?;
     }
-    // Duplicates of the read ends, only to ask how many unread bytes a pipe holds (FIONREAD)
-    // while draining; they never read.
+    // The read ends, for the monitor to ask how many unread bytes a pipe holds (FIONREAD)
+    // while draining; it never reads them.
     for pipe in &mut pipes {
-        pipe.peek = pipe.fd.try_clone().ok();
+        pipe.peek = Some(pipe.fd.clone());
     }
     let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
     let mut recorders: [Option<Arc<crate::sync::Mutex<Recorder>>>; 2] = [None, None];
@@ -734,32 +723,11 @@ fn start_monitor(
     Ok(child_tx)
 }
 
-/// The waiter: tells the monitor when the leader exited (without reaping it). None when it
-/// has exited already (`gone`: a zombie until the monitor reaps it), said at once then.
-fn start_waiter(id: u64, pid: i32, exited: ControlTx, gone: bool) -> io::Result<()> {
-    #[cfg(test)]
-    WAITERS.with(|n| n.set(n.get() + u32::from(!gone)));
-    if gone {
-        let _ = exited.send(Control::ChildExited);
-        return Ok(());
-    }
-    thread::Builder::new()
-        .name(format!("stallwatch-wait-{id}"))
-        .spawn(move || {
-            if let Err(e) = sys::wait_exited_no_reap(pid) {
-                log::error!("waiting for pid {pid}: {e}");
-            }
-            let _ = exited.send(Control::ChildExited);
-        })
-        .map_err(|e| SpawnError::thread("waiter", e))?;
-    Ok(())
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod wakeup_tests {
     use std::time::Duration;
 
-    use super::WAITERS;
+    use crate::monitor::wait::WAITERS;
     use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
 
     /// Starts `sh -c script` (a grandchild keeps the output pipes open after the leader's
@@ -792,10 +760,10 @@ mod wakeup_tests {
             took < Duration::from_secs(20),
             "the exit was seen: {took:?}"
         );
-        // A test clock keeps the waiter (its timers are channels, not `poll` timeouts).
+        // A test clock runs the same wait: the pidfd, no waiter either.
         let (outcome, waiters, _) = run(script, true);
         assert_eq!(outcome, Outcome::Exited);
-        assert_eq!(waiters, 1);
+        assert_eq!(waiters, 0);
     }
 
     #[test]
@@ -840,7 +808,8 @@ mod wakeup_tests {
             started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
-        // A test clock starts both at once.
+        // A test clock starts them the same way: only once a pipe has something to read (a
+        // program that writes nothing is read to its end on the monitor's thread).
         let session = Session::builder(Program::new("true"))
             .config(config)
             .clock(MockClock::new())
@@ -850,7 +819,11 @@ mod wakeup_tests {
         let id = session.id();
         let started = super::super::reader::READER_THREADS.lock().clone();
         assert!(
-            started.contains(&format!("stallwatch-err-{id}")),
+            !started.contains(&format!("stallwatch-out-{id}")),
+            "{started:?}"
+        );
+        assert!(
+            !started.contains(&format!("stallwatch-err-{id}")),
             "{started:?}"
         );
     }

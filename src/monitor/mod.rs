@@ -10,7 +10,8 @@
 //! - `tap`: the output streams as the monitor sees them (peeking, flushing throttled output);
 //! - `reader`: the output readers' threads; `stdin`: the stdin writer's;
 //! - `tree`: how the tree is started and held, one file per strategy (group, terminal,
-//!   cgroup, guardian).
+//!   cgroup, guardian);
+//! - `wait`: how the monitor sleeps, one way under every clock.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ mod run;
 mod stdin;
 mod tap;
 mod tree;
+mod wait;
 
 pub(crate) use launch::{Input, Launch, launch};
 

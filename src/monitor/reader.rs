@@ -23,29 +23,37 @@ use crate::sources::lines::{ChunkSeen, LineWatch};
 use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
 use crate::stream::Stream;
 
+use super::tap::{PipeEnd, SharedPipe};
+
 /// The names of the reader threads started (tests).
 #[cfg(test)]
 pub(super) static READER_THREADS: crate::sync::Mutex<Vec<String>> =
     crate::sync::Mutex::new(Vec::new());
+
+/// The names of the reader threads started so far (tests).
+#[cfg(test)]
+pub(super) fn reader_threads() -> Vec<String> {
+    READER_THREADS.lock().clone()
+}
 
 /// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
 /// and what records it.
 pub(super) struct StreamPipe {
     pub(super) stream: Stream,
     pipe: Box<dyn io::Read + Send>,
-    pub(super) fd: OwnedFd,
+    pub(super) fd: PipeEnd,
     sink: OutputSink,
     pub(super) recorder: Option<Arc<crate::sync::Mutex<Recorder>>>,
     spill_writer: Option<SpillWriter>,
     pub(super) spill: Option<SpillReport>,
-    pub(super) peek: Option<OwnedFd>,
+    pub(super) peek: Option<PipeEnd>,
 }
 
 impl StreamPipe {
     pub(super) fn new(
         stream: Stream,
         pipe: Box<dyn io::Read + Send>,
-        fd: OwnedFd,
+        fd: PipeEnd,
         sink: OutputSink,
     ) -> Self {
         Self {
@@ -84,13 +92,8 @@ pub(super) fn open_pipes(
 ) -> io::Result<Vec<StreamPipe>> {
     let mut pipes: Vec<StreamPipe> = Vec::new();
     if let Some(reader) = combined {
-        let fd = reader.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Combined,
-            Box::new(reader),
-            fd,
-            stdout_sink,
-        ));
+        let (read, fd) = shared_pipe(reader);
+        pipes.push(StreamPipe::new(Stream::Combined, read, fd, stdout_sink));
         drop(stderr_sink); // everything goes to the stdout sink in combined mode
     } else {
         // Both pipes exist: the command was given Stdio::piped() just before the spawn.
@@ -102,22 +105,18 @@ pub(super) fn open_pipes(
             .stderr
             .take()
             .ok_or_else(|| io::Error::other("stderr not piped"))?;
-        let out_fd = stdout.as_fd().try_clone_to_owned()?;
-        let err_fd = stderr.as_fd().try_clone_to_owned()?;
-        pipes.push(StreamPipe::new(
-            Stream::Stdout,
-            Box::new(stdout),
-            out_fd,
-            stdout_sink,
-        ));
-        pipes.push(StreamPipe::new(
-            Stream::Stderr,
-            Box::new(stderr),
-            err_fd,
-            stderr_sink,
-        ));
+        let (read, fd) = shared_pipe(stdout);
+        pipes.push(StreamPipe::new(Stream::Stdout, read, fd, stdout_sink));
+        let (read, fd) = shared_pipe(stderr);
+        pipes.push(StreamPipe::new(Stream::Stderr, read, fd, stderr_sink));
     }
     Ok(pipes)
+}
+
+/// A pipe's read end as its reader reads it and as the monitor keeps it: one descriptor.
+fn shared_pipe(end: impl Into<OwnedFd>) -> (Box<dyn io::Read + Send>, PipeEnd) {
+    let end: PipeEnd = Arc::new(std::fs::File::from(end.into()));
+    (Box::new(SharedPipe(end.clone())), end)
 }
 
 /// Grows the pipe, gives the stream its recorder and (with a log folder) its spill thread.
@@ -160,16 +159,15 @@ pub(super) fn record_pipe(
     Ok(())
 }
 
-/// One stream's reader, not started yet: its work, the thread's name, and a descriptor of
-/// its pipe to wait on. The stderr reader of a monitor that sleeps in `poll` starts once the
-/// pipe has something to read (a program that never writes there costs no thread for it, and
-/// a stderr that ends empty is read to its end on the monitor's thread); the others start at
-/// once.
+/// One stream's reader, not started yet: its work, the thread's name, and its pipe to wait
+/// on. The monitor starts it once the pipe has something to read: a program that never
+/// writes to a stream costs no thread for it, and a stream that ends empty is read to its
+/// end on the monitor's thread.
 pub(super) struct Reader {
     pub(super) stream: Stream,
     pub(super) name: String,
-    /// The pipe (a duplicate of the read end the work reads).
-    pub(super) fd: OwnedFd,
+    /// The pipe (the read end the work reads, shared with it).
+    pub(super) fd: PipeEnd,
     /// Reads to the end: stamps the board, records, spills, passes on, then says it is done.
     pub(super) work: Box<dyn FnOnce() + Send>,
 }

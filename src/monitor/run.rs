@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, never, select};
+use crossbeam_channel::{Receiver, Sender};
 
 use super::ladder::{Ladder, Leader, OsProcesses, ProcessLayer, signal_leader};
 use super::tap::{Tap, stream_index};
@@ -121,7 +121,6 @@ pub(super) struct Timing {
     pub(super) sampled_at: Option<Instant>,
     /// The last activity instant an `IdleWarning` was sent for (once per idle spell).
     pub(super) warned_for: Option<Instant>,
-    pub(super) timer: Option<(Instant, Receiver<Instant>)>,
     /// When the probes were last asked at a stale decision.
     pub(super) probed_at: Option<Instant>,
 }
@@ -137,20 +136,7 @@ impl Timing {
             next_sample,
             sampled_at: None,
             warned_for: None,
-            timer: None,
             probed_at: None,
-        }
-    }
-
-    /// The wake-up timer for `at`, re-used while the deadline is unchanged.
-    fn timer(&mut self, clock: &dyn Clock, at: Instant) -> Receiver<Instant> {
-        match &self.timer {
-            Some((deadline, rx)) if *deadline == at => rx.clone(),
-            _ => {
-                let rx = clock.at(at);
-                self.timer = Some((at, rx.clone()));
-                rx
-            }
         }
     }
 }
@@ -177,12 +163,13 @@ pub(super) struct Monitor {
     pub(super) leader: Leader,
     /// This session's place in the process's guardian: released when the run is over.
     pub(super) guardian: Option<process::Guardian>,
-    /// On the real clock, what the monitor sleeps on instead of its channel: messages poke it,
-    /// and the leader's exit wakes it (no waiter thread then).
-    pub(super) wakeup: Option<Arc<sys::Wakeup>>,
-    /// With `wakeup`, the stderr reader until it starts: once its pipe has something to read
-    /// (see [`Reader`](super::reader::Reader)).
-    pub(super) stderr: Option<super::reader::Reader>,
+    /// What the monitor sleeps on, under every clock: messages poke it, the leader's exit
+    /// wakes it (no waiter thread where there are pidfds), and so do the output pipes whose
+    /// readers have not started.
+    pub(super) sleeper: super::wait::Sleeper,
+    /// Each stream's reader (by slot, [`stream_index`]) until it starts: once its pipe has
+    /// something to read (see [`Reader`](super::reader::Reader)).
+    pub(super) readers: [Option<super::reader::Reader>; 2],
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
@@ -218,10 +205,9 @@ impl Monitor {
     pub(super) fn run(mut self, child: ChildProcess, done: DoneGuard) {
         self.leader.child = Some(child);
         self.baseline();
-        let mut control = self.control.clone();
+        let control = self.control.clone();
         loop {
-            // Whatever was sent before this wake-up is taken into account before deciding
-            // (`select!` picks a ready timer and a ready message in random order).
+            // Whatever was sent before this wake-up is taken into account before deciding.
             while let Ok(msg) = control.try_recv() {
                 self.handle(msg);
             }
@@ -233,31 +219,20 @@ impl Monitor {
             if let Some(due) = self.tap.flush_due {
                 wake.at = wake.at.min(due);
             }
-            if let Some(wakeup) = self.wakeup.clone() {
-                // The real clock: its deadlines are `Instant`s, a `poll` timeout reaches them.
-                let timeout = wake.at.saturating_duration_since(Instant::now());
-                let timeout = wake.poll.map_or(timeout, |poll| poll.min(timeout));
-                let stderr = self.stderr.as_ref().map(|reader| reader.fd.as_fd());
-                let woken = wakeup.sleep(timeout, self.leader.exited, stderr);
-                if woken.pipe {
-                    self.start_stderr();
+            let pipes = self
+                .readers
+                .each_ref()
+                .map(|reader| reader.as_ref().map(|reader| reader.fd.as_fd()));
+            let woken = self
+                .sleeper
+                .sleep(&*self.clock, wake, self.leader.exited, pipes);
+            for (slot, ready) in woken.pipes.into_iter().enumerate() {
+                if ready {
+                    self.start_reader(slot);
                 }
-                if woken.exited {
-                    self.handle(Control::ChildExited);
-                }
-                continue; // messages are taken at the top
             }
-            let timer = self.timing.timer(&*self.clock, wake.at);
-            let poll = wake.poll.map_or_else(never, crossbeam_channel::after);
-            select! {
-                recv(control) -> msg => match msg {
-                    Ok(msg) => self.handle(msg),
-                    // Every sender is gone (cannot happen while the waiter thread lives);
-                    // go on with timers alone rather than spin.
-                    Err(_) => control = never(),
-                },
-                recv(timer) -> _ => {}
-                recv(poll) -> _ => {}
+            if woken.exited {
+                self.handle(Control::ChildExited);
             }
         }
         self.finish(done);
@@ -285,6 +260,18 @@ impl Monitor {
         end_session(self.id);
         for pump in &self.shared.pumps {
             pump.detached.store(true, Ordering::Release);
+        }
+        // A reader not started yet (nothing came through a pipe a stranger still holds, the
+        // drain over): started now, it takes what comes next, as one always running would.
+        for reader in self.readers.iter_mut().filter_map(Option::take) {
+            let stream = reader.stream;
+            if let Err(e) = reader.start() {
+                log::debug!(
+                    "session {}: the {} is not read on: {e}",
+                    self.id,
+                    stream.name()
+                );
+            }
         }
         if self.leader.child.is_some() {
             self.reap(); // not reaped at the drain: cannot happen, but never leave a zombie
@@ -880,11 +867,11 @@ impl Monitor {
         }
     }
 
-    /// Starts the stderr reader, its pipe ready: on a thread of its own when the pipe holds
+    /// Starts the reader of `slot`, its pipe ready: on a thread of its own when the pipe holds
     /// bytes; here when it is at its end with nothing left (the reading is then one `read` of
     /// nothing, and its end-of-stream steps).
-    fn start_stderr(&mut self) {
-        let Some(reader) = self.stderr.take() else {
+    fn start_reader(&mut self, slot: usize) {
+        let Some(reader) = self.readers[slot].take() else {
             return;
         };
         if sys::unread_bytes(&reader.fd).is_ok_and(|n| n == 0) {

@@ -2,7 +2,8 @@
 //! a peek at its pipe, whether its reader is done), flushing throttled `Output` events and
 //! telling whether bytes still sit in a pipe.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::io;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,14 +13,28 @@ use crate::events::Emitter;
 use crate::process::sys;
 use crate::stream::Stream;
 
+/// A pipe's read end, shared by its reader (which reads it) and the monitor (which waits on
+/// it until the reader starts, and asks how many bytes wait in it): one descriptor per
+/// stream. It closes once both let go of it: the reader at its end, the monitor when told so.
+pub(super) type PipeEnd = Arc<std::fs::File>;
+
+/// The reading side of a [`PipeEnd`].
+pub(super) struct SharedPipe(pub(super) PipeEnd);
+
+impl io::Read for SharedPipe {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
 /// One output stream as the monitor sees it.
 pub(super) struct StreamSlot {
     pub(super) recorder: Arc<crate::sync::Mutex<Recorder>>,
     /// The log spill thread's result.
     pub(super) spill: Option<SpillReport>,
-    /// A duplicate of the read end, only to ask how many unread bytes the pipe holds
-    /// (FIONREAD) while draining; it never reads. Closed when the reader is done.
-    pub(super) peek: Option<OwnedFd>,
+    /// The read end, only to ask how many unread bytes the pipe holds (FIONREAD) while
+    /// draining; the monitor never reads it. Let go of when the reader is done.
+    pub(super) peek: Option<PipeEnd>,
     /// Whether the stream's reader reached end-of-file.
     pub(super) done: bool,
 }
@@ -93,7 +108,7 @@ impl Tap {
     pub(super) fn reader_done(&mut self, stream: Stream) {
         if let Some(slot) = &mut self.slots[stream_index(stream)] {
             slot.done = true;
-            // The reader closed its end: close ours too, or the pipe would stay open.
+            // The reader let go of the pipe: so does the monitor, or it would stay open.
             slot.peek = None;
         }
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::sync::RwLock;
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use notify::event::CreateKind;
-use notify::{EventKind, RecursiveMode, Watcher};
+use notify::{EventKind, RecursiveMode};
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
@@ -537,7 +537,7 @@ struct Worker {
     gaps: Gaps,
     filter: Arc<PathFilter>,
     board: Arc<ActivityBoard>,
-    watcher: Option<notify::RecommendedWatcher>,
+    watcher: Option<super::shared_watcher::SharedWatcher>,
     scanning: Arc<AtomicBool>,
     /// Set when the arming begins.
     arming: Arc<AtomicBool>,
@@ -552,7 +552,7 @@ struct Worker {
 
 /// Drops the watch of `root` in its `old` state (at `old_target` when it was a link to a folder).
 fn unwatch_root(
-    watcher: &mut notify::RecommendedWatcher,
+    watcher: &mut super::shared_watcher::SharedWatcher,
     root: &Path,
     old: &RootState,
     old_target: Option<&Path>,
@@ -688,7 +688,7 @@ impl Worker {
         let board = self.board.clone();
         let tx = self.tx.clone();
         let gaps = self.gaps.clone();
-        let handler = move |result: notify::Result<notify::Event>| match result {
+        let handler = move |result: &notify::Result<notify::Event>| match result {
             Ok(event) => {
                 let mut counted = event.need_rescan();
                 let mut rearm = false;
@@ -730,16 +730,15 @@ impl Worker {
                     let _ = tx.send(Msg::Rearm);
                 }
             }
-            Err(error) if is_out_of_watches(&error) => {
+            Err(error) if is_out_of_watches(error) => {
                 let _ = tx.send(Msg::FallBack);
             }
             Err(error) => log::debug!("file watcher: {error}"),
         };
-        let config = notify::Config::default().with_follow_symlinks(false);
-        match notify::RecommendedWatcher::new(handler, config) {
-            Ok(watcher) => {
-                self.watcher = Some(watcher);
-            }
+        // The watcher of these roots, shared with every other tracker of the same roots in
+        // this process (one inotify instance for a server's sessions, `shared_watcher`).
+        match super::shared_watcher::SharedWatcher::new(&self.filter.roots, handler) {
+            Ok(watcher) => self.watcher = Some(watcher),
             Err(e) if is_out_of_watches(&e) => self.fall_back(&e.to_string()),
             Err(e) => {
                 log::warn!("cannot start a file watcher ({e}); stat-scanning instead");

@@ -6,3 +6,4 @@ pub(crate) mod lines;
 pub(crate) mod network;
 pub(crate) mod output;
 pub(crate) mod probes;
+pub(crate) mod shared_watcher;

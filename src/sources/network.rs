@@ -53,6 +53,80 @@ pub(crate) trait SocketTable: Send {
 #[cfg(target_os = "linux")]
 const PROBED: usize = 16;
 
+/// Run probes open at most in the whole process (64 descriptors), as many as one session may
+/// have: a server holding a thousand sessions keeps a few descriptors per session, not eight
+/// more for a shell and its `sleep`; the processes beyond are walked at every sample (the same
+/// sockets found, at the cost of the walk).
+#[cfg(target_os = "linux")]
+const PROBED_IN_PROCESS: usize = PROBED;
+
+/// Run probes open now in the process.
+#[cfg(target_os = "linux")]
+static PROBES_OPEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A run probe counted against [`PROBED_IN_PROCESS`].
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct Probe(sys::runprobe::RunProbe);
+
+#[cfg(target_os = "linux")]
+impl Probe {
+    /// The probe of `pid`, if the process's budget allows one and it opens.
+    fn open(pid: i32) -> Option<Probe> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if PROBES_OPEN.fetch_add(1, Relaxed) >= PROBED_IN_PROCESS {
+            PROBES_OPEN.fetch_sub(1, Relaxed);
+            return None;
+        }
+        match sys::runprobe::RunProbe::open(pid) {
+            Ok(probe) => Some(Probe(probe)),
+            Err(_) => {
+                PROBES_OPEN.fetch_sub(1, Relaxed);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Probe {
+    fn drop(&mut self) {
+        PROBES_OPEN.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl std::ops::Deref for Probe {
+    type Target = sys::runprobe::RunProbe;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl std::ops::DerefMut for Probe {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// The process's one socket-diagnostics socket, shared by every observer (a netlink socket
+/// answers about any socket of the namespace): one descriptor, not one per session. Made by
+/// the first observer, closed with the last.
+#[cfg(target_os = "linux")]
+fn shared_diag() -> io::Result<std::sync::Arc<crate::sync::Mutex<sys::sockdiag::SockDiag>>> {
+    type Diag = crate::sync::Mutex<sys::sockdiag::SockDiag>;
+    static SHARED: crate::sync::Mutex<std::sync::Weak<Diag>> =
+        crate::sync::Mutex::new(std::sync::Weak::new());
+    let mut shared = SHARED.lock();
+    if let Some(diag) = shared.upgrade() {
+        return Ok(diag);
+    }
+    let diag = std::sync::Arc::new(crate::sync::Mutex::new(sys::sockdiag::SockDiag::open()?));
+    *shared = std::sync::Arc::downgrade(&diag);
+    Ok(diag)
+}
+
 /// Linux: `/proc/PID/fd` links and one `NETLINK_SOCK_DIAG` socket.
 ///
 /// A process's links are read again only when it may have changed them: the sockets found by
@@ -60,7 +134,7 @@ const PROBED: usize = 16;
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub(crate) struct Kernel {
-    diag: sys::sockdiag::SockDiag,
+    diag: std::sync::Arc<crate::sync::Mutex<sys::sockdiag::SockDiag>>,
     held: HashMap<i32, Held>,
     /// The sample under way (to forget processes no longer asked for).
     generation: u64,
@@ -72,7 +146,7 @@ pub(crate) struct Kernel {
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
 struct Held {
-    probe: Option<sys::runprobe::RunProbe>,
+    probe: Option<Probe>,
     /// The run time read before the last walk, when that walk can stand for later samples
     /// (the process was single-threaded); `None`: walk again.
     run_time: Option<u64>,
@@ -138,7 +212,7 @@ impl Held {
 
 #[cfg(target_os = "linux")]
 impl Kernel {
-    fn new(diag: sys::sockdiag::SockDiag) -> Kernel {
+    fn new(diag: std::sync::Arc<crate::sync::Mutex<sys::sockdiag::SockDiag>>) -> Kernel {
         Kernel {
             diag,
             held: HashMap::new(),
@@ -158,11 +232,7 @@ impl SocketTable for Kernel {
 
     fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
         let generation = self.generation;
-        let open = |allowed: bool| {
-            allowed
-                .then(|| sys::runprobe::RunProbe::open(pid).ok())
-                .flatten()
-        };
+        let open = |allowed: bool| allowed.then(|| Probe::open(pid)).flatten();
         if !self.held.contains_key(&pid) {
             let probed = self.held.values().filter(|h| h.probe.is_some()).count();
             let held = Held {
@@ -205,9 +275,10 @@ impl SocketTable for Kernel {
     ) -> io::Result<()> {
         if wanted.iter().all(|inode| known.contains_key(inode)) {
             let sockets: Vec<&TcpSocket> = wanted.iter().filter_map(|i| known.get(i)).collect();
-            return self.diag.lookup(&sockets, into);
+            return self.diag.lock().lookup(&sockets, into);
         }
         self.diag
+            .lock()
             .tcp_sockets(&mut |inode| wanted.contains(&inode), into)
     }
 }
@@ -281,8 +352,7 @@ impl NetworkObserver {
     pub fn open() -> io::Result<NetworkObserver> {
         #[cfg(target_os = "linux")]
         {
-            let diag = sys::sockdiag::SockDiag::open()?;
-            Ok(Self::with_table(Box::new(Kernel::new(diag))))
+            Ok(Self::with_table(Box::new(Kernel::new(shared_diag()?))))
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -692,7 +762,9 @@ mod kernel_tests {
 
     fn observer() -> (NetworkObserver, Arc<Mutex<Kernel>>) {
         let diag = sys::sockdiag::SockDiag::open().expect("socket diagnostics");
-        let kernel = Arc::new(Mutex::new(Kernel::new(diag)));
+        let kernel = Arc::new(Mutex::new(Kernel::new(Arc::new(crate::sync::Mutex::new(
+            diag,
+        )))));
         let obs = NetworkObserver::with_table(Box::new(Shared(kernel.clone())));
         (obs, kernel)
     }

@@ -207,7 +207,7 @@ fn serve_method_table() {
     let init = client.ok("initialize", json!({}));
     assert_eq!(init["serverInfo"]["name"], "stallwatch");
     assert_eq!(init["capabilities"]["pty"], true);
-    assert_eq!(init["capabilities"]["maxProcesses"], 64);
+    assert_eq!(init["capabilities"]["maxProcesses"], 1000);
 
     let started = client.ok(
         "process/start",

@@ -65,7 +65,7 @@ pub(in crate::monitor) struct OsProcesses {
     /// The session's cgroup, when it has one: then the tree is its members.
     pub(in crate::monitor) cgroup: Option<Arc<process::cgroup::Cgroup>>,
     /// The leader's pidfd, opened at the spawn (`None` on kernels without pidfds).
-    leader: Option<(i32, OwnedFd)>,
+    leader: Option<(i32, Arc<OwnedFd>)>,
     /// A pidfd per descendant signalled by pid, opened the first time and checked against its
     /// identity then (`None`: the process was gone, or the kernel has no pidfds).
     pidfds: HashMap<Identity, Option<OwnedFd>>,
@@ -88,16 +88,18 @@ impl OsProcesses {
         }
     }
 
-    /// Holds the tree in `cgroup` and signals the leader `pid` through a pidfd (opened now: the
-    /// leader is this process's child, not reaped before the ladder is done, so its pid is its
-    /// own until then).
+    /// Holds the tree in `cgroup` and signals the leader `pid` through a pidfd: `pidfd` (the
+    /// monitor's own, shared: one descriptor per session), else one opened now (the leader is
+    /// this process's child, not reaped before the ladder is done, so its pid is its own until
+    /// then).
     pub(in crate::monitor) fn hold(
         &mut self,
         pid: i32,
         cgroup: Option<Arc<process::cgroup::Cgroup>>,
+        pidfd: Option<Arc<OwnedFd>>,
     ) {
         self.cgroup = cgroup;
-        match sys::pidfd_open(pid) {
+        match pidfd.map_or_else(|| sys::pidfd_open(pid).map(Arc::new), Ok) {
             Ok(fd) => self.leader = Some((pid, fd)),
             Err(e) => log::debug!("session {}: no pidfd for pid {pid}: {e}", self.id),
         }

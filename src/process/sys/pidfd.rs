@@ -50,94 +50,128 @@ pub(crate) fn reap_child(pid: i32, hang: bool) -> io::Result<Option<std::process
     }
 }
 
-/// What wakes a monitor that sleeps in `poll` instead of on its channel: an eventfd that every
-/// message pokes, and a pidfd of the leader, readable once it has exited (Linux 5.3). With it,
-/// the monitor needs no waiter thread, and the leader's exit wakes it directly.
+/// What wakes a monitor as it sleeps in `poll`: a descriptor that every message (and, on a
+/// clock other than the real one, every timer that fires) pokes, and a pidfd of the leader,
+/// readable once it has exited (Linux 5.3). With the pidfd, the monitor needs no waiter thread:
+/// the leader's exit wakes it directly.
 #[derive(Debug)]
 pub(crate) struct Wakeup {
+    /// Readable once poked: an eventfd (Linux), or the read end of a pipe.
     event: std::os::fd::OwnedFd,
-    leader: std::os::fd::OwnedFd,
+    /// The pipe's write end, where there is no eventfd.
+    poke_end: Option<std::os::fd::OwnedFd>,
+    /// The leader's pidfd (shared with the ladder, which signals through it); `None` where
+    /// there is none (not Linux, or before 5.3): a waiter thread tells of the exit then, as
+    /// a message.
+    leader: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// What [`Wakeup::sleep`] saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Woken {
-    /// A message was sent (the eventfd is reset).
+    /// A message was sent, or a timer fired (the poke is reset).
     pub(crate) message: bool,
     /// The leader has exited (it stays so: stop asking, `leader_exited: true`).
     pub(crate) exited: bool,
-    /// The pipe given is readable, or at its end.
-    pub(crate) pipe: bool,
+    /// Which of the pipes given is readable, or at its end.
+    pub(crate) pipes: [bool; 2],
 }
 
 impl Wakeup {
-    /// An eventfd and a pidfd of `pid`; `None` where either is missing (no pidfds before
-    /// Linux 5.3; not Linux), and the caller keeps its waiter thread.
-    pub(crate) fn new(pid: i32) -> Option<Wakeup> {
+    /// The poke descriptor, and a pidfd of `pid` where the system has them.
+    pub(crate) fn new(pid: i32) -> io::Result<Wakeup> {
+        let leader = pidfd_open(pid).ok().map(std::sync::Arc::new);
         #[cfg(target_os = "linux")]
         {
-            let leader = pidfd_open(pid).ok()?;
             let flags =
                 rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
-            let event = rustix::event::eventfd(0, flags).ok()?;
-            Some(Wakeup { event, leader })
+            let event = rustix::event::eventfd(0, flags)?;
+            Ok(Wakeup {
+                event,
+                poke_end: None,
+                leader,
+            })
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = pid;
-            None
+            let (read, write) = std::io::pipe()?;
+            let (read, write) = (
+                std::os::fd::OwnedFd::from(read),
+                std::os::fd::OwnedFd::from(write),
+            );
+            rustix::io::ioctl_fionbio(&read, true)?;
+            rustix::io::ioctl_fionbio(&write, true)?;
+            Ok(Wakeup {
+                event: read,
+                poke_end: Some(write),
+                leader,
+            })
         }
     }
 
-    /// Wakes the sleeper (a message is waiting). Never blocks: a counter already at its
-    /// maximum wakes it as well.
-    pub(crate) fn poke(&self) {
-        let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
+    /// The leader's pidfd, for whoever else needs one (the ladder signals through it).
+    pub(crate) fn leader_pidfd(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+        self.leader.clone()
     }
 
-    /// Sleeps until a message, the leader's exit (unless `leader_exited` already), `pipe`
-    /// (when given) is readable or at its end, or `timeout`.
+    /// Whether the leader's exit wakes the sleeper by itself (a pidfd); otherwise a waiter
+    /// thread must send it as a message.
+    pub(crate) fn sees_exit(&self) -> bool {
+        self.leader.is_some()
+    }
+
+    /// Wakes the sleeper. Never blocks: a counter at its maximum, or a full pipe, wakes it
+    /// as well.
+    pub(crate) fn poke(&self) {
+        match &self.poke_end {
+            Some(end) => drop(rustix::io::write(end, &[1])),
+            None => drop(rustix::io::write(&self.event, &1u64.to_ne_bytes())),
+        }
+    }
+
+    /// Sleeps until a poke, the leader's exit (unless `leader_exited` already), one of
+    /// `pipes` (those given) is readable or at its end, or `timeout` (`None`: no timeout).
     pub(crate) fn sleep(
         &self,
-        timeout: std::time::Duration,
+        timeout: Option<std::time::Duration>,
         leader_exited: bool,
-        pipe: Option<std::os::fd::BorrowedFd<'_>>,
+        pipes: [Option<std::os::fd::BorrowedFd<'_>>; 2],
     ) -> Woken {
         use rustix::event::{PollFd, PollFlags};
-        let timeout = rustix::event::Timespec {
+        let timeout = timeout.map(|timeout| rustix::event::Timespec {
             tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(timeout.subsec_nanos()),
-        };
-        // The eventfd first; then the leader, the pipe, as asked for (the array's prefix).
-        let leader = (!leader_exited).then_some(&self.leader);
-        let mut fds = [
-            PollFd::new(&self.event, PollFlags::IN),
-            PollFd::new(&self.event, PollFlags::IN),
-            PollFd::new(&self.event, PollFlags::IN),
-        ];
+        });
+        // The poke first; then the leader, the pipes, as asked for (the array's prefix).
+        let leader = self.leader.as_ref().filter(|_| !leader_exited);
+        let mut fds: [PollFd<'_>; 4] =
+            std::array::from_fn(|_| PollFd::new(&self.event, PollFlags::IN));
         let mut watched = 1;
-        let (mut leader_at, mut pipe_at) = (None, None);
+        let (mut leader_at, mut pipe_at) = (None, [None; 2]);
         if let Some(fd) = leader {
             fds[watched] = PollFd::new(fd, PollFlags::IN);
             leader_at = Some(watched);
             watched += 1;
         }
-        if let Some(fd) = &pipe {
-            fds[watched] = PollFd::new(fd, PollFlags::IN);
-            pipe_at = Some(watched);
-            watched += 1;
+        for (i, pipe) in pipes.iter().enumerate() {
+            if let Some(fd) = pipe {
+                fds[watched] = PollFd::new(fd, PollFlags::IN);
+                pipe_at[i] = Some(watched);
+                watched += 1;
+            }
         }
-        let ready = rustix::event::poll(&mut fds[..watched], Some(&timeout));
+        let ready = rustix::event::poll(&mut fds[..watched], timeout.as_ref());
         let mut woken = Woken::default();
         if matches!(ready, Ok(n) if n > 0) {
             let seen = |at: Option<usize>| at.is_some_and(|i| !fds[i].revents().is_empty());
             woken.message = !fds[0].revents().is_empty();
             woken.exited = seen(leader_at);
-            woken.pipe = seen(pipe_at);
+            woken.pipes = pipe_at.map(seen);
         }
         if woken.message {
-            let mut count = [0u8; 8];
-            let _ = rustix::io::read(&self.event, &mut count);
+            // One read resets the eventfd; a pipe is emptied (pokes are single bytes).
+            let mut count = [0u8; 64];
+            while matches!(rustix::io::read(&self.event, &mut count), Ok(n) if n == count.len()) {}
         }
         woken
     }
