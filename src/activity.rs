@@ -92,7 +92,7 @@ impl ActivitySource {
 /// Interns a probe name: one leaked copy per distinct name, for the life of the process (probe
 /// names are few and chosen by the caller).
 fn intern(name: &str) -> &'static str {
-    static NAMES: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+    static NAMES: crate::sync::Mutex<Vec<&'static str>> = crate::sync::Mutex::new(Vec::new());
     let mut names = NAMES.lock();
     if let Some(known) = names.iter().find(|n| **n == name) {
         return known;
@@ -138,7 +138,7 @@ pub struct ActivityBoard {
     /// Who hears of every stamp (the `Activity` events), once set.
     observer: OnceLock<Arc<dyn StampObserver>>,
     /// Writes of the child's output to its consumer in flight, and how long they took.
-    holds: parking_lot::Mutex<Holds>,
+    holds: crate::sync::Mutex<Holds>,
 }
 
 /// The output held back by its consumer: writes of the child's output in flight (while the
@@ -217,7 +217,7 @@ impl ActivityBoard {
             slots: Default::default(),
             probes: probes.iter().map(|name| (*name, Slot::default())).collect(),
             observer: OnceLock::new(),
-            holds: parking_lot::Mutex::default(),
+            holds: crate::sync::Mutex::default(),
         };
         board.set_enabled(ActivitySource::Keepalive, true);
         for name in probes {

@@ -8,8 +8,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sync::{Condvar, Mutex};
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
 
 /// `d` in nanoseconds, saturating at `u64::MAX` (584 years): for durations kept in atomics.
 pub(crate) fn saturating_nanos(d: Duration) -> u64 {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sync::Mutex;
 use crossbeam_channel::Sender;
-use parking_lot::Mutex;
 
 use crate::capture::Recorder;
 use crate::config::KillStep;

@@ -33,9 +33,8 @@
 //!
 //! ## Spawn and wait
 //!
-//! [`Session::spawn`] takes what to run (a std `Command`, or a [`Program`], which starts
-//! faster: without a fork of the supervising process, as `posix_spawn` does) and a
-//! [`MonitorConfig`]; [`Session::wait`] returns a [`MonitorResult`] whose [`Outcome`] says how
+//! [`Session::spawn`] takes what to run (a std `Command`, or a [`Program`], its shorter form,
+//! which also keeps the environment's order) and a [`MonitorConfig`]; [`Session::wait`] returns a [`MonitorResult`] whose [`Outcome`] says how
 //! the run ended:
 //!
 //! ```
@@ -185,8 +184,13 @@
 //!   made ([`ContainmentMode`]), else the process group and the escapees seen. A single process
 //!   is signalled through a pidfd checked against its start time; the leader is not reaped
 //!   before the ladder is done; an end that cannot be confirmed is
-//!   [`termination_unproven`](MonitorResult::termination_unproven), never a hang. If the
-//!   supervisor dies, a guardian process ends its trees.
+//!   [`termination_unproven`](MonitorResult::termination_unproven), never a hang.
+//! - **Start and guard**: every program starts through std's `Command` (born in its cgroup by
+//!   `clone3(CLONE_INTO_CGROUP)` from the `pre_exec` hook; the crate's only `unsafe` code is
+//!   that hook's). If the supervisor dies, one [`guardian`] per supervising process — the
+//!   `stallwatch` binary started by `exec`, never a fork of the host — ends every live tree;
+//!   without one the leader still gets the parent-death signal, and
+//!   [`Containment::supervisor_death`] says which held.
 //! - **Output** goes to the sink first, then to a bounded head/tail buffer, a complete log with
 //!   its SHA-256, and an event channel that never slows the child.
 //! - **Time**: every duration is measured on the session's [`Clock`], so a [`MockClock`] test
@@ -196,6 +200,7 @@
 //! source, the rule, the ladder, how the tree is held, the network source, the diagnosis, and
 //! the rooms of the code, with the reasons — is the repository's `docs/design.md`.
 #![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod activity;
@@ -220,6 +225,7 @@ mod session;
 mod signal;
 mod sources;
 mod stream;
+mod sync;
 mod verdict;
 
 /// The README's Rust examples, compiled and run as doctests.
@@ -268,9 +274,31 @@ pub use input_wait::InputWait;
 pub use outcome::{
     CompletionSeen, CompletionTrigger, Containment, DescendantSummary, EXIT_CANNOT_EXECUTE,
     EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport,
-    Unwatched,
+    SupervisorDeath, Unwatched,
 };
 pub use program::Program;
+
+/// The guardian: one helper process per supervising process that ends every live session's
+/// tree if the supervisor dies (see [`SupervisorDeath`]).
+pub mod guardian {
+    pub use crate::process::guardian::{PROGRAM_VARIABLE, SUBCOMMAND, set_program};
+
+    /// For a binary that serves as its own guardian (the `stallwatch` command and `serve`):
+    /// `program` is this very executable, whose answer need not be waited for. Not for other
+    /// use.
+    #[doc(hidden)]
+    pub fn use_own_executable(program: impl Into<std::path::PathBuf>) {
+        crate::process::guardian::use_own_executable(program.into());
+    }
+
+    /// The guardian's own life, for a binary that serves as one (`stallwatch __guardian`):
+    /// returns its exit status. Not for other use.
+    #[doc(hidden)]
+    pub fn run() -> i32 {
+        crate::process::sys::unsafe_calls::close_inherited(3);
+        crate::process::guardian::run()
+    }
+}
 pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
 pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
 pub use session::{EventReceiver, NON_INTERACTIVE_ENV, Session, SessionBuilder};

@@ -7,6 +7,7 @@ mod cli;
 mod jsonrpc;
 mod mcp;
 mod serve;
+mod sync;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -23,10 +24,24 @@ use cli::report::{Context, Exit, Relay, Report, ReportTarget};
 use cli::signals::SignalHandling;
 
 fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // `stallwatch __guardian` (hidden): the guardian of a supervising process, started by it.
+    if args
+        .get(1)
+        .is_some_and(|a| a == stallwatch::guardian::SUBCOMMAND)
+    {
+        return ExitCode::from(u8::try_from(stallwatch::guardian::run()).unwrap_or(1));
+    }
     // Whatever this process inherited (SIGCHLD ignored, a low descriptor limit), it can
     // supervise; the programs get what it was started with. Before any thread exists.
     let prepared = stallwatch::prepare_supervisor();
-    let args: Vec<OsString> = std::env::args_os().collect();
+    // The guardian of this process's sessions is this very executable (`/proc/self/exe` names
+    // it even if its file was replaced since the start).
+    stallwatch::guardian::use_own_executable(if cfg!(target_os = "linux") {
+        std::path::PathBuf::from("/proc/self/exe")
+    } else {
+        std::env::current_exe().unwrap_or_else(|_| "stallwatch".into())
+    });
     // `stallwatch serve`: the process service (`stallwatch -- serve` runs a program `serve`).
     if args.get(1).is_some_and(|a| a == "serve") {
         init_logging(log::LevelFilter::Warn);

@@ -40,6 +40,8 @@ pub enum Containment {
     Cgroup {
         /// Its directory, which no longer exists.
         path: PathBuf,
+        /// What would have ended the tree had the supervising process died.
+        supervisor_death: SupervisorDeath,
     },
     /// The process group, plus the descendants seen leaving it (and, in subreaper mode, the
     /// orphans re-parented to this process).
@@ -47,6 +49,8 @@ pub enum Containment {
         /// Why not a cgroup, under [`ContainmentMode::Auto`](crate::ContainmentMode::Auto)
         /// (`None` when the group was asked for).
         why_not_cgroup: Option<String>,
+        /// What would have ended the tree had the supervising process died.
+        supervisor_death: SupervisorDeath,
     },
 }
 
@@ -58,6 +62,52 @@ impl Containment {
             Containment::Group { .. } => "group",
         }
     }
+
+    /// Sets what would have ended the tree had the supervising process died.
+    pub(crate) fn set_supervisor_death(&mut self, death: SupervisorDeath) {
+        match self {
+            Containment::Cgroup {
+                supervisor_death, ..
+            }
+            | Containment::Group {
+                supervisor_death, ..
+            } => *supervisor_death = death,
+        }
+    }
+
+    /// What would have ended the tree had the supervising process died.
+    pub fn supervisor_death(&self) -> &SupervisorDeath {
+        match self {
+            Containment::Cgroup {
+                supervisor_death, ..
+            }
+            | Containment::Group {
+                supervisor_death, ..
+            } => supervisor_death,
+        }
+    }
+}
+
+/// What ends a session's tree if the supervising process dies without ending it (SIGKILL, a
+/// crash): [`Containment::supervisor_death`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SupervisorDeath {
+    /// The process's guardian (`stallwatch __guardian`, one per supervising process): it
+    /// SIGKILLs the whole process group, or every member of the cgroup and removes it.
+    Guardian,
+    /// No guardian could be had: only the leader gets SIGKILL (the parent-death signal); its
+    /// descendants may live on, and a cgroup left behind is reclaimed (its members killed, the
+    /// folder removed) by the next stallwatch started in the same cgroup.
+    LeaderOnly {
+        /// Why there was no guardian (no `stallwatch` program found, say).
+        why_no_guardian: String,
+    },
+    /// Nothing: the parent-death signal was turned off
+    /// ([`MonitorConfig::parent_death_signal`](crate::MonitorConfig::parent_death_signal)).
+    Nothing,
+    /// The run was over before any guardian was needed (the leader had exited, alone).
+    NotNeeded,
 }
 
 /// The child's descendants at the last sample before a kill.
@@ -385,6 +435,7 @@ mod tests {
             completion: None,
             containment: Containment::Group {
                 why_not_cgroup: None,
+                supervisor_death: SupervisorDeath::NotNeeded,
             },
             memory_peak: None,
             oom_kills: None,

@@ -8,15 +8,15 @@ use std::process::Command;
 /// A program to supervise: its name (looked up in `PATH`) or path, its arguments, working
 /// directory and environment changes — what an agent CLI needs.
 ///
-/// [`Session::builder`](crate::Session::builder) and [`Session::spawn`](crate::Session::spawn)
-/// take a `Program` or a std [`Command`]. The difference is the cost of the start, on Linux
-/// x86-64: stallwatch knows every setting of a `Program` and starts it as `posix_spawn` does,
-/// sharing the supervisor's memory until the `exec`, while a `Command` (whose `pre_exec` hooks,
-/// user or cleared environment stallwatch cannot see) goes through std's fork, which copies the
-/// supervisor's page tables first. Elsewhere both take std's path. Either way the child gets
-/// the same arguments, variables, working directory, signal dispositions and mask (empty;
-/// SIGPIPE at its default), the same group, cgroup and parent-death signal; a script without
-/// `#!` runs with `/bin/sh` (it then takes std's path).
+/// A thin builder over std's [`Command`], which starts it (std's spawn: `posix_spawn` or a fork
+/// followed at once by `exec`): [`Session::builder`](crate::Session::builder) and
+/// [`Session::spawn`](crate::Session::spawn) take a `Program` or a `Command` alike, and a
+/// `Program` is the shorter way to write the settings an agent CLI needs. Either way the child
+/// gets the same arguments, variables, working directory, signal dispositions and mask, the
+/// same group, cgroup and parent-death signal. One difference: std sorts an environment it is
+/// asked to change (one entry per name); a `Program`'s keeps this process's order, its
+/// duplicates and its entries without `=`, with the changes after them, as a direct run would
+/// (stallwatch sees every setting of a `Program`, not a `Command`'s cleared environment).
 ///
 /// ```
 /// use stallwatch::{MonitorConfig, Program, Session};
@@ -31,7 +31,8 @@ use std::process::Command;
 /// ```
 pub struct Program {
     command: Command,
-    /// Whether the command carries only the settings above (not a caller's `Command`).
+    /// Whether the command carries only the settings above (not a caller's `Command`, whose
+    /// cleared environment stallwatch could not see): its environment can be kept in order.
     plain: bool,
 }
 
@@ -88,7 +89,7 @@ impl Program {
 }
 
 impl From<Command> for Program {
-    /// A caller's command, with every setting it has (started by std's fork).
+    /// A caller's command, with every setting it has.
     fn from(command: Command) -> Program {
         Program {
             command,

@@ -119,7 +119,7 @@ impl SessionBuilder {
     }
 
     /// The child reads this process's stdin: as [`stdin`](Self::stdin) with
-    /// [`Stdio::inherit`], but known to stallwatch, so a [`Program`] keeps its fast start.
+    /// [`Stdio::inherit`], but known to stallwatch.
     pub fn stdin_inherit(mut self) -> Self {
         self.stdin = Some(Input::Inherit);
         self
@@ -341,8 +341,8 @@ impl Session {
         Session::builder(command).config(config).spawn()
     }
 
-    /// A builder for `command` (a [`Program`], or a std [`Command`]: [`Program`] says which
-    /// starts faster), to choose sinks, stdin, clock and configuration.
+    /// A builder for `command` (a [`Program`], or a std [`Command`]), to choose sinks, stdin,
+    /// clock and configuration.
     pub fn builder(command: impl Into<Program>) -> SessionBuilder {
         let (command, plain) = command.into().into_parts();
         SessionBuilder {

@@ -193,11 +193,11 @@ fn resolve(
 
 /// The logs of this process still being written (the retention never deletes them; other
 /// processes' are told by the lock their writer holds).
-static LIVE: LazyLock<parking_lot::Mutex<HashSet<PathBuf>>> =
-    LazyLock::new(|| parking_lot::Mutex::new(HashSet::new()));
+static LIVE: LazyLock<crate::sync::Mutex<HashSet<PathBuf>>> =
+    LazyLock::new(|| crate::sync::Mutex::new(HashSet::new()));
 /// When this process last applied the retention to each folder, and the bytes logged then.
-static SWEPT: LazyLock<parking_lot::Mutex<HashMap<PathBuf, (Instant, u64)>>> =
-    LazyLock::new(|| parking_lot::Mutex::new(HashMap::new()));
+static SWEPT: LazyLock<crate::sync::Mutex<HashMap<PathBuf, (Instant, u64)>>> =
+    LazyLock::new(|| crate::sync::Mutex::new(HashMap::new()));
 /// Bytes this process has written to logs.
 static LOGGED: AtomicU64 = AtomicU64::new(0);
 /// At most one sweep per folder per this interval, unless much was logged since.
@@ -466,9 +466,9 @@ pub(crate) struct SpillWriter {
 struct LazyWorker {
     /// The thread's end of the channel, until it starts (`None` after, or once sealed
     /// without a chunk).
-    rx: parking_lot::Mutex<Option<crossbeam_channel::Receiver<Message>>>,
+    rx: crate::sync::Mutex<Option<crossbeam_channel::Receiver<Message>>>,
     name: String,
-    state: Arc<parking_lot::Mutex<Spill>>,
+    state: Arc<crate::sync::Mutex<Spill>>,
 }
 
 impl LazyWorker {
@@ -529,7 +529,7 @@ impl SpillWriter {
 
 /// The monitor's end of a spill thread: the log so far, and the way to close it.
 pub(crate) struct SpillReport {
-    pub(crate) state: Arc<parking_lot::Mutex<Spill>>,
+    pub(crate) state: Arc<crate::sync::Mutex<Spill>>,
     tx: crossbeam_channel::Sender<Message>,
     gate: Arc<Gate>,
     lazy: Arc<LazyWorker>,
@@ -578,10 +578,10 @@ impl SpillReport {
 /// Where the thread cannot start, the reader hashes and writes itself.
 pub(crate) fn start(spill: Spill, name: String) -> std::io::Result<(SpillWriter, SpillReport)> {
     let (tx, rx) = crossbeam_channel::bounded::<Message>(IN_FLIGHT);
-    let state = Arc::new(parking_lot::Mutex::new(spill));
+    let state = Arc::new(crate::sync::Mutex::new(spill));
     let gate = Arc::new(Gate::default());
     let lazy = Arc::new(LazyWorker {
-        rx: parking_lot::Mutex::new(Some(rx)),
+        rx: crate::sync::Mutex::new(Some(rx)),
         name,
         state: state.clone(),
     });
@@ -617,7 +617,7 @@ struct FileWriter {
 }
 
 /// Appends a chunk to the log; a failure ends the writing (the log is incomplete).
-fn write_chunk(file: &File, path: &Path, data: &[u8], written: &parking_lot::Mutex<Written>) {
+fn write_chunk(file: &File, path: &Path, data: &[u8], written: &crate::sync::Mutex<Written>) {
     if written.lock().error.is_some() {
         return;
     }
@@ -646,7 +646,7 @@ pub(crate) struct Spill {
     pending: Vec<u8>,
     file: Option<(Arc<File>, PathBuf)>,
     writer: Option<FileWriter>,
-    written: Arc<parking_lot::Mutex<Written>>,
+    written: Arc<crate::sync::Mutex<Written>>,
     hasher: Sha256,
     total: u64,
     failed: bool,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use stallwatch::{
     ActivitySource, Containment, EXIT_INTERNAL, MonitorConfig, MonitorResult, Outcome, Signal,
+    SupervisorDeath,
 };
 
 use super::human::HumanDuration;
@@ -332,27 +333,35 @@ pub(crate) struct ContainmentReport {
     pub(crate) cgroup: Option<String>,
     /// Under `--containment auto`, why no cgroup could be made; else null.
     pub(crate) why_not_cgroup: Option<String>,
+    /// What would have ended the tree had stallwatch been killed: `guardian`, `leader_only`
+    /// (only the parent-death signal), `nothing`, or `not_needed`.
+    pub(crate) supervisor_death: &'static str,
+    /// Why there was no guardian (`leader_only`); else null.
+    pub(crate) why_no_guardian: Option<String>,
 }
 
 impl ContainmentReport {
     fn of(containment: &Containment) -> Self {
-        match containment {
-            Containment::Cgroup { path } => ContainmentReport {
-                backend: containment.name(),
-                cgroup: Some(path.display().to_string()),
-                why_not_cgroup: None,
-            },
-            Containment::Group { why_not_cgroup } => ContainmentReport {
-                backend: containment.name(),
-                cgroup: None,
-                why_not_cgroup: why_not_cgroup.clone(),
-            },
+        let (cgroup, why_not_cgroup) = match containment {
+            Containment::Cgroup { path, .. } => (Some(path.display().to_string()), None),
+            Containment::Group { why_not_cgroup, .. } => (None, why_not_cgroup.clone()),
             // A backend this command does not know yet: named, nothing more.
-            other => ContainmentReport {
-                backend: other.name(),
-                cgroup: None,
-                why_not_cgroup: None,
-            },
+            _ => (None, None),
+        };
+        let (supervisor_death, why_no_guardian) = match containment.supervisor_death() {
+            SupervisorDeath::Guardian => ("guardian", None),
+            SupervisorDeath::LeaderOnly { why_no_guardian } => {
+                ("leader_only", Some(why_no_guardian.clone()))
+            }
+            SupervisorDeath::Nothing => ("nothing", None),
+            _ => ("not_needed", None),
+        };
+        ContainmentReport {
+            backend: containment.name(),
+            cgroup,
+            why_not_cgroup,
+            supervisor_death,
+            why_no_guardian,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex};
 use serde_json::{Value, json};
 use stallwatch::{
     CaptureConfig, ControlAnswer, KillLadder, Lifecycle, MonitorConfig, MonitorResult, Outcome,

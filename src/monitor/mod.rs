@@ -8,15 +8,21 @@
 //! - `rules`: completion and its linger, the solo caps, the probes (the decisions themselves
 //!   are the verdict's);
 //! - `tap`: the output streams as the monitor sees them (peeking, flushing throttled output);
+//! - `reader`: the output readers' threads; `stdin`: the stdin writer's;
+//! - `tree`: how the tree is started and held, one file per strategy (group, terminal,
+//!   cgroup, guardian);
 //! - `wait`: how the monitor sleeps, one way under every clock.
 
 use std::time::{Duration, Instant};
 
 mod ladder;
 mod launch;
+mod reader;
 mod rules;
 mod run;
+mod stdin;
 mod tap;
+mod tree;
 mod wait;
 
 pub(crate) use launch::{Input, Launch, launch};

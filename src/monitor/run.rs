@@ -141,20 +141,6 @@ impl Timing {
     }
 }
 
-/// Whether the guardian holds the file tracker's inotify instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Watches {
-    /// Not tried yet.
-    Kept,
-    /// The guardian holds them.
-    Handed,
-    /// Not handed over during the run (another session runs, or the hand-over failed): the
-    /// way out tries again.
-    Declined,
-    /// Given back: the tracker fell back to scanning and closed its instance.
-    GivenBack,
-}
-
 /// The monitor thread's state: the session's parts, grouped by who owns them.
 pub(super) struct Monitor {
     pub(super) id: u64,
@@ -175,15 +161,15 @@ pub(super) struct Monitor {
     pub(super) processes: OsProcesses,
     /// The child (leader of its group) and its status.
     pub(super) leader: Leader,
-    /// Released (told `done`) when the run is over.
+    /// This session's place in the process's guardian: released when the run is over.
     pub(super) guardian: Option<process::Guardian>,
     /// What the monitor sleeps on, under every clock: messages poke it, the leader's exit
     /// wakes it (no waiter thread where there are pidfds), and so do the output pipes whose
     /// readers have not started.
     pub(super) sleeper: super::wait::Sleeper,
     /// Each stream's reader (by slot, [`stream_index`]) until it starts: once its pipe has
-    /// something to read (see [`Reader`](super::launch::Reader)).
-    pub(super) readers: [Option<super::launch::Reader>; 2],
+    /// something to read (see [`Reader`](super::reader::Reader)).
+    pub(super) readers: [Option<super::reader::Reader>; 2],
     /// The leader had exited before the threads started, leaving no descendant (adopting
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
@@ -194,12 +180,6 @@ pub(super) struct Monitor {
     /// Stamps the board from its own thread; stopped when the monitor ends.
     /// The file tracker while the program runs; let go of when the drain starts.
     pub(super) files: Option<FileActivityTracker>,
-    /// The tracker let go of whose inotify instances the guardian holds: dropped (its
-    /// threads stopped and joined, 0.2 ms) with the monitor, after the result is out.
-    pub(super) handed_files: Option<FileActivityTracker>,
-    /// Where the file tracker's inotify instances are (the guardian is handed them as soon as
-    /// they are armed, during the run, not on the way out).
-    pub(super) watches: Watches,
     /// The network source (on, and able to observe).
     pub(super) network: Option<NetworkObserver>,
     /// Why the network source is on but cannot observe anything.
@@ -300,11 +280,11 @@ impl Monitor {
         self.tap.flush_output(now, true, &self.emitter);
         self.shared.stdin.lock().take(); // nobody reads it any more
         self.let_go_of_cgroup();
-        // Told and reaped before the result is out: whoever waits for it may end this process
-        // at once, and nothing of the session's may outlive it (a guardian still running, or
-        // not reaped, would be a zombie for this process's parent or subreaper).
+        // Told before the result is out: whoever waits for it may end this process at once,
+        // and the guardian of the last session is reaped here (no process of stallwatch's
+        // outlives the sessions, none is left for the caller to reap).
         if let Some(guardian) = self.guardian.take() {
-            guardian.dismiss().reap();
+            guardian.release();
         }
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
@@ -420,7 +400,6 @@ impl Monitor {
             .files
             .as_ref()
             .and_then(FileActivityTracker::arm_if_due);
-        self.hand_watches_over();
         let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
         if let Some(seen) = seen {
             self.completed(seen);
@@ -878,25 +857,6 @@ impl Monitor {
             if !files.has_armed() {
                 return; // no watch yet: dropped at once, no thread needed
             }
-            // The guardian keeps copies of the inotify instances until it exits, and the
-            // tracker is dropped with the monitor, after the result. (Their teardown, 8–11 ms
-            // in the kernel, was the guardian's once it outlived this process; it no longer
-            // does, issue 28: it exits and is reaped at the session's end, and the last close
-            // is this process's again.) Only while no other session runs: `notify` does not show which
-            // instance is this tracker's, so every one open when its watcher was made is
-            // handed over, and a process with many sessions (`serve`) would hand over the
-            // others' at every end, to no purpose (it is not about to exit).
-            if self.watches == Watches::Handed
-                || self.watches != Watches::GivenBack
-                    && !process::orphans::others_running(self.id)
-                    && self
-                        .guardian
-                        .as_ref()
-                        .is_some_and(|guardian| guardian.take_inotify(&files.inotify_numbers()))
-            {
-                self.handed_files = Some(files);
-                return;
-            }
             let dropped = std::thread::Builder::new()
                 .name(format!("stallwatch-unwatch-{}", self.id))
                 .spawn(move || drop(files));
@@ -904,40 +864,6 @@ impl Monitor {
                 // The tracker came back with the error and is dropped here, on this thread.
                 log::debug!("session {}: no thread to drop the watches on: {e}", self.id);
             }
-        }
-    }
-
-    /// Once the tracker is armed, hands its inotify instances to the guardian (see
-    /// [`let_go_of_files`](Self::let_go_of_files)), now rather than when the run is over:
-    /// the duplicates and the message cost the way out nothing then. Under the same rule
-    /// (no other session of this process running); tried once.
-    ///
-    /// Once they are handed over, a tracker that falls back to scanning (it ran out of
-    /// watches) closes its instance: the guardian is asked to close its copies too, or the
-    /// watches would stay (and count against the user's limit) until the session ends.
-    fn hand_watches_over(&mut self) {
-        let (Some(files), Some(guardian)) = (&self.files, &self.guardian) else {
-            return;
-        };
-        match self.watches {
-            Watches::Kept if !self.leader.exited => {
-                if !files.has_armed() || files.inotify_numbers().is_empty() {
-                    return;
-                }
-                // Tried once, whatever comes of it: the way out tries again if it did not work.
-                let handed = !process::orphans::others_running(self.id)
-                    && guardian.take_inotify(&files.inotify_numbers());
-                self.watches = if handed {
-                    Watches::Handed
-                } else {
-                    Watches::Declined
-                };
-            }
-            Watches::Handed if files.is_stat_scan() => {
-                guardian.give_back_inotify();
-                self.watches = Watches::GivenBack;
-            }
-            _ => {}
         }
     }
 

@@ -29,7 +29,7 @@ impl io::Read for SharedPipe {
 
 /// One output stream as the monitor sees it.
 pub(super) struct StreamSlot {
-    pub(super) recorder: Arc<parking_lot::Mutex<Recorder>>,
+    pub(super) recorder: Arc<crate::sync::Mutex<Recorder>>,
     /// The log spill thread's result.
     pub(super) spill: Option<SpillReport>,
     /// The read end, only to ask how many unread bytes the pipe holds (FIONREAD) while

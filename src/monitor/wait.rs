@@ -81,6 +81,11 @@ impl Sleeper {
         Ok((sleeper, wakeup))
     }
 
+    /// The leader's pidfd, shared (the ladder signals the leader through it): one per session.
+    pub(super) fn leader_pidfd(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.wakeup.leader_pidfd()
+    }
+
     /// Sleeps until `wake` (its deadline on the session's `clock`, its real-time re-check), a
     /// message, the leader's exit (unless `leader_exited`), or one of `pipes` being readable. On a
     /// clock other than the real one, a timer is armed for each new deadline (one for a
@@ -214,7 +219,7 @@ mod tests {
             assert!(eventually(|| out().is_some_and(|o| o.contains("ready"))));
             let id = session.id();
             let err_reader = format!("stallwatch-err-{id}");
-            let started = || crate::monitor::launch::reader_threads().contains(&err_reader);
+            let started = || crate::monitor::reader::reader_threads().contains(&err_reader);
             assert!(!started(), "{shell}: no stderr reader before a write there");
             session.write_stdin(b"go\n").expect("stdin open");
             // The mock clock never moves: only the pipe and the pidfd can wake the monitor.

@@ -3,7 +3,7 @@
 //! Where this process may create a child of its own cgroup (root, a systemd-delegated slice, a
 //! privileged container), each session gets one, named `stallwatch-<pid>-<session>`, and the
 //! child is born in it (`clone3(CLONE_INTO_CGROUP)`, or enters it before `exec` where that
-//! cannot be: `sys::enter`).
+//! cannot be: `sys::spawn`).
 //! From then on every descendant is born inside it, whatever it does with sessions, process
 //! groups, its environment or its parent: the cgroup's members *are* the tree.
 //!
@@ -188,6 +188,7 @@ impl Cgroup {
                 parent.display()
             )
         })?;
+        Self::reclaim_stale(&parent);
         before(&path);
         std::fs::create_dir(&path)
             .map_err(|e| format!("cannot create a cgroup in {}: {e}", parent.display()))?;
@@ -208,14 +209,72 @@ impl Cgroup {
         Ok((cgroup, entry))
     }
 
+    /// An existing cgroup at `path`, made by another stallwatch process (a guardian ends it,
+    /// a later start reclaims it): only to kill its members and remove it.
+    pub(crate) fn existing(path: PathBuf) -> Cgroup {
+        let parent = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Cgroup {
+            path,
+            parent,
+            rel: String::new(),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    /// Ends and removes the cgroups `stallwatch-<pid>-<n>` in folder `parent` whose process
+    /// `pid` is gone: a supervisor killed without a guardian (none could be started) left them
+    /// and, perhaps, processes in them. Once per process, at its first cgroup.
+    ///
+    /// Only from the initial pid namespace, whose `/proc` sees every process: a supervisor in
+    /// another one names its cgroups with pids this `/proc` does not show. And only a cgroup
+    /// whose members are all of this pid namespace (another namespace's live session is left
+    /// alone), and, when empty, older than [`STALE_AFTER`] (one made just now by a supervisor
+    /// of another namespace, its program not yet in it, is left alone).
+    fn reclaim_stale(parent: &Path) {
+        static DONE: std::sync::Once = std::sync::Once::new();
+        DONE.call_once(|| {
+            let own_ns = std::fs::read_link("/proc/self/ns/pid").ok();
+            if own_ns.as_deref() != Some(Path::new(INITIAL_PID_NAMESPACE)) {
+                return;
+            }
+            let Ok(entries) = std::fs::read_dir(parent) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("stallwatch-"))
+                    .and_then(|rest| rest.split('-').next())
+                    .and_then(|pid| pid.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                    continue; // its supervisor lives (or the pid is another's now: left alone)
+                }
+                if !is_stale(&entry.path(), own_ns.as_deref()) {
+                    continue;
+                }
+                log::info!(
+                    "reclaiming the cgroup {} of a dead supervisor",
+                    entry.path().display()
+                );
+                if let Err(e) = reclaim_tree(&entry.path()) {
+                    log::debug!("cannot reclaim the cgroup {}: {e}", entry.path().display());
+                }
+            }
+        });
+    }
+
     /// Its directory.
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// What the child needs to start inside it: the directory, for `clone3(CLONE_INTO_CGROUP)`,
-    /// opened as a path only (close-on-exec; `clone3` takes such a descriptor, and the
-    /// fallback of `sys::enter` opens `cgroup.procs` from it).
+    /// opened as a path only, and its `cgroup.procs` for writing (the way in where `clone3`
+    /// cannot be had); both close-on-exec.
     #[cfg(target_os = "linux")]
     pub(crate) fn entry(&self) -> io::Result<sys::CgroupEntry> {
         use rustix::fs::OFlags;
@@ -224,7 +283,12 @@ impl Cgroup {
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )?;
-        Ok(sys::CgroupEntry { dir })
+        let procs = rustix::fs::open(
+            self.path.join("cgroup.procs"),
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(sys::CgroupEntry { dir, procs })
     }
 
     fn read(&self, name: &str) -> io::Result<String> {
@@ -433,6 +497,46 @@ impl Drop for Cgroup {
     }
 }
 
+/// The link `/proc/<pid>/ns/pid` names for the initial pid namespace (its inode is fixed:
+/// `PROC_PID_INIT_INO`).
+const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
+
+/// An empty cgroup of a dead supervisor is left this long before it is reclaimed.
+const STALE_AFTER: Duration = Duration::from_secs(10);
+
+/// Whether the cgroup `dir` (its supervisor gone from this pid namespace's view) may be
+/// reclaimed: every member, below it too, is of this pid namespace (`own_ns`); with none, the
+/// folder is older than [`STALE_AFTER`].
+fn is_stale(dir: &Path, own_ns: Option<&Path>) -> bool {
+    let mut members = Vec::new();
+    if collect_members(dir, 0, &mut members).is_err() {
+        return false;
+    }
+    if members.is_empty() {
+        return std::fs::metadata(dir)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at.elapsed().is_ok_and(|age| age >= STALE_AFTER));
+    }
+    members.iter().all(|pid| {
+        *pid > 0
+            && std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+                .ok()
+                .as_deref()
+                == own_ns
+    })
+}
+
+/// Kills every member of the cgroup `dir` and of the cgroups below it (`cgroup.kill`, which
+/// reaches the cgroups below too) and removes them, the deepest first ([`remove_tree`]),
+/// without waiting: a member not dead yet leaves its cgroup for the next time.
+fn reclaim_tree(dir: &Path) -> io::Result<()> {
+    let _ = Cgroup::write(&dir.join("cgroup.kill"), b"1");
+    match remove_tree(dir, 0) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Removes the cgroup `dir` and the cgroups below it, depth first: a cgroup with a cgroup
 /// below it cannot be removed (`EBUSY`), and a nested stallwatch killed with the tree leaves
 /// its session's cgroup, empty, below this one. Each `rmdir` fails (`EBUSY`) while a process
@@ -481,6 +585,35 @@ fn collect_members(dir: &Path, depth: usize, out: &mut Vec<i32>) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A dead supervisor's cgroup is reclaimed only when its members are of this pid
+    /// namespace (a process shown as 0 is of another one) and, when empty, once it is old: a
+    /// stallwatch in a pid namespace of its own (`unshare --pid`) reclaimed a live `serve`'s
+    /// session (tests/cli serve_write_to_a_child_that_never_reads_times_out_with_32004 failed
+    /// in the whole suite).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_stale_cgroup_is_one_whose_members_are_all_of_this_pid_namespace() {
+        let own = std::fs::read_link("/proc/self/ns/pid").expect("our pid namespace");
+        let dir = tempfile::tempdir().expect("a folder");
+        let procs = dir.path().join("cgroup.procs");
+        std::fs::write(&procs, format!("{}\n", std::process::id())).unwrap();
+        assert!(
+            is_stale(dir.path(), Some(&own)),
+            "a member of this namespace"
+        );
+        std::fs::write(&procs, format!("{}\n0\n", std::process::id())).unwrap();
+        assert!(
+            !is_stale(dir.path(), Some(&own)),
+            "a member of another namespace"
+        );
+        std::fs::write(&procs, "").unwrap();
+        assert!(!is_stale(dir.path(), Some(&own)), "empty, made just now");
+        assert!(
+            !is_stale(&dir.path().join("gone"), Some(&own)),
+            "unreadable"
+        );
+    }
 
     #[test]
     fn finds_a_hybrid_cgroup2_mount_among_v1_ones() {

@@ -1,6 +1,9 @@
-//! Spawning in a new process group, and signalling the tree. Raw OS calls live in [`sys`].
+//! Starting a program (std's `Command`, from the spawner thread when the parent-death signal
+//! needs a long-lived thread), the child it becomes, and the guardian. Raw OS calls live in
+//! [`sys`].
 
 pub(crate) mod cgroup;
+pub(crate) mod guardian;
 pub(crate) mod orphans;
 pub(crate) mod pty;
 pub(crate) mod sys;
@@ -39,7 +42,7 @@ fn spawner() -> &'static Sender<Job> {
 /// thread if the spawner cannot be had. `None` if the job was lost (it panicked there).
 pub(crate) fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     let (reply_tx, reply_rx) = bounded(1);
-    let slot = std::sync::Arc::new(parking_lot::Mutex::new(Some(job)));
+    let slot = std::sync::Arc::new(crate::sync::Mutex::new(Some(job)));
     let theirs = slot.clone();
     let sent = spawner().send(Box::new(move || {
         if let Some(job) = theirs.lock().take() {
@@ -58,7 +61,7 @@ pub(crate) fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'st
 
 /// Spawns `command` (already configured), from the spawner thread when `from_spawner`.
 ///
-/// With a [`sys::Handoff`] (the program is born in the session's cgroup, `sys::enter`), the
+/// With a [`sys::Handoff`] (the program is born in the session's cgroup, `sys::spawn`), the
 /// process std forked is not the program's: it is reaped here, and the returned child is its
 /// sibling that runs the program. A failed spawn leaves no process behind either way.
 pub(crate) fn spawn(
@@ -111,7 +114,7 @@ fn reap_failed_sibling(handoff: &Handoff) {
 /// A child the library started: the process that runs the program, and its pipes.
 ///
 /// Like std's `Child`, which it replaces because the program's process is not always the one
-/// std forked (`sys::enter`). It is waited for by pid; once reaped it is never signalled.
+/// std forked (`sys::spawn`). It is waited for by pid; once reaped it is never signalled.
 #[derive(Debug)]
 pub(crate) struct ChildProcess {
     pid: u32,
@@ -145,7 +148,7 @@ impl ChildProcess {
         ChildProcess::started(pid, stdin, stdout, stderr)
     }
 
-    /// The child that runs the program (`sys::plain` started it, or std), with its pipes.
+    /// The child that runs the program, with its pipes.
     pub(crate) fn started(
         pid: u32,
         stdin: Option<ChildStdin>,
@@ -207,129 +210,4 @@ pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::E
     crate::error::SpawnError::program(command.get_program(), error).into()
 }
 
-/// A watchman for the process group of a session, outside this process: if the supervising
-/// process dies without ending the session (a crash, SIGKILL), the guardian SIGKILLs the whole
-/// group, grandchildren included (the parent-death signal only reaches the direct child), and,
-/// when the session has a cgroup, every member of the cgroup (`cgroup.kill`; frozen and killed
-/// one by one before kernel 5.14), then removes the cgroup.
-///
-/// It is a fork of this process that runs no program (`sys::guardian`), in a process group of
-/// its own, waiting on a socket whose other end only this process holds: `done` when the
-/// session ended properly (the guardian then exits quietly), end-of-file when this process
-/// died. Linux only.
-#[derive(Debug)]
-pub(crate) struct Guardian {
-    #[cfg(target_os = "linux")]
-    inner: sys::guardian::ForkedGuardian,
-}
-
-impl Guardian {
-    /// Starts the guardian of process group `pgid`, or of `cgroup` (its directory; started
-    /// before the program, it needs no group: see `sys::guardian::fork`).
-    pub(crate) fn start(
-        pgid: Option<u32>,
-        cgroup: Option<&std::path::Path>,
-    ) -> io::Result<Guardian> {
-        #[cfg(target_os = "linux")]
-        {
-            let pgid = pgid
-                .map(|pgid| i32::try_from(pgid).map_err(|_| io::ErrorKind::InvalidInput))
-                .transpose()?;
-            // Our own child, not an orphan to attribute to a session.
-            let gate = orphans::spawn_gate();
-            let inner = sys::guardian::fork(pgid, cgroup)?;
-            orphans::spawned(inner.pid);
-            drop(gate);
-            Ok(Guardian { inner })
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = (pgid, cgroup);
-            Err(io::ErrorKind::Unsupported.into())
-        }
-    }
-
-    /// Hands the guardian the file tracker's inotify instances (duplicates of descriptors
-    /// `known`: the file tracker's `inotify_numbers`), before the
-    /// tracker is dropped: the kernel's teardown of an instance (8–11 ms) then happens when
-    /// the guardian exits, not on the way out of the supervisor. Best effort: returns whether
-    /// the guardian has them.
-    pub(crate) fn take_inotify(&self, known: &[i32]) -> bool {
-        #[cfg(target_os = "linux")]
-        {
-            let duplicates = sys::own_inotify_fds(known);
-            let borrowed: Vec<_> = duplicates
-                .fds
-                .iter()
-                .map(std::os::fd::AsFd::as_fd)
-                .collect();
-            if borrowed.is_empty() {
-                return false;
-            }
-            match self.inner.hand_over(&borrowed) {
-                Ok(()) => true,
-                Err(e) => {
-                    log::debug!("handing the watches to the guardian: {e}");
-                    false
-                }
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = known;
-            false
-        }
-    }
-
-    /// Has the guardian close the inotify instances it was handed ([`take_inotify`]): the
-    /// tracker gave them up mid-run (it fell back to scanning), and their watches must go with
-    /// them.
-    ///
-    /// [`take_inotify`]: Self::take_inotify
-    pub(crate) fn give_back_inotify(&self) {
-        #[cfg(target_os = "linux")]
-        if let Err(e) = self.inner.give_back() {
-            log::debug!("asking the guardian to close the watches: {e}");
-        }
-    }
-
-    /// Nothing to guard any more (a spawn that failed): the guardian exits without
-    /// signalling, and is reaped here, before the caller may go on (and this process exit):
-    /// nothing of stallwatch's own outlives it, not even a zombie for its parent.
-    pub(crate) fn release(self) {
-        self.dismiss().reap();
-    }
-
-    /// The session ended properly: tells the guardian to exit without signalling (it exits at
-    /// once). The caller reaps it ([`Dismissed::reap`]) before anyone may end this process
-    /// (before the session's result is out): a guardian left unreaped would be a zombie for
-    /// this process's parent, or its subreaper, once this process is gone.
-    pub(crate) fn dismiss(self) -> Dismissed {
-        #[cfg(target_os = "linux")]
-        {
-            Dismissed {
-                pid: self.inner.done(),
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        Dismissed {}
-    }
-}
-
-/// A guardian told to exit, not yet reaped.
-#[derive(Debug)]
-pub(crate) struct Dismissed {
-    #[cfg(target_os = "linux")]
-    pid: i32,
-}
-
-impl Dismissed {
-    /// Waits for the guardian to exit and reaps it.
-    pub(crate) fn reap(self) {
-        #[cfg(target_os = "linux")]
-        {
-            sys::guardian::reap(self.pid);
-            orphans::reaped(self.pid);
-        }
-    }
-}
+pub(crate) use guardian::Guardian;

@@ -57,11 +57,11 @@ struct Entry {
     seen: HashSet<(i32, u64)>,
 }
 
-static SESSIONS: parking_lot::Mutex<Vec<Entry>> = parking_lot::Mutex::new(Vec::new());
+static SESSIONS: crate::sync::Mutex<Vec<Entry>> = crate::sync::Mutex::new(Vec::new());
 
 /// Pids of this process's own children started by the library (leaders, guardians): never
 /// orphans, never reaped by anybody but their owner.
-static SPAWNED: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
+static SPAWNED: crate::sync::Mutex<Vec<i32>> = crate::sync::Mutex::new(Vec::new());
 
 /// Whether some session made this process a subreaper (only then is there anything to
 /// attribute, and the observers publish what they saw).
@@ -94,17 +94,17 @@ pub(crate) fn reaped(pid: i32) {
 
 /// Held while a child of the library is forked and recorded ([`spawned`]), so that nobody
 /// takes it for an orphan in the meantime.
-static GATE: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
+static GATE: crate::sync::RwLock<()> = crate::sync::RwLock::new(());
 
 /// Hold while forking a child of the library and until it is recorded with [`spawned`] (and its
 /// session with [`register`] / [`set_leader`]).
-pub(crate) fn spawn_gate() -> parking_lot::RwLockWriteGuard<'static, ()> {
+pub(crate) fn spawn_gate() -> std::sync::RwLockWriteGuard<'static, ()> {
     GATE.write()
 }
 
 /// Hold while looking at this process's children for orphans: no child of the library is
 /// between its fork and [`spawned`] meanwhile.
-pub(crate) fn attribution_gate() -> parking_lot::RwLockReadGuard<'static, ()> {
+pub(crate) fn attribution_gate() -> std::sync::RwLockReadGuard<'static, ()> {
     GATE.read()
 }
 
@@ -143,14 +143,6 @@ pub(crate) fn publish_seen(id: u64, seen: impl Iterator<Item = (i32, u64)>) {
         entry.seen.clear();
         entry.seen.extend(seen);
     }
-}
-
-/// Whether a session of this process other than `id` is running.
-pub(crate) fn others_running(id: u64) -> bool {
-    SESSIONS
-        .lock()
-        .iter()
-        .any(|e| e.id != id && e.ended.is_none())
 }
 
 /// Session `id` ended at `now` (ticks since boot; `None`: unknown, taken as "just now" by the

@@ -101,6 +101,7 @@ impl Pty {
         command: &mut Command,
         parent_death_signal: bool,
         cgroup: Option<sys::CgroupEntry>,
+        exec: Option<sys::spawn::OrderedExec>,
     ) -> io::Result<Option<sys::Handoff>> {
         let slave = self.slave.as_ref().ok_or_else(|| {
             io::Error::new(
@@ -112,28 +113,13 @@ impl Pty {
             .stdin(Stdio::from(slave.try_clone()?))
             .stdout(Stdio::from(slave.try_clone()?))
             .stderr(Stdio::from(slave.try_clone()?));
-        sys::configure(command, sys::Lead::Terminal, parent_death_signal, cgroup)
-    }
-
-    /// A copy of the slave, for a program started without std's `Command`
-    /// (`sys::plain`); the caller closes it once the program runs. Fails once
-    /// [`Pty::spawned`] released the slave.
-    pub(crate) fn slave_copy(&self) -> io::Result<OwnedFd> {
-        self.slave
-            .as_ref()
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "this terminal already ran its program",
-                )
-            })?
-            .try_clone()
-    }
-
-    /// The program runs (started with a [`Pty::slave_copy`]): this process's own slave is
-    /// closed, so that the master reads the end once the program's side is closed.
-    pub(crate) fn release_slave(&mut self) {
-        self.slave = None;
+        sys::configure(
+            command,
+            sys::Lead::Terminal,
+            parent_death_signal,
+            cgroup,
+            exec,
+        )
     }
 
     /// To be called right after `command` was spawned (whether or not that worked): closes
@@ -154,7 +140,7 @@ impl Pty {
         command: &mut Command,
         parent_death_signal: bool,
     ) -> io::Result<Child> {
-        self.prepare(command, parent_death_signal, None)?;
+        self.prepare(command, parent_death_signal, None, None)?;
         let child = command.spawn();
         self.spawned(command);
         child

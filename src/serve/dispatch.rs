@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sync::Mutex;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Sender, TrySendError};
-use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use stallwatch::{
     CapturedStream, ControlAction, ControlAnswer, KillLadder, Lifecycle, MonitorConfig,

@@ -196,20 +196,22 @@ impl ProcessSource for ProcFs {
     }
 }
 
+#[cfg(any(not(target_os = "linux"), test))]
 /// Portable source: one long-lived `sysinfo::System`, refreshed with CPU only, no tasks. It does
 /// not know reaped children's CPU, and its start times have a one-second resolution.
 pub(crate) struct Sysinfo {
     system: sysinfo::System,
 }
 
+#[cfg(any(not(target_os = "linux"), test))]
 impl fmt::Debug for Sysinfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Sysinfo")
     }
 }
 
+#[cfg(any(not(target_os = "linux"), test))]
 impl Sysinfo {
-    #[cfg_attr(target_os = "linux", allow(dead_code))] // Linux uses /proc; tests use both
     pub(crate) fn new() -> Self {
         Self {
             system: sysinfo::System::new(),
@@ -240,6 +242,7 @@ impl Sysinfo {
     }
 }
 
+#[cfg(any(not(target_os = "linux"), test))]
 impl ProcessSource for Sysinfo {
     fn tree(&mut self, root: i32) -> Vec<ProcSample> {
         self.refresh(sysinfo::ProcessesToUpdate::All);
@@ -758,7 +761,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use parking_lot::Mutex;
+    use crate::sync::Mutex;
 
     /// A scripted process table, with the runnable time of the processes that have one.
     #[derive(Clone, Default)]

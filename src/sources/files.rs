@@ -19,10 +19,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::sync::RwLock;
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use notify::event::CreateKind;
 use notify::{EventKind, RecursiveMode};
-use parking_lot::RwLock;
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
@@ -161,7 +161,7 @@ struct Gap {
 /// Every part not watched during the run, shared by the tracker's thread, `notify`'s event
 /// handler (which asks for a retry when an open gap changes) and the handle (for the report).
 #[derive(Debug, Default, Clone)]
-struct Gaps(Arc<parking_lot::Mutex<Vec<Gap>>>);
+struct Gaps(Arc<crate::sync::Mutex<Vec<Gap>>>);
 
 impl Gaps {
     /// Records that `path` cannot be watched from `now` (kept open if it already is).
@@ -287,12 +287,10 @@ pub struct FileActivityTracker {
     /// Whether the arming has begun (a watcher may exist, whose teardown can be slow).
     arming: Arc<AtomicBool>,
     tx: Sender<Msg>,
-    thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
+    thread: crate::sync::Mutex<Option<JoinHandle<()>>>,
     /// A session's delayed arming, not begun yet: no thread exists until it is
     /// ([`FileActivityTracker::arm_if_due`]).
-    deferred: parking_lot::Mutex<Option<Deferred>>,
-    /// The inotify descriptors of the process once the watcher was made (Linux).
-    inotify: Arc<parking_lot::Mutex<Vec<i32>>>,
+    deferred: crate::sync::Mutex<Option<Deferred>>,
 }
 
 /// The arming a session's monitor does when its delay is over, and what the tracker's thread
@@ -361,7 +359,6 @@ impl FileActivityTracker {
         let (tx, rx) = unbounded();
         let scanning = Arc::new(AtomicBool::new(false));
         let arming = Arc::new(AtomicBool::new(false));
-        let inotify = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let gaps = Gaps::default();
         let mut worker = Worker {
             gaps: gaps.clone(),
@@ -374,7 +371,6 @@ impl FileActivityTracker {
             watcher: None,
             scanning: scanning.clone(),
             arming: arming.clone(),
-            inotify: inotify.clone(),
             scan_interval,
             snapshot: None,
             tx: tx.clone(),
@@ -393,9 +389,8 @@ impl FileActivityTracker {
             scanning,
             arming,
             tx,
-            thread: parking_lot::Mutex::new(None),
-            deferred: parking_lot::Mutex::new(None),
-            inotify,
+            thread: crate::sync::Mutex::new(None),
+            deferred: crate::sync::Mutex::new(None),
         };
         if deferred && !delay.is_zero() {
             *tracker.deferred.lock() = Some(Deferred {
@@ -493,12 +488,6 @@ impl FileActivityTracker {
         self.arming.load(Ordering::Acquire)
     }
 
-    /// The process's inotify descriptors (numbers) when the watcher was made, this tracker's
-    /// among them; empty before (or without) a watcher.
-    pub(crate) fn inotify_numbers(&self) -> Vec<i32> {
-        self.inotify.lock().clone()
-    }
-
     /// Whether the tracker has fallen back to stat-scanning (or was told to).
     pub fn is_stat_scan(&self) -> bool {
         self.scanning.load(Ordering::Acquire)
@@ -552,10 +541,6 @@ struct Worker {
     scanning: Arc<AtomicBool>,
     /// Set when the arming begins.
     arming: Arc<AtomicBool>,
-    /// Set when the watcher is made: the process's inotify descriptors then, its own among
-    /// them (`notify` does not show it), for the guardian to be handed at the end without a
-    /// look through every descriptor then.
-    inotify: Arc<parking_lot::Mutex<Vec<i32>>>,
     scan_interval: Duration,
     snapshot: Option<HashMap<PathBuf, Fingerprint>>,
     tx: Sender<Msg>,
@@ -753,10 +738,7 @@ impl Worker {
         // The watcher of these roots, shared with every other tracker of the same roots in
         // this process (one inotify instance for a server's sessions, `shared_watcher`).
         match super::shared_watcher::SharedWatcher::new(&self.filter.roots, handler) {
-            Ok(watcher) => {
-                *self.inotify.lock() = watcher.inotify_numbers();
-                self.watcher = Some(watcher);
-            }
+            Ok(watcher) => self.watcher = Some(watcher),
             Err(e) if is_out_of_watches(&e) => self.fall_back(&e.to_string()),
             Err(e) => {
                 log::warn!("cannot start a file watcher ({e}); stat-scanning instead");
@@ -1347,33 +1329,6 @@ mod tests {
     /// A delayed arming: what changed before it counts once it comes (the file written, the
     /// root created, a file renamed in), what does not count never does (an excluded file, a
     /// file untouched since before the start), and `arm_now` arms at once.
-    /// The watcher's inotify instance is known once it is made (the guardian is handed it at
-    /// the end without a look through every descriptor then), and not before.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_watchers_inotify_instance_is_recorded_at_the_arming() {
-        let dir = tempfile::tempdir().unwrap();
-        let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
-        let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
-        let tracker =
-            FileActivityTracker::start(&config, dir.path(), board, Duration::from_millis(20))
-                .unwrap();
-        assert!(tracker.inotify_numbers().is_empty(), "no watcher yet");
-        tracker.arm_now();
-        let numbers = tracker.inotify_numbers();
-        assert!(!numbers.is_empty(), "the watcher's instance is recorded");
-        for number in &numbers {
-            let link = fs::read_link(format!("/proc/self/fd/{number}")).unwrap_or_default();
-            // Another test's instance may have closed since; one that is open is inotify.
-            if link.as_os_str() != "" {
-                assert_eq!(link, Path::new("anon_inode:inotify"), "fd {number}");
-            }
-        }
-        // The duplicates made of them are inotify instances, one per number at most.
-        let duplicates = crate::process::sys::own_inotify_fds(&numbers);
-        assert!(!duplicates.fds.is_empty() && duplicates.fds.len() <= numbers.len());
-    }
-
     /// A child done before the arming costs neither the matchers nor a watch: the globs are
     /// only parsed at the start (an invalid one is still an error then), and built at the
     /// arming.

@@ -114,15 +114,15 @@ impl std::ops::DerefMut for Probe {
 /// answers about any socket of the namespace): one descriptor, not one per session. Made by
 /// the first observer, closed with the last.
 #[cfg(target_os = "linux")]
-fn shared_diag() -> io::Result<std::sync::Arc<parking_lot::Mutex<sys::sockdiag::SockDiag>>> {
-    type Diag = parking_lot::Mutex<sys::sockdiag::SockDiag>;
-    static SHARED: parking_lot::Mutex<std::sync::Weak<Diag>> =
-        parking_lot::Mutex::new(std::sync::Weak::new());
+fn shared_diag() -> io::Result<std::sync::Arc<crate::sync::Mutex<sys::sockdiag::SockDiag>>> {
+    type Diag = crate::sync::Mutex<sys::sockdiag::SockDiag>;
+    static SHARED: crate::sync::Mutex<std::sync::Weak<Diag>> =
+        crate::sync::Mutex::new(std::sync::Weak::new());
     let mut shared = SHARED.lock();
     if let Some(diag) = shared.upgrade() {
         return Ok(diag);
     }
-    let diag = std::sync::Arc::new(parking_lot::Mutex::new(sys::sockdiag::SockDiag::open()?));
+    let diag = std::sync::Arc::new(crate::sync::Mutex::new(sys::sockdiag::SockDiag::open()?));
     *shared = std::sync::Arc::downgrade(&diag);
     Ok(diag)
 }
@@ -134,7 +134,7 @@ fn shared_diag() -> io::Result<std::sync::Arc<parking_lot::Mutex<sys::sockdiag::
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub(crate) struct Kernel {
-    diag: std::sync::Arc<parking_lot::Mutex<sys::sockdiag::SockDiag>>,
+    diag: std::sync::Arc<crate::sync::Mutex<sys::sockdiag::SockDiag>>,
     held: HashMap<i32, Held>,
     /// The sample under way (to forget processes no longer asked for).
     generation: u64,
@@ -212,7 +212,7 @@ impl Held {
 
 #[cfg(target_os = "linux")]
 impl Kernel {
-    fn new(diag: std::sync::Arc<parking_lot::Mutex<sys::sockdiag::SockDiag>>) -> Kernel {
+    fn new(diag: std::sync::Arc<crate::sync::Mutex<sys::sockdiag::SockDiag>>) -> Kernel {
         Kernel {
             diag,
             held: HashMap::new(),
@@ -473,7 +473,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use parking_lot::Mutex;
+    use crate::sync::Mutex;
     use std::net::SocketAddr;
 
     /// A scripted table: sockets held by pid, and the TCP ones' counters.
@@ -663,7 +663,7 @@ mod kernel_tests {
     use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
     use std::sync::Arc;
 
-    use parking_lot::Mutex;
+    use crate::sync::Mutex;
 
     /// The kernel table, shared with the test so that it can count the walks.
     struct Shared(Arc<Mutex<Kernel>>);
@@ -762,7 +762,7 @@ mod kernel_tests {
 
     fn observer() -> (NetworkObserver, Arc<Mutex<Kernel>>) {
         let diag = sys::sockdiag::SockDiag::open().expect("socket diagnostics");
-        let kernel = Arc::new(Mutex::new(Kernel::new(Arc::new(parking_lot::Mutex::new(
+        let kernel = Arc::new(Mutex::new(Kernel::new(Arc::new(crate::sync::Mutex::new(
             diag,
         )))));
         let obs = NetworkObserver::with_table(Box::new(Shared(kernel.clone())));

@@ -189,7 +189,7 @@ pub(crate) struct PumpState {
     /// Bytes the sink accepted so far.
     pub(crate) delivered: AtomicU64,
     /// Why the sink stopped taking bytes (not for a broken pipe), once it did.
-    pub(crate) sink_error: parking_lot::Mutex<Option<String>>,
+    pub(crate) sink_error: crate::sync::Mutex<Option<String>>,
     /// Set by the monitor once the run is over: later bytes are no longer delivered.
     pub(crate) detached: AtomicBool,
 }
@@ -265,7 +265,7 @@ pub(crate) fn pump<R: Read>(
 mod tests {
     use super::*;
     use crate::clock::MockClock;
-    use parking_lot::Mutex;
+    use crate::sync::Mutex;
     use std::time::Duration;
 
     #[test]

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use notify::{RecursiveMode, Watcher};
-use parking_lot::{Mutex, RwLock};
+
+use crate::sync::{Mutex, RwLock};
 
 /// A holder's event handler.
 type Handler = Arc<dyn Fn(&notify::Result<notify::Event>) + Send + Sync>;
@@ -32,10 +33,6 @@ struct Instance {
     /// Per path, its holders and the mode each wants.
     held: Mutex<HashMap<PathBuf, Vec<(u64, RecursiveMode)>>>,
     handlers: Arc<RwLock<Vec<(u64, Handler)>>>,
-    /// The process's inotify descriptors when the instance was made, its own among them
-    /// (`notify` does not show it): looked up once per instance, not per holder (a look
-    /// reads every descriptor of the process, thousands in a busy server).
-    inotify: Vec<i32>,
 }
 
 /// One tracker's hold on the watcher of its roots.
@@ -69,12 +66,6 @@ impl SharedWatcher {
         drop(instances);
         instance.handlers.write().push((holder, Arc::new(handler)));
         Ok(SharedWatcher { instance, holder })
-    }
-
-    /// The process's inotify descriptors when the shared instance was made (empty where
-    /// there is no inotify).
-    pub(crate) fn inotify_numbers(&self) -> Vec<i32> {
-        self.instance.inotify.clone()
     }
 
     /// Watches `path` for this holder (again: a folder made anew under the same path needs a
@@ -152,15 +143,10 @@ impl Instance {
         };
         let config = notify::Config::default().with_follow_symlinks(false);
         let watcher = Mutex::new(notify::RecommendedWatcher::new(dispatch, config)?);
-        #[cfg(target_os = "linux")]
-        let inotify = crate::process::sys::inotify_numbers();
-        #[cfg(not(target_os = "linux"))]
-        let inotify = Vec::new();
         Ok(Instance {
             watcher,
             held: Mutex::new(HashMap::new()),
             handlers,
-            inotify,
         })
     }
 }

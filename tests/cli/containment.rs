@@ -253,84 +253,48 @@ fn guardian_of(pid: u32) -> Option<u32> {
         })
 }
 
-/// Whether a child of `pid` named `sw-guardian` holds an inotify instance.
-fn guardian_holds_inotify(pid: u32) -> bool {
-    guardian_of(pid).is_some_and(|guardian| {
-        fs::read_dir(format!("/proc/{guardian}/fd")).is_ok_and(|fds| {
-            fds.filter_map(Result::ok)
-                .filter_map(|fd| fs::read_link(fd.path()).ok())
-                .any(|target| target.to_string_lossy() == "anon_inode:inotify")
-        })
-    })
-}
-
-/// The `VmFlags` of the `[heap]` mapping of `pid`, if it has one.
-fn heap_flags(pid: u32) -> Option<String> {
-    let smaps = fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
-    let heap = &smaps[smaps.find("[heap]")?..];
-    let flags = heap.lines().find_map(|l| l.strip_prefix("VmFlags:"))?;
-    Some(flags.trim().to_owned())
-}
-
-/// The cgroup's guardian is forked from the command's only thread without its heap (which the
-/// command writes to all along: shared, each page written would cost a copy), and the heap is
-/// inherited by later forks again.
+/// The guardian is a program started by `exec` (this very executable, `stallwatch
+/// __guardian`), never a fork of the supervisor; its descriptors are its socket and
+/// `/dev/null`; it is reaped by the supervisor at the end: nothing of stallwatch's is left.
 #[test]
-fn the_guardian_of_a_cgroup_is_forked_without_the_heap() {
-    if !root() {
-        eprintln!("a cgroup's guardian needs root here");
-        return;
-    }
-    let marker = Marker::new("cli_guardian_heap");
-    let running = sw(&marker)
-        .args(&["-i", "60s"])
-        .sh("echo ready; exec sleep 1000")
-        .spawn();
-    wait_ready(&running);
-    let guardian = guardian_of(running.pid()).expect("the guardian runs");
-    let maps = fs::read_to_string(format!("/proc/{guardian}/maps")).expect("its mappings");
-    assert!(!maps.contains("[heap]"), "the guardian has no heap: {maps}");
-    let flags = heap_flags(running.pid()).expect("stallwatch has a heap");
-    assert!(
-        !flags.split_whitespace().any(|f| f == "dc"),
-        "inherited by a fork again: {flags}"
-    );
-    running.signal(Sig::TERM);
-    let finished = running.wait();
-    assert_eq!(finished.status.signal(), Some(Sig::TERM.as_raw()));
-    assert_no_leak(&marker);
-}
-
-/// The file watches' inotify instance goes to the guardian as soon as the watches are armed,
-/// while the program runs: the way out of the run then has nothing to hand over (the instance's
-/// teardown, 8–11 ms in the kernel, is the guardian's at its exit either way).
-#[test]
-fn the_guardian_holds_the_watches_while_the_program_runs() {
+fn the_guardian_is_the_stallwatch_executable_started_by_exec() {
     let modes: &[&str] = if root() {
         &["cgroup", "group"]
     } else {
         &["group"]
     };
     for mode in modes {
-        let marker = Marker::new(&format!("cli_watches_handed_{mode}"));
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        fs::create_dir(dir.path().join(".agent")).expect("the watched folder");
+        let marker = Marker::new(&format!("cli_guardian_exec_{mode}"));
         let running = sw(&marker)
-            .dir(dir.path())
             .args(&["-i", "60s", "--containment", mode])
             .sh("echo ready; exec sleep 1000")
             .spawn();
         wait_ready(&running);
-        // Armed 50 ms in; then handed over by the monitor's next look.
-        let held = poll_until(GENEROUS, || guardian_holds_inotify(running.pid()));
+        let found = poll_until(GENEROUS, || guardian_of(running.pid()).is_some());
+        let guardian = guardian_of(running.pid()).filter(|_| found);
+        let guardian = guardian.expect("the guardian runs");
+        let exe = fs::read_link(format!("/proc/{guardian}/exe")).expect("its executable");
+        let own = fs::read_link(format!("/proc/{}/exe", running.pid())).expect("stallwatch's");
+        assert_eq!(exe, own, "{mode}: the stallwatch executable");
+        let cmdline = fs::read(format!("/proc/{guardian}/cmdline")).expect("its arguments");
+        assert_eq!(cmdline, b"stallwatch-guardian\0__guardian\0", "{mode}");
+        let fds: Vec<String> = fs::read_dir(format!("/proc/{guardian}/fd"))
+            .expect("its descriptors")
+            .filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
+            .map(|t| t.to_string_lossy().into_owned())
+            .collect();
         assert!(
-            held,
-            "{mode}: the guardian holds the watches while the program runs"
+            fds.iter()
+                .all(|t| t.starts_with("socket:") || t == "/dev/null"),
+            "{mode}: {fds:?}"
         );
         running.signal(Sig::TERM);
         let finished = running.wait();
-        // Passed on to the program, then died of like `timeout` does.
         assert_eq!(finished.status.signal(), Some(Sig::TERM.as_raw()), "{mode}");
+        assert!(
+            !Path::new(&format!("/proc/{guardian}")).exists(),
+            "{mode}: the guardian was reaped"
+        );
         assert_no_leak(&marker);
     }
 }

@@ -116,7 +116,7 @@ fn two_hundred_sessions_and_a_failed_spawn_leave_no_cgroup_and_no_descriptor() {
         let session = Session::spawn(marker.sh(script), config.clone()).expect("sh runs");
         let result = wait_generously(&session);
         assert_eq!(result.exit_code(), 0, "{result:?}");
-        if let Containment::Cgroup { path } = &result.containment {
+        if let Containment::Cgroup { path, .. } = &result.containment {
             assert!(!path.exists(), "{} was removed", path.display());
             cgroups += 1;
         }

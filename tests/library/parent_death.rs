@@ -86,3 +86,80 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
         assert_no_leak(&marker);
     }
 }
+
+/// Children of this process named `name`, with their state letter (`Z`: a zombie).
+fn children_named(name: &str) -> Vec<(u32, char)> {
+    let me = std::process::id();
+    let tasks = std::fs::read_dir(format!("/proc/{me}/task")).expect("own threads");
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+            (comm == name).then(|| (pid, rest.chars().next().unwrap_or('?')))
+        })
+        .collect()
+}
+
+/// Three sessions of one process share one guardian (the installed `stallwatch`, started by
+/// `exec`), each session's containment says so, and once the sessions are over no guardian of
+/// theirs is left a zombie.
+#[test]
+fn one_guardian_serves_every_session_of_a_process() {
+    stallwatch::guardian::set_program(env!("CARGO_BIN_EXE_stallwatch"));
+    let marker = Marker::new("one-guardian");
+    let sessions: Vec<Session> = (0..3)
+        .map(|_| {
+            let program = Program::new("sh")
+                .args(["-c", "exec sleep 1000"])
+                .env(MARKER_ENV, marker.as_str());
+            Session::builder(program)
+                .config(MonitorConfig::default().idle_timeout(Duration::from_secs(3600)))
+                .spawn()
+                .expect("sh starts")
+        })
+        .collect();
+    let three = common::poll_until(common::GENEROUS, || marker.pids().len() == 3);
+    assert!(three, "the three sleepers run: {:?}", marker.pids());
+    // Other tests of this process may start and stop sessions meanwhile (a guardian being
+    // stopped as another starts), and the guardian of a stallwatch command another test
+    // SIGKILLed may be handed to this process (a subreaper in some tests), live while it ends
+    // that command's tree, then a zombie nobody here reaps: the live ones settle to one.
+    let live = || {
+        children_named("sw-guardian")
+            .into_iter()
+            .filter(|(_, state)| *state != 'Z')
+            .map(|(pid, _)| pid)
+            .collect::<Vec<u32>>()
+    };
+    let one = common::poll_until(common::GENEROUS, || live().len() == 1);
+    let guardians = live();
+    assert!(one && guardians.len() == 1, "one guardian: {guardians:?}");
+    for session in &sessions {
+        session.terminate();
+    }
+    for session in &sessions {
+        let result = common::wait_generously(session);
+        assert_eq!(
+            result.containment.supervisor_death(),
+            &stallwatch::SupervisorDeath::Guardian,
+            "{:?}",
+            result.containment
+        );
+    }
+    // Once no session needs it, it exits and is reaped (another test's sessions may keep it
+    // running): it is never left a zombie.
+    let reaped = common::poll_until(common::GENEROUS, || {
+        children_named("sw-guardian")
+            .iter()
+            .all(|(pid, state)| !guardians.contains(pid) || *state != 'Z')
+    });
+    assert!(reaped, "{guardians:?}: {:?}", children_named("sw-guardian"));
+    assert_no_leak(&marker);
+}

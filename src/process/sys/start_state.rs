@@ -99,8 +99,8 @@ fn ignored_now() -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("no SigIgn line in /proc/self/status"))
 }
 
-/// In a new program's process before its `exec` (async-signal-safe: raw system calls only,
-/// no allocation): the start state back (module docs).
+/// In a new program's process before its `exec` (async-signal-safe: `sigaction` and raw
+/// system calls only, no allocation): the start state back (module docs).
 pub(crate) fn restore_in_child() -> io::Result<()> {
     let Some(inherited) = INHERITED.get() else {
         return Ok(());
@@ -120,90 +120,18 @@ pub(crate) fn restore_in_child() -> io::Result<()> {
     Ok(())
 }
 
-/// In a new program's process, last before its `exec`: every signal unblocked (the program
-/// starts with an empty mask in every mode, whatever the spawning thread had blocked).
-pub(crate) fn unblock_all() {
-    let empty: u64 = 0;
-    // SAFETY: `rt_sigprocmask` reads 8 bytes at `&empty` (a live local of the kernel's sigset
-    // size, the fourth argument) and writes nothing (a null old set). A raw system call,
-    // async-signal-safe between a fork and an `exec`.
-    #[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all in `sys` (module docs there)
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &empty as *const u64,
-            std::ptr::null_mut::<u64>(),
-            std::mem::size_of::<u64>(),
-        );
-    }
-}
-
-/// `signal`'s action: ignored, or the default. Through the kernel's `rt_sigaction` where its
-/// layout starts with the handler (the C library refuses its own two signals, which a parent
-/// may have ignored too); elsewhere through `signal`, for the signals the C library allows.
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "aarch64",
-    target_arch = "riscv64"
-))]
+/// `signal`'s action: ignored, or the default (`unsafe_calls::set_disposition`). glibc keeps
+/// its own two signals (32 and 33) to itself and refuses them; stallwatch never changes them
+/// either, so an ignore of theirs inherited at the start is still in place, and is inherited
+/// by every program through its fork and `exec`.
 fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
-    if signal == 9 || signal == 19 {
-        return Ok(()); // KILL and STOP have no disposition to set
+    match super::unsafe_calls::set_disposition(signal, ignore) {
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+            // One of the C library's own, or one no disposition can be set for (KILL, STOP).
+            Ok(())
+        }
+        other => other,
     }
-    // `struct sigaction` as the kernel takes it (`include/uapi/asm-generic/signal.h` and
-    // x86's): handler, flags, then the restorer (where the architecture has `SA_RESTORER`)
-    // and the mask. With every field but the handler 0, the restorer's place is read as an
-    // empty mask where there is none: SIG_DFL (0) and SIG_IGN (1) need neither.
-    #[repr(C)]
-    struct KernelSigaction {
-        handler: usize,
-        flags: usize,
-        restorer: usize,
-        mask: u64,
-    }
-    let action = KernelSigaction {
-        handler: usize::from(ignore),
-        flags: 0,
-        restorer: 0,
-        mask: 0,
-    };
-    // SAFETY: `rt_sigaction` reads a `KernelSigaction` at `&action` (a live local of the
-    // kernel's layout, the sigset 8 bytes as the fourth argument says) and writes nothing (a
-    // null old action). It installs no handler: only SIG_DFL or SIG_IGN, so nothing runs in a
-    // signal context. A raw system call, async-signal-safe between a fork and an `exec`.
-    #[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all in `sys` (module docs there)
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            signal,
-            &action as *const KernelSigaction,
-            std::ptr::null_mut::<KernelSigaction>(),
-            std::mem::size_of::<u64>(),
-        )
-    };
-    if done == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// `signal`'s action: ignored, or the default (see above; `signal(2)` is async-signal-safe).
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "aarch64",
-    target_arch = "riscv64"
-)))]
-fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
-    let action = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
-    // SAFETY: only SIG_DFL or SIG_IGN, no handler: nothing runs in a signal context.
-    #[allow(unsafe_code)] // one of the crate's `unsafe` blocks, all in `sys` (module docs there)
-    let done = unsafe { libc::signal(signal, action) };
-    if done == libc::SIG_ERR && signal != 32 && signal != 33 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]
