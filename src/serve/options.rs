@@ -26,7 +26,7 @@ on TERM/INT/HUP, after every process was ended; 125 for an invalid option.";
 pub(crate) struct ServeCli {
     /// Live processes at most; a process/start beyond it is rejected (-32002), not queued.
     /// The default, 1000, is what one server was measured to hold on 2 cores (sleeping
-    /// sessions: 3 threads, about 5 descriptors and 100 KB each, docs/benchmarks-serve.md);
+    /// sessions: 3 threads, about 4 descriptors and 90 KB each, docs/benchmarks.md);
     /// it needs a descriptor limit of about 6000.
     #[arg(long, value_name = "N", env = "STALLWATCH_MAX_PROCESSES", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
