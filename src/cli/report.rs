@@ -594,6 +594,39 @@ pub(crate) struct Context<'a> {
     pub(crate) command: &'a [std::ffi::OsString],
 }
 
+/// The report's `log`: one entry per stream that was logged.
+fn log_entries(result: &MonitorResult) -> Vec<LogEntry> {
+    result
+        .logs
+        .iter()
+        .map(|l| LogEntry {
+            stream: l.stream.name(),
+            path: l.path.display().to_string(),
+            sha256: l.sha256.clone(),
+            bytes: l.bytes,
+            written: l.written,
+            incomplete: l.incomplete,
+            error: l.error.clone(),
+        })
+        .collect()
+}
+
+/// The report's `probes`: each probe's idle time and activity count.
+fn probe_entries(result: &MonitorResult) -> Vec<ProbeEntry> {
+    result
+        .activity
+        .iter()
+        .filter_map(|s| match s.source {
+            ActivitySource::Probe(name) => Some(ProbeEntry {
+                name,
+                idle_ms: ms(s.idle),
+                activity_count: s.events,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
 impl Report {
     /// The report of a finished run.
     pub(crate) fn finished(
@@ -633,19 +666,7 @@ impl Report {
             delivered: relay.delivered,
             pass_through_errors: relay.errors.clone(),
             output_held_back_ms: ms(relay.held_back),
-            log: result
-                .logs
-                .iter()
-                .map(|l| LogEntry {
-                    stream: l.stream.name(),
-                    path: l.path.display().to_string(),
-                    sha256: l.sha256.clone(),
-                    bytes: l.bytes,
-                    written: l.written,
-                    incomplete: l.incomplete,
-                    error: l.error.clone(),
-                })
-                .collect(),
+            log: log_entries(result),
             diagnosis: match &result.outcome {
                 Outcome::IdleTimeout(report) => report.diagnosis.as_ref().map(DiagnosisJson::new),
                 Outcome::InputWait(wait) => Some(DiagnosisJson::new(&wait.diagnosis)),
@@ -661,18 +682,7 @@ impl Report {
                 matched: seen.matched.clone(),
                 after_ms: ms(seen.after),
             }),
-            probes: result
-                .activity
-                .iter()
-                .filter_map(|s| match s.source {
-                    ActivitySource::Probe(name) => Some(ProbeEntry {
-                        name,
-                        idle_ms: ms(s.idle),
-                        activity_count: s.events,
-                    }),
-                    _ => None,
-                })
-                .collect(),
+            probes: probe_entries(result),
             capped: match &result.outcome {
                 Outcome::IdleTimeout(report) => report.capped.iter().map(|s| s.name()).collect(),
                 _ => Vec::new(),

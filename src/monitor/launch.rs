@@ -562,6 +562,23 @@ fn new_monitor(
     }
 }
 
+/// The terminal's one output stream: its master, read by one reader, to the stdout sink.
+fn terminal_pipe(terminal: &Arc<Pty>, sink: OutputSink) -> io::Result<StreamPipe> {
+    let read = terminal_error("read");
+    Ok(StreamPipe::new(
+        Stream::Terminal,
+        Box::new(terminal.reader().map_err(read)?),
+        Arc::new(
+            terminal
+                .master_fd()
+                .try_clone_to_owned()
+                .map_err(read)?
+                .into(),
+        ),
+        sink,
+    ))
+}
+
 /// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
 /// monitor, the stdin writer, and what the session and the monitor share.
 fn open_streams(
@@ -576,22 +593,10 @@ fn open_streams(
         .sinks
         .take()
         .ok_or_else(|| io::Error::other("the streams were opened already"))?;
-    let read = terminal_error("read");
     let mut pipes = match &streams.terminal {
         Some(terminal) => {
             drop(stderr_sink); // the terminal is one stream, to the stdout sink
-            vec![StreamPipe::new(
-                Stream::Terminal,
-                Box::new(terminal.reader().map_err(read)?),
-                Arc::new(
-                    terminal
-                        .master_fd()
-                        .try_clone_to_owned()
-                        .map_err(read)?
-                        .into(),
-                ),
-                stdout_sink,
-            )]
+            vec![terminal_pipe(terminal, stdout_sink)?]
         }
         None => open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)
             .map_err(pipe_error("read"))?,
