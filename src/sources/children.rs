@@ -65,6 +65,11 @@ pub(crate) struct RunState {
     pub(crate) now: bool,
     /// Runnable in all so far (run time plus run delay), if read.
     pub(crate) total: Option<Duration>,
+    /// The real instant it was read at: the process's run time and state are the machine's,
+    /// so their stretches are measured on the machine's clock, not the session's (a mock
+    /// clock moved a minute in a millisecond of real time must not make a process seen
+    /// runnable twice "runnable for a minute"). `None`: judge at the sample's instant.
+    pub(crate) at: Option<Instant>,
 }
 
 /// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
@@ -192,7 +197,8 @@ impl ProcessSource for ProcFs {
             None => crate::process::sys::read_stat(pid)?.state == b'R',
         };
         let total = if now { read_runnable(pid) } else { None };
-        Some(RunState { now, total })
+        let at = Some(Instant::now());
+        Some(RunState { now, total, at })
     }
 }
 
@@ -650,6 +656,7 @@ impl DescendantObserver {
                 continue;
             };
             let runnable_now = state.now;
+            let now = state.at.unwrap_or(now);
             let seen = self.runnable.entry(pid).or_insert(Runnable {
                 since: now,
                 at_start: state.total,
@@ -778,13 +785,25 @@ mod tests {
         /// Runnable `ms` in all, asleep now.
         fn set_runnable(&self, pid: i32, ms: u64) {
             let total = Some(Duration::from_millis(ms));
-            self.1.lock().insert(pid, RunState { now: false, total });
+            let state = RunState {
+                now: false,
+                total,
+                at: None,
+            };
+            self.1.lock().insert(pid, state);
         }
 
         /// Runnable `ms` in all, and runnable now or not.
         fn set_runnable_now(&self, pid: i32, ms: u64, now: bool) {
             let total = Some(Duration::from_millis(ms));
-            self.1.lock().insert(pid, RunState { now, total });
+            self.1.lock().insert(
+                pid,
+                RunState {
+                    now,
+                    total,
+                    at: None,
+                },
+            );
         }
     }
 
@@ -922,6 +941,32 @@ mod tests {
         for at in [1500, 1700, 1900, 2100] {
             assert!(!obs.sample(t0 + ms(at)).active);
         }
+    }
+
+    #[test]
+    fn runnable_stretches_are_measured_on_the_machines_clock_not_the_sessions() {
+        // A mock clock moves 49 s between two looks taken 1 ms apart in real time: a process
+        // in state R at both was runnable for 1 ms, not for 49 s (a session under a mock
+        // clock was kept alive for ever by a shell seen starting its next `sleep`).
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        let real = |ms: u64| RunState {
+            now: true,
+            total: Some(Duration::from_millis(5)),
+            at: Some(t0 + Duration::from_millis(ms)),
+        };
+        table.1.lock().insert(200, real(0));
+        assert!(!obs.sample(t0).active, "baseline");
+        table.1.lock().insert(200, real(1));
+        assert!(!obs.sample(t0 + Duration::from_secs(49)).active);
+        table.1.lock().insert(200, real(2));
+        assert!(!obs.sample(t0 + Duration::from_secs(98)).active);
+        // Runnable at every look for 300 ms of real time: working, whatever the session's
+        // clock says.
+        table.1.lock().insert(200, real(302));
+        assert!(obs.sample(t0 + Duration::from_secs(98)).active);
     }
 
     #[test]
