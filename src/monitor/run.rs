@@ -897,10 +897,10 @@ impl Monitor {
     /// The run is over: reads the cgroup's memory figures and removes it, unless both were
     /// done at the leader's exit. Leftovers the caller keeps ([`LeftoverPolicy::Keep`]) move to
     /// this process's own cgroup first; anything else still in it (an unproven termination) is
-    /// killed by the removal. Says whether there was a cgroup and it is gone.
-    fn let_go_of_cgroup(&mut self) -> bool {
+    /// killed by the removal.
+    fn let_go_of_cgroup(&mut self) {
         let Some(cgroup) = self.processes.cgroup.take() else {
-            return false;
+            return;
         };
         if !cgroup.is_removed() {
             self.memory = cgroup.memory(); // read before the removal at the leader's exit
@@ -917,9 +917,7 @@ impl Monitor {
                 self.id,
                 cgroup.path().display()
             );
-            return false;
         }
-        true
     }
 
     fn outcome(&self) -> Outcome {
