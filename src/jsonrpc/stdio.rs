@@ -187,6 +187,37 @@ fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<Option<Vec<u8>>
     }
 }
 
+/// A stdio server's `main`: parses its options (`args` start with the program name and the
+/// subcommand's), then runs `serve` with them. Help and version exit 0; a bad option, or a
+/// server that could not run, is stallwatch's own failure (125), said on stderr.
+pub(crate) fn server_main<C: clap::Parser>(
+    name: &str,
+    args: Vec<std::ffi::OsString>,
+    serve: impl FnOnce(C) -> std::io::Result<()>,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let own_failure = ExitCode::from(stallwatch::EXIT_INTERNAL as u8);
+    let cli = match C::try_parse_from(args.into_iter().skip(1)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ExitCode::SUCCESS
+                }
+                _ => own_failure,
+            };
+        }
+    };
+    match serve(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{name}: {e}");
+            own_failure
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,33 +23,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU8;
 use std::time::Duration;
 
-use clap::Parser;
-
 use crate::jsonrpc::{outbox::Outbox, protocol as rpc, stdio};
 use options::{McpCli, McpOptions};
 use protocol::{Mcp, Reply};
 
 /// `stallwatch mcp [OPTIONS]`: `args` start with the program name and `mcp`.
 pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
-    let cli = match McpCli::try_parse_from(args.into_iter().skip(1)) {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return match e.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    ExitCode::SUCCESS
-                }
-                _ => ExitCode::from(stallwatch::EXIT_INTERNAL as u8),
-            };
-        }
-    };
-    match serve(McpOptions::from(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            log::error!("mcp: {e}");
-            ExitCode::from(stallwatch::EXIT_INTERNAL as u8)
-        }
-    }
+    stdio::server_main("mcp", args, |cli: McpCli| serve(McpOptions::from(cli)))
 }
 
 /// Serves until the client goes away or a signal comes; ends every session.

@@ -22,40 +22,21 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
-
 use crate::jsonrpc::{outbox, stdio};
 use options::{ServeCli, ServeOptions};
 
 /// `stallwatch serve [OPTIONS]`: `args` start with the program name and `serve`.
 pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
-    let cli = match ServeCli::try_parse_from(args.into_iter().skip(1)) {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return match e.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    ExitCode::SUCCESS
-                }
-                _ => ExitCode::from(stallwatch::EXIT_INTERNAL as u8),
-            };
-        }
-    };
-    let options = ServeOptions {
-        max_processes: cli.max_processes as usize,
-        retain_bytes: cli.retain_bytes as usize,
-        shutdown_grace: cli.shutdown_grace,
-        output_filter: cli.output_notifications,
-        output_throttle: cli.output_throttle,
-        log_dir: cli.log_dir,
-    };
-    match serve(options) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            log::error!("serve: {e}");
-            ExitCode::from(stallwatch::EXIT_INTERNAL as u8)
-        }
-    }
+    stdio::server_main("serve", args, |cli: ServeCli| {
+        serve(ServeOptions {
+            max_processes: cli.max_processes as usize,
+            retain_bytes: cli.retain_bytes as usize,
+            shutdown_grace: cli.shutdown_grace,
+            output_filter: cli.output_notifications,
+            output_throttle: cli.output_throttle,
+            log_dir: cli.log_dir,
+        })
+    })
 }
 
 /// Runs the service until the client goes away or a signal comes; ends every process.
