@@ -226,6 +226,20 @@ impl Clock for MockClock {
     }
 }
 
+/// Tests: polls `condition` every 10 ms for up to 20 s of real time (a real process or
+/// thread must act); whether it came true.
+#[cfg(test)]
+pub(crate) fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < give_up {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    condition()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

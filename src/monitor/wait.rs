@@ -174,17 +174,7 @@ mod tests {
     use super::WAITERS;
     use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
 
-    /// Polls `condition` for up to 20 s of real time.
-    fn eventually(mut condition: impl FnMut() -> bool) -> bool {
-        let give_up = std::time::Instant::now() + Duration::from_secs(20);
-        while std::time::Instant::now() < give_up {
-            if condition() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        condition()
-    }
+    use crate::clock::eventually;
 
     /// Under a mock clock the monitor sleeps where production does: the stderr reader starts
     /// from the monitor's `poll` once the program writes there (late, after a handshake on

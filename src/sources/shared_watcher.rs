@@ -154,7 +154,6 @@ impl Instance {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use std::sync::atomic::AtomicUsize;
-    use std::time::{Duration, Instant};
 
     use super::*;
 
@@ -177,16 +176,7 @@ mod tests {
         (watcher, seen)
     }
 
-    fn eventually(condition: impl Fn() -> bool) -> bool {
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < give_up {
-            if condition() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        condition()
-    }
+    use crate::clock::eventually;
 
     #[test]
     fn trackers_of_the_same_roots_share_one_instance_and_keep_each_others_watches() {
