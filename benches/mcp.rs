@@ -12,6 +12,9 @@
 //!
 //! Run: `cargo bench --bench mcp`
 
+#[path = "common/paired.rs"]
+mod paired;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -154,38 +157,12 @@ fn exec_command(c: &mut Criterion) {
     group.bench_function("library_as_mcp", |b| b.iter(library_exec_as_mcp));
     group.finish();
 
-    // Paired, ABBA rounds.
-    let mut ratios = Vec::new();
-    let mut mcp_times = Vec::new();
-    let mut library_times = Vec::new();
-    for round in 0..41 {
-        let (m, l) = if round % 2 == 0 {
-            let m = mcp_exec(&mut server);
-            (m, library_exec())
-        } else {
-            let l = library_exec();
-            (mcp_exec(&mut server), l)
-        };
-        ratios.push(m.as_secs_f64() / l.as_secs_f64());
-        mcp_times.push(m);
-        library_times.push(l);
-    }
-    eprintln!(
-        "mcp_exec_paired/ratio: median {:.2}x (mcp {:?}, library {:?}, medians of 41 rounds)",
-        median_f64(&mut ratios),
-        median(&mut mcp_times),
-        median(&mut library_times)
+    paired::report_paired(
+        "mcp_exec_paired/ratio",
+        ("mcp", || mcp_exec(&mut server)),
+        ("library", || library_exec()),
+        41,
     );
-}
-
-fn median_f64(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn median(values: &mut [Duration]) -> Duration {
-    values.sort();
-    values[values.len() / 2]
 }
 
 criterion_group!(benches, exec_command);

@@ -22,6 +22,9 @@
 //!
 //! Run: `cargo bench --bench serve` (the scale part alone: `cargo bench --bench serve -- scale`)
 
+#[path = "common/paired.rs"]
+mod paired;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -155,38 +158,12 @@ fn start_exit(c: &mut Criterion) {
     group.bench_function("library", |b| b.iter(library_start_exit));
     group.finish();
 
-    // Paired, ABBA rounds.
-    let mut ratios = Vec::new();
-    let mut serve_times = Vec::new();
-    let mut library_times = Vec::new();
-    for round in 0..41 {
-        let (s, l) = if round % 2 == 0 {
-            let s = serve_start_exit(&mut server, &mut n);
-            (s, library_start_exit())
-        } else {
-            let l = library_start_exit();
-            (serve_start_exit(&mut server, &mut n), l)
-        };
-        ratios.push(s.as_secs_f64() / l.as_secs_f64());
-        serve_times.push(s);
-        library_times.push(l);
-    }
-    eprintln!(
-        "serve_start_exit_paired/ratio: median {:.2}x (serve {:?}, library {:?}, medians of 41 rounds)",
-        median_f64(&mut ratios),
-        median(&mut serve_times),
-        median(&mut library_times)
+    paired::report_paired(
+        "serve_start_exit_paired/ratio",
+        ("serve", || serve_start_exit(&mut server, &mut n)),
+        ("library", || library_start_exit()),
+        41,
     );
-}
-
-fn median_f64(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn median(values: &mut [Duration]) -> Duration {
-    values.sort();
-    values[values.len() / 2]
 }
 
 criterion_group!(benches, round_trip, start_exit);
