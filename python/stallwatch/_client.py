@@ -240,15 +240,7 @@ class Client:
         event_buffer_bytes: int = P.EVENT_BYTES_LIMIT,
         stallwatch_bin: Optional[str] = None,
     ) -> None:
-        if (
-            isinstance(event_buffer_bytes, bool)
-            or not isinstance(event_buffer_bytes, int)
-            or event_buffer_bytes < 0
-        ):
-            raise ValueError(
-                f"event_buffer_bytes must be a whole number >= 0, not {event_buffer_bytes!r}"
-            )
-        self._event_buffer_bytes = event_buffer_bytes
+        self._event_buffer_bytes = P.event_buffer_bytes(event_buffer_bytes)
         binary = resolve_binary(stallwatch_bin)
         argv = P.server_argv(
             binary,

@@ -39,6 +39,13 @@ StdinMode = Union[bool, str]
 PtySize = Union[bool, Tuple[int, int]]
 
 
+def event_buffer_bytes(value: int) -> int:
+    """The clients' ``event_buffer_bytes``, checked: a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"event_buffer_bytes must be a whole number >= 0, not {value!r}")
+    return value
+
+
 def server_argv(
     binary: str,
     max_processes: Optional[int],
