@@ -339,3 +339,10 @@ def test_a_client_nobody_holds_any_more_ends_its_processes(marker: str) -> None:
             break
         assert time.monotonic() < deadline, f"the server {server} still runs"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "1024"])
+def test_a_bad_event_buffer_is_refused_before_a_server_starts(bad: object) -> None:
+    for client in (stallwatch.Client, stallwatch.AsyncClient):
+        with pytest.raises(ValueError, match="event_buffer_bytes must be a whole number"):
+            client(event_buffer_bytes=bad)  # type: ignore[arg-type]
