@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use stallwatch::ChildWatchConfig;
-use stallwatch::parts::DescendantObserver;
+use stallwatch::sources::DescendantObserver;
 
 /// `sh` with nine sleeping children: a 10-process tree.
 fn tree_of_ten() -> Child {

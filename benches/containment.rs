@@ -20,10 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
-use stallwatch::parts::DescendantObserver;
-use stallwatch::{
-    ChildWatchConfig, Containment, ContainmentMode, KillLadder, MonitorConfig, Session, Signal,
-};
+use stallwatch::sources::DescendantObserver;
+use stallwatch::{ChildWatchConfig, Containment, KillLadder, MonitorConfig, Session, Signal};
 
 /// `sh` with 99 sleeping children; it writes its cgroup (the `0::` line) to `ready` once all
 /// are started.
@@ -36,7 +34,7 @@ fn tree_script(ready: &Path) -> String {
 }
 
 /// A supervised 100-process tree held by `mode`; returns the session and its cgroup line.
-fn start_tree(mode: ContainmentMode, dir: &Path, n: usize) -> (Session, String) {
+fn start_tree(mode: Containment, dir: &Path, n: usize) -> (Session, String) {
     let ready = dir.join(format!("ready-{n}"));
     let mut command = std::process::Command::new("sh");
     command.args(["-c", &tree_script(&ready)]);
@@ -70,10 +68,10 @@ fn cgroup_dir(line: &str) -> PathBuf {
 
 /// Whether this process can hold a tree in a cgroup.
 fn cgroups_available(dir: &Path) -> bool {
-    let (session, _) = start_tree(ContainmentMode::Auto, dir, usize::MAX);
+    let (session, _) = start_tree(Containment::Auto, dir, usize::MAX);
     session.terminate_with(&KillLadder::polite(Signal::KILL, Duration::ZERO));
     let result = session.wait();
-    matches!(result.containment, Containment::Cgroup { .. })
+    result.containment == Containment::Cgroup
 }
 
 fn teardown(c: &mut Criterion, dir: &Path, cgroups: bool) {
@@ -83,9 +81,9 @@ fn teardown(c: &mut Criterion, dir: &Path, cgroups: bool) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(20))
         .warm_up_time(Duration::from_millis(100));
-    let mut modes = vec![("group", ContainmentMode::Group)];
+    let mut modes = vec![("group", Containment::Group)];
     if cgroups {
-        modes.insert(0, ("cgroup", ContainmentMode::Cgroup));
+        modes.insert(0, ("cgroup", Containment::Cgroup));
     }
     let mut n = 0;
     for (name, mode) in modes {
@@ -122,9 +120,9 @@ fn cgroup_sample(cgroup: &Path, leader: u32) -> (u64, usize, usize) {
 
 fn cpu_sample(c: &mut Criterion, dir: &Path, cgroups: bool) {
     let mode = if cgroups {
-        ContainmentMode::Cgroup
+        Containment::Cgroup
     } else {
-        ContainmentMode::Group
+        Containment::Group
     };
     let (session, line) = start_tree(mode, dir, 0);
     let mut group = c.benchmark_group("containment_cpu_sample");

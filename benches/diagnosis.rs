@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use stallwatch::StallKind;
+use stallwatch::diagnosis::StallKind;
 
 /// The tree, ended by pid when dropped (also when an assertion fails).
 struct Tree {
@@ -54,13 +54,13 @@ fn bench(c: &mut Criterion) {
     let _tree = Tree { root, children };
     assert_eq!(pids.len(), 50, "the tree is complete");
     // The shell says `ready` just before its `wait`: look until it waits.
-    let mut first = stallwatch::parts::diagnose(&pids);
+    let mut first = stallwatch::diagnosis::diagnose(&pids);
     for _ in 0..1000 {
         if first.kind == StallKind::WaitingOnChild {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
-        first = stallwatch::parts::diagnose(&pids);
+        first = stallwatch::diagnosis::diagnose(&pids);
     }
     assert_eq!(first.processes.len(), 50);
     assert_eq!(first.kind, StallKind::WaitingOnChild, "{}", first.summary);
@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_millis(500));
     group.bench_function("tree_of_50", |b| {
-        b.iter(|| stallwatch::parts::diagnose(&pids))
+        b.iter(|| stallwatch::diagnosis::diagnose(&pids))
     });
     group.finish();
 }

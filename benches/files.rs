@@ -23,8 +23,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
-use stallwatch::parts::{ActivityBoard, FileActivityTracker};
-use stallwatch::{ActivitySource, FileWatchConfig, SystemClock};
+use stallwatch::sources::{ActivityBoard, FileActivityTracker};
+use stallwatch::{ActivitySource, Clock, FileWatchConfig};
 
 /// How long the board's file count must stay unchanged before we call the tracker settled.
 const QUIET: Duration = Duration::from_millis(3);
@@ -32,18 +32,18 @@ const QUIET: Duration = Duration::from_millis(3);
 const GIVE_UP: Duration = Duration::from_secs(5);
 
 fn new_board() -> Arc<ActivityBoard> {
-    Arc::new(ActivityBoard::new(Arc::new(SystemClock)))
+    Arc::new(ActivityBoard::new(Clock::system()))
 }
 
 /// Waits until the file count has not moved for [`QUIET`], so every event caused by an earlier
 /// write (one `std::fs::write` is an open with `O_TRUNC` and a write: up to two modify events)
 /// has been handled, and returns the settled count.
 fn settle(board: &ActivityBoard) -> u64 {
-    let mut count = board.count(ActivitySource::Files);
+    let mut count = board.count(&ActivitySource::Files);
     let mut quiet_since = Instant::now();
     loop {
         thread::sleep(Duration::from_micros(500));
-        let now = board.count(ActivitySource::Files);
+        let now = board.count(&ActivitySource::Files);
         if now != count {
             count = now;
             quiet_since = Instant::now();
@@ -105,7 +105,7 @@ fn write_to_stamp_latency(c: &mut Criterion) {
                     .expect("the watched file stays writable");
                 write_calls.push(start.elapsed());
                 let mut spins = 0u32;
-                while board.count(ActivitySource::Files) == before {
+                while board.count(&ActivitySource::Files) == before {
                     spin_loop();
                     spins = spins.wrapping_add(1);
                     if spins.is_multiple_of(4096) && start.elapsed() > GIVE_UP {
@@ -115,7 +115,7 @@ fn write_to_stamp_latency(c: &mut Criterion) {
                 let latency = start.elapsed();
                 stamp_times.push(
                     board
-                        .last(ActivitySource::Files)
+                        .last(&ActivitySource::Files)
                         .saturating_duration_since(start),
                 );
                 total += latency;
@@ -312,7 +312,7 @@ fn stat_scan_cpu(c: &mut Criterion) {
     assert!(tracker.is_stat_scan(), "stat scan was forced");
     // Let the baseline scan and a first comparing scan happen before measuring.
     thread::sleep(SCAN_INTERVAL * 3);
-    let stamps_before = board.count(ActivitySource::Files);
+    let stamps_before = board.count(&ActivitySource::Files);
 
     let mut windows = Duration::ZERO;
     let mut cpu_total = Duration::ZERO;
@@ -353,7 +353,7 @@ fn stat_scan_cpu(c: &mut Criterion) {
     });
     group.finish();
 
-    let spurious = board.count(ActivitySource::Files) - stamps_before;
+    let spurious = board.count(&ActivitySource::Files) - stamps_before;
     drop(tracker);
     if windows.is_zero() {
         return; // filtered out on the command line

@@ -204,7 +204,7 @@ fn idle_cpu(seconds: u64, by_kind: &mut BTreeMap<String, Duration>) -> Duration 
         session.try_wait().is_none(),
         "the child must still be supervised at the end of the window"
     );
-    session.start_kill();
+    session.kill();
     let result = session.wait();
     assert_eq!(result.outcome, Outcome::Terminated { forced: true });
 

@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use stallwatch::parts::NetworkObserver;
+use stallwatch::sources::NetworkObserver;
 
 /// A `bash` holding a control connection (fd 3) and 4 connections to `port` (fds 4..7),
 /// answering each byte on fd 3 with one; or, without ports, holding none and sleeping.

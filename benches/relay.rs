@@ -5,7 +5,7 @@
 //!
 //! - `relay_in_process`: an OS pipe inside this process; a writer thread pushes 64 MiB in 64 KiB
 //!   writes. `plain_read` reads it with a bare `read` loop; `activity_tracking_reader` reads it
-//!   through [`ActivityTrackingReader`] (stamping an [`ActivityBoard`] on the [`SystemClock`]) and
+//!   through [`ActivityTrackingReader`] (stamping an [`ActivityBoard`] on the system [`Clock`]) and
 //!   does the per-chunk bookkeeping of stallwatch's reader thread with an
 //!   [`OutputSink::Discard`](stallwatch::OutputSink::Discard) sink (a "detached" flag check and
 //!   the byte counter). Both use the same 64 KiB buffer. (The reader threads themselves, with
@@ -35,10 +35,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
-use stallwatch::parts::{ActivityBoard, ActivityTrackingReader};
+use stallwatch::sources::{ActivityBoard, ActivityTrackingReader};
 use stallwatch::{
     ActivitySource, CaptureConfig, Clock, MonitorConfig, Outcome, OutputSink, Session, Stream,
-    SystemClock,
 };
 
 /// Bytes relayed per iteration.
@@ -114,10 +113,10 @@ fn plain_in_process(buf: &mut [u8]) {
 }
 
 /// One in-process iteration of A: the same, read through stallwatch's reader path.
-fn tracked_in_process(buf: &mut [u8], clock: &Arc<dyn Clock>) {
+fn tracked_in_process(buf: &mut [u8], clock: &Clock) {
     let (read, write) = pipe();
     let board = Arc::new(ActivityBoard::new(clock.clone()));
-    board.set_enabled(ActivitySource::Output, true);
+    board.set_enabled(&ActivitySource::Output, true);
     let mut reader = ActivityTrackingReader::new(read, board.clone());
     let (detached, bytes) = (AtomicBool::new(false), AtomicU64::new(0));
     let writer = start_writer(write);
@@ -125,7 +124,7 @@ fn tracked_in_process(buf: &mut [u8], clock: &Arc<dyn Clock>) {
     writer.join().expect("the writer thread does not panic");
     assert_eq!(n, TOTAL as u64);
     assert_eq!(reader.bytes_read(), TOTAL as u64);
-    assert!(board.count(ActivitySource::Output) >= (TOTAL / CHUNK) as u64);
+    assert!(board.count(&ActivitySource::Output) >= (TOTAL / CHUNK) as u64);
 }
 
 fn relay_in_process(c: &mut Criterion) {
@@ -146,7 +145,7 @@ fn relay_in_process(c: &mut Criterion) {
 
     group.bench_function("activity_tracking_reader", |b| {
         let mut buf = vec![0u8; CHUNK];
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let clock: Clock = Clock::system();
         b.iter(|| tracked_in_process(&mut buf, &clock));
     });
 
@@ -311,7 +310,7 @@ fn relay_paired() {
     }
 
     let mut buf = vec![0u8; CHUNK];
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock: Clock = Clock::system();
     let (mut plain, mut tracked) = (Vec::new(), Vec::new());
     for round in 0..PAIRED_ROUNDS {
         if round % 2 == 0 {

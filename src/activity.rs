@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::clock::Clock;
 
 /// A kind of activity that keeps a supervised child alive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum ActivitySource {
     /// A read of more than 0 bytes from the child's stdout or stderr.
@@ -33,12 +33,13 @@ pub enum ActivitySource {
     RepeatedOutput,
     /// A named pull-style probe ([`Probe`](crate::Probe)) that answered `true`. Make one with
     /// [`ActivitySource::probe`].
-    Probe(&'static str),
+    Probe(Arc<str>),
 }
 
 impl ActivitySource {
-    /// Every built-in source, in board order (probes come after them, in the order given).
-    pub const ALL: [ActivitySource; 6] = [
+    /// Every built-in source, in board order (probes come after them, in the order given). A
+    /// slice: a source added in a later version lengthens it without changing its type.
+    pub const ALL: &'static [ActivitySource] = &[
         ActivitySource::Output,
         ActivitySource::Files,
         ActivitySource::Children,
@@ -49,7 +50,7 @@ impl ActivitySource {
 
     /// The board slot of a built-in source (`None` for a probe: probes have slots of their
     /// own).
-    pub(crate) fn index(self) -> Option<usize> {
+    pub(crate) fn index(&self) -> Option<usize> {
         match self {
             ActivitySource::Output => Some(0),
             ActivitySource::Files => Some(1),
@@ -61,14 +62,13 @@ impl ActivitySource {
         }
     }
 
-    /// The probe source named `name` (`ActivitySource::probe("jobs")`). Names are interned:
-    /// each distinct name is stored once for the life of the process.
+    /// The probe source named `name` (`ActivitySource::probe("jobs")`).
     pub fn probe(name: &str) -> ActivitySource {
-        ActivitySource::Probe(intern(name))
+        ActivitySource::Probe(Arc::from(name))
     }
 
     /// The lower-case name used in reports (`"output"`, `"keepalive"`, a probe's own name).
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             ActivitySource::Output => "output",
             ActivitySource::Files => "files",
@@ -83,23 +83,11 @@ impl ActivitySource {
     /// The source of a report name: a built-in source's name, else the probe of that name.
     pub fn from_name(name: &str) -> ActivitySource {
         ActivitySource::ALL
-            .into_iter()
+            .iter()
             .find(|s| s.name() == name)
+            .cloned()
             .unwrap_or_else(|| ActivitySource::probe(name))
     }
-}
-
-/// Interns a probe name: one leaked copy per distinct name, for the life of the process (probe
-/// names are few and chosen by the caller).
-fn intern(name: &str) -> &'static str {
-    static NAMES: crate::sync::Mutex<Vec<&'static str>> = crate::sync::Mutex::new(Vec::new());
-    let mut names = NAMES.lock();
-    if let Some(known) = names.iter().find(|n| **n == name) {
-        return known;
-    }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.push(leaked);
-    leaked
 }
 
 impl fmt::Display for ActivitySource {
@@ -122,7 +110,7 @@ struct Slot {
 /// is recorded. Must not block (the `Activity` events are its one implementation).
 pub(crate) trait StampObserver: Send + Sync {
     /// `source` was stamped at `at` after the board's origin.
-    fn stamped(&self, source: ActivitySource, at: Duration);
+    fn stamped(&self, source: &ActivitySource, at: Duration);
 }
 
 /// The latest activity of every source, stamped lock-free from any thread.
@@ -130,11 +118,11 @@ pub(crate) trait StampObserver: Send + Sync {
 /// Every source starts "fresh" at the board's creation: a child that never does anything is
 /// stale exactly one idle timeout after it was spawned.
 pub struct ActivityBoard {
-    clock: Arc<dyn Clock>,
+    clock: Clock,
     origin: Instant,
     slots: [Slot; ActivitySource::ALL.len()],
     /// One slot per probe, in the order the probes were given.
-    probes: Vec<(&'static str, Slot)>,
+    probes: Vec<(Arc<str>, Slot)>,
     /// Who hears of every stamp (the `Activity` events), once set.
     observer: OnceLock<Arc<dyn StampObserver>>,
     /// Writes of the child's output to its consumer in flight, and how long they took.
@@ -206,43 +194,46 @@ impl fmt::Debug for ActivityBoard {
 
 impl ActivityBoard {
     /// A board whose origin is `clock.now()`, with only [`ActivitySource::Keepalive`] enabled.
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self::with_probes(clock, &[])
+    pub fn new(clock: impl Into<Clock>) -> Self {
+        Self::with_probes(clock.into(), &[])
     }
 
     /// A board with one enabled slot per probe name besides the built-in sources.
-    pub(crate) fn with_probes(clock: Arc<dyn Clock>, probes: &[&'static str]) -> Self {
+    pub(crate) fn with_probes(clock: Clock, probes: &[Arc<str>]) -> Self {
         let origin = clock.now();
         let board = Self {
             clock,
             origin,
             slots: Default::default(),
-            probes: probes.iter().map(|name| (*name, Slot::default())).collect(),
+            probes: probes
+                .iter()
+                .map(|name| (name.clone(), Slot::default()))
+                .collect(),
             observer: OnceLock::new(),
             holds: crate::sync::Mutex::default(),
         };
-        board.set_enabled(ActivitySource::Keepalive, true);
+        board.set_enabled(&ActivitySource::Keepalive, true);
         for name in probes {
-            board.set_enabled(ActivitySource::Probe(name), true);
+            board.set_enabled(&ActivitySource::Probe(name.clone()), true);
         }
         board
     }
 
     /// The slot of `source` (`None`: a probe this board does not have).
-    fn slot(&self, source: ActivitySource) -> Option<&Slot> {
+    fn slot(&self, source: &ActivitySource) -> Option<&Slot> {
         match source.index() {
             Some(index) => Some(&self.slots[index]),
             None => self
                 .probes
                 .iter()
-                .find(|(name, _)| ActivitySource::Probe(name) == source)
+                .find(|(name, _)| matches!(source, ActivitySource::Probe(n) if n == name))
                 .map(|(_, slot)| slot),
         }
     }
 
     /// Marks a source as counting (or not) in the verdict (a probe the board does not have is
     /// ignored).
-    pub fn set_enabled(&self, source: ActivitySource, enabled: bool) {
+    pub fn set_enabled(&self, source: &ActivitySource, enabled: bool) {
         if let Some(slot) = self.slot(source) {
             slot.enabled.store(enabled, Ordering::Release);
         }
@@ -251,25 +242,25 @@ impl ActivityBoard {
     /// Marks a source as able (or unable) to observe activity; shown in the [`StaleReport`].
     ///
     /// [`StaleReport`]: crate::StaleReport
-    pub(crate) fn set_available(&self, source: ActivitySource, available: bool) {
+    pub(crate) fn set_available(&self, source: &ActivitySource, available: bool) {
         if let Some(slot) = self.slot(source) {
             slot.unavailable.store(!available, Ordering::Release);
         }
     }
 
     /// The clock the board stamps with.
-    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+    pub(crate) fn clock(&self) -> &Clock {
         &self.clock
     }
 
     /// Records activity of `source` now (by the board's clock).
-    pub fn stamp(&self, source: ActivitySource) {
+    pub fn stamp(&self, source: &ActivitySource) {
         self.stamp_at(source, self.clock.now());
     }
 
     /// Records activity of `source` at `when`. Stamps only move forward. A probe the board
     /// does not have is ignored.
-    pub(crate) fn stamp_at(&self, source: ActivitySource, when: Instant) {
+    pub(crate) fn stamp_at(&self, source: &ActivitySource, when: Instant) {
         let nanos = crate::clock::saturating_nanos(when.saturating_duration_since(self.origin));
         let Some(slot) = self.slot(source) else {
             return;
@@ -287,7 +278,7 @@ impl ActivityBoard {
     }
 
     /// The instant of the latest stamp of `source` (the origin when there was none).
-    pub fn last(&self, source: ActivitySource) -> Instant {
+    pub fn last(&self, source: &ActivitySource) -> Instant {
         let last = self
             .slot(source)
             .map_or(0, |s| s.last.load(Ordering::Acquire));
@@ -295,20 +286,20 @@ impl ActivityBoard {
     }
 
     /// How many times `source` was stamped.
-    pub fn count(&self, source: ActivitySource) -> u64 {
+    pub fn count(&self, source: &ActivitySource) -> u64 {
         self.slot(source)
             .map_or(0, |s| s.count.load(Ordering::Relaxed))
     }
 
     /// Whether `source` counts in the verdict ([`set_enabled`](Self::set_enabled)).
-    pub fn is_enabled(&self, source: ActivitySource) -> bool {
+    pub fn is_enabled(&self, source: &ActivitySource) -> bool {
         self.slot(source)
             .is_some_and(|s| s.enabled.load(Ordering::Acquire))
     }
 
     /// Whether `source` can observe anything: `false` when its source gave up (a
-    /// [`FileActivityTracker`](crate::parts::FileActivityTracker) whose root is a file).
-    pub fn is_available(&self, source: ActivitySource) -> bool {
+    /// [`FileActivityTracker`](crate::sources::FileActivityTracker) whose root is a file).
+    pub fn is_available(&self, source: &ActivitySource) -> bool {
         !self
             .slot(source)
             .is_some_and(|s| s.unavailable.load(Ordering::Acquire))
@@ -370,15 +361,15 @@ impl ActivityBoard {
         let probes = self
             .probes
             .iter()
-            .map(|(name, _)| ActivitySource::Probe(name));
+            .map(|(name, _)| ActivitySource::Probe(name.clone()));
         let mut sources = Vec::with_capacity(ActivitySource::ALL.len() + self.probes.len());
-        for source in ActivitySource::ALL.into_iter().chain(probes) {
+        for source in ActivitySource::ALL.iter().cloned().chain(probes) {
             sources.push(SourceState {
+                enabled: self.is_enabled(&source),
+                available: self.is_available(&source),
+                last: self.last(&source),
+                count: self.count(&source),
                 source,
-                enabled: self.is_enabled(source),
-                available: self.is_available(source),
-                last: self.last(source),
-                count: self.count(source),
             });
         }
         BoardSnapshot {
@@ -390,7 +381,7 @@ impl ActivityBoard {
 }
 
 /// The state of one source at a snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SourceState {
     /// Which source.
     pub(crate) source: ActivitySource,
@@ -424,17 +415,17 @@ mod tests {
     #[test]
     fn stamps_move_forward_only_and_count() {
         let clock = MockClock::new();
-        let board = ActivityBoard::new(Arc::new(clock.clone()));
+        let board = ActivityBoard::new(Clock::from(&clock));
         let t0 = board.origin();
-        assert_eq!(board.last(ActivitySource::Output), t0);
+        assert_eq!(board.last(&ActivitySource::Output), t0);
         clock.advance(Duration::from_secs(5));
-        board.stamp(ActivitySource::Output);
-        board.stamp_at(ActivitySource::Output, t0 + Duration::from_secs(1));
+        board.stamp(&ActivitySource::Output);
+        board.stamp_at(&ActivitySource::Output, t0 + Duration::from_secs(1));
         assert_eq!(
-            board.last(ActivitySource::Output),
+            board.last(&ActivitySource::Output),
             t0 + Duration::from_secs(5)
         );
-        assert_eq!(board.count(ActivitySource::Output), 2);
+        assert_eq!(board.count(&ActivitySource::Output), 2);
         let snap = board.snapshot();
         assert!(!snap.sources[0].enabled);
         assert!(!snap.sources[1].enabled);
@@ -447,7 +438,7 @@ mod tests {
     #[test]
     fn a_write_in_flight_long_enough_is_held_back_until_the_last_one_ends() {
         let clock = MockClock::new();
-        let board = ActivityBoard::new(Arc::new(clock.clone()));
+        let board = ActivityBoard::new(Clock::from(&clock));
         let t0 = board.origin();
         let secs = Duration::from_secs;
         assert_eq!(board.snapshot().held_now, None);
@@ -478,7 +469,7 @@ mod tests {
         drop(again);
         assert_eq!(board.held_back(), secs(10));
         // Holding is not activity of the output source itself.
-        assert_eq!(board.count(ActivitySource::Output), 0);
+        assert_eq!(board.count(&ActivitySource::Output), 0);
     }
 
     #[test]
@@ -492,14 +483,14 @@ mod tests {
             ActivitySource::Children
         );
         assert_eq!(ActivitySource::from_name("jobs"), jobs);
-        let board = ActivityBoard::with_probes(Arc::new(clock.clone()), &["jobs"]);
+        let board = ActivityBoard::with_probes(Clock::from(&clock), &["jobs".into()]);
         clock.advance(Duration::from_secs(3));
-        board.stamp(jobs);
-        board.stamp(ActivitySource::probe("unknown")); // ignored
-        assert_eq!(board.count(jobs), 1);
-        assert_eq!(board.last(jobs), board.origin() + Duration::from_secs(3));
-        assert!(board.is_enabled(jobs));
-        assert!(!board.is_enabled(ActivitySource::probe("unknown")));
+        board.stamp(&jobs);
+        board.stamp(&ActivitySource::probe("unknown")); // ignored
+        assert_eq!(board.count(&jobs), 1);
+        assert_eq!(board.last(&jobs), board.origin() + Duration::from_secs(3));
+        assert!(board.is_enabled(&jobs));
+        assert!(!board.is_enabled(&ActivitySource::probe("unknown")));
         let snap = board.snapshot();
         assert_eq!(snap.sources.len(), ActivitySource::ALL.len() + 1);
         assert_eq!(snap.sources.last().unwrap().source, jobs);

@@ -1,4 +1,4 @@
-//! Time, injectable: [`Clock`], the real [`SystemClock`] and the test [`MockClock`].
+//! Time, injectable: [`Clock`] (the system's, by default) and the test [`MockClock`].
 //!
 //! Every duration stallwatch measures (idle timeout, hard deadline, grace periods, drain caps,
 //! sampling) is measured through a `Clock`, so a test that injects a [`MockClock`] controls all
@@ -16,24 +16,24 @@ pub(crate) fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A source of monotonic time and of timers.
+/// What a [`Clock`] reads: the system's monotonic time, or a [`MockClock`]'s.
 ///
 /// `at(deadline)` returns a channel that receives one `Instant` (the clock's time at firing) once
-/// `now() >= deadline`; a deadline already in the past fires at once. The monitor `select!`s on
-/// such a channel together with its control channel, so it sleeps until exactly the next instant
-/// at which its decision can change.
-pub trait Clock: Send + Sync + 'static {
+/// `now() >= deadline`; a deadline already in the past fires at once. The monitor waits on such
+/// a channel together with its control channel, so it sleeps until exactly the next instant at
+/// which its decision can change.
+pub(crate) trait TimeSource: Send + Sync + 'static {
     /// The current instant. Monotonic: never goes backwards.
     fn now(&self) -> Instant;
     /// A channel that receives one message once `now() >= deadline`.
     fn at(&self, deadline: Instant) -> Receiver<Instant>;
 }
 
-/// The real clock: [`Instant::now`] (monotonic, never wall time) and [`crossbeam_channel::at`].
+/// The real time: [`Instant::now`] (monotonic, never wall time) and [`crossbeam_channel::at`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+struct SystemTime;
 
-impl Clock for SystemClock {
+impl TimeSource for SystemTime {
     fn now(&self) -> Instant {
         Instant::now()
     }
@@ -43,13 +43,85 @@ impl Clock for SystemClock {
     }
 }
 
-impl<C: Clock + ?Sized> Clock for Arc<C> {
-    fn now(&self) -> Instant {
-        (**self).now()
+/// The clock every duration of a session is measured with: the system's monotonic clock
+/// ([`Clock::system`], the default), or a [`MockClock`] that a test moves by hand.
+///
+/// A handle: cloning it gives the same clock. Give one to your own orchestration code too, so
+/// that a test drives the session and your loop on the same mock time:
+///
+/// ```
+/// use std::time::Duration;
+/// use stallwatch::{Clock, MockClock};
+///
+/// // Code under test: waits a minute of the clock it is given.
+/// fn back_off(clock: &Clock) -> std::time::Instant {
+///     clock.sleep(Duration::from_secs(60));
+///     clock.now()
+/// }
+///
+/// let mock = MockClock::new();
+/// let start = mock.now();
+/// let clock = Clock::from(&mock);
+/// let waiter = std::thread::spawn(move || back_off(&clock));
+/// assert!(mock.wait_for_timers(1, Duration::from_secs(10))); // it is asleep
+/// mock.advance(Duration::from_secs(60)); // a minute, at once
+/// assert_eq!(waiter.join().unwrap(), start + Duration::from_secs(60));
+/// ```
+#[derive(Clone)]
+pub struct Clock(Arc<dyn TimeSource>);
+
+impl Clock {
+    /// The system's monotonic clock ([`Instant::now`], never wall time).
+    pub fn system() -> Clock {
+        Clock(Arc::new(SystemTime))
     }
 
-    fn at(&self, deadline: Instant) -> Receiver<Instant> {
-        (**self).at(deadline)
+    /// The current instant. Monotonic: never goes backwards.
+    pub fn now(&self) -> Instant {
+        self.0.now()
+    }
+
+    /// Blocks until this clock reaches `deadline` (at once when it has): in real time on the
+    /// system clock, until a test advances a mock clock that far.
+    pub fn sleep_until(&self, deadline: Instant) {
+        let _ = self.0.at(deadline).recv();
+    }
+
+    /// Blocks for `duration` of this clock.
+    pub fn sleep(&self, duration: Duration) {
+        if let Some(deadline) = self.now().checked_add(duration) {
+            self.sleep_until(deadline);
+        }
+    }
+
+    /// A channel that receives one message once `now() >= deadline`.
+    pub(crate) fn at(&self, deadline: Instant) -> Receiver<Instant> {
+        self.0.at(deadline)
+    }
+}
+
+impl Default for Clock {
+    /// [`Clock::system`].
+    fn default() -> Self {
+        Clock::system()
+    }
+}
+
+impl fmt::Debug for Clock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Clock").field(&self.now()).finish()
+    }
+}
+
+impl From<MockClock> for Clock {
+    fn from(mock: MockClock) -> Clock {
+        Clock(Arc::new(mock))
+    }
+}
+
+impl From<&MockClock> for Clock {
+    fn from(mock: &MockClock) -> Clock {
+        Clock(Arc::new(mock.clone()))
     }
 }
 
@@ -61,16 +133,18 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 /// at least `n` timers are armed in the future, that is once the monitor has planned its next
 /// wake-up and is parked on it.
 ///
+/// A [`Clock`] made from it ([`Clock::from`]) reads it; give one to a
+/// [`SessionBuilder`](crate::SessionBuilder) (which takes the mock itself too).
+///
 /// ```
 /// use std::time::Duration;
 /// use stallwatch::{Clock, MockClock};
 ///
-/// let clock = MockClock::new();
+/// let mock = MockClock::new();
+/// let clock = Clock::from(&mock);
 /// let start = clock.now();
-/// let timer = clock.at(start + Duration::from_secs(60));
-/// assert!(timer.try_recv().is_err());
-/// clock.advance(Duration::from_secs(60));
-/// assert_eq!(timer.try_recv().unwrap(), start + Duration::from_secs(60));
+/// mock.advance(Duration::from_secs(60));
+/// assert_eq!(clock.now(), start + Duration::from_secs(60));
 /// ```
 #[derive(Clone)]
 pub struct MockClock {
@@ -133,6 +207,18 @@ impl MockClock {
         }
     }
 
+    /// The clock's current instant.
+    pub fn now(&self) -> Instant {
+        self.inner.state.lock().now
+    }
+
+    /// A channel that receives one message once `now() >= deadline` (what a [`Clock`] made
+    /// from this mock waits on).
+    #[cfg(test)]
+    pub(crate) fn at(&self, deadline: Instant) -> Receiver<Instant> {
+        TimeSource::at(self, deadline)
+    }
+
     /// Moves time forward by `by` and fires every timer whose deadline has been reached.
     /// Returns how many timers fired.
     pub fn advance(&self, by: Duration) -> usize {
@@ -161,7 +247,8 @@ impl MockClock {
         self.inner.state.lock().armed()
     }
 
-    /// How many timers have been requested with [`Clock::at`] since the clock was made. A test
+    /// How many timers have been requested since the clock was made (each wait of the code
+    /// under test on a deadline is one). A test
     /// can use it to prove that the code under test does not poll: a silent child under an idle
     /// timeout of hours needs one timer, not thousands.
     pub fn timers_created(&self) -> u64 {
@@ -205,9 +292,9 @@ impl MockClock {
     }
 }
 
-impl Clock for MockClock {
+impl TimeSource for MockClock {
     fn now(&self) -> Instant {
-        self.inner.state.lock().now
+        MockClock::now(self)
     }
 
     fn at(&self, deadline: Instant) -> Receiver<Instant> {

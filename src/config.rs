@@ -104,7 +104,7 @@ pub enum LeftoverPolicy {
 /// `--containment`). See the crate docs, "How the tree is held".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum ContainmentMode {
+pub enum Containment {
     /// A cgroup v2 of its own when this process can create one under its own cgroup (root, a
     /// delegated cgroup), else the process group (default). The result says which, and why not
     /// a cgroup: [`MonitorResult::containment`](crate::MonitorResult::containment).
@@ -118,13 +118,13 @@ pub enum ContainmentMode {
     Group,
 }
 
-impl ContainmentMode {
+impl Containment {
     /// The mode's name, as `--containment` takes it: `auto`, `cgroup`, `group`.
     pub fn as_str(self) -> &'static str {
         match self {
-            ContainmentMode::Auto => "auto",
-            ContainmentMode::Cgroup => "cgroup",
-            ContainmentMode::Group => "group",
+            Containment::Auto => "auto",
+            Containment::Cgroup => "cgroup",
+            Containment::Group => "group",
         }
     }
 }
@@ -156,10 +156,6 @@ impl Default for EnabledSources {
         }
     }
 }
-
-/// The default solo cap of the children source: 30 minutes (see
-/// [`MonitorConfig::solo_caps`]).
-pub const DEFAULT_CHILDREN_SOLO_CAP: Duration = Duration::from_secs(30 * 60);
 
 /// What is kept of the child's output: bounded head/tail buffers, and a complete log once the
 /// output is long.
@@ -627,7 +623,7 @@ pub struct MonitorConfig {
     /// counts only up to the cap after the latest activity of any other source; it counts
     /// again once another source is active). Set with [`solo_cap`](Self::solo_cap).
     ///
-    /// Default: children [`DEFAULT_CHILDREN_SOLO_CAP`] (30 minutes), nothing else. A silent
+    /// Default: children [`DEFAULT_CHILDREN_SOLO_CAP`](Self::DEFAULT_CHILDREN_SOLO_CAP) (30 minutes), nothing else. A silent
     /// agent whose grandchild spins forever is then ended 30 minutes after the idle timeout,
     /// while a silent build or test run in a grandchild is left alone for the idle timeout +
     /// 30 minutes: longer than the tool-call limits of the agent CLIs themselves (10 minutes
@@ -635,8 +631,8 @@ pub struct MonitorConfig {
     /// for longer is no longer a tool call of a working agent.
     pub solo_caps: BTreeMap<ActivitySource, Duration>,
     /// How the tree is held: a cgroup of the session's own, or the process group. Default
-    /// [`ContainmentMode::Auto`].
-    pub containment: ContainmentMode,
+    /// [`Containment::Auto`].
+    pub containment: Containment,
     /// End the child once the whole tree has been blocked on input (its stdin or a terminal,
     /// with its read count unchanged) for this long while every source is quiet: the outcome
     /// [`Outcome::InputWait`](crate::Outcome::InputWait), after an
@@ -668,8 +664,11 @@ impl Default for MonitorConfig {
             parent_death_signal: true,
             completion: crate::completion::CompletionConfig::default(),
             probes: Vec::new(),
-            solo_caps: BTreeMap::from([(ActivitySource::Children, DEFAULT_CHILDREN_SOLO_CAP)]),
-            containment: ContainmentMode::Auto,
+            solo_caps: BTreeMap::from([(
+                ActivitySource::Children,
+                Self::DEFAULT_CHILDREN_SOLO_CAP,
+            )]),
+            containment: Containment::Auto,
             input_wait_timeout: None,
             input_wait_notice: None,
         }
@@ -733,6 +732,10 @@ fn check_range(
 }
 
 impl MonitorConfig {
+    /// The default solo cap of the children source: 30 minutes (see
+    /// [`solo_cap`](Self::solo_cap)).
+    pub const DEFAULT_CHILDREN_SOLO_CAP: Duration = Duration::from_secs(30 * 60);
+
     /// Sets the idle timeout.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
@@ -798,7 +801,7 @@ impl MonitorConfig {
 
     /// Whether `source` counts as activity (keepalives always do; a probe when it is
     /// configured).
-    pub fn watches(&self, source: ActivitySource) -> bool {
+    pub fn watches(&self, source: &ActivitySource) -> bool {
         match source {
             ActivitySource::Output => self.enabled.output,
             ActivitySource::Files => self.enabled.files,
@@ -806,7 +809,7 @@ impl MonitorConfig {
             ActivitySource::RepeatedOutput => self.enabled.output && self.enabled.repeated_output,
             ActivitySource::Network => self.enabled.network,
             ActivitySource::Keepalive => true,
-            ActivitySource::Probe(name) => self.probes.iter().any(|p| p.name() == name),
+            ActivitySource::Probe(name) => self.probes.iter().any(|p| p.name() == &**name),
         }
     }
 
@@ -859,8 +862,8 @@ impl MonitorConfig {
     pub(crate) fn effective_caps(&self) -> Vec<(ActivitySource, Duration)> {
         self.solo_caps
             .iter()
-            .filter(|(source, _)| self.watches(**source))
-            .map(|(source, cap)| (*source, *cap))
+            .filter(|(source, _)| self.watches(source))
+            .map(|(source, cap)| (source.clone(), *cap))
             .collect()
     }
 
@@ -878,10 +881,10 @@ impl MonitorConfig {
         }
         for (source, cap) in &self.solo_caps {
             if let ActivitySource::Probe(name) = source
-                && !self.probes.iter().any(|p| p.name() == *name)
+                && !self.probes.iter().any(|p| p.name() == &**name)
             {
                 return Err(ConfigError::UnknownSource {
-                    name: (*name).to_owned(),
+                    name: name.to_string(),
                 });
             }
             check_range("solo_cap", *cap, Duration::ZERO, SOLO_CAP_MAX)?;
@@ -942,7 +945,7 @@ impl MonitorConfig {
     }
 
     /// Sets how the tree is held (a cgroup, the process group, or whichever can be had).
-    pub fn containment(mut self, mode: ContainmentMode) -> Self {
+    pub fn containment(mut self, mode: Containment) -> Self {
         self.containment = mode;
         self
     }

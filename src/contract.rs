@@ -1,6 +1,6 @@
 //! The contract between a [`Session`](crate::Session) (the handle a caller holds) and its
 //! monitor thread: what they share ([`Shared`]), what the handle tells the thread
-//! ([`Control`]), and where the session is in its life ([`Lifecycle`]). Both sides import it;
+//! ([`Control`]), and where the session is in its life ([`SessionState`]). Both sides import it;
 //! neither imports the other for it.
 
 use std::sync::Arc;
@@ -29,7 +29,7 @@ pub(crate) struct Shared {
     /// resizing and Ctrl-C; typed input goes through the `stdin` queue.
     pub(crate) terminal: Option<Arc<crate::process::pty::Pty>>,
     pub(crate) emitter: Arc<Emitter>,
-    /// [`Lifecycle`] as a number, set by the monitor.
+    /// [`SessionState`] as a number, set by the monitor.
     pub(crate) phase: std::sync::atomic::AtomicU8,
     /// The idle timeout in force, in nanoseconds (it can change during the run).
     pub(crate) idle_timeout: std::sync::atomic::AtomicU64,
@@ -38,7 +38,7 @@ pub(crate) struct Shared {
     /// The queue to the stdin writer thread (piped stdin only; `None` once closed).
     pub(crate) stdin: Mutex<Option<Sender<Vec<u8>>>>,
     /// The isolated home prepared at the spawn, if any.
-    pub(crate) home: Option<crate::environment::HomeReport>,
+    pub(crate) home: Option<crate::environment::IsolatedHome>,
     /// The solo caps in force (for [`Session::idle_left`](crate::Session::idle_left)).
     pub(crate) caps: Vec<(crate::activity::ActivitySource, Duration)>,
 }
@@ -90,7 +90,7 @@ pub(crate) enum Control {
 
 /// Where a session is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lifecycle {
+pub enum SessionState {
     /// The child runs under watch.
     Running,
     /// The kill ladder is under way (grace period).
@@ -101,25 +101,25 @@ pub enum Lifecycle {
     Ended,
 }
 
-impl Lifecycle {
+impl SessionState {
     pub(crate) const RUNNING: u8 = 0;
     pub(crate) const GRACE: u8 = 1;
     pub(crate) const ENDED: u8 = 2;
 
     pub(crate) fn from_u8(v: u8) -> Self {
         match v {
-            Self::RUNNING => Lifecycle::Running,
-            Self::GRACE => Lifecycle::Grace,
-            _ => Lifecycle::Ended,
+            Self::RUNNING => SessionState::Running,
+            Self::GRACE => SessionState::Grace,
+            _ => SessionState::Ended,
         }
     }
 
     /// `running`, `grace` or `ended` (the state's word in a [`SessionSummary`](crate::SessionSummary) line).
     pub fn name(self) -> &'static str {
         match self {
-            Lifecycle::Running => "running",
-            Lifecycle::Grace => "grace",
-            Lifecycle::Ended => "ended",
+            SessionState::Running => "running",
+            SessionState::Grace => "grace",
+            SessionState::Ended => "ended",
         }
     }
 }

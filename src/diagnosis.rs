@@ -1,10 +1,16 @@
-//! Why a tree stalled, as one [`StallKind`]: a pure classifier over one snapshot of the tree's
-//! processes (the raw `/proc` texts read by `process::sys::snapshot`), so that every rule is
-//! tested on recorded fixtures, without processes.
+//! What a stalled tree was doing: a [`Diagnosis`] of one snapshot of its processes, classified
+//! as one [`StallKind`] (in a [`StaleReport`](crate::StaleReport), an
+//! [`Event::Diagnosis`](crate::Event::Diagnosis), or from [`diagnose`] for any processes), and
+//! the [`InputWait`] that ends a run blocked on a question nobody answers.
+//!
+//! Inside, the classifier is a pure function over the raw `/proc` texts read by
+//! `process::sys::snapshot`, so that every rule is tested on recorded fixtures, without
+//! processes.
 
 use std::fmt;
 use std::net::SocketAddr;
 
+pub use crate::input_wait::InputWait;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 
 /// What a stalled tree was doing, in one word.
@@ -131,7 +137,7 @@ const BUDGET: std::time::Duration = std::time::Duration::from_millis(20);
 /// come from `known` (the network source's last sample), else from one socket-diagnostics
 /// dump for the sockets it does not know.
 #[cfg(target_os = "linux")]
-pub(crate) fn diagnose(pids: &[i32], known: Peers<'_>) -> Diagnosis {
+pub(crate) fn diagnose_tree(pids: &[i32], known: Peers<'_>) -> Diagnosis {
     use crate::process::sys;
     let start = std::time::Instant::now();
     let mut snaps = Vec::with_capacity(pids.len().min(MAX_PROCESSES));
@@ -164,7 +170,7 @@ pub(crate) fn diagnose(pids: &[i32], known: Peers<'_>) -> Diagnosis {
 
 /// Elsewhere: no `/proc` to read.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn diagnose(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
+pub(crate) fn diagnose_tree(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
     Diagnosis {
         kind: StallKind::Unknown,
         summary: "stalled for an unknown reason — the diagnosis reads /proc (Linux only)"
@@ -182,13 +188,13 @@ pub(crate) fn diagnose(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
 /// use stallwatch::StallKind;
 ///
 /// let mut child = Command::new("sleep").arg("30").spawn()?;
-/// let mut diagnosis = stallwatch::parts::diagnose(&[child.id()]);
+/// let mut diagnosis = stallwatch::diagnosis::diagnose(&[child.id()]);
 /// for _ in 0..2000 {
 ///     if diagnosis.kind == StallKind::Sleeping {
 ///         break;
 ///     }
 ///     std::thread::sleep(std::time::Duration::from_millis(10)); // until it sleeps
-///     diagnosis = stallwatch::parts::diagnose(&[child.id()]);
+///     diagnosis = stallwatch::diagnosis::diagnose(&[child.id()]);
 /// }
 /// assert_eq!(diagnosis.kind, StallKind::Sleeping);
 /// assert_eq!(diagnosis.processes[0].name, "sleep");
@@ -196,9 +202,9 @@ pub(crate) fn diagnose(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
 /// child.wait()?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn diagnose_pids(pids: &[u32]) -> Diagnosis {
+pub fn diagnose(pids: &[u32]) -> Diagnosis {
     let pids: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
-    diagnose(&pids, &|_| None)
+    diagnose_tree(&pids, &|_| None)
 }
 
 /// Classifies one snapshot of the tree (the child first).

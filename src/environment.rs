@@ -46,7 +46,7 @@ pub struct Environment {
 /// which could not be. In [`MonitorResult::home`](crate::MonitorResult::home).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct HomeReport {
+pub struct IsolatedHome {
     /// The home folder (absolute), the child's `HOME`.
     pub root: PathBuf,
     /// The files copied into it, as their destination paths.
@@ -110,7 +110,7 @@ impl Environment {
     /// Copies `source` to `destination` (a path relative to the isolated home, without `..`)
     /// at the spawn: a credentials file, a CLI's config. The copy gets mode 0600, its folders
     /// are created (0700), an existing file is replaced (never through a symlink). A copy that
-    /// fails is recorded in [`HomeReport::failed`] and does not stop the spawn. Needs
+    /// fails is recorded in [`IsolatedHome::failed`] and does not stop the spawn. Needs
     /// [`home`](Self::home) (without it the spawn fails:
     /// [`SpawnErrorKind::Config`]).
     pub fn seed(mut self, source: impl Into<PathBuf>, destination: impl Into<PathBuf>) -> Self {
@@ -127,7 +127,7 @@ impl Environment {
     /// Applies the environment to `command`: builds the variables, prepares the home. An error
     /// carries a [`SpawnError`]: `Config` for seeds without a home, `Home` for a home that
     /// cannot be made.
-    pub(crate) fn apply(&self, command: &mut Command) -> io::Result<Option<HomeReport>> {
+    pub(crate) fn apply(&self, command: &mut Command) -> io::Result<Option<IsolatedHome>> {
         if self.home.is_none() && !self.seeds.is_empty() {
             return Err(SpawnError::config(ConfigError::SeedWithoutHome).into());
         }
@@ -175,7 +175,7 @@ impl Environment {
 const HOME_FOLDERS: [&str; 5] = ["", ".config", ".local/share", ".local/state", ".cache"];
 
 /// Creates the home and its XDG folders; seeds the files.
-fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<HomeReport> {
+fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<IsolatedHome> {
     let root = std::path::absolute(dir).map_err(|e| {
         SpawnError::new(
             SpawnErrorKind::Home,
@@ -197,7 +197,7 @@ fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<HomeRepo
             )
         })?;
     }
-    let mut report = HomeReport {
+    let mut report = IsolatedHome {
         root: root.clone(),
         seeded: Vec::new(),
         failed: Vec::new(),

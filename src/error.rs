@@ -223,7 +223,7 @@ pub enum SpawnErrorKind {
     Config,
     /// The isolated home ([`Environment::home`](crate::Environment::home)) or one of its XDG
     /// folders cannot be created; the message names the folder. (A seed file that cannot be
-    /// copied is not an error: see [`HomeReport::failed`](crate::HomeReport::failed).)
+    /// copied is not an error: see [`IsolatedHome::failed`](crate::IsolatedHome::failed).)
     Home,
     /// The log folder the caller named
     /// ([`CaptureConfig::log_dir`](crate::CaptureConfig::log_dir)) cannot be used. (An unusable
@@ -255,7 +255,7 @@ pub enum SpawnErrorKind {
     /// A thread of the session (a reader, the monitor, a log writer…) cannot be started. When
     /// the child was already running, it has been killed and reaped.
     Thread,
-    /// [`ContainmentMode::Cgroup`](crate::ContainmentMode::Cgroup) was asked for and no cgroup
+    /// [`Containment::Cgroup`](crate::Containment::Cgroup) was asked for and no cgroup
     /// can be made for the session (no cgroup2 mount, no right to create a cgroup under this
     /// process's own or to move a process into it); the message says why and what to do. The
     /// program was not started.

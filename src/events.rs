@@ -114,7 +114,7 @@ impl Emitter {
         self.rx.clone()
     }
 
-    /// Lifecycle events: use the reserved room.
+    /// SessionState events: use the reserved room.
     pub(crate) fn lifecycle(&self, event: Event) {
         if self.tx.len() >= self.capacity {
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -171,11 +171,13 @@ impl ActivityEvents {
 }
 
 impl StampObserver for ActivityEvents {
-    fn stamped(&self, source: ActivitySource, at: Duration) {
+    fn stamped(&self, source: &ActivitySource, at: Duration) {
         let nanos = crate::clock::saturating_nanos(at);
         // Probes answer at most once per check interval: no throttle needed.
         let Some(index) = source.index() else {
-            self.emitter.best_effort(Event::Activity { source });
+            self.emitter.best_effort(Event::Activity {
+                source: source.clone(),
+            });
             return;
         };
         let last = &self.last[index];
@@ -187,7 +189,9 @@ impl StampObserver for ActivityEvents {
                 .compare_exchange(previous, nanos + 1, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            self.emitter.best_effort(Event::Activity { source });
+            self.emitter.best_effort(Event::Activity {
+                source: source.clone(),
+            });
         }
     }
 }
@@ -259,11 +263,11 @@ mod tests {
         let rx = emitter.receiver();
         let events = ActivityEvents::new(emitter, Duration::from_secs(1));
         let ms = Duration::from_millis;
-        events.stamped(ActivitySource::Output, ms(0)); // the first one always goes
-        events.stamped(ActivitySource::Output, ms(500)); // within the interval: none
-        events.stamped(ActivitySource::Files, ms(500)); // another source: its own interval
-        events.stamped(ActivitySource::Output, ms(999));
-        events.stamped(ActivitySource::Output, ms(1000)); // one interval later
+        events.stamped(&ActivitySource::Output, ms(0)); // the first one always goes
+        events.stamped(&ActivitySource::Output, ms(500)); // within the interval: none
+        events.stamped(&ActivitySource::Files, ms(500)); // another source: its own interval
+        events.stamped(&ActivitySource::Output, ms(999));
+        events.stamped(&ActivitySource::Output, ms(1000)); // one interval later
         let sources: Vec<_> = rx
             .try_iter()
             .map(|e| match e {

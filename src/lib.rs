@@ -125,7 +125,7 @@
 //! use std::process::Command;
 //! use std::time::Duration;
 //! use stallwatch::{
-//!     ControlAction, ControlAnswer, Environment, Lifecycle, MonitorConfig, Registry, Session,
+//!     ControlAction, ControlAnswer, Environment, SessionState, MonitorConfig, Registry, Session,
 //! };
 //!
 //! let home = tempfile::tempdir()?;
@@ -148,7 +148,7 @@
 //! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyEnded);
 //! let ended = registry.shutdown_all(); // #01: the ladder, and wait
 //! assert_eq!(ended.len(), 1);
-//! assert!(registry.list().iter().all(|s| s.state == Lifecycle::Ended));
+//! assert!(registry.list().iter().all(|s| s.state == SessionState::Ended));
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
@@ -167,7 +167,7 @@
 //!
 //! # Theory of operation
 //!
-//! Data flows one way: child → activity sources → [`ActivityBoard`](parts::ActivityBoard) →
+//! Data flows one way: child → activity sources → [`ActivityBoard`](sources::ActivityBoard) →
 //! monitor → verdict → kill ladder → [`MonitorResult`].
 //!
 //! - **Sources only stamp the board** (atomics): the reader threads at every non-empty read,
@@ -181,7 +181,7 @@
 //!   looks at the bytes waiting in the pipes, then a snapshot of the tree for the
 //!   [`Diagnosis`]. The first reason to end wins.
 //! - **The ladder** reaches the whole tree: a cgroup v2 of the session's own where one can be
-//!   made ([`ContainmentMode`]), else the process group and the escapees seen. A single process
+//!   made ([`Containment`]), else the process group and the escapees seen. A single process
 //!   is signalled through a pidfd checked against its start time; the leader is not reaped
 //!   before the ladder is done; an end that cannot be confirmed is
 //!   [`termination_unproven`](MonitorResult::termination_unproven), never a hang.
@@ -190,7 +190,7 @@
 //!   that hook's). If the supervisor dies, one [`guardian`] per supervising process — the
 //!   `stallwatch` binary started by `exec`, never a fork of the host — ends every live tree;
 //!   without one the leader still gets the parent-death signal, and
-//!   [`Containment::supervisor_death`] says which held.
+//!   [`TreeHold::supervisor_death`] says which held.
 //! - **Output** goes to the sink first, then to a bounded head/tail buffer, a complete log with
 //!   its SHA-256, and an event channel that never slows the child.
 //! - **Time**: every duration is measured on the session's [`Clock`], so a [`MockClock`] test
@@ -209,7 +209,6 @@ mod clock;
 mod completion;
 mod config;
 mod contract;
-mod diagnosis;
 mod environment;
 mod error;
 mod events;
@@ -220,10 +219,8 @@ mod own_files;
 mod process;
 mod program;
 mod registry;
-mod retry;
 mod session;
 mod signal;
-mod sources;
 mod stream;
 mod sync;
 mod verdict;
@@ -254,34 +251,43 @@ struct DesignDoctests;
 #[doc = include_str!("../docs/serve.md")]
 struct ServeDoctests;
 
-pub mod parts;
+pub mod diagnosis;
+pub mod retry;
+pub mod sources;
 
 pub use activity::ActivitySource;
-pub use capture::spill::{LogDirError, LogFile, default_log_dir};
+pub use capture::spill::LogFile;
 pub use capture::{CapturedStream, Snapshot};
-pub use clock::{Clock, MockClock, SystemClock};
-pub use completion::{CompletionConfig, LineCallback};
+pub use clock::{Clock, MockClock};
+pub use completion::CompletionConfig;
 pub use config::{
-    CaptureConfig, ChildWatchConfig, ContainmentMode, DEFAULT_CHILDREN_SOLO_CAP, EventConfig,
-    FileWatchConfig, KillLadder, KillStep, LeftoverPolicy, LogRetention, MonitorConfig,
+    CaptureConfig, ChildWatchConfig, Containment, EventConfig, FileWatchConfig, KillLadder,
+    LeftoverPolicy, LogRetention, MonitorConfig,
 };
-pub use contract::Lifecycle;
-pub use diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
-pub use environment::{Environment, HomeReport, SeedFailure};
+pub use contract::SessionState;
+pub use environment::{Environment, IsolatedHome};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
-pub use input_wait::InputWait;
 pub use outcome::{
-    CompletionSeen, CompletionTrigger, Containment, DescendantSummary, EXIT_CANNOT_EXECUTE,
-    EXIT_INTERNAL, EXIT_NOT_FOUND, EXIT_TIMEOUT, MonitorResult, Outcome, SourceIdle, StaleReport,
-    SupervisorDeath, Unwatched,
+    CompletionSeen, MonitorResult, Outcome, SourceActivity, StaleReport, UnwatchedFolder,
 };
 pub use program::Program;
+pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
+pub use session::{EventReceiver, Session, SessionBuilder};
+pub use signal::Signal;
+pub use sources::output::OutputSink;
+pub use sources::probes::Probe;
+pub use stream::Stream;
 
-/// The guardian: one helper process per supervising process that ends every live session's
-/// tree if the supervisor dies (see [`SupervisorDeath`]).
-pub mod guardian {
-    pub use crate::process::guardian::{PROGRAM_VARIABLE, SUBCOMMAND, set_program};
+/// The supervising process itself: how it makes itself fit to supervise ([`prepare`]), and its
+/// guardian — one helper process per supervising process that ends every live session's tree
+/// if the supervisor dies ([`SupervisorDeath`]).
+pub mod supervisor {
+    pub use crate::outcome::SupervisorDeath;
+    pub use crate::process::guardian::{
+        PROGRAM_VARIABLE as GUARDIAN_VARIABLE, SUBCOMMAND as GUARDIAN_SUBCOMMAND,
+        set_program as set_guardian_program,
+    };
 
     /// For a binary that serves as its own guardian (the `stallwatch` command and `serve`):
     /// `program` is this very executable, whose answer need not be waited for. Not for other
@@ -294,50 +300,45 @@ pub mod guardian {
     /// The guardian's own life, for a binary that serves as one (`stallwatch __guardian`):
     /// returns its exit status. Not for other use.
     #[doc(hidden)]
-    pub fn run() -> i32 {
+    pub fn run_guardian() -> i32 {
         crate::process::sys::unsafe_calls::close_inherited(3);
         crate::process::guardian::run()
     }
-}
-pub use registry::{ControlAction, ControlAnswer, Registry, RegistryId, SessionSummary};
-pub use retry::{Attempt, RetryPolicy, RetryReason, RetryReport};
-pub use session::{EventReceiver, NON_INTERACTIVE_ENV, Session, SessionBuilder};
-pub use signal::Signal;
-pub use sources::output::OutputSink;
-pub use sources::probes::Probe;
-pub use stream::Stream;
 
-/// Makes this process fit to supervise whatever state it was started with, as the `stallwatch`
-/// command and `stallwatch serve` do first thing (issue 28). Call it once, early in `main`,
-/// before other threads start; later calls do nothing.
-///
-/// - SIGCHLD ignored → its default action: with SIGCHLD ignored the kernel reaps children
-///   itself, and no session could learn its program's exit status (coreutils' `timeout` does
-///   the same).
-/// - The soft limit of open descriptors (`RLIMIT_NOFILE`) → the hard limit: each session holds
-///   pipes, a pidfd, its cgroup's files and watches.
-///
-/// Every program a session starts afterwards gets the state this process was started with:
-/// the signals ignored then are ignored again (SIGCHLD among them), and the soft limit is the
-/// original one. (SIGPIPE aside: the Rust runtime ignores it before `main`, and programs get
-/// its default action, as from std.) Without this call a session's program inherits this
-/// process's state as it is. Linux; elsewhere it does nothing.
-///
-/// # Errors
-///
-/// When `/proc/self/status` cannot be read, or SIGCHLD's action cannot be set.
-pub fn prepare_supervisor() -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        let done = process::sys::start_state::prepare_supervisor()?;
-        if done.sigchld_restored {
-            log::debug!(
-                "SIGCHLD was ignored: its default action for stallwatch, ignored again for the programs"
-            );
+    /// Makes this process fit to supervise whatever state it was started with, as the
+    /// `stallwatch` command and `stallwatch serve` do first thing. Call it once, early in
+    /// `main`, before other threads start; later calls do nothing.
+    ///
+    /// - SIGCHLD ignored → its default action: with SIGCHLD ignored the kernel reaps children
+    ///   itself, and no session could learn its program's exit status (coreutils' `timeout`
+    ///   does the same).
+    /// - The soft limit of open descriptors (`RLIMIT_NOFILE`) → the hard limit: each session
+    ///   holds pipes, a pidfd, its cgroup's files and watches.
+    ///
+    /// Every program a session starts afterwards gets the state this process was started
+    /// with: the signals ignored then are ignored again (SIGCHLD among them), and the soft
+    /// limit is the original one. (SIGPIPE aside: the Rust runtime ignores it before `main`,
+    /// and programs get its default action, as from std.) Without this call a session's
+    /// program inherits this process's state as it is. Linux; elsewhere it does nothing.
+    ///
+    /// # Errors
+    ///
+    /// When `/proc/self/status` cannot be read, or SIGCHLD's action cannot be set.
+    pub fn prepare() -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            let done = crate::process::sys::start_state::prepare_supervisor()?;
+            if done.sigchld_restored {
+                log::debug!(
+                    "SIGCHLD was ignored: its default action for stallwatch, ignored again for the programs"
+                );
+            }
+            if let Some((from, to)) = done.nofile_raised {
+                log::debug!(
+                    "descriptor limit raised from {from} to {to} (the programs get {from})"
+                );
+            }
         }
-        if let Some((from, to)) = done.nofile_raised {
-            log::debug!("descriptor limit raised from {from} to {to} (the programs get {from})");
-        }
+        Ok(())
     }
-    Ok(())
 }

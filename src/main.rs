@@ -14,10 +14,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use stallwatch::{
-    EXIT_CANNOT_EXECUTE, EXIT_INTERNAL, EXIT_NOT_FOUND, OutputSink, Program, Session, SpawnError,
-    SpawnErrorKind,
-};
+use stallwatch::{MonitorResult, OutputSink, Program, Session, SpawnError, SpawnErrorKind};
 
 use cli::options::Options;
 use cli::report::{Context, Exit, Relay, Report, ReportTarget};
@@ -28,16 +25,16 @@ fn main() -> ExitCode {
     // `stallwatch __guardian` (hidden): the guardian of a supervising process, started by it.
     if args
         .get(1)
-        .is_some_and(|a| a == stallwatch::guardian::SUBCOMMAND)
+        .is_some_and(|a| a == stallwatch::supervisor::GUARDIAN_SUBCOMMAND)
     {
-        return ExitCode::from(u8::try_from(stallwatch::guardian::run()).unwrap_or(1));
+        return ExitCode::from(u8::try_from(stallwatch::supervisor::run_guardian()).unwrap_or(1));
     }
     // Whatever this process inherited (SIGCHLD ignored, a low descriptor limit), it can
     // supervise; the programs get what it was started with. Before any thread exists.
-    let prepared = stallwatch::prepare_supervisor();
+    let prepared = stallwatch::supervisor::prepare();
     // The guardian of this process's sessions is this very executable (`/proc/self/exe` names
     // it even if its file was replaced since the start).
-    stallwatch::guardian::use_own_executable(if cfg!(target_os = "linux") {
+    stallwatch::supervisor::use_own_executable(if cfg!(target_os = "linux") {
         std::path::PathBuf::from("/proc/self/exe")
     } else {
         std::env::current_exe().unwrap_or_else(|_| "stallwatch".into())
@@ -63,7 +60,7 @@ fn main() -> ExitCode {
                 }
                 _ => {
                     say(&cli::options::explain_error(&e, &args));
-                    ExitCode::from(EXIT_INTERNAL as u8)
+                    ExitCode::from(MonitorResult::EXIT_INTERNAL as u8)
                 }
             };
         }
@@ -71,7 +68,9 @@ fn main() -> ExitCode {
     init_logging(options.log_level());
     log_prepared(&prepared);
     match run(&options) {
-        Exit::Code(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_INTERNAL as u8)),
+        Exit::Code(code) => {
+            ExitCode::from(u8::try_from(code).unwrap_or(MonitorResult::EXIT_INTERNAL as u8))
+        }
         Exit::Signal(signal) => cli::signals::die_by(signal),
     }
 }
@@ -118,7 +117,7 @@ fn run(options: &Options) -> Exit {
         Ok(config) => config,
         Err(message) => {
             say_line(&format!("stallwatch: {message}"));
-            return Exit::Code(EXIT_INTERNAL);
+            return Exit::Code(MonitorResult::EXIT_INTERNAL);
         }
     };
     // Caught before anything else is done (a signal that arrives before the spawn is passed
@@ -201,7 +200,7 @@ fn open_targets(
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
         Err(e) if interrupted(&e).is_some() => {
-            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+            return Err(interrupted(&e).unwrap_or(Exit::Code(MonitorResult::EXIT_INTERNAL)));
         }
         Err(e) => {
             say_line(&format!(
@@ -212,7 +211,7 @@ fn open_targets(
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
             ));
-            return Err(Exit::Code(EXIT_INTERNAL));
+            return Err(Exit::Code(MonitorResult::EXIT_INTERNAL));
         }
     };
     let events = match cli
@@ -223,7 +222,7 @@ fn open_targets(
     {
         Ok(events) => events,
         Err(e) if interrupted(&e).is_some() => {
-            return Err(interrupted(&e).unwrap_or(Exit::Code(EXIT_INTERNAL)));
+            return Err(interrupted(&e).unwrap_or(Exit::Code(MonitorResult::EXIT_INTERNAL)));
         }
         Err(e) => {
             say_line(&format!(
@@ -234,7 +233,7 @@ fn open_targets(
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
             ));
-            return Err(Exit::Code(EXIT_INTERNAL));
+            return Err(Exit::Code(MonitorResult::EXIT_INTERNAL));
         }
     };
     Ok((report, events))
@@ -266,7 +265,7 @@ fn spawn_program(
     if cli.non_interactive {
         // A profile variable in stallwatch's own environment is the caller's choice for the
         // program (the command line's only way to set one): kept, as explicit.
-        for (key, _) in stallwatch::NON_INTERACTIVE_ENV {
+        for (key, _) in stallwatch::SessionBuilder::NON_INTERACTIVE_ENV {
             if let Some(value) = std::env::var_os(key) {
                 command = command.env(key, value);
             }
@@ -303,13 +302,15 @@ fn spawn_failed(
     let code = match kind {
         // Out of descriptors (anywhere in what the error wraps), processes or memory:
         // stallwatch's own want, not the program's.
-        _ if cli::sys::is_out_of_descriptors(e) => EXIT_INTERNAL,
-        Some(SpawnErrorKind::Program) if short_of_resources(e) => EXIT_INTERNAL,
-        Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => EXIT_NOT_FOUND,
-        Some(SpawnErrorKind::Program) => EXIT_CANNOT_EXECUTE,
-        _ => EXIT_INTERNAL, // stallwatch's own failure, not the program's
+        _ if cli::sys::is_out_of_descriptors(e) => MonitorResult::EXIT_INTERNAL,
+        Some(SpawnErrorKind::Program) if short_of_resources(e) => MonitorResult::EXIT_INTERNAL,
+        Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => {
+            MonitorResult::EXIT_NOT_FOUND
+        }
+        Some(SpawnErrorKind::Program) => MonitorResult::EXIT_CANNOT_EXECUTE,
+        _ => MonitorResult::EXIT_INTERNAL, // stallwatch's own failure, not the program's
     };
-    if code == EXIT_INTERNAL && kind == Some(SpawnErrorKind::Program) {
+    if code == MonitorResult::EXIT_INTERNAL && kind == Some(SpawnErrorKind::Program) {
         say_line(&format!(
             "stallwatch: {e}: stallwatch itself ran short, not the program"
         ));
@@ -371,7 +372,7 @@ fn finish(
     if let Some(report) = report {
         let report_data = Report::finished(context, result, received, exit, &relay);
         if !write_report(report, &report_data) {
-            return Exit::Code(EXIT_INTERNAL);
+            return Exit::Code(MonitorResult::EXIT_INTERNAL);
         }
     }
     exit

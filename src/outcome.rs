@@ -7,20 +7,12 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use crate::activity::ActivitySource;
+use crate::config::Containment;
 use crate::signal::Signal;
 
-/// Exit code for "stallwatch ended the child" (idle or hard timeout), as GNU `timeout` uses.
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit code for stallwatch's own failures (bad options, termination unproven…).
-pub const EXIT_INTERNAL: i32 = 125;
-/// Exit code when the program exists but cannot be executed.
-pub const EXIT_CANNOT_EXECUTE: i32 = 126;
-/// Exit code when the program is not found.
-pub const EXIT_NOT_FOUND: i32 = 127;
-
 /// How long one activity source had been idle when the child was judged stale.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SourceIdle {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceActivity {
     /// The source.
     pub source: ActivitySource,
     /// Whether the source could observe anything (`false`: a watched root is a file, say).
@@ -31,57 +23,72 @@ pub struct SourceIdle {
     pub events: u64,
 }
 
-/// How the session held its process tree ([`MonitorResult::containment`]).
+/// How the session held its process tree, inside the crate; a [`MonitorResult`] shows it as
+/// [`containment`](MonitorResult::containment), [`cgroup`](MonitorResult::cgroup),
+/// [`why_not_cgroup`](MonitorResult::why_not_cgroup) and
+/// [`supervisor_death`](MonitorResult::supervisor_death).
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Containment {
-    /// A cgroup v2 of the session's own, entered before the program started: every process of
-    /// the tree was in it, and it was removed at the end.
+pub(crate) enum TreeHold {
+    /// A cgroup v2 of the session's own, entered before the program started.
     Cgroup {
-        /// Its directory, which no longer exists.
+        /// Its directory.
         path: PathBuf,
         /// What would have ended the tree had the supervising process died.
         supervisor_death: SupervisorDeath,
     },
-    /// The process group, plus the descendants seen leaving it (and, in subreaper mode, the
-    /// orphans re-parented to this process).
+    /// The process group, plus the descendants seen leaving it.
     Group {
-        /// Why not a cgroup, under [`ContainmentMode::Auto`](crate::ContainmentMode::Auto)
-        /// (`None` when the group was asked for).
+        /// Why not a cgroup (`None` when the group was asked for).
         why_not_cgroup: Option<String>,
         /// What would have ended the tree had the supervising process died.
         supervisor_death: SupervisorDeath,
     },
 }
 
-impl Containment {
-    /// `"cgroup"` or `"group"`.
-    pub fn name(&self) -> &'static str {
+impl TreeHold {
+    /// [`Containment::Cgroup`] or [`Containment::Group`].
+    pub(crate) fn mode(&self) -> Containment {
         match self {
-            Containment::Cgroup { .. } => "cgroup",
-            Containment::Group { .. } => "group",
+            TreeHold::Cgroup { .. } => Containment::Cgroup,
+            TreeHold::Group { .. } => Containment::Group,
+        }
+    }
+
+    /// The cgroup's directory, for a cgroup.
+    pub(crate) fn cgroup(&self) -> Option<PathBuf> {
+        match self {
+            TreeHold::Cgroup { path, .. } => Some(path.clone()),
+            TreeHold::Group { .. } => None,
+        }
+    }
+
+    /// Why not a cgroup, for a group taken under [`Containment::Auto`].
+    pub(crate) fn why_not_cgroup(&self) -> Option<String> {
+        match self {
+            TreeHold::Cgroup { .. } => None,
+            TreeHold::Group { why_not_cgroup, .. } => why_not_cgroup.clone(),
         }
     }
 
     /// Sets what would have ended the tree had the supervising process died.
     pub(crate) fn set_supervisor_death(&mut self, death: SupervisorDeath) {
         match self {
-            Containment::Cgroup {
+            TreeHold::Cgroup {
                 supervisor_death, ..
             }
-            | Containment::Group {
+            | TreeHold::Group {
                 supervisor_death, ..
             } => *supervisor_death = death,
         }
     }
 
     /// What would have ended the tree had the supervising process died.
-    pub fn supervisor_death(&self) -> &SupervisorDeath {
+    pub(crate) fn supervisor_death(&self) -> &SupervisorDeath {
         match self {
-            Containment::Cgroup {
+            TreeHold::Cgroup {
                 supervisor_death, ..
             }
-            | Containment::Group {
+            | TreeHold::Group {
                 supervisor_death, ..
             } => supervisor_death,
         }
@@ -89,7 +96,7 @@ impl Containment {
 }
 
 /// What ends a session's tree if the supervising process dies without ending it (SIGKILL, a
-/// crash): [`Containment::supervisor_death`].
+/// crash): [`MonitorResult::supervisor_death`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SupervisorDeath {
@@ -110,17 +117,6 @@ pub enum SupervisorDeath {
     NotNeeded,
 }
 
-/// The child's descendants at the last sample before a kill.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DescendantSummary {
-    /// Live descendants (the direct child not included).
-    pub count: usize,
-    /// CPU the descendants had used in all, the live ones and the reaped ones.
-    pub cpu: Duration,
-    /// Remembered descendants that had left the tree and still lived.
-    pub escapees: usize,
-}
-
 /// Why a child was judged stale: every enabled source and how long it had been idle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -128,9 +124,9 @@ pub struct StaleReport {
     /// The idle timeout in force.
     pub idle_timeout: Duration,
     /// Every enabled source.
-    pub sources: Vec<SourceIdle>,
+    pub sources: Vec<SourceActivity>,
     /// The descendants at the fresh sample taken at the deadline (children source on).
-    pub children: Option<DescendantSummary>,
+    pub children: Option<crate::sources::children::ChildrenSample>,
     /// The sources that were still active but had kept the child alive alone past their solo
     /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
     /// counted.
@@ -142,7 +138,7 @@ pub struct StaleReport {
 
 impl StaleReport {
     /// The entry of one source, if it was enabled.
-    pub fn get(&self, source: ActivitySource) -> Option<&SourceIdle> {
+    pub fn get(&self, source: ActivitySource) -> Option<&SourceActivity> {
         self.sources.iter().find(|s| s.source == source)
     }
 }
@@ -200,60 +196,135 @@ impl fmt::Display for HumanDuration {
     }
 }
 
-/// What told that the work was done ([`CompletionConfig`](crate::CompletionConfig)).
+/// What a line that told completion matched (inside the crate; public as the variants of
+/// [`CompletionSeen`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CompletionTrigger {
-    /// An output line matched one of the patterns.
+pub(crate) enum CompletionTrigger {
+    /// One of the patterns.
     Output,
-    /// The line callback accepted an output line.
+    /// The line callback.
     Callback,
-    /// A completion file appeared or changed.
-    File,
 }
 
-impl CompletionTrigger {
-    /// `output`, `callback` or `file`.
-    pub fn name(self) -> &'static str {
+/// Completion as it was seen ([`CompletionConfig`](crate::CompletionConfig)): what told it,
+/// and when (after the spawn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionSeen {
+    /// An output line matched one of the patterns
+    /// ([`CompletionConfig::output`](crate::CompletionConfig::output)).
+    Pattern {
+        /// The stream of the line.
+        stream: crate::stream::Stream,
+        /// The line (lossy UTF-8, at most 1 KiB).
+        line: String,
+        /// When, after the spawn.
+        after: Duration,
+    },
+    /// The line callback accepted an output line
+    /// ([`CompletionConfig::on_line`](crate::CompletionConfig::on_line)).
+    Callback {
+        /// The stream of the line.
+        stream: crate::stream::Stream,
+        /// The line (lossy UTF-8, at most 1 KiB).
+        line: String,
+        /// When, after the spawn.
+        after: Duration,
+    },
+    /// A completion file appeared or changed
+    /// ([`CompletionConfig::file`](crate::CompletionConfig::file)).
+    File {
+        /// The file.
+        path: PathBuf,
+        /// When, after the spawn.
+        after: Duration,
+    },
+}
+
+impl CompletionSeen {
+    /// A line that told completion.
+    pub(crate) fn line(
+        trigger: CompletionTrigger,
+        stream: crate::stream::Stream,
+        line: String,
+        after: Duration,
+    ) -> Self {
+        match trigger {
+            CompletionTrigger::Output => CompletionSeen::Pattern {
+                stream,
+                line,
+                after,
+            },
+            CompletionTrigger::Callback => CompletionSeen::Callback {
+                stream,
+                line,
+                after,
+            },
+        }
+    }
+
+    /// `output` (a pattern), `callback` or `file`: the word the command's report uses.
+    pub fn name(&self) -> &'static str {
         match self {
-            CompletionTrigger::Output => "output",
-            CompletionTrigger::Callback => "callback",
-            CompletionTrigger::File => "file",
+            CompletionSeen::Pattern { .. } => "output",
+            CompletionSeen::Callback { .. } => "callback",
+            CompletionSeen::File { .. } => "file",
+        }
+    }
+
+    /// When it was seen, after the spawn.
+    pub fn after(&self) -> Duration {
+        match self {
+            CompletionSeen::Pattern { after, .. }
+            | CompletionSeen::Callback { after, .. }
+            | CompletionSeen::File { after, .. } => *after,
+        }
+    }
+
+    /// The line that matched, or the file's path (lossy UTF-8).
+    pub fn matched(&self) -> String {
+        match self {
+            CompletionSeen::Pattern { line, .. } | CompletionSeen::Callback { line, .. } => {
+                line.clone()
+            }
+            CompletionSeen::File { path, .. } => path.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// The stream of the line (`None` for a file).
+    pub fn stream(&self) -> Option<crate::stream::Stream> {
+        match self {
+            CompletionSeen::Pattern { stream, .. } | CompletionSeen::Callback { stream, .. } => {
+                Some(*stream)
+            }
+            CompletionSeen::File { .. } => None,
         }
     }
 }
 
-/// Completion as it was seen: what matched, and when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CompletionSeen {
-    /// What told it.
-    pub trigger: CompletionTrigger,
-    /// The stream of a matching line (`None` for a file).
-    pub stream: Option<crate::stream::Stream>,
-    /// The matching line (lossy UTF-8, at most 1 KiB), or the file's path.
-    pub matched: String,
-    /// When, after the spawn.
-    pub after: Duration,
-}
-
 impl fmt::Display for CompletionSeen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.stream {
-            Some(stream) => write!(
+        match self {
+            CompletionSeen::Pattern {
+                stream,
+                line,
+                after,
+            }
+            | CompletionSeen::Callback {
+                stream,
+                line,
+                after,
+            } => write!(
                 f,
                 "{} line on {} {:?} after {}",
-                self.trigger.name(),
+                self.name(),
                 stream.name(),
-                self.matched,
-                HumanDuration(self.after)
+                line,
+                HumanDuration(*after)
             ),
-            None => write!(
-                f,
-                "file {} after {}",
-                self.matched,
-                HumanDuration(self.after)
-            ),
+            CompletionSeen::File { path, after } => {
+                write!(f, "file {} after {}", path.display(), HumanDuration(*after))
+            }
         }
     }
 }
@@ -276,7 +347,7 @@ pub enum Outcome {
     /// exit code 0.
     Completed(CompletionSeen),
     /// The caller asked for the end ([`Session::terminate`](crate::Session::terminate) or
-    /// [`Session::start_kill`](crate::Session::start_kill), or dropped the session).
+    /// [`Session::kill`](crate::Session::kill), or dropped the session).
     Terminated {
         /// `true` for an immediate SIGKILL, `false` for the ladder.
         forced: bool,
@@ -334,7 +405,7 @@ pub struct MonitorResult {
     pub kill_latency: Option<Duration>,
     /// Every enabled source at the end of the run: how long it had been idle and how many
     /// events it had recorded.
-    pub activity: Vec<SourceIdle>,
+    pub activity: Vec<SourceActivity>,
     /// The complete logs of the streams that passed the spill threshold.
     pub logs: Vec<crate::capture::spill::LogFile>,
     /// Best-effort events (`Output`, `Activity`) dropped because the consumer fell behind.
@@ -344,16 +415,25 @@ pub struct MonitorResult {
     pub output_complete: bool,
     /// The isolated home the child was given, with the files seeded into it and those that
     /// could not be (see [`Environment::home`](crate::Environment::home)).
-    pub home: Option<crate::environment::HomeReport>,
+    pub home: Option<crate::environment::IsolatedHome>,
     /// The folders of the files source's roots that could not be watched during the run (no
     /// permission, say), with why and for how long: activity in them could not be seen then.
     /// Empty when everything was watched (or the files source was off).
-    pub unwatched: Vec<Unwatched>,
+    pub unwatched: Vec<UnwatchedFolder>,
     /// Completion, when it was seen ([`CompletionConfig`](crate::CompletionConfig)), whatever
     /// ended the run: a child that exits by itself after it keeps its own exit code.
     pub completion: Option<CompletionSeen>,
-    /// How the tree was held: a cgroup of its own, or the process group (and why not a cgroup).
+    /// How the tree was held: [`Containment::Cgroup`] (a cgroup of its own, every process of
+    /// the tree in it, removed at the end) or [`Containment::Group`] (the process group, plus
+    /// the descendants seen leaving it); never `Auto`.
     pub containment: Containment,
+    /// The session's cgroup directory (which no longer exists), for [`Containment::Cgroup`].
+    pub cgroup: Option<PathBuf>,
+    /// Why not a cgroup, when [`Containment::Auto`] fell back to the group (`None` when the
+    /// group was asked for, or a cgroup was had).
+    pub why_not_cgroup: Option<String>,
+    /// What would have ended the tree had the supervising process died (SIGKILL, a crash).
+    pub supervisor_death: SupervisorDeath,
     /// The highest memory use of the whole tree, in bytes, where the session had a cgroup with
     /// the memory controller enabled (kernel 5.19 and later).
     pub memory_peak: Option<u64>,
@@ -369,7 +449,7 @@ pub struct MonitorResult {
 /// [`MonitorResult::unwatched`]: activity in it could not be seen while it lasted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Unwatched {
+pub struct UnwatchedFolder {
     /// The folder: a root, or a folder inside one.
     pub path: PathBuf,
     /// Why, as the system said it the last time (`Permission denied (os error 13)`).
@@ -381,6 +461,16 @@ pub struct Unwatched {
 }
 
 impl MonitorResult {
+    /// Exit code for "stallwatch ended the child" (idle or hard timeout, input wait), as GNU
+    /// `timeout` uses.
+    pub const EXIT_TIMEOUT: i32 = 124;
+    /// Exit code for stallwatch's own failures (bad options, termination unproven…).
+    pub const EXIT_INTERNAL: i32 = 125;
+    /// Exit code when the program exists but cannot be executed.
+    pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+    /// Exit code when the program is not found.
+    pub const EXIT_NOT_FOUND: i32 = 127;
+
     /// The child's exit code, or the signal that ended it, as a shell would show it.
     fn status_code(&self) -> Option<i32> {
         let status = self.status?;
@@ -395,11 +485,11 @@ impl MonitorResult {
     pub fn exit_code(&self) -> i32 {
         match self.outcome {
             Outcome::IdleTimeout(_) | Outcome::HardTimeout { .. } | Outcome::InputWait(_) => {
-                EXIT_TIMEOUT
+                Self::EXIT_TIMEOUT
             }
             Outcome::Completed(_) => 0,
             Outcome::Exited | Outcome::Terminated { .. } => {
-                self.status_code().unwrap_or(EXIT_INTERNAL)
+                self.status_code().unwrap_or(Self::EXIT_INTERNAL)
             }
         }
     }
@@ -433,10 +523,10 @@ mod tests {
             home: None,
             unwatched: Vec::new(),
             completion: None,
-            containment: Containment::Group {
-                why_not_cgroup: None,
-                supervisor_death: SupervisorDeath::NotNeeded,
-            },
+            containment: Containment::Group,
+            cgroup: None,
+            why_not_cgroup: None,
+            supervisor_death: SupervisorDeath::NotNeeded,
             memory_peak: None,
             oom_kills: None,
             network_unavailable: None,
@@ -454,10 +544,9 @@ mod tests {
             capped: vec![],
             diagnosis: None,
         });
-        let seen = CompletionSeen {
-            trigger: CompletionTrigger::Output,
-            stream: Some(crate::stream::Stream::Stdout),
-            matched: "done".into(),
+        let seen = CompletionSeen::Pattern {
+            stream: crate::stream::Stream::Stdout,
+            line: "done".into(),
             after: Duration::from_secs(1),
         };
         // Ended after completion: 0, whatever signal the ladder sent.
@@ -502,19 +591,19 @@ mod tests {
             capped: vec![],
             diagnosis: None,
             sources: vec![
-                SourceIdle {
+                SourceActivity {
                     source: ActivitySource::Output,
                     available: true,
                     idle: Duration::from_secs(300),
                     events: 3,
                 },
-                SourceIdle {
+                SourceActivity {
                     source: ActivitySource::Files,
                     available: false,
                     idle: Duration::from_secs(300),
                     events: 0,
                 },
-                SourceIdle {
+                SourceActivity {
                     source: ActivitySource::Keepalive,
                     available: true,
                     idle: Duration::from_secs(432),

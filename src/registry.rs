@@ -1,4 +1,4 @@
-//! [`Registry`]: many sessions, each with a small [`RegistryId`], listed, controlled by id,
+//! [`Registry`]: many sessions, each with a small [`u32`], listed, controlled by id,
 //! pruned.
 
 use std::collections::BTreeMap;
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::sync::Mutex;
 
-use crate::clock::{Clock, SystemClock};
-use crate::contract::Lifecycle;
+use crate::clock::Clock;
+use crate::contract::SessionState;
 use crate::outcome::MonitorResult;
 use crate::session::{Session, SessionBuilder};
 use crate::stream::Stream;
@@ -24,15 +24,7 @@ const DEFAULT_MAX_FINISHED: usize = 100;
 /// The longest command preview in a [`SessionSummary`], in characters (`…` included).
 const PREVIEW_CHARS: usize = 40;
 
-/// The number a [`Registry`] gives each session it spawns: 1, 2, 3… per registry, never reused,
-/// shown as `#01` in its [`SessionSummary`] lines.
-///
-/// It is not [`Session::id`]: that one is unique in the whole process (it names the session's
-/// threads, its log lines and its `STALLWATCH_SESSION` tag) and exists for every session, in a
-/// registry or not. Two id spaces, two names: the registry speaks of its own numbers only.
-pub type RegistryId = u32;
-
-/// Many supervised sessions, each known by a small [`RegistryId`] (1, 2, 3… per registry).
+/// Many supervised sessions, each known by a small [`u32`] (1, 2, 3… per registry).
 ///
 /// The registry spawns sessions from [`SessionBuilder`]s, [`list`](Self::list)s them as one-line
 /// [`SessionSummary`]s, steers them by id with [`control`](Self::control), and hands out the
@@ -51,7 +43,7 @@ pub type RegistryId = u32;
 ///
 /// ```
 /// use std::process::Command;
-/// use stallwatch::{ControlAction, ControlAnswer, Lifecycle, Registry, Session};
+/// use stallwatch::{ControlAction, ControlAnswer, SessionState, Registry, Session};
 ///
 /// let registry = Registry::new();
 /// let mut command = Command::new("sleep");
@@ -63,13 +55,13 @@ pub type RegistryId = u32;
 /// assert_eq!(registry.control(id, ControlAction::Terminate), ControlAnswer::Ack);
 /// let result = registry.get(id).unwrap().wait();
 /// assert_eq!(result.signal(), Some(15));
-/// assert_eq!(registry.list()[0].state, Lifecycle::Ended);
+/// assert_eq!(registry.list()[0].state, SessionState::Ended);
 /// assert_eq!(registry.control(id, ControlAction::Kill), ControlAnswer::AlreadyEnded);
 /// assert_eq!(registry.control(7, ControlAction::Kill), ControlAnswer::NoSuchSession);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Registry {
-    clock: Arc<dyn Clock>,
+    clock: Clock,
     retention: Duration,
     max_finished: usize,
     inner: Mutex<Inner>,
@@ -77,8 +69,8 @@ pub struct Registry {
 
 #[derive(Default)]
 struct Inner {
-    next_id: RegistryId,
-    entries: BTreeMap<RegistryId, Entry>,
+    next_id: u32,
+    entries: BTreeMap<u32, Entry>,
 }
 
 struct Entry {
@@ -160,11 +152,11 @@ impl fmt::Display for ControlAnswer {
 #[non_exhaustive]
 pub struct SessionSummary {
     /// The session's id in its registry (not [`Session::id`]).
-    pub id: RegistryId,
+    pub id: u32,
     /// The program and its arguments, at most 40 characters (cut with `…`), on one line.
     pub command: String,
     /// Running, in its kill ladder, or ended.
-    pub state: Lifecycle,
+    pub state: SessionState,
     /// Time since the spawn (the whole runtime once ended), on the session's clock.
     pub uptime: Duration,
     /// How long the child may stay quiet before the watchdog fires (while running).
@@ -227,15 +219,15 @@ fn preview(command: &Command) -> String {
 impl Registry {
     /// An empty registry measuring retention on the system clock.
     pub fn new() -> Self {
-        Self::with_clock(SystemClock)
+        Self::with_clock(Clock::system())
     }
 
     /// An empty registry measuring retention on `clock` (tests pass a
     /// [`MockClock`](crate::MockClock)). The sessions keep their own clocks
     /// ([`SessionBuilder::clock`]).
-    pub fn with_clock(clock: impl Clock) -> Self {
+    pub fn with_clock(clock: impl Into<Clock>) -> Self {
         Self {
-            clock: Arc::new(clock),
+            clock: clock.into(),
             retention: DEFAULT_RETENTION,
             max_finished: DEFAULT_MAX_FINISHED,
             inner: Mutex::new(Inner::default()),
@@ -261,7 +253,7 @@ impl Registry {
     /// # Errors
     ///
     /// Those of [`SessionBuilder::spawn`].
-    pub fn spawn(&self, builder: SessionBuilder) -> io::Result<RegistryId> {
+    pub fn spawn(&self, builder: SessionBuilder) -> io::Result<u32> {
         let command = preview(builder.command());
         // Spawned outside the lock: a spawn forks and starts threads.
         let session = Arc::new(builder.spawn()?);
@@ -283,7 +275,7 @@ impl Registry {
     /// Every session still held, by id.
     pub fn list(&self) -> Vec<SessionSummary> {
         // Summaries are made outside the lock: a session's log path waits for its spill thread.
-        let sessions: Vec<(RegistryId, String, Arc<Session>)> = {
+        let sessions: Vec<(u32, String, Arc<Session>)> = {
             let mut inner = self.inner.lock();
             self.prune(&mut inner);
             inner
@@ -309,7 +301,7 @@ impl Registry {
     /// The session with this id, to [`wait`](Session::wait) on it, take a
     /// [`snapshot`](Session::snapshot) or follow its [`events`](Session::events). `None` when
     /// no session has the id (any more).
-    pub fn get(&self, id: RegistryId) -> Option<Arc<Session>> {
+    pub fn get(&self, id: u32) -> Option<Arc<Session>> {
         let mut inner = self.inner.lock();
         self.prune(&mut inner);
         inner.entries.get(&id).map(|e| e.session.clone())
@@ -323,20 +315,20 @@ impl Registry {
     /// [`Rejected`](ControlAnswer::Rejected) for an idle timeout out of range (with the
     /// [`ConfigError`](crate::ConfigError)'s message), and [`Ack`](ControlAnswer::Ack)
     /// otherwise.
-    pub fn control(&self, id: RegistryId, action: ControlAction) -> ControlAnswer {
+    pub fn control(&self, id: u32, action: ControlAction) -> ControlAnswer {
         let Some(session) = self.get(id) else {
             return ControlAnswer::NoSuchSession;
         };
         let state = if session.try_wait().is_some() {
-            Lifecycle::Ended
+            SessionState::Ended
         } else {
             session.state()
         };
         match (state, action) {
-            (Lifecycle::Ended, _) => return ControlAnswer::AlreadyEnded,
-            (Lifecycle::Grace, ControlAction::Kill) => {}
-            (Lifecycle::Grace, _) => return ControlAnswer::AlreadyEnded,
-            (Lifecycle::Running, _) => {}
+            (SessionState::Ended, _) => return ControlAnswer::AlreadyEnded,
+            (SessionState::Grace, ControlAction::Kill) => {}
+            (SessionState::Grace, _) => return ControlAnswer::AlreadyEnded,
+            (SessionState::Running, _) => {}
         }
         let rejected = |e: crate::ConfigError| ControlAnswer::Rejected(e.to_string());
         match action {
@@ -354,7 +346,7 @@ impl Registry {
                 }
             }
             ControlAction::Terminate => session.terminate(),
-            ControlAction::Kill => session.start_kill(),
+            ControlAction::Kill => session.kill(),
             ControlAction::SetIdleTimeout(timeout) => {
                 if let Err(e) = session.set_idle_timeout(timeout) {
                     return rejected(e);
@@ -367,10 +359,10 @@ impl Registry {
     /// Ends every live session with its kill ladder and waits until all are over; returns
     /// their results by id. Sessions spawned meanwhile are ended too. The finished sessions
     /// stay listed (until pruned).
-    pub fn shutdown_all(&self) -> Vec<(RegistryId, MonitorResult)> {
+    pub fn shutdown_all(&self) -> Vec<(u32, MonitorResult)> {
         let mut ended = Vec::new();
         loop {
-            let live: Vec<(RegistryId, Arc<Session>)> = {
+            let live: Vec<(u32, Arc<Session>)> = {
                 let mut inner = self.inner.lock();
                 self.prune(&mut inner);
                 inner
@@ -406,7 +398,7 @@ impl Registry {
             e.finished_at
                 .is_none_or(|at| now.saturating_duration_since(at) < retention)
         });
-        let mut finished: Vec<(Instant, RegistryId)> = inner
+        let mut finished: Vec<(Instant, u32)> = inner
             .entries
             .iter()
             .filter_map(|(id, e)| e.finished_at.map(|at| (at, *id)))
@@ -453,7 +445,7 @@ mod tests {
         let mut summary = SessionSummary {
             id: 3,
             command: "npm run build".into(),
-            state: Lifecycle::Running,
+            state: SessionState::Running,
             uptime: Duration::from_millis(47_250),
             idle_left: Some(Duration::from_millis(212_800)),
             bytes: 8192,
@@ -464,7 +456,7 @@ mod tests {
             "#03 running uptime=47.2s idle_left=212.8s bytes=8192 log=/tmp/x.log cmd=npm run build"
         );
         summary.id = 123;
-        summary.state = Lifecycle::Ended;
+        summary.state = SessionState::Ended;
         summary.idle_left = None;
         summary.log = None;
         summary.uptime = Duration::from_millis(50);

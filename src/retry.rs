@@ -72,7 +72,7 @@ pub enum RetryReason {
 /// One attempt of a [`RetryPolicy::run`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct Attempt {
+pub struct RetryAttempt {
     /// 1 for the first run, 2 for the first retry…
     pub number: u32,
     /// How it ended (its logs in [`MonitorResult::logs`] are kept).
@@ -92,14 +92,14 @@ pub struct Attempt {
 #[non_exhaustive]
 pub struct RetryReport {
     /// The attempts, at least one.
-    pub attempts: Vec<Attempt>,
+    pub attempts: Vec<RetryAttempt>,
     /// The error of a retry that could not be spawned (the attempts before it are kept).
     pub retry_spawn_error: Option<io::Error>,
 }
 
 impl RetryReport {
     /// The last attempt made.
-    pub fn last(&self) -> &Attempt {
+    pub fn last(&self) -> &RetryAttempt {
         // Invariant: `run` returns a report only after at least one attempt ran.
         self.attempts
             .last()
@@ -178,7 +178,7 @@ impl RetryPolicy {
                     result.exit_code()
                 );
             }
-            report.attempts.push(Attempt {
+            report.attempts.push(RetryAttempt {
                 number,
                 result,
                 output,

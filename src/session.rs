@@ -10,9 +10,9 @@ use crossbeam_channel::{Receiver, select};
 
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Snapshot;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
-use crate::contract::{Control, ControlTx, Lifecycle, Shared};
+use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::environment::Environment;
 use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
@@ -28,8 +28,8 @@ pub struct SessionBuilder {
     /// Whether `command` is a [`Program`]'s: no setting stallwatch cannot see.
     plain: bool,
     config: MonitorConfig,
-    clock: Arc<dyn Clock>,
-    /// Whether `clock` is the default `SystemClock` (no `clock(…)` call).
+    clock: Clock,
+    /// Whether `clock` is the default system clock (no `clock(…)` call).
     real_clock: bool,
     stdout: OutputSink,
     stderr: OutputSink,
@@ -38,34 +38,6 @@ pub struct SessionBuilder {
     pty: Option<(u16, u16)>,
     non_interactive: bool,
 }
-
-/// The variables of the non-interactive profile ([`SessionBuilder::non_interactive`]): what
-/// makes common tools fail fast, or go on without asking, instead of waiting for an answer.
-pub const NON_INTERACTIVE_ENV: &[(&str, &str)] = &[
-    // git: no username/password prompt on the terminal; no editor for commit, merge, tag or
-    // rebase messages (`true` leaves the message as it is: an empty one aborts); no pager.
-    ("GIT_TERMINAL_PROMPT", "0"),
-    ("GIT_EDITOR", "true"),
-    ("GIT_SEQUENCE_EDITOR", "true"),
-    ("GIT_MERGE_AUTOEDIT", "no"),
-    ("GIT_PAGER", "cat"),
-    // git over ssh: never a password or host-key question (fails instead).
-    ("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
-    // Git Credential Manager: no dialog.
-    ("GCM_INTERACTIVE", "never"),
-    // ssh's askpass helper: never started.
-    ("SSH_ASKPASS_REQUIRE", "never"),
-    // man, systemctl, journalctl and anything else that pages.
-    ("PAGER", "cat"),
-    ("MANPAGER", "cat"),
-    ("SYSTEMD_PAGER", "cat"),
-    // apt and dpkg: no configuration questions.
-    ("DEBIAN_FRONTEND", "noninteractive"),
-    // npm and npx: no "Ok to proceed?" (npx installs the package and goes on).
-    ("npm_config_yes", "true"),
-    // pip: no prompt (for credentials, say): fails instead.
-    ("PIP_NO_INPUT", "1"),
-];
 
 impl fmt::Debug for SessionBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,16 +55,44 @@ impl fmt::Debug for SessionBuilder {
 }
 
 impl SessionBuilder {
+    /// The variables of the non-interactive profile ([`SessionBuilder::non_interactive`]): what
+    /// makes common tools fail fast, or go on without asking, instead of waiting for an answer.
+    pub const NON_INTERACTIVE_ENV: &'static [(&'static str, &'static str)] = &[
+        // git: no username/password prompt on the terminal; no editor for commit, merge, tag or
+        // rebase messages (`true` leaves the message as it is: an empty one aborts); no pager.
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_EDITOR", "true"),
+        ("GIT_SEQUENCE_EDITOR", "true"),
+        ("GIT_MERGE_AUTOEDIT", "no"),
+        ("GIT_PAGER", "cat"),
+        // git over ssh: never a password or host-key question (fails instead).
+        ("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+        // Git Credential Manager: no dialog.
+        ("GCM_INTERACTIVE", "never"),
+        // ssh's askpass helper: never started.
+        ("SSH_ASKPASS_REQUIRE", "never"),
+        // man, systemctl, journalctl and anything else that pages.
+        ("PAGER", "cat"),
+        ("MANPAGER", "cat"),
+        ("SYSTEMD_PAGER", "cat"),
+        // apt and dpkg: no configuration questions.
+        ("DEBIAN_FRONTEND", "noninteractive"),
+        // npm and npx: no "Ok to proceed?" (npx installs the package and goes on).
+        ("npm_config_yes", "true"),
+        // pip: no prompt (for credentials, say): fails instead.
+        ("PIP_NO_INPUT", "1"),
+    ];
+
     /// The monitoring configuration (default: [`MonitorConfig::default`]).
     pub fn config(mut self, config: MonitorConfig) -> Self {
         self.config = config;
         self
     }
 
-    /// The clock every duration is measured with (default: [`SystemClock`]). Tests pass a
-    /// [`MockClock`](crate::MockClock).
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+    /// The clock every duration is measured with (default: [`Clock::system`]). Tests pass a
+    /// [`MockClock`](crate::MockClock) (or a [`Clock`] made from one).
+    pub fn clock(mut self, clock: impl Into<Clock>) -> Self {
+        self.clock = clock.into();
         self.real_clock = false;
         self
     }
@@ -173,7 +173,7 @@ impl SessionBuilder {
     /// - in pipe mode the child leads a session of its own without a controlling terminal, so
     ///   opening `/dev/tty` fails at once (ENXIO) even when the caller runs on a terminal (with
     ///   [`pty`](Self::pty) the terminal stays: only the variables apply);
-    /// - the variables of [`NON_INTERACTIVE_ENV`] are set, except
+    /// - the variables of [`NON_INTERACTIVE_ENV`](Self::NON_INTERACTIVE_ENV) are set, except
     ///   those the caller set (or removed) explicitly on the command, and `GIT_SSH_COMMAND`
     ///   when the child's git has an ssh command of its own: `GIT_SSH_COMMAND` or `GIT_SSH` in
     ///   its environment, or `core.sshCommand` configured (`git config --get core.sshCommand`
@@ -240,7 +240,7 @@ impl SessionBuilder {
     ///   do not go together (a [`ConfigError`] inside; `InvalidInput`; nothing is spawned);
     /// - [`Home`](crate::SpawnErrorKind::Home): an isolated home folder that cannot be created
     ///   (the message names it); a seed file that cannot be copied is not an error (see
-    ///   [`HomeReport::failed`](crate::HomeReport::failed));
+    ///   [`IsolatedHome::failed`](crate::IsolatedHome::failed));
     /// - [`LogDir`](crate::SpawnErrorKind::LogDir): a named log folder that cannot be used;
     /// - [`Terminal`](crate::SpawnErrorKind::Terminal), [`Pipe`](crate::SpawnErrorKind::Pipe),
     ///   [`WorkingDir`](crate::SpawnErrorKind::WorkingDir): the terminal, the output pipes, or
@@ -266,7 +266,7 @@ impl SessionBuilder {
         if self.non_interactive {
             let own_ssh =
                 crate::environment::has_own_ssh_command(&self.command, self.environment.clears());
-            for (key, value) in NON_INTERACTIVE_ENV {
+            for (key, value) in Self::NON_INTERACTIVE_ENV {
                 let users = explicit.iter().any(|k| k == key);
                 if !users && (*key != "GIT_SSH_COMMAND" || !own_ssh) {
                     self.command.env(key, value);
@@ -317,7 +317,7 @@ impl SessionBuilder {
 pub struct Session {
     id: u64,
     pid: u32,
-    clock: Arc<dyn Clock>,
+    clock: Clock,
     board: Arc<ActivityBoard>,
     control: ControlTx,
     done: Receiver<()>,
@@ -349,7 +349,7 @@ impl Session {
             command,
             plain,
             config: MonitorConfig::default(),
-            clock: Arc::new(SystemClock),
+            clock: Clock::system(),
             real_clock: true,
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,
@@ -375,7 +375,7 @@ impl Session {
 
     /// Counts as activity now.
     pub fn keepalive(&self) {
-        self.board.stamp(ActivitySource::Keepalive);
+        self.board.stamp(&ActivitySource::Keepalive);
     }
 
     /// Counts as activity now and replaces the idle timeout from now on.
@@ -410,15 +410,15 @@ impl Session {
     /// SIGKILL. The outcome becomes [`Outcome::Terminated`](crate::Outcome::Terminated)
     /// `{ forced: true }` unless the run had already ended for another reason.
     ///
-    /// Named as in process-wrap: `start_kill` only starts the end; to end the tree with the
+    /// Named as in process-wrap: `kill` only starts the end; to end the tree with the
     /// ladder and wait for it, call [`terminate`](Self::terminate) then [`wait`](Self::wait).
-    pub fn start_kill(&self) {
+    pub fn kill(&self) {
         let _ = self.control.send(Control::Kill);
     }
 
     /// Where the session is in its life.
-    pub fn state(&self) -> Lifecycle {
-        Lifecycle::from_u8(self.shared.phase.load(std::sync::atomic::Ordering::Acquire))
+    pub fn state(&self) -> SessionState {
+        SessionState::from_u8(self.shared.phase.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// Time since the spawn (by the session's clock); the whole runtime once finished.
@@ -445,7 +445,7 @@ impl Session {
     /// How long the child may stay quiet before the watchdog fires, while it runs (`None` once
     /// the ladder started or the run is over).
     pub fn idle_left(&self) -> Option<Duration> {
-        if self.state() != Lifecycle::Running {
+        if self.state() != SessionState::Running {
             return None;
         }
         let last = crate::verdict::last_activity(&self.board.snapshot(), &self.shared.caps);

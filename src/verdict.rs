@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::activity::{ActivitySource, BoardSnapshot, SourceState};
-use crate::outcome::{SourceIdle, StaleReport};
+use crate::outcome::{SourceActivity, StaleReport};
 
 /// What the monitor should do now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl<'a> Limits<'a> {
 
 /// A source's latest activity as the verdict counts it: capped at `cap` after the latest
 /// activity of every other enabled source (or the start).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Counted {
     source: ActivitySource,
     last: Instant,
@@ -75,9 +75,9 @@ fn counted(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Vec<Co
     let enabled: Vec<&SourceState> = board.sources.iter().filter(|s| s.enabled).collect();
     enabled
         .iter()
-        .map(|s| match limits.cap(s.source) {
+        .map(|s| match limits.cap(s.source.clone()) {
             None => Counted {
-                source: s.source,
+                source: s.source.clone(),
                 last: s.last,
                 capped: false,
             },
@@ -89,7 +89,7 @@ fn counted(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Vec<Co
                     .fold(board.origin, Instant::max);
                 let limit = others + cap;
                 Counted {
-                    source: s.source,
+                    source: s.source.clone(),
                     last: s.last.min(limit),
                     capped: s.last > limit,
                 }
@@ -155,8 +155,8 @@ pub(crate) fn report(board: &BoardSnapshot, now: Instant, idle_timeout: Duration
             .sources
             .iter()
             .filter(|s| s.enabled)
-            .map(|s| SourceIdle {
-                source: s.source,
+            .map(|s| SourceActivity {
+                source: s.source.clone(),
                 available: s.available,
                 idle: now.saturating_duration_since(s.last),
                 events: s.count,
@@ -217,7 +217,7 @@ mod tests {
                 .iter()
                 .zip(ActivitySource::ALL)
                 .map(|(&(enabled, ms), source)| SourceState {
-                    source,
+                    source: source.clone(),
                     enabled,
                     available: true,
                     last: origin + Duration::from_millis(ms),
@@ -551,7 +551,7 @@ mod tests {
             let t0 = Instant::now();
             let b = board(t0, &stamps);
             let now_i = t0 + Duration::from_millis(now);
-            let caps = [(ActivitySource::ALL[which], Duration::from_millis(cap))];
+            let caps = [(ActivitySource::ALL[which].clone(), Duration::from_millis(cap))];
             let plain = Limits::new(
                 Duration::from_millis(idle),
                 hard.map(|h| t0 + Duration::from_millis(h)),

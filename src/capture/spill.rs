@@ -45,7 +45,7 @@ pub struct LogFile {
 /// the temp folder's `stallwatch-<uid>-logs`. Being a default, it must be the user's own: a
 /// spawn refuses it when it belongs to someone else or others can write to it (as ssh refuses
 /// such a folder), where a folder the caller chose only has to be usable.
-pub fn default_log_dir() -> PathBuf {
+pub(crate) fn default_log_dir() -> PathBuf {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
@@ -126,16 +126,9 @@ fn check_own(meta: &fs::Metadata) -> Result<(), String> {
 /// spawn then fails with, so a caller can tell it from the program's own spawn error
 /// (`SpawnError::of(&err)`, then `inner().downcast_ref::<LogDirError>()`).
 #[derive(Debug)]
-pub struct LogDirError {
+pub(crate) struct LogDirError {
     path: PathBuf,
     problem: String,
-}
-
-impl LogDirError {
-    /// The folder.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 impl std::fmt::Display for LogDirError {

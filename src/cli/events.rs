@@ -26,7 +26,7 @@ enum Line {
         truncated: bool,
     },
     Activity {
-        source: &'static str,
+        source: String,
     },
     IdleWarning {
         left_ms: u64,
@@ -73,16 +73,16 @@ fn line(event: Event) -> Option<Line> {
             truncated,
         },
         Event::Activity { source } => Line::Activity {
-            source: source.name(),
+            source: source.name().to_owned(),
         },
         Event::IdleWarning { left } => Line::IdleWarning {
             left_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
         },
         Event::Completed { seen } => Line::Completed {
-            trigger: seen.trigger.name(),
-            stream: seen.stream.map(|s| s.name()),
-            matched: seen.matched,
-            after_ms: u64::try_from(seen.after.as_millis()).unwrap_or(u64::MAX),
+            trigger: seen.name(),
+            stream: seen.stream().map(|s| s.name()),
+            matched: seen.matched(),
+            after_ms: u64::try_from(seen.after().as_millis()).unwrap_or(u64::MAX),
         },
         Event::Signal { signal, step } => Line::Signal {
             signal: signal.name(),

@@ -15,8 +15,8 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
-    ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError,
-    ContainmentMode, FileWatchConfig, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
+    ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
+    FileWatchConfig, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
 };
 
 use super::human::HumanDuration;
@@ -450,7 +450,7 @@ pub(crate) struct Cli {
         value_parser = text(parse_containment),
         verbatim_doc_comment
     )]
-    pub(crate) containment: ContainmentMode,
+    pub(crate) containment: Containment,
 
     /// Write a JSON report of the run to FILE when done (- for stderr).
     ///
@@ -593,7 +593,7 @@ fn parse_pty_size_value(text: &str) -> Result<PtySize, String> {
 pub(crate) struct HardTimeout(pub(crate) Option<Duration>);
 
 /// A `--solo-cap SOURCE=D` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SoloCap {
     pub(crate) source: ActivitySource,
     pub(crate) cap: Option<Duration>,
@@ -778,10 +778,9 @@ impl Options {
             .probe
             .iter()
             .fold(config, |config, probe| config.probe(probe.probe()));
-        let config = cli
-            .solo_cap
-            .iter()
-            .fold(config, |config, cap| config.solo_cap(cap.source, cap.cap));
+        let config = cli.solo_cap.iter().fold(config, |config, cap| {
+            config.solo_cap(cap.source.clone(), cap.cap)
+        });
         // Every byte passes through already: a second copy on disk only when asked for, by
         // naming a folder or by asking for a report (whose `log` entries list the logs).
         let config = match (&cli.log_dir, &cli.report) {
@@ -1109,11 +1108,11 @@ fn parse_glob(glob: &str) -> Result<String, String> {
     Ok(glob.to_owned())
 }
 
-fn parse_containment(text: &str) -> Result<ContainmentMode, String> {
+fn parse_containment(text: &str) -> Result<Containment, String> {
     match text {
-        "auto" => Ok(ContainmentMode::Auto),
-        "cgroup" => Ok(ContainmentMode::Cgroup),
-        "group" => Ok(ContainmentMode::Group),
+        "auto" => Ok(Containment::Auto),
+        "cgroup" => Ok(Containment::Cgroup),
+        "group" => Ok(Containment::Group),
         _ => Err(format!(
             "{text:?} is not a containment: use auto, cgroup or group"
         )),
@@ -1345,10 +1344,10 @@ mod tests {
         assert!(config.files.exclude.contains(&"*.log".to_owned()));
         assert!(config.files.exclude.contains(&"*.tmp".to_owned()));
         assert!(
-            config.watches(ActivitySource::Files)
-                && config.watches(ActivitySource::Output)
-                && !config.watches(ActivitySource::Children)
-                && !config.watches(ActivitySource::Network)
+            config.watches(&ActivitySource::Files)
+                && config.watches(&ActivitySource::Output)
+                && !config.watches(&ActivitySource::Children)
+                && !config.watches(&ActivitySource::Network)
         );
         assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
         assert_eq!(config.leftovers, LeftoverPolicy::Keep);

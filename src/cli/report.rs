@@ -7,10 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use stallwatch::{
-    ActivitySource, Containment, EXIT_INTERNAL, MonitorConfig, MonitorResult, Outcome, Signal,
-    SupervisorDeath,
-};
+use stallwatch::supervisor::SupervisorDeath;
+use stallwatch::{ActivitySource, MonitorConfig, MonitorResult, Outcome, Signal};
 
 use super::human::HumanDuration;
 use super::signals::Received;
@@ -47,7 +45,7 @@ impl Exit {
 /// - Then [`with_relay`]: 1 instead of 0 when passing the output through failed.
 pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
     if result.termination_unproven {
-        return Exit::Code(EXIT_INTERNAL);
+        return Exit::Code(MonitorResult::EXIT_INTERNAL);
     }
     match (&result.outcome, received.first) {
         (Outcome::Terminated { .. }, Some(signal)) => match result.status {
@@ -55,7 +53,7 @@ pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
                 Some(code) => Exit::Code(code),
                 None => Exit::Signal(signal),
             },
-            None => Exit::Code(EXIT_INTERNAL),
+            None => Exit::Code(MonitorResult::EXIT_INTERNAL),
         },
         _ => Exit::Code(result.exit_code()),
     }
@@ -313,7 +311,7 @@ pub(crate) struct Report {
     /// Completion, when it was seen (`--done-when-output`, `--done-when-file`), or null.
     pub(crate) completion: Option<Completion>,
     /// The sources that were past their solo cap when the program was judged stale.
-    pub(crate) capped: Vec<&'static str>,
+    pub(crate) capped: Vec<String>,
     /// Each `--probe`: how long it had been idle at the end and how many times it said yes.
     pub(crate) probes: Vec<ProbeEntry>,
     /// Why the program could not be run (`not_started` only).
@@ -341,14 +339,8 @@ pub(crate) struct ContainmentReport {
 }
 
 impl ContainmentReport {
-    fn of(containment: &Containment) -> Self {
-        let (cgroup, why_not_cgroup) = match containment {
-            Containment::Cgroup { path, .. } => (Some(path.display().to_string()), None),
-            Containment::Group { why_not_cgroup, .. } => (None, why_not_cgroup.clone()),
-            // A backend this command does not know yet: named, nothing more.
-            _ => (None, None),
-        };
-        let (supervisor_death, why_no_guardian) = match containment.supervisor_death() {
+    fn of(result: &MonitorResult) -> Self {
+        let (supervisor_death, why_no_guardian) = match &result.supervisor_death {
             SupervisorDeath::Guardian => ("guardian", None),
             SupervisorDeath::LeaderOnly { why_no_guardian } => {
                 ("leader_only", Some(why_no_guardian.clone()))
@@ -357,9 +349,9 @@ impl ContainmentReport {
             _ => ("not_needed", None),
         };
         ContainmentReport {
-            backend: containment.name(),
-            cgroup,
-            why_not_cgroup,
+            backend: result.containment.as_str(),
+            cgroup: result.cgroup.as_ref().map(|p| p.display().to_string()),
+            why_not_cgroup: result.why_not_cgroup.clone(),
             supervisor_death,
             why_no_guardian,
         }
@@ -391,7 +383,7 @@ pub(crate) struct ProcessJson {
 }
 
 impl DiagnosisJson {
-    pub(crate) fn new(d: &stallwatch::Diagnosis) -> DiagnosisJson {
+    pub(crate) fn new(d: &stallwatch::diagnosis::Diagnosis) -> DiagnosisJson {
         DiagnosisJson {
             kind: d.kind.name(),
             summary: d.summary.clone(),
@@ -439,7 +431,7 @@ pub(crate) struct ActivityCount {
 /// One probe at the end of the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ProbeEntry {
-    pub(crate) name: &'static str,
+    pub(crate) name: String,
     pub(crate) idle_ms: u64,
     pub(crate) activity_count: u64,
 }
@@ -461,7 +453,7 @@ pub(crate) struct Completion {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Unavailable {
     /// The source (`files`).
-    pub(crate) source: &'static str,
+    pub(crate) source: String,
     /// The path that was not watched, or null when the whole source observed nothing.
     pub(crate) path: Option<String>,
     /// Why, as the system said it, or null.
@@ -616,9 +608,9 @@ fn probe_entries(result: &MonitorResult) -> Vec<ProbeEntry> {
     result
         .activity
         .iter()
-        .filter_map(|s| match s.source {
+        .filter_map(|s| match &s.source {
             ActivitySource::Probe(name) => Some(ProbeEntry {
-                name,
+                name: name.to_string(),
                 idle_ms: ms(s.idle),
                 activity_count: s.events,
             }),
@@ -656,7 +648,7 @@ impl Report {
                 forced: received.forced && result.escalated,
                 duration_ms: result.ladder_time.map(ms),
             },
-            containment: Some(ContainmentReport::of(&result.containment)),
+            containment: Some(ContainmentReport::of(result)),
             memory_peak_bytes: result.memory_peak,
             oom_kills: result.oom_kills,
             leftovers_killed: result.leftovers_killed,
@@ -677,14 +669,16 @@ impl Report {
             idle_timeout_ms: ms(context.config.idle_timeout),
             hard_timeout_ms: context.config.hard_timeout.map(ms),
             completion: result.completion.as_ref().map(|seen| Completion {
-                trigger: seen.trigger.name(),
-                stream: seen.stream.map(|s| s.name()),
-                matched: seen.matched.clone(),
-                after_ms: ms(seen.after),
+                trigger: seen.name(),
+                stream: seen.stream().map(|s| s.name()),
+                matched: seen.matched(),
+                after_ms: ms(seen.after()),
             }),
             probes: probe_entries(result),
             capped: match &result.outcome {
-                Outcome::IdleTimeout(report) => report.capped.iter().map(|s| s.name()).collect(),
+                Outcome::IdleTimeout(report) => {
+                    report.capped.iter().map(|s| s.name().to_owned()).collect()
+                }
                 _ => Vec::new(),
             },
             error: None,
@@ -752,7 +746,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
         *count = Some(s.events);
         if !s.available && s.source != ActivitySource::Files {
             unavailable.push(Unavailable {
-                source: s.source.name(),
+                source: s.source.name().to_owned(),
                 path: None,
                 reason: (s.source == ActivitySource::Network)
                     .then(|| result.network_unavailable.clone())
@@ -764,7 +758,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
     }
     for gap in &result.unwatched {
         unavailable.push(Unavailable {
-            source: ActivitySource::Files.name(),
+            source: ActivitySource::Files.name().to_owned(),
             path: Some(gap.path.display().to_string()),
             reason: Some(gap.reason.clone()),
             unwatched_ms: Some(ms(gap.duration)),
@@ -777,7 +771,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
         .any(|s| s.source == ActivitySource::Files && !s.available);
     if files_blind && result.unwatched.iter().all(|gap| !gap.still) {
         unavailable.push(Unavailable {
-            source: ActivitySource::Files.name(),
+            source: ActivitySource::Files.name().to_owned(),
             path: None,
             reason: None,
             unwatched_ms: None,

@@ -272,7 +272,7 @@ fn pass_on(received: &Shared, session: &Session, signal: Signal, grace: Duration
     } else if number == Sig::INT.as_raw() {
         log::info!("second INT: killing the child's tree now");
         received.forced.store(true, Ordering::Release);
-        session.start_kill();
+        session.kill();
     } else {
         log::info!("received {signal} again; the ladder goes on");
     }

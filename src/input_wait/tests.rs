@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::*;
-use crate::clock::{Clock, MockClock};
+use crate::clock::MockClock;
 use crate::diagnosis::ProcessDiagnosis;
 
 /// A fake process table: each pid's kind and read count.

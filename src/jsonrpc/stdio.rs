@@ -196,7 +196,7 @@ pub(crate) fn server_main<C: clap::Parser>(
     serve: impl FnOnce(C) -> std::io::Result<()>,
 ) -> std::process::ExitCode {
     use std::process::ExitCode;
-    let own_failure = ExitCode::from(stallwatch::EXIT_INTERNAL as u8);
+    let own_failure = ExitCode::from(stallwatch::MonitorResult::EXIT_INTERNAL as u8);
     let cli = match C::try_parse_from(args.into_iter().skip(1)) {
         Ok(cli) => cli,
         Err(e) => {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use crate::sync::{Condvar, Mutex};
 use serde_json::{Value, json};
 use stallwatch::{
-    CaptureConfig, ControlAnswer, KillLadder, Lifecycle, MonitorConfig, MonitorResult, Outcome,
-    OutputSink, Registry, RegistryId, Session, Signal, SpawnError,
+    CaptureConfig, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Outcome, OutputSink,
+    Registry, Session, SessionState, Signal, SpawnError,
 };
 
 use super::options::McpOptions;
@@ -29,7 +29,7 @@ const TERMINAL: (u16, u16) = (24, 120);
 /// One session of `exec_command`.
 #[derive(Debug)]
 pub(crate) struct ExecSession {
-    pub(crate) id: RegistryId,
+    pub(crate) id: u32,
     pub(crate) session: Arc<Session>,
     /// The command line as given.
     pub(crate) cmd: String,
@@ -55,7 +55,7 @@ impl ExecSession {
 pub(crate) struct Exec {
     options: McpOptions,
     registry: Registry,
-    sessions: Mutex<HashMap<RegistryId, Arc<ExecSession>>>,
+    sessions: Mutex<HashMap<u32, Arc<ExecSession>>>,
     /// Held from the room check to the insertion, so the limit holds (and the shutdown sees
     /// every session).
     spawning: Mutex<()>,
@@ -108,7 +108,7 @@ impl Exec {
     }
 
     /// The session with this id, while the registry keeps it.
-    fn find(&self, id: RegistryId) -> Option<Arc<ExecSession>> {
+    fn find(&self, id: u32) -> Option<Arc<ExecSession>> {
         let mut sessions = self.sessions.lock();
         if self.registry.get(id).is_none() {
             sessions.remove(&id);
@@ -229,7 +229,7 @@ impl Exec {
         }
     }
 
-    fn write(&self, id: RegistryId, chars: &str, yield_time: Duration) -> ToolOutput {
+    fn write(&self, id: u32, chars: &str, yield_time: Duration) -> ToolOutput {
         let start = Instant::now();
         let Some(exec) = self.find(id) else {
             return ToolOutput::error(format!(
@@ -316,7 +316,7 @@ fn spawn_message(e: std::io::Error) -> String {
 /// The lifecycle's name, `ended` once the result is in.
 pub(crate) fn state_name(session: &Session, result: Option<&MonitorResult>) -> &'static str {
     match (result, session.state()) {
-        (Some(_), _) | (None, Lifecycle::Ended) => "ended",
+        (Some(_), _) | (None, SessionState::Ended) => "ended",
         (None, state) => state.name(),
     }
 }

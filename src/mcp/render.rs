@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use stallwatch::{ControlAnswer, MonitorResult, Outcome, RegistryId, SessionSummary};
+use stallwatch::{ControlAnswer, MonitorResult, Outcome, SessionSummary};
 
 use super::exec::{ExecSession, diagnosis, log_of, state_name};
 use super::output::Taken;
@@ -161,7 +161,7 @@ fn outcome_words(result: &MonitorResult) -> String {
 }
 
 /// `exec_control`'s answer.
-pub(crate) fn control(session_id: RegistryId, answer: &ControlAnswer) -> ToolOutput {
+pub(crate) fn control(session_id: u32, answer: &ControlAnswer) -> ToolOutput {
     let (status, note, text) = match answer {
         ControlAnswer::Ack => (
             "ack",
@@ -215,7 +215,7 @@ fn preview(cmd: &str) -> String {
 /// `list_exec_sessions`' answer.
 pub(crate) fn list(
     summaries: &[SessionSummary],
-    sessions: &HashMap<RegistryId, Arc<ExecSession>>,
+    sessions: &HashMap<u32, Arc<ExecSession>>,
 ) -> ToolOutput {
     let mut items = Vec::new();
     let mut lines = Vec::new();

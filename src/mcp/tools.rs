@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use stallwatch::{ControlAction, RegistryId};
+use stallwatch::ControlAction;
 
 use super::options::McpOptions;
 use crate::jsonrpc::protocol::{Params, RpcError, whole_number};
@@ -30,7 +30,7 @@ pub(crate) enum ToolCall {
     /// `write_stdin`.
     Write {
         /// The session.
-        session_id: RegistryId,
+        session_id: u32,
         /// What to type (may be empty: only poll).
         chars: String,
         /// How long to wait for output or the end.
@@ -39,7 +39,7 @@ pub(crate) enum ToolCall {
     /// `exec_control`.
     Control {
         /// The session.
-        session_id: RegistryId,
+        session_id: u32,
         /// What to do.
         action: ControlAction,
     },
@@ -178,14 +178,14 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
     })
 }
 
-fn session_id(params: &Params<'_>) -> Result<RegistryId, RpcError> {
+fn session_id(params: &Params<'_>) -> Result<u32, RpcError> {
     let n = whole_number(
         "session_id",
         params.required("session_id")?,
         1,
         u32::MAX.into(),
     )?;
-    Ok(RegistryId::try_from(n).expect("checked to fit"))
+    Ok(u32::try_from(n).expect("checked to fit"))
 }
 
 fn write_args(arguments: &Map<String, Value>) -> Result<ToolCall, RpcError> {

@@ -141,7 +141,7 @@ pub(super) struct Ladder {
     /// The leader's pid, which is the group's id.
     pgid: i32,
     kill_confirm_timeout: Duration,
-    clock: Arc<dyn Clock>,
+    clock: Clock,
     emitter: Arc<Emitter>,
     /// The steps under way, once started.
     steps: Option<Steps>,
@@ -161,7 +161,7 @@ impl Ladder {
         id: u64,
         pgid: i32,
         kill_confirm_timeout: Duration,
-        clock: Arc<dyn Clock>,
+        clock: Clock,
         emitter: Arc<Emitter>,
     ) -> Self {
         Self {
@@ -570,7 +570,7 @@ mod tests {
     fn ladder_for(pgid: i32, clock: &MockClock) -> (Ladder, Receiver<Event>) {
         let emitter = Arc::new(Emitter::new(64));
         let events = emitter.receiver();
-        let ladder = Ladder::new(7, pgid, CONFIRM, Arc::new(clock.clone()), emitter);
+        let ladder = Ladder::new(7, pgid, CONFIRM, Clock::from(clock), emitter);
         (ladder, events)
     }
 

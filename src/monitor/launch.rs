@@ -25,11 +25,11 @@ use crate::capture::spill::{self, Spill};
 use crate::clock::Clock;
 use crate::completion::FileWatch;
 use crate::config::MonitorConfig;
-use crate::contract::{Control, ControlTx, Lifecycle, Shared};
+use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
-use crate::outcome::Containment;
+use crate::outcome::TreeHold;
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
@@ -52,7 +52,7 @@ pub(crate) struct Launch {
     /// Whether the command's environment was cleared (an isolated environment).
     pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: Clock,
     /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
     /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
     /// (`monitor::wait`).
@@ -61,7 +61,7 @@ pub(crate) struct Launch {
     pub(crate) stderr: OutputSink,
     pub(crate) stdin: Input,
     /// The isolated home prepared for the child, for the result.
-    pub(crate) home: Option<crate::environment::HomeReport>,
+    pub(crate) home: Option<crate::environment::IsolatedHome>,
     /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
     pub(crate) pty: Option<(u16, u16)>,
     /// Pipe mode: the child leads a session of its own, without a controlling terminal.
@@ -242,7 +242,7 @@ struct Watching {
 fn watch_before_the_spawn(
     command: &Command,
     config: &MonitorConfig,
-    clock: &Arc<dyn Clock>,
+    clock: &Clock,
 ) -> io::Result<Watching> {
     // A named log folder that cannot be used is an error now, not lost output later.
     let log_dir = spill::resolve_dir(&config.capture)?;
@@ -261,8 +261,8 @@ fn watch_before_the_spawn(
 
 /// The session's activity board, its output source on or off, and the event emitter that
 /// observes it.
-fn new_board(clock: &Arc<dyn Clock>, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
-    let probes: Vec<&'static str> = config
+fn new_board(clock: &Clock, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
+    let probes: Vec<Arc<str>> = config
         .probes
         .iter()
         .filter_map(|p| match p.source() {
@@ -271,10 +271,10 @@ fn new_board(clock: &Arc<dyn Clock>, config: &MonitorConfig) -> (Arc<ActivityBoa
         })
         .collect();
     let board = Arc::new(ActivityBoard::with_probes(clock.clone(), &probes));
-    board.set_enabled(ActivitySource::Output, config.enabled.output);
+    board.set_enabled(&ActivitySource::Output, config.enabled.output);
     board.set_enabled(
-        ActivitySource::RepeatedOutput,
-        config.watches(ActivitySource::RepeatedOutput),
+        &ActivitySource::RepeatedOutput,
+        config.watches(&ActivitySource::RepeatedOutput),
     );
     let emitter = Arc::new(Emitter::new(config.events.capacity));
     board.observe(Arc::new(ActivityEvents::new(
@@ -398,7 +398,7 @@ struct Running {
 struct Assembly {
     id: u64,
     config: MonitorConfig,
-    clock: Arc<dyn Clock>,
+    clock: Clock,
     board: Arc<ActivityBoard>,
     files: Option<FileActivityTracker>,
     streams: Streams,
@@ -427,7 +427,7 @@ struct Streams {
     /// `STALLWATCH_SESSION=…` given to the child in subreaper mode.
     tag: Option<Vec<u8>>,
     /// The isolated home prepared for the child, for the result.
-    home: Option<crate::environment::HomeReport>,
+    home: Option<crate::environment::IsolatedHome>,
     /// The readers' line watch, if lines need looking at.
     lines: Option<LineSetup>,
     /// The session's place in the guardian, taken before the program (in a cgroup), if any.
@@ -437,7 +437,7 @@ struct Streams {
     /// The session's cgroup, when it has one.
     cgroup: Option<Arc<Cgroup>>,
     /// How the tree is held, for the result.
-    containment: Containment,
+    containment: TreeHold,
     /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
     real_clock: bool,
     /// Where stdout and stderr go (taken when the streams open).
@@ -536,7 +536,7 @@ fn new_monitor(
         rules,
         id,
         pid,
-        timing: Timing::new(&config, &*clock, &board),
+        timing: Timing::new(&config, &clock, &board),
         ladder,
         config,
         clock,
@@ -637,7 +637,7 @@ fn open_streams(
         combined,
         terminal: streams.terminal.clone(),
         emitter: streams.emitter.clone(),
-        phase: std::sync::atomic::AtomicU8::new(Lifecycle::RUNNING),
+        phase: std::sync::atomic::AtomicU8::new(SessionState::RUNNING),
         idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
         spills,
         stdin: crate::sync::Mutex::new(stdin_tx),
@@ -670,7 +670,7 @@ fn start_observer(
             Some((cpu, members))
         }));
     }
-    board.set_enabled(ActivitySource::Children, config.enabled.children);
+    board.set_enabled(&ActivitySource::Children, config.enabled.children);
     Some(observer)
 }
 
@@ -681,7 +681,7 @@ fn start_network(
     config: &MonitorConfig,
     board: &ActivityBoard,
 ) -> (Option<NetworkObserver>, Option<String>) {
-    board.set_enabled(ActivitySource::Network, config.enabled.network);
+    board.set_enabled(&ActivitySource::Network, config.enabled.network);
     if !config.enabled.network {
         return (None, None);
     }
@@ -690,7 +690,7 @@ fn start_network(
         Err(e) => {
             let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
             log::info!("network source unavailable: {reason}");
-            board.set_available(ActivitySource::Network, false);
+            board.set_available(&ActivitySource::Network, false);
             (None, Some(reason))
         }
     }

@@ -193,7 +193,7 @@ pub(super) struct ReaderWiring<'a> {
     pub(super) control: &'a ControlTx,
     pub(super) board: &'a Arc<ActivityBoard>,
     pub(super) emitter: &'a Arc<Emitter>,
-    pub(super) clock: &'a Arc<dyn Clock>,
+    pub(super) clock: &'a Clock,
     pub(super) lines: Option<&'a LineSetup>,
 }
 
@@ -285,7 +285,7 @@ pub(super) struct LineSetup {
 impl LineSetup {
     /// `None` when no line needs looking at.
     pub(super) fn new(config: &MonitorConfig) -> io::Result<Option<Self>> {
-        let repeats = config.watches(ActivitySource::RepeatedOutput);
+        let repeats = config.watches(&ActivitySource::RepeatedOutput);
         if !config.completion.watches_lines() && !repeats {
             return Ok(None);
         }
@@ -324,9 +324,9 @@ impl ReaderLines {
         let seen = self.watch.feed(chunk);
         if self.repeats {
             self.board.stamp(if seen.fresh {
-                ActivitySource::Output
+                &ActivitySource::Output
             } else {
-                ActivitySource::RepeatedOutput
+                &ActivitySource::RepeatedOutput
             });
         }
         self.tell(seen, control);
@@ -344,12 +344,12 @@ impl ReaderLines {
                 .clock()
                 .now()
                 .saturating_duration_since(self.board.origin());
-            let _ = control.send(Control::Completed(CompletionSeen {
+            let _ = control.send(Control::Completed(CompletionSeen::line(
                 trigger,
-                stream: Some(self.stream),
+                self.stream,
                 matched,
                 after,
-            }));
+            )));
         }
     }
 }

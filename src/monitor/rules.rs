@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::activity::ActivitySource;
 use crate::completion::FileWatch;
 use crate::config::MonitorConfig;
-use crate::outcome::{CompletionSeen, CompletionTrigger};
+use crate::outcome::CompletionSeen;
 use crate::sources::probes::Prober;
 use crate::verdict::{self, Limits, ProbeStep};
 
@@ -59,7 +59,7 @@ impl Rules {
             linger_until: self
                 .completion
                 .as_ref()
-                .map(|seen| origin + seen.after + self.linger),
+                .map(|seen| origin + seen.after() + self.linger),
         }
     }
 
@@ -87,10 +87,8 @@ impl Rules {
             return (None, Some(self.next_file_look));
         }
         self.next_file_look = now + self.file_look;
-        let seen = files.changed().map(|path| CompletionSeen {
-            trigger: CompletionTrigger::File,
-            stream: None,
-            matched: path.display().to_string(),
+        let seen = files.changed().map(|path| CompletionSeen::File {
+            path: path.to_path_buf(),
             after: now.saturating_duration_since(origin),
         });
         (seen, Some(self.next_file_look))

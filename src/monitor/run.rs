@@ -15,11 +15,10 @@ use super::{POLL_MAX, Wake, end_session};
 use crate::activity::{ActivityBoard, ActivitySource, BoardSnapshot};
 use crate::clock::Clock;
 use crate::config::{KillStep, LeftoverPolicy, MonitorConfig};
-use crate::contract::{Control, Lifecycle, Shared};
+use crate::contract::{Control, SessionState, Shared};
 use crate::events::{Emitter, Event};
 use crate::outcome::{
-    CompletionSeen, Containment, DescendantSummary, HumanDuration, MonitorResult, Outcome,
-    StaleReport,
+    CompletionSeen, HumanDuration, MonitorResult, Outcome, StaleReport, TreeHold,
 };
 use crate::process::{self, ChildProcess, sys};
 use crate::signal::Signal;
@@ -35,7 +34,7 @@ pub(super) struct DoneGuard {
     pub(super) pid: i32,
     /// How the tree is held (the cgroup itself, dropped with the monitor, kills what is left
     /// in it and is removed).
-    pub(super) containment: Containment,
+    pub(super) containment: TreeHold,
 }
 
 impl DoneGuard {
@@ -75,7 +74,10 @@ impl Drop for DoneGuard {
                 home: self.shared.home.clone(),
                 unwatched: Vec::new(),
                 completion: None,
-                containment: self.containment.clone(),
+                containment: self.containment.mode(),
+                cgroup: self.containment.cgroup(),
+                why_not_cgroup: self.containment.why_not_cgroup(),
+                supervisor_death: self.containment.supervisor_death().clone(),
                 memory_peak: None,
                 oom_kills: None,
                 network_unavailable: None,
@@ -126,7 +128,7 @@ pub(super) struct Timing {
 }
 
 impl Timing {
-    pub(super) fn new(config: &MonitorConfig, clock: &dyn Clock, board: &ActivityBoard) -> Self {
+    pub(super) fn new(config: &MonitorConfig, clock: &Clock, board: &ActivityBoard) -> Self {
         let interval = config.effective_check_interval();
         let next_sample = clock.now() + interval;
         Self {
@@ -146,7 +148,7 @@ pub(super) struct Monitor {
     pub(super) id: u64,
     pub(super) pid: i32,
     pub(super) config: MonitorConfig,
-    pub(super) clock: Arc<dyn Clock>,
+    pub(super) clock: Clock,
     pub(super) board: Arc<ActivityBoard>,
     pub(super) control: Receiver<Control>,
     pub(super) shared: Arc<Shared>,
@@ -174,7 +176,7 @@ pub(super) struct Monitor {
     /// orphans): nothing to look for after it.
     pub(super) tree_gone: bool,
     /// How the tree is held, for the result.
-    pub(super) containment: Containment,
+    pub(super) containment: TreeHold,
     /// The memory peak and OOM kills of the session's cgroup, read before it is removed.
     pub(super) memory: (Option<u64>, Option<u64>),
     /// Stamps the board from its own thread; stopped when the monitor ends.
@@ -185,7 +187,7 @@ pub(super) struct Monitor {
     /// Why the network source is on but cannot observe anything.
     pub(super) network_unavailable: Option<String>,
     /// What the file tracker could not watch, as it stood when the program's run was over.
-    pub(super) unwatched: Vec<crate::outcome::Unwatched>,
+    pub(super) unwatched: Vec<crate::outcome::UnwatchedFolder>,
     /// The input-wait rule (on with [`MonitorConfig::input_wait_timeout`]).
     pub(super) input_wait: Option<crate::input_wait::InputWaitRule>,
     pub(super) reason: Option<Reason>,
@@ -225,7 +227,7 @@ impl Monitor {
                 .map(|reader| reader.as_ref().map(|reader| reader.fd.as_fd()));
             let woken = self
                 .sleeper
-                .sleep(&*self.clock, wake, self.leader.exited, pipes);
+                .sleep(&self.clock, wake, self.leader.exited, pipes);
             for (slot, ready) in woken.pipes.into_iter().enumerate() {
                 if ready {
                     self.start_reader(slot);
@@ -460,11 +462,11 @@ impl Monitor {
         let (ask, still) = self.rules.probes_to_ask(capped, now, self.timing.interval);
         let mut yes = still;
         if !ask.is_empty() {
-            yes.extend(self.rules.prober.ask(&ask, &*self.clock, now));
+            yes.extend(self.rules.prober.ask(&ask, &self.clock, now));
         }
         for source in &yes {
             log::debug!("session {}: probe {source} says active", self.id);
-            self.board.stamp_at(*source, now);
+            self.board.stamp_at(source, now);
         }
         !yes.is_empty()
     }
@@ -498,14 +500,7 @@ impl Monitor {
             .children
             .as_ref()
             .filter(|_| children_on)
-            .map(|o| {
-                let last = o.last();
-                DescendantSummary {
-                    count: last.descendants,
-                    cpu: last.descendant_cpu,
-                    escapees: last.escapees,
-                }
-            });
+            .map(|o| o.last());
         let diagnosis = self.diagnose();
         self.emitter.lifecycle(Event::Diagnosis(diagnosis.clone()));
         report.diagnosis = Some(diagnosis);
@@ -556,7 +551,7 @@ impl Monitor {
             self.phase = Phase::Done;
             return Next::Continue(());
         }
-        let last_output = self.board.last(ActivitySource::Output).max(since);
+        let last_output = self.board.last(&ActivitySource::Output).max(since);
         let quiet_at = last_output + self.config.drain_quiet;
         let quiet = now >= quiet_at && self.tap.pipes_empty();
         if now >= cap || quiet {
@@ -677,7 +672,7 @@ impl Monitor {
             .map_or(&root[..], |o| o.pids());
         let pids = if pids.is_empty() { &root[..] } else { pids };
         let network = self.network.as_ref();
-        crate::diagnosis::diagnose(pids, &|inode| network.and_then(|n| n.peer(inode)))
+        crate::diagnosis::diagnose_tree(pids, &|inode| network.and_then(|n| n.peer(inode)))
     }
 
     /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.
@@ -691,14 +686,14 @@ impl Monitor {
         self.timing.next_sample = now + self.timing.interval;
         let active = sample.active && self.config.enabled.children;
         if active {
-            self.board.stamp_at(ActivitySource::Children, now);
+            self.board.stamp_at(&ActivitySource::Children, now);
         }
         let moved = self
             .network
             .as_mut()
             .is_some_and(|network| network.sample_pids(now, observer.pids()).active);
         if moved {
-            self.board.stamp_at(ActivitySource::Network, now);
+            self.board.stamp_at(&ActivitySource::Network, now);
         }
         active || moved
     }
@@ -761,7 +756,9 @@ impl Monitor {
     }
 
     fn start_drain(&mut self, now: Instant) {
-        self.shared.phase.store(Lifecycle::ENDED, Ordering::Release);
+        self.shared
+            .phase
+            .store(SessionState::ENDED, Ordering::Release);
         self.let_go_of_files();
         // The ladder is done (or was not needed): now the leader may be reaped.
         self.reap();
@@ -784,7 +781,7 @@ impl Monitor {
         if !self.config.enabled.output || self.tap.pipes_empty() {
             return false;
         }
-        let last_output = self.board.last(ActivitySource::Output);
+        let last_output = self.board.last(&ActivitySource::Output);
         if self.tap.waiting_counted_at == Some(last_output) {
             return false;
         }
@@ -792,8 +789,8 @@ impl Monitor {
             "session {}: output waits unread in a pipe at the idle deadline; it counts",
             self.id
         );
-        self.board.stamp_at(ActivitySource::Output, now);
-        self.tap.waiting_counted_at = Some(self.board.last(ActivitySource::Output));
+        self.board.stamp_at(&ActivitySource::Output, now);
+        self.tap.waiting_counted_at = Some(self.board.last(&ActivitySource::Output));
         true
     }
 
@@ -829,7 +826,9 @@ impl Monitor {
     }
 
     fn start_ladder(&mut self, steps: Vec<KillStep>, due: Option<Instant>) {
-        self.shared.phase.store(Lifecycle::GRACE, Ordering::Release);
+        self.shared
+            .phase
+            .store(SessionState::GRACE, Ordering::Release);
         self.phase = Phase::Ending;
         self.ladder
             .start(&mut self.processes, steps, due, self.leader.exited);
@@ -842,9 +841,9 @@ impl Monitor {
         let Some(files) = &self.files else {
             return false;
         };
-        let before = self.board.count(ActivitySource::Files);
+        let before = self.board.count(&ActivitySource::Files);
         files.arm_now();
-        self.board.count(ActivitySource::Files) != before
+        self.board.count(&ActivitySource::Files) != before
     }
 
     /// The program's run is over: file activity no longer matters. The tracker is dropped on
@@ -952,7 +951,10 @@ impl Monitor {
                 None => self.unwatched.clone(),
             },
             completion: self.rules.completion.clone(),
-            containment: self.containment.clone(),
+            containment: self.containment.mode(),
+            cgroup: self.containment.cgroup(),
+            why_not_cgroup: self.containment.why_not_cgroup(),
+            supervisor_death: self.containment.supervisor_death().clone(),
             memory_peak: self.memory.0,
             oom_kills: self.memory.1,
             network_unavailable: self.network_unavailable.clone(),

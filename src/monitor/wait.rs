@@ -92,7 +92,7 @@ impl Sleeper {
     /// deadline that stays: a silent child under an idle timeout of hours needs one timer).
     pub(super) fn sleep(
         &mut self,
-        clock: &dyn Clock,
+        clock: &Clock,
         wake: Wake,
         leader_exited: bool,
         pipes: [Option<BorrowedFd<'_>>; 2],

@@ -12,8 +12,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Sender, TrySendError};
 use serde_json::{Map, Value, json};
 use stallwatch::{
-    CapturedStream, ControlAction, ControlAnswer, KillLadder, Lifecycle, MonitorConfig,
-    MonitorResult, Registry, RegistryId, Session, Signal, SpawnError, SpawnErrorKind, Stream,
+    CapturedStream, ControlAction, ControlAnswer, KillLadder, MonitorConfig, MonitorResult,
+    Registry, Session, SessionState, Signal, SpawnError, SpawnErrorKind, Stream,
 };
 
 use super::options::ServeOptions;
@@ -25,7 +25,7 @@ use crate::jsonrpc::protocol::{self, Params, RpcError};
 /// What the server keeps about one process.
 #[derive(Debug)]
 struct Proc {
-    id: RegistryId,
+    id: u32,
     session: Arc<Session>,
     argv: Vec<String>,
     config: MonitorConfig,
@@ -45,7 +45,7 @@ impl Proc {
 
     /// Whether it ended or its kill ladder is under way.
     fn ended(&self) -> bool {
-        self.session.try_wait().is_some() || self.session.state() != Lifecycle::Running
+        self.session.try_wait().is_some() || self.session.state() != SessionState::Running
     }
 }
 
@@ -181,7 +181,7 @@ impl Server {
             Input::Closed => None,
             Input::Open | Input::Terminal(..) => Some(
                 process::start_stdin_writer(session.clone(), self.outbox.clone()).map_err(|e| {
-                    session.start_kill();
+                    session.kill();
                     spawn_failed(format!("cannot start a thread: {e}"), "thread")
                 })?,
             ),
@@ -424,7 +424,7 @@ impl Server {
         }
         match grace {
             None => proc.session.terminate(),
-            Some(None) => proc.session.start_kill(),
+            Some(None) => proc.session.kill(),
             Some(Some(grace)) => proc
                 .session
                 .terminate_with(&KillLadder::polite(Signal::TERM, grace)),
@@ -521,7 +521,7 @@ impl Server {
 
     /// `process/list` → every process still held, as objects and as the registry's lines.
     fn list(&self) -> Value {
-        let by_id: HashMap<RegistryId, (String, u32, Arc<Proc>)> = self
+        let by_id: HashMap<u32, (String, u32, Arc<Proc>)> = self
             .procs
             .lock()
             .iter()

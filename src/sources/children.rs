@@ -321,7 +321,7 @@ pub(crate) struct Identity {
 /// use std::process::Command;
 /// use std::time::{Duration, Instant};
 /// use stallwatch::ChildWatchConfig;
-/// use stallwatch::parts::DescendantObserver;
+/// use stallwatch::sources::DescendantObserver;
 ///
 /// let mut child = Command::new("sh")
 ///     .args(["-c", "sleep 5 & wait"])

@@ -28,7 +28,7 @@ use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
 use crate::error::ConfigError;
 use crate::error::SpawnError;
-use crate::outcome::Unwatched;
+use crate::outcome::UnwatchedFolder;
 use crate::own_files::OwnFiles;
 
 /// Which paths count: include / exclude globs (matched against the path relative to its root and
@@ -216,11 +216,11 @@ impl Gaps {
             .any(|g| g.since.is_some() && g.path == path)
     }
 
-    fn report(&self, now: Instant) -> Vec<Unwatched> {
+    fn report(&self, now: Instant) -> Vec<UnwatchedFolder> {
         self.0
             .lock()
             .iter()
-            .map(|g| Unwatched {
+            .map(|g| UnwatchedFolder {
                 path: g.path.clone(),
                 reason: g.reason.clone(),
                 duration: g.total
@@ -259,11 +259,11 @@ enum RootState {
 /// ```
 /// use std::sync::{Arc, OnceLock};
 /// use std::time::{Duration, Instant};
-/// use stallwatch::parts::{ActivityBoard, FileActivityTracker};
+/// use stallwatch::sources::{ActivityBoard, FileActivityTracker};
 /// use stallwatch::{ActivitySource, FileWatchConfig, SystemClock};
 ///
 /// let workspace = tempfile::tempdir()?;
-/// let board = Arc::new(ActivityBoard::new(Arc::new(SystemClock)));
+/// let board = Arc::new(ActivityBoard::new(Clock::system()));
 /// let tracker = FileActivityTracker::start(
 ///     &FileWatchConfig::default(), // root `.agent`, not created yet: picked up when it is
 ///     workspace.path(),
@@ -272,10 +272,10 @@ enum RootState {
 /// )?;
 /// std::fs::create_dir(workspace.path().join(".agent"))?;
 /// let give_up = Instant::now() + Duration::from_secs(10);
-/// while board.count(ActivitySource::Files) == 0 && Instant::now() < give_up {
+/// while board.count(&ActivitySource::Files) == 0 && Instant::now() < give_up {
 ///     std::thread::sleep(Duration::from_millis(5));
 /// }
-/// assert!(board.count(ActivitySource::Files) > 0);
+/// assert!(board.count(&ActivitySource::Files) > 0);
 /// drop(tracker);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -355,7 +355,7 @@ impl FileActivityTracker {
         for own in &config.own_files {
             filter.own_files.add(own);
         }
-        board.set_enabled(ActivitySource::Files, true);
+        board.set_enabled(&ActivitySource::Files, true);
         let (tx, rx) = unbounded();
         let scanning = Arc::new(AtomicBool::new(false));
         let arming = Arc::new(AtomicBool::new(false));
@@ -463,7 +463,7 @@ impl FileActivityTracker {
             Err(e) => {
                 // The watcher went with the closure: nothing watches any more, and it is said.
                 log::warn!("files source unavailable: no thread for the file tracker: {e}");
-                self.board.set_available(ActivitySource::Files, false);
+                self.board.set_available(&ActivitySource::Files, false);
             }
         }
         true
@@ -512,7 +512,7 @@ impl FileActivityTracker {
     /// Every folder that could not be watched so far (a root or a folder inside one that the
     /// user may not read, say), with why and for how long. Such a folder is retried on its
     /// parent's events and at the scan interval, never dropped.
-    pub fn unwatched(&self) -> Vec<Unwatched> {
+    pub fn unwatched(&self) -> Vec<UnwatchedFolder> {
         self.gaps.report(self.board.clock().now())
     }
 }
@@ -634,7 +634,7 @@ impl Worker {
             for (root, _) in &self.roots {
                 self.gaps.open(root, e.to_string(), now);
             }
-            self.board.set_available(ActivitySource::Files, false);
+            self.board.set_available(&ActivitySource::Files, false);
             return;
         }
         if forced {
@@ -679,7 +679,7 @@ impl Worker {
             }
         }
         if found {
-            self.board.stamp(ActivitySource::Files);
+            self.board.stamp(&ActivitySource::Files);
         }
     }
 
@@ -724,7 +724,7 @@ impl Worker {
                     }
                 }
                 if counted {
-                    board.stamp(ActivitySource::Files);
+                    board.stamp(&ActivitySource::Files);
                 }
                 if rearm {
                     let _ = tx.send(Msg::Rearm);
@@ -780,9 +780,9 @@ impl Worker {
             self.roots[index].1 = new;
         }
         self.armed = true;
-        self.board.set_available(ActivitySource::Files, available);
+        self.board.set_available(&ActivitySource::Files, available);
         if appeared_or_vanished {
-            self.board.stamp(ActivitySource::Files);
+            self.board.stamp(&ActivitySource::Files);
         }
     }
 
@@ -1039,7 +1039,7 @@ impl Worker {
             back |= self.watch_part(&path) && was_open;
         }
         if back {
-            self.board.stamp(ActivitySource::Files);
+            self.board.stamp(&ActivitySource::Files);
         }
     }
 
@@ -1151,7 +1151,7 @@ impl Worker {
         }
         let changed = self.snapshot.as_ref().is_some_and(|before| *before != now);
         if changed {
-            self.board.stamp(ActivitySource::Files);
+            self.board.stamp(&ActivitySource::Files);
         }
         self.snapshot = Some(now);
     }
@@ -1238,7 +1238,7 @@ mod tests {
         // requests would make the drop hang forever.
         for _ in 0..20 {
             let dir = tempfile::tempdir().unwrap();
-            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let tracker = FileActivityTracker::start(
                 &FileWatchConfig::default(),
                 dir.path(),
@@ -1320,10 +1320,10 @@ mod tests {
     /// Polls (bounded) until `board` has at least `n` file stamps.
     fn wait_for_stamps(board: &ActivityBoard, n: u64) -> bool {
         let give_up = Instant::now() + Duration::from_secs(10);
-        while board.count(ActivitySource::Files) < n && Instant::now() < give_up {
+        while board.count(&ActivitySource::Files) < n && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(5));
         }
-        board.count(ActivitySource::Files) >= n
+        board.count(&ActivitySource::Files) >= n
     }
 
     /// A delayed arming: what changed before it counts once it comes (the file written, the
@@ -1335,7 +1335,7 @@ mod tests {
     #[test]
     fn before_a_delayed_arming_nothing_is_built_or_watched() {
         let dir = tempfile::tempdir().unwrap();
-        let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+        let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
         let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
         let tracker = FileActivityTracker::start(
             &config,
@@ -1375,7 +1375,7 @@ mod tests {
             // In an earlier tick of the file clock than the tracker's start.
             std::thread::sleep(Duration::from_millis(30));
             let new_tracker = |delay: Duration| {
-                let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+                let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
                 let config = FileWatchConfig::default()
                     .force_stat_scan(stat_scan)
                     .arm_delay(delay);
@@ -1391,7 +1391,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(30));
                 (board, tracker)
             };
-            let files = |board: &ActivityBoard| board.count(ActivitySource::Files);
+            let files = |board: &ActivityBoard| board.count(&ActivitySource::Files);
 
             // Nothing changed: armed (on demand), no stamp.
             let (board, tracker) = new_tracker(Duration::from_secs(10));
@@ -1451,7 +1451,7 @@ mod tests {
         let alias = dir.path().join("alias");
         std::os::unix::fs::symlink(&real, &alias).unwrap();
         for mode in [false, true] {
-            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let own = real.join(format!(".agent/events-{mode}.jsonl"));
             let tracker = FileActivityTracker::start(
                 &FileWatchConfig::default()
@@ -1478,7 +1478,7 @@ mod tests {
             if mode {
                 std::thread::sleep(Duration::from_millis(100)); // a few more scans
             }
-            assert_eq!(board.count(ActivitySource::Files), 1, "stat scan: {mode}");
+            assert_eq!(board.count(&ActivitySource::Files), 1, "stat scan: {mode}");
             drop(tracker);
         }
     }
@@ -1491,7 +1491,7 @@ mod tests {
         fs::create_dir_all(agent.join("sub")).unwrap();
         fs::write(agent.join("plan.md"), "x").unwrap();
         for stat_scan in [false, true] {
-            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let tracker = FileActivityTracker::start(
                 &FileWatchConfig::default().force_stat_scan(stat_scan),
                 dir.path(),
@@ -1506,7 +1506,7 @@ mod tests {
                 wait_for_stamps(&board, 1),
                 "file chmod, stat scan: {stat_scan}"
             );
-            let seen = board.count(ActivitySource::Files);
+            let seen = board.count(&ActivitySource::Files);
             let mode = if stat_scan { 0o700 } else { 0o750 };
             fs::set_permissions(agent.join("sub"), fs::Permissions::from_mode(mode)).unwrap();
             assert!(

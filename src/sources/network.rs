@@ -306,7 +306,7 @@ pub struct NetworkSample {
 /// use std::io::{Read, Write};
 /// use std::net::{TcpListener, TcpStream};
 /// use std::time::Instant;
-/// use stallwatch::parts::NetworkObserver;
+/// use stallwatch::sources::NetworkObserver;
 ///
 /// let listener = TcpListener::bind("127.0.0.1:0")?;
 /// let mut client = TcpStream::connect(listener.local_addr()?)?;

@@ -17,15 +17,15 @@ use crate::stream::Stream;
 /// ```
 /// use std::io::Read;
 /// use std::sync::Arc;
-/// use stallwatch::parts::{ActivityBoard, ActivityTrackingReader};
+/// use stallwatch::sources::{ActivityBoard, ActivityTrackingReader};
 /// use stallwatch::{ActivitySource, MockClock};
 ///
-/// let board = Arc::new(ActivityBoard::new(Arc::new(MockClock::new())));
+/// let board = Arc::new(ActivityBoard::new(MockClock::new()));
 /// let mut reader = ActivityTrackingReader::new(&b"no newline"[..], board.clone());
 /// let mut text = String::new();
 /// reader.read_to_string(&mut text).unwrap();
 /// assert_eq!(text, "no newline");
-/// assert_eq!(board.count(ActivitySource::Output), 1); // the final 0-byte read does not count
+/// assert_eq!(board.count(&ActivitySource::Output), 1); // the final 0-byte read does not count
 /// assert_eq!(reader.bytes_read(), 10);
 /// ```
 #[derive(Debug)]
@@ -72,7 +72,7 @@ impl<R: Read> Read for ActivityTrackingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         if n > 0 && self.stamps {
-            self.board.stamp(self.source);
+            self.board.stamp(&self.source);
         }
         if n > 0 {
             self.bytes += n as u64;
@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn every_nonempty_read_stamps_with_the_clock() {
         let clock = MockClock::new();
-        let board = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+        let board = Arc::new(ActivityBoard::new(&clock));
         let data = vec![7u8; 3 * CHUNK + 5];
         let mut reader = ActivityTrackingReader::new(&data[..], board.clone());
         clock.advance(Duration::from_secs(42));
@@ -281,9 +281,9 @@ mod tests {
         let state = PumpState::default();
         pump(&mut reader, &mut sink, &state, Stream::Stdout, &mut |_| {});
         assert_eq!(*seen.lock(), data);
-        assert_eq!(board.count(ActivitySource::Output), 4);
+        assert_eq!(board.count(&ActivitySource::Output), 4);
         assert_eq!(
-            board.last(ActivitySource::Output),
+            board.last(&ActivitySource::Output),
             board.origin() + Duration::from_secs(42)
         );
         assert_eq!(state.bytes.load(Ordering::Relaxed), data.len() as u64);
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn a_sink_that_blocks_holds_the_output_back_on_the_board() {
         let clock = MockClock::new();
-        let board = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+        let board = Arc::new(ActivityBoard::new(&clock));
         let t0 = board.origin();
         let (entered_tx, entered) = crossbeam_channel::bounded::<()>(0);
         let (release, release_rx) = crossbeam_channel::bounded::<()>(0);
@@ -319,7 +319,7 @@ mod tests {
         assert_eq!(board.snapshot().held_now, None);
         assert_eq!(board.held_back(), Duration::from_secs(60));
         // Discarding never holds.
-        let board = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+        let board = Arc::new(ActivityBoard::new(&clock));
         let mut reader = ActivityTrackingReader::new(&b"x"[..], board.clone());
         let mut discard = OutputSink::Discard;
         pump(
@@ -334,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_panicking_sink_is_dropped_but_reading_goes_on() {
-        let board = Arc::new(ActivityBoard::new(Arc::new(MockClock::new())));
+        let board = Arc::new(ActivityBoard::new(MockClock::new()));
         let data = vec![1u8; 2 * CHUNK];
         let mut reader = ActivityTrackingReader::new(&data[..], board.clone());
         let mut sink = OutputSink::callback(|_| panic!("sink bug"));
@@ -342,6 +342,6 @@ mod tests {
         pump(&mut reader, &mut sink, &state, Stream::Stderr, &mut |_| {});
         assert!(matches!(sink, OutputSink::Discard));
         assert_eq!(state.bytes.load(Ordering::Relaxed), data.len() as u64);
-        assert_eq!(board.count(ActivitySource::Output), 2);
+        assert_eq!(board.count(&ActivitySource::Output), 2);
     }
 }

@@ -165,7 +165,10 @@ impl Prober {
 
     /// Each probe's source and its last yes.
     pub(crate) fn states(&self) -> Vec<(ActivitySource, Option<Instant>)> {
-        self.probes.iter().map(|p| (p.source, p.last_yes)).collect()
+        self.probes
+            .iter()
+            .map(|p| (p.source.clone(), p.last_yes))
+            .collect()
     }
 
     /// Asks the probes at `ask` (by source) all at once; waits for each at most its timeout
@@ -173,14 +176,14 @@ impl Prober {
     pub(crate) fn ask(
         &mut self,
         ask: &[ActivitySource],
-        clock: &dyn Clock,
+        clock: &Clock,
         now: Instant,
     ) -> Vec<ActivitySource> {
         let id = self.id;
         let mut waiting = Vec::new();
         for asked in self.probes.iter_mut().filter(|p| ask.contains(&p.source)) {
             if asked.send(id) {
-                waiting.push(asked.source);
+                waiting.push(asked.source.clone());
             }
         }
         let mut yes = Vec::new();
@@ -197,7 +200,7 @@ impl Prober {
             });
             if answered {
                 asked.last_yes = Some(now);
-                yes.push(asked.source);
+                yes.push(asked.source.clone());
             }
         }
         yes

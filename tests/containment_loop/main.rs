@@ -8,7 +8,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stallwatch::{Containment, MonitorConfig, Session, SpawnError, SpawnErrorKind};
+use stallwatch::{MonitorConfig, Session, SpawnError, SpawnErrorKind};
 use support::{Marker, assert_no_leak, wait_generously};
 
 /// The open descriptors of this process (their numbers), and what they are.
@@ -116,7 +116,7 @@ fn two_hundred_sessions_and_a_failed_spawn_leave_no_cgroup_and_no_descriptor() {
         let session = Session::spawn(marker.sh(script), config.clone()).expect("sh runs");
         let result = wait_generously(&session);
         assert_eq!(result.exit_code(), 0, "{result:?}");
-        if let Containment::Cgroup { path, .. } = &result.containment {
+        if let Some(path) = &result.cgroup {
             assert!(!path.exists(), "{} was removed", path.display());
             cgroups += 1;
         }

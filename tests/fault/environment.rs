@@ -27,7 +27,7 @@ use common::{Marker, assert_no_leak, ms, wait_generously};
 use fault_support::Scenario;
 use stallwatch::{
     ActivitySource, CaptureConfig, FileWatchConfig, KillLadder, MonitorConfig, MonitorResult,
-    Outcome, Signal, SourceIdle,
+    Outcome, Signal, SourceActivity,
 };
 
 /// Writes come every quarter second: 1.25 s of slack for a stalled VM (this 2-core VM was seen
@@ -43,12 +43,13 @@ fn config(stat_scan: bool) -> MonitorConfig {
         .files(FileWatchConfig::default().force_stat_scan(stat_scan))
 }
 
-fn files(result: &MonitorResult) -> SourceIdle {
-    *result
+fn files(result: &MonitorResult) -> SourceActivity {
+    result
         .activity
         .iter()
         .find(|s| s.source == ActivitySource::Files)
         .expect("the file signal is on")
+        .clone()
 }
 
 /// A script loop writing `.agent/plan.md` `n` times, every quarter second (idle / 6).

@@ -63,7 +63,7 @@ fn never_killed(name: &str, script: &str, stat_scan: bool, carrier: ActivitySour
                     assert!(result.signals_sent.is_empty(), "{result:#?}");
                     assert!(result.runtime >= IDLE * 3, "{:?}", result.runtime);
                     assert!(
-                        events(&result, carrier) >= u64::from(BEATS) - 2,
+                        events(&result, carrier.clone()) >= u64::from(BEATS) - 2,
                         "{carrier} carried the run: {result:#?}"
                     );
                     for other in [
@@ -72,7 +72,7 @@ fn never_killed(name: &str, script: &str, stat_scan: bool, carrier: ActivitySour
                         ActivitySource::Keepalive,
                     ] {
                         if other != carrier {
-                            assert_eq!(events(&result, other), 0, "{other}: {result:#?}");
+                            assert_eq!(events(&result, other.clone()), 0, "{other}: {result:#?}");
                         }
                     }
                     if carrier != ActivitySource::Children {

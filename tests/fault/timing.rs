@@ -420,7 +420,7 @@ fn bytes_waiting_behind_a_held_sink_keep_the_child_alive_until_read() {
         clock.wait_for_timers(1, common::HANDSHAKE),
         "the monitor never parked again"
     );
-    assert_eq!(session.state(), stallwatch::Lifecycle::Running);
+    assert_eq!(session.state(), stallwatch::SessionState::Running);
     assert!(session.try_wait().is_none());
     // Still held a whole idle timeout later: still not stale.
     clock.advance(idle);
@@ -428,7 +428,7 @@ fn bytes_waiting_behind_a_held_sink_keep_the_child_alive_until_read() {
         clock.wait_for_timers(1, common::HANDSHAKE),
         "the monitor never parked again"
     );
-    assert_eq!(session.state(), stallwatch::Lifecycle::Running);
+    assert_eq!(session.state(), stallwatch::SessionState::Running);
     assert!(session.output_held_back() >= idle * 2);
     held.release();
     // The reader reads what waited (stamped at 2 idle timeouts), then the child is silent.
@@ -459,6 +459,6 @@ fn bytes_waiting_behind_a_held_sink_keep_the_child_alive_until_read() {
 
 fn poll_until_state_left_running(session: &stallwatch::Session) -> bool {
     common::poll_until(common::HANDSHAKE, || {
-        session.state() != stallwatch::Lifecycle::Running
+        session.state() != stallwatch::SessionState::Running
     })
 }

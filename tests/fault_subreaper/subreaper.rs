@@ -8,13 +8,13 @@ use crate::support as common;
 use std::time::Duration;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
-use stallwatch::{ChildWatchConfig, ContainmentMode, MonitorConfig, Outcome, Session};
+use stallwatch::{ChildWatchConfig, Containment, MonitorConfig, Outcome, Session};
 
 /// The process-group backend: subreaper mode is its way to catch orphans (a cgroup holds
 /// them without it).
 fn config() -> MonitorConfig {
     MonitorConfig::default()
-        .containment(ContainmentMode::Group)
+        .containment(Containment::Group)
         .idle_timeout(ms(600))
         // No sample before the stale deadline: whatever escapes does so between two samples.
         .check_interval(Some(Duration::from_secs(3600)))

@@ -87,7 +87,7 @@ fn a_setsid_subtree_ignoring_term_is_killed_by_pid() {
     // The setsid shell and its two workers, still in the tree (so not counted as escapees,
     // which are those that left it), outside the group.
     let summary = report.children.expect("the children signal is on");
-    assert!(summary.count >= 3, "{summary:?}");
+    assert!(summary.descendants >= 3, "{summary:?}");
     assert!(result.ladder_time.expect("a ladder ran") >= LADDER_GRACE);
     s.assert_no_leak();
     s.assert_accounted_unordered();

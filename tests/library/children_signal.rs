@@ -9,17 +9,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
-use stallwatch::parts::DescendantObserver;
+use stallwatch::sources::DescendantObserver;
 use stallwatch::{
-    ActivitySource, ChildWatchConfig, ContainmentMode, LeftoverPolicy, MonitorConfig, Outcome,
-    Session,
+    ActivitySource, ChildWatchConfig, Containment, LeftoverPolicy, MonitorConfig, Outcome, Session,
 };
 
 /// The process-group backend: these are its rules (escapees seen, remembered and signalled by
 /// pid); the cgroup backend's are in `containment.rs`.
 fn config(idle: Duration) -> MonitorConfig {
     MonitorConfig::default()
-        .containment(ContainmentMode::Group)
+        .containment(Containment::Group)
         .idle_timeout(idle)
         .check_interval(Some(ms(100)))
         .kill_ladder(stallwatch::KillLadder::polite(
@@ -54,8 +53,11 @@ fn a_busy_grandchild_keeps_a_silent_child_alive_then_it_is_ended_one_timeout_lat
     assert!(children.events >= 1, "{report}");
     assert!(children.idle >= idle);
     let summary = report.children.expect("children summary");
-    assert_eq!(summary.count, 0, "the worker is gone: {summary:?}");
-    assert!(summary.cpu >= ms(20), "the work was seen: {summary:?}");
+    assert_eq!(summary.descendants, 0, "the worker is gone: {summary:?}");
+    assert!(
+        summary.descendant_cpu >= ms(20),
+        "the work was seen: {summary:?}"
+    );
     assert_no_leak(&m);
 }
 
@@ -77,7 +79,7 @@ fn sleeping_grandchildren_do_not_keep_a_child_alive() {
     };
     assert!(started.elapsed() >= idle);
     let summary = report.children.expect("children summary");
-    assert_eq!(summary.count, 2, "{summary:?}");
+    assert_eq!(summary.descendants, 2, "{summary:?}");
     assert_eq!(
         report.get(ActivitySource::Children).unwrap().events,
         0,
@@ -242,7 +244,7 @@ fn the_children_signal_can_be_turned_off() {
 /// walk of `/proc`).
 #[test]
 fn a_busy_grandchild_starved_of_cpu_keeps_a_silent_child_alive() {
-    for mode in [ContainmentMode::Auto, ContainmentMode::Group] {
+    for mode in [Containment::Auto, Containment::Group] {
         let m = Marker::new("starved-grandchild");
         let idle = ms(2000);
         let script = "cpu=$(sed -n 's/^Cpus_allowed_list:[^0-9]*\\([0-9]*\\).*/\\1/p' \

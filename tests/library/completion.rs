@@ -7,10 +7,7 @@ use crate::support as common;
 use std::time::Duration;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
-use stallwatch::{
-    Clock, CompletionConfig, CompletionTrigger, Event, MockClock, MonitorConfig, Outcome, Session,
-    Stream,
-};
+use stallwatch::{CompletionConfig, Event, MockClock, MonitorConfig, Outcome, Session, Stream};
 
 const RESULT: &str = r#"^\{"type":"result""#;
 
@@ -35,14 +32,14 @@ exec sleep 100000"#;
     let Outcome::Completed(seen) = &result.outcome else {
         panic!("expected completed, got {:?}", result.outcome);
     };
-    assert_eq!(seen.trigger, CompletionTrigger::Output);
-    assert_eq!(seen.stream, Some(Stream::Stdout));
-    assert_eq!(seen.matched, r#"{"type":"result","subtype":"success"}"#);
+    assert_eq!(seen.name(), "output");
+    assert_eq!(seen.stream(), Some(Stream::Stdout));
+    assert_eq!(seen.matched(), r#"{"type":"result","subtype":"success"}"#);
     assert_eq!(result.completion.as_ref(), Some(seen));
     assert_eq!(result.exit_code(), 0, "completed work is a success");
     assert_eq!(result.signal(), Some(15), "ended by the ladder");
     // Ended after the linger, long before the idle timeout.
-    assert!(result.runtime >= seen.after + ms(1500), "{result:?}");
+    assert!(result.runtime >= seen.after() + ms(1500), "{result:?}");
     assert!(result.runtime < Duration::from_secs(60), "{result:?}");
     let completed: Vec<_> = std::iter::from_fn(|| events.try_recv())
         .filter(|e| matches!(e, Event::Completed { .. }))
@@ -72,9 +69,9 @@ fn a_status_file_then_a_hang_ends_completed() {
     let Outcome::Completed(seen) = &result.outcome else {
         panic!("expected completed, got {:?}", result.outcome);
     };
-    assert_eq!(seen.trigger, CompletionTrigger::File);
-    assert_eq!(seen.stream, None);
-    assert!(seen.matched.ends_with(".agent/status.json"), "{seen:?}");
+    assert_eq!(seen.name(), "file");
+    assert_eq!(seen.stream(), None);
+    assert!(seen.matched().ends_with(".agent/status.json"), "{seen:?}");
     assert_eq!(result.exit_code(), 0);
     assert!(result.runtime < Duration::from_secs(60), "{result:?}");
     assert_no_leak(&m);
@@ -116,7 +113,7 @@ fn a_child_that_completes_and_exits_by_itself_keeps_its_code() {
     assert_eq!(result.outcome, Outcome::Exited);
     assert_eq!(result.exit_code(), 3);
     let seen = result.completion.expect("completion was seen");
-    assert_eq!(seen.stream, Some(Stream::Stderr));
+    assert_eq!(seen.stream(), Some(Stream::Stderr));
     assert_no_leak(&m);
 }
 
@@ -136,8 +133,8 @@ fn the_line_callback_tells_completion() {
     let Outcome::Completed(seen) = &result.outcome else {
         panic!("expected completed, got {:?}", result.outcome);
     };
-    assert_eq!(seen.trigger, CompletionTrigger::Callback);
-    assert_eq!(seen.matched, "it is ALL-DONE");
+    assert_eq!(seen.name(), "callback");
+    assert_eq!(seen.matched(), "it is ALL-DONE");
     assert_no_leak(&m);
 }
 
@@ -208,7 +205,7 @@ fn a_result_line_on_a_terminal_is_seen_too() {
         panic!("expected completed, got {:?}", result.outcome);
     };
     // The terminal ends lines with \r\n: the line is matched without either.
-    assert_eq!(seen.stream, Some(Stream::Terminal));
-    assert_eq!(seen.matched, "RESULT done");
+    assert_eq!(seen.stream(), Some(Stream::Terminal));
+    assert_eq!(seen.matched(), "RESULT done");
     assert_no_leak(&m);
 }

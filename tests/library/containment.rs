@@ -1,6 +1,6 @@
 //! The library's containment: the result says how the tree was held; as root every session has
 //! a cgroup of its own (20 at once in a registry: 20 cgroups), removed at the end, also when
-//! the session is dropped; `ContainmentMode::Group` keeps the process group. (200 sessions and
+//! the session is dropped; `Containment::Group` keeps the process group. (200 sessions and
 //! a failed spawn leaving no cgroup and no descriptor: `tests/containment_loop`, a process of
 //! its own.)
 
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{HANDSHAKE, Marker, SharedBuf, assert_no_leak, poll_until, wait_generously};
-use stallwatch::{Containment, ContainmentMode, MonitorConfig, Registry, Session};
+use stallwatch::{Containment, MonitorConfig, MonitorResult, Registry, Session};
 
 fn root() -> bool {
     rustix::process::geteuid().is_root()
@@ -24,15 +24,17 @@ fn config() -> MonitorConfig {
 }
 
 /// The cgroup the result names (as root), or `None` after checking the group's reason.
-fn cgroup_of(containment: &Containment) -> Option<PathBuf> {
-    match containment {
-        Containment::Cgroup { path, .. } => {
+fn cgroup_of(result: &MonitorResult) -> Option<PathBuf> {
+    match result.containment {
+        Containment::Cgroup => {
             assert!(root(), "only root gets a cgroup here");
-            Some(path.clone())
+            assert!(result.why_not_cgroup.is_none(), "{result:?}");
+            Some(result.cgroup.clone().expect("a cgroup has a path"))
         }
-        Containment::Group { why_not_cgroup, .. } => {
+        Containment::Group => {
             assert!(!root(), "root gets a cgroup");
-            assert!(why_not_cgroup.is_some(), "auto says why not");
+            assert!(result.why_not_cgroup.is_some(), "auto says why not");
+            assert!(result.cgroup.is_none(), "{result:?}");
             None
         }
         other => panic!("unknown containment {other:?}"),
@@ -66,7 +68,7 @@ fn twenty_concurrent_sessions_of_a_registry_each_have_their_own_cgroup() {
     assert_eq!(results.len(), 20);
     let mut paths = BTreeSet::new();
     for (_, result) in &results {
-        if let Some(path) = cgroup_of(&result.containment) {
+        if let Some(path) = cgroup_of(result) {
             assert!(!path.exists(), "{} was removed", path.display());
             paths.insert(path);
         }
@@ -146,22 +148,13 @@ fn containment_group_keeps_the_process_group_and_says_it_was_asked() {
     let marker = Marker::new("contain_group");
     let out = SharedBuf::new();
     let session = Session::builder(marker.sh("sed -n 's/^0:://p' /proc/self/cgroup"))
-        .config(config().containment(ContainmentMode::Group))
+        .config(config().containment(Containment::Group))
         .stdout(out.sink())
         .spawn()
         .expect("sh can be spawned");
     let result = wait_generously(&session);
-    assert!(
-        matches!(
-            result.containment,
-            Containment::Group {
-                why_not_cgroup: None,
-                ..
-            }
-        ),
-        "{:?}",
-        result.containment
-    );
+    assert_eq!(result.containment, Containment::Group, "{result:?}");
+    assert_eq!(result.why_not_cgroup, None, "{result:?}");
     assert!(!out.text().contains("stallwatch-"), "{}", out.text());
     assert_eq!(result.memory_peak, None);
     assert_no_leak(&marker);
@@ -214,7 +207,7 @@ fn the_caller_s_command_settings_survive_the_birth_in_the_cgroup() {
     assert_eq!(lines[2], here.display().to_string(), "{text}");
     assert!(lines[3].starts_with("renamed-sh -c "), "{text}");
     assert_eq!(lines[4].contains("/stallwatch-"), root(), "{text}");
-    if let Some(path) = cgroup_of(&result.containment) {
+    if let Some(path) = cgroup_of(&result) {
         assert!(lines[4].ends_with(&*path.file_name().unwrap().to_string_lossy()));
     }
     assert_no_leak(&marker);

@@ -5,7 +5,8 @@
 use crate::support as common;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
-use stallwatch::{Diagnosis, Event, MonitorConfig, Outcome, Session, SessionBuilder, StallKind};
+use stallwatch::diagnosis::{Diagnosis, StallKind};
+use stallwatch::{Event, MonitorConfig, Outcome, Session, SessionBuilder};
 
 fn config() -> MonitorConfig {
     MonitorConfig::default()

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Marker, assert_no_leak, poll_until};
-use stallwatch::parts::{ActivityBoard, FileActivityTracker};
+use stallwatch::sources::{ActivityBoard, FileActivityTracker};
 use stallwatch::{
-    ActivitySource, FileWatchConfig, MockClock, MonitorConfig, Outcome, Session, SystemClock,
+    ActivitySource, Clock, FileWatchConfig, MockClock, MonitorConfig, Outcome, Session,
 };
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -22,11 +22,11 @@ const QUIET_WINDOW: Duration = Duration::from_millis(300);
 const SCAN: Duration = Duration::from_millis(20);
 
 fn board() -> Arc<ActivityBoard> {
-    Arc::new(ActivityBoard::new(Arc::new(SystemClock)))
+    Arc::new(ActivityBoard::new(Clock::system()))
 }
 
 fn count(board: &ActivityBoard) -> u64 {
-    board.count(ActivitySource::Files)
+    board.count(&ActivitySource::Files)
 }
 
 /// Waits until the file count exceeds `before`; panics after `PATIENCE`.
@@ -193,8 +193,8 @@ fn a_root_that_is_a_file_is_unavailable_not_active() {
         fs::write(tmp.path().join(".agent"), "I am a file").unwrap();
         let b = board();
         let _t = tracker(tmp.path(), &b, scan);
-        assert!(b.is_enabled(ActivitySource::Files));
-        assert!(!b.is_available(ActivitySource::Files));
+        assert!(b.is_enabled(&ActivitySource::Files));
+        assert!(!b.is_available(&ActivitySource::Files));
         stays(&b, 0, "a root that is a file");
     });
 }
@@ -222,13 +222,13 @@ fn stamps_carry_the_clock_time_of_the_event() {
     let root = tmp.path().join(".agent");
     fs::create_dir(&root).unwrap();
     let clock = MockClock::new();
-    let b = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+    let b = Arc::new(ActivityBoard::new(Clock::from(&clock)));
     let _t = tracker(tmp.path(), &b, false);
     clock.advance(Duration::from_secs(3600));
     fs::write(root.join("plan.md"), "x").unwrap();
     wait_above(&b, 0, "write");
     assert_eq!(
-        b.last(ActivitySource::Files),
+        b.last(&ActivitySource::Files),
         b.origin() + Duration::from_secs(3600)
     );
 }
@@ -239,7 +239,7 @@ fn stat_scan_stamps_on_the_mock_clock_schedule() {
     let root = tmp.path().join(".agent");
     fs::create_dir(&root).unwrap();
     let clock = MockClock::new();
-    let b = Arc::new(ActivityBoard::new(Arc::new(clock.clone())));
+    let b = Arc::new(ActivityBoard::new(Clock::from(&clock)));
     let config = FileWatchConfig::default().force_stat_scan(true);
     let _t = FileActivityTracker::start(&config, tmp.path(), b.clone(), Duration::from_secs(30))
         .unwrap();
@@ -250,7 +250,7 @@ fn stat_scan_stamps_on_the_mock_clock_schedule() {
     clock.advance(Duration::from_secs(30));
     wait_above(&b, 0, "the scan after the write");
     assert_eq!(
-        b.last(ActivitySource::Files),
+        b.last(&ActivitySource::Files),
         b.origin() + Duration::from_secs(30)
     );
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
 use stallwatch::{
-    ActivitySource, EXIT_TIMEOUT, KillLadder, MonitorConfig, Outcome, Session, Signal,
+    ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Session, Signal,
 };
 
 #[test]
@@ -52,7 +52,7 @@ fn silent_child_is_ended_at_the_idle_timeout() {
 
     assert!(result.runtime >= idle, "runtime {:?}", result.runtime);
     assert!(elapsed >= idle);
-    assert_eq!(result.exit_code(), EXIT_TIMEOUT);
+    assert_eq!(result.exit_code(), MonitorResult::EXIT_TIMEOUT);
     assert_eq!(result.exit_code(), 124);
     assert_eq!(
         result.signals_sent.first(),

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use crate::support as common;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
-use stallwatch::{Event, InputWait, MonitorConfig, Outcome, Session};
+use stallwatch::diagnosis::InputWait;
+use stallwatch::{Event, MonitorConfig, Outcome, Session};
 
 /// Idle timeout 60 s: whatever ends the child earlier is the input-wait rule.
 fn config(timeout: Duration) -> MonitorConfig {

@@ -128,7 +128,7 @@ fn kill_during_the_grace_skips_straight_to_sigkill() {
     out.wait_for("got-term");
     assert!(session.try_wait().is_none(), "still in its grace");
     let asked = Instant::now();
-    session.start_kill();
+    session.kill();
     let result = wait_generously(&session);
     assert!(
         asked.elapsed() < GENEROUS,

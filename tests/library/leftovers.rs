@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
 use stallwatch::{
-    ChildWatchConfig, ContainmentMode, KillLadder, LeftoverPolicy, MonitorConfig, Outcome, Session,
+    ChildWatchConfig, Containment, KillLadder, LeftoverPolicy, MonitorConfig, Outcome, Session,
     Signal,
 };
 
@@ -68,7 +68,7 @@ fn adopted_and_group_leftovers_are_ended_when_adopting_orphans() {
         .config(
             MonitorConfig::default()
                 .idle_timeout(Duration::from_secs(60))
-                .containment(ContainmentMode::Group)
+                .containment(Containment::Group)
                 .children(ChildWatchConfig::default().subreaper(true))
                 .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
         )

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use common::{Marker, SharedBuf, assert_no_leak};
 use stallwatch::{
-    ActivitySource, Clock, EventConfig, KillLadder, MockClock, MonitorConfig, Outcome, Session,
-    Signal,
+    ActivitySource, EventConfig, KillLadder, MockClock, MonitorConfig, Outcome, Session, Signal,
 };
 
 /// Real-time bound for anything a test waits for (generous: a loaded 2-core machine).

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::net::{Mode, Server};
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
-use stallwatch::{
-    ActivitySource, MonitorConfig, MonitorResult, Outcome, Session, StaleReport, StallKind,
-};
+use stallwatch::diagnosis::StallKind;
+use stallwatch::{ActivitySource, MonitorConfig, MonitorResult, Outcome, Session, StaleReport};
 
 /// Two seconds idle, sampled every 200 ms; the children source off, so that only the network
 /// can keep the child alive. A trickle every 0.5 s leaves 1.5 s of slack for the VM's stalls.

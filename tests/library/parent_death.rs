@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{MARKER_ENV, Marker, assert_no_leak};
-use stallwatch::{ContainmentMode, MonitorConfig, Program, Session};
+use stallwatch::{Containment, MonitorConfig, Program, Session};
 
 #[test]
 fn child_dies_when_the_supervising_process_is_killed() {
@@ -51,7 +51,7 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
     // The default (a cgroup and its guardian where this process may make one), and the
     // group with the parent-death signal, for a std command and for a `Program` (started
     // from the spawner thread without a fork).
-    let group = MonitorConfig::default().containment(ContainmentMode::Group);
+    let group = MonitorConfig::default().containment(Containment::Group);
     for (config, plain) in [
         (MonitorConfig::default(), false),
         (group.clone(), false),
@@ -80,7 +80,7 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
         }
         let pids: Vec<u32> = marker.pids().iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![session.pid()]);
-        session.start_kill();
+        session.kill();
         let result = session.wait();
         assert_eq!(result.signal(), Some(9));
         assert_no_leak(&marker);
@@ -112,7 +112,7 @@ fn children_named(name: &str) -> Vec<(u32, char)> {
 /// theirs is left a zombie.
 #[test]
 fn one_guardian_serves_every_session_of_a_process() {
-    stallwatch::guardian::set_program(env!("CARGO_BIN_EXE_stallwatch"));
+    stallwatch::supervisor::set_guardian_program(env!("CARGO_BIN_EXE_stallwatch"));
     let marker = Marker::new("one-guardian");
     let sessions: Vec<Session> = (0..3)
         .map(|_| {
@@ -147,10 +147,9 @@ fn one_guardian_serves_every_session_of_a_process() {
     for session in &sessions {
         let result = common::wait_generously(session);
         assert_eq!(
-            result.containment.supervisor_death(),
-            &stallwatch::SupervisorDeath::Guardian,
-            "{:?}",
-            result.containment
+            result.supervisor_death,
+            stallwatch::supervisor::SupervisorDeath::Guardian,
+            "{result:?}"
         );
     }
     // Once no session needs it, it exits and is reaped (another test's sessions may keep it

@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{Marker, assert_no_leak, wait_generously};
-use stallwatch::{
-    ActivitySource, Clock, EventConfig, MockClock, MonitorConfig, Outcome, Probe, Session,
-};
+use stallwatch::{ActivitySource, EventConfig, MockClock, MonitorConfig, Outcome, Probe, Session};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 

@@ -10,8 +10,8 @@ use common::{
     GENEROUS, HANDSHAKE, Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously,
 };
 use stallwatch::{
-    CaptureConfig, ControlAction, ControlAnswer, KillLadder, Lifecycle, MockClock, MonitorConfig,
-    Outcome, Registry, Session, SessionBuilder, SessionSummary, Signal,
+    CaptureConfig, ControlAction, ControlAnswer, KillLadder, MockClock, MonitorConfig, Outcome,
+    Registry, Session, SessionBuilder, SessionState, SessionSummary, Signal,
 };
 
 /// No file or descendant signal: on a mock clock only output and keepalives move time marks.
@@ -106,7 +106,7 @@ fn summaries_of_several_live_sessions_display_as_one_line_each() {
             ),
         ]
     );
-    assert!(list.iter().all(|s| s.state == Lifecycle::Running));
+    assert!(list.iter().all(|s| s.state == SessionState::Running));
     assert_eq!(list[0].command.chars().count(), 40);
 
     let ended = registry.shutdown_all();
@@ -120,7 +120,7 @@ fn summaries_of_several_live_sessions_display_as_one_line_each() {
     let after = registry.list();
     assert_eq!(after.len(), 3, "finished sessions stay listed");
     for s in &after {
-        assert_eq!(s.state, Lifecycle::Ended);
+        assert_eq!(s.state, SessionState::Ended);
         assert_eq!(s.idle_left, None);
         assert!(
             s.to_string().contains(" ended uptime=47.2s idle_left=- "),
@@ -327,7 +327,7 @@ fn during_the_ladder_only_kill_is_taken() {
         ControlAnswer::Ack
     );
     assert!(poll_until(HANDSHAKE, || summary(&registry, id).state
-        == Lifecycle::Grace));
+        == SessionState::Grace));
     let line = summary(&registry, id).to_string();
     assert!(
         line.starts_with("#01 grace uptime=0.0s idle_left=- "),
@@ -496,7 +496,12 @@ fn sessions_spawned_from_several_threads_are_all_shut_down() {
     for (_, result) in &ended {
         assert_eq!(result.outcome, Outcome::Terminated { forced: false });
     }
-    assert!(registry.list().iter().all(|s| s.state == Lifecycle::Ended));
+    assert!(
+        registry
+            .list()
+            .iter()
+            .all(|s| s.state == SessionState::Ended)
+    );
     assert!(registry.shutdown_all().is_empty(), "nothing left to end");
     assert_no_leak(&m);
 }
@@ -525,7 +530,7 @@ fn the_registry_lock_is_not_held_while_shutdown_waits() {
         let shutdown = scope.spawn(|| registry.shutdown_all());
         // shutdown_all is blocked in the grace period; the registry still answers.
         assert!(poll_until(HANDSHAKE, || summary(&registry, id).state
-            == Lifecycle::Grace));
+            == SessionState::Grace));
         assert_eq!(
             registry.control(id, ControlAction::Interrupt),
             ControlAnswer::AlreadyEnded

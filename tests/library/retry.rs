@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{MARKER_ENV, Marker, assert_no_leak, ms};
+use stallwatch::retry::{RetryPolicy, RetryReason};
 use stallwatch::{
-    CaptureConfig, KillLadder, MonitorConfig, Outcome, RetryPolicy, RetryReason, Session,
-    SessionBuilder, Signal,
+    CaptureConfig, KillLadder, MonitorConfig, Outcome, Session, SessionBuilder, Signal,
 };
 
 const SIGNATURE: &str = "state db missing rollout path";

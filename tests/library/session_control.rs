@@ -52,7 +52,7 @@ fn terminate_runs_the_ladder() {
 fn kill_sends_sigkill_at_once() {
     let marker = Marker::new("control_kill");
     let (session, _out) = silent_child(&marker, patient());
-    session.start_kill();
+    session.kill();
     let result = wait_generously(&session);
     assert_eq!(
         result.outcome,
@@ -72,7 +72,7 @@ fn terminate_after_the_child_exited_changes_nothing() {
     let session = Session::spawn(marker.sh("exit 5"), patient()).expect("sh can be spawned");
     let first = wait_generously(&session);
     session.terminate();
-    session.start_kill();
+    session.kill();
     session.keepalive();
     let again = session.wait();
     assert_eq!(first, again);

@@ -88,7 +88,7 @@ fn a_real_silent_build_shorter_than_the_default_cap_is_never_ended() {
         .watch_files(false);
     assert_eq!(
         config.solo_caps.get(&ActivitySource::Children),
-        Some(&stallwatch::DEFAULT_CHILDREN_SOLO_CAP)
+        Some(&stallwatch::MonitorConfig::DEFAULT_CHILDREN_SOLO_CAP)
     );
     let buf = SharedBuf::new();
     let script = "for i in 1 2 3 4 5 6; do cc -O2 -c work.c -o work$i.o || exit 9; done; \

@@ -14,7 +14,7 @@ use common::{
 };
 use fault_support::{fingerprint, ladder_config};
 use stallwatch::{
-    CaptureConfig, Event, LeftoverPolicy, Lifecycle, MockClock, MonitorConfig, Outcome, Session,
+    CaptureConfig, Event, LeftoverPolicy, MockClock, MonitorConfig, Outcome, Session, SessionState,
     Signal, Stream,
 };
 
@@ -285,7 +285,7 @@ fn a_term_ignoring_tree_on_a_terminal_is_escalated_and_leaves_nothing() {
         Some(Signal::TERM),
         "{result:#?}"
     );
-    assert_eq!(session.state(), Lifecycle::Ended);
+    assert_eq!(session.state(), SessionState::Ended);
     assert_no_leak(&m);
 }
 

@@ -341,7 +341,7 @@ fn contract_names(mode: Mode) -> Vec<String> {
     let mut names = vec!["STALLWATCH_SESSION".to_owned()];
     if mode == Mode::CliNonInteractive {
         names.extend(
-            stallwatch::NON_INTERACTIVE_ENV
+            stallwatch::SessionBuilder::NON_INTERACTIVE_ENV
                 .iter()
                 .map(|(k, _)| (*k).to_owned()),
         );
@@ -712,7 +712,7 @@ fn run_serve(
 /// output to this process's stdout.
 fn library_runner(args: &[OsString]) -> std::process::ExitCode {
     // As the docs ask of a process that may have inherited SIGCHLD ignored.
-    if let Err(e) = stallwatch::prepare_supervisor() {
+    if let Err(e) = stallwatch::supervisor::prepare() {
         eprintln!("library runner: {e}");
         return std::process::ExitCode::from(125);
     }

@@ -6,9 +6,9 @@ use std::io;
 use std::sync::Arc;
 
 use super::guardian::start_guardian;
-use crate::config::{ContainmentMode, MonitorConfig};
+use crate::config::{Containment, MonitorConfig};
 use crate::error::{SpawnError, SpawnErrorKind};
-use crate::outcome::{Containment, SupervisorDeath};
+use crate::outcome::{SupervisorDeath, TreeHold};
 use crate::process::cgroup::Cgroup;
 use crate::process::{self, sys};
 
@@ -18,14 +18,14 @@ use crate::process::{self, sys};
 pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Result<Held> {
     let group = |why_not_cgroup| Held {
         cgroup: None,
-        containment: Containment::Group {
+        containment: TreeHold::Group {
             why_not_cgroup,
             supervisor_death: SupervisorDeath::NotNeeded,
         },
         guardian: None,
         entry: None,
     };
-    if config.containment == ContainmentMode::Group {
+    if config.containment == Containment::Group {
         return Ok(group(None));
     }
     // The guardian is told of the cgroup just before it is made: from the cgroup's first
@@ -43,7 +43,7 @@ pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Resu
             );
             Ok(Held {
                 cgroup: Some(Arc::new(cgroup)),
-                containment: Containment::Cgroup {
+                containment: TreeHold::Cgroup {
                     path,
                     supervisor_death: SupervisorDeath::NotNeeded,
                 },
@@ -53,7 +53,7 @@ pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Resu
         }
         Err(why) => {
             drop(guardian); // forgets the session
-            if config.containment == ContainmentMode::Cgroup {
+            if config.containment == Containment::Cgroup {
                 return Err(SpawnError::new(
                     SpawnErrorKind::Containment,
                     "--containment cgroup: no cgroup can be made for the session (run as root, \
@@ -74,7 +74,7 @@ pub(in crate::monitor) struct Held {
     /// The session's cgroup, if it has one.
     pub(in crate::monitor) cgroup: Option<Arc<Cgroup>>,
     /// What the result says.
-    pub(in crate::monitor) containment: Containment,
+    pub(in crate::monitor) containment: TreeHold,
     /// The session's place in the guardian, told of the cgroup (or why there is none).
     pub(in crate::monitor) guardian: Option<Result<process::Guardian, String>>,
     /// What the child needs to start inside the cgroup.
