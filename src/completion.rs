@@ -12,7 +12,7 @@ use crate::error::ConfigError;
 
 /// A caller's test of one output line for completion (see [`CompletionConfig::on_line`]).
 #[derive(Clone)]
-pub struct LineCallback(pub(crate) Arc<dyn Fn(&str) -> bool + Send + Sync>);
+pub(crate) struct LineCallback(pub(crate) Arc<dyn Fn(&str) -> bool + Send + Sync>);
 
 impl fmt::Debug for LineCallback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -63,9 +63,9 @@ pub struct CompletionConfig {
     /// were at the start, means the work is done. Relative paths are taken from the child's
     /// working directory. Looked at every check interval, at most every second.
     pub files: Vec<PathBuf>,
-    /// Called with every output line: `true` means the work is done. Runs on the stream's
-    /// reader thread: keep it quick (a panic counts as `false`).
-    pub on_line: Option<LineCallback>,
+    /// Called with every output line: `true` means the work is done (set with
+    /// [`on_line`](Self::on_line)).
+    pub(crate) on_line: Option<LineCallback>,
     /// How long the child may take to exit by itself once completion is seen. Default 5 s.
     pub linger: Duration,
 }

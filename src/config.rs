@@ -14,11 +14,11 @@ use crate::signal::Signal;
 /// One step of the [`KillLadder`]: send `signal` to the whole tree, then wait up to `grace` for
 /// it to end before the next step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KillStep {
+pub(crate) struct KillStep {
     /// The signal sent at this step.
-    pub signal: Signal,
+    pub(crate) signal: Signal,
     /// How long to wait for the tree to end before the next step.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
 }
 
 /// The escalation used to end a process tree: each step's signal goes to the whole process
@@ -58,9 +58,9 @@ impl KillLadder {
         Self::new([(Signal::KILL, Duration::ZERO)])
     }
 
-    /// The configured steps (without the implicit final SIGKILL).
-    pub fn steps(&self) -> &[KillStep] {
-        &self.steps
+    /// The configured steps, `(signal, grace)`, without the implicit final SIGKILL.
+    pub fn steps(&self) -> impl ExactSizeIterator<Item = (Signal, Duration)> + '_ {
+        self.steps.iter().map(|s| (s.signal, s.grace))
     }
 
     /// The steps actually sent: the configured ones, then SIGKILL unless the last already is.

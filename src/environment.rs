@@ -51,20 +51,10 @@ pub struct IsolatedHome {
     pub root: PathBuf,
     /// The files copied into it, as their destination paths.
     pub seeded: Vec<PathBuf>,
-    /// The files that could not be copied (the child was started all the same).
-    pub failed: Vec<SeedFailure>,
-}
-
-/// A file [`Environment::seed`] could not copy into the home.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SeedFailure {
-    /// The file to copy.
-    pub source: PathBuf,
-    /// Where it should have gone (inside the home).
-    pub destination: PathBuf,
-    /// Why it could not be copied.
-    pub error: String,
+    /// The files [`Environment::seed`] could not copy (the child was started all the same):
+    /// where each should have gone (inside the home), and why (`No such file or directory (os
+    /// error 2)`).
+    pub failed: Vec<(PathBuf, String)>,
 }
 
 impl Environment {
@@ -212,11 +202,7 @@ fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<Isolated
                     source.display(),
                     destination.display()
                 );
-                report.failed.push(SeedFailure {
-                    source: source.clone(),
-                    destination,
-                    error: e.to_string(),
-                });
+                report.failed.push((destination, e.to_string()));
             }
         }
     }

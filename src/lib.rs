@@ -141,7 +141,7 @@
 //! let lines: Vec<String> = registry.list().iter().map(ToString::to_string).collect();
 //! assert!(lines[0].starts_with("#01 running uptime="), "{lines:?}");
 //! assert!(lines[1].ends_with(" log=- cmd=sleep 2000"), "{lines:?}");
-//! let longer = ControlAction::Keepalive { idle_timeout: Some(Duration::from_secs(1800)) };
+//! let longer = ControlAction::SetIdleTimeout(Duration::from_secs(1800));
 //! assert_eq!(registry.control(1, longer), ControlAnswer::Ack);
 //! assert_eq!(registry.control(2, ControlAction::Kill), ControlAnswer::Ack);
 //! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(9));

@@ -97,23 +97,24 @@ impl Default for Registry {
     }
 }
 
-/// What to do to a session, by id: see [`Registry::control`].
+/// What to do to a session, by id: see [`Registry::control`]. Each action is the
+/// [`Session`] method of the same name, for a caller that steers sessions by their number (a
+/// harness's tool call, a protocol message) instead of holding them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ControlAction {
-    /// Counts as activity now; with `idle_timeout`, also replaces the idle timeout from now on.
-    Keepalive {
-        /// The new idle timeout, if any.
-        idle_timeout: Option<Duration>,
-    },
-    /// Ctrl-C ([`Session::interrupt`]): SIGINT to the child's process group, or through the
+    /// [`Session::keepalive`]: counts as activity now.
+    Keepalive,
+    /// [`Session::interrupt`], Ctrl-C: SIGINT to the child's process group, or through the
     /// terminal of a terminal session (an agent CLI's "stop this turn"); no ladder follows.
     Interrupt,
-    /// The kill ladder (the configured polite signal, the grace period, SIGKILL).
+    /// [`Session::terminate`]: the kill ladder (the configured polite signal, the grace
+    /// period, SIGKILL).
     Terminate,
-    /// SIGKILL now (in the middle of a ladder: skip to its SIGKILL).
+    /// [`Session::kill`]: SIGKILL now (in the middle of a ladder: skip to its SIGKILL).
     Kill,
-    /// Replaces the idle timeout for the checks to come (not counting as activity).
+    /// [`Session::set_idle_timeout`]: replaces the idle timeout for the checks to come (not
+    /// counting as activity).
     SetIdleTimeout(Duration),
 }
 
@@ -332,14 +333,7 @@ impl Registry {
         }
         let rejected = |e: crate::ConfigError| ControlAnswer::Rejected(e.to_string());
         match action {
-            ControlAction::Keepalive { idle_timeout: None } => session.keepalive(),
-            ControlAction::Keepalive {
-                idle_timeout: Some(timeout),
-            } => {
-                if let Err(e) = session.keepalive_with_timeout(timeout) {
-                    return rejected(e);
-                }
-            }
+            ControlAction::Keepalive => session.keepalive(),
             ControlAction::Interrupt => {
                 if let Err(e) = session.interrupt() {
                     return ControlAnswer::Rejected(e.to_string());

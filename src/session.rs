@@ -378,18 +378,6 @@ impl Session {
         self.board.stamp(&ActivitySource::Keepalive);
     }
 
-    /// Counts as activity now and replaces the idle timeout from now on.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] (and no change) when `idle_timeout` is out of range.
-    pub fn keepalive_with_timeout(&self, idle_timeout: Duration) -> Result<(), ConfigError> {
-        validate_idle_timeout(idle_timeout)?;
-        self.keepalive();
-        self.replace_idle_timeout(idle_timeout);
-        Ok(())
-    }
-
     /// Starts the kill ladder on the child's tree now (returns at once; [`wait`](Self::wait)
     /// for the result). The outcome becomes [`Outcome::Terminated`](crate::Outcome::Terminated)
     /// unless the run had already ended for another reason.
@@ -410,8 +398,8 @@ impl Session {
     /// SIGKILL. The outcome becomes [`Outcome::Terminated`](crate::Outcome::Terminated)
     /// `{ forced: true }` unless the run had already ended for another reason.
     ///
-    /// Named as in process-wrap: `kill` only starts the end; to end the tree with the
-    /// ladder and wait for it, call [`terminate`](Self::terminate) then [`wait`](Self::wait).
+    /// Like std's `Child::kill`, it only sends the signal; to end the tree with the ladder and
+    /// wait for it, call [`terminate`](Self::terminate) then [`wait`](Self::wait).
     pub fn kill(&self) {
         let _ = self.control.send(Control::Kill);
     }
@@ -432,8 +420,7 @@ impl Session {
         }
     }
 
-    /// The idle timeout in force (it changes with
-    /// [`keepalive_with_timeout`](Self::keepalive_with_timeout)).
+    /// The idle timeout in force (it changes with [`set_idle_timeout`](Self::set_idle_timeout)).
     pub fn idle_timeout(&self) -> Duration {
         Duration::from_nanos(
             self.shared
@@ -737,8 +724,8 @@ impl Session {
 /// How long [`Session::write_stdin`] waits for room in a full queue.
 const STDIN_QUEUE_WAIT: Duration = Duration::from_secs(5);
 
-/// The receiving end of [`Session::events`]: a thin wrapper over a crossbeam receiver whose
-/// iterator ends after [`Event::Closed`].
+/// The receiving end of [`Session::events`]: blocking, non-blocking and timed receives, and an
+/// iterator that ends after [`Event::Closed`].
 #[derive(Debug, Clone)]
 pub struct EventReceiver {
     rx: Receiver<Event>,
@@ -769,11 +756,6 @@ impl EventReceiver {
         let event = receive(&self.rx)?;
         self.closed = event == Event::Closed;
         Some(event)
-    }
-
-    /// The underlying channel, for `select!` with other channels (it does not stop at `Closed`).
-    pub fn channel(&self) -> &Receiver<Event> {
-        &self.rx
     }
 
     /// Blocking iterator that ends after `Closed`.

@@ -92,9 +92,12 @@ impl Exec {
                 chars,
                 yield_time,
             } => self.write(session_id, &chars, yield_time),
-            ToolCall::Control { session_id, action } => {
+            ToolCall::Control {
+                session_id,
+                actions,
+            } => {
                 let answer = match self.find(session_id) {
-                    Some(_) => self.registry.control(session_id, action),
+                    Some(_) => crate::serve::apply(&self.registry, session_id, actions),
                     None => ControlAnswer::NoSuchSession,
                 };
                 render::control(session_id, &answer)

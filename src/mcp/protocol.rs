@@ -420,9 +420,10 @@ mod tests {
                 id: json!(7),
                 call: ToolCall::Control {
                     session_id: 3,
-                    action: ControlAction::Keepalive {
-                        idle_timeout: Some(Duration::from_secs(60))
-                    }
+                    actions: vec![
+                        ControlAction::Keepalive,
+                        ControlAction::SetIdleTimeout(Duration::from_secs(60))
+                    ]
                 },
                 structured: true
             }

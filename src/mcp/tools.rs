@@ -40,8 +40,8 @@ pub(crate) enum ToolCall {
     Control {
         /// The session.
         session_id: u32,
-        /// What to do.
-        action: ControlAction,
+        /// What to do, in order (a keepalive that extends the idle timeout is two actions).
+        actions: Vec<ControlAction>,
     },
     /// `list_exec_sessions`.
     List,
@@ -223,22 +223,25 @@ fn control_args(arguments: &Map<String, Value>) -> Result<ToolCall, RpcError> {
             )
         })
     };
-    let action = match kind {
-        "keepalive" => ControlAction::Keepalive {
-            idle_timeout: timeout("extend_timeout_ms")?,
-        },
-        "send_ctrl_c" => ControlAction::Interrupt,
-        "terminate" => ControlAction::Terminate,
-        "force_kill" => ControlAction::Kill,
-        "set_idle_timeout" => {
-            ControlAction::SetIdleTimeout(timeout("timeout_ms")?.ok_or_else(|| {
+    let actions = match kind {
+        "keepalive" => std::iter::once(ControlAction::Keepalive)
+            .chain(timeout("extend_timeout_ms")?.map(ControlAction::SetIdleTimeout))
+            .collect(),
+        "send_ctrl_c" => vec![ControlAction::Interrupt],
+        "terminate" => vec![ControlAction::Terminate],
+        "force_kill" => vec![ControlAction::Kill],
+        "set_idle_timeout" => vec![ControlAction::SetIdleTimeout(
+            timeout("timeout_ms")?.ok_or_else(|| {
                 RpcError::param(
                     "action.timeout_ms",
                     "missing (required by set_idle_timeout)",
                 )
-            })?)
-        }
+            })?,
+        )],
         _ => return Err(bad()),
     };
-    Ok(ToolCall::Control { session_id, action })
+    Ok(ToolCall::Control {
+        session_id,
+        actions,
+    })
 }

@@ -39,8 +39,8 @@ impl Proc {
         self.config
             .kill_ladder
             .steps()
-            .first()
-            .map_or(Duration::ZERO, |s| s.grace)
+            .next()
+            .map_or(Duration::ZERO, |(_, grace)| grace)
     }
 
     /// Whether it ended or its kill ladder is under way.
@@ -507,11 +507,11 @@ impl Server {
     fn control(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
         let params = Params::new(params, &["processId", "action"])?;
         let process_id = params.process_id()?;
-        let action = control_action(params.required("action")?)?;
+        let actions = control_actions(params.required("action")?)?;
         let Some(proc) = self.find(process_id) else {
             return Ok(status("no_such_session"));
         };
-        Ok(match self.registry.control(proc.id, action) {
+        Ok(match apply(&self.registry, proc.id, actions) {
             ControlAnswer::Ack => status("ack"),
             ControlAnswer::NoSuchSession => status("no_such_session"),
             ControlAnswer::AlreadyEnded => status("already_terminated"),
@@ -578,7 +578,21 @@ impl Server {
 }
 
 /// `process/control`'s action.
-fn control_action(action: &Value) -> Result<ControlAction, RpcError> {
+/// Applies `actions` in order to session `id` and answers as the first that is not an `Ack`
+/// (the rest are not applied), or `Ack`.
+pub(crate) fn apply(registry: &Registry, id: u32, actions: Vec<ControlAction>) -> ControlAnswer {
+    for action in actions {
+        let answer = registry.control(id, action);
+        if answer != ControlAnswer::Ack {
+            return answer;
+        }
+    }
+    ControlAnswer::Ack
+}
+
+/// The actions of one `process/control`: one, or for a keepalive that extends the idle timeout,
+/// the keepalive and then the new timeout.
+fn control_actions(action: &Value) -> Result<Vec<ControlAction>, RpcError> {
     const ACCEPTS: &str = "it accepts {\"type\": \"keepalive\", \"extendTimeoutMs\"?}, \
         {\"type\": \"send_ctrl_c\"}, {\"type\": \"terminate\"}, {\"type\": \"force_kill\"}, \
         {\"type\": \"set_idle_timeout\", \"timeoutMs\"}";
@@ -597,17 +611,17 @@ fn control_action(action: &Value) -> Result<ControlAction, RpcError> {
         }
     };
     Ok(match kind {
-        "keepalive" => ControlAction::Keepalive {
-            idle_timeout: millis("extendTimeoutMs")?,
-        },
-        "send_ctrl_c" => ControlAction::Interrupt,
-        "terminate" => ControlAction::Terminate,
-        "force_kill" => ControlAction::Kill,
-        "set_idle_timeout" => {
-            ControlAction::SetIdleTimeout(millis("timeoutMs")?.ok_or_else(|| {
+        "keepalive" => std::iter::once(ControlAction::Keepalive)
+            .chain(millis("extendTimeoutMs")?.map(ControlAction::SetIdleTimeout))
+            .collect(),
+        "send_ctrl_c" => vec![ControlAction::Interrupt],
+        "terminate" => vec![ControlAction::Terminate],
+        "force_kill" => vec![ControlAction::Kill],
+        "set_idle_timeout" => vec![ControlAction::SetIdleTimeout(
+            millis("timeoutMs")?.ok_or_else(|| {
                 RpcError::param("action.timeoutMs", "missing (required by set_idle_timeout)")
-            })?)
-        }
+            })?,
+        )],
         _ => return Err(bad()),
     })
 }

@@ -17,6 +17,8 @@ mod matching;
 mod options;
 mod process;
 
+pub(crate) use dispatch::apply;
+
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::Arc;

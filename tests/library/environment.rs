@@ -195,9 +195,9 @@ fn seeded_files_are_private_copies_and_failures_are_recorded() {
     );
     assert_eq!(report.failed.len(), 1, "{report:#?}");
     let failure = &report.failed[0];
-    assert_eq!(failure.source, missing);
-    assert_eq!(failure.destination, home.join("missing"));
-    assert!(failure.error.contains("No such file"), "{}", failure.error);
+    let (destination, error) = failure;
+    assert_eq!(*destination, home.join("missing"), "{missing:?}");
+    assert!(error.contains("No such file"), "{error}");
     assert_no_leak(&m);
 }
 

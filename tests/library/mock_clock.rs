@@ -175,7 +175,7 @@ fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
 }
 
 #[test]
-fn keepalive_with_timeout_replaces_the_idle_timeout() {
+fn keepalive_then_set_idle_timeout_replaces_the_idle_timeout() {
     let m = Marker::new("mock-retime");
     let clock = MockClock::new();
     // No idle warning: the only deadline left is the idle timeout itself.
@@ -184,11 +184,10 @@ fn keepalive_with_timeout_replaces_the_idle_timeout() {
     buf.wait_for("ready");
     parked(&clock);
     clock.advance(Duration::from_secs(100));
-    session
-        .keepalive_with_timeout(Duration::from_secs(10))
-        .unwrap();
+    session.keepalive();
+    session.set_idle_timeout(Duration::from_secs(10)).unwrap();
     assert!(
-        session.keepalive_with_timeout(Duration::ZERO).is_err(),
+        session.set_idle_timeout(Duration::ZERO).is_err(),
         "a zero timeout is rejected"
     );
     // The monitor re-plans on the message: wait until it is parked on the new deadline.

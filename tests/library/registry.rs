@@ -154,7 +154,7 @@ fn keepalive_and_idle_timeout_actions_move_the_watchdog() {
         Some(Duration::from_secs(30))
     );
 
-    let keepalive = ControlAction::Keepalive { idle_timeout: None };
+    let keepalive = ControlAction::Keepalive;
     assert_eq!(registry.control(id, keepalive), ControlAnswer::Ack);
     assert_eq!(
         summary(&registry, id).idle_left,
@@ -163,12 +163,7 @@ fn keepalive_and_idle_timeout_actions_move_the_watchdog() {
 
     // Invalid timeouts: rejected with the configuration error's words, nothing changed.
     let zero = Duration::ZERO;
-    for action in [
-        ControlAction::Keepalive {
-            idle_timeout: Some(zero),
-        },
-        ControlAction::SetIdleTimeout(zero),
-    ] {
+    for action in [ControlAction::SetIdleTimeout(zero)] {
         match registry.control(id, action) {
             ControlAnswer::Rejected(reason) => {
                 assert!(reason.contains("idle_timeout"), "{reason}");
@@ -180,11 +175,13 @@ fn keepalive_and_idle_timeout_actions_move_the_watchdog() {
     let session = registry.get(id).expect("listed");
     assert_eq!(session.idle_timeout(), Duration::from_secs(60));
 
-    // Keepalive with a new timeout: counts as activity and replaces the timeout.
+    // Keepalive, then a new timeout: counts as activity and replaces the timeout.
     clock.advance(Duration::from_secs(10));
-    let longer = ControlAction::Keepalive {
-        idle_timeout: Some(Duration::from_secs(90)),
-    };
+    assert_eq!(
+        registry.control(id, ControlAction::Keepalive),
+        ControlAnswer::Ack
+    );
+    let longer = ControlAction::SetIdleTimeout(Duration::from_secs(90));
     assert_eq!(registry.control(id, longer), ControlAnswer::Ack);
     assert!(poll_until(HANDSHAKE, || session.idle_timeout()
         == Duration::from_secs(90)));
@@ -276,10 +273,8 @@ fn interrupt_terminate_and_kill_by_id() {
 
     // Every action on an ended session, and on an id nobody has.
     let actions = [
-        ControlAction::Keepalive { idle_timeout: None },
-        ControlAction::Keepalive {
-            idle_timeout: Some(Duration::ZERO),
-        },
+        ControlAction::Keepalive,
+        ControlAction::SetIdleTimeout(Duration::ZERO),
         ControlAction::Interrupt,
         ControlAction::Terminate,
         ControlAction::Kill,
@@ -334,7 +329,7 @@ fn during_the_ladder_only_kill_is_taken() {
         "{line}"
     );
     for action in [
-        ControlAction::Keepalive { idle_timeout: None },
+        ControlAction::Keepalive,
         ControlAction::Interrupt,
         ControlAction::Terminate,
         ControlAction::SetIdleTimeout(Duration::from_secs(5)),

@@ -136,13 +136,14 @@ fn keepalives_keep_a_silent_child_alive_until_they_stop() {
 }
 
 #[test]
-fn keepalive_with_timeout_shortens_the_idle_timeout() {
+fn keepalive_then_a_shorter_idle_timeout_shortens_the_idle_timeout() {
     let marker = Marker::new("control_shorten");
     let (session, _out) = silent_child(&marker, patient());
     let short = ms(500);
     let asked = Instant::now();
+    session.keepalive();
     session
-        .keepalive_with_timeout(short)
+        .set_idle_timeout(short)
         .expect("500 ms is a valid idle timeout");
     let result = wait_generously(&session);
     let waited = asked.elapsed();
@@ -163,7 +164,7 @@ fn keepalive_with_timeout_shortens_the_idle_timeout() {
 }
 
 #[test]
-fn keepalive_with_timeout_lengthens_the_idle_timeout() {
+fn keepalive_then_a_longer_idle_timeout_lengthens_the_idle_timeout() {
     let marker = Marker::new("control_lengthen");
     let first = Duration::from_secs(3);
     let (session, _out) = silent_child(
@@ -172,8 +173,9 @@ fn keepalive_with_timeout_lengthens_the_idle_timeout() {
             .idle_timeout(first)
             .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
     );
+    session.keepalive();
     session
-        .keepalive_with_timeout(Duration::from_secs(60))
+        .set_idle_timeout(Duration::from_secs(60))
         .expect("60 s is a valid idle timeout");
     // Outlive the first timeout by a margin: the new one is in force.
     assert!(

@@ -119,12 +119,12 @@ fn other_invalid_configs_are_refused_too() {
 }
 
 #[test]
-fn keepalive_with_an_invalid_timeout_is_refused_without_change() {
+fn an_invalid_idle_timeout_is_refused_without_change() {
     let marker = Marker::new("spawn_bad_keepalive_timeout");
     let session = Session::spawn(marker.sh("sleep 1000"), MonitorConfig::default())
         .expect("sh can be spawned");
     let err = session
-        .keepalive_with_timeout(Duration::ZERO)
+        .set_idle_timeout(Duration::ZERO)
         .expect_err("zero is out of range");
     assert!(err.to_string().contains("idle_timeout"), "{err}");
     assert!(session.try_wait().is_none());
