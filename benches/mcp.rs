@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
-use stallwatch::{CaptureConfig, MonitorConfig, OutputSink, Session};
+use stallwatch::{CaptureConfig, MonitorConfig, OutputSink, Session, Stdin};
 
 const STALLWATCH: &str = env!("CARGO_BIN_EXE_stallwatch");
 
@@ -137,7 +137,7 @@ fn library_exec_as_mcp() -> Duration {
     let session = Session::builder(command)
         .config(MonitorConfig::default().capture(capture))
         .stdout(OutputSink::callback(|_| {}))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .spawn()
         .expect("sh starts");
     let result = session.wait();

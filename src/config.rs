@@ -89,17 +89,6 @@ impl KillLadder {
     }
 }
 
-/// What to do with members of the child's process group still alive after the child itself
-/// exited normally.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LeftoverPolicy {
-    /// End them with the kill ladder (default): a finished child leaves nothing behind.
-    #[default]
-    KillLadder,
-    /// Leave them running.
-    Keep,
-}
-
 /// How a session holds its process tree ([`MonitorConfig::containment`]; the command's
 /// `--containment`). See the crate docs, "How the tree is held".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -589,8 +578,10 @@ pub struct MonitorConfig {
     /// Periodic sampling interval for polled sources (children). `None` (default): idle timeout / 10,
     /// clamped to 100 ms..=30 s.
     pub check_interval: Option<Duration>,
-    /// What happens to group members left after the child exits. Default: ended by the ladder.
-    pub leftovers: LeftoverPolicy,
+    /// Whether the members of the tree still alive after the child itself exited are left
+    /// running (`true`) instead of ended with the kill ladder (`false`, the default: a finished
+    /// child leaves nothing behind).
+    pub keep_leftovers: bool,
     /// After the child exits, how long at most to keep reading output from pipes that a
     /// grandchild still holds open. Default 2 s. A pipe nobody holds open any more is read to
     /// its end whatever the cap (stallwatch's own log backlog is not a reason to cut it).
@@ -652,7 +643,7 @@ impl Default for MonitorConfig {
             hard_timeout: None,
             kill_ladder: KillLadder::default(),
             check_interval: None,
-            leftovers: LeftoverPolicy::default(),
+            keep_leftovers: false,
             drain_cap: Duration::from_secs(2),
             drain_quiet: Duration::from_millis(100),
             kill_confirm_timeout: Duration::from_secs(5),
@@ -775,9 +766,10 @@ impl MonitorConfig {
         self
     }
 
-    /// Sets what happens to leftover group members after a normal exit.
-    pub fn leftovers(mut self, policy: LeftoverPolicy) -> Self {
-        self.leftovers = policy;
+    /// Leaves the members of the tree still alive after the child exited running (`true`)
+    /// instead of ending them with the kill ladder (`false`, the default).
+    pub fn keep_leftovers(mut self, keep: bool) -> Self {
+        self.keep_leftovers = keep;
         self
     }
 

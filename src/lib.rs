@@ -262,7 +262,7 @@ pub use clock::{Clock, MockClock};
 pub use completion::CompletionConfig;
 pub use config::{
     CaptureConfig, ChildWatchConfig, Containment, EventConfig, FileWatchConfig, KillLadder,
-    LeftoverPolicy, LogRetention, MonitorConfig,
+    LogRetention, MonitorConfig,
 };
 pub use contract::SessionState;
 pub use environment::{Environment, IsolatedHome};
@@ -273,7 +273,7 @@ pub use outcome::{
 };
 pub use program::Program;
 pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
-pub use session::{EventReceiver, Session, SessionBuilder};
+pub use session::{EventReceiver, Session, SessionBuilder, Stdin};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
 pub use sources::probes::Probe;

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use stallwatch::{MonitorResult, OutputSink, Program, Session, SpawnError, SpawnErrorKind};
+use stallwatch::{MonitorResult, OutputSink, Program, Session, SpawnError, SpawnErrorKind, Stdin};
 
 use cli::options::Options;
 use cli::report::{Context, Exit, Relay, Report, ReportTarget};
@@ -281,7 +281,7 @@ fn spawn_program(
     match pty_size {
         Some(size) => builder.pty(size.rows, size.cols),
         None => builder
-            .stdin_inherit()
+            .stdin(Stdin::Inherit)
             .stderr(OutputSink::writer(io::stderr())),
     }
     .spawn()

@@ -22,6 +22,31 @@ use crate::program::Program;
 use crate::sources::output::OutputSink;
 use crate::stream::Stream;
 
+/// The child's stdin: [`SessionBuilder::stdin`].
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub enum Stdin {
+    /// `/dev/null` (the default): a `read` sees end-of-file at once, nothing waits for input.
+    #[default]
+    Null,
+    /// This process's own stdin.
+    Inherit,
+    /// A pipe the caller feeds with [`Session::write_stdin`] and closes with
+    /// [`Session::close_stdin`] (or the session's end closes it). In a terminal session
+    /// ([`SessionBuilder::pty`]) it changes nothing: the terminal is always writable.
+    Piped,
+    /// What the caller opened (a file, a pipe of its own), opaque to stallwatch. Not
+    /// `Stdio::piped()`: that pipe would have nobody to write to it; use [`Stdin::Piped`].
+    Given(Stdio),
+}
+
+impl From<Stdio> for Stdin {
+    /// [`Stdin::Given`].
+    fn from(stdio: Stdio) -> Stdin {
+        Stdin::Given(stdio)
+    }
+}
+
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
     command: Command,
@@ -109,26 +134,28 @@ impl SessionBuilder {
         self
     }
 
-    /// The child's stdin (default: [`Stdio::null`], whatever the command said): a file,
-    /// [`Stdio::inherit`]… For a pipe the caller writes to, use
-    /// [`stdin_piped`](Self::stdin_piped) instead (a bare `Stdio::piped()` here would leave the
-    /// pipe with nobody to write to it).
-    pub fn stdin(mut self, stdin: Stdio) -> Self {
-        self.stdin = Some(Input::Given(stdin));
-        self
-    }
-
-    /// The child reads this process's stdin: as [`stdin`](Self::stdin) with
-    /// [`Stdio::inherit`], but known to stallwatch.
-    pub fn stdin_inherit(mut self) -> Self {
-        self.stdin = Some(Input::Inherit);
-        self
-    }
-
-    /// Gives the child a stdin pipe fed through [`Session::write_stdin`] and closed with
-    /// [`Session::close_stdin`] (or when the session ends).
-    pub fn stdin_piped(mut self) -> Self {
-        self.stdin = Some(Input::Piped);
+    /// The child's stdin (default: [`Stdin::Null`], whatever the command said):
+    /// [`Stdin::Piped`] for a pipe the caller writes to, [`Stdin::Inherit`], or a
+    /// [`Stdio`] of the caller's (a file: `Stdin::from(Stdio::from(file))`, or just the
+    /// `Stdio`).
+    ///
+    /// ```
+    /// use stallwatch::{Program, Session, Stdin};
+    ///
+    /// let session = Session::builder(Program::new("cat")).stdin(Stdin::Piped).spawn()?;
+    /// session.write_stdin(b"typed\n")?;
+    /// session.close_stdin(); // cat sees end-of-file and exits
+    /// assert_eq!(session.wait().exit_code(), 0);
+    /// assert_eq!(session.snapshot().stdout.unwrap().render_lossy(), "typed\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stdin(mut self, stdin: impl Into<Stdin>) -> Self {
+        self.stdin = Some(match stdin.into() {
+            Stdin::Null => Input::Null,
+            Stdin::Inherit => Input::Inherit,
+            Stdin::Piped => Input::Piped,
+            Stdin::Given(stdio) => Input::Given(stdio),
+        });
         self
     }
 
@@ -143,10 +170,11 @@ impl SessionBuilder {
     /// [`Session::write_stdin`] types into the terminal, [`Session::close_stdin`] sends
     /// end-of-file the terminal way, [`Session::interrupt`] sends Ctrl-C through it and
     /// [`Session::resize`] resizes it. The [`stderr`](Self::stderr) sink is not used, and
-    /// [`stdin`](Self::stdin) cannot be combined with a terminal (the spawn fails with
+    /// [`stdin`](Self::stdin) other than [`Stdin::Null`] or [`Stdin::Piped`] cannot be combined
+    /// with a terminal (the spawn fails with
     /// [`SpawnErrorKind::Config`](crate::SpawnErrorKind::Config), `InvalidInput`, as it does
-    /// for a zero `rows` or `cols`); [`stdin_piped`](Self::stdin_piped) changes nothing (the
-    /// terminal is always writable).
+    /// for a zero `rows` or `cols`); [`Stdin::Piped`] changes nothing (the terminal is always
+    /// writable).
     ///
     /// ```
     /// use std::process::Command;
@@ -168,8 +196,8 @@ impl SessionBuilder {
     /// The non-interactive profile: a program that would ask a question fails at once (or
     /// goes on without asking) instead of waiting for an answer nobody gives.
     ///
-    /// - stdin is `/dev/null` (whatever [`stdin`](Self::stdin) or
-    ///   [`stdin_piped`](Self::stdin_piped) said): a `read` sees end-of-file;
+    /// - stdin is `/dev/null` (whatever [`stdin`](Self::stdin) said): a `read` sees
+    ///   end-of-file;
     /// - in pipe mode the child leads a session of its own without a controlling terminal, so
     ///   opening `/dev/tty` fails at once (ENXIO) even when the caller runs on a terminal (with
     ///   [`pty`](Self::pty) the terminal stays: only the variables apply);
@@ -477,7 +505,7 @@ impl Session {
         let _ = self.control.send(Control::Signal(signal));
     }
 
-    /// Queues `data` for the child's stdin (see [`SessionBuilder::stdin_piped`]; in a terminal
+    /// Queues `data` for the child's stdin (see [`Stdin::Piped`]; in a terminal
     /// session, [`SessionBuilder::pty`], the bytes are typed into the terminal). Returns once
     /// the data is queued; waits at most 5 s when the queue (64 writes) is full because the
     /// child does not read.
@@ -491,7 +519,7 @@ impl Session {
         let Some(tx) = guard.as_ref() else {
             return Err(io::Error::new(
                 io::ErrorKind::NotConnected,
-                "the child's stdin is not piped (SessionBuilder::stdin_piped) or was closed",
+                "the child's stdin is not piped (Stdin::Piped) or was closed",
             ));
         };
         let tx = tx.clone();

@@ -16,7 +16,7 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use stallwatch::{
     ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
-    FileWatchConfig, KillLadder, LeftoverPolicy, MonitorConfig, Signal,
+    FileWatchConfig, KillLadder, MonitorConfig, Signal,
 };
 
 use super::human::HumanDuration;
@@ -759,11 +759,7 @@ impl Options {
             .input_wait_notice(cli.input_wait_notice.and_then(|h| h.0))
             .kill_ladder(KillLadder::polite(cli.signal, cli.grace))
             .check_interval(cli.check_interval)
-            .leftovers(if cli.keep_leftovers {
-                LeftoverPolicy::Keep
-            } else {
-                LeftoverPolicy::KillLadder
-            })
+            .keep_leftovers(cli.keep_leftovers)
             .containment(cli.containment)
             .files(files)
             // One session per stallwatch process: the subreaper mode costs nothing here and
@@ -1350,7 +1346,7 @@ mod tests {
                 && !config.watches(&ActivitySource::Network)
         );
         assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
-        assert_eq!(config.leftovers, LeftoverPolicy::Keep);
+        assert!(config.keep_leftovers);
         assert_eq!(options.log_level(), log::LevelFilter::Debug);
         assert_eq!(
             options.cli.command,

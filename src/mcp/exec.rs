@@ -12,7 +12,7 @@ use crate::sync::{Condvar, Mutex};
 use serde_json::{Value, json};
 use stallwatch::{
     CaptureConfig, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Outcome, OutputSink,
-    Registry, Session, SessionState, Signal, SpawnError,
+    Registry, Session, SessionState, Signal, SpawnError, Stdin,
 };
 
 use super::options::McpOptions;
@@ -228,7 +228,7 @@ impl Exec {
         if args.tty {
             builder.pty(TERMINAL.0, TERMINAL.1)
         } else {
-            builder.stdin_piped()
+            builder.stdin(Stdin::Piped)
         }
     }
 

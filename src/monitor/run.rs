@@ -14,7 +14,7 @@ use super::tap::{Tap, stream_index};
 use super::{POLL_MAX, Wake, end_session};
 use crate::activity::{ActivityBoard, ActivitySource, BoardSnapshot};
 use crate::clock::Clock;
-use crate::config::{KillStep, LeftoverPolicy, MonitorConfig};
+use crate::config::{KillStep, MonitorConfig};
 use crate::contract::{Control, SessionState, Shared};
 use crate::events::{Emitter, Event};
 use crate::outcome::{
@@ -700,7 +700,7 @@ impl Monitor {
 
     /// The leader exited while being watched: take the leftovers down, or leave them.
     fn after_leader_exit(&mut self, now: Instant) {
-        if self.config.leftovers == LeftoverPolicy::KillLadder {
+        if !self.config.keep_leftovers {
             // Adopting orphans, with no child but the leader (and this library's own): every
             // descendant still alive would be a child of this process now, so none is left,
             // in the group or out of it. No sample, no scan.
@@ -894,7 +894,7 @@ impl Monitor {
     }
 
     /// The run is over: reads the cgroup's memory figures and removes it, unless both were
-    /// done at the leader's exit. Leftovers the caller keeps ([`LeftoverPolicy::Keep`]) move to
+    /// done at the leader's exit. Leftovers the caller keeps ([`MonitorConfig::keep_leftovers`]) move to
     /// this process's own cgroup first; anything else still in it (an unproven termination) is
     /// killed by the removal.
     fn let_go_of_cgroup(&mut self) {
@@ -904,7 +904,7 @@ impl Monitor {
         if !cgroup.is_removed() {
             self.memory = cgroup.memory(); // read before the removal at the leader's exit
         }
-        if self.config.leftovers == LeftoverPolicy::Keep
+        if self.config.keep_leftovers
             && cgroup.populated().unwrap_or(false)
             && let Err(e) = cgroup.release_members()
         {

@@ -201,7 +201,7 @@ mod tests {
             let session = Session::builder(Program::new(shell).args(args))
                 .config(config)
                 .clock(clock.clone())
-                .stdin_piped()
+                .stdin(crate::Stdin::Piped)
                 .spawn()
                 .expect("the shell starts");
             assert_eq!(WAITERS.with(|n| n.get()), waiters, "no waiter thread");

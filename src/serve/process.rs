@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::{Map, Value, json};
 use stallwatch::{
     CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, KillLadder,
-    MonitorConfig, Session, SessionBuilder, Signal, Stream,
+    MonitorConfig, Session, SessionBuilder, Signal, Stdin, Stream,
 };
 
 use super::options::ServeOptions;
@@ -107,7 +107,7 @@ pub(crate) fn parse_start(
         .environment(parse_environment(&params)?);
     let builder = match input {
         Input::Closed => builder,
-        Input::Open => builder.stdin_piped(),
+        Input::Open => builder.stdin(Stdin::Piped),
         Input::Terminal(rows, cols) => builder.pty(rows, cols),
     };
     Ok(Start {

@@ -95,7 +95,7 @@ impl<R: Read> Read for ActivityTrackingReader<R> {
 /// [`Session::output_held_back`](crate::Session::output_held_back) adds the time up.
 ///
 /// Every byte read is delivered. When a pipe is still held open after the run ended (leftover
-/// processes kept with [`LeftoverPolicy::Keep`](crate::LeftoverPolicy::Keep)), the reader stops
+/// processes kept with [`MonitorConfig::keep_leftovers`](crate::MonitorConfig::keep_leftovers)), the reader stops
 /// after its next read; that one last chunk may reach the sink after `wait` returned.
 #[derive(Default)]
 pub enum OutputSink {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use common::{HANDSHAKE, ms, wait_generously};
 use fault_support::{LADDER_GRACE, Scenario, is_idle_timeout, ladder_config, subreaper_config};
-use stallwatch::{KillLadder, LeftoverPolicy, Outcome, Signal};
+use stallwatch::{KillLadder, Outcome, Signal};
 
 /// A daemon made the classic way (fork, `setsid`, fork, the middle process exits) within a few
 /// milliseconds of the start: it has left both the process group and the child's tree before
@@ -187,7 +187,7 @@ fn a_grandchild_holding_stdout_after_the_child_exits_loses_no_byte() {
     s.assert_accounted();
 }
 
-/// With `LeftoverPolicy::Keep`, a grandchild that keeps writing after the leader exited is
+/// With `keep_leftovers(true)`, a grandchild that keeps writing after the leader exited is
 /// drained to its end-of-file: nothing it wrote is cut off.
 #[test]
 fn a_grandchild_writing_after_the_child_exits_is_drained_to_the_end() {
@@ -197,7 +197,7 @@ fn a_grandchild_writing_after_the_child_exits_is_drained_to_the_end() {
     let session = s.spawn(
         script,
         ladder_config()
-            .leftovers(LeftoverPolicy::Keep)
+            .keep_leftovers(true)
             .drain_quiet(ms(1500))
             .drain_cap(Duration::from_secs(20)),
     );
@@ -308,7 +308,7 @@ fn a_setsid_escapee_is_ended_with_the_children_signal_off() {
     s.assert_accounted();
 }
 
-/// With `LeftoverPolicy::Keep`, a grandchild that never stops writing after the leader exited:
+/// With `keep_leftovers(true)`, a grandchild that never stops writing after the leader exited:
 /// `wait` returns at the drain cap, and at most one more chunk reaches the sink afterwards.
 /// Every line that arrived is the beginning of what was written, in order.
 #[test]
@@ -318,9 +318,7 @@ fn an_endless_writer_left_behind_does_not_keep_wait_past_the_drain_cap() {
     let started = Instant::now();
     let session = s.spawn(
         "(i=0; while :; do say endless-$i; i=$((i+1)); done) & say leader-bye; exit 0",
-        ladder_config()
-            .leftovers(LeftoverPolicy::Keep)
-            .drain_cap(drain_cap),
+        ladder_config().keep_leftovers(true).drain_cap(drain_cap),
     );
     let result = wait_generously(&session);
     assert!(started.elapsed() < HANDSHAKE, "{:?}", started.elapsed());

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
 use stallwatch::sources::DescendantObserver;
-use stallwatch::{
-    ActivitySource, ChildWatchConfig, Containment, LeftoverPolicy, MonitorConfig, Outcome, Session,
-};
+use stallwatch::{ActivitySource, ChildWatchConfig, Containment, MonitorConfig, Outcome, Session};
 
 /// The process-group backend: these are its rules (escapees seen, remembered and signalled by
 /// pid); the cgroup backend's are in `containment.rs`.
@@ -196,7 +194,7 @@ fn an_escapee_left_behind_by_a_normal_exit_is_a_leftover() {
 fn kept_leftovers_include_escapees() {
     let m = Marker::new("escapee-kept");
     let session = Session::builder(m.sh("setsid sleep 1000 & sleep 0.6"))
-        .config(config(ms(5000)).leftovers(LeftoverPolicy::Keep))
+        .config(config(ms(5000)).keep_leftovers(true))
         .spawn()
         .unwrap();
     let result = wait_generously(&session);

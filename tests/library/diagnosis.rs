@@ -6,7 +6,7 @@ use crate::support as common;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
 use stallwatch::diagnosis::{Diagnosis, StallKind};
-use stallwatch::{Event, MonitorConfig, Outcome, Session, SessionBuilder};
+use stallwatch::{Event, MonitorConfig, Outcome, Session, SessionBuilder, Stdin};
 
 fn config() -> MonitorConfig {
     MonitorConfig::default()
@@ -44,7 +44,7 @@ fn stall(m: &Marker, builder: SessionBuilder, ready: &str) -> Diagnosis {
 #[test]
 fn read_on_a_held_pipe_is_awaiting_input() {
     let m = Marker::new("diag-read");
-    let builder = Session::builder(m.sh("echo ready; read x")).stdin_piped();
+    let builder = Session::builder(m.sh("echo ready; read x")).stdin(Stdin::Piped);
     let d = stall(&m, builder, "ready");
     assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
     let pid = d.processes[0].pid;

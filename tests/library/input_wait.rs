@@ -9,7 +9,7 @@ use crate::support as common;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
 use stallwatch::diagnosis::InputWait;
-use stallwatch::{Event, MonitorConfig, Outcome, Session};
+use stallwatch::{Event, MonitorConfig, Outcome, Session, Stdin};
 
 /// Idle timeout 60 s: whatever ends the child earlier is the input-wait rule.
 fn config(timeout: Duration) -> MonitorConfig {
@@ -43,7 +43,7 @@ fn a_read_on_a_held_pipe_is_ended_within_a_second_or_two_of_the_timeout() {
     let m = Marker::new("iw-held");
     let out = SharedBuf::new();
     let session = Session::builder(m.sh("echo ready; read x"))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .config(config(ms(2000)))
         .stdout(out.sink())
         .spawn()
@@ -77,7 +77,7 @@ fn a_child_whose_stdin_is_fed_line_by_line_is_never_ended_for_it() {
     // Silent: only its read count shows that it gets lines. A line every 300 ms for 5 s,
     // 1.7 s of slack below the 2 s timeout.
     let session = Session::builder(m.sh("while read x; do :; done; echo fed-done"))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .config(config(ms(2000)))
         .spawn()
         .unwrap();
@@ -112,7 +112,7 @@ fn never_while_a_source_shows_activity() {
     let script = "(i=0; while [ $i -lt 15 ]; do echo tick$i; sleep 0.3; i=$((i+1)); done) & \
                   read x";
     let session = Session::builder(m.sh(script))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .config(config(ms(2000)))
         .stdout(out.sink())
         .spawn()
@@ -140,7 +140,7 @@ fn a_grandchild_started_after_the_last_sample_is_seen_whatever_the_check_interva
     // on it.
     let config = config(ms(2000)).idle_timeout(Duration::from_secs(300));
     let session = Session::builder(m.sh("echo ready; sleep 2; sh -c 'read x'; echo after"))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .config(config)
         .stdout(out.sink())
         .spawn()
@@ -173,7 +173,7 @@ fn a_notice_tells_once_per_episode_and_never_ends_the_child() {
         .idle_timeout(Duration::from_secs(60))
         .input_wait_notice(Some(ms(500)));
     let session = Session::builder(m.sh("echo ready; read x; read y; echo got \"$x\" \"$y\""))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .config(config)
         .stdout(out.sink())
         .spawn()

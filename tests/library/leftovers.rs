@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
 use stallwatch::{
-    ChildWatchConfig, Containment, KillLadder, LeftoverPolicy, MonitorConfig, Outcome, Session,
-    Signal,
+    ChildWatchConfig, Containment, KillLadder, MonitorConfig, Outcome, Session, Signal,
 };
 
 /// Far below the sleeper's 1000 s, far above what a loaded machine needs.
@@ -89,7 +88,7 @@ fn kept_sleeper_survives_and_wait_still_returns_promptly() {
         .config(
             MonitorConfig::default()
                 .idle_timeout(Duration::from_secs(60))
-                .leftovers(LeftoverPolicy::Keep)
+                .keep_leftovers(true)
                 .drain_cap(ms(500))
                 .drain_quiet(ms(100)),
         )
@@ -207,7 +206,7 @@ fn wait_does_not_hang_on_a_pipe_held_outside_the_group() {
                 // Leftovers kept, so the escapee (which the descendant observer may have seen)
                 // holds the pipe: this test is about the drain alone (ending escapees as
                 // leftovers: tests/children_signal.rs).
-                .leftovers(LeftoverPolicy::Keep),
+                .keep_leftovers(true),
         )
         .stdout(out.sink())
         .spawn()

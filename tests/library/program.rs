@@ -12,7 +12,7 @@ use std::process::Command;
 use common::{MARKER_ENV, Marker, assert_no_leak, wait_generously};
 use stallwatch::{
     CaptureConfig, ConfigError, Environment, MonitorConfig, Program, Session, SessionBuilder,
-    SpawnError, SpawnErrorKind,
+    SpawnError, SpawnErrorKind, Stdin,
 };
 
 /// Runs to the end; returns the exit code and stdout (the combined stream when combined).
@@ -94,7 +94,7 @@ fn a_program_sees_what_the_same_command_sees() {
 #[test]
 fn a_program_reads_a_piped_an_inherited_or_no_stdin() {
     let session = Session::builder(Program::new("cat"))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .config(quiet())
         .spawn()
         .expect("cat starts");
@@ -108,7 +108,7 @@ fn a_program_reads_a_piped_an_inherited_or_no_stdin() {
     // Inherited: the child's stdin is this process's (the same open file).
     let ours = std::fs::read_link("/proc/self/fd/0").expect("our stdin");
     let program = Program::new("readlink").arg("/proc/self/fd/0");
-    let (code, out) = run(Session::builder(program).stdin_inherit(), quiet());
+    let (code, out) = run(Session::builder(program).stdin(Stdin::Inherit), quiet());
     assert_eq!(code, 0);
     assert_eq!(out.trim_end(), ours.display().to_string());
 
@@ -152,7 +152,7 @@ fn a_program_that_cannot_run_fails_as_a_commands_does() {
 #[test]
 fn an_inherited_stdin_cannot_go_with_a_terminal() {
     let err = Session::builder(Program::new("true"))
-        .stdin_inherit()
+        .stdin(Stdin::Inherit)
         .pty(24, 80)
         .spawn()
         .expect_err("a terminal is the stdin");

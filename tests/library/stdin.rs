@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{GENEROUS, MARKER_ENV, Marker, SharedBuf, assert_no_leak, wait_generously};
-use stallwatch::{MonitorConfig, Outcome, Session};
+use stallwatch::{MonitorConfig, Outcome, Session, Stdin};
 
 fn cat(marker: &Marker) -> Command {
     let mut command = Command::new("cat");
@@ -19,7 +19,7 @@ fn cat(marker: &Marker) -> Command {
 fn a_round_trip_through_cat() {
     let m = Marker::new("stdin-cat");
     let session = Session::builder(cat(&m))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .spawn()
         .expect("cat can be spawned");
     session.write_stdin(b"hello\n").unwrap();
@@ -55,7 +55,7 @@ fn a_child_that_never_reads_never_blocks_the_writer_for_good() {
     let out = SharedBuf::new();
     let session = Session::builder(m.sh("echo ready; exec sleep 1000"))
         .config(MonitorConfig::default().idle_timeout(Duration::from_secs(120)))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .stdout(out.sink())
         .spawn()
         .unwrap();
@@ -87,7 +87,7 @@ fn a_child_that_never_reads_never_blocks_the_writer_for_good() {
 fn another_sessions_guardian_holds_no_copy_of_this_stdin() {
     let m = Marker::new("stdin-guardian");
     let first = Session::builder(cat(&m))
-        .stdin_piped()
+        .stdin(Stdin::Piped)
         .spawn()
         .expect("cat can be spawned");
     let mut sleeper = Command::new("sleep");

@@ -14,8 +14,7 @@ use common::{
 };
 use fault_support::{fingerprint, ladder_config};
 use stallwatch::{
-    CaptureConfig, Event, LeftoverPolicy, MockClock, MonitorConfig, Outcome, Session, SessionState,
-    Signal, Stream,
+    CaptureConfig, Event, MockClock, MonitorConfig, Outcome, Session, SessionState, Signal, Stream,
 };
 
 /// A terminal session of `script` (run by `sh -c` with the marker) writing to `buf`.
@@ -307,7 +306,7 @@ fn a_grandchild_holding_the_terminal_open_does_not_hang_the_end() {
         MonitorConfig::default()
             .idle_timeout(Duration::from_secs(60))
             .drain_cap(ms(1000))
-            .leftovers(LeftoverPolicy::Keep),
+            .keep_leftovers(true),
     );
     let result = wait_generously(&session);
     assert!(
