@@ -890,20 +890,21 @@ impl MonitorConfig {
         self
     }
 
-    /// Turns the file source on or off.
+    /// Turns the file source on or off (on by default; tuned with [`files`](Self::files)).
     pub fn watch_files(mut self, enabled: bool) -> Self {
         self.enabled.files = enabled;
         self
     }
 
-    /// Sets the file source's roots and filters (and turns it on).
+    /// Tunes the file source: its roots and filters. Only [`watch_files`](Self::watch_files)
+    /// turns it on or off.
     pub fn files(mut self, files: FileWatchConfig) -> Self {
         self.files = files;
-        self.enabled.files = true;
         self
     }
 
-    /// Turns the descendant-CPU source on or off.
+    /// Turns the descendant-CPU source on or off (on by default; tuned with
+    /// [`children`](Self::children)).
     pub fn watch_children(mut self, enabled: bool) -> Self {
         self.enabled.children = enabled;
         self
@@ -917,10 +918,10 @@ impl MonitorConfig {
         self
     }
 
-    /// Sets the descendant-CPU rules (and turns the source on).
+    /// Tunes the descendant-CPU source: its threshold and its subreaper mode. Only
+    /// [`watch_children`](Self::watch_children) turns it on or off.
     pub fn children(mut self, children: ChildWatchConfig) -> Self {
         self.children = children;
-        self.enabled.children = true;
         self
     }
 
@@ -951,8 +952,14 @@ impl MonitorConfig {
     /// The check interval in force: the configured one, or idle timeout / 10 clamped to
     /// 100 ms..=30 s.
     pub fn effective_check_interval(&self) -> Duration {
+        self.check_interval_for(self.idle_timeout)
+    }
+
+    /// The check interval under `idle_timeout`: the configured one, else derived from it (the
+    /// monitor's after [`Session::set_idle_timeout`](crate::Session::set_idle_timeout)).
+    pub(crate) fn check_interval_for(&self, idle_timeout: Duration) -> Duration {
         self.check_interval.unwrap_or_else(|| {
-            (self.idle_timeout / 10).clamp(Duration::from_millis(100), Duration::from_secs(30))
+            (idle_timeout / 10).clamp(Duration::from_millis(100), Duration::from_secs(30))
         })
     }
 

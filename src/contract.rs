@@ -31,7 +31,10 @@ pub(crate) struct Shared {
     pub(crate) emitter: Arc<Emitter>,
     /// [`SessionState`] as a number, set by the monitor.
     pub(crate) phase: std::sync::atomic::AtomicU8,
-    /// The idle timeout in force, in nanoseconds (it can change during the run).
+    /// The idle timeout in force, in nanoseconds: its one owner once the session runs
+    /// (initialised from [`MonitorConfig::idle_timeout`](crate::MonitorConfig::idle_timeout),
+    /// replaced by [`Session::set_idle_timeout`](crate::Session::set_idle_timeout), read by the
+    /// monitor; what derives from it follows).
     pub(crate) idle_timeout: std::sync::atomic::AtomicU64,
     /// The log spills, to tell where the logs are while the run goes on.
     pub(crate) spills: [Option<Arc<Mutex<crate::capture::spill::Spill>>>; 2],
@@ -41,6 +44,21 @@ pub(crate) struct Shared {
     pub(crate) home: Option<crate::environment::IsolatedHome>,
     /// The solo caps in force (for [`Session::idle_left`](crate::Session::idle_left)).
     pub(crate) caps: Vec<(crate::activity::ActivitySource, Duration)>,
+}
+
+impl Shared {
+    /// The idle timeout in force.
+    pub(crate) fn idle_timeout(&self) -> Duration {
+        Duration::from_nanos(self.idle_timeout.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Publishes a new (validated) idle timeout.
+    pub(crate) fn set_idle_timeout(&self, idle_timeout: Duration) {
+        self.idle_timeout.store(
+            crate::clock::saturating_nanos(idle_timeout),
+            std::sync::atomic::Ordering::Release,
+        );
+    }
 }
 
 /// The sending end of the monitor's mailbox: each message is queued, then, when the monitor
@@ -73,7 +91,8 @@ impl ControlTx {
 /// Messages to the monitor. Sources never call the monitor; they stamp the board or send here.
 #[derive(Debug)]
 pub(crate) enum Control {
-    SetIdleTimeout(Duration),
+    /// The session published a new idle timeout in [`Shared::idle_timeout`]: re-plan with it.
+    IdleTimeoutChanged,
     Terminate,
     /// Terminate with this ladder instead of the configured one.
     TerminateWith(Vec<KillStep>),

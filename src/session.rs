@@ -450,11 +450,7 @@ impl Session {
 
     /// The idle timeout in force (it changes with [`set_idle_timeout`](Self::set_idle_timeout)).
     pub fn idle_timeout(&self) -> Duration {
-        Duration::from_nanos(
-            self.shared
-                .idle_timeout
-                .load(std::sync::atomic::Ordering::Acquire),
-        )
+        self.shared.idle_timeout()
     }
 
     /// How long the child may stay quiet before the watchdog fires, while it runs (`None` once
@@ -491,11 +487,8 @@ impl Session {
     /// Publishes a validated idle timeout (readable at once through
     /// [`idle_timeout`](Self::idle_timeout)) and tells the monitor, which re-plans.
     fn replace_idle_timeout(&self, idle_timeout: Duration) {
-        self.shared.idle_timeout.store(
-            crate::clock::saturating_nanos(idle_timeout),
-            std::sync::atomic::Ordering::Release,
-        );
-        let _ = self.control.send(Control::SetIdleTimeout(idle_timeout));
+        self.shared.set_idle_timeout(idle_timeout);
+        let _ = self.control.send(Control::IdleTimeoutChanged);
     }
 
     /// Sends `signal` to the child's whole process group now (while it runs; no ladder

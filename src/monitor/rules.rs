@@ -45,6 +45,13 @@ impl Rules {
         }
     }
 
+    /// Follows a new check interval: the completion files are looked at on it (at most every
+    /// second), from `now` at the latest.
+    pub(super) fn set_check_interval(&mut self, interval: Duration, now: Instant) {
+        self.file_look = interval.min(FILE_LOOK_MAX);
+        self.next_file_look = self.next_file_look.min(now + self.file_look);
+    }
+
     /// The verdict's limits.
     pub(super) fn limits(
         &self,

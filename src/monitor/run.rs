@@ -114,8 +114,6 @@ const BACKLOG_TIMER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// When the monitor wakes, and what it knows about time while watching.
 pub(super) struct Timing {
-    /// The idle timeout in force (it changes with `SetIdleTimeout`).
-    pub(super) idle_timeout: Duration,
     pub(super) hard_deadline: Option<Instant>,
     /// Descendant CPU is sampled every `interval`.
     pub(super) interval: Duration,
@@ -132,7 +130,6 @@ impl Timing {
         let interval = config.effective_check_interval();
         let next_sample = clock.now() + interval;
         Self {
-            idle_timeout: config.idle_timeout,
             hard_deadline: config.hard_timeout.map(|d| board.origin() + d),
             interval,
             next_sample,
@@ -294,10 +291,20 @@ impl Monitor {
         done.publish(result);
     }
 
+    /// The session published a new idle timeout: what derives from it follows (the check
+    /// interval, unless one was configured: descendant sampling, the completion files'
+    /// look); the next decision reads the timeout itself.
+    fn idle_timeout_changed(&mut self) {
+        let interval = self.config.check_interval_for(self.shared.idle_timeout());
+        let now = self.clock.now();
+        self.timing.interval = interval;
+        self.timing.next_sample = self.timing.next_sample.min(now + interval);
+        self.rules.set_check_interval(interval, now);
+    }
+
     fn handle(&mut self, msg: Control) {
         match msg {
-            // The session already published it in `shared.idle_timeout`.
-            Control::SetIdleTimeout(timeout) => self.timing.idle_timeout = timeout,
+            Control::IdleTimeoutChanged => self.idle_timeout_changed(),
             Control::Signal(signal) => {
                 if !self.leader.exited
                     && !matches!(self.phase, Phase::Draining { .. } | Phase::Done)
@@ -408,7 +415,7 @@ impl Monitor {
         }
         let snapshot = self.board.snapshot();
         let limits = self.rules.limits(
-            self.timing.idle_timeout,
+            self.shared.idle_timeout(),
             self.timing.hard_deadline,
             self.board.origin(),
         );
@@ -508,7 +515,7 @@ impl Monitor {
             "session {}: pid {} stale after {} ({report})",
             self.id,
             self.pid,
-            HumanDuration(self.timing.idle_timeout)
+            HumanDuration(self.shared.idle_timeout())
         );
         self.set_reason(Reason::Outcome(Outcome::IdleTimeout(report)));
         self.start_ladder(self.config.kill_ladder.effective(), Some(deadline));
@@ -589,12 +596,13 @@ impl Monitor {
         if self.timing.warned_for == Some(last) {
             return None;
         }
-        let warn_at = last + self.timing.idle_timeout.mul_f64(fraction);
+        let idle_timeout = self.shared.idle_timeout();
+        let warn_at = last + idle_timeout.mul_f64(fraction);
         if now < warn_at {
             return Some(warn_at);
         }
         self.timing.warned_for = Some(last);
-        let left = (last + self.timing.idle_timeout).saturating_duration_since(now);
+        let left = (last + idle_timeout).saturating_duration_since(now);
         self.emitter.lifecycle(Event::IdleWarning { left });
         let diagnosis = self.diagnose();
         self.emitter.lifecycle(Event::Diagnosis(diagnosis));
@@ -939,7 +947,7 @@ impl Monitor {
             runtime: now.saturating_duration_since(self.board.origin()),
             ladder_time: self.ladder.time,
             kill_latency: self.ladder.kill_latency,
-            activity: verdict::report(&self.board.snapshot(), now, self.timing.idle_timeout)
+            activity: verdict::report(&self.board.snapshot(), now, self.shared.idle_timeout())
                 .sources,
             // Every chunk read is written and hashed first (bounded by the disk).
             logs: self.tap.logs(),

@@ -178,8 +178,11 @@ fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
 fn keepalive_then_set_idle_timeout_replaces_the_idle_timeout() {
     let m = Marker::new("mock-retime");
     let clock = MockClock::new();
-    // No idle warning: the only deadline left is the idle timeout itself.
-    let config = MonitorConfig::default().events(EventConfig::default().idle_warning(None));
+    // No idle warning, and the tree sampled once a minute (a configured interval does not
+    // follow the timeout): the only deadline left is the idle timeout itself.
+    let config = MonitorConfig::default()
+        .events(EventConfig::default().idle_warning(None))
+        .check_interval(Some(Duration::from_secs(60)));
     let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
     buf.wait_for("ready");
     parked(&clock);
@@ -258,5 +261,31 @@ fn terminate_under_the_mock_clock_needs_no_time_to_pass() {
     assert_eq!(result.outcome, Outcome::Terminated { forced: false });
     assert_eq!(result.runtime, Duration::ZERO);
     assert_eq!(result.exit_code(), 143);
+    assert_no_leak(&m);
+}
+
+#[test]
+fn a_new_idle_timeout_brings_the_check_interval_derived_from_it() {
+    // An hour of idle timeout: the descendants are sampled every 30 s (idle / 10, at most
+    // 30 s). Two seconds: every 200 ms — from the moment the timeout changes, not after the
+    // 30 s planned under the old one.
+    let m = Marker::new("mock-interval");
+    let clock = MockClock::new();
+    let t0 = clock.now();
+    let config = MonitorConfig::default()
+        .idle_timeout(Duration::from_secs(3600))
+        .events(EventConfig::default().idle_warning(None));
+    let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
+    buf.wait_for("ready");
+    assert!(clock.wait_for_deadline(t0 + Duration::from_secs(30), PATIENCE));
+    session
+        .set_idle_timeout(Duration::from_secs(2))
+        .expect("2 s is a valid idle timeout");
+    assert!(
+        clock.wait_for_deadline(t0 + Duration::from_millis(200), PATIENCE),
+        "the monitor kept the sampling interval of the old timeout"
+    );
+    session.kill();
+    session.wait();
     assert_no_leak(&m);
 }
