@@ -127,7 +127,7 @@ impl From<&MockClock> for Clock {
 
 /// A clock that moves only when a test calls [`MockClock::advance`].
 ///
-/// Cloning gives another handle to the same clock. Timers created with [`Clock::at`] fire during
+/// Cloning gives another handle to the same clock. Timers (each wait of the code under test on a deadline) fire during
 /// `advance` once their deadline has been reached. A test that needs the code under test to have
 /// finished reacting before it advances calls [`MockClock::wait_for_timers`]: it returns once
 /// at least `n` timers are armed in the future, that is once the monitor has planned its next

@@ -170,7 +170,9 @@ pub struct CaptureConfig {
     pub spill: bool,
     /// Bytes of a stream after which it is spilled to a log. Default 4 KiB.
     pub spill_threshold: u64,
-    /// Where logs go. `None` (default): [`default_log_dir`](crate::default_log_dir); when that
+    /// Where logs go. `None` (default): the platform cache folder's `stallwatch/logs`
+    /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS; else the temp
+    /// folder's `stallwatch-<uid>-logs`), refused unless it is the user's own; when that
     /// folder cannot be used, the run goes on without logs (a warning, and each
     /// [`LogFile`](crate::LogFile) says why), where a folder named here that cannot be used
     /// fails the spawn ([`SpawnErrorKind::LogDir`](crate::SpawnErrorKind::LogDir)).

@@ -185,7 +185,7 @@ pub(crate) fn diagnose_tree(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
 ///
 /// ```
 /// use std::process::Command;
-/// use stallwatch::StallKind;
+/// use stallwatch::diagnosis::StallKind;
 ///
 /// let mut child = Command::new("sleep").arg("30").spawn()?;
 /// let mut diagnosis = stallwatch::diagnosis::diagnose(&[child.id()]);

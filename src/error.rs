@@ -230,8 +230,7 @@ pub enum SpawnErrorKind {
     /// *default* folder is not an error: the run goes on without a log, and
     /// [`MonitorResult::logs`](crate::MonitorResult::logs) says why.) The `io::ErrorKind` is
     /// `PermissionDenied` when the folder is refused for its rights, else `Other` (never
-    /// `NotFound`), and the [`inner`](SpawnError::inner) error a
-    /// [`LogDirError`](crate::LogDirError).
+    /// `NotFound`), and the message names the folder and what is wrong with it.
     LogDir,
     /// The pseudo-terminal of a terminal session
     /// ([`SessionBuilder::pty`](crate::SessionBuilder::pty)) cannot be opened or prepared (no
@@ -373,8 +372,8 @@ impl SpawnError {
         self.kind
     }
 
-    /// The underlying error: a [`ConfigError`] for [`SpawnErrorKind::Config`], a
-    /// [`LogDirError`](crate::LogDirError) for [`SpawnErrorKind::LogDir`], the system's
+    /// The underlying error: a [`ConfigError`] for [`SpawnErrorKind::Config`], what is
+    /// wrong with the log folder for [`SpawnErrorKind::LogDir`], the system's
     /// `io::Error` for every other kind (`raw_os_error` and all). Also what
     /// `std::error::Error::source` gives, on this error and on the `io::Error` carrying it.
     pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {

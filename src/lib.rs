@@ -14,7 +14,7 @@
 //! - **network**: bytes moving on the TCP sockets of its tree (never "a socket is open");
 //! - **keepalive**: an explicit [`Session::keepalive`] from the caller.
 //!
-//! Then a [`Diagnosis`] says why it stalled, and a kill ladder (a polite signal, a grace,
+//! Then a [`Diagnosis`](diagnosis::Diagnosis) says why it stalled, and a kill ladder (a polite signal, a grace,
 //! SIGKILL) ends the whole tree. A hard timeout ends it even while it is active. Everything is
 //! configured on one [`MonitorConfig`], and every duration runs on a [`Clock`], so an
 //! orchestrator unit-tests its own loop with a [`MockClock`]. The `stallwatch` command (a
@@ -160,7 +160,7 @@
 //!   [`Probe`].
 //! - A program that wants a terminal: [`SessionBuilder::pty`]; one that must not wait for an
 //!   answer: [`SessionBuilder::non_interactive`], [`MonitorConfig::input_wait_timeout`].
-//! - Run again on a known transient failure: [`RetryPolicy`]. Why a spawn failed:
+//! - Run again on a known transient failure: [`retry::RetryPolicy`]. Why a spawn failed:
 //!   [`SpawnError`].
 //!
 //! The repository's `docs/library.md` walks through each with an example.
@@ -179,7 +179,7 @@
 //!   linger, when to ask a probe) is tested without threads, processes or sleeping.
 //! - **Before any signal** it takes one fresh sample of the descendants and the network and
 //!   looks at the bytes waiting in the pipes, then a snapshot of the tree for the
-//!   [`Diagnosis`]. The first reason to end wins.
+//!   [`Diagnosis`](diagnosis::Diagnosis). The first reason to end wins.
 //! - **The ladder** reaches the whole tree: a cgroup v2 of the session's own where one can be
 //!   made ([`Containment`]), else the process group and the escapees seen. A single process
 //!   is signalled through a pidfd checked against its start time; the leader is not reaped
@@ -187,10 +187,10 @@
 //!   [`termination_unproven`](MonitorResult::termination_unproven), never a hang.
 //! - **Start and guard**: every program starts through std's `Command` (born in its cgroup by
 //!   `clone3(CLONE_INTO_CGROUP)` from the `pre_exec` hook; the crate's only `unsafe` code is
-//!   that hook's). If the supervisor dies, one [`guardian`] per supervising process — the
+//!   that hook's). If the supervisor dies, one guardian per supervising process ([`supervisor`]) — the
 //!   `stallwatch` binary started by `exec`, never a fork of the host — ends every live tree;
 //!   without one the leader still gets the parent-death signal, and
-//!   [`TreeHold::supervisor_death`] says which held.
+//!   [`MonitorResult::supervisor_death`] says which held.
 //! - **Output** goes to the sink first, then to a bounded head/tail buffer, a complete log with
 //!   its SHA-256, and an event channel that never slows the child.
 //! - **Time**: every duration is measured on the session's [`Clock`], so a [`MockClock`] test
@@ -279,9 +279,9 @@ pub use sources::output::OutputSink;
 pub use sources::probes::Probe;
 pub use stream::Stream;
 
-/// The supervising process itself: how it makes itself fit to supervise ([`prepare`]), and its
+/// The supervising process itself: how it makes itself fit to supervise ([`prepare`](supervisor::prepare)), and its
 /// guardian — one helper process per supervising process that ends every live session's tree
-/// if the supervisor dies ([`SupervisorDeath`]).
+/// if the supervisor dies ([`SupervisorDeath`](supervisor::SupervisorDeath)).
 pub mod supervisor {
     pub use crate::outcome::SupervisorDeath;
     pub use crate::process::guardian::{

@@ -152,7 +152,7 @@ impl fmt::Display for ControlAnswer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionSummary {
-    /// The session's id in its registry (not [`Session::id`]).
+    /// The session's number in its registry (1, 2, 3…; shown `#01`).
     pub id: u32,
     /// The program and its arguments, at most 40 characters (cut with `…`), on one line.
     pub command: String,

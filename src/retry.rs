@@ -27,7 +27,8 @@ use crate::stream::Stream;
 ///
 /// ```
 /// use std::process::Command;
-/// use stallwatch::{RetryPolicy, RetryReason, Session};
+/// use stallwatch::Session;
+/// use stallwatch::retry::{RetryPolicy, RetryReason};
 ///
 /// let dir = tempfile::tempdir()?;
 /// let sentinel = dir.path().join("second-time");

@@ -388,11 +388,11 @@ impl Session {
         }
     }
 
-    /// This session's id, unique within the process (1, 2, 3… in spawn order): it names the
-    /// session's threads (`stallwatch-mon-<id>`), its log lines and its `STALLWATCH_SESSION`
-    /// tag. A [`Registry`](crate::Registry) numbers its sessions on its own: that number is a
-    /// [`RegistryId`](crate::RegistryId), not this.
-    pub fn id(&self) -> u64 {
+    /// This session's id, unique within the process (it names the session's threads, its log
+    /// lines and its `STALLWATCH_SESSION` tag); not public: the one id a caller meets is a
+    /// [`Registry`](crate::Registry)'s number.
+    #[cfg(test)]
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 

@@ -260,7 +260,7 @@ enum RootState {
 /// use std::sync::{Arc, OnceLock};
 /// use std::time::{Duration, Instant};
 /// use stallwatch::sources::{ActivityBoard, FileActivityTracker};
-/// use stallwatch::{ActivitySource, FileWatchConfig, SystemClock};
+/// use stallwatch::{ActivitySource, Clock, FileWatchConfig};
 ///
 /// let workspace = tempfile::tempdir()?;
 /// let board = Arc::new(ActivityBoard::new(Clock::system()));
