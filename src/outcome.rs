@@ -364,6 +364,16 @@ impl Outcome {
         !matches!(self, Outcome::Exited)
     }
 
+    /// What the tree was doing when it was judged stalled: the diagnosis of an idle timeout
+    /// (Linux), or of an input wait; `None` for the other outcomes.
+    pub fn diagnosis(&self) -> Option<&crate::diagnosis::Diagnosis> {
+        match self {
+            Outcome::IdleTimeout(report) => report.diagnosis.as_ref(),
+            Outcome::InputWait(wait) => Some(&wait.diagnosis),
+            _ => None,
+        }
+    }
+
     /// Short machine name: `exited`, `idle_timeout`, `hard_timeout`, `completed`,
     /// `terminated`, `input_wait`.
     pub fn name(&self) -> &'static str {

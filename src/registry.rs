@@ -143,9 +143,17 @@ impl fmt::Display for ControlAnswer {
     }
 }
 
-/// One session of a [`Registry`] at one moment. Displays as one line:
+/// One session of a [`Registry`] at one moment. Displays as one line, the line a harness shows
+/// its model (the format lives here only; `stallwatch mcp`'s `list_exec_sessions` and `serve`'s
+/// `process/list` show it too):
 ///
 /// `#03 running uptime=47.2s idle_left=212.8s bytes=8192 log=/path/to.log cmd=npm run build`
+///
+/// and once the run is over, its outcome, what the stalled tree was doing (its diagnosis), and
+/// its exit code after the state:
+///
+/// `#01 ended idle_timeout waiting on the network — node (pid 812) reads a TCP connection to
+/// 10.0.0.5:443 exit_code=124 uptime=600.3s idle_left=- bytes=8192 log=- cmd=codex exec …`
 ///
 /// (`-` for no idle time left to count — the ladder started or the run is over — and for no log;
 /// times in seconds, rounded down to the tenth.)
@@ -166,6 +174,10 @@ pub struct SessionSummary {
     pub bytes: u64,
     /// The first log file of the session, once a stream passed the spill threshold.
     pub log: Option<PathBuf>,
+    /// How the run ended, once it has.
+    pub outcome: Option<crate::outcome::Outcome>,
+    /// The exit code ([`MonitorResult::exit_code`]), once the run has ended.
+    pub exit_code: Option<i32>,
 }
 
 /// `47.2s`: seconds with one decimal, rounded down.
@@ -179,13 +191,22 @@ impl fmt::Display for Seconds {
 
 impl fmt::Display for SessionSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "#{:02} {} uptime={} idle_left=",
-            self.id,
-            self.state.name(),
-            Seconds(self.uptime)
-        )?;
+        write!(f, "#{:02} {}", self.id, self.state.name())?;
+        if let Some(outcome) = &self.outcome {
+            write!(f, " {}", outcome.name())?;
+            if let Some(diagnosis) = outcome.diagnosis() {
+                let summary: String = diagnosis
+                    .summary
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect();
+                write!(f, " {summary}")?;
+            }
+        }
+        if let Some(code) = self.exit_code {
+            write!(f, " exit_code={code}")?;
+        }
+        write!(f, " uptime={} idle_left=", Seconds(self.uptime))?;
         match self.idle_left {
             Some(left) => write!(f, "{}", Seconds(left))?,
             None => f.write_str("-")?,
@@ -287,14 +308,24 @@ impl Registry {
         };
         sessions
             .into_iter()
-            .map(|(id, command, session)| SessionSummary {
-                id,
-                command,
-                state: session.state(),
-                uptime: session.uptime(),
-                idle_left: session.idle_left(),
-                bytes: session.output_bytes(Stream::Stdout) + session.output_bytes(Stream::Stderr),
-                log: session.log_paths().into_iter().next(),
+            .map(|(id, command, session)| {
+                let result = session.try_wait();
+                SessionSummary {
+                    id,
+                    command,
+                    state: if result.is_some() {
+                        SessionState::Ended
+                    } else {
+                        session.state()
+                    },
+                    uptime: session.uptime(),
+                    idle_left: session.idle_left(),
+                    bytes: session.output_bytes(Stream::Stdout)
+                        + session.output_bytes(Stream::Stderr),
+                    log: session.log_paths().into_iter().next(),
+                    exit_code: result.as_ref().map(MonitorResult::exit_code),
+                    outcome: result.map(|r| r.outcome),
+                }
             })
             .collect()
     }
@@ -444,6 +475,8 @@ mod tests {
             idle_left: Some(Duration::from_millis(212_800)),
             bytes: 8192,
             log: Some(PathBuf::from("/tmp/x.log")),
+            outcome: None,
+            exit_code: None,
         };
         assert_eq!(
             summary.to_string(),
@@ -454,9 +487,11 @@ mod tests {
         summary.idle_left = None;
         summary.log = None;
         summary.uptime = Duration::from_millis(50);
+        summary.outcome = Some(crate::Outcome::Terminated { forced: false });
+        summary.exit_code = Some(143);
         assert_eq!(
             summary.to_string(),
-            "#123 ended uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
+            "#123 ended terminated exit_code=143 uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
         );
     }
 }

@@ -227,27 +227,11 @@ pub(crate) fn list(
         let cmd = preview(&exec.cmd);
         let log = summary.log.as_ref().map(|p| p.display().to_string());
         let diagnosis = result.as_ref().and_then(diagnosis).map(|(_, s)| s);
-        let line = match &result {
-            None => {
-                let mut summary = summary.clone();
-                summary.command = cmd.clone();
-                summary.to_string()
-            }
-            Some(result) => {
-                let mut line = format!("#{:02} {}", summary.id, result.outcome.name());
-                if let Some(d) = &diagnosis {
-                    let _ = write!(line, " {d}");
-                }
-                let _ = write!(
-                    line,
-                    " exit_code={} runtime={} bytes={} log={} cmd={cmd}",
-                    result.exit_code(),
-                    human(result.runtime),
-                    summary.bytes,
-                    log.as_deref().unwrap_or("-")
-                );
-                line
-            }
+        // The registry's line (its one format), with the shell command as the model wrote it.
+        let line = {
+            let mut summary = summary.clone();
+            summary.command = cmd.clone();
+            summary.to_string()
         };
         items.push(json!({
             "session_id": summary.id,

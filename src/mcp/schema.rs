@@ -56,8 +56,8 @@ const LIST_SESSIONS: &str = "\
 List the sessions of exec_command, running and recently ended, one line each: \
 `#03 running uptime=47.2s idle_left=212.8s bytes=8192 log=… cmd=npm run build` for a running \
 one (idle_left: how long it may stay quiet before it is ended), and for an ended one its \
-outcome and stall diagnosis, e.g. `#04 idle_timeout waiting for input — sh (pid 812) reads \
-stdin …`. Use it to find a session_id you lost, or to see what still runs in the background.";
+outcome, stall diagnosis and exit code, e.g. `#04 ended idle_timeout waiting for input — sh (pid 812) reads \
+stdin … exit_code=124 …`. Use it to find a session_id you lost, or to see what still runs in the background.";
 
 fn nullable(kind: &str) -> Value {
     json!([kind, "null"])

@@ -123,9 +123,11 @@ fn summaries_of_several_live_sessions_display_as_one_line_each() {
         assert_eq!(s.state, SessionState::Ended);
         assert_eq!(s.idle_left, None);
         assert!(
-            s.to_string().contains(" ended uptime=47.2s idle_left=- "),
+            s.to_string()
+                .contains(" ended terminated exit_code=143 uptime=47.2s idle_left=- "),
             "{s}"
         );
+        assert_eq!(s.exit_code, Some(143));
     }
     assert_no_leak(&m);
 }

@@ -267,7 +267,8 @@ async def stalled_command(stallwatch, marker, scratch):
         assert tree_pids(tag) == [], tree_pids(tag)
         listing = await server.call("list_exec_sessions", {})
         line = structured(listing)["lines"][0]
-        assert line.startswith(f"#{answer['session_id']:02} idle_timeout waiting for input"), line
+        assert line.startswith(f"#{answer['session_id']:02} ended idle_timeout waiting for input"), line
+        assert " exit_code=124 uptime=" in line, line
         # A bash tree stalled on a sleep, with a hard timeout too.
         answer = await server.exec(
             "bash -c 'sleep 600 & sleep 600; echo never'", f"{tag}-bash",
