@@ -15,8 +15,13 @@
 //!   30 s, the helper processes it started; then, under that load, 20 sessions of `sleep 600`
 //!   with a 2 s idle timeout: how long after its deadline each stall ended (the report's
 //!   `durationMs` minus the idle timeout: the ladder, the drain and the result included, in
-//!   whole milliseconds). The server starts with the soft descriptor limit this bench was
-//!   given (`SERVE_BENCH_NOFILE` sets it, e.g. 1024); sessions it refuses are counted.
+//!   whole milliseconds), and what that is made of, from the server's own figures (its
+//!   `stallwatch::timing` debug lines, written after each result): deadline → first signal,
+//!   → tree gone, → result, in microseconds; with how long the server took to start the 20
+//!   (a deadline that comes while it still starts the later ones shares the CPU with them).
+//!   The server starts with the soft descriptor limit this bench was given
+//!   (`SERVE_BENCH_NOFILE` sets it, e.g. 1024); sessions it refuses are counted.
+//!   `SERVE_BENCH_SESSIONS` (e.g. `1000`) measures those sizes only.
 //!
 //! The server is one `stallwatch serve` process started here, ended here (its stdin closed).
 //!
@@ -27,6 +32,7 @@ mod paired;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -55,7 +61,37 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the server starts");
-        let stdin = child.stdin.take();
+        Server::of(child.stdin.take(), child)
+    }
+
+    /// A server that also writes its kill-precision figures (`stallwatch::timing` at debug
+    /// level) on its stderr: they come on the receiver, the rest of its stderr goes on to ours.
+    fn start_timed(args: &[&str]) -> (Server, Receiver<Timing>) {
+        let mut child = Command::new(STALLWATCH)
+            .arg("serve")
+            .args(args)
+            .env("RUST_LOG", "warn,stallwatch::timing=debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let stderr = BufReader::new(child.stderr.take().expect("piped"));
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                match Timing::parse(&line) {
+                    Some(timing) => {
+                        let _ = tx.send(timing);
+                    }
+                    None => eprintln!("{line}"),
+                }
+            }
+        });
+        (Server::of(child.stdin.take(), child), rx)
+    }
+
+    fn of(stdin: Option<ChildStdin>, mut child: Child) -> Server {
         let stdout = BufReader::new(child.stdout.take().expect("piped"));
         Server {
             child,
@@ -236,10 +272,45 @@ impl Server {
     }
 }
 
+/// A session's kill precision as the server logs it: how long after its deadline (µs) its
+/// first signal went out, its tree was gone (-1: not seen) and its result was out.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    pid: u64,
+    signal: i64,
+    gone: i64,
+    result: i64,
+}
+
+impl Timing {
+    /// `stallwatch: debug: session 7 pid 123: after its deadline, first signal 812 us, tree
+    /// gone 1163 us, result 1401 us`.
+    fn parse(line: &str) -> Option<Timing> {
+        let rest = line.split_once(": session ")?.1;
+        let pid = rest
+            .split_once(" pid ")?
+            .1
+            .split_once(':')?
+            .0
+            .parse()
+            .ok()?;
+        let figure = |name: &str| -> Option<i64> {
+            let after = line.split_once(name)?.1.trim_start();
+            after.split_once(" us")?.0.parse().ok()
+        };
+        Some(Timing {
+            pid,
+            signal: figure("first signal")?,
+            gone: figure("tree gone")?,
+            result: figure("result")?,
+        })
+    }
+}
+
 /// One scale measurement: `n` sleeping sessions, then 20 stalls under that load.
 fn scale_at(n: usize) {
     let max = (n + 50).to_string();
-    let mut server = Server::start(&["--max-processes", &max]);
+    let (mut server, timings) = Server::start_timed(&["--max-processes", &max]);
     std::thread::sleep(Duration::from_millis(500));
     let empty = usage(server.child.id());
     for i in 0..n {
@@ -272,14 +343,15 @@ fn scale_at(n: usize) {
         cpu * 100.0,
         children_by_name(pid),
     );
-    stalls_under_load(&mut server, n);
+    stalls_under_load(&mut server, &timings, n);
 }
 
 /// 20 sessions of `sleep 600` with a 2 s idle timeout, on a server holding `n`: how long after
-/// its deadline each ended.
-fn stalls_under_load(server: &mut Server, n: usize) {
+/// its deadline each ended, and what that is made of.
+fn stalls_under_load(server: &mut Server, timings: &Receiver<Timing>, n: usize) {
     const STALLS: usize = 20;
     const IDLE_MS: u64 = 2000;
+    let sent = Instant::now();
     for i in 0..STALLS {
         let params = json!({"processId": format!("stall{i}"), "argv": ["sleep", "600"],
                             "idleTimeoutMs": IDLE_MS});
@@ -288,7 +360,8 @@ fn stalls_under_load(server: &mut Server, n: usize) {
     for i in 0..STALLS {
         server.send("process/wait", json!({"processId": format!("stall{i}")}));
     }
-    let mut late = Vec::new();
+    let (mut late, mut pids) = (Vec::new(), Vec::new());
+    let mut started = None;
     let mut line = String::new();
     while late.len() < STALLS {
         line.clear();
@@ -298,6 +371,16 @@ fn stalls_under_load(server: &mut Server, n: usize) {
             .expect("the server writes");
         assert!(read > 0, "the server ended");
         let value: Value = serde_json::from_str(&line).expect("JSON");
+        if value["method"] == "process/started"
+            && value["params"]["processId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("stall"))
+        {
+            pids.push(value["params"]["pid"].as_u64().expect("pid"));
+            if pids.len() == STALLS {
+                started = Some(sent.elapsed());
+            }
+        }
         let result = &value["result"];
         if result["running"] == false && result["outcome"] == "idle_timeout" {
             let duration = result["durationMs"].as_u64().expect("durationMs");
@@ -313,9 +396,56 @@ fn stalls_under_load(server: &mut Server, n: usize) {
     eprintln!(
         "serve_scale/{n}/stalls: {STALLS} stalls (idle timeout {IDLE_MS} ms) ended after their \
          deadline by: median {} ms, max {} ms (durationMs - idle timeout, whole ms: the \
-         ladder, drain and result included)",
+         ladder, drain and result included); the server took {:?} to start the {STALLS}",
         late[STALLS / 2],
-        late[STALLS - 1]
+        late[STALLS - 1],
+        started.unwrap_or_default(),
+    );
+    report_breakdown(n, timings, &pids);
+}
+
+/// The server's own figures for the sessions `pids`: after the deadline, the first signal,
+/// the tree gone, the result (median and max, ms).
+fn report_breakdown(n: usize, timings: &Receiver<Timing>, pids: &[u64]) {
+    let mut found: Vec<Timing> = Vec::new();
+    // Written just after each result: they are all there within moments of the last one.
+    while found.len() < pids.len() {
+        match timings.recv_timeout(Duration::from_secs(5)) {
+            Ok(timing) if pids.contains(&timing.pid) => found.push(timing),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    if found.is_empty() {
+        eprintln!("serve_scale/{n}/stalls: no timing figures from the server");
+        return;
+    }
+    let spread = |pick: fn(&Timing) -> i64| {
+        let mut all: Vec<i64> = found.iter().map(pick).collect();
+        all.sort_unstable();
+        let ms = |us: i64| us as f64 / 1000.0;
+        format!(
+            "median {:.1} ms, max {:.1} ms",
+            ms(all[all.len() / 2]),
+            ms(all[all.len() - 1])
+        )
+    };
+    eprintln!(
+        "serve_scale/{n}/stalls: after the deadline ({} stalls, the server's figures): first \
+         signal {}; tree gone {}; result {}",
+        found.len(),
+        spread(|t| t.signal),
+        spread(|t| t.gone),
+        spread(|t| t.result),
+    );
+    let mut each: Vec<String> = found
+        .iter()
+        .map(|t| format!("{}/{}/{}", t.signal, t.gone, t.result))
+        .collect();
+    each.sort_by_key(|s| s.rsplit('/').next().and_then(|r| r.parse::<i64>().ok()));
+    eprintln!(
+        "serve_scale/{n}/stalls: each (first signal/tree gone/result, us): {}",
+        each.join(" ")
     );
 }
 
@@ -333,7 +463,14 @@ fn scale() {
         let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
         setrlimit(Resource::RLIMIT_NOFILE, soft.min(hard), hard).expect("setrlimit");
     }
-    for n in [100, 1000] {
+    let sizes: Vec<usize> = match std::env::var("SERVE_BENCH_SESSIONS") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect(),
+        Err(_) => vec![100, 1000],
+    };
+    for n in sizes {
         scale_at(n);
     }
 }

@@ -152,6 +152,8 @@ pub(super) struct Ladder {
     pub(super) leftovers_killed: usize,
     pub(super) unproven: bool,
     pub(super) kill_latency: Option<Duration>,
+    /// When the ladder should have started (a deadline), if it had one.
+    pub(super) due: Option<Instant>,
     pub(super) started: Option<Instant>,
     pub(super) time: Option<Duration>,
 }
@@ -177,6 +179,7 @@ impl Ladder {
             leftovers_killed: 0,
             unproven: false,
             kill_latency: None,
+            due: None,
             started: None,
             time: None,
         }
@@ -209,7 +212,19 @@ impl Ladder {
         self.advance(ops, now, leader_exited);
         if let Some(due) = due {
             self.kill_latency = Some(self.clock.now().saturating_duration_since(due));
+            self.due = Some(due);
         }
+    }
+
+    /// After a deadline: how long after it the first signal went out and the tree was gone
+    /// (none when the ladder had no deadline or did not see the tree go).
+    pub(super) fn after_deadline(&self) -> Option<(Instant, Duration, Option<Duration>)> {
+        let due = self.due?;
+        let gone = self
+            .started
+            .zip(self.time)
+            .map(|(started, time)| (started + time).saturating_duration_since(due));
+        Some((due, self.kill_latency?, gone))
     }
 
     /// Skips the remaining polite steps: the SIGKILL goes out at the next step. Returns whether

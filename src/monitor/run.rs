@@ -86,6 +86,11 @@ impl Drop for DoneGuard {
     }
 }
 
+/// The log target of the kill precision's figures: each session ended at a deadline says, at
+/// debug level, how long after it its first signal went out, its tree was gone and its result
+/// was out (`RUST_LOG=stallwatch::timing=debug`; `benches/serve.rs` reads them).
+const TIMING: &str = "stallwatch::timing";
+
 /// Why the run ends; the first one found is kept.
 #[derive(Debug, Clone)]
 pub(super) enum Reason {
@@ -288,7 +293,22 @@ impl Monitor {
         let result = self.result();
         log::debug!("session {}: {:?}", self.id, result);
         self.emitter.lifecycle(Event::Closed);
+        let timing = self.ladder.after_deadline();
+        let published = self.clock.now();
         done.publish(result);
+        if let Some((due, signal, gone)) = timing {
+            // After the result is out, not to delay it: what the kill precision is made of.
+            log::debug!(
+                target: TIMING,
+                "session {} pid {}: after its deadline, first signal {} us, tree gone {} us, \
+                 result {} us",
+                self.id,
+                self.pid,
+                signal.as_micros(),
+                gone.map_or(-1, |gone| gone.as_micros() as i128),
+                published.saturating_duration_since(due).as_micros(),
+            );
+        }
     }
 
     /// The session published a new idle timeout: what derives from it follows (the check

@@ -14,7 +14,7 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -145,6 +145,35 @@ enum Msg {
     /// Arm now if the watches are not armed yet; answer once they are.
     ArmNow(Sender<()>),
     Stop,
+}
+
+/// What the tracker's thread has yet to act on: the messages posted to it that can change what
+/// is watched or counted (`Rearm`, `Retry`, `FallBack`), and a delayed arming not done yet.
+/// When there is none, [`FileActivityTracker::arm_now`] has nothing to wait for and returns at
+/// once, with no round trip through that thread (one that a loaded machine may take
+/// milliseconds to schedule, at the very instant a stall is decided).
+#[derive(Debug, Default, Clone)]
+struct Queued(Arc<AtomicUsize>);
+
+impl Queued {
+    /// Posts `msg` to the tracker's thread, counted until it is acted on.
+    fn post(&self, tx: &Sender<Msg>, msg: Msg) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        if tx.send(msg).is_err() {
+            self.done(); // the thread is gone: nothing will act on it
+        }
+    }
+
+    /// One posted message (or the delayed arming) was acted on.
+    fn done(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    fn is_clear(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
 }
 
 /// One part that is (or was) not watched.
@@ -287,6 +316,11 @@ pub struct FileActivityTracker {
     /// Whether the arming has begun (a watcher may exist, whose teardown can be slow).
     arming: Arc<AtomicBool>,
     tx: Sender<Msg>,
+    /// What the tracker's thread has yet to act on.
+    queued: Queued,
+    /// How many times `arm_now` waited for the tracker's thread (tests).
+    #[cfg(test)]
+    round_trips: AtomicUsize,
     thread: crate::sync::Mutex<Option<JoinHandle<()>>>,
     /// A session's delayed arming, not begun yet: no thread exists until it is
     /// ([`FileActivityTracker::arm_if_due`]).
@@ -360,6 +394,11 @@ impl FileActivityTracker {
         let scanning = Arc::new(AtomicBool::new(false));
         let arming = Arc::new(AtomicBool::new(false));
         let gaps = Gaps::default();
+        // A delayed arming is something to wait for until it is done.
+        let queued = Queued::default();
+        if !config.arm_delay.is_zero() {
+            queued.0.store(1, Ordering::Release);
+        }
         let mut worker = Worker {
             gaps: gaps.clone(),
             roots: roots
@@ -374,6 +413,7 @@ impl FileActivityTracker {
             scan_interval,
             snapshot: None,
             tx: tx.clone(),
+            queued: queued.clone(),
             warned: Vec::new(),
             armed: false,
         };
@@ -389,6 +429,9 @@ impl FileActivityTracker {
             scanning,
             arming,
             tx,
+            queued,
+            #[cfg(test)]
+            round_trips: AtomicUsize::new(0),
             thread: crate::sync::Mutex::new(None),
             deferred: crate::sync::Mutex::new(None),
         };
@@ -455,6 +498,7 @@ impl FileActivityTracker {
         };
         worker.begin(forced);
         worker.changed_since(since);
+        worker.queued.done();
         let started = std::thread::Builder::new()
             .name("stallwatch-files".into())
             .spawn(move || worker.run(rx));
@@ -473,9 +517,11 @@ impl FileActivityTracker {
     /// not come yet (what changed since the start is counted then); returns once they are
     /// armed. At once when they are.
     pub fn arm_now(&self) {
-        if self.arm_deferred() {
-            return;
+        if self.arm_deferred() || self.queued.is_clear() {
+            return; // armed, and nothing posted before this call is left to act on
         }
+        #[cfg(test)]
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         let (ack, armed) = crossbeam_channel::bounded(1);
         if self.tx.send(Msg::ArmNow(ack)).is_ok() {
             let _ = armed.recv(); // an error: the thread is gone, nothing to wait for
@@ -544,6 +590,8 @@ struct Worker {
     scan_interval: Duration,
     snapshot: Option<HashMap<PathBuf, Fingerprint>>,
     tx: Sender<Msg>,
+    /// What this thread has yet to act on (shared with the tracker).
+    queued: Queued,
     /// Roots already warned about, so a broken root is logged once per breakage.
     warned: Vec<PathBuf>,
     /// Whether the roots were armed once (the first arming is not a change).
@@ -583,14 +631,14 @@ fn is_out_of_watches(error: &notify::Error) -> bool {
 /// Waits out the arming delay on the tracker's channel: `None` when told to stop first, else
 /// whom to tell once armed (a caller of [`FileActivityTracker::arm_now`], if one asked).
 /// Nothing else can come before the arming (no watcher exists to send it).
-fn wait_to_arm(rx: &Receiver<Msg>, delay: Duration) -> Option<Option<Sender<()>>> {
+fn wait_to_arm(rx: &Receiver<Msg>, queued: &Queued, delay: Duration) -> Option<Option<Sender<()>>> {
     // Real time, as every look at the OS: a frozen test clock must not keep the watches off.
     let deadline = Instant::now() + delay;
     loop {
         match rx.recv_deadline(deadline) {
             Ok(Msg::ArmNow(ack)) => return Some(Some(ack)),
             Ok(Msg::Stop) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return None,
-            Ok(Msg::Rearm | Msg::Retry(_) | Msg::FallBack) => {}
+            Ok(Msg::Rearm | Msg::Retry(_) | Msg::FallBack) => queued.done(),
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => return Some(None),
         }
     }
@@ -609,11 +657,12 @@ impl Worker {
             .name("stallwatch-files".into())
             .spawn(move || {
                 if !delay.is_zero() {
-                    let Some(ack) = wait_to_arm(&rx, delay) else {
+                    let Some(ack) = wait_to_arm(&rx, &self.queued, delay) else {
                         return; // stopped before the arming: no watch was ever made
                     };
                     self.begin(forced);
                     self.changed_since(since);
+                    self.queued.done();
                     if let Some(ack) = ack {
                         let _ = ack.send(());
                     }
@@ -687,6 +736,7 @@ impl Worker {
         let filter = self.filter.clone();
         let board = self.board.clone();
         let tx = self.tx.clone();
+        let queued = self.queued.clone();
         let gaps = self.gaps.clone();
         let handler = move |result: &notify::Result<notify::Event>| match result {
             Ok(event) => {
@@ -714,7 +764,7 @@ impl Worker {
                                         _ => false,
                                     };
                                     if retry {
-                                        let _ = tx.send(Msg::Retry(path.clone()));
+                                        queued.post(&tx, Msg::Retry(path.clone()));
                                     }
                                 }
                             }
@@ -727,11 +777,11 @@ impl Worker {
                     board.stamp(&ActivitySource::Files);
                 }
                 if rearm {
-                    let _ = tx.send(Msg::Rearm);
+                    queued.post(&tx, Msg::Rearm);
                 }
             }
             Err(error) if is_out_of_watches(error) => {
-                let _ = tx.send(Msg::FallBack);
+                queued.post(&tx, Msg::FallBack);
             }
             Err(error) => log::debug!("file watcher: {error}"),
         };
@@ -826,7 +876,7 @@ impl Worker {
                 if matches!(new, RootState::Waiting(_) | RootState::NotAFolder(_))
                     && fs::metadata(root).is_ok_and(|m| m.is_dir())
                 {
-                    let _ = self.tx.send(Msg::Rearm);
+                    self.queued.post(&self.tx, Msg::Rearm);
                 }
                 new
             }
@@ -903,7 +953,7 @@ impl Worker {
     ) -> RootState {
         // The root may have vanished between the check and the watch: look again.
         if !root.exists() {
-            let _ = self.tx.send(Msg::Rearm);
+            self.queued.post(&self.tx, Msg::Rearm);
             return new;
         }
         let watched_as = target.unwrap_or(root).to_path_buf();
@@ -1077,19 +1127,26 @@ impl Worker {
                         // other message for its turn: a `Stop` swallowed here would leave
                         // `Drop` joining this thread forever.
                         let mut after = None;
+                        let mut rearms = 1;
                         while let Ok(msg) = rx.try_recv() {
                             if !matches!(msg, Msg::Rearm) {
                                 after = Some(msg);
                                 break;
                             }
+                            rearms += 1;
                         }
                         self.arm();
+                        (0..rearms).for_each(|_| self.queued.done());
                         match after {
                             Some(Msg::Stop) => return,
-                            Some(Msg::Retry(path)) => self.retry(Some(&path)),
+                            Some(Msg::Retry(path)) => {
+                                self.retry(Some(&path));
+                                self.queued.done();
+                            }
                             Some(Msg::FallBack) => {
                                 self.fall_back("the system is out of file watches");
                                 self.arm();
+                                self.queued.done();
                             }
                             Some(Msg::ArmNow(ack)) => {
                                 let _ = ack.send(());
@@ -1097,10 +1154,14 @@ impl Worker {
                             Some(Msg::Rearm) | None => {}
                         }
                     }
-                    Ok(Msg::Retry(path)) => self.retry(Some(&path)),
+                    Ok(Msg::Retry(path)) => {
+                        self.retry(Some(&path));
+                        self.queued.done();
+                    }
                     Ok(Msg::FallBack) => {
                         self.fall_back("the system is out of file watches");
                         self.arm();
+                        self.queued.done();
                     }
                     Ok(Msg::ArmNow(ack)) => {
                         let _ = ack.send(()); // armed already
@@ -1231,6 +1292,39 @@ fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// At a stale decision the monitor asks `arm_now`: once the watches are armed and nothing
+    /// posted to the tracker's thread is left to act on, it returns without a round trip
+    /// through that thread (which a loaded machine may take milliseconds to schedule); while
+    /// a re-arm is posted, it still waits for it.
+    #[test]
+    fn arm_now_waits_for_the_tracker_only_when_something_is_left_to_act_on() {
+        let dir = tempfile::tempdir().unwrap();
+        for delay in [Duration::ZERO, Duration::from_secs(10)] {
+            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let config = FileWatchConfig::default().arm_delay(delay);
+            let tracker = FileActivityTracker::start_for_session(
+                &config,
+                dir.path(),
+                board,
+                Duration::from_secs(1),
+            )
+            .unwrap();
+            tracker.arm_now(); // the delayed arming, on this thread
+            assert!(tracker.has_armed(), "{delay:?}");
+            tracker.arm_now();
+            tracker.arm_now();
+            assert_eq!(tracker.round_trips.load(Ordering::Relaxed), 0, "{delay:?}");
+
+            tracker.queued.post(&tracker.tx, Msg::Rearm);
+            tracker.arm_now();
+            assert_eq!(tracker.round_trips.load(Ordering::Relaxed), 1, "{delay:?}");
+            assert!(
+                tracker.queued.is_clear(),
+                "{delay:?}: the re-arm was acted on"
+            );
+        }
+    }
 
     #[test]
     fn a_stop_right_after_a_burst_of_rearms_is_not_lost() {
