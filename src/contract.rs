@@ -19,7 +19,7 @@ use crate::stream::Stream;
 
 /// What the session and the monitor thread share.
 pub(crate) struct Shared {
-    pub(crate) result: Mutex<Option<MonitorResult>>,
+    pub(crate) result: std::sync::OnceLock<MonitorResult>,
     pub(crate) pumps: [Arc<PumpState>; 2],
     /// Slot 0: stdout (or combined, or terminal), slot 1: stderr (absent in combined and
     /// terminal modes).

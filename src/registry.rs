@@ -414,7 +414,7 @@ impl Registry {
     fn prune(&self, inner: &mut Inner) {
         let now = self.clock.now();
         for entry in inner.entries.values_mut() {
-            if entry.finished_at.is_none() && entry.session.try_wait().is_some() {
+            if entry.finished_at.is_none() && entry.session.is_finished() {
                 entry.finished_at = Some(now);
             }
         }

@@ -357,7 +357,7 @@ impl fmt::Debug for Session {
         f.debug_struct("Session")
             .field("id", &self.id)
             .field("pid", &self.pid)
-            .field("finished", &self.shared.result.lock().is_some())
+            .field("finished", &self.is_finished())
             .finish_non_exhaustive()
     }
 }
@@ -643,7 +643,7 @@ impl Session {
     /// capture caps.
     pub fn snapshot(&self) -> Snapshot {
         // The result first: a snapshot that carries a result also carries all the output.
-        let result = self.shared.result.lock().clone();
+        let result = self.shared.result.get().cloned();
         let captured = |slot: usize| {
             self.shared.recorders[slot]
                 .as_ref()
@@ -710,7 +710,7 @@ impl Session {
 
     /// The result if the run is over, without blocking.
     pub fn try_wait(&self) -> Option<MonitorResult> {
-        self.shared.result.lock().clone()
+        self.shared.result.get().cloned()
     }
 
     /// Waits at most `timeout` (measured by the session's clock).
@@ -720,6 +720,12 @@ impl Session {
             // A timeout beyond what an `Instant` can hold is no timeout at all.
             None => Some(self.wait()),
         }
+    }
+
+    /// Whether the run is over (its result published), without copying the result: one atomic
+    /// load.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.shared.result.get().is_some()
     }
 
     /// Waits until `deadline` (an instant of the session's clock) at the latest.
@@ -736,8 +742,8 @@ impl Session {
         // monitor always stores one (even when its own thread could not finish normally).
         self.shared
             .result
-            .lock()
-            .clone()
+            .get()
+            .cloned()
             .expect("the monitor stores the result before closing its done channel")
     }
 }
@@ -787,7 +793,7 @@ impl EventReceiver {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if self.shared.result.lock().is_none() {
+        if !self.is_finished() {
             let _ = self.control.send(Control::Terminate);
         }
     }

@@ -631,7 +631,7 @@ fn open_streams(
         });
     }
     let shared = Arc::new(Shared {
-        result: crate::sync::Mutex::new(None),
+        result: std::sync::OnceLock::new(),
         pumps: pumps.clone(),
         recorders,
         combined,

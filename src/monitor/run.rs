@@ -39,7 +39,7 @@ pub(super) struct DoneGuard {
 
 impl DoneGuard {
     fn publish(mut self, result: MonitorResult) {
-        *self.shared.result.lock() = Some(result);
+        let _ = self.shared.result.set(result);
         self.done.take();
     }
 
@@ -50,13 +50,13 @@ impl DoneGuard {
 
 impl Drop for DoneGuard {
     fn drop(&mut self) {
-        if self.done.is_some() && self.shared.result.lock().is_none() {
+        if self.done.is_some() && self.shared.result.get().is_none() {
             log::error!(
                 "stallwatch monitor for pid {} failed; killing its group",
                 self.pid
             );
             let _ = sys::kill_group(self.pid, sys::SIGKILL);
-            *self.shared.result.lock() = Some(MonitorResult {
+            let _ = self.shared.result.set(MonitorResult {
                 outcome: Outcome::Terminated { forced: true },
                 status: None,
                 pid: self.pid as u32,

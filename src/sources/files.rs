@@ -1301,7 +1301,7 @@ mod tests {
     fn arm_now_waits_for_the_tracker_only_when_something_is_left_to_act_on() {
         let dir = tempfile::tempdir().unwrap();
         for delay in [Duration::ZERO, Duration::from_secs(10)] {
-            let board = Arc::new(ActivityBoard::new(Arc::new(crate::clock::SystemClock)));
+            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let config = FileWatchConfig::default().arm_delay(delay);
             let tracker = FileActivityTracker::start_for_session(
                 &config,
