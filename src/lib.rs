@@ -162,8 +162,15 @@
 //!   answer: [`SessionBuilder::non_interactive`], [`MonitorConfig::input_wait_timeout`].
 //! - Run again on a known transient failure: [`retry::RetryPolicy`]. Why a spawn failed:
 //!   [`SpawnError`].
+//! - Steer a session: its verbs are [`Session::keepalive`], [`Session::set_idle_timeout`],
+//!   [`Session::interrupt`], [`Session::signal`], [`Session::terminate`] and
+//!   [`Session::kill`] — one for each action, and a [`ControlAction`] of the same name for a
+//!   [`Registry`]; what it reads is [`Stdin`].
 //!
-//! The repository's `docs/library.md` walks through each with an example.
+//! The root holds what a caller meets every day; four modules hold the rest: [`diagnosis`]
+//! (what a stalled tree was doing), [`retry`], [`sources`] (the activity sources alone, to
+//! build a monitor of your own) and [`supervisor`] (what the supervising process sets up,
+//! and its guardian). The repository's `docs/library.md` walks through each with an example.
 //!
 //! # Theory of operation
 //!
