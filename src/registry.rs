@@ -309,22 +309,18 @@ impl Registry {
         sessions
             .into_iter()
             .map(|(id, command, session)| {
-                let result = session.try_wait();
+                let result = session.finished();
                 SessionSummary {
                     id,
                     command,
-                    state: if result.is_some() {
-                        SessionState::Ended
-                    } else {
-                        session.state()
-                    },
+                    state: session.state(),
                     uptime: session.uptime(),
                     idle_left: session.idle_left(),
                     bytes: session.output_bytes(Stream::Stdout)
                         + session.output_bytes(Stream::Stderr),
                     log: session.log_paths().into_iter().next(),
-                    exit_code: result.as_ref().map(MonitorResult::exit_code),
-                    outcome: result.map(|r| r.outcome),
+                    exit_code: result.map(MonitorResult::exit_code),
+                    outcome: result.map(|r| r.outcome.clone()),
                 }
             })
             .collect()
@@ -351,12 +347,7 @@ impl Registry {
         let Some(session) = self.get(id) else {
             return ControlAnswer::NoSuchSession;
         };
-        let state = if session.try_wait().is_some() {
-            SessionState::Ended
-        } else {
-            session.state()
-        };
-        match (state, action) {
+        match (session.state(), action) {
             (SessionState::Ended, _) => return ControlAnswer::AlreadyEnded,
             (SessionState::Grace, ControlAction::Kill) => {}
             (SessionState::Grace, _) => return ControlAnswer::AlreadyEnded,
@@ -414,7 +405,7 @@ impl Registry {
     fn prune(&self, inner: &mut Inner) {
         let now = self.clock.now();
         for entry in inner.entries.values_mut() {
-            if entry.finished_at.is_none() && entry.session.is_finished() {
+            if entry.finished_at.is_none() && entry.session.finished().is_some() {
                 entry.finished_at = Some(now);
             }
         }

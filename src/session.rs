@@ -357,7 +357,7 @@ impl fmt::Debug for Session {
         f.debug_struct("Session")
             .field("id", &self.id)
             .field("pid", &self.pid)
-            .field("finished", &self.is_finished())
+            .field("finished", &self.finished().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -439,7 +439,7 @@ impl Session {
 
     /// Time since the spawn (by the session's clock); the whole runtime once finished.
     pub fn uptime(&self) -> Duration {
-        match self.try_wait() {
+        match self.finished() {
             Some(result) => result.runtime,
             None => self
                 .clock
@@ -722,10 +722,9 @@ impl Session {
         }
     }
 
-    /// Whether the run is over (its result published), without copying the result: one atomic
-    /// load.
-    pub(crate) fn is_finished(&self) -> bool {
-        self.shared.result.get().is_some()
+    /// The result once the run is over, without copying it (one atomic load).
+    pub(crate) fn finished(&self) -> Option<&MonitorResult> {
+        self.shared.result.get()
     }
 
     /// Waits until `deadline` (an instant of the session's clock) at the latest.
@@ -793,7 +792,7 @@ impl EventReceiver {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if !self.is_finished() {
+        if self.finished().is_none() {
             let _ = self.control.send(Control::Terminate);
         }
     }

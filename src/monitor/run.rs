@@ -56,6 +56,10 @@ impl Drop for DoneGuard {
                 self.pid
             );
             let _ = sys::kill_group(self.pid, sys::SIGKILL);
+            // Ended before its result is out, as on the normal way (`start_drain`).
+            self.shared
+                .phase
+                .store(SessionState::ENDED, Ordering::Release);
             let _ = self.shared.result.set(MonitorResult {
                 outcome: Outcome::Terminated { forced: true },
                 status: None,

@@ -45,7 +45,7 @@ impl Proc {
 
     /// Whether it ended or its kill ladder is under way.
     fn ended(&self) -> bool {
-        self.session.try_wait().is_some() || self.session.state() != SessionState::Running
+        self.session.state() != SessionState::Running
     }
 }
 
