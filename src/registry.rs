@@ -195,12 +195,7 @@ impl fmt::Display for SessionSummary {
         if let Some(outcome) = &self.outcome {
             write!(f, " {}", outcome.name())?;
             if let Some(diagnosis) = outcome.diagnosis() {
-                let summary: String = diagnosis
-                    .summary
-                    .chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .collect();
-                write!(f, " {summary}")?;
+                write!(f, " {}", one_line(&diagnosis.summary))?;
             }
         }
         if let Some(code) = self.exit_code {
@@ -220,16 +215,19 @@ impl fmt::Display for SessionSummary {
     }
 }
 
+/// `text` on one line: control characters (line ends, tabs, escapes) become spaces.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// `program arg1 arg2…` on one line (control characters become spaces), at most
 /// [`PREVIEW_CHARS`] characters.
 fn preview(command: &Command) -> String {
     let mut words = vec![command.get_program().to_string_lossy()];
     words.extend(command.get_args().map(|a| a.to_string_lossy()));
-    let line: String = words
-        .join(" ")
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let line = one_line(&words.join(" "));
     if line.chars().count() <= PREVIEW_CHARS {
         return line;
     }
@@ -483,6 +481,24 @@ mod tests {
         assert_eq!(
             summary.to_string(),
             "#123 ended terminated exit_code=143 uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
+        );
+        // A stall: its diagnosis, on the same one line.
+        summary.outcome = Some(crate::Outcome::IdleTimeout(crate::StaleReport {
+            idle_timeout: Duration::from_secs(2),
+            sources: Vec::new(),
+            children: None,
+            capped: Vec::new(),
+            diagnosis: Some(crate::diagnosis::Diagnosis {
+                kind: crate::diagnosis::StallKind::AwaitingInput,
+                summary: "waiting for input —\nsh (pid 7) reads stdin".into(),
+                processes: Vec::new(),
+            }),
+        }));
+        summary.exit_code = Some(124);
+        assert_eq!(
+            summary.to_string(),
+            "#123 ended idle_timeout waiting for input — sh (pid 7) reads stdin exit_code=124 \
+             uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
         );
     }
 }
