@@ -1129,6 +1129,19 @@ mod tests {
     }
 
     #[test]
+    fn tuning_a_source_does_not_turn_it_on() {
+        let off = MonitorConfig::default()
+            .watch_files(false)
+            .watch_children(false)
+            .files(FileWatchConfig::default().root("work"))
+            .children(ChildWatchConfig::default().cpu_threshold(0.5));
+        assert!(!off.watches(&ActivitySource::Files));
+        assert!(!off.watches(&ActivitySource::Children));
+        let on = MonitorConfig::default().children(ChildWatchConfig::default());
+        assert!(on.watches(&ActivitySource::Children), "on by default");
+    }
+
+    #[test]
     fn check_interval_is_clamped() {
         let short = MonitorConfig::default().idle_timeout(Duration::from_millis(200));
         assert_eq!(short.effective_check_interval(), Duration::from_millis(100));

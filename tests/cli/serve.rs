@@ -298,6 +298,18 @@ fn steer(client: &mut Client) {
         reject["note"].as_str().unwrap().contains("idle_timeout"),
         "{reject}"
     );
+    // A keepalive with an invalid new timeout: rejected the same way, the timeout unchanged.
+    let reject = control(client, json!({"type": "keepalive", "extendTimeoutMs": 0}));
+    assert_eq!(reject["status"], "reject", "{reject}");
+    assert!(
+        reject["note"].as_str().unwrap().contains("idle_timeout"),
+        "{reject}"
+    );
+    let list = client.ok("process/list", json!({}));
+    assert!(
+        list["sessions"][0]["idleLeftMs"].as_u64().unwrap() > 90_000,
+        "{list}"
+    );
     assert_eq!(
         client.ok(
             "process/resize",
