@@ -10,7 +10,6 @@ why.
 
 from __future__ import annotations
 
-from . import _errors, _types
 from ._async import AsyncClient, AsyncProcess
 from ._client import Client, Process
 from ._errors import (
@@ -71,12 +70,45 @@ __version__: str = _version()
 __all__ = [
     "__version__",
     "run",
+    "Result",
+    "Diagnosis",
+    "DiagnosedProcess",
+    "Log",
+    "Duration",
     "Client",
     "Process",
     "AsyncClient",
     "AsyncProcess",
+    "ProcessResult",
+    "Snapshot",
+    "ServerInfo",
+    "ProcessInfo",
+    "Event",
+    "Started",
+    "Output",
+    "Activity",
+    "IdleWarning",
+    "InputWait",
+    "Exited",
+    "Closed",
+    "UnknownEvent",
     "find_stallwatch_bin",
+    "StallwatchError",
+    "StallwatchNotFound",
+    "CalledProcessError",
+    "ClientClosed",
+    "ServerDied",
+    "RpcError",
+    "ParseError",
+    "InvalidRequest",
+    "MethodNotFound",
+    "InvalidParams",
+    "SpawnFailed",
+    "ProcessIdTaken",
+    "TooManyProcesses",
+    "UnknownProcess",
+    "StdinBacklog",
+    "StdinClosed",
+    "Unsupported",
+    "Rejected",
 ]
-# Every value and every error the package defines (their modules list them once).
-__all__ += _types.__all__
-__all__ += _errors.__all__
