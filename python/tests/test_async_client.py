@@ -1,4 +1,4 @@
-"""stallwatch.AsyncClient: the asyncio client of `stallwatch serve`."""
+"""quietus.AsyncClient: the asyncio client of `quietus serve`."""
 
 from __future__ import annotations
 
@@ -10,25 +10,25 @@ from typing import List
 
 import pytest
 
-import stallwatch
+import quietus
 from conftest import wait_until_gone
 from test_client import check_order
 
 
 def test_fifty_concurrent_processes(marker: str) -> None:
-    async def one(client: stallwatch.AsyncClient, n: int) -> bytes:
+    async def one(client: quietus.AsyncClient, n: int) -> bytes:
         code = (
             "import sys, time; print('n=%s' % sys.argv[1], flush=True); time.sleep(0.3)"
             f"  # {marker}"
         )
         process = await client.start([sys.executable, "-c", code, str(n)], idle_timeout=60)
-        events: List[stallwatch.Event] = [e async for e in process.events(timeout=60)]
+        events: List[quietus.Event] = [e async for e in process.events(timeout=60)]
         result = await process.wait()
         assert result is not None and result.exit_code == 0
         return check_order(events, process.process_id).get("stdout", b"")
 
     async def main() -> List[bytes]:
-        async with stallwatch.AsyncClient() as client:
+        async with quietus.AsyncClient() as client:
             return await asyncio.gather(*(one(client, n) for n in range(50)))
 
     outputs = asyncio.run(main())
@@ -38,8 +38,8 @@ def test_fifty_concurrent_processes(marker: str) -> None:
 
 def test_every_method_and_typed_errors() -> None:
     async def main() -> None:
-        async with stallwatch.AsyncClient(max_processes=2) as client:
-            assert client.server_info is not None and client.server_info.name == "stallwatch"
+        async with quietus.AsyncClient(max_processes=2) as client:
+            assert client.server_info is not None and client.server_info.name == "quietus"
             cat = await client.start(["cat"], stdin=True, process_id="cat")
             await cat.write(b"abc\n")
             await cat.close_stdin()
@@ -50,24 +50,24 @@ def test_every_method_and_typed_errors() -> None:
             assert await sleeper.keepalive() is True
             assert await sleeper.set_idle_timeout(30) is True
             assert await sleeper.wait(timeout=0.1) is None
-            with pytest.raises(stallwatch.ProcessIdTaken):
+            with pytest.raises(quietus.ProcessIdTaken):
                 await client.start(["true"], process_id="cat")
             other = await client.start(["sleep", "60"], idle_timeout=60)
-            with pytest.raises(stallwatch.TooManyProcesses):
+            with pytest.raises(quietus.TooManyProcesses):
                 await client.start(["sleep", "60"])
             assert await other.terminate(force=True) is True
-            with pytest.raises(stallwatch.Unsupported):
+            with pytest.raises(quietus.Unsupported):
                 await sleeper.resize(10, 10)
             assert await sleeper.kill() is True
             assert (await sleeper.wait()) is not None
             assert await sleeper.interrupt() is False
             assert await sleeper.terminate() is False
-            with pytest.raises(stallwatch.SpawnFailed) as caught:
+            with pytest.raises(quietus.SpawnFailed) as caught:
                 await client.start(["no-such-program-xyz"])
             assert caught.value.kind == "not_found"
             names = {p.process_id for p in await client.list()}
             assert "cat" in names
-        with pytest.raises(stallwatch.ClientClosed):
+        with pytest.raises(quietus.ClientClosed):
             await client.list()
 
     asyncio.run(main())
@@ -75,7 +75,7 @@ def test_every_method_and_typed_errors() -> None:
 
 def test_leaving_the_block_ends_every_process(marker: str) -> None:
     async def main() -> None:
-        async with stallwatch.AsyncClient(shutdown_grace=1) as client:
+        async with quietus.AsyncClient(shutdown_grace=1) as client:
             for _ in range(3):
                 await client.start(
                     [sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"]
@@ -86,21 +86,21 @@ def test_leaving_the_block_ends_every_process(marker: str) -> None:
 
 
 def test_a_missing_binary_is_a_clear_error() -> None:
-    with pytest.raises(stallwatch.StallwatchNotFound) as caught:
-        stallwatch.AsyncClient(stallwatch_bin="/nonexistent/stallwatch")
-    assert "/nonexistent/stallwatch" in str(caught.value)
+    with pytest.raises(quietus.QuietusNotFound) as caught:
+        quietus.AsyncClient(quietus_bin="/nonexistent/quietus")
+    assert "/nonexistent/quietus" in str(caught.value)
 
 
 def test_a_dead_server_fails_the_calls_waiting_on_it() -> None:
     async def main() -> None:
-        client = await stallwatch.AsyncClient().open()
+        client = await quietus.AsyncClient().open()
         process = await client.start(["sleep", "60"])
         waiting = asyncio.ensure_future(process.wait())
         await asyncio.sleep(0.2)  # the wait is sent (nothing asserts on time)
         os.kill(client.server_pid, signal.SIGKILL)  # the server this test started
-        with pytest.raises(stallwatch.ServerDied):
+        with pytest.raises(quietus.ServerDied):
             await asyncio.wait_for(waiting, 30)
-        with pytest.raises(stallwatch.ServerDied):
+        with pytest.raises(quietus.ServerDied):
             await client.list()
         await client.close()
 
@@ -109,7 +109,7 @@ def test_a_dead_server_fails_the_calls_waiting_on_it() -> None:
 
 def test_a_client_never_closed_leaves_nothing_when_its_loop_ends(marker: str) -> None:
     async def main() -> None:
-        client = await stallwatch.AsyncClient(shutdown_grace=1).open()
+        client = await quietus.AsyncClient(shutdown_grace=1).open()
         for _ in range(3):
             await client.start([sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"])
 

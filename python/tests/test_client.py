@@ -1,4 +1,4 @@
-"""stallwatch.Client: the sync, thread-safe client of `stallwatch serve`."""
+"""quietus.Client: the sync, thread-safe client of `quietus serve`."""
 
 from __future__ import annotations
 
@@ -14,22 +14,22 @@ from typing import Dict, List
 
 import pytest
 
-import stallwatch
+import quietus
 from conftest import processes_with, wait_until_gone
 
 
-def check_order(events: List[stallwatch.Event], process_id: str) -> Dict[str, bytes]:
+def check_order(events: List[quietus.Event], process_id: str) -> Dict[str, bytes]:
     """The protocol's order for one process; returns the output per stream."""
     assert events, "no events"
     assert all(e.process_id == process_id for e in events)
-    assert isinstance(events[0], stallwatch.Started), events[0]
-    assert isinstance(events[-1], stallwatch.Closed), events[-1]
-    assert sum(isinstance(e, stallwatch.Exited) for e in events) == 1
-    assert sum(isinstance(e, stallwatch.Closed) for e in events) == 1
+    assert isinstance(events[0], quietus.Started), events[0]
+    assert isinstance(events[-1], quietus.Closed), events[-1]
+    assert sum(isinstance(e, quietus.Exited) for e in events) == 1
+    assert sum(isinstance(e, quietus.Closed) for e in events) == 1
     output: Dict[str, bytes] = {}
     last_seq: Dict[str, int] = {}
     for e in events:
-        if isinstance(e, stallwatch.Output):
+        if isinstance(e, quietus.Output):
             assert e.seq > last_seq.get(e.stream, -1), (e, last_seq)
             last_seq[e.stream] = e.seq
             output[e.stream] = output.get(e.stream, b"") + e.data
@@ -37,9 +37,9 @@ def check_order(events: List[stallwatch.Event], process_id: str) -> Dict[str, by
 
 
 def test_start_write_wait_events_snapshot_list() -> None:
-    with stallwatch.Client() as client:
-        assert client.server_info.name == "stallwatch"
-        assert client.server_info.version == stallwatch.__version__
+    with quietus.Client() as client:
+        assert client.server_info.name == "quietus"
+        assert client.server_info.version == quietus.__version__
         process = client.start(
             ["bash", "-c", 'read name; echo "hello $name"; echo warn >&2'],
             stdin=True,
@@ -62,13 +62,13 @@ def test_start_write_wait_events_snapshot_list() -> None:
         listed = {p.process_id: p for p in client.list()}
         assert listed[process.process_id].pid == process.pid
         # A closed stdin says so.
-        with pytest.raises(stallwatch.StdinClosed):
+        with pytest.raises(quietus.StdinClosed):
             process.write(b"more")
 
 
 def test_notifications_come_in_the_protocols_order() -> None:
     echo = "import sys\nfor line in sys.stdin:\n    print(line.strip().upper(), flush=True)"
-    with stallwatch.Client(output_throttle=0) as client:
+    with quietus.Client(output_throttle=0) as client:
         process = client.start([sys.executable, "-c", echo], stdin=True, idle_timeout=60)
         for i in range(20):
             process.write(f"line {i}\n")
@@ -77,7 +77,7 @@ def test_notifications_come_in_the_protocols_order() -> None:
         output = check_order(events, process.process_id)
         expected = "".join(f"LINE {i}\n" for i in range(20)).encode()
         assert output["stdout"] == expected
-        exited = [e for e in events if isinstance(e, stallwatch.Exited)][0]
+        exited = [e for e in events if isinstance(e, quietus.Exited)][0]
         assert (exited.outcome, exited.exit_code) == ("exited", 0)
         # Iterating again after Closed ends at once.
         assert list(process.events(timeout=1)) == []
@@ -87,7 +87,7 @@ def test_twenty_processes_from_four_threads() -> None:
     errors: List[BaseException] = []
     results: Dict[int, bytes] = {}
     lock = threading.Lock()
-    with stallwatch.Client() as client:
+    with quietus.Client() as client:
         barrier = threading.Barrier(4)
 
         def worker(t: int) -> None:
@@ -125,11 +125,11 @@ def test_control_terminate_and_kill(marker: str) -> None:
         "-c",
         f"import time; print('up', flush=True); time.sleep(120)  # {marker}",
     ]
-    with stallwatch.Client() as client:
+    with quietus.Client() as client:
         a = client.start(sleeper, idle_timeout=60)
         # Its SIGINT handler is in place once it printed (Ctrl-C at start-up may exit 1).
         assert next(
-            e for e in a.events(timeout=30) if isinstance(e, stallwatch.Output)
+            e for e in a.events(timeout=30) if isinstance(e, quietus.Output)
         ).data.startswith(b"up")
         assert a.keepalive() is True
         assert a.keepalive(idle_timeout=90) is True
@@ -147,13 +147,13 @@ def test_control_terminate_and_kill(marker: str) -> None:
         assert c.kill() is True
         result = c.wait()
         assert result is not None and result.signal == 9
-        with pytest.raises(stallwatch.Unsupported):
+        with pytest.raises(quietus.Unsupported):
             client.start(sleeper, idle_timeout=60).resize(40, 100)
     wait_until_gone(marker)
 
 
 def test_a_stalled_process_has_its_diagnosis() -> None:
-    with stallwatch.Client() as client:
+    with quietus.Client() as client:
         process = client.start(["bash", "-c", "echo up; sleep 120"], idle_timeout=1)
         result = process.wait()
         assert result is not None
@@ -167,7 +167,7 @@ def test_a_stalled_process_has_its_diagnosis() -> None:
 
 
 def test_pty_process() -> None:
-    with stallwatch.Client() as client:
+    with quietus.Client() as client:
         script = 'test -t 0 && echo "tty $(stty size)"; read x; echo "now $(stty size), got $x"'
         process = client.start(["bash", "-c", script], pty=(30, 100))
         # It waits on its terminal until written to: the resize comes first.
@@ -182,23 +182,23 @@ def test_pty_process() -> None:
 
 
 def test_errors_are_typed() -> None:
-    with stallwatch.Client(max_processes=1) as client:
+    with quietus.Client(max_processes=1) as client:
         client.start(["sleep", "60"], process_id="only")
-        with pytest.raises(stallwatch.ProcessIdTaken):
+        with pytest.raises(quietus.ProcessIdTaken):
             client.start(["sleep", "60"], process_id="only")
-        with pytest.raises(stallwatch.TooManyProcesses):
+        with pytest.raises(quietus.TooManyProcesses):
             client.start(["sleep", "60"])
         assert client.process("only").terminate(force=True) is True
         client.process("only").wait()
-        with pytest.raises(stallwatch.SpawnFailed) as caught:
+        with pytest.raises(quietus.SpawnFailed) as caught:
             client.start(["no-such-program-xyz"])
         assert caught.value.kind == "not_found"
-        with pytest.raises(stallwatch.InvalidParams) as invalid:
+        with pytest.raises(quietus.InvalidParams) as invalid:
             client.start(["true"], idle_timeout=0)
         assert "idleTimeoutMs" in str(invalid.value)
-        with pytest.raises(stallwatch.UnknownProcess):
+        with pytest.raises(quietus.UnknownProcess):
             client.call("process/wait", {"processId": "nobody"})
-        with pytest.raises(stallwatch.MethodNotFound):
+        with pytest.raises(quietus.MethodNotFound):
             client.call("process/nope")
         with pytest.raises(ValueError):
             client.start([])
@@ -207,39 +207,39 @@ def test_errors_are_typed() -> None:
 
 
 def test_a_closed_client_raises_and_a_dead_server_is_said() -> None:
-    client = stallwatch.Client()
+    client = quietus.Client()
     process = client.start(["sleep", "60"])
     client.close()
-    with pytest.raises(stallwatch.ClientClosed):
+    with pytest.raises(quietus.ClientClosed):
         client.list()
-    with pytest.raises(stallwatch.ClientClosed):
+    with pytest.raises(quietus.ClientClosed):
         process.wait()
     client.close()  # twice is fine
 
-    client = stallwatch.Client()
+    client = quietus.Client()
     process = client.start(["sleep", "60"])
     os.kill(client.server_pid, signal.SIGKILL)  # the server this test started
     started = time.monotonic()
-    with pytest.raises(stallwatch.ServerDied):
+    with pytest.raises(quietus.ServerDied):
         for _ in range(1000):  # the first calls may be written before the death is seen
             process.snapshot()
             time.sleep(0.01)
     assert time.monotonic() - started < 30
-    with pytest.raises(stallwatch.ServerDied):
+    with pytest.raises(quietus.ServerDied):
         list(process.events())
     client.close()
 
 
 def test_a_missing_binary_is_a_clear_error() -> None:
-    with pytest.raises(stallwatch.StallwatchNotFound):
-        stallwatch.Client(stallwatch_bin="/nonexistent/stallwatch")
+    with pytest.raises(quietus.QuietusNotFound):
+        quietus.Client(quietus_bin="/nonexistent/quietus")
 
 
 def test_a_bad_server_option_is_said() -> None:
     with pytest.raises(ValueError):
-        stallwatch.Client(max_processes=0)
-    with pytest.raises(stallwatch.ServerDied) as caught:
-        stallwatch.Client(output_notifications="")
+        quietus.Client(max_processes=0)
+    with pytest.raises(quietus.ServerDied) as caught:
+        quietus.Client(output_notifications="")
     assert caught.value.returncode == 125
 
 
@@ -247,9 +247,9 @@ def test_a_bad_server_option_is_said() -> None:
 def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how: str) -> None:
     script = textwrap.dedent(
         f"""
-        import os, sys, time, stallwatch
+        import os, sys, time, quietus
         env = dict(os.environ, SWPYTEST_MARKER={marker!r})
-        client = stallwatch.Client(env=env, shutdown_grace=1)
+        client = quietus.Client(env=env, shutdown_grace=1)
         for i in range(3):
             client.start([sys.executable, "-c", "import time; time.sleep(300)"], idle_timeout=600)
         print(client.server_pid, flush=True)
@@ -282,44 +282,44 @@ def test_events_nobody_iterates_are_bounded() -> None:
         "    sys.stdout.buffer.write(b'x' * 65536)\n    sys.stdout.flush()"
     )
     # 256 output events of 4 KiB each (the server's chunk): 1 MiB, 16 times the bound.
-    with stallwatch.Client(output_throttle=0, event_buffer_bytes=64 << 10) as client:
+    with quietus.Client(output_throttle=0, event_buffer_bytes=64 << 10) as client:
         process = client.start([sys.executable, "-c", writer], idle_timeout=60)
         result = process.wait()  # 16 MiB written before anyone iterates
         assert result is not None and result.exit_code == 0
         time.sleep(0.5)  # let the notifications still on their way arrive (nothing asserts on time)
         events = list(process.events(timeout=30))
-        output = [e for e in events if isinstance(e, stallwatch.Output)]
+        output = [e for e in events if isinstance(e, quietus.Output)]
         kept = sum(len(e.data) for e in output)
         assert 0 < kept <= 64 << 10, kept
-        assert isinstance(events[0], stallwatch.Started) and isinstance(
-            events[-1], stallwatch.Closed
+        assert isinstance(events[0], quietus.Started) and isinstance(
+            events[-1], quietus.Closed
         )
-        assert sum(isinstance(e, stallwatch.Exited) for e in events) == 1
+        assert sum(isinstance(e, quietus.Exited) for e in events) == 1
         assert process.snapshot().total_bytes["stdout"] == 16 << 20
 
 
 def test_after_dropped_output_the_next_output_event_says_truncated() -> None:
-    from stallwatch._protocol import EventBuffer
+    from quietus._protocol import EventBuffer
 
     buffer = EventBuffer(limit=8)
-    out = lambda seq, data: stallwatch.Output("p", None, seq, "stdout", data, False)  # noqa: E731
-    buffer.push(stallwatch.Started("p", None, 1))
+    out = lambda seq, data: quietus.Output("p", None, seq, "stdout", data, False)  # noqa: E731
+    buffer.push(quietus.Started("p", None, 1))
     buffer.push(out(0, b"12345678"))
     buffer.push(out(1, b"9"))  # over the limit: dropped
-    buffer.push(stallwatch.Activity("p", None, "output"))  # dropped while output is
-    buffer.push(stallwatch.Exited("p", None, "exited", 0, None))  # lifecycle: kept
-    assert isinstance(buffer.pop(), stallwatch.Started)
+    buffer.push(quietus.Activity("p", None, "output"))  # dropped while output is
+    buffer.push(quietus.Exited("p", None, "exited", 0, None))  # lifecycle: kept
+    assert isinstance(buffer.pop(), quietus.Started)
     first = buffer.pop()
-    assert isinstance(first, stallwatch.Output) and not first.truncated
+    assert isinstance(first, quietus.Output) and not first.truncated
     buffer.push(out(2, b"abc"))
-    assert isinstance(buffer.pop(), stallwatch.Exited)
+    assert isinstance(buffer.pop(), quietus.Exited)
     last = buffer.pop()
-    assert isinstance(last, stallwatch.Output) and last.seq == 2 and last.truncated
+    assert isinstance(last, quietus.Output) and last.seq == 2 and last.truncated
     assert buffer.pop() is None
 
 
 def test_a_client_nobody_holds_any_more_ends_its_processes(marker: str) -> None:
-    client = stallwatch.Client(shutdown_grace=1)
+    client = quietus.Client(shutdown_grace=1)
     for _ in range(3):
         client.start([sys.executable, "-c", f"import time; time.sleep(300)  # {marker}"])
     server = client.server_pid
@@ -343,6 +343,6 @@ def test_a_client_nobody_holds_any_more_ends_its_processes(marker: str) -> None:
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "1024"])
 def test_a_bad_event_buffer_is_refused_before_a_server_starts(bad: object) -> None:
-    for client in (stallwatch.Client, stallwatch.AsyncClient):
+    for client in (quietus.Client, quietus.AsyncClient):
         with pytest.raises(ValueError, match="event_buffer_bytes must be a whole number"):
             client(event_buffer_bytes=bad)  # type: ignore[arg-type]

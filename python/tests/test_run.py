@@ -1,4 +1,4 @@
-"""stallwatch.run(): subprocess.run under the stallwatch command."""
+"""quietus.run(): subprocess.run under the quietus command."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-import stallwatch
+import quietus
 from conftest import processes_with, wait_until_gone
 
 
 def test_a_quick_command_gives_its_status_and_output() -> None:
-    result = stallwatch.run(["bash", "-c", "echo out; echo err >&2; exit 3"])
+    result = quietus.run(["bash", "-c", "echo out; echo err >&2; exit 3"])
     assert result.returncode == 3
     assert result.outcome == "exited"
     assert result.stdout == b"out\n"
@@ -36,7 +36,7 @@ def test_a_stalled_command_is_ended_with_124_and_a_diagnosis(marker: str) -> Non
     # sleep(1) sleeps in clock_nanosleep (Python 3.9's time.sleep polls no descriptor with
     # pselect6, which the diagnosis calls "unknown").
     env = dict(os.environ, SWPYTEST_MARKER=marker)
-    result = stallwatch.run(
+    result = quietus.run(
         ["bash", "-c", "echo ready; exec sleep 120"], idle_timeout=timedelta(seconds=1), env=env
     )
     assert result.returncode == 124
@@ -51,8 +51,8 @@ def test_a_stalled_command_is_ended_with_124_and_a_diagnosis(marker: str) -> Non
 
 
 def test_check_raises_a_called_process_error_that_carries_the_diagnosis() -> None:
-    with pytest.raises(stallwatch.CalledProcessError) as caught:
-        stallwatch.run(["bash", "-c", "echo ready; sleep 120"], idle_timeout=1, check=True)
+    with pytest.raises(quietus.CalledProcessError) as caught:
+        quietus.run(["bash", "-c", "echo ready; sleep 120"], idle_timeout=1, check=True)
     error = caught.value
     assert isinstance(error, subprocess.CalledProcessError)
     assert error.returncode == 124
@@ -61,12 +61,12 @@ def test_check_raises_a_called_process_error_that_carries_the_diagnosis() -> Non
     assert error.output == b"ready\n"
     assert "diagnosis" in str(error)
     # check=True with status 0 returns normally.
-    assert stallwatch.run(["true"], check=True).returncode == 0
+    assert quietus.run(["true"], check=True).returncode == 0
 
 
 def test_the_hard_timeout_ends_a_busy_command() -> None:
     loop = "while :; do echo tick; sleep 0.1; done"
-    result = stallwatch.run(["bash", "-c", loop], idle_timeout=60, hard_timeout=1.5)
+    result = quietus.run(["bash", "-c", loop], idle_timeout=60, hard_timeout=1.5)
     assert result.returncode == 124
     assert result.outcome == "hard_timeout"
     assert result.stdout.startswith(b"tick\n")
@@ -74,7 +74,7 @@ def test_the_hard_timeout_ends_a_busy_command() -> None:
 
 
 def test_done_when_output_ends_the_work_with_0() -> None:
-    result = stallwatch.run(
+    result = quietus.run(
         ["bash", "-c", "echo working; echo ALL-DONE; sleep 120"],
         done_when_output=r"^ALL-DONE$",
         linger=0.2,
@@ -106,8 +106,8 @@ def test_50_mb_of_output_keeps_memory_bounded_and_the_log_is_complete(log_dir: s
     probe = textwrap.dedent(
         f"""
         import json, re, sys
-        import stallwatch
-        result = stallwatch.run([sys.executable, "-c", {WRITER!r}], log_dir={log_dir!r})
+        import quietus
+        result = quietus.run([sys.executable, "-c", {WRITER!r}], log_dir={log_dir!r})
         log = result.log("stdout")
         print(json.dumps({{
             "returncode": result.returncode,
@@ -147,7 +147,7 @@ def test_50_mb_of_output_keeps_memory_bounded_and_the_log_is_complete(log_dir: s
 def test_a_grandchild_holding_the_pipe_does_not_hang_the_run(marker: str) -> None:
     holder = f"import time; time.sleep(120)  # {marker}"
     script = f'{sys.executable} -c "{holder}" & echo started'
-    result = stallwatch.run(["bash", "-c", script], idle_timeout=60)
+    result = quietus.run(["bash", "-c", script], idle_timeout=60)
     assert result.returncode == 0
     assert result.stdout == b"started\n"
     # Well before the holder's 120 s: the run ended when bash did.
@@ -158,21 +158,21 @@ def test_a_grandchild_holding_the_pipe_does_not_hang_the_run(marker: str) -> Non
 def test_input_is_the_commands_stdin() -> None:
     data = bytes(range(256)) * 1200  # 300 KiB: more than a pipe holds
     reverse = "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d[::-1])"
-    result = stallwatch.run([sys.executable, "-c", reverse], input=data)
+    result = quietus.run([sys.executable, "-c", reverse], input=data)
     assert result.returncode == 0
     assert result.stdout == data[::-1]
-    text = stallwatch.run(["cat"], input="héllo\n")
+    text = quietus.run(["cat"], input="héllo\n")
     assert text.stdout == "héllo\n".encode()
 
 
 def test_without_input_stdin_is_empty() -> None:
-    result = stallwatch.run(["bash", "-c", "cat; echo end"], idle_timeout=10)
+    result = quietus.run(["bash", "-c", "cat; echo end"], idle_timeout=10)
     assert result.stdout == b"end\n"
 
 
 def test_pty_runs_the_command_on_a_terminal() -> None:
     script = 'test -t 0 && test -t 1 && echo "tty $(stty size)"; read line; echo "got $line"'
-    result = stallwatch.run(["bash", "-c", script], pty=True, pty_size=(30, 100), input=b"hi\n")
+    result = quietus.run(["bash", "-c", script], pty=True, pty_size=(30, 100), input=b"hi\n")
     assert result.returncode == 0, result
     assert b"tty 30 100" in result.stdout, result.stdout
     assert b"got hi\r\n" in result.stdout
@@ -181,12 +181,12 @@ def test_pty_runs_the_command_on_a_terminal() -> None:
 
 
 def test_a_program_that_does_not_exist_is_127_not_started() -> None:
-    result = stallwatch.run(["no-such-program-xyz"])
+    result = quietus.run(["no-such-program-xyz"])
     assert result.returncode == 127
     assert result.outcome == "not_started"
     assert result.error
-    with pytest.raises(stallwatch.CalledProcessError):
-        stallwatch.run(["no-such-program-xyz"], check=True)
+    with pytest.raises(quietus.CalledProcessError):
+        quietus.run(["no-such-program-xyz"], check=True)
 
 
 @pytest.mark.parametrize(
@@ -204,34 +204,34 @@ def test_a_program_that_does_not_exist_is_127_not_started() -> None:
 def test_bad_arguments_are_refused_before_anything_runs(kwargs, error) -> None:  # type: ignore[no-untyped-def]
     args = kwargs.pop("args")
     with pytest.raises(error):
-        stallwatch.run(args, **kwargs)
+        quietus.run(args, **kwargs)
 
 
-def test_stallwatchs_own_failure_is_an_error_with_its_message() -> None:
-    with pytest.raises(stallwatch.StallwatchError) as caught:
-        stallwatch.run(["true"], extra_args=["--signal", "NOPE"])
+def test_quietuss_own_failure_is_an_error_with_its_message() -> None:
+    with pytest.raises(quietus.QuietusError) as caught:
+        quietus.run(["true"], extra_args=["--signal", "NOPE"])
     assert "NOPE" in str(caught.value) or "signal" in str(caught.value)
 
 
-def test_an_option_stallwatch_refuses_is_an_error_naming_it() -> None:
-    with pytest.raises(stallwatch.StallwatchError) as caught:
-        stallwatch.run(["true"], idle_timeout=timedelta(days=30))
+def test_an_option_quietus_refuses_is_an_error_naming_it() -> None:
+    with pytest.raises(quietus.QuietusError) as caught:
+        quietus.run(["true"], idle_timeout=timedelta(days=30))
     assert "idle" in str(caught.value), caught.value
 
 
 def test_a_missing_binary_is_a_clear_error() -> None:
-    with pytest.raises(stallwatch.StallwatchNotFound) as caught:
-        stallwatch.run(["true"], stallwatch_bin="/nonexistent/stallwatch")
-    assert "/nonexistent/stallwatch" in str(caught.value)
+    with pytest.raises(quietus.QuietusNotFound) as caught:
+        quietus.run(["true"], quietus_bin="/nonexistent/quietus")
+    assert "/nonexistent/quietus" in str(caught.value)
 
 
 def test_ctrl_c_in_the_caller_ends_the_tree_then_propagates(marker: str) -> None:
     script = textwrap.dedent(
         f"""
-        import os, stallwatch
+        import os, quietus
         env = dict(os.environ, SWPYTEST_MARKER={marker!r})
         try:
-            stallwatch.run(["bash", "-c", "sleep 300 & exec sleep 300"], env=env, idle_timeout=600)
+            quietus.run(["bash", "-c", "sleep 300 & exec sleep 300"], env=env, idle_timeout=600)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
             raise
@@ -242,7 +242,7 @@ def test_ctrl_c_in_the_caller_ends_the_tree_then_propagates(marker: str) -> None
     )
     try:
         deadline = time.monotonic() + 30
-        # Ready once both sleeps run (the caller, stallwatch and the tree carry the marker).
+        # Ready once both sleeps run (the caller, quietus and the tree carry the marker).
         while len([p for p in processes_with(marker) if p != caller.pid]) < 3:
             assert time.monotonic() < deadline, "the tree did not start"
             time.sleep(0.05)

@@ -1,0 +1,404 @@
+//! The sessions behind the tools, on one [`Registry`]: `exec_command` spawns and waits up to
+//! its yield window, `write_stdin` types and collects, `exec_control` steers, and
+//! `list_exec_sessions` lists. Built on the library's public API only.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use std::sync::{Condvar, Mutex};
+
+use crate::locks::Locked;
+use quietus::{
+    CaptureConfig, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Outcome, OutputSink,
+    Registry, Session, SessionState, Signal, SpawnError, Stdin,
+};
+use serde_json::{Value, json};
+
+use super::options::McpOptions;
+use super::output::{Pending, Taken};
+use super::protocol::{LEVELS, ToolOutput};
+use super::render;
+use super::tools::{ExecArgs, ToolCall};
+use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::protocol;
+
+/// The terminal of a `tty: true` session: rows, columns.
+const TERMINAL: (u16, u16) = (24, 120);
+
+/// One session of `exec_command`.
+#[derive(Debug)]
+pub(crate) struct ExecSession {
+    pub(crate) id: u32,
+    pub(crate) session: Arc<Session>,
+    /// The command line as given.
+    pub(crate) cmd: String,
+    /// The output not yet answered.
+    pending: Arc<Mutex<Pending>>,
+    /// The polite step's grace.
+    grace: Duration,
+    /// Tool calls waiting on it now.
+    waiting: AtomicUsize,
+    /// An answer (or an announcement) said it ended.
+    end_told: AtomicBool,
+}
+
+impl ExecSession {
+    /// The result, once the run is over.
+    pub(crate) fn result(&self) -> Option<MonitorResult> {
+        self.session.try_wait()
+    }
+}
+
+/// The tools' state: the registry, the sessions by id.
+#[derive(Debug)]
+pub(crate) struct Exec {
+    options: McpOptions,
+    registry: Registry,
+    sessions: Mutex<HashMap<u32, Arc<ExecSession>>>,
+    /// Held from the room check to the insertion, so the limit holds (and the shutdown sees
+    /// every session).
+    spawning: Mutex<()>,
+    /// The shutdown began: no more spawns.
+    closing: AtomicBool,
+    outbox: Arc<Outbox>,
+    level: Arc<AtomicU8>,
+    /// `exec_command`s handed to a worker and not yet past their spawn: the shutdown waits
+    /// for them, so a command sent just before the end of input is started, then ended.
+    pub(crate) starting: InFlight,
+}
+
+impl Exec {
+    /// The tools over a new registry; announcements go to `outbox` at `level` and above.
+    pub(crate) fn new(options: McpOptions, outbox: Arc<Outbox>, level: Arc<AtomicU8>) -> Self {
+        Self {
+            options,
+            registry: Registry::new(),
+            sessions: Mutex::new(HashMap::new()),
+            spawning: Mutex::new(()),
+            closing: AtomicBool::new(false),
+            outbox,
+            level,
+            starting: InFlight::default(),
+        }
+    }
+
+    /// Runs one checked call (blocking up to its yield window).
+    pub(crate) fn run(self: &Arc<Self>, call: ToolCall) -> ToolOutput {
+        match call {
+            ToolCall::Exec(args) => self.exec(args),
+            ToolCall::Write {
+                session_id,
+                chars,
+                yield_time,
+            } => self.write(session_id, &chars, yield_time),
+            ToolCall::Control {
+                session_id,
+                actions,
+            } => {
+                let answer = match self.find(session_id) {
+                    Some(_) => crate::serve::apply(&self.registry, session_id, actions),
+                    None => ControlAnswer::NoSuchSession,
+                };
+                render::control(session_id, &answer)
+            }
+            ToolCall::List => {
+                let summaries = self.registry.list();
+                let sessions = self.sessions.locked().clone();
+                render::list(&summaries, &sessions)
+            }
+        }
+    }
+
+    /// The session with this id, while the registry keeps it.
+    fn find(&self, id: u32) -> Option<Arc<ExecSession>> {
+        let mut sessions = self.sessions.locked();
+        if self.registry.get(id).is_none() {
+            sessions.remove(&id);
+            return None;
+        }
+        sessions.get(&id).cloned()
+    }
+
+    fn exec(self: &Arc<Self>, args: ExecArgs) -> ToolOutput {
+        let start = Instant::now();
+        let spawned = self.spawn(&args);
+        self.starting.end();
+        let exec = match spawned {
+            Ok(exec) => exec,
+            Err(message) => return ToolOutput::error(message),
+        };
+        self.answer(&exec, start, args.yield_time, None)
+    }
+
+    /// Waits on `exec` up to `yield_time` (less if it ends), then answers with its new output.
+    fn answer(
+        &self,
+        exec: &ExecSession,
+        start: Instant,
+        yield_time: Duration,
+        note: Option<String>,
+    ) -> ToolOutput {
+        exec.waiting.fetch_add(1, Ordering::SeqCst);
+        let ended = exec.session.wait_timeout(yield_time).is_some();
+        let taken: Taken = exec.pending.locked().take();
+        if ended {
+            exec.end_told.store(true, Ordering::SeqCst);
+        }
+        exec.waiting.fetch_sub(1, Ordering::SeqCst);
+        render::exec_answer(exec, &taken, start.elapsed(), note)
+    }
+
+    /// Checks the room and the folder, and spawns.
+    fn spawn(self: &Arc<Self>, args: &ExecArgs) -> Result<Arc<ExecSession>, String> {
+        if let Some(dir) = &args.workdir
+            && !dir.is_dir()
+        {
+            return Err(format!(
+                "invalid arguments for exec_command: workdir: {} is not a folder",
+                dir.display()
+            ));
+        }
+        let pending = Arc::new(Mutex::new(Pending::new(args.max_output_bytes)));
+        let builder = self.builder(args, pending.clone());
+        let _spawning = self.spawning.locked();
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(
+                "the server is shutting down (its client went away, or it got a signal): \
+                        the command was not started"
+                    .to_owned(),
+            );
+        }
+        let live = {
+            let mut sessions = self.sessions.locked();
+            sessions.retain(|id, _| self.registry.get(*id).is_some());
+            sessions.values().filter(|s| s.result().is_none()).count()
+        };
+        if live >= self.options.max_sessions {
+            return Err(format!(
+                "too many sessions: {live} run, and the server's limit (--max-sessions) is {}. \
+                 End one with exec_control (terminate), or wait for one to finish \
+                 (list_exec_sessions shows them).",
+                self.options.max_sessions
+            ));
+        }
+        let id = self.registry.spawn(builder).map_err(spawn_message)?;
+        let session = self
+            .registry
+            .get(id)
+            .ok_or("internal error: the session ended and was forgotten at once")?;
+        let exec = Arc::new(ExecSession {
+            id,
+            session,
+            cmd: args.cmd.clone(),
+            pending,
+            grace: args.grace,
+            waiting: AtomicUsize::new(0),
+            end_told: AtomicBool::new(false),
+        });
+        self.sessions.locked().insert(id, exec.clone());
+        if self.options.announce_ended {
+            self.watch_end(exec.clone());
+        }
+        Ok(exec)
+    }
+
+    /// The session's builder: `SHELL -c CMD`, the limits, the output into `pending`.
+    fn builder(&self, args: &ExecArgs, pending: Arc<Mutex<Pending>>) -> quietus::SessionBuilder {
+        let mut command = Command::new(&self.options.shell);
+        command.arg("-c").arg(&args.cmd);
+        if let Some(dir) = &args.workdir {
+            command.current_dir(dir);
+        }
+        command.envs(args.env.iter().map(|(k, v)| (k, v)));
+        let mut capture = CaptureConfig::default()
+            .combined(true)
+            .cap_per_stream(64 * 1024)
+            .spill_threshold(args.max_output_bytes as u64);
+        if let Some(dir) = &self.options.log_dir {
+            capture = capture.log_dir(dir);
+        }
+        let mut config = MonitorConfig::default()
+            .idle_timeout(args.idle_timeout)
+            .kill_ladder(KillLadder::polite(Signal::TERM, args.grace))
+            .capture(capture);
+        config.hard_timeout = args.hard_timeout;
+        let sink = OutputSink::callback(move |bytes| pending.locked().push(bytes));
+        let builder = Session::builder(command).config(config).stdout(sink);
+        if args.tty {
+            builder.pty(TERMINAL.0, TERMINAL.1)
+        } else {
+            builder.stdin(Stdin::Piped)
+        }
+    }
+
+    fn write(&self, id: u32, chars: &str, yield_time: Duration) -> ToolOutput {
+        let start = Instant::now();
+        let Some(exec) = self.find(id) else {
+            return ToolOutput::error(format!(
+                "no session has session_id {id} (it never existed, or ended long ago and was \
+                 forgotten); list_exec_sessions shows the sessions"
+            ));
+        };
+        let mut note = None;
+        if !chars.is_empty() {
+            if exec.result().is_some() {
+                note = Some("the session had ended: the characters were not written".to_owned());
+            } else if let Err(e) = exec.session.write_stdin(chars.as_bytes()) {
+                note = Some(format!("the characters were not written: {e}"));
+            }
+        }
+        self.answer(&exec, start, yield_time, note)
+    }
+
+    /// Announces the end of `exec` when no call waits on it (a thread per session).
+    fn watch_end(self: &Arc<Self>, exec: Arc<ExecSession>) {
+        let this = self.clone();
+        let id = exec.id;
+        let spawned = std::thread::Builder::new()
+            .name(format!("quietus-mcp-end-{}", exec.id))
+            .spawn(move || {
+                let result = exec.session.wait();
+                if exec.waiting.load(Ordering::SeqCst) > 0
+                    || exec.end_told.swap(true, Ordering::SeqCst)
+                {
+                    return;
+                }
+                let (level, text) = render::announcement(&exec, &result);
+                let wanted = this.level.load(Ordering::Relaxed) as usize;
+                if LEVELS.iter().position(|l| *l == level).unwrap_or(0) >= wanted {
+                    this.outbox.send(&protocol::notification(
+                        "notifications/message",
+                        json!({"level": level, "logger": "quietus", "data": text}),
+                    ));
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!("session {id}: no end announcement: {e}");
+        }
+    }
+
+    /// The client is gone or the server was told to stop: every live session gets its kill
+    /// ladder (the grace cut to 5 s); waits until all are over (bounded).
+    pub(crate) fn shutdown(&self) {
+        self.starting.wait_for_none(Duration::from_secs(5));
+        {
+            let _spawning = self.spawning.locked();
+            self.closing.store(true, Ordering::SeqCst);
+        }
+        let sessions: Vec<Arc<ExecSession>> = self.sessions.locked().values().cloned().collect();
+        let live: Vec<&Arc<ExecSession>> =
+            sessions.iter().filter(|s| s.result().is_none()).collect();
+        let cap = Duration::from_secs(5);
+        for exec in &live {
+            let ladder = KillLadder::polite(Signal::TERM, exec.grace.min(cap));
+            exec.session.terminate_with(&ladder);
+        }
+        let bound = cap + Duration::from_secs(10);
+        for exec in live {
+            if exec.session.wait_timeout(bound).is_none() {
+                log::error!(
+                    "session {} (pid {}) did not end within {bound:?} of the shutdown",
+                    exec.id,
+                    exec.session.pid()
+                );
+            }
+        }
+    }
+}
+
+/// A spawn error in words a model can act on.
+fn spawn_message(e: std::io::Error) -> String {
+    let step = SpawnError::of(&e).map(|s| format!("{:?}", s.kind()).to_lowercase());
+    format!(
+        "the command could not be started ({}): {e}",
+        step.as_deref().unwrap_or("spawn")
+    )
+}
+
+/// The lifecycle's name, `ended` once the result is in.
+pub(crate) fn state_name(session: &Session, result: Option<&MonitorResult>) -> &'static str {
+    match (result, session.state()) {
+        (Some(_), _) | (None, SessionState::Ended) => "ended",
+        (None, state) => state.name(),
+    }
+}
+
+/// The stall diagnosis of an ended run: `(kind, summary)`.
+pub(crate) fn diagnosis(result: &MonitorResult) -> Option<(String, String)> {
+    match &result.outcome {
+        Outcome::IdleTimeout(report) => report
+            .diagnosis
+            .as_ref()
+            .map(|d| (d.kind.name().to_owned(), d.summary.clone())),
+        Outcome::InputWait(wait) => Some((
+            "awaiting_input".to_owned(),
+            format!(
+                "waiting for input — {} (pid {}) reads {}",
+                wait.name, wait.pid, wait.target
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// The log of the output: the file, its SHA-256 once ended.
+pub(crate) fn log_of(exec: &ExecSession, result: Option<&MonitorResult>, total: u64) -> Value {
+    if let Some(result) = result
+        && let Some(log) = result.logs.first()
+    {
+        return json!({
+            "path": log.path.display().to_string(),
+            "sha256": log.sha256,
+            "bytes": log.bytes,
+            "complete": !log.incomplete,
+        });
+    }
+    match exec.session.log_paths().into_iter().next() {
+        Some(path) => json!({
+            "path": path.display().to_string(),
+            "sha256": null,
+            "bytes": total,
+            "complete": false,
+        }),
+        None => Value::Null,
+    }
+}
+
+/// A count of things under way (tool calls; `exec_command`s not yet past their spawn),
+/// and a wait for none.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl InFlight {
+    pub(crate) fn begin(&self) {
+        *self.count.locked() += 1;
+    }
+
+    pub(crate) fn end(&self) {
+        let mut count = self.count.locked();
+        *count = count.saturating_sub(1);
+        drop(count);
+        self.changed.notify_all();
+    }
+
+    /// Waits until no call is under way, or `timeout` passed.
+    pub(crate) fn wait_for_none(&self, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut count = self.count.locked();
+        while *count > 0 {
+            let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
+                return;
+            };
+            count = match self.changed.wait_timeout(count, left) {
+                Ok((count, _)) => count,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The tools' answers: the structured result and the same as text for a model.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quietus::{ControlAnswer, MonitorResult, Outcome, SessionSummary};
+use serde_json::json;
+
+use super::exec::{ExecSession, diagnosis, log_of, state_name};
+use super::output::Taken;
+use super::protocol::ToolOutput;
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `50ms`, `12.3s`, `5m`, `4m 10s`, `2h`, `1h 30m`.
+pub(crate) fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 1 {
+        return format!("{}ms", d.as_millis());
+    }
+    if secs < 60 {
+        return format!("{}.{}s", secs, d.subsec_millis() / 100);
+    }
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    match (h, m, s) {
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m {s}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h {m}m"),
+    }
+}
+
+/// The answer of `exec_command` and `write_stdin`.
+pub(crate) fn exec_answer(
+    exec: &ExecSession,
+    taken: &Taken,
+    wall: Duration,
+    note: Option<String>,
+) -> ToolOutput {
+    let result = exec.result();
+    let diagnosis = result.as_ref().and_then(diagnosis);
+    let log = log_of(exec, result.as_ref(), taken.total);
+    let structured = json!({
+        "session_id": exec.id,
+        "running": result.is_none(),
+        "state": state_name(&exec.session, result.as_ref()),
+        "exit_code": result.as_ref().map(MonitorResult::exit_code),
+        "outcome": result.as_ref().map(|r| r.outcome.name()),
+        "diagnosis": diagnosis.as_ref().map(|(kind, summary)| json!({"kind": kind, "summary": summary})),
+        "output": taken.text,
+        "output_bytes": taken.bytes,
+        "omitted_bytes": taken.omitted,
+        "total_output_bytes": taken.total,
+        "log": log,
+        "wall_time_ms": ms(wall),
+        "note": note,
+    });
+    let text = exec_text(exec, result.as_ref(), &structured, taken);
+    ToolOutput {
+        structured,
+        text,
+        is_error: false,
+    }
+}
+
+/// The text block of `exec_command` and `write_stdin`: the state, what to do next, the
+/// output, the log.
+fn exec_text(
+    exec: &ExecSession,
+    result: Option<&MonitorResult>,
+    structured: &serde_json::Value,
+    taken: &Taken,
+) -> String {
+    let mut text = String::new();
+    match result {
+        Some(result) => {
+            let _ = writeln!(
+                text,
+                "Session {} ended: {} with exit code {} after {}.",
+                exec.id,
+                outcome_words(result),
+                result.exit_code(),
+                human(result.runtime)
+            );
+            if let Some(summary) = structured["diagnosis"]["summary"].as_str() {
+                let _ = writeln!(
+                    text,
+                    "Stall diagnosis: {summary}. quietus ended it and its whole process tree \
+                     because nothing happened for its idle timeout: give it what it waits for \
+                     (an answer, a --yes flag, input from a file), fix what it waits on, or \
+                     run it differently."
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(
+                text,
+                "Session {} is still running (after {}); it goes on in the background. Collect \
+                 its new output with write_stdin {{\"session_id\": {}, \"chars\": \"\"}}, type \
+                 into it with write_stdin, or stop it with exec_control.",
+                exec.id,
+                human(exec.session.uptime()),
+                exec.id
+            );
+        }
+    }
+    if let Some(note) = structured["note"].as_str() {
+        let _ = writeln!(text, "Note: {note}.");
+    }
+    if taken.bytes == 0 {
+        text.push_str("No new output.\n");
+    } else if taken.omitted > 0 {
+        let _ = writeln!(
+            text,
+            "Output ({} bytes, {} left out in the middle):",
+            taken.bytes, taken.omitted
+        );
+    } else {
+        let _ = writeln!(text, "Output ({} bytes):", taken.bytes);
+    }
+    text.push_str(&taken.text);
+    let log = &structured["log"];
+    if !log.is_null() {
+        let _ = write!(
+            text,
+            "\nThe complete output is in {}",
+            log["path"].as_str().unwrap_or("")
+        );
+        match log["sha256"].as_str() {
+            Some(sha) => {
+                let _ = write!(text, " ({} bytes, SHA-256 {sha})", log["bytes"]);
+            }
+            None => text.push_str(" (still being written)"),
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// `exited`, `ended after 5m idle`, `ended at its hard timeout of 2h`…
+fn outcome_words(result: &MonitorResult) -> String {
+    match &result.outcome {
+        Outcome::Exited => "exited".to_owned(),
+        Outcome::IdleTimeout(report) => format!(
+            "ended by quietus after {} idle (idle_timeout)",
+            human(report.idle_timeout)
+        ),
+        Outcome::HardTimeout { after } => format!(
+            "ended by quietus at its hard timeout of {} (hard_timeout)",
+            human(*after)
+        ),
+        Outcome::InputWait(_) => "ended by quietus: it waited for input (input_wait)".into(),
+        Outcome::Terminated { forced: true } => "killed on request (terminated)".into(),
+        Outcome::Terminated { forced: false } => "ended on request (terminated)".into(),
+        other => other.name().to_owned(),
+    }
+}
+
+/// `exec_control`'s answer.
+pub(crate) fn control(session_id: u32, answer: &ControlAnswer) -> ToolOutput {
+    let (status, note, text) = match answer {
+        ControlAnswer::Ack => (
+            "ack",
+            None,
+            format!(
+                "ack: done for session {session_id}; call write_stdin to see its output and end."
+            ),
+        ),
+        ControlAnswer::NoSuchSession => (
+            "no_such_session",
+            None,
+            format!(
+                "no_such_session: no session has session_id {session_id}; list_exec_sessions shows them."
+            ),
+        ),
+        ControlAnswer::AlreadyEnded => (
+            "already_terminated",
+            None,
+            format!("already_terminated: session {session_id} has ended or is being ended."),
+        ),
+        ControlAnswer::Rejected(note) => (
+            "reject",
+            Some(note.clone()),
+            format!("reject: nothing was changed: {note}"),
+        ),
+    };
+    ToolOutput {
+        structured: json!({"session_id": session_id, "status": status, "note": note}),
+        text,
+        is_error: matches!(
+            answer,
+            ControlAnswer::NoSuchSession | ControlAnswer::Rejected(_)
+        ),
+    }
+}
+
+/// A command line on one line, at most 60 characters.
+fn preview(cmd: &str) -> String {
+    let line: String = cmd
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if line.chars().count() <= 60 {
+        return line;
+    }
+    let mut cut: String = line.chars().take(59).collect();
+    cut.push('…');
+    cut
+}
+
+/// `list_exec_sessions`' answer.
+pub(crate) fn list(
+    summaries: &[SessionSummary],
+    sessions: &HashMap<u32, Arc<ExecSession>>,
+) -> ToolOutput {
+    let mut items = Vec::new();
+    let mut lines = Vec::new();
+    for summary in summaries {
+        let Some(exec) = sessions.get(&summary.id) else {
+            continue;
+        };
+        let result = exec.result();
+        let cmd = preview(&exec.cmd);
+        let log = summary.log.as_ref().map(|p| p.display().to_string());
+        let diagnosis = result.as_ref().and_then(diagnosis).map(|(_, s)| s);
+        // The registry's line (its one format), with the shell command as the model wrote it.
+        let line = {
+            let mut summary = summary.clone();
+            summary.command = cmd.clone();
+            summary.to_string()
+        };
+        items.push(json!({
+            "session_id": summary.id,
+            "state": state_name(&exec.session, result.as_ref()),
+            "running": result.is_none(),
+            "line": line,
+            "cmd": exec.cmd,
+            "uptime_ms": ms(summary.uptime),
+            "idle_left_ms": summary.idle_left.map(ms),
+            "bytes": summary.bytes,
+            "log": log,
+            "exit_code": result.as_ref().map(MonitorResult::exit_code),
+            "outcome": result.as_ref().map(|r| r.outcome.name()),
+            "diagnosis": diagnosis,
+        }));
+        lines.push(line);
+    }
+    let text = if lines.is_empty() {
+        "No sessions.".to_owned()
+    } else {
+        lines.join("\n")
+    };
+    ToolOutput {
+        structured: json!({"sessions": items, "lines": lines}),
+        text,
+        is_error: false,
+    }
+}
+
+/// The level and words of a session's end announcement: "session 3 ended after 5m idle:
+/// waiting for input — …".
+pub(crate) fn announcement(exec: &ExecSession, result: &MonitorResult) -> (&'static str, String) {
+    let id = exec.id;
+    let cmd = preview(&exec.cmd);
+    match &result.outcome {
+        Outcome::IdleTimeout(report) => {
+            let why = diagnosis(result).map_or_else(
+                || "no activity of any kind".to_owned(),
+                |(_, summary)| summary,
+            );
+            (
+                "warning",
+                format!(
+                    "session {id} ended after {} idle: {why} (cmd: {cmd})",
+                    human(report.idle_timeout)
+                ),
+            )
+        }
+        Outcome::InputWait(_) => (
+            "warning",
+            format!(
+                "session {id} ended: {} (cmd: {cmd})",
+                diagnosis(result).map(|(_, s)| s).unwrap_or_default()
+            ),
+        ),
+        Outcome::HardTimeout { after } => (
+            "warning",
+            format!(
+                "session {id} ended at its hard timeout of {} (cmd: {cmd})",
+                human(*after)
+            ),
+        ),
+        _ => (
+            "info",
+            format!(
+                "session {id} {} with exit code {} after {} (cmd: {cmd})",
+                result.outcome.name(),
+                result.exit_code(),
+                human(result.runtime)
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_person_writes_them() {
+        assert_eq!(human(Duration::from_millis(50)), "50ms");
+        assert_eq!(human(Duration::from_millis(12_345)), "12.3s");
+        assert_eq!(human(Duration::from_secs(300)), "5m");
+        assert_eq!(human(Duration::from_secs(250)), "4m 10s");
+        assert_eq!(human(Duration::from_secs(7200)), "2h");
+        assert_eq!(human(Duration::from_secs(5400)), "1h 30m");
+    }
+
+    #[test]
+    fn control_answers_carry_their_status() {
+        let out = control(3, &ControlAnswer::Ack);
+        assert_eq!(out.structured["status"], "ack");
+        assert!(!out.is_error);
+        let out = control(9, &ControlAnswer::NoSuchSession);
+        assert_eq!(
+            out.structured,
+            json!({"session_id": 9, "status": "no_such_session", "note": null})
+        );
+        assert!(out.is_error);
+        let out = control(3, &ControlAnswer::AlreadyEnded);
+        assert_eq!(out.structured["status"], "already_terminated");
+        let out = control(
+            3,
+            &ControlAnswer::Rejected("idle_timeout out of range".into()),
+        );
+        assert_eq!(out.structured["note"], "idle_timeout out of range");
+        assert!(out.text.starts_with("reject:"));
+    }
+}

@@ -1,0 +1,457 @@
+//! One process of the service: `process/start`'s parameters made into a
+//! [`SessionBuilder`], and, once it runs, the threads that serve it — the event forwarder
+//! (library events → notifications) and the stdin writer (ordered writes and close).
+
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use crossbeam_channel::{Receiver, Sender};
+use quietus::{
+    CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, KillLadder,
+    MonitorConfig, Session, SessionBuilder, Signal, Stdin, Stream,
+};
+use serde_json::{Map, Value, json};
+
+use super::options::ServeOptions;
+use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::protocol::{Params, RpcError, notification, whole_number};
+
+/// The fields `process/start` accepts.
+const START_FIELDS: &[&str] = &[
+    "processId",
+    "argv",
+    "cwd",
+    "env",
+    "envMode",
+    "inheritEnv",
+    "home",
+    "seed",
+    "io",
+    "idleTimeoutMs",
+    "hardTimeoutMs",
+    "inputWaitTimeoutMs",
+    "inputWaitNoticeMs",
+    "gracePeriodMs",
+    "logThresholdBytes",
+    "watch",
+    "noWatch",
+    "noChildren",
+    "context",
+];
+
+/// How the child's input is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Input {
+    /// No stdin (`/dev/null`), the library's default.
+    Closed,
+    /// A pipe fed by `process/write`.
+    Open,
+    /// A pseudo-terminal of this size.
+    Terminal(u16, u16),
+}
+
+/// A checked `process/start`.
+#[derive(Debug)]
+pub(crate) struct Start {
+    pub(crate) process_id: String,
+    pub(crate) argv: Vec<String>,
+    pub(crate) config: MonitorConfig,
+    pub(crate) input: Input,
+    pub(crate) context: Option<Value>,
+    /// The `cwd` asked for, if any: a spawn that fails for want of it answers `working_dir`.
+    pub(crate) cwd: Option<std::path::PathBuf>,
+    pub(crate) builder: SessionBuilder,
+}
+
+/// Reads and checks `process/start`'s parameters (defaults: the library's, with the server's
+/// retention, log folder and throttle).
+pub(crate) fn parse_start(
+    map: &Map<String, Value>,
+    options: &ServeOptions,
+) -> Result<Start, RpcError> {
+    let params = Params::new(map, START_FIELDS)?;
+    let process_id = params.process_id()?.to_owned();
+    let argv: Vec<String> = match params.strings("argv")? {
+        Some(argv) if !argv.is_empty() && !argv[0].is_empty() => {
+            argv.into_iter().map(str::to_owned).collect()
+        }
+        _ => {
+            return Err(RpcError::param(
+                "argv",
+                "missing or empty; it accepts the program and its arguments, [\"npm\", \"test\"]",
+            ));
+        }
+    };
+    let input = parse_io(params.get("io"))?;
+    let config = parse_config(&params, options)?;
+    let context = match params.get("context") {
+        None => None,
+        Some(Value::Object(o)) => Some(Value::Object(o.clone())),
+        Some(other) => {
+            return Err(RpcError::param(
+                "context",
+                format!("{other} is not an object; it accepts any JSON object"),
+            ));
+        }
+    };
+    let mut command = quietus::Program::new(&argv[0]).args(&argv[1..]);
+    let cwd = params.string("cwd")?.map(std::path::PathBuf::from);
+    if let Some(cwd) = &cwd {
+        command = command.current_dir(cwd);
+    }
+    let builder = Session::builder(command)
+        .config(config.clone())
+        .environment(parse_environment(&params)?);
+    let builder = match input {
+        Input::Closed => builder,
+        Input::Open => builder.stdin(Stdin::Piped),
+        Input::Terminal(rows, cols) => builder.pty(rows, cols),
+    };
+    Ok(Start {
+        process_id,
+        argv,
+        config,
+        input,
+        context,
+        cwd,
+        builder,
+    })
+}
+
+/// `io`: `{"pipe": {"stdin": "open"|"closed"}}` or `{"pty": {"rows": R, "cols": C}}`.
+fn parse_io(io: Option<&Value>) -> Result<Input, RpcError> {
+    const ACCEPTS: &str = "it accepts {\"pipe\": {\"stdin\": \"open\" | \"closed\"}} or \
+                           {\"pty\": {\"rows\": 1..65535, \"cols\": 1..65535}}";
+    let Some(io) = io else {
+        return Ok(Input::Closed);
+    };
+    let bad = || RpcError::param("io", format!("{io} is not an io mode; {ACCEPTS}"));
+    let Some(object) = io.as_object().filter(|o| o.len() == 1) else {
+        return Err(bad());
+    };
+    if let Some(pipe) = object.get("pipe") {
+        return match pipe.get("stdin").and_then(Value::as_str) {
+            Some("open") => Ok(Input::Open),
+            Some("closed") | None if pipe.is_object() => Ok(Input::Closed),
+            _ => Err(bad()),
+        };
+    }
+    let pty = object.get("pty").ok_or_else(bad)?;
+    let size = |field: &str| -> Result<u16, RpcError> {
+        let value = pty.get(field).unwrap_or(&Value::Null);
+        let n = whole_number(&format!("io.pty.{field}"), value, 1, u64::from(u16::MAX))?;
+        Ok(u16::try_from(n).expect("checked to fit in u16"))
+    };
+    Ok(Input::Terminal(size("rows")?, size("cols")?))
+}
+
+/// `env`, `envMode`, `inheritEnv`, `home`.
+fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
+    let mut environment = match params.string("envMode")? {
+        None | Some("inherit") => Environment::inherit_all(),
+        Some("isolated") => {
+            let names = params
+                .strings("inheritEnv")?
+                .unwrap_or_else(|| vec!["PATH"]);
+            names
+                .into_iter()
+                .fold(Environment::empty(), |env, name| env.inherit(name))
+        }
+        Some(other) => {
+            return Err(RpcError::param(
+                "envMode",
+                format!(
+                    "{other:?} is not an environment mode; it accepts \"inherit\" or \"isolated\""
+                ),
+            ));
+        }
+    };
+    if params.get("inheritEnv").is_some() && params.string("envMode")? != Some("isolated") {
+        return Err(RpcError::param(
+            "inheritEnv",
+            "applies only with envMode \"isolated\" (inherit mode passes every variable)",
+        ));
+    }
+    if let Some(home) = params.string("home")? {
+        environment = environment.home(home);
+    }
+    for (from, to) in parse_seed(params.get("seed"))? {
+        environment = environment.seed(from, to);
+    }
+    match params.get("env") {
+        None => {}
+        Some(Value::Object(vars)) => {
+            for (name, value) in vars {
+                let Some(value) = value.as_str() else {
+                    return Err(RpcError::param(
+                        &format!("env.{name}"),
+                        format!("{value} is not a string; it accepts string values"),
+                    ));
+                };
+                if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
+                    return Err(RpcError::param(
+                        &format!("env.{name}"),
+                        "names must be non-empty without '=' or NUL, values without NUL",
+                    ));
+                }
+                environment = environment.set(name, value);
+            }
+        }
+        Some(other) => {
+            return Err(RpcError::param(
+                "env",
+                format!("{other} is not an object; it accepts {{\"NAME\": \"value\", …}}"),
+            ));
+        }
+    }
+    Ok(environment)
+}
+
+/// `seed`: `[{"from": "/path/file", "to": "relative/in/home"}, …]` (files copied into `home`).
+fn parse_seed(seed: Option<&Value>) -> Result<Vec<(&str, &str)>, RpcError> {
+    let Some(seed) = seed else {
+        return Ok(Vec::new());
+    };
+    let bad = || {
+        RpcError::param(
+            "seed",
+            format!(
+                "{seed} is not a seed list; it accepts [{{\"from\": PATH, \"to\": PATH IN HOME}}, …]"
+            ),
+        )
+    };
+    let items = seed.as_array().ok_or_else(bad)?;
+    items
+        .iter()
+        .map(|item| {
+            let from = item.get("from").and_then(Value::as_str);
+            let to = item.get("to").and_then(Value::as_str);
+            from.zip(to).ok_or_else(bad)
+        })
+        .collect()
+}
+
+/// The monitoring configuration: the library's defaults, the server's settings, the request's.
+fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorConfig, RpcError> {
+    let mut capture = CaptureConfig::default().cap_per_stream(options.retain_bytes);
+    if let Some(dir) = &options.log_dir {
+        capture = capture.log_dir(dir);
+    }
+    match params.integer("logThresholdBytes", 0, 1 << 40)? {
+        Some(0) => capture = capture.spill(false),
+        Some(n) => capture = capture.spill_threshold(n),
+        None => {}
+    }
+    let mut config = MonitorConfig::default()
+        .capture(capture)
+        .events(EventConfig::default().throttle(options.output_throttle));
+    if let Some(idle) = params.millis("idleTimeoutMs")? {
+        config = config.idle_timeout(idle);
+    }
+    if let Some(hard) = params.millis("hardTimeoutMs")? {
+        config = config.hard_timeout(Some(hard));
+    }
+    if let Some(wait) = params.millis("inputWaitTimeoutMs")? {
+        config = config.input_wait_timeout(Some(wait));
+    }
+    if let Some(notice) = params.millis("inputWaitNoticeMs")? {
+        config = config.input_wait_notice(Some(notice));
+    }
+    if let Some(grace) = params.millis("gracePeriodMs")? {
+        config = config.kill_ladder(KillLadder::polite(Signal::TERM, grace));
+    }
+    if let Some(roots) = params.strings("watch")? {
+        config = config.files(FileWatchConfig::default().roots(roots));
+    }
+    if params.boolean("noWatch")? == Some(true) {
+        config = config.watch_files(false);
+    }
+    if params.boolean("noChildren")? == Some(true) {
+        config = config.watch_children(false);
+    }
+    config.validate().map_err(|e| config_error(&e))?;
+    Ok(config)
+}
+
+/// A [`ConfigError`] as -32602, named by the parameter that set the field.
+pub(crate) fn config_error(error: &ConfigError) -> RpcError {
+    let field = match error {
+        ConfigError::OutOfRange { field, .. } => match *field {
+            "idle_timeout" => "idleTimeoutMs",
+            "hard_timeout" => "hardTimeoutMs",
+            "input_wait_timeout" => "inputWaitTimeoutMs",
+            "input_wait_notice" => "inputWaitNoticeMs",
+            "kill_ladder.grace" => "gracePeriodMs",
+            other => other,
+        },
+        ConfigError::InvalidGlob { .. } => "watch",
+        ConfigError::TerminalSize { .. } => "io.pty",
+        _ => "params",
+    };
+    RpcError::param(field, error)
+}
+
+/// What the forwarder needs to know about its process.
+#[derive(Debug, Clone)]
+pub(crate) struct Forward {
+    pub(crate) process_id: String,
+    pub(crate) context: Option<Value>,
+    /// Whether `process/output` notifications are sent for it.
+    pub(crate) output: bool,
+}
+
+impl Forward {
+    /// `params` with `processId` and the context.
+    fn params(&self, mut params: Value) -> Value {
+        params["processId"] = json!(self.process_id);
+        if let Some(context) = &self.context {
+            params["context"] = context.clone();
+        }
+        params
+    }
+}
+
+/// Starts the thread that turns the session's events into notifications, in order:
+/// `started`, `output`…, `exited` once, `closed` last.
+pub(crate) fn start_forwarder(
+    session: &Session,
+    forward: Forward,
+    outbox: Arc<Outbox>,
+) -> std::io::Result<()> {
+    let mut events = session.events();
+    std::thread::Builder::new()
+        .name("quietus-serve-events".into())
+        .spawn(move || {
+            // Per stream: output notifications dropped since the last one sent.
+            let mut dropped = [false; 4];
+            while let Some(event) = events.recv() {
+                forward_event(event, &forward, &outbox, &mut dropped);
+            }
+        })
+        .map(drop)
+}
+
+fn stream_slot(stream: Stream) -> usize {
+    match stream {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+        Stream::Terminal => 2,
+        _ => 3,
+    }
+}
+
+fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut [bool; 4]) {
+    let send =
+        |method: &str, params: Value| outbox.send(&notification(method, forward.params(params)));
+    match event {
+        Event::Started { pid, .. } => send("process/started", json!({"pid": pid})),
+        Event::Output {
+            stream,
+            seq,
+            bytes,
+            truncated,
+        } if forward.output => {
+            let slot = stream_slot(stream);
+            let params = forward.params(json!({
+                "seq": seq,
+                "stream": stream.name(),
+                "data": BASE64.encode(&bytes),
+                "truncated": truncated || dropped[slot],
+            }));
+            dropped[slot] = !outbox.offer(&notification("process/output", params));
+        }
+        Event::Activity { source } => {
+            let params = forward.params(json!({"source": source.name()}));
+            outbox.offer(&notification("process/activity", params));
+        }
+        Event::IdleWarning { left } => send(
+            "process/idleWarning",
+            json!({"leftMs": u64::try_from(left.as_millis()).unwrap_or(u64::MAX)}),
+        ),
+        Event::InputWait(wait) => send(
+            "process/inputWait",
+            json!({
+                "pid": wait.pid,
+                "name": wait.name,
+                "target": wait.target,
+                "waitedMs": u64::try_from(wait.waited.as_millis()).unwrap_or(u64::MAX),
+            }),
+        ),
+        Event::Exited { outcome, status } => {
+            use std::os::unix::process::ExitStatusExt;
+            send(
+                "process/exited",
+                json!({
+                    "outcome": outcome.name(),
+                    "exitCode": status.and_then(|s| s.code()),
+                    "signal": status.and_then(|s| s.signal()),
+                }),
+            );
+        }
+        Event::Closed => send("process/closed", json!({})),
+        _ => {}
+    }
+}
+
+/// A job for a process's stdin writer.
+#[derive(Debug)]
+pub(crate) enum StdinJob {
+    /// Write these bytes, then answer the request `id` (none for a notification).
+    Write(Vec<u8>, Option<Value>),
+    /// Close stdin once the writes before are done, then answer.
+    Close(Option<Value>),
+}
+
+/// Writes waiting for one child's stdin at most (beyond: -32004).
+pub(crate) const STDIN_JOBS: usize = 256;
+
+/// Starts the thread that feeds the child's stdin in request order; answers each job.
+pub(crate) fn start_stdin_writer(
+    session: Arc<Session>,
+    outbox: Arc<Outbox>,
+) -> std::io::Result<Sender<StdinJob>> {
+    let (tx, rx): (Sender<StdinJob>, Receiver<StdinJob>) = crossbeam_channel::bounded(STDIN_JOBS);
+    std::thread::Builder::new()
+        .name("quietus-serve-stdin".into())
+        .spawn(move || {
+            for job in rx {
+                let (id, answer) = match job {
+                    StdinJob::Write(data, id) => (id, write_answer(session.write_stdin(&data))),
+                    StdinJob::Close(id) => {
+                        session.close_stdin();
+                        (id, Ok(json!({"status": "accepted"})))
+                    }
+                };
+                if let Some(id) = id {
+                    outbox.send(&match answer {
+                        Ok(result) => crate::jsonrpc::protocol::response(id, result),
+                        Err(error) => crate::jsonrpc::protocol::error_response(id, error),
+                    });
+                }
+            }
+        })?;
+    Ok(tx)
+}
+
+/// `process/write`'s answer for what the library said.
+fn write_answer(written: std::io::Result<()>) -> Result<Value, RpcError> {
+    match written {
+        Ok(()) => Ok(json!({"status": "accepted"})),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(RpcError::new(
+            crate::jsonrpc::protocol::STDIN_BACKLOG,
+            format!("stdin_backlog: {e}"),
+        )),
+        Err(_) => Ok(json!({"status": "stdin_closed"})),
+    }
+}
+
+/// Longest wait a `process/wait` may ask for (beyond: no timeout).
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The command's words for the report.
+pub(crate) fn os_words(argv: &[String]) -> Vec<OsString> {
+    argv.iter().map(OsString::from).collect()
+}

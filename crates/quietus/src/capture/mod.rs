@@ -1,0 +1,333 @@
+//! Output retention: bounded head/tail buffers per stream, snapshots, and the log spill.
+
+pub(crate) mod spill;
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use crate::outcome::MonitorResult;
+use crate::stream::Stream;
+
+/// Keeps the first and the last bytes of a stream within a byte cap; drops the middle and counts
+/// exactly what it dropped. The cap is split in two halves (the odd byte goes to the tail, the
+/// part that usually holds the error).
+#[derive(Debug, Clone)]
+pub(crate) struct HeadTail {
+    head: Vec<u8>,
+    head_cap: usize,
+    tail: VecDeque<u8>,
+    tail_cap: usize,
+    total: u64,
+}
+
+impl HeadTail {
+    pub(crate) fn new(cap: usize) -> Self {
+        let head_cap = cap / 2;
+        Self {
+            head: Vec::new(),
+            head_cap,
+            tail: VecDeque::new(),
+            tail_cap: cap - head_cap,
+            total: 0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        let room = self.head_cap - self.head.len();
+        let take = room.min(data.len());
+        self.head.extend_from_slice(&data[..take]);
+        data = &data[take..];
+        if data.is_empty() || self.tail_cap == 0 {
+            return;
+        }
+        if data.len() >= self.tail_cap {
+            self.tail.clear();
+            self.tail.extend(&data[data.len() - self.tail_cap..]);
+        } else {
+            let overflow = (self.tail.len() + data.len()).saturating_sub(self.tail_cap);
+            self.tail.drain(..overflow);
+            self.tail.extend(data);
+        }
+    }
+
+    pub(crate) fn captured(&self) -> CapturedStream {
+        CapturedStream {
+            head: self.head.clone(),
+            tail: self.tail.iter().copied().collect(),
+            omitted: self.total - self.head.len() as u64 - self.tail.len() as u64,
+            total: self.total,
+        }
+    }
+}
+
+/// What was kept of one stream: its first bytes, its last bytes, and how many were dropped in
+/// between.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CapturedStream {
+    /// The first bytes of the stream (up to half the cap).
+    pub head: Vec<u8>,
+    /// The last bytes of the stream (up to the other half), after the omitted middle.
+    pub tail: Vec<u8>,
+    /// Exactly how many bytes were dropped between head and tail.
+    pub omitted: u64,
+    /// All bytes the stream carried.
+    pub total: u64,
+}
+
+impl CapturedStream {
+    /// Whether bytes were dropped.
+    pub fn truncated(&self) -> bool {
+        self.omitted > 0
+    }
+
+    /// Head, a marker stating how many bytes were omitted (only when some were), and tail.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head.len() + self.tail.len() + 64);
+        out.extend_from_slice(&self.head);
+        if self.omitted > 0 {
+            out.extend_from_slice(omission_marker(self.omitted).as_bytes());
+        }
+        out.extend_from_slice(&self.tail);
+        out
+    }
+
+    /// [`render`](Self::render) as text, invalid UTF-8 replaced.
+    pub fn render_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.render()).into_owned()
+    }
+}
+
+/// The marker between head and tail.
+pub(crate) fn omission_marker(omitted: u64) -> String {
+    format!("\n[quietus: {omitted} bytes omitted]\n")
+}
+
+/// The output of a session at one moment, and whether it is still running.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// The child's stdout (`None` in combined mode).
+    pub stdout: Option<CapturedStream>,
+    /// The child's stderr (`None` in combined mode).
+    pub stderr: Option<CapturedStream>,
+    /// Both streams in the order the child wrote them (combined mode only).
+    pub combined: Option<CapturedStream>,
+    /// Everything the child wrote to its terminal (terminal sessions only:
+    /// [`SessionBuilder::pty`](crate::SessionBuilder::pty)).
+    pub terminal: Option<CapturedStream>,
+    /// The result once the run is over; `None` while it runs.
+    pub result: Option<MonitorResult>,
+}
+
+impl Snapshot {
+    /// Whether the child is still being supervised.
+    pub fn running(&self) -> bool {
+        self.result.is_none()
+    }
+
+    /// Whether any stream dropped bytes.
+    pub fn truncated(&self) -> bool {
+        self.streams().any(|(_, s)| s.truncated())
+    }
+
+    /// Bytes the child wrote in all.
+    pub fn total_bytes(&self) -> u64 {
+        self.streams().map(|(_, s)| s.total).sum()
+    }
+
+    /// The captured streams with their names.
+    pub fn streams(&self) -> impl Iterator<Item = (Stream, &CapturedStream)> {
+        [
+            (Stream::Stdout, self.stdout.as_ref()),
+            (Stream::Stderr, self.stderr.as_ref()),
+            (Stream::Combined, self.combined.as_ref()),
+            (Stream::Terminal, self.terminal.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(stream, c)| c.map(|c| (stream, c)))
+    }
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Snapshot");
+        for (stream, c) in self.streams() {
+            d.field(
+                stream.name(),
+                &format_args!("{} bytes, {} omitted", c.total, c.omitted),
+            );
+        }
+        d.field("running", &self.running()).finish()
+    }
+}
+
+/// Everything kept in memory of one stream: the head/tail capture and the `Output` event
+/// throttle. One per stream, behind a mutex the reader thread takes once per chunk. (The log
+/// spill runs on a thread of its own: see [`spill::start`].)
+pub(crate) struct Recorder {
+    pub(crate) capture: HeadTail,
+    stream: Stream,
+    throttle: std::time::Duration,
+    chunk_cap: usize,
+    utf8: bool,
+    pending: Vec<u8>,
+    /// Bytes were left out of the pending event (cap, or the previous event dropped).
+    pending_truncated: bool,
+    seq: u64,
+    last_emit: Option<std::time::Instant>,
+}
+
+impl Recorder {
+    pub(crate) fn new(
+        stream: Stream,
+        capture: HeadTail,
+        events: &crate::config::EventConfig,
+    ) -> Self {
+        Self {
+            capture,
+            stream,
+            throttle: events.throttle,
+            chunk_cap: events.chunk_cap,
+            utf8: events.utf8_boundaries,
+            pending: Vec::new(),
+            pending_truncated: false,
+            seq: 0,
+            last_emit: None,
+        }
+    }
+
+    /// Records a chunk read at `now`. Returns when the pending `Output` event is due if it
+    /// could not be sent yet (throttled).
+    pub(crate) fn record(
+        &mut self,
+        data: &[u8],
+        now: std::time::Instant,
+        emitter: &crate::events::Emitter,
+    ) -> Option<std::time::Instant> {
+        self.capture.push(data);
+        let room = self.chunk_cap.saturating_sub(self.pending.len());
+        if data.len() > room {
+            self.pending_truncated = true;
+        }
+        self.pending
+            .extend_from_slice(&data[..room.min(data.len())]);
+        match self.due() {
+            Some(due) if due > now => Some(due),
+            _ => {
+                self.flush(now, emitter);
+                None
+            }
+        }
+    }
+
+    /// Whether bytes (or a truncation flag) wait for an `Output` event.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || self.pending_truncated
+    }
+
+    /// When the pending event may be sent; `None` when it may be sent at once (or nothing is
+    /// pending: see [`has_pending`](Self::has_pending)).
+    pub(crate) fn due(&self) -> Option<std::time::Instant> {
+        if !self.has_pending() {
+            return None;
+        }
+        self.last_emit.map(|t| t + self.throttle)
+    }
+
+    /// Sends the pending `Output` event.
+    pub(crate) fn flush(&mut self, now: std::time::Instant, emitter: &crate::events::Emitter) {
+        if self.pending.is_empty() && !self.pending_truncated {
+            return;
+        }
+        let cut = if self.utf8 && !self.pending_truncated {
+            match crate::events::utf8_cut(&self.pending) {
+                0 => self.pending.len(), // a lone partial character: send it rather than stall
+                n => n,
+            }
+        } else if self.utf8 {
+            crate::events::utf8_cut(&self.pending)
+        } else {
+            self.pending.len()
+        };
+        let rest = self.pending.split_off(cut);
+        let bytes = std::mem::replace(
+            &mut self.pending,
+            if self.pending_truncated {
+                Vec::new()
+            } else {
+                rest
+            },
+        );
+        let event = crate::events::Event::Output {
+            stream: self.stream,
+            seq: self.seq,
+            bytes,
+            truncated: self.pending_truncated,
+        };
+        self.seq += 1;
+        self.last_emit = Some(now);
+        // A dropped event flags the next one.
+        self.pending_truncated = !emitter.best_effort(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against a model: the rendered capture is an exact prefix of the real stream, the
+        /// marker, and an exact suffix; the omitted count is exact.
+        #[test]
+        fn head_tail_matches_the_model(
+            cap in prop_oneof![Just(0usize), Just(1), Just(2), 0usize..600],
+            chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..20),
+        ) {
+            let mut buf = HeadTail::new(cap);
+            let mut stream = Vec::new();
+            for chunk in &chunks {
+                buf.push(chunk);
+                stream.extend_from_slice(chunk);
+            }
+            let c = buf.captured();
+            let head_cap = cap / 2;
+            let tail_cap = cap - head_cap;
+            prop_assert_eq!(c.total, stream.len() as u64);
+            let keep_head = head_cap.min(stream.len());
+            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
+            let keep_tail = tail_cap.min(stream.len() - keep_head);
+            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
+            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
+            let rendered = c.render();
+            if c.omitted == 0 {
+                prop_assert_eq!(rendered, stream);
+            } else {
+                let marker = omission_marker(c.omitted);
+                let mut expected = stream[..keep_head].to_vec();
+                expected.extend_from_slice(marker.as_bytes());
+                expected.extend_from_slice(&stream[stream.len() - keep_tail..]);
+                prop_assert_eq!(rendered, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn zero_and_one_byte_caps() {
+        let mut zero = HeadTail::new(0);
+        zero.push(b"hello");
+        let c = zero.captured();
+        assert_eq!(
+            (c.head.len(), c.tail.len(), c.omitted, c.total),
+            (0, 0, 5, 5)
+        );
+        assert_eq!(c.render_lossy(), "\n[quietus: 5 bytes omitted]\n");
+        let mut one = HeadTail::new(1);
+        one.push(b"hello");
+        let c = one.captured();
+        assert_eq!(c.tail, b"o");
+        assert_eq!(c.omitted, 4);
+    }
+}

@@ -1,0 +1,1192 @@
+//! The log spill: once a stream passes a threshold, its complete content from byte 0 goes to a
+//! log file (created new, never through a symlink, mode 0600, in a folder of mode 0700), and its
+//! SHA-256 is kept.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+
+use crate::config::LogRetention;
+use crate::own_files::OwnFiles;
+use crate::stream::Stream;
+
+/// A complete log of one stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogFile {
+    /// Which stream.
+    pub stream: Stream,
+    /// Where it is (when it could not be created: where it would have been).
+    pub path: PathBuf,
+    /// Lower-case hex SHA-256 of every byte read from the stream: the complete log's content.
+    pub sha256: String,
+    /// How many bytes were read from the stream: the complete log's length.
+    pub bytes: u64,
+    /// How many bytes the file really holds: `bytes` unless writing failed.
+    pub written: u64,
+    /// Whether the log lacks part of the stream: it could not be created or written
+    /// (`written < bytes`), or the stream was still held open when the run ended (then the
+    /// log holds every byte read, but the stream went on). The in-memory capture still holds
+    /// head and tail.
+    pub incomplete: bool,
+    /// Why it is incomplete, in words.
+    pub error: Option<String>,
+}
+
+/// The default log folder: the platform cache folder's `quietus/logs`
+/// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS), else (no `HOME`)
+/// the temp folder's `quietus-<uid>-logs`. Being a default, it must be the user's own: a
+/// spawn refuses it when it belongs to someone else or others can write to it (as ssh refuses
+/// such a folder), where a folder the caller chose only has to be usable.
+pub(crate) fn default_log_dir() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let cache = if cfg!(target_os = "macos") {
+        home.map(|h| h.join("Library/Caches"))
+    } else {
+        std::env::var_os("XDG_CACHE_HOME")
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".cache")))
+    };
+    match cache {
+        Some(cache) => cache.join("quietus").join("logs"),
+        None => std::env::temp_dir().join(format!(
+            "quietus-{}-logs",
+            crate::process::sys::effective_uid()
+        )),
+    }
+}
+
+/// Creates the log folder (mode 0700 for what is created) and checks that files can be made in
+/// it, so an unusable folder is an error at spawn rather than lost output later.
+pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
+    let fail = |kind: io::ErrorKind, problem: String| {
+        io::Error::new(
+            kind,
+            LogDirError {
+                path: dir.to_path_buf(),
+                problem,
+            },
+        )
+    };
+    let created = DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    let meta = match (created, fs::metadata(dir)) {
+        (_, Ok(meta)) => meta,
+        (Err(e), Err(_)) => return Err(fail(e.kind(), format!("cannot create it: {e}"))),
+        (Ok(()), Err(e)) => return Err(fail(e.kind(), format!("cannot read it: {e}"))),
+    };
+    if !meta.is_dir() {
+        return Err(fail(io::ErrorKind::NotADirectory, "is not a folder".into()));
+    }
+    if let Err(e) = crate::process::sys::check_dir_writable(dir) {
+        return Err(fail(e.kind(), format!("not writable: {e}")));
+    }
+    if meta.permissions().readonly() {
+        return Err(fail(io::ErrorKind::PermissionDenied, "is read-only".into()));
+    }
+    if dir == default_log_dir() {
+        check_own(&meta).map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem))?;
+    }
+    Ok(())
+}
+
+/// The default log folder must be the user's own and closed to others: a folder someone else
+/// owns, or one others can write to, could have its logs read, replaced or removed.
+fn check_own(meta: &fs::Metadata) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = crate::process::sys::effective_uid();
+    if meta.uid() != uid {
+        return Err(format!(
+            "belongs to user {}, not to this user ({uid}); the default log folder must be \
+             the user's own",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "is writable by others (mode {mode:o}); the default log folder must be the \
+             user's own"
+        ));
+    }
+    Ok(())
+}
+
+/// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
+/// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
+/// spawn then fails with, so a caller can tell it from the program's own spawn error
+/// (`SpawnError::of(&err)`, then `inner().downcast_ref::<LogDirError>()`).
+#[derive(Debug)]
+pub(crate) struct LogDirError {
+    path: PathBuf,
+    problem: String,
+}
+
+impl std::fmt::Display for LogDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "log folder {}: {}", self.path.display(), self.problem)
+    }
+}
+
+impl std::error::Error for LogDirError {}
+
+/// The folder a session's spills write to, or, for an unusable default folder, why they
+/// write nothing (the log entries then say so).
+#[derive(Debug, Clone)]
+pub(crate) struct LogDir {
+    path: PathBuf,
+    unusable: Option<String>,
+}
+
+/// The log folder of a session about to be spawned: `None` without spill; a folder the caller
+/// named must be usable (else a [`SpawnError`](crate::SpawnError) of kind `LogDir`); an
+/// unusable default folder is a warning and a folder that writes nothing. A usable folder gets
+/// its retention budget applied.
+pub(crate) fn resolve_dir(capture: &crate::config::CaptureConfig) -> io::Result<Option<LogDir>> {
+    if !capture.spill {
+        return Ok(None);
+    }
+    resolve(capture.log_dir.clone(), default_log_dir, &capture.retention)
+}
+
+fn resolve(
+    named: Option<PathBuf>,
+    default: impl FnOnce() -> PathBuf,
+    retention: &LogRetention,
+) -> io::Result<Option<LogDir>> {
+    let is_default = named.is_none();
+    let path = named.unwrap_or_else(default);
+    match prepare_dir(&path) {
+        Ok(()) => {
+            maybe_sweep(&path, retention);
+            Ok(Some(LogDir {
+                path,
+                unusable: None,
+            }))
+        }
+        Err(e) if is_default => {
+            log::warn!("{e}; no log is written (name a folder to have them)");
+            Ok(Some(LogDir {
+                path,
+                unusable: Some(e.to_string()),
+            }))
+        }
+        Err(e) => Err(crate::error::SpawnError::log_dir(e).into()),
+    }
+}
+
+/// The logs of this process still being written (the retention never deletes them; other
+/// processes' are told by the lock their writer holds).
+static LIVE: LazyLock<crate::sync::Mutex<HashSet<PathBuf>>> =
+    LazyLock::new(|| crate::sync::Mutex::new(HashSet::new()));
+/// When this process last applied the retention to each folder, and the bytes logged then.
+static SWEPT: LazyLock<crate::sync::Mutex<HashMap<PathBuf, (Instant, u64)>>> =
+    LazyLock::new(|| crate::sync::Mutex::new(HashMap::new()));
+/// Bytes this process has written to logs.
+static LOGGED: AtomicU64 = AtomicU64::new(0);
+/// At most one sweep per folder per this interval, unless much was logged since.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+fn maybe_sweep(dir: &Path, retention: &LogRetention) {
+    if retention.max_age.is_none() && retention.max_total_bytes.is_none() {
+        return;
+    }
+    let logged = LOGGED.load(Ordering::Relaxed);
+    let now = Instant::now();
+    {
+        let mut swept = SWEPT.lock();
+        if let Some(&(at, logged_then)) = swept.get(dir) {
+            let much = retention
+                .max_total_bytes
+                .is_some_and(|max| logged - logged_then > max / 8);
+            if now.duration_since(at) < SWEEP_EVERY && !much {
+                return;
+            }
+        }
+        swept.insert(dir.to_path_buf(), (now, logged));
+    }
+    match sweep(dir, retention, SystemTime::now()) {
+        Ok(0) => {}
+        Ok(n) => log::debug!("log folder {}: {n} old logs deleted", dir.display()),
+        Err(e) => log::debug!("log folder {}: retention not applied: {e}", dir.display()),
+    }
+}
+
+/// Whether a file name is one quietus gives its logs:
+/// `<16-char timestamp>-<pid>-s<session>-<stream>[-<n>].log`.
+fn is_log_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".log") else {
+        return false;
+    };
+    let mut parts = stem.split('-');
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let stamp = parts.next().unwrap_or_default();
+    let stamp_ok = stamp.len() == 16
+        && stamp.as_bytes()[8] == b'T'
+        && stamp.ends_with('Z')
+        && digits(&stamp[..8])
+        && digits(&stamp[9..15]);
+    let pid_ok = parts.next().is_some_and(digits);
+    let session_ok = parts
+        .next()
+        .and_then(|s| s.strip_prefix('s'))
+        .is_some_and(digits);
+    let stream_ok = parts
+        .next()
+        .is_some_and(|s| matches!(s, "stdout" | "stderr" | "combined"));
+    let rest: Vec<&str> = parts.collect();
+    let rest_ok = rest.is_empty() || (rest.len() == 1 && digits(rest[0]));
+    stamp_ok && pid_ok && session_ok && stream_ok && rest_ok
+}
+
+/// One of quietus's logs in a folder, as the retention sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogEntry {
+    pub(crate) modified: SystemTime,
+    pub(crate) bytes: u64,
+    /// Being written: never deleted.
+    pub(crate) live: bool,
+}
+
+/// Which logs the retention deletes, oldest first (indices into `logs`): those older than the
+/// age limit, then the oldest while the total (live logs included) passes the size limit.
+/// Live logs are never chosen.
+pub(crate) fn to_delete(logs: &[LogEntry], now: SystemTime, budget: &LogRetention) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..logs.len()).collect();
+    order.sort_by_key(|&i| logs[i].modified);
+    let mut total: u64 = logs.iter().map(|l| l.bytes).sum();
+    let mut chosen = Vec::new();
+    for i in order {
+        let log = &logs[i];
+        if log.live {
+            continue;
+        }
+        let too_old = budget
+            .max_age
+            .is_some_and(|age| now.duration_since(log.modified).is_ok_and(|a| a > age));
+        let too_big = budget.max_total_bytes.is_some_and(|max| total > max);
+        if too_old || too_big {
+            total -= log.bytes;
+            chosen.push(i);
+        }
+    }
+    chosen
+}
+
+/// Applies the retention to a folder now; returns how many logs it deleted.
+fn sweep(dir: &Path, budget: &LogRetention, now: SystemTime) -> io::Result<usize> {
+    let mut paths = Vec::new();
+    let mut entries = Vec::new();
+    {
+        let live = LIVE.lock();
+        for entry in fs::read_dir(dir)?.flatten() {
+            let name = entry.file_name();
+            if !name.to_str().is_some_and(is_log_name) {
+                continue;
+            }
+            // Not followed: a symlink or anything but a plain file is not a log of ours.
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.file_type().is_file() {
+                continue;
+            }
+            let path = entry.path();
+            entries.push(LogEntry {
+                modified: meta.modified().unwrap_or(now),
+                bytes: meta.len(),
+                live: live.contains(&path),
+            });
+            paths.push(path);
+        }
+    }
+    let mut deleted = 0;
+    for i in to_delete(&entries, now, budget) {
+        if delete_unless_locked(&paths[i]) {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes a log unless another process is writing it (its writer holds an exclusive `flock`
+/// on it for as long as it writes: see [`lock_new_log`]).
+fn delete_unless_locked(path: &Path) -> bool {
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+    else {
+        return false;
+    };
+    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        return false; // being written
+    }
+    fs::remove_file(path).is_ok()
+}
+
+/// Locks a new log for as long as it is written, so another process's retention leaves it
+/// alone; `false` when a retention deleted it between its creation and the lock (the caller
+/// then makes another).
+fn lock_new_log(file: &File) -> bool {
+    if let Err(e) = rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive) {
+        log::debug!("cannot lock a new log: {e}");
+    }
+    file.metadata().is_ok_and(|m| m.nlink() > 0)
+}
+
+/// `20261122T053012Z`, from the wall clock (only for naming files).
+fn timestamp() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Opens a new log file: create-new (never overwrites, never follows a symlink), mode 0600.
+/// On failure, the error and the first name it tried.
+/// Each name is registered in `own` before it is tried, so the file tracker never counts the
+/// log's creation or its writes as the child's activity.
+fn create_log(
+    dir: &Path,
+    session: u64,
+    stream: Stream,
+    own: Option<&OwnFiles>,
+) -> Result<(File, PathBuf), (io::Error, PathBuf)> {
+    let base = format!(
+        "{}-{}-s{session}-{}",
+        timestamp(),
+        std::process::id(),
+        stream.name()
+    );
+    for attempt in 0..100 {
+        let name = if attempt == 0 {
+            format!("{base}.log")
+        } else {
+            format!("{base}-{attempt}.log")
+        };
+        let path = dir.join(name);
+        if let Some(own) = own {
+            own.add(&path);
+        }
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(crate::process::sys::O_NOFOLLOW)
+            .open(&path);
+        match opened {
+            Ok(file) => {
+                if !lock_new_log(&file) {
+                    continue; // deleted by a retention before it was locked: another name
+                }
+                // The mode asked for is filtered by the umask: make it exact.
+                return match file.set_permissions(fs::Permissions::from_mode(0o600)) {
+                    Ok(()) => {
+                        LIVE.lock().insert(path.clone());
+                        Ok((file, path))
+                    }
+                    Err(e) => Err((e, path)),
+                };
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err((e, path)),
+        }
+    }
+    Err((
+        io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("no free log file name like {base}.log"),
+        ),
+        dir.join(format!("{base}.log")),
+    ))
+}
+
+/// Chunks in flight between a reader and its spill thread, and again between the spill thread
+/// and its log writer (at most this many × the read size, 2 MiB, in memory each); a disk slower than the child then slows the reader, never memory.
+const IN_FLIGHT: usize = 32;
+
+/// What a spill thread is handed.
+enum Message {
+    /// The next bytes of the stream.
+    Chunk(Arc<[u8]>),
+    /// Everything handed over before this is written and hashed: answer, and stop.
+    Seal(crossbeam_channel::Sender<()>),
+}
+
+/// Closes the reader's side of a spill without losing a chunk the reader already holds.
+#[derive(Debug, Default)]
+struct Gate {
+    /// The log is closed: later chunks are not logged.
+    sealed: AtomicBool,
+    /// The reader is between its look at `sealed` and the end of its hand-over.
+    busy: AtomicBool,
+}
+
+/// The reader's end of a spill thread.
+pub(crate) struct SpillWriter {
+    tx: crossbeam_channel::Sender<Message>,
+    gate: Arc<Gate>,
+    lazy: Arc<LazyWorker>,
+}
+
+/// The spill thread before its start: it starts with the first chunk, so a stream that never
+/// carries a byte (a sleeping program's) costs no thread.
+struct LazyWorker {
+    /// The thread's end of the channel, until it starts (`None` after, or once sealed
+    /// without a chunk).
+    rx: crate::sync::Mutex<Option<crossbeam_channel::Receiver<Message>>>,
+    name: String,
+    state: Arc<crate::sync::Mutex<Spill>>,
+}
+
+impl LazyWorker {
+    /// Starts the thread if it has not started; `false` when it could not be (the caller
+    /// then does its work itself).
+    fn ensure_started(&self) -> bool {
+        let mut rx = self.rx.lock();
+        let Some(messages) = rx.take() else {
+            return true;
+        };
+        let worker = self.state.clone();
+        let started = std::thread::Builder::new()
+            .name(self.name.clone())
+            .spawn(move || {
+                for message in messages {
+                    match message {
+                        Message::Chunk(chunk) => worker.lock().push_shared(chunk),
+                        Message::Seal(ack) => {
+                            worker.lock().finish();
+                            let _ = ack.send(());
+                            return;
+                        }
+                    }
+                }
+                worker.lock().finish();
+            });
+        if let Err(e) = started {
+            log::warn!("no thread for the log spill ({e}); the reader logs itself");
+            return false;
+        }
+        true
+    }
+
+    /// Whether the thread never started (and now never will): no chunk was handed over.
+    fn never_started(&self) -> bool {
+        self.rx.lock().take().is_some()
+    }
+}
+
+impl SpillWriter {
+    /// Hands a chunk to the spill thread (blocks only when [`IN_FLIGHT`] chunks wait), which
+    /// starts with the first one. A chunk read after the log was closed
+    /// ([`SpillReport::log`]) is not logged.
+    pub(crate) fn push(&self, data: &[u8]) {
+        // Sequentially consistent on both sides (see `SpillReport::log`): either this push
+        // sees the seal and keeps out, or the seal sees `busy` and waits for the hand-over.
+        self.gate.busy.store(true, Ordering::SeqCst);
+        if !self.gate.sealed.load(Ordering::SeqCst) {
+            if self.lazy.ensure_started() {
+                let _ = self.tx.send(Message::Chunk(Arc::from(data)));
+            } else {
+                self.lazy.state.lock().push_shared(Arc::from(data));
+            }
+        }
+        self.gate.busy.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The monitor's end of a spill thread: the log so far, and the way to close it.
+pub(crate) struct SpillReport {
+    pub(crate) state: Arc<crate::sync::Mutex<Spill>>,
+    tx: crossbeam_channel::Sender<Message>,
+    gate: Arc<Gate>,
+    lazy: Arc<LazyWorker>,
+}
+
+impl SpillReport {
+    /// Whether the reader is handing a chunk over right now: waiting for the spill thread to
+    /// make room, so the log (not the pipe) is what it waits for.
+    pub(crate) fn busy(&self) -> bool {
+        self.gate.busy.load(Ordering::SeqCst)
+    }
+
+    /// Closes the log and returns it (`None` while the stream stayed under the threshold).
+    /// Every chunk the reader handed over, or holds at this moment, is written and hashed
+    /// first: this waits for the disk, never for a timer. `settled`: the reader reached
+    /// end-of-file, so the log is the whole stream; otherwise it is marked incomplete.
+    pub(crate) fn log(&self, settled: bool) -> Option<LogFile> {
+        self.gate.sealed.store(true, Ordering::SeqCst);
+        while self.gate.busy.load(Ordering::SeqCst) {
+            // The reader holds a chunk read before the seal: it is on its way.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (ack_tx, ack_rx) = crossbeam_channel::bounded(1);
+        if self.lazy.never_started() {
+            self.state.lock().finish(); // no chunk came: nothing to wait for
+        } else if self.tx.send(Message::Seal(ack_tx)).is_ok() {
+            // Err: the spill thread is gone (already sealed); the state holds what it wrote.
+            let _ = ack_rx.recv();
+        }
+        let mut log = self.state.lock().log()?;
+        if !settled && !log.incomplete {
+            log.incomplete = true;
+            log.error = Some(
+                "the stream was still open when the run ended (a process outside the tree \
+                 held it); the log holds every byte read until then"
+                    .to_owned(),
+            );
+        }
+        Some(log)
+    }
+}
+
+/// Prepares the spill thread of one stream, started by its first chunk: hashing (SHA-256 is
+/// slower than a pipe) runs there, beside the reader, not in its way; the log's disk writes
+/// run on a thread of their own beside the hash (see [`FileWriter`]), so the two overlap.
+/// Where the thread cannot start, the reader hashes and writes itself.
+pub(crate) fn start(spill: Spill, name: String) -> std::io::Result<(SpillWriter, SpillReport)> {
+    let (tx, rx) = crossbeam_channel::bounded::<Message>(IN_FLIGHT);
+    let state = Arc::new(crate::sync::Mutex::new(spill));
+    let gate = Arc::new(Gate::default());
+    let lazy = Arc::new(LazyWorker {
+        rx: crate::sync::Mutex::new(Some(rx)),
+        name,
+        state: state.clone(),
+    });
+    Ok((
+        SpillWriter {
+            tx: tx.clone(),
+            gate: gate.clone(),
+            lazy: lazy.clone(),
+        },
+        SpillReport {
+            state,
+            tx,
+            gate,
+            lazy,
+        },
+    ))
+}
+
+/// What the log file holds so far, shared by the spill and its file writer.
+#[derive(Debug, Default)]
+struct Written {
+    /// Bytes in the file.
+    bytes: u64,
+    /// Why writing stopped.
+    error: Option<String>,
+}
+
+/// The thread that writes a log file while the spill thread hashes the next chunk: started
+/// when the log is created (a stream under the threshold never has one).
+struct FileWriter {
+    tx: Option<crossbeam_channel::Sender<Arc<[u8]>>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Appends a chunk to the log; a failure ends the writing (the log is incomplete).
+fn write_chunk(file: &File, path: &Path, data: &[u8], written: &crate::sync::Mutex<Written>) {
+    if written.lock().error.is_some() {
+        return;
+    }
+    let mut out = file;
+    match out.write_all(data) {
+        Ok(()) => {
+            written.lock().bytes += data.len() as u64;
+            LOGGED.fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        Err(e) => {
+            log::error!("writing log {}: {e}; the log is incomplete", path.display());
+            let mut w = written.lock();
+            // Part of the chunk may be in: the file's length says how much.
+            w.bytes = file.metadata().map_or(w.bytes, |m| m.len());
+            w.error = Some(format!("cannot write it: {e}"));
+        }
+    }
+}
+
+/// One stream's spill.
+pub(crate) struct Spill {
+    dir: Option<LogDir>,
+    threshold: u64,
+    session: u64,
+    stream: Stream,
+    pending: Vec<u8>,
+    file: Option<(Arc<File>, PathBuf)>,
+    writer: Option<FileWriter>,
+    written: Arc<crate::sync::Mutex<Written>>,
+    hasher: Sha256,
+    total: u64,
+    failed: bool,
+    /// Why the log is incomplete, and the path it has or would have had.
+    error: Option<(String, PathBuf)>,
+    /// Where the log file is registered as quietus's own, when files are watched.
+    own: Option<OwnFiles>,
+}
+
+impl Spill {
+    /// `dir: None` disables spilling (the hash is still kept).
+    pub(crate) fn new(dir: Option<LogDir>, threshold: u64, session: u64, stream: Stream) -> Self {
+        Self {
+            dir,
+            threshold,
+            session,
+            stream,
+            pending: Vec::new(),
+            file: None,
+            writer: None,
+            written: Arc::default(),
+            hasher: Sha256::new(),
+            total: 0,
+            failed: false,
+            error: None,
+            own: None,
+        }
+    }
+
+    /// Registers the log file in `own` (the file tracker's list) before creating it.
+    pub(crate) fn own_files(mut self, own: Option<OwnFiles>) -> Self {
+        self.own = own;
+        self
+    }
+
+    #[cfg(test)]
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.push_shared(Arc::from(data));
+    }
+
+    /// Hashes a chunk and hands it to the log's writer (once past the threshold).
+    pub(crate) fn push_shared(&mut self, data: Arc<[u8]>) {
+        if self.file.is_some() {
+            // The writer copies it to the file while this hashes it.
+            self.write(data.clone());
+        }
+        self.hasher.update(&data);
+        self.total += data.len() as u64;
+        if self.failed || self.file.is_some() {
+            return;
+        }
+        let Some(dir) = self.dir.as_ref() else {
+            return;
+        };
+        self.pending.extend_from_slice(&data);
+        if self.total <= self.threshold {
+            return;
+        }
+        if let Some(why) = &dir.unusable {
+            self.failed = true;
+            let path = dir.path.join(format!(
+                "{}-{}-s{}-{}.log",
+                timestamp(),
+                std::process::id(),
+                self.session,
+                self.stream.name()
+            ));
+            self.error = Some((format!("not written: {why}"), path));
+        } else {
+            match create_log(&dir.path, self.session, self.stream, self.own.as_ref()) {
+                Ok((file, path)) => {
+                    let file = Arc::new(file);
+                    self.writer = self.start_writer(&file, &path);
+                    self.file = Some((file, path));
+                    let pending = std::mem::take(&mut self.pending);
+                    self.write(Arc::from(pending));
+                }
+                Err((e, path)) => {
+                    log::error!(
+                        "cannot create the log {}: {e}; output is kept in memory only",
+                        path.display()
+                    );
+                    self.failed = true;
+                    self.error = Some((format!("cannot create it: {e}"), path));
+                }
+            }
+        }
+        self.pending = Vec::new();
+    }
+
+    /// The log's writer thread; `None` (the spill thread then writes too) if none can start.
+    fn start_writer(&self, file: &Arc<File>, path: &Path) -> Option<FileWriter> {
+        let (tx, rx) = crossbeam_channel::bounded::<Arc<[u8]>>(IN_FLIGHT);
+        let (file, path_buf, written) = (file.clone(), path.to_path_buf(), self.written.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("quietus-logw-{}", self.session))
+            .spawn(move || {
+                for chunk in rx {
+                    write_chunk(&file, &path_buf, &chunk, &written);
+                }
+            })
+            .inspect_err(|e| log::debug!("no log writer thread ({e}); writing inline"))
+            .ok()?;
+        Some(FileWriter {
+            tx: Some(tx),
+            handle: Some(handle),
+        })
+    }
+
+    /// Appends to the open log, through its writer thread when there is one.
+    fn write(&mut self, data: Arc<[u8]>) {
+        let Some((file, path)) = self.file.as_ref() else {
+            return;
+        };
+        if let Some(tx) = self.writer.as_ref().and_then(|w| w.tx.as_ref()) {
+            let _ = tx.send(data);
+        } else {
+            write_chunk(file, path, &data, &self.written);
+        }
+    }
+
+    /// Every chunk handed over is in the file: stops the writer, unlocks the log and lets the
+    /// retention have it.
+    pub(crate) fn finish(&mut self) {
+        if let Some(mut writer) = self.writer.take() {
+            drop(writer.tx.take());
+            if let Some(handle) = writer.handle.take()
+                && handle.join().is_err()
+            {
+                log::error!("the log writer thread panicked");
+            }
+        }
+        if let Some((file, path)) = &self.file
+            && LIVE.lock().remove(path)
+        {
+            let _ = rustix::fs::flock(&**file, rustix::fs::FlockOperation::Unlock);
+        }
+    }
+
+    /// Where the log is, once started.
+    pub(crate) fn path(&self) -> Option<PathBuf> {
+        self.file.as_ref().map(|(_, p)| p.clone())
+    }
+
+    /// The log, if one was started (or could not be).
+    pub(crate) fn log(&self) -> Option<LogFile> {
+        let path = match (&self.file, &self.error) {
+            (Some((file, path)), _) => {
+                if self.writer.is_none()
+                    && let Err(e) = file.sync_data()
+                {
+                    log::debug!("syncing log {}: {e}", path.display());
+                }
+                path.clone()
+            }
+            (None, Some((_, path))) => path.clone(),
+            (None, None) => return None,
+        };
+        let written = self.written.lock();
+        let error = self
+            .error
+            .as_ref()
+            .map(|(why, _)| why.clone())
+            .or_else(|| written.error.clone());
+        let digest = self.hasher.clone().finalize();
+        Some(LogFile {
+            stream: self.stream,
+            path,
+            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            bytes: self.total,
+            written: written.bytes,
+            incomplete: error.is_some(),
+            error,
+        })
+    }
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn below_the_threshold_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = Spill::new(
+            Some(LogDir {
+                path: dir.path().into(),
+                unusable: None,
+            }),
+            4096,
+            1,
+            Stream::Stdout,
+        );
+        spill.push(&[b'x'; 4096]);
+        assert!(spill.log().is_none());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn past_the_threshold_the_whole_stream_is_logged_with_its_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = Spill::new(
+            Some(LogDir {
+                path: dir.path().into(),
+                unusable: None,
+            }),
+            10,
+            7,
+            Stream::Stderr,
+        );
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for chunk in data.chunks(333) {
+            spill.push(chunk);
+        }
+        spill.finish();
+        let log = spill.log().unwrap();
+        assert_eq!(fs::read(&log.path).unwrap(), data);
+        let expected: String = Sha256::digest(&data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(log.sha256, expected);
+        assert_eq!(log.bytes, data.len() as u64);
+        let meta = fs::metadata(&log.path).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        let name = log.path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.contains("-s7-stderr") && name.ends_with(".log"),
+            "{name}"
+        );
+    }
+
+    /// Closing the log waits for every chunk handed over, however slow the writer, and keeps
+    /// out what comes after; a stream still open is marked incomplete, with the reason.
+    #[test]
+    fn closing_the_log_writes_every_chunk_handed_over_and_nothing_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = Spill::new(
+            Some(LogDir {
+                path: dir.path().into(),
+                unusable: None,
+            }),
+            10,
+            3,
+            Stream::Stdout,
+        );
+        let (writer, report) = start(spill, "spill-test".into()).unwrap();
+        let data: Vec<u8> = (0..(8 * IN_FLIGHT * 4096) as u32)
+            .map(|i| (i % 253) as u8)
+            .collect();
+        for chunk in data.chunks(4096) {
+            writer.push(chunk);
+        }
+        let log = report.log(false).unwrap();
+        writer.push(b"after the seal");
+        assert_eq!(fs::read(&log.path).unwrap(), data);
+        assert_eq!(
+            (log.bytes, log.written),
+            (data.len() as u64, data.len() as u64)
+        );
+        assert!(log.incomplete);
+        assert!(log.error.unwrap().contains("still open"));
+        assert_eq!(
+            report.log(true).unwrap().bytes,
+            data.len() as u64,
+            "sealed once"
+        );
+    }
+
+    #[test]
+    fn create_new_never_follows_or_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        fs::write(&target, "precious").unwrap();
+        // Plant symlinks at every name the next log could take in this second.
+        let (_, probe) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
+        let probe_name = probe.file_name().unwrap().to_string_lossy().into_owned();
+        fs::remove_file(&probe).unwrap();
+        let base = probe_name.trim_end_matches(".log").to_owned();
+        std::os::unix::fs::symlink(&target, dir.path().join(format!("{base}.log"))).unwrap();
+        let (mut file, path) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
+        file.write_all(b"log").unwrap();
+        assert_ne!(path, dir.path().join(format!("{base}.log")));
+        assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
+    }
+
+    #[test]
+    fn a_folder_under_a_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, "").unwrap();
+        let err = prepare_dir(&file.join("logs")).unwrap_err();
+        assert!(err.to_string().contains("log folder"), "{err}");
+        let err = prepare_dir(&file).unwrap_err();
+        assert!(err.to_string().contains("not a folder"), "{err}");
+    }
+
+    #[test]
+    fn prepared_folders_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("a/b/logs");
+        prepare_dir(&logs).unwrap();
+        assert_eq!(fs::metadata(&logs).unwrap().mode() & 0o777, 0o700);
+    }
+
+    fn entry(age_secs: u64, bytes: u64, live: bool, now: SystemTime) -> LogEntry {
+        LogEntry {
+            modified: now - Duration::from_secs(age_secs),
+            bytes,
+            live,
+        }
+    }
+
+    /// The retention as a pure function of the files, the time and the budget: too old first,
+    /// then the oldest while over the size budget; a live log is never chosen, but counts.
+    #[test]
+    fn retention_deletes_the_too_old_then_the_oldest_over_budget_never_a_live_log() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let budget = LogRetention::default()
+            .max_age(Some(Duration::from_secs(100)))
+            .max_total_bytes(Some(1000));
+        // Nothing to do: young and under budget.
+        let logs = [entry(10, 400, false, now), entry(5, 500, false, now)];
+        assert!(to_delete(&logs, now, &budget).is_empty());
+        // One too old (whatever the size), the rest under budget.
+        let logs = [entry(10, 400, false, now), entry(101, 1, false, now)];
+        assert_eq!(to_delete(&logs, now, &budget), vec![1]);
+        // Over budget: the oldest go until the rest fits (1500 → 1100 → 800).
+        let logs = [
+            entry(30, 300, false, now),
+            entry(50, 400, false, now),
+            entry(40, 300, false, now),
+            entry(10, 500, false, now),
+        ];
+        assert_eq!(to_delete(&logs, now, &budget), vec![1, 2]);
+        // The oldest is live: skipped (and still counted), the next ones go.
+        let logs = [
+            entry(200, 600, true, now),
+            entry(50, 300, false, now),
+            entry(10, 300, false, now),
+        ];
+        // 1200 → 900: under budget once the oldest that is not live is gone.
+        assert_eq!(to_delete(&logs, now, &budget), vec![1]);
+        // A clock that went back (mtime in the future) is not old.
+        let logs = [entry(0, 10, false, now + Duration::from_secs(500))];
+        assert!(to_delete(&logs, now, &budget).is_empty());
+        // No limits: nothing goes.
+        let logs = [entry(1_000_000, u64::MAX / 2, false, now)];
+        assert!(to_delete(&logs, now, &LogRetention::keep_all()).is_empty());
+    }
+
+    #[test]
+    fn only_quietus_log_names_are_recognised() {
+        for name in [
+            "20261122T053012Z-4242-s1-stdout.log",
+            "20261122T053012Z-1-s17-stderr-3.log",
+            "20261122T053012Z-99-s2-combined.log",
+        ] {
+            assert!(is_log_name(name), "{name}");
+        }
+        for name in [
+            "notes.log",
+            "20261122T053012Z-4242-s1-stdout.txt",
+            "20261122T053012Z-4242-s1-other.log",
+            "20261122X053012Z-4242-s1-stdout.log",
+            "20261122T053012Z-42a-s1-stdout.log",
+            "20261122T053012Z-4242-1-stdout.log",
+            "20261122T053012Z-4242-s1-stdout-x.log",
+            "20261122T053012Z-4242-s1-stdout-1-2.log",
+            "x20261122T053012Z-4242-s1-stdout.log",
+        ] {
+            assert!(!is_log_name(name), "{name}");
+        }
+        // What create_log makes is recognised.
+        let dir = tempfile::tempdir().unwrap();
+        let (_, path) = create_log(dir.path(), 5, Stream::Combined, None).unwrap();
+        assert!(is_log_name(path.file_name().unwrap().to_str().unwrap()));
+    }
+
+    fn make_log(dir: &Path, name: &str, bytes: usize, age_secs: u64) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, vec![b'x'; bytes]).unwrap();
+        let file = File::options().write(true).open(&path).unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(age_secs))
+            .unwrap();
+        path
+    }
+
+    /// On a real folder: only quietus's logs are touched, oldest first; a log held by its
+    /// writer's lock (another process's live log) and one of this process still being written
+    /// stay.
+    #[test]
+    fn sweeping_a_real_folder_keeps_other_files_and_live_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = make_log(d, "20200101T000000Z-1-s1-stdout.log", 10, 30 * 86_400);
+        let foreign = make_log(d, "notes.log", 10, 30 * 86_400);
+        let locked = make_log(d, "20200101T000000Z-2-s1-stdout.log", 10, 30 * 86_400);
+        let holder = File::open(&locked).unwrap();
+        rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let older_big = make_log(d, "20200102T000000Z-3-s1-stderr.log", 3000, 3600);
+        let newer_big = make_log(d, "20200103T000000Z-3-s2-stderr.log", 3000, 60);
+        // A live log of this process, the oldest of all.
+        let mut spill = Spill::new(
+            Some(LogDir {
+                path: d.into(),
+                unusable: None,
+            }),
+            0,
+            77,
+            Stream::Stdout,
+        );
+        spill.push(&[b'y'; 100]);
+        let live = spill.path().unwrap();
+        // Its writer thread is done with the bytes before the mtime is set back.
+        let started = Instant::now();
+        while spill.written.lock().bytes < 100 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the writer wrote"
+            );
+            std::thread::yield_now();
+        }
+        File::options()
+            .write(true)
+            .open(&live)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(40 * 86_400))
+            .unwrap();
+        let budget = LogRetention::default()
+            .max_age(Some(Duration::from_secs(7 * 86_400)))
+            .max_total_bytes(Some(4000));
+        let deleted = sweep(d, &budget, SystemTime::now()).unwrap();
+        let left: Vec<_> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(deleted, 2, "the old one and the older big one: {left:?}");
+        assert!(!old.exists() && !older_big.exists());
+        for kept in [&foreign, &locked, &newer_big, &live] {
+            assert!(kept.exists(), "{}", kept.display());
+        }
+        // Once the writer is done, its log is fair game.
+        spill.finish();
+        drop(holder);
+        assert_eq!(sweep(d, &budget, SystemTime::now()).unwrap(), 2);
+        assert!(!live.exists() && !locked.exists() && foreign.exists());
+    }
+
+    /// A loop of runs, each leaving a 3 KiB log, never grows the folder past the budget (plus
+    /// the one log being written).
+    #[test]
+    fn a_loop_of_runs_stays_within_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = LogRetention::default().max_total_bytes(Some(10 * 1024));
+        for run in 0..60 {
+            let log_dir = resolve(Some(dir.path().into()), PathBuf::new, &budget)
+                .unwrap()
+                .unwrap();
+            // The throttle is per process; a sweep as the spawn would make once it is due.
+            sweep(dir.path(), &budget, SystemTime::now()).unwrap();
+            let mut spill = Spill::new(Some(log_dir), 0, run, Stream::Stdout);
+            spill.push(&[b'z'; 3 * 1024]);
+            spill.finish();
+            let total: u64 = fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().metadata().unwrap().len())
+                .sum();
+            assert!(total <= 13 * 1024, "run {run}: {total} bytes");
+        }
+    }
+
+    /// An unusable default folder is no error: the spill writes nothing and its log entry says
+    /// why; the same folder named by the caller is a spawn error of its own kind.
+    #[test]
+    fn an_unusable_default_folder_degrades_a_named_one_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        fs::write(&file, "").unwrap();
+        let bad = file.join("logs");
+        let budget = LogRetention::default();
+        let degraded = resolve(None, || bad.clone(), &budget).unwrap().unwrap();
+        assert!(degraded.unusable.is_some());
+        let mut spill = Spill::new(Some(degraded), 10, 1, Stream::Stdout);
+        spill.push(b"short");
+        assert!(spill.log().is_none(), "under the threshold: nothing to say");
+        spill.push(&[b'x'; 100]);
+        let log = spill.log().unwrap();
+        assert!(log.incomplete);
+        assert_eq!((log.bytes, log.written), (105, 0));
+        let why = log.error.unwrap();
+        assert!(
+            why.contains("not written") && why.contains("log folder"),
+            "{why}"
+        );
+        assert!(log.path.starts_with(&bad));
+        let err = resolve(Some(bad.clone()), PathBuf::new, &budget).unwrap_err();
+        assert_ne!(err.kind(), io::ErrorKind::NotFound);
+        let inner = err
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<crate::SpawnError>())
+            .unwrap();
+        assert_eq!(inner.kind(), crate::SpawnErrorKind::LogDir);
+    }
+
+    /// The hash and the file write overlap: the log's writes run on a thread of their own.
+    #[test]
+    fn a_log_is_written_by_its_own_thread_and_complete_after_finish() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = Spill::new(
+            Some(LogDir {
+                path: dir.path().into(),
+                unusable: None,
+            }),
+            10,
+            4,
+            Stream::Stdout,
+        );
+        let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 249) as u8).collect();
+        for chunk in data.chunks(65_536) {
+            spill.push(chunk);
+        }
+        assert!(spill.writer.is_some(), "a writer thread");
+        spill.finish();
+        let log = spill.log().unwrap();
+        assert_eq!(fs::read(&log.path).unwrap(), data);
+        assert_eq!(
+            (log.bytes, log.written),
+            (data.len() as u64, data.len() as u64)
+        );
+        assert!(!LIVE.lock().contains(&log.path));
+    }
+
+    #[test]
+    fn timestamps_look_right() {
+        let t = timestamp();
+        assert_eq!(t.len(), 16, "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && t.contains('T'),
+            "{t}"
+        );
+    }
+}

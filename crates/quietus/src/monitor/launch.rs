@@ -1,0 +1,835 @@
+//! The launcher: spawns the child as the leader of a new process group with its pipes, and
+//! starts the reader, stdin, waiter and monitor threads. Returns what the session handle needs.
+
+use std::io;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+
+use super::end_session;
+use super::ladder::{Ladder, Leader, OsProcesses};
+use super::reader::{
+    LineSetup, ReaderWiring, StreamPipe, open_pipes, reader, record_pipe, register_pipes,
+};
+use super::rules::Rules;
+use super::run::{DoneGuard, Monitor, Phase, Timing};
+use super::stdin::{StdinTarget, start_stdin_writer};
+use super::tap::{StreamSlot, Tap, stream_index};
+use super::tree::{self, pipe_error, terminal_error};
+use crate::activity::{ActivityBoard, ActivitySource};
+use crate::capture::Recorder;
+use crate::capture::spill::{self, Spill};
+use crate::clock::Clock;
+use crate::completion::FileWatch;
+use crate::config::MonitorConfig;
+use crate::contract::{Control, ControlTx, SessionState, Shared};
+use crate::error::{SpawnError, SpawnErrorKind};
+use crate::events::{ActivityEvents, Emitter, Event};
+use crate::input_wait::InputWaitRule;
+use crate::outcome::TreeHold;
+use crate::own_files::OwnFiles;
+use crate::process::cgroup::Cgroup;
+use crate::process::pty::Pty;
+use crate::process::{self, ChildProcess, sys};
+use crate::sources::children::DescendantObserver;
+use crate::sources::files::FileActivityTracker;
+use crate::sources::network::NetworkObserver;
+use crate::sources::output::{OutputSink, PumpState};
+use crate::stream::Stream;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the launcher needs to start one session: the parts of a validated builder.
+pub(crate) struct Launch {
+    /// The command, its environment already applied.
+    pub(crate) command: Command,
+    /// Whether `command` is a [`Program`](crate::Program)'s (every setting known): its
+    /// environment can be kept in order.
+    pub(crate) plain: bool,
+    /// Whether the command's environment was cleared (an isolated environment).
+    pub(crate) env_cleared: bool,
+    pub(crate) config: MonitorConfig,
+    pub(crate) clock: Clock,
+    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
+    /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
+    /// (`monitor::wait`).
+    pub(crate) real_clock: bool,
+    pub(crate) stdout: OutputSink,
+    pub(crate) stderr: OutputSink,
+    pub(crate) stdin: Input,
+    /// The isolated home prepared for the child, for the result.
+    pub(crate) home: Option<crate::environment::IsolatedHome>,
+    /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
+    pub(crate) pty: Option<(u16, u16)>,
+    /// Pipe mode: the child leads a session of its own, without a controlling terminal.
+    pub(crate) detached: bool,
+}
+
+/// The child's stdin.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// `/dev/null`.
+    Null,
+    /// This process's own.
+    Inherit,
+    /// A pipe the session feeds.
+    Piped,
+    /// What the caller gave (opaque to quietus).
+    Given(Stdio),
+}
+
+impl Input {
+    fn into_stdio(self) -> Stdio {
+        match self {
+            Input::Null => Stdio::null(),
+            Input::Inherit => Stdio::inherit(),
+            Input::Piped => Stdio::piped(),
+            Input::Given(stdio) => stdio,
+        }
+    }
+}
+
+/// A launched session: the child runs, its threads are up, and the monitor owns the child.
+pub(crate) struct Launched {
+    pub(crate) id: u64,
+    pub(crate) pid: u32,
+    pub(crate) board: Arc<ActivityBoard>,
+    pub(crate) control: ControlTx,
+    /// Disconnects once the monitor stored the result.
+    pub(crate) done: Receiver<()>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Spawns the child and its threads; returns what the session handle needs.
+pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
+    let Launch {
+        command,
+        plain,
+        env_cleared,
+        config,
+        clock,
+        real_clock,
+        stdout: stdout_sink,
+        stderr: stderr_sink,
+        stdin,
+        home,
+        pty: pty_size,
+        detached,
+    } = launch;
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let Watching {
+        log_dir,
+        board,
+        emitter,
+        files,
+        completion_files,
+        lines,
+    } = watch_before_the_spawn(&command, &config, &clock)?;
+    let stdin_pipe = matches!(stdin, Input::Piped);
+    let io = StartIo {
+        stdin,
+        pty: pty_size,
+        detached,
+        ordered: plain.then_some(env_cleared),
+    };
+    let (held, started) = hold_and_start(command, &config, id, io)?;
+    let tree::cgroup::Held {
+        cgroup,
+        containment,
+        guardian,
+        ..
+    } = held;
+    let tree::Started {
+        mut child,
+        pty,
+        combined: combined_pipe,
+        tag,
+    } = started;
+    let pid = child.id();
+    emitter.lifecycle(Event::Started { pid, pgid: pid });
+    let terminal = pty.map(Arc::new);
+    let stdin = stdin_target(terminal.as_ref(), stdin_pipe, &mut child);
+    let streams = Streams {
+        terminal,
+        combined: combined_pipe,
+        log_dir,
+        own_files: files.as_ref().map(FileActivityTracker::own_files),
+        emitter,
+        stdin,
+        tag,
+        home,
+        lines,
+        completion_files,
+        guardian,
+        cgroup,
+        containment,
+        real_clock,
+        sinks: Some((stdout_sink, stderr_sink)),
+    };
+    let assembly = Assembly {
+        id,
+        config,
+        clock,
+        board: board.clone(),
+        files,
+        streams,
+    };
+    let started = start_threads(&mut child, assembly);
+    hand_over(id, pid, board, child, started)
+}
+
+/// The program's stdio: its stdin, a terminal of this size (rows, columns) or pipes, and
+/// whether it leads a session of its own.
+struct StartIo {
+    stdin: Input,
+    pty: Option<(u16, u16)>,
+    detached: bool,
+    /// For a `Program`, its environment kept in order (the flag: whether it was cleared).
+    ordered: Option<bool>,
+}
+
+/// Holds the tree (a cgroup, made just before the spawn: the program is born in it, and
+/// dropping it, after a failed spawn, removes it) and starts the program with `stdin` on a
+/// terminal of its size or on pipes, detached or not.
+fn hold_and_start(
+    command: Command,
+    config: &MonitorConfig,
+    id: u64,
+    io: StartIo,
+) -> io::Result<(tree::cgroup::Held, tree::Started)> {
+    let mut held = tree::cgroup::hold_tree(config, id)?;
+    let plan = tree::Plan {
+        stdin: io.stdin.into_stdio(),
+        pty: io.pty,
+        detached: io.detached,
+        ordered: io.ordered,
+        cgroup: held.entry.take(),
+        guarded: matches!(held.guardian, Some(Ok(_))),
+    };
+    // On failure the cgroup goes with its handle, and the guardian forgets the session.
+    let started = tree::start(command, config, id, plan)?;
+    Ok((held, started))
+}
+
+/// Where the stdin writer writes: typed input goes to the terminal (always open for writing);
+/// else the child's stdin pipe, when the caller feeds it.
+fn stdin_target(
+    terminal: Option<&Arc<Pty>>,
+    piped: bool,
+    child: &mut ChildProcess,
+) -> Option<StdinTarget> {
+    match terminal {
+        Some(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
+        None if piped => child.stdin.take().map(StdinTarget::Pipe),
+        None => None,
+    }
+}
+
+/// What is set up before the spawn, so that nothing of the child's is missed.
+struct Watching {
+    log_dir: Option<spill::LogDir>,
+    board: Arc<ActivityBoard>,
+    emitter: Arc<Emitter>,
+    files: Option<FileActivityTracker>,
+    completion_files: Option<FileWatch>,
+    lines: Option<LineSetup>,
+}
+
+/// The log folder, the board, the file tracker, the completion files and the line watch.
+fn watch_before_the_spawn(
+    command: &Command,
+    config: &MonitorConfig,
+    clock: &Clock,
+) -> io::Result<Watching> {
+    // A named log folder that cannot be used is an error now, not lost output later.
+    let log_dir = spill::resolve_dir(&config.capture)?;
+    let (board, emitter) = new_board(clock, config);
+    Ok(Watching {
+        log_dir,
+        // Armed before the spawn, so the child's first write already counts.
+        files: arm_files(command, config, &board)?,
+        // Looked at before the spawn: what the child changes counts, what was there does not.
+        completion_files: completion_files(command, config)?,
+        lines: LineSetup::new(config)?,
+        board,
+        emitter,
+    })
+}
+
+/// The session's activity board, its output source on or off, and the event emitter that
+/// observes it.
+fn new_board(clock: &Clock, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
+    let probes: Vec<Arc<str>> = config
+        .probes
+        .iter()
+        .filter_map(|p| match p.source() {
+            ActivitySource::Probe(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    let board = Arc::new(ActivityBoard::with_probes(clock.clone(), &probes));
+    board.set_enabled(&ActivitySource::Output, config.enabled.output);
+    board.set_enabled(
+        &ActivitySource::RepeatedOutput,
+        config.watches(&ActivitySource::RepeatedOutput),
+    );
+    let emitter = Arc::new(Emitter::new(config.events.capacity));
+    board.observe(Arc::new(ActivityEvents::new(
+        emitter.clone(),
+        config.events.throttle,
+    )));
+    (board, emitter)
+}
+
+/// The file activity tracker, armed before the spawn so the child's first write already
+/// counts; or, with an arming delay, armed by the monitor when the delay is over (what the
+/// child changed before counts then).
+fn arm_files(
+    command: &Command,
+    config: &MonitorConfig,
+    board: &Arc<ActivityBoard>,
+) -> io::Result<Option<FileActivityTracker>> {
+    Ok(if config.enabled.files {
+        let base = child_dir(command)?;
+        let mut files = config.files.clone();
+        files.arm_delay = config.effective_arm_delay();
+        Some(FileActivityTracker::start_for_session(
+            &files,
+            &base,
+            board.clone(),
+            config.effective_check_interval(),
+        )?)
+    } else {
+        None
+    })
+}
+
+/// The completion files as they are before the spawn, if completion looks at files.
+fn completion_files(command: &Command, config: &MonitorConfig) -> io::Result<Option<FileWatch>> {
+    if config.completion.files.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(FileWatch::start(
+        &config.completion.files,
+        &child_dir(command)?,
+    )))
+}
+
+/// The child's working directory, as an absolute path.
+fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        SpawnError::new(
+            SpawnErrorKind::WorkingDir,
+            "cannot read quietus's working directory",
+            e,
+        )
+    })?;
+    Ok(match command.get_current_dir() {
+        Some(dir) => cwd.join(dir),
+        None => cwd,
+    })
+}
+
+/// Hands the child to the monitor thread, or (if the threads could not start) kills and
+/// reaps it.
+fn hand_over(
+    id: u64,
+    pid: u32,
+    board: Arc<ActivityBoard>,
+    mut child: ChildProcess,
+    started: io::Result<Running>,
+) -> io::Result<Launched> {
+    match started {
+        Ok(Running {
+            control,
+            done,
+            shared,
+            monitor,
+        }) => match monitor.send(child) {
+            // The monitor owns the child from here on.
+            Ok(()) => Ok(Launched {
+                id,
+                pid,
+                board,
+                control,
+                done,
+                shared,
+            }),
+            Err(crossbeam_channel::SendError(mut child)) => {
+                end_session(id);
+                let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+                let _ = child.kill(); // by pid too: it may have left its group already
+                let _ = child.wait();
+                let stopped = io::Error::other("it stopped before it was handed the child");
+                Err(SpawnError::thread("monitor", stopped).into())
+            }
+        },
+        Err(e) => {
+            end_session(id);
+            let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+            let _ = child.kill(); // by pid too: it may have left its group already
+            let _ = child.wait();
+            match SpawnError::of(&e) {
+                Some(_) => Err(e),
+                None => Err(SpawnError::new(
+                    SpawnErrorKind::Thread,
+                    "cannot start quietus's threads",
+                    e,
+                )
+                .into()),
+            }
+        }
+    }
+}
+
+/// The session's threads, started: the control channel, the done channel, what the session
+/// shares with the monitor, and the way to hand the monitor its child.
+struct Running {
+    control: ControlTx,
+    done: Receiver<()>,
+    shared: Arc<Shared>,
+    monitor: Sender<ChildProcess>,
+}
+
+/// A session being assembled: what its threads start with.
+struct Assembly {
+    id: u64,
+    config: MonitorConfig,
+    clock: Clock,
+    board: Arc<ActivityBoard>,
+    files: Option<FileActivityTracker>,
+    streams: Streams,
+}
+
+/// The output streams, set up: the pipes for the reader threads, one slot per stream for the
+/// monitor, and what the session and the monitor share.
+struct Opened {
+    pipes: Vec<StreamPipe>,
+    slots: [Option<StreamSlot>; 2],
+    shared: Arc<Shared>,
+}
+
+/// How the output is read and recorded.
+struct Streams {
+    /// The terminal of a terminal session (no pipes then).
+    terminal: Option<Arc<Pty>>,
+    /// The read end of the one pipe of the combined mode.
+    combined: Option<std::io::PipeReader>,
+    log_dir: Option<spill::LogDir>,
+    /// The file activity tracker's own files: the logs register there (they never count).
+    own_files: Option<OwnFiles>,
+    emitter: Arc<Emitter>,
+    /// The child's stdin, when the caller feeds it (always the terminal in a terminal session).
+    stdin: Option<StdinTarget>,
+    /// `QUIETUS_SESSION=…` given to the child in subreaper mode.
+    tag: Option<Vec<u8>>,
+    /// The isolated home prepared for the child, for the result.
+    home: Option<crate::environment::IsolatedHome>,
+    /// The readers' line watch, if lines need looking at.
+    lines: Option<LineSetup>,
+    /// The session's place in the guardian, taken before the program (in a cgroup), if any.
+    guardian: Option<Result<process::Guardian, String>>,
+    /// The completion files, as they were before the spawn.
+    completion_files: Option<FileWatch>,
+    /// The session's cgroup, when it has one.
+    cgroup: Option<Arc<Cgroup>>,
+    /// How the tree is held, for the result.
+    containment: TreeHold,
+    /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
+    real_clock: bool,
+    /// Where stdout and stderr go (taken when the streams open).
+    sinks: Option<(OutputSink, OutputSink)>,
+}
+
+/// Starts the session's threads around `child`: opens its streams, makes the monitor (not
+/// running until it is handed the child), the readers, and the waiter where one is needed.
+fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Running> {
+    let (id, pid) = (parts.id, child.id() as i32);
+    // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's exit
+    // itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
+    let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, parts.streams.real_clock)?;
+    let (control_tx, control_rx) = unbounded();
+    let control_tx = ControlTx::new(control_tx, Some(wakeup.clone()));
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
+    let opened = open_streams(id, child, &parts.config, &mut parts.streams, &pumps)?;
+    register_pipes(id, &opened.pipes);
+    let (board, clock) = (parts.board.clone(), parts.clock.clone());
+    let (emitter, lines) = (parts.streams.emitter.clone(), parts.streams.lines.take());
+    let shared = opened.shared.clone();
+    let mut monitor = new_monitor(
+        pid,
+        parts,
+        control_rx,
+        (opened.slots, shared.clone()),
+        sleeper,
+    );
+    let tree_gone = monitor.tree_gone;
+    let wiring = ReaderWiring {
+        id,
+        control: &control_tx,
+        board: &board,
+        emitter: &emitter,
+        clock: &clock,
+        lines: lines.as_ref(),
+    };
+    // The monitor starts each reader once its pipe has something to read: a program that
+    // never writes to a stream (a sleeping one, or stderr for most) costs no thread for it,
+    // so a server holds many sleeping sessions on few threads.
+    for pipe in opened.pipes {
+        let slot = stream_index(pipe.stream);
+        let state = pumps[slot].clone();
+        monitor.readers[slot] = Some(reader(&wiring, pipe, state)?);
+    }
+    let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
+    super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
+    Ok(Running {
+        control: control_tx,
+        done: done_rx,
+        shared,
+        monitor: child_tx,
+    })
+}
+
+/// The monitor of leader `pid`, with its observers, its ladder (which signals the leader
+/// through `sleeper`'s pidfd: one per session) and its place in the guardian (not running
+/// yet; its readers are the caller's to give).
+fn new_monitor(
+    pid: i32,
+    parts: Assembly,
+    control: Receiver<Control>,
+    (slots, shared): ([Option<StreamSlot>; 2], Arc<Shared>),
+    sleeper: super::wait::Sleeper,
+) -> Monitor {
+    let Assembly {
+        id,
+        config,
+        clock,
+        board,
+        files,
+        mut streams,
+    } = parts;
+    let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
+    let (network, network_unavailable) = start_network(&config, &board);
+    let mut processes = OsProcesses::new(id, children, streams.tag.take());
+    processes.hold(pid, streams.cgroup.take(), sleeper.leader_pidfd());
+    let gone = || {
+        processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid)
+    };
+    let guarded = tree::guardian::guard_tree(&config, id, pid, gone, streams.guardian.take());
+    streams
+        .containment
+        .set_supervisor_death(guarded.supervisor_death);
+    let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
+    let ladder = Ladder::new(
+        id,
+        pid,
+        config.kill_confirm_timeout,
+        clock.clone(),
+        streams.emitter.clone(),
+    );
+    Monitor {
+        input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
+        rules,
+        id,
+        pid,
+        timing: Timing::new(&config, &clock, &board),
+        ladder,
+        config,
+        clock,
+        board,
+        control,
+        shared,
+        emitter: streams.emitter,
+        tap: Tap::new(slots),
+        leader: Leader::new(),
+        processes,
+        containment: streams.containment,
+        memory: (None, None),
+        guardian: guarded.guardian,
+        tree_gone: guarded.tree_gone,
+        files,
+        network,
+        network_unavailable,
+        unwatched: Vec::new(),
+        reason: None,
+        phase: Phase::Watching,
+        sleeper,
+        readers: [None, None],
+    }
+}
+
+/// The terminal's one output stream: its master, read by one reader, to the stdout sink.
+fn terminal_pipe(terminal: &Arc<Pty>, sink: OutputSink) -> io::Result<StreamPipe> {
+    let read = terminal_error("read");
+    Ok(StreamPipe::new(
+        Stream::Terminal,
+        Box::new(terminal.reader().map_err(read)?),
+        Arc::new(
+            terminal
+                .master_fd()
+                .try_clone_to_owned()
+                .map_err(read)?
+                .into(),
+        ),
+        sink,
+    ))
+}
+
+/// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
+/// monitor, the stdin writer, and what the session and the monitor share.
+fn open_streams(
+    id: u64,
+    child: &mut ChildProcess,
+    config: &MonitorConfig,
+    streams: &mut Streams,
+    pumps: &[Arc<PumpState>; 2],
+) -> io::Result<Opened> {
+    let combined = streams.combined.is_some();
+    let (stdout_sink, stderr_sink) = streams
+        .sinks
+        .take()
+        .ok_or_else(|| io::Error::other("the streams were opened already"))?;
+    let mut pipes = match &streams.terminal {
+        Some(terminal) => {
+            drop(stderr_sink); // the terminal is one stream, to the stdout sink
+            vec![terminal_pipe(terminal, stdout_sink)?]
+        }
+        None => open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)
+            .map_err(pipe_error("read"))?,
+    };
+    for pipe in &mut pipes {
+        record_pipe(
+            pipe,
+            config,
+            streams.log_dir.as_ref(),
+            streams.own_files.as_ref(),
+            id,
+        )?;
+    }
+    // The read ends, for the monitor to ask how many unread bytes a pipe holds (FIONREAD)
+    // while draining; it never reads them.
+    for pipe in &mut pipes {
+        pipe.peek = Some(pipe.fd.clone());
+    }
+    let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
+    let mut recorders: [Option<Arc<crate::sync::Mutex<Recorder>>>; 2] = [None, None];
+    let mut spills: [Option<Arc<crate::sync::Mutex<Spill>>>; 2] = [None, None];
+    let mut slots: [Option<StreamSlot>; 2] = [None, None];
+    for pipe in &mut pipes {
+        let index = stream_index(pipe.stream);
+        recorders[index] = pipe.recorder.clone();
+        spills[index] = pipe.spill.as_ref().map(|s| s.state.clone());
+        slots[index] = pipe.recorder.clone().map(|recorder| StreamSlot {
+            recorder,
+            spill: pipe.spill.take(),
+            peek: pipe.peek.take(),
+            done: false,
+        });
+    }
+    let shared = Arc::new(Shared {
+        result: std::sync::OnceLock::new(),
+        pumps: pumps.clone(),
+        recorders,
+        combined,
+        terminal: streams.terminal.clone(),
+        emitter: streams.emitter.clone(),
+        phase: std::sync::atomic::AtomicU8::new(SessionState::RUNNING),
+        idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
+        spills,
+        stdin: crate::sync::Mutex::new(stdin_tx),
+        home: streams.home.take(),
+        caps: config.effective_caps(),
+    });
+    Ok(Opened {
+        pipes,
+        slots,
+        shared,
+    })
+}
+
+/// The observer always runs: besides descendant CPU (when that source is on) it remembers
+/// the escapees the ladder must reach. Its baseline sample is the monitor's first act.
+fn start_observer(
+    pid: i32,
+    config: &MonitorConfig,
+    board: &ActivityBoard,
+    cgroup: Option<&Arc<Cgroup>>,
+) -> Option<DescendantObserver> {
+    let mut observer = DescendantObserver::new(pid as u32, &config.children);
+    if let Some(cgroup) = cgroup {
+        // The tree's CPU in one read of `cpu.stat` (escapees and reaped children included),
+        // its size from `cgroup.procs`.
+        let cgroup = cgroup.clone();
+        observer.use_cgroup(Box::new(move || {
+            let cpu = cgroup.cpu_usage().ok()?;
+            let members = cgroup.members().ok()?;
+            Some((cpu, members))
+        }));
+    }
+    board.set_enabled(&ActivitySource::Children, config.enabled.children);
+    Some(observer)
+}
+
+/// The network source when it is on (its baseline sample of the tree's sockets is the
+/// monitor's first act), or why it cannot observe anything (then it is reported unavailable;
+/// the spawn goes on).
+fn start_network(
+    config: &MonitorConfig,
+    board: &ActivityBoard,
+) -> (Option<NetworkObserver>, Option<String>) {
+    board.set_enabled(&ActivitySource::Network, config.enabled.network);
+    if !config.enabled.network {
+        return (None, None);
+    }
+    match NetworkObserver::open() {
+        Ok(network) => (Some(network), None),
+        Err(e) => {
+            let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
+            log::info!("network source unavailable: {reason}");
+            board.set_available(&ActivitySource::Network, false);
+            (None, Some(reason))
+        }
+    }
+}
+
+/// Starts the monitor thread; it runs once it receives the child on the returned channel.
+fn start_monitor(
+    id: u64,
+    pid: i32,
+    monitor: Monitor,
+    shared: Arc<Shared>,
+    done_tx: Sender<()>,
+) -> io::Result<Sender<ChildProcess>> {
+    let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
+    let done = DoneGuard {
+        shared,
+        done: Some(done_tx),
+        pid,
+        containment: monitor.containment.clone(),
+    };
+    thread::Builder::new()
+        .name(format!("quietus-mon-{id}"))
+        .spawn(move || {
+            // The starter sends the child right after all threads are up; if it cannot (it
+            // failed), this channel disconnects and the monitor ends without touching anything.
+            if let Ok(child) = child_rx.recv() {
+                monitor.run(child, done);
+            } else {
+                done.disarm();
+                end_session(id);
+            }
+        })
+        .inspect_err(|_| end_session(id))
+        .map_err(|e| SpawnError::thread("monitor", e))?;
+    Ok(child_tx)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod wakeup_tests {
+    use std::time::Duration;
+
+    use crate::monitor::wait::WAITERS;
+    use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
+
+    /// Starts `sh -c script` (a grandchild keeps the output pipes open after the leader's
+    /// exit) and waits; returns the outcome and how many waiter threads the start made.
+    fn run(script: &str, mock: bool) -> (Outcome, u32, Duration) {
+        let before = WAITERS.with(|n| n.get());
+        let config = MonitorConfig::default()
+            .watch_files(false)
+            .idle_timeout(Duration::from_secs(60));
+        let mut builder = Session::builder(Program::new("sh").args(["-c", script])).config(config);
+        if mock {
+            builder = builder.clock(MockClock::new());
+        }
+        let session = builder.spawn().expect("sh starts");
+        let waiters = WAITERS.with(|n| n.get()) - before;
+        let started = std::time::Instant::now();
+        let result = session.wait();
+        (result.outcome, waiters, started.elapsed())
+    }
+
+    #[test]
+    fn on_the_real_clock_the_leaders_exit_wakes_the_monitor_without_a_waiter_thread() {
+        // The leader exits while a grandchild holds its pipes for 30 s: only the exit (its
+        // pidfd) can tell the monitor, which then ends the grandchild as a leftover.
+        let script = "sleep 30 & echo started";
+        let (outcome, waiters, took) = run(script, false);
+        assert_eq!(outcome, Outcome::Exited);
+        assert_eq!(waiters, 0, "no waiter thread on the real clock");
+        assert!(
+            took < Duration::from_secs(20),
+            "the exit was seen: {took:?}"
+        );
+        // A test clock runs the same wait: the pidfd, no waiter either.
+        let (outcome, waiters, _) = run(script, true);
+        assert_eq!(outcome, Outcome::Exited);
+        assert_eq!(waiters, 0);
+    }
+
+    #[test]
+    fn the_stderr_reader_thread_starts_only_if_the_program_writes_there() {
+        let config = MonitorConfig::default().watch_files(false);
+        let script = "sleep 0.2; echo out; sleep 0.2";
+        let session = Session::builder(Program::new("sh").args(["-c", script]))
+            .config(config.clone())
+            .spawn()
+            .expect("sh starts");
+        let result = session.wait();
+        assert_eq!(result.outcome, Outcome::Exited);
+        assert!(
+            result.output_complete,
+            "both streams were read to their end"
+        );
+        let out = session.snapshot().stdout.expect("captured").render_lossy();
+        assert_eq!(out, "out\n");
+        let id = session.id();
+        let started = super::super::reader::READER_THREADS.lock().clone();
+        assert!(
+            started.contains(&format!("quietus-out-{id}")),
+            "{started:?}"
+        );
+        assert!(
+            !started.contains(&format!("quietus-err-{id}")),
+            "{started:?}"
+        );
+        // Written to: started, and everything read.
+        let script = "sleep 0.2; echo err >&2; sleep 0.2";
+        let session = Session::builder(Program::new("sh").args(["-c", script]))
+            .config(config.clone())
+            .spawn()
+            .expect("sh starts");
+        let result = session.wait();
+        assert!(result.output_complete);
+        let err = session.snapshot().stderr.expect("captured").render_lossy();
+        assert_eq!(err, "err\n");
+        let id = session.id();
+        let started = super::super::reader::READER_THREADS.lock().clone();
+        assert!(
+            started.contains(&format!("quietus-err-{id}")),
+            "{started:?}"
+        );
+        // A test clock starts them the same way: only once a pipe has something to read (a
+        // program that writes nothing is read to its end on the monitor's thread).
+        let session = Session::builder(Program::new("true"))
+            .config(config)
+            .clock(MockClock::new())
+            .spawn()
+            .expect("true starts");
+        assert_eq!(session.wait().outcome, Outcome::Exited);
+        let id = session.id();
+        let started = super::super::reader::READER_THREADS.lock().clone();
+        assert!(
+            !started.contains(&format!("quietus-out-{id}")),
+            "{started:?}"
+        );
+        assert!(
+            !started.contains(&format!("quietus-err-{id}")),
+            "{started:?}"
+        );
+    }
+}

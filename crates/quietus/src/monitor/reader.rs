@@ -1,0 +1,355 @@
+//! The output readers: one thread per stream (stdout and stderr, the one combined pipe, or the
+//! terminal) that reads to the end, stamps the activity board, records the head and tail,
+//! spills to the log, passes the bytes on, and tells the monitor of completion lines.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use crate::activity::{ActivityBoard, ActivitySource};
+use crate::capture::spill::{self, Spill, SpillReport, SpillWriter};
+use crate::capture::{HeadTail, Recorder};
+use crate::clock::Clock;
+use crate::config::MonitorConfig;
+use crate::contract::{Control, ControlTx};
+use crate::error::SpawnError;
+use crate::events::Emitter;
+use crate::outcome::CompletionSeen;
+use crate::own_files::OwnFiles;
+use crate::process::{self, ChildProcess, sys};
+use crate::sources::lines::{ChunkSeen, LineWatch};
+use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
+use crate::stream::Stream;
+
+use super::tap::{PipeEnd, SharedPipe};
+
+/// The names of the reader threads started (tests).
+#[cfg(test)]
+pub(super) static READER_THREADS: crate::sync::Mutex<Vec<String>> =
+    crate::sync::Mutex::new(Vec::new());
+
+/// The names of the reader threads started so far (tests).
+#[cfg(test)]
+pub(super) fn reader_threads() -> Vec<String> {
+    READER_THREADS.lock().clone()
+}
+
+/// One stream's pipe while the launcher sets it up: where it is read from, where it goes,
+/// and what records it.
+pub(super) struct StreamPipe {
+    pub(super) stream: Stream,
+    pipe: Box<dyn io::Read + Send>,
+    pub(super) fd: PipeEnd,
+    sink: OutputSink,
+    pub(super) recorder: Option<Arc<crate::sync::Mutex<Recorder>>>,
+    spill_writer: Option<SpillWriter>,
+    pub(super) spill: Option<SpillReport>,
+    pub(super) peek: Option<PipeEnd>,
+}
+
+impl StreamPipe {
+    pub(super) fn new(
+        stream: Stream,
+        pipe: Box<dyn io::Read + Send>,
+        fd: PipeEnd,
+        sink: OutputSink,
+    ) -> Self {
+        Self {
+            stream,
+            pipe,
+            fd,
+            sink,
+            recorder: None,
+            spill_writer: None,
+            spill: None,
+            peek: None,
+        }
+    }
+}
+
+/// The session's pipes, for the orphan attribution (an orphan holding one is the session's).
+pub(super) fn register_pipes(id: u64, pipes: &[StreamPipe]) {
+    process::orphans::set_pipes(
+        id,
+        pipes
+            .iter()
+            // A terminal's master is no pipe: its identity is that of the multiplexer device,
+            // shared by every terminal on the machine.
+            .filter(|pipe| pipe.stream != Stream::Terminal)
+            .filter_map(|pipe| sys::pipe_id(pipe.fd.as_fd()))
+            .collect(),
+    );
+}
+
+/// The pipes to read: stdout and stderr, or the one combined pipe.
+pub(super) fn open_pipes(
+    child: &mut ChildProcess,
+    combined: Option<std::io::PipeReader>,
+    stdout_sink: OutputSink,
+    stderr_sink: OutputSink,
+) -> io::Result<Vec<StreamPipe>> {
+    let mut pipes: Vec<StreamPipe> = Vec::new();
+    if let Some(reader) = combined {
+        let (read, fd) = shared_pipe(reader);
+        pipes.push(StreamPipe::new(Stream::Combined, read, fd, stdout_sink));
+        drop(stderr_sink); // everything goes to the stdout sink in combined mode
+    } else {
+        // Both pipes exist: the command was given Stdio::piped() just before the spawn.
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| io::Error::other("stdout not piped"))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| io::Error::other("stderr not piped"))?;
+        let (read, fd) = shared_pipe(stdout);
+        pipes.push(StreamPipe::new(Stream::Stdout, read, fd, stdout_sink));
+        let (read, fd) = shared_pipe(stderr);
+        pipes.push(StreamPipe::new(Stream::Stderr, read, fd, stderr_sink));
+    }
+    Ok(pipes)
+}
+
+/// A pipe's read end as its reader reads it and as the monitor keeps it: one descriptor.
+fn shared_pipe(end: impl Into<OwnedFd>) -> (Box<dyn io::Read + Send>, PipeEnd) {
+    let end: PipeEnd = Arc::new(std::fs::File::from(end.into()));
+    (Box::new(SharedPipe(end.clone())), end)
+}
+
+/// Grows the pipe, gives the stream its recorder and (with a log folder) its spill thread.
+pub(super) fn record_pipe(
+    pipe: &mut StreamPipe,
+    config: &MonitorConfig,
+    log_dir: Option<&spill::LogDir>,
+    own_files: Option<&OwnFiles>,
+    id: u64,
+) -> io::Result<()> {
+    // Larger pipes: a chatty child fills 64 KiB (the Linux default) in microseconds, and
+    // then every chunk costs a sleep and a wake-up on each side. Best effort (capped by
+    // /proc/sys/fs/pipe-max-size for unprivileged users).
+    let stream = pipe.stream;
+    if stream != Stream::Terminal {
+        sys::grow_pipe(pipe.fd.as_fd());
+    }
+    pipe.recorder = Some(Arc::new(crate::sync::Mutex::new(Recorder::new(
+        stream,
+        HeadTail::new(config.capture.cap_per_stream),
+        &config.events,
+    ))));
+    if let Some(dir) = log_dir {
+        let spill = Spill::new(
+            Some(dir.clone()),
+            config.capture.spill_threshold,
+            id,
+            stream,
+        )
+        .own_files(own_files.cloned());
+        let short = match stream {
+            Stream::Stderr => "err",
+            Stream::Terminal => "tty",
+            Stream::Stdout | Stream::Combined => "out",
+        };
+        let (writer, report) = spill::start(spill, format!("quietus-log{short}-{id}"))?;
+        pipe.spill_writer = Some(writer);
+        pipe.spill = Some(report);
+    }
+    Ok(())
+}
+
+/// One stream's reader, not started yet: its work, the thread's name, and its pipe to wait
+/// on. The monitor starts it once the pipe has something to read: a program that never
+/// writes to a stream costs no thread for it, and a stream that ends empty is read to its
+/// end on the monitor's thread.
+pub(super) struct Reader {
+    pub(super) stream: Stream,
+    pub(super) name: String,
+    /// The pipe (the read end the work reads, shared with it).
+    pub(super) fd: PipeEnd,
+    /// Reads to the end: stamps the board, records, spills, passes on, then says it is done.
+    pub(super) work: Box<dyn FnOnce() + Send>,
+}
+
+impl Reader {
+    /// Runs the work on a thread of its own.
+    pub(super) fn start(self) -> io::Result<()> {
+        let Reader { name, fd, work, .. } = self;
+        drop(fd);
+        #[cfg(test)]
+        READER_THREADS.lock().push(name.clone());
+        thread::Builder::new()
+            .name(name)
+            .spawn(work)
+            .map(drop)
+            .map_err(|e| SpawnError::thread("output reader", e).into())
+    }
+}
+
+/// What every reader of a session shares.
+pub(super) struct ReaderWiring<'a> {
+    pub(super) id: u64,
+    pub(super) control: &'a ControlTx,
+    pub(super) board: &'a Arc<ActivityBoard>,
+    pub(super) emitter: &'a Arc<Emitter>,
+    pub(super) clock: &'a Clock,
+    pub(super) lines: Option<&'a LineSetup>,
+}
+
+/// One stream's reader: reads `pipe` (its pump's `state`), stamps the board, records, spills,
+/// passes on.
+pub(super) fn reader(
+    wiring: &ReaderWiring<'_>,
+    pipe: StreamPipe,
+    state: Arc<PumpState>,
+) -> io::Result<Reader> {
+    let ReaderWiring {
+        id,
+        control,
+        board,
+        emitter,
+        clock,
+        lines,
+    } = *wiring;
+    let lines = lines.cloned();
+    let StreamPipe {
+        stream,
+        pipe,
+        fd,
+        sink,
+        recorder,
+        spill_writer: spill,
+        ..
+    } = pipe;
+    let control = control.clone();
+    let board = board.clone();
+    let recorder = recorder.ok_or_else(|| io::Error::other("no recorder for a stream"))?;
+    let emitter = emitter.clone();
+    let clock = clock.clone();
+    let short = match stream {
+        Stream::Stdout | Stream::Combined => "out",
+        Stream::Stderr => "err",
+        Stream::Terminal => "tty",
+    };
+    let mut sink = sink;
+    let work = move || {
+        let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
+        let mut reader = ActivityTrackingReader::new(pipe, board);
+        if watch.as_ref().is_some_and(|w| w.repeats) {
+            reader = reader.unstamped(); // the line watch stamps output or repeats
+        }
+        let mut notified: Option<Instant> = None;
+        let pending_control = control.clone();
+        let lines_control = control.clone();
+        let watch_ref = &mut watch;
+        let mut record = move |chunk: &[u8]| {
+            if let Some(watch) = watch_ref.as_mut() {
+                watch.feed(chunk, &lines_control);
+            }
+            if let Some(spill) = &spill {
+                spill.push(chunk);
+            }
+            let due = recorder.lock().record(chunk, clock.now(), &emitter);
+            if let Some(due) = due
+                && notified != Some(due)
+            {
+                notified = Some(due);
+                let _ = pending_control.send(Control::OutputPending(due));
+            }
+        };
+        pump(&mut reader, &mut sink, &state, stream, &mut record);
+        drop(record);
+        if let Some(watch) = watch.as_mut() {
+            watch.finish(&control);
+        }
+        let _ = control.send(Control::ReaderDone(stream));
+    };
+    Ok(Reader {
+        stream,
+        name: format!("quietus-{short}-{id}"),
+        fd,
+        work: Box::new(work),
+    })
+}
+
+/// What every reader needs to look at lines: the compiled completion patterns, the line
+/// callback, and whether repeats are told apart.
+#[derive(Clone)]
+pub(super) struct LineSetup {
+    patterns: Option<regex::bytes::RegexSet>,
+    callback: Option<crate::completion::LineCallback>,
+    repeats: bool,
+}
+
+impl LineSetup {
+    /// `None` when no line needs looking at.
+    pub(super) fn new(config: &MonitorConfig) -> io::Result<Option<Self>> {
+        let repeats = config.watches(&ActivitySource::RepeatedOutput);
+        if !config.completion.watches_lines() && !repeats {
+            return Ok(None);
+        }
+        let patterns = config
+            .completion
+            .patterns()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(Some(Self {
+            patterns,
+            callback: config.completion.on_line.clone(),
+            repeats,
+        }))
+    }
+}
+
+/// One reader's line watch: it stamps output or repeats (repeats told apart), and tells the
+/// monitor of completion.
+struct ReaderLines {
+    watch: LineWatch,
+    repeats: bool,
+    stream: Stream,
+    board: Arc<ActivityBoard>,
+}
+
+impl ReaderLines {
+    fn new(setup: LineSetup, stream: Stream, board: &Arc<ActivityBoard>) -> Self {
+        Self {
+            watch: LineWatch::new(setup.patterns, setup.callback, setup.repeats),
+            repeats: setup.repeats,
+            stream,
+            board: board.clone(),
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8], control: &ControlTx) {
+        let seen = self.watch.feed(chunk);
+        if self.repeats {
+            self.board.stamp(if seen.fresh {
+                &ActivitySource::Output
+            } else {
+                &ActivitySource::RepeatedOutput
+            });
+        }
+        self.tell(seen, control);
+    }
+
+    fn finish(&mut self, control: &ControlTx) {
+        let seen = self.watch.finish();
+        self.tell(seen, control);
+    }
+
+    fn tell(&self, seen: ChunkSeen, control: &ControlTx) {
+        if let Some((trigger, matched)) = seen.completed {
+            let after = self
+                .board
+                .clock()
+                .now()
+                .saturating_duration_since(self.board.origin());
+            let _ = control.send(Control::Completed(CompletionSeen::line(
+                trigger,
+                self.stream,
+                matched,
+                after,
+            )));
+        }
+    }
+}

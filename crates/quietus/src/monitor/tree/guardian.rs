@@ -1,0 +1,77 @@
+//! The guardian strategy: the session's tree is told to the process's guardian (one per
+//! supervising process, `process::guardian`), which ends it if this process dies.
+
+use crate::config::MonitorConfig;
+use crate::outcome::SupervisorDeath;
+use crate::process;
+
+/// With the parent-death signal asked for, the grandchildren should die with this process
+/// too: the process's guardian SIGKILLs the group (and the cgroup's members, and removes the
+/// cgroup) if this process vanishes. `None` when not asked for.
+pub(super) fn start_guardian(
+    config: &MonitorConfig,
+    id: u64,
+    pid: Option<u32>,
+    cgroup: Option<&std::path::Path>,
+) -> Option<Result<process::Guardian, String>> {
+    if !config.parent_death_signal {
+        return None;
+    }
+    let guardian = process::Guardian::start(id, pid, cgroup);
+    if let Err(why) = &guardian {
+        log::info!("session {id}: no guardian: {why}");
+    }
+    Some(guardian)
+}
+
+/// The session's place in the guardian, and what it means for the supervisor's death.
+pub(in crate::monitor) struct Guarded {
+    pub(in crate::monitor) guardian: Option<process::Guardian>,
+    pub(in crate::monitor) supervisor_death: SupervisorDeath,
+    /// The run was already over, its tree provably gone.
+    pub(in crate::monitor) tree_gone: bool,
+}
+
+/// The session's place in the guardian, taken before any reader thread (no output of the
+/// child is passed on before it exists), unless the run is already over with nothing left to
+/// guard (`gone` says so: the leader exited and, adopting orphans and holding no cgroup, this
+/// process has no child but it and the library's own, so every descendant still alive would be
+/// one). A program that ends at once (`quietus -- true`) then costs no guardian. `early` is
+/// the place taken before a cgroup was made.
+pub(in crate::monitor) fn guard_tree(
+    config: &MonitorConfig,
+    id: u64,
+    pid: i32,
+    gone: impl FnOnce() -> bool,
+    early: Option<Result<process::Guardian, String>>,
+) -> Guarded {
+    let guardian = match early {
+        Some(early) => early, // in a cgroup: told before the program started
+        None if gone() => {
+            log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
+            return Guarded {
+                guardian: None,
+                supervisor_death: SupervisorDeath::NotNeeded,
+                tree_gone: true,
+            };
+        }
+        None => match start_guardian(config, id, Some(pid.unsigned_abs()), None) {
+            Some(guardian) => guardian,
+            None => {
+                return Guarded {
+                    guardian: None,
+                    supervisor_death: SupervisorDeath::Nothing,
+                    tree_gone: false,
+                };
+            }
+        },
+    };
+    Guarded {
+        supervisor_death: process::guardian::supervisor_death(
+            &guardian,
+            config.parent_death_signal,
+        ),
+        guardian: guardian.ok(),
+        tree_gone: false,
+    }
+}

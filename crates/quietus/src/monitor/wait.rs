@@ -1,0 +1,267 @@
+//! How the monitor sleeps: one way under every clock. It sleeps in `poll` on its wake-up
+//! descriptor (poked by every message), the leader's pidfd (its exit) and, until their
+//! readers start, the output pipes; only the clock's deadline reaches it in two ways:
+//!
+//! - the real clock ([`SystemClock`](crate::SystemClock) as the session's own): a deadline
+//!   is an `Instant`, and `poll`'s timeout reaches it;
+//! - any other clock (a [`MockClock`](crate::MockClock), a caller's): its timer channel, armed
+//!   by the monitor as before, is watched by a relay thread that pokes the wake-up when it
+//!   fires. The relay is the clock's part, not the monitor's: the loop, the exit detection
+//!   and the readers' start a test runs under a mock clock are those production runs.
+//!
+//! Where the system has no pidfd (not Linux, Linux before 5.3), a waiter thread tells of the
+//! exit as a message, under every clock alike.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, never, select};
+
+use super::Wake;
+use crate::clock::Clock;
+use crate::contract::{Control, ControlTx};
+use crate::error::SpawnError;
+use crate::process::sys::{self, Wakeup, Woken};
+
+/// The monitor's sleep: its wake-up, and how the clock's deadlines reach it.
+pub(super) struct Sleeper {
+    wakeup: Arc<Wakeup>,
+    alarm: Alarm,
+}
+
+/// How the clock's deadline wakes the monitor.
+enum Alarm {
+    /// The real clock: `poll`'s timeout.
+    RealTime,
+    /// Another clock: each timer armed (a new deadline) goes to the relay thread.
+    Relay {
+        timers: Sender<Receiver<Instant>>,
+        /// The deadline of the timer last handed over.
+        handed: Option<Instant>,
+    },
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many waiter threads this thread started (tests).
+    pub(super) static WAITERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+impl Sleeper {
+    /// The wake-up for the leader `pid` (for the control channel's senders too), and, unless
+    /// the session's clock is the real one (`real_clock`), the relay of its timers.
+    pub(super) fn new(id: u64, pid: i32, real_clock: bool) -> io::Result<(Sleeper, Arc<Wakeup>)> {
+        let wakeup = Arc::new(Wakeup::new(pid).map_err(|e| {
+            SpawnError::new(
+                crate::error::SpawnErrorKind::Thread,
+                "cannot make the monitor's wake-up descriptor",
+                e,
+            )
+        })?);
+        let alarm = if real_clock {
+            Alarm::RealTime
+        } else {
+            let (timers, rx) = crossbeam_channel::unbounded();
+            let poked = wakeup.clone();
+            std::thread::Builder::new()
+                .name(format!("quietus-clock-{id}"))
+                .spawn(move || relay(&rx, &poked))
+                .map_err(|e| SpawnError::thread("clock relay", e))?;
+            Alarm::Relay {
+                timers,
+                handed: None,
+            }
+        };
+        let sleeper = Sleeper {
+            wakeup: wakeup.clone(),
+            alarm,
+        };
+        Ok((sleeper, wakeup))
+    }
+
+    /// The leader's pidfd, shared (the ladder signals the leader through it): one per session.
+    pub(super) fn leader_pidfd(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.wakeup.leader_pidfd()
+    }
+
+    /// Sleeps until `wake` (its deadline on the session's `clock`, its real-time re-check), a
+    /// message, the leader's exit (unless `leader_exited`), or one of `pipes` being readable. On a
+    /// clock other than the real one, a timer is armed for each new deadline (one for a
+    /// deadline that stays: a silent child under an idle timeout of hours needs one timer).
+    pub(super) fn sleep(
+        &mut self,
+        clock: &Clock,
+        wake: Wake,
+        leader_exited: bool,
+        pipes: [Option<BorrowedFd<'_>>; 2],
+    ) -> Woken {
+        let until = match &mut self.alarm {
+            Alarm::RealTime => Some(wake.at.saturating_duration_since(clock.now())),
+            Alarm::Relay { timers, handed } => {
+                if *handed != Some(wake.at) {
+                    *handed = Some(wake.at);
+                    // The relay ends only with this sender: the send cannot fail.
+                    let _ = timers.send(clock.at(wake.at));
+                }
+                None
+            }
+        };
+        let timeout = match (until, wake.poll) {
+            (Some(until), Some(poll)) => Some(until.min(poll)),
+            (until, poll) => until.or(poll),
+        };
+        self.wakeup.sleep(timeout, leader_exited, pipes)
+    }
+}
+
+/// The relay of a clock's timers: pokes `wakeup` when the last timer handed over fires; ends
+/// when the monitor is gone.
+fn relay(timers: &Receiver<Receiver<Instant>>, wakeup: &Wakeup) {
+    let mut current = never();
+    loop {
+        select! {
+            recv(timers) -> timer => match timer {
+                Ok(timer) => current = timer,
+                Err(_) => return,
+            },
+            recv(current) -> fired => {
+                if fired.is_ok() {
+                    wakeup.poke();
+                }
+                current = never();
+            }
+        }
+    }
+}
+
+/// How the monitor learns of the leader's exit: by itself through the pidfd (nothing to do
+/// here); told at once when it had exited, alone, before the monitor started (`gone`); or by
+/// a waiter thread where there is no pidfd.
+pub(super) fn watch_exit(
+    id: u64,
+    pid: i32,
+    wakeup: &Wakeup,
+    exited: ControlTx,
+    gone: bool,
+) -> io::Result<()> {
+    if gone {
+        let _ = exited.send(Control::ChildExited);
+        return Ok(());
+    }
+    if wakeup.sees_exit() {
+        return Ok(());
+    }
+    #[cfg(test)]
+    WAITERS.with(|n| n.set(n.get() + 1));
+    std::thread::Builder::new()
+        .name(format!("quietus-wait-{id}"))
+        .spawn(move || {
+            if let Err(e) = sys::wait_exited_no_reap(pid) {
+                log::error!("waiting for pid {pid}: {e}");
+            }
+            let _ = exited.send(Control::ChildExited);
+        })
+        .map_err(|e| SpawnError::thread("waiter", e))?;
+    Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::WAITERS;
+    use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
+
+    use crate::clock::eventually;
+
+    /// Under a mock clock the monitor sleeps where production does: the stderr reader starts
+    /// from the monitor's `poll` once the program writes there (late, after a handshake on
+    /// stdout), and the leader's exit is seen through its pidfd, with no waiter thread. A
+    /// defect in either (a readable stderr pipe not starting its reader, the pidfd not
+    /// watched) leaves this run without its stderr or without its end; before, a mock clock
+    /// started both readers at once and waited with a thread, and never ran that code.
+    #[test]
+    fn a_mock_clock_session_runs_the_production_wait() {
+        for shell in ["bash", "python3"] {
+            let args: Vec<&str> = match shell {
+                "bash" => vec!["-c", "echo ready; read -r _; echo late >&2; exit 3"],
+                _ => vec![
+                    "-c",
+                    "import sys; print('ready', flush=True); sys.stdin.readline(); \
+                     sys.stderr.write('late\\n'); sys.stderr.flush(); sys.exit(3)",
+                ],
+            };
+            let clock = MockClock::new();
+            let config = MonitorConfig::default()
+                .watch_files(false)
+                .idle_timeout(Duration::from_secs(60));
+            let waiters = WAITERS.with(|n| n.get());
+            let session = Session::builder(Program::new(shell).args(args))
+                .config(config)
+                .clock(clock.clone())
+                .stdin(crate::Stdin::Piped)
+                .spawn()
+                .expect("the shell starts");
+            assert_eq!(WAITERS.with(|n| n.get()), waiters, "no waiter thread");
+            let out = || session.snapshot().stdout.map(|s| s.render_lossy());
+            assert!(eventually(|| out().is_some_and(|o| o.contains("ready"))));
+            let id = session.id();
+            let err_reader = format!("quietus-err-{id}");
+            let started = || crate::monitor::reader::reader_threads().contains(&err_reader);
+            assert!(!started(), "{shell}: no stderr reader before a write there");
+            session.write_stdin(b"go\n").expect("stdin open");
+            // The mock clock never moves: only the pipe and the pidfd can wake the monitor.
+            assert!(
+                eventually(|| session.wait_timeout(Duration::ZERO).is_some()),
+                "{shell}: the exit was seen"
+            );
+            let result = session.wait();
+            assert_eq!(result.outcome, Outcome::Exited, "{shell}");
+            assert_eq!(result.exit_code(), 3, "{shell}");
+            assert!(result.output_complete, "{shell}");
+            assert!(
+                started(),
+                "{shell}: the stderr reader started from the poll"
+            );
+            let err = session.snapshot().stderr.expect("captured").render_lossy();
+            assert_eq!(err, "late\n", "{shell}");
+        }
+    }
+
+    /// A deadline on a mock clock wakes the same `poll` through the relay of its timers: the
+    /// idle timeout ends a silent program once the clock passes it, not before, and one timer
+    /// is armed for it however long the program sleeps.
+    #[test]
+    fn a_mock_clock_deadline_wakes_the_poll() {
+        let clock = MockClock::new();
+        let config = MonitorConfig::default()
+            .watch_files(false)
+            .watch_children(false)
+            .idle_timeout(Duration::from_secs(3600));
+        let session = Session::builder(Program::new("sleep").args(["60"]))
+            .config(config)
+            .clock(clock.clone())
+            .spawn()
+            .expect("sleep starts");
+        assert!(clock.wait_for_timers(1, Duration::from_secs(20)));
+        clock.advance(Duration::from_secs(3599));
+        assert!(clock.wait_for_timers(1, Duration::from_secs(20)));
+        let armed = clock.timers_created();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(session.try_wait().is_none(), "{:?}", session.try_wait());
+        assert_eq!(
+            clock.timers_created(),
+            armed,
+            "no timer while the clock stands"
+        );
+        clock.advance(Duration::from_secs(1));
+        let result = session.wait();
+        assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "{:?}",
+            result.outcome
+        );
+    }
+}

@@ -1,0 +1,642 @@
+//! How a supervised run ended: [`Outcome`], [`MonitorResult`], [`StaleReport`], exit codes.
+
+use std::fmt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use crate::activity::ActivitySource;
+use crate::config::Containment;
+use crate::signal::Signal;
+
+/// How long one activity source had been idle when the child was judged stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceActivity {
+    /// The source.
+    pub source: ActivitySource,
+    /// Whether the source could observe anything (`false`: a watched root is a file, say).
+    pub available: bool,
+    /// Time since its latest activity (since the spawn when it had none).
+    pub idle: Duration,
+    /// How many activity events it had recorded in all.
+    pub events: u64,
+}
+
+/// How the session held its process tree, inside the crate; a [`MonitorResult`] shows it as
+/// [`containment`](MonitorResult::containment), [`cgroup`](MonitorResult::cgroup),
+/// [`why_not_cgroup`](MonitorResult::why_not_cgroup) and
+/// [`supervisor_death`](MonitorResult::supervisor_death).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TreeHold {
+    /// A cgroup v2 of the session's own, entered before the program started.
+    Cgroup {
+        /// Its directory.
+        path: PathBuf,
+        /// What would have ended the tree had the supervising process died.
+        supervisor_death: SupervisorDeath,
+    },
+    /// The process group, plus the descendants seen leaving it.
+    Group {
+        /// Why not a cgroup (`None` when the group was asked for).
+        why_not_cgroup: Option<String>,
+        /// What would have ended the tree had the supervising process died.
+        supervisor_death: SupervisorDeath,
+    },
+}
+
+impl TreeHold {
+    /// [`Containment::Cgroup`] or [`Containment::Group`].
+    pub(crate) fn mode(&self) -> Containment {
+        match self {
+            TreeHold::Cgroup { .. } => Containment::Cgroup,
+            TreeHold::Group { .. } => Containment::Group,
+        }
+    }
+
+    /// The cgroup's directory, for a cgroup.
+    pub(crate) fn cgroup(&self) -> Option<PathBuf> {
+        match self {
+            TreeHold::Cgroup { path, .. } => Some(path.clone()),
+            TreeHold::Group { .. } => None,
+        }
+    }
+
+    /// Why not a cgroup, for a group taken under [`Containment::Auto`].
+    pub(crate) fn why_not_cgroup(&self) -> Option<String> {
+        match self {
+            TreeHold::Cgroup { .. } => None,
+            TreeHold::Group { why_not_cgroup, .. } => why_not_cgroup.clone(),
+        }
+    }
+
+    /// Sets what would have ended the tree had the supervising process died.
+    pub(crate) fn set_supervisor_death(&mut self, death: SupervisorDeath) {
+        match self {
+            TreeHold::Cgroup {
+                supervisor_death, ..
+            }
+            | TreeHold::Group {
+                supervisor_death, ..
+            } => *supervisor_death = death,
+        }
+    }
+
+    /// What would have ended the tree had the supervising process died.
+    pub(crate) fn supervisor_death(&self) -> &SupervisorDeath {
+        match self {
+            TreeHold::Cgroup {
+                supervisor_death, ..
+            }
+            | TreeHold::Group {
+                supervisor_death, ..
+            } => supervisor_death,
+        }
+    }
+}
+
+/// What ends a session's tree if the supervising process dies without ending it (SIGKILL, a
+/// crash): [`MonitorResult::supervisor_death`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SupervisorDeath {
+    /// The process's guardian (`quietus __guardian`, one per supervising process): it
+    /// SIGKILLs the whole process group, or every member of the cgroup and removes it.
+    Guardian,
+    /// No guardian could be had: only the leader gets SIGKILL (the parent-death signal); its
+    /// descendants may live on, and a cgroup left behind is reclaimed (its members killed, the
+    /// folder removed) by the next quietus started in the same cgroup.
+    LeaderOnly {
+        /// Why there was no guardian (no `quietus` program found, say).
+        why_no_guardian: String,
+    },
+    /// Nothing: the parent-death signal was turned off
+    /// ([`MonitorConfig::parent_death_signal`](crate::MonitorConfig::parent_death_signal)).
+    Nothing,
+    /// The run was over before any guardian was needed (the leader had exited, alone).
+    NotNeeded,
+}
+
+/// Why a child was judged stale: every enabled source and how long it had been idle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StaleReport {
+    /// The idle timeout in force.
+    pub idle_timeout: Duration,
+    /// Every enabled source.
+    pub sources: Vec<SourceActivity>,
+    /// The descendants at the fresh sample taken at the deadline (children source on).
+    pub children: Option<crate::sources::children::ChildrenSample>,
+    /// The sources that were still active but had kept the child alive alone past their solo
+    /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
+    /// counted.
+    pub capped: Vec<ActivitySource>,
+    /// What the tree was doing when it was judged stale: one snapshot of its processes,
+    /// classified as one kind (Linux; elsewhere the kind is `Unknown`).
+    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
+}
+
+impl StaleReport {
+    /// The entry of one source, if it was enabled.
+    pub fn get(&self, source: ActivitySource) -> Option<&SourceActivity> {
+        self.sources.iter().find(|s| s.source == source)
+    }
+}
+
+impl fmt::Display for StaleReport {
+    /// `output 5m0s, keepalive 7m12s idle` (`children capped` for a source past its solo
+    /// cap). Keepalive is left out when the caller never sent
+    /// one (it would only repeat the session's age).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = self
+            .sources
+            .iter()
+            .filter(|s| s.source != ActivitySource::Keepalive || s.events > 0);
+        for (i, s) in shown.enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            if self.capped.contains(&s.source) {
+                write!(f, "{} capped", s.source)?;
+            } else if s.available {
+                write!(f, "{} {}", s.source, HumanDuration(s.idle))?;
+            } else {
+                write!(f, "{} unavailable", s.source)?;
+            }
+        }
+        f.write_str(" idle")
+    }
+}
+
+/// Formats a duration the way people read it: `850ms`, `4.2s`, `5m0s`, `1h2m3s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HumanDuration(pub(crate) Duration);
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        let secs = d.as_secs();
+        if secs == 0 {
+            return write!(f, "{}ms", d.as_millis());
+        }
+        if secs < 60 {
+            let tenths = d.subsec_millis() / 100;
+            return if tenths == 0 {
+                write!(f, "{secs}s")
+            } else {
+                write!(f, "{secs}.{tenths}s")
+            };
+        }
+        let (h, m, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
+        if h > 0 {
+            write!(f, "{h}h{m}m{s}s")
+        } else {
+            write!(f, "{m}m{s}s")
+        }
+    }
+}
+
+/// What a line that told completion matched (inside the crate; public as the variants of
+/// [`CompletionSeen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompletionTrigger {
+    /// One of the patterns.
+    Output,
+    /// The line callback.
+    Callback,
+}
+
+/// Completion as it was seen ([`CompletionConfig`](crate::CompletionConfig)): what told it,
+/// and when (after the spawn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionSeen {
+    /// An output line matched one of the patterns
+    /// ([`CompletionConfig::output`](crate::CompletionConfig::output)).
+    Pattern {
+        /// The stream of the line.
+        stream: crate::stream::Stream,
+        /// The line (lossy UTF-8, at most 1 KiB).
+        line: String,
+        /// When, after the spawn.
+        after: Duration,
+    },
+    /// The line callback accepted an output line
+    /// ([`CompletionConfig::on_line`](crate::CompletionConfig::on_line)).
+    Callback {
+        /// The stream of the line.
+        stream: crate::stream::Stream,
+        /// The line (lossy UTF-8, at most 1 KiB).
+        line: String,
+        /// When, after the spawn.
+        after: Duration,
+    },
+    /// A completion file appeared or changed
+    /// ([`CompletionConfig::file`](crate::CompletionConfig::file)).
+    File {
+        /// The file.
+        path: PathBuf,
+        /// When, after the spawn.
+        after: Duration,
+    },
+}
+
+impl CompletionSeen {
+    /// A line that told completion.
+    pub(crate) fn line(
+        trigger: CompletionTrigger,
+        stream: crate::stream::Stream,
+        line: String,
+        after: Duration,
+    ) -> Self {
+        match trigger {
+            CompletionTrigger::Output => CompletionSeen::Pattern {
+                stream,
+                line,
+                after,
+            },
+            CompletionTrigger::Callback => CompletionSeen::Callback {
+                stream,
+                line,
+                after,
+            },
+        }
+    }
+
+    /// `output` (a pattern), `callback` or `file`: the word the command's report uses.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CompletionSeen::Pattern { .. } => "output",
+            CompletionSeen::Callback { .. } => "callback",
+            CompletionSeen::File { .. } => "file",
+        }
+    }
+
+    /// When it was seen, after the spawn.
+    pub fn after(&self) -> Duration {
+        match self {
+            CompletionSeen::Pattern { after, .. }
+            | CompletionSeen::Callback { after, .. }
+            | CompletionSeen::File { after, .. } => *after,
+        }
+    }
+
+    /// The line that matched, or the file's path (lossy UTF-8).
+    pub fn matched(&self) -> String {
+        match self {
+            CompletionSeen::Pattern { line, .. } | CompletionSeen::Callback { line, .. } => {
+                line.clone()
+            }
+            CompletionSeen::File { path, .. } => path.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// The stream of the line (`None` for a file).
+    pub fn stream(&self) -> Option<crate::stream::Stream> {
+        match self {
+            CompletionSeen::Pattern { stream, .. } | CompletionSeen::Callback { stream, .. } => {
+                Some(*stream)
+            }
+            CompletionSeen::File { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for CompletionSeen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompletionSeen::Pattern {
+                stream,
+                line,
+                after,
+            }
+            | CompletionSeen::Callback {
+                stream,
+                line,
+                after,
+            } => write!(
+                f,
+                "{} line on {} {:?} after {}",
+                self.name(),
+                stream.name(),
+                line,
+                HumanDuration(*after)
+            ),
+            CompletionSeen::File { path, after } => {
+                write!(f, "file {} after {}", path.display(), HumanDuration(*after))
+            }
+        }
+    }
+}
+
+/// Why the run ended. Fixed the first time a reason is found; never overwritten.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The child exited on its own (with a code or by a signal quietus did not send).
+    Exited,
+    /// Every enabled source was stale for the idle timeout.
+    IdleTimeout(StaleReport),
+    /// The hard timeout passed.
+    HardTimeout {
+        /// The configured hard timeout.
+        after: Duration,
+    },
+    /// Completion was seen and the child did not exit by itself within the linger (or went
+    /// stale, or reached the hard timeout, meanwhile): quietus ended it. The work is done:
+    /// exit code 0.
+    Completed(CompletionSeen),
+    /// The caller asked for the end ([`Session::terminate`](crate::Session::terminate) or
+    /// [`Session::kill`](crate::Session::kill), or dropped the session).
+    Terminated {
+        /// `true` for an immediate SIGKILL, `false` for the ladder.
+        forced: bool,
+    },
+    /// The whole tree was blocked on input for the input-wait timeout while every source was
+    /// quiet ([`MonitorConfig::input_wait_timeout`](crate::MonitorConfig::input_wait_timeout)):
+    /// a question nobody will answer. A stall (exit code 124 in the command).
+    InputWait(crate::input_wait::InputWait),
+}
+
+impl Outcome {
+    /// Whether quietus (rather than the child itself) decided the end.
+    pub fn ended_by_quietus(&self) -> bool {
+        !matches!(self, Outcome::Exited)
+    }
+
+    /// What the tree was doing when it was judged stalled: the diagnosis of an idle timeout
+    /// (Linux), or of an input wait; `None` for the other outcomes.
+    pub fn diagnosis(&self) -> Option<&crate::diagnosis::Diagnosis> {
+        match self {
+            Outcome::IdleTimeout(report) => report.diagnosis.as_ref(),
+            Outcome::InputWait(wait) => Some(&wait.diagnosis),
+            _ => None,
+        }
+    }
+
+    /// Short machine name: `exited`, `idle_timeout`, `hard_timeout`, `completed`,
+    /// `terminated`, `input_wait`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Exited => "exited",
+            Outcome::Completed(_) => "completed",
+            Outcome::IdleTimeout(_) => "idle_timeout",
+            Outcome::HardTimeout { .. } => "hard_timeout",
+            Outcome::Terminated { .. } => "terminated",
+            Outcome::InputWait(_) => "input_wait",
+        }
+    }
+}
+
+/// Everything known about a finished supervised run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MonitorResult {
+    /// Why it ended.
+    pub outcome: Outcome,
+    /// The child's exit status, once reaped. `None` only when termination is unproven.
+    pub status: Option<ExitStatus>,
+    /// The child's pid (also its process-group id).
+    pub pid: u32,
+    /// Every signal sent to the tree by the ladder, in order.
+    pub signals_sent: Vec<Signal>,
+    /// Whether the ladder had to go as far as SIGKILL.
+    pub escalated: bool,
+    /// Group members still alive after the child's own exit that quietus ended.
+    pub leftovers_killed: usize,
+    /// SIGKILL was sent but the tree could not be confirmed gone within the bound.
+    pub termination_unproven: bool,
+    /// From spawn to the end of the run (output drained).
+    pub runtime: Duration,
+    /// From the first ladder signal to the tree confirmed gone, when a ladder ran.
+    pub ladder_time: Option<Duration>,
+    /// For a timeout: from the instant the child became stale (or the hard deadline) to the
+    /// first signal sent.
+    pub kill_latency: Option<Duration>,
+    /// Every enabled source at the end of the run: how long it had been idle and how many
+    /// events it had recorded.
+    pub activity: Vec<SourceActivity>,
+    /// The complete logs of the streams that passed the spill threshold.
+    pub logs: Vec<crate::capture::spill::LogFile>,
+    /// Best-effort events (`Output`, `Activity`) dropped because the consumer fell behind.
+    pub events_dropped: u64,
+    /// Whether the output pipes reached end-of-file (`false`: the drain stopped at quiet output
+    /// or the drain cap because something still held them open).
+    pub output_complete: bool,
+    /// The isolated home the child was given, with the files seeded into it and those that
+    /// could not be (see [`Environment::home`](crate::Environment::home)).
+    pub home: Option<crate::environment::IsolatedHome>,
+    /// The folders of the files source's roots that could not be watched during the run (no
+    /// permission, say), with why and for how long: activity in them could not be seen then.
+    /// Empty when everything was watched (or the files source was off).
+    pub unwatched: Vec<UnwatchedFolder>,
+    /// Completion, when it was seen ([`CompletionConfig`](crate::CompletionConfig)), whatever
+    /// ended the run: a child that exits by itself after it keeps its own exit code.
+    pub completion: Option<CompletionSeen>,
+    /// How the tree was held: [`Containment::Cgroup`] (a cgroup of its own, every process of
+    /// the tree in it, removed at the end) or [`Containment::Group`] (the process group, plus
+    /// the descendants seen leaving it); never `Auto`.
+    pub containment: Containment,
+    /// The session's cgroup directory (which no longer exists), for [`Containment::Cgroup`].
+    pub cgroup: Option<PathBuf>,
+    /// Why not a cgroup, when [`Containment::Auto`] fell back to the group (`None` when the
+    /// group was asked for, or a cgroup was had).
+    pub why_not_cgroup: Option<String>,
+    /// What would have ended the tree had the supervising process died (SIGKILL, a crash).
+    pub supervisor_death: SupervisorDeath,
+    /// The highest memory use of the whole tree, in bytes, where the session had a cgroup with
+    /// the memory controller enabled (kernel 5.19 and later).
+    pub memory_peak: Option<u64>,
+    /// How many processes of the tree the kernel's OOM killer ended, where the session had a
+    /// cgroup with the memory controller enabled.
+    pub oom_kills: Option<u64>,
+    /// Why the network source, though on, could observe nothing (no socket diagnostics in
+    /// this kernel or sandbox, a system other than Linux); `None` when it could, or was off.
+    pub network_unavailable: Option<String>,
+}
+
+/// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
+/// [`MonitorResult::unwatched`]: activity in it could not be seen while it lasted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnwatchedFolder {
+    /// The folder: a root, or a folder inside one.
+    pub path: PathBuf,
+    /// Why, as the system said it the last time (`Permission denied (os error 13)`).
+    pub reason: String,
+    /// How long it went unwatched in total, up to the end of the run (or now).
+    pub duration: Duration,
+    /// Whether it was still unwatched at the end of the run (or now).
+    pub still: bool,
+}
+
+impl MonitorResult {
+    /// Exit code for "quietus ended the child" (idle or hard timeout, input wait), as GNU
+    /// `timeout` uses.
+    pub const EXIT_TIMEOUT: i32 = 124;
+    /// Exit code for quietus's own failures (bad options, termination unproven…).
+    pub const EXIT_INTERNAL: i32 = 125;
+    /// Exit code when the program exists but cannot be executed.
+    pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+    /// Exit code when the program is not found.
+    pub const EXIT_NOT_FOUND: i32 = 127;
+
+    /// The child's exit code, or the signal that ended it, as a shell would show it.
+    fn status_code(&self) -> Option<i32> {
+        let status = self.status?;
+        status
+            .code()
+            .or_else(|| status.signal().map(|sig| 128 + sig))
+    }
+
+    /// The exit code a `timeout`-like tool should return: 124 when quietus ended the child
+    /// for a timeout or an input wait; 0 when it ended it after completion ([`Outcome::Completed`]); otherwise the child's own code, or 128+N when it died of signal N
+    /// (after [`Outcome::Terminated`] that is usually 128+15); 125 when the status is unknown.
+    pub fn exit_code(&self) -> i32 {
+        match self.outcome {
+            Outcome::IdleTimeout(_) | Outcome::HardTimeout { .. } | Outcome::InputWait(_) => {
+                Self::EXIT_TIMEOUT
+            }
+            Outcome::Completed(_) => 0,
+            Outcome::Exited | Outcome::Terminated { .. } => {
+                self.status_code().unwrap_or(Self::EXIT_INTERNAL)
+            }
+        }
+    }
+
+    /// The signal that killed the child, if it died of one.
+    pub fn signal(&self) -> Option<i32> {
+        self.status.and_then(|s| s.signal())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(outcome: Outcome, raw_wait_status: Option<i32>) -> MonitorResult {
+        MonitorResult {
+            outcome,
+            status: raw_wait_status.map(ExitStatus::from_raw),
+            pid: 42,
+            signals_sent: vec![],
+            escalated: false,
+            leftovers_killed: 0,
+            termination_unproven: false,
+            runtime: Duration::ZERO,
+            ladder_time: None,
+            kill_latency: None,
+            activity: vec![],
+            logs: vec![],
+            events_dropped: 0,
+            output_complete: true,
+            home: None,
+            unwatched: Vec::new(),
+            completion: None,
+            containment: Containment::Group,
+            cgroup: None,
+            why_not_cgroup: None,
+            supervisor_death: SupervisorDeath::NotNeeded,
+            memory_peak: None,
+            oom_kills: None,
+            network_unavailable: None,
+        }
+    }
+
+    #[test]
+    fn exit_codes_follow_gnu_timeout() {
+        assert_eq!(result(Outcome::Exited, Some(3 << 8)).exit_code(), 3);
+        assert_eq!(result(Outcome::Exited, Some(9)).exit_code(), 137);
+        let stale = Outcome::IdleTimeout(StaleReport {
+            idle_timeout: Duration::from_secs(1),
+            sources: vec![],
+            children: None,
+            capped: vec![],
+            diagnosis: None,
+        });
+        let seen = CompletionSeen::Pattern {
+            stream: crate::stream::Stream::Stdout,
+            line: "done".into(),
+            after: Duration::from_secs(1),
+        };
+        // Ended after completion: 0, whatever signal the ladder sent.
+        assert_eq!(result(Outcome::Completed(seen), Some(15)).exit_code(), 0);
+        assert_eq!(result(stale, Some(15)).exit_code(), 124);
+        let hard = Outcome::HardTimeout {
+            after: Duration::from_secs(1),
+        };
+        assert_eq!(result(hard, None).exit_code(), 124);
+        assert_eq!(
+            result(Outcome::Terminated { forced: false }, Some(15)).exit_code(),
+            143
+        );
+        assert_eq!(
+            result(Outcome::Terminated { forced: true }, None).exit_code(),
+            125
+        );
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(
+            HumanDuration(Duration::from_millis(850)).to_string(),
+            "850ms"
+        );
+        assert_eq!(
+            HumanDuration(Duration::from_millis(4200)).to_string(),
+            "4.2s"
+        );
+        assert_eq!(HumanDuration(Duration::from_secs(300)).to_string(), "5m0s");
+        assert_eq!(
+            HumanDuration(Duration::from_secs(3723)).to_string(),
+            "1h2m3s"
+        );
+    }
+
+    #[test]
+    fn report_displays_every_source() {
+        let r = StaleReport {
+            idle_timeout: Duration::from_secs(300),
+            children: None,
+            capped: vec![],
+            diagnosis: None,
+            sources: vec![
+                SourceActivity {
+                    source: ActivitySource::Output,
+                    available: true,
+                    idle: Duration::from_secs(300),
+                    events: 3,
+                },
+                SourceActivity {
+                    source: ActivitySource::Files,
+                    available: false,
+                    idle: Duration::from_secs(300),
+                    events: 0,
+                },
+                SourceActivity {
+                    source: ActivitySource::Keepalive,
+                    available: true,
+                    idle: Duration::from_secs(432),
+                    events: 1,
+                },
+            ],
+        };
+        assert_eq!(
+            r.to_string(),
+            "output 5m0s, files unavailable, keepalive 7m12s idle"
+        );
+        let mut never_kept_alive = r.clone();
+        never_kept_alive.sources[2].events = 0;
+        assert_eq!(
+            never_kept_alive.to_string(),
+            "output 5m0s, files unavailable idle"
+        );
+        assert_eq!(r.get(ActivitySource::Output).unwrap().events, 3);
+        let mut capped = r.clone();
+        capped.capped = vec![ActivitySource::Output];
+        assert_eq!(
+            capped.to_string(),
+            "output capped, files unavailable, keepalive 7m12s idle"
+        );
+    }
+}

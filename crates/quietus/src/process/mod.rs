@@ -1,0 +1,213 @@
+//! Starting a program (std's `Command`, from the spawner thread when the parent-death signal
+//! needs a long-lived thread), the child it becomes, and the guardian. Raw OS calls live in
+//! [`sys`].
+
+pub(crate) mod cgroup;
+pub(crate) mod guardian;
+pub(crate) mod orphans;
+pub(crate) mod pty;
+pub(crate) mod sys;
+
+use std::io;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
+use std::sync::OnceLock;
+
+use crossbeam_channel::{Sender, bounded, unbounded};
+
+use sys::Handoff;
+
+/// Work for the spawner thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The long-lived thread that forks every child started with the parent-death signal.
+///
+/// Linux delivers `PR_SET_PDEATHSIG` when the *thread* that forked the child exits, not the
+/// process. A caller spawning from a short-lived thread would see its child killed when that
+/// thread ends; forking from one thread that lives as long as the process avoids that.
+fn spawner() -> &'static Sender<Job> {
+    static SPAWNER: OnceLock<Sender<Job>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = unbounded::<Job>();
+        let started = std::thread::Builder::new()
+            .name("quietus-spawner".into())
+            .spawn(move || rx.into_iter().for_each(|job| job()));
+        if let Err(e) = started {
+            log::error!("cannot start the spawner thread: {e}; spawning from the caller's thread");
+        }
+        tx
+    })
+}
+
+/// Runs `job` (a spawn) on the spawner thread and returns what it returned; on the caller's
+/// thread if the spawner cannot be had. `None` if the job was lost (it panicked there).
+pub(crate) fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (reply_tx, reply_rx) = bounded(1);
+    let slot = std::sync::Arc::new(crate::sync::Mutex::new(Some(job)));
+    let theirs = slot.clone();
+    let sent = spawner().send(Box::new(move || {
+        if let Some(job) = theirs.lock().take() {
+            let _ = reply_tx.send(job());
+        }
+    }));
+    if sent.is_ok()
+        && let Ok(answer) = reply_rx.recv()
+    {
+        return Some(answer);
+    }
+    // No spawner thread (or it stopped): the job, if it has not run, runs here.
+    let job = slot.lock().take();
+    job.map(|job| job())
+}
+
+/// Spawns `command` (already configured), from the spawner thread when `from_spawner`.
+///
+/// With a [`sys::Handoff`] (the program is born in the session's cgroup, `sys::spawn`), the
+/// process std forked is not the program's: it is reaped here, and the returned child is its
+/// sibling that runs the program. A failed spawn leaves no process behind either way.
+pub(crate) fn spawn(
+    command: Command,
+    from_spawner: bool,
+    handoff: Option<Handoff>,
+) -> (Command, io::Result<ChildProcess>) {
+    let (command, spawned) = spawn_std(command, from_spawner);
+    let child = match spawned {
+        Ok(child) => Ok(ChildProcess::adopt(child, handoff.as_ref())),
+        Err(e) => {
+            if let Some(handoff) = &handoff {
+                reap_failed_sibling(handoff);
+            }
+            Err(e)
+        }
+    };
+    (command, child)
+}
+
+/// std's spawn, from the spawner thread when `from_spawner`.
+fn spawn_std(mut command: Command, from_spawner: bool) -> (Command, io::Result<Child>) {
+    if from_spawner {
+        let answer = on_spawner(move || {
+            let child = command.spawn();
+            (command, child)
+        });
+        return answer.unwrap_or_else(|| {
+            let stopped = io::Error::other("the quietus spawner thread stopped");
+            (Command::new(""), Err(stopped))
+        });
+    }
+    let child = command.spawn();
+    (command, child)
+}
+
+/// The spawn failed after the program's process was made (its `exec` failed: the error std
+/// returned is its own): reaps it, as std reaped the process it forked.
+fn reap_failed_sibling(handoff: &Handoff) {
+    #[cfg(target_os = "linux")]
+    if let sys::Leader::Sibling(pid) = handoff.leader()
+        && let Err(e) = sys::reap_child(pid, true)
+    {
+        log::debug!("reaping pid {pid}, whose exec failed: {e}");
+    }
+    #[cfg(not(target_os = "linux"))]
+    match *handoff {}
+}
+
+/// A child the library started: the process that runs the program, and its pipes.
+///
+/// Like std's `Child`, which it replaces because the program's process is not always the one
+/// std forked (`sys::spawn`). It is waited for by pid; once reaped it is never signalled.
+#[derive(Debug)]
+pub(crate) struct ChildProcess {
+    pid: u32,
+    /// Its stdin, when piped.
+    pub(crate) stdin: Option<ChildStdin>,
+    /// Its stdout, when piped.
+    pub(crate) stdout: Option<ChildStdout>,
+    /// Its stderr, when piped.
+    pub(crate) stderr: Option<ChildStderr>,
+    /// Its status, once reaped.
+    status: Option<ExitStatus>,
+}
+
+impl ChildProcess {
+    /// The child std spawned, or (as `handoff` says) the sibling it made; the pipes are the
+    /// same (the sibling inherited them).
+    fn adopt(mut child: Child, handoff: Option<&Handoff>) -> ChildProcess {
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let mut pid = child.id();
+        #[cfg(target_os = "linux")]
+        if let Some(sys::Leader::Sibling(sibling)) = handoff.map(sys::Handoff::leader) {
+            // The forked process exited right after making the sibling: reap it.
+            if let Err(e) = child.wait() {
+                log::debug!("reaping pid {pid}, which started the program: {e}");
+            }
+            pid = sibling.unsigned_abs();
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = handoff;
+        ChildProcess::started(pid, stdin, stdout, stderr)
+    }
+
+    /// The child that runs the program, with its pipes.
+    pub(crate) fn started(
+        pid: u32,
+        stdin: Option<ChildStdin>,
+        stdout: Option<ChildStdout>,
+        stderr: Option<ChildStderr>,
+    ) -> ChildProcess {
+        ChildProcess {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+            status: None,
+        }
+    }
+
+    /// Its pid.
+    pub(crate) fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits for it to exit and reaps it (closing its stdin first, as std does).
+    pub(crate) fn wait(&mut self) -> io::Result<ExitStatus> {
+        drop(self.stdin.take());
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = sys::reap_child(self.pid_i32(), true)?
+            .ok_or_else(|| io::Error::other("waitpid returned no status"))?;
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// Its status if it exited (and reaps it then), `None` while it runs.
+    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_none() {
+            self.status = sys::reap_child(self.pid_i32(), false)?;
+        }
+        Ok(self.status)
+    }
+
+    /// SIGKILL, unless it was reaped already (its pid may belong to another process then).
+    pub(crate) fn kill(&mut self) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        sys::kill_pid(self.pid_i32(), sys::SIGKILL)
+    }
+
+    fn pid_i32(&self) -> i32 {
+        i32::try_from(self.pid).unwrap_or(i32::MAX)
+    }
+}
+
+/// A spawn error, with the program named in the message and the kind kept (so `NotFound` and
+/// `PermissionDenied` can still be told apart): a [`SpawnErrorKind::Program`] error.
+///
+/// [`SpawnErrorKind::Program`]: crate::SpawnErrorKind::Program
+pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::Error {
+    crate::error::SpawnError::program(command.get_program(), error).into()
+}
+
+pub(crate) use guardian::Guardian;

@@ -1,0 +1,140 @@
+//! Files, pipes and descriptors: access checks, the size and state of a pipe, a descriptor's
+//! readiness, the clock file times are stamped with.
+
+#![allow(unused_imports)] // one header for every theme of `sys`
+
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+
+use super::*;
+
+/// `O_NOFOLLOW`, for [`OpenOptionsExt::custom_flags`](std::os::unix::fs::OpenOptionsExt):
+/// the open fails when the last part of the path is a symbolic link.
+pub(crate) const O_NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+
+/// Whether this process may create and open files in folder `dir` (`access(W_OK | X_OK)`,
+/// with the real user id, as the folder's permission bits and ACLs say).
+pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
+    rustix::fs::access(
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .map_err(io::Error::from)
+}
+
+/// Whether this process may write to file `path` (`access(W_OK)` with the real user id).
+pub(crate) fn check_writable(path: &Path) -> io::Result<()> {
+    rustix::fs::access(path, rustix::fs::Access::WRITE_OK).map_err(io::Error::from)
+}
+
+/// Whether this process may run file `path` (`access(X_OK)`, a regular file).
+pub(crate) fn check_executable(path: &Path) -> io::Result<()> {
+    if !path.is_file() {
+        return Err(io::ErrorKind::NotFound.into());
+    }
+    rustix::fs::access(path, rustix::fs::Access::EXEC_OK).map_err(io::Error::from)
+}
+
+/// Waits until `fd` is readable (or at its end), at most `timeout`; whether it is.
+pub(crate) fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = rustix::event::Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&left)) {
+            Ok(n) => return n > 0,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Whether a raw OS error code says a system-wide or per-process limit was hit while adding a
+/// watch: `ENOSPC` (inotify's watch limit), `EMFILE` or `ENFILE` (open files).
+pub(crate) fn is_watch_limit_error(code: i32) -> bool {
+    [
+        rustix::io::Errno::NOSPC,
+        rustix::io::Errno::MFILE,
+        rustix::io::Errno::NFILE,
+    ]
+    .iter()
+    .any(|errno| errno.raw_os_error() == code)
+}
+
+/// How many bytes sit unread in the pipe (or socket) `fd` reads (`FIONREAD`).
+pub(crate) fn unread_bytes(fd: impl AsFd) -> io::Result<u64> {
+    rustix::io::ioctl_fionread(fd).map_err(io::Error::from)
+}
+
+/// The effective user id of this process.
+pub(crate) fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Size quietus asks for the child's output pipes.
+pub(crate) const PIPE_SIZE: usize = 1024 * 1024;
+
+/// Grows a pipe to [`PIPE_SIZE`] where the platform allows it (Linux); failure is harmless.
+pub(crate) fn grow_pipe(fd: std::os::fd::BorrowedFd<'_>) {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(fd, PIPE_SIZE) {
+        log::debug!("cannot grow an output pipe to {PIPE_SIZE} bytes: {e}");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = fd;
+}
+
+/// Whether no process holds the write end of the pipe `fd` reads any more: once its unread
+/// bytes are read, the reader sees end-of-file (`POLLHUP` on the read end).
+pub(crate) fn pipe_hung_up(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().contains(rustix::event::PollFlags::HUP)
+}
+
+/// The (device, inode) of the pipe `fd` is an end of.
+pub(crate) fn pipe_id(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    rustix::fs::fstat(fd).ok().map(|st| file_id(&st))
+}
+
+/// (device, inode) of a `stat`.
+#[allow(clippy::unnecessary_cast)] // u64 on Linux; other widths elsewhere
+pub(super) fn file_id(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+/// Now, on the clock the kernel stamps file times with: on Linux its coarse wall clock, which
+/// lags the precise one by up to a tick; a file changed after this instant carries a later
+/// time, one changed before it never does. Elsewhere the ordinary wall clock.
+pub(crate) fn file_clock_now() -> std::time::SystemTime {
+    #[cfg(target_os = "linux")]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(t.tv_sec).unwrap_or(0),
+                u32::try_from(t.tv_nsec).unwrap_or(0),
+            )
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        std::time::SystemTime::now()
+    }
+}

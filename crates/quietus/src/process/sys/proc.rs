@@ -1,0 +1,326 @@
+//! `/proc` files and process facts: a process's `stat`, its children, its descriptors and what
+//! they name, an entry of its environment, its process group; the members of a group; the boot
+//! clock that process start times are counted on (Linux reads `/proc`; elsewhere what the
+//! platform offers).
+
+#![allow(unused_imports)] // one header for every theme of `sys`
+
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+
+use super::*;
+
+/// One line of `/proc/<pid>/stat`, the fields quietus needs.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    pub(crate) pid: i32,
+    pub(crate) state: u8,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
+    /// User + system time, in clock ticks.
+    pub(crate) cpu_ticks: u64,
+    /// User + system time of reaped children (cutime + cstime), in clock ticks.
+    pub(crate) child_cpu_ticks: u64,
+    /// Start time after boot, in clock ticks: with the pid, the identity of a process.
+    pub(crate) start_time: u64,
+    /// Number of threads.
+    pub(crate) threads: u64,
+}
+
+#[cfg(target_os = "linux")]
+impl ProcStat {
+    /// Whether the process is a zombie (or dead): no longer running anything.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.state == b'Z' || self.state == b'X'
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    // Field n of proc_pid_stat(5) (1-based; 1 is the pid, 2 the name) is fields[n - 3].
+    let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    let number = |n: usize| field(n)?.parse::<u64>().ok();
+    Some(ProcStat {
+        pid,
+        state: *field(3)?.as_bytes().first()?,
+        ppid: field(4)?.parse().ok()?,
+        pgrp: field(5)?.parse().ok()?,
+        cpu_ticks: number(14)? + number(15)?,
+        child_cpu_ticks: number(16)? + number(17)?,
+        threads: number(20)?,
+        start_time: number(22)?,
+    })
+}
+
+/// Reads a small `/proc` file whole into `buf`, in one `read` when it fits (it does for
+/// `stat` and a short `children` list), where `fs::read_to_string` grows its buffer from 32
+/// bytes on (`/proc` reports size 0): five or six reads for one `stat` line. Measured on the
+/// leftover scan, which reads every process's `stat`. `None` if it cannot be read or is not
+/// UTF-8; a file longer than `buf` is read whole into a `String` instead.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_proc<'b>(
+    path: &str,
+    buf: &'b mut [u8; 1024],
+) -> Option<std::borrow::Cow<'b, str>> {
+    read_small(std::path::Path::new(path), buf).ok()
+}
+
+/// [`read_proc`] with its error: for the small files of `/proc` and of a cgroup (`cgroup`,
+/// `cgroup.events`…), whose size the kernel reports as 0 or 4096.
+pub(crate) fn read_small<'b>(
+    path: &std::path::Path,
+    buf: &'b mut [u8; 1024],
+) -> io::Result<std::borrow::Cow<'b, str>> {
+    use std::io::Read;
+    let not_text = || io::Error::new(io::ErrorKind::InvalidData, "not UTF-8");
+    let mut file = std::fs::File::open(path)?;
+    let mut len = 0;
+    loop {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len == buf.len() {
+                    // Longer than the buffer: the rest the ordinary way.
+                    let mut bytes = buf.to_vec();
+                    file.read_to_end(&mut bytes)?;
+                    return String::from_utf8(bytes)
+                        .map(std::borrow::Cow::Owned)
+                        .map_err(|_| not_text());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    std::str::from_utf8(&buf[..len])
+        .map(std::borrow::Cow::Borrowed)
+        .map_err(|_| not_text())
+}
+
+/// The number of read system calls `pid` made (`syscr` in `/proc/<pid>/io`): two samples
+/// that both find a process blocked in `read` prove it waited in between only if this did not
+/// change. `None` if it cannot be read.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_count(pid: i32) -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("syscr:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Elsewhere: no `/proc`.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn read_count(_pid: i32) -> Option<u64> {
+    None
+}
+
+/// Reads `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_stat(pid: i32) -> Option<ProcStat> {
+    let mut buf = [0u8; 1024];
+    parse_stat(&read_proc(&format!("/proc/{pid}/stat"), &mut buf)?)
+}
+
+/// The children of `pid`, from `/proc/<pid>/task/<tid>/children` of every thread (a child is
+/// listed under the thread that forked it). `None` when the kernel does not offer the file.
+/// A single-threaded process has one such file, read without listing the tasks.
+#[cfg(target_os = "linux")]
+pub(crate) fn children_of(pid: i32, threads: u64, into: &mut Vec<i32>) -> Option<()> {
+    if threads == 1 {
+        let mut buf = [0u8; 1024];
+        let text = read_proc(&format!("/proc/{pid}/task/{pid}/children"), &mut buf)?;
+        into.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+        return Some(());
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut offered = false;
+    for task in tasks.flatten() {
+        let mut path = task.path();
+        path.push("children");
+        let mut buf = [0u8; 1024];
+        let Some(text) = path.to_str().and_then(|path| read_proc(path, &mut buf)) else {
+            continue;
+        };
+        offered = true;
+        into.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    offered.then_some(())
+}
+
+/// Clock ticks per second of the times in `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+pub(crate) fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
+/// This process's children where orphans go: the kernel hands an orphan to the first live
+/// thread of its reaper, which is the main thread while it lives, so the main thread's
+/// `children` list holds every adopted process (and what the main thread forked itself; the
+/// library's own children forked on other threads are known to it anyway). Every thread's
+/// list when the main thread has exited.
+///
+/// Only that list, because looking up another thread's `/proc/self/task/<tid>` leaves entries
+/// the kernel must drop when that thread exits, and when it exits at the end of a run, that
+/// races with the parent's reap of this process: the parent's `wait` then spins in the
+/// kernel's dentry shrinking until the thread's own flush is done (7–10 ms of a run's time,
+/// median, on the loaded development VM).
+#[cfg(target_os = "linux")]
+pub(crate) fn own_children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    let main_thread_lives = read_stat(me).is_some_and(|stat| !stat.is_dead());
+    if !(main_thread_lives && children_of(me, 1, &mut out).is_some()) {
+        out.clear();
+        let _ = children_of(me, 0, &mut out);
+    }
+    out
+}
+
+/// Every descriptor of process `pid` and what its `/proc/<pid>/fd/<n>` link names
+/// (`socket:[123]`, `pipe:[45]`, `/dev/pts/3`…), in one pass over the folder with a
+/// reused buffer. A link longer than 4 KiB is skipped. Fails when the folder cannot be read
+/// (the process is gone, or another user's without the privilege).
+#[cfg(target_os = "linux")]
+pub(crate) fn fd_links(pid: i32, found: &mut dyn FnMut(i32, &[u8])) -> io::Result<()> {
+    let mut dir = rustix::fs::Dir::new(open_fd_dir(pid)?)?;
+    read_fd_links(&mut dir, found)
+}
+
+/// `/proc/<pid>/fd`, open.
+#[cfg(target_os = "linux")]
+pub(crate) fn open_fd_dir(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        format!("/proc/{pid}/fd"),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// [`fd_links`] on an open `/proc/<pid>/fd` (read from its start, so that it can be kept
+/// open and read again). Fails once the process is gone.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_fd_links(
+    dir: &mut rustix::fs::Dir,
+    found: &mut dyn FnMut(i32, &[u8]),
+) -> io::Result<()> {
+    dir.rewind();
+    let mut link = [0u8; 4096];
+    while let Some(entry) = dir.next() {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(number) = std::str::from_utf8(name.to_bytes())
+            .ok()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue; // "." and ".."
+        };
+        let dirfd = dir.fd()?;
+        if let Ok(len) = rustix::fs::readlinkat_raw(dirfd, name, &mut link[..])
+            && len < link.len()
+        {
+            found(number, &link[..len]);
+        }
+    }
+    Ok(())
+}
+
+/// The inode `N` of a `socket:[N]` link target.
+pub(crate) fn socket_inode(target: &[u8]) -> Option<u64> {
+    let rest = target.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
+    std::str::from_utf8(rest).ok()?.parse().ok()
+}
+
+/// The entry `NAME=…` of `/proc/<pid>/environ` for `name`, if the process has one.
+#[cfg(target_os = "linux")]
+pub(crate) fn environ_entry(pid: i32, name: &str) -> Option<Vec<u8>> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = [name.as_bytes(), b"="].concat();
+    env.split(|b| *b == 0)
+        .find(|e| e.starts_with(&prefix))
+        .map(<[u8]>::to_vec)
+}
+
+/// The pipes (device, inode) among the standard streams (fds 0, 1, 2) of process `pid`.
+#[cfg(target_os = "linux")]
+pub(crate) fn stdio_pipes(pid: i32) -> Vec<(u64, u64)> {
+    (0..3)
+        .filter_map(|fd| rustix::fs::stat(format!("/proc/{pid}/fd/{fd}")).ok())
+        .filter(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo)
+        .map(|st| file_id(&st))
+        .collect()
+}
+
+/// Now, in clock ticks since boot (the unit of a process's start time): `CLOCK_BOOTTIME`, the
+/// clock the kernel stamps a process's start with (and `/proc/uptime` prints), read through
+/// the vDSO rather than by opening and parsing `/proc/uptime` at every spawn.
+#[cfg(target_os = "linux")]
+pub(crate) fn boot_ticks_now() -> Option<u64> {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let nanos =
+        u128::try_from(now.tv_sec).ok()? * 1_000_000_000 + u128::try_from(now.tv_nsec).ok()?;
+    // Rounded down: a session's start is never taken as later than its leader's.
+    u64::try_from(nanos * u128::from(clock_ticks_per_second()) / 1_000_000_000).ok()
+}
+
+/// The process group of process `pid`.
+pub(crate) fn process_group_of(pid: i32) -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        read_stat(pid).map(|stat| stat.pgrp)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let p = Pid::from_raw(pid)?;
+        rustix::process::getpgid(Some(p))
+            .ok()
+            .map(|g| g.as_raw_pid())
+    }
+}
+
+/// Live (not zombie) members of process group `pgid`, other than `except`. `None` where the
+/// platform cannot enumerate them.
+pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut members = Vec::new();
+        let dir = std::fs::read_dir("/proc").ok()?;
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if pid == except {
+                continue;
+            }
+            if let Some(stat) = read_stat(pid)
+                && stat.pgrp == pgid
+                && !stat.is_dead()
+            {
+                members.push(pid);
+            }
+        }
+        Some(members)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pgid, except);
+        None
+    }
+}

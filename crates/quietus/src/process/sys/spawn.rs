@@ -1,0 +1,513 @@
+//! How the program's process starts: std's `Command`, and what the child does before `exec`
+//! (a new process group or session, the parent-death signal, the entry into the session's
+//! cgroup), planned here in safe code and run by the hook of `unsafe_calls`.
+//!
+//! A command that needs none of it but its group (`process_group(0)`) gets no hook at all, and
+//! std may start it with `posix_spawn`.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use rustix::process::{Pid, Signal};
+
+/// How the child leads its tree. In every case its process-group id is its pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lead {
+    /// The leader of a new process group.
+    Group,
+    /// The leader of a new session without a controlling terminal (the non-interactive
+    /// profile): opening `/dev/tty` fails at once (ENXIO) instead of prompting.
+    Session,
+    /// The leader of a new session whose controlling terminal is its standard input, which
+    /// the caller has already set to a terminal's slave side (std duplicates the slave onto
+    /// fds 0, 1 and 2 before the hooks run).
+    Terminal,
+}
+
+/// A session's cgroup as the child enters it: its directory (for `clone3(CLONE_INTO_CGROUP)`)
+/// and its `cgroup.procs` (the fallback's way in), both opened before the fork.
+#[derive(Debug)]
+pub(crate) struct CgroupEntry {
+    pub(crate) dir: OwnedFd,
+    pub(crate) procs: OwnedFd,
+}
+
+impl CgroupEntry {
+    /// The directory's descriptor number (what `clone3` takes).
+    pub(super) fn dir_raw(&self) -> i32 {
+        self.dir.as_raw_fd()
+    }
+}
+
+/// What the hook does in the child, before `exec`: plain values and descriptors only.
+#[derive(Debug)]
+pub(crate) struct PreExec {
+    pub(super) lead: Lead,
+    /// The supervisor's pid, when the child must get SIGKILL as its spawning thread dies
+    /// (Linux): the hook checks that this parent still lives.
+    pub(super) parent: Option<Pid>,
+    pub(super) cgroup: Option<CgroupEntry>,
+    /// Born in the cgroup by `clone3` where the kernel can; `false` forces the write (tests).
+    pub(super) try_clone3: bool,
+    /// The program's own `execve` with its environment in order ([`OrderedExec`]); `None`:
+    /// std's.
+    pub(super) exec: Option<OrderedExec>,
+}
+
+/// The `execve` of a command whose environment quietus changes, with that environment in
+/// order. std sorts a changed environment (and keeps one entry per name); a program run
+/// directly gets its parent's in order, duplicates and entries without `=` kept. So for a
+/// [`Program`](crate::Program) (whose every setting quietus knows) the hook ends in this
+/// `execve`: this process's environment as std reads it, in its order, but the names the
+/// command changes, then what it sets. The strings and the pointer arrays are made here, in
+/// the parent; the hook only calls `execve` on each `PATH` candidate, as `execvp` does.
+#[derive(Debug)]
+pub(crate) struct OrderedExec {
+    /// The paths `execvp` would try, in its order.
+    pub(super) candidates: Vec<CString>,
+    /// The arguments (owned here: the addresses below point into them), and their
+    /// null-terminated array of addresses.
+    _argv: Vec<CString>,
+    pub(super) argv_ptrs: Vec<usize>,
+    /// The environment (owned here), and its null-terminated array of addresses.
+    _envp: Vec<CString>,
+    pub(super) envp_ptrs: Vec<usize>,
+}
+
+impl OrderedExec {
+    /// The ordered `execve` of `command`, whose environment starts from this process's unless
+    /// `env_cleared`; `None` when the command changes no variable (std passes this process's
+    /// environment untouched then).
+    pub(crate) fn of(command: &Command, env_cleared: bool) -> io::Result<Option<OrderedExec>> {
+        if command.get_envs().next().is_none() && !env_cleared {
+            return Ok(None);
+        }
+        let mut changed: Vec<Vec<u8>> = Vec::new();
+        let mut set = Vec::new();
+        let mut path = None;
+        for (key, value) in command.get_envs() {
+            changed.push(key.as_bytes().to_vec());
+            if let Some(value) = value {
+                if key == "PATH" {
+                    path = Some(value.to_owned());
+                }
+                let mut entry = key.to_owned();
+                entry.push("=");
+                entry.push(value);
+                set.push(c_string(&entry)?);
+            }
+        }
+        let path = match path {
+            Some(path) => Some(path),
+            None if env_cleared || changed.iter().any(|k| k == b"PATH") => None,
+            None => std::env::var_os("PATH"),
+        };
+        let mut envp = Vec::new();
+        if !env_cleared {
+            for entry in own_environment() {
+                let key = entry.split(|b| *b == b'=').next().unwrap_or(&entry);
+                if !changed.iter().any(|k| k == key) {
+                    envp.push(CString::new(entry).map_err(|_| io::ErrorKind::InvalidInput)?);
+                }
+            }
+        }
+        envp.extend(set);
+        let program = command.get_program();
+        let argv: Vec<CString> = std::iter::once(program)
+            .chain(command.get_args())
+            .map(c_string)
+            .collect::<io::Result<_>>()?;
+        let addresses = |strings: &[CString]| -> Vec<usize> {
+            let mut ptrs: Vec<usize> = strings.iter().map(|s| s.as_ptr() as usize).collect();
+            ptrs.push(0);
+            ptrs
+        };
+        Ok(Some(OrderedExec {
+            candidates: candidates(program, path.as_deref())?,
+            argv_ptrs: addresses(&argv),
+            _argv: argv,
+            envp_ptrs: addresses(&envp),
+            _envp: envp,
+        }))
+    }
+}
+
+/// This process's environment, entry by entry (`KEY=value`), in its order with its
+/// duplicates: as std reads it (under its lock), or, when that is exactly the environment the
+/// process was started with, that one as the kernel holds it (`/proc/self/environ`), which
+/// also has the entries without `=` std cannot show.
+fn own_environment() -> Vec<Vec<u8>> {
+    let current: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(key, value)| {
+            let mut entry = key.into_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(value.as_bytes());
+            entry
+        })
+        .collect();
+    #[cfg(target_os = "linux")]
+    if let Ok(initial) = std::fs::read("/proc/self/environ") {
+        let initial: Vec<Vec<u8>> = initial
+            .split(|b| *b == 0)
+            .filter(|e| !e.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        // The entries std can read: those with a name before an `=` (glibc's rule, which
+        // std copies: a name may start with `=`).
+        let readable = initial
+            .iter()
+            .filter(|e| e.iter().skip(1).any(|b| *b == b'='))
+            .cloned();
+        if readable.eq(current.iter().cloned()) {
+            return initial;
+        }
+    }
+    current
+}
+
+/// `s` for a system call; an interior NUL is std's `InvalidInput` error.
+fn c_string(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("nul byte found in provided data: {s:?}"),
+        )
+    })
+}
+
+/// The paths `execvp` would try for `program`: itself when it names a path, else each folder
+/// of `path` (the program's own `PATH`, as std uses; glibc's default without one) joined with
+/// it, an empty folder meaning the working directory.
+fn candidates(program: &OsStr, path: Option<&OsStr>) -> io::Result<Vec<CString>> {
+    let name = program.as_bytes();
+    if name.is_empty() {
+        return Err(io::ErrorKind::NotFound.into());
+    }
+    if name.contains(&b'/') {
+        return Ok(vec![c_string(program)?]);
+    }
+    let path = path.map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
+    path.split(|b| *b == b':')
+        .map(|dir| {
+            let mut full = OsString::from_vec(dir.to_vec());
+            if !dir.is_empty() {
+                full.push("/");
+            }
+            full.push(program);
+            c_string(&full)
+        })
+        .collect()
+}
+
+/// How the forked process tells quietus which process runs the program: the read end of a
+/// pipe (non-blocking) to which it writes a pid before it exits (`clone3` worked) or `0` before
+/// it goes on to `exec` itself (the fallback).
+#[derive(Debug)]
+pub(crate) struct Handoff {
+    read: OwnedFd,
+}
+
+/// What the forked process said, read once std's spawn has returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leader {
+    /// The program runs in this process, made by `clone3`; the forked one exited.
+    Sibling(i32),
+    /// The forked process runs the program itself (it entered the cgroup by a write).
+    Forked,
+    /// Nothing was said: the forked process failed before (the spawn's error says why).
+    Unknown,
+}
+
+impl Handoff {
+    /// What the forked process said. Call it after std's spawn returned: by then the forked
+    /// process has exited (or `exec`ed), so whatever it wrote is in the pipe and the read never
+    /// waits.
+    pub(crate) fn leader(&self) -> Leader {
+        let mut pid = [0u8; 4];
+        match rustix::io::read(&self.read, &mut pid) {
+            Ok(4) => match i32::from_ne_bytes(pid) {
+                0 => Leader::Forked,
+                p if p > 0 => Leader::Sibling(p),
+                _ => Leader::Unknown,
+            },
+            _ => Leader::Unknown,
+        }
+    }
+}
+
+/// Makes `command`'s child lead as `lead` asks, with the parent-death signal when asked (on
+/// Linux: SIGKILL when the thread that spawned it dies), inside the session's cgroup when
+/// given one. With a cgroup, the returned [`Handoff`] tells which process runs the program.
+pub(crate) fn configure(
+    command: &mut Command,
+    lead: Lead,
+    parent_death_signal: bool,
+    cgroup: Option<CgroupEntry>,
+    exec: Option<OrderedExec>,
+) -> io::Result<Option<Handoff>> {
+    let start = Start {
+        lead,
+        parent_death_signal,
+        cgroup,
+        try_clone3: true,
+        exec,
+    };
+    plan(command, start)
+}
+
+/// What [`plan`] makes the child do.
+pub(crate) struct Start {
+    pub(crate) lead: Lead,
+    pub(crate) parent_death_signal: bool,
+    pub(crate) cgroup: Option<CgroupEntry>,
+    /// `false` forces the entry by a write (the tests cover that path on kernels with `clone3`).
+    pub(crate) try_clone3: bool,
+    pub(crate) exec: Option<OrderedExec>,
+}
+
+/// [`configure`] as `start` says. Every command gets the hook: std leaves the child the
+/// spawning thread's signal mask, and the program must start with an empty one.
+pub(crate) fn plan(command: &mut Command, start: Start) -> io::Result<Option<Handoff>> {
+    let parent =
+        (cfg!(target_os = "linux") && start.parent_death_signal).then(rustix::process::getpid);
+    if start.lead == Lead::Group {
+        // std's own way; the hook needs no `setpgid` then.
+        command.process_group(0);
+    }
+    let (handoff, write) = match &start.cgroup {
+        Some(_) => {
+            let (read, write) = rustix::pipe::pipe_with(
+                rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+            )?;
+            (Some(Handoff { read }), Some(write))
+        }
+        None => (None, None),
+    };
+    let plan = PreExec {
+        lead: start.lead,
+        parent,
+        cgroup: start.cgroup,
+        try_clone3: start.try_clone3,
+        exec: start.exec,
+    };
+    super::unsafe_calls::install(command, plan, write);
+    Ok(handoff)
+}
+
+/// In a child before exec: a new process group, or a new session (with fd 0 as its
+/// controlling terminal).
+pub(super) fn lead_group(lead: Lead) -> io::Result<()> {
+    match lead {
+        Lead::Group => rustix::process::setpgid(None, None)?,
+        Lead::Session => {
+            rustix::process::setsid()?;
+        }
+        Lead::Terminal => {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+        }
+    }
+    Ok(())
+}
+
+/// In a child before exec, on Linux when asked (`parent`): SIGKILL when the thread that
+/// spawned it dies; fails if `parent` is already gone (then the signal would never come).
+pub(super) fn parent_death(parent: Option<Pid>) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    if let Some(parent) = parent {
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+        if rustix::process::getppid() != Some(parent) {
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::SRCH.raw_os_error(),
+            ));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = parent;
+    Ok(())
+}
+
+/// In the program's process born by `clone3`: it leads, and dies with quietus when asked.
+pub(super) fn become_leader(lead: Lead, parent: Option<Pid>) -> io::Result<()> {
+    lead_group(lead)?;
+    parent_death(parent)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+
+    use super::*;
+    use crate::process::cgroup::Cgroup;
+    use crate::process::{self, ChildProcess};
+
+    /// What the program's process says about itself: its pid, its `stat` fields 4–6 (parent,
+    /// group, session) and its cgroup v2 path.
+    const SELF_REPORT: &str = "read -r a b c ppid pgid sid rest < /proc/self/stat; \
+                               echo \"$$ $ppid $pgid $sid\"; grep '^0::' /proc/self/cgroup";
+
+    /// A session cgroup for one test (`id` apart from the library's own sessions), or `None`
+    /// where this process may not make one — then it must not be root.
+    fn cgroup(id: u64) -> Option<Cgroup> {
+        match Cgroup::create(id, |_| {}) {
+            Ok((cgroup, _)) => Some(cgroup),
+            Err(why) => {
+                assert!(
+                    !rustix::process::geteuid().is_root(),
+                    "root makes cgroups here: {why}"
+                );
+                None
+            }
+        }
+    }
+
+    /// Spawns the self report as `lead` in `cgroup`, by clone3 or by the fallback; returns the
+    /// child and what it printed.
+    fn run_self_report(cgroup: &Cgroup, lead: Lead, try_clone3: bool) -> (ChildProcess, String) {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", SELF_REPORT])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        let entry = cgroup.entry().expect("the cgroup's files");
+        let handoff = plan(
+            &mut command,
+            Start {
+                lead,
+                parent_death_signal: true,
+                cgroup: Some(entry),
+                try_clone3,
+                exec: None,
+            },
+        )
+        .expect("a pipe");
+        let (_, spawned) = process::spawn(command, true, handoff);
+        let mut child = spawned.expect("sh runs");
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .expect("piped")
+            .read_to_string(&mut out)
+            .expect("its output");
+        (child, out)
+    }
+
+    fn check_born_in(cgroup: &Cgroup, lead: Lead, try_clone3: bool) {
+        let (mut child, out) = run_self_report(cgroup, lead, try_clone3);
+        let status = child.wait().expect("reaped");
+        assert!(status.success(), "{status:?}: {out}");
+        let mut lines = out.lines();
+        let ids: Vec<u32> = lines
+            .next()
+            .expect("the ids")
+            .split(' ')
+            .map(|n| n.parse().expect("a number"))
+            .collect();
+        let pid = child.id();
+        assert_eq!(ids[0], pid, "the supervised pid runs the program: {out}");
+        assert_eq!(ids[1], std::process::id(), "a child of this process: {out}");
+        assert_eq!(ids[2], pid, "it leads its group: {out}");
+        if lead == Lead::Session {
+            assert_eq!(ids[3], pid, "it leads its session: {out}");
+        } else {
+            assert_ne!(ids[3], pid, "it stays in this process's session: {out}");
+        }
+        let name = cgroup.path().file_name().expect("a name").to_string_lossy();
+        let line = lines.next().expect("the cgroup line");
+        assert!(line.ends_with(&format!("/{name}")), "in {name}: {out}");
+        // Reaped once: a second wait answers from memory, a kill signals nobody.
+        assert_eq!(child.wait().expect("known"), status);
+        child.kill().expect("no signal after the reap");
+    }
+
+    #[test]
+    fn the_program_is_born_in_the_cgroup_and_leads_its_group() {
+        if let Some(cgroup) = cgroup(9_100_001) {
+            check_born_in(&cgroup, Lead::Group, true);
+            check_born_in(&cgroup, Lead::Session, true);
+            cgroup.remove().expect("emptied");
+        }
+    }
+
+    #[test]
+    fn with_clone3_the_forked_process_hands_over_to_a_sibling_and_exits() {
+        if let Some(cgroup) = cgroup(9_100_004) {
+            for (try_clone3, lead) in [(true, Lead::Group), (false, Lead::Group)] {
+                let mut command = Command::new("true");
+                let entry = cgroup.entry().expect("the cgroup's files");
+                let handoff = plan(
+                    &mut command,
+                    Start {
+                        lead,
+                        parent_death_signal: false,
+                        cgroup: Some(entry),
+                        try_clone3,
+                        exec: None,
+                    },
+                )
+                .expect("a pipe")
+                .expect("a hand-off with a cgroup");
+                let mut forked = command.spawn().expect("true runs");
+                let leader = handoff.leader();
+                if try_clone3 {
+                    // This kernel (5.7 or later) has clone3 with CLONE_INTO_CGROUP.
+                    let Leader::Sibling(pid) = leader else {
+                        panic!("clone3 was not used: {leader:?}");
+                    };
+                    assert_ne!(pid.unsigned_abs(), forked.id());
+                    assert!(forked.wait().expect("it exits").success());
+                    let status = super::super::reap_child(pid, true).expect("our child");
+                    assert!(status.expect("exited").success());
+                } else {
+                    assert_eq!(leader, Leader::Forked);
+                    assert!(forked.wait().expect("it runs true").success());
+                }
+            }
+            cgroup.remove().expect("emptied");
+        }
+    }
+
+    #[test]
+    fn without_clone3_the_forked_process_enters_and_runs_the_program() {
+        if let Some(cgroup) = cgroup(9_100_002) {
+            check_born_in(&cgroup, Lead::Group, false);
+            check_born_in(&cgroup, Lead::Session, false);
+            cgroup.remove().expect("emptied");
+        }
+    }
+
+    #[test]
+    fn a_program_that_cannot_be_run_fails_the_spawn_with_its_own_error() {
+        if let Some(cgroup) = cgroup(9_100_003) {
+            for try_clone3 in [true, false] {
+                let mut command = Command::new("/no/such/program-enter");
+                command.stdin(Stdio::null());
+                let entry = cgroup.entry().expect("the cgroup's files");
+                let handoff = plan(
+                    &mut command,
+                    Start {
+                        lead: Lead::Group,
+                        parent_death_signal: true,
+                        cgroup: Some(entry),
+                        try_clone3,
+                        exec: None,
+                    },
+                )
+                .expect("a pipe");
+                let (_, spawned) = process::spawn(command, true, handoff);
+                let err = spawned.expect_err("no such program");
+                assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+            }
+            // (That both processes are reaped is checked where no other test forks meanwhile:
+            // tests/containment_loop.)
+            assert!(!cgroup.populated().expect("its events"));
+            cgroup.remove().expect("emptied");
+        }
+    }
+}

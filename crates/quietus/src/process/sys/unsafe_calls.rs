@@ -1,0 +1,260 @@
+//! Every `unsafe` block of the crate, each with its reason (Linux and Unix).
+//!
+//! What runs in the child between std's fork and the program's `exec`, where only
+//! async-signal-safe work is allowed: the hook of [`install`] (the dispositions and descriptor
+//! limit quietus was started with, an empty signal mask, a new process group or session,
+//! the parent-death signal with its parent check, the entry into the session's cgroup, and for
+//! a `Program` the `execve` that keeps its environment in order), the system calls rustix does
+//! not wrap (`clone3(CLONE_INTO_CGROUP)`, [`clone_into`], with the `_exit` of the process it
+//! leaves behind; `rt_sigaction`, [`set_disposition`]), and the guardian's closing of the
+//! descriptors it inherited ([`close_inherited`]).
+//!
+//! Why `clone3` at all, when a write of `0` to the cgroup's `cgroup.procs` enters it: a
+//! migration takes the kernel's `cgroup_threadgroup_rwsem` for writing, which waits for an RCU
+//! grace period when no other migration happened in the last few milliseconds — 6.9 to 16.7 ms
+//! per spaced migration on the development VM (15 migrations of a sleeping child, 200 ms apart,
+//! `python3` writing its pid; the median 11.3 ms), most of a `quietus -- true` run's time. A
+//! process *born* in the cgroup takes that lock for reading only. The `clone3` here shares
+//! nothing with its parent (no `CLONE_VM`: a copy of the forked process, as `fork` makes it,
+//! returning on its own copy of the stack), and where the kernel refuses it (before 5.7) the
+//! hook writes to `cgroup.procs` instead.
+//!
+//! The crate denies `unsafe_code` everywhere else (`#![deny(unsafe_code)]` in `lib.rs`), and
+//! `clippy.toml` forbids `libc::fork`, `libc::syscall`, `libc::_exit` and their kin outside
+//! this file.
+#![allow(unsafe_code)]
+#![allow(clippy::disallowed_methods)] // the one place the raw calls are allowed
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use super::spawn::{Lead, OrderedExec, PreExec, become_leader, lead_group};
+
+/// Installs `plan` as `command`'s `pre_exec` hook. `handoff`, with a cgroup, is the write end
+/// of the pipe on which the forked process says which process runs the program ([`clone_into`]
+/// worked: its pid; it entered by a write: `0`).
+pub(super) fn install(command: &mut Command, plan: PreExec, handoff: Option<OwnedFd>) {
+    // SAFETY: the hook runs in the child std forked, before `exec`, where only
+    // async-signal-safe work is allowed. It reads only what was moved into it (plain values,
+    // descriptors, strings and address arrays made in the parent) and a value set once before
+    // any spawn (`start_state`), makes raw system calls through rustix (setrlimit, setpgid or
+    // setsid, ioctl TIOCSCTTY on fd 0, prctl, getppid, write) and libc's async-signal-safe
+    // calls (rt_sigaction, sigprocmask, clone3, execve, _exit); on failure it builds an
+    // `io::Error` from a raw OS code, which does not allocate. It takes no lock and touches no
+    // memory shared with other threads (the forked process has one thread).
+    unsafe {
+        command.pre_exec(move || run(&plan, handoff.as_ref()));
+    }
+}
+
+/// The hook: in the child std forked, before `exec`.
+fn run(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
+    // The dispositions and descriptor limit this process was started with (issue 28).
+    #[cfg(target_os = "linux")]
+    super::start_state::restore_in_child()?;
+    empty_signal_mask();
+    lead_and_enter(plan, handoff)?;
+    match &plan.exec {
+        Some(exec) => exec_ordered(exec),
+        None => Ok(()), // std's own `execvp`
+    }
+}
+
+/// Leads, enters the cgroup (born there by `clone3`, or by a write), sets the parent-death
+/// signal.
+fn lead_and_enter(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
+    if let (Some(cgroup), Some(handoff)) = (&plan.cgroup, handoff) {
+        if plan.try_clone3 {
+            match clone_into(cgroup.dir_raw()) {
+                // The new process, born in the cgroup: it runs the program.
+                Some(0) => return become_leader(plan.lead, plan.parent),
+                Some(pid) => {
+                    // The forked process: says who runs the program, and ends.
+                    let _ = rustix::io::write(handoff, &pid.to_ne_bytes());
+                    exit_now();
+                }
+                None => {} // no clone3 or no CLONE_INTO_CGROUP here: enter by a write
+            }
+        }
+        lead_group(plan.lead)?;
+        rustix::io::write(&cgroup.procs, b"0")?;
+        let _ = rustix::io::write(handoff, &0i32.to_ne_bytes());
+        return super::spawn::parent_death(plan.parent);
+    }
+    if plan.lead != Lead::Group {
+        lead_group(plan.lead)?;
+    }
+    super::spawn::parent_death(plan.parent)
+}
+
+/// Unblocks every signal: std leaves the child the spawning thread's mask (quietus's own
+/// threads block the signals they wait for), and a program expects none blocked.
+fn empty_signal_mask() {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `sigemptyset` initialises the local set; `sigprocmask` reads it. Both are
+    // async-signal-safe, and the forked process has one thread.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut());
+    }
+}
+
+/// Sets `signal`'s action: ignored, or the default — never a handler, so nothing ever runs in
+/// a signal context. Through the kernel's `rt_sigaction` with its own layout of the structure
+/// (`linux-raw-sys`, per architecture): the C library's `sigaction` refuses its own two signals
+/// (32 and 33 in glibc), which a parent may have ignored too. `EINVAL` for KILL and STOP.
+/// Async-signal-safe: the `pre_exec` hook calls it, and the command once before any thread.
+#[cfg(target_os = "linux")]
+pub(crate) fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
+    use linux_raw_sys::general::{kernel_sigaction, kernel_sigset_t};
+    // SAFETY: `kernel_sigaction` is plain data (integers, an optional function pointer, a
+    // signal set): all zeros is a valid value (no handler, no flags, no restorer, an empty
+    // mask). The handler is then SIG_IGN (1) or SIG_DFL (0, `None`): the kernel's sentinels,
+    // never called. `rt_sigaction` reads the structure (a live local of the kernel's layout,
+    // with the kernel's sigset size as the fourth argument) and writes nothing (a null old
+    // action).
+    let done = unsafe {
+        let mut action: kernel_sigaction = std::mem::zeroed();
+        if ignore {
+            action.sa_handler_kernel =
+                std::mem::transmute::<usize, linux_raw_sys::general::__kernel_sighandler_t>(1usize);
+        }
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signal,
+            &raw const action,
+            std::ptr::null_mut::<kernel_sigaction>(),
+            std::mem::size_of::<kernel_sigset_t>(),
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Each candidate `exec`ed with the ordered environment, as `execvp` does: a missing file or
+/// folder goes on to the next, a permission error is remembered (and returned if no candidate
+/// runs), any other error stops. `ENOEXEC` (a script without `#!`, which `execvp` hands to
+/// `/bin/sh`) returns to std, whose `execvp` runs it (with std's sorted environment).
+fn exec_ordered(exec: &OrderedExec) -> io::Result<()> {
+    let (argv, envp) = (exec.argv_ptrs.as_ptr(), exec.envp_ptrs.as_ptr());
+    let mut denied = false;
+    let mut last = libc::ENOENT;
+    for path in &exec.candidates {
+        // SAFETY: `path` is a NUL-terminated string; `argv` and `envp` are null-terminated
+        // arrays of the addresses of NUL-terminated strings, all owned by `exec`, which lives
+        // in this process (a copy of the parent's memory) until the `execve` replaces it.
+        // `usize` and a pointer have the same size and layout.
+        unsafe {
+            libc::execve(path.as_ptr(), argv.cast(), envp.cast());
+        }
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOENT);
+        match errno {
+            libc::ENOEXEC => return Ok(()),
+            libc::EACCES => denied = true,
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+            other => return Err(io::Error::from_raw_os_error(other)),
+        }
+        last = errno;
+    }
+    Err(io::Error::from_raw_os_error(if denied {
+        libc::EACCES
+    } else {
+        last
+    }))
+}
+
+/// `CLONE_PARENT` (linux/sched.h): the new process is a child of the caller's parent.
+const CLONE_PARENT: u64 = 0x0000_8000;
+/// `CLONE_INTO_CGROUP` (linux/sched.h, 5.7): the new process starts in the cgroup `cgroup`.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `struct clone_args` of the kernel's ABI (linux/sched.h), up to `cgroup` (version 2, 88
+/// bytes): eleven 64-bit fields, the same layout on every architecture.
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `clone3(CLONE_INTO_CGROUP | CLONE_PARENT)` into the cgroup directory `dir` (a descriptor
+/// number): the new pid in the caller, 0 in the new process, `None` when the kernel refused.
+/// Without `CLONE_VM` the new process gets a copy of the caller's memory and returns here on
+/// its own copy of the stack, exactly as from `fork` (but born in the cgroup, and a child of
+/// quietus rather than of the forked process).
+#[cfg(target_os = "linux")]
+fn clone_into(dir: i32) -> Option<i32> {
+    let args = CloneArgs {
+        flags: CLONE_INTO_CGROUP | CLONE_PARENT,
+        // With CLONE_PARENT the kernel takes the caller's own exit signal (SIGCHLD: std
+        // forked it) and requires 0 here.
+        exit_signal: 0,
+        cgroup: u64::try_from(dir).ok()?,
+        ..CloneArgs::default()
+    };
+    // SAFETY: `clone3` reads `size_of::<CloneArgs>()` bytes at `&args`, a live, initialised
+    // `repr(C)` value of the kernel's layout; it writes nothing of ours (no pidfd, no tid
+    // pointers are asked for). Without `CLONE_VM` and with no stack given, both processes
+    // return here, each on its own copy of this (single-threaded) process's memory.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &raw const args,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    i32::try_from(pid).ok().filter(|pid| *pid >= 0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn clone_into(_dir: i32) -> Option<i32> {
+    None
+}
+
+/// Ends the forked process that `clone_into` left behind, without running anything of the
+/// supervisor's (`atexit` handlers, buffers to flush: they are copies of the supervisor's).
+fn exit_now() -> ! {
+    // SAFETY: `_exit` is async-signal-safe and ends the calling process at once.
+    unsafe { libc::_exit(0) }
+}
+
+/// Closes every descriptor from `first` up that this process inherited: the guardian calls it
+/// first thing, so that a descriptor its supervisor's host left inheritable (a pipe's write
+/// end, say) is not held open by the guardian for as long as it runs.
+pub(crate) fn close_inherited(first: i32) {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    // The listing first: its own descriptor is among the numbers, closed once it is read
+    // (and so no longer listed in `/proc/self/fd` below).
+    let numbers: Vec<i32> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|&n| n >= first)
+        .collect();
+    for number in numbers {
+        if std::fs::symlink_metadata(format!("/proc/self/fd/{number}")).is_err() {
+            continue; // the listing's own, closed already
+        }
+        // SAFETY: called at the very start of the guardian, on its only thread, before it
+        // opens anything: no object of this process owns these numbers (inherited across
+        // `exec`), and each is open (checked just above; nothing opens or closes meanwhile).
+        unsafe { rustix::io::close(number) };
+    }
+}

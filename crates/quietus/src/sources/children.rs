@@ -1,0 +1,1274 @@
+//! The children source (descendant CPU): [`DescendantObserver`] samples the CPU time of the child's
+//! descendants and says whether real work happened between two samples.
+//!
+//! Rules (see the crate docs):
+//! - identity of a process = (pid, start time): a reused pid is a new process;
+//! - CPU of a process = user + system time, plus (Linux) the time of its reaped children, so
+//!   a compile step that started and finished between two samples still counts — without
+//!   counting twice a descendant that was seen alive and then reaped;
+//! - activity = the sum of the positive per-identity deltas reaches the threshold (default 5 %
+//!   of one core over the interval, and never less than 20 ms: two ticks of the kernel's 100 Hz
+//!   accounting); a member that exits lowers no sum; a newly seen descendant that already used
+//!   CPU earns one sample of startup grace (its whole CPU counts once);
+//! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
+//!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
+//!   waiting in a run queue: `/proc/PID/schedstat`'s run time plus run delay) for at least
+//!   half of a stretch of at least `RUNNABLE_SPAN`, or seen runnable (state R) at every look
+//!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
+//!   again, so a long wait shows late);
+//! - the direct child's own CPU does not count unless asked (an agent spinning in its event
+//!   loop is not progress); the CPU of the children it reaped does;
+//! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
+//!   re-parented to init): the kill ladder signals those escapees by pid; their CPU no longer
+//!   keeps the child alive.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::config::ChildWatchConfig;
+
+/// One process as seen by a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcSample {
+    pub(crate) pid: i32,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
+    /// Opaque start time: with the pid, the identity.
+    pub(crate) start_time: u64,
+    /// User + system time.
+    pub(crate) cpu: Duration,
+    /// User + system time of reaped children (zero where the platform does not say).
+    pub(crate) child_cpu: Duration,
+    /// A zombie: exited, not yet reaped.
+    pub(crate) dead: bool,
+}
+
+/// Where samples come from: `/proc` on Linux, `sysinfo` elsewhere, synthetic ones in tests.
+pub(crate) trait ProcessSource: Send {
+    /// The root (first) and all its current descendants. Empty when the root is gone.
+    fn tree(&mut self, root: i32) -> Vec<ProcSample>;
+    /// One process by pid, wherever it is in the process table.
+    fn process(&mut self, pid: i32) -> Option<ProcSample>;
+    /// Whether process `pid` is runnable now (state R), and how long its main thread has been
+    /// runnable in all (on a CPU plus waiting for one; a source may leave it out for a process
+    /// not runnable now). `None` where the platform does not say.
+    fn runnable(&mut self, _pid: i32) -> Option<RunState> {
+        None
+    }
+}
+
+/// What [`ProcessSource::runnable`] says of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunState {
+    /// Runnable now (state R: on a CPU or in a run queue).
+    pub(crate) now: bool,
+    /// Runnable in all so far (run time plus run delay), if read.
+    pub(crate) total: Option<Duration>,
+    /// The real instant it was read at: the process's run time and state are the machine's,
+    /// so their stretches are measured on the machine's clock, not the session's (a mock
+    /// clock moved a minute in a millisecond of real time must not make a process seen
+    /// runnable twice "runnable for a minute"). `None`: judge at the sample's instant.
+    pub(crate) at: Option<Instant>,
+}
+
+/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
+#[cfg(target_os = "linux")]
+fn read_runnable(pid: i32) -> Option<Duration> {
+    let mut buf = [0u8; 1024];
+    let text = crate::process::sys::read_proc(&format!("/proc/{pid}/schedstat"), &mut buf)?;
+    parse_schedstat(&text)
+}
+
+/// The run time plus run delay of a `schedstat` line.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn parse_schedstat(text: &str) -> Option<Duration> {
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let (ran, waited) = (fields.next()??, fields.next()??);
+    Some(Duration::from_nanos(ran.saturating_add(waited)))
+}
+
+/// Never more processes than this in one tree: a fork bomb must not make sampling unbounded.
+const MAX_TREE: usize = 20_000;
+
+/// Linux: walks `/proc/<pid>/task/<tid>/children` from the root, so the cost grows with the
+/// tree, not with the number of processes on the machine. Falls back to one pass over all of
+/// `/proc` on kernels without that file.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+pub(crate) struct ProcFs {
+    tick: Duration,
+    scratch: Vec<i32>,
+    /// Whether each process of the last walk was runnable (state R), so that the runnable
+    /// look reads no `stat` twice.
+    states: HashMap<i32, bool>,
+}
+
+#[cfg(target_os = "linux")]
+impl ProcFs {
+    pub(crate) fn new() -> Self {
+        let per_second = crate::process::sys::clock_ticks_per_second().max(1);
+        Self {
+            tick: Duration::from_nanos(1_000_000_000 / per_second),
+            scratch: Vec::new(),
+            states: HashMap::new(),
+        }
+    }
+
+    fn convert(&self, stat: crate::process::sys::ProcStat) -> ProcSample {
+        ProcSample {
+            pid: stat.pid,
+            ppid: stat.ppid,
+            pgrp: stat.pgrp,
+            start_time: stat.start_time,
+            cpu: self.tick * u32::try_from(stat.cpu_ticks).unwrap_or(u32::MAX),
+            child_cpu: self.tick * u32::try_from(stat.child_cpu_ticks).unwrap_or(u32::MAX),
+            dead: stat.is_dead(),
+        }
+    }
+
+    /// The whole-`/proc` fallback: parent links of every process.
+    fn tree_by_scan(&mut self, root: i32) -> Vec<ProcSample> {
+        let mut all: Vec<ProcSample> = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for entry in dir.flatten() {
+                let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                    continue;
+                };
+                if let Some(stat) = crate::process::sys::read_stat(pid) {
+                    all.push(self.convert(stat));
+                }
+            }
+        }
+        let mut tree: Vec<ProcSample> = all.iter().filter(|p| p.pid == root).copied().collect();
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid;
+            tree.extend(all.iter().filter(|p| p.ppid == parent && p.pid != root));
+            index += 1;
+        }
+        tree
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl ProcessSource for ProcFs {
+    fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+        self.states.clear();
+        let Some(stat) = crate::process::sys::read_stat(root) else {
+            return Vec::new();
+        };
+        self.states.insert(stat.pid, stat.state == b'R');
+        let mut threads = vec![stat.threads];
+        let mut tree = vec![self.convert(stat)];
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid;
+            self.scratch.clear();
+            if crate::process::sys::children_of(parent, threads[index], &mut self.scratch).is_none()
+                && index == 0
+                && !tree[0].dead
+            {
+                return self.tree_by_scan(root);
+            }
+            // A process that vanished meanwhile has no children file: skip it.
+            for i in 0..self.scratch.len() {
+                let pid = self.scratch[i];
+                if let Some(stat) = crate::process::sys::read_stat(pid) {
+                    self.states.insert(stat.pid, stat.state == b'R');
+                    threads.push(stat.threads);
+                    tree.push(self.convert(stat));
+                }
+            }
+            index += 1;
+        }
+        tree
+    }
+
+    fn process(&mut self, pid: i32) -> Option<ProcSample> {
+        crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
+    }
+
+    /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
+    /// `schedstat` only of a process runnable now (a sleeping one costs no read).
+    fn runnable(&mut self, pid: i32) -> Option<RunState> {
+        let now = match self.states.get(&pid) {
+            Some(runnable) => *runnable,
+            None => crate::process::sys::read_stat(pid)?.state == b'R',
+        };
+        let total = if now { read_runnable(pid) } else { None };
+        let at = Some(Instant::now());
+        Some(RunState { now, total, at })
+    }
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+/// Portable source: one long-lived `sysinfo::System`, refreshed with CPU only, no tasks. It does
+/// not know reaped children's CPU, and its start times have a one-second resolution.
+pub(crate) struct Sysinfo {
+    system: sysinfo::System,
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl fmt::Debug for Sysinfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sysinfo")
+    }
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl Sysinfo {
+    pub(crate) fn new() -> Self {
+        Self {
+            system: sysinfo::System::new(),
+        }
+    }
+
+    fn refresh(&mut self, which: sysinfo::ProcessesToUpdate<'_>) {
+        let kind = sysinfo::ProcessRefreshKind::nothing()
+            .with_cpu()
+            .without_tasks();
+        self.system.refresh_processes_specifics(which, true, kind);
+    }
+
+    fn convert(pid: sysinfo::Pid, p: &sysinfo::Process) -> ProcSample {
+        let raw = pid.as_u32() as i32;
+        ProcSample {
+            pid: raw,
+            ppid: p.parent().map_or(0, |pp| pp.as_u32() as i32),
+            pgrp: crate::process::sys::process_group_of(raw).unwrap_or(0),
+            start_time: p.start_time(),
+            cpu: Duration::from_millis(p.accumulated_cpu_time()),
+            child_cpu: Duration::ZERO,
+            dead: matches!(
+                p.status(),
+                sysinfo::ProcessStatus::Zombie | sysinfo::ProcessStatus::Dead
+            ),
+        }
+    }
+}
+
+#[cfg(any(not(target_os = "linux"), test))]
+impl ProcessSource for Sysinfo {
+    fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+        self.refresh(sysinfo::ProcessesToUpdate::All);
+        let procs = self.system.processes();
+        let Some(r) = procs.get(&sysinfo::Pid::from_u32(root as u32)) else {
+            return Vec::new();
+        };
+        let mut tree = vec![Self::convert(sysinfo::Pid::from_u32(root as u32), r)];
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid as u32;
+            for (pid, p) in procs {
+                if p.parent().map(|pp| pp.as_u32()) == Some(parent) && pid.as_u32() != root as u32 {
+                    tree.push(Self::convert(*pid, p));
+                }
+            }
+            index += 1;
+        }
+        tree
+    }
+
+    fn process(&mut self, pid: i32) -> Option<ProcSample> {
+        let spid = sysinfo::Pid::from_u32(pid as u32);
+        self.refresh(sysinfo::ProcessesToUpdate::Some(&[spid]));
+        self.system.process(spid).map(|p| Self::convert(spid, p))
+    }
+}
+
+/// What one sample found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ChildrenSample {
+    /// Whether the CPU used since the previous sample reached the threshold.
+    pub active: bool,
+    /// Live descendants now (the direct child not included).
+    pub descendants: usize,
+    /// CPU used by the descendants since the previous sample (by the rules above).
+    pub cpu_delta: Duration,
+    /// CPU used in all by the descendants: the live ones and every one already reaped.
+    pub descendant_cpu: Duration,
+    /// Remembered descendants that left the tree and still live.
+    pub escapees: usize,
+}
+
+/// A process known by identity.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    start_time: u64,
+    ppid: i32,
+    pgrp: i32,
+    cpu: Duration,
+    child_cpu: Duration,
+    /// In the root's tree at the last sample (else an escapee).
+    in_tree: bool,
+}
+
+/// A process that can be signalled safely: its pid and the start time it must still have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Identity {
+    pub(crate) pid: i32,
+    pub(crate) start_time: u64,
+}
+
+/// Samples the CPU time of a process's descendants and tells real work from mere existence.
+///
+/// Usable on its own; a [`Session`](crate::Session) runs one from its monitor thread every
+/// check interval when the children source is on (the default).
+///
+/// ```
+/// use std::process::Command;
+/// use std::time::{Duration, Instant};
+/// use quietus::ChildWatchConfig;
+/// use quietus::sources::DescendantObserver;
+///
+/// let mut child = Command::new("sh")
+///     .args(["-c", "sleep 5 & wait"])
+///     .spawn()?;
+/// let mut observer = DescendantObserver::new(child.id(), &ChildWatchConfig::default());
+/// let t0 = Instant::now();
+/// observer.sample(t0); // the first sample is a baseline
+/// let give_up = t0 + Duration::from_secs(10);
+/// let mut sample = observer.sample(Instant::now());
+/// while sample.descendants == 0 && Instant::now() < give_up {
+///     sample = observer.sample(Instant::now());
+/// }
+/// assert_eq!(sample.descendants, 1); // the sleeper...
+/// assert!(!sample.active); // ...which does no work
+/// child.kill()?;
+/// child.wait()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct DescendantObserver {
+    source: Box<dyn ProcessSource>,
+    root: i32,
+    include_root: bool,
+    threshold: f64,
+    known: HashMap<i32, Known>,
+    last_at: Option<Instant>,
+    last: ChildrenSample,
+    /// Recent samples (their instant and CPU delta), spanning at least the minimum window.
+    window: std::collections::VecDeque<(Instant, Duration)>,
+    /// The session's cgroup, when the tree is one: its CPU in all and its live members.
+    cgroup: Option<CgroupReader>,
+    /// With a cgroup: the root's own CPU at the last look (it stays once the root is reaped).
+    root_cpu: Duration,
+    /// With a cgroup: the CPU that counts (the root's own only when asked), at the last look.
+    cgroup_counted: Duration,
+    /// The live processes of the tree at the last sample, the root first (the network
+    /// source and the diagnosis look at these).
+    pids: Vec<i32>,
+    /// Per live process: since when its runnable time is measured, and what it was then.
+    runnable: HashMap<i32, Runnable>,
+}
+
+/// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
+#[derive(Debug, Clone, Copy)]
+struct Runnable {
+    /// The start of the stretch being measured, and the runnable time then (if read).
+    since: Instant,
+    at_start: Option<Duration>,
+    /// Whether it was runnable for at least half of the last stretch measured.
+    starved_busy: bool,
+    /// Since when it was seen runnable (state R) at every look, if it is now.
+    runnable_since: Option<Instant>,
+}
+
+/// The shortest stretch over which a process's runnable time is judged (shorter gaps between
+/// samples, like the fresh sample at a stale decision, keep the last judgment).
+const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
+
+/// Reads a cgroup's CPU in all (`usage_usec` of `cpu.stat`) and its number of live members;
+/// `None` when it cannot be read (then the walk of `/proc` takes over for that sample).
+pub(crate) type CgroupReader = Box<dyn FnMut() -> Option<(Duration, Vec<i32>)> + Send>;
+
+impl fmt::Debug for DescendantObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DescendantObserver")
+            .field("root", &self.root)
+            .field("known", &self.known.len())
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The floor of the threshold: two ticks of the kernel's 100 Hz CPU accounting, so one stray
+/// tick of an idle process never looks like work. Short check intervals pool their samples
+/// until this floor is a small enough share of the window (see `sample`).
+const MIN_CPU: Duration = Duration::from_millis(20);
+
+impl DescendantObserver {
+    /// An observer of the descendants of `root_pid`, with this platform's source.
+    pub fn new(root_pid: u32, config: &ChildWatchConfig) -> Self {
+        #[cfg(target_os = "linux")]
+        let source: Box<dyn ProcessSource> = Box::new(ProcFs::new());
+        #[cfg(not(target_os = "linux"))]
+        let source: Box<dyn ProcessSource> = Box::new(Sysinfo::new());
+        Self::with_source(root_pid as i32, config, source)
+    }
+
+    pub(crate) fn with_source(
+        root: i32,
+        config: &ChildWatchConfig,
+        source: Box<dyn ProcessSource>,
+    ) -> Self {
+        Self {
+            source,
+            root,
+            include_root: config.include_self,
+            threshold: config.cpu_threshold,
+            known: HashMap::new(),
+            last_at: None,
+            last: ChildrenSample::default(),
+            window: std::collections::VecDeque::new(),
+            cgroup: None,
+            root_cpu: Duration::ZERO,
+            cgroup_counted: Duration::ZERO,
+            pids: Vec::new(),
+            runnable: HashMap::new(),
+        }
+    }
+
+    /// Samples the tree's CPU from its cgroup instead of walking `/proc`: exact, escapees and
+    /// reaped children included, one read per sample (plus the root's own CPU, which does not
+    /// count unless asked).
+    pub(crate) fn use_cgroup(&mut self, reader: CgroupReader) {
+        self.cgroup = Some(reader);
+    }
+
+    /// One sample from the cgroup: `usage` its CPU in all, `members` its live processes.
+    fn sample_cgroup(
+        &mut self,
+        now: Instant,
+        elapsed: Duration,
+        first: bool,
+        (usage, members): (Duration, Vec<i32>),
+    ) -> ChildrenSample {
+        // The tree is the cgroup's members, the root first (the network source and the
+        // diagnosis look at these).
+        self.pids.clear();
+        self.pids
+            .extend(members.iter().filter(|p| **p == self.root));
+        self.pids
+            .extend(members.iter().filter(|p| **p != self.root));
+        let members = members.len();
+        let root = self.source.process(self.root);
+        if let Some(root) = root {
+            self.root_cpu = self.root_cpu.max(root.cpu);
+        }
+        let root_alive = root.is_some_and(|r| !r.dead);
+        let descendant_cpu = usage.saturating_sub(self.root_cpu);
+        let counted = if self.include_root {
+            usage
+        } else {
+            descendant_cpu
+        };
+        let delta = if first {
+            Duration::ZERO
+        } else {
+            counted.saturating_sub(self.cgroup_counted)
+        };
+        self.cgroup_counted = self.cgroup_counted.max(counted);
+        let busy = self.judge(now, elapsed, delta);
+        let starved_busy = self.runnable_anyway(now);
+        let active = !first && (busy || starved_busy);
+        self.last = ChildrenSample {
+            active,
+            descendants: members.saturating_sub(usize::from(root_alive)),
+            cpu_delta: delta,
+            descendant_cpu,
+            escapees: 0, // nothing escapes a cgroup
+        };
+        self.last
+    }
+
+    /// The live processes of the tree at the last sample, the root first.
+    pub(crate) fn pids(&self) -> &[i32] {
+        &self.pids
+    }
+
+    /// The latest sample.
+    pub fn last(&self) -> ChildrenSample {
+        self.last
+    }
+
+    /// Takes a sample at `now` (the caller's clock). The first sample is a baseline and never
+    /// active.
+    pub fn sample(&mut self, now: Instant) -> ChildrenSample {
+        let first = self.last_at.is_none();
+        let elapsed = self
+            .last_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.last_at = Some(now);
+        if let Some(reading) = self.cgroup.as_mut().and_then(|read| read()) {
+            return self.sample_cgroup(now, elapsed, first, reading);
+        }
+
+        let tree = self.source.tree(self.root);
+        self.pids.clear();
+        self.pids
+            .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
+        let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
+        let (credit, escapees) = self.sort_out_missing(&in_tree);
+        let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
+        let busy = self.judge(now, elapsed, delta);
+        let starved_busy = self.runnable_anyway(now);
+        let active = !first && (busy || starved_busy);
+        self.last = ChildrenSample {
+            active,
+            descendants,
+            cpu_delta: delta,
+            descendant_cpu,
+            escapees,
+        };
+        self.last
+    }
+
+    /// Known identities no longer in the tree: escapees if alive, else gone. CPU of a gone one
+    /// already seen is deducted from its parent's reaped-children time, so a busy grandchild
+    /// that exits is not credited twice. Returns that credit by parent pid, and the escapees.
+    fn sort_out_missing(
+        &mut self,
+        in_tree: &HashMap<i32, ProcSample>,
+    ) -> (HashMap<i32, Duration>, usize) {
+        let mut credit: HashMap<i32, Duration> = HashMap::new();
+        let mut gone = Vec::new();
+        let mut escapees = 0;
+        for (&pid, known) in self.known.iter_mut() {
+            let same = |p: &ProcSample| p.start_time == known.start_time;
+            if in_tree.get(&pid).is_some_and(same) {
+                continue;
+            }
+            match self.source.process(pid) {
+                Some(p) if same(&p) && !p.dead => {
+                    known.in_tree = false;
+                    known.ppid = p.ppid;
+                    known.pgrp = p.pgrp;
+                    escapees += 1;
+                }
+                _ => {
+                    *credit.entry(known.ppid).or_default() += known.cpu + known.child_cpu;
+                    gone.push(pid);
+                }
+            }
+        }
+        for pid in gone {
+            self.known.remove(&pid);
+        }
+        (credit, escapees)
+    }
+
+    /// The CPU the tree used since the last sample (minus `credit`, the reaped CPU already
+    /// counted), its descendants' CPU so far, and how many live descendants it has; remembers
+    /// every process of the tree.
+    fn account(
+        &mut self,
+        tree: &[ProcSample],
+        credit: &HashMap<i32, Duration>,
+        first: bool,
+    ) -> (Duration, Duration, usize) {
+        let mut delta = Duration::ZERO;
+        let mut descendant_cpu = Duration::ZERO;
+        let mut descendants = 0;
+        for p in tree {
+            let is_root = p.pid == self.root;
+            let own_counts = !is_root || self.include_root;
+            if !is_root && !p.dead {
+                descendants += 1;
+            }
+            descendant_cpu += if is_root {
+                p.child_cpu // what the child reaped: descendants' work too
+            } else {
+                p.cpu + p.child_cpu
+            };
+            let reaped_credit = credit.get(&p.pid).copied().unwrap_or_default();
+            match self.known.get(&p.pid) {
+                Some(k) if k.start_time == p.start_time => {
+                    if own_counts {
+                        delta += p.cpu.saturating_sub(k.cpu);
+                    }
+                    delta += p
+                        .child_cpu
+                        .saturating_sub(k.child_cpu)
+                        .saturating_sub(reaped_credit);
+                }
+                _ if !first => {
+                    // Newly seen (or a reused pid): one sample of startup grace.
+                    if own_counts {
+                        delta += p.cpu;
+                    }
+                    if !is_root {
+                        delta += p.child_cpu;
+                    }
+                }
+                _ => {}
+            }
+            self.known.insert(
+                p.pid,
+                Known {
+                    start_time: p.start_time,
+                    ppid: p.ppid,
+                    pgrp: p.pgrp,
+                    cpu: p.cpu,
+                    child_cpu: p.child_cpu,
+                    in_tree: true,
+                },
+            );
+        }
+        (delta, descendant_cpu, descendants)
+    }
+
+    /// Whether `delta`, the CPU of the `elapsed` time up to `now`, makes the tree active.
+    ///
+    /// The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
+    /// long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
+    /// single interval could only show work above 20 % of a core (two 10 ms ticks).
+    fn judge(&mut self, now: Instant, elapsed: Duration, delta: Duration) -> bool {
+        let start = now - elapsed;
+        self.window.push_back((start, delta));
+        let min_window = MIN_CPU.div_f64(self.threshold);
+        while self.window.len() > 1 && now.saturating_duration_since(self.window[1].0) >= min_window
+        {
+            self.window.pop_front();
+        }
+        let span = now
+            .saturating_duration_since(self.window[0].0)
+            .max(min_window);
+        let sum: Duration = self.window.iter().map(|(_, d)| *d).sum();
+        sum >= span.mul_f64(self.threshold)
+    }
+
+    /// Whether a live process of the tree (the root only when its own CPU counts) was runnable
+    /// for at least half of its last measured stretch: working, however little CPU the machine
+    /// gave it. Forgets the processes no longer in the tree.
+    fn runnable_anyway(&mut self, now: Instant) -> bool {
+        let pids: Vec<i32> = self
+            .pids
+            .iter()
+            .copied()
+            .filter(|pid| *pid != self.root || self.include_root)
+            .collect();
+        self.runnable.retain(|pid, _| pids.contains(pid));
+        let mut any = false;
+        for pid in pids {
+            let Some(state) = self.source.runnable(pid) else {
+                continue;
+            };
+            let runnable_now = state.now;
+            let now = state.at.unwrap_or(now);
+            let seen = self.runnable.entry(pid).or_insert(Runnable {
+                since: now,
+                at_start: state.total,
+                starved_busy: false,
+                runnable_since: None,
+            });
+            match (state.total, seen.at_start) {
+                (Some(total), Some(at_start)) => {
+                    let span = now.saturating_duration_since(seen.since);
+                    if span >= RUNNABLE_SPAN {
+                        seen.starved_busy = total.saturating_sub(at_start) >= span / 2;
+                        seen.since = now;
+                        seen.at_start = Some(total);
+                    }
+                }
+                // Not read (asleep now): the stretch starts again at its next look.
+                (total, _) => {
+                    seen.starved_busy = false;
+                    seen.since = now;
+                    seen.at_start = total;
+                }
+            }
+            seen.runnable_since = if runnable_now {
+                seen.runnable_since.or(Some(now))
+            } else {
+                None
+            };
+            let runnable_for = seen
+                .runnable_since
+                .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+            any |= seen.starved_busy || runnable_for >= RUNNABLE_SPAN;
+        }
+        any
+    }
+
+    /// Remembers `process` (an orphan of this tree re-parented to the subreaper) as an escapee.
+    pub(crate) fn adopt(&mut self, process: ProcSample) {
+        self.known.entry(process.pid).or_insert(Known {
+            start_time: process.start_time,
+            ppid: process.ppid,
+            pgrp: process.pgrp,
+            cpu: process.cpu,
+            child_cpu: process.child_cpu,
+            in_tree: false,
+        });
+    }
+
+    /// Remembers the adopted orphan `root` and all its current descendants as escapees.
+    /// Returns whether `root` is still that process (alive, or a zombie not reaped yet).
+    pub(crate) fn adopt_tree(&mut self, root: Identity) -> bool {
+        let tree = self.source.tree(root.pid);
+        match tree.first() {
+            Some(p) if p.pid == root.pid && p.start_time == root.start_time => {}
+            _ => return false,
+        }
+        for process in tree {
+            if !process.dead {
+                self.adopt(process);
+            }
+        }
+        true
+    }
+
+    /// The identities (pid, start time) this observer knows: the tree and its escapees.
+    pub(crate) fn identities(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.known.iter().map(|(pid, k)| (*pid, k.start_time))
+    }
+
+    /// The sample of one process by pid, from this observer's source.
+    pub(crate) fn process(&mut self, pid: i32) -> Option<ProcSample> {
+        self.source.process(pid)
+    }
+
+    /// Live remembered descendants outside process group `pgid` (they would escape a signal to
+    /// the group), re-checked by identity now. The root itself is never included.
+    pub(crate) fn outside_group(&mut self, pgid: i32) -> Vec<Identity> {
+        let mut out = Vec::new();
+        let candidates: Vec<(i32, u64)> = self
+            .known
+            .iter()
+            .filter(|(pid, k)| **pid != self.root && (k.pgrp != pgid || !k.in_tree))
+            .map(|(pid, k)| (*pid, k.start_time))
+            .collect();
+        for (pid, start_time) in candidates {
+            match self.source.process(pid) {
+                Some(p) if p.start_time == start_time && !p.dead => {
+                    if p.pgrp != pgid {
+                        out.push(Identity { pid, start_time });
+                    }
+                }
+                _ => {
+                    self.known.remove(&pid);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the process `identity` still lives.
+    pub(crate) fn alive(&mut self, identity: Identity) -> bool {
+        self.source
+            .process(identity.pid)
+            .is_some_and(|p| p.start_time == identity.start_time && !p.dead)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use crate::sync::Mutex;
+
+    /// A scripted process table, with the runnable time of the processes that have one.
+    #[derive(Clone, Default)]
+    struct Table(
+        Arc<Mutex<Vec<ProcSample>>>,
+        Arc<Mutex<HashMap<i32, RunState>>>,
+    );
+
+    impl Table {
+        fn set(&self, procs: &[ProcSample]) {
+            *self.0.lock() = procs.to_vec();
+        }
+
+        /// Runnable `ms` in all, asleep now.
+        fn set_runnable(&self, pid: i32, ms: u64) {
+            let total = Some(Duration::from_millis(ms));
+            let state = RunState {
+                now: false,
+                total,
+                at: None,
+            };
+            self.1.lock().insert(pid, state);
+        }
+
+        /// Runnable `ms` in all, and runnable now or not.
+        fn set_runnable_now(&self, pid: i32, ms: u64, now: bool) {
+            let total = Some(Duration::from_millis(ms));
+            self.1.lock().insert(
+                pid,
+                RunState {
+                    now,
+                    total,
+                    at: None,
+                },
+            );
+        }
+    }
+
+    impl ProcessSource for Table {
+        fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+            let all = self.0.lock().clone();
+            let mut tree: Vec<ProcSample> = all.iter().filter(|p| p.pid == root).copied().collect();
+            let mut i = 0;
+            while i < tree.len() {
+                let parent = tree[i].pid;
+                tree.extend(all.iter().filter(|p| p.ppid == parent));
+                i += 1;
+            }
+            tree
+        }
+
+        fn process(&mut self, pid: i32) -> Option<ProcSample> {
+            self.0.lock().iter().find(|p| p.pid == pid).copied()
+        }
+
+        fn runnable(&mut self, pid: i32) -> Option<RunState> {
+            self.1.lock().get(&pid).copied()
+        }
+    }
+
+    fn p(pid: i32, ppid: i32, start: u64, cpu_ms: u64, child_ms: u64) -> ProcSample {
+        ProcSample {
+            pid,
+            ppid,
+            pgrp: 100,
+            start_time: start,
+            cpu: Duration::from_millis(cpu_ms),
+            child_cpu: Duration::from_millis(child_ms),
+            dead: false,
+        }
+    }
+
+    fn observer(table: &Table, config: ChildWatchConfig) -> DescendantObserver {
+        DescendantObserver::with_source(100, &config, Box::new(table.clone()))
+    }
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn busy_grandchild_is_activity_sleeping_one_is_not() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[
+            p(100, 1, 1, 0, 0),
+            p(200, 100, 2, 0, 0),
+            p(300, 200, 3, 0, 0),
+        ]);
+        assert!(!obs.sample(t0).active, "baseline");
+        // 1 s later: the grandchild used 800 ms (busy), the child 0.
+        table.set(&[
+            p(100, 1, 1, 0, 0),
+            p(200, 100, 2, 0, 0),
+            p(300, 200, 3, 800, 0),
+        ]);
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active);
+        assert_eq!(s.descendants, 2);
+        assert_eq!(s.cpu_delta, Duration::from_millis(800));
+        // Then it sleeps: no delta.
+        let s = obs.sample(t0 + 2 * SEC);
+        assert!(!s.active);
+        assert_eq!(s.cpu_delta, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_starved_busy_grandchild_is_activity_an_idle_one_is_not() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        let tree = |grandchild_cpu_ms| {
+            [
+                p(100, 1, 1, 0, 0),
+                p(200, 100, 2, 0, 0),
+                p(300, 200, 3, grandchild_cpu_ms, 0),
+            ]
+        };
+        table.set(&tree(0));
+        for pid in [100, 200, 300] {
+            table.set_runnable(pid, 0);
+        }
+        assert!(!obs.sample(t0).active, "baseline");
+        // Each second the grandchild gets 10 ms of CPU (1 %, below the 5 % threshold) and
+        // waits 980 ms in a run queue: runnable 99 % of the time, starved by other load.
+        let mut active = Vec::new();
+        for s in 1..=4u64 {
+            table.set(&tree(10 * s));
+            table.set_runnable(300, 990 * s);
+            let sample = obs.sample(t0 + SEC * s as u32);
+            assert_eq!(sample.cpu_delta, Duration::from_millis(10));
+            active.push(sample.active);
+        }
+        assert_eq!(active, [true; 4]);
+        // A fresh sample 10 ms later (the one at a stale decision) keeps the judgment.
+        assert!(obs.sample(t0 + SEC * 4 + Duration::from_millis(10)).active);
+        // Then it sleeps: runnable 1 % of the time (a poller's wake-ups), not active.
+        table.set_runnable(300, 990 * 4 + 10);
+        assert!(!obs.sample(t0 + SEC * 5).active);
+        // Runnable just under half of the stretch is not enough; at half it is.
+        table.set_runnable(300, 990 * 4 + 10 + 499);
+        assert!(!obs.sample(t0 + SEC * 6).active);
+        table.set_runnable(300, 990 * 4 + 10 + 499 + 500);
+        assert!(obs.sample(t0 + SEC * 7).active);
+    }
+
+    #[test]
+    fn a_process_seen_runnable_at_every_look_for_a_stretch_is_activity() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        // Starved so long it has not had a CPU since the first look: its run delay, added up
+        // only when it gets one, does not move; it is in state R at every look.
+        table.set_runnable_now(200, 5, true);
+        assert!(!obs.sample(t0).active, "baseline");
+        assert!(!obs.sample(t0 + ms(200)).active, "R for 200 ms only");
+        assert!(obs.sample(t0 + ms(400)).active, "R for 400 ms");
+        assert!(obs.sample(t0 + ms(600)).active);
+        // One look asleep ends the streak; R again starts a new one.
+        table.set_runnable_now(200, 5, false);
+        assert!(!obs.sample(t0 + ms(800)).active);
+        table.set_runnable_now(200, 5, true);
+        assert!(!obs.sample(t0 + ms(1000)).active);
+        assert!(!obs.sample(t0 + ms(1200)).active, "R for 200 ms only");
+        assert!(obs.sample(t0 + ms(1300)).active);
+        // The root runnable at every look does not count (its own CPU does not).
+        table.set_runnable_now(200, 5, false);
+        table.set_runnable_now(100, 0, true);
+        for at in [1500, 1700, 1900, 2100] {
+            assert!(!obs.sample(t0 + ms(at)).active);
+        }
+    }
+
+    #[test]
+    fn runnable_stretches_are_measured_on_the_machines_clock_not_the_sessions() {
+        // A mock clock moves 49 s between two looks taken 1 ms apart in real time: a process
+        // in state R at both was runnable for 1 ms, not for 49 s (a session under a mock
+        // clock was kept alive for ever by a shell seen starting its next `sleep`).
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        let real = |ms: u64| RunState {
+            now: true,
+            total: Some(Duration::from_millis(5)),
+            at: Some(t0 + Duration::from_millis(ms)),
+        };
+        table.1.lock().insert(200, real(0));
+        assert!(!obs.sample(t0).active, "baseline");
+        table.1.lock().insert(200, real(1));
+        assert!(!obs.sample(t0 + Duration::from_secs(49)).active);
+        table.1.lock().insert(200, real(2));
+        assert!(!obs.sample(t0 + Duration::from_secs(98)).active);
+        // Runnable at every look for 300 ms of real time: working, whatever the session's
+        // clock says.
+        table.1.lock().insert(200, real(302));
+        assert!(obs.sample(t0 + Duration::from_secs(98)).active);
+    }
+
+    #[test]
+    fn the_starved_root_counts_only_when_asked_and_a_gone_process_is_forgotten() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        table.set_runnable(100, 0);
+        table.set_runnable(200, 0);
+        obs.sample(t0);
+        obs.sample(t0 + SEC);
+        // The root spins (runnable all the time): its own CPU does not count, nor its wait.
+        table.set_runnable(100, 2000);
+        assert!(!obs.sample(t0 + SEC * 2).active);
+        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        table.set_runnable(100, 0);
+        obs.sample(t0);
+        obs.sample(t0 + SEC);
+        table.set_runnable(100, 1000);
+        assert!(obs.sample(t0 + SEC * 2).active);
+        // The child gone: forgotten (a new process with its pid starts a new stretch).
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        table.set_runnable(100, 1000);
+        obs.sample(t0 + SEC * 3);
+        assert!(!obs.runnable.contains_key(&200));
+    }
+
+    #[test]
+    fn schedstat_lines_parse_to_run_time_plus_delay() {
+        assert_eq!(
+            parse_schedstat("19263796 1757176041 10\n"),
+            Some(Duration::from_nanos(19_263_796 + 1_757_176_041))
+        );
+        assert_eq!(parse_schedstat("garbage"), None);
+        assert_eq!(parse_schedstat("12"), None);
+    }
+
+    #[test]
+    fn an_idle_poller_at_one_percent_does_not_count() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        for i in 1..=30u64 {
+            // 1 % of a core over 30 s intervals: 300 ms each.
+            table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 300 * i, 0)]);
+            assert!(!obs.sample(t0 + 30 * SEC * i as u32).active);
+        }
+    }
+
+    #[test]
+    fn the_direct_childs_own_cpu_counts_only_when_asked() {
+        let table = Table::default();
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        let mut default = observer(&table, ChildWatchConfig::default());
+        let mut including = observer(
+            &table,
+            ChildWatchConfig {
+                include_self: true,
+                ..ChildWatchConfig::default()
+            },
+        );
+        default.sample(t0);
+        including.sample(t0);
+        table.set(&[p(100, 1, 1, 900, 0)]);
+        assert!(!default.sample(t0 + SEC).active);
+        assert!(including.sample(t0 + SEC).active);
+    }
+
+    #[test]
+    fn reaped_grandchildren_are_credited_once() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        obs.sample(t0);
+        // A compile step started and finished between two samples: only the child's cutime
+        // shows it.
+        table.set(&[p(100, 1, 1, 0, 700)]);
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active, "{s:?}");
+        assert_eq!(s.cpu_delta, Duration::from_millis(700));
+        // A grandchild seen busy, then reaped: its CPU moves into the child's cutime, which
+        // must not count a second time.
+        table.set(&[p(100, 1, 1, 0, 700), p(300, 100, 9, 500, 0)]);
+        assert!(obs.sample(t0 + 2 * SEC).active, "startup grace");
+        table.set(&[p(100, 1, 1, 0, 700), p(300, 100, 9, 900, 0)]);
+        assert_eq!(
+            obs.sample(t0 + 3 * SEC).cpu_delta,
+            Duration::from_millis(400)
+        );
+        table.set(&[p(100, 1, 1, 0, 700 + 910)]);
+        let s = obs.sample(t0 + 4 * SEC);
+        assert_eq!(
+            s.cpu_delta,
+            Duration::from_millis(10),
+            "only the unseen part"
+        );
+        assert!(!s.active);
+    }
+
+    #[test]
+    fn a_member_exiting_is_not_negative_activity() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[
+            p(100, 1, 1, 0, 0),
+            p(200, 100, 2, 5000, 0),
+            p(201, 100, 3, 0, 0),
+        ]);
+        obs.sample(t0);
+        // 200 exits (re-parented zombie reaped elsewhere) while 201 works.
+        table.set(&[p(100, 1, 1, 0, 0), p(201, 100, 3, 600, 0)]);
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active);
+        assert_eq!(s.cpu_delta, Duration::from_millis(600));
+    }
+
+    #[test]
+    fn a_reused_pid_is_a_new_process() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 9000, 0)]);
+        obs.sample(t0);
+        // Same pid, new start time, less CPU: not a negative delta, but a new process whose CPU
+        // counts once (startup grace).
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 7, 60, 0)]);
+        let s = obs.sample(t0 + SEC);
+        assert_eq!(s.cpu_delta, Duration::from_millis(60));
+        assert!(s.active);
+        // And the reused pid outside the tree is never mistaken for the old identity.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 1, 8, 0, 0)]);
+        obs.sample(t0 + 2 * SEC);
+        assert!(obs.outside_group(100).is_empty());
+    }
+
+    #[test]
+    fn escapees_are_remembered_and_do_not_keep_the_child_alive() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        // 200 calls setsid and is re-parented to init, then burns CPU.
+        let mut escaped = p(200, 1, 2, 5000, 0);
+        escaped.pgrp = 200;
+        table.set(&[p(100, 1, 1, 0, 0), escaped]);
+        let s = obs.sample(t0 + SEC);
+        assert!(!s.active);
+        assert_eq!(s.escapees, 1);
+        assert_eq!(s.descendants, 0);
+        assert_eq!(
+            obs.outside_group(100),
+            vec![Identity {
+                pid: 200,
+                start_time: 2
+            }]
+        );
+        // It dies: forgotten.
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        obs.sample(t0 + 2 * SEC);
+        assert!(obs.outside_group(100).is_empty());
+    }
+
+    #[test]
+    fn the_threshold_scales_with_the_interval_and_has_a_floor() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        // 100 ms interval: 5 % would be 5 ms, but the floor is 20 ms.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 10, 0)]);
+        assert!(!obs.sample(t0 + Duration::from_millis(100)).active);
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 30, 0)]);
+        assert!(obs.sample(t0 + Duration::from_millis(200)).active);
+    }
+
+    #[test]
+    fn short_intervals_pool_samples_so_modest_work_counts() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        // 8 % of a core, sampled every 100 ms, seen in whole 10 ms ticks (8 ms per interval:
+        // a single interval shows 0 or 10 ms, never the 20 ms floor).
+        let mut seen_active = false;
+        for i in 1..=20u64 {
+            let total = 8 * i / 10 * 10;
+            table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, total, 0)]);
+            seen_active |= obs.sample(t0 + Duration::from_millis(100 * i)).active;
+        }
+        assert!(seen_active, "8 % of a core is work");
+        // 1 % of a core: one tick a second never is.
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        obs.sample(t0);
+        for i in 1..=50u64 {
+            let ticks = i / 10; // one 10 ms tick per second
+            table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, ticks * 10, 0)]);
+            assert!(
+                !obs.sample(t0 + Duration::from_millis(100 * i)).active,
+                "at {i}"
+            );
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn procfs_and_sysinfo_see_the_same_tree() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & echo ready; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let root = child.id() as i32;
+        let mut procfs = ProcFs::new();
+        let mut sys = Sysinfo::new();
+        let mut a: Vec<i32> = procfs.tree(root).iter().map(|p| p.pid).collect();
+        let mut b: Vec<i32> = sys.tree(root).iter().map(|p| p.pid).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a.len(), 3, "{a:?}");
+        assert_eq!(a, b);
+        assert_eq!(procfs.tree_by_scan(root).len(), 3);
+        // This test's own processes (not in a group of their own): ended by pid.
+        for pid in a {
+            let _ = crate::process::sys::kill_pid(pid, crate::process::sys::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+
+    /// A scripted cgroup: its CPU in all (ms) and its live members; `None`: unreadable.
+    fn scripted_cgroup(obs: &mut DescendantObserver) -> Arc<Mutex<Option<(u64, usize)>>> {
+        let script = Arc::new(Mutex::new(None::<(u64, usize)>));
+        let reader = script.clone();
+        obs.use_cgroup(Box::new(move || {
+            reader.lock().map(|(ms, members)| {
+                // Pids that stand for members: the root, then made-up others.
+                let pids = (0..members).map(|i| 1000 + i as i32).collect();
+                (Duration::from_millis(ms), pids)
+            })
+        }));
+        script
+    }
+
+    #[test]
+    fn with_a_cgroup_the_tree_cpu_is_its_usage_without_the_root_and_no_walk() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let cgroup = scripted_cgroup(&mut obs);
+        let t0 = Instant::now();
+        // The root alone in the table: an escapee (setsid, re-parented) is not in its tree,
+        // and the reaped children are nowhere; the cgroup's usage has them all.
+        table.set(&[p(100, 1, 1, 50, 0)]);
+        *cgroup.lock() = Some((50, 3));
+        let s = obs.sample(t0);
+        assert!(!s.active, "baseline");
+        assert_eq!(s.descendants, 2, "the members but the root");
+        assert_eq!(s.descendant_cpu, Duration::ZERO);
+        // The root spins (900 ms): it does not count.
+        table.set(&[p(100, 1, 1, 950, 0)]);
+        *cgroup.lock() = Some((950, 3));
+        assert!(!obs.sample(t0 + SEC).active, "the root's own CPU");
+        // An escapee works 600 ms.
+        *cgroup.lock() = Some((1550, 3));
+        let s = obs.sample(t0 + 2 * SEC);
+        assert!(s.active);
+        assert_eq!(s.cpu_delta, Duration::from_millis(600));
+        assert_eq!(s.descendant_cpu, Duration::from_millis(600));
+        assert_eq!(s.escapees, 0, "nothing escapes a cgroup");
+    }
+
+    #[test]
+    fn with_a_cgroup_the_root_counts_when_asked_and_the_walk_covers_an_unreadable_one() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        let cgroup = scripted_cgroup(&mut obs);
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        *cgroup.lock() = Some((0, 1));
+        obs.sample(t0);
+        table.set(&[p(100, 1, 1, 500, 0)]);
+        *cgroup.lock() = Some((500, 1));
+        let s = obs.sample(t0 + SEC);
+        assert!(s.active, "the root's CPU, asked for");
+        assert_eq!(s.descendants, 0);
+        // The cgroup cannot be read: this sample walks the tree instead.
+        *cgroup.lock() = None;
+        table.set(&[p(100, 1, 1, 500, 0), p(200, 100, 2, 0, 0)]);
+        assert_eq!(obs.sample(t0 + 2 * SEC).descendants, 1);
+    }
+}

@@ -1,0 +1,293 @@
+//! Pull-style activity sources: [`Probe`]s, and the monitor's side of asking them — each on a
+//! thread of its own, bounded in time on the session's clock, a panic taken for "no".
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, select};
+
+use crate::activity::ActivitySource;
+use crate::clock::Clock;
+use crate::error::ConfigError;
+
+/// A named check the monitor asks when — and only when — it is about to judge the child
+/// stale: `true` counts as activity of the source [`ActivitySource::probe`]`(name)`, reported
+/// like the others (idle time, count, `Activity` events). While it keeps saying yes it is
+/// asked at most once per check interval (a yes less than an interval old still holds).
+///
+/// The check runs on a thread of its own (`quietus-probe-<session>`) and the monitor waits
+/// for it at most [`timeout`](Self::timeout) on the session's clock: a check that is slow, or
+/// still busy with an earlier call, counts as "no", and one that panics counts as "no". The
+/// kill path never waits longer than the timeout for it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use quietus::{MonitorConfig, Probe};
+///
+/// // The orchestrator knows a tool call is in flight in the agent's JSON stream.
+/// let tool_call_open = Arc::new(AtomicBool::new(false));
+/// let open = tool_call_open.clone();
+/// let config = MonitorConfig::default()
+///     .probe(Probe::new("tool_call", move || open.load(Ordering::Relaxed)));
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Clone)]
+pub struct Probe {
+    name: String,
+    check: Arc<dyn Fn() -> bool + Send + Sync>,
+    timeout: Duration,
+}
+
+impl fmt::Debug for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Probe")
+            .field("name", &self.name)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for Probe {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.timeout == other.timeout
+            && Arc::ptr_eq(&self.check, &other.check)
+    }
+}
+
+/// How long (real time) an answer is awaited before a timer on the session's clock is set.
+const QUICK: Duration = Duration::from_millis(5);
+
+/// The default time a probe may take: 2 s.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Probe {
+    /// A probe named `name` (1 to 64 letters, digits, `_`, `-`, `.`; not a built-in source's
+    /// name) running `check`, with a 2 s timeout.
+    pub fn new(name: impl Into<String>, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self {
+            name: name.into(),
+            check: Arc::new(check),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Sets how long the monitor waits for an answer (1 ms to 10 min; default 2 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The probe's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The activity source of this probe.
+    pub fn source(&self) -> ActivitySource {
+        ActivitySource::probe(&self.name)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |reason: &str| ConfigError::InvalidProbe {
+            name: self.name.clone(),
+            reason: reason.to_owned(),
+        };
+        let name_ok = (1..=64).contains(&self.name.len())
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !name_ok {
+            return Err(invalid(
+                "the name has a character that is not allowed, or its length",
+            ));
+        }
+        if ActivitySource::ALL.iter().any(|s| s.name() == self.name) {
+            return Err(invalid("the name is a built-in source's"));
+        }
+        if self.timeout < Duration::from_millis(1) || self.timeout > Duration::from_secs(600) {
+            return Err(invalid("the timeout is out of range"));
+        }
+        Ok(())
+    }
+}
+
+/// One probe as the monitor holds it: its worker thread (started at the first question) and
+/// its last yes.
+struct Asked {
+    probe: Probe,
+    source: ActivitySource,
+    worker: Option<Worker>,
+    /// When it last said yes (asked), if ever.
+    pub(crate) last_yes: Option<Instant>,
+}
+
+struct Worker {
+    ask: Sender<()>,
+    answer: Receiver<bool>,
+    /// A question is out with no answer yet (a slow or blocked check).
+    busy: bool,
+}
+
+/// The session's probes, on the monitor's side.
+pub(crate) struct Prober {
+    id: u64,
+    probes: Vec<Asked>,
+}
+
+impl fmt::Debug for Prober {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Prober")
+            .field("probes", &self.probes.len())
+            .finish()
+    }
+}
+
+impl Prober {
+    pub(crate) fn new(id: u64, probes: &[Probe]) -> Self {
+        Self {
+            id,
+            probes: probes
+                .iter()
+                .map(|p| Asked {
+                    source: p.source(),
+                    probe: p.clone(),
+                    worker: None,
+                    last_yes: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Each probe's source and its last yes.
+    pub(crate) fn states(&self) -> Vec<(ActivitySource, Option<Instant>)> {
+        self.probes
+            .iter()
+            .map(|p| (p.source.clone(), p.last_yes))
+            .collect()
+    }
+
+    /// Asks the probes at `ask` (by source) all at once; waits for each at most its timeout
+    /// from `now` on `clock`. Returns the sources that said yes.
+    pub(crate) fn ask(
+        &mut self,
+        ask: &[ActivitySource],
+        clock: &Clock,
+        now: Instant,
+    ) -> Vec<ActivitySource> {
+        let id = self.id;
+        let mut waiting = Vec::new();
+        for asked in self.probes.iter_mut().filter(|p| ask.contains(&p.source)) {
+            if asked.send(id) {
+                waiting.push(asked.source.clone());
+            }
+        }
+        let mut yes = Vec::new();
+        for asked in self
+            .probes
+            .iter_mut()
+            .filter(|p| waiting.contains(&p.source))
+        {
+            // A quick answer is taken without a timer (a mock clock then keeps no leftover
+            // timer for a test to trip on); a slow one is waited for on the session's clock.
+            let answered = asked.quick_answer().unwrap_or_else(|| {
+                let deadline = clock.at(now + asked.probe.timeout);
+                asked.answer(&deadline)
+            });
+            if answered {
+                asked.last_yes = Some(now);
+                yes.push(asked.source.clone());
+            }
+        }
+        yes
+    }
+}
+
+impl Asked {
+    /// Sends the question (starting the worker at the first one). `false`: not asked (the
+    /// worker is still busy with an earlier question, or cannot be started): "no".
+    fn send(&mut self, id: u64) -> bool {
+        if self.worker.is_none() {
+            self.worker = start_worker(id, &self.probe);
+        }
+        let Some(worker) = &mut self.worker else {
+            return false;
+        };
+        if worker.busy {
+            // A late answer to the earlier question frees it; the answer itself is stale.
+            if worker.answer.try_recv().is_err() {
+                log::debug!(
+                    "session {id}: probe {} is still busy with an earlier question: no",
+                    self.probe.name
+                );
+                return false;
+            }
+            worker.busy = false;
+        }
+        if worker.ask.send(()).is_err() {
+            return false; // the worker is gone
+        }
+        worker.busy = true;
+        true
+    }
+
+    /// The answer, if it comes within [`QUICK`] of real time.
+    fn quick_answer(&mut self) -> Option<bool> {
+        let worker = self.worker.as_mut()?;
+        let answer = worker.answer.recv_timeout(QUICK).ok()?;
+        worker.busy = false;
+        Some(answer)
+    }
+
+    /// Waits for the answer until `deadline` fires.
+    fn answer(&mut self, deadline: &Receiver<Instant>) -> bool {
+        let Some(worker) = &mut self.worker else {
+            return false;
+        };
+        select! {
+            recv(worker.answer) -> answer => {
+                worker.busy = false;
+                answer.unwrap_or(false)
+            }
+            recv(deadline) -> _ => {
+                log::debug!("probe {} did not answer in time: no", self.probe.name);
+                false
+            }
+        }
+    }
+}
+
+fn start_worker(id: u64, probe: &Probe) -> Option<Worker> {
+    let (ask_tx, ask_rx) = crossbeam_channel::bounded::<()>(1);
+    let (answer_tx, answer_rx) = crossbeam_channel::bounded::<bool>(1);
+    let check = probe.check.clone();
+    let name = probe.name.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("quietus-probe-{id}"))
+        .spawn(move || {
+            for () in ask_rx {
+                let answer = catch_unwind(AssertUnwindSafe(|| check())).unwrap_or_else(|_| {
+                    log::warn!("probe {name} panicked: no");
+                    false
+                });
+                if answer_tx.send(answer).is_err() {
+                    return;
+                }
+            }
+        });
+    match spawned {
+        Ok(_) => Some(Worker {
+            ask: ask_tx,
+            answer: answer_rx,
+            busy: false,
+        }),
+        Err(e) => {
+            log::warn!("session {id}: no thread for probe {}: {e}", probe.name);
+            None
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The descendant-CPU signal with real processes: busy grandchildren keep a silent child alive,
+//! sleeping ones do not, reaped work is credited, escapees are hunted down.
+#![cfg(target_os = "linux")]
+
+use crate::support as common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Marker, SharedBuf, assert_no_leak, ms, poll_until, wait_generously};
+use quietus::sources::DescendantObserver;
+use quietus::{ActivitySource, ChildWatchConfig, Containment, MonitorConfig, Outcome, Session};
+
+/// The process-group backend: these are its rules (escapees seen, remembered and signalled by
+/// pid); the cgroup backend's are in `containment.rs`.
+fn config(idle: Duration) -> MonitorConfig {
+    MonitorConfig::default()
+        .containment(Containment::Group)
+        .idle_timeout(idle)
+        .check_interval(Some(ms(100)))
+        .kill_ladder(quietus::KillLadder::polite(quietus::Signal::TERM, ms(500)))
+}
+
+#[test]
+fn a_busy_grandchild_keeps_a_silent_child_alive_then_it_is_ended_one_timeout_later() {
+    let m = Marker::new("busy-grandchild");
+    let idle = ms(800);
+    // Silent on stdout: a grandchild burns CPU for 3 s, then the child sleeps.
+    let out = SharedBuf::new();
+    let started = Instant::now();
+    let session = Session::builder(
+        m.sh("echo ready; yes > /dev/null & Y=$!; sleep 3; kill $Y; wait $Y; exec sleep 1000"),
+    )
+    .config(config(idle))
+    .stdout(out.sink())
+    .spawn()
+    .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    let elapsed = started.elapsed();
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{:?}", result.outcome);
+    };
+    // Alive through the 3 s of work (almost four idle timeouts), ended after it.
+    assert!(elapsed >= Duration::from_secs(3) + idle, "{elapsed:?}");
+    let children = report.get(ActivitySource::Children).unwrap();
+    assert!(children.events >= 1, "{report}");
+    assert!(children.idle >= idle);
+    let summary = report.children.expect("children summary");
+    assert_eq!(summary.descendants, 0, "the worker is gone: {summary:?}");
+    assert!(
+        summary.descendant_cpu >= ms(20),
+        "the work was seen: {summary:?}"
+    );
+    assert_no_leak(&m);
+}
+
+#[test]
+fn sleeping_grandchildren_do_not_keep_a_child_alive() {
+    let m = Marker::new("sleepers");
+    let idle = ms(600);
+    let out = SharedBuf::new();
+    let started = Instant::now();
+    let session = Session::builder(m.sh("sleep 1000 & sleep 1000 & echo ready; wait"))
+        .config(config(idle))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{:?}", result.outcome);
+    };
+    assert!(started.elapsed() >= idle);
+    let summary = report.children.expect("children summary");
+    assert_eq!(summary.descendants, 2, "{summary:?}");
+    assert_eq!(
+        report.get(ActivitySource::Children).unwrap().events,
+        0,
+        "{report}"
+    );
+    assert_no_leak(&m);
+}
+
+#[test]
+fn work_done_and_reaped_between_two_samples_is_credited() {
+    let m = Marker::new("cutime");
+    // A child that, when told, runs a CPU-heavy grandchild to completion and reaps it.
+    let mut child = m
+        .sh("echo ready; read go; timeout 0.4 sh -c 'while :; do :; done'; echo done; exec sleep 1000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let mut observer = DescendantObserver::new(child.id(), &ChildWatchConfig::default());
+    let t0 = Instant::now();
+    let baseline = observer.sample(t0);
+    assert_eq!(baseline.descendants, 0);
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "done\n");
+    // The grandchild came and went between the two samples: only the child's reaped-children
+    // time shows it.
+    let sample = observer.sample(Instant::now());
+    assert_eq!(sample.descendants, 0);
+    assert!(sample.active, "{sample:?}");
+    assert!(sample.cpu_delta >= ms(50), "{sample:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_no_leak(&m);
+}
+
+#[test]
+fn a_setsid_escapee_is_gone_after_the_ladder() {
+    let m = Marker::new("setsid");
+    let out = SharedBuf::new();
+    // The escapee leaves the group at once; it is seen in the tree by the samples before the
+    // idle timeout, and then signalled by pid.
+    let session = Session::builder(m.sh("setsid sleep 1000 & echo ready; exec sleep 1000"))
+        .config(config(ms(800)))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    assert!(matches!(result.outcome, Outcome::IdleTimeout(_)));
+    assert_no_leak(&m);
+}
+
+#[test]
+fn an_escapee_re_parented_to_init_is_gone_after_the_ladder() {
+    let m = Marker::new("reparented");
+    let out = SharedBuf::new();
+    // The middle shell starts a setsid sleeper, lives long enough to be sampled with it, then
+    // exits: the sleeper is re-parented to init, outside both the group and the tree.
+    let session = Session::builder(
+        m.sh("sh -c 'setsid sleep 1000 & sleep 0.6'; echo ready; exec sleep 1000"),
+    )
+    .config(config(ms(800)))
+    .stdout(out.sink())
+    .spawn()
+    .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{:?}", result.outcome);
+    };
+    assert_eq!(report.children.unwrap().escapees, 1, "{report:?}");
+    assert_no_leak(&m);
+}
+
+#[test]
+fn a_double_forked_daemon_is_gone_after_the_ladder() {
+    let m = Marker::new("daemon");
+    let out = SharedBuf::new();
+    let session = Session::builder(m.sh("(sleep 1000 &); echo ready; exec sleep 1000"))
+        .config(config(ms(600)))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    assert!(matches!(result.outcome, Outcome::IdleTimeout(_)));
+    assert_no_leak(&m);
+}
+
+#[test]
+fn an_escapee_left_behind_by_a_normal_exit_is_a_leftover() {
+    let m = Marker::new("escapee-leftover");
+    let out = SharedBuf::new();
+    let session = Session::builder(m.sh("setsid sleep 1000 & sleep 0.6; echo bye"))
+        .config(config(ms(5000)))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited);
+    assert_eq!(result.exit_code(), 0);
+    assert_eq!(result.leftovers_killed, 1);
+    assert!(out.contains("bye"));
+    assert_no_leak(&m);
+}
+
+#[test]
+fn kept_leftovers_include_escapees() {
+    let m = Marker::new("escapee-kept");
+    let session = Session::builder(m.sh("setsid sleep 1000 & sleep 0.6"))
+        .config(config(ms(5000)).keep_leftovers(true))
+        .spawn()
+        .unwrap();
+    let result = wait_generously(&session);
+    assert_eq!(result.leftovers_killed, 0);
+    assert!(
+        poll_until(ms(2000), || !m.pids().is_empty()),
+        "the escapee lives on"
+    );
+    // Clean up our own sleeper (found by its marker), then prove it.
+    for p in m.pids() {
+        let _ = Command::new("kill")
+            .args(["-KILL", &p.pid.to_string()])
+            .status();
+    }
+    assert_no_leak(&m);
+}
+
+#[test]
+fn the_children_signal_can_be_turned_off() {
+    let m = Marker::new("children-off");
+    let idle = ms(600);
+    let out = SharedBuf::new();
+    let started = Instant::now();
+    let session = Session::builder(m.sh("echo ready; yes > /dev/null & wait"))
+        .config(config(idle).watch_children(false))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{:?}", result.outcome);
+    };
+    assert!(report.get(ActivitySource::Children).is_none());
+    assert!(report.children.is_none());
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_no_leak(&m);
+}
+
+/// A busy grandchild starved of CPU is working: pinned to one CPU at nice 19 beside the child's
+/// own busy loop at nice 0 (whose CPU does not count), it gets about 1.4 % of that CPU, below
+/// the 5 % threshold, and waits in the run queue the rest of the time. The child is silent
+/// and ends by itself after 5 s (2.5 idle timeouts); the grandchild stops on its own too. Other
+/// load on that CPU only starves the grandchild more. Both backends (the cgroup's usage, the
+/// walk of `/proc`).
+#[test]
+fn a_busy_grandchild_starved_of_cpu_keeps_a_silent_child_alive() {
+    for mode in [Containment::Auto, Containment::Group] {
+        let m = Marker::new("starved-grandchild");
+        let idle = ms(2000);
+        let script = "cpu=$(sed -n 's/^Cpus_allowed_list:[^0-9]*\\([0-9]*\\).*/\\1/p' \
+                      /proc/self/status); exec taskset -c \"$cpu\" bash -c '
+            sh -c \"nice -n 19 bash -c '\\''while [ \\$SECONDS -lt 5 ]; do :; done'\\''; :\" &
+            echo ready
+            while [ $SECONDS -lt 5 ]; do :; done
+            wait
+            exit 0'";
+        let out = SharedBuf::new();
+        let started = Instant::now();
+        let session = Session::builder(m.sh(script))
+            .config(config(idle).containment(mode).watch_files(false))
+            .stdout(out.sink())
+            .spawn()
+            .unwrap();
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::Exited),
+            "{mode:?}: {:?}",
+            result.outcome
+        );
+        assert_eq!(result.exit_code(), 0, "{mode:?}");
+        // bash counts whole seconds from its start: 5 of them are at least 4 s.
+        assert!(started.elapsed() >= Duration::from_secs(4));
+        assert_no_leak(&m);
+    }
+}

@@ -1,0 +1,305 @@
+//! Programs that cannot be run and invalid configurations give clear errors, spawn nothing and
+//! leave nothing behind.
+
+use crate::support as common;
+
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Marker, assert_no_leak};
+use quietus::{
+    CaptureConfig, ConfigError, Environment, FileWatchConfig, KillLadder, MonitorConfig, Session,
+    SpawnError, SpawnErrorKind,
+};
+
+#[test]
+fn missing_program_is_not_found_and_named() {
+    let marker = Marker::new("spawn_missing");
+    let program = format!("{}-no-such-program", marker.as_str());
+    let mut command = Command::new(&program);
+    command.env(common::MARKER_ENV, marker.as_str());
+    let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(err.to_string().contains(&program), "{err}");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn missing_program_by_path_is_not_found_and_named() {
+    let marker = Marker::new("spawn_missing_path");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let program = dir.path().join("absent");
+    let mut command = Command::new(&program);
+    command.env(common::MARKER_ENV, marker.as_str());
+    let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(
+        err.to_string().contains(&*program.to_string_lossy()),
+        "{err}"
+    );
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn non_executable_file_is_permission_denied_and_named() {
+    let marker = Marker::new("spawn_not_executable");
+    let mut file = tempfile::Builder::new()
+        .prefix("quietus-not-executable-")
+        .tempfile()
+        .expect("a temporary file");
+    file.write_all(b"#!/bin/sh\necho should-not-run\n")
+        .expect("write the script");
+    file.as_file()
+        .set_permissions(fs::Permissions::from_mode(0o644))
+        .expect("chmod 0644");
+    // Close our write handle before anything tries to exec the file.
+    let path = file.into_temp_path();
+    let mut command = Command::new(&*path);
+    command.env(common::MARKER_ENV, marker.as_str());
+    let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn invalid_config_is_invalid_input_and_spawns_nothing() {
+    let marker = Marker::new("spawn_bad_config");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let witness = dir.path().join("ran");
+    let script = format!(": > '{}'; sleep 1000", witness.display());
+    let err = Session::spawn(
+        marker.sh(&script),
+        MonitorConfig::default().idle_timeout(Duration::ZERO),
+    )
+    .expect_err("an invalid configuration is refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("idle_timeout"), "{err}");
+    // The ConfigError is the io::Error's source (inside its SpawnError).
+    let config_error = std::error::Error::source(&err)
+        .and_then(|e| e.downcast_ref::<ConfigError>())
+        .expect("the ConfigError is kept inside the io::Error");
+    assert!(
+        matches!(
+            config_error,
+            ConfigError::OutOfRange {
+                field: "idle_timeout",
+                ..
+            }
+        ),
+        "{config_error:?}"
+    );
+    // Nothing ran: no process with our marker, and the script never touched its witness file.
+    assert_no_leak(&marker);
+    assert!(
+        !witness.exists(),
+        "the child ran despite the invalid config"
+    );
+}
+
+#[test]
+fn other_invalid_configs_are_refused_too() {
+    let marker = Marker::new("spawn_bad_configs");
+    let bad = [
+        MonitorConfig::default().kill_ladder(KillLadder::new([])),
+        MonitorConfig::default().hard_timeout(Some(Duration::ZERO)),
+        MonitorConfig::default().check_interval(Some(Duration::ZERO)),
+        MonitorConfig::default().kill_confirm_timeout(Duration::ZERO),
+        MonitorConfig::default().idle_timeout(Duration::from_secs(30 * 24 * 3600)),
+    ];
+    for config in bad {
+        let err = Session::spawn(marker.sh("sleep 1000"), config.clone())
+            .expect_err("an invalid configuration is refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{config:?}: {err}");
+    }
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn an_invalid_idle_timeout_is_refused_without_change() {
+    let marker = Marker::new("spawn_bad_keepalive_timeout");
+    let session = Session::spawn(marker.sh("sleep 1000"), MonitorConfig::default())
+        .expect("sh can be spawned");
+    let err = session
+        .set_idle_timeout(Duration::ZERO)
+        .expect_err("zero is out of range");
+    assert!(err.to_string().contains("idle_timeout"), "{err}");
+    assert!(session.try_wait().is_none());
+    session.kill();
+    let result = common::wait_generously(&session);
+    assert_eq!(result.signal(), Some(9));
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn missing_working_directory_is_not_found_and_names_the_program() {
+    let marker = Marker::new("spawn_missing_cwd");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut command = marker.sh("sleep 1000");
+    command.current_dir(dir.path().join("absent"));
+    let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(err.to_string().contains("\"sh\""), "{err}");
+    assert_no_leak(&marker);
+}
+
+/// The [`SpawnError`] a failed spawn carries, with its kind and the `io::ErrorKind` the
+/// failure had: every error of a spawn carries one (issue 12).
+#[track_caller]
+fn expect_kind(err: &std::io::Error, kind: SpawnErrorKind, io_kind: ErrorKind) -> &SpawnError {
+    let spawn_error = SpawnError::of(err)
+        .unwrap_or_else(|| panic!("no SpawnError inside: {:?} {err}", err.kind()));
+    assert_eq!(spawn_error.kind(), kind, "{err}");
+    assert_eq!(err.kind(), io_kind, "{err}");
+    assert_eq!(spawn_error.to_string(), err.to_string());
+    spawn_error
+}
+
+#[test]
+fn a_missing_program_is_a_program_error_that_keeps_the_system_error() {
+    let marker = Marker::new("spawn_kind_program");
+    let program = format!("{}-no-such-program", marker.as_str());
+    let mut command = Command::new(&program);
+    command.env(common::MARKER_ENV, marker.as_str());
+    let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
+    let spawn_error = expect_kind(&err, SpawnErrorKind::Program, ErrorKind::NotFound);
+    assert!(err.to_string().contains(&program), "{err}");
+    // The system's own error underneath, errno and all; also the io::Error's source.
+    let system = spawn_error
+        .inner()
+        .downcast_ref::<std::io::Error>()
+        .expect("the system's io::Error inside");
+    assert_eq!(system.raw_os_error(), Some(2), "{system}");
+    let source = std::error::Error::source(&err).expect("a source");
+    assert_eq!(source.to_string(), system.to_string());
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn a_program_that_is_not_executable_or_has_no_working_directory_is_a_program_error() {
+    let marker = Marker::new("spawn_kind_program_other");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let script = dir.path().join("not-executable");
+    fs::write(&script, "#!/bin/sh\necho should-not-run\n").expect("write the script");
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o644)).expect("chmod 0644");
+    let mut command = Command::new(&script);
+    command.env(common::MARKER_ENV, marker.as_str());
+    let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
+    expect_kind(&err, SpawnErrorKind::Program, ErrorKind::PermissionDenied);
+    let mut command = marker.sh("sleep 1000");
+    command.current_dir(dir.path().join("absent"));
+    let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
+    expect_kind(&err, SpawnErrorKind::Program, ErrorKind::NotFound);
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn an_invalid_config_is_a_config_error_with_the_config_error_inside() {
+    let marker = Marker::new("spawn_kind_config");
+    let err = Session::spawn(
+        marker.sh("sleep 1000"),
+        MonitorConfig::default().idle_timeout(Duration::ZERO),
+    )
+    .expect_err("an invalid configuration is refused");
+    let spawn_error = expect_kind(&err, SpawnErrorKind::Config, ErrorKind::InvalidInput);
+    let config_error = spawn_error
+        .inner()
+        .downcast_ref::<ConfigError>()
+        .expect("the ConfigError inside");
+    assert!(
+        matches!(
+            config_error,
+            ConfigError::OutOfRange {
+                field: "idle_timeout",
+                ..
+            }
+        ),
+        "{config_error:?}"
+    );
+    let glob = MonitorConfig::default().files(FileWatchConfig::default().include("[unclosed"));
+    let err = Session::spawn(marker.sh("sleep 1000"), glob).expect_err("a bad glob is refused");
+    expect_kind(&err, SpawnErrorKind::Config, ErrorKind::InvalidInput);
+    assert_no_leak(&marker);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn settings_that_do_not_go_together_are_config_errors() {
+    let marker = Marker::new("spawn_kind_combination");
+    let err = Session::builder(marker.sh("sleep 1000"))
+        .pty(24, 80)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect_err("a terminal session's stdin is its terminal");
+    let inner = expect_kind(&err, SpawnErrorKind::Config, ErrorKind::InvalidInput).inner();
+    assert_eq!(
+        inner.downcast_ref::<ConfigError>(),
+        Some(&ConfigError::StdinWithTerminal)
+    );
+    let err = Session::builder(marker.sh("sleep 1000"))
+        .pty(0, 80)
+        .spawn()
+        .expect_err("a terminal needs a row");
+    let inner = expect_kind(&err, SpawnErrorKind::Config, ErrorKind::InvalidInput).inner();
+    assert_eq!(
+        inner.downcast_ref::<ConfigError>(),
+        Some(&ConfigError::TerminalSize { rows: 0, cols: 80 })
+    );
+    let err = Session::builder(marker.sh("sleep 1000"))
+        .environment(Environment::inherit_all().seed("/etc/hostname", "hostname"))
+        .spawn()
+        .expect_err("a seed needs a home");
+    let inner = expect_kind(&err, SpawnErrorKind::Config, ErrorKind::InvalidInput).inner();
+    assert_eq!(
+        inner.downcast_ref::<ConfigError>(),
+        Some(&ConfigError::SeedWithoutHome)
+    );
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn a_home_that_cannot_be_made_is_a_home_error_naming_the_folder() {
+    let marker = Marker::new("spawn_kind_home");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("a-file");
+    fs::write(&file, "").expect("write a file");
+    let home = file.join("home");
+    let witness = dir.path().join("ran");
+    let err = Session::builder(marker.sh(&format!(": > '{}'", witness.display())))
+        .environment(Environment::empty().home(&home))
+        .spawn()
+        .expect_err("a home under a file cannot be created");
+    let spawn_error = expect_kind(&err, SpawnErrorKind::Home, ErrorKind::NotADirectory);
+    assert!(err.to_string().contains(&*home.to_string_lossy()), "{err}");
+    assert!(
+        spawn_error
+            .inner()
+            .downcast_ref::<std::io::Error>()
+            .is_some()
+    );
+    assert!(!witness.exists(), "the child must not have run");
+    assert_no_leak(&marker);
+}
+
+#[test]
+fn a_named_log_folder_that_cannot_be_used_is_a_log_dir_error() {
+    let marker = Marker::new("spawn_kind_log_dir");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("a-file");
+    fs::write(&file, "").expect("write a file");
+    let err = Session::spawn(
+        marker.sh("sleep 1000"),
+        MonitorConfig::default().capture(CaptureConfig::default().log_dir(file.join("logs"))),
+    )
+    .expect_err("a log folder under a file cannot be used");
+    let spawn_error = expect_kind(&err, SpawnErrorKind::LogDir, ErrorKind::Other);
+    let named = format!("log folder {}", file.join("logs").display());
+    assert!(
+        spawn_error.inner().to_string().contains(&named),
+        "{spawn_error}"
+    );
+    assert_no_leak(&marker);
+}
