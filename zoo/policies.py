@@ -31,22 +31,25 @@ SCREEN_COLS = 80
 # walks the tree with ps, sends TERM, waits 1 s, sends KILL.
 PROMPT_TAIL = 4096
 PROMPT_KILL_DELAY = 1.0
-# Prompts in the spirit of DesktopCommander's REPL and shell prompt patterns (its
-# process-detection module: python/node/R/julia/shell REPLs, "?"-style questions, passwords).
-PROMPT_PATTERNS = [re.compile(p) for p in (
-    r">>> $",                      # python
-    r"\.\.\. $",                   # python continuation
-    r"(^|\n)> $",                  # node, R
-    r"In \[\d+\]: $",              # ipython
-    r"julia> $",
-    r"(mysql|sqlite|postgres=?#?)[>#] ?$",
-    r"(^|\n)[^\n]{0,200}[$#%] $",  # a shell prompt
-    r"\[[yY]/[nN]\] ?$",
-    r"\([yY]/[nN]\) ?$",
-    r"\[[yY]es/[nN]o\] ?$",
-    r"\? ?$",                      # a question left open
-    r"[Pp]ass(word|phrase)[^\n]{0,40}: ?$",
-)]
+# DesktopCommanderMCP src/utils/process-detection.ts (read 2026): the last line of a stream's
+# last 4,096 characters is an input wait when it is made of REPL prompts alone, or ends in a
+# named/shell prompt. No "[Y/n]", no "Password:": questions that are not REPL or shell prompts
+# are not recognised. (PowerShell and cmd.exe prompts are left out: not on Linux.)
+DC_PROMPTS = [">>> ", "... ", "> ", "+ ", "julia> ", "       ", "$ ", "# ", "% ", "mysql> ",
+              "    -> ", "=# ", "-# ", "redis> ", ">> "]
+DC_PROMPTS_ONLY = re.compile("^(?:%s)+$" % "|".join(re.escape(p) for p in DC_PROMPTS))
+DC_LINE_END_PROMPTS = [">>> ", "julia> ", "mysql> ", "redis> ", "$ ", "# ", "% "]
+
+
+def dc_waiting_for_input(tail):
+    """DesktopCommander's analyzeOutputTail on one stream's tail."""
+    tail = tail[-PROMPT_TAIL:]
+    if not tail.strip():
+        return False
+    last = tail.split("\n")[-1]
+    if DC_PROMPTS_ONLY.match(last):
+        return True
+    return any(last.endswith(p) for p in DC_LINE_END_PROMPTS)
 
 
 def now():
@@ -141,10 +144,10 @@ def _spawn(ctx, pty_mode):
 
 def _read_ready(fds, timeout):
     """Read what is ready; returns (bytes read, fds at EOF)."""
-    got, eof = b"", []
+    got, eof, per = b"", [], {}
     if not fds:
         time.sleep(timeout)
-        return got, eof
+        return got, eof, per
     r, _, _ = select.select(fds, [], [], timeout)
     for fd in r:
         try:
@@ -153,9 +156,10 @@ def _read_ready(fds, timeout):
             b = b""
         if b:
             got += b
+            per[fd] = b
         else:
             eof.append(fd)
-    return got, eof
+    return got, eof, per
 
 
 def run_direct(ctx, policy):
@@ -169,19 +173,20 @@ def run_direct(ctx, policy):
     ctx.leader_pid = proc.pid
     pgid = proc.pid
     last_out = t0
-    tail = ""
+    tails = {}
     screen = Screen()
     last_screen, last_change, next_poll = "", t0, t0 + SCREEN_POLL
     open_fds = list(fds)
     try:
         while True:
-            data, eof = _read_ready(open_fds, 0.05)
+            data, eof, per = _read_ready(open_fds, 0.05)
             t = now()
             for fd in eof:
                 open_fds.remove(fd)
             if data:
                 last_out = t
-                tail = (tail + data.decode("utf-8", "replace"))[-PROMPT_TAIL:]
+                for fd, b in per.items():
+                    tails[fd] = (tails.get(fd, "") + b.decode("utf-8", "replace"))[-PROMPT_TAIL:]
                 screen.feed(data)
             if res["leader_exit"] is None and proc.poll() is not None:
                 res["leader_exit"], res["leader_rc"] = t, proc.returncode
@@ -245,7 +250,7 @@ def run_direct(ctx, policy):
                 # DesktopCommander: a prompt at the end of the last 4,096 characters is an input
                 # wait (the harness then gives up: force_terminate, a ps walk, TERM, 1 s, KILL);
                 # anything else only returns early, the process running on. Done at its exit.
-                if alive and any(p.search(tail) for p in PROMPT_PATTERNS):
+                if alive and any(dc_waiting_for_input(x) for x in tails.values()):
                     res["ended_at"], res["how"] = t, "force_terminate (prompt seen)"
                     pids = [p for p in tree_pids(pgid) if ctx.has_marker(p)]
                     for p in pids:

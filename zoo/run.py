@@ -661,7 +661,7 @@ def main(argv=None):
                     help="a stall ended later than T + WINDOW after its stall instant is a miss (default 8)")
     ap.add_argument("--work-t", type=float, default=3.5,
                     help="working fixtures run this many T (default 3.5)")
-    ap.add_argument("--jobs", "-j", type=int, default=3, help="runs at a time (heavy fixtures run alone)")
+    ap.add_argument("--jobs", "-j", type=int, default=4, help="runs at a time (heavy fixtures run alone)")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
     ap.add_argument("--svg", metavar="FILE", nargs="?", const=os.path.join(ROOT, "docs", "zoo.svg"),
                     help="draw the grid as SVG (default docs/zoo.svg)")
