@@ -169,7 +169,7 @@ class Servers:
     def _drip(self, c):
         """Reads a request line `NBYTES INTERVAL SECONDS close|hold` (anything before it, such as
         an HTTP request line, is skipped), then sends NBYTES every INTERVAL s for SECONDS s, then
-        closes or holds the connection open (reading) until the client goes."""
+        closes, or sends `event: end-of-drip` and holds the connection open (reading) until the client goes."""
         buf = b""
         while True:
             b = c.recv(4096)
@@ -188,6 +188,7 @@ class Servers:
             c.sendall(chunk[:n])
             time.sleep(interval)
         if then == "hold":
+            c.sendall(b"event: end-of-drip\n")  # the last bytes: the client's stall instant
             self._drain(c)
 
     def _close(self, c):
