@@ -662,12 +662,14 @@ fn start_observer(
     let mut observer = DescendantObserver::new(pid as u32, &config.children);
     if let Some(cgroup) = cgroup {
         // The tree's CPU in one read of `cpu.stat` (escapees and reaped children included),
-        // its size from `cgroup.procs`.
+        // its size from `cgroup.procs`, the CPU it waited for from `cpu.pressure`.
         let cgroup = cgroup.clone();
         observer.use_cgroup(Box::new(move || {
-            let cpu = cgroup.cpu_usage().ok()?;
-            let members = cgroup.members().ok()?;
-            Some((cpu, members))
+            Some(crate::sources::children::CgroupReading {
+                usage: cgroup.cpu_usage().ok()?,
+                members: cgroup.members().ok()?,
+                waited: cgroup.cpu_waited().ok(),
+            })
         }));
     }
     board.set_enabled(&ActivitySource::Children, config.enabled.children);

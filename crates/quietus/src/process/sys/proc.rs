@@ -118,6 +118,29 @@ pub(crate) fn read_count(pid: i32) -> Option<u64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
+/// The bytes `pid` has moved that are progress no other source sees: what it wrote with
+/// `write` and its kin (`wchar` of `/proc/<pid>/io`: into a pipe its parent reads, a file, a
+/// socket) plus what it read from storage (`read_bytes`: disk-bound work). Reads that only
+/// copy from the page cache or a pipe are left out: every program's start reads its libraries'
+/// headers, and a reader only consumes what a writer already counted. `None` if it cannot be
+/// read (another user's process, a kernel without task I/O accounting).
+#[cfg(target_os = "linux")]
+pub(crate) fn read_moved_bytes(pid: i32) -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
+    parse_moved_bytes(&text)
+}
+
+/// `wchar` + `read_bytes` of a `/proc/<pid>/io` text.
+pub(crate) fn parse_moved_bytes(text: &str) -> Option<u64> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    };
+    Some(field("wchar:")?.saturating_add(field("read_bytes:").unwrap_or(0)))
+}
+
 /// Elsewhere: no `/proc`.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn read_count(_pid: i32) -> Option<u64> {
