@@ -643,10 +643,6 @@ def default_binary():
     env = os.environ.get("QUIETUS_BINARY")
     if env:
         return env
-    for name in ("quietus", "stallwatch"):
-        p = os.path.join(ROOT, "target", "release", name)
-        if os.path.exists(p):
-            return p
     return os.path.join(ROOT, "target", "release", "quietus")
 
 
@@ -656,7 +652,7 @@ def main(argv=None):
     ap.add_argument("--fixture", action="append", help="a fixture's name; repeatable; default all")
     ap.add_argument("--fast", action="store_true", help="only the fixtures marked zoo-fast")
     ap.add_argument("--binary", default=default_binary(),
-                    help="quietus's binary (env QUIETUS_BINARY; default target/release/quietus, else stallwatch)")
+                    help="quietus's binary (env QUIETUS_BINARY; default target/release/quietus)")
     ap.add_argument("--idle", type=float, default=3.0, help="the idle timeout T, seconds (default 3)")
     ap.add_argument("--window", type=float, default=8.0,
                     help="a stall ended later than T + WINDOW after its stall instant is a miss (default 8)")
