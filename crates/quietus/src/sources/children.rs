@@ -26,8 +26,8 @@
 //!   from storage (`/proc/PID/io`), per identity, from [`IO_FLOOR`] bytes within a second
 //!   on (a sample counts only if it saw bytes itself);
 //! - the direct child's own CPU, CPU demand and bytes do not count unless asked (an agent
-//!   spinning in its event loop, or writing a heartbeat, is not progress); the CPU of the
-//!   children it reaped does;
+//!   spinning in its event loop, or writing a heartbeat, is not progress); the CPU and the
+//!   bytes of the children it reaped do (its whole `/proc/PID/io` less its threads' own);
 //! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
 //!   re-parented to init): the kill ladder signals those escapees by pid; their CPU no longer
 //!   keeps the child alive.
@@ -67,8 +67,12 @@ pub(crate) trait ProcessSource: Send {
         None
     }
     /// The bytes process `pid` moved so far that are progress (written, and read from
-    /// storage). `None` where the platform does not say.
+    /// storage), its reaped children's included. `None` where the platform does not say.
     fn moved_bytes(&mut self, _pid: i32) -> Option<u64> {
+        None
+    }
+    /// Of those, the ones its reaped children moved (the whole count less its own threads').
+    fn reaped_moved_bytes(&mut self, _pid: i32) -> Option<u64> {
         None
     }
 }
@@ -228,6 +232,12 @@ impl ProcessSource for ProcFs {
 
     fn moved_bytes(&mut self, pid: i32) -> Option<u64> {
         crate::process::sys::read_moved_bytes(pid)
+    }
+
+    fn reaped_moved_bytes(&mut self, pid: i32) -> Option<u64> {
+        let whole = crate::process::sys::read_moved_bytes(pid)?;
+        let own = crate::process::sys::read_own_moved_bytes(pid)?;
+        Some(whole.saturating_sub(own))
     }
 }
 
@@ -590,19 +600,21 @@ impl DescendantObserver {
         }
     }
 
-    /// The bytes the live processes `tree` (pid, start time) moved since the last sample, the
-    /// root's only when its own CPU counts; a process seen for the first time after the
-    /// baseline counts whole (it may have started and written between two samples).
-    /// Forgets the processes no longer there.
+    /// The bytes the live processes `tree` (pid, start time) moved since the last sample (the
+    /// root's own only when its own CPU counts; what its reaped children moved always); a
+    /// process seen for the first time after the baseline counts whole (it may have started
+    /// and written between two samples). Forgets the processes no longer there.
     fn moved_bytes(&mut self, tree: &[(i32, u64)], first: bool) -> u64 {
         self.moved
             .retain(|pid, (start, _)| tree.contains(&(*pid, *start)));
         let mut sum = 0u64;
         for &(pid, start_time) in tree {
-            if pid == self.root && !self.include_root {
-                continue;
-            }
-            let Some(bytes) = self.source.moved_bytes(pid) else {
+            let bytes = if pid == self.root && !self.include_root {
+                self.source.reaped_moved_bytes(pid)
+            } else {
+                self.source.moved_bytes(pid)
+            };
+            let Some(bytes) = bytes else {
                 continue;
             };
             let before = self.moved.insert(pid, (start_time, bytes));
@@ -916,7 +928,8 @@ mod tests {
     struct Table(
         Arc<Mutex<Vec<ProcSample>>>,
         Arc<Mutex<HashMap<i32, RunState>>>,
-        Arc<Mutex<HashMap<i32, u64>>>,
+        /// Per pid: bytes moved in all, and of those by reaped children.
+        Arc<Mutex<HashMap<i32, (u64, u64)>>>,
     );
 
     impl Table {
@@ -937,7 +950,12 @@ mod tests {
 
         /// The bytes `pid` moved so far.
         fn set_moved(&self, pid: i32, bytes: u64) {
-            self.2.lock().insert(pid, bytes);
+            self.2.lock().entry(pid).or_default().0 = bytes;
+        }
+
+        /// The bytes `pid`'s reaped children moved so far (part of its whole count).
+        fn set_reaped_moved(&self, pid: i32, bytes: u64) {
+            self.2.lock().entry(pid).or_default().1 = bytes;
         }
 
         /// Runnable `ms` in all, and runnable now or not.
@@ -976,7 +994,11 @@ mod tests {
         }
 
         fn moved_bytes(&mut self, pid: i32) -> Option<u64> {
-            self.2.lock().get(&pid).copied()
+            self.2.lock().get(&pid).map(|m| m.0)
+        }
+
+        fn reaped_moved_bytes(&mut self, pid: i32) -> Option<u64> {
+            self.2.lock().get(&pid).map(|m| m.1)
         }
     }
 
@@ -1455,10 +1477,15 @@ mod tests {
         table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 9, 0, 0)]);
         table.set_moved(200, 64);
         assert_eq!(obs.sample(t0 + 6 * SEC).moved_bytes, 64);
+        // What the root's reaped children moved (a `dd` that wrote and exited between two
+        // samples) is the tree's progress, though in the root's count.
+        table.set_moved(100, 9_000 + 4096);
+        table.set_reaped_moved(100, 4096);
+        assert_eq!(obs.sample(t0 + 7 * SEC).moved_bytes, 4096);
         // When the root's CPU counts, its bytes do too.
         let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
         obs.sample(t0);
-        table.set_moved(100, 9_100);
+        table.set_moved(100, 13_196);
         assert_eq!(obs.sample(t0 + SEC).moved_bytes, 100);
     }
 

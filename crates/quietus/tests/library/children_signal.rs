@@ -305,6 +305,38 @@ while time.monotonic() < end:
     }
 }
 
+/// Silent disk-bound work in short processes the leader reaps between two samples (`dd` writes
+/// 1 MiB and exits, every 300 ms): their bytes are in the leader's count once reaped, and
+/// still the tree's progress.
+#[test]
+fn silent_disk_work_of_reaped_children_keeps_the_tree_alive() {
+    let m = Marker::new("reaped-dd");
+    let dir = tempfile::tempdir().unwrap();
+    let idle = ms(1500);
+    let out = SharedBuf::new();
+    let script = r#"echo ready; while [ $SECONDS -lt 5 ]; do
+        dd if=/dev/zero of="$1" bs=64k count=16 conv=fsync status=none; sleep 0.3; done; echo done"#;
+    let mut program = Command::new("bash");
+    program
+        .args(["-c", script, m.as_str()])
+        .arg(dir.path().join("data"))
+        .env(common::MARKER_ENV, m.as_str());
+    let session = Session::builder(program)
+        .config(config(idle))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    assert!(
+        matches!(result.outcome, Outcome::Exited) && out.text().contains("done"),
+        "{:?} {:?}",
+        result.outcome,
+        out.text()
+    );
+    assert_no_leak(&m);
+}
+
 /// The other side: a stalled agent whose own heartbeat logger writes a line every 200 ms
 /// (the leader's own bytes, as its own CPU, are not the tree's progress) is still ended.
 #[test]

@@ -131,6 +131,26 @@ pub(crate) fn read_moved_bytes(pid: i32) -> Option<u64> {
     parse_moved_bytes(&text)
 }
 
+/// The part of [`read_moved_bytes`] that is `pid`'s own, its live threads' (each
+/// `/proc/<pid>/task/<tid>/io`): the process's whole count also holds what its reaped
+/// children moved (the kernel adds a child's counts to its parent's when it is reaped).
+#[cfg(target_os = "linux")]
+pub(crate) fn read_own_moved_bytes(pid: i32) -> Option<u64> {
+    let mut sum = 0u64;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let mut buf = [0u8; 1024];
+        let path = entry.path().join("io");
+        let Ok(text) = read_small(&path, &mut buf) else {
+            continue; // a thread that ended meanwhile
+        };
+        sum = sum.saturating_add(parse_moved_bytes(&text)?);
+    }
+    Some(sum)
+}
+
 /// `wchar` + `read_bytes` of a `/proc/<pid>/io` text.
 pub(crate) fn parse_moved_bytes(text: &str) -> Option<u64> {
     let field = |name: &str| {
