@@ -434,7 +434,7 @@ impl Session {
 
     /// Where the session is in its life.
     pub fn state(&self) -> SessionState {
-        SessionState::from_u8(self.shared.phase.load(std::sync::atomic::Ordering::Acquire))
+        self.shared.state()
     }
 
     /// Time since the spawn (by the session's clock); the whole runtime once finished.

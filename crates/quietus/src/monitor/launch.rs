@@ -10,12 +10,13 @@ use std::thread;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
 use super::end_session;
-use super::ladder::{Ladder, Leader, OsProcesses};
+use super::ladder::{Leader, OsProcesses};
+use super::port::{Memory, OsPort};
 use super::reader::{
     LineSetup, ReaderWiring, StreamPipe, open_pipes, reader, record_pipe, register_pipes,
 };
 use super::rules::Rules;
-use super::run::{DoneGuard, Monitor, Phase, Timing};
+use super::run::{DoneGuard, Facts, Files, LeaderState, Monitor, Phase, Timing};
 use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, Tap, stream_index};
 use super::tree::{self, pipe_error, terminal_error};
@@ -460,7 +461,7 @@ fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Ru
     let (board, clock) = (parts.board.clone(), parts.clock.clone());
     let (emitter, lines) = (parts.streams.emitter.clone(), parts.streams.lines.take());
     let shared = opened.shared.clone();
-    let mut monitor = new_monitor(
+    let (mut monitor, containment) = new_monitor(
         pid,
         parts,
         control_rx,
@@ -482,9 +483,9 @@ fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Ru
     for pipe in opened.pipes {
         let slot = stream_index(pipe.stream);
         let state = pumps[slot].clone();
-        monitor.readers[slot] = Some(reader(&wiring, pipe, state)?);
+        monitor.port.readers[slot] = Some(reader(&wiring, pipe, state)?);
     }
-    let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
+    let child_tx = start_monitor((monitor, containment), shared.clone(), done_tx)?;
     super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
     Ok(Running {
         control: control_tx,
@@ -503,7 +504,7 @@ fn new_monitor(
     control: Receiver<Control>,
     (slots, shared): ([Option<StreamSlot>; 2], Arc<Shared>),
     sleeper: super::wait::Sleeper,
-) -> Monitor {
+) -> (Monitor<OsPort>, TreeHold) {
     let Assembly {
         id,
         config,
@@ -524,20 +525,22 @@ fn new_monitor(
         .containment
         .set_supervisor_death(guarded.supervisor_death);
     let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
-    let ladder = Ladder::new(
+    let port = OsPort {
         id,
         pid,
-        config.kill_confirm_timeout,
-        clock.clone(),
-        streams.emitter.clone(),
-    );
-    Monitor {
+        sleeper,
+        readers: [None, None],
+        leader: Leader::new(),
+        guardian: guarded.guardian,
+        processes,
+        network,
+    };
+    let monitor = Monitor {
         input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
         rules,
         id,
         pid,
         timing: Timing::new(&config, &clock, &board),
-        ladder,
         config,
         clock,
         board,
@@ -545,21 +548,15 @@ fn new_monitor(
         shared,
         emitter: streams.emitter,
         tap: Tap::new(slots),
-        leader: Leader::new(),
-        processes,
-        containment: streams.containment,
-        memory: (None, None),
-        guardian: guarded.guardian,
+        leader: LeaderState::Running,
+        memory: Memory::default(),
         tree_gone: guarded.tree_gone,
-        files,
-        network,
+        files: files.map_or(Files::Off, Files::Watching),
         network_unavailable,
-        unwatched: Vec::new(),
-        reason: None,
         phase: Phase::Watching,
-        sleeper,
-        readers: [None, None],
-    }
+        port,
+    };
+    (monitor, streams.containment)
 }
 
 /// The terminal's one output stream: its master, read by one reader, to the stdout sink.
@@ -698,26 +695,29 @@ fn start_network(
 
 /// Starts the monitor thread; it runs once it receives the child on the returned channel.
 fn start_monitor(
-    id: u64,
-    pid: i32,
-    monitor: Monitor,
+    (monitor, containment): (Monitor<OsPort>, TreeHold),
     shared: Arc<Shared>,
     done_tx: Sender<()>,
 ) -> io::Result<Sender<ChildProcess>> {
+    let (id, pid) = (monitor.id, monitor.pid);
     let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
-    let done = DoneGuard {
-        shared,
-        done: Some(done_tx),
-        pid,
-        containment: monitor.containment.clone(),
+    let facts = Facts {
+        pid: pid.unsigned_abs(),
+        containment,
     };
+    let kill_tree = Box::new(move || {
+        let _ = sys::kill_group(pid, sys::SIGKILL);
+    });
+    let done = DoneGuard::new(shared, done_tx, facts, kill_tree);
     thread::Builder::new()
         .name(format!("quietus-mon-{id}"))
         .spawn(move || {
             // The starter sends the child right after all threads are up; if it cannot (it
             // failed), this channel disconnects and the monitor ends without touching anything.
             if let Ok(child) = child_rx.recv() {
-                monitor.run(child, done);
+                let mut monitor = monitor;
+                monitor.port.adopt(child);
+                monitor.run(done);
             } else {
                 done.disarm();
                 end_session(id);

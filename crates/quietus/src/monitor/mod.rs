@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 mod ladder;
 mod launch;
+mod port;
 mod reader;
 mod rules;
 mod run;
