@@ -262,7 +262,10 @@ fn watch_before_the_spawn(
 
 /// The session's activity board, its output source on or off, and the event emitter that
 /// observes it.
-fn new_board(clock: &Clock, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
+pub(super) fn new_board(
+    clock: &Clock,
+    config: &MonitorConfig,
+) -> (Arc<ActivityBoard>, Arc<Emitter>) {
     let probes: Vec<Arc<str>> = config
         .probes
         .iter()
