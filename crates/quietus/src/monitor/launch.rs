@@ -554,7 +554,7 @@ fn new_monitor(
         leader: LeaderState::Running,
         memory: Memory::default(),
         tree_gone: guarded.tree_gone,
-        files: files.map_or(Files::Off, Files::Watching),
+        files: files.map_or(Files::Off, |files| Files::Watching(Box::new(files))),
         network_unavailable,
         phase: Phase::Watching,
         port,

@@ -105,7 +105,7 @@ pub(super) enum Files {
     /// The files source is off.
     Off,
     /// Watching while the program runs.
-    Watching(FileActivityTracker),
+    Watching(Box<FileActivityTracker>),
     /// Let go of when the drain started: what it could not watch, as it stood then.
     LetGo(Vec<UnwatchedFolder>),
 }
@@ -194,20 +194,15 @@ impl<P: Port> Monitor<P> {
     /// Returns whether the move was made (an impossible one leaves the phase as it was).
     fn transition(&mut self, step: Move) -> bool {
         let name = step.name();
-        let current = std::mem::replace(&mut self.phase, Phase::Watching);
-        let (phase, moved) = match current.next(step) {
-            Ok(phase) => (phase, true),
-            Err(phase) => {
-                log::error!(
-                    "session {}: no move '{name}' from {}",
-                    self.id,
-                    phase.name()
-                );
-                (phase, false)
-            }
-        };
-        self.shared.set_state(phase.state());
-        self.phase = phase;
+        let moved = self.phase.next(step);
+        if !moved {
+            log::error!(
+                "session {}: no move '{name}' from {}",
+                self.id,
+                self.phase.name()
+            );
+        }
+        self.shared.set_state(self.phase.state());
         moved
     }
 

@@ -79,7 +79,10 @@ pub(in crate::monitor) enum Phase {
     /// The program runs; the verdict is asked at each wake-up.
     Watching,
     /// A reason to end it was found: its ladder takes the tree down.
-    Ending { outcome: Outcome, ladder: Ladder },
+    Ending {
+        outcome: Outcome,
+        ladder: Box<Ladder>,
+    },
     /// The tree is gone: the output is read to its end.
     Draining { end: End, drain: Drain },
     /// The run is over: the result is published.
@@ -138,31 +141,33 @@ impl Phase {
         }
     }
 
-    /// The one transition function: where this phase goes on `step`; `Err` with the phase
-    /// unchanged for a move it cannot make (the first reason to end wins; a run over stays
-    /// over). A leader that exited leaving nobody ends the run as [`Outcome::Exited`].
-    pub(in crate::monitor) fn next(self, step: Move) -> Result<Phase, Phase> {
-        match (self, step) {
-            (Phase::Watching, Move::Ladder { outcome, ladder }) => Ok(Phase::Ending {
-                outcome,
-                ladder: *ladder,
-            }),
-            (Phase::Watching, Move::TreeGone { drain }) => Ok(Phase::Draining {
-                end: End {
+    /// The one transition function: moves this phase on `step`, and returns whether it did;
+    /// a move it cannot make leaves it unchanged (the first reason to end wins; a run over
+    /// stays over). A leader that exited leaving nobody ends the run as [`Outcome::Exited`].
+    pub(in crate::monitor) fn next(&mut self, step: Move) -> bool {
+        let current = std::mem::replace(self, Phase::Watching);
+        let (next, moved) = match (current, step) {
+            (Phase::Watching, Move::Ladder { outcome, ladder }) => {
+                (Phase::Ending { outcome, ladder }, true)
+            }
+            (Phase::Watching, Move::TreeGone { drain }) => {
+                let end = End {
                     outcome: Outcome::Exited,
                     ladder: LadderRecord::default(),
-                },
-                drain,
-            }),
-            (Phase::Ending { outcome, ladder }, Move::TreeGone { drain }) => Ok(Phase::Draining {
-                end: End {
+                };
+                (Phase::Draining { end, drain }, true)
+            }
+            (Phase::Ending { outcome, ladder }, Move::TreeGone { drain }) => {
+                let end = End {
                     outcome,
                     ladder: LadderRecord::of(&ladder),
-                },
-                drain,
-            }),
-            (Phase::Draining { end, .. }, Move::Drained) => Ok(Phase::Done { end }),
-            (phase, _) => Err(phase),
-        }
+                };
+                (Phase::Draining { end, drain }, true)
+            }
+            (Phase::Draining { end, .. }, Move::Drained) => (Phase::Done { end }, true),
+            (phase, _) => (phase, false),
+        };
+        *self = next;
+        moved
     }
 }

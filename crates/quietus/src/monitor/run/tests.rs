@@ -516,50 +516,54 @@ fn the_transition_function_moves_only_along_the_phases() {
     };
     let drain = Drain::new(clock.now(), secs(1));
     let outcome = Outcome::HardTimeout { after: secs(9) };
-    let ending = Phase::Watching
-        .next(Move::Ladder {
-            outcome: outcome.clone(),
-            ladder: ladder(),
-        })
-        .ok()
-        .expect("watching -> ending");
-    assert_eq!(ending.state(), SessionState::Grace);
-    // The first reason wins: an ending phase takes no second ladder.
-    let ending = ending
-        .next(Move::Ladder {
-            outcome: Outcome::Exited,
-            ladder: ladder(),
-        })
-        .err()
-        .expect("no second ladder");
-    assert_eq!(ending.name(), "ending");
-    let ending = ending.next(Move::Drained).err().expect("no drain skipped");
-    let draining = ending
-        .next(Move::TreeGone { drain })
-        .ok()
-        .expect("ending -> draining");
-    assert_eq!(draining.state(), SessionState::Ended);
-    assert_eq!(draining.end().map(|e| &e.outcome), Some(&outcome));
-    let draining = draining
-        .next(Move::TreeGone { drain })
-        .err()
-        .expect("the tree goes once");
-    let done = draining.next(Move::Drained).ok().expect("draining -> done");
-    assert_eq!(done.state(), SessionState::Ended);
-    assert_eq!(done.end().map(|e| &e.outcome), Some(&outcome));
-    let done = done.next(Move::Drained).err().expect("done stays done");
-    assert_eq!(done.name(), "done");
+    let mut phase = Phase::Watching;
+    assert_eq!(phase.state(), SessionState::Running);
+    assert!(phase.end().is_none());
+    assert!(
+        !phase.next(Move::Drained),
+        "no drain before the tree is gone"
+    );
+    assert_eq!(phase.name(), "watching");
+    let to_ladder = Move::Ladder {
+        outcome: outcome.clone(),
+        ladder: ladder(),
+    };
+    assert!(phase.next(to_ladder), "watching -> ending");
+    assert_eq!(
+        (phase.name(), phase.state()),
+        ("ending", SessionState::Grace)
+    );
+    // The first reason wins: an ending phase takes no second ladder, nor skips its end.
+    let second = Move::Ladder {
+        outcome: Outcome::Exited,
+        ladder: ladder(),
+    };
+    assert!(!phase.next(second));
+    assert!(!phase.next(Move::Drained));
+    assert_eq!(phase.name(), "ending");
+    assert!(phase.next(Move::TreeGone { drain }), "ending -> draining");
+    assert_eq!(
+        (phase.name(), phase.state()),
+        ("draining", SessionState::Ended)
+    );
+    assert_eq!(phase.end().map(|e| &e.outcome), Some(&outcome));
+    assert!(!phase.next(Move::TreeGone { drain }), "the tree goes once");
+    assert!(phase.next(Move::Drained), "draining -> done");
+    assert_eq!((phase.name(), phase.state()), ("done", SessionState::Ended));
+    assert_eq!(phase.end().map(|e| &e.outcome), Some(&outcome));
+    assert!(!phase.next(Move::Drained), "done stays done");
+    let late = Move::Ladder {
+        outcome: Outcome::Exited,
+        ladder: ladder(),
+    };
+    assert!(!phase.next(late));
+    assert_eq!(phase.end().map(|e| &e.outcome), Some(&outcome));
     // Watching: the leader exits leaving nobody (the run ends as exited, no ladder).
-    let drained = Phase::Watching
-        .next(Move::TreeGone { drain })
-        .ok()
-        .expect("watching -> draining");
-    let end = drained.end().expect("ended");
+    let mut phase = Phase::Watching;
+    assert!(phase.next(Move::TreeGone { drain }), "watching -> draining");
+    let end = phase.end().expect("ended");
     assert_eq!(end.outcome, Outcome::Exited);
     assert!(end.ladder.signals_sent.is_empty());
-    assert!(Phase::Watching.next(Move::Drained).is_err());
-    assert_eq!(Phase::Watching.state(), SessionState::Running);
-    assert!(Phase::Watching.end().is_none());
 }
 
 #[test]
