@@ -267,10 +267,7 @@ fn watch_before_the_spawn(
 
 /// The session's activity board, its output source on or off, and the event emitter that
 /// observes it.
-pub(super) fn new_board(
-    clock: &Clock,
-    config: &MonitorConfig,
-) -> (Arc<ActivityBoard>, Arc<Emitter>) {
+fn new_board(clock: &Clock, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
     let probes: Vec<Arc<str>> = config
         .probes
         .iter()

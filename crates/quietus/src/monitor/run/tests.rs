@@ -16,14 +16,13 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::super::Wake;
 use super::super::ladder::{Ladder, ProcessLayer};
-use super::super::launch::new_board;
 use super::super::port::{Leftovers, Memory, Port, ReaderLost, TreeSample};
 use super::super::rules::Rules;
 use super::super::tap::Tap;
 use super::phase::{Drain, Move, Phase};
 use super::result::{DoneGuard, Facts};
 use super::{Files, LeaderState, Monitor, Timing};
-use crate::activity::ActivitySource;
+use crate::activity::{ActivityBoard, ActivitySource};
 use crate::clock::{Clock, MockClock};
 use crate::config::{KillLadder, KillStep, MonitorConfig};
 use crate::contract::{Control, SessionState, Shared};
@@ -342,8 +341,11 @@ fn new_rig(config: MonitorConfig, world: World) -> Rig {
     let config = config.watch_files(false).watch_network(false);
     let clock = MockClock::new();
     let session_clock = Clock::from(&clock);
-    let (board, emitter) = new_board(&session_clock, &config);
+    // The board as the launcher makes it (no probe here), the children source as configured.
+    let board = Arc::new(ActivityBoard::with_probes(session_clock.clone(), &[]));
+    board.set_enabled(&ActivitySource::Output, config.enabled.output);
     board.set_enabled(&ActivitySource::Children, config.enabled.children);
+    let emitter = Arc::new(crate::events::Emitter::new(config.events.capacity));
     let events = emitter.receiver();
     let shared = shared(&config, emitter.clone());
     let (control, control_rx) = crossbeam_channel::unbounded();
