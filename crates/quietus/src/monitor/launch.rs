@@ -503,6 +503,19 @@ fn start_threads(child: &mut ChildProcess, parts: Assembly) -> io::Result<Runnin
     let opened = open_streams(id, child, &config, (streams, &emitter), &pumps)?;
     register_pipes(id, &opened.pipes);
     let shared = opened.shared.clone();
+    // The monitor first: its place in the guardian is taken before any reader can start.
+    let parts = MonitorParts {
+        id,
+        config,
+        clock: clock.clone(),
+        board: board.clone(),
+        emitter: emitter.clone(),
+        files,
+        hold,
+        control: control_rx,
+        sleeper,
+    };
+    let (mut monitor, containment) = new_monitor(pid, parts, (opened.slots, shared.clone()));
     let wiring = ReaderWiring {
         id,
         control: &control_tx,
@@ -514,25 +527,11 @@ fn start_threads(child: &mut ChildProcess, parts: Assembly) -> io::Result<Runnin
     // The monitor starts each reader once its pipe has something to read: a program that
     // never writes to a stream (a sleeping one, or stderr for most) costs no thread for it,
     // so a server holds many sleeping sessions on few threads.
-    let mut readers = [None, None];
     for pipe in opened.pipes {
         let slot = stream_index(pipe.stream);
         let state = pumps[slot].clone();
-        readers[slot] = Some(reader(&wiring, pipe, state)?);
+        monitor.port.readers[slot] = Some(reader(&wiring, pipe, state)?);
     }
-    let parts = MonitorParts {
-        id,
-        config,
-        clock,
-        board: board.clone(),
-        emitter: emitter.clone(),
-        files,
-        hold,
-        control: control_rx,
-        sleeper,
-    };
-    let (mut monitor, containment) = new_monitor(pid, parts, (opened.slots, shared.clone()));
-    monitor.port.readers = readers;
     let tree_gone = monitor.tree_gone;
     let child_tx = start_monitor((monitor, containment), shared.clone(), done_tx)?;
     super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;

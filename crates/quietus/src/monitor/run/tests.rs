@@ -18,7 +18,7 @@ use super::super::Wake;
 use super::super::ladder::{Ladder, ProcessLayer};
 use super::super::port::{Leftovers, Memory, Port, ReaderLost, TreeSample};
 use super::super::rules::Rules;
-use super::super::tap::Tap;
+use super::super::tap::{StreamSlot, Tap};
 use super::phase::{Drain, Move, Phase};
 use super::result::{DoneGuard, Facts};
 use super::{Files, LeaderState, Monitor, Timing};
@@ -1015,4 +1015,56 @@ fn a_monitor_never_handed_its_child_publishes_nothing() {
     assert!(done.recv().is_err());
     assert!(shared.result.get().is_none());
     assert!(!killed.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+/// Gives the rig a stdout stream whose reader has not reached its end-of-file.
+fn with_stdout(rig: &mut Rig) {
+    let recorder = crate::capture::Recorder::new(
+        Stream::Stdout,
+        crate::capture::HeadTail::new(1024),
+        &rig.monitor.config.events,
+    );
+    let slot = StreamSlot {
+        recorder: Arc::new(crate::sync::Mutex::new(recorder)),
+        spill: None,
+        peek: None,
+        done: false,
+    };
+    rig.monitor.tap = Tap::new([Some(slot), None]);
+}
+
+#[test]
+fn the_drain_waits_for_the_readers_end_of_file() {
+    let config = quiet(600).drain_quiet(secs(10)).drain_cap(secs(30));
+    let mut rig = new_rig(config, World::default());
+    with_stdout(&mut rig);
+    rig.step();
+    rig.at(secs(5));
+    rig.world.borrow_mut().exited = true;
+    rig.monitor.handle(Control::ChildExited);
+    let wake = rig.step().expect("the drain waits");
+    assert_eq!(rig.monitor.phase.name(), "draining");
+    assert_eq!(rig.shared.state(), SessionState::Ended);
+    assert_eq!(wake.at, rig.origin() + secs(15), "the quiet rule's instant");
+    rig.control
+        .send(Control::ReaderDone(Stream::Stdout))
+        .expect("open");
+    assert!(rig.step().is_none(), "done at the reader's end-of-file");
+    assert_eq!(rig.monitor.phase.name(), "done");
+    let ran = rig.run();
+    assert!(ran.result.output_complete);
+    assert_eq!(ran.result.outcome, Outcome::Exited);
+    assert_eq!(ran.ended_at, secs(5));
+}
+
+#[test]
+fn a_drain_without_end_of_file_ends_at_the_quiet_rule_with_the_output_incomplete() {
+    let config = quiet(600).drain_quiet(secs(1)).drain_cap(secs(30));
+    let mut rig = new_rig(config, World::default());
+    with_stdout(&mut rig);
+    rig.world.borrow_mut().exit_at = Some(rig.origin() + secs(5));
+    let ran = rig.run();
+    assert_eq!(ran.result.outcome, Outcome::Exited);
+    assert!(!ran.result.output_complete);
+    assert_eq!(ran.ended_at, secs(6), "exit at 5 s, quiet 1 s later");
 }
