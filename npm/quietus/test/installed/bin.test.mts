@@ -8,11 +8,13 @@ import { findBinary } from "quietus";
 import { leftAfter, marker, start, until } from "./support.mjs";
 
 const project = process.cwd();
-// A program that says it is ready, traps INT and TERM, and would run for a minute.
+// A program that says it is ready, traps INT and TERM (taking half a second to clean up: a
+// second INT meanwhile would make quietus KILL the tree, and the trap would not finish), and
+// would run for a minute.
 const trapping = (word: string): string[] => [
   "bash",
   "-c",
-  `trap 'echo trapped INT; exit 3' INT; trap 'echo trapped TERM; exit 5' TERM; echo ready; for i in $(seq 600); do sleep 0.1; done`,
+  `trap 'sleep 0.5; echo trapped INT; exit 3' INT; trap 'sleep 0.5; echo trapped TERM; exit 5' TERM; echo ready; for i in $(seq 600); do sleep 0.1; done`,
   word,
 ];
 

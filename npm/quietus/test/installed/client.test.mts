@@ -73,7 +73,7 @@ test("write, closeStdin, events in order, wait", async () => {
 
 test("an idle process is ended with a diagnosis; keepalive and setIdleTimeout steer it", async () => {
   const word = marker();
-  const proc = await client.start(["bash", "-c", "echo ready; sleep 60", word], { idleTimeoutMs: 60_000 });
+  const proc = await client.start(["bash", "-c", "sleep 60; echo never", word], { idleTimeoutMs: 60_000 });
   assert.equal(await proc.wait({ timeoutMs: 10 }), null);
   assert.equal(await proc.keepalive(), true);
   assert.equal(await proc.keepalive(30_000), true);

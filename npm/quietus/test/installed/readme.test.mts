@@ -25,5 +25,5 @@ test("README example 1: run() of a hanging command", async () => {
 test("README example 2: the client", async () => {
   const done = await start(process.execPath, [path.join(folder, "readme-2.mjs")]).done;
   assert.equal(done.code, 0, done.stderr);
-  assert.equal(done.stdout, "hello, reader\nexited: exited 0\nexited 0\nProcessIdTaken\ntrue\n");
+  assert.equal(done.stdout, "hello, reader\nprocess/started process/closed\nexited 0\nProcessIdTaken\ntrue\n");
 });
