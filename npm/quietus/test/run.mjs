@@ -76,6 +76,10 @@ try {
   const readme = fs.readFileSync(path.join(project, "node_modules", "quietus", "README.md"), "utf8");
   const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
   blocks.forEach((code, i) => fs.writeFileSync(path.join(examples, `readme-${i + 1}.mts`), code));
+  // The main README's TypeScript examples are type-checked too (not run: they run `npm test`).
+  const mainReadme = fs.readFileSync(path.join(repo, "README.md"), "utf8");
+  [...mainReadme.matchAll(/```ts\n([\s\S]*?)```/g)].forEach((m, i) =>
+    fs.writeFileSync(path.join(examples, `main-readme-${i + 1}.mts`), `${m[1]}\nexport {};\n`));
   fs.writeFileSync(path.join(project, "tsconfig.json"), JSON.stringify({
     compilerOptions: {
       target: "ES2022", module: "nodenext", moduleResolution: "nodenext", strict: true,
