@@ -74,8 +74,11 @@ function cargoVersion() {
 /** Compiles the main package (installing its devDependencies first when they are missing). */
 function compile() {
   if (!fs.existsSync(path.join(mainDir, "node_modules", "typescript"))) {
-    process.stderr.write("== npm ci (typescript, @types/node)\n");
-    execFileSync("npm", ["ci", "--no-audit", "--no-fund"], { cwd: mainDir, stdio: "inherit" });
+    // No lock file: the package's optional dependencies are the platform packages of its own
+    // version, which the registry has only once they are published (npm ci would refuse a
+    // lock file without them); the devDependencies are pinned to exact versions instead.
+    process.stderr.write("== npm install (typescript, @types/node)\n");
+    execFileSync("npm", ["install", "--no-package-lock", "--no-save", "--no-audit", "--no-fund"], { cwd: mainDir, stdio: "inherit" });
   }
   fs.rmSync(path.join(mainDir, "dist"), { recursive: true, force: true });
   execFileSync(process.execPath, [path.join(mainDir, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json"], {

@@ -47,6 +47,8 @@ try {
   const build = [path.join(repo, "npm", "build.mjs"), "--out", packs];
   if (binary) build.push("--binary", binary);
   sh(process.execPath, build, repo);
+  // Finding the binary, on the compiled package (dist/ of the build).
+  sh(process.execPath, ["--test", path.join(here, "platform.test.mjs")], packageDir);
   const tarballs = fs.readdirSync(packs).filter((f) => f.endsWith(".tgz"));
   const main = tarballs.find((f) => /^quietus-\d/.test(f));
   const platform = tarballs.find((f) => /^quietus-linux-x64-gnu-/.test(f));

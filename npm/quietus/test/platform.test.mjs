@@ -1,0 +1,74 @@
+// Finding the binary (dist/platform.js, compiled by npm/build.mjs): which platform packages
+// fit a machine, and what is said when none is there. Runs in the source tree.
+
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import { createRequire } from "node:module";
+import * as os from "node:os";
+import * as path from "node:path";
+import { test } from "node:test";
+
+const require = createRequire(import.meta.url);
+const { PLATFORMS, candidates, findBinary, packageName, missingPackageMessage } = require("../dist/platform.js");
+const { QuietusNotFound } = require("../dist/errors.js");
+const pkg = require("../package.json");
+
+const keys = (list) => list.map((p) => p.key);
+
+test("the platforms are the package's optional dependencies, at its version", () => {
+  assert.deepEqual(Object.keys(pkg.optionalDependencies).sort(), PLATFORMS.map(packageName).sort());
+  for (const version of Object.values(pkg.optionalDependencies)) assert.equal(version, pkg.version);
+});
+
+test("candidates: the exact platform first; a static musl binary also serves glibc", () => {
+  assert.deepEqual(keys(candidates("linux", "x64", "glibc")), ["linux-x64-gnu", "linux-x64-musl"]);
+  assert.deepEqual(keys(candidates("linux", "x64", "musl")), ["linux-x64-musl"]);
+  assert.deepEqual(keys(candidates("linux", "arm64", "glibc")), ["linux-arm64-gnu"]);
+  assert.deepEqual(keys(candidates("linux", "arm64", "musl")), []);
+  assert.deepEqual(keys(candidates("darwin", "arm64")), ["darwin-arm64"]);
+  assert.deepEqual(keys(candidates("win32", "x64")), []);
+});
+
+const nothing = (request) => {
+  throw Object.assign(new Error(`Cannot find module '${request}'`), { code: "MODULE_NOT_FOUND" });
+};
+
+test("a missing platform package: why, and how to repair it, in the package manager's words", () => {
+  const saved = process.env.npm_config_user_agent;
+  try {
+    process.env.npm_config_user_agent = "pnpm/9.0.0 npm/? node/v20";
+    const platform = PLATFORMS.find((p) => p.key === "linux-arm64-gnu");
+    const message = missingPackageMessage(platform);
+    assert.match(message, /^quietus: the quietus binary for this machine \(linux arm64 with glibc\) comes in the package @quietus\/linux-arm64-gnu, which is not installed\.\n/);
+    assert.match(message, /\n {4}pnpm add @quietus\/linux-arm64-gnu@\d+\.\d+\.\d+\n/);
+  } finally {
+    if (saved === undefined) delete process.env.npm_config_user_agent;
+    else process.env.npm_config_user_agent = saved;
+  }
+  if (candidates().length > 0) {
+    assert.throws(() => findBinary({}, nothing), (e) => e instanceof QuietusNotFound && /which is not installed/.test(e.message) && e.platformPackage === packageName(candidates()[0]));
+  }
+});
+
+test("an installed package without its binary, and QUIETUS_BINARY_PATH", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "quietus-platform-"));
+  try {
+    fs.writeFileSync(path.join(dir, "package.json"), "{}");
+    const resolver = () => path.join(dir, "package.json");
+    if (candidates().length > 0) {
+      assert.throws(() => findBinary({}, resolver), /is installed \(.*\) but its binary .*\/bin\/quietus does not exist: install it again/);
+      fs.mkdirSync(path.join(dir, "bin"));
+      fs.writeFileSync(path.join(dir, "bin", "quietus"), "#!/bin/sh\n", { mode: 0o644 });
+      assert.throws(() => findBinary({}, resolver), /cannot be executed/);
+      fs.chmodSync(path.join(dir, "bin", "quietus"), 0o755);
+      assert.equal(findBinary({}, resolver), path.join(dir, "bin", "quietus"));
+    }
+    const named = path.join(dir, "bin", "quietus");
+    fs.mkdirSync(path.dirname(named), { recursive: true });
+    fs.writeFileSync(named, "#!/bin/sh\n", { mode: 0o755 });
+    assert.equal(findBinary({ QUIETUS_BINARY_PATH: named }, nothing), named);
+    assert.throws(() => findBinary({ QUIETUS_BINARY_PATH: dir }, nothing), /QUIETUS_BINARY_PATH is ".*", which is not a file/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
