@@ -88,6 +88,25 @@ export interface CallOptions {
 }
 
 const EVENT_BYTES_LIMIT = 4 << 20;
+
+// The servers running now: told to end (TERM: every process gets its ladder) when this process
+// exits, even by process.exit(); their stdin closing with this process says it too.
+const liveServers = new Set<ChildProcess>();
+let exitHook = false;
+function trackServer(child: ChildProcess): void {
+  liveServers.add(child);
+  if (exitHook) return;
+  exitHook = true;
+  process.on("exit", () => {
+    for (const server of liveServers) {
+      try {
+        server.kill("SIGTERM");
+      } catch {
+        // gone
+      }
+    }
+  });
+}
 const STDERR_LINES = 50;
 let processCount = 0;
 
@@ -354,7 +373,6 @@ export class Client {
   private isClosed = false;
   private gone: ServerDied | null = null;
   private readonly exited: Promise<void>;
-  private readonly onExit: () => void;
   /** The server's answer to `initialize` (rejects when the server did not start). */
   readonly ready: Promise<ServerInfo>;
 
@@ -399,18 +417,7 @@ export class Client {
         });
       });
     });
-    // This program's exit (even by process.exit()) ends the server's processes: its stdin
-    // closes with the process; TERM says it at once.
-    this.onExit = () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        try {
-          child.kill("SIGTERM");
-        } catch {
-          // gone
-        }
-      }
-    };
-    process.on("exit", this.onExit);
+    trackServer(child);
     this.updateRef();
     this.ready = this.request("initialize", { clientInfo: { name: "quietus-npm" } });
     // An unobserved failure of `ready` is not an unhandled rejection: calls report it.
@@ -495,7 +502,7 @@ export class Client {
   }
 
   private serverGone(code: number | null, signal: NodeJS.Signals | null, spawnError: Error | null, binary: string): void {
-    process.removeListener("exit", this.onExit);
+    liveServers.delete(this.child);
     const said = this.stderrLines.join("\n");
     let error: ServerDied;
     if (spawnError) {

@@ -204,3 +204,11 @@ test("a process killed from outside the client: process.exit() with processes ru
   assert.equal(done.code, 9, done.stderr);
   assert.deepEqual(await leftAfter(word), []);
 });
+
+test("many clients: one exit hook, however many servers", async () => {
+  const before = process.listenerCount("exit");
+  const clients = Array.from({ length: 12 }, () => new Client());
+  await Promise.all(clients.map((c) => c.ready));
+  assert.ok(process.listenerCount("exit") <= before + 1, `${process.listenerCount("exit")} exit listeners`);
+  await Promise.all(clients.map((c) => c.close()));
+});
