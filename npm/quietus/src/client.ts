@@ -325,8 +325,8 @@ export class Process {
 
   /** Waits until it has ended and resolves its report; with `timeoutMs`, resolves null when
    * it still runs after it. `signal` gives up the wait (the process runs on). */
-  wait(options?: CallOptions): Promise<ProcessResult>;
   wait(options: { timeoutMs: number } & CallOptions): Promise<ProcessResult | null>;
+  wait(options?: CallOptions): Promise<ProcessResult>;
   async wait(options: { timeoutMs?: number } & CallOptions = {}): Promise<ProcessResult | null> {
     const params: ParamsOf<"process/wait"> = { processId: this.processId };
     if (options.timeoutMs !== undefined) params.timeoutMs = options.timeoutMs;
