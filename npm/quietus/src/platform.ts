@@ -110,6 +110,21 @@ export function missingPackageMessage(platform: Platform, libc?: string): string
   ].join("\n");
 }
 
+/** The message for a node_modules that holds other platforms' packages but not this one's. */
+export function otherPlatformMessage(platform: Platform, others: readonly Platform[], libc?: string): string {
+  const name = packageName(platform);
+  return [
+    `quietus: node_modules holds the quietus binary of another platform (${others.map(packageName).join(", ")}), but this machine (${describe(platform.os, platform.cpu, libc ?? platform.libc)}) needs ${name}.`,
+    `It was installed on another machine and copied here (node_modules copied into a Docker image, or between macOS and Linux),`,
+    `or installed by a Node of another architecture (npm under Rosetta 2 on a Mac).`,
+    `To repair it, install on this machine instead of copying node_modules:`,
+    `    rm -rf node_modules && npm install`,
+    `or add this platform's package yourself:`,
+    `    ${addCommand(`${name}@${version()}`)}`,
+    `or set ${BINARY_PATH_VARIABLE} to the path of a quietus binary.`,
+  ].join("\n");
+}
+
 function executable(file: string): string | null {
   try {
     const stat = fs.statSync(file);
@@ -165,5 +180,18 @@ export function findBinary(
     return binary;
   }
   const first = wanted[0] as Platform;
+  // Another platform's package where this one's is missing: node_modules was installed
+  // elsewhere and copied here.
+  const others = PLATFORMS.filter((p) => !wanted.includes(p)).filter((p) => {
+    try {
+      resolve(`${packageName(p)}/package.json`);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  if (others.length > 0) {
+    throw new QuietusNotFound(otherPlatformMessage(first, others, libc), packageName(first));
+  }
   throw new QuietusNotFound(missingPackageMessage(first, libc), packageName(first));
 }

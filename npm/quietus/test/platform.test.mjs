@@ -72,3 +72,17 @@ test("an installed package without its binary, and QUIETUS_BINARY_PATH", () => {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("another platform's package where this one's is missing: node_modules was copied", { skip: candidates().length === 0 }, () => {
+  const other = PLATFORMS.find((p) => !candidates().includes(p) && p.os !== process.platform);
+  const resolver = (request) => {
+    if (request === `${packageName(other)}/package.json`) return "/somewhere/package.json";
+    return nothing(request);
+  };
+  assert.throws(() => findBinary({}, resolver), (e) => {
+    assert.ok(e instanceof QuietusNotFound);
+    assert.match(e.message, new RegExp(`^quietus: node_modules holds the quietus binary of another platform \\(${packageName(other)}\\), but this machine \\(.*\\) needs ${packageName(candidates()[0])}\\.\n`));
+    assert.match(e.message, /\n {4}rm -rf node_modules && npm install\n/);
+    return true;
+  });
+});
