@@ -93,21 +93,41 @@ function addCommand(spec: string): string {
   return `npm install ${spec}`;
 }
 
+/**
+ * The package-lock.json of the project this package is installed in (node_modules/quietus →
+ * the project), when it lists quietus but not `name`: the lock file npm/cli#4828 leaves behind.
+ */
+export function lockWithout(name: string, packageDir: string = path.dirname(__dirname)): string | null {
+  const lock = path.join(packageDir, "..", "..", "package-lock.json");
+  try {
+    const parsed = JSON.parse(fs.readFileSync(lock, "utf8")) as { packages?: Record<string, unknown> };
+    const packages = parsed.packages ?? {};
+    if (!Object.hasOwn(packages, "node_modules/quietus")) return null;
+    return Object.hasOwn(packages, `node_modules/${name}`) ? null : path.resolve(lock);
+  } catch {
+    return null;
+  }
+}
+
 /** The message for a missing platform package: why, and how to repair it. */
-export function missingPackageMessage(platform: Platform, libc?: string): string {
+export function missingPackageMessage(platform: Platform, libc?: string, lock: string | null = lockWithout(packageName(platform))): string {
   const name = packageName(platform);
   const v = version();
-  return [
+  const lines = [
     `quietus: the quietus binary for this machine (${describe(platform.os, platform.cpu, libc ?? platform.libc)}) comes in the package ${name}, which is not installed.`,
     `npm installs it as an optional dependency of quietus, and leaves it out when optional dependencies are omitted`,
     `(--omit=optional, --no-optional, npm_config_omit=optional) or when package-lock.json was written on another platform:`,
     `npm drops the optional dependencies of the other platforms from the lock file (npm/cli#4828, openai/codex#13555).`,
-    `To repair it, install again with optional dependencies and a fresh lock file:`,
+  ];
+  if (lock) lines.push(`Here ${lock} does not list ${name}.`);
+  lines.push(
+    `To repair it, install again with optional dependencies and a fresh lock file${lock ? " (and commit the new lock file)" : ""}:`,
     `    rm -rf node_modules package-lock.json && npm install`,
     `or add this platform's package yourself:`,
     `    ${addCommand(`${name}@${v}`)}`,
     `or set ${BINARY_PATH_VARIABLE} to the path of a quietus binary (a release's, or target/release/quietus of cargo build --release -p quietus-cli).`,
-  ].join("\n");
+  );
+  return lines.join("\n");
 }
 
 /** The message for a node_modules that holds other platforms' packages but not this one's. */

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 
 const require = createRequire(import.meta.url);
-const { PLATFORMS, candidates, findBinary, packageName, missingPackageMessage } = require("../dist/platform.js");
+const { PLATFORMS, candidates, findBinary, packageName, missingPackageMessage, lockWithout } = require("../dist/platform.js");
 const { QuietusNotFound } = require("../dist/errors.js");
 const pkg = require("../package.json");
 
@@ -38,7 +38,7 @@ test("a missing platform package: why, and how to repair it, in the package mana
   try {
     process.env.npm_config_user_agent = "pnpm/9.0.0 npm/? node/v20";
     const platform = PLATFORMS.find((p) => p.key === "linux-arm64-gnu");
-    const message = missingPackageMessage(platform);
+    const message = missingPackageMessage(platform, undefined, null);
     assert.match(message, /^quietus: the quietus binary for this machine \(linux arm64 with glibc\) comes in the package @quietus\/linux-arm64-gnu, which is not installed\.\n/);
     assert.match(message, /\n {4}pnpm add @quietus\/linux-arm64-gnu@\d+\.\d+\.\d+\n/);
   } finally {
@@ -85,4 +85,24 @@ test("another platform's package where this one's is missing: node_modules was c
     assert.match(e.message, /\n {4}rm -rf node_modules && npm install\n/);
     return true;
   });
+});
+
+test("a lock file that lists quietus but not the platform package is named", () => {
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), "quietus-lock-"));
+  try {
+    const packageDir = path.join(project, "node_modules", "quietus");
+    fs.mkdirSync(packageDir, { recursive: true });
+    assert.equal(lockWithout("@quietus/linux-x64-gnu", packageDir), null); // no lock file
+    const write = (packages) => fs.writeFileSync(path.join(project, "package-lock.json"), JSON.stringify({ lockfileVersion: 3, packages }));
+    write({ "": {}, "node_modules/quietus": {} });
+    assert.equal(lockWithout("@quietus/linux-x64-gnu", packageDir), path.join(project, "package-lock.json"));
+    write({ "": {}, "node_modules/quietus": {}, "node_modules/@quietus/linux-x64-gnu": { optional: true } });
+    assert.equal(lockWithout("@quietus/linux-x64-gnu", packageDir), null);
+    write({ "": {} }); // not this project's lock file
+    assert.equal(lockWithout("@quietus/linux-x64-gnu", packageDir), null);
+    const message = missingPackageMessage(PLATFORMS[0], undefined, "/p/package-lock.json");
+    assert.match(message, /\nHere \/p\/package-lock\.json does not list @quietus\/linux-x64-gnu\.\nTo repair it, install again with optional dependencies and a fresh lock file \(and commit the new lock file\):\n/);
+  } finally {
+    fs.rmSync(project, { recursive: true, force: true });
+  }
 });
