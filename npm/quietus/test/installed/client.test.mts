@@ -15,7 +15,7 @@ import {
   Unsupported,
   protocol,
 } from "quietus";
-import { leftAfter, marker, start } from "./support.mjs";
+import { holders, leftAfter, marker, start, until } from "./support.mjs";
 
 const client = new Client({ shutdownGraceMs: 1000 });
 after(() => client.close());
@@ -202,6 +202,22 @@ test("a process killed from outside the client: process.exit() with processes ru
   `;
   const done = await start(process.execPath, ["-e", script, word]).done;
   assert.equal(done.code, 9, done.stderr);
+  assert.deepEqual(await leftAfter(word), []);
+});
+
+test("a Node process killed with SIGKILL leaves nothing behind either", async () => {
+  const word = marker();
+  const script = `
+    const { Client } = require("quietus");
+    const client = new Client({ shutdownGraceMs: 500 });
+    client.start(["bash", "-c", "sleep 60", process.argv[1]]).then(() => console.log("started"));
+    setInterval(() => {}, 1000); // runs until killed
+  `;
+  const run = start(process.execPath, ["-e", script, word]);
+  await until("started", () => run.out().includes("started"));
+  assert.ok(holders(word).length > 0);
+  run.child.kill("SIGKILL");
+  assert.equal((await run.done).signal, "SIGKILL");
   assert.deepEqual(await leftAfter(word), []);
 });
 
