@@ -12,6 +12,8 @@
 //                   script): every platform found there is filled and packed
 //   --out DIR       where the tarballs go (default: target/npm)
 //   --all           fail unless every platform got a binary (a release)
+//   --sync-version  write the workspace's version (Cargo.toml) into every package.json (the
+//                   main package, its optionalDependencies, the platform packages), and stop
 //
 // Before anything it checks that the layout agrees with itself: the platforms of
 // src/platform.ts, the platform packages' os/cpu/libc, the main package's
@@ -33,7 +35,7 @@ function fail(message) {
 }
 
 function parseArgs(argv) {
-  const options = { binary: null, platform: null, dist: null, out: path.join(repo, "target", "npm"), all: false };
+  const options = { binary: null, platform: null, dist: null, out: path.join(repo, "target", "npm"), all: false, syncVersion: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -46,9 +48,11 @@ function parseArgs(argv) {
     else if (arg === "--dist") options.dist = path.resolve(value());
     else if (arg === "--out") options.out = path.resolve(value());
     else if (arg === "--all") options.all = true;
+    else if (arg === "--sync-version") options.syncVersion = true;
     else if (arg === "-h" || arg === "--help") {
       const text = fs.readFileSync(fileURLToPath(import.meta.url), "utf8");
-      process.stdout.write(`${text.split("\n").slice(1, 20).map((l) => l.replace(/^\/\/ ?/, "")).join("\n")}\n`);
+      const header = text.split("\n").slice(1).filter((l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith("//")));
+      process.stdout.write(`${header.map((l) => l.replace(/^\/\/ ?/, "")).join("\n")}\n`);
       process.exit(0);
     } else fail(`unknown argument ${JSON.stringify(arg)}; see --help`);
   }
@@ -130,8 +134,28 @@ function pack(dir, out) {
   return path.join(out, info.filename);
 }
 
+/** Writes the workspace's version into every package.json of the layout. */
+function syncVersion() {
+  const version = cargoVersion();
+  const write = (file, edit) => {
+    const pkg = readJson(file);
+    edit(pkg);
+    fs.writeFileSync(file, `${JSON.stringify(pkg, null, 2)}\n`);
+    process.stderr.write(`${path.relative(repo, file)}: ${version}\n`);
+  };
+  write(path.join(mainDir, "package.json"), (pkg) => {
+    pkg.version = version;
+    for (const name of Object.keys(pkg.optionalDependencies ?? {})) pkg.optionalDependencies[name] = version;
+  });
+  for (const key of fs.readdirSync(path.join(npmDir, "platforms"))) {
+    const file = path.join(npmDir, "platforms", key, "package.json");
+    if (fs.existsSync(file)) write(file, (pkg) => (pkg.version = version));
+  }
+}
+
 function main() {
   const options = parseArgs(process.argv.slice(2));
+  if (options.syncVersion) return syncVersion();
   compile();
   const require = createRequire(import.meta.url);
   const { PLATFORMS, packageName, candidates } = require(path.join(mainDir, "dist", "platform.js"));
