@@ -10,8 +10,10 @@
 // "result": {"$ref"}}}, "notifications": {"<name>": {"params": {"$ref"}}}, "errors": {"codes":
 // {"<name>": <int>}, "kinds": [...]}, "$defs": {...}}. Of JSON Schema it reads $ref (to
 // #/$defs/NAME), type (one or a list), enum, const, properties, required,
-// additionalProperties, items, oneOf, anyOf, allOf and description; anything else it does not
-// know in a place that decides a type is an error naming the place, never a guess.
+// additionalProperties, items, oneOf, anyOf, allOf and description; value constraints (ranges,
+// formats, `not`, `dependentRequired`, and oneOf/anyOf branches that only list required
+// properties) leave the declared type; anything else it does not know in a place that decides a
+// type is an error naming the place, never a guess.
 
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -31,12 +33,20 @@ export class SchemaError extends Error {
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const TYPE_WORDS = new Set(["string", "integer", "number", "boolean", "null", "object", "array"]);
 // Keywords that only constrain values (they change no TypeScript type).
+// (`not` and `dependentRequired` only narrow what the type allows: the TypeScript type is the
+// wider one.)
 const VALUE_ONLY = new Set([
   "description", "title", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
   "minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems",
   "default", "examples", "$comment", "multipleOf", "deprecated", "readOnly", "writeOnly",
-  "minProperties", "maxProperties",
+  "minProperties", "maxProperties", "not", "dependentRequired",
 ]);
+
+/** A schema that only says which properties are required (a branch of `oneOf: [{required:
+ * ["data"]}, {required: ["text"]}]` beside `properties`): a constraint, not a type. */
+function requiredOnly(s) {
+  return !!s && typeof s === "object" && !Array.isArray(s) && Object.keys(s).every((k) => k === "required" || VALUE_ONLY.has(k));
+}
 const TYPE_KEYS = new Set([
   "$ref", "type", "enum", "const", "properties", "required", "additionalProperties", "items",
   "oneOf", "anyOf", "allOf",
@@ -103,6 +113,11 @@ class Generator {
       return union(s.enum.map((v, i) => literal(v, `${where}.enum[${i}]`)));
     }
     for (const combiner of ["oneOf", "anyOf"]) {
+      if (s[combiner] !== undefined && (s.properties !== undefined || s.type === "object") && Array.isArray(s[combiner]) && s[combiner].every(requiredOnly)) {
+        // Which of the properties are required together: the object's type as declared.
+        const { [combiner]: _constraint, ...rest } = s;
+        return this.type(rest, where, indent);
+      }
       if (s[combiner] !== undefined) {
         if (!Array.isArray(s[combiner]) || s[combiner].length === 0) throw new SchemaError(`${where}.${combiner}`, "must be a non-empty array");
         return union(s[combiner].map((p, i) => this.type(p, `${where}.${combiner}[${i}]`, indent)));
@@ -174,7 +189,7 @@ class Generator {
     const where = `$defs.${name}`;
     if (!IDENT.test(name)) throw new SchemaError(where, "the name is not a TypeScript identifier");
     let out = doc(s && typeof s === "object" ? s.description : undefined, "");
-    if (s && typeof s === "object" && Array.isArray(s.enum) && Object.keys(s).every((k) => k === "enum" || VALUE_ONLY.has(k))) {
+    if (s && typeof s === "object" && Array.isArray(s.enum) && Object.keys(s).every((k) => k === "enum" || k === "type" || VALUE_ONLY.has(k))) {
       const values = s.enum.map((v, i) => literal(v, `${where}.enum[${i}]`));
       out += `export const ${name}Values = [${values.join(", ")}] as const;\n`;
       out += doc(s.description, "");

@@ -67,10 +67,23 @@ test("types: objects, optional fields, nullables, enums, unions, arrays, maps", 
   assert.match(text, /export const PROTOCOL_VERSION = "9\.9\.9";/);
 });
 
+test("constraints that TypeScript cannot say leave the type as declared", () => {
+  const text = generate(base({
+    Kind: { type: "string", enum: ["a", "b"] },
+    Write: {
+      type: "object", properties: { id: { type: "string" }, data: { type: "string" }, text: { type: "string" } },
+      required: ["id"], oneOf: [{ required: ["data"] }, { required: ["text"] }], not: { required: ["data", "text"] },
+      additionalProperties: false,
+    },
+  }));
+  assert.match(text, /export const KindValues = \["a", "b"\] as const;/);
+  assert.match(text, /export interface Write \{\n  id: string;\n  data\?: string;\n  text\?: string;\n\}/);
+});
+
 test("what it cannot type is an error naming the place", () => {
   const cases = [
     [base({ A: { $ref: "#/$defs/Missing" } }), /\$defs\.A: \$ref to Missing, which \$defs does not define/],
-    [base({ A: { type: "object", properties: { x: { not: {} } } } }), /\$defs\.A\.properties\.x: the keyword "not" is not supported/],
+    [base({ A: { type: "object", properties: { x: { if: {} } } } }), /\$defs\.A\.properties\.x: the keyword "if" is not supported/],
     [base({ A: { type: "strng" } }), /\$defs\.A\.type: "strng" is not a JSON Schema type/],
     [base({ A: { type: "object", properties: {}, required: ["x"] } }), /\$defs\.A\.required: "x" is required but not among the properties/],
     [base({}, { m: { params: { type: "object" } } }), /methods\."m": no result/],
