@@ -70,6 +70,9 @@ export interface ClientOptions {
   /** Output data kept per process for `events()` while nobody reads them (default 4 MiB);
    * beyond it output events are dropped and the next one of that stream says `truncated`. */
   eventBufferBytes?: number;
+  /** Called with every message sent to the server and received from it (parsed JSON), for
+   * logs and tests. */
+  trace?: (direction: "send" | "receive", message: unknown) => void;
 }
 
 /** Options of `Client.start()`: `process/start`'s parameters, with `processId` optional (a
@@ -368,6 +371,7 @@ export class Client {
   private readonly stderrLines: string[] = [];
   private readonly eventBufferBytes: number;
   private readonly closeWaitMs: number;
+  private readonly trace: ClientOptions["trace"];
   private nextId = 1;
   private waiting = 0;
   private isClosed = false;
@@ -383,6 +387,7 @@ export class Client {
     }
     this.eventBufferBytes = limit;
     this.closeWaitMs = (options.shutdownGraceMs ?? 5000) + 20000;
+    this.trace = options.trace;
     const argv = serverArgv(options);
     const binary = options.binary ?? findBinary(options.env ?? process.env);
     // Its own session: a Ctrl-C meant for this program does not reach the server's
@@ -475,6 +480,7 @@ export class Client {
       return;
     }
     if (!message || typeof message !== "object") return;
+    this.trace?.("receive", message);
     if (typeof message.method === "string" && message.id === undefined) {
       this.notify(message.method, message.params);
       return;
@@ -563,7 +569,9 @@ export class Client {
       });
       signal?.addEventListener("abort", onAbort, { once: true });
       this.updateRef();
-      this.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method, params })}\n`);
+      const message = { jsonrpc: "2.0", id, method, params };
+      this.trace?.("send", message);
+      this.stdin.write(`${JSON.stringify(message)}\n`);
     });
   }
 

@@ -72,6 +72,9 @@ try {
   const tests = path.join(project, "test");
   fs.mkdirSync(tests);
   for (const f of fs.readdirSync(path.join(here, "installed"))) fs.copyFileSync(path.join(here, "installed", f), path.join(tests, f));
+  // The schema the types are generated from: the client suite checks every message against it.
+  const checkTypes = JSON.parse(fs.readFileSync(path.join(packageDir, "package.json"), "utf8")).scripts["check-types"].split(/\s+/);
+  fs.copyFileSync(path.resolve(packageDir, checkTypes[checkTypes.length - 1]), path.join(tests, "schema.json"));
   const examples = path.join(project, "examples");
   fs.mkdirSync(examples);
   // The README as installed: what users read.

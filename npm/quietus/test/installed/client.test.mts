@@ -15,9 +15,12 @@ import {
   Unsupported,
   protocol,
 } from "quietus";
+import { Recorder, protocol as schema } from "./schema.mjs";
 import { holders, leftAfter, marker, start, until } from "./support.mjs";
 
-const client = new Client({ shutdownGraceMs: 1000 });
+// Every message of the suite's client is checked against the protocol's schema at the end.
+const recorder = new Recorder();
+const client = new Client({ shutdownGraceMs: 1000, trace: recorder.trace });
 after(() => client.close());
 
 async function collect(events: AsyncIterable<ProcessEvent>): Promise<ProcessEvent[]> {
@@ -227,4 +230,27 @@ test("many clients: one exit hook, however many servers", async () => {
   await Promise.all(clients.map((c) => c.ready));
   assert.ok(process.listenerCount("exit") <= before + 1, `${process.listenerCount("exit")} exit listeners`);
   await Promise.all(clients.map((c) => c.close()));
+});
+
+test("an input-wait timeout ends the process, after process/inputWait", async () => {
+  const proc = await client.start(["sh", "-c", "read x"], { stdin: true, inputWaitTimeoutMs: 1000, idleTimeoutMs: 60_000 });
+  const events = await collect(proc.events());
+  const wait = events.find((e) => e.method === "process/inputWait");
+  assert.ok(wait?.method === "process/inputWait", JSON.stringify(events.map((e) => e.method)));
+  assert.equal(wait.name, "sh");
+  assert.ok(wait.waitedMs >= 1000);
+  const report = await proc.wait();
+  assert.equal(report.outcome, "input_wait");
+  assert.equal(report.exitCode, 124);
+  assert.equal(report.diagnosis?.kind, "awaiting_input");
+});
+
+test("every message of this suite fits the protocol's schema, and each method and notification was seen", () => {
+  assert.deepEqual(recorder.errors, []);
+  for (const method of Object.keys(schema.methods)) {
+    assert.ok(recorder.seen.has(`result ${method}`), `no answer to ${method} was checked`);
+  }
+  for (const name of Object.keys(schema.notifications)) {
+    assert.ok(recorder.seen.has(`notification ${name}`), `no ${name} was checked`);
+  }
 });
