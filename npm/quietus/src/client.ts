@@ -28,7 +28,7 @@ import type {
 /** `process/start`'s parameters. */
 export type StartParams = ParamsOf<"process/start">;
 /** `process/wait`'s answer for a finished process: the command's report, in camelCase. */
-export type ProcessResult = Extract<ResultOf<"process/wait">, { running: false }>;
+export type ProcessResult = Exclude<ResultOf<"process/wait">, { running: true }>;
 /** `process/snapshot`'s answer, with the retained output decoded to bytes (null for a
  * stream the process does not have). */
 export type Snapshot = Omit<ResultOf<"process/snapshot">, "stdout" | "stderr" | "terminal"> & {

@@ -1,7 +1,7 @@
 // The errors of the quietus package: the server's error answers as classes, by the codes of
 // the protocol description (src/protocol.ts, generated).
 
-import { ErrorCodes, type ErrorKind, ErrorKinds, type ErrorName } from "./protocol";
+import { ErrorCodes, type ErrorName, type SpawnErrorKind, SpawnErrorKinds } from "./protocol";
 
 /** The base class of every error this package throws (but `TypeError`/`RangeError` for bad
  * arguments, thrown before anything runs, and an `AbortSignal`'s reason). */
@@ -70,13 +70,15 @@ export class InvalidParams extends RpcError {}
 export class SpawnFailed extends RpcError {
   /** The failed step (`not_found`, `program`, `working_dir`, `home`, `log_dir`, `terminal`,
    * `pipe`, `thread`), or undefined when the server named none this version knows. */
-  readonly kind: ErrorKind | undefined;
+  readonly kind: SpawnErrorKind | undefined;
   constructor(code: number, message: string, data?: unknown) {
     super(code, message, data);
     const kind = (data as { kind?: unknown } | null | undefined)?.kind;
-    this.kind = (ErrorKinds as readonly unknown[]).includes(kind) ? (kind as ErrorKind) : undefined;
+    this.kind = (SpawnErrorKinds as readonly unknown[]).includes(kind) ? (kind as SpawnErrorKind) : undefined;
   }
 }
+/** -32603: the server failed inside (a thread it could not start…); the message says what. */
+export class InternalError extends RpcError {}
 /** -32001: a process with this process id is still known to the server. */
 export class ProcessIdTaken extends RpcError {}
 /** -32002: the server's limit of live processes is reached (`maxProcesses`). */
@@ -103,6 +105,7 @@ const CLASSES: Record<ErrorName, RpcErrorClass> = {
   invalid_request: InvalidRequest,
   method_not_found: MethodNotFound,
   invalid_params: InvalidParams,
+  internal_error: InternalError,
   spawn_failed: SpawnFailed,
   duplicate_process: ProcessIdTaken,
   too_many_processes: TooManyProcesses,
@@ -138,7 +141,7 @@ export class CalledProcessError extends QuietusError {
     let message = `command ${JSON.stringify(result.argv)} exited with status ${result.exitCode}`;
     if (result.outcome !== "exited") message += ` (outcome ${result.outcome})`;
     if (result.diagnosis) message += `; diagnosis: ${result.diagnosis.summary}`;
-    if (result.error) message += `; ${result.error}`;
+    if (typeof result.report.error === "string") message += `; ${result.report.error}`;
     super(message);
     this.result = result;
   }

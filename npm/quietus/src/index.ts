@@ -3,7 +3,7 @@
 // `Client` (a typed client of `quietus serve`).
 
 export { run } from "./run";
-export type { RunOptions, RunResult, Report, Diagnosis, Log } from "./run";
+export type { RunOptions, RunResult, Report, Diagnosis } from "./run";
 export { Client, Process } from "./client";
 export type {
   ClientOptions,

@@ -611,6 +611,7 @@ export const ErrorCodes = {
   invalid_request: -32600,
   method_not_found: -32601,
   invalid_params: -32602,
+  internal_error: -32603,
   spawn_failed: -32000,
   duplicate_process: -32001,
   too_many_processes: -32002,
@@ -620,6 +621,6 @@ export const ErrorCodes = {
 /** An error code's name. */
 export type ErrorName = keyof typeof ErrorCodes;
 /** The failed steps of a spawn (`data.kind` of a spawn failure). */
-export const ErrorKinds = ["not_found", "program", "working_dir", "home", "log_dir", "terminal", "pipe", "thread", "other"] as const;
+export const SpawnErrorKinds = ["not_found", "program", "working_dir", "home", "log_dir", "terminal", "pipe", "thread", "other"] as const;
 /** A failed step of a spawn. */
-export type ErrorKind = (typeof ErrorKinds)[number];
+export type SpawnErrorKind = (typeof SpawnErrorKinds)[number];

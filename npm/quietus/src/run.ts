@@ -8,13 +8,15 @@ import { CalledProcessError, QuietusError, QuietusNotFound } from "./errors";
 import { findBinary } from "./platform";
 import type { ResultOf } from "./protocol";
 
+/** `T` without the keys `K` (unlike `Omit`, it keeps the known keys of a type with an index
+ * signature). */
+type Without<T, K extends PropertyKey> = { [P in keyof T as P extends K ? never : P]: T[P] };
+
 /** The command's `--report`, keys in camelCase: the same object as `process/wait`'s answer,
  * without `processId` and `running`. */
-export type Report = Omit<Extract<ResultOf<"process/wait">, { running: false }>, "processId" | "running">;
+export type Report = Without<Exclude<ResultOf<"process/wait">, { running: true }>, "processId" | "running">;
 /** What a stalled tree was doing. */
 export type Diagnosis = NonNullable<Report["diagnosis"]>;
-/** The complete log of one stream. */
-export type Log = Report["log"][number];
 
 /** Options of {@link run}. Durations are milliseconds. */
 export interface RunOptions {
@@ -89,6 +91,12 @@ export interface RunResult {
   outcome: Report["outcome"];
   /** After an idle or input-wait timeout: what the tree was doing; else null. */
   diagnosis: Diagnosis | null;
+  /** From the start to the end of the run (quietus's measure). */
+  durationMs: Report["durationMs"];
+  /** The signal the command died of, or null. */
+  signal: Report["signal"];
+  /** The command's pid, or null when it never started. */
+  pid: Report["pid"];
   /** The head and the tail of its output (`stdoutOmitted` bytes of the middle left out). */
   stdout: Buffer;
   /** The head and the tail of its error output. */
@@ -97,17 +105,8 @@ export interface RunResult {
   stdoutOmitted: number;
   /** Bytes of stderr left out of `stderr`. */
   stderrOmitted: number;
-  /** The complete logs of the streams that passed 4 KiB, with their SHA-256. */
-  logs: Log[];
-  /** From the start to the end of the run (quietus's measure). */
-  durationMs: number;
-  /** The signal the command died of, or null. */
-  signal: number | null;
-  /** The command's pid, or null when it never started. */
-  pid: number | null;
-  /** Why it could not be run, or null. */
-  error: string | null;
-  /** The whole report (`idleMs`, `ladder`, `containment`…). */
+  /** The whole report: `idleMs`, `ladder`, `log` (the complete logs of the streams that
+   * passed 4 KiB, with their SHA-256), `error` (why it could not be run)… */
   report: Report;
 }
 
@@ -345,11 +344,9 @@ export async function run(argv: readonly string[], options: RunOptions = {}): Pr
       stderr,
       stdoutOmitted,
       stderrOmitted,
-      logs: report.log ?? [],
-      durationMs: report.durationMs ?? 0,
-      signal: report.signal ?? null,
-      pid: report.pid ?? null,
-      error: report.error ?? null,
+      durationMs: report.durationMs,
+      signal: report.signal,
+      pid: report.pid,
       report,
     };
     if (options.check && result.exitCode !== 0) throw new CalledProcessError(result);

@@ -63,8 +63,15 @@ test("types: objects, optional fields, nullables, enums, unions, arrays, maps", 
   assert.match(text, /"a\/b": \{\n    params: Thing;\n    result: Color;\n  \};/);
   assert.match(text, /export interface Notifications \{\n  "a\/n": Thing;\n\}/);
   assert.match(text, /export const ErrorCodes = \{\n  oops: -1,\n\} as const;/);
-  assert.match(text, /export const ErrorKinds = \["k"\] as const;/);
+  assert.match(text, /export const SpawnErrorKinds = \["k"\] as const;/);
   assert.match(text, /export const PROTOCOL_VERSION = "9\.9\.9";/);
+});
+
+test("a union of objects is a type, not an interface", () => {
+  const text = generate(base({
+    Either: { oneOf: [{ type: "object", properties: { a: { const: true } }, required: ["a"] }, { type: "object", properties: { b: { type: "string" } } }] },
+  }));
+  assert.match(text, /export type Either = \{\n  a: true;\n\} \| \{\n  b\?: string;\n\};\n/);
 });
 
 test("constraints that TypeScript cannot say leave the type as declared", () => {
@@ -88,6 +95,8 @@ test("what it cannot type is an error naming the place", () => {
     [base({ A: { type: "object", properties: {}, required: ["x"] } }), /\$defs\.A\.required: "x" is required but not among the properties/],
     [base({}, { m: { params: { type: "object" } } }), /methods\."m": no result/],
     [{ ...base({}), version: 2 }, /version: missing or not a string/],
+    [base({ Methods: { type: "string" } }), /\$defs\.Methods: the name Methods is taken/],
+    [base({ Color: { enum: ["a"] }, ColorValues: { type: "string" } }), /\$defs\.ColorValues: the name ColorValues is taken/],
   ];
   for (const [schema, message] of cases) {
     assert.throws(() => generate(schema), (e) => e instanceof SchemaError && message.test(e.message));

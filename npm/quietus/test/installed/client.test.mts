@@ -63,7 +63,7 @@ test("write, closeStdin, events in order, wait", async () => {
   const report = await proc.wait();
   assert.equal(report.exitCode, 4);
   assert.equal(report.processId, proc.processId);
-  assert.equal(report.bytes.stdout, 12);
+  assert.equal((report as { bytes?: { stdout?: unknown } }).bytes?.stdout, 12);
   const snap = await proc.snapshot();
   assert.equal(snap.running, false);
   assert.equal(snap.stdout?.toString(), "got one two\n");

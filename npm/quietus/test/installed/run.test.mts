@@ -14,7 +14,8 @@ test("run() of a hanging command returns its outcome and diagnosis", async () =>
   assert.match(result.diagnosis?.summary ?? "", /^waiting on a child — sh \(pid \d+\)/);
   assert.equal(result.stdout.toString(), "working\n");
   assert.equal(result.report.idleTimeoutMs, 2000);
-  assert.deepEqual(result.report.ladder.signalsSent, ["TERM"]);
+  // (Read loosely: a schema may leave the report's details undeclared.)
+  assert.deepEqual((result.report as { ladder?: { signalsSent?: unknown } }).ladder?.signalsSent, ["TERM"]);
   assert.deepEqual(await leftAfter(word), []);
 });
 
