@@ -44,7 +44,7 @@ try {
   sh(process.execPath, ["--test", path.join(here, "gen-types.test.mjs")], packageDir);
 
   const packs = path.join(root, "packs");
-  const build = [path.join(repo, "npm", "build.mjs"), "--out", packs];
+  const build = [path.join(repo, "npm", "build.mjs"), "--out", packs, "--strip"];
   if (binary) build.push("--binary", binary);
   sh(process.execPath, build, repo);
   // Finding the binary, on the compiled package (dist/ of the build).
