@@ -71,6 +71,28 @@ test("SIGINT to npx's process group reaches the tree, without a terminal", async
   assert.deepEqual(await leftAfter(word), []);
 });
 
+test("one INT that reaches the shim twice (its group, and a parent passing it on) reaches quietus once", async () => {
+  // As pnpm or yarn run a bin: a parent that passes INT on to it, in one process group with
+  // it, and no terminal. A Ctrl-C to the group gives the shim two INTs within milliseconds;
+  // passed on twice, quietus would KILL the tree at once.
+  const word = marker();
+  const parent = `
+    const { spawn } = require("node:child_process");
+    const child = spawn(process.argv[1], process.argv.slice(2), { stdio: "inherit" });
+    process.on("SIGINT", () => setTimeout(() => child.kill("SIGINT"), 100)); // a busy parent
+    child.on("exit", (code, signal) => { process.exitCode = code ?? 128; });
+  `;
+  const bin = path.join(project, "node_modules", ".bin", "quietus");
+  const run = start(process.execPath, ["-e", parent, bin, "-i", "60s", "--", ...trapping(word)], { detached: true });
+  await until("ready", () => run.out().includes("ready"));
+  process.kill(-(run.child.pid as number), "SIGINT");
+  const done = await run.done;
+  assert.match(done.stdout, /trapped INT/);
+  assert.match(done.stderr, /quietus: ended on request \(received INT\); sent INT\n/);
+  assert.equal(done.code, 3, done.stderr);
+  assert.deepEqual(await leftAfter(word), []);
+});
+
 test("node_modules/.bin/quietus passes TERM on and ends as the program did", async () => {
   const word = marker();
   const run = start(path.join(project, "node_modules", ".bin", "quietus"), ["-i", "60s", "--", ...trapping(word)], { detached: true });
