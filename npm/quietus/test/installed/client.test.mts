@@ -9,8 +9,10 @@ import {
   ProcessIdTaken,
   type ProcessEvent,
   RpcError,
+  ServerDied,
   SpawnFailed,
   StdinClosed,
+  TooManyProcesses,
   UnknownProcess,
   Unsupported,
   protocol,
@@ -146,6 +148,35 @@ test("typed errors carry the server's codes and kinds", async () => {
     return true;
   });
   assert.throws(() => client.process("nobody"), UnknownProcess);
+});
+
+test("the server's limit of live processes: TooManyProcesses", async () => {
+  const word = marker();
+  const small = new Client({ maxProcesses: 1, shutdownGraceMs: 500 });
+  try {
+    const first = await small.start(["bash", "-c", "sleep 60", word]);
+    await assert.rejects(small.start(["true"]), (e: unknown) => e instanceof TooManyProcesses && e.code === -32002);
+    await first.kill();
+    await first.wait();
+    const second = await small.start(["true"]); // room again
+    assert.equal((await second.wait()).exitCode, 0);
+  } finally {
+    await small.close();
+  }
+  assert.deepEqual(await leftAfter(word), []);
+});
+
+test("a server that dies: pending calls and later ones reject with ServerDied", async () => {
+  const word = marker();
+  const doomed = new Client({ shutdownGraceMs: 500 });
+  const proc = await doomed.start(["bash", "-c", "sleep 60", word]);
+  const waiting = proc.wait();
+  process.kill(doomed.serverPid as number, "SIGKILL");
+  await assert.rejects(waiting, (e: unknown) => e instanceof ServerDied && e.signal === "SIGKILL" && /ended \(signal SIGKILL\)/.test(e.message));
+  await assert.rejects(doomed.list(), ServerDied);
+  await doomed.close();
+  // The server's guardian ends its processes when the server itself is killed.
+  assert.deepEqual(await leftAfter(word), []);
 });
 
 test("an AbortSignal gives up a wait and an event iteration; the process runs on", async () => {
