@@ -43,6 +43,12 @@ test("run() passes input, keeps head and tail, and says the exit code", async ()
   assert.equal(result.stdout.toString(), "AB".repeat(50).slice(0, 50) + ("AB".repeat(1000) + "\n").slice(-50));
 });
 
+test("run({pty: true}) runs the command on a terminal of the size asked", async () => {
+  const result = await run(["sh", "-c", "tty; stty size"], { pty: true, ptySize: { rows: 33, cols: 99 } });
+  assert.equal(result.exitCode, 0, result.stderr.toString());
+  assert.match(result.stdout.toString(), /^\/dev\/pts\/\d+\r?\n33 99\r?\n$/);
+});
+
 test("run({check: true}) rejects with the diagnosis", async () => {
   await assert.rejects(run(["sh", "-c", "sleep 60"], { idleTimeoutMs: 1000, check: true }), (e: unknown) => {
     assert.ok(e instanceof CalledProcessError);
