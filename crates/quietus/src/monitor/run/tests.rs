@@ -1068,3 +1068,28 @@ fn a_drain_without_end_of_file_ends_at_the_quiet_rule_with_the_output_incomplete
     assert!(!ran.result.output_complete);
     assert_eq!(ran.ended_at, secs(6), "exit at 5 s, quiet 1 s later");
 }
+
+#[test]
+fn a_monitor_failing_during_its_ladder_ends_the_session_too() {
+    let mut rig = new_rig(quiet(600), World::default());
+    rig.control.send(Control::Terminate).expect("open");
+    rig.step();
+    assert_eq!(rig.shared.state(), SessionState::Grace);
+    rig.world.borrow_mut().fail_on_sleep = true;
+    let Rig {
+        monitor,
+        shared,
+        done,
+        guard,
+        killed,
+        ..
+    } = rig;
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| monitor.run(guard)));
+    assert!(unwound.is_err(), "the port failed");
+    assert!(done.recv().is_err(), "the done channel is closed");
+    assert!(killed.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(shared.state(), SessionState::Ended, "not left in grace");
+    let result = shared.result.get().expect("a result is published");
+    assert_eq!(result.outcome, Outcome::Terminated { forced: true });
+    assert!(result.termination_unproven);
+}
