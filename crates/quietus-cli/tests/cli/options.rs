@@ -396,6 +396,12 @@ fn invalid_values_are_125_naming_the_option_and_what_it_accepts() {
         (&["-i", "banana"], "--idle-timeout", "1h30m"),
         (&["-i", "0s"], "--idle-timeout", "it accepts 1ms to"),
         (&["-i", "8d"], "--idle-timeout", "it accepts 1ms to 7d"),
+        // The value as it was written, not rounded to "168h0m0s".
+        (
+            &["-i", "7d1ms"],
+            "--idle-timeout",
+            "7d1ms is out of range; it accepts 1ms to 7d",
+        ),
         (&["-t", "soon"], "--hard-timeout", "or none"),
         (&["-t", "0"], "--hard-timeout", "it accepts 1ms to 366d"),
         (&["-g", "5parsecs"], "--grace", "30s"),
@@ -412,6 +418,12 @@ fn invalid_values_are_125_naming_the_option_and_what_it_accepts() {
         (&["-w", ""], "--watch", ".agent"),
         (&["--report", ""], "--report", "run.json"),
         (&["--report", &missing], "--report", "No such file"),
+        // The report would overwrite the events.
+        (
+            &["--report", "same.json", "--events", "same.json"],
+            "--events",
+            "the same file as --report",
+        ),
         (&["--no-such-option"], "--no-such-option", "--help"),
     ];
     for (args, name, accepts) in cases {
