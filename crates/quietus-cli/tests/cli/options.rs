@@ -852,7 +852,11 @@ fn inotify_watches(pid: u32) -> usize {
     };
     fds.flatten()
         .filter_map(|fd| fs::read_to_string(fd.path()).ok())
-        .map(|info| info.lines().filter(|l| l.starts_with("inotify wd:")).count())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
         .sum()
 }
 
@@ -889,14 +893,19 @@ fn a_watched_folder_leading_to_the_whole_machine_is_refused_and_the_stall_seen()
         "the stall was hidden; stderr: {}",
         finished.stderr_text()
     );
-    assert!(most < 100, "{most} inotify watches taken for a root leading to /");
+    assert!(
+        most < 100,
+        "{most} inotify watches taken for a root leading to /"
+    );
     let report: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
     let unavailable = report["unavailable"].as_array().unwrap();
     assert!(
         unavailable.iter().any(|u| u["source"] == "files"
             && u["path"].as_str().is_some_and(|p| p.ends_with(".agent"))
-            && u["reason"].as_str().is_some_and(|r| r.contains("folders to watch"))),
+            && u["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("folders to watch"))),
         "{unavailable:?}"
     );
     assert!(

@@ -967,7 +967,15 @@ impl Monitor {
             signals_sent: self.ladder.signals_sent.clone(),
             escalated: self.ladder.escalated,
             leftovers_killed: self.ladder.leftovers_killed,
-            termination_unproven: self.ladder.unproven,
+            // A tree that cannot be seen (no cgroup, no `/proc` of this pid namespace) is
+            // never confirmed gone: its escapees are unknown.
+            termination_unproven: self.ladder.unproven
+                || (!self.ladder.signals_sent.is_empty()
+                    && self
+                        .processes
+                        .children
+                        .as_ref()
+                        .is_some_and(|c| c.blind().is_some())),
             runtime: now.saturating_duration_since(self.board.origin()),
             ladder_time: self.ladder.time,
             kill_latency: self.ladder.kill_latency,
