@@ -858,7 +858,7 @@ mod tests {
     fn below_the_threshold_nothing_is_written() {
         let dir = tempfile::tempdir().unwrap();
         let mut spill = Spill::new(
-            Some(LogDir::open(dir.path().into())),
+            Some(LogDir::open(dir.path())),
             4096,
             1,
             Stream::Stdout,
@@ -871,7 +871,7 @@ mod tests {
     #[test]
     fn past_the_threshold_the_whole_stream_is_logged_with_its_hash() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spill = Spill::new(Some(LogDir::open(dir.path().into())), 10, 7, Stream::Stderr);
+        let mut spill = Spill::new(Some(LogDir::open(dir.path())), 10, 7, Stream::Stderr);
         let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
         for chunk in data.chunks(333) {
             spill.push(chunk);
@@ -899,7 +899,7 @@ mod tests {
     #[test]
     fn closing_the_log_writes_every_chunk_handed_over_and_nothing_after() {
         let dir = tempfile::tempdir().unwrap();
-        let spill = Spill::new(Some(LogDir::open(dir.path().into())), 10, 3, Stream::Stdout);
+        let spill = Spill::new(Some(LogDir::open(dir.path())), 10, 3, Stream::Stdout);
         let (writer, report) = start(spill, "spill-test".into()).unwrap();
         let data: Vec<u8> = (0..(8 * IN_FLIGHT * 4096) as u32)
             .map(|i| (i % 253) as u8)
@@ -1137,7 +1137,7 @@ mod tests {
         let older_big = make_log(d, "20200102T000000Z-3-s1-stderr.log", 3000, 3600);
         let newer_big = make_log(d, "20200103T000000Z-3-s2-stderr.log", 3000, 60);
         // A live log of this process, the oldest of all.
-        let mut spill = Spill::new(Some(LogDir::open(d.into())), 0, 77, Stream::Stdout);
+        let mut spill = Spill::new(Some(LogDir::open(d)), 0, 77, Stream::Stdout);
         spill.push(&[b'y'; 100]);
         let live = spill.path().unwrap();
         // Its writer thread is done with the bytes before the mtime is set back.
@@ -1244,7 +1244,7 @@ mod tests {
     #[test]
     fn a_log_is_written_by_its_own_thread_and_complete_after_finish() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spill = Spill::new(Some(LogDir::open(dir.path().into())), 10, 4, Stream::Stdout);
+        let mut spill = Spill::new(Some(LogDir::open(dir.path())), 10, 4, Stream::Stdout);
         let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 249) as u8).collect();
         for chunk in data.chunks(65_536) {
             spill.push(chunk);

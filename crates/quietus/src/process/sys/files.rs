@@ -72,8 +72,7 @@ pub(crate) fn files_in(
     dir: &std::fs::File,
 ) -> io::Result<Vec<(String, std::time::SystemTime, u64)>> {
     let mut found = Vec::new();
-    let mut entries = rustix::fs::Dir::read_from(dir)?;
-    while let Some(entry) = entries.next() {
+    for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
         let Ok(name) = entry.file_name().to_str() else {
             continue;
