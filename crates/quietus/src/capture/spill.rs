@@ -857,12 +857,7 @@ mod tests {
     #[test]
     fn below_the_threshold_nothing_is_written() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spill = Spill::new(
-            Some(LogDir::open(dir.path())),
-            4096,
-            1,
-            Stream::Stdout,
-        );
+        let mut spill = Spill::new(Some(LogDir::open(dir.path())), 4096, 1, Stream::Stdout);
         spill.push(&[b'x'; 4096]);
         assert!(spill.log().is_none());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
