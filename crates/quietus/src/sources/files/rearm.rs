@@ -142,6 +142,9 @@ impl Worker {
         let (target, old_target) = self.resolve_root(index, root);
         let at = target.clone().unwrap_or_else(|| root.to_path_buf());
         let new = match self.root_state(root) {
+            // The stat scan re-arms at every scan: a root measured once is not walked twice
+            // per scan (the scan's own walk stays on its filesystem too).
+            RootState::Watched if self.watcher.is_none() && old.is_watched() => old.clone(),
             RootState::Watched => self.measure(root, &at, old),
             other => other,
         };
