@@ -109,13 +109,16 @@ impl FileActivityTracker {
     /// period, used only in the fallback mode.
     ///
     /// A root that does not exist is normal (picked up when created); a root that is not a
-    /// folder is logged and the source marked unavailable on the board.
+    /// folder is logged and the source marked unavailable on the board, as is a root of more
+    /// than 8,192 folders or one on a pseudo-filesystem (`/proc`, `/sys`…), which is not
+    /// watched ([`FileActivityTracker::unwatched`] says why). A root is watched on its own
+    /// filesystem only: a folder of another device inside it is never entered.
     ///
     /// # Errors
     ///
     /// An `io::Error` carrying a [`SpawnError`], as from a session's spawn:
     /// of kind [`Config`](crate::SpawnErrorKind::Config) (`InvalidInput`, a
-    /// [`ConfigError`] inside) for an invalid glob, of kind
+    /// [`ConfigError`](crate::ConfigError) inside) for an invalid glob, of kind
     /// [`Thread`](crate::SpawnErrorKind::Thread) if the tracker thread cannot be started.
     pub fn start(
         config: &FileWatchConfig,
@@ -247,7 +250,8 @@ impl FileActivityTracker {
 
     /// Every folder that could not be watched so far (a root or a folder inside one that the
     /// user may not read, say), with why and for how long. Such a folder is retried on its
-    /// parent's events and at the scan interval, never dropped.
+    /// parent's events and at the scan interval, never dropped; a root refused as too large or
+    /// on a pseudo-filesystem is listed too, and not retried while it stays the same folder.
     pub fn unwatched(&self) -> Vec<UnwatchedFolder> {
         self.gaps.report(self.board.clock().now())
     }
