@@ -57,11 +57,12 @@ pub(super) fn survey(dir: &Path, bound: usize) -> Extent {
             continue; // unreadable: the watch reports it as a gap
         };
         for entry in entries.flatten() {
-            // Not followed (lstat): a link inside a root is never watched through.
-            let Ok(meta) = entry.metadata() else { continue };
-            if !meta.is_dir() {
+            // The entry's type from the folder itself (no system call for a file, most of a
+            // tree); a link inside a root is never watched through.
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
+            let Ok(meta) = entry.metadata() else { continue };
             if meta.dev() != device {
                 foreign.push(entry.path());
                 continue;
