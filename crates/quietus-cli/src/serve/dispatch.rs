@@ -95,7 +95,7 @@ impl Starting {
         }
     }
 
-    /// Waits until no start is under way.
+    /// Waits until no start is under way (each start releases its id, even by a panic).
     fn wait_all(&self) {
         let mut ids = self.ids();
         while !ids.is_empty() {
@@ -104,6 +104,15 @@ impl Starting {
                 .wait(ids)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+    }
+}
+
+/// Releases a start's id when dropped.
+struct Release<'a>(&'a Starting, &'a str);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.finish(self.1);
     }
 }
 
@@ -229,6 +238,8 @@ impl Server {
         let started = std::thread::Builder::new()
             .name("quietus-serve-start".into())
             .spawn(move || {
+                // Even if the spawn panicked, the id is released: a shutdown waits for it.
+                let _release = Release(&server.starting, &process_id);
                 let failed = match server.spawn(start) {
                     Ok((process_id, proc, forward)) => {
                         server.started(answer_to, process_id, proc, forward);
