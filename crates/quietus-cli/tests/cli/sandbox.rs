@@ -161,3 +161,52 @@ fn a_pid_namespace_with_the_hosts_proc_judges_nothing_from_host_processes() {
     }
     assert_no_leak(&marker);
 }
+
+/// A watched folder holding a mount of another filesystem (a tmpfs, in a mount namespace of
+/// the test's own): the watches stay on the root's filesystem. Writes inside the mount never
+/// count (the program goes stale); writes beside it count, and so do writes in a folder made
+/// after the arming beside the mount (watched then by the tracker's thread, as the folders
+/// above the mount are watched alone).
+#[test]
+fn a_mount_inside_a_watched_folder_is_never_watched() {
+    let marker = Marker::new("cli_sandbox_mount");
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join(".agent");
+    fs::create_dir_all(agent.join("mnt")).unwrap();
+    let writes = |file: &str| {
+        format!(
+            "i=0; while [ $i -lt 50 ]; do echo $i > {file}; i=$((i+1)); sleep 0.05; done; : {}",
+            marker.as_str()
+        )
+    };
+    let cases = [
+        (writes(".agent/mnt/f"), 124, "writes inside the mount"),
+        (writes(".agent/plan.md"), 0, "writes beside the mount"),
+        (
+            format!("sleep 0.3; mkdir .agent/new; {}", writes(".agent/new/f")),
+            0,
+            "writes in a folder made beside the mount",
+        ),
+    ];
+    for (script, expected, what) in cases {
+        let Some(mut command) = unshare(&["--mount", "--propagation", "private"]) else {
+            return;
+        };
+        let report = dir.path().join("report.json");
+        command
+            .current_dir(dir.path())
+            .args([
+                "sh",
+                "-c",
+                "mount -t tmpfs none .agent/mnt && exec \"$@\"",
+                "sh",
+            ])
+            .arg(env!("CARGO_BIN_EXE_quietus"))
+            .args(["-i", "1500ms", "--no-children", "--report"])
+            .arg(&report)
+            .args(["--", "bash", "-c", &script]);
+        let (code, report, stderr) = run(command, &marker, &report);
+        assert_eq!(code, expected, "{what}: {report:#}\n{stderr}");
+    }
+    assert_no_leak(&marker);
+}
