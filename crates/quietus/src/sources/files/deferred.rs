@@ -24,6 +24,12 @@ use super::scan::walk;
 use super::worker::{Msg, Worker};
 use crate::activity::ActivitySource;
 
+/// Now, on the arming delay's clock: real time, as the monitor polls for it (the module's
+/// doc says why); the one place the tracker reads a clock other than the session's.
+pub(super) fn arming_now() -> Instant {
+    Instant::now()
+}
+
 /// When and how the watches are armed.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Arming {
@@ -107,8 +113,7 @@ impl Poster {
 /// Waits out the arming delay on the tracker's channel. Nothing but `ArmNow` and `Stop` can
 /// come before the arming (no watcher exists to send the rest).
 pub(super) fn wait_to_arm(rx: &Receiver<Msg>, poster: &Poster, delay: Duration) -> ArmCall {
-    // Real time, as every look at the OS: a frozen test clock must not keep the watches off.
-    let deadline = Instant::now() + delay;
+    let deadline = arming_now() + delay;
     loop {
         match rx.recv_deadline(deadline) {
             Ok(Msg::ArmNow(ack)) => return ArmCall::Asked(ack),
@@ -129,7 +134,7 @@ impl FileActivityTracker {
     /// until it does when it has not.
     pub(crate) fn arm_if_due(&self) -> Option<Duration> {
         let due = self.arm_due()?;
-        let now = Instant::now();
+        let now = arming_now();
         if now < due {
             return Some(due - now);
         }

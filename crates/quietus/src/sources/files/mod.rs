@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::unbounded;
 
@@ -181,7 +181,7 @@ impl FileActivityTracker {
                 worker,
                 rx,
                 arming,
-                due: Instant::now() + arming.delay,
+                due: deferred::arming_now() + arming.delay,
             });
             return Ok(tracker);
         }
@@ -269,8 +269,8 @@ impl Drop for FileActivityTracker {
 /// Polls (bounded) until `board` has at least `n` file stamps.
 #[cfg(test)]
 pub(super) fn wait_for_stamps(board: &ActivityBoard, n: u64) -> bool {
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while board.count(&ActivitySource::Files) < n && Instant::now() < give_up {
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while board.count(&ActivitySource::Files) < n && std::time::Instant::now() < give_up {
         std::thread::sleep(Duration::from_millis(5));
     }
     board.count(&ActivitySource::Files) >= n
