@@ -2,7 +2,7 @@
 //! onto another filesystem (a folder of another device met inside it is left out, and the
 //! folders above it are watched alone), a root on a pseudo-filesystem (`/proc`, `/sys`, a
 //! cgroup, `/dev`) is never watched, and one session takes at most [`MAX_WATCHED_FOLDERS`]
-//! watches for a root: a larger one (`.agent` a link to `/`, say) is not watched, and the
+//! watches for its roots: a root beyond them (`.agent` a link to `/`, say) is not watched, and the
 //! report's `unavailable` says so, instead of arming tens of thousands of watches whose churn
 //! would hide a stall.
 
@@ -10,9 +10,27 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// The folders one session may watch under one root. A larger root is not watched at all (a
-/// part of it would count some activity and miss the rest).
+/// The folders one session may watch under its roots together. A root that does not fit in
+/// what the others left is not watched at all (a part of it would count some activity and
+/// miss the rest).
 pub(super) const MAX_WATCHED_FOLDERS: usize = 8192;
+
+/// The bound of a tracker made now: [`MAX_WATCHED_FOLDERS`] (a unit test of this thread may
+/// set a smaller one).
+pub(super) fn bound() -> usize {
+    #[cfg(test)]
+    if let Some(bound) = TEST_BOUND.get() {
+        return bound;
+    }
+    MAX_WATCHED_FOLDERS
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The bound of the trackers this test thread makes (their arming runs on it).
+    pub(super) static TEST_BOUND: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
 
 /// What a root's tree holds, as far as watching it goes.
 #[derive(Debug, PartialEq, Eq)]
@@ -21,6 +39,8 @@ pub(super) enum Extent {
     Fits {
         /// The mount points inside the root, never watched.
         foreign: Vec<PathBuf>,
+        /// The folders to watch (the root's own included).
+        folders: usize,
     },
     /// Not to be watched, and why (in the report's words).
     Refused(String),
@@ -41,6 +61,7 @@ pub(super) fn survey(dir: &Path, bound: usize) -> Extent {
         // Gone or unreadable: the watch itself says what it is.
         return Extent::Fits {
             foreign: Vec::new(),
+            folders: 1,
         };
     };
     if let Some(kind) = pseudo_filesystem(dir, meta.dev()) {
@@ -70,14 +91,14 @@ pub(super) fn survey(dir: &Path, bound: usize) -> Extent {
             folders += 1;
             if folders > bound {
                 return Extent::Refused(format!(
-                    "has more than {bound} folders to watch, the most one session watches \
-                     under a root; name a smaller folder to watch"
+                    "has more than {bound} folders to watch, what is left of the most one \
+                     session watches; name a smaller folder to watch"
                 ));
             }
             stack.push(entry.path());
         }
     }
-    Extent::Fits { foreign }
+    Extent::Fits { foreign, folders }
 }
 
 /// The kind of pseudo-filesystem `dir` (on device `device`) is on, if it is on one.
@@ -119,7 +140,8 @@ mod tests {
         assert_eq!(
             survey(dir.path(), 11),
             Extent::Fits {
-                foreign: Vec::new()
+                foreign: Vec::new(),
+                folders: 11
             }
         );
         let Extent::Refused(why) = survey(dir.path(), 10) else {
@@ -141,5 +163,46 @@ mod tests {
             };
             assert!(why.contains("pseudo-filesystem (proc)"), "{why}");
         }
+    }
+}
+
+#[cfg(test)]
+mod session_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::activity::{ActivityBoard, ActivitySource};
+    use crate::config::FileWatchConfig;
+    use crate::sources::files::FileActivityTracker;
+
+    /// The bound is the session's, not each root's: a second root that does not fit in what
+    /// the first left is not watched, and the tracker says so.
+    #[test]
+    fn the_roots_of_one_tracker_share_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        for root in ["a", "b"] {
+            for i in 0..5 {
+                fs::create_dir_all(dir.path().join(root).join(format!("{i}"))).unwrap();
+            }
+        }
+        TEST_BOUND.set(Some(10));
+        let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
+        let config = FileWatchConfig {
+            roots: vec!["a".into(), "b".into()],
+            ..FileWatchConfig::default()
+        };
+        let tracker =
+            FileActivityTracker::start(&config, dir.path(), board.clone(), Duration::from_secs(1))
+                .unwrap();
+        TEST_BOUND.set(None);
+        let unwatched = tracker.unwatched();
+        assert_eq!(unwatched.len(), 1, "{unwatched:?}");
+        assert_eq!(unwatched[0].path, dir.path().join("b"));
+        assert!(
+            unwatched[0].reason.contains("more than 4 folders"),
+            "{unwatched:?}"
+        );
+        assert!(!board.is_available(&ActivitySource::Files));
     }
 }

@@ -109,8 +109,8 @@ impl FileActivityTracker {
     /// period, used only in the fallback mode.
     ///
     /// A root that does not exist is normal (picked up when created); a root that is not a
-    /// folder is logged and the source marked unavailable on the board, as is a root of more
-    /// than 8,192 folders or one on a pseudo-filesystem (`/proc`, `/sys`…), which is not
+    /// folder is logged and the source marked unavailable on the board, as is a root beyond
+    /// the 8,192 folders the roots may have watched together, or one on a pseudo-filesystem (`/proc`, `/sys`…), which is not
     /// watched ([`FileActivityTracker::unwatched`] says why). A root is watched on its own
     /// filesystem only: a folder of another device inside it is never entered.
     ///
@@ -174,6 +174,8 @@ impl FileActivityTracker {
             poster,
             warned: Vec::new(),
             armed: false,
+            measured: Vec::new(),
+            watch_bound: extent::bound(),
         };
         let tracker = FileActivityTracker::handle_of(&worker);
         if deferred && !arming.delay.is_zero() {

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use notify::RecursiveMode;
 
-use super::extent::{Extent, FolderId, MAX_WATCHED_FOLDERS, folder_id, survey};
+use super::extent::{Extent, FolderId, folder_id, survey};
 use super::worker::{Msg, Worker, is_out_of_watches};
 use crate::activity::ActivitySource;
 use crate::sources::shared_watcher::SharedWatcher;
@@ -107,6 +107,7 @@ impl Worker {
     pub(super) fn arm(&mut self) {
         let mut available = true;
         let mut appeared_or_vanished = false;
+        self.measured.resize(self.roots.len(), 0);
         for index in 0..self.roots.len() {
             let (root, old) = self.roots[index].clone();
             let new = self.arm_root(index, &root, &old);
@@ -145,7 +146,7 @@ impl Worker {
             // The stat scan re-arms at every scan: a root measured once is not walked twice
             // per scan (the scan's own walk stays on its filesystem too).
             RootState::Watched if self.watcher.is_none() && old.is_watched() => old.clone(),
-            RootState::Watched => self.measure(root, &at, old),
+            RootState::Watched => self.measure(index, &at, old),
             other => other,
         };
         self.record_root_gap(root, &new);
@@ -203,19 +204,30 @@ impl Worker {
         }
     }
 
-    /// The state of root folder `root` (at `at`, where a link leads) by its extent: refused
-    /// when too large or on a pseudo-filesystem (not measured again while it is the same
-    /// folder as `old` refused), watched around the folders of other filesystems inside it.
-    fn measure(&mut self, root: &Path, at: &Path, old: &RootState) -> RootState {
+    /// The state of root folder `index` (at `at`, where a link leads) by its extent: refused
+    /// when it does not fit in the folders the other roots left of the session's bound, or is
+    /// on a pseudo-filesystem (not measured again while it is the same folder as `old`
+    /// refused); watched around the folders of other filesystems inside it.
+    fn measure(&mut self, index: usize, at: &Path, old: &RootState) -> RootState {
+        let root = self.roots[index].0.clone();
         let folder = folder_id(at);
         if let RootState::Refused { folder: was, .. } = old
             && *was == folder
         {
             return old.clone();
         }
-        match survey(at, MAX_WATCHED_FOLDERS) {
-            Extent::Fits { foreign } if foreign.is_empty() => RootState::Watched,
-            Extent::Fits { foreign } => {
+        let others: usize = (self.measured.iter().enumerate())
+            .filter(|(i, _)| *i != index)
+            .map(|(_, n)| n)
+            .sum();
+        let extent = survey(at, self.watch_bound.saturating_sub(others));
+        self.measured[index] = match &extent {
+            Extent::Fits { folders, .. } => *folders,
+            Extent::Refused(_) => 0,
+        };
+        match extent {
+            Extent::Fits { foreign, .. } if foreign.is_empty() => RootState::Watched,
+            Extent::Fits { foreign, .. } => {
                 log::info!(
                     "files source: {} holds folders of other filesystems, never watched: {foreign:?}",
                     root.display()
@@ -226,7 +238,7 @@ impl Worker {
                 }
             }
             Extent::Refused(why) => {
-                self.warn_once(root, &format!("{why}; its activity is not seen"));
+                self.warn_once(&root, &format!("{why}; its activity is not seen"));
                 RootState::Refused { folder, why }
             }
         }

@@ -62,6 +62,11 @@ pub(super) struct Worker {
     pub(super) warned: Vec<PathBuf>,
     /// Whether the roots were armed once (the first arming is not a change).
     pub(super) armed: bool,
+    /// Per root, the folders its last measure counted (0 when refused or not measured): what
+    /// it takes of the session's bound of watched folders.
+    pub(super) measured: Vec<usize>,
+    /// The most folders the roots may have watched together ([`super::extent`]).
+    pub(super) watch_bound: usize,
 }
 
 /// Whether a `notify` error says the system is out of watches or watcher instances.
