@@ -726,6 +726,12 @@ fn start_observer(
         }));
     }
     board.set_enabled(&ActivitySource::Children, config.enabled.children);
+    if config.enabled.children
+        && let Some(why) = observer.blind()
+    {
+        log::warn!("children source unavailable: {why}; the descendants are not seen");
+        board.set_available(&ActivitySource::Children, false);
+    }
     Some(observer)
 }
 
@@ -743,7 +749,7 @@ fn start_network(
     match NetworkObserver::open() {
         Ok(network) => (Some(network), None),
         Err(e) => {
-            let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
+            let reason = e.to_string();
             log::info!("network source unavailable: {reason}");
             board.set_available(&ActivitySource::Network, false);
             (None, Some(reason))

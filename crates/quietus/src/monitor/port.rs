@@ -94,6 +94,9 @@ pub(super) trait Port {
     fn sample_tree(&mut self, now: Instant) -> Option<TreeSample>;
     /// The last sample of the descendants, for a stale report.
     fn last_children(&self) -> Option<ChildrenSample>;
+    /// Whether the tree cannot be seen at all (no cgroup to read, no `/proc` of this pid
+    /// namespace to walk): then a signalled tree is never confirmed gone.
+    fn tree_unseen(&self) -> bool;
     /// One look at the tree as the last sample found it, classified.
     fn diagnose(&self) -> Diagnosis;
     /// How many bytes process `pid` has read (`/proc/PID/io`), for the input-wait rule.
@@ -245,6 +248,13 @@ impl Port for OsPort {
 
     fn last_children(&self) -> Option<ChildrenSample> {
         self.processes.children.as_ref().map(|o| o.last())
+    }
+
+    fn tree_unseen(&self) -> bool {
+        self.processes
+            .children
+            .as_ref()
+            .is_some_and(|c| c.blind().is_some())
     }
 
     fn diagnose(&self) -> Diagnosis {

@@ -398,8 +398,13 @@ impl Cgroup {
         }
     }
 
-    /// Whether process `pid` is in this cgroup or one below it now.
+    /// Whether process `pid` is in this cgroup or one below it now: by its `/proc/PID/cgroup`,
+    /// or, without a `/proc` of this pid namespace (where `pid` would name another process
+    /// or none), by the cgroup's own member list, whose pids are this namespace's.
     fn is_member(&self, pid: i32) -> bool {
+        if sys::proc_view().why_not().is_some() {
+            return self.members().is_ok_and(|members| members.contains(&pid));
+        }
         std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .ok()
             .and_then(|text| parse_own_cgroup(&text))

@@ -497,6 +497,16 @@ impl DescendantObserver {
         }
     }
 
+    /// Why this observer cannot see the tree, if it cannot: no cgroup to read and no `/proc`
+    /// of this pid namespace to walk (none mounted, or the host's kept in a new pid
+    /// namespace). It then sees no descendant, no CPU and no escapee.
+    pub(crate) fn blind(&self) -> Option<String> {
+        if self.cgroup.is_some() || cfg!(not(target_os = "linux")) {
+            return None;
+        }
+        crate::process::sys::proc_view().why_not()
+    }
+
     /// Samples the tree's CPU from its cgroup instead of walking `/proc`: exact, escapees and
     /// reaped children included, one read per sample (plus the root's own CPU, which does not
     /// count unless asked).

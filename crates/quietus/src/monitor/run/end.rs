@@ -224,10 +224,13 @@ impl<P: Port> Monitor<P> {
     /// The result of the run, as it stands (its end is [`Outcome::Exited`] before it has one).
     fn result(&self, done: &DoneGuard) -> MonitorResult {
         let now = self.clock.now();
-        let end = self.end().cloned().unwrap_or_else(|| End {
+        let mut end = self.end().cloned().unwrap_or_else(|| End {
             outcome: Outcome::Exited,
             ladder: super::phase::LadderRecord::default(),
         });
+        // A tree that cannot be seen (no cgroup, no `/proc` of this pid namespace) is never
+        // confirmed gone: its escapees are unknown.
+        end.ladder.unproven |= !end.ladder.signals_sent.is_empty() && self.port.tree_unseen();
         let closing = Closing {
             end,
             status: self.leader.status(),

@@ -249,6 +249,10 @@ impl Port for FakePort {
         None
     }
 
+    fn tree_unseen(&self) -> bool {
+        false
+    }
+
     fn diagnose(&self) -> Diagnosis {
         self.world
             .borrow()
