@@ -258,25 +258,29 @@ pub(crate) fn diagnose_tree(pids: &[i32], known: &dyn Fn(u64) -> Option<SocketAd
             );
         }
         if held.iter().any(|inode| !socks.contains_key(inode)) {
+            // Every Unix socket: a connected client's socket has no path of its own, its
+            // other end (the accepted socket) has the listener's.
             let mut unix = HashMap::new();
-            let _ = diag.unix_sockets(
-                &mut |inode| held.contains(&inode) && !socks.contains_key(&inode),
-                &mut unix,
-            );
+            let _ = diag.unix_sockets(&mut |_| true, &mut unix);
             // The other ends no process of the tree holds: who does, outside it.
-            let outside: HashSet<u64> = unix
-                .values()
-                .filter_map(|s| s.peer)
+            let outside: HashSet<u64> = held
+                .iter()
+                .filter_map(|inode| unix.get(inode)?.peer)
                 .filter(|peer| !held.contains(peer))
                 .collect();
             let tree: HashSet<i32> = snaps.iter().map(|s| s.pid).collect();
             let holders = holders_of(&outside, &tree);
-            for (inode, s) in unix {
+            for inode in &held {
+                let Some(s) = unix.get(inode) else { continue };
+                let path = s
+                    .path
+                    .clone()
+                    .or_else(|| s.peer.and_then(|p| unix.get(&p)?.path.clone()));
                 let holder = s.peer.and_then(|p| holders.get(&p).cloned());
                 socks.insert(
-                    inode,
+                    *inode,
                     Sock::Unix {
-                        path: s.path,
+                        path,
                         peer: s.peer,
                         holder,
                     },

@@ -271,7 +271,7 @@ fn record_fixture() {
             let (mut tcp, mut udp, mut unix) = Default::default();
             let _ = diag.tcp_sockets(&mut |i| held.contains(&i), &mut tcp);
             let _ = diag.udp_sockets(&mut |i| held.contains(&i), &mut udp);
-            let _ = diag.unix_sockets(&mut |i| held.contains(&i), &mut unix);
+            let _ = diag.unix_sockets(&mut |_| true, &mut unix);
             let tcp: HashMap<u64, crate::process::sys::TcpSocket> = tcp;
             for s in tcp.values() {
                 let (sent, received) = s.last_data.unwrap_or((0, 0));
@@ -282,13 +282,10 @@ fn record_fixture() {
                 println!("udp {} {} {}", s.inode, s.peer, s.local);
             }
             let unix: HashMap<u64, crate::process::sys::sockdiag::UnixSocket> = unix;
-            for s in unix.values() {
+            for s in unix.values().filter(|s| held.contains(&s.inode)) {
                 let peer = s.peer.map_or("-".to_owned(), |p| p.to_string());
-                println!(
-                    "unix {} {} {peer}",
-                    s.inode,
-                    s.path.as_deref().unwrap_or("-")
-                );
+                let path = s.path.clone().or_else(|| unix.get(&s.peer?)?.path.clone());
+                println!("unix {} {} {peer}", s.inode, path.as_deref().unwrap_or("-"));
             }
         }
         for t in &snap.threads {
@@ -367,4 +364,117 @@ fn a_polling_leader_is_named_by_its_deepest_blocked_descendant() {
     let d = classify(&snaps[..1], &|_| None);
     assert_eq!(d.kind, StallKind::Unknown);
     assert!(d.summary.contains("python3 (pid 18972)"), "{}", d.summary);
+}
+
+#[test]
+fn a_reader_of_a_pipe_its_parent_writes_waits_on_the_parent_never_on_input() {
+    // An MCP-server-like child reading JSON-RPC lines from its parent's pipe (its stdin)
+    // while the parent sleeps: the sleep is the cause, the child waits on the parent.
+    let d = diagnose(recorded!("mcp_pipe"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — python3 (pid 26348) sleeps (clock_nanosleep)"
+    );
+    let child = &d.processes[1];
+    assert_eq!(child.kind, StallKind::WaitingOnChild);
+    assert_eq!(child.waits_on, Some(26348));
+    assert_eq!(
+        child.target.as_deref(),
+        Some("a pipe written by python3 (pid 26348)")
+    );
+    // Without the parent in the snapshot, its stdin comes from outside the tree: input.
+    let (snaps, _) = fixture(recorded!("mcp_pipe"));
+    let d = classify(&snaps[1..], &|_| None);
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    // The parent busy: the cause is the work, never the child's read.
+    let text = recorded!("mcp_pipe").replace("(python3) S 2", "(python3) R 2");
+    let d = diagnose(&text);
+    assert_eq!(d.kind, StallKind::Running, "{d:#?}");
+    assert_eq!(d.processes[0].pid, 26348);
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_not_the_cause() {
+    // python3 in epoll on an idle keep-alive connection (its last bytes came from the
+    // peer) and the pipe from its child `sleep`: the sleep is the cause.
+    let d = diagnose(recorded!("keepalive_child_sleeps"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert!(
+        d.summary.starts_with("sleeping — sleep (pid 26425)"),
+        "{}",
+        d.summary
+    );
+    // With a request outstanding on that connection the sleep is still deeper: still the
+    // cause.
+    let text = recorded!("keepalive_child_sleeps").replace(" 1 11468 11460", " 1 11400 11460");
+    let d = diagnose(&text);
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(d.processes[0].kind, StallKind::NetworkWait);
+    // The loop alone, its connection idle: no network wait, and nothing outstanding said.
+    let (snaps, peers) = fixture(recorded!("keepalive_child_sleeps"));
+    let d = classify(&snaps[..1], &|inode| peers.get(&inode).cloned());
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — python3 (pid 26349) waits in epoll_wait on TCP peer 127.0.0.1:51737, \
+         idle (no request outstanding)"
+    );
+}
+
+#[test]
+fn an_event_loop_with_a_request_outstanding_waits_on_the_network() {
+    let d = diagnose(recorded!("outstanding_loop"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26351) waits in epoll_wait on TCP peer \
+         127.0.0.1:51737"
+    );
+    // The same loop with its answer received: idle.
+    let text = recorded!("outstanding_loop").replace(" 1 11692 11748", " 1 11748 11692");
+    assert_eq!(diagnose(&text).kind, StallKind::Sleeping);
+}
+
+#[test]
+fn every_socket_a_stalled_tree_waits_on_is_named() {
+    // A connection the peer closed, which the loop never reads (not even in its set).
+    let d = diagnose(recorded!("close_wait_loop"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26352) waits in epoll_wait on TCP peer \
+         127.0.0.1:51737, which closed the connection (CLOSE_WAIT)"
+    );
+    // A lookup over UDP that gets no answer.
+    let d = diagnose(recorded!("udp_lookup"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26356) reads UDP peer 127.0.0.1:34535"
+    );
+    // A Unix socket: the process at its other end named, and the path.
+    let d = diagnose(recorded!("unix_wait"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26360) waits on python3 (pid 26295) over Unix \
+         socket /tmp/scen/srv.sock (recvfrom)"
+    );
+    // Sleeping between retries after a failed exchange: the peer named.
+    let d = diagnose(recorded!("retry_sleep"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — python3 (pid 26362) sleeps (clock_nanosleep) between exchanges with TCP \
+         peer 127.0.0.1:51737"
+    );
+    // A FIFO no process of the tree writes: input.
+    let d = diagnose(recorded!("fifo_outside"));
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting for input — python3 (pid 26363) reads the FIFO /tmp/scen/fifo (no writer in \
+         the tree)"
+    );
 }
