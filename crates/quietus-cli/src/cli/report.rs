@@ -377,6 +377,10 @@ pub(crate) struct ProcessJson {
     pub(crate) syscall: Option<String>,
     pub(crate) fd: Option<i32>,
     pub(crate) target: Option<String>,
+    /// What this process alone is doing (a kind, as the diagnosis's).
+    pub(crate) kind: &'static str,
+    /// The process of the tree it waits on (its child, the writer of the pipe it reads…).
+    pub(crate) waits_on: Option<u32>,
 }
 
 impl DiagnosisJson {
@@ -395,6 +399,8 @@ impl DiagnosisJson {
                     syscall: p.syscall.clone(),
                     fd: p.fd,
                     target: p.target.clone().or_else(|| p.error.clone()),
+                    kind: p.kind.name(),
+                    waits_on: p.waits_on,
                 })
                 .collect(),
         }

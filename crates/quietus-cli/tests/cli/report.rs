@@ -161,14 +161,27 @@ fn idle_timeout_report() {
     assert_eq!(r["output_complete"], true);
     assert_eq!(r["bytes"]["stdout"], 3);
     assert_eq!(r["bytes"]["stderr"], 2);
-    // sh waits for its sleeping child.
-    assert_eq!(r["diagnosis"]["kind"], "waiting_on_child", "{r:#}");
+    // sh waits for its sleeping child: the sleep is the cause, the shell stays in the list
+    // waiting on it.
+    assert_eq!(r["diagnosis"]["kind"], "sleeping", "{r:#}");
     let processes = r["diagnosis"]["processes"].as_array().expect("processes");
     assert_eq!(processes.len(), 2, "{r:#}");
     assert_eq!(processes[1]["name"], "sleep");
     assert_eq!(processes[1]["state"], "sleeping");
+    assert_eq!(processes[1]["kind"], "sleeping");
+    assert_eq!(
+        r["diagnosis"]["summary"],
+        format!(
+            "sleeping — sleep (pid {}) sleeps (clock_nanosleep)",
+            processes[1]["pid"]
+        )
+    );
+    assert_eq!(processes[0]["kind"], "waiting_on_child");
+    assert_eq!(processes[0]["waits_on"], processes[1]["pid"]);
     assert!(processes[0]["syscall"].is_string(), "{r:#}");
-    for field in ["pid", "name", "state", "wchan", "syscall", "fd", "target"] {
+    for field in [
+        "pid", "name", "state", "wchan", "syscall", "fd", "target", "kind", "waits_on",
+    ] {
         assert!(processes[0].get(field).is_some(), "{field}: {r:#}");
     }
     let pid = r["pid"].as_u64().expect("a pid") as u32;
@@ -602,14 +615,32 @@ fn the_summary_report_and_events_name_the_diagnosis() {
         .output();
     assert_code(&output, 124);
     let summary = cli_support::summary_line(&output.stderr);
+    // `read` reads a pipe the sleep holds: not input, a wait on the sleep (issue 38).
     assert!(
-        summary.contains("idle): waiting for input — sh (pid ")
-            && summary.contains(") reads stdin (a pipe); sent TERM"),
+        summary.contains("idle): sleeping — sleep (pid ")
+            && summary.contains(") sleeps (clock_nanosleep); sent TERM"),
         "{summary}"
     );
     let r = read_report(&path);
     assert_schema(&r);
-    assert_eq!(r["diagnosis"]["kind"], "awaiting_input", "{r:#}");
+    assert_eq!(r["diagnosis"]["kind"], "sleeping", "{r:#}");
+    let processes = r["diagnosis"]["processes"].as_array().expect("processes");
+    let sleep = processes
+        .iter()
+        .find(|p| p["name"] == "sleep")
+        .expect("the sleep");
+    let reader = processes
+        .iter()
+        .find(|p| p["syscall"] == "read")
+        .expect("the reader");
+    assert_eq!(reader["kind"], "waiting_on_child", "{r:#}");
+    assert_eq!(reader["waits_on"], sleep["pid"], "{r:#}");
+    assert!(
+        reader["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("a pipe written by sleep (pid ")),
+        "{r:#}"
+    );
     assert!(
         summary.contains(r["diagnosis"]["summary"].as_str().expect("a summary")),
         "{summary}"
@@ -620,7 +651,7 @@ fn the_summary_report_and_events_name_the_diagnosis() {
         .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
         .rfind(|e| e["event"] == "diagnosis")
         .expect("a diagnosis event");
-    assert_eq!(diagnosis["kind"], "awaiting_input");
+    assert_eq!(diagnosis["kind"], "sleeping");
     assert_eq!(diagnosis["summary"], r["diagnosis"]["summary"]);
     assert_no_leak(&marker);
 }
