@@ -404,6 +404,9 @@ pub struct MonitorResult {
     pub escalated: bool,
     /// Group members still alive after the child's own exit that quietus ended.
     pub leftovers_killed: usize,
+    /// Those processes (group members and escaped descendants: background jobs, daemons the
+    /// command left), as they were just before they were ended; at most 32 named.
+    pub leftovers: Vec<Leftover>,
     /// SIGKILL was sent but the tree could not be confirmed gone within the bound.
     pub termination_unproven: bool,
     /// From spawn to the end of the run (output drained).
@@ -470,6 +473,61 @@ pub struct UnwatchedFolder {
     pub still: bool,
 }
 
+/// A process left running after the child's own exit, which quietus ended (a background job
+/// such as `sleep 600 &`, a daemon the command started).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leftover {
+    /// Its pid.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable.
+    pub command: String,
+}
+
+/// At most this many leftovers are named in a result.
+const MAX_LEFTOVERS: usize = 32;
+
+impl Leftover {
+    /// Reads the processes `pids` (those already gone are left out).
+    pub(crate) fn read_all(pids: impl IntoIterator<Item = i32>) -> Vec<Leftover> {
+        pids.into_iter()
+            .take(MAX_LEFTOVERS)
+            .filter_map(Self::read)
+            .collect()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn read(pid: i32) -> Option<Leftover> {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        let words = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let command: String = words
+            .split(|b| *b == 0)
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(200)
+            .collect();
+        Some(Leftover {
+            pid: u32::try_from(pid).ok()?,
+            name: name.trim_end().to_owned(),
+            command,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn read(pid: i32) -> Option<Leftover> {
+        Some(Leftover {
+            pid: u32::try_from(pid).ok()?,
+            name: String::new(),
+            command: String::new(),
+        })
+    }
+}
+
 impl MonitorResult {
     /// Exit code for "quietus ended the child" (idle or hard timeout, input wait), as GNU
     /// `timeout` uses.
@@ -522,6 +580,7 @@ mod tests {
             signals_sent: vec![],
             escalated: false,
             leftovers_killed: 0,
+            leftovers: vec![],
             termination_unproven: false,
             runtime: Duration::ZERO,
             ladder_time: None,

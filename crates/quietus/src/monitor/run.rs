@@ -67,6 +67,7 @@ impl Drop for DoneGuard {
                 signals_sent: vec![Signal::KILL],
                 escalated: true,
                 leftovers_killed: 0,
+                leftovers: Vec::new(),
                 termination_unproven: true,
                 runtime: Duration::ZERO,
                 ladder_time: None,
@@ -764,11 +765,16 @@ impl Monitor {
                     .group_members(self.pid, self.pid)
                     .unwrap_or_default()
             };
-            let escapees = if self.processes.cgroup.is_some() || alone {
-                0 // members already, or provably none
+            let escaped: Vec<i32> = if self.processes.cgroup.is_some() || alone {
+                Vec::new() // members already, or provably none
             } else {
-                self.processes.escapees(self.pid).len()
+                self.processes
+                    .escapees(self.pid)
+                    .iter()
+                    .map(|e| e.pid)
+                    .collect()
             };
+            let escapees = escaped.len();
             let leftovers = members.len() + escapees;
             if leftovers > 0 {
                 log::info!(
@@ -780,6 +786,8 @@ impl Monitor {
                     escapees
                 );
                 self.ladder.leftovers_killed = leftovers;
+                self.ladder.leftovers =
+                    crate::outcome::Leftover::read_all(members.iter().chain(&escaped).copied());
                 self.start_ladder(self.config.kill_ladder.effective(), None);
                 return;
             }
@@ -967,6 +975,7 @@ impl Monitor {
             signals_sent: self.ladder.signals_sent.clone(),
             escalated: self.ladder.escalated,
             leftovers_killed: self.ladder.leftovers_killed,
+            leftovers: self.ladder.leftovers.clone(),
             termination_unproven: self.ladder.unproven,
             runtime: now.saturating_duration_since(self.board.origin()),
             ladder_time: self.ladder.time,
