@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use std::sync::{Condvar, Mutex};
 
 use crate::locks::Locked;
+use quietus::diagnosis::Diagnosis;
 use quietus::{
     CaptureConfig, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Outcome, OutputSink,
     Registry, Session, SessionState, Signal, SpawnError, Stdin,
@@ -328,13 +329,19 @@ pub(crate) fn state_name(session: &Session, result: Option<&MonitorResult>) -> &
 
 /// The stall diagnosis of an ended run: `(kind, summary)`.
 pub(crate) fn diagnosis(result: &MonitorResult) -> Option<(String, String)> {
+    full_diagnosis(result).map(|(d, summary)| (d.kind.name().to_owned(), summary))
+}
+
+/// The whole diagnosis of an ended run, and its one-line summary (for an input wait: the
+/// reader named by the rule that caught it).
+pub(crate) fn full_diagnosis(result: &MonitorResult) -> Option<(&Diagnosis, String)> {
     match &result.outcome {
-        Outcome::IdleTimeout(report) => report
-            .diagnosis
-            .as_ref()
-            .map(|d| (d.kind.name().to_owned(), d.summary.clone())),
+        Outcome::IdleTimeout(report) => {
+            let d = report.diagnosis.as_ref()?;
+            Some((d, d.summary.clone()))
+        }
         Outcome::InputWait(wait) => Some((
-            "awaiting_input".to_owned(),
+            &wait.diagnosis,
             format!(
                 "waiting for input — {} (pid {}) reads {}",
                 wait.name, wait.pid, wait.target

@@ -78,10 +78,24 @@ fn exec_output_schema() -> Value {
                 "description": "Why a stalled command was stuck, from a look at its processes when it was judged stalled.",
                 "properties": {
                     "kind": {"type": "string"},
-                    "summary": {"type": "string"}
+                    "summary": {"type": "string", "description": "The cause: the deepest blocked process, what it does."},
+                    "processes": {
+                        "type": "array",
+                        "description": "Every process of the tree read, the command's shell first: what each does, and the process of the tree each waits on.",
+                        "items": {"type": "object", "properties": {
+                            "pid": {"type": "integer"}, "name": {"type": "string"}, "state": {"type": "string"}, "kind": {"type": "string"},
+                            "syscall": {"type": nullable("string")}, "target": {"type": nullable("string")}, "waits_on": {"type": nullable("integer")}
+                        }}
+                    }
                 },
-                "required": ["kind", "summary"]
+                "required": ["kind", "summary", "processes"]
             },
+            "background_jobs_ended": {
+                "type": "array",
+                "description": "Processes still running when the command exited (background jobs), ended with it.",
+                "items": {"type": "object", "properties": {"pid": {"type": "integer"}, "name": {"type": "string"}, "command": {"type": "string"}}}
+            },
+            "advice": {"type": nullable("string"), "description": "What to do next: how to continue a running session, or why quietus ended it and what to change."},
             "output": {"type": "string", "description": "Output since the last answer for this session: head and tail within max_output_bytes."},
             "output_bytes": {"type": "integer", "description": "Bytes of output since the last answer."},
             "omitted_bytes": {"type": "integer", "description": "Of those, bytes left out of `output` (read them in the log)."},
@@ -100,7 +114,7 @@ fn exec_output_schema() -> Value {
             "wall_time_ms": {"type": "integer", "description": "Time this call took."},
             "note": {"type": nullable("string")}
         },
-        "required": ["session_id", "running", "state", "output", "output_bytes", "omitted_bytes", "total_output_bytes", "wall_time_ms"]
+        "required": ["session_id", "running", "state", "diagnosis", "background_jobs_ended", "advice", "output", "output_bytes", "omitted_bytes", "total_output_bytes", "wall_time_ms"]
     })
 }
 
