@@ -433,7 +433,65 @@ async def announcements(quietus, marker, scratch):
         assert all(f"session {quiet} " not in d for _, d in messages), messages
 
 
+async def what_the_model_is_told(quietus, marker, scratch):
+    """Clients forward only the structured result: the advice, the diagnosis with its
+    processes, and the background jobs ended must all be in it (issue 38)."""
+    tag = f"{marker}-told"
+    async with connect(quietus, marker) as server:
+        # A command whose background job outlives it: the job is ended, and named.
+        answer = await server.exec("sleep 600 & echo started", tag, yield_time_ms=120000)
+        assert answer["outcome"] == "exited" and answer["exit_code"] == 0, answer
+        jobs = answer["background_jobs_ended"]
+        assert [(j["name"], j["command"]) for j in jobs] == [("sleep", "sleep 600")], answer
+        assert isinstance(jobs[0]["pid"], int), jobs
+        assert "background jobs were ended" in answer["advice"], answer
+        assert f"sleep (pid {jobs[0]['pid']})" in answer["advice"], answer
+        assert tree_pids(tag) == []
+        # A hang under the wrapper shell: the sleep is named, the shell stays in the list.
+        answer = await server.exec("echo started; sleep 1000", tag, idle_timeout_ms=1000, yield_time_ms=120000)
+        assert answer["outcome"] == "idle_timeout", answer
+        diagnosis = answer["diagnosis"]
+        assert diagnosis["kind"] == "sleeping", answer
+        by_name = {p["name"]: p for p in diagnosis["processes"]}
+        sleep = by_name["sleep"]
+        assert diagnosis["summary"] == f"sleeping — sleep (pid {sleep['pid']}) sleeps (clock_nanosleep)", diagnosis
+        shell = diagnosis["processes"][0]
+        assert shell["kind"] == "waiting_on_child" and shell["waits_on"] == sleep["pid"], diagnosis
+        assert answer["advice"].startswith("quietus ended it and its whole process tree after 1.0s"), answer
+        assert answer["background_jobs_ended"] == [], answer
+        # An input wait: the advice says what to do about it.
+        answer = await server.exec(
+            "python3 -c 'import sys; print(\"ready\", flush=True); sys.stdin.readline()'", tag,
+            idle_timeout_ms=1000, yield_time_ms=120000,
+        )
+        assert answer["diagnosis"]["kind"] == "awaiting_input", answer
+        assert "waited for input nobody gave" in answer["advice"], answer
+        # An MCP-server-like child reading its parent's pipe while the parent sleeps: never
+        # an input wait; the parent's sleep is named.
+        script = (
+            "import subprocess, sys, time\n"
+            "s = subprocess.Popen([sys.executable, '-c', 'import sys\\nfor l in sys.stdin: print(l, flush=True)'], stdin=subprocess.PIPE)\n"
+            "s.stdin.write(b'{}\\n'); s.stdin.flush()\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(1000)\n"
+        )
+        path = os.path.join(scratch, "agent.py")
+        with open(path, "w") as f:
+            f.write(script)
+        answer = await server.exec(f"exec python3 {path}", tag, idle_timeout_ms=1000, yield_time_ms=120000)
+        diagnosis = answer["diagnosis"]
+        assert diagnosis["kind"] == "sleeping", answer
+        parent = diagnosis["processes"][0]
+        assert diagnosis["summary"].startswith(f"sleeping — python3 (pid {parent['pid']})"), diagnosis
+        assert all(p["kind"] != "awaiting_input" for p in diagnosis["processes"]), diagnosis
+        assert diagnosis["processes"][1]["waits_on"] == parent["pid"], diagnosis
+        assert tree_pids(tag) == []
+        if os.environ.get("QUIETUS_MCP_SHOW"):
+            print(answer, file=sys.stderr)
+
+
 CASES = {f.__name__: f for f in [
+    what_the_model_is_told,
     initialize_and_list_tools, quick_command, long_command_continued, tty_prompt,
     stalled_command, controls, large_output, client_disconnects, malformed_calls, announcements,
 ]}

@@ -174,6 +174,11 @@ fn malformed_calls() {
 }
 
 #[test]
+fn what_the_model_is_told() {
+    case("what_the_model_is_told");
+}
+
+#[test]
 fn announcements() {
     case("announcements");
 }
