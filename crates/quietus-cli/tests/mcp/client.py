@@ -490,8 +490,64 @@ async def what_the_model_is_told(quietus, marker, scratch):
             print(answer, file=sys.stderr)
 
 
+def sdk_major():
+    from importlib.metadata import version
+    return int(version("mcp").split(".")[0])
+
+
+async def calls_fit_the_clients_limits(quietus, marker, scratch):
+    """A yield above the clamp answers within it, with progress to a caller that asked; an
+    answer the client gave up on loses no output (issue 38, point 5)."""
+    tag = f"{marker}-limits"
+    async with connect(quietus, marker) as server:
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append((value, total, message))
+
+        cmd = "for i in $(seq 1 34); do echo line $i; sleep 1; done"
+        started = time.monotonic()
+        result = await server.session.call_tool(
+            "exec_command",
+            {"cmd": cmd, "yield_time_ms": 120000, "env": {"SW_MCP_TREE": tag}},
+            progress_callback=on_progress,
+        )
+        took = time.monotonic() - started
+        answer = structured(result)
+        # Answered at the clamp (30 s), well within a client's 60 s, the command still running.
+        assert took < 55, took
+        assert answer["running"] is True and answer["wall_time_ms"] >= 30000, answer
+        assert "waited 30000 ms at most" in answer["note"], answer
+        assert len(progress) >= 3, progress
+        values = [p[0] for p in progress]
+        assert values == sorted(values) and len(set(values)) == len(values), progress
+        assert all(p[1] == 30.0 and "still running" in p[2] for p in progress), progress
+        answer, collected = await server.finish(answer)
+        assert collected == "".join(f"line {i}\n" for i in range(1, 35)), collected
+        # A client that gives up after 2 s (and says so, notifications/cancelled, as the SDKs
+        # do): the output its abandoned answer would have carried comes with the next one.
+        assert sdk_major() >= 2, "mcp 2.x sends notifications/cancelled when it gives up; 1.x does not"
+        cmd = "for i in $(seq 1 10); do echo line $i; sleep 0.3; done"
+        try:
+            await server.session.call_tool(
+                "exec_command",
+                {"cmd": cmd, "yield_time_ms": 20000, "env": {"SW_MCP_TREE": tag}},
+                read_timeout_seconds=2.0,
+            )
+        except ProtocolError:
+            pass
+        else:
+            raise AssertionError("the call was expected to time out at the client")
+        sessions = structured(await server.call("list_exec_sessions", {}))["sessions"]
+        session_id = max(s["session_id"] for s in sessions)
+        answer, collected = await server.finish(await server.write(session_id))
+        assert collected == "".join(f"line {i}\n" for i in range(1, 11)), collected
+        assert answer["exit_code"] == 0, answer
+        assert tree_pids(tag) == []
+
+
 CASES = {f.__name__: f for f in [
-    what_the_model_is_told,
+    what_the_model_is_told, calls_fit_the_clients_limits,
     initialize_and_list_tools, quick_command, long_command_continued, tty_prompt,
     stalled_command, controls, large_output, client_disconnects, malformed_calls, announcements,
 ]}

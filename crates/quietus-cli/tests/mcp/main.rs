@@ -179,6 +179,11 @@ fn what_the_model_is_told() {
 }
 
 #[test]
+fn calls_fit_the_clients_limits() {
+    case("calls_fit_the_clients_limits");
+}
+
+#[test]
 fn announcements() {
     case("announcements");
 }
