@@ -11,7 +11,7 @@ const EXEC_COMMAND: &str = "\
 Run a shell command under quietus's supervision and return its output. Use it for every \
 shell command: builds, tests, installs, scripts, servers, interactive programs.
 
-It returns as soon as the command exits or `yield_time_ms` passes (default 10 s), whichever \
+It returns as soon as the command exits or `yield_time_ms` passes (default 10 s, at most 30 s), whichever \
 comes first. If it exited: `exit_code`, `outcome` and the output. If it still runs: \
 `running: true` and a `session_id`; the command goes on in the background. Then call \
 `write_stdin` with that session_id (empty `chars` to only collect new output, or text to type \
@@ -23,7 +23,8 @@ A session is never ended for a fixed time while it works: only when its output, 
 writes, the CPU of its processes and its network traffic have ALL been quiet for \
 `idle_timeout_ms` (default 5 min), or at `hard_timeout_ms`. Its whole process tree ends with it \
 (background jobs too). When quietus ends a stalled command, `outcome` is `idle_timeout` (or \
-`hard_timeout`, `input_wait`) and `diagnosis` says why it was stuck, e.g. `waiting for input — \
+`hard_timeout`, `input_wait`), `diagnosis` says why it was stuck (the deepest blocked \
+process) and `advice` what to do, e.g. `waiting for input — \
 sh (pid 812) reads stdin` (it asked a question: rerun with the answer given, a --yes flag, or \
 tty: true and answer with write_stdin), `waiting on the network — … connected to 140.82.x.x:443` \
 (a dead connection or server: check it, retry), `sleeping` (a sleep or wait that never ends), \
