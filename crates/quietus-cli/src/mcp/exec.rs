@@ -255,11 +255,16 @@ impl Exec {
         let mut ended = false;
         while !context.cancelled() {
             let now = Instant::now();
-            let Some(left) = deadline.checked_duration_since(now).filter(|d| !d.is_zero()) else {
+            let Some(left) = deadline
+                .checked_duration_since(now)
+                .filter(|d| !d.is_zero())
+            else {
                 break;
             };
             let until_progress = next_progress.saturating_duration_since(now);
-            let slice = left.min(CANCEL_CHECK).min(until_progress.max(Duration::from_millis(1)));
+            let slice = left
+                .min(CANCEL_CHECK)
+                .min(until_progress.max(Duration::from_millis(1)));
             if exec.session.wait_timeout(slice).is_some() {
                 ended = true;
                 break;

@@ -322,7 +322,8 @@ mod tests {
         );
         let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
         assert_eq!(mcp.handle_line(note.as_bytes()), Reply::Nothing);
-        let note = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#;
+        let note =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#;
         assert_eq!(mcp.handle_line(note.as_bytes()), Reply::Cancelled(json!(3)));
         for method in ["server/discover", "resources/list", "process/start"] {
             let line = json!({"jsonrpc": "2.0", "id": 4, "method": method}).to_string();
