@@ -312,21 +312,15 @@ fn holders_of(
         return found;
     }
     let start = std::time::Instant::now();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in dir.flatten() {
+    // This process first (a caller serving its own tree), then every process in pid order.
+    let all = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    let others = all.filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok());
+    let me = std::process::id() as i32;
+    for pid in std::iter::once(me).chain(others.filter(|p| *p != me)) {
         if found.len() == inodes.len() || start.elapsed() >= HOLDER_BUDGET {
             break;
         }
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if tree.contains(&pid) || pid == std::process::id() as i32 {
+        if tree.contains(&pid) {
             continue;
         }
         let mut hits = Vec::new();

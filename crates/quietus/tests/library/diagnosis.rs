@@ -317,3 +317,86 @@ while True:
     assert_eq!(names, ["python3", "sh", "sleep"], "{d:#?}");
     assert_eq!(d.processes[1].kind, StallKind::WaitingOnChild);
 }
+
+/// Every socket a stalled tree waits on is named (issue 43): a Unix socket with the process at
+/// its other end (here this test process), a UDP peer that never answers, a connection the
+/// peer closed under an event loop that never reads it.
+#[test]
+fn every_socket_a_stalled_tree_waits_on_is_named() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let path = dir.path().join("srv.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("a Unix socket");
+    let held = std::thread::spawn(move || listener.accept().map(|(stream, _)| stream));
+    let me = std::process::id();
+    let comm = std::fs::read_to_string("/proc/self/comm").expect("comm");
+    let script = format!(
+        "import socket\nc = socket.socket(socket.AF_UNIX)\nc.connect({:?})\nc.sendall(b'x')\n\
+         print('ready', flush=True)\nc.recv(1)\n",
+        path.to_str().expect("UTF-8")
+    );
+    let m = Marker::new("diag-unix");
+    let d = stall(
+        &m,
+        Session::builder(marked(&m, "python3", &["-c", &script])),
+        "ready",
+    );
+    let _server_end = held.join().expect("the acceptor");
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        format!(
+            "waiting on the network — python3 (pid {}) waits on {} (pid {me}) over Unix socket \
+             {} (recvfrom)",
+            d.processes[0].pid,
+            comm.trim_end(),
+            path.display()
+        )
+    );
+
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP port");
+    let peer = udp.local_addr().unwrap();
+    let script = format!(
+        "import socket\nu = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         u.connect(('127.0.0.1', {}))\nu.send(b'query')\nprint('ready', flush=True)\nu.recv(512)\n",
+        peer.port()
+    );
+    let m = Marker::new("diag-udp");
+    let d = stall(
+        &m,
+        Session::builder(marked(&m, "python3", &["-c", &script])),
+        "ready",
+    );
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert!(
+        d.summary.ends_with(&format!("reads UDP peer {peer}")),
+        "{}",
+        d.summary
+    );
+
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = tcp.local_addr().unwrap();
+    // Accept, then close at once: the child's end is left in CLOSE_WAIT.
+    let closer = std::thread::spawn(move || drop(tcp.accept()));
+    let script = format!(
+        "import os, selectors, socket\ns = socket.create_connection(('127.0.0.1', {}))\n\
+         sel = selectors.DefaultSelector()\nfor _ in range(2):\n    r, w = os.pipe()\n    \
+         sel.register(r, selectors.EVENT_READ)\nprint('ready', flush=True)\nwhile True:\n    \
+         sel.select()\n",
+        addr.port()
+    );
+    let m = Marker::new("diag-close-wait");
+    let d = stall(
+        &m,
+        Session::builder(marked(&m, "python3", &["-c", &script])),
+        "ready",
+    );
+    closer.join().expect("the closer");
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert!(
+        d.summary.ends_with(&format!(
+            "on TCP peer {addr}, which closed the connection (CLOSE_WAIT)"
+        )),
+        "{}",
+        d.summary
+    );
+}
