@@ -62,6 +62,7 @@ fn assert_schema(report: &Value) {
         "memory_peak_bytes",
         "oom_kills",
         "leftovers_killed",
+        "leftovers",
         "termination_unproven",
         "output_complete",
         "bytes",
@@ -326,6 +327,14 @@ fn leftovers_killed_is_counted() {
     assert_schema(&r);
     assert_eq!(r["outcome"], "exited");
     assert_eq!(r["leftovers_killed"], 2);
+    // Named: what a harness (or a model) is told about its background jobs.
+    let leftovers = r["leftovers"].as_array().expect("leftovers");
+    assert_eq!(leftovers.len(), 2, "{r:#}");
+    for job in leftovers {
+        assert_eq!(job["name"], "sleep", "{r:#}");
+        assert_eq!(job["command"], "sleep 30", "{r:#}");
+        assert!(job["pid"].as_u64().is_some_and(|p| p > 1), "{r:#}");
+    }
     assert_eq!(names(&r["ladder"]["signals_sent"]), ["TERM"]);
     assert_no_leak(&marker);
 }
