@@ -664,3 +664,67 @@ fn the_summary_report_and_events_name_the_diagnosis() {
     assert_eq!(diagnosis["summary"], r["diagnosis"]["summary"]);
     assert_no_leak(&marker);
 }
+
+/// An agent under quietus with an MCP server of its own (`quietus mcp`) that runs a hung
+/// command: the server reads its JSON-RPC channel from the agent (a pipe whose writer is in
+/// the tree), which is never an input wait; the hung `sleep` is named (issue 38, point 4).
+#[test]
+fn an_mcp_server_reading_its_channel_is_never_awaiting_input() {
+    let marker = Marker::new("cli_report_mcp_channel");
+    let (dir, path) = report_path();
+    let agent = dir.path().join("agent.py");
+    let script = r#"
+import json, select, subprocess, sys
+server = subprocess.Popen([sys.argv[1], 'mcp'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def call(message):
+    server.stdin.write((json.dumps(message) + '\n').encode())
+    server.stdin.flush()
+    if 'id' in message:
+        server.stdout.readline()
+call({'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': {'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 'agent', 'version': '1'}}})
+call({'jsonrpc': '2.0', 'method': 'notifications/initialized'})
+call({'jsonrpc': '2.0', 'id': 2, 'method': 'tools/call', 'params': {'name': 'exec_command', 'arguments': {'cmd': 'echo started; sleep 1000', 'yield_time_ms': 0}}})
+print('ready', flush=True)
+while True:
+    select.select([server.stdout], [], [])
+    if not server.stdout.readline():
+        sys.exit(0)
+"#;
+    fs::write(&agent, script).expect("the agent's script");
+    let output = sw(&marker)
+        .args(&["-i", "1s", "--report", path.to_str().expect("utf-8")])
+        .sh(&format!(
+            "exec python3 '{}' '{}'",
+            agent.display(),
+            env!("CARGO_BIN_EXE_quietus")
+        ))
+        .output();
+    assert_code(&output, 124);
+    let r = read_report(&path);
+    let d = &r["diagnosis"];
+    assert_eq!(d["kind"], "sleeping", "{r:#}");
+    let processes = d["processes"].as_array().expect("processes");
+    let sleep = processes
+        .iter()
+        .find(|p| p["name"] == "sleep")
+        .expect("the sleep");
+    assert_eq!(
+        d["summary"],
+        format!(
+            "sleeping — sleep (pid {}) sleeps (clock_nanosleep)",
+            sleep["pid"]
+        ),
+        "{r:#}"
+    );
+    assert!(
+        processes.iter().all(|p| p["kind"] != "awaiting_input"),
+        "{r:#}"
+    );
+    let server = processes
+        .iter()
+        .find(|p| p["name"] == "quietus")
+        .expect("the MCP server");
+    assert_eq!(server["kind"], "waiting_on_child", "{r:#}");
+    assert_eq!(server["waits_on"], processes[0]["pid"], "{r:#}");
+    assert_no_leak(&marker);
+}
