@@ -17,17 +17,21 @@ use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StallKind {
-    /// Blocked reading its stdin or a terminal, directly or through poll/epoll on it: a
-    /// question nobody will answer (a pager, an editor, a password prompt).
+    /// Blocked reading input from outside the tree (quietus's stdin, a terminal, a FIFO no
+    /// process of the tree writes), directly or through poll/epoll on it: a question nobody
+    /// will answer (a pager, an editor, a password prompt).
     AwaitingInput,
-    /// Blocked on a TCP socket (reading, connecting, accepting); the peer is named.
+    /// Blocked on a socket whose other end is outside the tree (reading, connecting,
+    /// accepting): TCP with a request outstanding or closed by the peer, UDP, Unix; the peer
+    /// (or the process at the other end) is named.
     NetworkWait,
-    /// Sleeping (`sleep`, `nanosleep`, `pause`).
+    /// Sleeping (`sleep`, `nanosleep`, `pause`), or an event loop with nothing outstanding.
     Sleeping,
     /// Stopped by a signal: SIGSTOP, or SIGTTIN/SIGTTOU from touching the terminal in the
     /// background.
     Stopped,
-    /// Waiting for a child process to end.
+    /// Waiting on another process of the tree: a child to end, the writer of a pipe or FIFO
+    /// it reads, the other end of a Unix socket ([`ProcessDiagnosis::waits_on`]).
     WaitingOnChild,
     /// Every thread parked on a lock (a futex, a file lock): a deadlock, most likely.
     LockWait,
@@ -453,12 +457,19 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
             ))
         })
         .collect();
+    let zombies: Vec<u32> = processes
+        .iter()
+        .filter(|p| p.state == "zombie")
+        .map(|p| p.pid)
+        .collect();
     for p in &mut processes {
         let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
         let for_child = matches!(p.syscall.as_deref(), Some("wait4" | "waitid"));
-        let child = parents
-            .iter()
-            .find(|(_, parent)| *parent == p.pid as i32)
+        // Its child, a live one first.
+        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid as i32);
+        let child = children()
+            .find(|(child, _)| !zombies.contains(child))
+            .or_else(|| children().next())
             .map(|(child, _)| *child);
         if p.kind == StallKind::Sleeping && for_signal && child.is_some() {
             p.kind = StallKind::WaitingOnChild;
