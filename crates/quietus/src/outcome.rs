@@ -482,26 +482,50 @@ pub struct Leftover {
     pub pid: u32,
     /// Its name (`comm`).
     pub name: String,
-    /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable.
+    /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable
+    /// (a process that is exiting).
     pub command: String,
 }
 
 /// At most this many leftovers are named in a result.
 const MAX_LEFTOVERS: usize = 32;
+/// How long naming the leftovers waits, at most, for those caught between fork and exec.
+const EXEC_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Leftover {
     /// Reads the processes `pids` (those already gone are left out).
     pub(crate) fn read_all(pids: impl IntoIterator<Item = i32>) -> Vec<Leftover> {
+        let deadline = std::time::Instant::now() + EXEC_WAIT;
         pids.into_iter()
             .take(MAX_LEFTOVERS)
-            .filter_map(Self::read)
+            .filter_map(|pid| Self::read(pid, deadline))
             .collect()
     }
 
+    /// Reads process `pid`. One forked and not yet past its `exec` (a shell's `sleep 600 &`
+    /// caught between the two: still a copy of the shell) is looked at again until `deadline`,
+    /// so that it is named by what it runs.
     #[cfg(target_os = "linux")]
-    fn read(pid: i32) -> Option<Leftover> {
+    fn read(pid: i32, deadline: std::time::Instant) -> Option<Leftover> {
+        /// `PF_FORKNOEXEC` in the flags of `/proc/PID/stat`: forked, no exec since.
+        const FORKNOEXEC: u64 = 0x40;
+        let flags = || -> Option<u64> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let after = stat.get(stat.rfind(')')? + 1..)?;
+            after.split_whitespace().nth(6)?.parse().ok()
+        };
+        // In the middle of its exec a process has no command line yet, for a few
+        // microseconds: that too is looked at again.
+        let mut words;
+        loop {
+            words = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let forked = flags().is_some_and(|f| f & FORKNOEXEC != 0);
+            if (!words.is_empty() && !forked) || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        let words = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let command: String = words
             .split(|b| *b == 0)
             .filter(|w| !w.is_empty())
@@ -519,7 +543,7 @@ impl Leftover {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn read(pid: i32) -> Option<Leftover> {
+    fn read(pid: i32, _deadline: std::time::Instant) -> Option<Leftover> {
         Some(Leftover {
             pid: u32::try_from(pid).ok()?,
             name: String::new(),

@@ -236,18 +236,6 @@ impl Exec {
     ) -> ToolOutput {
         exec.waiting.fetch_add(1, Ordering::SeqCst);
         let window = yield_time.min(YIELD_CLAMP);
-        if yield_time > YIELD_CLAMP {
-            let clamped = format!(
-                "yield_time_ms {} is more than MCP clients wait for a tool call: this call \
-                 waited {} ms at most; the command goes on, collect its output with write_stdin",
-                yield_time.as_millis(),
-                YIELD_CLAMP.as_millis()
-            );
-            note = Some(match note {
-                Some(earlier) => format!("{earlier}; {clamped}"),
-                None => clamped,
-            });
-        }
         let waited = Instant::now();
         let deadline = waited + window;
         let mut next_progress = waited + PROGRESS_EVERY;
@@ -278,6 +266,18 @@ impl Exec {
             }
         }
         let cancelled = context.cancelled();
+        if yield_time > YIELD_CLAMP && !ended && !cancelled {
+            let clamped = format!(
+                "yield_time_ms {} is more than MCP clients wait for a tool call: this call \
+                 waited {} ms at most; the command goes on, collect its output with write_stdin",
+                yield_time.as_millis(),
+                YIELD_CLAMP.as_millis()
+            );
+            note = Some(match note {
+                Some(earlier) => format!("{earlier}; {clamped}"),
+                None => clamped,
+            });
+        }
         let (taken, take) = {
             let mut pending = exec.pending.locked();
             if cancelled {

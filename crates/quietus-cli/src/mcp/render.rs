@@ -387,6 +387,8 @@ pub(crate) fn list(
             "exit_code": result.as_ref().map(MonitorResult::exit_code),
             "outcome": result.as_ref().map(|r| r.outcome.name()),
             "diagnosis": diagnosis,
+            "background_jobs_ended": result.as_ref().map_or_else(Vec::new, background_jobs),
+            "advice": advice(exec, result.as_ref()),
         }));
         lines.push(line);
     }

@@ -188,7 +188,9 @@ fn list_output_schema() -> Value {
                         "log": log,
                         "exit_code": {"type": nullable("integer")},
                         "outcome": {"type": nullable("string")},
-                        "diagnosis": {"type": nullable("string")}
+                        "diagnosis": {"type": nullable("string")},
+                        "background_jobs_ended": {"type": "array", "items": {"type": "object"}, "description": "Processes ended when it exited (its background jobs): pid, name, command."},
+                        "advice": {"type": nullable("string"), "description": "What to do next with it."}
                     },
                     "required": ["session_id", "state", "running", "line", "cmd", "uptime_ms", "bytes"]
                 }

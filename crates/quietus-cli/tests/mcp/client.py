@@ -441,12 +441,16 @@ async def what_the_model_is_told(quietus, marker, scratch):
         # A command whose background job outlives it: the job is ended, and named.
         answer = await server.exec("sleep 600 & echo started", tag, yield_time_ms=120000)
         assert answer["outcome"] == "exited" and answer["exit_code"] == 0, answer
+        assert answer["note"] is None, answer  # ended within the window: nothing was cut
         jobs = answer["background_jobs_ended"]
         assert [(j["name"], j["command"]) for j in jobs] == [("sleep", "sleep 600")], answer
         assert isinstance(jobs[0]["pid"], int), jobs
         assert "background jobs were ended" in answer["advice"], answer
         assert f"sleep (pid {jobs[0]['pid']})" in answer["advice"], answer
         assert tree_pids(tag) == []
+        listed = structured(await server.call("list_exec_sessions", {}))["sessions"]
+        mine = [s for s in listed if s["session_id"] == answer["session_id"]][0]
+        assert mine["background_jobs_ended"] == jobs and mine["advice"] == answer["advice"], mine
         # A hang under the wrapper shell: the sleep is named, the shell stays in the list.
         answer = await server.exec("echo started; sleep 1000", tag, idle_timeout_ms=1000, yield_time_ms=120000)
         assert answer["outcome"] == "idle_timeout", answer
