@@ -311,17 +311,43 @@ fn holders_of(
     inodes: &std::collections::HashSet<u64>,
     tree: &std::collections::HashSet<i32>,
 ) -> std::collections::HashMap<u64, (u32, String)> {
-    let mut found = std::collections::HashMap::new();
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+    /// What earlier walks found (or did not) for a socket: the input-wait rule diagnoses a
+    /// quiet tree several times a second, and a peer held by another user's process (a
+    /// daemon running as root) is never found: one walk per socket every 5 s at most.
+    type Known = HashMap<u64, (std::time::Instant, Option<(u32, String)>)>;
+    static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
+    const AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+    let mut found = HashMap::new();
     if inodes.is_empty() {
         return found;
     }
     let start = std::time::Instant::now();
+    let mut wanted = inodes.clone();
+    {
+        let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = known.get_or_insert_with(HashMap::new);
+        known.retain(|_, (at, _)| start.duration_since(*at) < AGAIN_AFTER);
+        for inode in inodes {
+            if let Some((_, holder)) = known.get(inode) {
+                wanted.remove(inode);
+                if let Some(holder) = holder {
+                    found.insert(*inode, holder.clone());
+                }
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return found;
+    }
+    let before = found.len();
     // This process first (a caller serving its own tree), then every process in pid order.
     let all = std::fs::read_dir("/proc").into_iter().flatten().flatten();
     let others = all.filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok());
     let me = std::process::id() as i32;
     for pid in std::iter::once(me).chain(others.filter(|p| *p != me)) {
-        if found.len() == inodes.len() || start.elapsed() >= HOLDER_BUDGET {
+        if found.len() - before == wanted.len() || start.elapsed() >= HOLDER_BUDGET {
             break;
         }
         if tree.contains(&pid) {
@@ -330,7 +356,7 @@ fn holders_of(
         let mut hits = Vec::new();
         let _ = crate::process::sys::fd_links(pid, &mut |_, link| {
             if let Some(inode) = crate::process::sys::socket_inode(link)
-                && inodes.contains(&inode)
+                && wanted.contains(&inode)
             {
                 hits.push(inode);
             }
@@ -344,6 +370,11 @@ fn holders_of(
         for inode in hits {
             found.entry(inode).or_insert((pid as u32, name.clone()));
         }
+    }
+    let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    let known = known.get_or_insert_with(HashMap::new);
+    for inode in wanted {
+        known.insert(inode, (start, found.get(&inode).cloned()));
     }
     found
 }
