@@ -404,6 +404,9 @@ pub struct MonitorResult {
     pub escalated: bool,
     /// Group members still alive after the child's own exit that quietus ended.
     pub leftovers_killed: usize,
+    /// Those processes (group members and escaped descendants: background jobs, daemons the
+    /// command left), as they were just before they were ended; at most 32 named.
+    pub leftovers: Vec<Leftover>,
     /// SIGKILL was sent but the tree could not be confirmed gone within the bound.
     pub termination_unproven: bool,
     /// From spawn to the end of the run (output drained).
@@ -471,6 +474,85 @@ pub struct UnwatchedFolder {
     pub still: bool,
 }
 
+/// A process left running after the child's own exit, which quietus ended (a background job
+/// such as `sleep 600 &`, a daemon the command started).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leftover {
+    /// Its pid.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable
+    /// (a process that is exiting).
+    pub command: String,
+}
+
+/// At most this many leftovers are named in a result.
+const MAX_LEFTOVERS: usize = 32;
+/// How long naming the leftovers waits, at most, for those caught between fork and exec.
+const EXEC_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Leftover {
+    /// Reads the processes `pids` (those already gone are left out).
+    pub(crate) fn read_all(pids: impl IntoIterator<Item = i32>) -> Vec<Leftover> {
+        let deadline = std::time::Instant::now() + EXEC_WAIT;
+        pids.into_iter()
+            .take(MAX_LEFTOVERS)
+            .filter_map(|pid| Self::read(pid, deadline))
+            .collect()
+    }
+
+    /// Reads process `pid`. One forked and not yet past its `exec` (a shell's `sleep 600 &`
+    /// caught between the two: still a copy of the shell) is looked at again until `deadline`,
+    /// so that it is named by what it runs.
+    #[cfg(target_os = "linux")]
+    fn read(pid: i32, deadline: std::time::Instant) -> Option<Leftover> {
+        /// `PF_FORKNOEXEC` in the flags of `/proc/PID/stat`: forked, no exec since.
+        const FORKNOEXEC: u64 = 0x40;
+        let flags = || -> Option<u64> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let after = stat.get(stat.rfind(')')? + 1..)?;
+            after.split_whitespace().nth(6)?.parse().ok()
+        };
+        // In the middle of its exec a process has no command line yet, for a few
+        // microseconds: that too is looked at again.
+        let mut words;
+        loop {
+            words = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let forked = flags().is_some_and(|f| f & FORKNOEXEC != 0);
+            if (!words.is_empty() && !forked) || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        let command: String = words
+            .split(|b| *b == 0)
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(200)
+            .collect();
+        Some(Leftover {
+            pid: u32::try_from(pid).ok()?,
+            name: name.trim_end().to_owned(),
+            command,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn read(pid: i32, _deadline: std::time::Instant) -> Option<Leftover> {
+        Some(Leftover {
+            pid: u32::try_from(pid).ok()?,
+            name: String::new(),
+            command: String::new(),
+        })
+    }
+}
+
 impl MonitorResult {
     /// Exit code for "quietus ended the child" (idle or hard timeout, input wait), as GNU
     /// `timeout` uses.
@@ -523,6 +605,7 @@ mod tests {
             signals_sent: vec![],
             escalated: false,
             leftovers_killed: 0,
+            leftovers: vec![],
             termination_unproven: false,
             runtime: Duration::ZERO,
             ladder_time: None,

@@ -279,6 +279,8 @@ pub(crate) struct Report {
     pub(crate) oom_kills: Option<u64>,
     /// Leftover group members ended after the child's own exit.
     pub(crate) leftovers_killed: usize,
+    /// Those processes (background jobs), named before they were ended.
+    pub(crate) leftovers: Vec<LeftoverJson>,
     /// KILL was sent but the tree could not be confirmed gone.
     pub(crate) termination_unproven: bool,
     /// Whether both output pipes reached end-of-file.
@@ -355,6 +357,14 @@ impl ContainmentReport {
     }
 }
 
+/// A process ended after the program's own exit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct LeftoverJson {
+    pub(crate) pid: u32,
+    pub(crate) name: String,
+    pub(crate) command: String,
+}
+
 /// A diagnosis as the report and the event stream show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct DiagnosisJson {
@@ -377,6 +387,10 @@ pub(crate) struct ProcessJson {
     pub(crate) syscall: Option<String>,
     pub(crate) fd: Option<i32>,
     pub(crate) target: Option<String>,
+    /// What this process alone is doing (a kind, as the diagnosis's).
+    pub(crate) kind: &'static str,
+    /// The process of the tree it waits on (its child, the writer of the pipe it reads…).
+    pub(crate) waits_on: Option<u32>,
 }
 
 impl DiagnosisJson {
@@ -395,6 +409,8 @@ impl DiagnosisJson {
                     syscall: p.syscall.clone(),
                     fd: p.fd,
                     target: p.target.clone().or_else(|| p.error.clone()),
+                    kind: p.kind.name(),
+                    waits_on: p.waits_on,
                 })
                 .collect(),
         }
@@ -649,6 +665,15 @@ impl Report {
             memory_peak_bytes: result.memory_peak,
             oom_kills: result.oom_kills,
             leftovers_killed: result.leftovers_killed,
+            leftovers: result
+                .leftovers
+                .iter()
+                .map(|l| LeftoverJson {
+                    pid: l.pid,
+                    name: l.name.clone(),
+                    command: l.command.clone(),
+                })
+                .collect(),
             termination_unproven: result.termination_unproven,
             output_complete: result.output_complete,
             bytes: relay.read,
@@ -700,6 +725,7 @@ impl Report {
             memory_peak_bytes: None,
             oom_kills: None,
             leftovers_killed: 0,
+            leftovers: Vec::new(),
             termination_unproven: false,
             output_complete: true,
             bytes: Bytes::default(),

@@ -150,6 +150,8 @@ pub(super) struct Ladder {
     pub(super) signals_sent: Vec<Signal>,
     pub(super) escalated: bool,
     pub(super) leftovers_killed: usize,
+    /// The leftovers, named before they were ended.
+    pub(super) leftovers: Vec<crate::outcome::Leftover>,
     pub(super) unproven: bool,
     pub(super) kill_latency: Option<Duration>,
     /// When the ladder should have started (a deadline), if it had one.
@@ -177,6 +179,7 @@ impl Ladder {
             signals_sent: Vec::new(),
             escalated: false,
             leftovers_killed: 0,
+            leftovers: Vec::new(),
             unproven: false,
             kill_latency: None,
             due: None,

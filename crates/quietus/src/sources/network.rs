@@ -530,6 +530,7 @@ mod tests {
                             acked: *acked,
                             local: addr,
                             peer: addr,
+                            last_data: None,
                             key: [0; 49],
                         },
                     );

@@ -45,6 +45,9 @@ impl<P: Port> Monitor<P> {
                 );
                 let steps = self.config.kill_ladder.effective();
                 self.start_ladder(Outcome::Exited, steps, None, left.count());
+                if let Phase::Ending { ladder, .. } = &mut self.phase {
+                    ladder.leftovers = left.named;
+                }
                 return;
             }
         }

@@ -81,6 +81,7 @@ pub(in crate::monitor) fn build(facts: &Facts, shared: &Shared, closing: Closing
         signals_sent: end.ladder.signals_sent.clone(),
         escalated: end.ladder.escalated,
         leftovers_killed: end.ladder.leftovers_killed,
+        leftovers: end.ladder.leftovers.clone(),
         termination_unproven: end.ladder.unproven,
         runtime: closing.runtime,
         ladder_time: end.ladder.time,

@@ -270,6 +270,7 @@ impl Port for FakePort {
             members: self.world.borrow().members.len(),
             escapees: 0,
             memory: None,
+            named: Vec::new(),
         }
     }
 
@@ -304,6 +305,7 @@ fn diagnosis(kind: StallKind) -> Diagnosis {
             fd: Some(0),
             target: Some("stdin (a pipe)".to_owned()),
             kind,
+            waits_on: None,
             error: None,
         }],
     }
