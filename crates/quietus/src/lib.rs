@@ -271,13 +271,15 @@ pub use config::{
 };
 pub use contract::SessionState;
 pub use environment::{Environment, IsolatedHome};
-pub use error::{ConfigError, SpawnError, SpawnErrorKind};
+pub use error::{ConfigError, SpawnError, SpawnErrorKind, SystemError};
 pub use events::Event;
 pub use outcome::{
-    CompletionSeen, MonitorResult, Outcome, SourceActivity, StaleReport, UnwatchedFolder,
+    CompletionSeen, MonitorResult, NetworkUnavailable, Outcome, SourceActivity, StaleReport,
+    UnwatchedFolder,
 };
+pub use process::cgroup::CgroupUnavailable;
 pub use program::Program;
-pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
+pub use registry::{ControlAction, ControlAnswer, Registry, Rejection, SessionSummary};
 pub use session::{EventReceiver, Session, SessionBuilder, Stdin};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
@@ -289,6 +291,7 @@ pub use stream::Stream;
 /// if the supervisor dies ([`SupervisorDeath`](supervisor::SupervisorDeath)).
 pub mod supervisor {
     pub use crate::outcome::SupervisorDeath;
+    pub use crate::process::guardian::GuardianUnavailable;
     pub use crate::process::guardian::{
         PROGRAM_VARIABLE as GUARDIAN_VARIABLE, SUBCOMMAND as GUARDIAN_SUBCOMMAND,
         set_program as set_guardian_program,

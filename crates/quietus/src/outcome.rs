@@ -8,7 +8,47 @@ use std::time::Duration;
 
 use crate::activity::ActivitySource;
 use crate::config::Containment;
+use crate::error::SystemError;
+use crate::process::cgroup::CgroupUnavailable;
+use crate::process::guardian::GuardianUnavailable;
 use crate::signal::Signal;
+
+/// What one sample of the descendants found ([`DescendantObserver::sample`](crate::sources::DescendantObserver::sample), and
+/// [`StaleReport::children`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ChildrenSample {
+    /// Whether the CPU used since the previous sample reached the threshold.
+    pub active: bool,
+    /// Live descendants now (the direct child not included).
+    pub descendants: usize,
+    /// CPU used by the descendants since the previous sample (by the rules above).
+    pub cpu_delta: Duration,
+    /// CPU used in all by the descendants: the live ones and every one already reaped.
+    pub descendant_cpu: Duration,
+    /// Remembered descendants that left the tree and still live.
+    pub escapees: usize,
+}
+
+/// Why the network source, though on, could observe nothing
+/// ([`MonitorResult::network_unavailable`]; the report's `unavailable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetworkUnavailable {
+    /// No socket diagnostics (`NETLINK_SOCK_DIAG`) in this kernel or sandbox, or a system
+    /// other than Linux.
+    NoSocketDiagnostics(SystemError),
+}
+
+impl fmt::Display for NetworkUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetworkUnavailable::NoSocketDiagnostics(e) => {
+                write!(f, "no socket diagnostics (NETLINK_SOCK_DIAG): {e}")
+            }
+        }
+    }
+}
 
 /// How long one activity source had been idle when the child was judged stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +79,7 @@ pub(crate) enum TreeHold {
     /// The process group, plus the descendants seen leaving it.
     Group {
         /// Why not a cgroup (`None` when the group was asked for).
-        why_not_cgroup: Option<String>,
+        why_not_cgroup: Option<CgroupUnavailable>,
         /// What would have ended the tree had the supervising process died.
         supervisor_death: SupervisorDeath,
     },
@@ -63,7 +103,7 @@ impl TreeHold {
     }
 
     /// Why not a cgroup, for a group taken under [`Containment::Auto`].
-    pub(crate) fn why_not_cgroup(&self) -> Option<String> {
+    pub(crate) fn why_not_cgroup(&self) -> Option<CgroupUnavailable> {
         match self {
             TreeHold::Cgroup { .. } => None,
             TreeHold::Group { why_not_cgroup, .. } => why_not_cgroup.clone(),
@@ -108,7 +148,7 @@ pub enum SupervisorDeath {
     /// folder removed) by the next quietus started in the same cgroup.
     LeaderOnly {
         /// Why there was no guardian (no `quietus` program found, say).
-        why_no_guardian: String,
+        why_no_guardian: GuardianUnavailable,
     },
     /// Nothing: the parent-death signal was turned off
     /// ([`MonitorConfig::parent_death_signal`](crate::MonitorConfig::parent_death_signal)).
@@ -126,7 +166,7 @@ pub struct StaleReport {
     /// Every enabled source.
     pub sources: Vec<SourceActivity>,
     /// The descendants at the fresh sample taken at the deadline (children source on).
-    pub children: Option<crate::sources::children::ChildrenSample>,
+    pub children: Option<ChildrenSample>,
     /// The sources that were still active but had kept the child alive alone past their solo
     /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
     /// counted.
@@ -441,7 +481,7 @@ pub struct MonitorResult {
     pub cgroup: Option<PathBuf>,
     /// Why not a cgroup, when [`Containment::Auto`] fell back to the group (`None` when the
     /// group was asked for, or a cgroup was had).
-    pub why_not_cgroup: Option<String>,
+    pub why_not_cgroup: Option<CgroupUnavailable>,
     /// What would have ended the tree had the supervising process died (SIGKILL, a crash).
     pub supervisor_death: SupervisorDeath,
     /// The highest memory use of the whole tree, in bytes, where the session had a cgroup with
@@ -452,7 +492,7 @@ pub struct MonitorResult {
     pub oom_kills: Option<u64>,
     /// Why the network source, though on, could observe nothing (no socket diagnostics in
     /// this kernel or sandbox, a system other than Linux); `None` when it could, or was off.
-    pub network_unavailable: Option<String>,
+    pub network_unavailable: Option<NetworkUnavailable>,
 }
 
 /// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in

@@ -95,7 +95,7 @@ pub struct RetryReport {
     /// The attempts, at least one.
     pub attempts: Vec<RetryAttempt>,
     /// The error of a retry that could not be spawned (the attempts before it are kept).
-    pub retry_spawn_error: Option<io::Error>,
+    pub retry_spawn_error: Option<crate::SpawnError>,
 }
 
 impl RetryReport {
@@ -150,7 +150,10 @@ impl RetryPolicy {
     ///
     /// The first attempt's spawn error. A retry that cannot be spawned ends the run with the
     /// attempts made so far and the error in [`RetryReport::retry_spawn_error`].
-    pub fn run(&self, mut factory: impl FnMut(u32) -> SessionBuilder) -> io::Result<RetryReport> {
+    pub fn run(
+        &self,
+        mut factory: impl FnMut(u32) -> SessionBuilder,
+    ) -> Result<RetryReport, crate::SpawnError> {
         let mut report = RetryReport {
             attempts: Vec::new(),
             retry_spawn_error: None,

@@ -261,8 +261,9 @@ impl SessionBuilder {
     ///
     /// # Errors
     ///
-    /// Every error carries a [`SpawnError`] ([`SpawnError::of`]) whose
-    /// [`kind`](SpawnError::kind) says which step failed, and nothing is left running:
+    /// A [`SpawnError`] whose [`kind`](SpawnError::kind) says which step failed (an
+    /// `io::Error` of the failure's kind by `From`, so `?` works in an `io::Result` function),
+    /// and nothing is left running:
     ///
     /// - [`Config`](crate::SpawnErrorKind::Config): an invalid configuration, or settings that
     ///   do not go together (a [`ConfigError`] inside; `InvalidInput`; nothing is spawned);
@@ -277,15 +278,15 @@ impl SessionBuilder {
     ///   (`NotFound`, `PermissionDenied`…), with a message that names the program;
     /// - [`Thread`](crate::SpawnErrorKind::Thread): a thread that cannot be started (a child
     ///   already started is then killed and reaped).
-    pub fn spawn(mut self) -> io::Result<Session> {
+    pub fn spawn(mut self) -> Result<Session, SpawnError> {
         self.config.validate().map_err(SpawnError::config)?;
         if self.pty.is_some() && matches!(self.stdin, Some(Input::Given(_) | Input::Inherit)) {
-            return Err(SpawnError::config(ConfigError::StdinWithTerminal).into());
+            return Err(SpawnError::config(ConfigError::StdinWithTerminal));
         }
         if let Some((rows, cols)) = self.pty
             && (rows == 0 || cols == 0)
         {
-            return Err(SpawnError::config(ConfigError::TerminalSize { rows, cols }).into());
+            return Err(SpawnError::config(ConfigError::TerminalSize { rows, cols }));
         }
         // What the caller set (or removed) on the command itself is never overridden.
         let explicit: Vec<std::ffi::OsString> =
@@ -316,7 +317,8 @@ impl SessionBuilder {
             home,
             detached: self.non_interactive && self.pty.is_none(),
             pty: self.pty,
-        })?;
+        })
+        .map_err(SpawnError::from_step)?;
         Ok(Session {
             id: launched.id,
             pid: launched.pid,
@@ -365,7 +367,10 @@ impl fmt::Debug for Session {
 impl Session {
     /// Spawns `command` under supervision with `config`, the system clock, and discarding
     /// sinks. See [`SessionBuilder::spawn`] for the errors.
-    pub fn spawn(command: impl Into<Program>, config: MonitorConfig) -> io::Result<Session> {
+    pub fn spawn(
+        command: impl Into<Program>,
+        config: MonitorConfig,
+    ) -> Result<Session, SpawnError> {
         Session::builder(command).config(config).spawn()
     }
 

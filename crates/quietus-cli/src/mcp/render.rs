@@ -184,7 +184,7 @@ pub(crate) fn control(session_id: u32, answer: &ControlAnswer) -> ToolOutput {
         ),
         ControlAnswer::Rejected(note) => (
             "reject",
-            Some(note.clone()),
+            Some(note.to_string()),
             format!("reject: nothing was changed: {note}"),
         ),
     };
@@ -335,9 +335,14 @@ mod tests {
         assert_eq!(out.structured["status"], "already_terminated");
         let out = control(
             3,
-            &ControlAnswer::Rejected("idle_timeout out of range".into()),
+            &ControlAnswer::Rejected(quietus::Rejection::InvalidSetting(
+                quietus::ConfigError::EmptyLadder,
+            )),
         );
-        assert_eq!(out.structured["note"], "idle_timeout out of range");
+        assert_eq!(
+            out.structured["note"],
+            quietus::ConfigError::EmptyLadder.to_string()
+        );
         assert!(out.text.starts_with("reject:"));
     }
 }

@@ -94,31 +94,54 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
         return Err(fail(io::ErrorKind::PermissionDenied, "is read-only".into()));
     }
     if dir == default_log_dir() {
-        check_own(&meta).map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem))?;
+        check_own(&meta)
+            .map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem.to_string()))?;
     }
     Ok(())
 }
 
 /// The default log folder must be the user's own and closed to others: a folder someone else
 /// owns, or one others can write to, could have its logs read, replaced or removed.
-fn check_own(meta: &fs::Metadata) -> Result<(), String> {
+fn check_own(meta: &fs::Metadata) -> Result<(), NotOwn> {
     use std::os::unix::fs::MetadataExt;
     let uid = crate::process::sys::effective_uid();
     if meta.uid() != uid {
-        return Err(format!(
-            "belongs to user {}, not to this user ({uid}); the default log folder must be \
-             the user's own",
-            meta.uid()
-        ));
+        return Err(NotOwn::Owner {
+            owner: meta.uid(),
+            user: uid,
+        });
     }
     let mode = meta.mode() & 0o777;
     if mode & 0o022 != 0 {
-        return Err(format!(
-            "is writable by others (mode {mode:o}); the default log folder must be the \
-             user's own"
-        ));
+        return Err(NotOwn::Writable { mode });
     }
     Ok(())
+}
+
+/// Why the default log folder is not the user's own ([`check_own`]).
+#[derive(Debug)]
+enum NotOwn {
+    /// Another user owns it.
+    Owner { owner: u32, user: u32 },
+    /// Others can write to it.
+    Writable { mode: u32 },
+}
+
+impl std::fmt::Display for NotOwn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotOwn::Owner { owner, user } => write!(
+                f,
+                "belongs to user {owner}, not to this user ({user}); the default log folder \
+                 must be the user's own"
+            ),
+            NotOwn::Writable { mode } => write!(
+                f,
+                "is writable by others (mode {mode:o}); the default log folder must be the \
+                 user's own"
+            ),
+        }
+    }
 }
 
 /// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the

@@ -29,7 +29,7 @@ use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
-use crate::outcome::TreeHold;
+use crate::outcome::{NetworkUnavailable, TreeHold};
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
@@ -431,7 +431,7 @@ struct Streams {
     /// The readers' line watch, if lines need looking at.
     lines: Option<LineSetup>,
     /// The session's place in the guardian, taken before the program (in a cgroup), if any.
-    guardian: Option<Result<process::Guardian, String>>,
+    guardian: Option<Result<process::Guardian, process::guardian::GuardianUnavailable>>,
     /// The completion files, as they were before the spawn.
     completion_files: Option<FileWatch>,
     /// The session's cgroup, when it has one.
@@ -680,7 +680,7 @@ fn start_observer(
 fn start_network(
     config: &MonitorConfig,
     board: &ActivityBoard,
-) -> (Option<NetworkObserver>, Option<String>) {
+) -> (Option<NetworkObserver>, Option<NetworkUnavailable>) {
     board.set_enabled(&ActivitySource::Network, config.enabled.network);
     if !config.enabled.network {
         return (None, None);
@@ -688,7 +688,7 @@ fn start_network(
     match NetworkObserver::open() {
         Ok(network) => (Some(network), None),
         Err(e) => {
-            let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
+            let reason = NetworkUnavailable::NoSocketDiagnostics(e.into());
             log::info!("network source unavailable: {reason}");
             board.set_available(&ActivitySource::Network, false);
             (None, Some(reason))

@@ -191,7 +191,7 @@ pub(super) struct Monitor {
     /// The network source (on, and able to observe).
     pub(super) network: Option<NetworkObserver>,
     /// Why the network source is on but cannot observe anything.
-    pub(super) network_unavailable: Option<String>,
+    pub(super) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
     /// What the file tracker could not watch, as it stood when the program's run was over.
     pub(super) unwatched: Vec<crate::outcome::UnwatchedFolder>,
     /// The input-wait rule (on with [`MonitorConfig::input_wait_timeout`]).

@@ -92,10 +92,7 @@ fn an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs() {
     assert!(err.to_string().contains("log folder"), "{err}");
     assert!(err.to_string().contains("a-file"), "{err}");
     // Told apart from the program's own spawn errors by its type, not its wording.
-    let spawn_error = err
-        .get_ref()
-        .and_then(|e| e.downcast_ref::<quietus::SpawnError>())
-        .expect("a SpawnError inside");
+    let spawn_error = &err;
     assert_eq!(spawn_error.kind(), quietus::SpawnErrorKind::LogDir);
     let named = format!("log folder {}", file.join("logs").display());
     assert!(
@@ -467,12 +464,8 @@ fn a_named_log_folder_that_cannot_be_made_is_not_mistaken_for_a_missing_program(
         .config(MonitorConfig::default().capture(capture_in(&dangling.join("logs"))))
         .spawn()
         .unwrap_err();
-    assert_ne!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
-    let spawn_error = err
-        .get_ref()
-        .and_then(|e| e.downcast_ref::<quietus::SpawnError>())
-        .unwrap_or_else(|| panic!("a SpawnError inside: {:?} {err}", err.kind()));
-    assert_eq!(spawn_error.kind(), quietus::SpawnErrorKind::LogDir);
+    assert_ne!(err.io_error_kind(), std::io::ErrorKind::NotFound, "{err}");
+    assert_eq!(err.kind(), quietus::SpawnErrorKind::LogDir, "{err}");
     assert!(err.to_string().contains("log folder"), "{err}");
     assert!(!witness.exists(), "the child must not have run");
     assert_no_leak(&m);

@@ -180,7 +180,7 @@ fn a_bad_pattern_is_a_config_error() {
     let m = Marker::new("done-bad");
     let config = MonitorConfig::default().completion(CompletionConfig::default().output("(["));
     let err = Session::spawn(m.sh("true"), config).unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(err.io_error_kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("completion.output"), "{err}");
 }
 

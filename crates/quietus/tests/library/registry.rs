@@ -168,6 +168,11 @@ fn keepalive_and_idle_timeout_actions_move_the_watchdog() {
     for action in [ControlAction::SetIdleTimeout(zero)] {
         match registry.control(id, action) {
             ControlAnswer::Rejected(reason) => {
+                assert!(
+                    matches!(reason, quietus::Rejection::InvalidSetting(_)),
+                    "{reason:?}"
+                );
+                let reason = reason.to_string();
                 assert!(reason.contains("idle_timeout"), "{reason}");
                 assert!(reason.contains("between"), "{reason}");
             }

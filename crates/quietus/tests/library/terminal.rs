@@ -408,11 +408,11 @@ fn stdin_cannot_be_both_a_file_and_the_terminal() {
         .stdin(std::process::Stdio::null())
         .spawn()
         .unwrap_err();
-    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(err.io_error_kind(), io::ErrorKind::InvalidInput);
     let err = Session::builder(m.sh("exit 0"))
         .pty(0, 80)
         .spawn()
         .unwrap_err();
-    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(err.io_error_kind(), io::ErrorKind::InvalidInput);
     assert_no_leak(&m);
 }

@@ -10,6 +10,7 @@ use crate::config::{Containment, MonitorConfig};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::outcome::{SupervisorDeath, TreeHold};
 use crate::process::cgroup::Cgroup;
+use crate::process::guardian::GuardianUnavailable;
 use crate::process::{self, sys};
 
 /// The session's cgroup as the configuration asks, with its place in the guardian (told just
@@ -54,12 +55,13 @@ pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Resu
         Err(why) => {
             drop(guardian); // forgets the session
             if config.containment == Containment::Cgroup {
-                return Err(SpawnError::new(
+                return Err(SpawnError::because(
                     SpawnErrorKind::Containment,
                     "--containment cgroup: no cgroup can be made for the session (run as root, \
                      or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes …; or \
                      use --containment auto)",
-                    io::Error::new(io::ErrorKind::PermissionDenied, why),
+                    why,
+                    io::ErrorKind::PermissionDenied,
                 )
                 .into());
             }
@@ -76,7 +78,7 @@ pub(in crate::monitor) struct Held {
     /// What the result says.
     pub(in crate::monitor) containment: TreeHold,
     /// The session's place in the guardian, told of the cgroup (or why there is none).
-    pub(in crate::monitor) guardian: Option<Result<process::Guardian, String>>,
+    pub(in crate::monitor) guardian: Option<Result<process::Guardian, GuardianUnavailable>>,
     /// What the child needs to start inside the cgroup.
     pub(in crate::monitor) entry: Option<sys::CgroupEntry>,
 }

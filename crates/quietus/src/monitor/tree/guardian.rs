@@ -4,6 +4,7 @@
 use crate::config::MonitorConfig;
 use crate::outcome::SupervisorDeath;
 use crate::process;
+use crate::process::guardian::GuardianUnavailable;
 
 /// With the parent-death signal asked for, the grandchildren should die with this process
 /// too: the process's guardian SIGKILLs the group (and the cgroup's members, and removes the
@@ -13,7 +14,7 @@ pub(super) fn start_guardian(
     id: u64,
     pid: Option<u32>,
     cgroup: Option<&std::path::Path>,
-) -> Option<Result<process::Guardian, String>> {
+) -> Option<Result<process::Guardian, GuardianUnavailable>> {
     if !config.parent_death_signal {
         return None;
     }
@@ -43,7 +44,7 @@ pub(in crate::monitor) fn guard_tree(
     id: u64,
     pid: i32,
     gone: impl FnOnce() -> bool,
-    early: Option<Result<process::Guardian, String>>,
+    early: Option<Result<process::Guardian, GuardianUnavailable>>,
 ) -> Guarded {
     let guardian = match early {
         Some(early) => early, // in a cgroup: told before the program started
@@ -67,11 +68,41 @@ pub(in crate::monitor) fn guard_tree(
         },
     };
     Guarded {
-        supervisor_death: process::guardian::supervisor_death(
-            &guardian,
-            config.parent_death_signal,
-        ),
+        supervisor_death: supervisor_death(&guardian, config.parent_death_signal),
         guardian: guardian.ok(),
         tree_gone: false,
+    }
+}
+
+/// What a session's containment says about the supervisor's death, given its guardian (or why
+/// there is none) and whether the leader gets the parent-death signal.
+fn supervisor_death<G>(
+    guardian: &Result<G, GuardianUnavailable>,
+    parent_death_signal: bool,
+) -> SupervisorDeath {
+    match guardian {
+        Ok(_) => SupervisorDeath::Guardian,
+        Err(why) if parent_death_signal => SupervisorDeath::LeaderOnly {
+            why_no_guardian: why.clone(),
+        },
+        Err(_) => SupervisorDeath::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_guardian_the_leader_alone_dies_with_the_supervisor() {
+        let none: Result<(), GuardianUnavailable> = Err(GuardianUnavailable::NoProgram);
+        assert_eq!(
+            supervisor_death(&none, true),
+            SupervisorDeath::LeaderOnly {
+                why_no_guardian: GuardianUnavailable::NoProgram
+            }
+        );
+        assert_eq!(supervisor_death(&none, false), SupervisorDeath::Nothing);
+        assert_eq!(supervisor_death(&Ok(()), true), SupervisorDeath::Guardian);
     }
 }
