@@ -9,8 +9,8 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-pub use crate::input_wait::InputWait;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 
 /// What a stalled tree was doing, in one word.
@@ -566,6 +566,24 @@ fn describe(fd: i32, snap: &ProcSnap, peers: Peers<'_>) -> (Class, String) {
         (_, "anon_inode:[eventpoll]") => (Class::Other, "an epoll set".to_owned()),
         (_, l) => (Class::Other, l.to_owned()),
     }
+}
+
+/// The tree has been blocked on input, every source quiet, for the configured time: which
+/// process waits and on what (what `input_wait.rs`'s rule finds; defined here, with the
+/// diagnosis it carries, so that the rule imports the diagnosis and not the reverse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputWait {
+    /// The process that reads.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// What it reads: `stdin (a pipe)`, `the terminal /dev/pts/3`…
+    pub target: String,
+    /// How long it has been seen waiting, with its read count unchanged.
+    pub waited: Duration,
+    /// The snapshot of the tree it was judged on (kind [`StallKind::AwaitingInput`]).
+    pub diagnosis: Diagnosis,
 }
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]

@@ -221,6 +221,7 @@ mod input_wait;
 mod monitor;
 mod outcome;
 mod own_files;
+mod probe;
 mod process;
 mod program;
 mod registry;
@@ -261,7 +262,6 @@ pub mod retry;
 pub mod sources;
 
 pub use activity::ActivitySource;
-pub use capture::spill::LogFile;
 pub use capture::{CapturedStream, Snapshot};
 pub use clock::{Clock, MockClock};
 pub use completion::CompletionConfig;
@@ -274,16 +274,16 @@ pub use environment::{Environment, IsolatedHome};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind, SystemError};
 pub use events::Event;
 pub use outcome::{
-    CompletionSeen, MonitorResult, NetworkUnavailable, Outcome, SourceActivity, StaleReport,
-    UnwatchedFolder,
+    CompletionSeen, LogFile, MonitorResult, NetworkUnavailable, Outcome, SourceActivity,
+    StaleReport, UnwatchedFolder,
 };
+pub use probe::Probe;
 pub use process::cgroup::CgroupUnavailable;
 pub use program::Program;
 pub use registry::{ControlAction, ControlAnswer, Registry, Rejection, SessionSummary};
 pub use session::{EventReceiver, Session, SessionBuilder, Stdin};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
-pub use sources::probes::Probe;
 pub use stream::Stream;
 
 /// The supervising process itself: how it makes itself fit to supervise ([`prepare`](supervisor::prepare)), and its

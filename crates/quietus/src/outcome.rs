@@ -12,6 +12,7 @@ use crate::error::SystemError;
 use crate::process::cgroup::CgroupUnavailable;
 use crate::process::guardian::GuardianUnavailable;
 use crate::signal::Signal;
+use crate::stream::Stream;
 
 /// What one sample of the descendants found ([`DescendantObserver::sample`](crate::sources::DescendantObserver::sample), and
 /// [`StaleReport::children`]).
@@ -28,6 +29,29 @@ pub struct ChildrenSample {
     pub descendant_cpu: Duration,
     /// Remembered descendants that left the tree and still live.
     pub escapees: usize,
+}
+
+/// A complete log of one stream ([`MonitorResult::logs`]; written by the capture's spill).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogFile {
+    /// Which stream.
+    pub stream: Stream,
+    /// Where it is (when it could not be created: where it would have been).
+    pub path: PathBuf,
+    /// Lower-case hex SHA-256 of every byte read from the stream: the complete log's content.
+    pub sha256: String,
+    /// How many bytes were read from the stream: the complete log's length.
+    pub bytes: u64,
+    /// How many bytes the file really holds: `bytes` unless writing failed.
+    pub written: u64,
+    /// Whether the log lacks part of the stream: it could not be created or written
+    /// (`written < bytes`), or the stream was still held open when the run ended (then the
+    /// log holds every byte read, but the stream went on). The in-memory capture still holds
+    /// head and tail.
+    pub incomplete: bool,
+    /// Why it is incomplete, in words.
+    pub error: Option<String>,
 }
 
 /// Why the network source, though on, could observe nothing
@@ -395,7 +419,7 @@ pub enum Outcome {
     /// The whole tree was blocked on input for the input-wait timeout while every source was
     /// quiet ([`MonitorConfig::input_wait_timeout`](crate::MonitorConfig::input_wait_timeout)):
     /// a question nobody will answer. A stall (exit code 124 in the command).
-    InputWait(crate::input_wait::InputWait),
+    InputWait(crate::diagnosis::InputWait),
 }
 
 impl Outcome {
@@ -457,7 +481,7 @@ pub struct MonitorResult {
     /// events it had recorded.
     pub activity: Vec<SourceActivity>,
     /// The complete logs of the streams that passed the spill threshold.
-    pub logs: Vec<crate::capture::spill::LogFile>,
+    pub logs: Vec<LogFile>,
     /// Best-effort events (`Output`, `Activity`) dropped because the consumer fell behind.
     pub events_dropped: u64,
     /// Whether the output pipes reached end-of-file (`false`: the drain stopped at quiet output

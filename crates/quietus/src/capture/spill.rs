@@ -14,31 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use crate::config::LogRetention;
+use crate::outcome::LogFile;
 use crate::own_files::OwnFiles;
 use crate::stream::Stream;
-
-/// A complete log of one stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LogFile {
-    /// Which stream.
-    pub stream: Stream,
-    /// Where it is (when it could not be created: where it would have been).
-    pub path: PathBuf,
-    /// Lower-case hex SHA-256 of every byte read from the stream: the complete log's content.
-    pub sha256: String,
-    /// How many bytes were read from the stream: the complete log's length.
-    pub bytes: u64,
-    /// How many bytes the file really holds: `bytes` unless writing failed.
-    pub written: u64,
-    /// Whether the log lacks part of the stream: it could not be created or written
-    /// (`written < bytes`), or the stream was still held open when the run ended (then the
-    /// log holds every byte read, but the stream went on). The in-memory capture still holds
-    /// head and tail.
-    pub incomplete: bool,
-    /// Why it is incomplete, in words.
-    pub error: Option<String>,
-}
 
 /// The default log folder: the platform cache folder's `quietus/logs`
 /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS), else (no `HOME`)

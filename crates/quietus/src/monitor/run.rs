@@ -995,7 +995,7 @@ impl Monitor {
 }
 
 /// The log line of an input wait of the tree of `pid`: noticed, or `ending` it.
-fn input_wait_line(pid: i32, wait: &crate::input_wait::InputWait, ending: bool) -> String {
+fn input_wait_line(pid: i32, wait: &crate::diagnosis::InputWait, ending: bool) -> String {
     let what = format!("{} (pid {}) reads {}", wait.name, wait.pid, wait.target);
     let waited = HumanDuration(wait.waited);
     if ending {
