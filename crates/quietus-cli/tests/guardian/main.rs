@@ -184,7 +184,7 @@ fn the_guardian_holds_no_inherited_descriptor() {
     .expect("a socket pair");
     let mut guardian = Command::new(env!("CARGO_BIN_EXE_quietus"))
         .arg(quietus::supervisor::GUARDIAN_SUBCOMMAND)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdin(Stdio::from(theirs))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
