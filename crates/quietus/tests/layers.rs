@@ -330,3 +330,65 @@ fn at_most_six_unsafe_blocks_all_in_unsafe_calls() {
     );
     assert!(inside > 0, "the count found the fenced blocks");
 }
+
+/// The generic arguments of every `Result<…>` in `code`, split at their top level.
+fn result_arguments(code: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("Result<") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // `RetryResult<`, `io::Result<` is fine: its `::` is no identifier
+        }
+        let mut depth = 0;
+        let mut args = vec![String::new()];
+        for c in code[at + "Result".len()..].chars() {
+            match c {
+                '<' | '(' | '[' => {
+                    depth += 1;
+                    if depth == 1 {
+                        continue;
+                    }
+                }
+                '>' | ')' | ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ',' if depth == 1 => {
+                    args.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            args.last_mut().expect("one argument").push(c);
+        }
+        found.push(
+            args.into_iter()
+                .map(|a| a.split_whitespace().collect())
+                .collect(),
+        );
+    }
+    found
+}
+
+#[test]
+fn no_result_with_a_string_error_in_the_library() {
+    let mut stringly = Vec::new();
+    for file in rust_files(&src()) {
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        for args in result_arguments(&code) {
+            if args.len() == 2 && matches!(args[1].as_str(), "String" | "&str" | "&'staticstr") {
+                stringly.push(format!("{}: Result<{}>", file.display(), args.join(", ")));
+            }
+        }
+    }
+    assert!(
+        stringly.is_empty(),
+        "errors that are strings, not types:\n{}",
+        stringly.join("\n")
+    );
+    // The search itself: it sees through line breaks and nested generics.
+    let seen = result_arguments("fn f() -> Result<(PathBuf,\n String), String> {}");
+    assert_eq!(seen, [["(PathBuf,String)", "String"]]);
+}
