@@ -54,8 +54,6 @@ pub struct SessionBuilder {
     plain: bool,
     config: MonitorConfig,
     clock: Clock,
-    /// Whether `clock` is the default system clock (no `clock(…)` call).
-    real_clock: bool,
     stdout: OutputSink,
     stderr: OutputSink,
     stdin: Option<Input>,
@@ -118,7 +116,6 @@ impl SessionBuilder {
     /// [`MockClock`](crate::MockClock) (or a [`Clock`] made from one).
     pub fn clock(mut self, clock: impl Into<Clock>) -> Self {
         self.clock = clock.into();
-        self.real_clock = false;
         self
     }
 
@@ -310,7 +307,6 @@ impl SessionBuilder {
             env_cleared: self.environment.clears(),
             config: self.config,
             clock: self.clock,
-            real_clock: self.real_clock,
             stdout: self.stdout,
             stderr: self.stderr,
             stdin: self.stdin.unwrap_or(Input::Null),
@@ -383,7 +379,6 @@ impl Session {
             plain,
             config: MonitorConfig::default(),
             clock: Clock::system(),
-            real_clock: true,
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,
             stdin: None,

@@ -53,10 +53,6 @@ pub(crate) struct Launch {
     pub(crate) env_cleared: bool,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Clock,
-    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
-    /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
-    /// (`monitor::wait`).
-    pub(crate) real_clock: bool,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
     pub(crate) stdin: Input,
@@ -111,7 +107,6 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         env_cleared,
         config,
         clock,
-        real_clock,
         stdout: stdout_sink,
         stderr: stderr_sink,
         stdin,
@@ -166,7 +161,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         guardian,
         cgroup,
         containment,
-        real_clock,
+        real_clock: clock.is_system(),
         sinks: Some((stdout_sink, stderr_sink)),
     };
     let assembly = Assembly {
@@ -438,7 +433,9 @@ struct Streams {
     cgroup: Option<Arc<Cgroup>>,
     /// How the tree is held, for the result.
     containment: TreeHold,
-    /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
+    /// Whether the session runs on the system's clock ([`Clock::is_system`]): then the
+    /// monitor's `poll` timeout reaches its deadlines, and no relay of the clock's timers is
+    /// needed (`monitor::wait`).
     real_clock: bool,
     /// Where stdout and stderr go (taken when the streams open).
     sinks: Option<(OutputSink, OutputSink)>,
