@@ -569,8 +569,8 @@ impl MonitorResult {
     }
 
     /// The signal that killed the child, if it died of one.
-    pub fn signal(&self) -> Option<i32> {
-        self.status.and_then(|s| s.signal())
+    pub fn signal(&self) -> Option<Signal> {
+        self.status.and_then(|s| s.signal()).map(Signal::received)
     }
 }
 
@@ -605,6 +605,30 @@ mod tests {
             oom_kills: None,
             network_unavailable: None,
         }
+    }
+
+    /// The signal a child died of is a `Signal` (issue 37), a real-time one included.
+    #[test]
+    fn the_death_signal_is_a_signal() {
+        // A raw wait status of a death by signal n is n (no core dump).
+        assert_eq!(
+            result(Outcome::Exited, Some(15)).signal(),
+            Some(Signal::TERM)
+        );
+        assert_eq!(
+            result(Outcome::Exited, Some(9)).signal(),
+            Some(Signal::KILL)
+        );
+        let realtime = result(Outcome::Exited, Some(34))
+            .signal()
+            .expect("a signal");
+        assert_eq!(realtime.number(), 34);
+        assert_eq!(realtime.name(), "34");
+        assert_eq!(
+            result(Outcome::Exited, Some(3 << 8)).signal(),
+            None,
+            "exit code 3"
+        );
     }
 
     #[test]

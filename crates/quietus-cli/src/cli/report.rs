@@ -629,10 +629,11 @@ impl Report {
         Report {
             outcome: result.outcome.name(),
             exit_code: exit.code(),
-            signal: result.signal(),
+            signal: result.signal().map(Signal::number),
+            // Named only when it is a standard signal (a real-time one has its number only).
             signal_name: result
                 .signal()
-                .and_then(Signal::from_number)
+                .and_then(|s| Signal::from_number(s.number()))
                 .map(|s| s.name()),
             received_signal: received.first.map(|s| s.name()),
             duration_ms: ms(result.runtime),

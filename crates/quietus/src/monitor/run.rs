@@ -337,7 +337,7 @@ impl Monitor {
                         self.id,
                         self.pid,
                         self.leader.child.is_some() && !self.leader.exited,
-                        signal.number(),
+                        signal,
                     )
                 {
                     log::debug!("session {}: {signal} to group {}: {e}", self.id, self.pid);
