@@ -279,9 +279,9 @@ pub use outcome::{
 };
 pub use probe::Probe;
 pub use process::cgroup::CgroupUnavailable;
-pub use program::Program;
+pub use program::{Program, Stdin};
 pub use registry::{ControlAction, ControlAnswer, Registry, Rejection, SessionSummary};
-pub use session::{EventReceiver, Session, SessionBuilder, Stdin};
+pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
 pub use stream::Stream;

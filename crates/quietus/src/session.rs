@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::io;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,36 +16,11 @@ use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::environment::Environment;
 use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
-use crate::monitor::{self, Input, Launch};
+use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
-use crate::program::Program;
+use crate::program::{Program, Stdin};
 use crate::sources::output::OutputSink;
 use crate::stream::Stream;
-
-/// The child's stdin: [`SessionBuilder::stdin`].
-#[derive(Debug, Default)]
-#[non_exhaustive]
-pub enum Stdin {
-    /// `/dev/null` (the default): a `read` sees end-of-file at once, nothing waits for input.
-    #[default]
-    Null,
-    /// This process's own stdin.
-    Inherit,
-    /// A pipe the caller feeds with [`Session::write_stdin`] and closes with
-    /// [`Session::close_stdin`] (or the session's end closes it). In a terminal session
-    /// ([`SessionBuilder::pty`]) it changes nothing: the terminal is always writable.
-    Piped,
-    /// What the caller opened (a file, a pipe of its own), opaque to quietus. Not
-    /// `Stdio::piped()`: that pipe would have nobody to write to it; use [`Stdin::Piped`].
-    Given(Stdio),
-}
-
-impl From<Stdio> for Stdin {
-    /// [`Stdin::Given`].
-    fn from(stdio: Stdio) -> Stdin {
-        Stdin::Given(stdio)
-    }
-}
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
@@ -56,7 +31,7 @@ pub struct SessionBuilder {
     clock: Clock,
     stdout: OutputSink,
     stderr: OutputSink,
-    stdin: Option<Input>,
+    stdin: Option<Stdin>,
     environment: Environment,
     pty: Option<(u16, u16)>,
     non_interactive: bool,
@@ -147,12 +122,7 @@ impl SessionBuilder {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn stdin(mut self, stdin: impl Into<Stdin>) -> Self {
-        self.stdin = Some(match stdin.into() {
-            Stdin::Null => Input::Null,
-            Stdin::Inherit => Input::Inherit,
-            Stdin::Piped => Input::Piped,
-            Stdin::Given(stdio) => Input::Given(stdio),
-        });
+        self.stdin = Some(stdin.into());
         self
     }
 
@@ -277,7 +247,7 @@ impl SessionBuilder {
     ///   already started is then killed and reaped).
     pub fn spawn(mut self) -> Result<Session, SpawnError> {
         self.config.validate().map_err(SpawnError::config)?;
-        if self.pty.is_some() && matches!(self.stdin, Some(Input::Given(_) | Input::Inherit)) {
+        if self.pty.is_some() && matches!(self.stdin, Some(Stdin::Given(_) | Stdin::Inherit)) {
             return Err(SpawnError::config(ConfigError::StdinWithTerminal));
         }
         if let Some((rows, cols)) = self.pty
@@ -298,7 +268,7 @@ impl SessionBuilder {
                     self.command.env(key, value);
                 }
             }
-            self.stdin = Some(Input::Null);
+            self.stdin = Some(Stdin::Null);
         }
         let clock = self.clock.clone();
         let launched = monitor::launch(Launch {
@@ -309,7 +279,7 @@ impl SessionBuilder {
             clock: self.clock,
             stdout: self.stdout,
             stderr: self.stderr,
-            stdin: self.stdin.unwrap_or(Input::Null),
+            stdin: self.stdin.unwrap_or_default(),
             home,
             detached: self.non_interactive && self.pty.is_none(),
             pty: self.pty,

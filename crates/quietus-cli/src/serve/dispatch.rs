@@ -19,7 +19,7 @@ use quietus::{
 use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
-use super::process::{self, Forward, Input, StdinJob};
+use super::process::{self, Forward, StdinJob, StdinMode};
 use crate::cli::report::{Context, Relay, Report};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol::{self, Params, RpcError};
@@ -186,8 +186,8 @@ impl Server {
             )
         })?;
         let stdin = match start.input {
-            Input::Closed => None,
-            Input::Open | Input::Terminal(..) => Some(
+            StdinMode::Closed => None,
+            StdinMode::Open | StdinMode::Terminal(..) => Some(
                 process::start_stdin_writer(session.clone(), self.outbox.clone()).map_err(|e| {
                     session.kill();
                     spawn_failed(format!("cannot start a thread: {e}"), "thread")

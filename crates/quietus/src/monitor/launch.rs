@@ -2,7 +2,7 @@
 //! starts the reader, stdin, waiter and monitor threads. Returns what the session handle needs.
 
 use std::io;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -34,6 +34,7 @@ use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
 use crate::process::{self, ChildProcess, sys};
+use crate::program::Stdin;
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::network::NetworkObserver;
@@ -55,37 +56,13 @@ pub(crate) struct Launch {
     pub(crate) clock: Clock,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
-    pub(crate) stdin: Input,
+    pub(crate) stdin: Stdin,
     /// The isolated home prepared for the child, for the result.
     pub(crate) home: Option<crate::environment::IsolatedHome>,
     /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
     pub(crate) pty: Option<(u16, u16)>,
     /// Pipe mode: the child leads a session of its own, without a controlling terminal.
     pub(crate) detached: bool,
-}
-
-/// The child's stdin.
-#[derive(Debug)]
-pub(crate) enum Input {
-    /// `/dev/null`.
-    Null,
-    /// This process's own.
-    Inherit,
-    /// A pipe the session feeds.
-    Piped,
-    /// What the caller gave (opaque to quietus).
-    Given(Stdio),
-}
-
-impl Input {
-    fn into_stdio(self) -> Stdio {
-        match self {
-            Input::Null => Stdio::null(),
-            Input::Inherit => Stdio::inherit(),
-            Input::Piped => Stdio::piped(),
-            Input::Given(stdio) => stdio,
-        }
-    }
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
@@ -123,7 +100,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         completion_files,
         lines,
     } = watch_before_the_spawn(&command, &config, &clock)?;
-    let stdin_pipe = matches!(stdin, Input::Piped);
+    let stdin_pipe = matches!(stdin, Stdin::Piped);
     let io = StartIo {
         stdin,
         pty: pty_size,
@@ -179,7 +156,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
 /// The program's stdio: its stdin, a terminal of this size (rows, columns) or pipes, and
 /// whether it leads a session of its own.
 struct StartIo {
-    stdin: Input,
+    stdin: Stdin,
     pty: Option<(u16, u16)>,
     detached: bool,
     /// For a `Program`, its environment kept in order (the flag: whether it was cleared).

@@ -25,7 +25,7 @@ mod tap;
 mod tree;
 mod wait;
 
-pub(crate) use launch::{Input, Launch, launch};
+pub(crate) use launch::{Launch, launch};
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]
