@@ -262,7 +262,7 @@ pub mod retry;
 pub mod sources;
 
 pub use activity::ActivitySource;
-pub use capture::{CapturedStream, Snapshot};
+pub use capture::{CapturedOutput, CapturedStream};
 pub use clock::{Clock, MockClock};
 pub use completion::CompletionConfig;
 pub use config::{

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, select};
 
 use crate::activity::{ActivityBoard, ActivitySource};
-use crate::capture::Snapshot;
+use crate::capture::CapturedOutput;
 use crate::clock::Clock;
 use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
 use crate::contract::{Control, ControlTx, SessionState, Shared};
@@ -118,7 +118,7 @@ impl SessionBuilder {
     /// session.write_stdin(b"typed\n")?;
     /// session.close_stdin(); // cat sees end-of-file and exits
     /// assert_eq!(session.wait().exit_code(), 0);
-    /// assert_eq!(session.snapshot().stdout.unwrap().render_lossy(), "typed\n");
+    /// assert_eq!(session.output().stdout.unwrap().render_lossy(), "typed\n");
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn stdin(mut self, stdin: impl Into<Stdin>) -> Self {
@@ -133,7 +133,7 @@ impl SessionBuilder {
     /// the escapee tracking work as in pipe mode. What it writes to the terminal is one stream,
     /// [`Stream::Terminal`] (raw bytes, escape sequences included): it counts as output
     /// activity, goes to the [`stdout`](Self::stdout) sink, is kept in
-    /// [`Snapshot::terminal`](crate::Snapshot::terminal) and logged like a pipe.
+    /// [`CapturedOutput::terminal`](crate::CapturedOutput::terminal) and logged like a pipe.
     /// [`Session::write_stdin`] types into the terminal, [`Session::close_stdin`] sends
     /// end-of-file the terminal way, [`Session::interrupt`] sends Ctrl-C through it and
     /// [`Session::resize`] resizes it. The [`stderr`](Self::stderr) sink is not used, and
@@ -151,7 +151,7 @@ impl SessionBuilder {
     /// command.args(["-c", "test -t 0 && test -t 1 && echo tty; stty size"]);
     /// let session = Session::builder(command).pty(30, 100).spawn()?;
     /// session.wait();
-    /// let text = session.snapshot().terminal.unwrap().render_lossy();
+    /// let text = session.output().terminal.unwrap().render_lossy();
     /// assert_eq!(text, "tty\r\n30 100\r\n"); // the terminal turns \n into \r\n
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -183,7 +183,7 @@ impl SessionBuilder {
     /// command.args(["-c", script]);
     /// let session = Session::builder(command).non_interactive().spawn()?;
     /// assert_eq!(session.wait().exit_code(), 0);
-    /// let text = session.snapshot().stdout.unwrap().render_lossy();
+    /// let text = session.output().stdout.unwrap().render_lossy();
     /// assert_eq!(text, "eof\nno tty\ncat\n");
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -212,7 +212,7 @@ impl SessionBuilder {
     ///     )
     ///     .spawn()?;
     /// let result = session.wait();
-    /// let stdout = session.snapshot().stdout.unwrap().render_lossy();
+    /// let stdout = session.output().stdout.unwrap().render_lossy();
     /// assert_eq!(stdout, format!("{}|hi|unset\n", home.path().display()));
     /// assert_eq!(result.home.unwrap().root, home.path());
     /// # Ok::<(), std::io::Error>(())
@@ -429,7 +429,7 @@ impl Session {
         if self.state() != SessionState::Running {
             return None;
         }
-        let last = crate::verdict::last_activity(&self.board.snapshot(), &self.shared.caps);
+        let last = crate::verdict::last_activity(&self.board.read(), &self.shared.caps);
         Some((last + self.idle_timeout()).saturating_duration_since(self.clock.now()))
     }
 
@@ -611,8 +611,8 @@ impl Session {
     /// What has been captured so far (head and tail of each stream, omitted counts), and the
     /// result once the run is over. Cheap enough to call at any time: it copies at most the
     /// capture caps.
-    pub fn snapshot(&self) -> Snapshot {
-        // The result first: a snapshot that carries a result also carries all the output.
+    pub fn output(&self) -> CapturedOutput {
+        // The result first: captured output that carries a result also carries all the output.
         let result = self.shared.result.get().cloned();
         let captured = |slot: usize| {
             self.shared.recorders[slot]
@@ -620,7 +620,7 @@ impl Session {
                 .map(|r| r.lock().capture.captured())
         };
         if self.shared.terminal.is_some() {
-            Snapshot {
+            CapturedOutput {
                 stdout: None,
                 stderr: None,
                 combined: None,
@@ -628,7 +628,7 @@ impl Session {
                 result,
             }
         } else if self.shared.combined {
-            Snapshot {
+            CapturedOutput {
                 stdout: None,
                 stderr: None,
                 combined: captured(0),
@@ -636,7 +636,7 @@ impl Session {
                 result,
             }
         } else {
-            Snapshot {
+            CapturedOutput {
                 stdout: captured(0),
                 stderr: captured(1),
                 combined: None,

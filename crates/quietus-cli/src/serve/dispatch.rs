@@ -489,7 +489,7 @@ impl Server {
         let proc = self
             .find(process_id)
             .ok_or_else(|| RpcError::unknown_process(process_id))?;
-        let snapshot = proc.session.snapshot();
+        let snapshot = proc.session.output();
         let encode = |s: &Option<CapturedStream>| s.as_ref().map(|s| BASE64.encode(s.render()));
         let count = |s: &Option<CapturedStream>, f: fn(&CapturedStream) -> u64| s.as_ref().map(f);
         Ok(json!({

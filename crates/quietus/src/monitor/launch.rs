@@ -759,7 +759,7 @@ mod wakeup_tests {
             result.output_complete,
             "both streams were read to their end"
         );
-        let out = session.snapshot().stdout.expect("captured").render_lossy();
+        let out = session.output().stdout.expect("captured").render_lossy();
         assert_eq!(out, "out\n");
         let id = session.id();
         let started = super::super::reader::READER_THREADS.lock().clone();
@@ -779,7 +779,7 @@ mod wakeup_tests {
             .expect("sh starts");
         let result = session.wait();
         assert!(result.output_complete);
-        let err = session.snapshot().stderr.expect("captured").render_lossy();
+        let err = session.output().stderr.expect("captured").render_lossy();
         assert_eq!(err, "err\n");
         let id = session.id();
         let started = super::super::reader::READER_THREADS.lock().clone();

@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::ladder::{Ladder, Leader, OsProcesses, ProcessLayer, signal_leader};
 use super::tap::{Tap, stream_index};
 use super::{POLL_MAX, Wake, end_session};
-use crate::activity::{ActivityBoard, ActivitySource, BoardSnapshot};
+use crate::activity::{ActivityBoard, ActivitySource, BoardReading};
 use crate::clock::Clock;
 use crate::config::{KillStep, MonitorConfig};
 use crate::contract::{Control, SessionState, Shared};
@@ -437,7 +437,7 @@ impl Monitor {
         if let Some(seen) = seen {
             self.completed(seen);
         }
-        let snapshot = self.board.snapshot();
+        let snapshot = self.board.read();
         let limits = self.rules.limits(
             self.shared.idle_timeout(),
             self.timing.hard_deadline,
@@ -614,7 +614,7 @@ impl Monitor {
 
     /// Sends the idle warning when its time has come in this idle spell; otherwise returns
     /// when it will (if it still has to be sent).
-    fn idle_warning(&mut self, snapshot: &BoardSnapshot, now: Instant) -> Option<Instant> {
+    fn idle_warning(&mut self, snapshot: &BoardReading, now: Instant) -> Option<Instant> {
         let fraction = self.config.events.idle_warning?;
         let last = verdict::last_activity(snapshot, &self.rules.caps);
         if self.timing.warned_for == Some(last) {
@@ -640,7 +640,7 @@ impl Monitor {
     /// timeout (the event is sent and the ladder started).
     fn look_for_input_wait(
         &mut self,
-        snapshot: &BoardSnapshot,
+        snapshot: &BoardReading,
         now: Instant,
     ) -> Result<Option<Instant>, ()> {
         let Some(rule) = self.input_wait.as_ref() else {
@@ -971,8 +971,7 @@ impl Monitor {
             runtime: now.saturating_duration_since(self.board.origin()),
             ladder_time: self.ladder.time,
             kill_latency: self.ladder.kill_latency,
-            activity: verdict::report(&self.board.snapshot(), now, self.shared.idle_timeout())
-                .sources,
+            activity: verdict::report(&self.board.read(), now, self.shared.idle_timeout()).sources,
             // Every chunk read is written and hashed first (bounded by the disk).
             logs: self.tap.logs(),
             events_dropped: self.emitter.dropped(),

@@ -20,7 +20,7 @@ fn run(builder: SessionBuilder) -> (quietus::MonitorResult, String) {
         .expect("the child can be spawned");
     let result = wait_generously(&session);
     let stdout = session
-        .snapshot()
+        .output()
         .stdout
         .expect("separate streams")
         .render_lossy();

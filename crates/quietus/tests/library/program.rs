@@ -19,7 +19,7 @@ use quietus::{
 fn run(builder: SessionBuilder, config: MonitorConfig) -> (i32, String) {
     let session = builder.config(config).spawn().expect("it starts");
     let result = wait_generously(&session);
-    let snapshot = session.snapshot();
+    let snapshot = session.output();
     let out = snapshot.stdout.or(snapshot.combined).expect("captured");
     (result.exit_code(), out.render_lossy())
 }
@@ -102,7 +102,7 @@ fn a_program_reads_a_piped_an_inherited_or_no_stdin() {
     session.close_stdin();
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0);
-    let out = session.snapshot().stdout.expect("captured").render_lossy();
+    let out = session.output().stdout.expect("captured").render_lossy();
     assert_eq!(out, "fed\n");
 
     // Inherited: the child's stdin is this process's (the same open file).

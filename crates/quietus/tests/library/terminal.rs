@@ -49,7 +49,7 @@ fn the_child_has_a_tty_on_0_1_2_and_leads_its_session_and_group() {
         "the child leads its own group and session: {text:?}"
     );
     assert!(session.is_terminal());
-    let snapshot = session.snapshot();
+    let snapshot = session.output();
     let terminal = snapshot
         .terminal
         .expect("a terminal session keeps the terminal stream");
