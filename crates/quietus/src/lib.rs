@@ -82,7 +82,7 @@
 //! session.terminate(); // ...and then decides to stop it: INT, 2 s, KILL
 //! let result = session.wait();
 //! assert_eq!(result.outcome, Outcome::Terminated { forced: false });
-//! assert_eq!(result.signal(), Some(2));
+//! assert_eq!(result.signal(), Some(Signal::INT));
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
@@ -125,7 +125,7 @@
 //! use std::process::Command;
 //! use std::time::Duration;
 //! use quietus::{
-//!     ControlAction, ControlAnswer, Environment, SessionState, MonitorConfig, Registry, Session,
+//!     ControlAction, ControlAnswer, Environment, SessionState, MonitorConfig, Registry, Session, Signal,
 //! };
 //!
 //! let home = tempfile::tempdir()?;
@@ -144,7 +144,7 @@
 //! let longer = ControlAction::SetIdleTimeout(Duration::from_secs(1800));
 //! assert_eq!(registry.control(1, longer), ControlAnswer::Ack);
 //! assert_eq!(registry.control(2, ControlAction::Kill), ControlAnswer::Ack);
-//! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(9));
+//! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(Signal::KILL));
 //! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyEnded);
 //! let ended = registry.shutdown_all(); // #01: the ladder, and wait
 //! assert_eq!(ended.len(), 1);

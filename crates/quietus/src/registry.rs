@@ -43,7 +43,7 @@ const PREVIEW_CHARS: usize = 40;
 ///
 /// ```
 /// use std::process::Command;
-/// use quietus::{ControlAction, ControlAnswer, SessionState, Registry, Session};
+/// use quietus::{ControlAction, ControlAnswer, SessionState, Registry, Session, Signal};
 ///
 /// let registry = Registry::new();
 /// let mut command = Command::new("sleep");
@@ -54,7 +54,7 @@ const PREVIEW_CHARS: usize = 40;
 /// assert!(line.starts_with("#01 running uptime="), "{line}");
 /// assert_eq!(registry.control(id, ControlAction::Terminate), ControlAnswer::Ack);
 /// let result = registry.get(id).unwrap().wait();
-/// assert_eq!(result.signal(), Some(15));
+/// assert_eq!(result.signal(), Some(Signal::TERM));
 /// assert_eq!(registry.list()[0].state, SessionState::Ended);
 /// assert_eq!(registry.control(id, ControlAction::Kill), ControlAnswer::AlreadyEnded);
 /// assert_eq!(registry.control(7, ControlAction::Kill), ControlAnswer::NoSuchSession);
