@@ -125,7 +125,7 @@ impl std::fmt::Display for NotOwn {
 /// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
 /// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
 /// spawn then fails with, so a caller can tell it from the program's own spawn error
-/// (`SpawnError::of(&err)`, then `inner().downcast_ref::<LogDirError>()`).
+/// (`err.inner().downcast_ref::<LogDirError>()`).
 #[derive(Debug)]
 pub(crate) struct LogDirError {
     path: PathBuf,
