@@ -155,7 +155,7 @@
 //! ## Where next
 //!
 //! - Keep the output bounded, log it whole with its SHA-256, follow it live:
-//!   [`CaptureConfig`], [`Session::snapshot`], [`Session::events`].
+//!   [`CaptureConfig`], [`Session::output`], [`Session::events`].
 //! - Done but hanging, busy but stuck: [`CompletionConfig`], [`MonitorConfig::solo_cap`],
 //!   [`Probe`].
 //! - A program that wants a terminal: [`SessionBuilder::pty`]; one that must not wait for an
@@ -181,7 +181,7 @@
 //!   the file tracker from `notify` (or a stat scan), the monitor's samples of the descendants'
 //!   CPU and the tree's TCP bytes, [`Session::keepalive`]. None calls the monitor.
 //! - **One monitor thread per session** sleeps until the exact instant its decision can change
-//!   (or a control message), and asks the *verdict*, a pure function of a board snapshot, the
+//!   (or a control message), and asks the *verdict*, a pure function of a reading of the board, the
 //!   time and the limits: every staleness rule (idle and hard timeouts, solo caps, completion's
 //!   linger, when to ask a probe) is tested without threads, processes or sleeping.
 //! - **Before any signal** it takes one fresh sample of the descendants and the network and

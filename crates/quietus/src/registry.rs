@@ -346,7 +346,7 @@ impl Registry {
     }
 
     /// The session with this id, to [`wait`](Session::wait) on it, take a
-    /// [`snapshot`](Session::snapshot) or follow its [`events`](Session::events). `None` when
+    /// [`output`](Session::output) or follow its [`events`](Session::events). `None` when
     /// no session has the id (any more).
     pub fn get(&self, id: u32) -> Option<Arc<Session>> {
         let mut inner = self.inner.lock();

@@ -108,7 +108,7 @@ impl SessionBuilder {
 
     /// The child's stdin (default: [`Stdin::Null`], whatever the command said):
     /// [`Stdin::Piped`] for a pipe the caller writes to, [`Stdin::Inherit`], or a
-    /// [`Stdio`] of the caller's (a file: `Stdin::from(Stdio::from(file))`, or just the
+    /// [`Stdio`](std::process::Stdio) of the caller's (a file: `Stdin::from(Stdio::from(file))`, or just the
     /// `Stdio`).
     ///
     /// ```
