@@ -9,8 +9,8 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-pub use crate::input_wait::InputWait;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 
 /// What a stalled tree was doing, in one word.
@@ -209,9 +209,24 @@ const HOLDER_BUDGET: std::time::Duration = std::time::Duration::from_millis(30);
 /// `known` (the network source's last sample).
 #[cfg(target_os = "linux")]
 pub(crate) fn diagnose_tree(pids: &[i32], known: &dyn Fn(u64) -> Option<SocketAddr>) -> Diagnosis {
-    use std::collections::{HashMap, HashSet};
+    let snaps = snapshots(pids);
+    let socks = describe_sockets(&snaps);
+    let peers = |inode: u64| {
+        socks.get(&inode).cloned().or_else(|| {
+            known(inode).map(|peer| Sock::Tcp {
+                peer,
+                state: 1,
+                last_data: None,
+            })
+        })
+    };
+    classify(&snaps, &peers)
+}
 
-    use crate::process::sys;
+/// One snapshot of each of the processes `pids` (at most [`MAX_PROCESSES`], within
+/// [`BUDGET`]: those left are marked not read).
+#[cfg(target_os = "linux")]
+fn snapshots(pids: &[i32]) -> Vec<ProcSnap> {
     let start = std::time::Instant::now();
     let mut snaps = Vec::with_capacity(pids.len().min(MAX_PROCESSES));
     for &pid in pids.iter().take(MAX_PROCESSES) {
@@ -223,85 +238,101 @@ pub(crate) fn diagnose_tree(pids: &[i32], known: &dyn Fn(u64) -> Option<SocketAd
             });
             continue;
         }
-        snaps.push(sys::snapshot::snapshot(pid));
+        snaps.push(crate::process::sys::snapshot::snapshot(pid));
     }
+    snaps
+}
+
+/// The sockets the processes of `snaps` hold, by inode, as one socket-diagnostics dump
+/// describes them (TCP, then UDP, then Unix for the rest).
+#[cfg(target_os = "linux")]
+fn describe_sockets(snaps: &[ProcSnap]) -> std::collections::HashMap<u64, Sock> {
+    use std::collections::{HashMap, HashSet};
+
+    use crate::process::sys;
     let held: HashSet<u64> = snaps
         .iter()
         .flat_map(|s| s.fds.iter())
         .filter_map(|(_, link)| sys::socket_inode(link.as_bytes()))
         .collect();
     let mut socks: HashMap<u64, Sock> = HashMap::new();
-    if !held.is_empty()
-        && let Ok(mut diag) = sys::sockdiag::SockDiag::open()
-    {
-        let mut tcp = HashMap::new();
-        let _ = diag.tcp_sockets(&mut |inode| held.contains(&inode), &mut tcp);
-        for (inode, s) in tcp {
-            let (peer, state, last_data) = (s.peer, s.state, s.last_data);
-            socks.insert(
-                inode,
-                Sock::Tcp {
-                    peer,
-                    state,
-                    last_data,
-                },
-            );
-        }
-        let mut udp = HashMap::new();
-        let _ = diag.udp_sockets(
-            &mut |inode| held.contains(&inode) && !socks.contains_key(&inode),
-            &mut udp,
-        );
-        for (inode, s) in udp {
-            socks.insert(
-                inode,
-                Sock::Udp {
-                    peer: s.peer,
-                    local: s.local,
-                },
-            );
-        }
-        if held.iter().any(|inode| !socks.contains_key(inode)) {
-            // Every Unix socket: a connected client's socket has no path of its own, its
-            // other end (the accepted socket) has the listener's.
-            let mut unix = HashMap::new();
-            let _ = diag.unix_sockets(&mut |_| true, &mut unix);
-            // The other ends no process of the tree holds: who does, outside it.
-            let outside: HashSet<u64> = held
-                .iter()
-                .filter_map(|inode| unix.get(inode)?.peer)
-                .filter(|peer| !held.contains(peer))
-                .collect();
-            let tree: HashSet<i32> = snaps.iter().map(|s| s.pid).collect();
-            let holders = holders_of(&outside, &tree);
-            for inode in &held {
-                let Some(s) = unix.get(inode) else { continue };
-                let path = s
-                    .path
-                    .clone()
-                    .or_else(|| s.peer.and_then(|p| unix.get(&p)?.path.clone()));
-                let holder = s.peer.and_then(|p| holders.get(&p).cloned());
-                socks.insert(
-                    *inode,
-                    Sock::Unix {
-                        path,
-                        peer: s.peer,
-                        holder,
-                    },
-                );
-            }
-        }
+    if held.is_empty() {
+        return socks;
     }
-    let peers = |inode: u64| {
-        socks.get(&inode).cloned().or_else(|| {
-            known(inode).map(|peer| Sock::Tcp {
-                peer,
-                state: 1,
-                last_data: None,
-            })
-        })
+    let Ok(mut diag) = sys::sockdiag::SockDiag::open() else {
+        return socks;
     };
-    classify(&snaps, &peers)
+    let mut tcp = HashMap::new();
+    let _ = diag.tcp_sockets(&mut |inode| held.contains(&inode), &mut tcp);
+    for (inode, s) in tcp {
+        let (peer, state, last_data) = (s.peer, s.state, s.last_data);
+        socks.insert(
+            inode,
+            Sock::Tcp {
+                peer,
+                state,
+                last_data,
+            },
+        );
+    }
+    let mut udp = HashMap::new();
+    let _ = diag.udp_sockets(
+        &mut |inode| held.contains(&inode) && !socks.contains_key(&inode),
+        &mut udp,
+    );
+    for (inode, s) in udp {
+        socks.insert(
+            inode,
+            Sock::Udp {
+                peer: s.peer,
+                local: s.local,
+            },
+        );
+    }
+    if held.iter().any(|inode| !socks.contains_key(inode)) {
+        describe_unix(&mut diag, snaps, &held, &mut socks);
+    }
+    socks
+}
+
+/// The Unix sockets of `held` into `socks`: each with its path (its own, or the listener's of
+/// its other end) and the process outside the tree holding its other end.
+#[cfg(target_os = "linux")]
+fn describe_unix(
+    diag: &mut crate::process::sys::sockdiag::SockDiag,
+    snaps: &[ProcSnap],
+    held: &std::collections::HashSet<u64>,
+    socks: &mut std::collections::HashMap<u64, Sock>,
+) {
+    use std::collections::{HashMap, HashSet};
+    // Every Unix socket: a connected client's socket has no path of its own, its
+    // other end (the accepted socket) has the listener's.
+    let mut unix = HashMap::new();
+    let _ = diag.unix_sockets(&mut |_| true, &mut unix);
+    // The other ends no process of the tree holds: who does, outside it.
+    let outside: HashSet<u64> = held
+        .iter()
+        .filter_map(|inode| unix.get(inode)?.peer)
+        .filter(|peer| !held.contains(peer))
+        .collect();
+    let tree: HashSet<i32> = snaps.iter().map(|s| s.pid).collect();
+    let holders = holders_of(&outside, &tree);
+    for inode in held {
+        let Some(s) = unix.get(inode) else { continue };
+        let path = s
+            .path
+            .clone()
+            .or_else(|| s.peer.and_then(|p| unix.get(&p)?.path.clone()));
+        let holder = s.peer.and_then(|p| holders.get(&p).cloned());
+        socks.insert(
+            *inode,
+            Sock::Unix {
+                path,
+                peer: s.peer,
+                holder,
+            },
+        );
+    }
 }
 
 /// The processes outside `tree` holding the sockets `inodes`, by a walk of `/proc` (bounded
@@ -1053,6 +1084,24 @@ fn describe_socket(fd: i32, inode: u64, me: u32, tree: &Tree<'_>) -> (Class, Str
         None if fd == 0 => (Class::Input, "stdin (a socket)".to_owned()),
         None => (Class::Other, "a Unix socket or other socket".to_owned()),
     }
+}
+
+/// The tree has been blocked on input, every source quiet, for the configured time: which
+/// process waits and on what (what `input_wait.rs`'s rule finds; defined here, with the
+/// diagnosis it carries, so that the rule imports the diagnosis and not the reverse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputWait {
+    /// The process that reads.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// What it reads: `stdin (a pipe)`, `the terminal /dev/pts/3`…
+    pub target: String,
+    /// How long it has been seen waiting, with its read count unchanged.
+    pub waited: Duration,
+    /// The snapshot of the tree it was judged on (kind [`StallKind::AwaitingInput`]).
+    pub diagnosis: Diagnosis,
 }
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]

@@ -342,7 +342,7 @@ impl ContainmentReport {
         let (supervisor_death, why_no_guardian) = match &result.supervisor_death {
             SupervisorDeath::Guardian => ("guardian", None),
             SupervisorDeath::LeaderOnly { why_no_guardian } => {
-                ("leader_only", Some(why_no_guardian.clone()))
+                ("leader_only", Some(why_no_guardian.to_string()))
             }
             SupervisorDeath::Nothing => ("nothing", None),
             _ => ("not_needed", None),
@@ -350,7 +350,7 @@ impl ContainmentReport {
         ContainmentReport {
             backend: result.containment.as_str(),
             cgroup: result.cgroup.as_ref().map(|p| p.display().to_string()),
-            why_not_cgroup: result.why_not_cgroup.clone(),
+            why_not_cgroup: result.why_not_cgroup.as_ref().map(ToString::to_string),
             supervisor_death,
             why_no_guardian,
         }
@@ -645,10 +645,11 @@ impl Report {
         Report {
             outcome: result.outcome.name(),
             exit_code: exit.code(),
-            signal: result.signal(),
+            signal: result.signal().map(Signal::number),
+            // Named only when it is a standard signal (a real-time one has its number only).
             signal_name: result
                 .signal()
-                .and_then(Signal::from_number)
+                .and_then(|s| Signal::from_number(s.number()))
                 .map(|s| s.name()),
             received_signal: received.first.map(|s| s.name()),
             duration_ms: ms(result.runtime),
@@ -772,7 +773,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
                 source: s.source.name().to_owned(),
                 path: None,
                 reason: (s.source == ActivitySource::Network)
-                    .then(|| result.network_unavailable.clone())
+                    .then(|| result.network_unavailable.as_ref().map(ToString::to_string))
                     .flatten(),
                 unwatched_ms: None,
                 at_end: true,

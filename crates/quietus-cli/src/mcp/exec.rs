@@ -508,11 +508,11 @@ impl Exec {
 }
 
 /// A spawn error in words a model can act on.
-fn spawn_message(e: std::io::Error) -> String {
-    let step = SpawnError::of(&e).map(|s| format!("{:?}", s.kind()).to_lowercase());
+fn spawn_message(e: SpawnError) -> String {
+    let step = format!("{:?}", e.kind()).to_lowercase();
     format!(
-        "the command could not be started ({}): {e}",
-        step.as_deref().unwrap_or("spawn")
+        "the command could not be started ({step}): {}",
+        crate::cli::human::error_chain(&e)
     )
 }
 

@@ -214,44 +214,7 @@ pub(crate) fn advice(exec: &ExecSession, result: Option<&MonitorResult>) -> Opti
                 Outcome::InputWait(_) => Some("awaiting_input"),
                 _ => kind,
             };
-            let what = match kind {
-                Some("awaiting_input") => {
-                    "It waited for input nobody gave: run it again with the answer given (a \
-                     --yes or non-interactive flag, input from a file or a here-document), or \
-                     with tty: true and answer the prompt with write_stdin."
-                }
-                Some("network_wait") => {
-                    "It waited on the network peer the diagnosis names, which never answered: \
-                     check that server or connection, then retry (with the program's own \
-                     timeout option if it has one)."
-                }
-                Some("sleeping") => {
-                    "It slept or waited for something that never came: see what the process the \
-                     diagnosis names waits for (a retry loop, a `sleep`, a `wait`), fix that \
-                     and run it again."
-                }
-                Some("lock_wait") => {
-                    "Every thread waited on a lock: a deadlock, or another process holds a lock \
-                     it needs (another instance still running?)."
-                }
-                Some("stopped") => {
-                    "It was stopped by a signal (SIGTTIN/SIGTTOU: it touched the terminal from \
-                     the background): run it with tty: true, or with its input from a file."
-                }
-                Some("disk_wait") => {
-                    "It hung in the kernel on storage (a disk or a network file system): check \
-                     the storage it uses."
-                }
-                Some("running") => {
-                    "It ran on the CPU without output or any visible progress: an endless loop \
-                     most likely; if it is slow but working, make it print progress or raise \
-                     idle_timeout_ms."
-                }
-                _ => {
-                    "Fix what it waits on (the diagnosis names the processes), or run it \
-                     differently."
-                }
-            };
+            let what = advice_for(kind);
             let idle = match &result.outcome {
                 Outcome::IdleTimeout(report) => format!(
                     "after {} without output, file, CPU or network activity",
@@ -279,6 +242,48 @@ pub(crate) fn advice(exec: &ExecSession, result: Option<&MonitorResult>) -> Opti
             Some("It was ended on request (exec_control, or the server shutting down).".to_owned())
         }
         _ => None,
+    }
+}
+
+/// What to do about a stall of diagnosis `kind` (its name), in words.
+fn advice_for(kind: Option<&str>) -> &'static str {
+    match kind {
+        Some("awaiting_input") => {
+            "It waited for input nobody gave: run it again with the answer given (a \
+             --yes or non-interactive flag, input from a file or a here-document), or \
+             with tty: true and answer the prompt with write_stdin."
+        }
+        Some("network_wait") => {
+            "It waited on the network peer the diagnosis names, which never answered: \
+             check that server or connection, then retry (with the program's own \
+             timeout option if it has one)."
+        }
+        Some("sleeping") => {
+            "It slept or waited for something that never came: see what the process the \
+             diagnosis names waits for (a retry loop, a `sleep`, a `wait`), fix that \
+             and run it again."
+        }
+        Some("lock_wait") => {
+            "Every thread waited on a lock: a deadlock, or another process holds a lock \
+             it needs (another instance still running?)."
+        }
+        Some("stopped") => {
+            "It was stopped by a signal (SIGTTIN/SIGTTOU: it touched the terminal from \
+             the background): run it with tty: true, or with its input from a file."
+        }
+        Some("disk_wait") => {
+            "It hung in the kernel on storage (a disk or a network file system): check \
+             the storage it uses."
+        }
+        Some("running") => {
+            "It ran on the CPU without output or any visible progress: an endless loop \
+             most likely; if it is slow but working, make it print progress or raise \
+             idle_timeout_ms."
+        }
+        _ => {
+            "Fix what it waits on (the diagnosis names the processes), or run it \
+             differently."
+        }
     }
 }
 
@@ -325,7 +330,7 @@ pub(crate) fn control(session_id: u32, answer: &ControlAnswer) -> ToolOutput {
         ),
         ControlAnswer::Rejected(note) => (
             "reject",
-            Some(note.clone()),
+            Some(note.to_string()),
             format!("reject: nothing was changed: {note}"),
         ),
     };
@@ -478,9 +483,14 @@ mod tests {
         assert_eq!(out.structured["status"], "already_terminated");
         let out = control(
             3,
-            &ControlAnswer::Rejected("idle_timeout out of range".into()),
+            &ControlAnswer::Rejected(quietus::Rejection::InvalidSetting(
+                quietus::ConfigError::EmptyLadder,
+            )),
         );
-        assert_eq!(out.structured["note"], "idle_timeout out of range");
+        assert_eq!(
+            out.structured["note"],
+            quietus::ConfigError::EmptyLadder.to_string()
+        );
         assert!(out.text.starts_with("reject:"));
     }
 }

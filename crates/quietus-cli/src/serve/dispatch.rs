@@ -21,7 +21,7 @@ use quietus::{
 use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
-use super::process::{self, Forward, Input, StdinJob};
+use super::process::{self, Forward, StdinJob, StdinMode};
 use crate::cli::report::{Context, Relay, Report};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol::{self, Params, RpcError};
@@ -279,8 +279,8 @@ impl Server {
             )
         })?;
         let stdin = match start.input {
-            Input::Closed => None,
-            Input::Open | Input::Terminal(..) => Some(
+            StdinMode::Closed => None,
+            StdinMode::Open | StdinMode::Terminal(..) => Some(
                 process::start_stdin_writer(session.clone(), self.outbox.clone()).map_err(|e| {
                     session.kill();
                     spawn_failed(format!("cannot start a thread: {e}"), "thread")
@@ -369,32 +369,35 @@ fn spawn_failed(message: String, kind: &str) -> RpcError {
 /// -32000 with the step's kind otherwise. The system's "not found" is the working directory's
 /// (`working_dir`) when the `cwd` asked for is no folder (the system does not say which of
 /// the two it missed), else the program's (`not_found`).
-fn spawn_error(e: std::io::Error, cwd: Option<&std::path::Path>) -> RpcError {
-    let kind = SpawnError::of(&e).map(SpawnError::kind);
-    if kind == Some(SpawnErrorKind::Config) {
-        return RpcError::new(protocol::INVALID_PARAMS, format!("invalid params: {e}"));
+fn spawn_error(e: SpawnError, cwd: Option<&std::path::Path>) -> RpcError {
+    let kind = e.kind();
+    let message = crate::cli::human::error_chain(&e);
+    if kind == SpawnErrorKind::Config {
+        return RpcError::new(
+            protocol::INVALID_PARAMS,
+            format!("invalid params: {message}"),
+        );
     }
+    let not_found = e.io_error_kind() == std::io::ErrorKind::NotFound;
     let name = match kind {
-        Some(SpawnErrorKind::Home) => "home",
-        Some(SpawnErrorKind::LogDir) => "log_dir",
-        Some(SpawnErrorKind::Terminal) => "terminal",
-        Some(SpawnErrorKind::Pipe) => "pipe",
-        Some(SpawnErrorKind::WorkingDir) => "working_dir",
-        Some(SpawnErrorKind::Program)
-            if e.kind() == std::io::ErrorKind::NotFound && cwd.is_some_and(|d| !d.is_dir()) =>
-        {
+        SpawnErrorKind::Home => "home",
+        SpawnErrorKind::LogDir => "log_dir",
+        SpawnErrorKind::Terminal => "terminal",
+        SpawnErrorKind::Pipe => "pipe",
+        SpawnErrorKind::WorkingDir => "working_dir",
+        SpawnErrorKind::Program if not_found && cwd.is_some_and(|d| !d.is_dir()) => {
             let dir = cwd.unwrap_or(std::path::Path::new("")).display();
             return spawn_failed(
-                format!("the working directory {dir} is missing: {e}"),
+                format!("the working directory {dir} is missing: {message}"),
                 "working_dir",
             );
         }
-        Some(SpawnErrorKind::Program) if e.kind() == std::io::ErrorKind::NotFound => "not_found",
-        Some(SpawnErrorKind::Program) => "program",
-        Some(SpawnErrorKind::Thread) => "thread",
+        SpawnErrorKind::Program if not_found => "not_found",
+        SpawnErrorKind::Program => "program",
+        SpawnErrorKind::Thread => "thread",
         _ => "other",
     };
-    spawn_failed(e.to_string(), name)
+    spawn_failed(message, name)
 }
 
 /// `{"status": …}`.
@@ -577,7 +580,7 @@ impl Server {
         let proc = self
             .find(process_id)
             .ok_or_else(|| RpcError::unknown_process(process_id))?;
-        let snapshot = proc.session.snapshot();
+        let snapshot = proc.session.output();
         let encode = |s: &Option<CapturedStream>| s.as_ref().map(|s| BASE64.encode(s.render()));
         let count = |s: &Option<CapturedStream>, f: fn(&CapturedStream) -> u64| s.as_ref().map(f);
         Ok(json!({
@@ -614,7 +617,9 @@ impl Server {
             ControlAnswer::Ack => status("ack"),
             ControlAnswer::NoSuchSession => status("no_such_session"),
             ControlAnswer::AlreadyEnded => status("already_terminated"),
-            ControlAnswer::Rejected(note) => json!({"status": "reject", "note": note}),
+            ControlAnswer::Rejected(note) => {
+                json!({"status": "reject", "note": note.to_string()})
+            }
         })
     }
 

@@ -14,31 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use crate::config::LogRetention;
+use crate::outcome::LogFile;
 use crate::own_files::OwnFiles;
 use crate::stream::Stream;
-
-/// A complete log of one stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LogFile {
-    /// Which stream.
-    pub stream: Stream,
-    /// Where it is (when it could not be created: where it would have been).
-    pub path: PathBuf,
-    /// Lower-case hex SHA-256 of every byte read from the stream: the complete log's content.
-    pub sha256: String,
-    /// How many bytes were read from the stream: the complete log's length.
-    pub bytes: u64,
-    /// How many bytes the file really holds: `bytes` unless writing failed.
-    pub written: u64,
-    /// Whether the log lacks part of the stream: it could not be created or written
-    /// (`written < bytes`), or the stream was still held open when the run ended (then the
-    /// log holds every byte read, but the stream went on). The in-memory capture still holds
-    /// head and tail.
-    pub incomplete: bool,
-    /// Why it is incomplete, in words.
-    pub error: Option<String>,
-}
 
 /// The default log folder: the platform cache folder's `quietus/logs`
 /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS), else (no `HOME`)
@@ -114,37 +92,60 @@ pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> io::Result<File> {
         return Err(fail(io::ErrorKind::PermissionDenied, "is read-only".into()));
     }
     if is_default {
-        check_own(&meta).map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem))?;
+        check_own(&meta)
+            .map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem.to_string()))?;
     }
     Ok(folder)
 }
 
 /// The default log folder must be the user's own and closed to others: a folder someone else
 /// owns, or one others can write to, could have its logs read, replaced or removed.
-fn check_own(meta: &fs::Metadata) -> Result<(), String> {
+fn check_own(meta: &fs::Metadata) -> Result<(), NotOwn> {
     use std::os::unix::fs::MetadataExt;
     let uid = crate::process::sys::effective_uid();
     if meta.uid() != uid {
-        return Err(format!(
-            "belongs to user {}, not to this user ({uid}); the default log folder must be \
-             the user's own",
-            meta.uid()
-        ));
+        return Err(NotOwn::Owner {
+            owner: meta.uid(),
+            user: uid,
+        });
     }
     let mode = meta.mode() & 0o777;
     if mode & 0o022 != 0 {
-        return Err(format!(
-            "is writable by others (mode {mode:o}); the default log folder must be the \
-             user's own"
-        ));
+        return Err(NotOwn::Writable { mode });
     }
     Ok(())
+}
+
+/// Why the default log folder is not the user's own ([`check_own`]).
+#[derive(Debug)]
+enum NotOwn {
+    /// Another user owns it.
+    Owner { owner: u32, user: u32 },
+    /// Others can write to it.
+    Writable { mode: u32 },
+}
+
+impl std::fmt::Display for NotOwn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotOwn::Owner { owner, user } => write!(
+                f,
+                "belongs to user {owner}, not to this user ({user}); the default log folder \
+                 must be the user's own"
+            ),
+            NotOwn::Writable { mode } => write!(
+                f,
+                "is writable by others (mode {mode:o}); the default log folder must be the \
+                 user's own"
+            ),
+        }
+    }
 }
 
 /// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
 /// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
 /// spawn then fails with, so a caller can tell it from the program's own spawn error
-/// (`SpawnError::of(&err)`, then `inner().downcast_ref::<LogDirError>()`).
+/// (`err.inner().downcast_ref::<LogDirError>()`).
 #[derive(Debug)]
 pub(crate) struct LogDirError {
     path: PathBuf,
@@ -164,7 +165,7 @@ impl std::error::Error for LogDirError {}
 #[derive(Debug, Clone)]
 pub(crate) struct LogDir {
     path: PathBuf,
-    folder: Result<Arc<File>, String>,
+    folder: Result<Arc<File>, crate::error::SystemError>,
 }
 
 impl LogDir {
@@ -208,7 +209,7 @@ fn resolve(
             log::warn!("{e}; no log is written (name a folder to have them)");
             Ok(Some(LogDir {
                 path,
-                folder: Err(e.to_string()),
+                folder: Err((&e).into()),
             }))
         }
         Err(e) => Err(crate::error::SpawnError::log_dir(e).into()),
@@ -984,7 +985,7 @@ mod tests {
             .folder
             .as_ref()
             .expect_err("the planted link was used");
-        assert!(why.contains("symbolic link"), "{why}");
+        assert!(why.to_string().contains("symbolic link"), "{why}");
         let mut spill = Spill::new(Some(degraded), 1, 1, Stream::Stdout);
         spill.push(b"secret output");
         assert!(spill.log().unwrap().incomplete);

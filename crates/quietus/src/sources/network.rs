@@ -360,12 +360,7 @@ impl NetworkObserver {
                     format!("the tree's sockets cannot be found: {why}"),
                 ));
             }
-            let diag = shared_diag().map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}"),
-                )
-            })?;
+            let diag = shared_diag()?;
             Ok(Self::with_table(Box::new(Kernel::new(diag))))
         }
         #[cfg(not(target_os = "linux"))]

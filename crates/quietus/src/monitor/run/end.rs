@@ -238,8 +238,7 @@ impl<P: Port> Monitor<P> {
             end,
             status: self.leader.status(),
             runtime: now.saturating_duration_since(self.board.origin()),
-            activity: verdict::report(&self.board.snapshot(), now, self.shared.idle_timeout())
-                .sources,
+            activity: verdict::report(&self.board.read(), now, self.shared.idle_timeout()).sources,
             // Every chunk read is written and hashed first (bounded by the disk).
             logs: self.tap.logs(),
             events_dropped: self.emitter.dropped(),

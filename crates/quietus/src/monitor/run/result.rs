@@ -9,8 +9,8 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 
 use super::phase::{End, LadderRecord};
-use crate::capture::spill::LogFile;
 use crate::contract::{SessionState, Shared};
+use crate::outcome::LogFile;
 use crate::outcome::{
     CompletionSeen, MonitorResult, Outcome, SourceActivity, TreeHold, UnwatchedFolder,
 };
@@ -39,7 +39,7 @@ pub(in crate::monitor) struct Closing {
     pub(in crate::monitor) unwatched: Vec<UnwatchedFolder>,
     pub(in crate::monitor) completion: Option<CompletionSeen>,
     pub(in crate::monitor) memory: Memory,
-    pub(in crate::monitor) network_unavailable: Option<String>,
+    pub(in crate::monitor) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
 }
 
 impl Closing {
