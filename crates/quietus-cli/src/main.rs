@@ -135,7 +135,8 @@ fn run(options: &Options) -> Exit {
     let mut config = config;
     for own in [&cli.events, &cli.report].into_iter().flatten() {
         if own.as_os_str() != "-" {
-            config.files.own_files.push(own.clone());
+            let files = config.get_files().clone().own_file(own.clone());
+            config = config.files(files);
         }
     }
     let context = Context {

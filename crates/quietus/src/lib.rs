@@ -225,6 +225,7 @@ mod process;
 mod program;
 mod registry;
 mod session;
+mod setting;
 mod signal;
 mod stream;
 mod sync;
@@ -271,7 +272,7 @@ pub use config::{
 };
 pub use contract::SessionState;
 pub use environment::{Environment, IsolatedHome};
-pub use error::{ConfigError, SpawnError, SpawnErrorKind};
+pub use error::{ConfigError, Setting, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
     CompletionSeen, MonitorResult, Outcome, SourceActivity, StaleReport, UnwatchedFolder,

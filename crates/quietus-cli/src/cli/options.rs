@@ -16,7 +16,7 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 use quietus::{
     ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
-    FileWatchConfig, KillLadder, MonitorConfig, Signal,
+    FileWatchConfig, KillLadder, MonitorConfig, Setting, Signal,
 };
 
 use super::human::HumanDuration;
@@ -823,18 +823,21 @@ impl Options {
     fn option_error(&self, error: &ConfigError) -> String {
         let (id, what) = match error {
             ConfigError::OutOfRange {
-                field,
+                setting,
                 value,
                 min,
                 max,
             } => {
-                let id = match *field {
-                    "idle_timeout" => "idle_timeout",
-                    "hard_timeout" => "hard_timeout",
-                    "kill_ladder.grace" => "grace",
-                    "check_interval" => "check_interval",
-                    "completion.linger" => "linger",
-                    other => other,
+                let id = match setting {
+                    Setting::IdleTimeout => "idle_timeout",
+                    Setting::HardTimeout => "hard_timeout",
+                    Setting::InputWaitTimeout => "input_wait_timeout",
+                    Setting::InputWaitNotice => "input_wait_notice",
+                    Setting::KillLadderGrace => "grace",
+                    Setting::CheckInterval => "check_interval",
+                    Setting::CompletionLinger => "linger",
+                    Setting::SoloCap => "solo_cap",
+                    _ => return format!("invalid option: {error}"),
                 };
                 (
                     id,
@@ -1330,23 +1333,39 @@ mod tests {
         ])
         .unwrap();
         let config = options.config().unwrap();
-        assert_eq!(config.idle_timeout, Duration::from_secs(2));
-        assert_eq!(config.hard_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(config.get_idle_timeout(), Duration::from_secs(2));
+        assert_eq!(config.get_hard_timeout(), Some(Duration::from_secs(60)));
         assert_eq!(
-            config.kill_ladder,
+            *config.get_kill_ladder(),
             KillLadder::polite(Signal::INT, Duration::from_millis(300))
         );
-        assert_eq!(config.files.roots, vec![PathBuf::from("a"), "b".into()]);
-        assert!(config.files.exclude.contains(&"*.log".to_owned()));
-        assert!(config.files.exclude.contains(&"*.tmp".to_owned()));
+        assert_eq!(
+            config.get_files().get_roots(),
+            [PathBuf::from("a"), "b".into()]
+        );
+        assert!(
+            config
+                .get_files()
+                .get_exclude()
+                .contains(&"*.log".to_owned())
+        );
+        assert!(
+            config
+                .get_files()
+                .get_exclude()
+                .contains(&"*.tmp".to_owned())
+        );
         assert!(
             config.watches(&ActivitySource::Files)
                 && config.watches(&ActivitySource::Output)
                 && !config.watches(&ActivitySource::Children)
                 && !config.watches(&ActivitySource::Network)
         );
-        assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
-        assert!(config.keep_leftovers);
+        assert_eq!(
+            config.get_check_interval(),
+            Some(Duration::from_millis(250))
+        );
+        assert!(config.get_keep_leftovers());
         assert_eq!(options.log_level(), log::LevelFilter::Debug);
         assert_eq!(
             options.cli.command,

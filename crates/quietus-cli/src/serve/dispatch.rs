@@ -39,7 +39,7 @@ impl Proc {
     /// The polite step's grace of the process's own ladder.
     fn grace(&self) -> Duration {
         self.config
-            .kill_ladder
+            .get_kill_ladder()
             .steps()
             .next()
             .map_or(Duration::ZERO, |(_, grace)| grace)
@@ -149,7 +149,7 @@ impl Server {
                 "shutdownGraceMs": ms(o.shutdown_grace),
                 "outputNotifications": o.output_description(),
                 "outputThrottleMs": ms(o.output_throttle),
-                "outputChunkBytes": quietus::EventConfig::default().chunk_cap,
+                "outputChunkBytes": quietus::EventConfig::default().get_chunk_cap(),
                 "stdinQueue": process::STDIN_JOBS,
                 "encoding": "base64",
             }
@@ -640,8 +640,7 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
     let relay = Relay::of(session);
     let command = process::os_words(&proc.argv);
     // The idle timeout in force at the end (a control may have replaced the start's).
-    let mut config = proc.config.clone();
-    config.idle_timeout = session.idle_timeout();
+    let config = proc.config.clone().idle_timeout(session.idle_timeout());
     let context = Context {
         config: &config,
         command: &command,

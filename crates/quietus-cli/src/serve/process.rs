@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
     CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, KillLadder,
-    MonitorConfig, Session, SessionBuilder, Signal, Stdin, Stream,
+    MonitorConfig, Session, SessionBuilder, Setting, Signal, Stdin, Stream,
 };
 use serde_json::{Map, Value, json};
 
@@ -279,13 +279,13 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
 /// A [`ConfigError`] as -32602, named by the parameter that set the field.
 pub(crate) fn config_error(error: &ConfigError) -> RpcError {
     let field = match error {
-        ConfigError::OutOfRange { field, .. } => match *field {
-            "idle_timeout" => "idleTimeoutMs",
-            "hard_timeout" => "hardTimeoutMs",
-            "input_wait_timeout" => "inputWaitTimeoutMs",
-            "input_wait_notice" => "inputWaitNoticeMs",
-            "kill_ladder.grace" => "gracePeriodMs",
-            other => other,
+        ConfigError::OutOfRange { setting, .. } => match setting {
+            Setting::IdleTimeout => "idleTimeoutMs",
+            Setting::HardTimeout => "hardTimeoutMs",
+            Setting::InputWaitTimeout => "inputWaitTimeoutMs",
+            Setting::InputWaitNotice => "inputWaitNoticeMs",
+            Setting::KillLadderGrace => "gracePeriodMs",
+            _ => "params",
         },
         ConfigError::InvalidGlob { .. } => "watch",
         ConfigError::TerminalSize { .. } => "io.pty",
