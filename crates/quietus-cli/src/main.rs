@@ -6,6 +6,7 @@ mod jsonrpc;
 mod locks;
 mod mcp;
 mod serve;
+mod settings;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -124,7 +125,7 @@ fn run(options: &Options) -> Exit {
     // adopts.
     let reap = cli::reaper::adopts_orphans() || cfg!(target_os = "linux");
     let mut signals = SignalHandling::install(reap, cli.pty);
-    if cli.no_watch && !cli.watch.is_empty() {
+    if options.no_watch() && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
     let (report, events) = match open_targets(options) {
@@ -158,7 +159,7 @@ fn run(options: &Options) -> Exit {
             return spawn_failed(&e, cli, signals, report, context);
         }
     };
-    signals.start(session.clone(), cli.grace);
+    signals.start(session.clone(), options.grace());
     if pty_size.is_some() {
         cli::relay::start_stdin(session.clone());
     }
@@ -364,7 +365,7 @@ fn finish(
         );
     }
     if options.summary_wanted()
-        && let Some(line) = cli::report::summary(result, received, options.cli.grace)
+        && let Some(line) = cli::report::summary(result, received, options.grace())
     {
         say_line(&line);
     }

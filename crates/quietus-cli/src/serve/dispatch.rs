@@ -181,7 +181,7 @@ impl Server {
         // The newest session is the last the registry prunes (it keeps 100 finished ones).
         let session = self.registry.get(id).ok_or_else(|| {
             RpcError::new(
-                -32603,
+                protocol::INTERNAL_ERROR,
                 "internal error: the process ended and was forgotten at once",
             )
         })?;
@@ -473,7 +473,7 @@ impl Server {
         match waiter {
             Ok(_) => None,
             Err(e) => Some(Err(RpcError::new(
-                -32603,
+                protocol::INTERNAL_ERROR,
                 format!("internal error: cannot start a thread: {e}"),
             ))),
         }
