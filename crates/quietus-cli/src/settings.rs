@@ -484,9 +484,7 @@ impl Def {
         let millis = |v: &Json| -> Result<Duration, RpcError> {
             let n = match range {
                 Some((min, max)) => whole_number(key, v, ms_of(min), ms_of(max))?,
-                None => v
-                    .as_u64()
-                    .ok_or_else(|| bad("milliseconds as a whole number"))?,
+                None => whole_number(key, v, 0, u64::MAX)?,
             };
             Ok(Duration::from_millis(n))
         };
@@ -723,8 +721,13 @@ mod tests {
         let err = def
             .read_json("idleTimeoutMs", &json!("5m"), None)
             .unwrap_err();
+        let err = by_name("no_watch")
+            .unwrap()
+            .read_json("noWatch", &json!(1), None)
+            .unwrap_err();
         assert!(
-            err.message.contains("idleTimeoutMs: \"5m\" is not valid"),
+            err.message
+                .contains("noWatch: 1 is not valid; it accepts true or false"),
             "{}",
             err.message
         );
