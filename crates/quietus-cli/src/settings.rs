@@ -721,6 +721,12 @@ mod tests {
         let err = def
             .read_json("idleTimeoutMs", &json!("5m"), None)
             .unwrap_err();
+        assert!(
+            err.message
+                .starts_with("invalid params: idleTimeoutMs: \"5m\""),
+            "{}",
+            err.message
+        );
         let err = by_name("no_watch")
             .unwrap()
             .read_json("noWatch", &json!(1), None)
