@@ -410,23 +410,27 @@ impl Def {
     /// The setting's clap argument (its id is [`name`](Self::name)).
     fn arg(&self, order: usize) -> Option<Arg> {
         let flag = self.flag?;
-        let mut help = self.doc.to_owned();
+        let help = match self.range_text(self.range) {
+            Some(range) => format!("{} ({range}).", self.doc.trim_end_matches('.')),
+            None => self.doc.to_owned(),
+        };
+        let mut facts = Vec::new();
         if let Some(range) = self.range_text(self.range) {
-            help = format!("{help}\n\nAccepts {range}.");
-        }
-        let mut long_help = self.doc.to_owned();
-        long_help.push_str("\n\n");
-        if let Some(range) = self.range_text(self.range) {
-            long_help.push_str(&format!("Accepts {range}"));
-            if self.kind == Kind::DurationOrNone {
-                long_help.push_str("; `none` turns it off");
-            }
-            long_help.push_str(". ");
+            let none = if self.kind == Kind::DurationOrNone {
+                "; `none` turns it off"
+            } else {
+                ""
+            };
+            facts.push(format!("Accepts {range}{none}."));
         }
         if let Default::Words(words) = self.default {
-            long_help.push_str(&format!("Default: {words}."));
+            facts.push(format!("Default: {words}."));
         }
-        long_help.push('\n');
+        let mut long_help = format!("{}\n\n", self.doc);
+        if !facts.is_empty() {
+            long_help.push_str(&facts.join(" "));
+            long_help.push('\n');
+        }
         long_help.push_str(self.long_doc);
         let mut arg = Arg::new(self.name)
             .long(flag)

@@ -115,7 +115,9 @@ EXAMPLES
     long_about = LONG_ABOUT,
     after_help = AFTER_HELP,
     after_long_help = AFTER_LONG_HELP,
-    override_usage = "quietus [OPTIONS] -- PROGRAM [ARGS]..."
+    override_usage = "quietus [OPTIONS] -- PROGRAM [ARGS]...",
+    // The settings table's options come first (their display order is their place there).
+    next_display_order = 100
 )]
 pub(crate) struct Cli {
     /// The first signal of the ladder, sent to the program's whole process group.
@@ -1128,7 +1130,10 @@ mod tests {
             assert_eq!(arg.get_short(), def.short, "--{flag}");
             assert_eq!(arg.get_env().and_then(|v| v.to_str()), def.env, "--{flag}");
             let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-            assert!(help.starts_with(def.doc), "--{flag}: {help}");
+            assert!(
+                help.starts_with(def.doc.trim_end_matches('.')),
+                "--{flag}: {help}"
+            );
             let defaults: Vec<_> = arg.get_default_values().iter().collect();
             match def.default {
                 crate::settings::Default::Value(v)
