@@ -28,6 +28,14 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(u8::try_from(quietus::supervisor::run_guardian()).unwrap_or(1));
     }
+    // `quietus __settings` (hidden): the settings table as JSON, for clients' tests (the
+    // Python package checks its keyword arguments against it).
+    if args.get(1).is_some_and(|a| a == settings::PRINT_SUBCOMMAND) {
+        return match writeln!(io::stdout(), "{}", settings::table_json()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(quietus::MonitorResult::EXIT_INTERNAL as u8),
+        };
+    }
     // Whatever this process inherited (SIGCHLD ignored, a low descriptor limit), it can
     // supervise; the programs get what it was started with. Before any thread exists.
     let prepared = quietus::supervisor::prepare();

@@ -570,7 +570,13 @@ pub(crate) fn keys(surface: Surface) -> impl Iterator<Item = String> {
 pub(crate) fn serve_properties() -> serde_json::Map<String, Json> {
     SETTINGS
         .iter()
-        .filter_map(|d| Some((d.serve?.to_owned(), d.json_schema(Surface::Serve))))
+        .filter_map(|d| {
+            let mut schema = d.json_schema(Surface::Serve);
+            // The setting's name, for clients that name it in their own words (Python's
+            // keyword arguments): an annotation JSON Schema validators ignore.
+            schema["x-setting"] = json!(d.name);
+            Some((d.serve?.to_owned(), schema))
+        })
         .collect()
 }
 
@@ -578,6 +584,42 @@ pub(crate) fn serve_properties() -> serde_json::Map<String, Json> {
 /// if the setting has one.
 pub(crate) fn error_key(error: &quietus::ConfigError, surface: Surface) -> Option<String> {
     by_setting(error.setting()?)?.key(surface)
+}
+
+/// The hidden subcommand that prints [`table_json`]: `quietus __settings`.
+pub(crate) const PRINT_SUBCOMMAND: &str = "__settings";
+
+/// The table as JSON: one object per setting (`name`, `kind`, `range_ms`, `default`, `flag`,
+/// `short`, `env`, `serve`, `mcp`, `mcp_range_ms`, `doc`), for clients' tests.
+pub(crate) fn table_json() -> Json {
+    let range =
+        |r: Option<(Duration, Duration)>| r.map(|(min, max)| json!([ms_of(min), ms_of(max)]));
+    let settings: Vec<Json> = SETTINGS
+        .iter()
+        .map(|d| {
+            json!({
+                "name": d.name,
+                "kind": match d.kind {
+                    Kind::Duration => "duration",
+                    Kind::DurationOrNone => "duration_or_none",
+                    Kind::Switch => "switch",
+                },
+                "range_ms": range(d.range),
+                "default": match d.default {
+                    Default::Value(v) => v,
+                    Default::Words(w) => w,
+                },
+                "flag": d.key(Surface::Command),
+                "short": d.short.map(|c| format!("-{c}")),
+                "env": d.env,
+                "serve": d.serve,
+                "mcp": d.key(Surface::Mcp),
+                "mcp_range_ms": range(d.mcp.and_then(|_| d.mcp_range())),
+                "doc": d.doc,
+            })
+        })
+        .collect();
+    json!({"version": env!("CARGO_PKG_VERSION"), "settings": settings})
 }
 
 /// The markdown table of the settings with a key on `surface`, as the docs hold it.
