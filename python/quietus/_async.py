@@ -27,9 +27,9 @@ from . import _protocol as P
 from ._client import _fresh
 from ._errors import (
     ClientClosed,
-    ServerDied,
     QuietusError,
     QuietusNotFound,
+    ServerDied,
     UnknownProcess,
     rpc_error,
 )
@@ -202,9 +202,7 @@ class AsyncClient:
                 limit=_LINE_LIMIT,
             )
         except FileNotFoundError as e:
-            raise QuietusNotFound(
-                f"cannot run the quietus binary {self._binary!r}: {e}"
-            ) from e
+            raise QuietusNotFound(f"cannot run the quietus binary {self._binary!r}: {e}") from e
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._read()), loop.create_task(self._read_stderr())]
         try:
@@ -391,6 +389,7 @@ class AsyncClient:
         input_wait_timeout: Optional[Duration] = None,
         input_wait_notice: Optional[Duration] = None,
         grace: Optional[Duration] = None,
+        drain_cap: Optional[Duration] = None,
         log_threshold: Optional[int] = None,
         watch: Optional[Sequence[PathLike]] = None,
         no_watch: bool = False,
@@ -416,6 +415,7 @@ class AsyncClient:
             input_wait_timeout=input_wait_timeout,
             input_wait_notice=input_wait_notice,
             grace=grace,
+            drain_cap=drain_cap,
             log_threshold=log_threshold,
             watch=watch,
             no_watch=no_watch,

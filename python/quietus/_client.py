@@ -27,7 +27,7 @@ from typing import (
 )
 
 from . import _protocol as P
-from ._errors import ClientClosed, ServerDied, QuietusError, QuietusNotFound, rpc_error
+from ._errors import ClientClosed, QuietusError, QuietusNotFound, ServerDied, rpc_error
 from ._find import resolve_binary
 from ._types import (
     Closed,
@@ -442,6 +442,7 @@ class Client:
         input_wait_timeout: Optional[Duration] = None,
         input_wait_notice: Optional[Duration] = None,
         grace: Optional[Duration] = None,
+        drain_cap: Optional[Duration] = None,
         log_threshold: Optional[int] = None,
         watch: Optional[Sequence[PathLike]] = None,
         no_watch: bool = False,
@@ -455,7 +456,9 @@ class Client:
         default ``["PATH"]``, plus ``env``; ``home``/``seed``: an isolated home folder).
         ``stdin=True`` opens a pipe for :meth:`Process.write`; ``pty=True`` or ``(rows,
         cols)`` runs it on a terminal. Durations are seconds or timedeltas; unset ones are
-        the library's defaults (idle 5 min). ``context`` is copied onto its every event.
+        the library's defaults (idle 5 min). ``drain_cap``: after it exits, how long at most
+        to read output from pipes a leftover process still holds open (default 2 s).
+        ``context`` is copied onto its every event.
 
         Raises:
             ProcessIdTaken, TooManyProcesses, SpawnFailed (``.kind``), InvalidParams.
@@ -478,6 +481,7 @@ class Client:
             input_wait_timeout=input_wait_timeout,
             input_wait_notice=input_wait_notice,
             grace=grace,
+            drain_cap=drain_cap,
             log_threshold=log_threshold,
             watch=watch,
             no_watch=no_watch,

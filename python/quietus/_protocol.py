@@ -8,7 +8,19 @@ import json
 import os
 from collections import deque
 from datetime import timedelta
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Any,
+    Deque,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+    cast,
+)
 
 from ._errors import (
     Rejected,
@@ -26,6 +38,7 @@ from ._types import (
     ProcessInfo,
     ServerInfo,
     Snapshot,
+    State,
     event_from_json,
     to_millis,
 )
@@ -108,6 +121,7 @@ def start_params(
     input_wait_timeout: Optional[Duration],
     input_wait_notice: Optional[Duration],
     grace: Optional[Duration],
+    drain_cap: Optional[Duration],
     log_threshold: Optional[int],
     watch: Optional[Sequence[Union[str, "os.PathLike[str]"]]],
     no_watch: bool,
@@ -148,6 +162,7 @@ def start_params(
         ("inputWaitTimeoutMs", _ms(input_wait_timeout, "input_wait_timeout")),
         ("inputWaitNoticeMs", _ms(input_wait_notice, "input_wait_notice")),
         ("gracePeriodMs", _ms(grace, "grace")),
+        ("drainCapMs", _ms(drain_cap, "drain_cap")),
     ):
         if value is not None:
             params[name] = value
@@ -264,7 +279,7 @@ def list_from_json(value: Dict[str, Any]) -> List[ProcessInfo]:
             ProcessInfo(
                 process_id=str(s.get("processId", "")),
                 pid=int(s.get("pid") or 0),
-                state=str(s.get("state", "")),
+                state=cast(State, str(s.get("state", ""))),
                 uptime=(s.get("uptimeMs") or 0) / 1000.0,
                 idle_left=None if idle_left is None else idle_left / 1000.0,
                 bytes=int(s.get("bytes") or 0),

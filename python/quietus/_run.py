@@ -11,11 +11,11 @@ import signal as _signal
 import subprocess
 import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from ._errors import CalledProcessError, QuietusError, QuietusNotFound
 from ._find import resolve_binary
-from ._types import Diagnosis, Duration, Log, Result, to_millis
+from ._types import Diagnosis, Duration, Log, Result, RunOutcome, to_millis
 
 __all__ = ["run"]
 
@@ -106,7 +106,7 @@ def _command(
     if options["signal"] is not None:
         sig = options["signal"]
         argv += ["--signal", str(int(sig)) if isinstance(sig, int) else str(sig)]
-    for name in ("input_wait_timeout", "linger"):
+    for name in ("input_wait_timeout", "linger", "check_interval", "drain_cap"):
         if options[name] is not None:
             argv += ["--" + name.replace("_", "-"), _cli_duration(options[name], name)]
     if options["no_watch"]:
@@ -249,6 +249,8 @@ def run(
     done_when_file: Optional[Union[StrOrBytesPath, Sequence[StrOrBytesPath]]] = None,
     linger: Optional[Duration] = None,
     input_wait_timeout: Optional[Duration] = None,
+    check_interval: Optional[Duration] = None,
+    drain_cap: Optional[Duration] = None,
     grace: Optional[Duration] = None,
     signal: Optional[Union[str, int]] = None,
     no_children: bool = False,
@@ -317,6 +319,8 @@ def run(
             grace=grace,
             signal=signal,
             input_wait_timeout=input_wait_timeout,
+            check_interval=check_interval,
+            drain_cap=drain_cap,
             linger=linger,
             no_watch=no_watch,
             watch=watch,
@@ -383,7 +387,7 @@ def _run(
     result = Result(
         args=words,
         returncode=proc.returncode if proc.returncode >= 0 else 128 - proc.returncode,
-        outcome=str(report.get("outcome", "")),
+        outcome=cast(RunOutcome, str(report.get("outcome", ""))),
         diagnosis=Diagnosis.from_json(report.get("diagnosis")),
         stdout=stdout,
         stderr=stderr,
