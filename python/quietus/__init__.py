@@ -35,6 +35,7 @@ from ._errors import (
 from ._find import find_quietus_bin
 from ._run import run
 from ._types import (
+    SOURCES,
     Activity,
     Closed,
     DiagnosedProcess,
@@ -53,6 +54,7 @@ from ._types import (
     RunOutcome,
     ServerInfo,
     Snapshot,
+    Source,
     StallKind,
     Started,
     State,
@@ -85,6 +87,8 @@ __all__ = [
     "StallKind",
     "Stream",
     "State",
+    "Source",
+    "SOURCES",
     "Client",
     "Process",
     "AsyncClient",

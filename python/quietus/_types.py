@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Dict, List, Literal, Optional, Union, cast
+from typing import Any, AnyStr, Dict, Generic, List, Literal, Optional, Union, cast
 
 __all__ = [
     "Duration",
@@ -14,6 +14,8 @@ __all__ = [
     "StallKind",
     "Stream",
     "State",
+    "Source",
+    "SOURCES",
     "Diagnosis",
     "DiagnosedProcess",
     "Log",
@@ -60,6 +62,11 @@ StallKind = Literal[
 Stream = Literal["stdout", "stderr", "combined", "terminal"]
 #: Where a process is in its life (the schema's ``State``).
 State = Literal["running", "grace", "ended"]
+#: An activity source that can be turned off (``sources=`` of :func:`quietus.run` and of the
+#: clients' ``start``); keepalives and probes always count.
+Source = Literal["output", "files", "children", "network"]
+#: Every :data:`Source`: the default of ``sources=``.
+SOURCES: "frozenset[Source]" = frozenset(("output", "files", "children", "network"))
 
 
 def to_millis(value: Duration, name: str) -> int:
@@ -159,8 +166,10 @@ class Log:
 
 
 @dataclass(frozen=True)
-class Result:
-    """What :func:`quietus.run` returns, in the shape of ``subprocess.CompletedProcess``.
+class Result(Generic[AnyStr]):
+    """What :func:`quietus.run` returns, in the shape of ``subprocess.CompletedProcess``
+    (``args``, ``returncode``, ``stdout``, ``stderr``, :meth:`check_returncode`): ``stdout``
+    and ``stderr`` are ``bytes``, or ``str`` with ``run(text=True)`` or an ``encoding``.
 
     - ``returncode``: the ``quietus`` command's status: the command's own exit code, 124
       when it was ended for being idle or past the hard timeout, 0 when the work was done
@@ -181,8 +190,8 @@ class Result:
     returncode: int
     outcome: RunOutcome
     diagnosis: Optional[Diagnosis]
-    stdout: bytes
-    stderr: bytes
+    stdout: AnyStr
+    stderr: AnyStr
     stdout_omitted: int
     stderr_omitted: int
     logs: List[Log]

@@ -26,6 +26,14 @@ NOT_IN_RUN = {
     "input_wait_notice": "run() has no event stream to send the notice to",
 }
 
+#: The settings that turn a source off: the package takes them as one ``sources=`` set.
+SOURCE_OFF = {
+    "no_output": "output",
+    "no_watch": "files",
+    "no_children": "children",
+    "no_network": "network",
+}
+
 
 def _binary_json(*args: str) -> Dict[str, Any]:
     out = subprocess.run(
@@ -109,7 +117,8 @@ def _sample(prop: Dict[str, Any]) -> Any:
 def test_start_takes_every_setting_of_process_start(schema: Dict[str, Any], client: Any) -> None:
     parameters = inspect.signature(client.start).parameters
     for name in _start_settings(schema):
-        assert name in parameters, f"{client.__name__}.start lacks {name}"
+        taken = "sources" if name in SOURCE_OFF else name
+        assert taken in parameters, f"{client.__name__}.start lacks {taken} ({name})"
 
 
 def test_start_params_sends_each_setting_under_its_key(schema: Dict[str, Any]) -> None:
@@ -119,9 +128,14 @@ def test_start_params_sends_each_setting_under_its_key(schema: Dict[str, Any]) -
         for name, p in names.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     }
-    base.update(isolated_env=False, stdin=False, pty=False, no_watch=False, no_children=False)
+    base.update(isolated_env=False, stdin=False, pty=False)
+    assert not any(k.startswith("no") for k in _protocol.start_params("p", ["true"], **base))
     for name, prop in _start_settings(schema).items():
-        params = _protocol.start_params("p", ["true"], **dict(base, **{name: _sample(prop)}))
+        if name in SOURCE_OFF:
+            others = quietus.SOURCES - {SOURCE_OFF[name]}
+            params = _protocol.start_params("p", ["true"], **dict(base, sources=others))
+        else:
+            params = _protocol.start_params("p", ["true"], **dict(base, **{name: _sample(prop)}))
         assert prop["key"] in params, (name, params)
         value = params[prop["key"]]
         if isinstance(value, bool):
@@ -136,7 +150,11 @@ def test_run_takes_every_setting_of_the_command(settings: List[Dict[str, Any]]) 
     for row in settings:
         if row["flag"] is None or row["name"] in NOT_IN_RUN:
             continue
-        assert row["name"] in parameters, f"run() lacks {row['name']} ({row['flag']})"
+        taken = "sources" if row["name"] in SOURCE_OFF else row["name"]
+        assert taken in parameters, f"run() lacks {taken} ({row['flag']})"
+    # Every source a setting turns off is a source of sources=, and nothing else is.
+    assert set(SOURCE_OFF.values()) == set(quietus.SOURCES)
+    assert set(SOURCE_OFF) <= {row["name"] for row in settings}
     for name in NOT_IN_RUN:
         assert any(row["name"] == name for row in settings), f"{name} is no setting any more"
 
@@ -151,8 +169,11 @@ def test_run_passes_each_setting_as_its_flag(settings: List[Dict[str, Any]]) -> 
         name = row["name"]
         if row["flag"] is None or name in NOT_IN_RUN:
             continue
-        value = True if row["kind"] == "switch" else 2
-        options = dict(run_defaults, **{name: value})
+        if name in SOURCE_OFF:
+            options = dict(run_defaults, sources=quietus.SOURCES - {SOURCE_OFF[name]})
+        else:
+            value = True if row["kind"] == "switch" else 2
+            options = dict(run_defaults, **{name: value})
         argv = _run._command("quietus", "report.json", ["true"], options)
         assert row["flag"] in argv, (name, argv)
         if row["kind"] != "switch":

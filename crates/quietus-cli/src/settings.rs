@@ -331,7 +331,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         flag: Some("no-network"),
         short: None,
         env: Some("QUIETUS_NO_NETWORK"),
-        serve: None,
+        serve: Some("noNetwork"),
         mcp: None,
         doc: "Bytes moving on the program's TCP sockets do not count.",
         long_doc: "By default a silent download or a streamed answer (any process of the tree receiving\n\
@@ -349,7 +349,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         flag: Some("no-output"),
         short: None,
         env: Some("QUIETUS_NO_OUTPUT"),
-        serve: None,
+        serve: Some("noOutput"),
         mcp: None,
         doc: "Output does not count as activity (it still passes through).",
         long_doc: "With --no-watch --no-children --no-network too, -i is a plain timeout.\n\
