@@ -5,7 +5,7 @@
 //!
 //! From this table come: the command's options for these settings (clap arguments,
 //! [`cli_args`]) and their environment variables; `serve`'s parsing of them
-//! ([`apply_json`]) and `mcp`'s ranges and schema entries ([`mcp_property`]); the error
+//! ([`apply_json`]) and `mcp`'s ranges and schema entries ([`Def::json_schema`]); the error
 //! messages of all three, which name the setting as the caller spelled it ([`Surface`]); the
 //! `process/start` part of `quietus serve --schema`; and the rows of the option tables in
 //! `docs/cli.md`, `docs/serve.md` and `docs/mcp.md` (a test fails when they differ).

@@ -31,7 +31,7 @@ impl PartialEq for LineCallback {
 /// Completion is seen at the first of: an output line (stdout, stderr, the combined stream or
 /// the terminal; lines end at `\n` or `\r` and are matched whole, across read boundaries)
 /// matching one of the [`output`](Self::output) regular expressions or accepted by the
-/// [`on_line`](Self::on_line) callback; or one of the [`files`](Self::files) appearing or
+/// [`on_line`](Self::on_line) callback; or one of the [`files`](Self::file) appearing or
 /// changing. The child then has [`linger`](Self::linger) to exit by itself; if it does not,
 /// it is ended with the kill ladder and the outcome is [`Outcome::Completed`] (exit code 0).
 /// A child that exits by itself keeps its own exit code, and

@@ -523,7 +523,7 @@ impl FileWatchConfig {
     }
 
     /// Adds a file the caller writes itself, never counted as activity
-    /// ([`own_files`](Self::own_files)).
+    /// ([`get_own_files`](Self::get_own_files)).
     pub fn own_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.own_files.push(path.into());
         self
@@ -852,7 +852,7 @@ impl MonitorConfig {
         }
     }
 
-    /// Sets (`Some`) or removes (`None`) the solo cap of `source` ([`solo_caps`](Self::solo_caps)).
+    /// Sets (`Some`) or removes (`None`) the solo cap of `source` ([`get_solo_caps`](Self::get_solo_caps)).
     /// Capping [`ActivitySource::RepeatedOutput`] turns that source on
     /// ([`repeated_output`](Self::repeated_output)).
     pub fn solo_cap(mut self, source: ActivitySource, cap: Option<Duration>) -> Self {
