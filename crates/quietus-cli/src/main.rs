@@ -205,6 +205,17 @@ fn open_targets(
     options: &Options,
 ) -> Result<(Option<ReportTarget>, Option<cli::events::Target>), Exit> {
     let cli = &options.cli;
+    if let (Some(report), Some(events)) = (cli.report.as_deref(), cli.events.as_deref())
+        && is_same_file(report, events)
+    {
+        say_line(&format!(
+            "quietus: invalid value for {}: {} is the same file as --report (the report would \
+             overwrite the events); it accepts another file, or - for stderr",
+            options.describe("events"),
+            events.display()
+        ));
+        return Err(Exit::Code(MonitorResult::EXIT_INTERNAL));
+    }
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
         Err(e) if interrupted(&e).is_some() => {
@@ -245,6 +256,33 @@ fn open_targets(
         }
     };
     Ok((report, events))
+}
+
+/// Whether `a` and `b` name the same file (`-`, stderr, is no file): the same path, the same
+/// existing file (device and inode, whatever the spelling or link), or the same name in the
+/// same folder for a file not created yet.
+fn is_same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if a.as_os_str() == "-" || b.as_os_str() == "-" {
+        return false;
+    }
+    if a == b {
+        return true;
+    }
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
+    let place = |p: &std::path::Path| {
+        let parent = match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => std::path::Path::new("."),
+        };
+        Some((
+            std::fs::canonicalize(parent).ok()?,
+            p.file_name()?.to_owned(),
+        ))
+    };
+    place(a).is_some_and(|x| place(b).is_some_and(|y| x == y))
 }
 
 /// The signal that gave up a wait for a FIFO's reader (`--report`, `--events`), if `error`

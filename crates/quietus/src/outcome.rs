@@ -462,7 +462,8 @@ pub struct MonitorResult {
     /// cgroup with the memory controller enabled.
     pub oom_kills: Option<u64>,
     /// Why the network source, though on, could observe nothing (no socket diagnostics in
-    /// this kernel or sandbox, a system other than Linux); `None` when it could, or was off.
+    /// this kernel or sandbox, no `/proc` of this pid namespace to find the tree's sockets
+    /// in, a system other than Linux); `None` when it could, or was off.
     pub network_unavailable: Option<String>,
 }
 

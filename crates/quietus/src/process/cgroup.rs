@@ -156,6 +156,15 @@ fn dir_of(mount: &Path, root: &str, own: &str) -> Option<PathBuf> {
     Some(mount.join(rel.trim_start_matches('/')))
 }
 
+/// The `total=` of the `some` line of a pressure file (microseconds).
+pub(crate) fn parse_pressure_some(text: &str) -> Option<Duration> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    let total = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("total="))?;
+    total.parse().ok().map(Duration::from_micros)
+}
+
 /// The value of `key` in a flat-keyed cgroup file (`cgroup.events`, `cpu.stat`,
 /// `memory.events`: one `key value` per line).
 pub(crate) fn keyed(text: &str, key: &str) -> Option<u64> {
@@ -328,6 +337,16 @@ impl Cgroup {
             .ok_or_else(|| io::Error::other("cpu.stat without `usage_usec`"))
     }
 
+    /// How long, in all, at least one of its processes was runnable but waiting for a CPU
+    /// (`total` of the `some` line of `cpu.pressure`, pressure stall information): the CPU the
+    /// tree asked for and did not get, reaped processes included. An error where the kernel
+    /// keeps no pressure information (built without PSI, or booted with `psi=0`).
+    pub(crate) fn cpu_waited(&self) -> io::Result<Duration> {
+        let text = self.read("cpu.pressure")?;
+        parse_pressure_some(&text)
+            .ok_or_else(|| io::Error::other("cpu.pressure without a `some` total"))
+    }
+
     /// The memory peak in bytes and the number of OOM kills, where the memory controller is
     /// enabled for it (`memory.peak`, kernel 5.19; `oom_kill` of `memory.events`).
     pub(crate) fn memory(&self) -> (Option<u64>, Option<u64>) {
@@ -379,8 +398,13 @@ impl Cgroup {
         }
     }
 
-    /// Whether process `pid` is in this cgroup or one below it now.
+    /// Whether process `pid` is in this cgroup or one below it now: by its `/proc/PID/cgroup`,
+    /// or, without a `/proc` of this pid namespace (where `pid` would name another process
+    /// or none), by the cgroup's own member list, whose pids are this namespace's.
     fn is_member(&self, pid: i32) -> bool {
+        if sys::proc_view().why_not().is_some() {
+            return self.members().is_ok_and(|members| members.contains(&pid));
+        }
         std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .ok()
             .and_then(|text| parse_own_cgroup(&text))
@@ -685,6 +709,17 @@ mod tests {
                 "{by_mountinfo:?}"
             ),
         }
+    }
+
+    #[test]
+    fn reads_the_some_total_of_a_pressure_file() {
+        let text = "some avg10=96.67 avg60=97.53 avg300=85.62 total=615478192\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(
+            parse_pressure_some(text),
+            Some(Duration::from_micros(615_478_192))
+        );
+        assert_eq!(parse_pressure_some("full total=3\n"), None);
+        assert_eq!(parse_pressure_some("some avg10=1.00\n"), None);
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
         pid,
         ..ProcSnap::default()
     };
+    if let Some(why) = super::proc_view().why_not() {
+        snap.error = Some(why); // never another namespace's process under this pid
+        return snap;
+    }
     let fds = super::fd_links(pid, &mut |fd, target| {
         snap.fds
             .push((fd, String::from_utf8_lossy(target).into_owned()));
