@@ -187,9 +187,12 @@ impl Server {
             _ => now(Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!(
-                    "method not found: {method:?}; the methods are initialize, process/start, \
-                     process/write, process/closeStdin, process/resize, process/terminate, \
-                     process/wait, process/snapshot, process/control, process/list"
+                    "method not found: {method:?}; the methods are {}",
+                    super::schema::METHODS
+                        .iter()
+                        .map(|(name, ..)| *name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             ))),
         }
