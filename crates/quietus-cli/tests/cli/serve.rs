@@ -1468,4 +1468,23 @@ fn serve_schema_is_printed_and_checked_in() {
     let good =
         json!({"processId": "a", "outcome": "idle_timeout", "exitCode": 124, "signal": null});
     assert!(schema.validators["ProcessExitedParams"].is_valid(&good));
+    // Every method the schema names is served (none answers "method not found"), and the
+    // server's list of methods is the schema's.
+    let marker = Marker::new("serve-schema-methods");
+    let mut client = Client::start(&marker, &[]);
+    let methods = schema.document["methods"].as_object().unwrap();
+    for method in methods.keys() {
+        let answer = client.call(method, json!({}));
+        assert_ne!(answer["error"]["code"], -32601, "{method}: {answer}");
+    }
+    let (code, message) = client.err("process/nothing", json!({}));
+    assert_eq!(code, -32601);
+    for method in methods.keys() {
+        assert!(
+            message.contains(method.as_str()),
+            "{message} lists {method}"
+        );
+    }
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
 }
