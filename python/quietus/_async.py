@@ -13,6 +13,7 @@ from typing import (
     Any,
     AsyncIterator,
     Callable,
+    Collection,
     Deque,
     Dict,
     List,
@@ -27,9 +28,9 @@ from . import _protocol as P
 from ._client import _fresh
 from ._errors import (
     ClientClosed,
-    ServerDied,
     QuietusError,
     QuietusNotFound,
+    ServerDied,
     UnknownProcess,
     rpc_error,
 )
@@ -42,6 +43,7 @@ from ._types import (
     ProcessResult,
     ServerInfo,
     Snapshot,
+    Source,
     to_millis,
 )
 
@@ -104,26 +106,26 @@ class AsyncProcess:
         """Its retained output (head and tail) and byte counts."""
         return P.snapshot_from_json(await self._call("process/snapshot"))
 
-    async def control(self, action: Mapping[str, Any]) -> bool:
-        """Sends a raw ``process/control`` action."""
+    async def _control(self, action: Mapping[str, Any]) -> bool:
+        """Sends a ``process/control`` action: the typed methods' one way."""
         result = await self._call("process/control", action=dict(action))
         return P.action_status(self.process_id, result, "control")
 
     async def keepalive(self, idle_timeout: Optional[Duration] = None) -> bool:
         """Counts as activity (and replaces the idle timeout when one is given)."""
-        return await self.control(P.control_action("keepalive", idle_timeout))
+        return await self._control(P.control_action("keepalive", idle_timeout))
 
     async def interrupt(self) -> bool:
         """Ctrl-C: through its terminal, or SIGINT to its process group."""
-        return await self.control(P.control_action("send_ctrl_c"))
+        return await self._control(P.control_action("send_ctrl_c"))
 
     async def kill(self) -> bool:
         """KILL its whole tree now."""
-        return await self.control(P.control_action("force_kill"))
+        return await self._control(P.control_action("force_kill"))
 
     async def set_idle_timeout(self, idle_timeout: Duration) -> bool:
         """Replaces its idle timeout."""
-        return await self.control(P.control_action("set_idle_timeout", idle_timeout))
+        return await self._control(P.control_action("set_idle_timeout", idle_timeout))
 
     async def events(self, timeout: Optional[Duration] = None) -> AsyncIterator[Event]:
         """Its events in the server's order, up to and including :class:`Closed`
@@ -202,9 +204,7 @@ class AsyncClient:
                 limit=_LINE_LIMIT,
             )
         except FileNotFoundError as e:
-            raise QuietusNotFound(
-                f"cannot run the quietus binary {self._binary!r}: {e}"
-            ) from e
+            raise QuietusNotFound(f"cannot run the quietus binary {self._binary!r}: {e}") from e
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._read()), loop.create_task(self._read_stderr())]
         try:
@@ -391,10 +391,10 @@ class AsyncClient:
         input_wait_timeout: Optional[Duration] = None,
         input_wait_notice: Optional[Duration] = None,
         grace: Optional[Duration] = None,
+        drain_cap: Optional[Duration] = None,
         log_threshold: Optional[int] = None,
         watch: Optional[Sequence[PathLike]] = None,
-        no_watch: bool = False,
-        no_children: bool = False,
+        sources: Optional[Collection[Source]] = None,
         context: Optional[Mapping[str, Any]] = None,
     ) -> AsyncProcess:
         """Starts ``argv``; the parameters are :meth:`Client.start`'s."""
@@ -416,10 +416,10 @@ class AsyncClient:
             input_wait_timeout=input_wait_timeout,
             input_wait_notice=input_wait_notice,
             grace=grace,
+            drain_cap=drain_cap,
             log_threshold=log_threshold,
             watch=watch,
-            no_watch=no_watch,
-            no_children=no_children,
+            sources=sources,
             context=context,
         )
         pid_key: str = process_id

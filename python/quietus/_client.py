@@ -15,6 +15,7 @@ from typing import (
     IO,
     Any,
     Callable,
+    Collection,
     Deque,
     Dict,
     Iterator,
@@ -27,7 +28,7 @@ from typing import (
 )
 
 from . import _protocol as P
-from ._errors import ClientClosed, ServerDied, QuietusError, QuietusNotFound, rpc_error
+from ._errors import ClientClosed, QuietusError, QuietusNotFound, ServerDied, rpc_error
 from ._find import resolve_binary
 from ._types import (
     Closed,
@@ -37,6 +38,7 @@ from ._types import (
     ProcessResult,
     ServerInfo,
     Snapshot,
+    Source,
     to_millis,
 )
 
@@ -167,27 +169,27 @@ class Process:
         """Its retained output (head and tail) and byte counts."""
         return P.snapshot_from_json(self._call("process/snapshot"))
 
-    def control(self, action: Mapping[str, Any]) -> bool:
-        """Sends a raw ``process/control`` action (``{"type": …}``)."""
+    def _control(self, action: Mapping[str, Any]) -> bool:
+        """Sends a ``process/control`` action (``{"type": …}``): the typed methods' one way."""
         return P.action_status(
             self.process_id, self._call("process/control", action=dict(action)), "control"
         )
 
     def keepalive(self, idle_timeout: Optional[Duration] = None) -> bool:
         """Counts as activity (and replaces the idle timeout when one is given)."""
-        return self.control(P.control_action("keepalive", idle_timeout))
+        return self._control(P.control_action("keepalive", idle_timeout))
 
     def interrupt(self) -> bool:
         """Ctrl-C: through its terminal, or SIGINT to its process group."""
-        return self.control(P.control_action("send_ctrl_c"))
+        return self._control(P.control_action("send_ctrl_c"))
 
     def kill(self) -> bool:
         """KILL its whole tree now."""
-        return self.control(P.control_action("force_kill"))
+        return self._control(P.control_action("force_kill"))
 
     def set_idle_timeout(self, idle_timeout: Duration) -> bool:
         """Replaces its idle timeout."""
-        return self.control(P.control_action("set_idle_timeout", idle_timeout))
+        return self._control(P.control_action("set_idle_timeout", idle_timeout))
 
     def events(self, timeout: Optional[Duration] = None) -> Iterator[Event]:
         """Its notifications as typed events, in the server's order, up to and including
@@ -442,10 +444,10 @@ class Client:
         input_wait_timeout: Optional[Duration] = None,
         input_wait_notice: Optional[Duration] = None,
         grace: Optional[Duration] = None,
+        drain_cap: Optional[Duration] = None,
         log_threshold: Optional[int] = None,
         watch: Optional[Sequence[PathLike]] = None,
-        no_watch: bool = False,
-        no_children: bool = False,
+        sources: Optional[Collection[Source]] = None,
         context: Optional[Mapping[str, Any]] = None,
     ) -> Process:
         """Starts ``argv`` under supervision and returns its :class:`Process`.
@@ -455,7 +457,11 @@ class Client:
         default ``["PATH"]``, plus ``env``; ``home``/``seed``: an isolated home folder).
         ``stdin=True`` opens a pipe for :meth:`Process.write`; ``pty=True`` or ``(rows,
         cols)`` runs it on a terminal. Durations are seconds or timedeltas; unset ones are
-        the library's defaults (idle 5 min). ``context`` is copied onto its every event.
+        the library's defaults (idle 5 min). ``drain_cap``: after it exits, how long at most
+        to read output from pipes a leftover process still holds open (default 2 s).
+        ``sources``: the activity sources that count (default all of :data:`quietus.SOURCES`:
+        ``output``, ``files``, ``children``, ``network``). ``context`` is copied onto its every
+        event.
 
         Raises:
             ProcessIdTaken, TooManyProcesses, SpawnFailed (``.kind``), InvalidParams.
@@ -478,10 +484,10 @@ class Client:
             input_wait_timeout=input_wait_timeout,
             input_wait_notice=input_wait_notice,
             grace=grace,
+            drain_cap=drain_cap,
             log_threshold=log_threshold,
             watch=watch,
-            no_watch=no_watch,
-            no_children=no_children,
+            sources=sources,
             context=context,
         )
         replaced: List[Optional[P.EventBuffer]] = []

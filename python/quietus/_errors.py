@@ -46,7 +46,7 @@ class CalledProcessError(QuietusError, subprocess.CalledProcessError):
     also carries the whole :class:`Result`, its ``outcome`` and ``diagnosis`` (why a stalled
     command was judged stalled)."""
 
-    def __init__(self, result: "Result") -> None:
+    def __init__(self, result: "Result[Any]") -> None:
         subprocess.CalledProcessError.__init__(
             self, result.returncode, result.args, result.stdout, result.stderr
         )

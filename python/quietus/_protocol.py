@@ -8,7 +8,20 @@ import json
 import os
 from collections import deque
 from datetime import timedelta
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Any,
+    Collection,
+    Deque,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+    cast,
+)
 
 from ._errors import (
     Rejected,
@@ -18,6 +31,7 @@ from ._errors import (
     rpc_error,
 )
 from ._types import (
+    SOURCES,
     Activity,
     Closed,
     Duration,
@@ -26,6 +40,8 @@ from ._types import (
     ProcessInfo,
     ServerInfo,
     Snapshot,
+    Source,
+    State,
     event_from_json,
     to_millis,
 )
@@ -91,6 +107,29 @@ def _ms(value: Optional[Duration], name: str) -> Optional[int]:
     return None if value is None else to_millis(value, name)
 
 
+#: The ``process/start`` flag that turns each source off.
+SOURCE_OFF_KEYS: Dict[str, str] = {
+    "output": "noOutput",
+    "files": "noWatch",
+    "children": "noChildren",
+    "network": "noNetwork",
+}
+
+
+def checked_sources(sources: Optional[Collection[Source]]) -> "frozenset[Source]":
+    """``sources`` as a set of :data:`Source` (None: all), or a ``ValueError`` naming the
+    unknown one."""
+    if sources is None:
+        return SOURCES
+    if isinstance(sources, str):
+        raise TypeError(f"sources must be a collection of source names, not the str {sources!r}")
+    chosen = frozenset(sources)
+    unknown = sorted(str(s) for s in chosen - SOURCES)
+    if unknown:
+        raise ValueError(f"unknown source {unknown[0]!r}: sources are {', '.join(sorted(SOURCES))}")
+    return chosen
+
+
 def start_params(
     process_id: str,
     argv: Sequence[Union[str, "os.PathLike[str]"]],
@@ -108,10 +147,10 @@ def start_params(
     input_wait_timeout: Optional[Duration],
     input_wait_notice: Optional[Duration],
     grace: Optional[Duration],
+    drain_cap: Optional[Duration],
     log_threshold: Optional[int],
     watch: Optional[Sequence[Union[str, "os.PathLike[str]"]]],
-    no_watch: bool,
-    no_children: bool,
+    sources: Optional[Collection[Source]],
     context: Optional[Mapping[str, Any]],
 ) -> Dict[str, Any]:
     """``process/start``'s parameters, checked for type (the server checks the ranges)."""
@@ -148,6 +187,7 @@ def start_params(
         ("inputWaitTimeoutMs", _ms(input_wait_timeout, "input_wait_timeout")),
         ("inputWaitNoticeMs", _ms(input_wait_notice, "input_wait_notice")),
         ("gracePeriodMs", _ms(grace, "grace")),
+        ("drainCapMs", _ms(drain_cap, "drain_cap")),
     ):
         if value is not None:
             params[name] = value
@@ -157,10 +197,8 @@ def start_params(
         if isinstance(watch, (str, os.PathLike)):
             watch = [watch]
         params["watch"] = [os.fspath(path) for path in watch]
-    if no_watch:
-        params["noWatch"] = True
-    if no_children:
-        params["noChildren"] = True
+    for source in sorted(SOURCES - checked_sources(sources)):
+        params[SOURCE_OFF_KEYS[source]] = True
     if context is not None:
         params["context"] = dict(context)
     return params
@@ -264,7 +302,7 @@ def list_from_json(value: Dict[str, Any]) -> List[ProcessInfo]:
             ProcessInfo(
                 process_id=str(s.get("processId", "")),
                 pid=int(s.get("pid") or 0),
-                state=str(s.get("state", "")),
+                state=cast(State, str(s.get("state", ""))),
                 uptime=(s.get("uptimeMs") or 0) / 1000.0,
                 idle_left=None if idle_left is None else idle_left / 1000.0,
                 bytes=int(s.get("bytes") or 0),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
+import locale
 import os
 import selectors
 import shutil
@@ -11,11 +13,12 @@ import signal as _signal
 import subprocess
 import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
-from ._errors import CalledProcessError, QuietusError, QuietusNotFound
+from ._errors import QuietusError, QuietusNotFound
 from ._find import resolve_binary
-from ._types import Diagnosis, Duration, Log, Result, to_millis
+from ._protocol import checked_sources
+from ._types import SOURCES, Diagnosis, Duration, Log, Result, RunOutcome, Source, to_millis
 
 __all__ = ["run"]
 
@@ -106,18 +109,21 @@ def _command(
     if options["signal"] is not None:
         sig = options["signal"]
         argv += ["--signal", str(int(sig)) if isinstance(sig, int) else str(sig)]
-    for name in ("input_wait_timeout", "linger"):
+    for name in ("input_wait_timeout", "linger", "check_interval", "drain_cap"):
         if options[name] is not None:
             argv += ["--" + name.replace("_", "-"), _cli_duration(options[name], name)]
-    if options["no_watch"]:
-        argv.append("--no-watch")
+    # A source turned off is its --no-* flag (files: --no-watch).
+    off = {"files": "--no-watch", "children": "--no-children", "network": "--no-network"}
+    off["output"] = "--no-output"
+    for source in sorted(SOURCES - checked_sources(options["sources"])):
+        argv.append(off[source])
     for path in _strings(options["watch"], "watch"):
         argv += ["--watch", path]
     for pattern in _strings(options["done_when_output"], "done_when_output"):
         argv += ["--done-when-output", pattern]
     for path in _strings(options["done_when_file"], "done_when_file"):
         argv += ["--done-when-file", path]
-    flags = ("no_children", "no_network", "no_output", "non_interactive", "keep_leftovers")
+    flags = ("non_interactive", "keep_leftovers")
     for flag in flags:
         if options[flag]:
             argv.append("--" + flag.replace("_", "-"))
@@ -244,25 +250,27 @@ def run(
     pty: bool = False,
     pty_size: Optional[Tuple[int, int]] = None,
     watch: Optional[Union[StrOrBytesPath, Sequence[StrOrBytesPath]]] = None,
-    no_watch: bool = False,
     done_when_output: Optional[Union[str, Sequence[str]]] = None,
     done_when_file: Optional[Union[StrOrBytesPath, Sequence[StrOrBytesPath]]] = None,
     linger: Optional[Duration] = None,
     input_wait_timeout: Optional[Duration] = None,
+    check_interval: Optional[Duration] = None,
+    drain_cap: Optional[Duration] = None,
     grace: Optional[Duration] = None,
-    signal: Optional[Union[str, int]] = None,
-    no_children: bool = False,
-    no_network: bool = False,
-    no_output: bool = False,
+    signal: Optional[Union[str, int, _signal.Signals]] = None,
+    sources: Optional[Collection[Source]] = None,
     non_interactive: bool = False,
     keep_leftovers: bool = False,
     containment: Optional[str] = None,
     log_dir: Optional[StrOrBytesPath] = None,
     capture_bytes: int = 1 << 20,
     check: bool = False,
+    text: bool = False,
+    encoding: Optional[str] = None,
+    errors: Optional[str] = None,
     extra_args: Optional[Sequence[str]] = None,
     quietus_bin: Optional[str] = None,
-) -> Result:
+) -> Result[Any]:
     """Runs ``args`` under the ``quietus`` command and returns a :class:`Result`.
 
     Where ``subprocess.run(args, timeout=…)`` kills only the child after a fixed time (and
@@ -273,8 +281,17 @@ def run(
 
     - ``returncode`` is the command's status (124 after a stall or the hard timeout);
       ``check=True`` raises :class:`CalledProcessError` (with the diagnosis) when it is not 0.
-    - ``input`` (bytes or str, UTF-8) is the command's stdin, else stdin is ``/dev/null``
+    - ``input`` (bytes or str) is the command's stdin, else stdin is ``/dev/null``
       (quietus runs the command in its own process group: it may not read a terminal).
+    - ``text=True`` or an ``encoding`` (as for ``subprocess.run``): ``stdout``/``stderr`` are
+      ``str``, decoded with ``encoding`` (default the locale's) and ``errors`` (default
+      ``"replace"``: the head and the tail may cut a character); a ``str`` ``input`` is
+      encoded with it (else UTF-8).
+    - ``sources``: the activity sources that count (default all of :data:`quietus.SOURCES`:
+      ``output``, ``files``, ``children``, ``network``); ``sources={"output"}`` is a plain
+      silence timeout.
+    - ``signal``: the ladder's first signal, a name (``"INT"``), a number or a
+      ``signal.Signals``.
     - ``pty=True`` runs it on a terminal (``pty_size`` rows and columns, default 24x80):
       ``input`` is typed into it and its output is ``stdout``.
     - ``stdout``/``stderr`` keep the first and last ``capture_bytes / 2`` bytes each, so
@@ -295,8 +312,10 @@ def run(
         TypeError, ValueError: a bad argument (nothing is run).
     """
     words = _words(args)
+    decode = text or encoding is not None or errors is not None
+    chosen_encoding = encoding or (locale.getpreferredencoding(False) if decode else "utf-8")
     if isinstance(input, str):
-        input = input.encode()
+        input = input.encode(chosen_encoding)
     if input is not None and not isinstance(input, (bytes, bytearray, memoryview)):
         raise TypeError(f"input must be bytes or str, not {type(input).__name__}")
     if isinstance(capture_bytes, bool) or not isinstance(capture_bytes, int) or capture_bytes < 0:
@@ -317,14 +336,13 @@ def run(
             grace=grace,
             signal=signal,
             input_wait_timeout=input_wait_timeout,
+            check_interval=check_interval,
+            drain_cap=drain_cap,
             linger=linger,
-            no_watch=no_watch,
             watch=watch,
             done_when_output=done_when_output,
             done_when_file=done_when_file,
-            no_children=no_children,
-            no_network=no_network,
-            no_output=no_output,
+            sources=sources,
             non_interactive=non_interactive,
             keep_leftovers=keep_leftovers,
             pty=pty,
@@ -334,9 +352,20 @@ def run(
             extra_args=extra_args,
         )
         argv = _command(binary, report_path, words, options)
-        return _run(argv, words, report_path, cwd, env, input, capture_bytes, grace, check)
+        result: Result[Any] = _run(argv, words, report_path, cwd, env, input, capture_bytes, grace)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    if decode:
+        # The head and the tail may cut a character in two: "replace" unless told otherwise.
+        how = errors or "replace"
+        result = dataclasses.replace(
+            result,
+            stdout=result.stdout.decode(chosen_encoding, how),
+            stderr=result.stderr.decode(chosen_encoding, how),
+        )
+    if check:
+        result.check_returncode()
+    return result
 
 
 def _run(
@@ -348,8 +377,7 @@ def _run(
     data: Optional[bytes],
     capture_bytes: int,
     grace: Optional[Duration],
-    check: bool,
-) -> Result:
+) -> Result[bytes]:
     try:
         proc = subprocess.Popen(
             argv,
@@ -383,7 +411,7 @@ def _run(
     result = Result(
         args=words,
         returncode=proc.returncode if proc.returncode >= 0 else 128 - proc.returncode,
-        outcome=str(report.get("outcome", "")),
+        outcome=cast(RunOutcome, str(report.get("outcome", ""))),
         diagnosis=Diagnosis.from_json(report.get("diagnosis")),
         stdout=stdout,
         stderr=stderr,
@@ -396,6 +424,4 @@ def _run(
         error=report.get("error"),
         report=report,
     )
-    if check and result.returncode != 0:
-        raise CalledProcessError(result)
     return result

@@ -5,10 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, AnyStr, Dict, Generic, List, Literal, Optional, Union, cast
 
 __all__ = [
     "Duration",
+    "Outcome",
+    "RunOutcome",
+    "StallKind",
+    "Stream",
+    "State",
+    "Source",
+    "SOURCES",
     "Diagnosis",
     "DiagnosedProcess",
     "Log",
@@ -30,6 +37,36 @@ __all__ = [
 
 #: A duration: seconds (int or float) or a ``datetime.timedelta``.
 Duration = Union[int, float, timedelta]
+
+# The protocol's enums, as ``quietus serve --schema`` (docs/serve.schema.json) lists them; a
+# test (python/tests/test_schema.py) fails when they differ.
+
+#: How a supervised run ended (the schema's ``Outcome``).
+Outcome = Literal["exited", "completed", "idle_timeout", "hard_timeout", "terminated", "input_wait"]
+#: :func:`quietus.run`'s outcome: an :data:`Outcome`, or ``not_started`` (the program could
+#: not be run).
+RunOutcome = Union[Outcome, Literal["not_started"]]
+#: What a stalled tree was doing (the schema's ``StallKind``, a diagnosis's ``kind``).
+StallKind = Literal[
+    "awaiting_input",
+    "network_wait",
+    "sleeping",
+    "stopped",
+    "waiting_on_child",
+    "lock_wait",
+    "disk_wait",
+    "running",
+    "unknown",
+]
+#: Which of the child's streams (the schema's ``Stream``).
+Stream = Literal["stdout", "stderr", "combined", "terminal"]
+#: Where a process is in its life (the schema's ``State``).
+State = Literal["running", "grace", "ended"]
+#: An activity source that can be turned off (``sources=`` of :func:`quietus.run` and of the
+#: clients' ``start``); keepalives and probes always count.
+Source = Literal["output", "files", "children", "network"]
+#: Every :data:`Source`: the default of ``sources=``.
+SOURCES: "frozenset[Source]" = frozenset(("output", "files", "children", "network"))
 
 
 def to_millis(value: Duration, name: str) -> int:
@@ -64,11 +101,12 @@ class DiagnosedProcess:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """What a tree judged stalled was doing: ``kind`` (``input_wait``, ``network_wait``,
-    ``sleeping``, ``stopped``, ``waiting_on_child``, ``lock_wait``, ``disk_wait``,
-    ``busy_without_progress``, ``unknown``), a one-line ``summary`` and the ``processes``."""
+    """What a tree judged stalled was doing: ``kind`` (a :data:`StallKind`:
+    ``awaiting_input``, ``network_wait``, ``sleeping``, ``stopped``, ``waiting_on_child``,
+    ``lock_wait``, ``disk_wait``, ``running`` — busy with no progress any source could see —,
+    ``unknown``), a one-line ``summary`` and the ``processes``."""
 
-    kind: str
+    kind: StallKind
     summary: str
     processes: List[DiagnosedProcess] = field(default_factory=list)
 
@@ -90,7 +128,8 @@ class Diagnosis:
                         target=p.get("target"),
                     )
                 )
-        return cls(str(value.get("kind", "unknown")), str(value.get("summary", "")), processes)
+        kind = cast(StallKind, str(value.get("kind", "unknown")))
+        return cls(kind, str(value.get("summary", "")), processes)
 
 
 @dataclass(frozen=True)
@@ -99,7 +138,7 @@ class Log:
     every byte read from the stream) and ``bytes``; ``incomplete`` with an ``error`` when the
     file lacks part of it."""
 
-    stream: str
+    stream: Stream
     path: str
     sha256: str
     bytes: int
@@ -114,7 +153,7 @@ class Log:
             if isinstance(entry, dict):
                 logs.append(
                     cls(
-                        stream=str(entry.get("stream", "")),
+                        stream=cast(Stream, str(entry.get("stream", ""))),
                         path=str(entry.get("path", "")),
                         sha256=str(entry.get("sha256", "")),
                         bytes=int(entry.get("bytes") or 0),
@@ -127,8 +166,10 @@ class Log:
 
 
 @dataclass(frozen=True)
-class Result:
-    """What :func:`quietus.run` returns, in the shape of ``subprocess.CompletedProcess``.
+class Result(Generic[AnyStr]):
+    """What :func:`quietus.run` returns, in the shape of ``subprocess.CompletedProcess``
+    (``args``, ``returncode``, ``stdout``, ``stderr``, :meth:`check_returncode`): ``stdout``
+    and ``stderr`` are ``bytes``, or ``str`` with ``run(text=True)`` or an ``encoding``.
 
     - ``returncode``: the ``quietus`` command's status: the command's own exit code, 124
       when it was ended for being idle or past the hard timeout, 0 when the work was done
@@ -147,10 +188,10 @@ class Result:
 
     args: List[Any]
     returncode: int
-    outcome: str
+    outcome: RunOutcome
     diagnosis: Optional[Diagnosis]
-    stdout: bytes
-    stderr: bytes
+    stdout: AnyStr
+    stderr: AnyStr
     stdout_omitted: int
     stderr_omitted: int
     logs: List[Log]
@@ -184,7 +225,7 @@ class ProcessResult:
     keys, as the server sends it)."""
 
     process_id: str
-    outcome: str
+    outcome: Outcome
     exit_code: int
     signal: Optional[int]
     duration: float
@@ -202,7 +243,7 @@ class ProcessResult:
     def from_json(cls, value: Dict[str, Any]) -> "ProcessResult":
         return cls(
             process_id=str(value.get("processId", "")),
-            outcome=str(value.get("outcome", "")),
+            outcome=cast(Outcome, str(value.get("outcome", ""))),
             exit_code=int(value.get("exitCode", 0)),
             signal=value.get("signal"),
             duration=_seconds(value.get("durationMs")) or 0.0,
@@ -244,7 +285,7 @@ class ProcessInfo:
 
     process_id: str
     pid: int
-    state: str
+    state: State
     uptime: float
     idle_left: Optional[float]
     bytes: int
@@ -278,7 +319,7 @@ class Output(Event):
     in ``snapshot()`` and the logs."""
 
     seq: int
-    stream: str
+    stream: Stream
     data: bytes
     truncated: bool
 
@@ -312,7 +353,7 @@ class Exited(Event):
     """The process ended (exactly once): ``outcome``, ``exit_code`` (the child's own code,
     None when a signal ended it), ``signal``."""
 
-    outcome: str
+    outcome: Outcome
     exit_code: Optional[int]
     signal: Optional[int]
 
@@ -342,7 +383,7 @@ def event_from_json(method: str, params: Dict[str, Any], decode: Any) -> Event:
             pid,
             context,
             params.get("seq", 0),
-            str(params.get("stream", "")),
+            cast(Stream, str(params.get("stream", ""))),
             data,
             bool(params.get("truncated")),
         )
@@ -363,7 +404,7 @@ def event_from_json(method: str, params: Dict[str, Any], decode: Any) -> Event:
         return Exited(
             pid,
             context,
-            str(params.get("outcome", "")),
+            cast(Outcome, str(params.get("outcome", ""))),
             params.get("exitCode"),
             params.get("signal"),
         )

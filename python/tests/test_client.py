@@ -291,9 +291,7 @@ def test_events_nobody_iterates_are_bounded() -> None:
         output = [e for e in events if isinstance(e, quietus.Output)]
         kept = sum(len(e.data) for e in output)
         assert 0 < kept <= 64 << 10, kept
-        assert isinstance(events[0], quietus.Started) and isinstance(
-            events[-1], quietus.Closed
-        )
+        assert isinstance(events[0], quietus.Started) and isinstance(events[-1], quietus.Closed)
         assert sum(isinstance(e, quietus.Exited) for e in events) == 1
         assert process.snapshot().total_bytes["stdout"] == 16 << 20
 

@@ -34,9 +34,7 @@ def test_the_version_is_the_crates() -> None:
     cargo = (REPO / "Cargo.toml").read_text()
     version = re.search(r'^version = "([^"]+)"', cargo, re.M).group(1)  # type: ignore[union-attr]
     assert quietus.__version__ == version
-    out = subprocess.run(
-        [quietus.find_quietus_bin(), "--version"], capture_output=True, text=True
-    )
+    out = subprocess.run([quietus.find_quietus_bin(), "--version"], capture_output=True, text=True)
     assert version in out.stdout
     module = subprocess.run(
         [sys.executable, "-m", "quietus", "--version"], capture_output=True, text=True

@@ -6,6 +6,7 @@ mod jsonrpc;
 mod locks;
 mod mcp;
 mod serve;
+mod settings;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -26,6 +27,14 @@ fn main() -> ExitCode {
         .is_some_and(|a| a == quietus::supervisor::GUARDIAN_SUBCOMMAND)
     {
         return ExitCode::from(u8::try_from(quietus::supervisor::run_guardian()).unwrap_or(1));
+    }
+    // `quietus __settings` (hidden): the settings table as JSON, for clients' tests (the
+    // Python package checks its keyword arguments against it).
+    if args.get(1).is_some_and(|a| a == settings::PRINT_SUBCOMMAND) {
+        return match writeln!(io::stdout(), "{}", settings::table_json()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(quietus::MonitorResult::EXIT_INTERNAL as u8),
+        };
     }
     // Whatever this process inherited (SIGCHLD ignored, a low descriptor limit), it can
     // supervise; the programs get what it was started with. Before any thread exists.
@@ -124,7 +133,7 @@ fn run(options: &Options) -> Exit {
     // adopts.
     let reap = cli::reaper::adopts_orphans() || cfg!(target_os = "linux");
     let mut signals = SignalHandling::install(reap, cli.pty);
-    if cli.no_watch && !cli.watch.is_empty() {
+    if options.no_watch() && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
     let (report, events) = match open_targets(options) {
@@ -135,7 +144,8 @@ fn run(options: &Options) -> Exit {
     let mut config = config;
     for own in [&cli.events, &cli.report].into_iter().flatten() {
         if own.as_os_str() != "-" {
-            config.files.own_files.push(own.clone());
+            let files = config.get_files().clone().own_file(own.clone());
+            config = config.files(files);
         }
     }
     let context = Context {
@@ -157,7 +167,7 @@ fn run(options: &Options) -> Exit {
             return spawn_failed(&e, cli, signals, report, context);
         }
     };
-    signals.start(session.clone(), cli.grace);
+    signals.start(session.clone(), options.grace());
     if pty_size.is_some() {
         cli::relay::start_stdin(session.clone());
     }
@@ -402,7 +412,7 @@ fn finish(
         );
     }
     if options.summary_wanted()
-        && let Some(line) = cli::report::summary(result, received, options.cli.grace)
+        && let Some(line) = cli::report::summary(result, received, options.grace())
     {
         say_line(&line);
     }

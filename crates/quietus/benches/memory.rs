@@ -41,7 +41,7 @@ fn main() {
     }
     let logs = std::env::temp_dir().join(format!("quietus-memory-bench-{}", std::process::id()));
     let capture = CaptureConfig::default().log_dir(&logs);
-    let caps_kib = 2 * capture.cap_per_stream as u64 / 1024;
+    let caps_kib = 2 * capture.get_cap_per_stream() as u64 / 1024;
     let mut command = Command::new("head");
     command.args(["-c", &TOTAL.to_string(), "/dev/zero"]);
 

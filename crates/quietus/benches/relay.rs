@@ -204,7 +204,7 @@ fn quietus_session_no_spill() {
 }
 
 fn session_with(capture: CaptureConfig) {
-    let spill = capture.spill;
+    let spill = capture.get_spill();
     let session = Session::builder(producer())
         .config(MonitorConfig::default().capture(capture))
         .stdout(OutputSink::Discard)

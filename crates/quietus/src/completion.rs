@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use regex::bytes::RegexSet;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Setting};
 
 /// A caller's test of one output line for completion (see [`CompletionConfig::on_line`]).
 #[derive(Clone)]
@@ -31,7 +31,7 @@ impl PartialEq for LineCallback {
 /// Completion is seen at the first of: an output line (stdout, stderr, the combined stream or
 /// the terminal; lines end at `\n` or `\r` and are matched whole, across read boundaries)
 /// matching one of the [`output`](Self::output) regular expressions or accepted by the
-/// [`on_line`](Self::on_line) callback; or one of the [`files`](Self::files) appearing or
+/// [`on_line`](Self::on_line) callback; or one of the [`files`](Self::file) appearing or
 /// changing. The child then has [`linger`](Self::linger) to exit by itself; if it does not,
 /// it is ended with the kill ladder and the outcome is [`Outcome::Completed`] (exit code 0).
 /// A child that exits by itself keeps its own exit code, and
@@ -55,19 +55,15 @@ impl PartialEq for LineCallback {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct CompletionConfig {
-    /// Regular expressions ([`regex`](https://docs.rs/regex) syntax) matched against every
-    /// output line, without its line end, as bytes (Unicode-aware: bytes that are not UTF-8
-    /// match no character, so a line need not be valid UTF-8 to match elsewhere).
-    pub output: Vec<String>,
-    /// Files whose appearance, or change (size, modification time, identity) from what they
-    /// were at the start, means the work is done. Relative paths are taken from the child's
-    /// working directory. Looked at every check interval, at most every second.
-    pub files: Vec<PathBuf>,
+    /// See [`get_output`](Self::get_output).
+    pub(crate) output: Vec<String>,
+    /// See [`get_files`](Self::get_files).
+    pub(crate) files: Vec<PathBuf>,
     /// Called with every output line: `true` means the work is done (set with
     /// [`on_line`](Self::on_line)).
     pub(crate) on_line: Option<LineCallback>,
-    /// How long the child may take to exit by itself once completion is seen. Default 5 s.
-    pub linger: Duration,
+    /// See [`get_linger`](Self::get_linger).
+    pub(crate) linger: Duration,
 }
 
 impl Default for CompletionConfig {
@@ -83,6 +79,10 @@ impl Default for CompletionConfig {
 
 impl CompletionConfig {
     /// Adds an output pattern.
+    ///
+    /// Regular expressions ([`regex`](https://docs.rs/regex) syntax) matched against every
+    /// output line, without its line end, as bytes (Unicode-aware: bytes that are not UTF-8
+    /// match no character, so a line need not be valid UTF-8 to match elsewhere).
     pub fn output(mut self, regex: impl Into<String>) -> Self {
         self.output.push(regex.into());
         self
@@ -101,6 +101,8 @@ impl CompletionConfig {
     }
 
     /// Sets the linger.
+    ///
+    /// How long the child may take to exit by itself once completion is seen. Default 5 s.
     pub fn linger(mut self, linger: Duration) -> Self {
         self.linger = linger;
         self
@@ -118,7 +120,7 @@ impl CompletionConfig {
         }
         for pattern in &self.output {
             regex::bytes::Regex::new(pattern).map_err(|e| ConfigError::InvalidPattern {
-                field: "completion.output",
+                setting: Setting::CompletionOutput,
                 pattern: pattern.clone(),
                 reason: first_line(&e.to_string()),
             })?;
@@ -126,7 +128,7 @@ impl CompletionConfig {
         RegexSet::new(&self.output)
             .map(Some)
             .map_err(|e| ConfigError::InvalidPattern {
-                field: "completion.output",
+                setting: Setting::CompletionOutput,
                 pattern: self.output.join(" "),
                 reason: first_line(&e.to_string()),
             })
@@ -136,7 +138,7 @@ impl CompletionConfig {
         self.patterns()?;
         if self.files.iter().any(|p| p.as_os_str().is_empty()) {
             return Err(ConfigError::InvalidPattern {
-                field: "completion.files",
+                setting: Setting::CompletionFiles,
                 pattern: String::new(),
                 reason: "an empty path".into(),
             });
@@ -144,7 +146,7 @@ impl CompletionConfig {
         let max = Duration::from_secs(3600);
         if self.linger > max {
             return Err(ConfigError::OutOfRange {
-                field: "completion.linger",
+                setting: Setting::CompletionLinger,
                 value: self.linger,
                 min: Duration::ZERO,
                 max,
@@ -222,6 +224,27 @@ impl FileWatch {
             .iter()
             .find(|(path, before)| FileState::of(path) != *before)
             .map(|(path, _)| path.as_path())
+    }
+}
+
+/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
+/// holding the plain names).
+impl CompletionConfig {
+    /// The value set by [`output`](Self::output).
+    pub fn get_output(&self) -> &[String] {
+        &self.output
+    }
+
+    /// Files whose appearance, or change (size, modification time, identity) from what they
+    /// were at the start, means the work is done. Relative paths are taken from the child's
+    /// working directory. Looked at every check interval, at most every second.
+    pub fn get_files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The value set by [`linger`](Self::linger).
+    pub fn get_linger(&self) -> Duration {
+        self.linger
     }
 }
 

@@ -8,7 +8,7 @@ use crate::activity::ActivitySource;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Setting};
 use crate::signal::Signal;
 
 /// One step of the [`KillLadder`]: send `signal` to the whole tree, then wait up to `grace` for
@@ -83,7 +83,12 @@ impl KillLadder {
             if step.signal == Signal::KILL && index + 1 != self.steps.len() {
                 return Err(ConfigError::KillBeforeEnd { step: index });
             }
-            check_range("kill_ladder.grace", step.grace, Duration::ZERO, MAX_GRACE)?;
+            check_range(
+                Setting::KillLadderGrace,
+                step.grace,
+                Duration::ZERO,
+                MAX_GRACE,
+            )?;
         }
         Ok(())
     }
@@ -162,23 +167,18 @@ impl Default for EnabledSources {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CaptureConfig {
-    /// Bytes kept in memory per stream, half head, half tail. Default 1 MiB.
-    pub cap_per_stream: usize,
-    /// stdout and stderr through one pipe, in the order the child wrote them. Default off.
-    pub combined: bool,
-    /// Write the complete stream to a log file once it passes `spill_threshold`. Default on.
-    pub spill: bool,
-    /// Bytes of a stream after which it is spilled to a log. Default 4 KiB.
-    pub spill_threshold: u64,
-    /// Where logs go. `None` (default): the platform cache folder's `quietus/logs`
-    /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS; else the temp
-    /// folder's `quietus-<uid>-logs`), refused unless it is the user's own; when that
-    /// folder cannot be used, the run goes on without logs (a warning, and each
-    /// [`LogFile`](crate::LogFile) says why), where a folder named here that cannot be used
-    /// fails the spawn ([`SpawnErrorKind::LogDir`](crate::SpawnErrorKind::LogDir)).
-    pub log_dir: Option<PathBuf>,
-    /// How much of quietus's own logs the log folder keeps. Default 7 days and 256 MiB.
-    pub retention: LogRetention,
+    /// See [`get_cap_per_stream`](Self::get_cap_per_stream).
+    pub(crate) cap_per_stream: usize,
+    /// See [`get_combined`](Self::get_combined).
+    pub(crate) combined: bool,
+    /// See [`get_spill`](Self::get_spill).
+    pub(crate) spill: bool,
+    /// See [`get_spill_threshold`](Self::get_spill_threshold).
+    pub(crate) spill_threshold: u64,
+    /// See [`get_log_dir`](Self::get_log_dir).
+    pub(crate) log_dir: Option<PathBuf>,
+    /// See [`get_retention`](Self::get_retention).
+    pub(crate) retention: LogRetention,
 }
 
 impl Default for CaptureConfig {
@@ -196,36 +196,53 @@ impl Default for CaptureConfig {
 
 impl CaptureConfig {
     /// Sets the in-memory cap per stream.
+    ///
+    /// Bytes kept in memory per stream, half head, half tail. Default 1 MiB.
     pub fn cap_per_stream(mut self, bytes: usize) -> Self {
         self.cap_per_stream = bytes;
         self
     }
 
     /// Turns the combined mode on or off.
+    ///
+    /// stdout and stderr through one pipe, in the order the child wrote them. Default off.
     pub fn combined(mut self, combined: bool) -> Self {
         self.combined = combined;
         self
     }
 
     /// Turns the log spill on or off.
+    ///
+    /// Write the complete stream to a log file once it passes `spill_threshold`. Default on.
     pub fn spill(mut self, spill: bool) -> Self {
         self.spill = spill;
         self
     }
 
     /// Sets the spill threshold.
+    ///
+    /// Bytes of a stream after which it is spilled to a log. Default 4 KiB.
     pub fn spill_threshold(mut self, bytes: u64) -> Self {
         self.spill_threshold = bytes;
         self
     }
 
     /// Sets the log folder.
+    ///
+    /// Where logs go. `None` (default): the platform cache folder's `quietus/logs`
+    /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS; else the temp
+    /// folder's `quietus-<uid>-logs`), refused unless it is the user's own; when that
+    /// folder cannot be used, the run goes on without logs (a warning, and each
+    /// [`LogFile`](crate::LogFile) says why), where a folder named here that cannot be used
+    /// fails the spawn ([`SpawnErrorKind::LogDir`](crate::SpawnErrorKind::LogDir)).
     pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.log_dir = Some(dir.into());
         self
     }
 
     /// Sets the log folder's retention budget.
+    ///
+    /// How much of quietus's own logs the log folder keeps. Default 7 days and 256 MiB.
     pub fn retention(mut self, retention: LogRetention) -> Self {
         self.retention = retention;
         self
@@ -236,18 +253,16 @@ impl CaptureConfig {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct EventConfig {
-    /// At most one `Output` event per stream, and one `Activity` event per source, per this
-    /// interval. Default 150 ms.
-    pub throttle: Duration,
-    /// Bytes at most in one `Output` event. Default 4 KiB.
-    pub chunk_cap: usize,
-    /// Cut `Output` events only on UTF-8 character boundaries. Default off.
-    pub utf8_boundaries: bool,
-    /// Send `IdleWarning` once this fraction of the idle timeout has passed in silence
-    /// (`None`: never). Default 0.8.
-    pub idle_warning: Option<f64>,
-    /// Channel capacity. Default 1024.
-    pub capacity: usize,
+    /// See [`get_throttle`](Self::get_throttle).
+    pub(crate) throttle: Duration,
+    /// See [`get_chunk_cap`](Self::get_chunk_cap).
+    pub(crate) chunk_cap: usize,
+    /// See [`get_utf8_boundaries`](Self::get_utf8_boundaries).
+    pub(crate) utf8_boundaries: bool,
+    /// See [`get_idle_warning`](Self::get_idle_warning).
+    pub(crate) idle_warning: Option<f64>,
+    /// See [`get_capacity`](Self::get_capacity).
+    pub(crate) capacity: usize,
 }
 
 impl Default for EventConfig {
@@ -264,30 +279,42 @@ impl Default for EventConfig {
 
 impl EventConfig {
     /// Sets the throttle interval.
+    ///
+    /// At most one `Output` event per stream, and one `Activity` event per source, per this
+    /// interval. Default 150 ms.
     pub fn throttle(mut self, interval: Duration) -> Self {
         self.throttle = interval;
         self
     }
 
     /// Sets the byte cap of one `Output` event.
+    ///
+    /// Bytes at most in one `Output` event. Default 4 KiB.
     pub fn chunk_cap(mut self, bytes: usize) -> Self {
         self.chunk_cap = bytes;
         self
     }
 
     /// Cuts `Output` events on UTF-8 boundaries (or not).
+    ///
+    /// Cut `Output` events only on UTF-8 character boundaries. Default off.
     pub fn utf8_boundaries(mut self, on: bool) -> Self {
         self.utf8_boundaries = on;
         self
     }
 
     /// Sets (or turns off) the idle-warning fraction.
+    ///
+    /// Send `IdleWarning` once this fraction of the idle timeout has passed in silence
+    /// (`None`: never). Default 0.8.
     pub fn idle_warning(mut self, fraction: Option<f64>) -> Self {
         self.idle_warning = fraction;
         self
     }
 
     /// Sets the channel capacity.
+    ///
+    /// Channel capacity. Default 1024.
     pub fn capacity(mut self, events: usize) -> Self {
         self.capacity = events;
         self
@@ -312,11 +339,25 @@ impl EventConfig {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct ChildWatchConfig {
+    /// See [`get_cpu_threshold`](Self::get_cpu_threshold).
+    pub(crate) cpu_threshold: f64,
+    /// See [`get_include_self`](Self::get_include_self).
+    pub(crate) include_self: bool,
+    /// See [`get_subreaper`](Self::get_subreaper).
+    pub(crate) subreaper: bool,
+}
+
+impl ChildWatchConfig {
+    /// Sets the fraction of one core that counts as work.
+    ///
     /// Fraction of one core (0 < t <= 64) that counts as work. Default 0.05.
-    pub cpu_threshold: f64,
-    /// Count the direct child's own CPU too (default: only its descendants and the children it
-    /// reaped; an agent spinning in its event loop is not progress).
-    pub include_self: bool,
+    pub fn cpu_threshold(mut self, fraction: f64) -> Self {
+        self.cpu_threshold = fraction;
+        self
+    }
+
+    /// Turns the subreaper mode on or off (see [`subreaper`](Self::subreaper)).
+    ///
     /// Linux: make the supervising process a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a
     /// descendant that double-forks away between two samples is re-parented to it, found and
     /// ended with the tree. **Process-wide and permanent**: every orphan of every child of the
@@ -344,23 +385,15 @@ pub struct ChildWatchConfig {
     /// starts itself in a group or session of its own, started while exactly one session runs;
     /// and an untagged daemon that nobody saw, that closed the session's pipes and that started
     /// while two sessions ran, is nobody's (it keeps running).
-    pub subreaper: bool,
-}
-
-impl ChildWatchConfig {
-    /// Sets the fraction of one core that counts as work.
-    pub fn cpu_threshold(mut self, fraction: f64) -> Self {
-        self.cpu_threshold = fraction;
-        self
-    }
-
-    /// Turns the subreaper mode on or off (see [`subreaper`](Self::subreaper)).
     pub fn subreaper(mut self, on: bool) -> Self {
         self.subreaper = on;
         self
     }
 
     /// Counts (or not) the direct child's own CPU.
+    ///
+    /// Count the direct child's own CPU too (default: only its descendants and the children it
+    /// reaped; an agent spinning in its event loop is not progress).
     pub fn include_self(mut self, include: bool) -> Self {
         self.include_self = include;
         self
@@ -398,37 +431,18 @@ impl Default for ChildWatchConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FileWatchConfig {
-    /// Folders watched recursively; relative ones are taken from the child's working directory.
-    pub roots: Vec<PathBuf>,
-    /// When not empty, only files matching one of these count.
-    pub include: Vec<String>,
-    /// Files matching one of these never count.
-    pub exclude: Vec<String>,
-    /// Stat-scan the roots at the check interval instead of using OS notifications (the mode
-    /// quietus falls back to when the OS runs out of watches).
-    pub force_stat_scan: bool,
-    /// Files the caller itself writes during the run (an event log, a report): changes to
-    /// them never count as the child's activity, whatever their name, their folder and the
-    /// globs. They are matched by identity, not by name: each path is resolved once at the
-    /// start (symbolic links followed; a file that does not exist yet by its resolved folder),
-    /// and an event counts as "own" when it concerns that resolved path, under whichever
-    /// spelling of a watched root it arrives. Relative paths are taken from the current
-    /// directory of this process (where the caller opens them), not the child's.
-    ///
-    /// The session's own log files need not be listed: the library registers each one itself
-    /// before creating it. The `quietus` command lists its `--events` and `--report` files.
-    pub own_files: Vec<PathBuf>,
-    /// Arm the watches this long after the start instead of before the spawn (at most a tenth
-    /// of the idle timeout). A program that ends sooner costs no watch at all: no inotify
-    /// instance, no notify thread, and no kernel teardown of the watches when quietus
-    /// exits (about 10 ms on Linux, one SRCU grace period). What the program did to the
-    /// watched folders before the arming still counts: at arming, one look at the roots finds
-    /// every file and folder created, written, renamed in or changed (mode, owner) since the
-    /// start, by their change times. A removal is the one change that leaves nothing to look
-    /// at: a removal before the arming that is the program's only activity is not counted,
-    /// so its stall is declared at most this delay early. Default: 0 (armed before the
-    /// spawn); the `quietus` command uses 50 ms.
-    pub arm_delay: Duration,
+    /// See [`get_roots`](Self::get_roots).
+    pub(crate) roots: Vec<PathBuf>,
+    /// See [`get_include`](Self::get_include).
+    pub(crate) include: Vec<String>,
+    /// See [`get_exclude`](Self::get_exclude).
+    pub(crate) exclude: Vec<String>,
+    /// See [`get_force_stat_scan`](Self::get_force_stat_scan).
+    pub(crate) force_stat_scan: bool,
+    /// See [`get_own_files`](Self::get_own_files).
+    pub(crate) own_files: Vec<PathBuf>,
+    /// See [`get_arm_delay`](Self::get_arm_delay).
+    pub(crate) arm_delay: Duration,
 }
 
 impl Default for FileWatchConfig {
@@ -448,44 +462,68 @@ impl Default for FileWatchConfig {
 }
 
 impl FileWatchConfig {
-    /// Adds a root.
+    /// Adds a root (to the default `.agent`; [`roots`](Self::roots) replaces them).
     pub fn root(mut self, root: impl Into<PathBuf>) -> Self {
         self.roots.push(root.into());
         self
     }
 
-    /// Replaces the roots.
+    /// Replaces the roots (default: `.agent`).
     pub fn roots<P: Into<PathBuf>>(mut self, roots: impl IntoIterator<Item = P>) -> Self {
         self.roots = roots.into_iter().map(Into::into).collect();
         self
     }
 
-    /// Adds an include glob.
+    /// Adds an include glob (none by default: every file counts).
+    ///
+    /// When not empty, only files matching one of these count.
     pub fn include(mut self, glob: impl Into<String>) -> Self {
         self.include.push(glob.into());
         self
     }
 
-    /// Adds an exclude glob.
+    /// Replaces the exclude globs (the default ones too: `*.log`, `*.swp`, `*~`, `.#*`).
+    pub fn excludes<G: Into<String>>(mut self, globs: impl IntoIterator<Item = G>) -> Self {
+        self.exclude = globs.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds an exclude glob (to the defaults: `*.log`, `*.swp`, `*~`, `.#*`).
+    ///
+    /// Files matching one of these never count.
     pub fn exclude(mut self, glob: impl Into<String>) -> Self {
         self.exclude.push(glob.into());
         self
     }
 
     /// Arms the watches this long after the start ([`arm_delay`](Self::arm_delay)).
+    ///
+    /// Arm the watches this long after the start instead of before the spawn (at most a tenth
+    /// of the idle timeout). A program that ends sooner costs no watch at all: no inotify
+    /// instance, no notify thread, and no kernel teardown of the watches when quietus
+    /// exits (about 10 ms on Linux, one SRCU grace period). What the program did to the
+    /// watched folders before the arming still counts: at arming, one look at the roots finds
+    /// every file and folder created, written, renamed in or changed (mode, owner) since the
+    /// start, by their change times. A removal is the one change that leaves nothing to look
+    /// at: a removal before the arming that is the program's only activity is not counted,
+    /// so its stall is declared at most this delay early. Default: 0 (armed before the
+    /// spawn); the `quietus` command uses 50 ms.
     pub fn arm_delay(mut self, delay: Duration) -> Self {
         self.arm_delay = delay;
         self
     }
 
     /// Forces (or not) the stat-scan mode.
+    ///
+    /// Stat-scan the roots at the check interval instead of using OS notifications (the mode
+    /// quietus falls back to when the OS runs out of watches).
     pub fn force_stat_scan(mut self, force: bool) -> Self {
         self.force_stat_scan = force;
         self
     }
 
     /// Adds a file the caller writes itself, never counted as activity
-    /// ([`own_files`](Self::own_files)).
+    /// ([`get_own_files`](Self::get_own_files)).
     pub fn own_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.own_files.push(path.into());
         self
@@ -508,11 +546,11 @@ impl FileWatchConfig {
         let include = if self.include.is_empty() {
             None
         } else {
-            Some(compile_globs("files.include", &self.include)?)
+            Some(compile_globs(Setting::FilesInclude, &self.include)?)
         };
         Ok(FileGlobs {
             include,
-            exclude: compile_globs("files.exclude", &self.exclude)?,
+            exclude: compile_globs(Setting::FilesExclude, &self.exclude)?,
         })
     }
 
@@ -520,33 +558,33 @@ impl FileWatchConfig {
     /// costly part, which the file tracker does once, when it arms).
     pub(crate) fn check_globs(&self) -> Result<(), ConfigError> {
         for pattern in &self.include {
-            parse_glob("files.include", pattern)?;
+            parse_glob(Setting::FilesInclude, pattern)?;
         }
         for pattern in &self.exclude {
-            parse_glob("files.exclude", pattern)?;
+            parse_glob(Setting::FilesExclude, pattern)?;
         }
         Ok(())
     }
 }
 
-fn parse_glob(field: &'static str, pattern: &str) -> Result<globset::Glob, ConfigError> {
+fn parse_glob(setting: Setting, pattern: &str) -> Result<globset::Glob, ConfigError> {
     GlobBuilder::new(pattern)
         .literal_separator(false)
         .build()
         .map_err(|e| ConfigError::InvalidGlob {
-            field,
+            setting,
             pattern: pattern.to_owned(),
             reason: e.kind().to_string(),
         })
 }
 
-fn compile_globs(field: &'static str, patterns: &[String]) -> Result<GlobSet, ConfigError> {
+fn compile_globs(setting: Setting, patterns: &[String]) -> Result<GlobSet, ConfigError> {
     let mut set = GlobSetBuilder::new();
     for pattern in patterns {
-        set.add(parse_glob(field, pattern)?);
+        set.add(parse_glob(setting, pattern)?);
     }
     set.build().map_err(|e| ConfigError::InvalidGlob {
-        field,
+        setting,
         pattern: patterns.join(" "),
         reason: e.to_string(),
     })
@@ -554,8 +592,13 @@ fn compile_globs(field: &'static str, patterns: &[String]) -> Result<GlobSet, Co
 
 /// Everything that decides when a supervised child is stale and how it is ended.
 ///
-/// Build it with `Default` and the consuming builder methods; [`validate`](Self::validate) is
-/// called again at spawn, so an invalid configuration never starts a child.
+/// One way to build it: `Default`, then the consuming setters, each of which says its default
+/// (the fields are private; `get_*` reads a value back, as `std::process::Command` does). The
+/// setters take any value; [`validate`](Self::validate) is the one place values are checked,
+/// and it is called again at spawn, so an invalid configuration never starts a child. Every
+/// other configuration type here ([`FileWatchConfig`], [`ChildWatchConfig`], [`CaptureConfig`],
+/// [`EventConfig`], [`LogRetention`], [`CompletionConfig`](crate::CompletionConfig)) is built
+/// the same way.
 ///
 /// ```
 /// use std::time::Duration;
@@ -571,71 +614,46 @@ fn compile_globs(field: &'static str, patterns: &[String]) -> Result<GlobSet, Co
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct MonitorConfig {
-    /// End the child once every enabled source has been stale this long. Default 300 s.
-    pub idle_timeout: Duration,
-    /// End the child after this long even while active. Default none.
-    pub hard_timeout: Option<Duration>,
-    /// How the tree is ended. Default SIGTERM, 5 s, SIGKILL.
-    pub kill_ladder: KillLadder,
-    /// Periodic sampling interval for polled sources (children). `None` (default): idle timeout / 10,
-    /// clamped to 100 ms..=30 s.
-    pub check_interval: Option<Duration>,
-    /// Whether the members of the tree still alive after the child itself exited are left
-    /// running (`true`) instead of ended with the kill ladder (`false`, the default: a finished
-    /// child leaves nothing behind).
-    pub keep_leftovers: bool,
-    /// After the child exits, how long at most to keep reading output from pipes that a
-    /// grandchild still holds open. Default 2 s. A pipe nobody holds open any more is read to
-    /// its end whatever the cap (quietus's own log backlog is not a reason to cut it).
-    pub drain_cap: Duration,
-    /// After the child exits, stop draining once output has been quiet this long. Default 100 ms.
-    pub drain_quiet: Duration,
-    /// How long after the final SIGKILL to wait for the tree to be confirmed gone before the
-    /// result says "termination unproven". Default 5 s.
-    pub kill_confirm_timeout: Duration,
+    /// See [`get_idle_timeout`](Self::get_idle_timeout).
+    pub(crate) idle_timeout: Duration,
+    /// See [`get_hard_timeout`](Self::get_hard_timeout).
+    pub(crate) hard_timeout: Option<Duration>,
+    /// See [`get_kill_ladder`](Self::get_kill_ladder).
+    pub(crate) kill_ladder: KillLadder,
+    /// See [`get_check_interval`](Self::get_check_interval).
+    pub(crate) check_interval: Option<Duration>,
+    /// See [`get_keep_leftovers`](Self::get_keep_leftovers).
+    pub(crate) keep_leftovers: bool,
+    /// See [`get_drain_cap`](Self::get_drain_cap).
+    pub(crate) drain_cap: Duration,
+    /// See [`get_drain_quiet`](Self::get_drain_quiet).
+    pub(crate) drain_quiet: Duration,
+    /// See [`get_kill_confirm_timeout`](Self::get_kill_confirm_timeout).
+    pub(crate) kill_confirm_timeout: Duration,
     /// Which activity sources count (the `watch_*` toggles; [`MonitorConfig::watches`]).
     pub(crate) enabled: EnabledSources,
-    /// The files source's roots and filters (used while it is on: [`watch_files`](Self::watch_files)).
-    pub files: FileWatchConfig,
-    /// The children source's threshold (used while it is on:
-    /// [`watch_children`](Self::watch_children)).
-    pub children: ChildWatchConfig,
-    /// Output retention and log spill.
-    pub capture: CaptureConfig,
-    /// The event stream.
-    pub events: EventConfig,
-    /// Linux: the child gets SIGKILL if the supervising process dies (its parent-death signal,
-    /// or in a cgroup the guardian, which ends every member). Default on.
-    pub parent_death_signal: bool,
-    /// How to recognise that the work is done (nothing by default).
-    pub completion: crate::completion::CompletionConfig,
-    /// Pull-style activity sources, asked only when the child is about to be judged stale.
-    pub probes: Vec<crate::probe::Probe>,
-    /// The solo cap of each capped source: the longest that source may keep the child alive
-    /// on its own, past the idle timeout, while every other source is quiet (its activity
-    /// counts only up to the cap after the latest activity of any other source; it counts
-    /// again once another source is active). Set with [`solo_cap`](Self::solo_cap).
-    ///
-    /// Default: children [`DEFAULT_CHILDREN_SOLO_CAP`](Self::DEFAULT_CHILDREN_SOLO_CAP) (30 minutes), nothing else. A silent
-    /// agent whose grandchild spins forever is then ended 30 minutes after the idle timeout,
-    /// while a silent build or test run in a grandchild is left alone for the idle timeout +
-    /// 30 minutes: longer than the tool-call limits of the agent CLIs themselves (10 minutes
-    /// at most for a shell command in the common ones), so a grandchild that works silently
-    /// for longer is no longer a tool call of a working agent.
-    pub solo_caps: BTreeMap<ActivitySource, Duration>,
-    /// How the tree is held: a cgroup of the session's own, or the process group. Default
-    /// [`Containment::Auto`].
-    pub containment: Containment,
-    /// End the child once the whole tree has been blocked on input (its stdin or a terminal,
-    /// with its read count unchanged) for this long while every source is quiet: the outcome
-    /// [`Outcome::InputWait`](crate::Outcome::InputWait), after an
-    /// [`Event::InputWait`](crate::Event::InputWait). Default `None` (off).
-    pub input_wait_timeout: Option<Duration>,
-    /// Send an [`Event::InputWait`](crate::Event::InputWait) once the whole tree has been
-    /// blocked on input for this long while every source is quiet, once per episode, and go
-    /// on: a harness can answer the prompt or give up. Default `None` (off: looking costs a
-    /// snapshot of the tree every quarter of this, at most every 250 ms, while it is quiet).
-    pub input_wait_notice: Option<Duration>,
+    /// See [`get_files`](Self::get_files).
+    pub(crate) files: FileWatchConfig,
+    /// See [`get_children`](Self::get_children).
+    pub(crate) children: ChildWatchConfig,
+    /// See [`get_capture`](Self::get_capture).
+    pub(crate) capture: CaptureConfig,
+    /// See [`get_events`](Self::get_events).
+    pub(crate) events: EventConfig,
+    /// See [`get_parent_death_signal`](Self::get_parent_death_signal).
+    pub(crate) parent_death_signal: bool,
+    /// See [`get_completion`](Self::get_completion).
+    pub(crate) completion: crate::completion::CompletionConfig,
+    /// See [`get_probes`](Self::get_probes).
+    pub(crate) probes: Vec<crate::probe::Probe>,
+    /// See [`get_solo_caps`](Self::get_solo_caps).
+    pub(crate) solo_caps: BTreeMap<ActivitySource, Duration>,
+    /// See [`get_containment`](Self::get_containment).
+    pub(crate) containment: Containment,
+    /// See [`get_input_wait_timeout`](Self::get_input_wait_timeout).
+    pub(crate) input_wait_timeout: Option<Duration>,
+    /// See [`get_input_wait_notice`](Self::get_input_wait_notice).
+    pub(crate) input_wait_notice: Option<Duration>,
 }
 
 impl Default for MonitorConfig {
@@ -688,15 +706,10 @@ const CHECK_INTERVAL_RANGE: (Duration, Duration) =
 const DRAIN_MAX: Duration = Duration::from_secs(600);
 const CONFIRM_RANGE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(600));
 
-fn check_size(
-    field: &'static str,
-    value: usize,
-    min: usize,
-    max: usize,
-) -> Result<(), ConfigError> {
+fn check_size(setting: Setting, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
     if value < min || value > max {
         Err(ConfigError::SizeOutOfRange {
-            field,
+            setting,
             value,
             min,
             max,
@@ -707,14 +720,14 @@ fn check_size(
 }
 
 fn check_range(
-    field: &'static str,
+    setting: Setting,
     value: Duration,
     min: Duration,
     max: Duration,
 ) -> Result<(), ConfigError> {
     if value < min || value > max {
         Err(ConfigError::OutOfRange {
-            field,
+            setting,
             value,
             min,
             max,
@@ -730,6 +743,8 @@ impl MonitorConfig {
     pub const DEFAULT_CHILDREN_SOLO_CAP: Duration = Duration::from_secs(30 * 60);
 
     /// Sets the idle timeout.
+    ///
+    /// End the child once every enabled source has been stale this long. Default 300 s.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
         self
@@ -737,6 +752,11 @@ impl MonitorConfig {
 
     /// Sets (or clears) the input-wait timeout ([`input_wait_timeout`](Self::input_wait_timeout)):
     /// end a child whose whole tree waits on input this long, every source quiet.
+    ///
+    /// End the child once the whole tree has been blocked on input (its stdin or a terminal,
+    /// with its read count unchanged) for this long while every source is quiet: the outcome
+    /// [`Outcome::InputWait`](crate::Outcome::InputWait), after an
+    /// [`Event::InputWait`](crate::Event::InputWait). Default `None` (off).
     pub fn input_wait_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.input_wait_timeout = timeout;
         self
@@ -745,24 +765,36 @@ impl MonitorConfig {
     /// Sets (or clears) the input-wait notice ([`input_wait_notice`](Self::input_wait_notice)):
     /// an event, once per episode, when the whole tree waits on input this long, every source
     /// quiet; the child goes on.
+    ///
+    /// Send an [`Event::InputWait`](crate::Event::InputWait) once the whole tree has been
+    /// blocked on input for this long while every source is quiet, once per episode, and go
+    /// on: a harness can answer the prompt or give up. Default `None` (off: looking costs a
+    /// snapshot of the tree every quarter of this, at most every 250 ms, while it is quiet).
     pub fn input_wait_notice(mut self, notice: Option<Duration>) -> Self {
         self.input_wait_notice = notice;
         self
     }
 
     /// Sets (or clears) the hard timeout.
+    ///
+    /// End the child after this long even while active. Default none.
     pub fn hard_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.hard_timeout = timeout;
         self
     }
 
     /// Sets the kill ladder.
+    ///
+    /// How the tree is ended. Default SIGTERM, 5 s, SIGKILL.
     pub fn kill_ladder(mut self, ladder: KillLadder) -> Self {
         self.kill_ladder = ladder;
         self
     }
 
     /// Sets the sampling interval of polled sources (`None`: derived from the idle timeout).
+    ///
+    /// Periodic sampling interval for polled sources (children). `None` (default): idle timeout / 10,
+    /// clamped to 100 ms..=30 s.
     pub fn check_interval(mut self, interval: Option<Duration>) -> Self {
         self.check_interval = interval;
         self
@@ -770,24 +802,37 @@ impl MonitorConfig {
 
     /// Leaves the members of the tree still alive after the child exited running (`true`)
     /// instead of ending them with the kill ladder (`false`, the default).
+    ///
+    /// Whether the members of the tree still alive after the child itself exited are left
+    /// running (`true`) instead of ended with the kill ladder (`false`, the default: a finished
+    /// child leaves nothing behind).
     pub fn keep_leftovers(mut self, keep: bool) -> Self {
         self.keep_leftovers = keep;
         self
     }
 
     /// Sets the post-exit drain cap.
+    ///
+    /// After the child exits, how long at most to keep reading output from pipes that a
+    /// grandchild still holds open. Default 2 s. A pipe nobody holds open any more is read to
+    /// its end whatever the cap (quietus's own log backlog is not a reason to cut it).
     pub fn drain_cap(mut self, cap: Duration) -> Self {
         self.drain_cap = cap;
         self
     }
 
     /// Sets how long the post-exit drain waits for quiet output.
+    ///
+    /// After the child exits, stop draining once output has been quiet this long. Default 100 ms.
     pub fn drain_quiet(mut self, quiet: Duration) -> Self {
         self.drain_quiet = quiet;
         self
     }
 
     /// Sets the bound on confirming the final SIGKILL.
+    ///
+    /// How long after the final SIGKILL to wait for the tree to be confirmed gone before the
+    /// result says "termination unproven". Default 5 s.
     pub fn kill_confirm_timeout(mut self, timeout: Duration) -> Self {
         self.kill_confirm_timeout = timeout;
         self
@@ -807,7 +852,7 @@ impl MonitorConfig {
         }
     }
 
-    /// Sets (`Some`) or removes (`None`) the solo cap of `source` ([`solo_caps`](Self::solo_caps)).
+    /// Sets (`Some`) or removes (`None`) the solo cap of `source` ([`get_solo_caps`](Self::get_solo_caps)).
     /// Capping [`ActivitySource::RepeatedOutput`] turns that source on
     /// ([`repeated_output`](Self::repeated_output)).
     pub fn solo_cap(mut self, source: ActivitySource, cap: Option<Duration>) -> Self {
@@ -841,6 +886,8 @@ impl MonitorConfig {
     }
 
     /// Sets how completion is recognised.
+    ///
+    /// How to recognise that the work is done (nothing by default).
     pub fn completion(mut self, completion: crate::completion::CompletionConfig) -> Self {
         self.completion = completion;
         self
@@ -881,7 +928,7 @@ impl MonitorConfig {
                     name: name.to_string(),
                 });
             }
-            check_range("solo_cap", *cap, Duration::ZERO, SOLO_CAP_MAX)?;
+            check_range(Setting::SoloCap, *cap, Duration::ZERO, SOLO_CAP_MAX)?;
         }
         Ok(())
     }
@@ -900,6 +947,8 @@ impl MonitorConfig {
 
     /// Tunes the file source: its roots and filters. Only [`watch_files`](Self::watch_files)
     /// turns it on or off.
+    ///
+    /// The files source's roots and filters (used while it is on: [`watch_files`](Self::watch_files)).
     pub fn files(mut self, files: FileWatchConfig) -> Self {
         self.files = files;
         self
@@ -922,30 +971,43 @@ impl MonitorConfig {
 
     /// Tunes the descendant-CPU source: its threshold and its subreaper mode. Only
     /// [`watch_children`](Self::watch_children) turns it on or off.
+    ///
+    /// The children source's threshold (used while it is on:
+    /// [`watch_children`](Self::watch_children)).
     pub fn children(mut self, children: ChildWatchConfig) -> Self {
         self.children = children;
         self
     }
 
     /// Sets output retention and log spill.
+    ///
+    /// Output retention and log spill.
     pub fn capture(mut self, capture: CaptureConfig) -> Self {
         self.capture = capture;
         self
     }
 
     /// Sets the event stream's behaviour.
+    ///
+    /// The event stream.
     pub fn events(mut self, events: EventConfig) -> Self {
         self.events = events;
         self
     }
 
     /// Sets how the tree is held (a cgroup, the process group, or whichever can be had).
+    ///
+    /// How the tree is held: a cgroup of the session's own, or the process group. Default
+    /// [`Containment::Auto`].
     pub fn containment(mut self, mode: Containment) -> Self {
         self.containment = mode;
         self
     }
 
     /// Turns the Linux parent-death signal on or off.
+    ///
+    /// Linux: the child gets SIGKILL if the supervising process dies (its parent-death signal,
+    /// or in a cgroup the guardian, which ends every member). Default on.
     pub fn parent_death_signal(mut self, enabled: bool) -> Self {
         self.parent_death_signal = enabled;
         self
@@ -971,38 +1033,45 @@ impl MonitorConfig {
         self.files.arm_delay.min(self.idle_timeout / 10)
     }
 
-    /// Checks every field; the error names the field and the accepted range.
+    /// Checks every setting: the one place values are validated (the setters take any value;
+    /// [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) calls this again). The error
+    /// names the setting ([`ConfigError::setting`]) and the accepted range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         validate_idle_timeout(self.idle_timeout)?;
         if let Some(hard) = self.hard_timeout {
             check_range(
-                "hard_timeout",
+                Setting::HardTimeout,
                 hard,
                 HARD_TIMEOUT_RANGE.0,
                 HARD_TIMEOUT_RANGE.1,
             )?;
         }
         self.kill_ladder.validate()?;
-        for (field, wait) in [
-            ("input_wait_timeout", self.input_wait_timeout),
-            ("input_wait_notice", self.input_wait_notice),
+        for (setting, wait) in [
+            (Setting::InputWaitTimeout, self.input_wait_timeout),
+            (Setting::InputWaitNotice, self.input_wait_notice),
         ] {
             if let Some(wait) = wait {
-                check_range(field, wait, INPUT_WAIT_RANGE.0, INPUT_WAIT_RANGE.1)?;
+                check_range(setting, wait, INPUT_WAIT_RANGE.0, INPUT_WAIT_RANGE.1)?;
             }
         }
         if let Some(interval) = self.check_interval {
             check_range(
-                "check_interval",
+                Setting::CheckInterval,
                 interval,
                 CHECK_INTERVAL_RANGE.0,
                 CHECK_INTERVAL_RANGE.1,
             )?;
         }
-        check_range("drain_cap", self.drain_cap, Duration::ZERO, DRAIN_MAX)?;
-        check_range("drain_quiet", self.drain_quiet, Duration::ZERO, DRAIN_MAX)?;
+        check_range(Setting::DrainCap, self.drain_cap, Duration::ZERO, DRAIN_MAX)?;
         check_range(
-            "kill_confirm_timeout",
+            Setting::DrainQuiet,
+            self.drain_quiet,
+            Duration::ZERO,
+            DRAIN_MAX,
+        )?;
+        check_range(
+            Setting::KillConfirmTimeout,
             self.kill_confirm_timeout,
             CONFIRM_RANGE.0,
             CONFIRM_RANGE.1,
@@ -1010,7 +1079,7 @@ impl MonitorConfig {
         if self.enabled.files {
             self.files.check_globs()?;
             check_range(
-                "files.arm_delay",
+                Setting::FilesArmDelay,
                 self.files.arm_delay,
                 Duration::ZERO,
                 Duration::from_secs(10),
@@ -1021,15 +1090,15 @@ impl MonitorConfig {
             return Err(ConfigError::InvalidThreshold { value: t });
         }
         check_size(
-            "capture.cap_per_stream",
+            Setting::CaptureCapPerStream,
             self.capture.cap_per_stream,
             0,
             1 << 30,
         )?;
-        check_size("events.chunk_cap", self.events.chunk_cap, 1, 1 << 20)?;
-        check_size("events.capacity", self.events.capacity, 32, 1 << 20)?;
+        check_size(Setting::EventsChunkCap, self.events.chunk_cap, 1, 1 << 20)?;
+        check_size(Setting::EventsCapacity, self.events.capacity, 32, 1 << 20)?;
         check_range(
-            "events.throttle",
+            Setting::EventsThrottle,
             self.events.throttle,
             Duration::ZERO,
             Duration::from_secs(3600),
@@ -1038,7 +1107,7 @@ impl MonitorConfig {
             && !(f > 0.0 && f < 1.0)
         {
             return Err(ConfigError::InvalidFraction {
-                field: "events.idle_warning",
+                setting: Setting::EventsIdleWarning,
                 value: f,
             });
         }
@@ -1049,7 +1118,7 @@ impl MonitorConfig {
 /// Validates an idle timeout on its own (also used when a keepalive replaces it).
 pub(crate) fn validate_idle_timeout(timeout: Duration) -> Result<(), ConfigError> {
     check_range(
-        "idle_timeout",
+        Setting::IdleTimeout,
         timeout,
         IDLE_TIMEOUT_RANGE.0,
         IDLE_TIMEOUT_RANGE.1,
@@ -1065,11 +1134,10 @@ pub(crate) fn validate_idle_timeout(timeout: Duration) -> Result<(), ConfigError
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LogRetention {
-    /// Logs older than this (by modification time) go. `None`: no age limit. Default 7 days.
-    pub max_age: Option<Duration>,
-    /// The oldest logs go while quietus's logs in the folder pass this many bytes in all.
-    /// `None`: no size limit. Default 256 MiB.
-    pub max_total_bytes: Option<u64>,
+    /// See [`get_max_age`](Self::get_max_age).
+    pub(crate) max_age: Option<Duration>,
+    /// See [`get_max_total_bytes`](Self::get_max_total_bytes).
+    pub(crate) max_total_bytes: Option<u64>,
 }
 
 impl Default for LogRetention {
@@ -1091,15 +1159,268 @@ impl LogRetention {
     }
 
     /// Sets the age limit.
+    ///
+    /// Logs older than this (by modification time) go. `None`: no age limit. Default 7 days.
     pub fn max_age(mut self, age: Option<Duration>) -> Self {
         self.max_age = age;
         self
     }
 
     /// Sets the size limit.
+    ///
+    /// The oldest logs go while quietus's logs in the folder pass this many bytes in all.
+    /// `None`: no size limit. Default 256 MiB.
     pub fn max_total_bytes(mut self, bytes: Option<u64>) -> Self {
         self.max_total_bytes = bytes;
         self
+    }
+}
+
+/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
+/// holding the plain names).
+impl CaptureConfig {
+    /// The value set by [`cap_per_stream`](Self::cap_per_stream).
+    pub fn get_cap_per_stream(&self) -> usize {
+        self.cap_per_stream
+    }
+
+    /// The value set by [`combined`](Self::combined).
+    pub fn get_combined(&self) -> bool {
+        self.combined
+    }
+
+    /// The value set by [`spill`](Self::spill).
+    pub fn get_spill(&self) -> bool {
+        self.spill
+    }
+
+    /// The value set by [`spill_threshold`](Self::spill_threshold).
+    pub fn get_spill_threshold(&self) -> u64 {
+        self.spill_threshold
+    }
+
+    /// The value set by [`log_dir`](Self::log_dir).
+    pub fn get_log_dir(&self) -> Option<&std::path::Path> {
+        self.log_dir.as_deref()
+    }
+
+    /// The value set by [`retention`](Self::retention).
+    pub fn get_retention(&self) -> LogRetention {
+        self.retention
+    }
+}
+
+/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
+/// holding the plain names).
+impl EventConfig {
+    /// The value set by [`throttle`](Self::throttle).
+    pub fn get_throttle(&self) -> Duration {
+        self.throttle
+    }
+
+    /// The value set by [`chunk_cap`](Self::chunk_cap).
+    pub fn get_chunk_cap(&self) -> usize {
+        self.chunk_cap
+    }
+
+    /// The value set by [`utf8_boundaries`](Self::utf8_boundaries).
+    pub fn get_utf8_boundaries(&self) -> bool {
+        self.utf8_boundaries
+    }
+
+    /// The value set by [`idle_warning`](Self::idle_warning).
+    pub fn get_idle_warning(&self) -> Option<f64> {
+        self.idle_warning
+    }
+
+    /// The value set by [`capacity`](Self::capacity).
+    pub fn get_capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
+/// holding the plain names).
+impl ChildWatchConfig {
+    /// The value set by [`cpu_threshold`](Self::cpu_threshold).
+    pub fn get_cpu_threshold(&self) -> f64 {
+        self.cpu_threshold
+    }
+
+    /// The value set by [`include_self`](Self::include_self).
+    pub fn get_include_self(&self) -> bool {
+        self.include_self
+    }
+
+    /// The value set by [`subreaper`](Self::subreaper).
+    pub fn get_subreaper(&self) -> bool {
+        self.subreaper
+    }
+}
+
+/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
+/// holding the plain names).
+impl FileWatchConfig {
+    /// Folders watched recursively; relative ones are taken from the child's working directory.
+    pub fn get_roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// The value set by [`include`](Self::include).
+    pub fn get_include(&self) -> &[String] {
+        &self.include
+    }
+
+    /// The value set by [`exclude`](Self::exclude).
+    pub fn get_exclude(&self) -> &[String] {
+        &self.exclude
+    }
+
+    /// The value set by [`force_stat_scan`](Self::force_stat_scan).
+    pub fn get_force_stat_scan(&self) -> bool {
+        self.force_stat_scan
+    }
+
+    /// Files the caller itself writes during the run (an event log, a report): changes to
+    /// them never count as the child's activity, whatever their name, their folder and the
+    /// globs. They are matched by identity, not by name: each path is resolved once at the
+    /// start (symbolic links followed; a file that does not exist yet by its resolved folder),
+    /// and an event counts as "own" when it concerns that resolved path, under whichever
+    /// spelling of a watched root it arrives. Relative paths are taken from the current
+    /// directory of this process (where the caller opens them), not the child's.
+    ///
+    /// The session's own log files need not be listed: the library registers each one itself
+    /// before creating it. The `quietus` command lists its `--events` and `--report` files.
+    pub fn get_own_files(&self) -> &[PathBuf] {
+        &self.own_files
+    }
+
+    /// The value set by [`arm_delay`](Self::arm_delay).
+    pub fn get_arm_delay(&self) -> Duration {
+        self.arm_delay
+    }
+}
+
+/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
+/// holding the plain names).
+impl MonitorConfig {
+    /// The value set by [`idle_timeout`](Self::idle_timeout).
+    pub fn get_idle_timeout(&self) -> Duration {
+        self.idle_timeout
+    }
+
+    /// The value set by [`hard_timeout`](Self::hard_timeout).
+    pub fn get_hard_timeout(&self) -> Option<Duration> {
+        self.hard_timeout
+    }
+
+    /// The value set by [`kill_ladder`](Self::kill_ladder).
+    pub fn get_kill_ladder(&self) -> &KillLadder {
+        &self.kill_ladder
+    }
+
+    /// The value set by [`check_interval`](Self::check_interval).
+    pub fn get_check_interval(&self) -> Option<Duration> {
+        self.check_interval
+    }
+
+    /// The value set by [`keep_leftovers`](Self::keep_leftovers).
+    pub fn get_keep_leftovers(&self) -> bool {
+        self.keep_leftovers
+    }
+
+    /// The value set by [`drain_cap`](Self::drain_cap).
+    pub fn get_drain_cap(&self) -> Duration {
+        self.drain_cap
+    }
+
+    /// The value set by [`drain_quiet`](Self::drain_quiet).
+    pub fn get_drain_quiet(&self) -> Duration {
+        self.drain_quiet
+    }
+
+    /// The value set by [`kill_confirm_timeout`](Self::kill_confirm_timeout).
+    pub fn get_kill_confirm_timeout(&self) -> Duration {
+        self.kill_confirm_timeout
+    }
+
+    /// The value set by [`files`](Self::files).
+    pub fn get_files(&self) -> &FileWatchConfig {
+        &self.files
+    }
+
+    /// The value set by [`children`](Self::children).
+    pub fn get_children(&self) -> &ChildWatchConfig {
+        &self.children
+    }
+
+    /// The value set by [`capture`](Self::capture).
+    pub fn get_capture(&self) -> &CaptureConfig {
+        &self.capture
+    }
+
+    /// The value set by [`events`](Self::events).
+    pub fn get_events(&self) -> &EventConfig {
+        &self.events
+    }
+
+    /// The value set by [`parent_death_signal`](Self::parent_death_signal).
+    pub fn get_parent_death_signal(&self) -> bool {
+        self.parent_death_signal
+    }
+
+    /// The value set by [`completion`](Self::completion).
+    pub fn get_completion(&self) -> &crate::completion::CompletionConfig {
+        &self.completion
+    }
+
+    /// Pull-style activity sources, asked only when the child is about to be judged stale.
+    pub fn get_probes(&self) -> &[crate::probe::Probe] {
+        &self.probes
+    }
+
+    /// The solo cap of each capped source: the longest that source may keep the child alive
+    /// on its own, past the idle timeout, while every other source is quiet (its activity
+    /// counts only up to the cap after the latest activity of any other source; it counts
+    /// again once another source is active). Set with [`solo_cap`](Self::solo_cap).
+    ///
+    /// Default: children [`DEFAULT_CHILDREN_SOLO_CAP`](Self::DEFAULT_CHILDREN_SOLO_CAP) (30 minutes), nothing else. A silent
+    /// agent whose grandchild spins forever is then ended 30 minutes after the idle timeout,
+    /// while a silent build or test run in a grandchild is left alone for the idle timeout +
+    /// 30 minutes: longer than the tool-call limits of the agent CLIs themselves (10 minutes
+    /// at most for a shell command in the common ones), so a grandchild that works silently
+    /// for longer is no longer a tool call of a working agent.
+    pub fn get_solo_caps(&self) -> &BTreeMap<ActivitySource, Duration> {
+        &self.solo_caps
+    }
+
+    /// The value set by [`containment`](Self::containment).
+    pub fn get_containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// The value set by [`input_wait_timeout`](Self::input_wait_timeout).
+    pub fn get_input_wait_timeout(&self) -> Option<Duration> {
+        self.input_wait_timeout
+    }
+
+    /// The value set by [`input_wait_notice`](Self::input_wait_notice).
+    pub fn get_input_wait_notice(&self) -> Option<Duration> {
+        self.input_wait_notice
+    }
+}
+
+/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
+/// holding the plain names).
+impl LogRetention {
+    /// The value set by [`max_age`](Self::max_age).
+    pub fn get_max_age(&self) -> Option<Duration> {
+        self.max_age
+    }
+
+    /// The value set by [`max_total_bytes`](Self::max_total_bytes).
+    pub fn get_max_total_bytes(&self) -> Option<u64> {
+        self.max_total_bytes
     }
 }
 
@@ -1174,7 +1495,7 @@ mod tests {
                 matches!(
                     err,
                     ConfigError::OutOfRange {
-                        field: "input_wait_timeout",
+                        setting: Setting::InputWaitTimeout,
                         ..
                     }
                 ),
@@ -1187,6 +1508,46 @@ mod tests {
     }
 
     #[test]
+    fn every_error_names_its_setting_as_a_type() {
+        let cases = [
+            (
+                MonitorConfig::default().input_wait_notice(Some(Duration::from_millis(1))),
+                Setting::InputWaitNotice,
+            ),
+            (
+                MonitorConfig::default()
+                    .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(7200))),
+                Setting::KillLadderGrace,
+            ),
+            (
+                MonitorConfig::default().kill_ladder(KillLadder::new([])),
+                Setting::KillLadder,
+            ),
+            (
+                MonitorConfig::default().events(EventConfig::default().capacity(1)),
+                Setting::EventsCapacity,
+            ),
+            (
+                MonitorConfig::default().events(EventConfig::default().idle_warning(Some(2.0))),
+                Setting::EventsIdleWarning,
+            ),
+            (
+                MonitorConfig::default().children(ChildWatchConfig::default().cpu_threshold(0.0)),
+                Setting::ChildrenCpuThreshold,
+            ),
+            (
+                MonitorConfig::default().files(FileWatchConfig::default().include("a[")),
+                Setting::FilesInclude,
+            ),
+        ];
+        for (config, setting) in cases {
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.setting(), Some(setting), "{err}");
+            assert!(err.to_string().contains(setting.path()), "{err}");
+        }
+    }
+
+    #[test]
     fn absurd_hard_timeout_is_rejected() {
         let err = MonitorConfig::default()
             .hard_timeout(Some(Duration::from_secs(10 * 365 * 24 * 3600)))
@@ -1195,7 +1556,7 @@ mod tests {
         assert!(matches!(
             err,
             ConfigError::OutOfRange {
-                field: "hard_timeout",
+                setting: Setting::HardTimeout,
                 ..
             }
         ));

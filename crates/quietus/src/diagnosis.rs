@@ -44,6 +44,19 @@ pub enum StallKind {
 }
 
 impl StallKind {
+    /// Every kind (for a client's list of the names: `quietus serve --schema`).
+    pub const ALL: &'static [StallKind] = &[
+        StallKind::AwaitingInput,
+        StallKind::NetworkWait,
+        StallKind::Sleeping,
+        StallKind::Stopped,
+        StallKind::WaitingOnChild,
+        StallKind::LockWait,
+        StallKind::DiskWait,
+        StallKind::Running,
+        StallKind::Unknown,
+    ];
+
     /// The name used in reports (`"awaiting_input"`, `"network_wait"`…).
     pub fn name(self) -> &'static str {
         match self {
@@ -1106,3 +1119,28 @@ pub struct InputWait {
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod tests;
+
+#[cfg(test)]
+mod all_kinds {
+    use super::StallKind;
+
+    #[test]
+    fn all_lists_every_kind() {
+        // A new kind fails to compile here until it has its place, then fails until in ALL.
+        let place = |k: StallKind| match k {
+            StallKind::AwaitingInput => 0,
+            StallKind::NetworkWait => 1,
+            StallKind::Sleeping => 2,
+            StallKind::Stopped => 3,
+            StallKind::WaitingOnChild => 4,
+            StallKind::LockWait => 5,
+            StallKind::DiskWait => 6,
+            StallKind::Running => 7,
+            StallKind::Unknown => 8,
+        };
+        assert_eq!(StallKind::ALL.len(), 9);
+        for (i, kind) in StallKind::ALL.iter().enumerate() {
+            assert_eq!(place(*kind), i, "{}", kind.name());
+        }
+    }
+}

@@ -14,16 +14,19 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+pub use crate::setting::Setting;
+
 /// An invalid setting of a [`MonitorConfig`](crate::MonitorConfig), or settings of a
 /// [`SessionBuilder`](crate::SessionBuilder) that do not go together. The message names the
-/// field and what it accepts.
+/// setting and what it accepts; [`setting`](Self::setting) names it as a [`Setting`], for a
+/// client that reports it in its own words (a command-line option, a JSON parameter).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// A duration outside its accepted range.
     OutOfRange {
-        /// The field, as named in [`MonitorConfig`](crate::MonitorConfig).
-        field: &'static str,
+        /// The setting.
+        setting: Setting,
         /// The rejected value.
         value: Duration,
         /// Smallest accepted value.
@@ -45,8 +48,8 @@ pub enum ConfigError {
     },
     /// A size outside its accepted range.
     SizeOutOfRange {
-        /// The field.
-        field: &'static str,
+        /// The setting.
+        setting: Setting,
         /// The rejected value.
         value: usize,
         /// Smallest accepted value.
@@ -56,8 +59,8 @@ pub enum ConfigError {
     },
     /// A fraction outside 0 < f < 1.
     InvalidFraction {
-        /// The field.
-        field: &'static str,
+        /// The setting.
+        setting: Setting,
         /// The rejected value.
         value: f64,
     },
@@ -68,8 +71,8 @@ pub enum ConfigError {
     },
     /// A glob that does not parse.
     InvalidGlob {
-        /// `files.include` or `files.exclude`.
-        field: &'static str,
+        /// [`Setting::FilesInclude`] or [`Setting::FilesExclude`].
+        setting: Setting,
         /// The rejected pattern.
         pattern: String,
         /// What is wrong with it.
@@ -91,8 +94,8 @@ pub enum ConfigError {
     SeedWithoutHome,
     /// A regular expression that does not parse (or an empty completion file path).
     InvalidPattern {
-        /// `completion.output` or `completion.files`.
-        field: &'static str,
+        /// [`Setting::CompletionOutput`] or [`Setting::CompletionFiles`].
+        setting: Setting,
         /// The rejected pattern.
         pattern: String,
         /// What is wrong with it.
@@ -116,13 +119,13 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::OutOfRange {
-                field,
+                setting,
                 value,
                 min,
                 max,
             } => write!(
                 f,
-                "{field} is {value:?}, but it must be between {min:?} and {max:?}"
+                "{setting} is {value:?}, but it must be between {min:?} and {max:?}"
             ),
             ConfigError::EmptyLadder => f.write_str(
                 "kill_ladder is empty: it needs at least one (signal, grace) step \
@@ -138,17 +141,17 @@ impl fmt::Display for ConfigError {
                  (with or without SIG) or a number from 1 to 31"
             ),
             ConfigError::SizeOutOfRange {
-                field,
+                setting,
                 value,
                 min,
                 max,
             } => write!(
                 f,
-                "{field} is {value}, but it must be between {min} and {max}"
+                "{setting} is {value}, but it must be between {min} and {max}"
             ),
-            ConfigError::InvalidFraction { field, value } => write!(
+            ConfigError::InvalidFraction { setting, value } => write!(
                 f,
-                "{field} is {value}, but it must be a fraction between 0 and 1 (exclusive)"
+                "{setting} is {value}, but it must be a fraction between 0 and 1 (exclusive)"
             ),
             ConfigError::InvalidThreshold { value } => write!(
                 f,
@@ -156,12 +159,12 @@ impl fmt::Display for ConfigError {
                  greater than 0 and at most 64 (0.05 = 5 %)"
             ),
             ConfigError::InvalidGlob {
-                field,
+                setting,
                 pattern,
                 reason,
             } => write!(
                 f,
-                "{field} pattern {pattern:?} is not a valid glob ({reason}): use patterns like \
+                "{setting} pattern {pattern:?} is not a valid glob ({reason}): use patterns like \
                  *.md, notes/**, **/*.tmp"
             ),
             ConfigError::TerminalSize { rows, cols } => write!(
@@ -182,16 +185,36 @@ impl fmt::Display for ConfigError {
 }
 
 impl ConfigError {
+    /// The setting the error is about, where it is one setting (`None`: a signal name that
+    /// does not parse, a terminal session given a stdin, a seed without a home).
+    pub fn setting(&self) -> Option<Setting> {
+        Some(match self {
+            ConfigError::OutOfRange { setting, .. }
+            | ConfigError::SizeOutOfRange { setting, .. }
+            | ConfigError::InvalidFraction { setting, .. }
+            | ConfigError::InvalidGlob { setting, .. }
+            | ConfigError::InvalidPattern { setting, .. } => *setting,
+            ConfigError::EmptyLadder | ConfigError::KillBeforeEnd { .. } => Setting::KillLadder,
+            ConfigError::InvalidThreshold { .. } => Setting::ChildrenCpuThreshold,
+            ConfigError::TerminalSize { .. } => Setting::PtySize,
+            ConfigError::InvalidProbe { .. } => Setting::Probes,
+            ConfigError::UnknownSource { .. } => Setting::SoloCap,
+            ConfigError::InvalidSignal { .. }
+            | ConfigError::StdinWithTerminal
+            | ConfigError::SeedWithoutHome => return None,
+        })
+    }
+
     /// The messages of the completion, probe and solo-cap settings.
     fn fmt_rules(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::InvalidPattern {
-                field,
+                setting,
                 pattern,
                 reason,
             } => write!(
                 f,
-                "{field} pattern {pattern:?} is not valid ({reason}): use a regular expression \
+                "{setting} pattern {pattern:?} is not valid ({reason}): use a regular expression \
                  like ^\\{{\"type\":\"result\" or DONE$"
             ),
             ConfigError::InvalidProbe { name, reason } => write!(

@@ -226,6 +226,7 @@ mod process;
 mod program;
 mod registry;
 mod session;
+mod setting;
 mod signal;
 mod stream;
 mod sync;
@@ -271,7 +272,7 @@ pub use config::{
 };
 pub use contract::SessionState;
 pub use environment::{Environment, IsolatedHome};
-pub use error::{ConfigError, SpawnError, SpawnErrorKind, SystemError};
+pub use error::{ConfigError, Setting, SpawnError, SpawnErrorKind, SystemError};
 pub use events::Event;
 pub use outcome::{
     CompletionSeen, Leftover, LogFile, MonitorResult, NetworkUnavailable, Outcome, SourceActivity,

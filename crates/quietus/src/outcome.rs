@@ -448,6 +448,17 @@ impl Outcome {
         }
     }
 
+    /// Every [`name`](Self::name) an outcome has (for a client's list: `quietus serve
+    /// --schema`).
+    pub const NAMES: &'static [&'static str] = &[
+        "exited",
+        "completed",
+        "idle_timeout",
+        "hard_timeout",
+        "terminated",
+        "input_wait",
+    ];
+
     /// Short machine name: `exited`, `idle_timeout`, `hard_timeout`, `completed`,
     /// `terminated`, `input_wait`.
     pub fn name(&self) -> &'static str {
@@ -669,6 +680,31 @@ impl MonitorResult {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn names_lists_every_outcome() {
+        // A new outcome fails to compile here until it has its name's place, then fails until
+        // the name is in NAMES.
+        let place = |o: &Outcome| match o {
+            Outcome::Exited => 0,
+            Outcome::Completed(_) => 1,
+            Outcome::IdleTimeout(_) => 2,
+            Outcome::HardTimeout { .. } => 3,
+            Outcome::Terminated { .. } => 4,
+            Outcome::InputWait(_) => 5,
+        };
+        assert_eq!(Outcome::NAMES.len(), 6);
+        assert_eq!(
+            Outcome::NAMES[place(&Outcome::Exited)],
+            Outcome::Exited.name()
+        );
+        for (i, name) in Outcome::NAMES.iter().enumerate() {
+            assert!(
+                Outcome::NAMES[..i].iter().all(|n| n != name),
+                "{name} twice"
+            );
+        }
+    }
+
     use super::*;
 
     fn result(outcome: Outcome, raw_wait_status: Option<i32>) -> MonitorResult {

@@ -14,9 +14,11 @@ use super::terminal::PtySize;
 use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
+
+use crate::settings::{SettingValue, Surface};
 use quietus::{
     ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
-    FileWatchConfig, KillLadder, MonitorConfig, Signal,
+    FileWatchConfig, KillLadder, MonitorConfig, Setting, Signal,
 };
 
 use super::human::HumanDuration;
@@ -113,91 +115,11 @@ EXAMPLES
     long_about = LONG_ABOUT,
     after_help = AFTER_HELP,
     after_long_help = AFTER_LONG_HELP,
-    override_usage = "quietus [OPTIONS] -- PROGRAM [ARGS]..."
+    override_usage = "quietus [OPTIONS] -- PROGRAM [ARGS]...",
+    // The settings table's options come first (their display order is their place there).
+    next_display_order = 100
 )]
 pub(crate) struct Cli {
-    /// End the program when every source (output, files, children) has been quiet this long.
-    ///
-    /// Durations: 1500ms, 30s, 5m, 1h30m (a bare number is seconds); 1ms to 7 days.
-    /// Example: -i 10m
-    #[arg(
-        short,
-        long,
-        value_name = "D",
-        env = "QUIETUS_IDLE_TIMEOUT",
-        allow_hyphen_values = true,
-        default_value = "5m",
-        value_parser = text(parse_duration),
-        verbatim_doc_comment
-    )]
-    pub(crate) idle_timeout: Duration,
-
-    /// End the program after this long even while it is active (default: none).
-    ///
-    /// `none` turns off a hard timeout set in the environment.
-    /// Example: -t 2h
-    #[arg(
-        short = 't',
-        long,
-        value_name = "D",
-        env = "QUIETUS_HARD_TIMEOUT",
-        allow_hyphen_values = true,
-        value_parser = text(parse_hard_timeout),
-        verbatim_doc_comment
-    )]
-    pub(crate) hard_timeout: Option<HardTimeout>,
-
-    /// End the program once its whole tree has waited on input this long.
-    ///
-    /// Blocked reading its stdin or a terminal (a pager, an editor, a
-    /// password prompt), every source quiet, its read count unchanged: the
-    /// outcome is input_wait, exit status 124, after an input_wait event.
-    /// 100ms to 1d; `none` turns it off. Off by default.
-    /// Example: --input-wait-timeout 10s
-    #[arg(
-        long,
-        value_name = "D",
-        env = "QUIETUS_INPUT_WAIT_TIMEOUT",
-        allow_hyphen_values = true,
-        value_parser = text(parse_hard_timeout),
-        verbatim_doc_comment
-    )]
-    pub(crate) input_wait_timeout: Option<HardTimeout>,
-
-    /// Write an input_wait event once the program's whole tree has waited on
-    /// input this long, and let it go on.
-    ///
-    /// Once per episode (new input, or activity of any source, ends one), to
-    /// the --events stream: a harness can answer the prompt or give up. With
-    /// --input-wait-timeout too, the program is ended at that timeout.
-    /// 100ms to 1d; `none` turns it off. Off by default.
-    /// Example: --input-wait-notice 3s --events -
-    #[arg(
-        long,
-        value_name = "D",
-        env = "QUIETUS_INPUT_WAIT_NOTICE",
-        allow_hyphen_values = true,
-        value_parser = text(parse_hard_timeout),
-        verbatim_doc_comment
-    )]
-    pub(crate) input_wait_notice: Option<HardTimeout>,
-
-    /// Time between the first signal and KILL, for the program to clean up.
-    ///
-    /// 0 to 1h. 0 sends KILL right after the first signal.
-    /// Example: -g 30s
-    #[arg(
-        short,
-        long,
-        value_name = "D",
-        env = "QUIETUS_GRACE",
-        allow_hyphen_values = true,
-        default_value = "5s",
-        value_parser = text(parse_duration),
-        verbatim_doc_comment
-    )]
-    pub(crate) grace: Duration,
-
     /// The first signal of the ladder, sent to the program's whole process group.
     ///
     /// A name with or without SIG, or a number: TERM, INT, HUP, 15, SIGUSR1.
@@ -247,31 +169,6 @@ pub(crate) struct Cli {
     )]
     pub(crate) exclude: Vec<String>,
 
-    /// File activity does not count (no folder is watched, whatever --watch says).
-    ///
-    /// Example: --no-watch
-    #[arg(
-        long,
-        env = "QUIETUS_NO_WATCH",
-        action = ArgAction::SetTrue,
-        value_parser = text(parse_flag),
-        verbatim_doc_comment
-    )]
-    pub(crate) no_watch: bool,
-
-    /// CPU progress of the program's descendants does not count.
-    ///
-    /// By default a busy grandchild (a compiler, a test run) keeps a silent program alive.
-    /// Example: --no-children
-    #[arg(
-        long,
-        env = "QUIETUS_NO_CHILDREN",
-        action = ArgAction::SetTrue,
-        value_parser = text(parse_flag),
-        verbatim_doc_comment
-    )]
-    pub(crate) no_children: bool,
-
     /// Run the program so that it cannot wait for an answer nobody gives.
     ///
     /// Its stdin is /dev/null; without --pty it has no controlling terminal (opening /dev/tty
@@ -287,49 +184,6 @@ pub(crate) struct Cli {
         verbatim_doc_comment
     )]
     pub(crate) non_interactive: bool,
-
-    /// Bytes moving on the program's TCP sockets do not count.
-    ///
-    /// By default a silent download or a streamed answer (any process of the tree receiving
-    /// or sending more than 1 KiB within 10s) keeps the program alive; an open connection
-    /// that moves nothing does not. Linux socket diagnostics; elsewhere reported unavailable.
-    /// Example: --no-network
-    #[arg(
-        long,
-        env = "QUIETUS_NO_NETWORK",
-        action = ArgAction::SetTrue,
-        value_parser = text(parse_flag),
-        verbatim_doc_comment
-    )]
-    pub(crate) no_network: bool,
-
-    /// Output does not count as activity (it still passes through).
-    ///
-    /// With --no-watch --no-children --no-network too, -i is a plain timeout.
-    /// Example: --no-output
-    #[arg(
-        long,
-        env = "QUIETUS_NO_OUTPUT",
-        action = ArgAction::SetTrue,
-        value_parser = text(parse_flag),
-        verbatim_doc_comment
-    )]
-    pub(crate) no_output: bool,
-
-    /// How often the descendants' CPU is sampled.
-    ///
-    /// Also the stat-scan interval of watched folders when the OS is out of file watches.
-    /// Default: the idle timeout / 10, kept between 100ms and 30s. Accepts 10ms to 1h.
-    /// Example: --check-interval 2s
-    #[arg(
-        long,
-        value_name = "D",
-        env = "QUIETUS_CHECK_INTERVAL",
-        allow_hyphen_values = true,
-        value_parser = text(parse_duration),
-        verbatim_doc_comment
-    )]
-    pub(crate) check_interval: Option<Duration>,
 
     /// The work is done when a line of output matches this regular expression; repeatable.
     ///
@@ -365,21 +219,6 @@ pub(crate) struct Cli {
         verbatim_doc_comment
     )]
     pub(crate) done_when_file: Vec<PathBuf>,
-
-    /// Once the work is done, how long the program may take to exit by itself.
-    ///
-    /// 0 to 1h.
-    /// Example: --linger 10s
-    #[arg(
-        long,
-        value_name = "D",
-        env = "QUIETUS_LINGER",
-        allow_hyphen_values = true,
-        default_value = "5s",
-        value_parser = text(parse_duration),
-        verbatim_doc_comment
-    )]
-    pub(crate) linger: Duration,
 
     /// The longest one source may keep a quiet program alive on its own; repeatable.
     ///
@@ -419,19 +258,6 @@ pub(crate) struct Cli {
         verbatim_doc_comment
     )]
     pub(crate) probe: Vec<super::probe::ProbeCommand>,
-
-    /// Leave the program's leftover process-group members running after it exits.
-    ///
-    /// By default they are ended with the same ladder: a finished program leaves nothing.
-    /// Example: --keep-leftovers
-    #[arg(
-        long,
-        env = "QUIETUS_KEEP_LEFTOVERS",
-        action = ArgAction::SetTrue,
-        value_parser = text(parse_flag),
-        verbatim_doc_comment
-    )]
-    pub(crate) keep_leftovers: bool,
 
     /// How the program's process tree is held: auto, cgroup or group.
     ///
@@ -614,10 +440,6 @@ fn parse_pty_size_value(text: &str) -> Result<PtySize, String> {
     text.parse()
 }
 
-/// A hard timeout, or `none`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HardTimeout(pub(crate) Option<Duration>);
-
 /// A `--solo-cap SOURCE=D` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SoloCap {
@@ -657,45 +479,39 @@ fn parse_solo_cap(text: &str) -> Result<SoloCap, String> {
 #[derive(Debug)]
 pub(crate) struct Options {
     pub(crate) cli: Cli,
+    /// The values of the settings table's options (a default included).
+    settings: Vec<(&'static crate::settings::Def, SettingValue)>,
     /// Ids of the options whose value came from the environment.
     from_env: HashSet<String>,
 }
 
-/// Every option id with an environment variable, and the variable.
-const ENV_VARS: &[(&str, &str)] = &[
-    ("idle_timeout", "QUIETUS_IDLE_TIMEOUT"),
-    ("hard_timeout", "QUIETUS_HARD_TIMEOUT"),
-    ("input_wait_timeout", "QUIETUS_INPUT_WAIT_TIMEOUT"),
-    ("input_wait_notice", "QUIETUS_INPUT_WAIT_NOTICE"),
-    ("grace", "QUIETUS_GRACE"),
-    ("signal", "QUIETUS_SIGNAL"),
-    ("watch", "QUIETUS_WATCH"),
-    ("exclude", "QUIETUS_EXCLUDE"),
-    ("no_watch", "QUIETUS_NO_WATCH"),
-    ("no_children", "QUIETUS_NO_CHILDREN"),
-    ("no_network", "QUIETUS_NO_NETWORK"),
-    ("non_interactive", "QUIETUS_NON_INTERACTIVE"),
-    ("no_output", "QUIETUS_NO_OUTPUT"),
-    ("check_interval", "QUIETUS_CHECK_INTERVAL"),
-    ("done_when_output", "QUIETUS_DONE_WHEN_OUTPUT"),
-    ("done_when_file", "QUIETUS_DONE_WHEN_FILE"),
-    ("linger", "QUIETUS_LINGER"),
-    ("solo_cap", "QUIETUS_SOLO_CAP"),
-    ("probe", "QUIETUS_PROBE"),
-    ("keep_leftovers", "QUIETUS_KEEP_LEFTOVERS"),
-    ("containment", "QUIETUS_CONTAINMENT"),
-    ("report", "QUIETUS_REPORT"),
-    ("events", "QUIETUS_EVENTS"),
-    ("log_dir", "QUIETUS_LOG_DIR"),
-    ("pty", "QUIETUS_PTY"),
-    ("pty_size", "QUIETUS_PTY_SIZE"),
-    ("quiet", "QUIETUS_QUIET"),
-    ("verbose", "QUIETUS_VERBOSE"),
-];
+/// The command, as clap parses it: the options of [`Cli`], and first those of the settings
+/// table ([`crate::settings::SETTINGS`]).
+pub(crate) fn command() -> clap::Command {
+    Cli::command().args(crate::settings::cli_args())
+}
+
+/// Every option id with an environment variable, and the variable (from [`command`]: each
+/// option declares its own).
+fn env_vars() -> &'static [(String, String)] {
+    static VARS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    VARS.get_or_init(|| {
+        command()
+            .get_arguments()
+            .filter_map(|a| {
+                let var = a.get_env()?.to_str()?.to_owned();
+                Some((a.get_id().as_str().to_owned(), var))
+            })
+            .collect()
+    })
+}
 
 /// The environment variable of an option id.
 pub(crate) fn env_var(id: &str) -> Option<&'static str> {
-    ENV_VARS.iter().find(|(i, _)| *i == id).map(|(_, v)| *v)
+    env_vars()
+        .iter()
+        .find(|(i, _)| i == id)
+        .map(|(_, v)| v.as_str())
 }
 
 impl Options {
@@ -703,15 +519,20 @@ impl Options {
     pub(crate) fn parse_from(
         args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
     ) -> Result<Options, clap::Error> {
-        let mut command = Cli::command();
+        let mut command = command();
         // An empty variable counts as unset (clap would read it as an empty value).
-        for (_, var) in ENV_VARS {
+        for (id, var) in env_vars() {
+            let id = id.as_str();
             if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
-                command = command.mut_arg(id_of(var), |arg| arg.env(None::<&str>));
+                command = command.mut_arg(id, |arg| arg.env(None::<&str>));
             }
         }
         let matches = command.try_get_matches_from(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
+        let settings = crate::settings::SETTINGS
+            .iter()
+            .filter_map(|def| Some((def, def.read_matches(&matches)?)))
+            .collect();
         let from_env = sources(&matches, ValueSource::EnvVariable);
         let from_command_line = sources(&matches, ValueSource::CommandLine);
         // A list from the environment is one value: split it like PATH.
@@ -735,7 +556,7 @@ impl Options {
                 .map(parse_solo_cap)
                 .collect::<Result<_, _>>()
                 .map_err(|e| {
-                    Cli::command().error(
+                    self::command().error(
                         clap::error::ErrorKind::ValueValidation,
                         format!(
                             "invalid value {all:?} for --solo-cap (from QUIETUS_SOLO_CAP): {e}"
@@ -758,7 +579,35 @@ impl Options {
                 cli.verbose = 0;
             }
         }
-        Ok(Options { cli, from_env })
+        Ok(Options {
+            cli,
+            settings,
+            from_env,
+        })
+    }
+
+    /// The value of the table's setting `name` (its default when it has one and was not given).
+    pub(crate) fn setting(&self, name: &str) -> Option<SettingValue> {
+        self.settings
+            .iter()
+            .find(|(def, _)| def.name == name)
+            .map(|(_, value)| *value)
+    }
+
+    /// The grace between the first signal and KILL.
+    pub(crate) fn grace(&self) -> Duration {
+        match self.setting("grace") {
+            Some(SettingValue::Duration(grace)) => grace,
+            _ => KillLadder::default()
+                .steps()
+                .next()
+                .map_or(Duration::ZERO, |s| s.1),
+        }
+    }
+
+    /// Whether `--no-watch` was given.
+    pub(crate) fn no_watch(&self) -> bool {
+        self.setting("no_watch") == Some(SettingValue::Switch(true))
     }
 
     /// Whether option `id` took its value from its environment variable.
@@ -779,23 +628,18 @@ impl Options {
             files = files.exclude(glob.clone());
         }
         let config = MonitorConfig::default()
-            .idle_timeout(cli.idle_timeout)
-            .hard_timeout(cli.hard_timeout.and_then(|h| h.0))
-            .input_wait_timeout(cli.input_wait_timeout.and_then(|h| h.0))
-            .input_wait_notice(cli.input_wait_notice.and_then(|h| h.0))
-            .kill_ladder(KillLadder::polite(cli.signal, cli.grace))
-            .check_interval(cli.check_interval)
-            .keep_leftovers(cli.keep_leftovers)
+            .kill_ladder(KillLadder::polite(cli.signal, self.grace()))
             .containment(cli.containment)
             .files(files)
             // One session per quietus process: the subreaper mode costs nothing here and
             // catches daemons that double-fork away between two samples.
             .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
-            .watch_files(!cli.no_watch)
-            .watch_children(!cli.no_children)
-            .watch_network(!cli.no_network)
-            .watch_output(!cli.no_output)
             .completion(self.completion());
+        // The settings table's options, each applied by its own entry.
+        let config = self
+            .settings
+            .iter()
+            .fold(config, |config, (def, value)| (def.apply)(config, *value));
         let config = cli
             .probe
             .iter()
@@ -817,7 +661,7 @@ impl Options {
     /// How completion is recognised.
     fn completion(&self) -> CompletionConfig {
         let cli = &self.cli;
-        let mut completion = CompletionConfig::default().linger(cli.linger);
+        let mut completion = CompletionConfig::default();
         for regex in &cli.done_when_output {
             completion = completion.output(regex.clone());
         }
@@ -849,18 +693,18 @@ impl Options {
     fn option_error(&self, error: &ConfigError) -> String {
         let (id, what) = match error {
             ConfigError::OutOfRange {
-                field,
+                setting,
                 value,
                 min,
                 max,
             } => {
-                let id = match *field {
-                    "idle_timeout" => "idle_timeout",
-                    "hard_timeout" => "hard_timeout",
-                    "kill_ladder.grace" => "grace",
-                    "check_interval" => "check_interval",
-                    "completion.linger" => "linger",
-                    other => other,
+                // The table's option that sets it (solo caps have their own option).
+                let id = match setting {
+                    Setting::SoloCap => "solo_cap",
+                    other => match crate::settings::by_setting(*other) {
+                        Some(def) if def.key(Surface::Command).is_some() => def.name,
+                        _ => return format!("invalid option: {error}"),
+                    },
                 };
                 (
                     id,
@@ -944,7 +788,7 @@ pub(crate) fn explain_error(error: &clap::Error, args: &[OsString]) -> String {
         return text;
     };
     let from_env = std::env::var_os(var).is_some_and(|v| v.to_string_lossy() == *value);
-    let short = Cli::command()
+    let short = command()
         .get_arguments()
         .find(|a| a.get_id().as_str() == id)
         .and_then(|a| a.get_short());
@@ -974,15 +818,6 @@ fn parse_flag(text: &str) -> Result<bool, String> {
             "{text:?} is not a yes or no: use 1/0, true/false, yes/no, on/off"
         )),
     }
-}
-
-/// The option id whose environment variable is `var`.
-fn id_of(var: &str) -> &'static str {
-    ENV_VARS
-        .iter()
-        .find(|(_, v)| *v == var)
-        .map(|(i, _)| *i)
-        .expect("ENV_VARS maps every variable to an id")
 }
 
 /// The ids of the options whose value came from `source`.
@@ -1076,14 +911,29 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
-/// A duration, or `none` for no hard timeout.
-fn parse_hard_timeout(text: &str) -> Result<HardTimeout, String> {
+/// A duration, or `none` (off).
+fn parse_hard_timeout(text: &str) -> Result<Option<Duration>, String> {
     if text.trim().eq_ignore_ascii_case("none") {
-        return Ok(HardTimeout(None));
+        return Ok(None);
     }
     parse_duration(text)
-        .map(|d| HardTimeout(Some(d)))
+        .map(Some)
         .map_err(|e| format!("{e}, or none"))
+}
+
+/// The value parser of a duration option of the settings table.
+pub(crate) fn duration_parser() -> impl TypedValueParser<Value = Duration> {
+    text(parse_duration)
+}
+
+/// The value parser of a duration-or-`none` option of the settings table.
+pub(crate) fn duration_or_none_parser() -> impl TypedValueParser<Value = Option<Duration>> {
+    text(parse_hard_timeout)
+}
+
+/// The value parser of a flag of the settings table (its variable takes 1/0, yes/no…).
+pub(crate) fn flag_parser() -> impl TypedValueParser<Value = bool> {
+    text(parse_flag)
 }
 
 /// The signals whose default action does not end a process: it stops (STOP, TSTP, TTIN,
@@ -1252,10 +1102,10 @@ mod tests {
 
     #[test]
     fn hard_timeout_accepts_none() {
-        assert_eq!(parse_hard_timeout("none"), Ok(HardTimeout(None)));
+        assert_eq!(parse_hard_timeout("none"), Ok(None));
         assert_eq!(
             parse_hard_timeout("2h"),
-            Ok(HardTimeout(Some(Duration::from_secs(7200))))
+            Ok(Some(Duration::from_secs(7200)))
         );
         let err = parse_hard_timeout("soon").unwrap_err();
         assert!(err.contains("none"), "{err}");
@@ -1285,17 +1135,12 @@ mod tests {
 
     #[test]
     fn every_env_var_names_a_real_option() {
-        let command = Cli::command();
-        for (id, var) in ENV_VARS {
+        let command = command();
+        for (id, var) in env_vars() {
             let arg = command
                 .get_arguments()
                 .find(|a| a.get_id().as_str() == *id)
                 .unwrap_or_else(|| panic!("no option {id}"));
-            assert_eq!(
-                arg.get_env().and_then(|v| v.to_str()),
-                Some(*var),
-                "option {id}"
-            );
             let long = arg.get_long().expect("every option has a long name");
             assert_eq!(
                 *var,
@@ -1306,23 +1151,49 @@ mod tests {
             .get_arguments()
             .filter(|a| a.get_env().is_some())
             .count();
-        assert_eq!(
-            with_env,
-            ENV_VARS.len(),
-            "every option with a variable is listed"
-        );
+        assert_eq!(with_env, env_vars().len());
+        assert!(env_var("idle_timeout") == Some("QUIETUS_IDLE_TIMEOUT"));
+    }
+
+    #[test]
+    fn the_tables_settings_are_options_with_their_flag_variable_default_and_doc() {
+        let command = command();
+        for def in crate::settings::SETTINGS {
+            let Some(flag) = def.flag else { continue };
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag))
+                .unwrap_or_else(|| panic!("no option --{flag}"));
+            assert_eq!(arg.get_id().as_str(), def.name);
+            assert_eq!(arg.get_short(), def.short, "--{flag}");
+            assert_eq!(arg.get_env().and_then(|v| v.to_str()), def.env, "--{flag}");
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(
+                help.starts_with(def.doc.trim_end_matches('.')),
+                "--{flag}: {help}"
+            );
+            let defaults: Vec<_> = arg.get_default_values().iter().collect();
+            match def.default {
+                crate::settings::Default::Value(v)
+                    if def.kind != crate::settings::Kind::DurationOrNone =>
+                {
+                    assert_eq!(defaults, [v], "--{flag}")
+                }
+                _ => assert!(defaults.is_empty(), "--{flag}"),
+            }
+        }
     }
 
     #[test]
     fn clap_definition_is_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]
     fn defaults_make_the_library_defaults() {
         let options = Options::parse_from(["quietus", "--", "true"]).unwrap();
         // Only meaningful without QUIETUS_* in the test's environment.
-        if ENV_VARS
+        if env_vars()
             .iter()
             .all(|(_, var)| std::env::var_os(var).is_none())
         {
@@ -1368,23 +1239,39 @@ mod tests {
         ])
         .unwrap();
         let config = options.config().unwrap();
-        assert_eq!(config.idle_timeout, Duration::from_secs(2));
-        assert_eq!(config.hard_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(config.get_idle_timeout(), Duration::from_secs(2));
+        assert_eq!(config.get_hard_timeout(), Some(Duration::from_secs(60)));
         assert_eq!(
-            config.kill_ladder,
+            *config.get_kill_ladder(),
             KillLadder::polite(Signal::INT, Duration::from_millis(300))
         );
-        assert_eq!(config.files.roots, vec![PathBuf::from("a"), "b".into()]);
-        assert!(config.files.exclude.contains(&"*.log".to_owned()));
-        assert!(config.files.exclude.contains(&"*.tmp".to_owned()));
+        assert_eq!(
+            config.get_files().get_roots(),
+            [PathBuf::from("a"), "b".into()]
+        );
+        assert!(
+            config
+                .get_files()
+                .get_exclude()
+                .contains(&"*.log".to_owned())
+        );
+        assert!(
+            config
+                .get_files()
+                .get_exclude()
+                .contains(&"*.tmp".to_owned())
+        );
         assert!(
             config.watches(&ActivitySource::Files)
                 && config.watches(&ActivitySource::Output)
                 && !config.watches(&ActivitySource::Children)
                 && !config.watches(&ActivitySource::Network)
         );
-        assert_eq!(config.check_interval, Some(Duration::from_millis(250)));
-        assert!(config.keep_leftovers);
+        assert_eq!(
+            config.get_check_interval(),
+            Some(Duration::from_millis(250))
+        );
+        assert!(config.get_keep_leftovers());
         assert_eq!(options.log_level(), log::LevelFilter::Debug);
         assert_eq!(
             options.cli.command,

@@ -16,6 +16,8 @@ pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// The program could not be started (`data.kind` says which step failed).
 pub(crate) const SPAWN_FAILED: i64 = -32000;
+/// Internal error (a thread that cannot be started, a process forgotten at once).
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
 /// A process with this `processId` exists already.
 pub(crate) const DUPLICATE_PROCESS: i64 = -32001;
 /// The server's limit of live processes is reached.
@@ -163,6 +165,11 @@ impl<'a> Params<'a> {
             ));
         }
         Ok(Self { map })
+    }
+
+    /// Every field as given.
+    pub(crate) fn map(&self) -> &'a Map<String, Value> {
+        self.map
     }
 
     /// The field, when present and not null.

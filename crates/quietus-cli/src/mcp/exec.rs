@@ -412,11 +412,11 @@ impl Exec {
         if let Some(dir) = &self.options.log_dir {
             capture = capture.log_dir(dir);
         }
-        let mut config = MonitorConfig::default()
+        let config = MonitorConfig::default()
             .idle_timeout(args.idle_timeout)
             .kill_ladder(KillLadder::polite(Signal::TERM, args.grace))
-            .capture(capture);
-        config.hard_timeout = args.hard_timeout;
+            .capture(capture)
+            .hard_timeout(args.hard_timeout);
         let sink = OutputSink::callback(move |bytes| pending.locked().push(bytes));
         let builder = Session::builder(command).config(config).stdout(sink);
         if args.tty {

@@ -5,7 +5,8 @@
 use serde_json::{Value, json};
 
 use super::options::McpOptions;
-use super::tools::{GRACE_RANGE, HARD_RANGE, IDLE_RANGE, MAX_YIELD_MS, OUTPUT_RANGE};
+use super::tools::{MAX_YIELD_MS, OUTPUT_RANGE, idle_range};
+use crate::settings::{self, Surface};
 
 const EXEC_COMMAND: &str = "\
 Run a shell command under quietus's supervision and return its output. Use it for every \
@@ -123,7 +124,7 @@ fn exec_input_schema(options: &McpOptions) -> Value {
     let hard_default = options
         .hard_timeout
         .map_or(Value::Null, |d| json!(d.as_millis() as u64));
-    json!({
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "cmd": {"type": "string", "minLength": 1, "description": "The command line, run by the shell (sh -c CMD)."},
@@ -131,14 +132,29 @@ fn exec_input_schema(options: &McpOptions) -> Value {
             "tty": {"type": "boolean", "default": false, "description": "Run it on a terminal (for prompts and interactive programs); output then has terminal line endings (\\r\\n)."},
             "yield_time_ms": {"type": "integer", "minimum": 0, "maximum": MAX_YIELD_MS, "default": 10000, "description": "Return after this long if it still runs (it goes on in the background)."},
             "max_output_bytes": {"type": "integer", "minimum": OUTPUT_RANGE.0, "maximum": OUTPUT_RANGE.1, "default": 4096, "description": "Output in one answer at most (head and tail); beyond it the complete output goes to a log file."},
-            "idle_timeout_ms": {"type": "integer", "minimum": IDLE_RANGE.0, "maximum": IDLE_RANGE.1, "default": options.idle_timeout.as_millis() as u64, "description": "End it once output, files, CPU and network have all been quiet this long."},
-            "hard_timeout_ms": {"type": ["integer", "null"], "minimum": HARD_RANGE.0, "maximum": HARD_RANGE.1, "default": hard_default, "description": "End it after this long even while active; null for no limit."},
-            "grace_period_ms": {"type": "integer", "minimum": GRACE_RANGE.0, "maximum": GRACE_RANGE.1, "default": 5000, "description": "When ending it: time between the polite signal (TERM) and the kill."},
             "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables to set, over the server's environment."}
         },
         "required": ["cmd"],
         "additionalProperties": false
-    })
+    });
+    // The settings table's, under their mcp keys, with the server's defaults.
+    for def in settings::SETTINGS {
+        let Some(key) = def.key(Surface::Mcp) else {
+            continue;
+        };
+        let mut property = def.json_schema(Surface::Mcp);
+        property["default"] = match def.name {
+            "idle_timeout" => json!(options.idle_timeout.as_millis() as u64),
+            "hard_timeout" => hard_default.clone(),
+            _ => match def.default {
+                settings::Default::Value(text) => crate::cli::options::parse_duration(text)
+                    .map_or(Value::Null, |d| json!(d.as_millis() as u64)),
+                settings::Default::Words(_) => Value::Null,
+            },
+        };
+        schema["properties"][key] = property;
+    }
+    schema
 }
 
 fn session_id_schema() -> Value {
@@ -147,7 +163,8 @@ fn session_id_schema() -> Value {
 
 fn control_input_schema() -> Value {
     let only = |kind: &str| json!({"type": "object", "properties": {"type": {"const": kind}}, "required": ["type"], "additionalProperties": false});
-    let timeout = json!({"type": "integer", "minimum": IDLE_RANGE.0, "maximum": IDLE_RANGE.1});
+    let (min, max) = idle_range();
+    let timeout = json!({"type": "integer", "minimum": min, "maximum": max});
     json!({
         "type": "object",
         "properties": {

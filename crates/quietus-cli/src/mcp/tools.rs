@@ -10,17 +10,32 @@ use serde_json::{Map, Value};
 
 use super::options::McpOptions;
 use crate::jsonrpc::protocol::{Params, RpcError, whole_number};
+use crate::settings::{self, SettingValue, Surface};
 
 /// The longest yield window (ms) a call may ask for.
 pub(crate) const MAX_YIELD_MS: u64 = 300_000;
 /// `max_output_bytes`' range.
 pub(crate) const OUTPUT_RANGE: (u64, u64) = (256, 1 << 20);
-/// `idle_timeout_ms`' range.
-pub(crate) const IDLE_RANGE: (u64, u64) = (1_000, 86_400_000);
-/// `hard_timeout_ms`' range (366 days).
-pub(crate) const HARD_RANGE: (u64, u64) = (1_000, 31_622_400_000);
-/// `grace_period_ms`' range.
-pub(crate) const GRACE_RANGE: (u64, u64) = (0, 600_000);
+/// The range (ms) `mcp` accepts for the idle timeout, from the settings table (also the range
+/// of `exec_control`'s timeouts).
+pub(crate) fn idle_range() -> (u64, u64) {
+    let (min, max) = settings::by_name("idle_timeout")
+        .and_then(settings::Def::mcp_range)
+        .expect("the settings table has the idle timeout, with a range");
+    (min.as_millis() as u64, max.as_millis() as u64)
+}
+
+/// The settings table's setting `name` in a tool's arguments (under its `mcp` key, within
+/// its `mcp` range), if given.
+fn setting(params: &Params<'_>, name: &str) -> Result<Option<SettingValue>, RpcError> {
+    let def = settings::by_name(name).expect("a setting of the table");
+    let key = def.key(Surface::Mcp).expect("a setting mcp reads");
+    match params.map().get(&key) {
+        None => Ok(None),
+        Some(Value::Null) if def.kind != settings::Kind::DurationOrNone => Ok(None),
+        Some(value) => def.read_json(&key, value, def.mcp_range()).map(Some),
+    }
+}
 
 /// A checked tool call.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,15 +142,9 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
             ));
         }
     };
-    let hard_timeout = match arguments.get("hard_timeout_ms") {
+    let hard_timeout = match setting(&params, "hard_timeout")? {
         None => options.hard_timeout,
-        Some(Value::Null) => None,
-        Some(v) => Some(Duration::from_millis(whole_number(
-            "hard_timeout_ms",
-            v,
-            HARD_RANGE.0,
-            HARD_RANGE.1,
-        )?)),
+        Some(value) => value.maybe(),
     };
     let env = match params.get("env") {
         None => Vec::new(),
@@ -170,10 +179,13 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
         max_output_bytes: params
             .integer("max_output_bytes", OUTPUT_RANGE.0, OUTPUT_RANGE.1)?
             .unwrap_or(4096) as usize,
-        idle_timeout: millis(&params, "idle_timeout_ms", IDLE_RANGE)?
+        idle_timeout: setting(&params, "idle_timeout")?
+            .and_then(SettingValue::maybe)
             .unwrap_or(options.idle_timeout),
         hard_timeout,
-        grace: millis(&params, "grace_period_ms", GRACE_RANGE)?.unwrap_or(Duration::from_secs(5)),
+        grace: setting(&params, "grace")?
+            .and_then(SettingValue::maybe)
+            .unwrap_or(Duration::from_secs(5)),
         env,
     })
 }
@@ -216,7 +228,7 @@ fn control_args(arguments: &Map<String, Value>) -> Result<ToolCall, RpcError> {
     let fields = Params::new(object, known)
         .map_err(|e| RpcError::param("action", e.message.trim_start_matches("invalid params: ")))?;
     let timeout = |field: &str| {
-        millis(&fields, field, IDLE_RANGE).map_err(|e| {
+        millis(&fields, field, idle_range()).map_err(|e| {
             RpcError::param(
                 "action",
                 e.message.trim_start_matches("invalid params: ").to_owned(),

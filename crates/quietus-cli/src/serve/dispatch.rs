@@ -41,7 +41,7 @@ impl Proc {
     /// The polite step's grace of the process's own ladder.
     fn grace(&self) -> Duration {
         self.config
-            .kill_ladder
+            .get_kill_ladder()
             .steps()
             .next()
             .map_or(Duration::ZERO, |(_, grace)| grace)
@@ -187,9 +187,12 @@ impl Server {
             _ => now(Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!(
-                    "method not found: {method:?}; the methods are initialize, process/start, \
-                     process/write, process/closeStdin, process/resize, process/terminate, \
-                     process/wait, process/snapshot, process/control, process/list"
+                    "method not found: {method:?}; the methods are {}",
+                    super::schema::METHODS
+                        .iter()
+                        .map(|(name, ..)| *name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             ))),
         }
@@ -206,7 +209,7 @@ impl Server {
                 "shutdownGraceMs": ms(o.shutdown_grace),
                 "outputNotifications": o.output_description(),
                 "outputThrottleMs": ms(o.output_throttle),
-                "outputChunkBytes": quietus::EventConfig::default().chunk_cap,
+                "outputChunkBytes": quietus::EventConfig::default().get_chunk_cap(),
                 "stdinQueue": process::STDIN_JOBS,
                 "encoding": "base64",
             }
@@ -274,7 +277,7 @@ impl Server {
         // The newest session is the last the registry prunes (it keeps 100 finished ones).
         let session = self.registry.get(id).ok_or_else(|| {
             RpcError::new(
-                -32603,
+                protocol::INTERNAL_ERROR,
                 "internal error: the process ended and was forgotten at once",
             )
         })?;
@@ -567,7 +570,7 @@ impl Server {
         match waiter {
             Ok(_) => None,
             Err(e) => Some(Err(RpcError::new(
-                -32603,
+                protocol::INTERNAL_ERROR,
                 format!("internal error: cannot start a thread: {e}"),
             ))),
         }
@@ -738,8 +741,7 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
     let relay = Relay::of(session);
     let command = process::os_words(&proc.argv);
     // The idle timeout in force at the end (a control may have replaced the start's).
-    let mut config = proc.config.clone();
-    config.idle_timeout = session.idle_timeout();
+    let config = proc.config.clone().idle_timeout(session.idle_timeout());
     let context = Context {
         config: &config,
         command: &command,

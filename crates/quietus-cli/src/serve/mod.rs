@@ -7,6 +7,7 @@
 //! - `dispatch`: the method table over a registry;
 //! - `process`: `process/start`'s parameters, the event forwarder and the stdin writer;
 //! - `options`: the server's options (flags and `QUIETUS_*` variables);
+//! - `schema`: the protocol as a JSON Schema document (`quietus serve --schema`);
 //! - `matching`: which program a command line runs, through `env`/`npx`/`pnpm`… wrappers.
 //!
 //! The JSON-RPC framing, the outbox and the stdio loop are [`crate::jsonrpc`]'s, shared with
@@ -16,6 +17,7 @@ mod dispatch;
 mod matching;
 mod options;
 mod process;
+mod schema;
 
 pub(crate) use dispatch::apply;
 
@@ -30,6 +32,12 @@ use options::{ServeCli, ServeOptions};
 /// `quietus serve [OPTIONS]`: `args` start with the program name and `serve`.
 pub(crate) fn main(args: Vec<OsString>) -> ExitCode {
     stdio::server_main("serve", args, |cli: ServeCli| {
+        if cli.schema {
+            use std::io::Write;
+            return std::io::stdout()
+                .lock()
+                .write_all(schema::text().as_bytes());
+        }
         serve(ServeOptions {
             max_processes: cli.max_processes as usize,
             retain_bytes: cli.retain_bytes as usize,

@@ -61,6 +61,11 @@ pub(crate) struct ServeCli {
     /// folder's quietus/logs, or none with a warning).
     #[arg(long, value_name = "DIR", env = "QUIETUS_LOG_DIR")]
     pub(crate) log_dir: Option<PathBuf>,
+
+    /// Print the protocol as one JSON Schema document (methods, params, results,
+    /// notifications, error codes and kinds, enums; docs/serve.schema.json) and exit.
+    #[arg(long)]
+    pub(crate) schema: bool,
 }
 
 fn parse_grace(text: &str) -> Result<Duration, String> {

@@ -10,17 +10,19 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
-    CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, KillLadder,
-    MonitorConfig, Session, SessionBuilder, Signal, Stdin, Stream,
+    CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, MonitorConfig,
+    Session, SessionBuilder, Setting, Stdin, Stream,
 };
 use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol::{Params, RpcError, notification, whole_number};
+use crate::settings::{self, Surface};
 
-/// The fields `process/start` accepts.
-const START_FIELDS: &[&str] = &[
+/// The fields `process/start` accepts besides the settings table's
+/// ([`crate::settings::SETTINGS`], each under its `serve` key).
+pub(crate) const START_FIELDS: &[&str] = &[
     "processId",
     "argv",
     "cwd",
@@ -30,17 +32,19 @@ const START_FIELDS: &[&str] = &[
     "home",
     "seed",
     "io",
-    "idleTimeoutMs",
-    "hardTimeoutMs",
-    "inputWaitTimeoutMs",
-    "inputWaitNoticeMs",
-    "gracePeriodMs",
     "logThresholdBytes",
     "watch",
-    "noWatch",
-    "noChildren",
     "context",
 ];
+
+/// Every field `process/start` accepts.
+fn start_fields() -> Vec<String> {
+    START_FIELDS
+        .iter()
+        .map(|f| (*f).to_owned())
+        .chain(settings::keys(Surface::Serve))
+        .collect()
+}
 
 /// How the child's input is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +76,9 @@ pub(crate) fn parse_start(
     map: &Map<String, Value>,
     options: &ServeOptions,
 ) -> Result<Start, RpcError> {
-    let params = Params::new(map, START_FIELDS)?;
+    let fields = start_fields();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let params = Params::new(map, &fields)?;
     let process_id = params.process_id()?.to_owned();
     let argv: Vec<String> = match params.strings("argv")? {
         Some(argv) if !argv.is_empty() && !argv[0].is_empty() => {
@@ -248,50 +254,27 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
     let mut config = MonitorConfig::default()
         .capture(capture)
         .events(EventConfig::default().throttle(options.output_throttle));
-    if let Some(idle) = params.millis("idleTimeoutMs")? {
-        config = config.idle_timeout(idle);
-    }
-    if let Some(hard) = params.millis("hardTimeoutMs")? {
-        config = config.hard_timeout(Some(hard));
-    }
-    if let Some(wait) = params.millis("inputWaitTimeoutMs")? {
-        config = config.input_wait_timeout(Some(wait));
-    }
-    if let Some(notice) = params.millis("inputWaitNoticeMs")? {
-        config = config.input_wait_notice(Some(notice));
-    }
-    if let Some(grace) = params.millis("gracePeriodMs")? {
-        config = config.kill_ladder(KillLadder::polite(Signal::TERM, grace));
-    }
     if let Some(roots) = params.strings("watch")? {
         config = config.files(FileWatchConfig::default().roots(roots));
     }
-    if params.boolean("noWatch")? == Some(true) {
-        config = config.watch_files(false);
-    }
-    if params.boolean("noChildren")? == Some(true) {
-        config = config.watch_children(false);
-    }
+    // The settings table's, each under its serve key.
+    let config = settings::apply_json(config, params.map(), Surface::Serve)?;
     config.validate().map_err(|e| config_error(&e))?;
     Ok(config)
 }
 
-/// A [`ConfigError`] as -32602, named by the parameter that set the field.
+/// A [`ConfigError`] as -32602, named by the parameter that set the setting: the settings
+/// table's key, else the field of its own that `process/start` reads it from.
 pub(crate) fn config_error(error: &ConfigError) -> RpcError {
-    let field = match error {
-        ConfigError::OutOfRange { field, .. } => match *field {
-            "idle_timeout" => "idleTimeoutMs",
-            "hard_timeout" => "hardTimeoutMs",
-            "input_wait_timeout" => "inputWaitTimeoutMs",
-            "input_wait_notice" => "inputWaitNoticeMs",
-            "kill_ladder.grace" => "gracePeriodMs",
-            other => other,
-        },
-        ConfigError::InvalidGlob { .. } => "watch",
-        ConfigError::TerminalSize { .. } => "io.pty",
-        _ => "params",
-    };
-    RpcError::param(field, error)
+    let field = settings::error_key(error, Surface::Serve).unwrap_or_else(|| {
+        match error.setting() {
+            Some(Setting::FilesInclude | Setting::FilesExclude) => "watch",
+            Some(Setting::PtySize) => "io.pty",
+            _ => "params",
+        }
+        .to_owned()
+    });
+    RpcError::param(&field, error)
 }
 
 /// What the forwarder needs to know about its process.

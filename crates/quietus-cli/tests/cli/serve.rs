@@ -40,6 +40,87 @@ fn serve_command(marker: &Marker, args: &[&str]) -> Command {
     cmd
 }
 
+/// The protocol as `quietus serve --schema` prints it, compiled: every message a [`Client`]
+/// reads is validated against it (each answer against its method's result, each error against
+/// `Error`, each notification against its params), so every exchange of this suite checks the
+/// schema.
+struct Schema {
+    document: Value,
+    validators: std::collections::HashMap<String, jsonschema::Validator>,
+}
+
+impl Schema {
+    fn get() -> &'static Schema {
+        static SCHEMA: std::sync::OnceLock<Schema> = std::sync::OnceLock::new();
+        SCHEMA.get_or_init(|| {
+            let out = Command::new(env!("CARGO_BIN_EXE_quietus"))
+                .args(["serve", "--schema"])
+                .output()
+                .expect("quietus serve --schema runs");
+            assert!(out.status.success(), "{out:?}");
+            let document: Value = serde_json::from_slice(&out.stdout).expect("the schema is JSON");
+            let validators = document["$defs"]
+                .as_object()
+                .expect("$defs")
+                .keys()
+                .map(|name| {
+                    let mut root = document.clone();
+                    root["$ref"] = json!(format!("#/$defs/{name}"));
+                    let validator = jsonschema::validator_for(&root)
+                        .unwrap_or_else(|e| panic!("$defs/{name} compiles: {e}"));
+                    (name.clone(), validator)
+                })
+                .collect();
+            Schema {
+                document,
+                validators,
+            }
+        })
+    }
+
+    /// The `$defs` name a `{"$ref": "#/$defs/X"}` points to.
+    fn target(reference: &Value) -> String {
+        let r = reference["$ref"].as_str().expect("a $ref");
+        r.trim_start_matches("#/$defs/").to_owned()
+    }
+
+    #[track_caller]
+    fn check(&self, def: &str, value: &Value, message: &Value) {
+        let validator = self
+            .validators
+            .get(def)
+            .unwrap_or_else(|| panic!("the schema has no $defs/{def}"));
+        if let Err(e) = validator.validate(value) {
+            panic!(
+                "a message the schema does not allow ({def}: {e} at {}): {message}",
+                e.instance_path()
+            );
+        }
+    }
+
+    /// Checks one message from the server; `method` is the method of its request, if known.
+    #[track_caller]
+    fn check_message(&self, message: &Value, method: Option<&str>) {
+        if let Some(name) = message.get("method").and_then(Value::as_str) {
+            let entry = &self.document["notifications"][name];
+            assert!(
+                entry.is_object(),
+                "a notification the schema lacks: {message}"
+            );
+            self.check(&Self::target(&entry["params"]), &message["params"], message);
+        } else if let Some(error) = message.get("error") {
+            self.check("Error", error, message);
+        } else if let Some(result) = message.get("result") {
+            let method = method.unwrap_or_else(|| panic!("an answer to no request: {message}"));
+            let entry = &self.document["methods"][method];
+            assert!(entry.is_object(), "a method the schema lacks: {method}");
+            self.check(&Self::target(&entry["result"]), result, message);
+        } else {
+            panic!("neither a notification nor an answer: {message}");
+        }
+    }
+}
+
 /// A client of a running `quietus serve`.
 struct Client {
     child: Child,
@@ -48,6 +129,8 @@ struct Client {
     /// Every message read so far, in order.
     seen: Vec<Value>,
     next_id: u64,
+    /// The method of each request sent with an id (to check its answer against the schema).
+    methods: std::collections::HashMap<String, String>,
 }
 
 impl Client {
@@ -75,10 +158,19 @@ impl Client {
             lines,
             seen: Vec::new(),
             next_id: 0,
+            methods: std::collections::HashMap::new(),
         }
     }
 
     fn send_line(&mut self, line: &str) {
+        // (Several requests may go in one write, a line each.)
+        for request in line.lines() {
+            if let Ok(request) = serde_json::from_str::<Value>(request)
+                && let (Some(id), Some(method)) = (request.get("id"), request["method"].as_str())
+            {
+                self.methods.insert(id.to_string(), method.to_owned());
+            }
+        }
         let stdin = self.stdin.as_mut().expect("stdin still open");
         stdin.write_all(line.as_bytes()).expect("the server reads");
         stdin.write_all(b"\n").expect("the server reads");
@@ -96,6 +188,10 @@ impl Client {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(value) => {
+                    let method = value
+                        .get("id")
+                        .and_then(|id| self.methods.get(&id.to_string()));
+                    Schema::get().check_message(&value, method.map(String::as_str));
                     self.seen.push(value.clone());
                     if pred(&value) {
                         return value;
@@ -1335,5 +1431,60 @@ fn serve_options_from_flags_and_variables() {
     assert_eq!(capabilities["shutdownGraceMs"], 250);
     assert_eq!(capabilities["outputNotifications"], json!(["codex"]));
     assert!(wait_exit(&mut child).success());
+    assert_no_leak(&marker);
+}
+
+/// The schema's enums are the values the server sends, and the checked-in file is the binary's:
+/// a test of the schema itself; every other test here checks each message against it.
+#[test]
+fn serve_schema_is_printed_and_checked_in() {
+    let schema = Schema::get();
+    let checked_in: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/serve.schema.json"
+        ))
+        .expect("docs/serve.schema.json"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        checked_in, schema.document,
+        "docs/serve.schema.json is the binary's --schema"
+    );
+    let names = |def: &str| {
+        schema.document["$defs"][def]["enum"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    assert!(names("StallKind").contains(&json!("awaiting_input")));
+    assert!(names("Outcome").contains(&json!("idle_timeout")));
+    // A message the schema must refuse: the check is not vacuous.
+    let bad = json!({"jsonrpc": "2.0", "method": "process/exited", "params": {"processId": "a", "outcome": "stalled", "exitCode": 1, "signal": null}});
+    assert!(
+        !schema.validators["ProcessExitedParams"].is_valid(&bad["params"]),
+        "an outcome the schema lacks is refused"
+    );
+    let good =
+        json!({"processId": "a", "outcome": "idle_timeout", "exitCode": 124, "signal": null});
+    assert!(schema.validators["ProcessExitedParams"].is_valid(&good));
+    // Every method the schema names is served (none answers "method not found"), and the
+    // server's list of methods is the schema's.
+    let marker = Marker::new("serve-schema-methods");
+    let mut client = Client::start(&marker, &[]);
+    let methods = schema.document["methods"].as_object().unwrap();
+    for method in methods.keys() {
+        let answer = client.call(method, json!({}));
+        assert_ne!(answer["error"]["code"], -32601, "{method}: {answer}");
+    }
+    let (code, message) = client.err("process/nothing", json!({}));
+    assert_eq!(code, -32601);
+    for method in methods.keys() {
+        assert!(
+            message.contains(method.as_str()),
+            "{message} lists {method}"
+        );
+    }
+    assert!(client.hang_up().success());
     assert_no_leak(&marker);
 }

@@ -51,7 +51,7 @@ impl Tmux {
         let mut command = Command::new("tmux");
         command.arg("-L").arg(&self.socket).args(args);
         command.env(MARKER_ENV, &self.marker).env("TERM", "xterm");
-        for var in cli_support::OPTION_VARS {
+        for var in cli_support::option_vars() {
             command.env_remove(var);
         }
         command.env_remove("TMUX").env_remove("RUST_LOG");
@@ -227,7 +227,7 @@ fn printf_ctrl_c_into_quietus_interrupts_the_program() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    for var in cli_support::OPTION_VARS {
+    for var in cli_support::option_vars() {
         command.env_remove(var);
     }
     let mut child = command.spawn().expect("quietus starts");

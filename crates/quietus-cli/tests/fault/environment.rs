@@ -356,8 +356,7 @@ fn own_events_and_report_files_in_the_watched_folder_are_not_activity() {
 #[test]
 fn own_log_files_in_the_watched_folder_are_not_activity() {
     let s = Scenario::new("env_own_logs");
-    let mut watch = FileWatchConfig::default();
-    watch.exclude.clear();
+    let watch = FileWatchConfig::default().excludes(Vec::<String>::new());
     let config = MonitorConfig::default()
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))

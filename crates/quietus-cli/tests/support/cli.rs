@@ -15,43 +15,40 @@ use super::{GENEROUS, HANDSHAKE, MARKER_ENV, Marker, SharedBuf, poll_until};
 #[allow(unused_imports)] // re-exported for the tests that name them `cli_support::…`
 pub use super::{alive, ms};
 
-/// Every option variable quietus reads.
-pub const OPTION_VARS: [&str; 28] = [
-    "QUIETUS_IDLE_TIMEOUT",
-    "QUIETUS_HARD_TIMEOUT",
-    "QUIETUS_INPUT_WAIT_TIMEOUT",
-    "QUIETUS_INPUT_WAIT_NOTICE",
-    "QUIETUS_GRACE",
-    "QUIETUS_SIGNAL",
-    "QUIETUS_WATCH",
-    "QUIETUS_EXCLUDE",
-    "QUIETUS_NO_WATCH",
-    "QUIETUS_NO_CHILDREN",
-    "QUIETUS_NO_OUTPUT",
-    "QUIETUS_CHECK_INTERVAL",
-    "QUIETUS_KEEP_LEFTOVERS",
-    "QUIETUS_CONTAINMENT",
-    "QUIETUS_REPORT",
-    "QUIETUS_EVENTS",
-    "QUIETUS_LOG_DIR",
-    "QUIETUS_PTY",
-    "QUIETUS_PTY_SIZE",
-    "QUIETUS_QUIET",
-    "QUIETUS_VERBOSE",
-    "QUIETUS_DONE_WHEN_FILE",
-    "QUIETUS_DONE_WHEN_OUTPUT",
-    "QUIETUS_LINGER",
-    "QUIETUS_NON_INTERACTIVE",
-    "QUIETUS_NO_NETWORK",
-    "QUIETUS_PROBE",
-    "QUIETUS_SOLO_CAP",
-];
+/// Every option variable quietus reads: those its `--help` names (each option shows its own,
+/// from the one definition of the options), read once from the binary, so a new option's
+/// variable is cleared without a list here to keep up.
+pub fn option_vars() -> &'static [String] {
+    static VARS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    VARS.get_or_init(|| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_quietus"))
+            .arg("--help")
+            .env_clear()
+            .output()
+            .expect("quietus --help runs");
+        let help = String::from_utf8_lossy(&output.stdout).into_owned();
+        let mut named: Vec<String> = help
+            .match_indices("QUIETUS_")
+            .map(|(at, _)| {
+                let rest = &help[at..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                    .unwrap_or(rest.len());
+                rest[..end].to_owned()
+            })
+            .filter(|v| v.len() > "QUIETUS_".len()) // "QUIETUS_<OPTION>" in the prose
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        named
+    })
+}
 
 /// Gives `cmd` (quietus, or a program that runs it) the marker in its environment, and
-/// removes `RUST_LOG` and every option variable ([`OPTION_VARS`]) inherited from the outside.
+/// removes `RUST_LOG` and every option variable ([`option_vars`]) inherited from the outside.
 pub fn isolate(cmd: &mut std::process::Command, marker: &Marker) {
     cmd.env(MARKER_ENV, marker.as_str()).env_remove("RUST_LOG");
-    for var in OPTION_VARS {
+    for var in option_vars() {
         cmd.env_remove(var);
     }
 }

@@ -87,7 +87,7 @@ fn a_real_silent_build_shorter_than_the_default_cap_is_never_ended() {
         .idle_timeout(ms(2500))
         .watch_files(false);
     assert_eq!(
-        config.solo_caps.get(&ActivitySource::Children),
+        config.get_solo_caps().get(&ActivitySource::Children),
         Some(&quietus::MonitorConfig::DEFAULT_CHILDREN_SOLO_CAP)
     );
     let buf = SharedBuf::new();

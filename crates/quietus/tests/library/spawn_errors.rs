@@ -90,7 +90,7 @@ fn invalid_config_is_invalid_input_and_spawns_nothing() {
         matches!(
             config_error,
             ConfigError::OutOfRange {
-                field: "idle_timeout",
+                setting: quietus::Setting::IdleTimeout,
                 ..
             }
         ),
@@ -247,7 +247,7 @@ fn an_invalid_config_is_a_config_error_with_the_config_error_inside() {
         matches!(
             config_error,
             ConfigError::OutOfRange {
-                field: "idle_timeout",
+                setting: quietus::Setting::IdleTimeout,
                 ..
             }
         ),

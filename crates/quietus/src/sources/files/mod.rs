@@ -235,7 +235,7 @@ impl FileActivityTracker {
     }
 
     /// Never count activity on `path` (a file quietus or its caller writes itself, such as
-    /// a log), matched by identity like [`FileWatchConfig::own_files`], from now on.
+    /// a log), matched by identity like [`FileWatchConfig::get_own_files`], from now on.
     pub fn ignore_file(&self, path: impl Into<PathBuf>) {
         self.filter.own_files.add(&path.into());
     }
