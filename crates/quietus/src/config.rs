@@ -636,6 +636,13 @@ pub struct MonitorConfig {
     /// on: a harness can answer the prompt or give up. Default `None` (off: looking costs a
     /// snapshot of the tree every quarter of this, at most every 250 ms, while it is quiet).
     pub input_wait_notice: Option<Duration>,
+    /// Observe mode: quietus ends nothing on its own decision (idle timeout, hard timeout,
+    /// input wait, completion), it records when and why it would have
+    /// ([`MonitorResult::observations`](crate::MonitorResult::observations),
+    /// [`Event::Observed`](crate::Event::Observed)) and the program runs to its own end. The
+    /// leader's own exit, the leftovers after it and the caller's terminate and kill act as
+    /// always. Default off.
+    pub observe: bool,
 }
 
 impl Default for MonitorConfig {
@@ -664,6 +671,7 @@ impl Default for MonitorConfig {
             containment: Containment::Auto,
             input_wait_timeout: None,
             input_wait_notice: None,
+            observe: false,
         }
     }
 }
@@ -772,6 +780,13 @@ impl MonitorConfig {
     /// instead of ending them with the kill ladder (`false`, the default).
     pub fn keep_leftovers(mut self, keep: bool) -> Self {
         self.keep_leftovers = keep;
+        self
+    }
+
+    /// Turns observe mode on or off ([`observe`](Self::observe)): record when and why the run
+    /// would have been ended, and end nothing.
+    pub fn observe(mut self, on: bool) -> Self {
+        self.observe = on;
         self
     }
 

@@ -274,7 +274,8 @@ pub use environment::{Environment, IsolatedHome};
 pub use error::{ConfigError, SpawnError, SpawnErrorKind};
 pub use events::Event;
 pub use outcome::{
-    CompletionSeen, MonitorResult, Outcome, SourceActivity, StaleReport, UnwatchedFolder,
+    CompletionSeen, MonitorResult, Observation, Outcome, SourceActivity, StaleReport,
+    UnwatchedFolder,
 };
 pub use program::Program;
 pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};

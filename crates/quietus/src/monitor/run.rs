@@ -85,6 +85,7 @@ impl Drop for DoneGuard {
                 memory_peak: None,
                 oom_kills: None,
                 network_unavailable: None,
+                observations: Vec::new(),
             });
         }
     }
@@ -200,6 +201,8 @@ pub(super) struct Monitor {
     pub(super) phase: Phase,
     /// Completion, solo caps, probes.
     pub(super) rules: super::rules::Rules,
+    /// Observe mode (issue 43): the observations, and how quiet starts over after one.
+    pub(super) observer: super::observe::Observer,
 }
 
 /// The drain's last look at the readers: when (real time) and the bytes each had read.
@@ -437,12 +440,14 @@ impl Monitor {
         if let Some(seen) = seen {
             self.completed(seen);
         }
-        let snapshot = self.board.snapshot();
-        let limits = self.rules.limits(
+        // observe mode (issue 43): quiet starts over after an observation; the hard timeout
+        // and completion are observed once.
+        let snapshot = self.observer.adjust(self.board.snapshot());
+        let limits = self.observer.limits(self.rules.limits(
             self.shared.idle_timeout(),
             self.timing.hard_deadline,
             self.board.origin(),
-        );
+        ));
         match verdict::decide(&snapshot, now, limits) {
             Verdict::Wait { until } => {
                 let mut until = match self.processes.children {
@@ -466,16 +471,21 @@ impl Monitor {
                 })
             }
             Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
-            Verdict::HardDeadline { deadline } => self.hard_deadline(deadline),
-            Verdict::Completed { deadline } => self.end_completed(deadline),
+            Verdict::HardDeadline { deadline } => self.hard_deadline(now, deadline),
+            Verdict::Completed { deadline } => self.end_completed(now, deadline),
         }
     }
 
     /// Completion was seen and the child did not exit within the linger: the ladder starts.
-    fn end_completed(&mut self, deadline: Instant) -> Next {
+    fn end_completed(&mut self, now: Instant, deadline: Instant) -> Next {
         let Some(seen) = self.rules.completion.clone() else {
             return Next::Continue(()); // cannot happen: the verdict says so only after it
         };
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::Completed(seen));
+            return Next::Continue(());
+        }
         log::info!(
             "session {}: pid {} did not exit within {} of completion; ending it",
             self.id,
@@ -541,14 +551,24 @@ impl Monitor {
             self.pid,
             HumanDuration(self.shared.idle_timeout())
         );
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::IdleTimeout(report));
+            return Next::Continue(());
+        }
         self.set_reason(Reason::Outcome(Outcome::IdleTimeout(report)));
         self.start_ladder(self.config.kill_ladder.effective(), Some(deadline));
         Next::Continue(())
     }
 
     /// The hard timeout ran out: the ladder starts, activity or not.
-    fn hard_deadline(&mut self, deadline: Instant) -> Next {
+    fn hard_deadline(&mut self, now: Instant, deadline: Instant) -> Next {
         let after = self.config.hard_timeout.unwrap_or_default();
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::HardTimeout { after });
+            return Next::Continue(());
+        }
         log::info!(
             "session {}: pid {} reached its hard timeout of {}",
             self.id,
@@ -682,12 +702,17 @@ impl Monitor {
         log::info!(
             "session {}: {}",
             self.id,
-            input_wait_line(self.pid, &wait, true)
+            input_wait_line(self.pid, &wait, !self.observing())
         );
         if !noticed {
             // Once per episode: not again when the notice gave it already.
             self.emitter.lifecycle(Event::InputWait(wait.clone()));
             self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        }
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::InputWait(wait));
+            return Err(());
         }
         self.set_reason(Reason::Outcome(Outcome::InputWait(wait)));
         self.start_ladder(self.config.kill_ladder.effective(), None);
@@ -990,6 +1015,7 @@ impl Monitor {
             memory_peak: self.memory.0,
             oom_kills: self.memory.1,
             network_unavailable: self.network_unavailable.clone(),
+            observations: self.observer.observations(), // observe mode (issue 43)
         }
     }
 }

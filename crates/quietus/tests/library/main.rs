@@ -22,6 +22,7 @@ mod input_wait;
 mod kill_ladder;
 mod leftovers;
 mod mock_clock;
+mod observe;
 mod network_signal;
 mod probes;
 mod program;
