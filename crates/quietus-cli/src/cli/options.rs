@@ -433,6 +433,22 @@ pub(crate) struct Cli {
     )]
     pub(crate) keep_leftovers: bool,
 
+    /// Observe only: end nothing, say when and why quietus would have.
+    ///
+    /// The idle timeout, the hard timeout, an input wait and completion's linger are
+    /// recorded instead (a `quietus: would have ended …` line at the moment and at the end,
+    /// an `observed` event, the report's `observed`); the program runs to its own end and
+    /// quietus exits with its status. Its own exit and its leftovers are handled as always.
+    /// Example: --observe -i 5m --report run.json
+    #[arg(
+        long,
+        env = "QUIETUS_OBSERVE",
+        action = ArgAction::SetTrue,
+        value_parser = text(parse_flag),
+        verbatim_doc_comment
+    )]
+    pub(crate) observe: bool,
+
     /// How the program's process tree is held: auto, cgroup or group.
     ///
     /// cgroup: a cgroup v2 of the run's own, entered before the program starts; no process of
@@ -657,6 +673,7 @@ const ENV_VARS: &[(&str, &str)] = &[
     ("solo_cap", "QUIETUS_SOLO_CAP"),
     ("probe", "QUIETUS_PROBE"),
     ("keep_leftovers", "QUIETUS_KEEP_LEFTOVERS"),
+    ("observe", "QUIETUS_OBSERVE"),
     ("containment", "QUIETUS_CONTAINMENT"),
     ("report", "QUIETUS_REPORT"),
     ("events", "QUIETUS_EVENTS"),
@@ -760,6 +777,7 @@ impl Options {
             .kill_ladder(KillLadder::polite(cli.signal, cli.grace))
             .check_interval(cli.check_interval)
             .keep_leftovers(cli.keep_leftovers)
+            .observe(cli.observe)
             .containment(cli.containment)
             .files(files)
             // One session per quietus process: the subreaper mode costs nothing here and
