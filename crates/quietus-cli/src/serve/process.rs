@@ -39,6 +39,7 @@ const START_FIELDS: &[&str] = &[
     "watch",
     "noWatch",
     "noChildren",
+    "observe",
     "context",
 ];
 
@@ -272,6 +273,9 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
     if params.boolean("noChildren")? == Some(true) {
         config = config.watch_children(false);
     }
+    if params.boolean("observe")? == Some(true) {
+        config = config.observe(true); // observe mode (issue 43)
+    }
     config.validate().map_err(|e| config_error(&e))?;
     Ok(config)
 }
@@ -391,6 +395,14 @@ fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut
                 }),
             );
         }
+        Event::Observed(observation) => send(
+            // observe mode (issue 43): the report's `observed` entry
+            "process/observed",
+            crate::jsonrpc::protocol::camel_case_keys(
+                serde_json::to_value(crate::cli::report::ObservedJson::new(&observation))
+                    .unwrap_or_default(),
+            ),
+        ),
         Event::Closed => send("process/closed", json!({})),
         _ => {}
     }
