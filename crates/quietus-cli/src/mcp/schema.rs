@@ -97,6 +97,19 @@ fn exec_output_schema() -> Value {
                 },
                 "required": ["path", "sha256", "bytes", "complete"]
             },
+            "observed": {
+                "type": "array",
+                "description": "With observe: true, once ended: each moment quietus would have ended it, and why.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "at_ms": {"type": "integer"},
+                        "outcome": {"type": "string"},
+                        "why": {"type": "string"}
+                    },
+                    "required": ["at_ms", "outcome", "why"]
+                }
+            },
             "wall_time_ms": {"type": "integer", "description": "Time this call took."},
             "note": {"type": nullable("string")}
         },
@@ -119,7 +132,8 @@ fn exec_input_schema(options: &McpOptions) -> Value {
             "idle_timeout_ms": {"type": "integer", "minimum": IDLE_RANGE.0, "maximum": IDLE_RANGE.1, "default": options.idle_timeout.as_millis() as u64, "description": "End it once output, files, CPU and network have all been quiet this long."},
             "hard_timeout_ms": {"type": ["integer", "null"], "minimum": HARD_RANGE.0, "maximum": HARD_RANGE.1, "default": hard_default, "description": "End it after this long even while active; null for no limit."},
             "grace_period_ms": {"type": "integer", "minimum": GRACE_RANGE.0, "maximum": GRACE_RANGE.1, "default": 5000, "description": "When ending it: time between the polite signal (TERM) and the kill."},
-            "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables to set, over the server's environment."}
+            "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables to set, over the server's environment."},
+            "observe": {"type": "boolean", "default": false, "description": "Observe only: never end it for a stall or a timeout; once it ended by itself, `observed` says when and why quietus would have ended it."}
         },
         "required": ["cmd"],
         "additionalProperties": false
