@@ -396,6 +396,7 @@ class AsyncClient:
         no_watch: bool = False,
         no_children: bool = False,
         context: Optional[Mapping[str, Any]] = None,
+        observe: bool = False,
     ) -> AsyncProcess:
         """Starts ``argv``; the parameters are :meth:`Client.start`'s."""
         if process_id is None:
@@ -421,6 +422,7 @@ class AsyncClient:
             no_watch=no_watch,
             no_children=no_children,
             context=context,
+            observe=observe,
         )
         pid_key: str = process_id
         fresh = P.EventBuffer(self._event_buffer_bytes)

@@ -447,6 +447,7 @@ class Client:
         no_watch: bool = False,
         no_children: bool = False,
         context: Optional[Mapping[str, Any]] = None,
+        observe: bool = False,
     ) -> Process:
         """Starts ``argv`` under supervision and returns its :class:`Process`.
 
@@ -456,6 +457,8 @@ class Client:
         ``stdin=True`` opens a pipe for :meth:`Process.write`; ``pty=True`` or ``(rows,
         cols)`` runs it on a terminal. Durations are seconds or timedeltas; unset ones are
         the library's defaults (idle 5 min). ``context`` is copied onto its every event.
+        ``observe=True``: nothing is ended for a stall or a timeout; an :class:`Observed` event
+        and the result's ``observed`` say when and why it would have been.
 
         Raises:
             ProcessIdTaken, TooManyProcesses, SpawnFailed (``.kind``), InvalidParams.
@@ -483,6 +486,7 @@ class Client:
             no_watch=no_watch,
             no_children=no_children,
             context=context,
+            observe=observe,
         )
         replaced: List[Optional[P.EventBuffer]] = []
         fresh = P.EventBuffer(self._event_buffer_bytes)

@@ -113,6 +113,7 @@ def start_params(
     no_watch: bool,
     no_children: bool,
     context: Optional[Mapping[str, Any]],
+    observe: bool = False,
 ) -> Dict[str, Any]:
     """``process/start``'s parameters, checked for type (the server checks the ranges)."""
     if isinstance(argv, (str, bytes)) or not argv:
@@ -161,6 +162,8 @@ def start_params(
         params["noWatch"] = True
     if no_children:
         params["noChildren"] = True
+    if observe:
+        params["observe"] = True
     if context is not None:
         params["context"] = dict(context)
     return params

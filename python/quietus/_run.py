@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._errors import CalledProcessError, QuietusError, QuietusNotFound
 from ._find import resolve_binary
-from ._types import Diagnosis, Duration, Log, Result, to_millis
+from ._types import Diagnosis, Duration, Log, Observation, Result, to_millis
 
 __all__ = ["run"]
 
@@ -117,7 +117,14 @@ def _command(
         argv += ["--done-when-output", pattern]
     for path in _strings(options["done_when_file"], "done_when_file"):
         argv += ["--done-when-file", path]
-    flags = ("no_children", "no_network", "no_output", "non_interactive", "keep_leftovers")
+    flags = (
+        "no_children",
+        "no_network",
+        "no_output",
+        "non_interactive",
+        "keep_leftovers",
+        "observe",
+    )
     for flag in flags:
         if options[flag]:
             argv.append("--" + flag.replace("_", "-"))
@@ -256,6 +263,7 @@ def run(
     no_output: bool = False,
     non_interactive: bool = False,
     keep_leftovers: bool = False,
+    observe: bool = False,
     containment: Optional[str] = None,
     log_dir: Optional[StrOrBytesPath] = None,
     capture_bytes: int = 1 << 20,
@@ -286,6 +294,8 @@ def run(
     - ``done_when_output`` (regexes) and ``done_when_file``: the work is done when a line
       matches or the file appears; the command gets ``linger`` to exit by itself.
     - ``extra_args``: more options for the command line (before ``--``).
+    - ``observe=True``: end nothing; ``Result.observed`` says when and why quietus would have
+      ended the command, which runs to its own end (its own ``returncode``).
 
     Raises:
         QuietusNotFound: the ``quietus`` binary is not installed.
@@ -327,6 +337,7 @@ def run(
             no_output=no_output,
             non_interactive=non_interactive,
             keep_leftovers=keep_leftovers,
+            observe=observe,
             pty=pty,
             pty_size=pty_size,
             containment=containment,
@@ -395,6 +406,7 @@ def _run(
         pid=report.get("pid"),
         error=report.get("error"),
         report=report,
+        observed=Observation.list_from_json(report.get("observed")),
     )
     if check and result.returncode != 0:
         raise CalledProcessError(result)
