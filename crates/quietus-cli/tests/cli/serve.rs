@@ -1306,7 +1306,10 @@ fn serve_observe_notifies_and_the_program_runs_to_its_end() {
         .filter(|n| n["method"] == "process/observed")
         .collect();
     assert!(!observed.is_empty(), "{notes:#?}");
-    assert_eq!(observed[0]["params"]["outcome"], "idle_timeout", "{notes:#?}");
+    assert_eq!(
+        observed[0]["params"]["outcome"], "idle_timeout",
+        "{notes:#?}"
+    );
     assert!(observed[0]["params"]["atMs"].as_u64().unwrap() >= 1000);
     assert!(observed[0]["params"]["diagnosis"]["kind"].is_string());
     let exited = notes
