@@ -439,7 +439,7 @@ pub(crate) struct Cli {
     /// recorded instead (a `quietus: would have ended …` line at the moment and at the end,
     /// an `observed` event, the report's `observed`); the program runs to its own end and
     /// quietus exits with its status. Its own exit and its leftovers are handled as always.
-    /// Example: --observe -i 5m --report run.json
+    /// Example: --observe -i 5m --events -
     #[arg(
         long,
         env = "QUIETUS_OBSERVE",

@@ -16,7 +16,7 @@ use super::{GENEROUS, HANDSHAKE, MARKER_ENV, Marker, SharedBuf, poll_until};
 pub use super::{alive, ms};
 
 /// Every option variable quietus reads.
-pub const OPTION_VARS: [&str; 28] = [
+pub const OPTION_VARS: [&str; 29] = [
     "QUIETUS_IDLE_TIMEOUT",
     "QUIETUS_HARD_TIMEOUT",
     "QUIETUS_INPUT_WAIT_TIMEOUT",
@@ -30,6 +30,7 @@ pub const OPTION_VARS: [&str; 28] = [
     "QUIETUS_NO_OUTPUT",
     "QUIETUS_CHECK_INTERVAL",
     "QUIETUS_KEEP_LEFTOVERS",
+    "QUIETUS_OBSERVE",
     "QUIETUS_CONTAINMENT",
     "QUIETUS_REPORT",
     "QUIETUS_EVENTS",
