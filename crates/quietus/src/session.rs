@@ -303,10 +303,21 @@ impl SessionBuilder {
             self.stdin = Some(Input::Null);
         }
         let clock = self.clock.clone();
+        let exec = if self.plain {
+            monitor::Exec::Ordered {
+                env_cleared: self.environment.clears(),
+            }
+        } else {
+            monitor::Exec::Std
+        };
+        let attach = match self.pty {
+            Some((rows, cols)) => monitor::Attach::Terminal { rows, cols },
+            None if self.non_interactive => monitor::Attach::Session,
+            None => monitor::Attach::Group,
+        };
         let launched = monitor::launch(Launch {
             command: self.command,
-            plain: self.plain,
-            env_cleared: self.environment.clears(),
+            exec,
             config: self.config,
             clock: self.clock,
             real_clock: self.real_clock,
@@ -314,8 +325,7 @@ impl SessionBuilder {
             stderr: self.stderr,
             stdin: self.stdin.unwrap_or(Input::Null),
             home,
-            detached: self.non_interactive && self.pty.is_none(),
-            pty: self.pty,
+            attach,
         })?;
         Ok(Session {
             id: launched.id,
@@ -434,7 +444,7 @@ impl Session {
 
     /// Where the session is in its life.
     pub fn state(&self) -> SessionState {
-        SessionState::from_u8(self.shared.phase.load(std::sync::atomic::Ordering::Acquire))
+        self.shared.state()
     }
 
     /// Time since the spawn (by the session's clock); the whole runtime once finished.

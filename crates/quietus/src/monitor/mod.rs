@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 mod ladder;
 mod launch;
 mod observe; // observe mode (issue 43)
+mod port;
 mod reader;
 mod rules;
 mod run;
@@ -26,7 +27,7 @@ mod tap;
 mod tree;
 mod wait;
 
-pub(crate) use launch::{Input, Launch, launch};
+pub(crate) use launch::{Attach, Exec, Input, Launch, launch};
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]

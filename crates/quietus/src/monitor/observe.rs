@@ -17,6 +17,7 @@
 
 use std::time::Instant;
 
+use super::port::Port;
 use super::run::Monitor;
 use crate::activity::BoardSnapshot;
 use crate::events::Event;
@@ -102,7 +103,7 @@ impl Observer {
     }
 }
 
-impl Monitor {
+impl<P: Port> Monitor<P> {
     /// Whether observe mode is on: the decision is recorded with [`Monitor::observe`] instead
     /// of ending the run.
     pub(super) fn observing(&self) -> bool {

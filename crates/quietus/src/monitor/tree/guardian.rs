@@ -7,21 +7,34 @@ use crate::process;
 
 /// With the parent-death signal asked for, the grandchildren should die with this process
 /// too: the process's guardian SIGKILLs the group (and the cgroup's members, and removes the
-/// cgroup) if this process vanishes. `None` when not asked for.
+/// cgroup) if this process vanishes. [`Place::Untaken`] when not asked for.
 pub(super) fn start_guardian(
     config: &MonitorConfig,
     id: u64,
     pid: Option<u32>,
     cgroup: Option<&std::path::Path>,
-) -> Option<Result<process::Guardian, String>> {
+) -> Place {
     if !config.parent_death_signal {
-        return None;
+        return Place::Untaken;
     }
-    let guardian = process::Guardian::start(id, pid, cgroup);
-    if let Err(why) = &guardian {
-        log::info!("session {id}: no guardian: {why}");
+    match process::Guardian::start(id, pid, cgroup) {
+        Ok(guardian) => Place::Taken(guardian),
+        Err(why) => {
+            log::info!("session {id}: no guardian: {why}");
+            Place::Refused(why)
+        }
     }
-    Some(guardian)
+}
+
+/// The session's place in the process's guardian.
+pub(in crate::monitor) enum Place {
+    /// Not asked for (no parent-death signal), or not yet: without a cgroup, it is taken once
+    /// the program runs ([`guard_tree`]).
+    Untaken,
+    /// Taken: the guardian ends the tree if this process dies.
+    Taken(process::Guardian),
+    /// The guardian could not be had: why.
+    Refused(String),
 }
 
 /// The session's place in the guardian, and what it means for the supervisor's death.
@@ -43,11 +56,10 @@ pub(in crate::monitor) fn guard_tree(
     id: u64,
     pid: i32,
     gone: impl FnOnce() -> bool,
-    early: Option<Result<process::Guardian, String>>,
+    early: Place,
 ) -> Guarded {
-    let guardian = match early {
-        Some(early) => early, // in a cgroup: told before the program started
-        None if gone() => {
+    let place = match early {
+        Place::Untaken if gone() => {
             log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
             return Guarded {
                 guardian: None,
@@ -55,16 +67,19 @@ pub(in crate::monitor) fn guard_tree(
                 tree_gone: true,
             };
         }
-        None => match start_guardian(config, id, Some(pid.unsigned_abs()), None) {
-            Some(guardian) => guardian,
-            None => {
-                return Guarded {
-                    guardian: None,
-                    supervisor_death: SupervisorDeath::Nothing,
-                    tree_gone: false,
-                };
-            }
-        },
+        Place::Untaken => start_guardian(config, id, Some(pid.unsigned_abs()), None),
+        early => early, // in a cgroup: told before the program started
+    };
+    let guardian = match place {
+        Place::Untaken => {
+            return Guarded {
+                guardian: None,
+                supervisor_death: SupervisorDeath::Nothing,
+                tree_gone: false,
+            };
+        }
+        Place::Taken(guardian) => Ok(guardian),
+        Place::Refused(why) => Err(why),
     };
     Guarded {
         supervisor_death: process::guardian::supervisor_death(
