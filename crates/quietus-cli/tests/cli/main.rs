@@ -13,6 +13,7 @@ mod observe;
 mod options;
 mod passthrough;
 mod report;
+mod sandbox;
 mod serve;
 mod signals;
 mod start_state;

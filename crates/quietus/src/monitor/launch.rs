@@ -2,7 +2,7 @@
 //! starts the reader, stdin, waiter and monitor threads. Returns what the session handle needs.
 
 use std::io;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -31,11 +31,12 @@ use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
-use crate::outcome::TreeHold;
+use crate::outcome::{NetworkUnavailable, TreeHold};
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
 use crate::process::{ChildProcess, sys};
+use crate::program::Stdin;
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::network::NetworkObserver;
@@ -52,13 +53,9 @@ pub(crate) struct Launch {
     pub(crate) exec: Exec,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Clock,
-    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
-    /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
-    /// (`monitor::wait`).
-    pub(crate) real_clock: bool,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
-    pub(crate) stdin: Input,
+    pub(crate) stdin: Stdin,
     /// The isolated home prepared for the child, for the result.
     pub(crate) home: Option<crate::environment::IsolatedHome>,
     /// Where the program's stdio goes, and what it leads.
@@ -86,30 +83,6 @@ pub(crate) enum Attach {
     Terminal { rows: u16, cols: u16 },
 }
 
-/// The child's stdin.
-#[derive(Debug)]
-pub(crate) enum Input {
-    /// `/dev/null`.
-    Null,
-    /// This process's own.
-    Inherit,
-    /// A pipe the session feeds.
-    Piped,
-    /// What the caller gave (opaque to quietus).
-    Given(Stdio),
-}
-
-impl Input {
-    fn into_stdio(self) -> Stdio {
-        match self {
-            Input::Null => Stdio::null(),
-            Input::Inherit => Stdio::inherit(),
-            Input::Piped => Stdio::piped(),
-            Input::Given(stdio) => stdio,
-        }
-    }
-}
-
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
 pub(crate) struct Launched {
     pub(crate) id: u64,
@@ -128,7 +101,6 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         exec,
         config,
         clock,
-        real_clock,
         stdout,
         stderr,
         stdin,
@@ -137,7 +109,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let watching = watch_before_the_spawn(&command, &config, &clock)?;
-    let stdin_pipe = matches!(stdin, Input::Piped);
+    let stdin_pipe = matches!(stdin, Stdin::Piped);
     let io = StartIo {
         stdin,
         attach,
@@ -181,9 +153,9 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     };
     let assembly = Assembly {
         id,
+        real_clock: clock.is_system(),
         config,
         clock,
-        real_clock,
         board: board.clone(),
         emitter,
         lines,
@@ -197,7 +169,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
 
 /// The program's stdio: its stdin, on a terminal or pipes, and how it is executed.
 struct StartIo {
-    stdin: Input,
+    stdin: Stdin,
     attach: Attach,
     exec: Exec,
 }
@@ -727,6 +699,12 @@ fn start_observer(
         }));
     }
     board.set_enabled(&ActivitySource::Children, config.enabled.children);
+    if config.enabled.children
+        && let Some(why) = observer.blind()
+    {
+        log::warn!("children source unavailable: {why}; the descendants are not seen");
+        board.set_available(&ActivitySource::Children, false);
+    }
     Some(observer)
 }
 
@@ -736,7 +714,7 @@ fn start_observer(
 fn start_network(
     config: &MonitorConfig,
     board: &ActivityBoard,
-) -> (Option<NetworkObserver>, Option<String>) {
+) -> (Option<NetworkObserver>, Option<NetworkUnavailable>) {
     board.set_enabled(&ActivitySource::Network, config.enabled.network);
     if !config.enabled.network {
         return (None, None);
@@ -744,7 +722,18 @@ fn start_network(
     match NetworkObserver::open() {
         Ok(network) => (Some(network), None),
         Err(e) => {
-            let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
+            // No `/proc` of this pid namespace (the observer refused to open), or no socket
+            // diagnostics.
+            #[cfg(target_os = "linux")]
+            let foreign = crate::process::sys::proc_view().why_not();
+            #[cfg(not(target_os = "linux"))]
+            let foreign: Option<String> = None;
+            let reason = match foreign {
+                Some(why) => NetworkUnavailable::ForeignProc(format!(
+                    "the tree's sockets cannot be found: {why}"
+                )),
+                None => NetworkUnavailable::NoSocketDiagnostics((&e).into()),
+            };
             log::info!("network source unavailable: {reason}");
             board.set_available(&ActivitySource::Network, false);
             (None, Some(reason))
@@ -844,7 +833,7 @@ mod wakeup_tests {
             result.output_complete,
             "both streams were read to their end"
         );
-        let out = session.snapshot().stdout.expect("captured").render_lossy();
+        let out = session.output().stdout.expect("captured").render_lossy();
         assert_eq!(out, "out\n");
         let id = session.id();
         let started = super::super::reader::READER_THREADS.lock().clone();
@@ -864,7 +853,7 @@ mod wakeup_tests {
             .expect("sh starts");
         let result = session.wait();
         assert!(result.output_complete);
-        let err = session.snapshot().stderr.expect("captured").render_lossy();
+        let err = session.output().stderr.expect("captured").render_lossy();
         assert_eq!(err, "err\n");
         let id = session.id();
         let started = super::super::reader::READER_THREADS.lock().clone();

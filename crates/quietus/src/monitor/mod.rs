@@ -27,7 +27,7 @@ mod tap;
 mod tree;
 mod wait;
 
-pub(crate) use launch::{Attach, Exec, Input, Launch, launch};
+pub(crate) use launch::{Attach, Exec, Launch, launch};
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]

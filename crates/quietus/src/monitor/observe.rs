@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use super::port::Port;
 use super::run::Monitor;
-use crate::activity::BoardSnapshot;
+use crate::activity::BoardReading;
 use crate::events::Event;
 use crate::outcome::{HumanDuration, Observation, Outcome};
 use crate::verdict::{self, Limits};
@@ -55,7 +55,7 @@ impl Observer {
 
     /// The board as the verdict sees it: every source's last activity at least the latest
     /// observation's instant (quiet starts over after an observation).
-    pub(super) fn adjust(&self, mut snapshot: BoardSnapshot) -> BoardSnapshot {
+    pub(super) fn adjust(&self, mut snapshot: BoardReading) -> BoardReading {
         if let Some(at) = self.observed_at {
             for source in &mut snapshot.sources {
                 source.last = source.last.max(at);
@@ -117,7 +117,7 @@ impl<P: Port> Monitor<P> {
             // How long each source had really been quiet (the verdict saw them from the last
             // observation on).
             report.sources =
-                verdict::report(&self.board.snapshot(), now, self.shared.idle_timeout()).sources;
+                verdict::report(&self.board.read(), now, self.shared.idle_timeout()).sources;
         }
         let observation = self.observer.record(now, self.board.origin(), outcome);
         log::info!(
@@ -139,8 +139,8 @@ mod tests {
     use crate::activity::{ActivitySource, SourceState};
     use crate::verdict::Verdict;
 
-    fn board(origin: Instant, last_ms: u64) -> BoardSnapshot {
-        BoardSnapshot {
+    fn board(origin: Instant, last_ms: u64) -> BoardReading {
+        BoardReading {
             origin,
             sources: [ActivitySource::Output, ActivitySource::Children]
                 .into_iter()

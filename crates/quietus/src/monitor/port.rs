@@ -47,7 +47,7 @@ pub(super) struct TreeSample {
 }
 
 /// What the leader left behind when it exited.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Leftovers {
     /// Live members of its group (of its cgroup, escapees included, in a cgroup).
     pub(super) members: usize,
@@ -55,6 +55,8 @@ pub(super) struct Leftovers {
     pub(super) escapees: usize,
     /// The cgroup's memory figures, read when it was found empty and removed.
     pub(super) memory: Option<Memory>,
+    /// The leftovers named (read before they are ended; at most a few dozen).
+    pub(super) named: Vec<crate::outcome::Leftover>,
 }
 
 impl Leftovers {
@@ -94,6 +96,9 @@ pub(super) trait Port {
     fn sample_tree(&mut self, now: Instant) -> Option<TreeSample>;
     /// The last sample of the descendants, for a stale report.
     fn last_children(&self) -> Option<ChildrenSample>;
+    /// Whether the tree cannot be seen at all (no cgroup to read, no `/proc` of this pid
+    /// namespace to walk): then a signalled tree is never confirmed gone.
+    fn tree_unseen(&self) -> bool;
     /// One look at the tree as the last sample found it, classified.
     fn diagnose(&self) -> Diagnosis;
     /// How many bytes process `pid` has read (`/proc/PID/io`), for the input-wait rule.
@@ -153,18 +158,26 @@ impl OsPort {
             return left; // no scan of every process needed
         }
         self.processes.sample(now); // who is left, now that the leader is gone
-        left.members = match &self.processes.cgroup {
+        let members = match &self.processes.cgroup {
             // Every process of the tree, escapees included.
-            Some(cgroup) => cgroup.members().unwrap_or_default().len(),
+            Some(cgroup) => cgroup.members().unwrap_or_default(),
             None => self
                 .processes
                 .group_members(self.pid, self.pid)
-                .unwrap_or_default()
-                .len(),
+                .unwrap_or_default(),
         };
-        if self.processes.cgroup.is_none() {
-            left.escapees = self.processes.escapees(self.pid).len();
-        }
+        let escaped: Vec<i32> = match self.processes.cgroup {
+            Some(_) => Vec::new(),
+            None => self
+                .processes
+                .escapees(self.pid)
+                .iter()
+                .map(|e| e.pid)
+                .collect(),
+        };
+        left.members = members.len();
+        left.escapees = escaped.len();
+        left.named = crate::outcome::Leftover::read_all(members.into_iter().chain(escaped));
         left
     }
 }
@@ -245,6 +258,13 @@ impl Port for OsPort {
 
     fn last_children(&self) -> Option<ChildrenSample> {
         self.processes.children.as_ref().map(|o| o.last())
+    }
+
+    fn tree_unseen(&self) -> bool {
+        self.processes
+            .children
+            .as_ref()
+            .is_some_and(|c| c.blind().is_some())
     }
 
     fn diagnose(&self) -> Diagnosis {

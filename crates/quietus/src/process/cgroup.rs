@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::sys;
+use crate::error::SystemError;
 
 /// Members never waited for longer than this to vanish after a `cgroup.kill` when the cgroup
 /// is removed (they die as soon as they are scheduled; a process in uninterruptible sleep may
@@ -51,15 +52,104 @@ pub(crate) struct Cgroup {
     removed: AtomicBool,
 }
 
+/// Why a session has no cgroup of its own
+/// ([`MonitorResult::why_not_cgroup`](crate::MonitorResult::why_not_cgroup), under
+/// [`Containment::Auto`](crate::Containment::Auto); the cause of a
+/// [`SpawnErrorKind::Containment`](crate::SpawnErrorKind::Containment) error under
+/// [`Containment::Cgroup`](crate::Containment::Cgroup)). Its text is the one the report's
+/// `why_not_cgroup` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CgroupUnavailable {
+    /// Not Linux: cgroups are a Linux feature.
+    NotLinux,
+    /// A file of `/proc` that says where this process's cgroup is cannot be read.
+    Unreadable {
+        /// `/proc/self/cgroup` or `/proc/self/mountinfo`.
+        file: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// This process is in no cgroup v2 (a cgroup v1 only system).
+    NoCgroupV2,
+    /// No cgroup2 file system is mounted.
+    NotMounted,
+    /// This process's cgroup is outside the cgroup2 mount (a container that mounts a
+    /// sub-cgroup).
+    OutsideMount {
+        /// The process's cgroup, as `/proc/self/cgroup` says it.
+        own: String,
+        /// The cgroup2 mount.
+        mount: PathBuf,
+    },
+    /// Processes cannot be moved out of this process's cgroup (no right to write its
+    /// `cgroup.procs`).
+    CannotMoveOut {
+        /// This process's cgroup folder.
+        parent: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// No cgroup can be created under this process's own.
+    CannotCreate {
+        /// This process's cgroup folder.
+        parent: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// The new cgroup cannot be opened to start the program in it.
+    CannotOpen {
+        /// The new cgroup's folder.
+        path: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+}
+
+impl std::fmt::Display for CgroupUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CgroupUnavailable::NotLinux => f.write_str("cgroups are a Linux feature"),
+            CgroupUnavailable::Unreadable { file, error } => {
+                write!(f, "cannot read {}: {error}", file.display())
+            }
+            CgroupUnavailable::NoCgroupV2 => f.write_str("this process is in no cgroup v2"),
+            CgroupUnavailable::NotMounted => f.write_str("no cgroup2 file system is mounted"),
+            CgroupUnavailable::OutsideMount { own, mount } => write!(
+                f,
+                "this process's cgroup {own} is outside the cgroup2 mount at {}",
+                mount.display()
+            ),
+            CgroupUnavailable::CannotMoveOut { parent, error } => write!(
+                f,
+                "cannot move processes out of this process's cgroup {}: {error}",
+                parent.display()
+            ),
+            CgroupUnavailable::CannotCreate { parent, error } => {
+                write!(f, "cannot create a cgroup in {}: {error}", parent.display())
+            }
+            CgroupUnavailable::CannotOpen { path, error } => {
+                write!(f, "cannot open {}: {error}", path.display())
+            }
+        }
+    }
+}
+
+/// A reason, not a chain: its text includes the system's error, which is no `source()`.
+impl std::error::Error for CgroupUnavailable {}
+
 /// This process's cgroup v2 directory, or why there is none.
-pub(crate) fn own_dir() -> Result<(PathBuf, String), String> {
+pub(crate) fn own_dir() -> Result<(PathBuf, String), CgroupUnavailable> {
     if !cfg!(target_os = "linux") {
-        return Err("cgroups are a Linux feature".into());
+        return Err(CgroupUnavailable::NotLinux);
     }
     let mut buf = [0; 1024];
-    let own = sys::read_small(Path::new("/proc/self/cgroup"), &mut buf)
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let own = parse_own_cgroup(&own).ok_or("this process is in no cgroup v2")?;
+    let file = Path::new("/proc/self/cgroup");
+    let own = sys::read_small(file, &mut buf).map_err(|e| CgroupUnavailable::Unreadable {
+        file: file.to_owned(),
+        error: e.into(),
+    })?;
+    let own = parse_own_cgroup(&own).ok_or(CgroupUnavailable::NoCgroupV2)?;
     if let Some(dir) = usual_dir(&own) {
         return Ok((dir, own));
     }
@@ -84,17 +174,17 @@ fn usual_dir(own: &str) -> Option<PathBuf> {
 }
 
 /// [`own_dir`] by the mount of `/proc/self/mountinfo`, for the own cgroup `own`.
-fn own_dir_from_mountinfo(own: String) -> Result<(PathBuf, String), String> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let (root, mount) = parse_mountinfo(&mountinfo).ok_or("no cgroup2 file system is mounted")?;
-    let dir = dir_of(&mount, &root, &own).ok_or_else(|| {
-        format!(
-            "this process's cgroup {own} is outside the cgroup2 mount at {}",
-            mount.display()
-        )
+fn own_dir_from_mountinfo(own: String) -> Result<(PathBuf, String), CgroupUnavailable> {
+    let file = Path::new("/proc/self/mountinfo");
+    let mountinfo = std::fs::read_to_string(file).map_err(|e| CgroupUnavailable::Unreadable {
+        file: file.to_owned(),
+        error: e.into(),
     })?;
-    Ok((dir, own))
+    let (root, mount) = parse_mountinfo(&mountinfo).ok_or(CgroupUnavailable::NotMounted)?;
+    match dir_of(&mount, &root, &own) {
+        Some(dir) => Ok((dir, own)),
+        None => Err(CgroupUnavailable::OutsideMount { own, mount }),
+    }
 }
 
 /// The mount root and mount point of the first cgroup2 file system in `/proc/self/mountinfo`
@@ -186,21 +276,25 @@ impl Cgroup {
     pub(crate) fn create(
         id: u64,
         before: impl FnOnce(&Path),
-    ) -> Result<(Cgroup, sys::CgroupEntry), String> {
+    ) -> Result<(Cgroup, sys::CgroupEntry), CgroupUnavailable> {
         let (parent, own) = own_dir()?;
         let name = format!("quietus-{}-{id}", std::process::id());
         let path = parent.join(&name);
         // Entering it means writing to it and to the common ancestor's `cgroup.procs`.
-        sys::check_writable(&parent.join("cgroup.procs")).map_err(|e| {
-            format!(
-                "cannot move processes out of this process's cgroup {}: {e}",
-                parent.display()
-            )
-        })?;
+        if let Err(e) = sys::check_writable(&parent.join("cgroup.procs")) {
+            return Err(CgroupUnavailable::CannotMoveOut {
+                parent,
+                error: e.into(),
+            });
+        }
         Self::reclaim_stale(&parent);
         before(&path);
-        std::fs::create_dir(&path)
-            .map_err(|e| format!("cannot create a cgroup in {}: {e}", parent.display()))?;
+        if let Err(e) = std::fs::create_dir(&path) {
+            return Err(CgroupUnavailable::CannotCreate {
+                parent,
+                error: e.into(),
+            });
+        }
         let rel = format!("{}/{name}", own.trim_end_matches('/'));
         let cgroup = Cgroup {
             path,
@@ -210,11 +304,12 @@ impl Cgroup {
         };
         // Dropping it (an error) removes the empty directory.
         #[cfg(target_os = "linux")]
-        let entry = cgroup
-            .entry()
-            .map_err(|e| format!("cannot open {}: {e}", cgroup.path.display()))?;
+        let entry = cgroup.entry().map_err(|e| CgroupUnavailable::CannotOpen {
+            path: cgroup.path.clone(),
+            error: e.into(),
+        })?;
         #[cfg(not(target_os = "linux"))]
-        let entry: sys::CgroupEntry = return Err("cgroups are a Linux feature".into());
+        let entry: sys::CgroupEntry = return Err(CgroupUnavailable::NotLinux);
         Ok((cgroup, entry))
     }
 
@@ -398,8 +493,13 @@ impl Cgroup {
         }
     }
 
-    /// Whether process `pid` is in this cgroup or one below it now.
+    /// Whether process `pid` is in this cgroup or one below it now: by its `/proc/PID/cgroup`,
+    /// or, without a `/proc` of this pid namespace (where `pid` would name another process
+    /// or none), by the cgroup's own member list, whose pids are this namespace's.
     fn is_member(&self, pid: i32) -> bool {
+        if sys::proc_view().why_not().is_some() {
+            return self.members().is_ok_and(|members| members.contains(&pid));
+        }
         std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .ok()
             .and_then(|text| parse_own_cgroup(&text))

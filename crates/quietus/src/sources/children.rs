@@ -316,27 +316,9 @@ impl ProcessSource for Sysinfo {
     }
 }
 
-/// What one sample found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct ChildrenSample {
-    /// Whether the CPU used since the previous sample reached the threshold.
-    pub active: bool,
-    /// Live descendants now (the direct child not included).
-    pub descendants: usize,
-    /// CPU used by the descendants since the previous sample (by the rules above).
-    pub cpu_delta: Duration,
-    /// CPU used in all by the descendants: the live ones and every one already reaped.
-    pub descendant_cpu: Duration,
-    /// Remembered descendants that left the tree and still live.
-    pub escapees: usize,
-    /// Bytes the descendants wrote, or read from storage, since the previous sample (the
-    /// direct child's own only when its CPU counts too).
-    pub moved_bytes: u64,
-    /// With a cgroup: how long the tree's processes waited for a CPU since the previous
-    /// sample (CPU asked for and not received); zero without one.
-    pub cpu_waited: Duration,
-}
+/// What one sample found: defined with the results it is part of
+/// ([`StaleReport::children`](crate::StaleReport::children)).
+pub use crate::outcome::ChildrenSample;
 
 /// A process known by identity.
 #[derive(Debug, Clone, Copy)]
@@ -495,6 +477,16 @@ impl DescendantObserver {
             cgroup_waited: None,
             moved_window: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Why this observer cannot see the tree, if it cannot: no cgroup to read and no `/proc`
+    /// of this pid namespace to walk (none mounted, or the host's kept in a new pid
+    /// namespace). It then sees no descendant, no CPU and no escapee.
+    pub(crate) fn blind(&self) -> Option<String> {
+        if self.cgroup.is_some() || cfg!(not(target_os = "linux")) {
+            return None;
+        }
+        crate::process::sys::proc_view().why_not()
     }
 
     /// Samples the tree's CPU from its cgroup instead of walking `/proc`: exact, escapees and

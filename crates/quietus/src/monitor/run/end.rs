@@ -45,6 +45,9 @@ impl<P: Port> Monitor<P> {
                 );
                 let steps = self.config.kill_ladder.effective();
                 self.start_ladder(Outcome::Exited, steps, None, left.count());
+                if let Phase::Ending { ladder, .. } = &mut self.phase {
+                    ladder.leftovers = left.named;
+                }
                 return;
             }
         }
@@ -224,16 +227,18 @@ impl<P: Port> Monitor<P> {
     /// The result of the run, as it stands (its end is [`Outcome::Exited`] before it has one).
     fn result(&self, done: &DoneGuard) -> MonitorResult {
         let now = self.clock.now();
-        let end = self.end().cloned().unwrap_or_else(|| End {
+        let mut end = self.end().cloned().unwrap_or_else(|| End {
             outcome: Outcome::Exited,
             ladder: super::phase::LadderRecord::default(),
         });
+        // A tree that cannot be seen (no cgroup, no `/proc` of this pid namespace) is never
+        // confirmed gone: its escapees are unknown.
+        end.ladder.unproven |= !end.ladder.signals_sent.is_empty() && self.port.tree_unseen();
         let closing = Closing {
             end,
             status: self.leader.status(),
             runtime: now.saturating_duration_since(self.board.origin()),
-            activity: verdict::report(&self.board.snapshot(), now, self.shared.idle_timeout())
-                .sources,
+            activity: verdict::report(&self.board.read(), now, self.shared.idle_timeout()).sources,
             // Every chunk read is written and hashed first (bounded by the disk).
             logs: self.tap.logs(),
             events_dropped: self.emitter.dropped(),

@@ -149,7 +149,7 @@ pub(super) struct Monitor<P: Port> {
     /// The memory figures of the session's cgroup, read before it is removed.
     pub(super) memory: Memory,
     /// Why the network source is on but cannot observe anything.
-    pub(super) network_unavailable: Option<String>,
+    pub(super) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
     pub(super) phase: Phase,
     /// Observe mode (issue 43): the observations, and how quiet starts over after one.
     pub(super) observer: super::observe::Observer,
@@ -260,7 +260,7 @@ impl<P: Port> Monitor<P> {
             return;
         }
         let (id, pid) = (self.id, self.pid);
-        if let Err(e) = signal_leader(self.port.layer(), id, pid, true, signal.number()) {
+        if let Err(e) = signal_leader(self.port.layer(), id, pid, true, signal) {
             log::debug!("session {id}: {signal} to group {pid}: {e}");
         }
     }

@@ -17,6 +17,8 @@ pub(in crate::monitor) struct LadderRecord {
     pub(in crate::monitor) escalated: bool,
     /// The processes the leader left behind, ended by the ladder.
     pub(in crate::monitor) leftovers_killed: usize,
+    /// Those leftovers, named before they were ended.
+    pub(in crate::monitor) leftovers: Vec<crate::outcome::Leftover>,
     /// The SIGKILL's confirmation bound ran out with the tree still there.
     pub(in crate::monitor) unproven: bool,
     /// From the first signal to the tree gone.
@@ -35,6 +37,7 @@ impl LadderRecord {
             signals_sent: ladder.signals_sent.clone(),
             escalated: ladder.escalated,
             leftovers_killed: ladder.leftovers_killed,
+            leftovers: ladder.leftovers.clone(),
             unproven: ladder.unproven,
             time: ladder.time,
             kill_latency: ladder.kill_latency,

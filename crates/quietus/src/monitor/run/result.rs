@@ -9,8 +9,8 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 
 use super::phase::{End, LadderRecord};
-use crate::capture::spill::LogFile;
 use crate::contract::{SessionState, Shared};
+use crate::outcome::LogFile;
 use crate::outcome::{
     CompletionSeen, MonitorResult, Observation, Outcome, SourceActivity, TreeHold, UnwatchedFolder,
 };
@@ -39,7 +39,7 @@ pub(in crate::monitor) struct Closing {
     pub(in crate::monitor) unwatched: Vec<UnwatchedFolder>,
     pub(in crate::monitor) completion: Option<CompletionSeen>,
     pub(in crate::monitor) memory: Memory,
-    pub(in crate::monitor) network_unavailable: Option<String>,
+    pub(in crate::monitor) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
     /// Observe mode (issue 43): when and why the run would have been ended.
     pub(in crate::monitor) observations: Vec<Observation>,
 }
@@ -84,6 +84,7 @@ pub(in crate::monitor) fn build(facts: &Facts, shared: &Shared, closing: Closing
         signals_sent: end.ladder.signals_sent.clone(),
         escalated: end.ladder.escalated,
         leftovers_killed: end.ladder.leftovers_killed,
+        leftovers: end.ladder.leftovers.clone(),
         termination_unproven: end.ladder.unproven,
         runtime: closing.runtime,
         ladder_time: end.ladder.time,

@@ -101,21 +101,23 @@ struct FakePort {
 }
 
 impl ProcessLayer for FakePort {
-    fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()> {
+    fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()> {
+        let signal = signal.number();
         self.world
             .borrow_mut()
             .signalled(Sent::Group(pgid, signal), signal);
         Ok(())
     }
 
-    fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()> {
+    fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()> {
+        let signal = signal.number();
         self.world
             .borrow_mut()
             .signalled(Sent::Pid(pid, signal), signal);
         Ok(())
     }
 
-    fn signal_escapee(&mut self, _identity: Identity, _signal: i32) -> io::Result<()> {
+    fn signal_escapee(&mut self, _identity: Identity, _signal: Signal) -> io::Result<()> {
         Err(io::ErrorKind::NotFound.into())
     }
 
@@ -123,7 +125,7 @@ impl ProcessLayer for FakePort {
         false
     }
 
-    fn signal_cgroup(&mut self, _signal: i32) -> io::Result<()> {
+    fn signal_cgroup(&mut self, _signal: Signal) -> io::Result<()> {
         Err(io::ErrorKind::NotFound.into())
     }
 
@@ -249,6 +251,10 @@ impl Port for FakePort {
         None
     }
 
+    fn tree_unseen(&self) -> bool {
+        false
+    }
+
     fn diagnose(&self) -> Diagnosis {
         self.world
             .borrow()
@@ -266,6 +272,7 @@ impl Port for FakePort {
             members: self.world.borrow().members.len(),
             escapees: 0,
             memory: None,
+            named: Vec::new(),
         }
     }
 
@@ -300,6 +307,7 @@ fn diagnosis(kind: StallKind) -> Diagnosis {
             fd: Some(0),
             target: Some("stdin (a pipe)".to_owned()),
             kind,
+            waits_on: None,
             error: None,
         }],
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::super::Wake;
 use super::super::port::Port;
 use super::{Files, Monitor, Next};
-use crate::activity::{ActivitySource, BoardSnapshot};
+use crate::activity::{ActivitySource, BoardReading};
 use crate::events::Event;
 use crate::outcome::{HumanDuration, Outcome, StaleReport};
 use crate::verdict::{self, Verdict};
@@ -33,7 +33,7 @@ impl<P: Port> Monitor<P> {
         }
         // observe mode (issue 43): quiet starts over after an observation; the hard timeout
         // and completion are observed once.
-        let snapshot = self.observer.adjust(self.board.snapshot());
+        let snapshot = self.observer.adjust(self.board.read());
         let limits = self.observer.limits(self.rules.limits(
             self.shared.idle_timeout(),
             self.timing.hard_deadline,
@@ -169,7 +169,7 @@ impl<P: Port> Monitor<P> {
 
     /// Sends the idle warning when its time has come in this idle spell; otherwise returns
     /// when it will (if it still has to be sent).
-    fn idle_warning(&mut self, snapshot: &BoardSnapshot, now: Instant) -> Option<Instant> {
+    fn idle_warning(&mut self, snapshot: &BoardReading, now: Instant) -> Option<Instant> {
         let fraction = self.config.events.idle_warning?;
         let last = verdict::last_activity(snapshot, &self.rules.caps);
         if self.timing.warned_for == Some(last) {
@@ -195,7 +195,7 @@ impl<P: Port> Monitor<P> {
     /// timeout (the event is sent and the ladder started).
     fn look_for_input_wait(
         &mut self,
-        snapshot: &BoardSnapshot,
+        snapshot: &BoardReading,
         now: Instant,
     ) -> Result<Option<Instant>, ()> {
         let Some(rule) = self.input_wait.as_ref() else {
@@ -305,7 +305,7 @@ impl<P: Port> Monitor<P> {
 }
 
 /// The log line of an input wait of the tree of `pid`: noticed, or `ending` it.
-fn input_wait_line(pid: i32, wait: &crate::input_wait::InputWait, ending: bool) -> String {
+fn input_wait_line(pid: i32, wait: &crate::diagnosis::InputWait, ending: bool) -> String {
     let what = format!("{} (pid {}) reads {}", wait.name, wait.pid, wait.target);
     let waited = HumanDuration(wait.waited);
     if ending {

@@ -54,12 +54,13 @@ pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Resu
         Err(why) => {
             drop(guardian); // forgets the session
             if config.containment == Containment::Cgroup {
-                return Err(SpawnError::new(
+                return Err(SpawnError::because(
                     SpawnErrorKind::Containment,
                     "--containment cgroup: no cgroup can be made for the session (run as root, \
                      or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes …; or \
                      use --containment auto)",
-                    io::Error::new(io::ErrorKind::PermissionDenied, why),
+                    why,
+                    io::ErrorKind::PermissionDenied,
                 )
                 .into());
             }

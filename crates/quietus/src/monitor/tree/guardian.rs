@@ -4,6 +4,7 @@
 use crate::config::MonitorConfig;
 use crate::outcome::SupervisorDeath;
 use crate::process;
+use crate::process::guardian::GuardianUnavailable;
 
 /// With the parent-death signal asked for, the grandchildren should die with this process
 /// too: the process's guardian SIGKILLs the group (and the cgroup's members, and removes the
@@ -34,7 +35,7 @@ pub(in crate::monitor) enum Place {
     /// Taken: the guardian ends the tree if this process dies.
     Taken(process::Guardian),
     /// The guardian could not be had: why.
-    Refused(String),
+    Refused(GuardianUnavailable),
 }
 
 /// The session's place in the guardian, and what it means for the supervisor's death.
@@ -82,11 +83,41 @@ pub(in crate::monitor) fn guard_tree(
         Place::Refused(why) => Err(why),
     };
     Guarded {
-        supervisor_death: process::guardian::supervisor_death(
-            &guardian,
-            config.parent_death_signal,
-        ),
+        supervisor_death: supervisor_death(&guardian, config.parent_death_signal),
         guardian: guardian.ok(),
         tree_gone: false,
+    }
+}
+
+/// What a session's containment says about the supervisor's death, given its guardian (or why
+/// there is none) and whether the leader gets the parent-death signal.
+fn supervisor_death<G>(
+    guardian: &Result<G, GuardianUnavailable>,
+    parent_death_signal: bool,
+) -> SupervisorDeath {
+    match guardian {
+        Ok(_) => SupervisorDeath::Guardian,
+        Err(why) if parent_death_signal => SupervisorDeath::LeaderOnly {
+            why_no_guardian: why.clone(),
+        },
+        Err(_) => SupervisorDeath::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_guardian_the_leader_alone_dies_with_the_supervisor() {
+        let none: Result<(), GuardianUnavailable> = Err(GuardianUnavailable::NoProgram);
+        assert_eq!(
+            supervisor_death(&none, true),
+            SupervisorDeath::LeaderOnly {
+                why_no_guardian: GuardianUnavailable::NoProgram
+            }
+        );
+        assert_eq!(supervisor_death(&none, false), SupervisorDeath::Nothing);
+        assert_eq!(supervisor_death(&Ok(()), true), SupervisorDeath::Guardian);
     }
 }
