@@ -396,6 +396,7 @@ class AsyncClient:
         watch: Optional[Sequence[PathLike]] = None,
         sources: Optional[Collection[Source]] = None,
         context: Optional[Mapping[str, Any]] = None,
+        observe: bool = False,
     ) -> AsyncProcess:
         """Starts ``argv``; the parameters are :meth:`Client.start`'s."""
         if process_id is None:
@@ -421,6 +422,7 @@ class AsyncClient:
             watch=watch,
             sources=sources,
             context=context,
+            observe=observe,
         )
         pid_key: str = process_id
         fresh = P.EventBuffer(self._event_buffer_bytes)

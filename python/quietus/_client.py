@@ -449,6 +449,7 @@ class Client:
         watch: Optional[Sequence[PathLike]] = None,
         sources: Optional[Collection[Source]] = None,
         context: Optional[Mapping[str, Any]] = None,
+        observe: bool = False,
     ) -> Process:
         """Starts ``argv`` under supervision and returns its :class:`Process`.
 
@@ -462,6 +463,8 @@ class Client:
         ``sources``: the activity sources that count (default all of :data:`quietus.SOURCES`:
         ``output``, ``files``, ``children``, ``network``). ``context`` is copied onto its every
         event.
+        ``observe=True``: nothing is ended for a stall or a timeout; an :class:`Observed` event
+        and the result's ``observed`` say when and why it would have been.
 
         Raises:
             ProcessIdTaken, TooManyProcesses, SpawnFailed (``.kind``), InvalidParams.
@@ -489,6 +492,7 @@ class Client:
             watch=watch,
             sources=sources,
             context=context,
+            observe=observe,
         )
         replaced: List[Optional[P.EventBuffer]] = []
         fresh = P.EventBuffer(self._event_buffer_bytes)

@@ -152,6 +152,7 @@ def start_params(
     watch: Optional[Sequence[Union[str, "os.PathLike[str]"]]],
     sources: Optional[Collection[Source]],
     context: Optional[Mapping[str, Any]],
+    observe: bool = False,
 ) -> Dict[str, Any]:
     """``process/start``'s parameters, checked for type (the server checks the ranges)."""
     if isinstance(argv, (str, bytes)) or not argv:
@@ -199,6 +200,8 @@ def start_params(
         params["watch"] = [os.fspath(path) for path in watch]
     for source in sorted(SOURCES - checked_sources(sources)):
         params[SOURCE_OFF_KEYS[source]] = True
+    if observe:
+        params["observe"] = True
     if context is not None:
         params["context"] = dict(context)
     return params

@@ -18,7 +18,17 @@ from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tup
 from ._errors import QuietusError, QuietusNotFound
 from ._find import resolve_binary
 from ._protocol import checked_sources
-from ._types import SOURCES, Diagnosis, Duration, Log, Result, RunOutcome, Source, to_millis
+from ._types import (
+    SOURCES,
+    Diagnosis,
+    Duration,
+    Log,
+    Observation,
+    Result,
+    RunOutcome,
+    Source,
+    to_millis,
+)
 
 __all__ = ["run"]
 
@@ -123,7 +133,7 @@ def _command(
         argv += ["--done-when-output", pattern]
     for path in _strings(options["done_when_file"], "done_when_file"):
         argv += ["--done-when-file", path]
-    flags = ("non_interactive", "keep_leftovers")
+    flags = ("non_interactive", "keep_leftovers", "observe")
     for flag in flags:
         if options[flag]:
             argv.append("--" + flag.replace("_", "-"))
@@ -261,6 +271,7 @@ def run(
     sources: Optional[Collection[Source]] = None,
     non_interactive: bool = False,
     keep_leftovers: bool = False,
+    observe: bool = False,
     containment: Optional[str] = None,
     log_dir: Optional[StrOrBytesPath] = None,
     capture_bytes: int = 1 << 20,
@@ -303,6 +314,8 @@ def run(
     - ``done_when_output`` (regexes) and ``done_when_file``: the work is done when a line
       matches or the file appears; the command gets ``linger`` to exit by itself.
     - ``extra_args``: more options for the command line (before ``--``).
+    - ``observe=True``: end nothing; ``Result.observed`` says when and why quietus would have
+      ended the command, which runs to its own end (its own ``returncode``).
 
     Raises:
         QuietusNotFound: the ``quietus`` binary is not installed.
@@ -345,6 +358,7 @@ def run(
             sources=sources,
             non_interactive=non_interactive,
             keep_leftovers=keep_leftovers,
+            observe=observe,
             pty=pty,
             pty_size=pty_size,
             containment=containment,
@@ -423,5 +437,6 @@ def _run(
         pid=report.get("pid"),
         error=report.get("error"),
         report=report,
+        observed=Observation.list_from_json(report.get("observed")),
     )
     return result

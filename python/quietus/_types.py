@@ -30,6 +30,8 @@ __all__ = [
     "Activity",
     "IdleWarning",
     "InputWait",
+    "Observation",
+    "Observed",
     "Exited",
     "Closed",
     "UnknownEvent",
@@ -133,6 +135,35 @@ class Diagnosis:
 
 
 @dataclass(frozen=True)
+class Observation:
+    """Observe mode (``observe=True``): a moment quietus would have ended the run. ``at``:
+    seconds after the start; ``outcome``: ``idle_timeout``, ``hard_timeout``, ``input_wait``
+    or ``completed``; ``why``: in the summary line's words; ``diagnosis``: what the tree was
+    doing (an idle timeout, an input wait), as for a real end."""
+
+    at: float
+    outcome: str
+    why: str
+    diagnosis: Optional[Diagnosis] = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> Optional["Observation"]:
+        if not isinstance(value, dict):
+            return None
+        at = value.get("at_ms", value.get("atMs"))
+        return cls(
+            at=_seconds(at) or 0.0,
+            outcome=str(value.get("outcome", "")),
+            why=str(value.get("why", "")),
+            diagnosis=Diagnosis.from_json(value.get("diagnosis")),
+        )
+
+    @classmethod
+    def list_from_json(cls, value: Any) -> List["Observation"]:
+        return [o for o in (cls.from_json(v) for v in value or []) if o is not None]
+
+
+@dataclass(frozen=True)
 class Log:
     """The complete log of one stream (written once it passed 4 KiB): ``path``, ``sha256`` (of
     every byte read from the stream) and ``bytes``; ``incomplete`` with an ``error`` when the
@@ -184,6 +215,8 @@ class Result(Generic[AnyStr]):
     - ``logs``: the complete logs of the streams that passed 4 KiB, with their SHA-256.
     - ``duration``: seconds from the start to the end of the run (quietus's measure).
     - ``report``: the command's whole ``--report`` (``idle_ms``, ``ladder``, ``containment``…).
+    - ``observed``: with ``observe=True``, each moment quietus would have ended the run
+      (:class:`Observation`); the outcome and ``returncode`` are then the command's own.
     """
 
     args: List[Any]
@@ -200,6 +233,7 @@ class Result(Generic[AnyStr]):
     pid: Optional[int]
     error: Optional[str]
     report: Dict[str, Any] = field(repr=False)
+    observed: List[Observation] = field(default_factory=list)
 
     def check_returncode(self) -> None:
         """Raises :class:`quietus.CalledProcessError` when ``returncode`` is not 0."""
@@ -222,7 +256,8 @@ class ProcessResult:
 
     ``exit_code`` is the command's status (the child's own code, 124 after a timeout, 128+N
     after signal N it did not get from quietus); ``report`` is the whole report (camelCase
-    keys, as the server sends it)."""
+    keys, as the server sends it); ``observed``: with ``observe=True``, each moment quietus
+    would have ended it."""
 
     process_id: str
     outcome: Outcome
@@ -233,6 +268,7 @@ class ProcessResult:
     logs: List[Log]
     pid: Optional[int]
     report: Dict[str, Any] = field(repr=False)
+    observed: List[Observation] = field(default_factory=list)
 
     @property
     def returncode(self) -> int:
@@ -251,6 +287,7 @@ class ProcessResult:
             logs=Log.list_from_json(value.get("log")),
             pid=value.get("pid"),
             report=value,
+            observed=Observation.list_from_json(value.get("observed")),
         )
 
 
@@ -349,6 +386,13 @@ class InputWait(Event):
 
 
 @dataclass(frozen=True)
+class Observed(Event):
+    """Observe mode (``observe=True``): quietus would have ended the process now; it goes on."""
+
+    observation: Observation
+
+
+@dataclass(frozen=True)
 class Exited(Event):
     """The process ended (exactly once): ``outcome``, ``exit_code`` (the child's own code,
     None when a signal ended it), ``signal``."""
@@ -400,6 +444,8 @@ def event_from_json(method: str, params: Dict[str, Any], decode: Any) -> Event:
             params.get("target"),
             _seconds(params.get("waitedMs")),
         )
+    if method == "process/observed":
+        return Observed(pid, context, Observation.from_json(params) or Observation(0.0, "", ""))
     if method == "process/exited":
         return Exited(
             pid,

@@ -166,6 +166,26 @@ def test_a_stalled_process_has_its_diagnosis() -> None:
         assert "IdleWarning" in kinds
 
 
+def test_observe_ends_nothing_and_sends_an_observed_event() -> None:
+    with quietus.Client() as client:
+        process = client.start(
+            [
+                "python3",
+                "-c",
+                "import time, sys; print('up', flush=True); time.sleep(3); sys.exit(5)",
+            ],
+            idle_timeout=1,
+            observe=True,
+        )
+        result = process.wait()
+        assert result is not None
+        assert (result.outcome, result.exit_code) == ("exited", 5)
+        assert result.observed and result.observed[0].outcome == "idle_timeout", result.report
+        assert result.observed[0].at >= 1.0
+        sent = [e for e in process.events(timeout=30) if isinstance(e, quietus.Observed)]
+        assert [e.observation for e in sent] == result.observed
+
+
 def test_pty_process() -> None:
     with quietus.Client() as client:
         script = 'test -t 0 && echo "tty $(stty size)"; read x; echo "now $(stty size), got $x"'

@@ -50,6 +50,27 @@ def test_a_stalled_command_is_ended_with_124_and_a_diagnosis(marker: str) -> Non
     assert processes_with(marker) == []
 
 
+def test_observe_ends_nothing_and_says_when_it_would_have(marker: str) -> None:
+    # Silent for 3 s under a 1 s idle timeout: observed, not ended; its own status.
+    env = dict(os.environ, SWPYTEST_MARKER=marker)
+    result = quietus.run(
+        ["bash", "-c", "echo x; sleep 3; echo y; exit 4"], idle_timeout=1, observe=True, env=env
+    )
+    assert (result.returncode, result.outcome) == (4, "exited"), result
+    assert result.stdout == b"x\ny\n"
+    assert result.observed, result.report
+    first = result.observed[0]
+    assert isinstance(first, quietus.Observation)
+    assert first.outcome == "idle_timeout"
+    assert first.at >= 1.0
+    assert first.why.startswith("ended after 1s idle (")
+    assert first.diagnosis is not None and first.diagnosis.summary
+    assert result.report["ladder"]["signals_sent"] == []
+    assert processes_with(marker) == []
+    # Without it: nothing observed, and the same command is ended.
+    assert quietus.run(["true"]).observed == []
+
+
 def test_check_raises_a_called_process_error_that_carries_the_diagnosis() -> None:
     with pytest.raises(quietus.CalledProcessError) as caught:
         quietus.run(["bash", "-c", "echo ready; sleep 120"], idle_timeout=1, check=True)

@@ -171,11 +171,15 @@ fn run(options: &Options) -> Exit {
     if pty_size.is_some() {
         cli::relay::start_stdin(session.clone());
     }
-    let event_writer = events.and_then(|target| {
-        cli::events::start(target, session.events())
-            .inspect_err(|e| log::warn!("cannot start the event writer: {e}"))
-            .ok()
-    });
+    // observe mode (issue 43): the events are read to say each observation at the moment.
+    let say_observed = config.get_observe() && options.summary_wanted();
+    let event_writer = (events.is_some() || say_observed)
+        .then(|| {
+            cli::events::start(events, session.events(), say_observed)
+                .inspect_err(|e| log::warn!("cannot start the event writer: {e}"))
+                .ok()
+        })
+        .flatten();
     let result = session.wait();
     if let Some(writer) = event_writer {
         let _ = writer.join(); // it ends after `Closed`, which comes before the result
@@ -415,6 +419,11 @@ fn finish(
         && let Some(line) = cli::report::summary(result, received, options.grace())
     {
         say_line(&line);
+    }
+    if options.summary_wanted()
+        && let Some(line) = cli::report::observed_summary(result)
+    {
+        say_line(&line); // observe mode (issue 43)
     }
     if let Some(report) = report {
         let report_data = Report::finished(context, result, received, exit, &relay);

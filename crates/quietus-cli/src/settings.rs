@@ -292,6 +292,25 @@ pub(crate) const SETTINGS: &[Def] = &[
         apply: |c, v| c.keep_leftovers(on(v)),
     },
     Def {
+        name: "observe",
+        setting: None,
+        kind: Kind::Switch,
+        range: None,
+        default: Default::Words("off: quietus ends what stalls"),
+        flag: Some("observe"),
+        short: None,
+        env: Some("QUIETUS_OBSERVE"),
+        serve: Some("observe"),
+        mcp: Some(("observe", None)),
+        doc: "Observe only: end nothing, say when and why quietus would have.",
+        long_doc: "The idle timeout, the hard timeout, an input wait and completion's linger are\n\
+                   recorded instead (a `quietus: would have ended …` line at the moment and at the end,\n\
+                   an `observed` event, the report's `observed`); the program runs to its own end and\n\
+                   quietus exits with its status. Its own exit and its leftovers are handled as always.\n\
+                   Example: --observe -i 5m --events -",
+        apply: |c, v| c.observe(on(v)),
+    },
+    Def {
         name: "no_watch",
         setting: None,
         kind: Kind::Switch,

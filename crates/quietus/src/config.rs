@@ -654,6 +654,8 @@ pub struct MonitorConfig {
     pub(crate) input_wait_timeout: Option<Duration>,
     /// See [`get_input_wait_notice`](Self::get_input_wait_notice).
     pub(crate) input_wait_notice: Option<Duration>,
+    /// See [`get_observe`](Self::get_observe).
+    pub(crate) observe: bool,
 }
 
 impl Default for MonitorConfig {
@@ -682,6 +684,7 @@ impl Default for MonitorConfig {
             containment: Containment::Auto,
             input_wait_timeout: None,
             input_wait_notice: None,
+            observe: false,
         }
     }
 }
@@ -808,6 +811,17 @@ impl MonitorConfig {
     /// child leaves nothing behind).
     pub fn keep_leftovers(mut self, keep: bool) -> Self {
         self.keep_leftovers = keep;
+        self
+    }
+
+    /// Observe mode (`false`, the default): quietus ends nothing on its own decision (idle
+    /// timeout, hard timeout, input wait, completion); it records when and why it would have
+    /// ([`MonitorResult::observations`](crate::MonitorResult::observations),
+    /// [`Event::Observed`](crate::Event::Observed)) and the program runs to its own end. The
+    /// leader's own exit, the leftovers after it and the caller's terminate and kill act as
+    /// always.
+    pub fn observe(mut self, on: bool) -> Self {
+        self.observe = on;
         self
     }
 
@@ -1327,6 +1341,11 @@ impl MonitorConfig {
     /// The value set by [`keep_leftovers`](Self::keep_leftovers).
     pub fn get_keep_leftovers(&self) -> bool {
         self.keep_leftovers
+    }
+
+    /// The value set by [`observe`](Self::observe).
+    pub fn get_observe(&self) -> bool {
+        self.observe
     }
 
     /// The value set by [`drain_cap`](Self::drain_cap).

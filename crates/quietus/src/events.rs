@@ -63,6 +63,9 @@ pub enum Event {
     /// The whole tree has been blocked on input (its read counts unchanged) for the input-wait
     /// timeout while every source was quiet: once per episode, before the child is ended.
     InputWait(crate::diagnosis::InputWait),
+    /// Observe mode ([`MonitorConfig::observe`](crate::MonitorConfig::observe)): quietus would
+    /// have ended the run now, and why; the program goes on.
+    Observed(crate::outcome::Observation),
     /// A step of the kill ladder was sent.
     Signal {
         /// The signal.

@@ -275,8 +275,8 @@ pub use environment::{Environment, IsolatedHome};
 pub use error::{ConfigError, Setting, SpawnError, SpawnErrorKind, SystemError};
 pub use events::Event;
 pub use outcome::{
-    CompletionSeen, Leftover, LogFile, MonitorResult, NetworkUnavailable, Outcome, SourceActivity,
-    StaleReport, UnwatchedFolder,
+    CompletionSeen, Leftover, LogFile, MonitorResult, NetworkUnavailable, Observation, Outcome,
+    SourceActivity, StaleReport, UnwatchedFolder,
 };
 pub use probe::Probe;
 pub use process::cgroup::CgroupUnavailable;

@@ -542,6 +542,35 @@ pub struct MonitorResult {
     /// this kernel or sandbox, no `/proc` of this pid namespace to find the tree's sockets
     /// in, a system other than Linux); `None` when it could, or was off.
     pub network_unavailable: Option<NetworkUnavailable>,
+    /// In observe mode ([`MonitorConfig::observe`](crate::MonitorConfig::observe)): every
+    /// moment quietus would have ended the run, in order (empty otherwise, and when it never
+    /// would have). The outcome itself is then the program's own.
+    pub observations: Vec<Observation>,
+}
+
+/// A moment quietus would have ended the run, had it not only been observing
+/// ([`MonitorConfig::observe`](crate::MonitorConfig::observe)): in
+/// [`MonitorResult::observations`] and sent as [`Event::Observed`](crate::Event::Observed).
+///
+/// The idle timeout is observed once per stretch of quiet (after an observation, quiet starts
+/// over: the next one comes only after another full idle timeout), an input wait once per
+/// episode, the hard timeout and completion's end once at most.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Observation {
+    /// When, after the spawn.
+    pub at: Duration,
+    /// The outcome the run would have had: [`Outcome::IdleTimeout`] (with its stale report and
+    /// diagnosis, as for a real end), [`Outcome::HardTimeout`], [`Outcome::InputWait`] or
+    /// [`Outcome::Completed`].
+    pub would_have_ended: Outcome,
+}
+
+impl Observation {
+    /// What the tree was doing then (an idle timeout or an input wait), as for a real end.
+    pub fn diagnosis(&self) -> Option<&crate::diagnosis::Diagnosis> {
+        self.would_have_ended.diagnosis()
+    }
 }
 
 /// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
@@ -734,6 +763,7 @@ mod tests {
             memory_peak: None,
             oom_kills: None,
             network_unavailable: None,
+            observations: Vec::new(),
         }
     }
 

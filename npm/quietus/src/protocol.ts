@@ -138,6 +138,8 @@ export interface ProcessStartParams {
   noWatch?: boolean;
   /** Descendants' CPU does not count. */
   noChildren?: boolean;
+  /** Observe mode: nothing is ended for a stall or a timeout; process/observed and the report's observed say when and why it would have been. */
+  observe?: boolean;
   /** The context given to process/start, copied onto every notification of the process. */
   context?: Record<string, unknown>;
 }
@@ -321,6 +323,21 @@ export interface ProbeEntry {
   activityCount: number;
 }
 
+/** Observe mode: a moment quietus would have ended the process. */
+export interface Observation {
+  /** When, after the start. */
+  atMs: number;
+  /** The outcome it would have had: idle_timeout, hard_timeout, input_wait or completed. */
+  outcome: Outcome;
+  /** Why, in the summary line's words. */
+  why: string;
+  /** An idle_timeout: how long each source had been idle. */
+  idleMs: SourceMillis | null;
+  capped: string[];
+  /** An idle_timeout or an input_wait: what the tree was doing. */
+  diagnosis: Diagnosis | null;
+}
+
 /** process/wait's answer for a finished process: the command's report in camelCase. */
 export interface FinishedProcess {
   processId: ProcessId;
@@ -356,6 +373,8 @@ export interface FinishedProcess {
   hardTimeoutMs: number | null;
   completion: Completion | null;
   capped: string[];
+  /** Observe mode: each moment quietus would have ended it. */
+  observed: Observation[];
   probes: ProbeEntry[];
   /** Why the program could not be run (not_started only). */
   error?: string;
@@ -511,6 +530,24 @@ export interface ProcessInputWaitParams {
   context?: Record<string, unknown>;
 }
 
+/** Observe mode: quietus would have ended the process now; it goes on. */
+export interface ProcessObservedParams {
+  processId: ProcessId;
+  /** When, after the start. */
+  atMs: number;
+  /** The outcome it would have had: idle_timeout, hard_timeout, input_wait or completed. */
+  outcome: Outcome;
+  /** Why, in the summary line's words. */
+  why: string;
+  /** An idle_timeout: how long each source had been idle. */
+  idleMs: SourceMillis | null;
+  capped: string[];
+  /** An idle_timeout or an input_wait: what the tree was doing. */
+  diagnosis: Diagnosis | null;
+  /** The context given to process/start, copied onto every notification of the process. */
+  context?: Record<string, unknown>;
+}
+
 /** The process ended (exactly once). */
 export interface ProcessExitedParams {
   processId: ProcessId;
@@ -596,6 +633,7 @@ export interface Notifications {
   "process/activity": ProcessActivityParams;
   "process/idleWarning": ProcessIdleWarningParams;
   "process/inputWait": ProcessInputWaitParams;
+  "process/observed": ProcessObservedParams;
   "process/exited": ProcessExitedParams;
   "process/closed": ProcessClosedParams;
 }
@@ -603,7 +641,7 @@ export interface Notifications {
 /** A notification's name. */
 export type NotificationName = keyof Notifications;
 /** Every notification's name. */
-export const NOTIFICATION_NAMES = ["process/started", "process/output", "process/activity", "process/idleWarning", "process/inputWait", "process/exited", "process/closed"] as const;
+export const NOTIFICATION_NAMES = ["process/started", "process/output", "process/activity", "process/idleWarning", "process/inputWait", "process/observed", "process/exited", "process/closed"] as const;
 
 /** The server's error codes by name. */
 export const ErrorCodes = {

@@ -61,6 +61,8 @@ export interface RunOptions {
   nonInteractive?: boolean;
   /** Leave its leftover process-group members running after it exits. */
   keepLeftovers?: boolean;
+  /** End nothing: the report's `observed` says when and why quietus would have ended it. */
+  observe?: boolean;
   /** How the tree is held: `auto`, `cgroup` or `group`. */
   containment?: "auto" | "cgroup" | "group";
   /** Where a stream's complete output goes once it passes 4 KiB (default
@@ -194,6 +196,7 @@ function commandLine(report: string, argv: string[], o: RunOptions): string[] {
   if (o.noOutput) line.push("--no-output");
   if (o.nonInteractive) line.push("--non-interactive");
   if (o.keepLeftovers) line.push("--keep-leftovers");
+  if (o.observe) line.push("--observe");
   if (o.pty) {
     line.push("--pty");
     if (o.ptySize) line.push("--pty-size", `${o.ptySize.rows}x${o.ptySize.cols}`);

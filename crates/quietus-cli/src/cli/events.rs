@@ -48,6 +48,8 @@ enum Line {
         target: String,
         waited_ms: u64,
     },
+    /// Observe mode (issue 43): quietus would have ended the run now.
+    Observed(super::report::ObservedJson),
     Exited {
         outcome: &'static str,
         exit_code: Option<i32>,
@@ -105,6 +107,9 @@ fn line(event: Event) -> Option<Line> {
             target: wait.target,
             waited_ms: u64::try_from(wait.waited.as_millis()).unwrap_or(u64::MAX),
         },
+        Event::Observed(observation) => {
+            Line::Observed(super::report::ObservedJson::new(&observation))
+        }
         Event::Closed => Line::Closed,
         _ => return None,
     })
@@ -126,16 +131,28 @@ impl Target {
     }
 }
 
-/// Starts the writer; it ends after `Closed`. Join it before exiting so the file is complete.
-pub(crate) fn start(target: Target, mut events: EventReceiver) -> io::Result<JoinHandle<()>> {
+/// Starts the writer (to `target`, if any); it ends after `Closed`. Join it before exiting so
+/// the file is complete. With `say_observed` (observe mode, issue 43), each observation is
+/// also said on stderr at the moment (`quietus: would have ended …`).
+pub(crate) fn start(
+    target: Option<Target>,
+    mut events: EventReceiver,
+    say_observed: bool,
+) -> io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("quietus-events".into())
         .spawn(move || {
             let mut out: Box<dyn Write> = match target {
-                Target::File(file) => Box::new(BufWriter::new(file)),
-                Target::Stderr => Box::new(io::stderr()),
+                Some(Target::File(file)) => Box::new(BufWriter::new(file)),
+                Some(Target::Stderr) => Box::new(io::stderr()),
+                None => Box::new(io::sink()),
             };
             for event in events.iter() {
+                if let (true, Event::Observed(observation)) = (say_observed, &event) {
+                    let said = super::report::observed_line(observation);
+                    let mut stderr = io::stderr().lock();
+                    let _ = stderr.write_all(format!("{said}\n").as_bytes());
+                }
                 let Some(line) = line(event) else { continue };
                 let written = serde_json::to_writer(&mut out, &line)
                     .map_err(io::Error::other)

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quietus::supervisor::SupervisorDeath;
-use quietus::{ActivitySource, MonitorConfig, MonitorResult, Outcome, Signal};
+use quietus::{ActivitySource, MonitorConfig, MonitorResult, Observation, Outcome, Signal};
 use serde::Serialize;
 
 use super::human::HumanDuration;
@@ -82,7 +82,104 @@ pub(crate) fn summary(
     received: &Received,
     grace: Duration,
 ) -> Option<String> {
-    let why = match &result.outcome {
+    let why = why_ended(&result.outcome, received)?;
+    let mut line = format!("quietus: {why}; {}", ladder_words(result, received, grace));
+    if result.leftovers_killed > 0 {
+        line.push_str(&format!(
+            "; {} leftover process(es) ended",
+            result.leftovers_killed
+        ));
+    }
+    if result.termination_unproven {
+        line.push_str("; termination unproven: the tree may still run");
+    }
+    Some(line)
+}
+
+/// Observe mode (issue 43): the line printed at the moment quietus would have ended the run,
+/// e.g. `quietus: would have ended after 3s idle (output 3s idle): sh (pid 7) sleeps`.
+pub(crate) fn observed_line(observation: &Observation) -> String {
+    format!(
+        "quietus: would have {} (at {}; observing only)",
+        why_ended(&observation.would_have_ended, &Received::default())
+            .unwrap_or_else(|| "ended".to_owned()),
+        HumanDuration(observation.at)
+    )
+}
+
+/// Observe mode (issue 43): the last line when quietus would have ended the run at least
+/// once, e.g. `quietus: observed only: would have ended it 2 times, first after 3s idle (…): …`.
+pub(crate) fn observed_summary(result: &MonitorResult) -> Option<String> {
+    let first = result.observations.first()?;
+    Some(format!(
+        "quietus: observed only: would have ended it {} time(s), first at {}: {}; it ran to its \
+         own end",
+        result.observations.len(),
+        HumanDuration(first.at),
+        why_ended(&first.would_have_ended, &Received::default())
+            .unwrap_or_else(|| "ended".to_owned()),
+    ))
+}
+
+/// The report's and the events' entry of an observation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ObservedJson {
+    /// When, after the start.
+    pub(crate) at_ms: u64,
+    /// The outcome the run would have had: `idle_timeout`, `hard_timeout`, `input_wait` or
+    /// `completed`.
+    pub(crate) outcome: &'static str,
+    /// Why, in the summary line's words (`ended after 3s idle (output 3s idle): …`).
+    pub(crate) why: String,
+    /// How long each source had been idle (`idle_timeout`), else null.
+    pub(crate) idle_ms: Option<IdleMs>,
+    /// The sources past their solo cap then (`idle_timeout`).
+    pub(crate) capped: Vec<String>,
+    /// What the tree was doing (`idle_timeout`, `input_wait`), else null.
+    pub(crate) diagnosis: Option<DiagnosisJson>,
+}
+
+impl ObservedJson {
+    pub(crate) fn new(observation: &Observation) -> ObservedJson {
+        let outcome = &observation.would_have_ended;
+        let report = match outcome {
+            Outcome::IdleTimeout(report) => Some(report),
+            _ => None,
+        };
+        ObservedJson {
+            at_ms: ms(observation.at),
+            outcome: outcome.name(),
+            why: why_ended(outcome, &Received::default()).unwrap_or_default(),
+            idle_ms: report.map(|r| idle_ms_of(&r.sources)),
+            capped: report
+                .map(|r| r.capped.iter().map(|s| s.name().to_owned()).collect())
+                .unwrap_or_default(),
+            diagnosis: outcome.diagnosis().map(DiagnosisJson::new),
+        }
+    }
+}
+
+/// How long each built-in source had been idle.
+fn idle_ms_of(sources: &[quietus::SourceActivity]) -> IdleMs {
+    let mut idle_ms = IdleMs::default();
+    for s in sources {
+        let idle = match s.source {
+            ActivitySource::Output => &mut idle_ms.output,
+            ActivitySource::Files => &mut idle_ms.files,
+            ActivitySource::Children => &mut idle_ms.children,
+            ActivitySource::RepeatedOutput => &mut idle_ms.repeated_output,
+            ActivitySource::Network => &mut idle_ms.network,
+            _ => continue,
+        };
+        *idle = Some(ms(s.idle));
+    }
+    idle_ms
+}
+
+/// Why quietus ended the run (or would have), in words: `ended after 5m0s idle (…): …`;
+/// `None` when the child ended by itself.
+fn why_ended(outcome: &Outcome, received: &Received) -> Option<String> {
+    Some(match outcome {
         Outcome::IdleTimeout(report) => match &report.diagnosis {
             Some(diagnosis) => format!(
                 "ended after {} idle ({report}): {}",
@@ -112,18 +209,7 @@ pub(crate) fn summary(
             wait.target
         ),
         _ => return None,
-    };
-    let mut line = format!("quietus: {why}; {}", ladder_words(result, received, grace));
-    if result.leftovers_killed > 0 {
-        line.push_str(&format!(
-            "; {} leftover process(es) ended",
-            result.leftovers_killed
-        ));
-    }
-    if result.termination_unproven {
-        line.push_str("; termination unproven: the tree may still run");
-    }
-    Some(line)
+    })
 }
 
 /// `sent TERM`, `sent TERM, then KILL after 5s`, `sent INT, then KILL on a second INT`.
@@ -311,6 +397,8 @@ pub(crate) struct Report {
     pub(crate) completion: Option<Completion>,
     /// The sources that were past their solo cap when the program was judged stale.
     pub(crate) capped: Vec<String>,
+    /// Observe mode (`--observe`): every moment quietus would have ended the run, in order.
+    pub(crate) observed: Vec<ObservedJson>,
     /// Each `--probe`: how long it had been idle at the end and how many times it said yes.
     pub(crate) probes: Vec<ProbeEntry>,
     /// Why the program could not be run (`not_started` only).
@@ -704,6 +792,7 @@ impl Report {
                 }
                 _ => Vec::new(),
             },
+            observed: result.observations.iter().map(ObservedJson::new).collect(),
             error: None,
             quietus_version: env!("CARGO_PKG_VERSION"),
         }
@@ -741,6 +830,7 @@ impl Report {
             hard_timeout_ms: context.config.get_hard_timeout().map(ms),
             completion: None,
             capped: Vec::new(),
+            observed: Vec::new(),
             probes: Vec::new(),
             error: Some(error),
             quietus_version: env!("CARGO_PKG_VERSION"),

@@ -415,6 +415,7 @@ impl Exec {
         let config = MonitorConfig::default()
             .idle_timeout(args.idle_timeout)
             .kill_ladder(KillLadder::polite(Signal::TERM, args.grace))
+            .observe(args.observe) // observe mode (issue 43)
             .capture(capture)
             .hard_timeout(args.hard_timeout);
         let sink = OutputSink::callback(move |bytes| pending.locked().push(bytes));

@@ -397,6 +397,7 @@ mod tests {
             hard_timeout: Some(Duration::from_secs(7200)),
             grace: Duration::from_secs(5),
             env: Vec::new(),
+            observe: false,
         };
         assert_eq!(
             reply,

@@ -57,6 +57,13 @@ pub(crate) fn exec_answer(
         "omitted_bytes": taken.omitted,
         "total_output_bytes": taken.total,
         "log": log,
+        // observe mode (issue 43)
+        "observed": result.as_ref().map_or_else(Vec::new, |r| r
+            .observations
+            .iter()
+            .map(|o| json!({"at_ms": ms(o.at), "outcome": o.would_have_ended.name(),
+                            "why": crate::cli::report::ObservedJson::new(o).why}))
+            .collect()),
         "wall_time_ms": ms(wall),
         "note": note,
     });
@@ -87,6 +94,16 @@ fn exec_text(
                 result.exit_code(),
                 human(result.runtime)
             );
+            if let Some(first) = result.observations.first() {
+                // observe mode (issue 43)
+                let _ = writeln!(
+                    text,
+                    "Observed only: quietus would have {} at {} ({} time(s) in all).",
+                    crate::cli::report::ObservedJson::new(first).why,
+                    human(first.at),
+                    result.observations.len()
+                );
+            }
             if let Some(summary) = structured["diagnosis"]["summary"].as_str() {
                 let _ = writeln!(text, "Stall diagnosis: {summary}.");
             }

@@ -113,6 +113,19 @@ fn exec_output_schema() -> Value {
                 },
                 "required": ["path", "sha256", "bytes", "complete"]
             },
+            "observed": {
+                "type": "array",
+                "description": "With observe: true, once ended: each moment quietus would have ended it, and why.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "at_ms": {"type": "integer"},
+                        "outcome": {"type": "string"},
+                        "why": {"type": "string"}
+                    },
+                    "required": ["at_ms", "outcome", "why"]
+                }
+            },
             "wall_time_ms": {"type": "integer", "description": "Time this call took."},
             "note": {"type": nullable("string")}
         },

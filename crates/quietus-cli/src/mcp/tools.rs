@@ -74,6 +74,8 @@ pub(crate) struct ExecArgs {
     pub(crate) hard_timeout: Option<Duration>,
     pub(crate) grace: Duration,
     pub(crate) env: Vec<(String, String)>,
+    /// Observe mode (issue 43): end nothing, say when and why quietus would have.
+    pub(crate) observe: bool,
 }
 
 /// Why a call was not made.
@@ -131,6 +133,7 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
             "hard_timeout_ms",
             "grace_period_ms",
             "env",
+            "observe",
         ],
     )?;
     let cmd = match params.required("cmd")? {
@@ -187,6 +190,7 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
             .and_then(SettingValue::maybe)
             .unwrap_or(Duration::from_secs(5)),
         env,
+        observe: params.boolean("observe")?.unwrap_or(false),
     })
 }
 

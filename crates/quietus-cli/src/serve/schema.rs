@@ -124,6 +124,11 @@ pub(crate) const NOTIFICATIONS: &[(&str, &str, &str)] = &[
         "The whole tree has waited on input for `waitedMs`, every source quiet.",
     ),
     (
+        "process/observed",
+        "ProcessObservedParams",
+        "Observe mode: quietus would have ended the process now (`outcome`, `why`, the diagnosis); it runs on.",
+    ),
+    (
         "process/exited",
         "ProcessExitedParams",
         "The process ended: its outcome, exit code or signal.",
@@ -543,6 +548,24 @@ fn notifications(defs: &mut Map<String, Value>) {
                     "waitedMs": integer(),
                 }),
                 &["pid", "name", "target", "waitedMs"],
+            ),
+        ),
+        (
+            "ProcessObservedParams",
+            notification(
+                json!({
+                    "atMs": integer(),
+                    "outcome": def("Outcome"),
+                    "why": string(),
+                    "idleMs": {"type": ["object", "null"]},
+                    "capped": {"type": ["array", "null"]},
+                    "diagnosis": {"oneOf": [{"type": "null"}, {
+                        "type": "object",
+                        "properties": {"kind": def("StallKind"), "summary": string()},
+                        "required": ["kind", "summary"]
+                    }]},
+                }),
+                &["atMs", "outcome", "why"],
             ),
         ),
         (

@@ -9,6 +9,7 @@ mod containment;
 mod events;
 mod input_wait;
 mod non_interactive;
+mod observe;
 mod options;
 mod passthrough;
 mod report;

@@ -526,6 +526,7 @@ fn help_explains_every_option_with_an_example() {
         "--no-output",
         "--check-interval",
         "--keep-leftovers",
+        "--observe",
         "--report",
         "--events",
         "--log-dir",

@@ -77,6 +77,7 @@ fn assert_schema(report: &Value) {
         "hard_timeout_ms",
         "completion",
         "capped",
+        "observed",
         "probes",
         "quietus_version",
     ]

@@ -1485,6 +1485,54 @@ fn serve_schema_is_printed_and_checked_in() {
             "{message} lists {method}"
         );
     }
+}
+
+#[test]
+fn serve_observe_notifies_and_the_program_runs_to_its_end() {
+    let marker = Marker::new("serve-observe");
+    let mut client = Client::start(&marker, &[]);
+    // bash, silent for 3 s between two lines: stale after 1 s, observed, not ended.
+    let params = json!({"processId": "watched",
+                        "argv": ["bash", "-c", "echo x; sleep 3; echo y; exit 4", marker.as_str()],
+                        "idleTimeoutMs": 1000, "observe": true});
+    client.ok("process/start", params);
+    let notes = client.until_closed("watched");
+    let observed: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "process/observed")
+        .collect();
+    assert!(!observed.is_empty(), "{notes:#?}");
+    assert_eq!(
+        observed[0]["params"]["outcome"], "idle_timeout",
+        "{notes:#?}"
+    );
+    assert!(observed[0]["params"]["atMs"].as_u64().unwrap() >= 1000);
+    assert!(observed[0]["params"]["diagnosis"]["kind"].is_string());
+    let exited = notes
+        .iter()
+        .find(|n| n["method"] == "process/exited")
+        .expect("exited");
+    assert_eq!(exited["params"]["outcome"], "exited");
+    assert_eq!(exited["params"]["exitCode"], 4);
+    let result = client.ok("process/wait", json!({"processId": "watched"}));
+    assert_eq!(result["outcome"], "exited");
+    assert_eq!(result["exitCode"], 4, "the program's own status");
+    assert_eq!(
+        result["observed"].as_array().map(Vec::len),
+        Some(observed.len()),
+        "{result}"
+    );
+    assert_eq!(result["observed"][0]["atMs"], observed[0]["params"]["atMs"]);
+    let snapshot = client.ok("process/snapshot", json!({"processId": "watched"}));
+    let stdout = BASE64.decode(snapshot["stdout"].as_str().unwrap()).unwrap();
+    assert_eq!(stdout, b"x\ny\n");
+    // A bad value is a precise error.
+    let (code, message) = client.err(
+        "process/start",
+        json!({"processId": "bad", "argv": ["true"], "observe": "yes"}),
+    );
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("observe"), "{message}");
     assert!(client.hang_up().success());
     assert_no_leak(&marker);
 }

@@ -165,7 +165,8 @@ async def initialize_and_list_tools(quietus, marker, scratch):
             assert len(tool.description) > 200, tool.name
         by_name = {t.name: field(t, "input_schema", "inputSchema") for t in tools}
         valid = {
-            "exec_command": {"cmd": "make", "tty": True, "hard_timeout_ms": None, "env": {"A": "1"}},
+            "exec_command": {"cmd": "make", "tty": True, "hard_timeout_ms": None, "env": {"A": "1"},
+                             "observe": True},
             "write_stdin": {"session_id": 1, "chars": "y\n"},
             "exec_control": {"session_id": 1, "action": {"type": "keepalive", "extend_timeout_ms": 60000}},
             "list_exec_sessions": {},
@@ -283,6 +284,31 @@ async def stalled_command(quietus, marker, scratch):
         )
         assert answer["outcome"] == "hard_timeout" and answer["exit_code"] == 124, answer
         assert tree_pids(f"{tag}-hard") == []
+
+
+async def observed_command(quietus, marker, scratch):
+    """observe: true (issue 43): a bash command silent for 2.5 s under a 1 s idle timeout is not
+    ended; once it exited by itself, `observed` and the text say when and why it would have been."""
+    tag = f"{marker}-observe"
+    async with connect(quietus, marker) as server:
+        result = await server.call("exec_command", {
+            "cmd": "bash -c 'echo x; sleep 2.5; echo y; exit 4'", "idle_timeout_ms": 1000,
+            "yield_time_ms": 120000, "observe": True, "env": {"SW_MCP_TREE": tag},
+        })
+        assert not is_error(result), text_of(result)
+        answer = structured(result)
+        assert answer["running"] is False, answer
+        assert answer["outcome"] == "exited" and answer["exit_code"] == 4, answer
+        assert answer["output"] == "x\ny\n", answer
+        observed = answer["observed"]
+        assert observed and observed[0]["outcome"] == "idle_timeout", answer
+        assert observed[0]["at_ms"] >= 1000, answer
+        assert observed[0]["why"].startswith("ended after 1s idle ("), answer
+        assert "Observed only: quietus would have ended after 1s idle" in text_of(result), text_of(result)
+        assert tree_pids(tag) == []
+        # Without it, nothing is observed.
+        answer = await server.exec("true")
+        assert answer["observed"] == [], answer
 
 
 async def controls(quietus, marker, scratch):
@@ -553,7 +579,7 @@ async def calls_fit_the_clients_limits(quietus, marker, scratch):
 CASES = {f.__name__: f for f in [
     what_the_model_is_told, calls_fit_the_clients_limits,
     initialize_and_list_tools, quick_command, long_command_continued, tty_prompt,
-    stalled_command, controls, large_output, client_disconnects, malformed_calls, announcements,
+    stalled_command, observed_command, controls, large_output, client_disconnects, malformed_calls, announcements,
 ]}
 
 

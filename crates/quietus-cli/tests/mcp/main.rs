@@ -154,6 +154,11 @@ fn stalled_command() {
 }
 
 #[test]
+fn observed_command() {
+    case("observed_command");
+}
+
+#[test]
 fn controls() {
     case("controls");
 }

@@ -562,6 +562,7 @@ fn new_monitor(
         network,
     };
     let monitor = Monitor {
+        observer: super::observe::Observer::new(config.observe), // observe mode (issue 43)
         input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
         rules,
         id,

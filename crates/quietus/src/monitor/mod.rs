@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 mod ladder;
 mod launch;
+mod observe; // observe mode (issue 43)
 mod port;
 mod reader;
 mod rules;

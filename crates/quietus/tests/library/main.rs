@@ -23,6 +23,7 @@ mod kill_ladder;
 mod leftovers;
 mod mock_clock;
 mod network_signal;
+mod observe;
 mod probes;
 mod program;
 mod registry;

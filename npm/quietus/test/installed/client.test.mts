@@ -276,6 +276,21 @@ test("an input-wait timeout ends the process, after process/inputWait", async ()
   assert.equal(report.diagnosis?.kind, "awaiting_input");
 });
 
+test("observe mode ends nothing: process/observed, then the program's own end", async () => {
+  const proc = await client.start(["bash", "-c", "echo x; sleep 2.5; echo y; exit 4"], { idleTimeoutMs: 1000, observe: true });
+  const events = await collect(proc.events());
+  const seen = events.filter((e) => e.method === "process/observed");
+  assert.ok(seen.length >= 1, JSON.stringify(events.map((e) => e.method)));
+  const first = seen[0];
+  assert.ok(first?.method === "process/observed");
+  assert.equal(first.outcome, "idle_timeout");
+  assert.ok(first.atMs >= 1000);
+  const report = await proc.wait();
+  assert.equal(report.outcome, "exited");
+  assert.equal(report.exitCode, 4);
+  assert.equal(report.observed.length, seen.length);
+});
+
 test("every message of this suite fits the protocol's schema, and each method and notification was seen", () => {
   assert.deepEqual(recorder.errors, []);
   for (const method of Object.keys(schema.methods)) {

@@ -151,6 +151,8 @@ pub(super) struct Monitor<P: Port> {
     /// Why the network source is on but cannot observe anything.
     pub(super) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
     pub(super) phase: Phase,
+    /// Observe mode (issue 43): the observations, and how quiet starts over after one.
+    pub(super) observer: super::observe::Observer,
     /// The operating system: sleep, readers, leader, observers, cgroup, guardian.
     pub(super) port: P,
 }

@@ -12,7 +12,7 @@ use super::phase::{End, LadderRecord};
 use crate::contract::{SessionState, Shared};
 use crate::outcome::LogFile;
 use crate::outcome::{
-    CompletionSeen, MonitorResult, Outcome, SourceActivity, TreeHold, UnwatchedFolder,
+    CompletionSeen, MonitorResult, Observation, Outcome, SourceActivity, TreeHold, UnwatchedFolder,
 };
 use crate::signal::Signal;
 
@@ -40,6 +40,8 @@ pub(in crate::monitor) struct Closing {
     pub(in crate::monitor) completion: Option<CompletionSeen>,
     pub(in crate::monitor) memory: Memory,
     pub(in crate::monitor) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
+    /// Observe mode (issue 43): when and why the run would have been ended.
+    pub(in crate::monitor) observations: Vec<Observation>,
 }
 
 impl Closing {
@@ -65,6 +67,7 @@ impl Closing {
             completion: None,
             memory: Memory::default(),
             network_unavailable: None,
+            observations: Vec::new(),
         }
     }
 }
@@ -100,6 +103,7 @@ pub(in crate::monitor) fn build(facts: &Facts, shared: &Shared, closing: Closing
         memory_peak: closing.memory.peak,
         oom_kills: closing.memory.oom_kills,
         network_unavailable: closing.network_unavailable,
+        observations: closing.observations,
     }
 }
 

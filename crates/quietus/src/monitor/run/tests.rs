@@ -365,6 +365,7 @@ fn new_rig(config: MonitorConfig, world: World) -> Rig {
     };
     let now = session_clock.now();
     let monitor = Monitor {
+        observer: crate::monitor::observe::Observer::new(config.observe),
         id: 1,
         pid: LEADER,
         input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),

@@ -31,12 +31,14 @@ impl<P: Port> Monitor<P> {
         if let Some(seen) = seen {
             self.completed(seen);
         }
-        let snapshot = self.board.read();
-        let limits = self.rules.limits(
+        // observe mode (issue 43): quiet starts over after an observation; the hard timeout
+        // and completion are observed once.
+        let snapshot = self.observer.adjust(self.board.read());
+        let limits = self.observer.limits(self.rules.limits(
             self.shared.idle_timeout(),
             self.timing.hard_deadline,
             self.board.origin(),
-        );
+        ));
         match verdict::decide(&snapshot, now, limits) {
             Verdict::Wait { until } => {
                 let mut until = if self.port.observes_tree() {
@@ -61,16 +63,21 @@ impl<P: Port> Monitor<P> {
                 })
             }
             Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
-            Verdict::HardDeadline { deadline } => self.hard_deadline(deadline),
-            Verdict::Completed { deadline } => self.end_completed(deadline),
+            Verdict::HardDeadline { deadline } => self.hard_deadline(now, deadline),
+            Verdict::Completed { deadline } => self.end_completed(now, deadline),
         }
     }
 
     /// Completion was seen and the child did not exit within the linger: the ladder starts.
-    fn end_completed(&mut self, deadline: Instant) -> Next {
+    fn end_completed(&mut self, now: Instant, deadline: Instant) -> Next {
         let Some(seen) = self.rules.completion.clone() else {
             return Next::Continue(()); // cannot happen: the verdict says so only after it
         };
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::Completed(seen));
+            return Next::Continue(());
+        }
         log::info!(
             "session {}: pid {} did not exit within {} of completion; ending it",
             self.id,
@@ -131,14 +138,24 @@ impl<P: Port> Monitor<P> {
             self.pid,
             HumanDuration(self.shared.idle_timeout())
         );
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::IdleTimeout(report));
+            return Next::Continue(());
+        }
         let steps = self.config.kill_ladder.effective();
         self.start_ladder(Outcome::IdleTimeout(report), steps, Some(deadline), 0);
         Next::Continue(())
     }
 
     /// The hard timeout ran out: the ladder starts, activity or not.
-    fn hard_deadline(&mut self, deadline: Instant) -> Next {
+    fn hard_deadline(&mut self, now: Instant, deadline: Instant) -> Next {
         let after = self.config.hard_timeout.unwrap_or_default();
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::HardTimeout { after });
+            return Next::Continue(());
+        }
         log::info!(
             "session {}: pid {} reached its hard timeout of {}",
             self.id,
@@ -219,12 +236,17 @@ impl<P: Port> Monitor<P> {
         log::info!(
             "session {}: {}",
             self.id,
-            input_wait_line(self.pid, &wait, true)
+            input_wait_line(self.pid, &wait, !self.observing())
         );
         if !noticed {
             // Once per episode: not again when the notice gave it already.
             self.emitter.lifecycle(Event::InputWait(wait.clone()));
             self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        }
+        if self.observing() {
+            // observe mode (issue 43)
+            self.observe(now, Outcome::InputWait(wait));
+            return Err(());
         }
         let steps = self.config.kill_ladder.effective();
         self.start_ladder(Outcome::InputWait(wait), steps, None, 0);
