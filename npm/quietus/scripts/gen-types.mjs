@@ -102,7 +102,8 @@ class Generator {
       throw new SchemaError(where, `${JSON.stringify(s)} is not a schema (an object or a boolean)`);
     }
     for (const k of Object.keys(s)) {
-      if (!TYPE_KEYS.has(k) && !VALUE_ONLY.has(k) && k !== "$defs" && k !== "$schema" && k !== "$id") {
+      // `x-…`: an annotation of the schema's own (the settings table's `x-setting`), no type.
+      if (!TYPE_KEYS.has(k) && !VALUE_ONLY.has(k) && !k.startsWith("x-") && k !== "$defs" && k !== "$schema" && k !== "$id") {
         throw new SchemaError(where, `the keyword ${JSON.stringify(k)} is not supported by this generator`);
       }
     }

@@ -87,6 +87,11 @@ test("constraints that TypeScript cannot say leave the type as declared", () => 
   assert.match(text, /export interface Write \{\n  id: string;\n  data\?: string;\n  text\?: string;\n\}/);
 });
 
+test("an annotation of the schema's own (x-…) is no type", () => {
+  const text = generate(base({ A: { type: "object", properties: { x: { type: "integer", "x-setting": "idle_timeout" } } } }));
+  assert.match(text, /export interface A \{\n  x\?: number;\n\}/);
+});
+
 test("what it cannot type is an error naming the place", () => {
   const cases = [
     [base({ A: { $ref: "#/$defs/Missing" } }), /\$defs\.A: \$ref to Missing, which \$defs does not define/],

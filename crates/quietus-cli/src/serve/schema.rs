@@ -272,10 +272,20 @@ fn wait_result() -> Value {
         }]},
         "pid": nullable("integer"),
         "command": {"type": "array", "items": string()},
+        "observed": {"type": "array", "items": object(
+            json!({"atMs": integer(), "outcome": def("Outcome"), "why": string()}),
+            &["atMs", "outcome", "why"],
+            true,
+        )},
+        "leftovers": {"type": "array", "items": object(
+            json!({"pid": integer(), "name": string(), "command": string()}),
+            &["pid", "name", "command"],
+            true,
+        )},
     });
     json!({"oneOf": [
         object(json!({"processId": def("ProcessId"), "running": {"const": true}}), &["processId", "running"], false),
-        object(properties, &["processId", "running", "outcome", "exitCode", "durationMs"], true),
+        object(properties, &["processId", "running", "outcome", "exitCode", "durationMs", "observed", "leftovers"], true),
     ]})
 }
 

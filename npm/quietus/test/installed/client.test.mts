@@ -87,7 +87,7 @@ test("an idle process is ended with a diagnosis; keepalive and setIdleTimeout st
   assert.equal(report.outcome, "idle_timeout");
   assert.equal(report.exitCode, 124);
   assert.equal(report.idleTimeoutMs, 1500);
-  assert.equal(report.diagnosis?.kind, "waiting_on_child");
+  assert.equal(report.diagnosis?.kind, "sleeping");
   assert.deepEqual(await leftAfter(word), []);
 });
 

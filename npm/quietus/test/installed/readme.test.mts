@@ -17,8 +17,8 @@ test("README example 1: run() of a hanging command", async () => {
   const done = await start(process.execPath, [path.join(folder, "readme-1.mjs")]).done;
   assert.equal(done.code, 0, done.stderr);
   const lines = done.stdout.split("\n");
-  assert.deepEqual(lines.slice(0, 3), ["124", "idle_timeout", "waiting_on_child"]);
-  assert.match(lines[3] ?? "", /^waiting on a child — sh \(pid \d+\) waits for a child to end \(wait4\)$/);
+  assert.deepEqual(lines.slice(0, 3), ["124", "idle_timeout", "sleeping"]);
+  assert.match(lines[3] ?? "", /^sleeping — sleep \(pid \d+\) sleeps \(clock_nanosleep\)$/);
   assert.equal(lines.slice(4).join("\n"), "working\n\n");
 });
 

@@ -10,8 +10,8 @@ test("run() of a hanging command returns its outcome and diagnosis", async () =>
   const result = await run(["sh", "-c", "echo working; sleep 60", word], { idleTimeoutMs: 2000 });
   assert.equal(result.exitCode, 124);
   assert.equal(result.outcome, "idle_timeout");
-  assert.equal(result.diagnosis?.kind, "waiting_on_child");
-  assert.match(result.diagnosis?.summary ?? "", /^waiting on a child — sh \(pid \d+\)/);
+  assert.equal(result.diagnosis?.kind, "sleeping");
+  assert.match(result.diagnosis?.summary ?? "", /^sleeping — sleep \(pid \d+\)/);
   assert.equal(result.stdout.toString(), "working\n");
   assert.equal(result.report.idleTimeoutMs, 2000);
   // (Read loosely: a schema may leave the report's details undeclared.)
