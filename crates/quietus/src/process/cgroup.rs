@@ -201,12 +201,17 @@ impl Cgroup {
         };
         // Dropping it (an error) removes the empty directory.
         #[cfg(target_os = "linux")]
-        let entry = cgroup
-            .entry()
-            .map_err(|e| format!("cannot open {}: {e}", cgroup.path.display()))?;
+        {
+            let entry = cgroup
+                .entry()
+                .map_err(|e| format!("cannot open {}: {e}", cgroup.path.display()))?;
+            Ok((cgroup, entry))
+        }
         #[cfg(not(target_os = "linux"))]
-        let entry: sys::CgroupEntry = return Err("cgroups are a Linux feature".into());
-        Ok((cgroup, entry))
+        {
+            drop(cgroup);
+            Err("cgroups are a Linux feature".into())
+        }
     }
 
     /// An existing cgroup at `path`, made by another quietus process (a guardian ends it,

@@ -19,6 +19,7 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))] // `sys` reads sockets on Linux
 use crate::process::sys::{self, TcpSocket};
 
 /// Bytes (received + sent) that must move within [`WINDOW`] for the network to be active.

@@ -138,3 +138,34 @@ pub(crate) fn file_clock_now() -> std::time::SystemTime {
         std::time::SystemTime::now()
     }
 }
+
+/// A pipe whose two ends are close-on-exec and non-blocking: one call on Linux (`pipe2`),
+/// `pipe` then `fcntl` on each end elsewhere (macOS has no `pipe2`; no other thread of the
+/// library forks between the two calls without also setting its own descriptors).
+pub(crate) fn pipe_cloexec_nonblock() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::pipe::PipeFlags;
+        Ok(rustix::pipe::pipe_with(
+            PipeFlags::CLOEXEC | PipeFlags::NONBLOCK,
+        )?)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let (read, write) = rustix::pipe::pipe()?;
+        for end in [&read, &write] {
+            set_cloexec(end.as_fd())?;
+            let flags = rustix::fs::fcntl_getfl(end)?;
+            rustix::fs::fcntl_setfl(end, flags | rustix::fs::OFlags::NONBLOCK)?;
+        }
+        Ok((read, write))
+    }
+}
+
+/// Marks `fd` close-on-exec, where the platform has no flag to ask for it when the descriptor
+/// is made (macOS's `socketpair` and `posix_openpt`).
+pub(crate) fn set_cloexec(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    let flags = rustix::io::fcntl_getfd(fd)?;
+    rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC)?;
+    Ok(())
+}

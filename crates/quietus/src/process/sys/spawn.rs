@@ -12,7 +12,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::Pid;
 
 /// How the child leads its tree. In every case its process-group id is its pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,9 +280,7 @@ pub(crate) fn plan(command: &mut Command, start: Start) -> io::Result<Option<Han
     }
     let (handoff, write) = match &start.cgroup {
         Some(_) => {
-            let (read, write) = rustix::pipe::pipe_with(
-                rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
-            )?;
+            let (read, write) = super::files::pipe_cloexec_nonblock()?;
             (Some(Handoff { read }), Some(write))
         }
         None => (None, None),
@@ -319,7 +317,7 @@ pub(super) fn lead_group(lead: Lead) -> io::Result<()> {
 pub(super) fn parent_death(parent: Option<Pid>) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     if let Some(parent) = parent {
-        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
         if rustix::process::getppid() != Some(parent) {
             return Err(io::Error::from_raw_os_error(
                 rustix::io::Errno::SRCH.raw_os_error(),
