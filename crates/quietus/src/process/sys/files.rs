@@ -164,6 +164,7 @@ pub(crate) fn pipe_cloexec_nonblock() -> io::Result<(std::os::fd::OwnedFd, std::
 
 /// Marks `fd` close-on-exec, where the platform has no flag to ask for it when the descriptor
 /// is made (macOS's `socketpair` and `posix_openpt`).
+#[cfg(not(target_os = "linux"))]
 pub(crate) fn set_cloexec(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     let flags = rustix::io::fcntl_getfd(fd)?;
     rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC)?;
