@@ -136,7 +136,7 @@ const BUDGET: std::time::Duration = std::time::Duration::from_millis(20);
 /// Takes one snapshot of the processes `pids` (the child first) and classifies it. TCP peers
 /// come from `known` (the network source's last sample), else from one socket-diagnostics
 /// dump for the sockets it does not know.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
 pub(crate) fn diagnose_tree(pids: &[i32], known: Peers<'_>) -> Diagnosis {
     use crate::process::sys;
     let start = std::time::Instant::now();
@@ -168,8 +168,8 @@ pub(crate) fn diagnose_tree(pids: &[i32], known: Peers<'_>) -> Diagnosis {
     classify(&snaps, &peers)
 }
 
-/// Elsewhere: no `/proc` to read.
-#[cfg(not(target_os = "linux"))]
+/// Elsewhere (and in the portable backend): no `/proc` to read.
+#[cfg(any(not(target_os = "linux"), feature = "portable"))]
 pub(crate) fn diagnose_tree(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
     Diagnosis {
         kind: StallKind::Unknown,

@@ -211,6 +211,9 @@
 // cgroup hand-off, the orphan attribution) are compiled but not called: they are tested on Linux,
 // and kept compiling everywhere so a platform that gains the source uses them as they are.
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+// The same with the portable backend on Linux (feature `portable`): the Linux sources it
+// replaces stay compiled, unused.
+#![cfg_attr(feature = "portable", allow(dead_code, unused_imports))]
 
 mod activity;
 mod capture;

@@ -56,6 +56,9 @@ pub(crate) fn own_dir() -> Result<(PathBuf, String), String> {
     if !cfg!(target_os = "linux") {
         return Err("cgroups are a Linux feature".into());
     }
+    if cfg!(feature = "portable") {
+        return Err("the portable backend has no cgroups".into());
+    }
     let mut buf = [0; 1024];
     let own = sys::read_small(Path::new("/proc/self/cgroup"), &mut buf)
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;

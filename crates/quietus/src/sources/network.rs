@@ -351,9 +351,16 @@ impl NetworkObserver {
     /// kernel without `inet_diag`, a sandbox that refuses netlink sockets, a system other than
     /// Linux (`Unsupported`).
     pub fn open() -> io::Result<NetworkObserver> {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(feature = "portable")))]
         {
             Ok(Self::with_table(Box::new(Kernel::new(shared_diag()?))))
+        }
+        #[cfg(all(target_os = "linux", feature = "portable"))]
+        {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "socket diagnostics are off in the portable backend",
+            ))
         }
         #[cfg(not(target_os = "linux"))]
         {
