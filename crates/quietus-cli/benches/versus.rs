@@ -154,6 +154,7 @@ fn paired_wanted(group: &str) -> bool {
 /// The relay rows, whole process and paired (ABBA order in each round): outside criterion, so
 /// both sides of a ratio see the same moment of a shared machine. Runs under `cargo bench`
 /// only, when no filter is given or the filter matches `versus_relay_paired`.
+#[allow(clippy::too_many_lines)] // a test or bench scenario: the 80-line rule is for the library and the command
 fn relay_paired() {
     if !paired_wanted("versus_relay_paired") {
         return;

@@ -195,6 +195,17 @@ fn open_targets(
     options: &Options,
 ) -> Result<(Option<ReportTarget>, Option<cli::events::Target>), Exit> {
     let cli = &options.cli;
+    if let (Some(report), Some(events)) = (cli.report.as_deref(), cli.events.as_deref())
+        && is_same_file(report, events)
+    {
+        say_line(&format!(
+            "quietus: invalid value for {}: {} is the same file as --report (the report would \
+             overwrite the events); it accepts another file, or - for stderr",
+            options.describe("events"),
+            events.display()
+        ));
+        return Err(Exit::Code(MonitorResult::EXIT_INTERNAL));
+    }
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
         Err(e) if interrupted(&e).is_some() => {
@@ -237,6 +248,33 @@ fn open_targets(
     Ok((report, events))
 }
 
+/// Whether `a` and `b` name the same file (`-`, stderr, is no file): the same path, the same
+/// existing file (device and inode, whatever the spelling or link), or the same name in the
+/// same folder for a file not created yet.
+fn is_same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if a.as_os_str() == "-" || b.as_os_str() == "-" {
+        return false;
+    }
+    if a == b {
+        return true;
+    }
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
+    let place = |p: &std::path::Path| {
+        let parent = match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => std::path::Path::new("."),
+        };
+        Some((
+            std::fs::canonicalize(parent).ok()?,
+            p.file_name()?.to_owned(),
+        ))
+    };
+    place(a).is_some_and(|x| place(b).is_some_and(|y| x == y))
+}
+
 /// The signal that gave up a wait for a FIFO's reader (`--report`, `--events`), if `error`
 /// is one: quietus dies of it, as it would have at once without the wait.
 fn interrupted(error: &io::Error) -> Option<Exit> {
@@ -252,7 +290,7 @@ fn spawn_program(
     cli: &cli::options::Cli,
     config: &quietus::MonitorConfig,
     pty_size: Option<cli::terminal::PtySize>,
-) -> io::Result<Session> {
+) -> Result<Session, SpawnError> {
     let (program, args) = cli
         .command
         .split_first()
@@ -290,36 +328,37 @@ fn spawn_program(
 /// not executable), 125 when a part of quietus's own failed (configuration, log folder,
 /// terminal, pipes, threads…).
 fn spawn_failed(
-    e: &io::Error,
+    e: &SpawnError,
     cli: &cli::options::Cli,
     signals: SignalHandling,
     report: Option<ReportTarget>,
     context: Context<'_>,
 ) -> Exit {
-    let kind = SpawnError::of(e).map(SpawnError::kind);
+    let kind = e.kind();
     let code = match kind {
         // Out of descriptors (anywhere in what the error wraps), processes or memory:
         // quietus's own want, not the program's.
         _ if cli::sys::is_out_of_descriptors(e) => MonitorResult::EXIT_INTERNAL,
-        Some(SpawnErrorKind::Program) if short_of_resources(e) => MonitorResult::EXIT_INTERNAL,
-        Some(SpawnErrorKind::Program) if e.kind() == io::ErrorKind::NotFound => {
+        SpawnErrorKind::Program if short_of_resources(e) => MonitorResult::EXIT_INTERNAL,
+        SpawnErrorKind::Program if e.io_error_kind() == io::ErrorKind::NotFound => {
             MonitorResult::EXIT_NOT_FOUND
         }
-        Some(SpawnErrorKind::Program) => MonitorResult::EXIT_CANNOT_EXECUTE,
+        SpawnErrorKind::Program => MonitorResult::EXIT_CANNOT_EXECUTE,
         _ => MonitorResult::EXIT_INTERNAL, // quietus's own failure, not the program's
     };
-    if code == MonitorResult::EXIT_INTERNAL && kind == Some(SpawnErrorKind::Program) {
+    let message = cli::human::error_chain(e);
+    if code == MonitorResult::EXIT_INTERNAL && kind == SpawnErrorKind::Program {
         say_line(&format!(
-            "quietus: {e}: quietus itself ran short, not the program"
+            "quietus: {message}: quietus itself ran short, not the program"
         ));
-    } else if kind == Some(SpawnErrorKind::LogDir) && cli.log_dir.is_none() {
-        say_line(&format!("quietus: {e} (choose one with --log-dir)"));
+    } else if kind == SpawnErrorKind::LogDir && cli.log_dir.is_none() {
+        say_line(&format!("quietus: {message} (choose one with --log-dir)"));
     } else {
-        say_line(&format!("quietus: {e}"));
+        say_line(&format!("quietus: {message}"));
     }
     let _ = signals.finish();
     if let Some(report) = report {
-        write_report(report, &Report::not_started(context, code, e.to_string()));
+        write_report(report, &Report::not_started(context, code, message));
         // A report that cannot be written does not hide why the program did not run.
     }
     Exit::Code(code)
@@ -328,11 +367,11 @@ fn spawn_failed(
 /// Whether the system's error inside the spawn error `e` is a shortage of this process's (or
 /// the machine's) resources: descriptors (`EMFILE`, `ENFILE`), processes (`EAGAIN`), memory
 /// (`ENOMEM`).
-fn short_of_resources(e: &io::Error) -> bool {
+fn short_of_resources(e: &SpawnError) -> bool {
     use rustix::io::Errno;
-    let system = SpawnError::of(e)
-        .and_then(|spawn| spawn.inner().downcast_ref::<io::Error>())
-        .unwrap_or(e);
+    let Some(system) = e.inner().downcast_ref::<io::Error>() else {
+        return false;
+    };
     system.raw_os_error().is_some_and(|errno| {
         [Errno::MFILE, Errno::NFILE, Errno::AGAIN, Errno::NOMEM]
             .iter()

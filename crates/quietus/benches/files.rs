@@ -59,6 +59,7 @@ fn settle(board: &ActivityBoard) -> u64 {
 /// count on the board moves; only that span is timed. Between iterations the tracker is let
 /// settle (count unchanged for [`QUIET`], not timed), so each measurement is one write and the
 /// count it starts from already includes every event of the previous writes.
+#[allow(clippy::too_many_lines)] // a test or bench scenario: the 80-line rule is for the library and the command
 fn write_to_stamp_latency(c: &mut Criterion) {
     let workspace = tempfile::tempdir().expect("a temporary folder can be created");
     let agent = workspace.path().join(".agent");

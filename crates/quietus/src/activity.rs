@@ -187,7 +187,7 @@ impl Drop for OutputHold<'_> {
 impl fmt::Debug for ActivityBoard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ActivityBoard")
-            .field("snapshot", &self.snapshot())
+            .field("reading", &self.read())
             .finish()
     }
 }
@@ -357,7 +357,7 @@ impl ActivityBoard {
     }
 
     /// A consistent-enough copy for the verdict (each source read once).
-    pub(crate) fn snapshot(&self) -> BoardSnapshot {
+    pub(crate) fn read(&self) -> BoardReading {
         let probes = self
             .probes
             .iter()
@@ -372,7 +372,7 @@ impl ActivityBoard {
                 source,
             });
         }
-        BoardSnapshot {
+        BoardReading {
             origin: self.origin,
             sources,
             held_now: self.held_now(),
@@ -395,9 +395,9 @@ pub(crate) struct SourceState {
     pub(crate) count: u64,
 }
 
-/// A copy of the board, the input of the verdict.
+/// One reading of the board (each source read once), the input of the verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BoardSnapshot {
+pub(crate) struct BoardReading {
     /// When the board was created (the spawn).
     pub(crate) origin: Instant,
     /// Every source, in board order.
@@ -426,7 +426,7 @@ mod tests {
             t0 + Duration::from_secs(5)
         );
         assert_eq!(board.count(&ActivitySource::Output), 2);
-        let snap = board.snapshot();
+        let snap = board.read();
         assert!(!snap.sources[0].enabled);
         assert!(!snap.sources[1].enabled);
         assert!(!snap.sources[2].enabled);
@@ -441,12 +441,12 @@ mod tests {
         let board = ActivityBoard::new(Clock::from(&clock));
         let t0 = board.origin();
         let secs = Duration::from_secs;
-        assert_eq!(board.snapshot().held_now, None);
+        assert_eq!(board.read().held_now, None);
         // A write to a reader that keeps up (microseconds of real time): neither held nor
         // counted, even when the mock clock jumps meanwhile.
         let quick = board.hold_output();
         clock.advance(secs(1));
-        assert_eq!(board.snapshot().held_now, None);
+        assert_eq!(board.read().held_now, None);
         drop(quick);
         assert_eq!(board.held_back(), Duration::ZERO);
         let out = board.hold_output();
@@ -454,14 +454,14 @@ mod tests {
         clock.advance(secs(2));
         let err = board.hold_output(); // both streams held
         clock.advance(secs(3));
-        assert_eq!(board.snapshot().held_now, Some(t0 + secs(6)));
+        assert_eq!(board.read().held_now, Some(t0 + secs(6)));
         assert_eq!(board.held_back(), secs(5));
         drop(out);
         clock.advance(secs(4));
-        assert_eq!(board.snapshot().held_now, Some(t0 + secs(10)));
+        assert_eq!(board.read().held_now, Some(t0 + secs(10)));
         drop(err);
         clock.advance(secs(30));
-        assert_eq!(board.snapshot().held_now, None);
+        assert_eq!(board.read().held_now, None);
         assert_eq!(board.held_back(), secs(9));
         let again = board.hold_output();
         board.backdate_hold();
@@ -491,7 +491,7 @@ mod tests {
         assert_eq!(board.last(&jobs), board.origin() + Duration::from_secs(3));
         assert!(board.is_enabled(&jobs));
         assert!(!board.is_enabled(&ActivitySource::probe("unknown")));
-        let snap = board.snapshot();
+        let snap = board.read();
         assert_eq!(snap.sources.len(), ActivitySource::ALL.len() + 1);
         assert_eq!(snap.sources.last().unwrap().source, jobs);
     }

@@ -27,6 +27,10 @@ pub(crate) trait TimeSource: Send + Sync + 'static {
     fn now(&self) -> Instant;
     /// A channel that receives one message once `now() >= deadline`.
     fn at(&self, deadline: Instant) -> Receiver<Instant>;
+    /// Whether this is the system's real time (then a `poll` timeout reaches its deadlines).
+    fn is_system(&self) -> bool {
+        false
+    }
 }
 
 /// The real time: [`Instant::now`] (monotonic, never wall time) and [`crossbeam_channel::at`].
@@ -34,6 +38,10 @@ pub(crate) trait TimeSource: Send + Sync + 'static {
 struct SystemTime;
 
 impl TimeSource for SystemTime {
+    fn is_system(&self) -> bool {
+        true
+    }
+
     fn now(&self) -> Instant {
         Instant::now()
     }
@@ -97,6 +105,13 @@ impl Clock {
     /// A channel that receives one message once `now() >= deadline`.
     pub(crate) fn at(&self, deadline: Instant) -> Receiver<Instant> {
         self.0.at(deadline)
+    }
+
+    /// Whether this is the system's clock ([`Clock::system`], however it was given): the
+    /// monitor then sleeps in `poll` with its deadline as the timeout, and no relay of the
+    /// clock's timers is needed.
+    pub(crate) fn is_system(&self) -> bool {
+        self.0.is_system()
     }
 }
 
@@ -372,5 +387,17 @@ mod tests {
     fn wait_for_timers_times_out() {
         let clock = MockClock::new();
         assert!(!clock.wait_for_timers(1, Duration::from_millis(1)));
+    }
+
+    /// The clock is asked whether it is the system's (issue 37): `Clock::system()` given
+    /// explicitly is the real clock as much as the default is, and a mock never is.
+    #[test]
+    fn the_system_clock_says_so_however_it_was_given() {
+        assert!(Clock::system().is_system());
+        assert!(Clock::default().is_system());
+        assert!(Clock::system().clone().is_system());
+        let mock = MockClock::new();
+        assert!(!Clock::from(&mock).is_system());
+        assert!(!Clock::from(mock).is_system());
     }
 }

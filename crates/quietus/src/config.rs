@@ -610,7 +610,7 @@ pub struct MonitorConfig {
     /// How to recognise that the work is done (nothing by default).
     pub completion: crate::completion::CompletionConfig,
     /// Pull-style activity sources, asked only when the child is about to be judged stale.
-    pub probes: Vec<crate::sources::probes::Probe>,
+    pub probes: Vec<crate::probe::Probe>,
     /// The solo cap of each capped source: the longest that source may keep the child alive
     /// on its own, past the idle timeout, while every other source is quiet (its activity
     /// counts only up to the cap after the latest activity of any other source; it counts
@@ -847,7 +847,7 @@ impl MonitorConfig {
     }
 
     /// Adds a probe.
-    pub fn probe(mut self, probe: crate::sources::probes::Probe) -> Self {
+    pub fn probe(mut self, probe: crate::probe::Probe) -> Self {
         self.probes.push(probe);
         self
     }

@@ -52,6 +52,22 @@ impl Shared {
         Duration::from_nanos(self.idle_timeout.load(std::sync::atomic::Ordering::Acquire))
     }
 
+    /// Where the session is in its life.
+    pub(crate) fn state(&self) -> SessionState {
+        SessionState::from_u8(self.phase.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Publishes where the session is in its life (the monitor's phase says).
+    pub(crate) fn set_state(&self, state: SessionState) {
+        let value = match state {
+            SessionState::Running => SessionState::RUNNING,
+            SessionState::Grace => SessionState::GRACE,
+            SessionState::Ended => SessionState::ENDED,
+        };
+        self.phase
+            .store(value, std::sync::atomic::Ordering::Release);
+    }
+
     /// Publishes a new (validated) idle timeout.
     pub(crate) fn set_idle_timeout(&self, idle_timeout: Duration) {
         self.idle_timeout.store(

@@ -9,25 +9,29 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-pub use crate::input_wait::InputWait;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 
 /// What a stalled tree was doing, in one word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StallKind {
-    /// Blocked reading its stdin or a terminal, directly or through poll/epoll on it: a
-    /// question nobody will answer (a pager, an editor, a password prompt).
+    /// Blocked reading input from outside the tree (quietus's stdin, a terminal, a FIFO no
+    /// process of the tree writes), directly or through poll/epoll on it: a question nobody
+    /// will answer (a pager, an editor, a password prompt).
     AwaitingInput,
-    /// Blocked on a TCP socket (reading, connecting, accepting); the peer is named.
+    /// Blocked on a socket whose other end is outside the tree (reading, connecting,
+    /// accepting): TCP with a request outstanding or closed by the peer, UDP, Unix; the peer
+    /// (or the process at the other end) is named.
     NetworkWait,
-    /// Sleeping (`sleep`, `nanosleep`, `pause`).
+    /// Sleeping (`sleep`, `nanosleep`, `pause`), or an event loop with nothing outstanding.
     Sleeping,
     /// Stopped by a signal: SIGSTOP, or SIGTTIN/SIGTTOU from touching the terminal in the
     /// background.
     Stopped,
-    /// Waiting for a child process to end.
+    /// Waiting on another process of the tree: a child to end, the writer of a pipe or FIFO
+    /// it reads, the other end of a Unix socket ([`ProcessDiagnosis::waits_on`]).
     WaitingOnChild,
     /// Every thread parked on a lock (a futex, a file lock): a deadlock, most likely.
     LockWait,
@@ -97,6 +101,10 @@ pub struct ProcessDiagnosis {
     pub target: Option<String>,
     /// What this process alone is doing.
     pub kind: StallKind,
+    /// The process of the tree it waits on, when it waits on one: its child (`wait4`), the
+    /// writer of a pipe or FIFO it reads, the other end of a Unix socket. The diagnosis
+    /// follows these waits to the process blocked on its own account.
+    pub waits_on: Option<u32>,
     /// Why (a part of) it could not be read, if so.
     pub error: Option<String>,
 }
@@ -117,28 +125,108 @@ pub struct Diagnosis {
 /// What a descriptor is, for the classification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
+    /// What comes from outside the tree: quietus's stdin, a terminal's slave side, a FIFO no
+    /// process of the tree holds open for writing.
     Input,
-    Tcp,
+    /// A TCP socket.
+    Tcp {
+        /// Bytes were sent after the last bytes received: a request waits for its answer.
+        outstanding: bool,
+        /// The peer closed the connection and it was not read to its end (`CLOSE_WAIT`).
+        closed: bool,
+    },
+    /// Another socket whose other end is outside the tree (UDP, Unix).
+    Socket,
+    /// A pipe, FIFO or Unix socket whose other end this process of the tree holds.
+    Process(u32),
     /// The master side of a terminal (`/dev/ptmx`): whoever reads it relays a terminal
     /// (`script`, `expect`, tmux, an agent running a tool with a tty); it is not input.
     Relay,
     Other,
 }
 
-/// Resolves a socket inode to its TCP peer.
-pub(crate) type Peers<'a> = &'a dyn Fn(u64) -> Option<SocketAddr>;
+/// What the diagnosis knows of one socket, by its inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Sock {
+    /// A TCP socket.
+    Tcp {
+        /// Its peer.
+        peer: SocketAddr,
+        /// Its TCP state (1 established, 2 connecting, 8 closed by the peer…).
+        state: u8,
+        /// Milliseconds since the last payload sent and received, when known.
+        last_data: Option<(u32, u32)>,
+    },
+    /// A UDP socket: its peer (unspecified when never connected) and its local address.
+    Udp {
+        /// Its peer.
+        peer: SocketAddr,
+        /// Its local address.
+        local: SocketAddr,
+    },
+    /// A Unix socket.
+    Unix {
+        /// The path it is bound to (an accepted socket has its listener's).
+        path: Option<String>,
+        /// The inode of its other end.
+        peer: Option<u64>,
+        /// The process outside the tree that holds the other end, if found.
+        holder: Option<(u32, String)>,
+    },
+}
+
+/// TCP's `CLOSE_WAIT`: the peer closed; the bytes before its end were not all read.
+const TCP_CLOSE_WAIT: u8 = 8;
+/// TCP's `SYN_SENT`: connecting.
+const TCP_SYN_SENT: u8 = 2;
+
+impl Sock {
+    /// Whether bytes were sent after the last bytes received.
+    fn outstanding(&self) -> bool {
+        matches!(self, Sock::Tcp { last_data: Some((sent, received)), .. } if sent < received)
+    }
+
+    fn closed(&self) -> bool {
+        matches!(self, Sock::Tcp { state, .. } if *state == TCP_CLOSE_WAIT)
+    }
+}
+
+/// Resolves a socket inode to what is known of it.
+pub(crate) type Peers<'a> = &'a dyn Fn(u64) -> Option<Sock>;
 
 /// Never more processes than this read in one diagnosis.
 const MAX_PROCESSES: usize = 500;
 /// Reading stops once this much time has gone (the rest are reported unread).
 const BUDGET: std::time::Duration = std::time::Duration::from_millis(20);
+/// Looking for the process outside the tree at the other end of a Unix socket stops after
+/// this long.
+#[cfg(target_os = "linux")]
+const HOLDER_BUDGET: std::time::Duration = std::time::Duration::from_millis(30);
 
-/// Takes one snapshot of the processes `pids` (the child first) and classifies it. TCP peers
-/// come from `known` (the network source's last sample), else from one socket-diagnostics
-/// dump for the sockets it does not know.
+/// Takes one snapshot of the processes `pids` (the child first) and classifies it. Its
+/// sockets are described by one socket-diagnostics dump (TCP with `tcp_info`, UDP, and Unix
+/// when a process holds a socket neither TCP nor UDP); a TCP peer the dump missed comes from
+/// `known` (the network source's last sample).
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-pub(crate) fn diagnose_tree(pids: &[i32], known: Peers<'_>) -> Diagnosis {
-    use crate::process::sys;
+pub(crate) fn diagnose_tree(pids: &[i32], known: &dyn Fn(u64) -> Option<SocketAddr>) -> Diagnosis {
+    let snaps = snapshots(pids);
+    let socks = describe_sockets(&snaps);
+    let peers = |inode: u64| {
+        socks.get(&inode).cloned().or_else(|| {
+            known(inode).map(|peer| Sock::Tcp {
+                peer,
+                state: 1,
+                last_data: None,
+            })
+        })
+    };
+    classify(&snaps, &peers)
+}
+
+/// One snapshot of each of the processes `pids` (at most [`MAX_PROCESSES`], within
+/// [`BUDGET`]: those left are marked not read).
+#[cfg(target_os = "linux")]
+fn snapshots(pids: &[i32]) -> Vec<ProcSnap> {
     let start = std::time::Instant::now();
     let mut snaps = Vec::with_capacity(pids.len().min(MAX_PROCESSES));
     for &pid in pids.iter().take(MAX_PROCESSES) {
@@ -150,27 +238,184 @@ pub(crate) fn diagnose_tree(pids: &[i32], known: Peers<'_>) -> Diagnosis {
             });
             continue;
         }
-        snaps.push(sys::snapshot::snapshot(pid));
+        snaps.push(crate::process::sys::snapshot::snapshot(pid));
     }
-    let unknown: std::collections::HashSet<u64> = snaps
+    snaps
+}
+
+/// The sockets the processes of `snaps` hold, by inode, as one socket-diagnostics dump
+/// describes them (TCP, then UDP, then Unix for the rest).
+#[cfg(target_os = "linux")]
+fn describe_sockets(snaps: &[ProcSnap]) -> std::collections::HashMap<u64, Sock> {
+    use std::collections::{HashMap, HashSet};
+
+    use crate::process::sys;
+    let held: HashSet<u64> = snaps
         .iter()
         .flat_map(|s| s.fds.iter())
         .filter_map(|(_, link)| sys::socket_inode(link.as_bytes()))
-        .filter(|inode| known(*inode).is_none())
         .collect();
-    let mut found = std::collections::HashMap::new();
-    if !unknown.is_empty()
-        && let Ok(mut diag) = sys::sockdiag::SockDiag::open()
-    {
-        let _ = diag.tcp_sockets(&mut |inode| unknown.contains(&inode), &mut found);
+    let mut socks: HashMap<u64, Sock> = HashMap::new();
+    if held.is_empty() {
+        return socks;
     }
-    let peers = |inode: u64| known(inode).or_else(|| found.get(&inode).map(|s| s.peer));
-    classify(&snaps, &peers)
+    let Ok(mut diag) = sys::sockdiag::SockDiag::open() else {
+        return socks;
+    };
+    let mut tcp = HashMap::new();
+    let _ = diag.tcp_sockets(&mut |inode| held.contains(&inode), &mut tcp);
+    for (inode, s) in tcp {
+        let (peer, state, last_data) = (s.peer, s.state, s.last_data);
+        socks.insert(
+            inode,
+            Sock::Tcp {
+                peer,
+                state,
+                last_data,
+            },
+        );
+    }
+    let mut udp = HashMap::new();
+    let _ = diag.udp_sockets(
+        &mut |inode| held.contains(&inode) && !socks.contains_key(&inode),
+        &mut udp,
+    );
+    for (inode, s) in udp {
+        socks.insert(
+            inode,
+            Sock::Udp {
+                peer: s.peer,
+                local: s.local,
+            },
+        );
+    }
+    if held.iter().any(|inode| !socks.contains_key(inode)) {
+        describe_unix(&mut diag, snaps, &held, &mut socks);
+    }
+    socks
+}
+
+/// The Unix sockets of `held` into `socks`: each with its path (its own, or the listener's of
+/// its other end) and the process outside the tree holding its other end.
+#[cfg(target_os = "linux")]
+fn describe_unix(
+    diag: &mut crate::process::sys::sockdiag::SockDiag,
+    snaps: &[ProcSnap],
+    held: &std::collections::HashSet<u64>,
+    socks: &mut std::collections::HashMap<u64, Sock>,
+) {
+    use std::collections::{HashMap, HashSet};
+    // Every Unix socket: a connected client's socket has no path of its own, its
+    // other end (the accepted socket) has the listener's.
+    let mut unix = HashMap::new();
+    let _ = diag.unix_sockets(&mut |_| true, &mut unix);
+    // The other ends no process of the tree holds: who does, outside it.
+    let outside: HashSet<u64> = held
+        .iter()
+        .filter_map(|inode| unix.get(inode)?.peer)
+        .filter(|peer| !held.contains(peer))
+        .collect();
+    let tree: HashSet<i32> = snaps.iter().map(|s| s.pid).collect();
+    let holders = holders_of(&outside, &tree);
+    for inode in held {
+        let Some(s) = unix.get(inode) else { continue };
+        let path = s
+            .path
+            .clone()
+            .or_else(|| s.peer.and_then(|p| unix.get(&p)?.path.clone()));
+        let holder = s.peer.and_then(|p| holders.get(&p).cloned());
+        socks.insert(
+            *inode,
+            Sock::Unix {
+                path,
+                peer: s.peer,
+                holder,
+            },
+        );
+    }
+}
+
+/// The processes outside `tree` holding the sockets `inodes`, by a walk of `/proc` (bounded
+/// in time; processes of other users are not readable, and are not found).
+#[cfg(target_os = "linux")]
+fn holders_of(
+    inodes: &std::collections::HashSet<u64>,
+    tree: &std::collections::HashSet<i32>,
+) -> std::collections::HashMap<u64, (u32, String)> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+    /// What earlier walks found (or did not) for a socket: the input-wait rule diagnoses a
+    /// quiet tree several times a second, and a peer held by another user's process (a
+    /// daemon running as root) is never found: one walk per socket every 5 s at most.
+    type Known = HashMap<u64, (std::time::Instant, Option<(u32, String)>)>;
+    static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
+    const AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+    let mut found = HashMap::new();
+    if inodes.is_empty() {
+        return found;
+    }
+    let start = std::time::Instant::now();
+    let mut wanted = inodes.clone();
+    {
+        let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = known.get_or_insert_with(HashMap::new);
+        known.retain(|_, (at, _)| start.duration_since(*at) < AGAIN_AFTER);
+        for inode in inodes {
+            if let Some((_, holder)) = known.get(inode) {
+                wanted.remove(inode);
+                if let Some(holder) = holder {
+                    found.insert(*inode, holder.clone());
+                }
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return found;
+    }
+    let before = found.len();
+    // This process first (a caller serving its own tree), then every process in pid order.
+    let all = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    let others = all.filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok());
+    let me = std::process::id() as i32;
+    for pid in std::iter::once(me).chain(others.filter(|p| *p != me)) {
+        if found.len() - before == wanted.len() || start.elapsed() >= HOLDER_BUDGET {
+            break;
+        }
+        if tree.contains(&pid) {
+            continue;
+        }
+        let mut hits = Vec::new();
+        let _ = crate::process::sys::fd_links(pid, &mut |_, link| {
+            if let Some(inode) = crate::process::sys::socket_inode(link)
+                && wanted.contains(&inode)
+            {
+                hits.push(inode);
+            }
+        });
+        if hits.is_empty() {
+            continue;
+        }
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|n| n.trim_end().to_owned())
+            .unwrap_or_else(|_| "?".to_owned());
+        for inode in hits {
+            found.entry(inode).or_insert((pid as u32, name.clone()));
+        }
+    }
+    let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    let known = known.get_or_insert_with(HashMap::new);
+    for inode in wanted {
+        known.insert(inode, (start, found.get(&inode).cloned()));
+    }
+    found
 }
 
 /// Elsewhere (and in the portable backend): no `/proc` to read.
 #[cfg(any(not(target_os = "linux"), feature = "portable"))]
-pub(crate) fn diagnose_tree(_pids: &[i32], _known: Peers<'_>) -> Diagnosis {
+pub(crate) fn diagnose_tree(
+    _pids: &[i32],
+    _known: &dyn Fn(u64) -> Option<SocketAddr>,
+) -> Diagnosis {
     Diagnosis {
         kind: StallKind::Unknown,
         summary: "stalled for an unknown reason — the diagnosis reads /proc (Linux only)"
@@ -207,47 +452,135 @@ pub fn diagnose(pids: &[u32]) -> Diagnosis {
     diagnose_tree(&pids, &|_| None)
 }
 
+/// The tree as the classifier sees it: the snapshot, its sockets, and who holds what.
+struct Tree<'a> {
+    peers: Peers<'a>,
+    /// Pipe and FIFO links (`pipe:[N]`, a FIFO's path) to the processes holding them open
+    /// for writing.
+    writers: std::collections::HashMap<&'a str, Vec<u32>>,
+    /// Socket inodes to the processes holding them.
+    sockets: std::collections::HashMap<u64, Vec<u32>>,
+    /// Process names by pid.
+    names: std::collections::HashMap<u32, String>,
+}
+
+impl<'a> Tree<'a> {
+    fn new(snaps: &'a [ProcSnap], peers: Peers<'a>) -> Self {
+        let mut tree = Tree {
+            peers,
+            writers: Default::default(),
+            sockets: Default::default(),
+            names: Default::default(),
+        };
+        for s in snaps {
+            let pid = s.pid as u32;
+            if let Some((name, _)) = s.threads.first().and_then(|t| name_and_state(&t.stat)) {
+                tree.names.insert(pid, name.to_owned());
+            }
+            for (fd, link) in &s.fds {
+                if s.writable.contains(fd) {
+                    tree.writers.entry(link.as_str()).or_default().push(pid);
+                }
+                if let Some(inode) = crate::process::sys::socket_inode(link.as_bytes()) {
+                    tree.sockets.entry(inode).or_default().push(pid);
+                }
+            }
+        }
+        tree
+    }
+
+    /// `name (pid N)`.
+    fn who(&self, pid: u32) -> String {
+        format!(
+            "{} (pid {pid})",
+            self.names.get(&pid).map_or("?", String::as_str)
+        )
+    }
+
+    /// Another process of the tree than `me` among `pids`.
+    fn other(pids: Option<&Vec<u32>>, me: u32) -> Option<u32> {
+        pids?.iter().copied().find(|p| *p != me)
+    }
+}
+
 /// Classifies one snapshot of the tree (the child first).
 pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
-    let mut processes: Vec<ProcessDiagnosis> = snaps.iter().map(|s| process(s, peers)).collect();
+    let tree = Tree::new(snaps, peers);
+    let (mut processes, weak): (Vec<ProcessDiagnosis>, Vec<bool>) =
+        snaps.iter().map(|s| process(s, &tree)).unzip();
     // A shell's `wait` builtin waits for a signal (SIGCHLD), not in wait4: a process waiting
     // for a signal while a child of its lives in the tree waits on that child.
-    let parents: Vec<i32> = snaps
+    let parents: Vec<(u32, i32)> = snaps
         .iter()
-        .filter_map(|s| s.threads.first().and_then(|t| parent_of(&t.stat)))
+        .filter_map(|s| {
+            Some((
+                s.pid as u32,
+                s.threads.first().and_then(|t| parent_of(&t.stat))?,
+            ))
+        })
+        .collect();
+    let zombies: Vec<u32> = processes
+        .iter()
+        .filter(|p| p.state == "zombie")
+        .map(|p| p.pid)
         .collect();
     for p in &mut processes {
         let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
-        if p.kind == StallKind::Sleeping && for_signal && parents.contains(&(p.pid as i32)) {
+        let for_child = matches!(p.syscall.as_deref(), Some("wait4" | "waitid"));
+        // Its child, a live one first.
+        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid as i32);
+        let child = children()
+            .find(|(child, _)| !zombies.contains(child))
+            .or_else(|| children().next())
+            .map(|(child, _)| *child);
+        if p.kind == StallKind::Sleeping && for_signal && child.is_some() {
             p.kind = StallKind::WaitingOnChild;
+            p.target = None;
+        }
+        if p.kind == StallKind::WaitingOnChild && (for_signal || for_child) {
+            p.waits_on = child;
         }
     }
-    let live: Vec<&ProcessDiagnosis> = processes.iter().filter(|p| p.state != "zombie").collect();
-    let Some(root) = live.first() else {
+    let live: Vec<(&ProcessDiagnosis, bool)> = processes
+        .iter()
+        .zip(weak.iter().copied())
+        .filter(|(p, _)| p.state != "zombie")
+        .collect();
+    let Some((root, _)) = live.first().copied() else {
         return Diagnosis {
             kind: StallKind::Unknown,
             summary: "stalled for an unknown reason — no live process could be read".to_owned(),
             processes,
         };
     };
-    // A telling state anywhere in the tree wins; else what the child itself does (a shell
-    // waiting on a sleeping child is waiting on a child).
-    const TELLING: [StallKind; 6] = [
+    // The deepest blocked process is the cause. A process waiting on another of the tree (a
+    // child, the writer of a pipe it reads) passes the question on; so does an event loop
+    // watching several descriptors while anything else in the tree is blocked on its own
+    // account. Among the processes blocked on their own account the most telling kind wins,
+    // the deepest first; then the event loops; then the end of the chain of waits.
+    const ORDER: [StallKind; 7] = [
         StallKind::Stopped,
         StallKind::AwaitingInput,
         StallKind::NetworkWait,
         StallKind::DiskWait,
         StallKind::Running,
         StallKind::LockWait,
+        StallKind::Sleeping,
     ];
-    let subject: &ProcessDiagnosis = TELLING
-        .iter()
-        .find_map(|kind| live.iter().find(|p| p.kind == *kind).copied())
-        .or_else(|| {
-            only_polls(root)
-                .then(|| deepest_blocked(&live, snaps))
-                .flatten()
+    let depth = depths(snaps, &live);
+    let pick = |want_weak: bool| {
+        ORDER.iter().find_map(|kind| {
+            live.iter()
+                .filter(|(p, weak)| p.kind == *kind && *weak == want_weak)
+                // The first in tree order among the deepest (`max_by_key` keeps the last).
+                .rev()
+                .max_by_key(|(p, _)| depth(p.pid))
+                .map(|(p, _)| *p)
         })
+    };
+    let subject: &ProcessDiagnosis = pick(false)
+        .or_else(|| pick(true))
+        .or_else(|| end_of_waits(&live, &depth))
         .unwrap_or(root);
     let summary = format!(
         "{} — {} (pid {}) {}",
@@ -263,66 +596,77 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
     }
 }
 
-/// Whether the tree's root is blocked in a call that says nothing by itself: a poll, select or
-/// epoll (or a read) on descriptors that are neither input nor the network (an eventfd, a pipe
-/// or a socket to its own children, a terminal master it relays).
-fn only_polls(root: &ProcessDiagnosis) -> bool {
-    root.kind == StallKind::Unknown && root.error.is_none() && root.syscall.is_some()
-}
-
-/// The process the others wait on: the deepest live descendant with a kind of its own
-/// (sleeping, waiting on a lock…), else the deepest one waiting on a child; `None` when no
-/// descendant says more than the root. Depth is counted along the parent links of the
-/// snapshot.
-fn deepest_blocked<'a>(
-    live: &[&'a ProcessDiagnosis],
+/// Each live process's depth in the tree, counted along the parent links of the snapshot.
+fn depths<'a>(
     snaps: &[ProcSnap],
-) -> Option<&'a ProcessDiagnosis> {
+    live: &[(&ProcessDiagnosis, bool)],
+) -> impl Fn(u32) -> usize + 'a {
     let parent: std::collections::HashMap<u32, i32> = snaps
         .iter()
         .filter_map(|s| Some((s.pid as u32, parent_of(&s.threads.first()?.stat)?)))
         .collect();
-    let alive: std::collections::HashSet<i32> = live.iter().map(|p| p.pid as i32).collect();
-    let depth = |pid: u32| {
+    let alive: std::collections::HashSet<i32> = live.iter().map(|(p, _)| p.pid as i32).collect();
+    let limit = live.len();
+    move |pid: u32| {
         let (mut depth, mut at) = (0usize, pid);
         while let Some(&up) = parent.get(&at)
-            && depth < live.len()
+            && depth < limit
             && alive.contains(&up)
         {
             depth += 1;
             at = up as u32;
         }
         depth
-    };
-    let deepest = |waiting: bool| {
-        // The first in tree order among the deepest (`max_by_key` keeps the last).
+    }
+}
+
+/// With nothing blocked on its own account: the deepest process waiting on another (a chain
+/// of waits ends there), else the deepest one only polling, `None` when only the root is
+/// left.
+fn end_of_waits<'a>(
+    live: &[(&'a ProcessDiagnosis, bool)],
+    depth: &dyn Fn(u32) -> usize,
+) -> Option<&'a ProcessDiagnosis> {
+    let deepest = |kind: StallKind| {
         live.iter()
             .skip(1)
+            .filter(|(p, _)| p.kind == kind && p.error.is_none() && p.syscall.is_some())
             .rev()
-            .filter(|p| p.kind != StallKind::Unknown)
-            .filter(|p| (p.kind == StallKind::WaitingOnChild) == waiting)
-            .max_by_key(|p| depth(p.pid))
-            .copied()
+            .max_by_key(|(p, _)| depth(p.pid))
+            .map(|(p, _)| *p)
     };
-    deepest(false).or_else(|| deepest(true))
+    deepest(StallKind::WaitingOnChild).or_else(|| deepest(StallKind::Unknown))
 }
 
 /// What the subject process does, after its name.
 fn detail(p: &ProcessDiagnosis) -> String {
     let target = p.target.as_deref().unwrap_or("something unknown");
     let call = p.syscall.as_deref().unwrap_or("an unknown call");
+    let reads = matches!(call, "read" | "readv" | "pread64" | "recvfrom" | "recvmsg");
     match p.kind {
+        // A Unix socket's other end is a process: "waits on dockerd (pid 812) over …".
+        StallKind::NetworkWait if !target.starts_with("TCP ") && !target.starts_with("UDP ") => {
+            format!("waits on {target} ({call})")
+        }
         StallKind::AwaitingInput | StallKind::NetworkWait => match call {
-            "read" | "readv" | "pread64" | "recvfrom" | "recvmsg" => format!("reads {target}"),
+            _ if reads => format!("reads {target}"),
             "connect" => format!("connects to {target}"),
             "accept" | "accept4" => format!("waits for a connection on {target}"),
             _ => format!("waits in {call} on {target}"),
         },
-        StallKind::Sleeping => format!("sleeps ({call})"),
+        StallKind::Sleeping => match &p.target {
+            Some(target) if p.fd.is_some() || polls(call) => format!("waits in {call} on {target}"),
+            Some(target) => format!("sleeps ({call}) between exchanges with {target}"),
+            None => format!("sleeps ({call})"),
+        },
         StallKind::Stopped => {
             "is stopped by a signal (SIGSTOP, or SIGTTIN/SIGTTOU from the terminal)".to_owned()
         }
-        StallKind::WaitingOnChild => format!("waits for a child to end ({call})"),
+        StallKind::WaitingOnChild => match &p.target {
+            Some(target) if reads => format!("reads {target}"),
+            Some(target) => format!("waits in {call} on {target}"),
+            None => format!("waits for a child to end ({call})"),
+        },
         StallKind::LockWait => format!("has every thread parked on a lock ({call})"),
         StallKind::DiskWait => format!(
             "is in uninterruptible wait in {}",
@@ -335,6 +679,14 @@ fn detail(p: &ProcessDiagnosis) -> String {
             (None, None) => "is blocked outside any known system call".to_owned(),
         },
     }
+}
+
+/// Whether `call` waits on a set of descriptors.
+fn polls(call: &str) -> bool {
+    matches!(
+        call,
+        "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait" | "epoll_pwait2"
+    )
 }
 
 /// The name and state letter of a `stat` line.
@@ -372,9 +724,15 @@ struct Blocked {
     call: Option<String>,
     fd: Option<i32>,
     target: Option<String>,
+    /// The process of the tree it waits on.
+    waits_on: Option<u32>,
+    /// Its kind comes from an event loop watching several descriptors: it is the cause only
+    /// when nothing else in the tree is blocked on its own account.
+    weak: bool,
 }
 
-fn process(snap: &ProcSnap, peers: Peers<'_>) -> ProcessDiagnosis {
+/// One process, and whether its kind is weak (see [`Blocked::weak`]).
+fn process(snap: &ProcSnap, tree: &Tree<'_>) -> (ProcessDiagnosis, bool) {
     let main = snap.threads.first();
     let (name, state) = main
         .and_then(|t| name_and_state(&t.stat))
@@ -384,12 +742,9 @@ fn process(snap: &ProcSnap, peers: Peers<'_>) -> ProcessDiagnosis {
     let wchan = main
         .map(|t| t.wchan.trim().to_owned())
         .filter(|w| !w.is_empty() && w != "0");
-    let threads: Vec<Blocked> = snap
-        .threads
-        .iter()
-        .map(|t| thread(t, snap, peers))
-        .collect();
-    // Every thread on a lock is a lock wait; otherwise the most telling thread speaks.
+    let threads: Vec<Blocked> = snap.threads.iter().map(|t| thread(t, snap, tree)).collect();
+    // Every thread on a lock is a lock wait; otherwise the most telling thread speaks (one
+    // on its own account before an event loop's).
     const ORDER: [StallKind; 8] = [
         StallKind::Stopped,
         StallKind::AwaitingInput,
@@ -404,9 +759,15 @@ fn process(snap: &ProcSnap, peers: Peers<'_>) -> ProcessDiagnosis {
     let chosen = if all_locked {
         threads.first()
     } else {
-        ORDER
+        [false, true]
             .iter()
-            .find_map(|kind| threads.iter().find(|t| t.kind == *kind))
+            .find_map(|weak| {
+                ORDER
+                    .iter()
+                    .filter(|k| **k != StallKind::Unknown)
+                    .find_map(|kind| threads.iter().find(|t| t.kind == *kind && t.weak == *weak))
+            })
+            .or_else(|| threads.iter().find(|t| t.kind == StallKind::Unknown))
             .or(threads.first())
     };
     let mut out = ProcessDiagnosis {
@@ -418,23 +779,33 @@ fn process(snap: &ProcSnap, peers: Peers<'_>) -> ProcessDiagnosis {
         fd: None,
         target: None,
         kind: StallKind::Unknown,
+        waits_on: None,
         error: snap.error.clone(),
     };
+    let mut weak = false;
     if let Some(b) = chosen {
         out.kind = b.kind;
         out.syscall = b.call.clone();
         out.fd = b.fd;
         out.target = b.target.clone();
+        out.waits_on = b.waits_on;
+        weak = b.weak;
     }
-    out
+    // Sleeping between exchanges (a retry loop): the peer it talks to is named.
+    if out.kind == StallKind::Sleeping && out.target.is_none() {
+        out.target = sockets_of(snap, tree).into_iter().next().map(|(_, _, t)| t);
+    }
+    (out, weak)
 }
 
-fn thread(t: &ThreadSnap, snap: &ProcSnap, peers: Peers<'_>) -> Blocked {
+fn thread(t: &ThreadSnap, snap: &ProcSnap, tree: &Tree<'_>) -> Blocked {
     let mut b = Blocked {
         kind: StallKind::Unknown,
         call: None,
         fd: None,
         target: None,
+        waits_on: None,
+        weak: false,
     };
     let state = name_and_state(&t.stat).map_or(b'?', |(_, s)| s);
     match state {
@@ -443,13 +814,13 @@ fn thread(t: &ThreadSnap, snap: &ProcSnap, peers: Peers<'_>) -> Blocked {
         b'R' => b.kind = StallKind::Running,
         b'Z' | b'X' => b.kind = StallKind::Unknown,
         _ if t.syscall == "running" => b.kind = StallKind::Running,
-        _ => blocked_in_call(t, snap, peers, &mut b),
+        _ => blocked_in_call(t, snap, tree, &mut b),
     }
     b
 }
 
 /// A sleeping thread: what its system call waits on.
-fn blocked_in_call(t: &ThreadSnap, snap: &ProcSnap, peers: Peers<'_>, b: &mut Blocked) {
+fn blocked_in_call(t: &ThreadSnap, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocked) {
     let Some((number, args)) = syscall_args(&t.syscall) else {
         return;
     };
@@ -463,22 +834,26 @@ fn blocked_in_call(t: &ThreadSnap, snap: &ProcSnap, peers: Peers<'_>, b: &mut Bl
         "read" | "readv" | "pread64" | "recvfrom" | "recvmsg" | "connect" | "accept"
         | "accept4" => {
             b.fd = first_fd;
-            let (class, target) = describe(first_fd.unwrap_or(-1), snap, peers);
+            let (class, target) = describe(first_fd.unwrap_or(-1), snap, tree);
             b.target = Some(target);
             match class {
                 Class::Input if !call.starts_with("recv") => StallKind::AwaitingInput,
-                Class::Tcp => StallKind::NetworkWait,
+                Class::Tcp { .. } | Class::Socket => StallKind::NetworkWait,
+                Class::Process(pid) => {
+                    b.waits_on = Some(pid);
+                    StallKind::WaitingOnChild
+                }
                 _ => StallKind::Unknown,
             }
         }
-        "poll" | "ppoll" | "select" | "pselect6" => watched(t.polled.as_deref(), snap, peers, b),
+        "poll" | "ppoll" | "select" | "pselect6" => watched(t.polled.as_deref(), snap, tree, b),
         "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => {
             let set = snap
                 .epoll
                 .iter()
                 .find(|(fd, _)| Some(*fd) == first_fd)
                 .map(|(_, fds)| fds.as_slice());
-            watched(set, snap, peers, b)
+            watched(set, snap, tree, b)
         }
         "wait4" | "waitid" => StallKind::WaitingOnChild,
         "nanosleep" | "clock_nanosleep" | "pause" | "rt_sigsuspend" | "rt_sigtimedwait" => {
@@ -489,8 +864,41 @@ fn blocked_in_call(t: &ThreadSnap, snap: &ProcSnap, peers: Peers<'_>, b: &mut Bl
     };
 }
 
-/// A poll, select or epoll on `fds` (unknown: `None`): input first, then a TCP socket.
-fn watched(fds: Option<&[i32]>, snap: &ProcSnap, peers: Peers<'_>, b: &mut Blocked) -> StallKind {
+/// The sockets of a process with a peer worth naming, the most telling first: one the peer
+/// closed unread, one with a request outstanding, one outside the tree, an idle one.
+fn sockets_of(snap: &ProcSnap, tree: &Tree<'_>) -> Vec<(i32, Class, String)> {
+    let mut found: Vec<(i32, Class, String)> = snap
+        .fds
+        .iter()
+        .filter(|(_, link)| link.starts_with("socket:"))
+        .map(|(fd, _)| {
+            let (class, target) = describe(*fd, snap, tree);
+            (*fd, class, target)
+        })
+        .filter(|(_, class, _)| matches!(class, Class::Tcp { .. } | Class::Socket))
+        .collect();
+    found.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+    found
+}
+
+/// The order in which network descriptors speak (lower first).
+fn rank(class: Class) -> u8 {
+    match class {
+        Class::Tcp { closed: true, .. } => 0,
+        Class::Tcp {
+            outstanding: true, ..
+        } => 1,
+        Class::Socket => 2,
+        Class::Tcp { .. } => 3,
+        _ => 4,
+    }
+}
+
+/// A poll, select or epoll on `fds` (unknown: `None`): input first, then the network, then a
+/// process of the tree. Watching several descriptors makes it an event loop: its kind is then
+/// weak (the cause only when nothing else is blocked on its own account), and an idle TCP
+/// connection (no request outstanding, not closed by the peer) is no network wait at all.
+fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocked) -> StallKind {
     let Some(fds) = fds else {
         b.target = Some("descriptors that could not be read".to_owned());
         return StallKind::Unknown;
@@ -499,10 +907,12 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, peers: Peers<'_>, b: &mut Block
         b.target = Some("no descriptor (a timed wait)".to_owned());
         return StallKind::Sleeping;
     }
+    let event_loop = fds.len() > 1;
+    b.weak = event_loop;
     let mut described: Vec<(i32, Class, String)> = fds
         .iter()
         .map(|fd| {
-            let (class, target) = describe(*fd, snap, peers);
+            let (class, target) = describe(*fd, snap, tree);
             (*fd, class, target)
         })
         .collect();
@@ -517,24 +927,63 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, peers: Peers<'_>, b: &mut Block
             }
         }
     }
-    for (want, kind) in [
-        (Class::Input, StallKind::AwaitingInput),
-        (Class::Tcp, StallKind::NetworkWait),
-    ] {
-        if let Some((fd, _, target)) = described.iter().find(|(_, c, _)| *c == want) {
-            b.fd = Some(*fd);
-            b.target = Some(target.clone());
-            return kind;
+    let mut choose = |fd: i32, target: &str| {
+        b.fd = Some(fd);
+        b.target = Some(target.to_owned());
+    };
+    if let Some((fd, _, target)) = described.iter().find(|(_, c, _)| *c == Class::Input) {
+        choose(*fd, target);
+        return StallKind::AwaitingInput;
+    }
+    // The network: what it watches, and a connection the peer closed that it never reads,
+    // watched or not (a loop that dropped it from its set).
+    let mut network: Vec<(i32, Class, String)> = described
+        .iter()
+        .filter(|(_, c, _)| matches!(c, Class::Tcp { .. } | Class::Socket))
+        .cloned()
+        .chain(
+            sockets_of(snap, tree)
+                .into_iter()
+                .filter(|(fd, c, _)| rank(*c) == 0 && !fds.contains(fd)),
+        )
+        .collect();
+    network.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+    if let Some((fd, class, target)) = network.first() {
+        let idle = matches!(
+            class,
+            Class::Tcp {
+                outstanding: false,
+                closed: false
+            }
+        );
+        if !(idle && event_loop) {
+            choose(*fd, target);
+            return StallKind::NetworkWait;
         }
     }
+    if let Some((fd, Class::Process(pid), target)) = described
+        .iter()
+        .find(|(_, c, _)| matches!(c, Class::Process(_)))
+    {
+        choose(*fd, target);
+        b.waits_on = Some(*pid);
+        b.weak = false;
+        return StallKind::WaitingOnChild;
+    }
+    if let Some((fd, _, target)) = network.first() {
+        // Only idle connections: an event loop with nothing outstanding.
+        choose(*fd, &format!("{target}, idle (no request outstanding)"));
+        return StallKind::Sleeping;
+    }
     let (fd, _, target) = &described[0];
-    b.fd = Some(*fd);
-    b.target = Some(target.clone());
+    choose(*fd, target);
+    b.weak = false;
     StallKind::Unknown
 }
 
 /// What descriptor `fd` of the process is.
-fn describe(fd: i32, snap: &ProcSnap, peers: Peers<'_>) -> (Class, String) {
+fn describe(fd: i32, snap: &ProcSnap, tree: &Tree<'_>) -> (Class, String) {
+    let me = snap.pid as u32;
     let Some((_, link)) = snap.fds.iter().find(|(n, _)| *n == fd) else {
         return (
             Class::Other,
@@ -553,19 +1002,106 @@ fn describe(fd: i32, snap: &ProcSnap, peers: Peers<'_>) -> (Class, String) {
         return (Class::Input, format!("the terminal {link}"));
     }
     if let Some(inode) = crate::process::sys::socket_inode(link.as_bytes()) {
-        return match peers(inode) {
-            Some(peer) => (Class::Tcp, format!("TCP peer {peer}")),
-            None if fd == 0 => (Class::Input, "stdin (a socket)".to_owned()),
-            None => (Class::Other, "a Unix socket or other socket".to_owned()),
+        return describe_socket(fd, inode, me, tree);
+    }
+    let pipe = link.starts_with("pipe:");
+    let fifo = snap.fifos.contains(&fd);
+    if pipe || fifo {
+        let what = if pipe { "a pipe" } else { "the FIFO" };
+        let name = if pipe {
+            String::new()
+        } else {
+            format!(" {link}")
+        };
+        if let Some(writer) = Tree::other(tree.writers.get(link.as_str()), me) {
+            return (
+                Class::Process(writer),
+                format!("{what}{name} written by {}", tree.who(writer)),
+            );
+        }
+        return match (fd, pipe) {
+            (0, true) => (Class::Input, "stdin (a pipe)".to_owned()),
+            (_, false) => (
+                Class::Input,
+                format!("the FIFO {link} (no writer in the tree)"),
+            ),
+            _ => (Class::Other, "a pipe".to_owned()),
         };
     }
-    match (fd, link.as_str()) {
-        (_, "/dev/null") => (Class::Other, "/dev/null".to_owned()),
-        (0, l) if l.starts_with("pipe:") => (Class::Input, "stdin (a pipe)".to_owned()),
-        (_, l) if l.starts_with("pipe:") => (Class::Other, "a pipe".to_owned()),
-        (_, "anon_inode:[eventpoll]") => (Class::Other, "an epoll set".to_owned()),
-        (_, l) => (Class::Other, l.to_owned()),
+    match link.as_str() {
+        "/dev/null" => (Class::Other, "/dev/null".to_owned()),
+        "anon_inode:[eventpoll]" => (Class::Other, "an epoll set".to_owned()),
+        l => (Class::Other, l.to_owned()),
     }
+}
+
+/// What socket `inode` (descriptor `fd` of process `me`) is.
+fn describe_socket(fd: i32, inode: u64, me: u32, tree: &Tree<'_>) -> (Class, String) {
+    match (tree.peers)(inode) {
+        Some(sock @ Sock::Tcp { peer, state, .. }) => {
+            let class = Class::Tcp {
+                outstanding: sock.outstanding(),
+                closed: sock.closed(),
+            };
+            let target = match state {
+                TCP_CLOSE_WAIT => {
+                    format!("TCP peer {peer}, which closed the connection (CLOSE_WAIT)")
+                }
+                TCP_SYN_SENT => format!("TCP peer {peer} (connecting)"),
+                _ => format!("TCP peer {peer}"),
+            };
+            (class, target)
+        }
+        Some(Sock::Udp { peer, .. }) if peer.port() != 0 => {
+            (Class::Socket, format!("UDP peer {peer}"))
+        }
+        Some(Sock::Udp { local, .. }) => (
+            Class::Socket,
+            format!("UDP socket {local} (not connected to one peer)"),
+        ),
+        Some(Sock::Unix { path, peer, holder }) => {
+            let over = path.map_or_else(
+                || "a Unix socket".to_owned(),
+                |p| format!("Unix socket {p}"),
+            );
+            let inside = peer.and_then(|p| Tree::other(tree.sockets.get(&p), me));
+            match (inside, holder) {
+                (Some(pid), _) => (
+                    Class::Process(pid),
+                    format!("{} over {over}", tree.who(pid)),
+                ),
+                (None, Some((pid, name))) => {
+                    (Class::Socket, format!("{name} (pid {pid}) over {over}"))
+                }
+                (None, None) if fd == 0 => (Class::Input, format!("stdin ({over})")),
+                (None, None) if peer.is_some() => (
+                    Class::Socket,
+                    format!("a process outside the tree over {over}"),
+                ),
+                (None, None) => (Class::Socket, format!("{over} (no peer: listening)")),
+            }
+        }
+        None if fd == 0 => (Class::Input, "stdin (a socket)".to_owned()),
+        None => (Class::Other, "a Unix socket or other socket".to_owned()),
+    }
+}
+
+/// The tree has been blocked on input, every source quiet, for the configured time: which
+/// process waits and on what (what `input_wait.rs`'s rule finds; defined here, with the
+/// diagnosis it carries, so that the rule imports the diagnosis and not the reverse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputWait {
+    /// The process that reads.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// What it reads: `stdin (a pipe)`, `the terminal /dev/pts/3`…
+    pub target: String,
+    /// How long it has been seen waiting, with its read count unchanged.
+    pub waited: Duration,
+    /// The snapshot of the tree it was judged on (kind [`StallKind::AwaitingInput`]).
+    pub diagnosis: Diagnosis,
 }
 
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]

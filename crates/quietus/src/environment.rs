@@ -54,7 +54,7 @@ pub struct IsolatedHome {
     /// The files [`Environment::seed`] could not copy (the child was started all the same):
     /// where each should have gone (inside the home), and why (`No such file or directory (os
     /// error 2)`).
-    pub failed: Vec<(PathBuf, String)>,
+    pub failed: Vec<(PathBuf, crate::error::SystemError)>,
 }
 
 impl Environment {
@@ -114,12 +114,12 @@ impl Environment {
         self.clear
     }
 
-    /// Applies the environment to `command`: builds the variables, prepares the home. An error
-    /// carries a [`SpawnError`]: `Config` for seeds without a home, `Home` for a home that
-    /// cannot be made.
-    pub(crate) fn apply(&self, command: &mut Command) -> io::Result<Option<IsolatedHome>> {
+    /// Applies the environment to `command`: builds the variables, prepares the home. A
+    /// [`SpawnError`]: `Config` for seeds without a home, `Home` for a home that cannot be
+    /// made.
+    pub(crate) fn apply(&self, command: &mut Command) -> Result<Option<IsolatedHome>, SpawnError> {
         if self.home.is_none() && !self.seeds.is_empty() {
-            return Err(SpawnError::config(ConfigError::SeedWithoutHome).into());
+            return Err(SpawnError::config(ConfigError::SeedWithoutHome));
         }
         if self.clear {
             // `env_clear` also forgets what was set on the command: keep those.
@@ -165,7 +165,7 @@ impl Environment {
 const HOME_FOLDERS: [&str; 5] = ["", ".config", ".local/share", ".local/state", ".cache"];
 
 /// Creates the home and its XDG folders; seeds the files.
-fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<IsolatedHome> {
+fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> Result<IsolatedHome, SpawnError> {
     let root = std::path::absolute(dir).map_err(|e| {
         SpawnError::new(
             SpawnErrorKind::Home,
@@ -202,7 +202,7 @@ fn prepare_home(dir: &Path, seeds: &[(PathBuf, PathBuf)]) -> io::Result<Isolated
                     source.display(),
                     destination.display()
                 );
-                report.failed.push((destination, e.to_string()));
+                report.failed.push((destination, e.into()));
             }
         }
     }
@@ -319,7 +319,7 @@ mod tests {
         assert_eq!(command.get_envs().count(), 1);
         let seeds_without_home = Environment::empty().seed("/etc/hostname", "h");
         let error = seeds_without_home.apply(&mut command).unwrap_err();
-        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(error.io_error_kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! The crate's errors: [`ConfigError`], an invalid setting (a value used by the configuration
-//! and the types it parses, such as [`Signal`](crate::Signal)); and [`SpawnError`], why a spawn
-//! failed, by kind, as walkdir does it: an error type of its own with a
-//! [`kind`](SpawnError::kind), carried inside every `io::Error` that
-//! [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) returns ([`SpawnError::of`]), and
-//! `From<SpawnError> for io::Error`.
+//! and the types it parses, such as [`Signal`](crate::Signal)); [`SpawnError`], why a spawn
+//! failed, by kind, as walkdir does it: the error type
+//! [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) returns, with a
+//! [`kind`](SpawnError::kind) and `From<SpawnError> for io::Error` (so `?` still works in a
+//! function that returns `io::Result`); and [`SystemError`], an operating system's error kept in
+//! a result or a reason (an `io::Error` can be neither cloned nor compared).
+//!
+//! Every error here prints each cause once: an error whose `source()` is its cause says only
+//! what could not be done, and one that adds nothing to its cause is transparent (its text and
+//! its source are its cause's), so a chain printed cause by cause repeats nothing.
 
 use std::fmt;
 use std::io;
@@ -261,42 +266,94 @@ pub enum SpawnErrorKind {
     Containment,
 }
 
+/// An operating system's error, kept where a result or a reason must be cloned and compared (an
+/// `io::Error` can be neither): its kind, its error number, and its text as the `io::Error`
+/// said it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemError {
+    kind: io::ErrorKind,
+    code: Option<i32>,
+    text: String,
+}
+
+impl SystemError {
+    /// The `io::ErrorKind`.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.kind
+    }
+
+    /// The system's error number (`errno`), when there was one.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.code
+    }
+}
+
+impl From<&io::Error> for SystemError {
+    fn from(e: &io::Error) -> Self {
+        SystemError {
+            kind: e.kind(),
+            code: e.raw_os_error(),
+            text: e.to_string(),
+        }
+    }
+}
+
+impl From<io::Error> for SystemError {
+    fn from(e: io::Error) -> Self {
+        SystemError::from(&e)
+    }
+}
+
+impl fmt::Display for SystemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// Why [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) failed: a
-/// [`kind`](Self::kind), a message that says what could not be done, and the error underneath.
+/// [`kind`](Self::kind), what could not be done, and the error underneath
+/// ([`inner`](Self::inner), also `std::error::Error::source`).
 ///
-/// The spawn returns an `io::Error` (every `?` in a caller's code keeps working) that carries
-/// this error: [`SpawnError::of`] finds it, and `std::error::Error::source` of the `io::Error`
-/// is the [`inner`](Self::inner) error. The `io::Error` keeps the kind the failure had (a
-/// missing program is `NotFound`, an invalid configuration `InvalidInput`) and its message is
-/// this error's.
+/// Its text says what could not be done and not its cause, which is its `source()`: print the
+/// chain (`error`, then each `source()`) to see both. A [`Config`](SpawnErrorKind::Config) or
+/// [`LogDir`](SpawnErrorKind::LogDir) error adds nothing to its cause and is transparent: its
+/// text is the cause's, and its `source()` the cause's own.
+///
+/// `From<SpawnError> for io::Error` gives an `io::Error` of the kind the failure had
+/// ([`io_error_kind`](Self::io_error_kind): a missing program is `NotFound`, an invalid
+/// configuration `InvalidInput`), so `?` in a function that returns `io::Result` keeps working.
 ///
 /// ```
 /// use std::process::Command;
-/// use quietus::{MonitorConfig, Session, SpawnError, SpawnErrorKind};
+/// use quietus::{MonitorConfig, Session, SpawnErrorKind};
 ///
 /// let err = Session::spawn(Command::new("no-such-program-here"), MonitorConfig::default())
 ///     .unwrap_err();
-/// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-/// let spawn_error = SpawnError::of(&err).expect("every spawn error carries one");
-/// assert_eq!(spawn_error.kind(), SpawnErrorKind::Program);
+/// assert_eq!(err.kind(), SpawnErrorKind::Program);
+/// assert_eq!(err.io_error_kind(), std::io::ErrorKind::NotFound);
 /// assert!(err.to_string().contains("no-such-program-here"), "{err}");
+/// // The cause is the source, not repeated in the text.
+/// let cause = std::error::Error::source(&err).expect("the system's error");
+/// assert!(!err.to_string().contains(&cause.to_string()), "{err}");
+/// let io_error = std::io::Error::from(err);
+/// assert_eq!(io_error.kind(), std::io::ErrorKind::NotFound);
 /// ```
 #[derive(Debug)]
 pub struct SpawnError {
     kind: SpawnErrorKind,
-    /// What could not be done, the underlying error included.
-    message: String,
+    /// What could not be done, without the cause's text; `None`: transparent.
+    context: Option<String>,
     source: Box<dyn std::error::Error + Send + Sync>,
     /// The `io::ErrorKind` it becomes.
     io_kind: io::ErrorKind,
 }
 
 impl SpawnError {
-    /// An invalid setting: `InvalidInput`, with the setting's own message.
+    /// An invalid setting: `InvalidInput`, transparent (the setting's own message).
     pub(crate) fn config(e: ConfigError) -> Self {
         Self {
             kind: SpawnErrorKind::Config,
-            message: e.to_string(),
+            context: None,
             source: Box::new(e),
             io_kind: io::ErrorKind::InvalidInput,
         }
@@ -304,7 +361,7 @@ impl SpawnError {
 
     /// The log folder cannot be used. Its `io::ErrorKind` is `PermissionDenied` when the folder
     /// is refused for its rights (read-only, not writable, someone else's), else `Other`: never
-    /// `NotFound`, the kind of "program not found".
+    /// `NotFound`, the kind of "program not found". Transparent: the error names the folder.
     pub(crate) fn log_dir(e: io::Error) -> Self {
         let io_kind = match e.kind() {
             io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
@@ -318,24 +375,40 @@ impl SpawnError {
         };
         Self {
             kind: SpawnErrorKind::LogDir,
-            message: source.to_string(),
+            context: None,
             source,
             io_kind,
         }
     }
 
-    /// `what` could not be done because of `e`, whose `io::ErrorKind` is kept: the message is
-    /// "`what`: `e`".
+    /// `what` could not be done because of `e`, whose `io::ErrorKind` is kept: the text is
+    /// `what`, the source `e`.
     pub(crate) fn new(kind: SpawnErrorKind, what: impl fmt::Display, e: io::Error) -> Self {
         Self {
             kind,
-            message: format!("{what}: {e}"),
+            context: Some(what.to_string()),
             io_kind: e.kind(),
             source: Box::new(e),
         }
     }
 
-    /// The operating system did not start `program`: the message names it, with a hint for the
+    /// `what` could not be done because of `why`, an error of the crate's own (a reason), as
+    /// an `io::Error` of kind `io_kind`.
+    pub(crate) fn because(
+        kind: SpawnErrorKind,
+        what: impl fmt::Display,
+        why: impl std::error::Error + Send + Sync + 'static,
+        io_kind: io::ErrorKind,
+    ) -> Self {
+        Self {
+            kind,
+            context: Some(what.to_string()),
+            io_kind,
+            source: Box::new(why),
+        }
+    }
+
+    /// The operating system did not start `program`: the text names it, with a hint for the
     /// two common kinds (which are kept, so `NotFound` and `PermissionDenied` can still be told
     /// apart).
     pub(crate) fn program(program: &std::ffi::OsStr, e: io::Error) -> Self {
@@ -347,7 +420,7 @@ impl SpawnError {
         let program = program.to_string_lossy();
         Self {
             kind: SpawnErrorKind::Program,
-            message: format!("cannot run {program:?}: {e}{hint}"),
+            context: Some(format!("cannot run {program:?}{hint}")),
             io_kind: e.kind(),
             source: Box::new(e),
         }
@@ -362,9 +435,39 @@ impl SpawnError {
         )
     }
 
-    /// The `SpawnError` an `io::Error` from a spawn carries (`None` for any other `io::Error`).
-    pub fn of(error: &io::Error) -> Option<&SpawnError> {
+    /// The `SpawnError` an `io::Error` of the spawn's inner steps carries (`None` for any
+    /// other `io::Error`).
+    pub(crate) fn of(error: &io::Error) -> Option<&SpawnError> {
         error.get_ref()?.downcast_ref::<SpawnError>()
+    }
+
+    /// The `SpawnError` an inner step's `io::Error` carries, or, for an `io::Error` that
+    /// carries none, the failure of quietus's threads it is.
+    pub(crate) fn from_step(error: io::Error) -> SpawnError {
+        if SpawnError::of(&error).is_none() {
+            return SpawnError::new(
+                SpawnErrorKind::Thread,
+                "cannot start quietus's threads",
+                error,
+            );
+        }
+        let io_kind = error.kind();
+        match error
+            .into_inner()
+            .map(|inner| inner.downcast::<SpawnError>())
+        {
+            Some(Ok(spawn)) => *spawn,
+            Some(Err(other)) => SpawnError::new(
+                SpawnErrorKind::Thread,
+                "cannot start quietus's threads",
+                io::Error::new(io_kind, other),
+            ),
+            None => SpawnError::new(
+                SpawnErrorKind::Thread,
+                "cannot start quietus's threads",
+                io::Error::from(io_kind),
+            ),
+        }
     }
 
     /// Which part of the spawn failed.
@@ -372,10 +475,18 @@ impl SpawnError {
         self.kind
     }
 
+    /// The `io::ErrorKind` the failure had, the one `io::Error::from` gives: the system's for
+    /// [`Program`](SpawnErrorKind::Program) (`NotFound`, `PermissionDenied`…),
+    /// `InvalidInput` for [`Config`](SpawnErrorKind::Config).
+    pub fn io_error_kind(&self) -> io::ErrorKind {
+        self.io_kind
+    }
+
     /// The underlying error: a [`ConfigError`] for [`SpawnErrorKind::Config`], what is
-    /// wrong with the log folder for [`SpawnErrorKind::LogDir`], the system's
-    /// `io::Error` for every other kind (`raw_os_error` and all). Also what
-    /// `std::error::Error::source` gives, on this error and on the `io::Error` carrying it.
+    /// wrong with the log folder for [`SpawnErrorKind::LogDir`], the reason for
+    /// [`SpawnErrorKind::Containment`], the system's `io::Error` for every other kind
+    /// (`raw_os_error` and all). For the kinds that are not transparent, also what
+    /// `std::error::Error::source` gives.
     pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         self.source.as_ref()
     }
@@ -383,20 +494,116 @@ impl SpawnError {
 
 impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        match &self.context {
+            Some(context) => f.write_str(context),
+            None => fmt::Display::fmt(&self.source, f),
+        }
     }
 }
 
 impl std::error::Error for SpawnError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(self.source.as_ref())
+        match self.context {
+            Some(_) => Some(self.source.as_ref()),
+            None => self.source.source(),
+        }
     }
 }
 
 impl From<SpawnError> for io::Error {
-    /// An `io::Error` of the kind the failure had, carrying the `SpawnError`
-    /// ([`SpawnError::of`] finds it again).
+    /// An `io::Error` of the kind the failure had, carrying the `SpawnError` (its text and
+    /// its source are the `SpawnError`'s; `get_ref` and `downcast_ref` find it again).
     fn from(e: SpawnError) -> Self {
         io::Error::new(e.io_kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each error of a chain, in order.
+    fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        let mut texts = vec![error.to_string()];
+        let mut next = error.source();
+        while let Some(e) = next {
+            texts.push(e.to_string());
+            next = e.source();
+        }
+        texts
+    }
+
+    /// No error of the chain repeats the text of the cause that follows it.
+    fn assert_each_cause_once(error: &(dyn std::error::Error + 'static)) {
+        let texts = chain(error);
+        for pair in texts.windows(2) {
+            assert!(
+                !pair[0].contains(&pair[1]),
+                "{:?} repeats its cause {:?} (chain {texts:?})",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+
+    fn missing() -> io::Error {
+        io::Error::from_raw_os_error(2)
+    }
+
+    #[test]
+    fn a_spawn_error_prints_each_cause_once() {
+        let errors = [
+            SpawnError::program("absent".as_ref(), missing()),
+            SpawnError::thread("monitor", io::Error::other("no thread left")),
+            SpawnError::new(
+                SpawnErrorKind::Pipe,
+                "cannot make the output pipe",
+                missing(),
+            ),
+            SpawnError::config(ConfigError::EmptyLadder),
+            SpawnError::log_dir(io::Error::other("the log folder /x is read-only")),
+            SpawnError::from_step(io::Error::other("a step without a kind")),
+        ];
+        for error in errors {
+            assert_each_cause_once(&error);
+            let text = error.to_string();
+            let io_error = io::Error::from(error);
+            assert_eq!(io_error.to_string(), text, "the io::Error says the same");
+            assert_each_cause_once(&io_error);
+        }
+    }
+
+    #[test]
+    fn the_cause_is_the_source_or_the_text_never_both() {
+        let error = SpawnError::program("absent".as_ref(), missing());
+        let cause = std::error::Error::source(&error).expect("the system's error");
+        assert_eq!(cause.to_string(), missing().to_string());
+        assert!(error.to_string().contains("absent"), "{error}");
+        assert!(error.to_string().contains("program not found"), "{error}");
+        // Transparent: the setting's own message, nothing under it.
+        let config = SpawnError::config(ConfigError::EmptyLadder);
+        assert_eq!(config.to_string(), ConfigError::EmptyLadder.to_string());
+        assert!(std::error::Error::source(&config).is_none());
+        assert!(config.inner().downcast_ref::<ConfigError>().is_some());
+    }
+
+    #[test]
+    fn a_step_keeps_its_spawn_error() {
+        let step: io::Error =
+            SpawnError::new(SpawnErrorKind::Terminal, "no terminal", missing()).into();
+        let back = SpawnError::from_step(step);
+        assert_eq!(back.kind(), SpawnErrorKind::Terminal);
+        assert_eq!(back.io_error_kind(), io::ErrorKind::NotFound);
+        assert_eq!(back.to_string(), "no terminal");
+        let other = SpawnError::from_step(io::Error::other("plain"));
+        assert_eq!(other.kind(), SpawnErrorKind::Thread);
+    }
+
+    #[test]
+    fn a_system_error_keeps_kind_number_and_text() {
+        let e = SystemError::from(missing());
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert_eq!(e.raw_os_error(), Some(2));
+        assert_eq!(e.to_string(), missing().to_string());
     }
 }

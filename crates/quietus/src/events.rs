@@ -62,7 +62,7 @@ pub enum Event {
     Diagnosis(crate::diagnosis::Diagnosis),
     /// The whole tree has been blocked on input (its read counts unchanged) for the input-wait
     /// timeout while every source was quiet: once per episode, before the child is ended.
-    InputWait(crate::input_wait::InputWait),
+    InputWait(crate::diagnosis::InputWait),
     /// A step of the kill ladder was sent.
     Signal {
         /// The signal.

@@ -11,24 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::diagnosis::{Diagnosis, StallKind};
-
-/// The tree has been blocked on input, every source quiet, for the configured time: which
-/// process waits and on what.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct InputWait {
-    /// The process that reads.
-    pub pid: u32,
-    /// Its name (`comm`).
-    pub name: String,
-    /// What it reads: `stdin (a pipe)`, `the terminal /dev/pts/3`…
-    pub target: String,
-    /// How long it has been seen waiting, with its read count unchanged.
-    pub waited: Duration,
-    /// The snapshot of the tree it was judged on (kind [`StallKind::AwaitingInput`]).
-    pub diagnosis: Diagnosis,
-}
+use crate::diagnosis::{Diagnosis, InputWait, StallKind};
 
 /// One look at the tree: the diagnosis of one snapshot and every process's read count.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -82,7 +82,7 @@
 //! session.terminate(); // ...and then decides to stop it: INT, 2 s, KILL
 //! let result = session.wait();
 //! assert_eq!(result.outcome, Outcome::Terminated { forced: false });
-//! assert_eq!(result.signal(), Some(2));
+//! assert_eq!(result.signal(), Some(Signal::INT));
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
@@ -125,7 +125,7 @@
 //! use std::process::Command;
 //! use std::time::Duration;
 //! use quietus::{
-//!     ControlAction, ControlAnswer, Environment, SessionState, MonitorConfig, Registry, Session,
+//!     ControlAction, ControlAnswer, Environment, SessionState, MonitorConfig, Registry, Session, Signal,
 //! };
 //!
 //! let home = tempfile::tempdir()?;
@@ -144,7 +144,7 @@
 //! let longer = ControlAction::SetIdleTimeout(Duration::from_secs(1800));
 //! assert_eq!(registry.control(1, longer), ControlAnswer::Ack);
 //! assert_eq!(registry.control(2, ControlAction::Kill), ControlAnswer::Ack);
-//! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(9));
+//! assert_eq!(registry.get(2).unwrap().wait().signal(), Some(Signal::KILL));
 //! assert_eq!(registry.control(2, ControlAction::Terminate), ControlAnswer::AlreadyEnded);
 //! let ended = registry.shutdown_all(); // #01: the ladder, and wait
 //! assert_eq!(ended.len(), 1);
@@ -155,7 +155,7 @@
 //! ## Where next
 //!
 //! - Keep the output bounded, log it whole with its SHA-256, follow it live:
-//!   [`CaptureConfig`], [`Session::snapshot`], [`Session::events`].
+//!   [`CaptureConfig`], [`Session::output`], [`Session::events`].
 //! - Done but hanging, busy but stuck: [`CompletionConfig`], [`MonitorConfig::solo_cap`],
 //!   [`Probe`].
 //! - A program that wants a terminal: [`SessionBuilder::pty`]; one that must not wait for an
@@ -181,7 +181,7 @@
 //!   the file tracker from `notify` (or a stat scan), the monitor's samples of the descendants'
 //!   CPU and the tree's TCP bytes, [`Session::keepalive`]. None calls the monitor.
 //! - **One monitor thread per session** sleeps until the exact instant its decision can change
-//!   (or a control message), and asks the *verdict*, a pure function of a board snapshot, the
+//!   (or a control message), and asks the *verdict*, a pure function of a reading of the board, the
 //!   time and the limits: every staleness rule (idle and hard timeouts, solo caps, completion's
 //!   linger, when to ask a probe) is tested without threads, processes or sleeping.
 //! - **Before any signal** it takes one fresh sample of the descendants and the network and
@@ -228,6 +228,7 @@ mod input_wait;
 mod monitor;
 mod outcome;
 mod own_files;
+mod probe;
 mod process;
 mod program;
 mod registry;
@@ -268,8 +269,7 @@ pub mod retry;
 pub mod sources;
 
 pub use activity::ActivitySource;
-pub use capture::spill::LogFile;
-pub use capture::{CapturedStream, Snapshot};
+pub use capture::{CapturedOutput, CapturedStream};
 pub use clock::{Clock, MockClock};
 pub use completion::CompletionConfig;
 pub use config::{
@@ -278,17 +278,19 @@ pub use config::{
 };
 pub use contract::SessionState;
 pub use environment::{Environment, IsolatedHome};
-pub use error::{ConfigError, SpawnError, SpawnErrorKind};
+pub use error::{ConfigError, SpawnError, SpawnErrorKind, SystemError};
 pub use events::Event;
 pub use outcome::{
-    CompletionSeen, MonitorResult, Outcome, SourceActivity, StaleReport, UnwatchedFolder,
+    CompletionSeen, Leftover, LogFile, MonitorResult, NetworkUnavailable, Outcome, SourceActivity,
+    StaleReport, UnwatchedFolder,
 };
-pub use program::Program;
-pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
-pub use session::{EventReceiver, Session, SessionBuilder, Stdin};
+pub use probe::Probe;
+pub use process::cgroup::CgroupUnavailable;
+pub use program::{Program, Stdin};
+pub use registry::{ControlAction, ControlAnswer, Registry, Rejection, SessionSummary};
+pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signal::Signal;
 pub use sources::output::OutputSink;
-pub use sources::probes::Probe;
 pub use stream::Stream;
 
 /// The supervising process itself: how it makes itself fit to supervise ([`prepare`](supervisor::prepare)), and its
@@ -296,6 +298,7 @@ pub use stream::Stream;
 /// if the supervisor dies ([`SupervisorDeath`](supervisor::SupervisorDeath)).
 pub mod supervisor {
     pub use crate::outcome::SupervisorDeath;
+    pub use crate::process::guardian::GuardianUnavailable;
     pub use crate::process::guardian::{
         PROGRAM_VARIABLE as GUARDIAN_VARIABLE, SUBCOMMAND as GUARDIAN_SUBCOMMAND,
         set_program as set_guardian_program,

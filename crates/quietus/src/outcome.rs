@@ -8,7 +8,81 @@ use std::time::Duration;
 
 use crate::activity::ActivitySource;
 use crate::config::Containment;
+use crate::error::SystemError;
+use crate::process::cgroup::CgroupUnavailable;
+use crate::process::guardian::GuardianUnavailable;
 use crate::signal::Signal;
+use crate::stream::Stream;
+
+/// What one sample of the descendants found ([`DescendantObserver::sample`](crate::sources::DescendantObserver::sample), and
+/// [`StaleReport::children`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ChildrenSample {
+    /// Whether the CPU used since the previous sample reached the threshold.
+    pub active: bool,
+    /// Live descendants now (the direct child not included).
+    pub descendants: usize,
+    /// CPU used by the descendants since the previous sample (by the rules above).
+    pub cpu_delta: Duration,
+    /// CPU used in all by the descendants: the live ones and every one already reaped.
+    pub descendant_cpu: Duration,
+    /// Remembered descendants that left the tree and still live.
+    pub escapees: usize,
+    /// Bytes the descendants wrote, or read from storage, since the previous sample (the
+    /// direct child's own only when its CPU counts too; its reaped children's always).
+    pub moved_bytes: u64,
+    /// With a cgroup: how long the tree's processes waited for a CPU since the previous
+    /// sample (CPU asked for and not received); zero without one.
+    pub cpu_waited: Duration,
+}
+
+/// A complete log of one stream ([`MonitorResult::logs`]; written by the capture's spill).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogFile {
+    /// Which stream.
+    pub stream: Stream,
+    /// Where it is (when it could not be created: where it would have been).
+    pub path: PathBuf,
+    /// Lower-case hex SHA-256 of every byte read from the stream: the complete log's content.
+    pub sha256: String,
+    /// How many bytes were read from the stream: the complete log's length.
+    pub bytes: u64,
+    /// How many bytes the file really holds: `bytes` unless writing failed.
+    pub written: u64,
+    /// Whether the log lacks part of the stream: it could not be created or written
+    /// (`written < bytes`), or the stream was still held open when the run ended (then the
+    /// log holds every byte read, but the stream went on). The in-memory capture still holds
+    /// head and tail.
+    pub incomplete: bool,
+    /// Why it is incomplete, in words.
+    pub error: Option<String>,
+}
+
+/// Why the network source, though on, could observe nothing
+/// ([`MonitorResult::network_unavailable`]; the report's `unavailable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetworkUnavailable {
+    /// No socket diagnostics (`NETLINK_SOCK_DIAG`) in this kernel or sandbox, or a system
+    /// other than Linux.
+    NoSocketDiagnostics(SystemError),
+    /// The `/proc` quietus reads is not its own pid namespace's (none mounted, or the host's
+    /// kept in a new pid namespace): the tree's sockets cannot be found.
+    ForeignProc(String),
+}
+
+impl fmt::Display for NetworkUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetworkUnavailable::NoSocketDiagnostics(e) => {
+                write!(f, "no socket diagnostics (NETLINK_SOCK_DIAG): {e}")
+            }
+            NetworkUnavailable::ForeignProc(why) => f.write_str(why),
+        }
+    }
+}
 
 /// How long one activity source had been idle when the child was judged stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +113,7 @@ pub(crate) enum TreeHold {
     /// The process group, plus the descendants seen leaving it.
     Group {
         /// Why not a cgroup (`None` when the group was asked for).
-        why_not_cgroup: Option<String>,
+        why_not_cgroup: Option<CgroupUnavailable>,
         /// What would have ended the tree had the supervising process died.
         supervisor_death: SupervisorDeath,
     },
@@ -63,7 +137,7 @@ impl TreeHold {
     }
 
     /// Why not a cgroup, for a group taken under [`Containment::Auto`].
-    pub(crate) fn why_not_cgroup(&self) -> Option<String> {
+    pub(crate) fn why_not_cgroup(&self) -> Option<CgroupUnavailable> {
         match self {
             TreeHold::Cgroup { .. } => None,
             TreeHold::Group { why_not_cgroup, .. } => why_not_cgroup.clone(),
@@ -108,7 +182,7 @@ pub enum SupervisorDeath {
     /// folder removed) by the next quietus started in the same cgroup.
     LeaderOnly {
         /// Why there was no guardian (no `quietus` program found, say).
-        why_no_guardian: String,
+        why_no_guardian: GuardianUnavailable,
     },
     /// Nothing: the parent-death signal was turned off
     /// ([`MonitorConfig::parent_death_signal`](crate::MonitorConfig::parent_death_signal)).
@@ -126,7 +200,7 @@ pub struct StaleReport {
     /// Every enabled source.
     pub sources: Vec<SourceActivity>,
     /// The descendants at the fresh sample taken at the deadline (children source on).
-    pub children: Option<crate::sources::children::ChildrenSample>,
+    pub children: Option<ChildrenSample>,
     /// The sources that were still active but had kept the child alive alone past their solo
     /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
     /// counted.
@@ -355,7 +429,7 @@ pub enum Outcome {
     /// The whole tree was blocked on input for the input-wait timeout while every source was
     /// quiet ([`MonitorConfig::input_wait_timeout`](crate::MonitorConfig::input_wait_timeout)):
     /// a question nobody will answer. A stall (exit code 124 in the command).
-    InputWait(crate::input_wait::InputWait),
+    InputWait(crate::diagnosis::InputWait),
 }
 
 impl Outcome {
@@ -404,6 +478,9 @@ pub struct MonitorResult {
     pub escalated: bool,
     /// Group members still alive after the child's own exit that quietus ended.
     pub leftovers_killed: usize,
+    /// Those processes (group members and escaped descendants: background jobs, daemons the
+    /// command left), as they were just before they were ended; at most 32 named.
+    pub leftovers: Vec<Leftover>,
     /// SIGKILL was sent but the tree could not be confirmed gone within the bound.
     pub termination_unproven: bool,
     /// From spawn to the end of the run (output drained).
@@ -417,7 +494,7 @@ pub struct MonitorResult {
     /// events it had recorded.
     pub activity: Vec<SourceActivity>,
     /// The complete logs of the streams that passed the spill threshold.
-    pub logs: Vec<crate::capture::spill::LogFile>,
+    pub logs: Vec<LogFile>,
     /// Best-effort events (`Output`, `Activity`) dropped because the consumer fell behind.
     pub events_dropped: u64,
     /// Whether the output pipes reached end-of-file (`false`: the drain stopped at quiet output
@@ -441,7 +518,7 @@ pub struct MonitorResult {
     pub cgroup: Option<PathBuf>,
     /// Why not a cgroup, when [`Containment::Auto`] fell back to the group (`None` when the
     /// group was asked for, or a cgroup was had).
-    pub why_not_cgroup: Option<String>,
+    pub why_not_cgroup: Option<CgroupUnavailable>,
     /// What would have ended the tree had the supervising process died (SIGKILL, a crash).
     pub supervisor_death: SupervisorDeath,
     /// The highest memory use of the whole tree, in bytes, where the session had a cgroup with
@@ -451,8 +528,9 @@ pub struct MonitorResult {
     /// cgroup with the memory controller enabled.
     pub oom_kills: Option<u64>,
     /// Why the network source, though on, could observe nothing (no socket diagnostics in
-    /// this kernel or sandbox, a system other than Linux); `None` when it could, or was off.
-    pub network_unavailable: Option<String>,
+    /// this kernel or sandbox, no `/proc` of this pid namespace to find the tree's sockets
+    /// in, a system other than Linux); `None` when it could, or was off.
+    pub network_unavailable: Option<NetworkUnavailable>,
 }
 
 /// A part of a watched tree that could not be watched (or, in the stat-scan mode, read), in
@@ -468,6 +546,85 @@ pub struct UnwatchedFolder {
     pub duration: Duration,
     /// Whether it was still unwatched at the end of the run (or now).
     pub still: bool,
+}
+
+/// A process left running after the child's own exit, which quietus ended (a background job
+/// such as `sleep 600 &`, a daemon the command started).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leftover {
+    /// Its pid.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable
+    /// (a process that is exiting).
+    pub command: String,
+}
+
+/// At most this many leftovers are named in a result.
+const MAX_LEFTOVERS: usize = 32;
+/// How long naming the leftovers waits, at most, for those caught between fork and exec.
+const EXEC_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Leftover {
+    /// Reads the processes `pids` (those already gone are left out).
+    pub(crate) fn read_all(pids: impl IntoIterator<Item = i32>) -> Vec<Leftover> {
+        let deadline = std::time::Instant::now() + EXEC_WAIT;
+        pids.into_iter()
+            .take(MAX_LEFTOVERS)
+            .filter_map(|pid| Self::read(pid, deadline))
+            .collect()
+    }
+
+    /// Reads process `pid`. One forked and not yet past its `exec` (a shell's `sleep 600 &`
+    /// caught between the two: still a copy of the shell) is looked at again until `deadline`,
+    /// so that it is named by what it runs.
+    #[cfg(target_os = "linux")]
+    fn read(pid: i32, deadline: std::time::Instant) -> Option<Leftover> {
+        /// `PF_FORKNOEXEC` in the flags of `/proc/PID/stat`: forked, no exec since.
+        const FORKNOEXEC: u64 = 0x40;
+        let flags = || -> Option<u64> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let after = stat.get(stat.rfind(')')? + 1..)?;
+            after.split_whitespace().nth(6)?.parse().ok()
+        };
+        // In the middle of its exec a process has no command line yet, for a few
+        // microseconds: that too is looked at again.
+        let mut words;
+        loop {
+            words = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let forked = flags().is_some_and(|f| f & FORKNOEXEC != 0);
+            if (!words.is_empty() && !forked) || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        let command: String = words
+            .split(|b| *b == 0)
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(200)
+            .collect();
+        Some(Leftover {
+            pid: u32::try_from(pid).ok()?,
+            name: name.trim_end().to_owned(),
+            command,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn read(pid: i32, _deadline: std::time::Instant) -> Option<Leftover> {
+        Some(Leftover {
+            pid: u32::try_from(pid).ok()?,
+            name: String::new(),
+            command: String::new(),
+        })
+    }
 }
 
 impl MonitorResult {
@@ -505,8 +662,8 @@ impl MonitorResult {
     }
 
     /// The signal that killed the child, if it died of one.
-    pub fn signal(&self) -> Option<i32> {
-        self.status.and_then(|s| s.signal())
+    pub fn signal(&self) -> Option<Signal> {
+        self.status.and_then(|s| s.signal()).map(Signal::received)
     }
 }
 
@@ -522,6 +679,7 @@ mod tests {
             signals_sent: vec![],
             escalated: false,
             leftovers_killed: 0,
+            leftovers: vec![],
             termination_unproven: false,
             runtime: Duration::ZERO,
             ladder_time: None,
@@ -541,6 +699,30 @@ mod tests {
             oom_kills: None,
             network_unavailable: None,
         }
+    }
+
+    /// The signal a child died of is a `Signal` (issue 37), a real-time one included.
+    #[test]
+    fn the_death_signal_is_a_signal() {
+        // A raw wait status of a death by signal n is n (no core dump).
+        assert_eq!(
+            result(Outcome::Exited, Some(15)).signal(),
+            Some(Signal::TERM)
+        );
+        assert_eq!(
+            result(Outcome::Exited, Some(9)).signal(),
+            Some(Signal::KILL)
+        );
+        let realtime = result(Outcome::Exited, Some(34))
+            .signal()
+            .expect("a signal");
+        assert_eq!(realtime.number(), 34);
+        assert_eq!(realtime.name(), "34");
+        assert_eq!(
+            result(Outcome::Exited, Some(3 << 8)).signal(),
+            None,
+            "exit code 3"
+        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
-//! [`Program`]: what to run, with no setting quietus cannot see.
+//! [`Program`]: what to run, with no setting quietus cannot see; [`Stdin`]: what it reads.
 
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// A program to supervise: its name (looked up in `PATH`) or path, its arguments, working
 /// directory and environment changes — what an agent CLI needs.
@@ -104,5 +104,42 @@ impl fmt::Debug for Program {
             .field("command", &self.command)
             .field("plain", &self.plain)
             .finish()
+    }
+}
+
+/// The child's stdin: [`SessionBuilder::stdin`](crate::SessionBuilder::stdin).
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub enum Stdin {
+    /// `/dev/null` (the default): a `read` sees end-of-file at once, nothing waits for input.
+    #[default]
+    Null,
+    /// This process's own stdin.
+    Inherit,
+    /// A pipe the caller feeds with [`Session::write_stdin`](crate::Session::write_stdin) and closes with
+    /// [`Session::close_stdin`](crate::Session::close_stdin) (or the session's end closes it). In a terminal session
+    /// ([`SessionBuilder::pty`](crate::SessionBuilder::pty)) it changes nothing: the terminal is always writable.
+    Piped,
+    /// What the caller opened (a file, a pipe of its own), opaque to quietus. Not
+    /// `Stdio::piped()`: that pipe would have nobody to write to it; use [`Stdin::Piped`].
+    Given(Stdio),
+}
+
+impl From<Stdio> for Stdin {
+    /// [`Stdin::Given`].
+    fn from(stdio: Stdio) -> Stdin {
+        Stdin::Given(stdio)
+    }
+}
+
+impl Stdin {
+    /// What std's spawn is given.
+    pub(crate) fn into_stdio(self) -> Stdio {
+        match self {
+            Stdin::Null => Stdio::null(),
+            Stdin::Inherit => Stdio::inherit(),
+            Stdin::Piped => Stdio::piped(),
+            Stdin::Given(stdio) => stdio,
+        }
     }
 }

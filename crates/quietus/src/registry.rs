@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ const PREVIEW_CHARS: usize = 40;
 ///
 /// ```
 /// use std::process::Command;
-/// use quietus::{ControlAction, ControlAnswer, SessionState, Registry, Session};
+/// use quietus::{ControlAction, ControlAnswer, SessionState, Registry, Session, Signal};
 ///
 /// let registry = Registry::new();
 /// let mut command = Command::new("sleep");
@@ -54,7 +54,7 @@ const PREVIEW_CHARS: usize = 40;
 /// assert!(line.starts_with("#01 running uptime="), "{line}");
 /// assert_eq!(registry.control(id, ControlAction::Terminate), ControlAnswer::Ack);
 /// let result = registry.get(id).unwrap().wait();
-/// assert_eq!(result.signal(), Some(15));
+/// assert_eq!(result.signal(), Some(Signal::TERM));
 /// assert_eq!(registry.list()[0].state, SessionState::Ended);
 /// assert_eq!(registry.control(id, ControlAction::Kill), ControlAnswer::AlreadyEnded);
 /// assert_eq!(registry.control(7, ControlAction::Kill), ControlAnswer::NoSuchSession);
@@ -118,8 +118,29 @@ pub enum ControlAction {
     SetIdleTimeout(Duration),
 }
 
+/// Why the registry rejected a [`ControlAction`]
+/// ([`ControlAnswer::Rejected`]); nothing was changed.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The new setting is invalid ([`ControlAction::SetIdleTimeout`] out of range).
+    InvalidSetting(crate::ConfigError),
+    /// The terminal cannot be written ([`ControlAction::Interrupt`] in a terminal session
+    /// whose run is over).
+    CannotInterrupt(crate::SystemError),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::InvalidSetting(e) => e.fmt(f),
+            Rejection::CannotInterrupt(e) => e.fmt(f),
+        }
+    }
+}
+
 /// The registry's answer to a [`ControlAction`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ControlAnswer {
     /// Done (signals and ladders are asynchronous: [`Session::wait`] for the end).
     Ack,
@@ -129,7 +150,7 @@ pub enum ControlAnswer {
     /// nothing. (During the ladder, [`ControlAction::Kill`] is still taken: it skips to SIGKILL.)
     AlreadyEnded,
     /// The action is invalid (an idle timeout out of range, say); nothing was changed.
-    Rejected(String),
+    Rejected(Rejection),
 }
 
 impl fmt::Display for ControlAnswer {
@@ -273,7 +294,7 @@ impl Registry {
     /// # Errors
     ///
     /// Those of [`SessionBuilder::spawn`].
-    pub fn spawn(&self, builder: SessionBuilder) -> io::Result<u32> {
+    pub fn spawn(&self, builder: SessionBuilder) -> Result<u32, crate::SpawnError> {
         let command = preview(builder.command());
         // Spawned outside the lock: a spawn forks and starts threads.
         let session = Arc::new(builder.spawn()?);
@@ -325,7 +346,7 @@ impl Registry {
     }
 
     /// The session with this id, to [`wait`](Session::wait) on it, take a
-    /// [`snapshot`](Session::snapshot) or follow its [`events`](Session::events). `None` when
+    /// [`output`](Session::output) or follow its [`events`](Session::events). `None` when
     /// no session has the id (any more).
     pub fn get(&self, id: u32) -> Option<Arc<Session>> {
         let mut inner = self.inner.lock();
@@ -351,19 +372,19 @@ impl Registry {
             (SessionState::Grace, _) => return ControlAnswer::AlreadyEnded,
             (SessionState::Running, _) => {}
         }
-        let rejected = |e: crate::ConfigError| ControlAnswer::Rejected(e.to_string());
+        let rejected = |why| ControlAnswer::Rejected(why);
         match action {
             ControlAction::Keepalive => session.keepalive(),
             ControlAction::Interrupt => {
                 if let Err(e) = session.interrupt() {
-                    return ControlAnswer::Rejected(e.to_string());
+                    return rejected(Rejection::CannotInterrupt(e.into()));
                 }
             }
             ControlAction::Terminate => session.terminate(),
             ControlAction::Kill => session.kill(),
             ControlAction::SetIdleTimeout(timeout) => {
                 if let Err(e) = session.set_idle_timeout(timeout) {
-                    return rejected(e);
+                    return rejected(Rejection::InvalidSetting(e));
                 }
             }
         }

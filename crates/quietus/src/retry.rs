@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::capture::{CapturedStream, Snapshot};
+use crate::capture::{CapturedOutput, CapturedStream};
 use crate::outcome::{MonitorResult, Outcome};
 use crate::session::SessionBuilder;
 use crate::stream::Stream;
@@ -79,7 +79,7 @@ pub struct RetryAttempt {
     /// How it ended (its logs in [`MonitorResult::logs`] are kept).
     pub result: MonitorResult,
     /// What was captured of its output.
-    pub output: Snapshot,
+    pub output: CapturedOutput,
     /// Why it qualified for a retry; `None` when it did not (it succeeded, or failed otherwise).
     pub reason: Option<RetryReason>,
     /// Whether a retry followed (`false` after a qualifying attempt when the retries were used
@@ -95,7 +95,7 @@ pub struct RetryReport {
     /// The attempts, at least one.
     pub attempts: Vec<RetryAttempt>,
     /// The error of a retry that could not be spawned (the attempts before it are kept).
-    pub retry_spawn_error: Option<io::Error>,
+    pub retry_spawn_error: Option<crate::SpawnError>,
 }
 
 impl RetryReport {
@@ -150,7 +150,10 @@ impl RetryPolicy {
     ///
     /// The first attempt's spawn error. A retry that cannot be spawned ends the run with the
     /// attempts made so far and the error in [`RetryReport::retry_spawn_error`].
-    pub fn run(&self, mut factory: impl FnMut(u32) -> SessionBuilder) -> io::Result<RetryReport> {
+    pub fn run(
+        &self,
+        mut factory: impl FnMut(u32) -> SessionBuilder,
+    ) -> Result<RetryReport, crate::SpawnError> {
         let mut report = RetryReport {
             attempts: Vec::new(),
             retry_spawn_error: None,
@@ -167,7 +170,7 @@ impl RetryPolicy {
                 }
             };
             let result = session.wait();
-            let output = session.snapshot();
+            let output = session.output();
             let reason = self.reason(&result, &output);
             let retried = reason.is_some() && number <= self.max_retries;
             if let Some(reason) = reason.as_ref().filter(|_| retried) {
@@ -194,7 +197,7 @@ impl RetryPolicy {
     }
 
     /// Why this attempt qualifies for a retry, if it does.
-    fn reason(&self, result: &MonitorResult, output: &Snapshot) -> Option<RetryReason> {
+    fn reason(&self, result: &MonitorResult, output: &CapturedOutput) -> Option<RetryReason> {
         if result.termination_unproven {
             return None; // the tree may still live: do not start another one beside it
         }
@@ -211,7 +214,7 @@ impl RetryPolicy {
     }
 
     /// The first pattern found in the attempt's complete stderr.
-    fn signature(&self, result: &MonitorResult, output: &Snapshot) -> Option<String> {
+    fn signature(&self, result: &MonitorResult, output: &CapturedOutput) -> Option<String> {
         if self.patterns.is_empty() {
             return None;
         }

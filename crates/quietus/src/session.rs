@@ -2,50 +2,25 @@
 
 use std::fmt;
 use std::io;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 
 use crate::activity::{ActivityBoard, ActivitySource};
-use crate::capture::Snapshot;
+use crate::capture::CapturedOutput;
 use crate::clock::Clock;
 use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
 use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::environment::Environment;
 use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
-use crate::monitor::{self, Input, Launch};
+use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
-use crate::program::Program;
+use crate::program::{Program, Stdin};
 use crate::sources::output::OutputSink;
 use crate::stream::Stream;
-
-/// The child's stdin: [`SessionBuilder::stdin`].
-#[derive(Debug, Default)]
-#[non_exhaustive]
-pub enum Stdin {
-    /// `/dev/null` (the default): a `read` sees end-of-file at once, nothing waits for input.
-    #[default]
-    Null,
-    /// This process's own stdin.
-    Inherit,
-    /// A pipe the caller feeds with [`Session::write_stdin`] and closes with
-    /// [`Session::close_stdin`] (or the session's end closes it). In a terminal session
-    /// ([`SessionBuilder::pty`]) it changes nothing: the terminal is always writable.
-    Piped,
-    /// What the caller opened (a file, a pipe of its own), opaque to quietus. Not
-    /// `Stdio::piped()`: that pipe would have nobody to write to it; use [`Stdin::Piped`].
-    Given(Stdio),
-}
-
-impl From<Stdio> for Stdin {
-    /// [`Stdin::Given`].
-    fn from(stdio: Stdio) -> Stdin {
-        Stdin::Given(stdio)
-    }
-}
 
 /// Configures and starts one supervised child. Made by [`Session::builder`].
 pub struct SessionBuilder {
@@ -54,11 +29,9 @@ pub struct SessionBuilder {
     plain: bool,
     config: MonitorConfig,
     clock: Clock,
-    /// Whether `clock` is the default system clock (no `clock(…)` call).
-    real_clock: bool,
     stdout: OutputSink,
     stderr: OutputSink,
-    stdin: Option<Input>,
+    stdin: Option<Stdin>,
     environment: Environment,
     pty: Option<(u16, u16)>,
     non_interactive: bool,
@@ -118,7 +91,6 @@ impl SessionBuilder {
     /// [`MockClock`](crate::MockClock) (or a [`Clock`] made from one).
     pub fn clock(mut self, clock: impl Into<Clock>) -> Self {
         self.clock = clock.into();
-        self.real_clock = false;
         self
     }
 
@@ -136,7 +108,7 @@ impl SessionBuilder {
 
     /// The child's stdin (default: [`Stdin::Null`], whatever the command said):
     /// [`Stdin::Piped`] for a pipe the caller writes to, [`Stdin::Inherit`], or a
-    /// [`Stdio`] of the caller's (a file: `Stdin::from(Stdio::from(file))`, or just the
+    /// [`Stdio`](std::process::Stdio) of the caller's (a file: `Stdin::from(Stdio::from(file))`, or just the
     /// `Stdio`).
     ///
     /// ```
@@ -146,16 +118,11 @@ impl SessionBuilder {
     /// session.write_stdin(b"typed\n")?;
     /// session.close_stdin(); // cat sees end-of-file and exits
     /// assert_eq!(session.wait().exit_code(), 0);
-    /// assert_eq!(session.snapshot().stdout.unwrap().render_lossy(), "typed\n");
+    /// assert_eq!(session.output().stdout.unwrap().render_lossy(), "typed\n");
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn stdin(mut self, stdin: impl Into<Stdin>) -> Self {
-        self.stdin = Some(match stdin.into() {
-            Stdin::Null => Input::Null,
-            Stdin::Inherit => Input::Inherit,
-            Stdin::Piped => Input::Piped,
-            Stdin::Given(stdio) => Input::Given(stdio),
-        });
+        self.stdin = Some(stdin.into());
         self
     }
 
@@ -166,7 +133,7 @@ impl SessionBuilder {
     /// the escapee tracking work as in pipe mode. What it writes to the terminal is one stream,
     /// [`Stream::Terminal`] (raw bytes, escape sequences included): it counts as output
     /// activity, goes to the [`stdout`](Self::stdout) sink, is kept in
-    /// [`Snapshot::terminal`](crate::Snapshot::terminal) and logged like a pipe.
+    /// [`CapturedOutput::terminal`](crate::CapturedOutput::terminal) and logged like a pipe.
     /// [`Session::write_stdin`] types into the terminal, [`Session::close_stdin`] sends
     /// end-of-file the terminal way, [`Session::interrupt`] sends Ctrl-C through it and
     /// [`Session::resize`] resizes it. The [`stderr`](Self::stderr) sink is not used, and
@@ -184,7 +151,7 @@ impl SessionBuilder {
     /// command.args(["-c", "test -t 0 && test -t 1 && echo tty; stty size"]);
     /// let session = Session::builder(command).pty(30, 100).spawn()?;
     /// session.wait();
-    /// let text = session.snapshot().terminal.unwrap().render_lossy();
+    /// let text = session.output().terminal.unwrap().render_lossy();
     /// assert_eq!(text, "tty\r\n30 100\r\n"); // the terminal turns \n into \r\n
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -216,7 +183,7 @@ impl SessionBuilder {
     /// command.args(["-c", script]);
     /// let session = Session::builder(command).non_interactive().spawn()?;
     /// assert_eq!(session.wait().exit_code(), 0);
-    /// let text = session.snapshot().stdout.unwrap().render_lossy();
+    /// let text = session.output().stdout.unwrap().render_lossy();
     /// assert_eq!(text, "eof\nno tty\ncat\n");
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -245,7 +212,7 @@ impl SessionBuilder {
     ///     )
     ///     .spawn()?;
     /// let result = session.wait();
-    /// let stdout = session.snapshot().stdout.unwrap().render_lossy();
+    /// let stdout = session.output().stdout.unwrap().render_lossy();
     /// assert_eq!(stdout, format!("{}|hi|unset\n", home.path().display()));
     /// assert_eq!(result.home.unwrap().root, home.path());
     /// # Ok::<(), std::io::Error>(())
@@ -261,8 +228,9 @@ impl SessionBuilder {
     ///
     /// # Errors
     ///
-    /// Every error carries a [`SpawnError`] ([`SpawnError::of`]) whose
-    /// [`kind`](SpawnError::kind) says which step failed, and nothing is left running:
+    /// A [`SpawnError`] whose [`kind`](SpawnError::kind) says which step failed (an
+    /// `io::Error` of the failure's kind by `From`, so `?` works in an `io::Result` function),
+    /// and nothing is left running:
     ///
     /// - [`Config`](crate::SpawnErrorKind::Config): an invalid configuration, or settings that
     ///   do not go together (a [`ConfigError`] inside; `InvalidInput`; nothing is spawned);
@@ -277,15 +245,15 @@ impl SessionBuilder {
     ///   (`NotFound`, `PermissionDenied`…), with a message that names the program;
     /// - [`Thread`](crate::SpawnErrorKind::Thread): a thread that cannot be started (a child
     ///   already started is then killed and reaped).
-    pub fn spawn(mut self) -> io::Result<Session> {
+    pub fn spawn(mut self) -> Result<Session, SpawnError> {
         self.config.validate().map_err(SpawnError::config)?;
-        if self.pty.is_some() && matches!(self.stdin, Some(Input::Given(_) | Input::Inherit)) {
-            return Err(SpawnError::config(ConfigError::StdinWithTerminal).into());
+        if self.pty.is_some() && matches!(self.stdin, Some(Stdin::Given(_) | Stdin::Inherit)) {
+            return Err(SpawnError::config(ConfigError::StdinWithTerminal));
         }
         if let Some((rows, cols)) = self.pty
             && (rows == 0 || cols == 0)
         {
-            return Err(SpawnError::config(ConfigError::TerminalSize { rows, cols }).into());
+            return Err(SpawnError::config(ConfigError::TerminalSize { rows, cols }));
         }
         // What the caller set (or removed) on the command itself is never overridden.
         let explicit: Vec<std::ffi::OsString> =
@@ -300,23 +268,33 @@ impl SessionBuilder {
                     self.command.env(key, value);
                 }
             }
-            self.stdin = Some(Input::Null);
+            self.stdin = Some(Stdin::Null);
         }
         let clock = self.clock.clone();
+        let exec = if self.plain {
+            monitor::Exec::Ordered {
+                env_cleared: self.environment.clears(),
+            }
+        } else {
+            monitor::Exec::Std
+        };
+        let attach = match self.pty {
+            Some((rows, cols)) => monitor::Attach::Terminal { rows, cols },
+            None if self.non_interactive => monitor::Attach::Session,
+            None => monitor::Attach::Group,
+        };
         let launched = monitor::launch(Launch {
             command: self.command,
-            plain: self.plain,
-            env_cleared: self.environment.clears(),
+            exec,
             config: self.config,
             clock: self.clock,
-            real_clock: self.real_clock,
             stdout: self.stdout,
             stderr: self.stderr,
-            stdin: self.stdin.unwrap_or(Input::Null),
+            stdin: self.stdin.unwrap_or_default(),
             home,
-            detached: self.non_interactive && self.pty.is_none(),
-            pty: self.pty,
-        })?;
+            attach,
+        })
+        .map_err(SpawnError::from_step)?;
         Ok(Session {
             id: launched.id,
             pid: launched.pid,
@@ -365,7 +343,10 @@ impl fmt::Debug for Session {
 impl Session {
     /// Spawns `command` under supervision with `config`, the system clock, and discarding
     /// sinks. See [`SessionBuilder::spawn`] for the errors.
-    pub fn spawn(command: impl Into<Program>, config: MonitorConfig) -> io::Result<Session> {
+    pub fn spawn(
+        command: impl Into<Program>,
+        config: MonitorConfig,
+    ) -> Result<Session, SpawnError> {
         Session::builder(command).config(config).spawn()
     }
 
@@ -378,7 +359,6 @@ impl Session {
             plain,
             config: MonitorConfig::default(),
             clock: Clock::system(),
-            real_clock: true,
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,
             stdin: None,
@@ -434,7 +414,7 @@ impl Session {
 
     /// Where the session is in its life.
     pub fn state(&self) -> SessionState {
-        SessionState::from_u8(self.shared.phase.load(std::sync::atomic::Ordering::Acquire))
+        self.shared.state()
     }
 
     /// Time since the spawn (by the session's clock); the whole runtime once finished.
@@ -459,7 +439,7 @@ impl Session {
         if self.state() != SessionState::Running {
             return None;
         }
-        let last = crate::verdict::last_activity(&self.board.snapshot(), &self.shared.caps);
+        let last = crate::verdict::last_activity(&self.board.read(), &self.shared.caps);
         Some((last + self.idle_timeout()).saturating_duration_since(self.clock.now()))
     }
 
@@ -641,8 +621,8 @@ impl Session {
     /// What has been captured so far (head and tail of each stream, omitted counts), and the
     /// result once the run is over. Cheap enough to call at any time: it copies at most the
     /// capture caps.
-    pub fn snapshot(&self) -> Snapshot {
-        // The result first: a snapshot that carries a result also carries all the output.
+    pub fn output(&self) -> CapturedOutput {
+        // The result first: captured output that carries a result also carries all the output.
         let result = self.shared.result.get().cloned();
         let captured = |slot: usize| {
             self.shared.recorders[slot]
@@ -650,7 +630,7 @@ impl Session {
                 .map(|r| r.lock().capture.captured())
         };
         if self.shared.terminal.is_some() {
-            Snapshot {
+            CapturedOutput {
                 stdout: None,
                 stderr: None,
                 combined: None,
@@ -658,7 +638,7 @@ impl Session {
                 result,
             }
         } else if self.shared.combined {
-            Snapshot {
+            CapturedOutput {
                 stdout: None,
                 stderr: None,
                 combined: captured(0),
@@ -666,7 +646,7 @@ impl Session {
                 result,
             }
         } else {
-            Snapshot {
+            CapturedOutput {
                 stdout: captured(0),
                 stderr: captured(1),
                 combined: None,

@@ -5,9 +5,11 @@ use std::str::FromStr;
 
 use crate::error::ConfigError;
 
-/// A Unix signal that quietus can send, by number (`Signal::TERM`, `"INT".parse()`, `"15".parse()`).
+/// A Unix signal: one quietus can send, by number (`Signal::TERM`, `"INT".parse()`,
+/// `"15".parse()`), or the one a child died of ([`MonitorResult::signal`](crate::MonitorResult::signal)).
 ///
-/// Only the standard signals 1..=31 are accepted; real-time signals are reserved by libc.
+/// Only the standard signals 1..=31 are accepted to be sent; real-time signals are reserved by
+/// libc (a child may still die of one: then its name is its number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Signal(i32);
 
@@ -26,10 +28,17 @@ impl Signal {
     pub const USR1: Signal = Signal(crate::process::sys::SIGUSR1);
     /// SIGUSR2.
     pub const USR2: Signal = Signal(crate::process::sys::SIGUSR2);
+    /// SIGCONT: the ladder follows each polite step with it, so stopped processes act on it.
+    pub const CONT: Signal = Signal(crate::process::sys::SIGCONT);
 
     /// The signal with this number, if this platform has it among the standard signals.
     pub fn from_number(number: i32) -> Option<Signal> {
         crate::process::sys::signal_is_known(number).then_some(Signal(number))
+    }
+
+    /// The signal a process died of, whatever its number (a real-time one included).
+    pub(crate) fn received(number: i32) -> Signal {
+        Signal(number)
     }
 
     /// The signal number.

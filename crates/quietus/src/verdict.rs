@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::activity::{ActivitySource, BoardSnapshot, SourceState};
+use crate::activity::{ActivitySource, BoardReading, SourceState};
 use crate::outcome::{SourceActivity, StaleReport};
 
 /// What the monitor should do now.
@@ -67,7 +67,7 @@ struct Counted {
     capped: bool,
 }
 
-fn counted(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Vec<Counted> {
+fn counted(board: &BoardReading, caps: &[(ActivitySource, Duration)]) -> Vec<Counted> {
     let limits = Limits {
         caps,
         ..Limits::new(Duration::ZERO, None)
@@ -103,7 +103,7 @@ fn counted(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Vec<Co
 /// snapshot's instant): quietus reads none of the child's output meanwhile, and the child
 /// blocks on a pipe quietus cannot empty; once the hold ends, the reader reads what waits
 /// (activity again), and the bytes still waiting at a deadline count once, as always.
-pub(crate) fn last_activity(board: &BoardSnapshot, caps: &[(ActivitySource, Duration)]) -> Instant {
+pub(crate) fn last_activity(board: &BoardReading, caps: &[(ActivitySource, Duration)]) -> Instant {
     counted(board, caps)
         .iter()
         .map(|c| c.last)
@@ -113,7 +113,7 @@ pub(crate) fn last_activity(board: &BoardSnapshot, caps: &[(ActivitySource, Dura
 
 /// Decides. The hard deadline wins over staleness when both are due; after completion, the
 /// first of the linger's end, staleness and the hard deadline ends the run as completed.
-pub(crate) fn decide(board: &BoardSnapshot, now: Instant, limits: Limits<'_>) -> Verdict {
+pub(crate) fn decide(board: &BoardReading, now: Instant, limits: Limits<'_>) -> Verdict {
     let stale_at = last_activity(board, limits.caps) + limits.idle_timeout;
     if let Some(linger_until) = limits.linger_until {
         let end = [Some(linger_until), Some(stale_at), limits.hard_deadline]
@@ -145,7 +145,7 @@ pub(crate) fn decide(board: &BoardSnapshot, now: Instant, limits: Limits<'_>) ->
 }
 
 /// How long every enabled source had been idle at `now`.
-pub(crate) fn report(board: &BoardSnapshot, now: Instant, idle_timeout: Duration) -> StaleReport {
+pub(crate) fn report(board: &BoardReading, now: Instant, idle_timeout: Duration) -> StaleReport {
     StaleReport {
         idle_timeout,
         children: None,
@@ -166,7 +166,7 @@ pub(crate) fn report(board: &BoardSnapshot, now: Instant, idle_timeout: Duration
 }
 
 /// [`report`], with the sources whose solo cap was reached.
-fn report_capped(board: &BoardSnapshot, now: Instant, limits: Limits<'_>) -> StaleReport {
+fn report_capped(board: &BoardReading, now: Instant, limits: Limits<'_>) -> StaleReport {
     let mut report = report(board, now, limits.idle_timeout);
     report.capped = counted(board, limits.caps)
         .into_iter()
@@ -210,8 +210,8 @@ mod tests {
     use crate::activity::SourceState;
     use proptest::prelude::*;
 
-    fn board(origin: Instant, stamps: &[(bool, u64)]) -> BoardSnapshot {
-        BoardSnapshot {
+    fn board(origin: Instant, stamps: &[(bool, u64)]) -> BoardReading {
+        BoardReading {
             origin,
             sources: stamps
                 .iter()
@@ -300,7 +300,7 @@ mod tests {
     }
 
     /// Output silent since the start, children busy at `children_ms`.
-    fn busy_children(t0: Instant, children_ms: u64) -> BoardSnapshot {
+    fn busy_children(t0: Instant, children_ms: u64) -> BoardReading {
         board(t0, &[(true, 0), (true, 0), (true, children_ms), (true, 0)])
     }
 

@@ -1,7 +1,20 @@
-//! Durations in the command's messages, the way people read them.
+//! Durations and errors in the command's messages, the way people read them.
 
 use std::fmt;
 use std::time::Duration;
+
+/// An error and each of its causes, once each, joined by `: ` (the library's errors say what
+/// could not be done, and leave the cause to `source()`).
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}
 
 /// Formats a duration as the library's reports do: `850ms`, `4.2s`, `5m0s`, `1h2m3s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

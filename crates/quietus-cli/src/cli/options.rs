@@ -576,6 +576,32 @@ fn round_duration(d: Duration) -> String {
     HumanDuration(d).to_string()
 }
 
+/// `d` to the nanosecond, in the units a user writes (`7d1ms`, `1h30m`, `1s500ms`): a
+/// rejected value is shown as it was written, never rounded into an accepted one.
+fn exact_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let nanos = u64::from(d.subsec_nanos());
+    let parts = [
+        (secs / 86400, "d"),
+        (secs / 3600 % 24, "h"),
+        (secs / 60 % 60, "m"),
+        (secs % 60, "s"),
+        (nanos / 1_000_000, "ms"),
+        (nanos / 1_000 % 1_000, "us"),
+        (nanos % 1_000, "ns"),
+    ];
+    let text: String = parts
+        .iter()
+        .filter(|(n, _)| *n != 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect();
+    if text.is_empty() {
+        "0s".to_owned()
+    } else {
+        text
+    }
+}
+
 /// A count for -q / -v from the environment (`2` is `-vv`).
 fn parse_count(text: &str) -> Result<u8, String> {
     text.trim()
@@ -840,7 +866,7 @@ impl Options {
                     id,
                     format!(
                         "{} is out of range; it accepts {} to {}",
-                        HumanDuration(*value),
+                        exact_duration(*value),
                         round_duration(*min),
                         round_duration(*max)
                     ),
@@ -1192,6 +1218,18 @@ mod tests {
         assert_eq!(round_duration(Duration::from_millis(10)), "10ms");
         assert_eq!(round_duration(Duration::ZERO), "0ms");
         assert_eq!(round_duration(Duration::from_millis(1500)), "1.5s");
+    }
+
+    #[test]
+    fn a_rejected_value_reads_as_it_was_written() {
+        for written in ["7d1ms", "8d", "1h30m", "1s500ms", "0s", "25h"] {
+            let parsed = parse_duration(written).unwrap();
+            let shown = exact_duration(parsed);
+            assert_eq!(parse_duration(&shown), Ok(parsed), "{written} -> {shown}");
+        }
+        assert_eq!(exact_duration(parse_duration("7d1ms").unwrap()), "7d1ms");
+        assert_eq!(exact_duration(Duration::from_secs(90_000)), "1d1h");
+        assert_eq!(exact_duration(Duration::from_nanos(1_001)), "1us1ns");
     }
 
     #[test]

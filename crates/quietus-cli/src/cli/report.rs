@@ -279,6 +279,8 @@ pub(crate) struct Report {
     pub(crate) oom_kills: Option<u64>,
     /// Leftover group members ended after the child's own exit.
     pub(crate) leftovers_killed: usize,
+    /// Those processes (background jobs), named before they were ended.
+    pub(crate) leftovers: Vec<LeftoverJson>,
     /// KILL was sent but the tree could not be confirmed gone.
     pub(crate) termination_unproven: bool,
     /// Whether both output pipes reached end-of-file.
@@ -340,7 +342,7 @@ impl ContainmentReport {
         let (supervisor_death, why_no_guardian) = match &result.supervisor_death {
             SupervisorDeath::Guardian => ("guardian", None),
             SupervisorDeath::LeaderOnly { why_no_guardian } => {
-                ("leader_only", Some(why_no_guardian.clone()))
+                ("leader_only", Some(why_no_guardian.to_string()))
             }
             SupervisorDeath::Nothing => ("nothing", None),
             _ => ("not_needed", None),
@@ -348,11 +350,19 @@ impl ContainmentReport {
         ContainmentReport {
             backend: result.containment.as_str(),
             cgroup: result.cgroup.as_ref().map(|p| p.display().to_string()),
-            why_not_cgroup: result.why_not_cgroup.clone(),
+            why_not_cgroup: result.why_not_cgroup.as_ref().map(ToString::to_string),
             supervisor_death,
             why_no_guardian,
         }
     }
+}
+
+/// A process ended after the program's own exit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct LeftoverJson {
+    pub(crate) pid: u32,
+    pub(crate) name: String,
+    pub(crate) command: String,
 }
 
 /// A diagnosis as the report and the event stream show it.
@@ -377,6 +387,10 @@ pub(crate) struct ProcessJson {
     pub(crate) syscall: Option<String>,
     pub(crate) fd: Option<i32>,
     pub(crate) target: Option<String>,
+    /// What this process alone is doing (a kind, as the diagnosis's).
+    pub(crate) kind: &'static str,
+    /// The process of the tree it waits on (its child, the writer of the pipe it reads…).
+    pub(crate) waits_on: Option<u32>,
 }
 
 impl DiagnosisJson {
@@ -395,6 +409,8 @@ impl DiagnosisJson {
                     syscall: p.syscall.clone(),
                     fd: p.fd,
                     target: p.target.clone().or_else(|| p.error.clone()),
+                    kind: p.kind.name(),
+                    waits_on: p.waits_on,
                 })
                 .collect(),
         }
@@ -629,10 +645,11 @@ impl Report {
         Report {
             outcome: result.outcome.name(),
             exit_code: exit.code(),
-            signal: result.signal(),
+            signal: result.signal().map(Signal::number),
+            // Named only when it is a standard signal (a real-time one has its number only).
             signal_name: result
                 .signal()
-                .and_then(Signal::from_number)
+                .and_then(|s| Signal::from_number(s.number()))
                 .map(|s| s.name()),
             received_signal: received.first.map(|s| s.name()),
             duration_ms: ms(result.runtime),
@@ -649,6 +666,15 @@ impl Report {
             memory_peak_bytes: result.memory_peak,
             oom_kills: result.oom_kills,
             leftovers_killed: result.leftovers_killed,
+            leftovers: result
+                .leftovers
+                .iter()
+                .map(|l| LeftoverJson {
+                    pid: l.pid,
+                    name: l.name.clone(),
+                    command: l.command.clone(),
+                })
+                .collect(),
             termination_unproven: result.termination_unproven,
             output_complete: result.output_complete,
             bytes: relay.read,
@@ -700,6 +726,7 @@ impl Report {
             memory_peak_bytes: None,
             oom_kills: None,
             leftovers_killed: 0,
+            leftovers: Vec::new(),
             termination_unproven: false,
             output_complete: true,
             bytes: Bytes::default(),
@@ -746,7 +773,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
                 source: s.source.name().to_owned(),
                 path: None,
                 reason: (s.source == ActivitySource::Network)
-                    .then(|| result.network_unavailable.clone())
+                    .then(|| result.network_unavailable.as_ref().map(ToString::to_string))
                     .flatten(),
                 unwatched_ms: None,
                 at_end: true,

@@ -229,18 +229,13 @@ pub(crate) fn is_fifo_without_reader(error: &io::Error) -> bool {
 
 /// Whether `error`, or an error it wraps (a [`quietus::SpawnError`] and its cause), is
 /// `EMFILE` or `ENFILE`: no descriptor left.
-pub(crate) fn is_out_of_descriptors(error: &io::Error) -> bool {
+pub(crate) fn is_out_of_descriptors(error: &(dyn std::error::Error + 'static)) -> bool {
     let no_descriptor = |e: &io::Error| {
         [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
             .iter()
             .any(|errno| e.raw_os_error() == Some(errno.raw_os_error()))
     };
-    if no_descriptor(error) {
-        return true;
-    }
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = error
-        .get_ref()
-        .map(|e| e as &(dyn std::error::Error + 'static));
+    let mut cause = Some(error);
     while let Some(e) = cause {
         cause = match e.downcast_ref::<io::Error>() {
             Some(io) if no_descriptor(io) => return true,

@@ -3,9 +3,10 @@
 //! or an event forwarder.
 //!
 //! Two kinds of lines: *essential* ones (answers, and the lifecycle notifications `started`,
-//! `idleWarning`, `exited`, `closed`) are always queued — their number is bounded by the
-//! requests the client sends (the stdin reader stops reading while too many wait:
-//! [`Outbox::wait_for_room`]) and by the processes; *droppable* ones (`output`, `activity`) are
+//! `idleWarning`, `exited`, `closed`) are always queued — their bytes are bounded by the
+//! requests the client sends (the stdin reader stops reading while [`ESSENTIAL_BUDGET`] bytes
+//! of them wait: [`Outbox::wait_for_room`]; a few requests already read may still add their
+//! answers) and by the processes; *droppable* ones (`output`, `activity`) are
 //! queued only while the droppable bytes waiting stay under a budget, and dropped otherwise
 //! (the forwarder counts them and flags the next output notification `truncated`).
 
@@ -21,14 +22,20 @@ use std::collections::VecDeque;
 
 /// Bytes of droppable lines that may wait for the client at most.
 pub(crate) const DROPPABLE_BUDGET: usize = 4 * 1024 * 1024;
-/// Essential lines that may wait before the stdin reader stops reading requests.
-pub(crate) const ESSENTIAL_CAP: usize = 4096;
+/// Bytes of essential lines that may wait before the stdin reader stops reading requests: a
+/// client that asks for snapshots and never reads them holds the server to about this much
+/// (plus the answers to the requests read before it was reached), whatever their size.
+pub(crate) const ESSENTIAL_BUDGET: usize = 16 * 1024 * 1024;
+/// What one waiting line costs beyond its bytes (its place in the queue), counted against the
+/// budget so that many tiny answers are bounded too.
+const LINE_OVERHEAD: usize = 64;
 
 #[derive(Debug, Default)]
 struct Queue {
     lines: VecDeque<(Vec<u8>, bool)>,
     droppable_bytes: usize,
-    essential: usize,
+    /// Bytes (with [`LINE_OVERHEAD`] each) of the essential lines waiting.
+    essential_bytes: usize,
     /// The writer failed (the client's end is gone) or the server is ending.
     closed: bool,
     /// A line is being written.
@@ -69,7 +76,7 @@ impl Outbox {
         if droppable {
             queue.droppable_bytes += line.len();
         } else {
-            queue.essential += 1;
+            queue.essential_bytes += line.len() + LINE_OVERHEAD;
         }
         queue.lines.push_back((line, droppable));
         self.changed.notify_all();
@@ -80,10 +87,11 @@ impl Outbox {
         self.queue.locked()
     }
 
-    /// Blocks while too many essential lines wait (the client does not read its answers).
+    /// Blocks while [`ESSENTIAL_BUDGET`] bytes of essential lines wait (the client does not
+    /// read its answers).
     pub(crate) fn wait_for_room(&self) {
         let mut queue = self.queue();
-        while queue.essential >= ESSENTIAL_CAP && !queue.closed {
+        while queue.essential_bytes >= ESSENTIAL_BUDGET && !queue.closed {
             queue = self
                 .changed
                 .wait(queue)
@@ -91,11 +99,11 @@ impl Outbox {
         }
     }
 
-    /// Bytes of droppable lines and count of essential lines waiting.
+    /// Bytes of droppable lines and of essential lines (with their overhead) waiting.
     #[cfg(test)]
     pub(crate) fn waiting(&self) -> (usize, usize) {
         let queue = self.queue();
-        (queue.droppable_bytes, queue.essential)
+        (queue.droppable_bytes, queue.essential_bytes)
     }
 
     /// Waits until every queued line is written, the writer failed, or `timeout` passed.
@@ -131,7 +139,7 @@ impl Outbox {
                         queue.closed = true;
                         queue.lines.clear();
                         queue.droppable_bytes = 0;
-                        queue.essential = 0;
+                        queue.essential_bytes = 0;
                         outbox.changed.notify_all();
                         drop(queue);
                         gone();
@@ -154,7 +162,7 @@ impl Outbox {
                 if droppable {
                     queue.droppable_bytes -= line.len();
                 } else {
-                    queue.essential -= 1;
+                    queue.essential_bytes -= line.len() + LINE_OVERHEAD;
                 }
                 queue.writing = true;
                 self.changed.notify_all();
@@ -197,11 +205,45 @@ mod tests {
         for _ in 0..10 {
             outbox.send(&json!({"id": 1}));
         }
-        assert_eq!(outbox.waiting().1, 10);
+        assert_eq!(
+            outbox.waiting().1,
+            10 * (r#"{"id":1}"#.len() + 1 + LINE_OVERHEAD)
+        );
         // Written lines make room again.
         let line = outbox.next_line().expect("a line");
         assert!(line.ends_with(b"\n"));
         assert!(outbox.offer(&big));
+    }
+
+    /// A client that asks for large answers and never reads them holds the server to a
+    /// bounded number of bytes, not of answers: the reader waits once the answers waiting
+    /// reach the budget, and goes on once the client has read enough of them.
+    #[test]
+    fn the_reader_waits_once_unread_answers_reach_the_byte_budget() {
+        let outbox = Arc::new(Outbox::default());
+        let answer = json!({"id": 1, "result": {"head": "x".repeat(1024 * 1024)}});
+        let answers = ESSENTIAL_BUDGET / (1024 * 1024) + 1;
+        for _ in 0..answers {
+            outbox.send(&answer);
+        }
+        assert!(answers < 4096, "far fewer answers than any count cap");
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waiter = outbox.clone();
+        std::thread::spawn(move || {
+            waiter.wait_for_room();
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "the reader went on with {} bytes of answers unread",
+            outbox.waiting().1
+        );
+        // The client reads two answers: room again.
+        outbox.next_line().expect("an answer");
+        outbox.next_line().expect("an answer");
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("the reader goes on once answers were read");
+        assert!(outbox.waiting().1 < ESSENTIAL_BUDGET);
     }
 
     #[test]

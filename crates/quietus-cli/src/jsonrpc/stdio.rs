@@ -11,8 +11,8 @@ use crossbeam_channel::Sender;
 use super::outbox::Outbox;
 use super::protocol;
 
-/// What the main loop hears about.
-enum Input {
+/// What the main loop hears: a client line, the end of either stream, a signal.
+enum Heard {
     /// A line from the client (without its newline).
     Line(Vec<u8>),
     /// A line longer than [`MAX_LINE`] (skipped).
@@ -68,27 +68,27 @@ pub(crate) fn run(
     outbox: &Arc<Outbox>,
     mut handle: impl FnMut(&[u8]),
 ) -> std::io::Result<Ending> {
-    let (tx, rx) = crossbeam_channel::bounded::<Input>(16);
+    let (tx, rx) = crossbeam_channel::bounded::<Heard>(16);
     let gone = tx.clone();
     outbox.start_writer(unbuffered_stdout(), move || {
-        let _ = gone.send(Input::OutputGone);
+        let _ = gone.send(Heard::OutputGone);
     })?;
     start_signal_thread(name, signals, tx.clone())?;
     start_reader(name, outbox.clone(), tx)?;
     for input in rx {
         match input {
-            Input::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Input::Line(line) => handle(&line),
-            Input::TooLong => outbox.send(&protocol::error_response(
+            Heard::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Heard::Line(line) => handle(&line),
+            Heard::TooLong => outbox.send(&protocol::error_response(
                 serde_json::Value::Null,
                 protocol::RpcError::new(
                     protocol::PARSE_ERROR,
                     format!("parse error: a line longer than {MAX_LINE} bytes was skipped"),
                 ),
             )),
-            Input::End => return Ok(Ending::EndOfInput),
-            Input::OutputGone => return Ok(Ending::OutputGone),
-            Input::Signal(n) => return Ok(Ending::Signal(n)),
+            Heard::End => return Ok(Ending::EndOfInput),
+            Heard::OutputGone => return Ok(Ending::OutputGone),
+            Heard::Signal(n) => return Ok(Ending::Signal(n)),
         }
     }
     Ok(Ending::EndOfInput)
@@ -113,12 +113,12 @@ fn unbuffered_stdout() -> Box<dyn Write + Send> {
     }
 }
 
-fn start_signal_thread(name: &str, signals: Signals, tx: Sender<Input>) -> std::io::Result<()> {
+fn start_signal_thread(name: &str, signals: Signals, tx: Sender<Heard>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name(format!("quietus-{name}-signals"))
         .spawn(move || match signals.0.wait() {
             Ok(signal) => {
-                let _ = tx.send(Input::Signal(signal));
+                let _ = tx.send(Heard::Signal(signal));
             }
             Err(e) => {
                 log::warn!("cannot wait for signals ({e}); they take their usual action");
@@ -129,7 +129,7 @@ fn start_signal_thread(name: &str, signals: Signals, tx: Sender<Input>) -> std::
 }
 
 /// Reads the client's lines; stops reading while too many answers wait for the client.
-fn start_reader(name: &str, outbox: Arc<Outbox>, tx: Sender<Input>) -> std::io::Result<()> {
+fn start_reader(name: &str, outbox: Arc<Outbox>, tx: Sender<Heard>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name(format!("quietus-{name}-in"))
         .spawn(move || {
@@ -138,10 +138,10 @@ fn start_reader(name: &str, outbox: Arc<Outbox>, tx: Sender<Input>) -> std::io::
             loop {
                 outbox.wait_for_room();
                 let message = match read_line(&mut input) {
-                    Ok(Some(Some(line))) => Input::Line(line),
-                    Ok(Some(None)) => Input::TooLong,
+                    Ok(Some(Some(line))) => Heard::Line(line),
+                    Ok(Some(None)) => Heard::TooLong,
                     Ok(None) | Err(_) => {
-                        let _ = tx.send(Input::End);
+                        let _ = tx.send(Heard::End);
                         return;
                     }
                 };

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use std::sync::{Condvar, Mutex};
 
 use crate::locks::Locked;
+use quietus::diagnosis::Diagnosis;
 use quietus::{
     CaptureConfig, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Outcome, OutputSink,
     Registry, Session, SessionState, Signal, SpawnError, Stdin,
@@ -27,6 +28,49 @@ use crate::jsonrpc::protocol;
 
 /// The terminal of a `tty: true` session: rows, columns.
 const TERMINAL: (u16, u16) = (24, 120);
+
+/// The longest a tool call waits before it answers, whatever `yield_time_ms` asks: MCP
+/// clients give up on a call after 60 s by default (the TypeScript SDK's request timeout,
+/// which Claude Code and most clients use; progress resets it only where the client asks for
+/// that), and codex's own unified exec answers within 30 s. 30 s leaves the other half of the
+/// clients' minute for the answer's journey on a loaded machine; a longer command goes on in
+/// its session, collected with `write_stdin`.
+pub(crate) const YIELD_CLAMP: Duration = Duration::from_secs(30);
+
+/// How often a waiting call sends `notifications/progress`, when its caller gave a token.
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// How often a waiting call looks whether its client abandoned it.
+const CANCEL_CHECK: Duration = Duration::from_millis(100);
+
+/// Answers remembered, so that one its client abandons after it was sent gives its output back.
+const ANSWERS_KEPT: usize = 64;
+
+/// One tool call under way: the request it answers, its progress token, whether its client
+/// abandoned it (`notifications/cancelled`).
+#[derive(Debug)]
+pub(crate) struct CallContext {
+    /// The request's id, as JSON text (the key of `notifications/cancelled`).
+    request: String,
+    /// The caller's progress token.
+    progress: Option<Value>,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl CallContext {
+    fn cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+/// An answer sent: what it took from which session, in case its client abandoned it.
+#[derive(Debug)]
+struct Answered {
+    request: String,
+    exec: Arc<ExecSession>,
+    taken: Taken,
+    take: u64,
+}
 
 /// One session of `exec_command`.
 #[derive(Debug)]
@@ -68,6 +112,10 @@ pub(crate) struct Exec {
     /// `exec_command`s handed to a worker and not yet past their spawn: the shutdown waits
     /// for them, so a command sent just before the end of input is started, then ended.
     pub(crate) starting: InFlight,
+    /// The calls under way, by request id: whether their client abandoned them.
+    calls: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// The last answers that took output.
+    answered: Mutex<std::collections::VecDeque<Answered>>,
 }
 
 impl Exec {
@@ -82,18 +130,60 @@ impl Exec {
             outbox,
             level,
             starting: InFlight::default(),
+            calls: Mutex::new(HashMap::new()),
+            answered: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    /// A call for request `request` begins; `progress` is its caller's progress token.
+    pub(crate) fn begin_call(&self, request: &Value, progress: Option<Value>) -> CallContext {
+        let context = CallContext {
+            request: request.to_string(),
+            progress,
+            cancelled: Arc::new(AtomicBool::new(false)),
+        };
+        self.calls
+            .locked()
+            .insert(context.request.clone(), context.cancelled.clone());
+        context
+    }
+
+    /// The call is over (answered).
+    pub(crate) fn end_call(&self, context: &CallContext) {
+        self.end_request(&context.request);
+    }
+
+    /// The call for request `request` (as JSON text) is over.
+    pub(crate) fn end_request(&self, request: &str) {
+        self.calls.locked().remove(request);
+    }
+
+    /// The client abandoned request `request`: a call still waiting stops and leaves its
+    /// output for the next answer; an answer already sent gives its output back, unless a
+    /// later answer took output since.
+    pub(crate) fn cancel(&self, request: &Value) {
+        let key = request.to_string();
+        if let Some(flag) = self.calls.locked().get(&key) {
+            flag.store(true, Ordering::SeqCst);
+        }
+        let mut answered = self.answered.locked();
+        if let Some(at) = answered.iter().position(|a| a.request == key)
+            && let Some(a) = answered.remove(at)
+        {
+            let given = a.exec.pending.locked().give_back(a.taken, a.take);
+            log::debug!("request {key} abandoned after its answer; output given back: {given}");
         }
     }
 
     /// Runs one checked call (blocking up to its yield window).
-    pub(crate) fn run(self: &Arc<Self>, call: ToolCall) -> ToolOutput {
+    pub(crate) fn run(self: &Arc<Self>, call: ToolCall, context: &CallContext) -> ToolOutput {
         match call {
-            ToolCall::Exec(args) => self.exec(args),
+            ToolCall::Exec(args) => self.exec(args, context),
             ToolCall::Write {
                 session_id,
                 chars,
                 yield_time,
-            } => self.write(session_id, &chars, yield_time),
+            } => self.write(session_id, &chars, yield_time, context),
             ToolCall::Control {
                 session_id,
                 actions,
@@ -122,7 +212,7 @@ impl Exec {
         sessions.get(&id).cloned()
     }
 
-    fn exec(self: &Arc<Self>, args: ExecArgs) -> ToolOutput {
+    fn exec(self: &Arc<Self>, args: ExecArgs, context: &CallContext) -> ToolOutput {
         let start = Instant::now();
         let spawned = self.spawn(&args);
         self.starting.end();
@@ -130,25 +220,127 @@ impl Exec {
             Ok(exec) => exec,
             Err(message) => return ToolOutput::error(message),
         };
-        self.answer(&exec, start, args.yield_time, None)
+        self.answer(&exec, start, args.yield_time, None, context)
     }
 
-    /// Waits on `exec` up to `yield_time` (less if it ends), then answers with its new output.
+    /// Waits on `exec` up to `yield_time` (at most [`YIELD_CLAMP`]; less if it ends, or if
+    /// the client abandons the call), sending progress when asked, then answers with its new
+    /// output. An abandoned call takes no output: the next answer carries it.
     fn answer(
         &self,
-        exec: &ExecSession,
+        exec: &Arc<ExecSession>,
         start: Instant,
         yield_time: Duration,
-        note: Option<String>,
+        mut note: Option<String>,
+        context: &CallContext,
     ) -> ToolOutput {
         exec.waiting.fetch_add(1, Ordering::SeqCst);
-        let ended = exec.session.wait_timeout(yield_time).is_some();
-        let taken: Taken = exec.pending.locked().take();
-        if ended {
+        let window = yield_time.min(YIELD_CLAMP);
+        let waited = Instant::now();
+        let deadline = waited + window;
+        let mut next_progress = waited + PROGRESS_EVERY;
+        let mut sent = 0u32;
+        let mut ended = false;
+        while !context.cancelled() {
+            let now = Instant::now();
+            let Some(left) = deadline
+                .checked_duration_since(now)
+                .filter(|d| !d.is_zero())
+            else {
+                break;
+            };
+            let until_progress = next_progress.saturating_duration_since(now);
+            let slice = left
+                .min(CANCEL_CHECK)
+                .min(until_progress.max(Duration::from_millis(1)));
+            if exec.session.wait_timeout(slice).is_some() {
+                ended = true;
+                break;
+            }
+            if let Some(token) = &context.progress
+                && Instant::now() >= next_progress
+            {
+                sent += 1;
+                self.progress(exec, token, waited.elapsed(), window, sent);
+                next_progress += PROGRESS_EVERY;
+            }
+        }
+        let cancelled = context.cancelled();
+        if yield_time > YIELD_CLAMP && !ended && !cancelled {
+            let clamped = format!(
+                "yield_time_ms {} is more than MCP clients wait for a tool call: this call \
+                 waited {} ms at most; the command goes on, collect its output with write_stdin",
+                yield_time.as_millis(),
+                YIELD_CLAMP.as_millis()
+            );
+            note = Some(match note {
+                Some(earlier) => format!("{earlier}; {clamped}"),
+                None => clamped,
+            });
+        }
+        let (taken, take) = {
+            let mut pending = exec.pending.locked();
+            if cancelled {
+                // Nobody reads this answer: the output stays for the next one.
+                (
+                    Taken {
+                        text: String::new(),
+                        bytes: 0,
+                        omitted: 0,
+                        total: 0,
+                    },
+                    pending.takes(),
+                )
+            } else {
+                let taken = pending.take();
+                (taken, pending.takes())
+            }
+        };
+        if ended && !cancelled {
             exec.end_told.store(true, Ordering::SeqCst);
         }
         exec.waiting.fetch_sub(1, Ordering::SeqCst);
+        if !cancelled && taken.bytes > 0 {
+            let mut answered = self.answered.locked();
+            if answered.len() >= ANSWERS_KEPT {
+                answered.pop_front();
+            }
+            answered.push_back(Answered {
+                request: context.request.clone(),
+                exec: exec.clone(),
+                taken: taken.clone(),
+                take,
+            });
+        }
         render::exec_answer(exec, &taken, start.elapsed(), note)
+    }
+
+    /// One `notifications/progress` for a call waiting on `exec`: the seconds waited, out of
+    /// the window, and what the command did so far.
+    fn progress(
+        &self,
+        exec: &ExecSession,
+        token: &Value,
+        waited: Duration,
+        window: Duration,
+        sent: u32,
+    ) {
+        let bytes = exec.pending.locked().pending_bytes();
+        let message = format!(
+            "session {} still running after {}; {bytes} bytes of new output",
+            exec.id,
+            render::human(exec.session.uptime())
+        );
+        log::debug!("progress {sent} for {token}: {message}");
+        self.outbox.send(&protocol::notification(
+            "notifications/progress",
+            json!({
+                "progressToken": token,
+                "progress": waited.as_secs_f64(),
+                "total": window.as_secs_f64(),
+                "message": message,
+            }),
+        ));
     }
 
     /// Checks the room and the folder, and spawns.
@@ -234,7 +426,13 @@ impl Exec {
         }
     }
 
-    fn write(&self, id: u32, chars: &str, yield_time: Duration) -> ToolOutput {
+    fn write(
+        &self,
+        id: u32,
+        chars: &str,
+        yield_time: Duration,
+        context: &CallContext,
+    ) -> ToolOutput {
         let start = Instant::now();
         let Some(exec) = self.find(id) else {
             return ToolOutput::error(format!(
@@ -250,7 +448,7 @@ impl Exec {
                 note = Some(format!("the characters were not written: {e}"));
             }
         }
-        self.answer(&exec, start, yield_time, note)
+        self.answer(&exec, start, yield_time, note, context)
     }
 
     /// Announces the end of `exec` when no call waits on it (a thread per session).
@@ -310,11 +508,11 @@ impl Exec {
 }
 
 /// A spawn error in words a model can act on.
-fn spawn_message(e: std::io::Error) -> String {
-    let step = SpawnError::of(&e).map(|s| format!("{:?}", s.kind()).to_lowercase());
+fn spawn_message(e: SpawnError) -> String {
+    let step = format!("{:?}", e.kind()).to_lowercase();
     format!(
-        "the command could not be started ({}): {e}",
-        step.as_deref().unwrap_or("spawn")
+        "the command could not be started ({step}): {}",
+        crate::cli::human::error_chain(&e)
     )
 }
 
@@ -328,13 +526,19 @@ pub(crate) fn state_name(session: &Session, result: Option<&MonitorResult>) -> &
 
 /// The stall diagnosis of an ended run: `(kind, summary)`.
 pub(crate) fn diagnosis(result: &MonitorResult) -> Option<(String, String)> {
+    full_diagnosis(result).map(|(d, summary)| (d.kind.name().to_owned(), summary))
+}
+
+/// The whole diagnosis of an ended run, and its one-line summary (for an input wait: the
+/// reader named by the rule that caught it).
+pub(crate) fn full_diagnosis(result: &MonitorResult) -> Option<(&Diagnosis, String)> {
     match &result.outcome {
-        Outcome::IdleTimeout(report) => report
-            .diagnosis
-            .as_ref()
-            .map(|d| (d.kind.name().to_owned(), d.summary.clone())),
+        Outcome::IdleTimeout(report) => {
+            let d = report.diagnosis.as_ref()?;
+            Some((d, d.summary.clone()))
+        }
         Outcome::InputWait(wait) => Some((
-            "awaiting_input".to_owned(),
+            &wait.diagnosis,
             format!(
                 "waiting for input — {} (pid {}) reads {}",
                 wait.name, wait.pid, wait.target

@@ -50,11 +50,16 @@ fn serve(options: McpOptions) -> std::io::Result<()> {
         match mcp.handle_line(line) {
             Reply::Send(message) => outbox.send(&message),
             Reply::Nothing => {}
+            Reply::Cancelled(request) => exec.cancel(&request),
             Reply::Call {
                 id,
                 call,
                 structured,
-            } => call_on_worker(&exec, &outbox, &calls, id, call, structured),
+                progress,
+            } => {
+                let context = exec.begin_call(&id, progress);
+                call_on_worker(&exec, &outbox, &calls, id, call, structured, context)
+            }
         }
     })?;
     log::info!("{ending}: ending every session");
@@ -77,6 +82,7 @@ fn call_on_worker(
     id: serde_json::Value,
     call: tools::ToolCall,
     structured: bool,
+    context: exec::CallContext,
 ) {
     let (worker, out, done) = (exec.clone(), outbox.clone(), calls.clone());
     let answer_id = id.clone();
@@ -88,11 +94,13 @@ fn call_on_worker(
     let spawned = std::thread::Builder::new()
         .name("quietus-mcp-call".into())
         .spawn(move || {
-            let result = protocol::call_result(worker.run(call), structured);
+            let result = protocol::call_result(worker.run(call, &context), structured);
+            worker.end_call(&context);
             out.send(&rpc::response(answer_id, result));
             done.end();
         });
     if let Err(e) = spawned {
+        exec.end_request(&id.to_string());
         calls.end();
         if is_exec {
             exec.starting.end();

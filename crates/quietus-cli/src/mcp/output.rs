@@ -1,6 +1,7 @@
 //! The output of a session not yet given to the model: what arrived since the last answer,
 //! kept as a head and a tail within the session's `max_output_bytes`, with the count of the
-//! bytes in between.
+//! bytes in between; and what an answer the client abandoned took, given back so that the
+//! next answer carries it.
 
 use std::collections::VecDeque;
 
@@ -15,6 +16,10 @@ pub(crate) struct Pending {
     since: u64,
     /// Bytes since the start.
     total: u64,
+    /// Answers taken so far.
+    takes: u64,
+    /// What an abandoned answer took, for the next answer (before the new output).
+    returned: Option<Taken>,
 }
 
 /// One answer's share of the output.
@@ -40,7 +45,34 @@ impl Pending {
             tail: VecDeque::new(),
             since: 0,
             total: 0,
+            takes: 0,
+            returned: None,
         }
+    }
+
+    /// Bytes waiting for the next answer.
+    pub(crate) fn pending_bytes(&self) -> u64 {
+        self.since + self.returned.as_ref().map_or(0, |r| r.bytes)
+    }
+
+    /// How many answers took output so far: [`give_back`](Self::give_back) takes it to know
+    /// whether a later answer took output since.
+    pub(crate) fn takes(&self) -> u64 {
+        self.takes
+    }
+
+    /// Gives back what the answer that was take number `take` took, the client having
+    /// abandoned it: the next answer starts with it. Refused (false) when another answer took
+    /// output since (the order would be lost; that answer was delivered after it).
+    pub(crate) fn give_back(&mut self, taken: Taken, take: u64) -> bool {
+        if take != self.takes || taken.bytes == 0 {
+            return false;
+        }
+        self.returned = Some(match self.returned.take() {
+            Some(earlier) => join(earlier, taken),
+            None => taken,
+        });
+        true
     }
 
     fn head_cap(&self) -> usize {
@@ -66,8 +98,18 @@ impl Pending {
         self.tail.extend(bytes);
     }
 
-    /// The output since the last answer; the next answer starts after it.
+    /// The output since the last answer (and what an abandoned answer gave back, first); the
+    /// next answer starts after it.
     pub(crate) fn take(&mut self) -> Taken {
+        self.takes += 1;
+        let new = self.take_new();
+        match self.returned.take() {
+            Some(earlier) => join(earlier, new),
+            None => new,
+        }
+    }
+
+    fn take_new(&mut self) -> Taken {
         let head = std::mem::take(&mut self.head);
         let tail: Vec<u8> = std::mem::take(&mut self.tail).into();
         let bytes = std::mem::take(&mut self.since);
@@ -101,6 +143,16 @@ impl Pending {
             omitted,
             total: self.total,
         }
+    }
+}
+
+/// Two answers' shares one after the other.
+fn join(first: Taken, then: Taken) -> Taken {
+    Taken {
+        text: first.text + &then.text,
+        bytes: first.bytes + then.bytes,
+        omitted: first.omitted + then.omitted,
+        total: first.total.max(then.total),
     }
 }
 
@@ -144,6 +196,27 @@ mod tests {
         // Exactly the cap: nothing left out.
         pending.push(b"0123456789");
         assert_eq!(pending.take().text, "0123456789");
+    }
+
+    #[test]
+    fn what_an_abandoned_answer_took_comes_back_first() {
+        let mut pending = Pending::new(64);
+        pending.push(b"one\n");
+        let take = pending.takes();
+        let abandoned = pending.take();
+        pending.push(b"two\n");
+        assert!(pending.give_back(abandoned.clone(), take + 1));
+        let taken = pending.take();
+        assert_eq!(taken.text, "one\ntwo\n");
+        assert_eq!((taken.bytes, taken.omitted, taken.total), (8, 0, 8));
+        // Refused once another answer took output since: that one was delivered after it.
+        let take = pending.takes();
+        pending.push(b"three\n");
+        let abandoned = pending.take();
+        pending.push(b"four\n");
+        let _delivered = pending.take();
+        assert!(!pending.give_back(abandoned, take + 1));
+        assert_eq!(pending.take().bytes, 0);
     }
 
     #[test]

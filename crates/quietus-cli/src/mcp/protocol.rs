@@ -41,7 +41,13 @@ pub(crate) enum Reply {
         call: ToolCall,
         /// Whether the result carries `structuredContent` (revision 2025-06-18).
         structured: bool,
+        /// The caller's `_meta.progressToken`: it wants `notifications/progress` while the call
+        /// waits.
+        progress: Option<Value>,
     },
+    /// The client abandoned request `id` (`notifications/cancelled`, as clients send when
+    /// their time limit passes): what its answer took must reach the next answer.
+    Cancelled(Value),
     /// Nothing to answer (a notification).
     Nothing,
 }
@@ -114,9 +120,14 @@ impl Mcp {
             Err((id, error)) => return Reply::Send(protocol::error_response(id, error)),
         };
         let Some(id) = incoming.id else {
-            // notifications/initialized, notifications/cancelled…: nothing to answer (a
-            // cancelled call runs on; its answer is then ignored by the client).
+            // notifications/initialized…: nothing to answer. A cancelled call stops waiting
+            // and keeps its output for the next answer (the client ignores this one).
             log::debug!("notification {}", incoming.method);
+            if incoming.method == "notifications/cancelled"
+                && let Some(request) = incoming.params.get("requestId")
+            {
+                return Reply::Cancelled(request.clone());
+            }
             return Reply::Nothing;
         };
         let answer = match incoming.method.as_str() {
@@ -199,11 +210,17 @@ impl Mcp {
                 return Reply::Send(protocol::response(id, result));
             }
         };
+        let progress = params
+            .get("_meta")
+            .and_then(|meta| meta.get("progressToken"))
+            .filter(|token| token.is_string() || token.is_i64() || token.is_u64())
+            .cloned();
         match tools::parse_call(name, arguments, &self.options) {
             Ok(call) => Reply::Call {
                 id,
                 call,
                 structured,
+                progress,
             },
             Err(CallError::Arguments(message)) => {
                 let result = call_result(ToolOutput::error(message), structured);
@@ -303,12 +320,11 @@ mod tests {
             sent(&mut mcp, r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#),
             json!({"jsonrpc": "2.0", "id": "p", "result": {}})
         );
-        for note in [
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#,
-        ] {
-            assert_eq!(mcp.handle_line(note.as_bytes()), Reply::Nothing);
-        }
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(mcp.handle_line(note.as_bytes()), Reply::Nothing);
+        let note =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#;
+        assert_eq!(mcp.handle_line(note.as_bytes()), Reply::Cancelled(json!(3)));
         for method in ["server/discover", "resources/list", "process/start"] {
             let line = json!({"jsonrpc": "2.0", "id": 4, "method": method}).to_string();
             let answer = sent(&mut mcp, &line);
@@ -387,7 +403,8 @@ mod tests {
             Reply::Call {
                 id: json!(7),
                 call: ToolCall::Exec(expected),
-                structured: true
+                structured: true,
+                progress: None
             }
         );
         let reply = mcp.handle_line(
@@ -425,7 +442,8 @@ mod tests {
                         ControlAction::SetIdleTimeout(Duration::from_secs(60))
                     ]
                 },
-                structured: true
+                structured: true,
+                progress: None
             }
         );
         let reply = mcp.handle_line(call("write_stdin", json!({"session_id": 2})).as_bytes());
@@ -438,9 +456,26 @@ mod tests {
                     chars: String::new(),
                     yield_time: Duration::from_millis(250)
                 },
-                structured: true
+                structured: true,
+                progress: None
             }
         );
+    }
+
+    #[test]
+    fn a_progress_token_is_handed_over_with_the_call() {
+        let (mut mcp, _) = server();
+        initialize(&mut mcp, "2025-06-18");
+        for (token, kept) in [(json!("abc"), true), (json!(7), true), (json!([1]), false)] {
+            let line = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+                "name": "list_exec_sessions", "arguments": {}, "_meta": {"progressToken": token}
+            }})
+            .to_string();
+            let Reply::Call { progress, .. } = mcp.handle_line(line.as_bytes()) else {
+                panic!("a call")
+            };
+            assert_eq!(progress, kept.then_some(token));
+        }
     }
 
     #[test]
@@ -536,7 +571,8 @@ mod tests {
             Reply::Call {
                 id: json!(7),
                 call: ToolCall::List,
-                structured: false
+                structured: false,
+                progress: None
             }
         );
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use quietus::{ControlAnswer, MonitorResult, Outcome, SessionSummary};
 use serde_json::json;
 
-use super::exec::{ExecSession, diagnosis, log_of, state_name};
+use super::exec::{ExecSession, diagnosis, full_diagnosis, log_of, state_name};
 use super::output::Taken;
 use super::protocol::ToolOutput;
 
@@ -42,7 +42,6 @@ pub(crate) fn exec_answer(
     note: Option<String>,
 ) -> ToolOutput {
     let result = exec.result();
-    let diagnosis = result.as_ref().and_then(diagnosis);
     let log = log_of(exec, result.as_ref(), taken.total);
     let structured = json!({
         "session_id": exec.id,
@@ -50,7 +49,9 @@ pub(crate) fn exec_answer(
         "state": state_name(&exec.session, result.as_ref()),
         "exit_code": result.as_ref().map(MonitorResult::exit_code),
         "outcome": result.as_ref().map(|r| r.outcome.name()),
-        "diagnosis": diagnosis.as_ref().map(|(kind, summary)| json!({"kind": kind, "summary": summary})),
+        "diagnosis": result.as_ref().and_then(diagnosis_json),
+        "background_jobs_ended": result.as_ref().map_or_else(Vec::new, background_jobs),
+        "advice": advice(exec, result.as_ref()),
         "output": taken.text,
         "output_bytes": taken.bytes,
         "omitted_bytes": taken.omitted,
@@ -87,26 +88,33 @@ fn exec_text(
                 human(result.runtime)
             );
             if let Some(summary) = structured["diagnosis"]["summary"].as_str() {
+                let _ = writeln!(text, "Stall diagnosis: {summary}.");
+            }
+            for job in structured["background_jobs_ended"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 let _ = writeln!(
                     text,
-                    "Stall diagnosis: {summary}. quietus ended it and its whole process tree \
-                     because nothing happened for its idle timeout: give it what it waits for \
-                     (an answer, a --yes flag, input from a file), fix what it waits on, or \
-                     run it differently."
+                    "Background job ended with it: {} (pid {}): {}",
+                    job["name"].as_str().unwrap_or("?"),
+                    job["pid"],
+                    job["command"].as_str().unwrap_or("")
                 );
             }
         }
         None => {
             let _ = writeln!(
                 text,
-                "Session {} is still running (after {}); it goes on in the background. Collect \
-                 its new output with write_stdin {{\"session_id\": {}, \"chars\": \"\"}}, type \
-                 into it with write_stdin, or stop it with exec_control.",
+                "Session {} is still running (after {}); it goes on in the background.",
                 exec.id,
                 human(exec.session.uptime()),
-                exec.id
             );
         }
+    }
+    if let Some(advice) = structured["advice"].as_str() {
+        let _ = writeln!(text, "{advice}");
     }
     if let Some(note) = structured["note"].as_str() {
         let _ = writeln!(text, "Note: {note}.");
@@ -139,6 +147,144 @@ fn exec_text(
         text.push('\n');
     }
     text
+}
+
+/// A diagnosis as the structured result has it: its kind, its summary, and every process
+/// read (what each does, and the process of the tree each waits on).
+fn diagnosis_json(result: &MonitorResult) -> Option<serde_json::Value> {
+    let (d, summary) = full_diagnosis(result)?;
+    let processes: Vec<serde_json::Value> = d
+        .processes
+        .iter()
+        .map(|p| {
+            json!({
+                "pid": p.pid,
+                "name": p.name,
+                "state": p.state,
+                "kind": p.kind.name(),
+                "syscall": p.syscall,
+                "target": p.target.clone().or_else(|| p.error.clone()),
+                "waits_on": p.waits_on,
+            })
+        })
+        .collect();
+    let kind = match &result.outcome {
+        Outcome::InputWait(_) => "awaiting_input",
+        _ => d.kind.name(),
+    };
+    Some(json!({"kind": kind, "summary": summary, "processes": processes}))
+}
+
+/// The processes ended after the command's own exit (its background jobs).
+fn background_jobs(result: &MonitorResult) -> Vec<serde_json::Value> {
+    result
+        .leftovers
+        .iter()
+        .map(|l| json!({"pid": l.pid, "name": l.name, "command": l.command}))
+        .collect()
+}
+
+/// What the model should do next, in words; `None` for a command that simply exited.
+pub(crate) fn advice(exec: &ExecSession, result: Option<&MonitorResult>) -> Option<String> {
+    let id = exec.id;
+    let Some(result) = result else {
+        return Some(format!(
+            "It still runs: collect its new output with write_stdin {{\"session_id\": {id}, \
+             \"chars\": \"\"}}, type into it with write_stdin, keep it alive or stop it with \
+             exec_control."
+        ));
+    };
+    let jobs = || {
+        let names: Vec<String> = result
+            .leftovers
+            .iter()
+            .map(|l| format!("{} (pid {})", l.name, l.pid))
+            .collect();
+        let more = result.leftovers_killed.saturating_sub(names.len());
+        let mut list = names.join(", ");
+        if more > 0 {
+            let _ = write!(list, " and {more} more");
+        }
+        list
+    };
+    match &result.outcome {
+        Outcome::IdleTimeout(_) | Outcome::InputWait(_) => {
+            let kind = full_diagnosis(result).map(|(d, _)| d.kind.name());
+            let kind = match &result.outcome {
+                Outcome::InputWait(_) => Some("awaiting_input"),
+                _ => kind,
+            };
+            let what = advice_for(kind);
+            let idle = match &result.outcome {
+                Outcome::IdleTimeout(report) => format!(
+                    "after {} without output, file, CPU or network activity",
+                    human(report.idle_timeout)
+                ),
+                _ => "because its whole tree was blocked reading input".to_owned(),
+            };
+            Some(format!(
+                "quietus ended it and its whole process tree {idle} (exit code 124). {what}"
+            ))
+        }
+        Outcome::HardTimeout { after } => Some(format!(
+            "quietus ended it and its whole process tree at its hard timeout of {} while it \
+             was still active: raise hard_timeout_ms, or split the work.",
+            human(*after)
+        )),
+        Outcome::Exited if result.leftovers_killed > 0 => Some(format!(
+            "Its background jobs were ended when it exited: {}. quietus ends a command's whole \
+             process tree with it; to keep a server or a job running, run it in the foreground \
+             of a session of its own (exec_command answers with its session_id and it goes \
+             on).",
+            jobs()
+        )),
+        Outcome::Terminated { .. } => {
+            Some("It was ended on request (exec_control, or the server shutting down).".to_owned())
+        }
+        _ => None,
+    }
+}
+
+/// What to do about a stall of diagnosis `kind` (its name), in words.
+fn advice_for(kind: Option<&str>) -> &'static str {
+    match kind {
+        Some("awaiting_input") => {
+            "It waited for input nobody gave: run it again with the answer given (a \
+             --yes or non-interactive flag, input from a file or a here-document), or \
+             with tty: true and answer the prompt with write_stdin."
+        }
+        Some("network_wait") => {
+            "It waited on the network peer the diagnosis names, which never answered: \
+             check that server or connection, then retry (with the program's own \
+             timeout option if it has one)."
+        }
+        Some("sleeping") => {
+            "It slept or waited for something that never came: see what the process the \
+             diagnosis names waits for (a retry loop, a `sleep`, a `wait`), fix that \
+             and run it again."
+        }
+        Some("lock_wait") => {
+            "Every thread waited on a lock: a deadlock, or another process holds a lock \
+             it needs (another instance still running?)."
+        }
+        Some("stopped") => {
+            "It was stopped by a signal (SIGTTIN/SIGTTOU: it touched the terminal from \
+             the background): run it with tty: true, or with its input from a file."
+        }
+        Some("disk_wait") => {
+            "It hung in the kernel on storage (a disk or a network file system): check \
+             the storage it uses."
+        }
+        Some("running") => {
+            "It ran on the CPU without output or any visible progress: an endless loop \
+             most likely; if it is slow but working, make it print progress or raise \
+             idle_timeout_ms."
+        }
+        _ => {
+            "Fix what it waits on (the diagnosis names the processes), or run it \
+             differently."
+        }
+    }
 }
 
 /// `exited`, `ended after 5m idle`, `ended at its hard timeout of 2h`…
@@ -184,7 +330,7 @@ pub(crate) fn control(session_id: u32, answer: &ControlAnswer) -> ToolOutput {
         ),
         ControlAnswer::Rejected(note) => (
             "reject",
-            Some(note.clone()),
+            Some(note.to_string()),
             format!("reject: nothing was changed: {note}"),
         ),
     };
@@ -246,6 +392,8 @@ pub(crate) fn list(
             "exit_code": result.as_ref().map(MonitorResult::exit_code),
             "outcome": result.as_ref().map(|r| r.outcome.name()),
             "diagnosis": diagnosis,
+            "background_jobs_ended": result.as_ref().map_or_else(Vec::new, background_jobs),
+            "advice": advice(exec, result.as_ref()),
         }));
         lines.push(line);
     }
@@ -335,9 +483,14 @@ mod tests {
         assert_eq!(out.structured["status"], "already_terminated");
         let out = control(
             3,
-            &ControlAnswer::Rejected("idle_timeout out of range".into()),
+            &ControlAnswer::Rejected(quietus::Rejection::InvalidSetting(
+                quietus::ConfigError::EmptyLadder,
+            )),
         );
-        assert_eq!(out.structured["note"], "idle_timeout out of range");
+        assert_eq!(
+            out.structured["note"],
+            quietus::ConfigError::EmptyLadder.to_string()
+        );
         assert!(out.text.starts_with("reject:"));
     }
 }

@@ -11,7 +11,7 @@ const EXEC_COMMAND: &str = "\
 Run a shell command under quietus's supervision and return its output. Use it for every \
 shell command: builds, tests, installs, scripts, servers, interactive programs.
 
-It returns as soon as the command exits or `yield_time_ms` passes (default 10 s), whichever \
+It returns as soon as the command exits or `yield_time_ms` passes (default 10 s, at most 30 s), whichever \
 comes first. If it exited: `exit_code`, `outcome` and the output. If it still runs: \
 `running: true` and a `session_id`; the command goes on in the background. Then call \
 `write_stdin` with that session_id (empty `chars` to only collect new output, or text to type \
@@ -23,7 +23,8 @@ A session is never ended for a fixed time while it works: only when its output, 
 writes, the CPU of its processes and its network traffic have ALL been quiet for \
 `idle_timeout_ms` (default 5 min), or at `hard_timeout_ms`. Its whole process tree ends with it \
 (background jobs too). When quietus ends a stalled command, `outcome` is `idle_timeout` (or \
-`hard_timeout`, `input_wait`) and `diagnosis` says why it was stuck, e.g. `waiting for input — \
+`hard_timeout`, `input_wait`), `diagnosis` says why it was stuck (the deepest blocked \
+process) and `advice` what to do, e.g. `waiting for input — \
 sh (pid 812) reads stdin` (it asked a question: rerun with the answer given, a --yes flag, or \
 tty: true and answer with write_stdin), `waiting on the network — … connected to 140.82.x.x:443` \
 (a dead connection or server: check it, retry), `sleeping` (a sleep or wait that never ends), \
@@ -78,10 +79,24 @@ fn exec_output_schema() -> Value {
                 "description": "Why a stalled command was stuck, from a look at its processes when it was judged stalled.",
                 "properties": {
                     "kind": {"type": "string"},
-                    "summary": {"type": "string"}
+                    "summary": {"type": "string", "description": "The cause: the deepest blocked process, what it does."},
+                    "processes": {
+                        "type": "array",
+                        "description": "Every process of the tree read, the command's shell first: what each does, and the process of the tree each waits on.",
+                        "items": {"type": "object", "properties": {
+                            "pid": {"type": "integer"}, "name": {"type": "string"}, "state": {"type": "string"}, "kind": {"type": "string"},
+                            "syscall": {"type": nullable("string")}, "target": {"type": nullable("string")}, "waits_on": {"type": nullable("integer")}
+                        }}
+                    }
                 },
-                "required": ["kind", "summary"]
+                "required": ["kind", "summary", "processes"]
             },
+            "background_jobs_ended": {
+                "type": "array",
+                "description": "Processes still running when the command exited (background jobs), ended with it.",
+                "items": {"type": "object", "properties": {"pid": {"type": "integer"}, "name": {"type": "string"}, "command": {"type": "string"}}}
+            },
+            "advice": {"type": nullable("string"), "description": "What to do next: how to continue a running session, or why quietus ended it and what to change."},
             "output": {"type": "string", "description": "Output since the last answer for this session: head and tail within max_output_bytes."},
             "output_bytes": {"type": "integer", "description": "Bytes of output since the last answer."},
             "omitted_bytes": {"type": "integer", "description": "Of those, bytes left out of `output` (read them in the log)."},
@@ -100,7 +115,7 @@ fn exec_output_schema() -> Value {
             "wall_time_ms": {"type": "integer", "description": "Time this call took."},
             "note": {"type": nullable("string")}
         },
-        "required": ["session_id", "running", "state", "output", "output_bytes", "omitted_bytes", "total_output_bytes", "wall_time_ms"]
+        "required": ["session_id", "running", "state", "diagnosis", "background_jobs_ended", "advice", "output", "output_bytes", "omitted_bytes", "total_output_bytes", "wall_time_ms"]
     })
 }
 
@@ -173,7 +188,9 @@ fn list_output_schema() -> Value {
                         "log": log,
                         "exit_code": {"type": nullable("integer")},
                         "outcome": {"type": nullable("string")},
-                        "diagnosis": {"type": nullable("string")}
+                        "diagnosis": {"type": nullable("string")},
+                        "background_jobs_ended": {"type": "array", "items": {"type": "object"}, "description": "Processes ended when it exited (its background jobs): pid, name, command."},
+                        "advice": {"type": nullable("string"), "description": "What to do next with it."}
                     },
                     "required": ["session_id", "state", "running", "line", "cmd", "uptime_ms", "bytes"]
                 }

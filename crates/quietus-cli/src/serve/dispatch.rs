@@ -1,12 +1,14 @@
 //! The method table, on top of a [`Registry`]: each request is read, checked and answered
-//! here; `process/wait` on a thread of its own, writes by the process's stdin writer (in
-//! order), everything else at once.
+//! here; `process/start`'s spawn (which arms the process's file watches, the longer the larger
+//! the tree) and `process/wait` on a thread of their own, writes by the process's stdin writer
+//! (in order), everything else at once. A request naming a process still being started waits
+//! for that start (so requests for one process keep their order); no other request does.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::locks::Locked;
 use base64::Engine;
@@ -19,7 +21,7 @@ use quietus::{
 use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
-use super::process::{self, Forward, Input, StdinJob};
+use super::process::{self, Forward, StdinJob, StdinMode};
 use crate::cli::report::{Context, Relay, Report};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol::{self, Params, RpcError};
@@ -58,6 +60,60 @@ pub(crate) struct Server {
     registry: Registry,
     outbox: Arc<Outbox>,
     procs: Mutex<HashMap<String, Arc<Proc>>>,
+    /// The ids of the processes being started, each on a thread of its own.
+    starting: Starting,
+}
+
+/// The ids of the processes whose `process/start` is under way (taken: a second start with
+/// the same id is a duplicate, and each counts against `--max-processes`), and a signal when
+/// one is done.
+#[derive(Debug, Default)]
+struct Starting {
+    ids: Mutex<HashSet<String>>,
+    done: Condvar,
+}
+
+impl Starting {
+    fn ids(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.ids.locked()
+    }
+
+    /// The start of `process_id` is over (started, or failed).
+    fn finish(&self, process_id: &str) {
+        self.ids().remove(process_id);
+        self.done.notify_all();
+    }
+
+    /// Waits while `process_id` is being started (at once when it is not).
+    fn wait_for(&self, process_id: &str) {
+        let mut ids = self.ids();
+        while ids.contains(process_id) {
+            ids = self
+                .done
+                .wait(ids)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Waits until no start is under way (each start releases its id, even by a panic).
+    fn wait_all(&self) {
+        let mut ids = self.ids();
+        while !ids.is_empty() {
+            ids = self
+                .done
+                .wait(ids)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
+
+/// Releases a start's id when dropped.
+struct Release<'a>(&'a Starting, &'a str);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.finish(self.1);
+    }
 }
 
 /// What a method gives back: an answer now, or one sent later by another thread.
@@ -71,6 +127,7 @@ impl Server {
             registry: Registry::new(),
             outbox,
             procs: Mutex::new(HashMap::new()),
+            starting: Starting::default(),
         }
     }
 
@@ -156,23 +213,59 @@ impl Server {
         })
     }
 
-    /// The process with this client-chosen id, while the registry keeps it.
+    /// The process with this client-chosen id, while the registry keeps it (once its start,
+    /// if under way, is over).
     fn find(&self, process_id: &str) -> Option<Arc<Proc>> {
+        self.starting.wait_for(process_id);
         self.procs().get(process_id).cloned()
     }
 
-    /// `process/start`: answered here (before the forwarder starts), so `None` once started.
-    fn start(&self, id: Option<Value>, params: &Map<String, Value>) -> Answer {
-        match self.spawn(params) {
-            Ok((process_id, proc, forward)) => self.started(id, process_id, proc, forward),
-            Err(e) => Some(Err(e)),
+    /// `process/start`: the request is checked and its id taken here, then the spawn runs on
+    /// a thread of its own, which answers (before the forwarder starts): the dispatcher goes
+    /// on with other requests meanwhile.
+    fn start(self: &Arc<Self>, id: Option<Value>, params: &Map<String, Value>) -> Answer {
+        let start = match process::parse_start(params, &self.options) {
+            Ok(start) => start,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Err(e) = self.check_room(&start.process_id) {
+            return Some(Err(e));
+        }
+        let process_id = start.process_id.clone();
+        let taken = process_id.clone();
+        let server = self.clone();
+        let answer_to = id.clone();
+        let started = std::thread::Builder::new()
+            .name("quietus-serve-start".into())
+            .spawn(move || {
+                // Even if the spawn panicked, the id is released: a shutdown waits for it.
+                let _release = Release(&server.starting, &process_id);
+                let failed = match server.spawn(start) {
+                    Ok((process_id, proc, forward)) => {
+                        server.started(answer_to, process_id, proc, forward);
+                        return;
+                    }
+                    Err(e) => e,
+                };
+                server.starting.finish(&process_id);
+                if let Some(id) = answer_to {
+                    server.outbox.send(&protocol::error_response(id, failed));
+                }
+            });
+        match started {
+            Ok(_) => None,
+            Err(e) => {
+                self.starting.finish(&taken);
+                Some(Err(spawn_failed(
+                    format!("cannot start a thread: {e}"),
+                    "thread",
+                )))
+            }
         }
     }
 
-    /// Checks the request and the limits, and spawns.
-    fn spawn(&self, params: &Map<String, Value>) -> Result<(String, Arc<Proc>, Forward), RpcError> {
-        let mut start = process::parse_start(params, &self.options)?;
-        self.check_room(&start.process_id)?;
+    /// Spawns a checked start (its id taken by [`Server::check_room`]).
+    fn spawn(&self, mut start: process::Start) -> Result<(String, Arc<Proc>, Forward), RpcError> {
         let cwd = start.cwd.take();
         let id = self
             .registry
@@ -186,8 +279,8 @@ impl Server {
             )
         })?;
         let stdin = match start.input {
-            Input::Closed => None,
-            Input::Open | Input::Terminal(..) => Some(
+            StdinMode::Closed => None,
+            StdinMode::Open | StdinMode::Terminal(..) => Some(
                 process::start_stdin_writer(session.clone(), self.outbox.clone()).map_err(|e| {
                     session.kill();
                     spawn_failed(format!("cannot start a thread: {e}"), "thread")
@@ -209,12 +302,14 @@ impl Server {
         Ok((start.process_id, proc, forward))
     }
 
-    /// The id is free and the limit of live processes not reached.
+    /// The id is free and the limit of live processes not reached: then the id is taken, as
+    /// being started, until [`Starting::finish`].
     fn check_room(&self, process_id: &str) -> Result<(), RpcError> {
         let mut procs = self.procs();
+        let mut starting = self.starting.ids();
         // Forget the processes the registry pruned (finished long ago).
         procs.retain(|_, p| self.registry.get(p.id).is_some());
-        if procs.contains_key(process_id) {
+        if procs.contains_key(process_id) || starting.contains(process_id) {
             return Err(RpcError::new(
                 protocol::DUPLICATE_PROCESS,
                 format!(
@@ -226,7 +321,8 @@ impl Server {
         let live = procs
             .values()
             .filter(|p| p.session.try_wait().is_none())
-            .count();
+            .count()
+            + starting.len();
         if live >= self.options.max_processes {
             return Err(RpcError::new(
                 protocol::TOO_MANY_PROCESSES,
@@ -236,20 +332,16 @@ impl Server {
                 ),
             ));
         }
+        starting.insert(process_id.to_owned());
         Ok(())
     }
 
-    /// Records the process, answers, then starts the forwarder (`process/started` follows
-    /// the answer).
-    fn started(
-        &self,
-        id: Option<Value>,
-        process_id: String,
-        proc: Arc<Proc>,
-        forward: Forward,
-    ) -> Answer {
+    /// Records the process (its start is over), answers, then starts the forwarder
+    /// (`process/started` follows the answer).
+    fn started(&self, id: Option<Value>, process_id: String, proc: Arc<Proc>, forward: Forward) {
         let session = proc.session.clone();
         self.procs().insert(process_id.clone(), proc);
+        self.starting.finish(&process_id);
         if let Some(id) = id {
             let answer = json!({"processId": process_id, "pid": session.pid()});
             self.outbox.send(&protocol::response(id, answer));
@@ -257,7 +349,6 @@ impl Server {
         if let Err(e) = process::start_forwarder(&session, forward, self.outbox.clone()) {
             log::error!("cannot start the event forwarder of {process_id:?}: {e}");
         }
-        None
     }
 }
 
@@ -278,32 +369,35 @@ fn spawn_failed(message: String, kind: &str) -> RpcError {
 /// -32000 with the step's kind otherwise. The system's "not found" is the working directory's
 /// (`working_dir`) when the `cwd` asked for is no folder (the system does not say which of
 /// the two it missed), else the program's (`not_found`).
-fn spawn_error(e: std::io::Error, cwd: Option<&std::path::Path>) -> RpcError {
-    let kind = SpawnError::of(&e).map(SpawnError::kind);
-    if kind == Some(SpawnErrorKind::Config) {
-        return RpcError::new(protocol::INVALID_PARAMS, format!("invalid params: {e}"));
+fn spawn_error(e: SpawnError, cwd: Option<&std::path::Path>) -> RpcError {
+    let kind = e.kind();
+    let message = crate::cli::human::error_chain(&e);
+    if kind == SpawnErrorKind::Config {
+        return RpcError::new(
+            protocol::INVALID_PARAMS,
+            format!("invalid params: {message}"),
+        );
     }
+    let not_found = e.io_error_kind() == std::io::ErrorKind::NotFound;
     let name = match kind {
-        Some(SpawnErrorKind::Home) => "home",
-        Some(SpawnErrorKind::LogDir) => "log_dir",
-        Some(SpawnErrorKind::Terminal) => "terminal",
-        Some(SpawnErrorKind::Pipe) => "pipe",
-        Some(SpawnErrorKind::WorkingDir) => "working_dir",
-        Some(SpawnErrorKind::Program)
-            if e.kind() == std::io::ErrorKind::NotFound && cwd.is_some_and(|d| !d.is_dir()) =>
-        {
+        SpawnErrorKind::Home => "home",
+        SpawnErrorKind::LogDir => "log_dir",
+        SpawnErrorKind::Terminal => "terminal",
+        SpawnErrorKind::Pipe => "pipe",
+        SpawnErrorKind::WorkingDir => "working_dir",
+        SpawnErrorKind::Program if not_found && cwd.is_some_and(|d| !d.is_dir()) => {
             let dir = cwd.unwrap_or(std::path::Path::new("")).display();
             return spawn_failed(
-                format!("the working directory {dir} is missing: {e}"),
+                format!("the working directory {dir} is missing: {message}"),
                 "working_dir",
             );
         }
-        Some(SpawnErrorKind::Program) if e.kind() == std::io::ErrorKind::NotFound => "not_found",
-        Some(SpawnErrorKind::Program) => "program",
-        Some(SpawnErrorKind::Thread) => "thread",
+        SpawnErrorKind::Program if not_found => "not_found",
+        SpawnErrorKind::Program => "program",
+        SpawnErrorKind::Thread => "thread",
         _ => "other",
     };
-    spawn_failed(e.to_string(), name)
+    spawn_failed(message, name)
 }
 
 /// `{"status": …}`.
@@ -486,7 +580,7 @@ impl Server {
         let proc = self
             .find(process_id)
             .ok_or_else(|| RpcError::unknown_process(process_id))?;
-        let snapshot = proc.session.snapshot();
+        let snapshot = proc.session.output();
         let encode = |s: &Option<CapturedStream>| s.as_ref().map(|s| BASE64.encode(s.render()));
         let count = |s: &Option<CapturedStream>, f: fn(&CapturedStream) -> u64| s.as_ref().map(f);
         Ok(json!({
@@ -523,7 +617,9 @@ impl Server {
             ControlAnswer::Ack => status("ack"),
             ControlAnswer::NoSuchSession => status("no_such_session"),
             ControlAnswer::AlreadyEnded => status("already_terminated"),
-            ControlAnswer::Rejected(note) => json!({"status": "reject", "note": note}),
+            ControlAnswer::Rejected(note) => {
+                json!({"status": "reject", "note": note.to_string()})
+            }
         })
     }
 
@@ -561,6 +657,8 @@ impl Server {
     /// The client is gone or the server was told to stop: every live process gets its kill
     /// ladder with the grace cut to the shutdown grace; waits until all are over (bounded).
     pub(crate) fn shutdown(&self) {
+        // A start under way ends with its process recorded (or failed): it is ended too.
+        self.starting.wait_all();
         let procs: Vec<Arc<Proc>> = self.procs().values().cloned().collect();
         let grace = self.options.shutdown_grace;
         let live: Vec<&Arc<Proc>> = procs

@@ -44,7 +44,7 @@ const START_FIELDS: &[&str] = &[
 
 /// How the child's input is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Input {
+pub(crate) enum StdinMode {
     /// No stdin (`/dev/null`), the library's default.
     Closed,
     /// A pipe fed by `process/write`.
@@ -59,7 +59,7 @@ pub(crate) struct Start {
     pub(crate) process_id: String,
     pub(crate) argv: Vec<String>,
     pub(crate) config: MonitorConfig,
-    pub(crate) input: Input,
+    pub(crate) input: StdinMode,
     pub(crate) context: Option<Value>,
     /// The `cwd` asked for, if any: a spawn that fails for want of it answers `working_dir`.
     pub(crate) cwd: Option<std::path::PathBuf>,
@@ -106,9 +106,9 @@ pub(crate) fn parse_start(
         .config(config.clone())
         .environment(parse_environment(&params)?);
     let builder = match input {
-        Input::Closed => builder,
-        Input::Open => builder.stdin(Stdin::Piped),
-        Input::Terminal(rows, cols) => builder.pty(rows, cols),
+        StdinMode::Closed => builder,
+        StdinMode::Open => builder.stdin(Stdin::Piped),
+        StdinMode::Terminal(rows, cols) => builder.pty(rows, cols),
     };
     Ok(Start {
         process_id,
@@ -122,11 +122,11 @@ pub(crate) fn parse_start(
 }
 
 /// `io`: `{"pipe": {"stdin": "open"|"closed"}}` or `{"pty": {"rows": R, "cols": C}}`.
-fn parse_io(io: Option<&Value>) -> Result<Input, RpcError> {
+fn parse_io(io: Option<&Value>) -> Result<StdinMode, RpcError> {
     const ACCEPTS: &str = "it accepts {\"pipe\": {\"stdin\": \"open\" | \"closed\"}} or \
                            {\"pty\": {\"rows\": 1..65535, \"cols\": 1..65535}}";
     let Some(io) = io else {
-        return Ok(Input::Closed);
+        return Ok(StdinMode::Closed);
     };
     let bad = || RpcError::param("io", format!("{io} is not an io mode; {ACCEPTS}"));
     let Some(object) = io.as_object().filter(|o| o.len() == 1) else {
@@ -134,8 +134,8 @@ fn parse_io(io: Option<&Value>) -> Result<Input, RpcError> {
     };
     if let Some(pipe) = object.get("pipe") {
         return match pipe.get("stdin").and_then(Value::as_str) {
-            Some("open") => Ok(Input::Open),
-            Some("closed") | None if pipe.is_object() => Ok(Input::Closed),
+            Some("open") => Ok(StdinMode::Open),
+            Some("closed") | None if pipe.is_object() => Ok(StdinMode::Closed),
             _ => Err(bad()),
         };
     }
@@ -145,7 +145,7 @@ fn parse_io(io: Option<&Value>) -> Result<Input, RpcError> {
         let n = whole_number(&format!("io.pty.{field}"), value, 1, u64::from(u16::MAX))?;
         Ok(u16::try_from(n).expect("checked to fit in u16"))
     };
-    Ok(Input::Terminal(size("rows")?, size("cols")?))
+    Ok(StdinMode::Terminal(size("rows")?, size("cols")?))
 }
 
 /// `env`, `envMode`, `inheritEnv`, `home`.

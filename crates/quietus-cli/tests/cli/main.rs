@@ -12,6 +12,7 @@ mod non_interactive;
 mod options;
 mod passthrough;
 mod report;
+mod sandbox;
 mod serve;
 mod signals;
 mod start_state;

@@ -396,6 +396,12 @@ fn invalid_values_are_125_naming_the_option_and_what_it_accepts() {
         (&["-i", "banana"], "--idle-timeout", "1h30m"),
         (&["-i", "0s"], "--idle-timeout", "it accepts 1ms to"),
         (&["-i", "8d"], "--idle-timeout", "it accepts 1ms to 7d"),
+        // The value as it was written, not rounded to "168h0m0s".
+        (
+            &["-i", "7d1ms"],
+            "--idle-timeout",
+            "7d1ms is out of range; it accepts 1ms to 7d",
+        ),
         (&["-t", "soon"], "--hard-timeout", "or none"),
         (&["-t", "0"], "--hard-timeout", "it accepts 1ms to 366d"),
         (&["-g", "5parsecs"], "--grace", "30s"),
@@ -412,6 +418,12 @@ fn invalid_values_are_125_naming_the_option_and_what_it_accepts() {
         (&["-w", ""], "--watch", ".agent"),
         (&["--report", ""], "--report", "run.json"),
         (&["--report", &missing], "--report", "No such file"),
+        // The report would overwrite the events.
+        (
+            &["--report", "same.json", "--events", "same.json"],
+            "--events",
+            "the same file as --report",
+        ),
         (&["--no-such-option"], "--no-such-option", "--help"),
     ];
     for (args, name, accepts) in cases {
@@ -830,5 +842,76 @@ fn without_home_the_log_folder_must_be_the_users_own() {
     let report = fs::read_to_string(&report).expect("the report");
     assert!(report.contains("writable by others"), "{report}");
     assert_eq!(fs::read_dir(&logs).expect("the log folder").count(), 1);
+    assert_no_leak(&marker);
+}
+
+/// The inotify watches process `pid` holds now (`inotify wd:` lines of its descriptors).
+fn inotify_watches(pid: u32) -> usize {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    fds.flatten()
+        .filter_map(|fd| fs::read_to_string(fd.path()).ok())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
+        .sum()
+}
+
+/// `.agent` a symbolic link to `/`: the walk neither crosses into `/proc` and `/sys` nor
+/// arms tens of thousands of watches whose churn would hide the stall. The root is too large
+/// to watch: the report's `unavailable` says so, few watches are taken, and a stalled bash
+/// (a sleep) is ended at the idle timeout (124), not kept alive to its own end (0).
+#[test]
+fn a_watched_folder_leading_to_the_whole_machine_is_refused_and_the_stall_seen() {
+    let marker = Marker::new("cli_opt_watch_root");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::os::unix::fs::symlink("/", dir.path().join(".agent")).unwrap();
+    let report = dir.path().join("report.json");
+    let script = format!("sleep 30; : {}", marker.as_str());
+    let started = Instant::now();
+    let running = sw(&marker)
+        .dir(dir.path())
+        .args(&["-i", "2s", "--report"])
+        .args(&[report.to_str().unwrap(), "--", "bash", "-c", &script])
+        .spawn();
+    let pid = running.pid();
+    let mut most = 0;
+    while alive(pid) && started.elapsed() < Duration::from_secs(60) {
+        most = most.max(inotify_watches(pid));
+        std::thread::sleep(Duration::from_millis(20));
+        if fs::metadata(&report).is_ok_and(|m| m.len() > 0) {
+            break;
+        }
+    }
+    let finished = running.wait();
+    assert_eq!(
+        finished.status.code(),
+        Some(124),
+        "the stall was hidden; stderr: {}",
+        finished.stderr_text()
+    );
+    assert!(
+        most < 100,
+        "{most} inotify watches taken for a root leading to /"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    let unavailable = report["unavailable"].as_array().unwrap();
+    assert!(
+        unavailable.iter().any(|u| u["source"] == "files"
+            && u["path"].as_str().is_some_and(|p| p.ends_with(".agent"))
+            && u["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("folders to watch"))),
+        "{unavailable:?}"
+    );
+    assert!(
+        finished.stderr_text().contains("folders to watch"),
+        "{}",
+        finished.stderr_text()
+    );
     assert_no_leak(&marker);
 }

@@ -62,6 +62,7 @@ fn assert_schema(report: &Value) {
         "memory_peak_bytes",
         "oom_kills",
         "leftovers_killed",
+        "leftovers",
         "termination_unproven",
         "output_complete",
         "bytes",
@@ -161,14 +162,27 @@ fn idle_timeout_report() {
     assert_eq!(r["output_complete"], true);
     assert_eq!(r["bytes"]["stdout"], 3);
     assert_eq!(r["bytes"]["stderr"], 2);
-    // sh waits for its sleeping child.
-    assert_eq!(r["diagnosis"]["kind"], "waiting_on_child", "{r:#}");
+    // sh waits for its sleeping child: the sleep is the cause, the shell stays in the list
+    // waiting on it.
+    assert_eq!(r["diagnosis"]["kind"], "sleeping", "{r:#}");
     let processes = r["diagnosis"]["processes"].as_array().expect("processes");
     assert_eq!(processes.len(), 2, "{r:#}");
     assert_eq!(processes[1]["name"], "sleep");
     assert_eq!(processes[1]["state"], "sleeping");
+    assert_eq!(processes[1]["kind"], "sleeping");
+    assert_eq!(
+        r["diagnosis"]["summary"],
+        format!(
+            "sleeping — sleep (pid {}) sleeps (clock_nanosleep)",
+            processes[1]["pid"]
+        )
+    );
+    assert_eq!(processes[0]["kind"], "waiting_on_child");
+    assert_eq!(processes[0]["waits_on"], processes[1]["pid"]);
     assert!(processes[0]["syscall"].is_string(), "{r:#}");
-    for field in ["pid", "name", "state", "wchan", "syscall", "fd", "target"] {
+    for field in [
+        "pid", "name", "state", "wchan", "syscall", "fd", "target", "kind", "waits_on",
+    ] {
         assert!(processes[0].get(field).is_some(), "{field}: {r:#}");
     }
     let pid = r["pid"].as_u64().expect("a pid") as u32;
@@ -313,6 +327,14 @@ fn leftovers_killed_is_counted() {
     assert_schema(&r);
     assert_eq!(r["outcome"], "exited");
     assert_eq!(r["leftovers_killed"], 2);
+    // Named: what a harness (or a model) is told about its background jobs.
+    let leftovers = r["leftovers"].as_array().expect("leftovers");
+    assert_eq!(leftovers.len(), 2, "{r:#}");
+    for job in leftovers {
+        assert_eq!(job["name"], "sleep", "{r:#}");
+        assert_eq!(job["command"], "sleep 30", "{r:#}");
+        assert!(job["pid"].as_u64().is_some_and(|p| p > 1), "{r:#}");
+    }
     assert_eq!(names(&r["ladder"]["signals_sent"]), ["TERM"]);
     assert_no_leak(&marker);
 }
@@ -602,14 +624,32 @@ fn the_summary_report_and_events_name_the_diagnosis() {
         .output();
     assert_code(&output, 124);
     let summary = cli_support::summary_line(&output.stderr);
+    // `read` reads a pipe the sleep holds: not input, a wait on the sleep (issue 38).
     assert!(
-        summary.contains("idle): waiting for input — sh (pid ")
-            && summary.contains(") reads stdin (a pipe); sent TERM"),
+        summary.contains("idle): sleeping — sleep (pid ")
+            && summary.contains(") sleeps (clock_nanosleep); sent TERM"),
         "{summary}"
     );
     let r = read_report(&path);
     assert_schema(&r);
-    assert_eq!(r["diagnosis"]["kind"], "awaiting_input", "{r:#}");
+    assert_eq!(r["diagnosis"]["kind"], "sleeping", "{r:#}");
+    let processes = r["diagnosis"]["processes"].as_array().expect("processes");
+    let sleep = processes
+        .iter()
+        .find(|p| p["name"] == "sleep")
+        .expect("the sleep");
+    let reader = processes
+        .iter()
+        .find(|p| p["syscall"] == "read")
+        .expect("the reader");
+    assert_eq!(reader["kind"], "waiting_on_child", "{r:#}");
+    assert_eq!(reader["waits_on"], sleep["pid"], "{r:#}");
+    assert!(
+        reader["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("a pipe written by sleep (pid ")),
+        "{r:#}"
+    );
     assert!(
         summary.contains(r["diagnosis"]["summary"].as_str().expect("a summary")),
         "{summary}"
@@ -620,7 +660,71 @@ fn the_summary_report_and_events_name_the_diagnosis() {
         .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
         .rfind(|e| e["event"] == "diagnosis")
         .expect("a diagnosis event");
-    assert_eq!(diagnosis["kind"], "awaiting_input");
+    assert_eq!(diagnosis["kind"], "sleeping");
     assert_eq!(diagnosis["summary"], r["diagnosis"]["summary"]);
+    assert_no_leak(&marker);
+}
+
+/// An agent under quietus with an MCP server of its own (`quietus mcp`) that runs a hung
+/// command: the server reads its JSON-RPC channel from the agent (a pipe whose writer is in
+/// the tree), which is never an input wait; the hung `sleep` is named (issue 38, point 4).
+#[test]
+fn an_mcp_server_reading_its_channel_is_never_awaiting_input() {
+    let marker = Marker::new("cli_report_mcp_channel");
+    let (dir, path) = report_path();
+    let agent = dir.path().join("agent.py");
+    let script = r#"
+import json, select, subprocess, sys
+server = subprocess.Popen([sys.argv[1], 'mcp'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def call(message):
+    server.stdin.write((json.dumps(message) + '\n').encode())
+    server.stdin.flush()
+    if 'id' in message:
+        server.stdout.readline()
+call({'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': {'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 'agent', 'version': '1'}}})
+call({'jsonrpc': '2.0', 'method': 'notifications/initialized'})
+call({'jsonrpc': '2.0', 'id': 2, 'method': 'tools/call', 'params': {'name': 'exec_command', 'arguments': {'cmd': 'echo started; sleep 1000', 'yield_time_ms': 0}}})
+print('ready', flush=True)
+while True:
+    select.select([server.stdout], [], [])
+    if not server.stdout.readline():
+        sys.exit(0)
+"#;
+    fs::write(&agent, script).expect("the agent's script");
+    let output = sw(&marker)
+        .args(&["-i", "1s", "--report", path.to_str().expect("utf-8")])
+        .sh(&format!(
+            "exec python3 '{}' '{}'",
+            agent.display(),
+            env!("CARGO_BIN_EXE_quietus")
+        ))
+        .output();
+    assert_code(&output, 124);
+    let r = read_report(&path);
+    let d = &r["diagnosis"];
+    assert_eq!(d["kind"], "sleeping", "{r:#}");
+    let processes = d["processes"].as_array().expect("processes");
+    let sleep = processes
+        .iter()
+        .find(|p| p["name"] == "sleep")
+        .expect("the sleep");
+    assert_eq!(
+        d["summary"],
+        format!(
+            "sleeping — sleep (pid {}) sleeps (clock_nanosleep)",
+            sleep["pid"]
+        ),
+        "{r:#}"
+    );
+    assert!(
+        processes.iter().all(|p| p["kind"] != "awaiting_input"),
+        "{r:#}"
+    );
+    let server = processes
+        .iter()
+        .find(|p| p["name"] == "quietus")
+        .expect("the MCP server");
+    assert_eq!(server["kind"], "waiting_on_child", "{r:#}");
+    assert_eq!(server["waits_on"], processes[0]["pid"], "{r:#}");
     assert_no_leak(&marker);
 }

@@ -867,6 +867,53 @@ fn serve_notification_order_per_process() {
     assert_no_leak(&marker);
 }
 
+/// A start that arms a large watch (the whole of `/`: walked up to the bound of one
+/// session's watches, then refused as too large) does not hold up the server: a
+/// `process/list` sent right behind it is answered first, and a request naming the process
+/// being started waits for its start (it is found).
+#[test]
+fn serve_a_start_with_a_large_watch_does_not_hold_up_other_requests() {
+    let marker = Marker::new("serve-slow-start");
+    let mut client = Client::start(&marker, &[]);
+    client.ok(
+        "process/start",
+        json!({"processId": "quick", "argv": sh(&marker, "sleep 30")}),
+    );
+    let start = json!({"jsonrpc": "2.0", "id": 100, "method": "process/start", "params": {
+        "processId": "large", "argv": sh(&marker, "sleep 30"), "watch": ["/"],
+    }});
+    let list = json!({"jsonrpc": "2.0", "id": 101, "method": "process/list", "params": {}});
+    let snapshot = json!({"jsonrpc": "2.0", "id": 102, "method": "process/snapshot",
+        "params": {"processId": "large"}});
+    client.send_line(&format!("{start}\n{list}\n{snapshot}"));
+    client.find("the start's answer", |v| v["id"] == 100);
+    client.find("the snapshot's answer", |v| v["id"] == 102);
+    let answers: Vec<u64> = client
+        .seen
+        .iter()
+        .filter(|v| v.get("method").is_none())
+        .filter_map(|v| v["id"].as_u64())
+        .filter(|id| *id >= 100)
+        .collect();
+    assert_eq!(
+        answers.first(),
+        Some(&101),
+        "the list waited for the start: {answers:?}"
+    );
+    let listed = client.seen.iter().find(|v| v["id"] == 101).unwrap();
+    let names: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["processId"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["quick"], "{listed}");
+    let snapshot = client.seen.iter().find(|v| v["id"] == 102).unwrap();
+    assert!(snapshot.get("error").is_none(), "{snapshot}");
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
 #[test]
 fn serve_fifty_processes_at_once() {
     let marker = Marker::new("serve-fifty");

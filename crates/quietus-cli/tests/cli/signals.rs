@@ -497,6 +497,7 @@ fn caught(pid: u32, signal: Sig) -> bool {
 
 /// One run: a program with a `setsid` escapee, `signal` sent to quietus after the
 /// handshake, then (when the signal does not end the run) the program told to finish.
+#[allow(clippy::too_many_lines)] // a test or bench scenario: the 80-line rule is for the library and the command
 fn one_signal(signal: Sig, name: &str, treatment: Treatment) -> Result<(), String> {
     let marker = Marker::new(&format!("cli_sig_all_{name}"));
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;

@@ -69,16 +69,26 @@ fn start(mut command: Command) -> (std::process::Child, SharedBuf, SharedBuf) {
                 }
                 into.push(&buf[..n]);
             }
-        });
+        })
     };
     let (out, err) = (SharedBuf::new(), SharedBuf::new());
-    collect(Box::new(child.stdout.take().expect("piped")), out.clone());
-    collect(Box::new(child.stderr.take().expect("piped")), err.clone());
+    let readers = [
+        collect(Box::new(child.stdout.take().expect("piped")), out.clone()),
+        collect(Box::new(child.stderr.take().expect("piped")), err.clone()),
+    ];
+    COLLECTORS
+        .lock()
+        .expect("the collectors")
+        .extend(readers.map(|reader| (child.id(), reader)));
     (child, out, err)
 }
 
-/// Waits for `child` (ours) within [`GENEROUS`]; kills it and panics otherwise.
-#[track_caller]
+/// The threads collecting each started child's stdout and stderr, by the child's pid: [`wait`]
+/// lets them reach the end of their pipes, so the last line a program wrote is in the buffer
+/// once the child is gone (on a loaded machine a collector may still be reading then).
+static COLLECTORS: std::sync::Mutex<Vec<(u32, std::thread::JoinHandle<()>)>> =
+    std::sync::Mutex::new(Vec::new());
+
 fn wait(child: &mut std::process::Child, out: &SharedBuf, err: &SharedBuf) -> i32 {
     let mut status = None;
     poll_until(GENEROUS, || {
@@ -94,6 +104,26 @@ fn wait(child: &mut std::process::Child, out: &SharedBuf, err: &SharedBuf) -> i3
             err.text()
         );
     };
+    // Its output read to the end (the pipes close once it and what it started are gone).
+    let pid = child.id();
+    let ended = poll_until(GENEROUS, || {
+        COLLECTORS
+            .lock()
+            .expect("the collectors")
+            .iter()
+            .filter(|(of, _)| *of == pid)
+            .all(|(_, reader)| reader.is_finished())
+    });
+    assert!(
+        ended,
+        "its output never ended: {:?} {:?}",
+        out.text(),
+        err.text()
+    );
+    COLLECTORS
+        .lock()
+        .expect("the collectors")
+        .retain(|(of, _)| *of != pid);
     use std::os::unix::process::ExitStatusExt;
     status.code().unwrap_or(128 + status.signal().unwrap_or(0))
 }

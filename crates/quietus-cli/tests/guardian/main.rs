@@ -86,7 +86,7 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
         assert_eq!(pids, vec![session.pid()]);
         session.kill();
         let result = session.wait();
-        assert_eq!(result.signal(), Some(9));
+        assert_eq!(result.signal().map(quietus::Signal::number), Some(9));
         assert_no_leak(&marker);
     }
 }
@@ -165,4 +165,68 @@ fn one_guardian_serves_every_session_of_a_process() {
     });
     assert!(reaped, "{guardians:?}: {:?}", children_named("sw-guardian"));
     assert_no_leak(&marker);
+}
+
+/// The guardian closes every descriptor it inherited beyond its stdin, stdout and stderr
+/// (issue 37: one `close_range`): a pipe's write end its supervisor's host left inheritable is
+/// not held open for as long as the guardian runs.
+#[test]
+fn the_guardian_holds_no_inherited_descriptor() {
+    use std::os::fd::AsRawFd;
+    // Inheritable (no close-on-exec): the guardian's `exec` keeps it unless it closes it.
+    let (read, write) = rustix::pipe::pipe().expect("a pipe");
+    let (ours, theirs) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .expect("a socket pair");
+    let mut guardian = Command::new(env!("CARGO_BIN_EXE_quietus"))
+        .arg(quietus::supervisor::GUARDIAN_SUBCOMMAND)
+        .stdin(Stdio::from(theirs))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the guardian starts");
+    // Its answer comes after the closing: from then on it holds what it will hold.
+    let mut hello = [0u8; 64];
+    let (n, _) = rustix::net::recv(&ours, &mut hello, rustix::net::RecvFlags::empty())
+        .expect("the guardian answers");
+    assert!(
+        hello[..n].starts_with(b"quietus-guardian"),
+        "{:?}",
+        &hello[..n]
+    );
+    let pipe_inode = std::fs::metadata(format!("/proc/self/fd/{}", write.as_raw_fd()))
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .expect("our pipe");
+    let held: Vec<(i32, Option<u64>)> = std::fs::read_dir(format!("/proc/{}/fd", guardian.id()))
+        .expect("the guardian's descriptors")
+        .flatten()
+        .filter_map(|e| {
+            let n: i32 = e.file_name().to_str()?.parse().ok()?;
+            let inode = std::fs::metadata(e.path())
+                .ok()
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+            Some((n, inode))
+        })
+        .collect();
+    assert!(
+        held.iter().all(|(_, inode)| *inode != Some(pipe_inode)),
+        "the guardian holds the inherited pipe: {held:?}"
+    );
+    // Beyond 0, 1 and 2 only its own copy of the socket (the same inode as its stdin).
+    let socket = held
+        .iter()
+        .find(|(n, _)| *n == 0)
+        .and_then(|(_, inode)| *inode);
+    assert!(
+        held.iter().all(|(n, inode)| *n <= 2 || *inode == socket),
+        "the guardian holds descriptors beyond 0, 1, 2 and its socket: {held:?}"
+    );
+    drop(ours); // end of its socket: holding nothing, it exits
+    let status = guardian.wait().expect("the guardian exits");
+    assert!(status.success(), "{status:?}");
+    drop((read, write));
 }

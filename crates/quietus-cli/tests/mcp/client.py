@@ -433,7 +433,125 @@ async def announcements(quietus, marker, scratch):
         assert all(f"session {quiet} " not in d for _, d in messages), messages
 
 
+async def what_the_model_is_told(quietus, marker, scratch):
+    """Clients forward only the structured result: the advice, the diagnosis with its
+    processes, and the background jobs ended must all be in it (issue 38)."""
+    tag = f"{marker}-told"
+    async with connect(quietus, marker) as server:
+        # A command whose background job outlives it: the job is ended, and named.
+        answer = await server.exec("sleep 600 & echo started", tag, yield_time_ms=120000)
+        assert answer["outcome"] == "exited" and answer["exit_code"] == 0, answer
+        assert answer["note"] is None, answer  # ended within the window: nothing was cut
+        jobs = answer["background_jobs_ended"]
+        assert [(j["name"], j["command"]) for j in jobs] == [("sleep", "sleep 600")], answer
+        assert isinstance(jobs[0]["pid"], int), jobs
+        assert "background jobs were ended" in answer["advice"], answer
+        assert f"sleep (pid {jobs[0]['pid']})" in answer["advice"], answer
+        assert tree_pids(tag) == []
+        listed = structured(await server.call("list_exec_sessions", {}))["sessions"]
+        mine = [s for s in listed if s["session_id"] == answer["session_id"]][0]
+        assert mine["background_jobs_ended"] == jobs and mine["advice"] == answer["advice"], mine
+        # A hang under the wrapper shell: the sleep is named, the shell stays in the list.
+        answer = await server.exec("echo started; sleep 1000", tag, idle_timeout_ms=1000, yield_time_ms=120000)
+        assert answer["outcome"] == "idle_timeout", answer
+        diagnosis = answer["diagnosis"]
+        assert diagnosis["kind"] == "sleeping", answer
+        by_name = {p["name"]: p for p in diagnosis["processes"]}
+        sleep = by_name["sleep"]
+        assert diagnosis["summary"] == f"sleeping — sleep (pid {sleep['pid']}) sleeps (clock_nanosleep)", diagnosis
+        shell = diagnosis["processes"][0]
+        assert shell["kind"] == "waiting_on_child" and shell["waits_on"] == sleep["pid"], diagnosis
+        assert answer["advice"].startswith("quietus ended it and its whole process tree after 1.0s"), answer
+        assert answer["background_jobs_ended"] == [], answer
+        # An input wait: the advice says what to do about it.
+        answer = await server.exec(
+            "python3 -c 'import sys; print(\"ready\", flush=True); sys.stdin.readline()'", tag,
+            idle_timeout_ms=1000, yield_time_ms=120000,
+        )
+        assert answer["diagnosis"]["kind"] == "awaiting_input", answer
+        assert "waited for input nobody gave" in answer["advice"], answer
+        # An MCP-server-like child reading its parent's pipe while the parent sleeps: never
+        # an input wait; the parent's sleep is named.
+        script = (
+            "import subprocess, sys, time\n"
+            "s = subprocess.Popen([sys.executable, '-c', 'import sys\\nfor l in sys.stdin: print(l, flush=True)'], stdin=subprocess.PIPE)\n"
+            "s.stdin.write(b'{}\\n'); s.stdin.flush()\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(1000)\n"
+        )
+        path = os.path.join(scratch, "agent.py")
+        with open(path, "w") as f:
+            f.write(script)
+        answer = await server.exec(f"exec python3 {path}", tag, idle_timeout_ms=1000, yield_time_ms=120000)
+        diagnosis = answer["diagnosis"]
+        assert diagnosis["kind"] == "sleeping", answer
+        parent = diagnosis["processes"][0]
+        assert diagnosis["summary"].startswith(f"sleeping — python3 (pid {parent['pid']})"), diagnosis
+        assert all(p["kind"] != "awaiting_input" for p in diagnosis["processes"]), diagnosis
+        assert diagnosis["processes"][1]["waits_on"] == parent["pid"], diagnosis
+        assert tree_pids(tag) == []
+        if os.environ.get("QUIETUS_MCP_SHOW"):
+            print(answer, file=sys.stderr)
+
+
+def sdk_major():
+    from importlib.metadata import version
+    return int(version("mcp").split(".")[0])
+
+
+async def calls_fit_the_clients_limits(quietus, marker, scratch):
+    """A yield above the clamp answers within it, with progress to a caller that asked; an
+    answer the client gave up on loses no output (issue 38, point 5)."""
+    tag = f"{marker}-limits"
+    async with connect(quietus, marker) as server:
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append((value, total, message))
+
+        cmd = "for i in $(seq 1 34); do echo line $i; sleep 1; done"
+        started = time.monotonic()
+        result = await server.session.call_tool(
+            "exec_command",
+            {"cmd": cmd, "yield_time_ms": 120000, "env": {"SW_MCP_TREE": tag}},
+            progress_callback=on_progress,
+        )
+        took = time.monotonic() - started
+        answer = structured(result)
+        # Answered at the clamp (30 s), well within a client's 60 s, the command still running.
+        assert took < 55, took
+        assert answer["running"] is True and answer["wall_time_ms"] >= 30000, answer
+        assert "waited 30000 ms at most" in answer["note"], answer
+        assert len(progress) >= 3, progress
+        values = [p[0] for p in progress]
+        assert values == sorted(values) and len(set(values)) == len(values), progress
+        assert all(p[1] == 30.0 and "still running" in p[2] for p in progress), progress
+        answer, collected = await server.finish(answer)
+        assert collected == "".join(f"line {i}\n" for i in range(1, 35)), collected
+        # A client that gives up after 2 s (and says so, notifications/cancelled, as the SDKs
+        # do): the output its abandoned answer would have carried comes with the next one.
+        assert sdk_major() >= 2, "mcp 2.x sends notifications/cancelled when it gives up; 1.x does not"
+        cmd = "for i in $(seq 1 10); do echo line $i; sleep 0.3; done"
+        try:
+            await server.session.call_tool(
+                "exec_command",
+                {"cmd": cmd, "yield_time_ms": 20000, "env": {"SW_MCP_TREE": tag}},
+                read_timeout_seconds=2.0,
+            )
+        except ProtocolError:
+            pass
+        else:
+            raise AssertionError("the call was expected to time out at the client")
+        sessions = structured(await server.call("list_exec_sessions", {}))["sessions"]
+        session_id = max(s["session_id"] for s in sessions)
+        answer, collected = await server.finish(await server.write(session_id))
+        assert collected == "".join(f"line {i}\n" for i in range(1, 11)), collected
+        assert answer["exit_code"] == 0, answer
+        assert tree_pids(tag) == []
+
+
 CASES = {f.__name__: f for f in [
+    what_the_model_is_told, calls_fit_the_clients_limits,
     initialize_and_list_tools, quick_command, long_command_continued, tty_prompt,
     stalled_command, controls, large_output, client_disconnects, malformed_calls, announcements,
 ]}

@@ -174,6 +174,16 @@ fn malformed_calls() {
 }
 
 #[test]
+fn what_the_model_is_told() {
+    case("what_the_model_is_told");
+}
+
+#[test]
+fn calls_fit_the_clients_limits() {
+    case("calls_fit_the_clients_limits");
+}
+
+#[test]
 fn announcements() {
     case("announcements");
 }

@@ -350,6 +350,7 @@ fn contract_names(mode: Mode) -> Vec<String> {
 }
 
 /// Every difference between `direct` and `supervised` that is not intended in `mode`.
+#[allow(clippy::too_many_lines)] // a test or bench scenario: the 80-line rule is for the library and the command
 fn differences(mode: Mode, direct: &Dump, supervised: &Dump) -> Vec<String> {
     let mut wrong = Vec::new();
     let pid = supervised.one("pid");

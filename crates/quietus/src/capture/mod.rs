@@ -1,4 +1,4 @@
-//! Output retention: bounded head/tail buffers per stream, snapshots, and the log spill.
+//! Output retention: bounded head/tail buffers per stream, the captured output a caller reads, and the log spill.
 
 pub(crate) mod spill;
 
@@ -107,7 +107,7 @@ pub(crate) fn omission_marker(omitted: u64) -> String {
 /// The output of a session at one moment, and whether it is still running.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Snapshot {
+pub struct CapturedOutput {
     /// The child's stdout (`None` in combined mode).
     pub stdout: Option<CapturedStream>,
     /// The child's stderr (`None` in combined mode).
@@ -121,7 +121,7 @@ pub struct Snapshot {
     pub result: Option<MonitorResult>,
 }
 
-impl Snapshot {
+impl CapturedOutput {
     /// Whether the child is still being supervised.
     pub fn running(&self) -> bool {
         self.result.is_none()
@@ -150,9 +150,9 @@ impl Snapshot {
     }
 }
 
-impl fmt::Debug for Snapshot {
+impl fmt::Debug for CapturedOutput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("Snapshot");
+        let mut d = f.debug_struct("CapturedOutput");
         for (stream, c) in self.streams() {
             d.field(
                 stream.name(),

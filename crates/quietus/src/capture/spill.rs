@@ -3,9 +3,9 @@
 //! SHA-256 is kept.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, DirBuilder, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -14,31 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use crate::config::LogRetention;
+use crate::outcome::LogFile;
 use crate::own_files::OwnFiles;
 use crate::stream::Stream;
-
-/// A complete log of one stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LogFile {
-    /// Which stream.
-    pub stream: Stream,
-    /// Where it is (when it could not be created: where it would have been).
-    pub path: PathBuf,
-    /// Lower-case hex SHA-256 of every byte read from the stream: the complete log's content.
-    pub sha256: String,
-    /// How many bytes were read from the stream: the complete log's length.
-    pub bytes: u64,
-    /// How many bytes the file really holds: `bytes` unless writing failed.
-    pub written: u64,
-    /// Whether the log lacks part of the stream: it could not be created or written
-    /// (`written < bytes`), or the stream was still held open when the run ended (then the
-    /// log holds every byte read, but the stream went on). The in-memory capture still holds
-    /// head and tail.
-    pub incomplete: bool,
-    /// Why it is incomplete, in words.
-    pub error: Option<String>,
-}
 
 /// The default log folder: the platform cache folder's `quietus/logs`
 /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS), else (no `HOME`)
@@ -66,9 +44,13 @@ pub(crate) fn default_log_dir() -> PathBuf {
     }
 }
 
-/// Creates the log folder (mode 0700 for what is created) and checks that files can be made in
-/// it, so an unusable folder is an error at spawn rather than lost output later.
-pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
+/// Creates the log folder (mode 0700 for what is created), opens it once and checks that files
+/// can be made in it, so an unusable folder is an error at spawn rather than lost output later;
+/// the logs are then made relative to the folder opened, whatever its path leads to later.
+/// The default folder (`is_default`) must moreover be the user's own, and is never reached
+/// through a symbolic link: one planted there by another user is refused, even when it
+/// points to a folder that would pass the check.
+pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> io::Result<File> {
     let fail = |kind: io::ErrorKind, problem: String| {
         io::Error::new(
             kind,
@@ -79,52 +61,91 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
         )
     };
     let created = DirBuilder::new().recursive(true).mode(0o700).create(dir);
-    let meta = match (created, fs::metadata(dir)) {
-        (_, Ok(meta)) => meta,
+    if is_default && fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(fail(
+            io::ErrorKind::PermissionDenied,
+            "is a symbolic link; the default log folder must be the user's own folder".into(),
+        ));
+    }
+    let folder = match (created, crate::process::sys::open_folder(dir, !is_default)) {
+        (_, Ok(folder)) => folder,
+        (_, Err(e)) if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
+            return Err(fail(io::ErrorKind::NotADirectory, "is not a folder".into()));
+        }
+        (_, Err(e)) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(fail(
+                io::ErrorKind::PermissionDenied,
+                "is a symbolic link; the default log folder must be the user's own folder".into(),
+            ));
+        }
         (Err(e), Err(_)) => return Err(fail(e.kind(), format!("cannot create it: {e}"))),
         (Ok(()), Err(e)) => return Err(fail(e.kind(), format!("cannot read it: {e}"))),
     };
-    if !meta.is_dir() {
-        return Err(fail(io::ErrorKind::NotADirectory, "is not a folder".into()));
-    }
-    if let Err(e) = crate::process::sys::check_dir_writable(dir) {
+    // The folder opened, not its path: what is checked is what the logs go to.
+    let meta = folder
+        .metadata()
+        .map_err(|e| fail(e.kind(), format!("cannot read it: {e}")))?;
+    if let Err(e) = crate::process::sys::check_folder_writable(&folder) {
         return Err(fail(e.kind(), format!("not writable: {e}")));
     }
     if meta.permissions().readonly() {
         return Err(fail(io::ErrorKind::PermissionDenied, "is read-only".into()));
     }
-    if dir == default_log_dir() {
-        check_own(&meta).map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem))?;
+    if is_default {
+        check_own(&meta)
+            .map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem.to_string()))?;
     }
-    Ok(())
+    Ok(folder)
 }
 
 /// The default log folder must be the user's own and closed to others: a folder someone else
 /// owns, or one others can write to, could have its logs read, replaced or removed.
-fn check_own(meta: &fs::Metadata) -> Result<(), String> {
+fn check_own(meta: &fs::Metadata) -> Result<(), NotOwn> {
     use std::os::unix::fs::MetadataExt;
     let uid = crate::process::sys::effective_uid();
     if meta.uid() != uid {
-        return Err(format!(
-            "belongs to user {}, not to this user ({uid}); the default log folder must be \
-             the user's own",
-            meta.uid()
-        ));
+        return Err(NotOwn::Owner {
+            owner: meta.uid(),
+            user: uid,
+        });
     }
     let mode = meta.mode() & 0o777;
     if mode & 0o022 != 0 {
-        return Err(format!(
-            "is writable by others (mode {mode:o}); the default log folder must be the \
-             user's own"
-        ));
+        return Err(NotOwn::Writable { mode });
     }
     Ok(())
+}
+
+/// Why the default log folder is not the user's own ([`check_own`]).
+#[derive(Debug)]
+enum NotOwn {
+    /// Another user owns it.
+    Owner { owner: u32, user: u32 },
+    /// Others can write to it.
+    Writable { mode: u32 },
+}
+
+impl std::fmt::Display for NotOwn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotOwn::Owner { owner, user } => write!(
+                f,
+                "belongs to user {owner}, not to this user ({user}); the default log folder \
+                 must be the user's own"
+            ),
+            NotOwn::Writable { mode } => write!(
+                f,
+                "is writable by others (mode {mode:o}); the default log folder must be the \
+                 user's own"
+            ),
+        }
+    }
 }
 
 /// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
 /// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
 /// spawn then fails with, so a caller can tell it from the program's own spawn error
-/// (`SpawnError::of(&err)`, then `inner().downcast_ref::<LogDirError>()`).
+/// (`err.inner().downcast_ref::<LogDirError>()`).
 #[derive(Debug)]
 pub(crate) struct LogDirError {
     path: PathBuf,
@@ -139,12 +160,23 @@ impl std::fmt::Display for LogDirError {
 
 impl std::error::Error for LogDirError {}
 
-/// The folder a session's spills write to, or, for an unusable default folder, why they
-/// write nothing (the log entries then say so).
+/// The folder a session's spills write to (opened once: the logs are made relative to it), or,
+/// for an unusable default folder, why they write nothing (the log entries then say so).
 #[derive(Debug, Clone)]
 pub(crate) struct LogDir {
     path: PathBuf,
-    unusable: Option<String>,
+    folder: Result<Arc<File>, crate::error::SystemError>,
+}
+
+impl LogDir {
+    /// The usable folder `path`, opened (following a link: a folder the caller named).
+    #[cfg(test)]
+    pub(crate) fn open(path: &Path) -> LogDir {
+        LogDir {
+            path: path.to_path_buf(),
+            folder: Ok(Arc::new(prepare_dir(path, false).expect("a usable folder"))),
+        }
+    }
 }
 
 /// The log folder of a session about to be spawned: `None` without spill; a folder the caller
@@ -165,19 +197,19 @@ fn resolve(
 ) -> io::Result<Option<LogDir>> {
     let is_default = named.is_none();
     let path = named.unwrap_or_else(default);
-    match prepare_dir(&path) {
-        Ok(()) => {
-            maybe_sweep(&path, retention);
+    match prepare_dir(&path, is_default) {
+        Ok(folder) => {
+            maybe_sweep(&path, &folder, retention);
             Ok(Some(LogDir {
                 path,
-                unusable: None,
+                folder: Ok(Arc::new(folder)),
             }))
         }
         Err(e) if is_default => {
             log::warn!("{e}; no log is written (name a folder to have them)");
             Ok(Some(LogDir {
                 path,
-                unusable: Some(e.to_string()),
+                folder: Err((&e).into()),
             }))
         }
         Err(e) => Err(crate::error::SpawnError::log_dir(e).into()),
@@ -196,7 +228,7 @@ static LOGGED: AtomicU64 = AtomicU64::new(0);
 /// At most one sweep per folder per this interval, unless much was logged since.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
-fn maybe_sweep(dir: &Path, retention: &LogRetention) {
+fn maybe_sweep(dir: &Path, folder: &File, retention: &LogRetention) {
     if retention.max_age.is_none() && retention.max_total_bytes.is_none() {
         return;
     }
@@ -214,7 +246,7 @@ fn maybe_sweep(dir: &Path, retention: &LogRetention) {
         }
         swept.insert(dir.to_path_buf(), (now, logged));
     }
-    match sweep(dir, retention, SystemTime::now()) {
+    match sweep(dir, folder, retention, SystemTime::now()) {
         Ok(0) => {}
         Ok(n) => log::debug!("log folder {}: {n} old logs deleted", dir.display()),
         Err(e) => log::debug!("log folder {}: retention not applied: {e}", dir.display()),
@@ -282,54 +314,45 @@ pub(crate) fn to_delete(logs: &[LogEntry], now: SystemTime, budget: &LogRetentio
     chosen
 }
 
-/// Applies the retention to a folder now; returns how many logs it deleted.
-fn sweep(dir: &Path, budget: &LogRetention, now: SystemTime) -> io::Result<usize> {
-    let mut paths = Vec::new();
+/// Applies the retention to the open folder `folder` (at `dir`) now; returns how many logs it
+/// deleted.
+fn sweep(dir: &Path, folder: &File, budget: &LogRetention, now: SystemTime) -> io::Result<usize> {
+    let mut names = Vec::new();
     let mut entries = Vec::new();
     {
         let live = LIVE.lock();
-        for entry in fs::read_dir(dir)?.flatten() {
-            let name = entry.file_name();
-            if !name.to_str().is_some_and(is_log_name) {
+        // Not followed: a symlink or anything but a plain file is not a log of ours.
+        for (name, modified, bytes) in crate::process::sys::files_in(folder)? {
+            if !is_log_name(&name) {
                 continue;
             }
-            // Not followed: a symlink or anything but a plain file is not a log of ours.
-            let Ok(meta) = entry.metadata() else { continue };
-            if !meta.file_type().is_file() {
-                continue;
-            }
-            let path = entry.path();
             entries.push(LogEntry {
-                modified: meta.modified().unwrap_or(now),
-                bytes: meta.len(),
-                live: live.contains(&path),
+                modified,
+                bytes,
+                live: live.contains(&dir.join(&name)),
             });
-            paths.push(path);
+            names.push(name);
         }
     }
     let mut deleted = 0;
     for i in to_delete(&entries, now, budget) {
-        if delete_unless_locked(&paths[i]) {
+        if delete_unless_locked(folder, &names[i]) {
             deleted += 1;
         }
     }
     Ok(deleted)
 }
 
-/// Deletes a log unless another process is writing it (its writer holds an exclusive `flock`
-/// on it for as long as it writes: see [`lock_new_log`]).
-fn delete_unless_locked(path: &Path) -> bool {
-    let Ok(file) = OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-    else {
+/// Deletes log `name` of the open folder `folder` unless another process is writing it (its
+/// writer holds an exclusive `flock` on it for as long as it writes: see [`lock_new_log`]).
+fn delete_unless_locked(folder: &File, name: &str) -> bool {
+    let Ok(file) = crate::process::sys::open_in(folder, name) else {
         return false;
     };
     if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         return false; // being written
     }
-    fs::remove_file(path).is_ok()
+    crate::process::sys::remove_in(folder, name).is_ok()
 }
 
 /// Locks a new log for as long as it is written, so another process's retention leaves it
@@ -367,12 +390,13 @@ fn timestamp() -> String {
     )
 }
 
-/// Opens a new log file: create-new (never overwrites, never follows a symlink), mode 0600.
-/// On failure, the error and the first name it tried.
+/// Opens a new log file in the open folder `folder` (at `dir`): create-new (never overwrites,
+/// never follows a symlink), mode 0600. On failure, the error and the first name it tried.
 /// Each name is registered in `own` before it is tried, so the file tracker never counts the
 /// log's creation or its writes as the child's activity.
 fn create_log(
     dir: &Path,
+    folder: &File,
     session: u64,
     stream: Stream,
     own: Option<&OwnFiles>,
@@ -389,16 +413,11 @@ fn create_log(
         } else {
             format!("{base}-{attempt}.log")
         };
-        let path = dir.join(name);
+        let path = dir.join(&name);
         if let Some(own) = own {
             own.add(&path);
         }
-        let opened = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(crate::process::sys::O_NOFOLLOW)
-            .open(&path);
+        let opened = crate::process::sys::create_new_in(folder, &name, 0o600);
         match opened {
             Ok(file) => {
                 if !lock_new_log(&file) {
@@ -698,32 +717,36 @@ impl Spill {
         if self.total <= self.threshold {
             return;
         }
-        if let Some(why) = &dir.unusable {
-            self.failed = true;
-            let path = dir.path.join(format!(
-                "{}-{}-s{}-{}.log",
-                timestamp(),
-                std::process::id(),
-                self.session,
-                self.stream.name()
-            ));
-            self.error = Some((format!("not written: {why}"), path));
-        } else {
-            match create_log(&dir.path, self.session, self.stream, self.own.as_ref()) {
-                Ok((file, path)) => {
-                    let file = Arc::new(file);
-                    self.writer = self.start_writer(&file, &path);
-                    self.file = Some((file, path));
-                    let pending = std::mem::take(&mut self.pending);
-                    self.write(Arc::from(pending));
-                }
-                Err((e, path)) => {
-                    log::error!(
-                        "cannot create the log {}: {e}; output is kept in memory only",
-                        path.display()
-                    );
-                    self.failed = true;
-                    self.error = Some((format!("cannot create it: {e}"), path));
+        match dir.folder.clone() {
+            Err(why) => {
+                self.failed = true;
+                let path = dir.path.join(format!(
+                    "{}-{}-s{}-{}.log",
+                    timestamp(),
+                    std::process::id(),
+                    self.session,
+                    self.stream.name()
+                ));
+                self.error = Some((format!("not written: {why}"), path));
+            }
+            Ok(folder) => {
+                let own = self.own.as_ref();
+                match create_log(&dir.path, &folder, self.session, self.stream, own) {
+                    Ok((file, path)) => {
+                        let file = Arc::new(file);
+                        self.writer = self.start_writer(&file, &path);
+                        self.file = Some((file, path));
+                        let pending = std::mem::take(&mut self.pending);
+                        self.write(Arc::from(pending));
+                    }
+                    Err((e, path)) => {
+                        log::error!(
+                            "cannot create the log {}: {e}; output is kept in memory only",
+                            path.display()
+                        );
+                        self.failed = true;
+                        self.error = Some((format!("cannot create it: {e}"), path));
+                    }
                 }
             }
         }
@@ -826,20 +849,16 @@ impl Drop for Spill {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn open_folder(dir: &Path) -> File {
+        crate::process::sys::open_folder(dir, true).unwrap()
+    }
     use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn below_the_threshold_nothing_is_written() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spill = Spill::new(
-            Some(LogDir {
-                path: dir.path().into(),
-                unusable: None,
-            }),
-            4096,
-            1,
-            Stream::Stdout,
-        );
+        let mut spill = Spill::new(Some(LogDir::open(dir.path())), 4096, 1, Stream::Stdout);
         spill.push(&[b'x'; 4096]);
         assert!(spill.log().is_none());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -848,15 +867,7 @@ mod tests {
     #[test]
     fn past_the_threshold_the_whole_stream_is_logged_with_its_hash() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spill = Spill::new(
-            Some(LogDir {
-                path: dir.path().into(),
-                unusable: None,
-            }),
-            10,
-            7,
-            Stream::Stderr,
-        );
+        let mut spill = Spill::new(Some(LogDir::open(dir.path())), 10, 7, Stream::Stderr);
         let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
         for chunk in data.chunks(333) {
             spill.push(chunk);
@@ -884,15 +895,7 @@ mod tests {
     #[test]
     fn closing_the_log_writes_every_chunk_handed_over_and_nothing_after() {
         let dir = tempfile::tempdir().unwrap();
-        let spill = Spill::new(
-            Some(LogDir {
-                path: dir.path().into(),
-                unusable: None,
-            }),
-            10,
-            3,
-            Stream::Stdout,
-        );
+        let spill = Spill::new(Some(LogDir::open(dir.path())), 10, 3, Stream::Stdout);
         let (writer, report) = start(spill, "spill-test".into()).unwrap();
         let data: Vec<u8> = (0..(8 * IN_FLIGHT * 4096) as u32)
             .map(|i| (i % 253) as u8)
@@ -922,12 +925,26 @@ mod tests {
         let target = dir.path().join("victim");
         fs::write(&target, "precious").unwrap();
         // Plant symlinks at every name the next log could take in this second.
-        let (_, probe) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
+        let (_, probe) = create_log(
+            dir.path(),
+            &open_folder(dir.path()),
+            9,
+            Stream::Stdout,
+            None,
+        )
+        .unwrap();
         let probe_name = probe.file_name().unwrap().to_string_lossy().into_owned();
         fs::remove_file(&probe).unwrap();
         let base = probe_name.trim_end_matches(".log").to_owned();
         std::os::unix::fs::symlink(&target, dir.path().join(format!("{base}.log"))).unwrap();
-        let (mut file, path) = create_log(dir.path(), 9, Stream::Stdout, None).unwrap();
+        let (mut file, path) = create_log(
+            dir.path(),
+            &open_folder(dir.path()),
+            9,
+            Stream::Stdout,
+            None,
+        )
+        .unwrap();
         file.write_all(b"log").unwrap();
         assert_ne!(path, dir.path().join(format!("{base}.log")));
         assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
@@ -938,9 +955,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("file");
         fs::write(&file, "").unwrap();
-        let err = prepare_dir(&file.join("logs")).unwrap_err();
+        let err = prepare_dir(&file.join("logs"), false).unwrap_err();
         assert!(err.to_string().contains("log folder"), "{err}");
-        let err = prepare_dir(&file).unwrap_err();
+        let err = prepare_dir(&file, false).unwrap_err();
         assert!(err.to_string().contains("not a folder"), "{err}");
     }
 
@@ -948,8 +965,67 @@ mod tests {
     fn prepared_folders_are_private() {
         let dir = tempfile::tempdir().unwrap();
         let logs = dir.path().join("a/b/logs");
-        prepare_dir(&logs).unwrap();
+        prepare_dir(&logs, false).unwrap();
         assert_eq!(fs::metadata(&logs).unwrap().mode() & 0o777, 0o700);
+    }
+
+    /// A symbolic link planted at the default log folder is refused, even when it points to a
+    /// folder that passes every check (this user's own, mode 0700): checked without following
+    /// it, the log never goes where another user's link leads.
+    #[test]
+    fn a_link_planted_at_the_default_folder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("looks-fine");
+        DirBuilder::new().mode(0o700).create(&target).unwrap();
+        let planted = dir.path().join("quietus-logs");
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        let budget = LogRetention::default();
+        let degraded = resolve(None, || planted.clone(), &budget).unwrap().unwrap();
+        let why = degraded
+            .folder
+            .as_ref()
+            .expect_err("the planted link was used");
+        assert!(why.to_string().contains("symbolic link"), "{why}");
+        let mut spill = Spill::new(Some(degraded), 1, 1, Stream::Stdout);
+        spill.push(b"secret output");
+        assert!(spill.log().unwrap().incomplete);
+        assert_eq!(
+            fs::read_dir(&target).unwrap().count(),
+            0,
+            "a log went there"
+        );
+        // A folder the caller names may be a link: it is the caller's choice.
+        assert!(resolve(Some(planted.clone()), PathBuf::new, &budget).is_ok());
+    }
+
+    /// The logs are made in the folder that was checked: a folder moved away after the check,
+    /// and a link to another folder put in its place, leave the logs where they were checked.
+    #[test]
+    fn logs_go_to_the_folder_checked_whatever_its_path_leads_to_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let checked = dir.path().join("logs");
+        let budget = LogRetention::default();
+        let log_dir = resolve(None, || checked.clone(), &budget).unwrap().unwrap();
+        assert!(log_dir.folder.is_ok(), "{:?}", log_dir.folder);
+        let moved = dir.path().join("moved");
+        fs::rename(&checked, &moved).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &checked).unwrap();
+        let mut spill = Spill::new(Some(log_dir), 1, 1, Stream::Stdout);
+        spill.push(b"output past the threshold");
+        spill.finish();
+        assert!(!spill.log().unwrap().incomplete, "{:?}", spill.log());
+        assert_eq!(
+            fs::read_dir(&elsewhere).unwrap().count(),
+            0,
+            "followed the link"
+        );
+        assert_eq!(
+            fs::read_dir(&moved).unwrap().count(),
+            1,
+            "not in the folder checked"
+        );
     }
 
     fn entry(age_secs: u64, bytes: u64, live: bool, now: SystemTime) -> LogEntry {
@@ -1022,7 +1098,14 @@ mod tests {
         }
         // What create_log makes is recognised.
         let dir = tempfile::tempdir().unwrap();
-        let (_, path) = create_log(dir.path(), 5, Stream::Combined, None).unwrap();
+        let (_, path) = create_log(
+            dir.path(),
+            &open_folder(dir.path()),
+            5,
+            Stream::Combined,
+            None,
+        )
+        .unwrap();
         assert!(is_log_name(path.file_name().unwrap().to_str().unwrap()));
     }
 
@@ -1050,15 +1133,7 @@ mod tests {
         let older_big = make_log(d, "20200102T000000Z-3-s1-stderr.log", 3000, 3600);
         let newer_big = make_log(d, "20200103T000000Z-3-s2-stderr.log", 3000, 60);
         // A live log of this process, the oldest of all.
-        let mut spill = Spill::new(
-            Some(LogDir {
-                path: d.into(),
-                unusable: None,
-            }),
-            0,
-            77,
-            Stream::Stdout,
-        );
+        let mut spill = Spill::new(Some(LogDir::open(d)), 0, 77, Stream::Stdout);
         spill.push(&[b'y'; 100]);
         let live = spill.path().unwrap();
         // Its writer thread is done with the bytes before the mtime is set back.
@@ -1079,7 +1154,7 @@ mod tests {
         let budget = LogRetention::default()
             .max_age(Some(Duration::from_secs(7 * 86_400)))
             .max_total_bytes(Some(4000));
-        let deleted = sweep(d, &budget, SystemTime::now()).unwrap();
+        let deleted = sweep(d, &open_folder(d), &budget, SystemTime::now()).unwrap();
         let left: Vec<_> = fs::read_dir(d)
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -1092,7 +1167,10 @@ mod tests {
         // Once the writer is done, its log is fair game.
         spill.finish();
         drop(holder);
-        assert_eq!(sweep(d, &budget, SystemTime::now()).unwrap(), 2);
+        assert_eq!(
+            sweep(d, &open_folder(d), &budget, SystemTime::now()).unwrap(),
+            2
+        );
         assert!(!live.exists() && !locked.exists() && foreign.exists());
     }
 
@@ -1107,7 +1185,13 @@ mod tests {
                 .unwrap()
                 .unwrap();
             // The throttle is per process; a sweep as the spawn would make once it is due.
-            sweep(dir.path(), &budget, SystemTime::now()).unwrap();
+            sweep(
+                dir.path(),
+                &open_folder(dir.path()),
+                &budget,
+                SystemTime::now(),
+            )
+            .unwrap();
             let mut spill = Spill::new(Some(log_dir), 0, run, Stream::Stdout);
             spill.push(&[b'z'; 3 * 1024]);
             spill.finish();
@@ -1129,7 +1213,7 @@ mod tests {
         let bad = file.join("logs");
         let budget = LogRetention::default();
         let degraded = resolve(None, || bad.clone(), &budget).unwrap().unwrap();
-        assert!(degraded.unusable.is_some());
+        assert!(degraded.folder.is_err());
         let mut spill = Spill::new(Some(degraded), 10, 1, Stream::Stdout);
         spill.push(b"short");
         assert!(spill.log().is_none(), "under the threshold: nothing to say");
@@ -1156,15 +1240,7 @@ mod tests {
     #[test]
     fn a_log_is_written_by_its_own_thread_and_complete_after_finish() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spill = Spill::new(
-            Some(LogDir {
-                path: dir.path().into(),
-                unusable: None,
-            }),
-            10,
-            4,
-            Stream::Stdout,
-        );
+        let mut spill = Spill::new(Some(LogDir::open(dir.path())), 10, 4, Stream::Stdout);
         let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 249) as u8).collect();
         for chunk in data.chunks(65_536) {
             spill.push(chunk);

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use super::*;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap};
 
-/// The processes and TCP peers of a fixture.
-fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, SocketAddr>) {
+/// The processes and sockets of a fixture.
+fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, Sock>) {
     let mut snaps: Vec<ProcSnap> = Vec::new();
     let mut peers = HashMap::new();
     for line in text.lines() {
@@ -29,9 +29,48 @@ fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, SocketAddr>) {
                 let fds = set.split(',').filter_map(|f| f.parse().ok()).collect();
                 s.epoll.push((fd.parse().unwrap(), fds));
             }
+            ("wfd", Some(s)) => {
+                s.writable = rest.split(',').filter_map(|f| f.parse().ok()).collect()
+            }
+            ("fifo", Some(s)) => s.fifos = rest.split(',').filter_map(|f| f.parse().ok()).collect(),
             ("peer", _) => {
                 let (inode, addr) = rest.split_once(' ').unwrap();
-                peers.insert(inode.parse().unwrap(), addr.parse().unwrap());
+                let peer: SocketAddr = addr.parse().unwrap();
+                let sock = Sock::Tcp {
+                    peer,
+                    state: 1,
+                    last_data: None,
+                };
+                peers.insert(inode.parse().unwrap(), sock);
+            }
+            // tcp INODE PEER STATE MS_SINCE_SENT MS_SINCE_RECEIVED
+            ("tcp", _) => {
+                let w: Vec<&str> = rest.split(' ').collect();
+                let sock = Sock::Tcp {
+                    peer: w[1].parse().unwrap(),
+                    state: w[2].parse().unwrap(),
+                    last_data: Some((w[3].parse().unwrap(), w[4].parse().unwrap())),
+                };
+                peers.insert(w[0].parse().unwrap(), sock);
+            }
+            // udp INODE PEER LOCAL
+            ("udp", _) => {
+                let w: Vec<&str> = rest.split(' ').collect();
+                let sock = Sock::Udp {
+                    peer: w[1].parse().unwrap(),
+                    local: w[2].parse().unwrap(),
+                };
+                peers.insert(w[0].parse().unwrap(), sock);
+            }
+            // unix INODE PATH|- PEER|- [HOLDER_PID HOLDER_NAME]
+            ("unix", _) => {
+                let w: Vec<&str> = rest.split(' ').collect();
+                let sock = Sock::Unix {
+                    path: (w[1] != "-").then(|| w[1].to_owned()),
+                    peer: w[2].parse().ok(),
+                    holder: w.get(3).map(|pid| (pid.parse().unwrap(), w[4].to_owned())),
+                };
+                peers.insert(w[0].parse().unwrap(), sock);
             }
             ("thread", Some(s)) => s.threads.push(ThreadSnap::default()),
             ("stat:", Some(s)) => s.threads.last_mut().unwrap().stat = rest.to_owned(),
@@ -49,7 +88,7 @@ fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, SocketAddr>) {
 
 fn diagnose(text: &str) -> Diagnosis {
     let (snaps, peers) = fixture(text);
-    classify(&snaps, &|inode| peers.get(&inode).copied())
+    classify(&snaps, &|inode| peers.get(&inode).cloned())
 }
 
 macro_rules! recorded {
@@ -130,15 +169,31 @@ fn sleep_stop_busy_and_a_waiting_shell() {
     assert_eq!(d.kind, StallKind::Stopped);
     assert_eq!(d.processes[0].state, "stopped");
     assert_eq!(diagnose(recorded!("running")).kind, StallKind::Running);
+    // `sh -c 'echo x; sleep 1000'`: the shell waits on its sleeping child, which is the
+    // cause; the shell stays in the list, waiting on it.
     let d = diagnose(recorded!("shell_waits"));
-    assert_eq!(d.kind, StallKind::WaitingOnChild, "{d:#?}");
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — sleep (pid 3841) sleeps (clock_nanosleep)"
+    );
     assert_eq!(d.processes.len(), 2);
+    assert_eq!(d.processes[0].name, "sh");
+    assert_eq!(d.processes[0].kind, StallKind::WaitingOnChild);
+    assert_eq!(d.processes[0].waits_on, Some(3841));
     assert_eq!(d.processes[1].kind, StallKind::Sleeping);
-    assert!(d.summary.starts_with("waiting on a child — sh (pid 3839)"));
-    // dash's `wait` builtin waits for SIGCHLD in rt_sigsuspend: still a wait on a child...
+    // dash's `wait` builtin waits for SIGCHLD in rt_sigsuspend: a wait on its child, which
+    // is the cause...
     let d = diagnose(recorded!("shell_wait_builtin"));
-    assert_eq!(d.kind, StallKind::WaitingOnChild, "{d:#?}");
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert!(
+        d.summary.starts_with("sleeping — sleep (pid 17533)"),
+        "{}",
+        d.summary
+    );
+    assert_eq!(d.processes[0].kind, StallKind::WaitingOnChild);
     assert_eq!(d.processes[0].syscall.as_deref(), Some("rt_sigsuspend"));
+    assert_eq!(d.processes[0].waits_on, Some(17533));
     // ...but without a child in the tree, a sleep.
     let (snaps, _) = fixture(recorded!("shell_wait_builtin"));
     assert_eq!(classify(&snaps[..1], &|_| None).kind, StallKind::Sleeping);
@@ -162,9 +217,15 @@ fn disk_wait_zombies_and_unreadable_processes() {
     // Recorded sleep, its state letter turned to D (a disk wait cannot be made on demand).
     let text = recorded!("sleep").replace("(sleep) S", "(sleep) D");
     assert_eq!(diagnose(&text).kind, StallKind::DiskWait);
-    // A zombie child is not what the tree waits on.
+    // A zombie child is not what the tree waits on: the shell is the end of the chain.
     let text = recorded!("shell_waits").replace("(sleep) S", "(sleep) Z");
-    assert_eq!(diagnose(&text).kind, StallKind::WaitingOnChild);
+    let d = diagnose(&text);
+    assert_eq!(d.kind, StallKind::WaitingOnChild);
+    assert!(
+        d.summary.starts_with("waiting on a child — sh (pid 3839)"),
+        "{}",
+        d.summary
+    );
     let unreadable = ProcSnap {
         pid: 9,
         error: Some("/proc/9/fd: Permission denied (os error 13)".to_owned()),
@@ -178,7 +239,8 @@ fn disk_wait_zombies_and_unreadable_processes() {
 
 /// Not a test: prints the fixture of the live processes `SW_RECORD_PIDS` (comma-separated),
 /// the way `fixtures/*.txt` were recorded (`cargo test --lib record_fixture -- --ignored
-/// --nocapture`; TCP peers are added by hand from `ss -tnpe`).
+/// --nocapture`), their sockets as one socket-diagnostics dump describes them (a holder
+/// outside the tree is added by hand).
 #[test]
 #[ignore = "a recorder for new fixtures, run by hand"]
 fn record_fixture() {
@@ -192,6 +254,39 @@ fn record_fixture() {
         for (fd, set) in &snap.epoll {
             let set: Vec<String> = set.iter().map(i32::to_string).collect();
             println!("epoll {fd} {}", set.join(","));
+        }
+        let list = |fds: &[i32]| fds.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+        if !snap.writable.is_empty() {
+            println!("wfd {}", list(&snap.writable));
+        }
+        if !snap.fifos.is_empty() {
+            println!("fifo {}", list(&snap.fifos));
+        }
+        let held: std::collections::HashSet<u64> = snap
+            .fds
+            .iter()
+            .filter_map(|(_, l)| crate::process::sys::socket_inode(l.as_bytes()))
+            .collect();
+        if let Ok(mut diag) = crate::process::sys::sockdiag::SockDiag::open() {
+            let (mut tcp, mut udp, mut unix) = Default::default();
+            let _ = diag.tcp_sockets(&mut |i| held.contains(&i), &mut tcp);
+            let _ = diag.udp_sockets(&mut |i| held.contains(&i), &mut udp);
+            let _ = diag.unix_sockets(&mut |_| true, &mut unix);
+            let tcp: HashMap<u64, crate::process::sys::TcpSocket> = tcp;
+            for s in tcp.values() {
+                let (sent, received) = s.last_data.unwrap_or((0, 0));
+                println!("tcp {} {} {} {sent} {received}", s.inode, s.peer, s.state);
+            }
+            let udp: HashMap<u64, crate::process::sys::TcpSocket> = udp;
+            for s in udp.values() {
+                println!("udp {} {} {}", s.inode, s.peer, s.local);
+            }
+            let unix: HashMap<u64, crate::process::sys::sockdiag::UnixSocket> = unix;
+            for s in unix.values().filter(|s| held.contains(&s.inode)) {
+                let peer = s.peer.map_or("-".to_owned(), |p| p.to_string());
+                let path = s.path.clone().or_else(|| unix.get(&s.peer?)?.path.clone());
+                println!("unix {} {} {peer}", s.inode, path.as_deref().unwrap_or("-"));
+            }
         }
         for t in &snap.threads {
             println!("thread");
@@ -269,4 +364,117 @@ fn a_polling_leader_is_named_by_its_deepest_blocked_descendant() {
     let d = classify(&snaps[..1], &|_| None);
     assert_eq!(d.kind, StallKind::Unknown);
     assert!(d.summary.contains("python3 (pid 18972)"), "{}", d.summary);
+}
+
+#[test]
+fn a_reader_of_a_pipe_its_parent_writes_waits_on_the_parent_never_on_input() {
+    // An MCP-server-like child reading JSON-RPC lines from its parent's pipe (its stdin)
+    // while the parent sleeps: the sleep is the cause, the child waits on the parent.
+    let d = diagnose(recorded!("mcp_pipe"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — python3 (pid 26348) sleeps (clock_nanosleep)"
+    );
+    let child = &d.processes[1];
+    assert_eq!(child.kind, StallKind::WaitingOnChild);
+    assert_eq!(child.waits_on, Some(26348));
+    assert_eq!(
+        child.target.as_deref(),
+        Some("a pipe written by python3 (pid 26348)")
+    );
+    // Without the parent in the snapshot, its stdin comes from outside the tree: input.
+    let (snaps, _) = fixture(recorded!("mcp_pipe"));
+    let d = classify(&snaps[1..], &|_| None);
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    // The parent busy: the cause is the work, never the child's read.
+    let text = recorded!("mcp_pipe").replace("(python3) S 2", "(python3) R 2");
+    let d = diagnose(&text);
+    assert_eq!(d.kind, StallKind::Running, "{d:#?}");
+    assert_eq!(d.processes[0].pid, 26348);
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_not_the_cause() {
+    // python3 in epoll on an idle keep-alive connection (its last bytes came from the
+    // peer) and the pipe from its child `sleep`: the sleep is the cause.
+    let d = diagnose(recorded!("keepalive_child_sleeps"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert!(
+        d.summary.starts_with("sleeping — sleep (pid 26425)"),
+        "{}",
+        d.summary
+    );
+    // With a request outstanding on that connection the sleep is still deeper: still the
+    // cause.
+    let text = recorded!("keepalive_child_sleeps").replace(" 1 11468 11460", " 1 11400 11460");
+    let d = diagnose(&text);
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(d.processes[0].kind, StallKind::NetworkWait);
+    // The loop alone, its connection idle: no network wait, and nothing outstanding said.
+    let (snaps, peers) = fixture(recorded!("keepalive_child_sleeps"));
+    let d = classify(&snaps[..1], &|inode| peers.get(&inode).cloned());
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — python3 (pid 26349) waits in epoll_wait on TCP peer 127.0.0.1:51737, \
+         idle (no request outstanding)"
+    );
+}
+
+#[test]
+fn an_event_loop_with_a_request_outstanding_waits_on_the_network() {
+    let d = diagnose(recorded!("outstanding_loop"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26351) waits in epoll_wait on TCP peer \
+         127.0.0.1:51737"
+    );
+    // The same loop with its answer received: idle.
+    let text = recorded!("outstanding_loop").replace(" 1 11692 11748", " 1 11748 11692");
+    assert_eq!(diagnose(&text).kind, StallKind::Sleeping);
+}
+
+#[test]
+fn every_socket_a_stalled_tree_waits_on_is_named() {
+    // A connection the peer closed, which the loop never reads (not even in its set).
+    let d = diagnose(recorded!("close_wait_loop"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26352) waits in epoll_wait on TCP peer \
+         127.0.0.1:51737, which closed the connection (CLOSE_WAIT)"
+    );
+    // A lookup over UDP that gets no answer.
+    let d = diagnose(recorded!("udp_lookup"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26356) reads UDP peer 127.0.0.1:34535"
+    );
+    // A Unix socket: the process at its other end named, and the path.
+    let d = diagnose(recorded!("unix_wait"));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — python3 (pid 26360) waits on python3 (pid 26295) over Unix \
+         socket /tmp/scen/srv.sock (recvfrom)"
+    );
+    // Sleeping between retries after a failed exchange: the peer named.
+    let d = diagnose(recorded!("retry_sleep"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "sleeping — python3 (pid 26362) sleeps (clock_nanosleep) between exchanges with TCP \
+         peer 127.0.0.1:51737"
+    );
+    // A FIFO no process of the tree writes: input.
+    let d = diagnose(recorded!("fifo_outside"));
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting for input — python3 (pid 26363) reads the FIFO /tmp/scen/fifo (no writer in \
+         the tree)"
+    );
 }

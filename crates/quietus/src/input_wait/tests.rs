@@ -37,6 +37,7 @@ impl Table {
                 fd: Some(0),
                 target: Some("stdin (a pipe)".to_owned()),
                 kind: table[pid].0,
+                waits_on: None,
                 error: None,
             })
             .collect();

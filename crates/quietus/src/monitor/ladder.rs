@@ -18,7 +18,7 @@ use crate::clock::Clock;
 use crate::config::KillStep;
 use crate::events::{Emitter, Event};
 use crate::outcome::HumanDuration;
-use crate::process::{self, ChildProcess, sys};
+use crate::process::{self, ChildProcess};
 use crate::signal::Signal;
 use crate::sources::children::Identity;
 
@@ -26,7 +26,7 @@ pub(super) use super::tree::layer::{OsProcesses, ProcessLayer};
 
 /// Sends `signal` to group `pgid`, refusing a pgid <= 1 and our own group (as `sys` does too:
 /// the rule is the ladder's, and tested here).
-fn signal_group(ops: &mut dyn ProcessLayer, pgid: i32, signal: i32) -> io::Result<()> {
+fn signal_group(ops: &mut dyn ProcessLayer, pgid: i32, signal: Signal) -> io::Result<()> {
     if pgid <= 1 || pgid == ops.own_group() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -37,7 +37,7 @@ fn signal_group(ops: &mut dyn ProcessLayer, pgid: i32, signal: i32) -> io::Resul
 }
 
 /// Sends `signal` to one process, refusing pid <= 1 and ourselves.
-fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: i32) -> io::Result<()> {
+fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: Signal) -> io::Result<()> {
     if pid <= 1 || pid == ops.own_pid() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -48,7 +48,11 @@ fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: i32) -> io::Result<(
 }
 
 /// Sends `signal` to the remembered descendant `identity`, refusing pid <= 1 and ourselves.
-fn signal_identity(ops: &mut dyn ProcessLayer, identity: Identity, signal: i32) -> io::Result<()> {
+fn signal_identity(
+    ops: &mut dyn ProcessLayer,
+    identity: Identity,
+    signal: Signal,
+) -> io::Result<()> {
     if identity.pid <= 1 || identity.pid == ops.own_pid() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -69,7 +73,7 @@ pub(super) fn signal_leader(
     id: u64,
     pgid: i32,
     leader_running: bool,
-    signal: i32,
+    signal: Signal,
 ) -> io::Result<()> {
     let group = signal_group(ops, pgid, signal);
     if leader_running && ops.process_group_of(pgid).is_some_and(|now| now != pgid) {
@@ -150,6 +154,8 @@ pub(super) struct Ladder {
     pub(super) signals_sent: Vec<Signal>,
     pub(super) escalated: bool,
     pub(super) leftovers_killed: usize,
+    /// The leftovers, named before they were ended.
+    pub(super) leftovers: Vec<crate::outcome::Leftover>,
     pub(super) unproven: bool,
     pub(super) kill_latency: Option<Duration>,
     /// When the ladder should have started (a deadline), if it had one.
@@ -177,6 +183,7 @@ impl Ladder {
             signals_sent: Vec::new(),
             escalated: false,
             leftovers_killed: 0,
+            leftovers: Vec::new(),
             unproven: false,
             kill_latency: None,
             due: None,
@@ -289,9 +296,9 @@ impl Ladder {
         }
         if let Some(signal) = self.signals_sent.last().copied() {
             for e in &fresh {
-                let _ = signal_identity(ops, *e, signal.number());
+                let _ = signal_identity(ops, *e, signal);
                 if signal != Signal::KILL {
-                    let _ = signal_identity(ops, *e, sys::SIGCONT);
+                    let _ = signal_identity(ops, *e, Signal::CONT);
                 }
             }
         }
@@ -377,14 +384,14 @@ impl Ladder {
         let sent = if signal == Signal::KILL {
             ops.kill_cgroup()
         } else {
-            ops.signal_cgroup(signal.number())
-                .and_then(|()| ops.signal_cgroup(sys::SIGCONT))
+            ops.signal_cgroup(signal)
+                .and_then(|()| ops.signal_cgroup(Signal::CONT))
         };
         match sent {
             Ok(()) => log::debug!("session {}: sent {signal} to the cgroup", self.id),
             Err(e) => {
                 log::warn!("session {}: {signal} to the cgroup: {e}", self.id);
-                let _ = signal_group(ops, self.pgid, signal.number());
+                let _ = signal_group(ops, self.pgid, signal);
             }
         }
     }
@@ -393,7 +400,7 @@ impl Ladder {
     /// escapees.
     fn send_to_group(&mut self, ops: &mut dyn ProcessLayer, signal: Signal, leader_exited: bool) {
         let (id, pgid, running) = (self.id, self.pgid, !leader_exited);
-        match signal_leader(ops, id, pgid, running, signal.number()) {
+        match signal_leader(ops, id, pgid, running, signal) {
             Ok(()) => log::debug!(
                 "session {}: sent {} to group {}",
                 self.id,
@@ -409,14 +416,14 @@ impl Ladder {
         }
         for escapee in &self.escapees {
             // Through a pidfd checked against the identity: a reused pid is left alone.
-            let _ = signal_identity(ops, *escapee, signal.number());
+            let _ = signal_identity(ops, *escapee, signal);
             if signal != Signal::KILL {
-                let _ = signal_identity(ops, *escapee, sys::SIGCONT);
+                let _ = signal_identity(ops, *escapee, Signal::CONT);
             }
         }
         if signal != Signal::KILL {
             // A stopped process cannot act on a polite signal until it is continued.
-            let _ = signal_leader(ops, id, pgid, running, sys::SIGCONT);
+            let _ = signal_leader(ops, id, pgid, running, Signal::CONT);
         }
     }
 }
@@ -434,17 +441,17 @@ mod tests {
     const OWN_GROUP: i32 = 77;
     const OWN_PID: i32 = 78;
     const CONFIRM: Duration = Duration::from_secs(3);
-    const TERM: i32 = sys::SIGTERM;
-    const KILL: i32 = sys::SIGKILL;
-    const CONT: i32 = sys::SIGCONT;
+    const TERM: Signal = Signal::TERM;
+    const KILL: Signal = Signal::KILL;
+    const CONT: Signal = Signal::CONT;
 
     /// What the ladder sent, in order.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Sent {
-        Group(i32, i32),
-        Pid(i32, i32),
+        Group(i32, Signal),
+        Pid(i32, Signal),
         /// A signal to every member of the cgroup.
-        Cgroup(i32),
+        Cgroup(Signal),
         /// `cgroup.kill`.
         CgroupKill,
     }
@@ -485,17 +492,17 @@ mod tests {
     }
 
     impl ProcessLayer for Fake {
-        fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()> {
+        fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()> {
             self.sent.push(Sent::Group(pgid, signal));
             Ok(())
         }
 
-        fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()> {
+        fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()> {
             self.sent.push(Sent::Pid(pid, signal));
             Ok(())
         }
 
-        fn signal_escapee(&mut self, identity: Identity, signal: i32) -> io::Result<()> {
+        fn signal_escapee(&mut self, identity: Identity, signal: Signal) -> io::Result<()> {
             if !self.lives(identity) {
                 return Err(io::ErrorKind::NotFound.into());
             }
@@ -507,7 +514,7 @@ mod tests {
             self.cgroup.is_some()
         }
 
-        fn signal_cgroup(&mut self, signal: i32) -> io::Result<()> {
+        fn signal_cgroup(&mut self, signal: Signal) -> io::Result<()> {
             let cgroup = self.cgroup.as_mut().ok_or(io::ErrorKind::NotFound)?;
             if cgroup.broken {
                 return Err(io::ErrorKind::PermissionDenied.into());

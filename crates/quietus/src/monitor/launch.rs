@@ -2,7 +2,7 @@
 //! starts the reader, stdin, waiter and monitor threads. Returns what the session handle needs.
 
 use std::io;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -10,14 +10,16 @@ use std::thread;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
 use super::end_session;
-use super::ladder::{Ladder, Leader, OsProcesses};
+use super::ladder::{Leader, OsProcesses};
+use super::port::{Memory, OsPort};
 use super::reader::{
     LineSetup, ReaderWiring, StreamPipe, open_pipes, reader, record_pipe, register_pipes,
 };
 use super::rules::Rules;
-use super::run::{DoneGuard, Monitor, Phase, Timing};
+use super::run::{DoneGuard, Facts, Files, LeaderState, Monitor, Phase, Timing};
 use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, Tap, stream_index};
+use super::tree::guardian::Place;
 use super::tree::{self, pipe_error, terminal_error};
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Recorder;
@@ -29,11 +31,12 @@ use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
-use crate::outcome::TreeHold;
+use crate::outcome::{NetworkUnavailable, TreeHold};
 use crate::own_files::OwnFiles;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
-use crate::process::{self, ChildProcess, sys};
+use crate::process::{ChildProcess, sys};
+use crate::program::Stdin;
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::network::NetworkObserver;
@@ -46,50 +49,38 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct Launch {
     /// The command, its environment already applied.
     pub(crate) command: Command,
-    /// Whether `command` is a [`Program`](crate::Program)'s (every setting known): its
-    /// environment can be kept in order.
-    pub(crate) plain: bool,
-    /// Whether the command's environment was cleared (an isolated environment).
-    pub(crate) env_cleared: bool,
+    /// How the command is executed.
+    pub(crate) exec: Exec,
     pub(crate) config: MonitorConfig,
     pub(crate) clock: Clock,
-    /// Whether `clock` is the real one (the session's own `SystemClock`): then the monitor's
-    /// `poll` timeout reaches its deadlines, and no relay of the clock's timers is needed
-    /// (`monitor::wait`).
-    pub(crate) real_clock: bool,
     pub(crate) stdout: OutputSink,
     pub(crate) stderr: OutputSink,
-    pub(crate) stdin: Input,
+    pub(crate) stdin: Stdin,
     /// The isolated home prepared for the child, for the result.
     pub(crate) home: Option<crate::environment::IsolatedHome>,
-    /// Run the child on a pseudo-terminal of this size (rows, columns) instead of pipes.
-    pub(crate) pty: Option<(u16, u16)>,
-    /// Pipe mode: the child leads a session of its own, without a controlling terminal.
-    pub(crate) detached: bool,
+    /// Where the program's stdio goes, and what it leads.
+    pub(crate) attach: Attach,
 }
 
-/// The child's stdin.
-#[derive(Debug)]
-pub(crate) enum Input {
-    /// `/dev/null`.
-    Null,
-    /// This process's own.
-    Inherit,
-    /// A pipe the session feeds.
-    Piped,
-    /// What the caller gave (opaque to quietus).
-    Given(Stdio),
+/// How the command is executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exec {
+    /// std's `execvp` (a caller's `Command`).
+    Std,
+    /// A [`Program`](crate::Program)'s (every setting known): quietus's own `execve` keeps its
+    /// environment in order, cleared first when it is an isolated one.
+    Ordered { env_cleared: bool },
 }
 
-impl Input {
-    fn into_stdio(self) -> Stdio {
-        match self {
-            Input::Null => Stdio::null(),
-            Input::Inherit => Stdio::inherit(),
-            Input::Piped => Stdio::piped(),
-            Input::Given(stdio) => stdio,
-        }
-    }
+/// Where the program's stdio goes, and what it leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attach {
+    /// Pipes; it leads a process group of its own.
+    Group,
+    /// Pipes; it leads a session of its own, without a controlling terminal (non-interactive).
+    Session,
+    /// A pseudo-terminal of this size.
+    Terminal { rows: u16, cols: u16 },
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
@@ -107,19 +98,31 @@ pub(crate) struct Launched {
 pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
     let Launch {
         command,
-        plain,
-        env_cleared,
+        exec,
         config,
         clock,
-        real_clock,
-        stdout: stdout_sink,
-        stderr: stderr_sink,
+        stdout,
+        stderr,
         stdin,
         home,
-        pty: pty_size,
-        detached,
+        attach,
     } = launch;
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let watching = watch_before_the_spawn(&command, &config, &clock)?;
+    let stdin_pipe = matches!(stdin, Stdin::Piped);
+    let io = StartIo {
+        stdin,
+        attach,
+        exec,
+    };
+    let (held, started) = hold_and_start(command, &config, id, io)?;
+    let tree::Started {
+        mut child,
+        pty,
+        combined,
+        tag,
+    } = started;
+    let pid = child.id();
     let Watching {
         log_dir,
         board,
@@ -127,68 +130,48 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         files,
         completion_files,
         lines,
-    } = watch_before_the_spawn(&command, &config, &clock)?;
-    let stdin_pipe = matches!(stdin, Input::Piped);
-    let io = StartIo {
-        stdin,
-        pty: pty_size,
-        detached,
-        ordered: plain.then_some(env_cleared),
-    };
-    let (held, started) = hold_and_start(command, &config, id, io)?;
-    let tree::cgroup::Held {
-        cgroup,
-        containment,
-        guardian,
-        ..
-    } = held;
-    let tree::Started {
-        mut child,
-        pty,
-        combined: combined_pipe,
-        tag,
-    } = started;
-    let pid = child.id();
+    } = watching;
     emitter.lifecycle(Event::Started { pid, pgid: pid });
-    let terminal = pty.map(Arc::new);
-    let stdin = stdin_target(terminal.as_ref(), stdin_pipe, &mut child);
+    let output = match pty {
+        Some(pty) => Output::Terminal(Arc::new(pty)),
+        None => Output::Pipes { combined },
+    };
     let streams = Streams {
-        terminal,
-        combined: combined_pipe,
+        stdin: stdin_target(&output, stdin_pipe, &mut child),
+        output,
         log_dir,
         own_files: files.as_ref().map(FileActivityTracker::own_files),
-        emitter,
-        stdin,
-        tag,
         home,
-        lines,
+        sinks: (stdout, stderr),
+    };
+    let hold = Hold {
+        tag,
+        guardian: held.guardian,
+        cgroup: held.cgroup,
+        containment: held.containment,
         completion_files,
-        guardian,
-        cgroup,
-        containment,
-        real_clock,
-        sinks: Some((stdout_sink, stderr_sink)),
     };
     let assembly = Assembly {
         id,
+        real_clock: clock.is_system(),
         config,
         clock,
         board: board.clone(),
+        emitter,
+        lines,
         files,
         streams,
+        hold,
     };
     let started = start_threads(&mut child, assembly);
     hand_over(id, pid, board, child, started)
 }
 
-/// The program's stdio: its stdin, a terminal of this size (rows, columns) or pipes, and
-/// whether it leads a session of its own.
+/// The program's stdio: its stdin, on a terminal or pipes, and how it is executed.
 struct StartIo {
-    stdin: Input,
-    pty: Option<(u16, u16)>,
-    detached: bool,
-    /// For a `Program`, its environment kept in order (the flag: whether it was cleared).
-    ordered: Option<bool>,
+    stdin: Stdin,
+    attach: Attach,
+    exec: Exec,
 }
 
 /// Holds the tree (a cgroup, made just before the spawn: the program is born in it, and
@@ -203,11 +186,10 @@ fn hold_and_start(
     let mut held = tree::cgroup::hold_tree(config, id)?;
     let plan = tree::Plan {
         stdin: io.stdin.into_stdio(),
-        pty: io.pty,
-        detached: io.detached,
-        ordered: io.ordered,
+        attach: io.attach,
+        exec: io.exec,
         cgroup: held.entry.take(),
-        guarded: matches!(held.guardian, Some(Ok(_))),
+        guarded: matches!(held.guardian, Place::Taken(_)),
     };
     // On failure the cgroup goes with its handle, and the guardian forgets the session.
     let started = tree::start(command, config, id, plan)?;
@@ -216,15 +198,11 @@ fn hold_and_start(
 
 /// Where the stdin writer writes: typed input goes to the terminal (always open for writing);
 /// else the child's stdin pipe, when the caller feeds it.
-fn stdin_target(
-    terminal: Option<&Arc<Pty>>,
-    piped: bool,
-    child: &mut ChildProcess,
-) -> Option<StdinTarget> {
-    match terminal {
-        Some(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
-        None if piped => child.stdin.take().map(StdinTarget::Pipe),
-        None => None,
+fn stdin_target(output: &Output, piped: bool, child: &mut ChildProcess) -> Option<StdinTarget> {
+    match output {
+        Output::Terminal(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
+        Output::Pipes { .. } if piped => child.stdin.take().map(StdinTarget::Pipe),
+        Output::Pipes { .. } => None,
     }
 }
 
@@ -399,9 +377,17 @@ struct Assembly {
     id: u64,
     config: MonitorConfig,
     clock: Clock,
+    /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
+    real_clock: bool,
     board: Arc<ActivityBoard>,
+    emitter: Arc<Emitter>,
+    /// The readers' line watch, if lines need looking at.
+    lines: Option<LineSetup>,
     files: Option<FileActivityTracker>,
+    /// What the output streams open from.
     streams: Streams,
+    /// How the tree is held, for the monitor.
+    hold: Hold,
 }
 
 /// The output streams, set up: the pipes for the reader threads, one slot per stream for the
@@ -412,62 +398,96 @@ struct Opened {
     shared: Arc<Shared>,
 }
 
-/// How the output is read and recorded.
+/// Where the program's output comes from.
+enum Output {
+    /// The terminal of a terminal session (one stream, no pipes).
+    Terminal(Arc<Pty>),
+    /// Its stdout and stderr pipes, or, in the combined mode, the read end of the one pipe.
+    Pipes {
+        combined: Option<std::io::PipeReader>,
+    },
+}
+
+/// What the output streams open from: how the output is read and recorded.
 struct Streams {
-    /// The terminal of a terminal session (no pipes then).
-    terminal: Option<Arc<Pty>>,
-    /// The read end of the one pipe of the combined mode.
-    combined: Option<std::io::PipeReader>,
+    output: Output,
     log_dir: Option<spill::LogDir>,
     /// The file activity tracker's own files: the logs register there (they never count).
     own_files: Option<OwnFiles>,
-    emitter: Arc<Emitter>,
     /// The child's stdin, when the caller feeds it (always the terminal in a terminal session).
     stdin: Option<StdinTarget>,
-    /// `QUIETUS_SESSION=…` given to the child in subreaper mode.
-    tag: Option<Vec<u8>>,
     /// The isolated home prepared for the child, for the result.
     home: Option<crate::environment::IsolatedHome>,
-    /// The readers' line watch, if lines need looking at.
-    lines: Option<LineSetup>,
+    /// Where stdout and stderr go.
+    sinks: (OutputSink, OutputSink),
+}
+
+/// How the tree is held, for the monitor.
+struct Hold {
+    /// `QUIETUS_SESSION=…` given to the child in subreaper mode.
+    tag: Option<Vec<u8>>,
     /// The session's place in the guardian, taken before the program (in a cgroup), if any.
-    guardian: Option<Result<process::Guardian, String>>,
-    /// The completion files, as they were before the spawn.
-    completion_files: Option<FileWatch>,
+    guardian: Place,
     /// The session's cgroup, when it has one.
     cgroup: Option<Arc<Cgroup>>,
     /// How the tree is held, for the result.
     containment: TreeHold,
-    /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
-    real_clock: bool,
-    /// Where stdout and stderr go (taken when the streams open).
-    sinks: Option<(OutputSink, OutputSink)>,
+    /// The completion files, as they were before the spawn.
+    completion_files: Option<FileWatch>,
+}
+
+/// What the monitor is made of beside its streams' slots.
+struct MonitorParts {
+    id: u64,
+    config: MonitorConfig,
+    clock: Clock,
+    board: Arc<ActivityBoard>,
+    emitter: Arc<Emitter>,
+    files: Option<FileActivityTracker>,
+    hold: Hold,
+    control: Receiver<Control>,
+    sleeper: super::wait::Sleeper,
 }
 
 /// Starts the session's threads around `child`: opens its streams, makes the monitor (not
 /// running until it is handed the child), the readers, and the waiter where one is needed.
-fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Running> {
-    let (id, pid) = (parts.id, child.id() as i32);
+fn start_threads(child: &mut ChildProcess, parts: Assembly) -> io::Result<Running> {
+    let Assembly {
+        id,
+        config,
+        clock,
+        real_clock,
+        board,
+        emitter,
+        lines,
+        files,
+        streams,
+        hold,
+    } = parts;
+    let pid = child.id() as i32;
     // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's exit
     // itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
-    let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, parts.streams.real_clock)?;
+    let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, real_clock)?;
     let (control_tx, control_rx) = unbounded();
     let control_tx = ControlTx::new(control_tx, Some(wakeup.clone()));
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
-    let opened = open_streams(id, child, &parts.config, &mut parts.streams, &pumps)?;
+    let opened = open_streams(id, child, &config, (streams, &emitter), &pumps)?;
     register_pipes(id, &opened.pipes);
-    let (board, clock) = (parts.board.clone(), parts.clock.clone());
-    let (emitter, lines) = (parts.streams.emitter.clone(), parts.streams.lines.take());
     let shared = opened.shared.clone();
-    let mut monitor = new_monitor(
-        pid,
-        parts,
-        control_rx,
-        (opened.slots, shared.clone()),
+    // The monitor first: its place in the guardian is taken before any reader can start.
+    let parts = MonitorParts {
+        id,
+        config,
+        clock: clock.clone(),
+        board: board.clone(),
+        emitter: emitter.clone(),
+        files,
+        hold,
+        control: control_rx,
         sleeper,
-    );
-    let tree_gone = monitor.tree_gone;
+    };
+    let (mut monitor, containment) = new_monitor(pid, parts, (opened.slots, shared.clone()));
     let wiring = ReaderWiring {
         id,
         control: &control_tx,
@@ -482,9 +502,10 @@ fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Ru
     for pipe in opened.pipes {
         let slot = stream_index(pipe.stream);
         let state = pumps[slot].clone();
-        monitor.readers[slot] = Some(reader(&wiring, pipe, state)?);
+        monitor.port.readers[slot] = Some(reader(&wiring, pipe, state)?);
     }
-    let child_tx = start_monitor(id, pid, monitor, shared.clone(), done_tx)?;
+    let tree_gone = monitor.tree_gone;
+    let child_tx = start_monitor((monitor, containment), shared.clone(), done_tx)?;
     super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
     Ok(Running {
         control: control_tx,
@@ -499,67 +520,69 @@ fn start_threads(child: &mut ChildProcess, mut parts: Assembly) -> io::Result<Ru
 /// yet; its readers are the caller's to give).
 fn new_monitor(
     pid: i32,
-    parts: Assembly,
-    control: Receiver<Control>,
+    parts: MonitorParts,
     (slots, shared): ([Option<StreamSlot>; 2], Arc<Shared>),
-    sleeper: super::wait::Sleeper,
-) -> Monitor {
-    let Assembly {
+) -> (Monitor<OsPort>, TreeHold) {
+    let MonitorParts {
         id,
         config,
         clock,
         board,
+        emitter,
         files,
-        mut streams,
+        hold,
+        control,
+        sleeper,
     } = parts;
-    let children = start_observer(pid, &config, &board, streams.cgroup.as_ref());
+    let Hold {
+        tag,
+        guardian,
+        cgroup,
+        mut containment,
+        completion_files,
+    } = hold;
+    let children = start_observer(pid, &config, &board, cgroup.as_ref());
     let (network, network_unavailable) = start_network(&config, &board);
-    let mut processes = OsProcesses::new(id, children, streams.tag.take());
-    processes.hold(pid, streams.cgroup.take(), sleeper.leader_pidfd());
+    let mut processes = OsProcesses::new(id, children, tag);
+    processes.hold(pid, cgroup, sleeper.leader_pidfd());
     let gone = || {
         processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid)
     };
-    let guarded = tree::guardian::guard_tree(&config, id, pid, gone, streams.guardian.take());
-    streams
-        .containment
-        .set_supervisor_death(guarded.supervisor_death);
-    let rules = Rules::new(id, &config, streams.completion_files.take(), clock.now());
-    let ladder = Ladder::new(
+    let guarded = tree::guardian::guard_tree(&config, id, pid, gone, guardian);
+    containment.set_supervisor_death(guarded.supervisor_death);
+    let rules = Rules::new(id, &config, completion_files, clock.now());
+    let port = OsPort {
         id,
         pid,
-        config.kill_confirm_timeout,
-        clock.clone(),
-        streams.emitter.clone(),
-    );
-    Monitor {
+        sleeper,
+        readers: [None, None],
+        leader: Leader::new(),
+        guardian: guarded.guardian,
+        processes,
+        network,
+    };
+    let monitor = Monitor {
         input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
         rules,
         id,
         pid,
         timing: Timing::new(&config, &clock, &board),
-        ladder,
         config,
         clock,
         board,
         control,
         shared,
-        emitter: streams.emitter,
+        emitter,
         tap: Tap::new(slots),
-        leader: Leader::new(),
-        processes,
-        containment: streams.containment,
-        memory: (None, None),
-        guardian: guarded.guardian,
+        leader: LeaderState::Running,
+        memory: Memory::default(),
         tree_gone: guarded.tree_gone,
-        files,
-        network,
+        files: files.map_or(Files::Off, |files| Files::Watching(Box::new(files))),
         network_unavailable,
-        unwatched: Vec::new(),
-        reason: None,
         phase: Phase::Watching,
-        sleeper,
-        readers: [None, None],
-    }
+        port,
+    };
+    (monitor, containment)
 }
 
 /// The terminal's one output stream: its master, read by one reader, to the stdout sink.
@@ -585,37 +608,39 @@ fn open_streams(
     id: u64,
     child: &mut ChildProcess,
     config: &MonitorConfig,
-    streams: &mut Streams,
+    (streams, emitter): (Streams, &Arc<Emitter>),
     pumps: &[Arc<PumpState>; 2],
 ) -> io::Result<Opened> {
-    let combined = streams.combined.is_some();
-    let (stdout_sink, stderr_sink) = streams
-        .sinks
-        .take()
-        .ok_or_else(|| io::Error::other("the streams were opened already"))?;
-    let mut pipes = match &streams.terminal {
-        Some(terminal) => {
+    let Streams {
+        output,
+        log_dir,
+        own_files,
+        stdin,
+        home,
+        sinks: (stdout_sink, stderr_sink),
+    } = streams;
+    let (mut pipes, terminal, combined) = match output {
+        Output::Terminal(terminal) => {
             drop(stderr_sink); // the terminal is one stream, to the stdout sink
-            vec![terminal_pipe(terminal, stdout_sink)?]
+            let pipe = terminal_pipe(&terminal, stdout_sink)?;
+            (vec![pipe], Some(terminal), false)
         }
-        None => open_pipes(child, streams.combined.take(), stdout_sink, stderr_sink)
-            .map_err(pipe_error("read"))?,
+        Output::Pipes { combined } => {
+            let one = combined.is_some();
+            let pipes = open_pipes(child, combined, stdout_sink, stderr_sink)
+                .map_err(pipe_error("read"))?;
+            (pipes, None, one)
+        }
     };
     for pipe in &mut pipes {
-        record_pipe(
-            pipe,
-            config,
-            streams.log_dir.as_ref(),
-            streams.own_files.as_ref(),
-            id,
-        )?;
+        record_pipe(pipe, config, log_dir.as_ref(), own_files.as_ref(), id)?;
     }
     // The read ends, for the monitor to ask how many unread bytes a pipe holds (FIONREAD)
     // while draining; it never reads them.
     for pipe in &mut pipes {
         pipe.peek = Some(pipe.fd.clone());
     }
-    let stdin_tx = start_stdin_writer(id, streams.stdin.take())?;
+    let stdin_tx = start_stdin_writer(id, stdin)?;
     let mut recorders: [Option<Arc<crate::sync::Mutex<Recorder>>>; 2] = [None, None];
     let mut spills: [Option<Arc<crate::sync::Mutex<Spill>>>; 2] = [None, None];
     let mut slots: [Option<StreamSlot>; 2] = [None, None];
@@ -635,13 +660,13 @@ fn open_streams(
         pumps: pumps.clone(),
         recorders,
         combined,
-        terminal: streams.terminal.clone(),
-        emitter: streams.emitter.clone(),
+        terminal,
+        emitter: emitter.clone(),
         phase: std::sync::atomic::AtomicU8::new(SessionState::RUNNING),
         idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
         spills,
         stdin: crate::sync::Mutex::new(stdin_tx),
-        home: streams.home.take(),
+        home,
         caps: config.effective_caps(),
     });
     Ok(Opened {
@@ -662,15 +687,23 @@ fn start_observer(
     let mut observer = DescendantObserver::new(pid as u32, &config.children);
     if let Some(cgroup) = cgroup {
         // The tree's CPU in one read of `cpu.stat` (escapees and reaped children included),
-        // its size from `cgroup.procs`.
+        // its size from `cgroup.procs`, the CPU it waited for from `cpu.pressure`.
         let cgroup = cgroup.clone();
         observer.use_cgroup(Box::new(move || {
-            let cpu = cgroup.cpu_usage().ok()?;
-            let members = cgroup.members().ok()?;
-            Some((cpu, members))
+            Some(crate::sources::children::CgroupReading {
+                usage: cgroup.cpu_usage().ok()?,
+                members: cgroup.members().ok()?,
+                waited: cgroup.cpu_waited().ok(),
+            })
         }));
     }
     board.set_enabled(&ActivitySource::Children, config.enabled.children);
+    if config.enabled.children
+        && let Some(why) = observer.blind()
+    {
+        log::warn!("children source unavailable: {why}; the descendants are not seen");
+        board.set_available(&ActivitySource::Children, false);
+    }
     Some(observer)
 }
 
@@ -680,7 +713,7 @@ fn start_observer(
 fn start_network(
     config: &MonitorConfig,
     board: &ActivityBoard,
-) -> (Option<NetworkObserver>, Option<String>) {
+) -> (Option<NetworkObserver>, Option<NetworkUnavailable>) {
     board.set_enabled(&ActivitySource::Network, config.enabled.network);
     if !config.enabled.network {
         return (None, None);
@@ -688,7 +721,18 @@ fn start_network(
     match NetworkObserver::open() {
         Ok(network) => (Some(network), None),
         Err(e) => {
-            let reason = format!("no socket diagnostics (NETLINK_SOCK_DIAG): {e}");
+            // No `/proc` of this pid namespace (the observer refused to open), or no socket
+            // diagnostics.
+            #[cfg(target_os = "linux")]
+            let foreign = crate::process::sys::proc_view().why_not();
+            #[cfg(not(target_os = "linux"))]
+            let foreign: Option<String> = None;
+            let reason = match foreign {
+                Some(why) => NetworkUnavailable::ForeignProc(format!(
+                    "the tree's sockets cannot be found: {why}"
+                )),
+                None => NetworkUnavailable::NoSocketDiagnostics((&e).into()),
+            };
             log::info!("network source unavailable: {reason}");
             board.set_available(&ActivitySource::Network, false);
             (None, Some(reason))
@@ -698,26 +742,29 @@ fn start_network(
 
 /// Starts the monitor thread; it runs once it receives the child on the returned channel.
 fn start_monitor(
-    id: u64,
-    pid: i32,
-    monitor: Monitor,
+    (monitor, containment): (Monitor<OsPort>, TreeHold),
     shared: Arc<Shared>,
     done_tx: Sender<()>,
 ) -> io::Result<Sender<ChildProcess>> {
+    let (id, pid) = (monitor.id, monitor.pid);
     let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
-    let done = DoneGuard {
-        shared,
-        done: Some(done_tx),
-        pid,
-        containment: monitor.containment.clone(),
+    let facts = Facts {
+        pid: pid.unsigned_abs(),
+        containment,
     };
+    let kill_tree = Box::new(move || {
+        let _ = sys::kill_group(pid, sys::SIGKILL);
+    });
+    let done = DoneGuard::new(shared, done_tx, facts, kill_tree);
     thread::Builder::new()
         .name(format!("quietus-mon-{id}"))
         .spawn(move || {
             // The starter sends the child right after all threads are up; if it cannot (it
             // failed), this channel disconnects and the monitor ends without touching anything.
             if let Ok(child) = child_rx.recv() {
-                monitor.run(child, done);
+                let mut monitor = monitor;
+                monitor.port.adopt(child);
+                monitor.run(done);
             } else {
                 done.disarm();
                 end_session(id);
@@ -785,7 +832,7 @@ mod wakeup_tests {
             result.output_complete,
             "both streams were read to their end"
         );
-        let out = session.snapshot().stdout.expect("captured").render_lossy();
+        let out = session.output().stdout.expect("captured").render_lossy();
         assert_eq!(out, "out\n");
         let id = session.id();
         let started = super::super::reader::READER_THREADS.lock().clone();
@@ -805,7 +852,7 @@ mod wakeup_tests {
             .expect("sh starts");
         let result = session.wait();
         assert!(result.output_complete);
-        let err = session.snapshot().stderr.expect("captured").render_lossy();
+        let err = session.output().stderr.expect("captured").render_lossy();
         assert_eq!(err, "err\n");
         let id = session.id();
         let started = super::super::reader::READER_THREADS.lock().clone();

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 mod ladder;
 mod launch;
+mod port;
 mod reader;
 mod rules;
 mod run;
@@ -25,7 +26,7 @@ mod tap;
 mod tree;
 mod wait;
 
-pub(crate) use launch::{Input, Launch, launch};
+pub(crate) use launch::{Attach, Exec, Launch, launch};
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]

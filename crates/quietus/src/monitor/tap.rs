@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::capture::Recorder;
-use crate::capture::spill::{LogFile, SpillReport};
+use crate::capture::spill::SpillReport;
 use crate::events::Emitter;
+use crate::outcome::LogFile;
 use crate::process::sys;
 use crate::stream::Stream;
 

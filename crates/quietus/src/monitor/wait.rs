@@ -205,7 +205,7 @@ mod tests {
                 .spawn()
                 .expect("the shell starts");
             assert_eq!(WAITERS.with(|n| n.get()), waiters, "no waiter thread");
-            let out = || session.snapshot().stdout.map(|s| s.render_lossy());
+            let out = || session.output().stdout.map(|s| s.render_lossy());
             assert!(eventually(|| out().is_some_and(|o| o.contains("ready"))));
             let id = session.id();
             let err_reader = format!("quietus-err-{id}");
@@ -225,7 +225,7 @@ mod tests {
                 started(),
                 "{shell}: the stderr reader started from the poll"
             );
-            let err = session.snapshot().stderr.expect("captured").render_lossy();
+            let err = session.output().stderr.expect("captured").render_lossy();
             assert_eq!(err, "late\n", "{shell}");
         }
     }

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::sys;
+use crate::error::SystemError;
 
 /// Members never waited for longer than this to vanish after a `cgroup.kill` when the cgroup
 /// is removed (they die as soon as they are scheduled; a process in uninterruptible sleep may
@@ -51,18 +52,112 @@ pub(crate) struct Cgroup {
     removed: AtomicBool,
 }
 
+/// Why a session has no cgroup of its own
+/// ([`MonitorResult::why_not_cgroup`](crate::MonitorResult::why_not_cgroup), under
+/// [`Containment::Auto`](crate::Containment::Auto); the cause of a
+/// [`SpawnErrorKind::Containment`](crate::SpawnErrorKind::Containment) error under
+/// [`Containment::Cgroup`](crate::Containment::Cgroup)). Its text is the one the report's
+/// `why_not_cgroup` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CgroupUnavailable {
+    /// Not Linux: cgroups are a Linux feature.
+    NotLinux,
+    /// The portable backend (the library's feature `portable`, on Linux) makes no cgroup.
+    PortableBackend,
+    /// A file of `/proc` that says where this process's cgroup is cannot be read.
+    Unreadable {
+        /// `/proc/self/cgroup` or `/proc/self/mountinfo`.
+        file: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// This process is in no cgroup v2 (a cgroup v1 only system).
+    NoCgroupV2,
+    /// No cgroup2 file system is mounted.
+    NotMounted,
+    /// This process's cgroup is outside the cgroup2 mount (a container that mounts a
+    /// sub-cgroup).
+    OutsideMount {
+        /// The process's cgroup, as `/proc/self/cgroup` says it.
+        own: String,
+        /// The cgroup2 mount.
+        mount: PathBuf,
+    },
+    /// Processes cannot be moved out of this process's cgroup (no right to write its
+    /// `cgroup.procs`).
+    CannotMoveOut {
+        /// This process's cgroup folder.
+        parent: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// No cgroup can be created under this process's own.
+    CannotCreate {
+        /// This process's cgroup folder.
+        parent: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// The new cgroup cannot be opened to start the program in it.
+    CannotOpen {
+        /// The new cgroup's folder.
+        path: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+}
+
+impl std::fmt::Display for CgroupUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CgroupUnavailable::NotLinux => f.write_str("cgroups are a Linux feature"),
+            CgroupUnavailable::PortableBackend => {
+                f.write_str("the portable backend has no cgroups")
+            }
+            CgroupUnavailable::Unreadable { file, error } => {
+                write!(f, "cannot read {}: {error}", file.display())
+            }
+            CgroupUnavailable::NoCgroupV2 => f.write_str("this process is in no cgroup v2"),
+            CgroupUnavailable::NotMounted => f.write_str("no cgroup2 file system is mounted"),
+            CgroupUnavailable::OutsideMount { own, mount } => write!(
+                f,
+                "this process's cgroup {own} is outside the cgroup2 mount at {}",
+                mount.display()
+            ),
+            CgroupUnavailable::CannotMoveOut { parent, error } => write!(
+                f,
+                "cannot move processes out of this process's cgroup {}: {error}",
+                parent.display()
+            ),
+            CgroupUnavailable::CannotCreate { parent, error } => {
+                write!(f, "cannot create a cgroup in {}: {error}", parent.display())
+            }
+            CgroupUnavailable::CannotOpen { path, error } => {
+                write!(f, "cannot open {}: {error}", path.display())
+            }
+        }
+    }
+}
+
+/// A reason, not a chain: its text includes the system's error, which is no `source()`.
+impl std::error::Error for CgroupUnavailable {}
+
 /// This process's cgroup v2 directory, or why there is none.
-pub(crate) fn own_dir() -> Result<(PathBuf, String), String> {
+pub(crate) fn own_dir() -> Result<(PathBuf, String), CgroupUnavailable> {
     if !cfg!(target_os = "linux") {
-        return Err("cgroups are a Linux feature".into());
+        return Err(CgroupUnavailable::NotLinux);
     }
     if cfg!(feature = "portable") {
-        return Err("the portable backend has no cgroups".into());
+        return Err(CgroupUnavailable::PortableBackend);
     }
     let mut buf = [0; 1024];
-    let own = sys::read_small(Path::new("/proc/self/cgroup"), &mut buf)
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let own = parse_own_cgroup(&own).ok_or("this process is in no cgroup v2")?;
+    let file = Path::new("/proc/self/cgroup");
+    let own = sys::read_small(file, &mut buf).map_err(|e| CgroupUnavailable::Unreadable {
+        file: file.to_owned(),
+        error: e.into(),
+    })?;
+    let own = parse_own_cgroup(&own).ok_or(CgroupUnavailable::NoCgroupV2)?;
     if let Some(dir) = usual_dir(&own) {
         return Ok((dir, own));
     }
@@ -87,17 +182,17 @@ fn usual_dir(own: &str) -> Option<PathBuf> {
 }
 
 /// [`own_dir`] by the mount of `/proc/self/mountinfo`, for the own cgroup `own`.
-fn own_dir_from_mountinfo(own: String) -> Result<(PathBuf, String), String> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let (root, mount) = parse_mountinfo(&mountinfo).ok_or("no cgroup2 file system is mounted")?;
-    let dir = dir_of(&mount, &root, &own).ok_or_else(|| {
-        format!(
-            "this process's cgroup {own} is outside the cgroup2 mount at {}",
-            mount.display()
-        )
+fn own_dir_from_mountinfo(own: String) -> Result<(PathBuf, String), CgroupUnavailable> {
+    let file = Path::new("/proc/self/mountinfo");
+    let mountinfo = std::fs::read_to_string(file).map_err(|e| CgroupUnavailable::Unreadable {
+        file: file.to_owned(),
+        error: e.into(),
     })?;
-    Ok((dir, own))
+    let (root, mount) = parse_mountinfo(&mountinfo).ok_or(CgroupUnavailable::NotMounted)?;
+    match dir_of(&mount, &root, &own) {
+        Some(dir) => Ok((dir, own)),
+        None => Err(CgroupUnavailable::OutsideMount { own, mount }),
+    }
 }
 
 /// The mount root and mount point of the first cgroup2 file system in `/proc/self/mountinfo`
@@ -159,6 +254,15 @@ fn dir_of(mount: &Path, root: &str, own: &str) -> Option<PathBuf> {
     Some(mount.join(rel.trim_start_matches('/')))
 }
 
+/// The `total=` of the `some` line of a pressure file (microseconds).
+pub(crate) fn parse_pressure_some(text: &str) -> Option<Duration> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    let total = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("total="))?;
+    total.parse().ok().map(Duration::from_micros)
+}
+
 /// The value of `key` in a flat-keyed cgroup file (`cgroup.events`, `cpu.stat`,
 /// `memory.events`: one `key value` per line).
 pub(crate) fn keyed(text: &str, key: &str) -> Option<u64> {
@@ -180,21 +284,25 @@ impl Cgroup {
     pub(crate) fn create(
         id: u64,
         before: impl FnOnce(&Path),
-    ) -> Result<(Cgroup, sys::CgroupEntry), String> {
+    ) -> Result<(Cgroup, sys::CgroupEntry), CgroupUnavailable> {
         let (parent, own) = own_dir()?;
         let name = format!("quietus-{}-{id}", std::process::id());
         let path = parent.join(&name);
         // Entering it means writing to it and to the common ancestor's `cgroup.procs`.
-        sys::check_writable(&parent.join("cgroup.procs")).map_err(|e| {
-            format!(
-                "cannot move processes out of this process's cgroup {}: {e}",
-                parent.display()
-            )
-        })?;
+        if let Err(e) = sys::check_writable(&parent.join("cgroup.procs")) {
+            return Err(CgroupUnavailable::CannotMoveOut {
+                parent,
+                error: e.into(),
+            });
+        }
         Self::reclaim_stale(&parent);
         before(&path);
-        std::fs::create_dir(&path)
-            .map_err(|e| format!("cannot create a cgroup in {}: {e}", parent.display()))?;
+        if let Err(e) = std::fs::create_dir(&path) {
+            return Err(CgroupUnavailable::CannotCreate {
+                parent,
+                error: e.into(),
+            });
+        }
         let rel = format!("{}/{name}", own.trim_end_matches('/'));
         let cgroup = Cgroup {
             path,
@@ -205,15 +313,16 @@ impl Cgroup {
         // Dropping it (an error) removes the empty directory.
         #[cfg(target_os = "linux")]
         {
-            let entry = cgroup
-                .entry()
-                .map_err(|e| format!("cannot open {}: {e}", cgroup.path.display()))?;
+            let entry = cgroup.entry().map_err(|e| CgroupUnavailable::CannotOpen {
+                path: cgroup.path.clone(),
+                error: e.into(),
+            })?;
             Ok((cgroup, entry))
         }
         #[cfg(not(target_os = "linux"))]
         {
             drop(cgroup);
-            Err("cgroups are a Linux feature".into())
+            Err(CgroupUnavailable::NotLinux)
         }
     }
 
@@ -336,6 +445,16 @@ impl Cgroup {
             .ok_or_else(|| io::Error::other("cpu.stat without `usage_usec`"))
     }
 
+    /// How long, in all, at least one of its processes was runnable but waiting for a CPU
+    /// (`total` of the `some` line of `cpu.pressure`, pressure stall information): the CPU the
+    /// tree asked for and did not get, reaped processes included. An error where the kernel
+    /// keeps no pressure information (built without PSI, or booted with `psi=0`).
+    pub(crate) fn cpu_waited(&self) -> io::Result<Duration> {
+        let text = self.read("cpu.pressure")?;
+        parse_pressure_some(&text)
+            .ok_or_else(|| io::Error::other("cpu.pressure without a `some` total"))
+    }
+
     /// The memory peak in bytes and the number of OOM kills, where the memory controller is
     /// enabled for it (`memory.peak`, kernel 5.19; `oom_kill` of `memory.events`).
     pub(crate) fn memory(&self) -> (Option<u64>, Option<u64>) {
@@ -387,8 +506,13 @@ impl Cgroup {
         }
     }
 
-    /// Whether process `pid` is in this cgroup or one below it now.
+    /// Whether process `pid` is in this cgroup or one below it now: by its `/proc/PID/cgroup`,
+    /// or, without a `/proc` of this pid namespace (where `pid` would name another process
+    /// or none), by the cgroup's own member list, whose pids are this namespace's.
     fn is_member(&self, pid: i32) -> bool {
+        if sys::proc_view().why_not().is_some() {
+            return self.members().is_ok_and(|members| members.contains(&pid));
+        }
         std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .ok()
             .and_then(|text| parse_own_cgroup(&text))
@@ -693,6 +817,17 @@ mod tests {
                 "{by_mountinfo:?}"
             ),
         }
+    }
+
+    #[test]
+    fn reads_the_some_total_of_a_pressure_file() {
+        let text = "some avg10=96.67 avg60=97.53 avg300=85.62 total=615478192\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(
+            parse_pressure_some(text),
+            Some(Duration::from_micros(615_478_192))
+        );
+        assert_eq!(parse_pressure_some("full total=3\n"), None);
+        assert_eq!(parse_pressure_some("some avg10=1.00\n"), None);
     }
 
     #[test]

@@ -72,7 +72,7 @@ fn no_leak(ours: &OwnedFd, theirs: &OwnedFd) -> io::Result<()> {
 
 use super::cgroup::Cgroup;
 use super::{orphans, sys};
-use crate::outcome::SupervisorDeath;
+use crate::error::SystemError;
 
 /// The hidden subcommand that runs the guardian.
 pub const SUBCOMMAND: &str = "__guardian";
@@ -123,9 +123,100 @@ pub(crate) fn use_own_executable(program: PathBuf) {
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((program, true));
 }
 
+/// Why a session has no guardian
+/// ([`SupervisorDeath::LeaderOnly`](crate::supervisor::SupervisorDeath::LeaderOnly)). Its text
+/// is the one the report's `why_no_guardian` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GuardianUnavailable {
+    /// Not Linux: no guardian outside Linux.
+    NotLinux,
+    /// No program to run as the guardian: none set, `QUIETUS_GUARDIAN` unset and no
+    /// `quietus` in `PATH`.
+    NoProgram,
+    /// Nothing to guard (no process group above 1, no cgroup).
+    NothingToGuard,
+    /// The cgroup's path is too long to be told to the guardian.
+    PathTooLong,
+    /// No socket pair for the guardian.
+    NoSocket(SystemError),
+    /// The guardian's program cannot be started.
+    CannotStart {
+        /// The program.
+        program: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// The program started but is no guardian: it did not answer in time.
+    NoAnswer {
+        /// The program.
+        program: PathBuf,
+    },
+    /// The program started but is no guardian: it answered something else.
+    WrongAnswer {
+        /// The program.
+        program: PathBuf,
+        /// What it answered.
+        answer: String,
+    },
+    /// The program started but its answer could not be read.
+    Unreadable {
+        /// The program.
+        program: PathBuf,
+        /// The system's error.
+        error: SystemError,
+    },
+    /// The running guardian does not take messages any more (it died, or was killed).
+    NotListening(SystemError),
+}
+
+impl std::fmt::Display for GuardianUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GuardianUnavailable::NotLinux => f.write_str("no guardian outside Linux"),
+            GuardianUnavailable::NoProgram => write!(
+                f,
+                "no guardian program: no `quietus` in PATH, {PROGRAM_VARIABLE} unset \
+                 (install the quietus command, or name it)"
+            ),
+            GuardianUnavailable::NothingToGuard => f.write_str("nothing to guard"),
+            GuardianUnavailable::PathTooLong => {
+                f.write_str("the cgroup's path is too long for the guardian")
+            }
+            GuardianUnavailable::NoSocket(e) => write!(f, "no socket for the guardian: {e}"),
+            GuardianUnavailable::CannotStart { program, error } => {
+                write!(
+                    f,
+                    "cannot start the guardian {}: {error}",
+                    program.display()
+                )
+            }
+            GuardianUnavailable::NoAnswer { program } => {
+                write!(f, "{} is no guardian: no answer", program.display())
+            }
+            GuardianUnavailable::WrongAnswer { program, answer } => {
+                write!(
+                    f,
+                    "{} is no guardian: it answered {answer:?}",
+                    program.display()
+                )
+            }
+            GuardianUnavailable::Unreadable { program, error } => {
+                write!(f, "{} is no guardian: {error}", program.display())
+            }
+            GuardianUnavailable::NotListening(e) => {
+                write!(f, "the guardian does not listen: {e}")
+            }
+        }
+    }
+}
+
+/// A reason, not a chain: its text includes the system's error, which is no `source()`.
+impl std::error::Error for GuardianUnavailable {}
+
 /// The guardian's program: the one set, else `$QUIETUS_GUARDIAN`, else `quietus` in
 /// `PATH`; or why there is none.
-fn program() -> Result<(PathBuf, bool), String> {
+fn program() -> Result<(PathBuf, bool), GuardianUnavailable> {
     let set = PROGRAM
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -141,12 +232,7 @@ fn program() -> Result<(PathBuf, bool), String> {
         .map(|dir| dir.join("quietus"))
         .find(|candidate| sys::check_executable(candidate).is_ok())
         .map(|found| (found, false))
-        .ok_or_else(|| {
-            format!(
-                "no guardian program: no `quietus` in PATH, {PROGRAM_VARIABLE} unset \
-                 (install the quietus command, or name it)"
-            )
-        })
+        .ok_or(GuardianUnavailable::NoProgram)
 }
 
 /// One session's place in the guardian's care. Dropping it (or [`release`](Self::release))
@@ -164,9 +250,9 @@ impl Guardian {
         id: u64,
         pgid: Option<u32>,
         cgroup: Option<&Path>,
-    ) -> Result<Guardian, String> {
+    ) -> Result<Guardian, GuardianUnavailable> {
         if !cfg!(target_os = "linux") {
-            return Err("no guardian outside Linux".into());
+            return Err(GuardianUnavailable::NotLinux);
         }
         let message = match (cgroup, pgid) {
             (Some(path), _) => {
@@ -175,23 +261,23 @@ impl Guardian {
                 m
             }
             (None, Some(pgid)) if pgid > 1 => format!("group {id} {pgid}").into_bytes(),
-            _ => return Err("nothing to guard".into()),
+            _ => return Err(GuardianUnavailable::NothingToGuard),
         };
         if message.len() > MAX_MESSAGE {
-            return Err("the cgroup's path is too long for the guardian".into());
+            return Err(GuardianUnavailable::PathTooLong);
         }
         let mut running = lock_running();
-        if running.child.is_none() {
-            running.child = Some(Process::start()?);
-        }
-        let process = running.child.as_ref().ok_or("no guardian")?;
+        let process = match running.child.take() {
+            Some(process) => running.child.insert(process),
+            None => running.child.insert(Process::start()?),
+        };
         if let Err(e) = process.send(&message) {
             // It died (or was killed): reaped now (the sessions it held lost their guard with
             // it); the next session starts another.
             let gone = running.child.take();
             drop(running);
             gone.into_iter().for_each(Process::stop);
-            return Err(format!("the guardian does not listen: {e}"));
+            return Err(GuardianUnavailable::NotListening(e.into()));
         }
         running.sessions += 1;
         Ok(Guardian {
@@ -239,7 +325,7 @@ fn lock_running() -> std::sync::MutexGuard<'static, Running> {
 
 impl Process {
     /// Starts the guardian by `exec` and waits for its answer.
-    fn start() -> Result<Process, String> {
+    fn start() -> Result<Process, GuardianUnavailable> {
         let (program, own) = program()?;
         Process::start_program(&program, own)
     }
@@ -248,11 +334,11 @@ impl Process {
     /// (`own`), waits for its answer. (Then its answer is read by no one: the messages wait in
     /// the socket until it reads them, and its `exec` worked, or std's spawn would have
     /// failed.)
-    fn start_program(program: &Path, own: bool) -> Result<Process, String> {
+    fn start_program(program: &Path, own: bool) -> Result<Process, GuardianUnavailable> {
         let (ours, theirs) =
             rustix::net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, PAIR_FLAGS, None)
-                .map_err(|e| format!("no socket for the guardian: {e}"))?;
-        no_leak(&ours, &theirs).map_err(|e| format!("no socket for the guardian: {e}"))?;
+                .map_err(|e| GuardianUnavailable::NoSocket(io::Error::from(e).into()))?;
+        no_leak(&ours, &theirs).map_err(|e| GuardianUnavailable::NoSocket(e.into()))?;
         let mut command = Command::new(program);
         command
             .arg0("quietus-guardian")
@@ -266,7 +352,10 @@ impl Process {
         let gate = orphans::spawn_gate();
         let child = command
             .spawn()
-            .map_err(|e| format!("cannot start the guardian {}: {e}", program.display()))?;
+            .map_err(|e| GuardianUnavailable::CannotStart {
+                program: program.to_owned(),
+                error: e.into(),
+            })?;
         orphans::spawned(child.id() as i32);
         drop(gate);
         drop(command); // closes our copy of its end
@@ -277,31 +366,35 @@ impl Process {
         if own {
             return Ok(process);
         }
-        match process.hello() {
+        match process.hello(program) {
             Ok(()) => Ok(process),
             Err(why) => {
                 let mut child = process.child;
                 let _ = child.kill(); // our own child, not yet reaped
                 let _ = child.wait();
                 orphans::reaped(child.id() as i32);
-                Err(format!("{} is no guardian: {why}", program.display()))
+                Err(why)
             }
         }
     }
 
-    /// Waits (bounded) for the guardian's answer.
-    fn hello(&self) -> Result<(), String> {
+    /// Waits (bounded) for the answer of the guardian started from `program`.
+    fn hello(&self, program: &Path) -> Result<(), GuardianUnavailable> {
+        let program = program.to_owned();
         if !sys::wait_readable(self.channel.as_fd(), HANDSHAKE) {
-            return Err("no answer".into());
+            return Err(GuardianUnavailable::NoAnswer { program });
         }
         let mut answer = [0u8; 64];
         match rustix::net::recv(&self.channel, &mut answer, RecvFlags::DONTWAIT) {
             Ok((n, _)) if answer[..n] == *HELLO => Ok(()),
-            Ok((n, _)) => Err(format!(
-                "it answered {:?}",
-                String::from_utf8_lossy(&answer[..n])
-            )),
-            Err(e) => Err(e.to_string()),
+            Ok((n, _)) => Err(GuardianUnavailable::WrongAnswer {
+                program,
+                answer: String::from_utf8_lossy(&answer[..n]).into_owned(),
+            }),
+            Err(e) => Err(GuardianUnavailable::Unreadable {
+                program,
+                error: io::Error::from(e).into(),
+            }),
         }
     }
 
@@ -323,21 +416,6 @@ impl Process {
             log::debug!("reaping the guardian (pid {}): {e}", child.id());
         }
         orphans::reaped(child.id() as i32);
-    }
-}
-
-/// What a session's containment says about the supervisor's death, given its guardian (or why
-/// there is none) and whether the leader gets the parent-death signal.
-pub(crate) fn supervisor_death(
-    guardian: &Result<Guardian, String>,
-    parent_death_signal: bool,
-) -> SupervisorDeath {
-    match guardian {
-        Ok(_) => SupervisorDeath::Guardian,
-        Err(why) if parent_death_signal => SupervisorDeath::LeaderOnly {
-            why_no_guardian: why.clone(),
-        },
-        Err(_) => SupervisorDeath::Nothing,
     }
 }
 
@@ -452,24 +530,15 @@ mod tests {
         let why = Process::start_program(Path::new("/bin/true"), false)
             .err()
             .expect("true is no guardian");
-        assert!(why.contains("is no guardian"), "{why}");
+        assert!(why.to_string().contains("is no guardian"), "{why}");
         assert!(children_named("true").is_empty(), "reaped");
         let missing = Process::start_program(Path::new("/no/such/quietus"), false)
             .err()
             .expect("nothing to run");
-        assert!(missing.contains("cannot start the guardian"), "{missing}");
-    }
-
-    #[test]
-    fn without_a_guardian_the_leader_alone_dies_with_the_supervisor() {
-        let none: Result<Guardian, String> = Err("no quietus in PATH".into());
-        assert_eq!(
-            supervisor_death(&none, true),
-            SupervisorDeath::LeaderOnly {
-                why_no_guardian: "no quietus in PATH".into()
-            }
+        assert!(
+            missing.to_string().contains("cannot start the guardian"),
+            "{missing}"
         );
-        assert_eq!(supervisor_death(&none, false), SupervisorDeath::Nothing);
     }
 
     #[test]

@@ -16,8 +16,18 @@
 //!   half of a stretch of at least `RUNNABLE_SPAN`, or seen runnable (state R) at every look
 //!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
 //!   again, so a long wait shows late);
-//! - the direct child's own CPU does not count unless asked (an agent spinning in its event
-//!   loop is not progress); the CPU of the children it reaped does;
+//! - a tree the machine starves is working even when each of its processes lives too briefly
+//!   to be seen runnable (a shell script, a version manager's chain of shims): with a cgroup,
+//!   the time its processes waited for a CPU (`cpu.pressure`, reaped ones included) counts
+//!   when it is at least half of the time between two samples (as for one starved process),
+//!   once the tree has a descendant;
+//! - bytes the descendants move that no other source sees count too (a tool writing into a
+//!   pipe its parent reads, `out=$(tool)`; silent disk-bound work): what each wrote and read
+//!   from storage (`/proc/PID/io`), per identity, from [`IO_FLOOR`] bytes within a second
+//!   on (a sample counts only if it saw bytes itself);
+//! - the direct child's own CPU, CPU demand and bytes do not count unless asked (an agent
+//!   spinning in its event loop, or writing a heartbeat, is not progress); the CPU and the
+//!   bytes of the children it reaped do (its whole `/proc/PID/io` less its threads' own);
 //! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
 //!   re-parented to init): the kill ladder signals those escapees by pid; their CPU no longer
 //!   keeps the child alive.
@@ -56,7 +66,26 @@ pub(crate) trait ProcessSource: Send {
     fn runnable(&mut self, _pid: i32) -> Option<RunState> {
         None
     }
+    /// The bytes process `pid` moved so far that are progress (written, and read from
+    /// storage), its reaped children's included. `None` where the platform does not say.
+    fn moved_bytes(&mut self, _pid: i32) -> Option<u64> {
+        None
+    }
+    /// Of those, the ones its reaped children moved (the whole count less its own threads').
+    fn reaped_moved_bytes(&mut self, _pid: i32) -> Option<u64> {
+        None
+    }
 }
+
+/// The fewest bytes the descendants must move within [`IO_WINDOW`] to count as progress: a
+/// short line. A sleeping or blocked process moves no byte, and a program's start reads,
+/// which do not count; a stray byte now and then stays below it.
+pub(crate) const IO_FLOOR: u64 = 16;
+
+/// The stretch over which moved bytes are added up: short check intervals (100 ms) see a line
+/// written every 300 ms as 11 bytes in one sample and none in the next two. A sample counts
+/// only if it saw bytes itself, so the window never carries activity past the last write.
+const IO_WINDOW: Duration = Duration::from_secs(1);
 
 /// What [`ProcessSource::runnable`] says of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +229,16 @@ impl ProcessSource for ProcFs {
         let at = Some(Instant::now());
         Some(RunState { now, total, at })
     }
+
+    fn moved_bytes(&mut self, pid: i32) -> Option<u64> {
+        crate::process::sys::read_moved_bytes(pid)
+    }
+
+    fn reaped_moved_bytes(&mut self, pid: i32) -> Option<u64> {
+        let whole = crate::process::sys::read_moved_bytes(pid)?;
+        let own = crate::process::sys::read_own_moved_bytes(pid)?;
+        Some(whole.saturating_sub(own))
+    }
 }
 
 #[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
@@ -277,21 +316,9 @@ impl ProcessSource for Sysinfo {
     }
 }
 
-/// What one sample found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct ChildrenSample {
-    /// Whether the CPU used since the previous sample reached the threshold.
-    pub active: bool,
-    /// Live descendants now (the direct child not included).
-    pub descendants: usize,
-    /// CPU used by the descendants since the previous sample (by the rules above).
-    pub cpu_delta: Duration,
-    /// CPU used in all by the descendants: the live ones and every one already reaped.
-    pub descendant_cpu: Duration,
-    /// Remembered descendants that left the tree and still live.
-    pub escapees: usize,
-}
+/// What one sample found: defined with the results it is part of
+/// ([`StaleReport::children`](crate::StaleReport::children)).
+pub use crate::outcome::ChildrenSample;
 
 /// A process known by identity.
 #[derive(Debug, Clone, Copy)]
@@ -361,6 +388,13 @@ pub struct DescendantObserver {
     pids: Vec<i32>,
     /// Per live process: since when its runnable time is measured, and what it was then.
     runnable: HashMap<i32, Runnable>,
+    /// Per live process (by identity: pid, start time): the bytes it had moved at the last
+    /// sample.
+    moved: HashMap<i32, (u64, u64)>,
+    /// With a cgroup: the time its processes had waited for a CPU at the last look.
+    cgroup_waited: Option<Duration>,
+    /// The bytes moved per sample within the last [`IO_WINDOW`].
+    moved_window: std::collections::VecDeque<(Instant, u64)>,
 }
 
 /// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
@@ -379,9 +413,21 @@ struct Runnable {
 /// samples, like the fresh sample at a stale decision, keep the last judgment).
 const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
 
-/// Reads a cgroup's CPU in all (`usage_usec` of `cpu.stat`) and its number of live members;
-/// `None` when it cannot be read (then the walk of `/proc` takes over for that sample).
-pub(crate) type CgroupReader = Box<dyn FnMut() -> Option<(Duration, Vec<i32>)> + Send>;
+/// One look at the session's cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CgroupReading {
+    /// CPU used in all (`usage_usec` of `cpu.stat`).
+    pub(crate) usage: Duration,
+    /// The live members.
+    pub(crate) members: Vec<i32>,
+    /// How long its processes waited for a CPU in all (`cpu.pressure`), where the kernel
+    /// says.
+    pub(crate) waited: Option<Duration>,
+}
+
+/// Reads the session's cgroup; `None` when it cannot be read (then the walk of `/proc` takes
+/// over for that sample).
+pub(crate) type CgroupReader = Box<dyn FnMut() -> Option<CgroupReading> + Send>;
 
 impl fmt::Debug for DescendantObserver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -427,7 +473,20 @@ impl DescendantObserver {
             cgroup_counted: Duration::ZERO,
             pids: Vec::new(),
             runnable: HashMap::new(),
+            moved: HashMap::new(),
+            cgroup_waited: None,
+            moved_window: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Why this observer cannot see the tree, if it cannot: no cgroup to read and no `/proc`
+    /// of this pid namespace to walk (none mounted, or the host's kept in a new pid
+    /// namespace). It then sees no descendant, no CPU and no escapee.
+    pub(crate) fn blind(&self) -> Option<String> {
+        if self.cgroup.is_some() || cfg!(not(target_os = "linux")) {
+            return None;
+        }
+        crate::process::sys::proc_view().why_not()
     }
 
     /// Samples the tree's CPU from its cgroup instead of walking `/proc`: exact, escapees and
@@ -443,8 +502,13 @@ impl DescendantObserver {
         now: Instant,
         elapsed: Duration,
         first: bool,
-        (usage, members): (Duration, Vec<i32>),
+        reading: CgroupReading,
     ) -> ChildrenSample {
+        let CgroupReading {
+            usage,
+            members,
+            waited,
+        } = reading;
         // The tree is the cgroup's members, the root first (the network source and the
         // diagnosis look at these).
         self.pids.clear();
@@ -470,17 +534,89 @@ impl DescendantObserver {
             counted.saturating_sub(self.cgroup_counted)
         };
         self.cgroup_counted = self.cgroup_counted.max(counted);
+        let descendants = members.saturating_sub(usize::from(root_alive));
+        let cpu_waited = self.cpu_waited(waited, first);
         let busy = self.judge(now, elapsed, delta);
+        // CPU asked for and not received: a starved tree of short-lived processes, waiting
+        // for a CPU at least half of the time (the rule for one starved process, over the
+        // whole tree). Only with a descendant: the direct child's own waits are not progress,
+        // and an event loop's many short waits on a loaded machine stay well below half.
+        let starved =
+            (descendants > 0 || self.include_root) && cpu_waited >= MIN_CPU.max(elapsed / 2);
         let starved_busy = self.runnable_anyway(now);
-        let active = !first && (busy || starved_busy);
+        let members: Vec<(i32, u64)> = self
+            .pids
+            .clone()
+            .into_iter()
+            .filter_map(|pid| self.source.process(pid).map(|p| (pid, p.start_time)))
+            .collect();
+        let moved_bytes = self.moved_bytes(&members, first);
+        let moving = self.moving(now, moved_bytes);
+        let active = !first && (busy || starved || starved_busy || moving);
         self.last = ChildrenSample {
             active,
-            descendants: members.saturating_sub(usize::from(root_alive)),
+            descendants,
             cpu_delta: delta,
             descendant_cpu,
             escapees: 0, // nothing escapes a cgroup
+            moved_bytes,
+            cpu_waited,
         };
         self.last
+    }
+
+    /// Whether `bytes`, moved in the sample at `now`, are progress: some were, and with the
+    /// other samples of the last [`IO_WINDOW`] they reach [`IO_FLOOR`].
+    fn moving(&mut self, now: Instant, bytes: u64) -> bool {
+        self.moved_window.push_back((now, bytes));
+        while self
+            .moved_window
+            .front()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > IO_WINDOW)
+        {
+            self.moved_window.pop_front();
+        }
+        let sum: u64 = self.moved_window.iter().map(|(_, b)| *b).sum();
+        bytes > 0 && sum >= IO_FLOOR
+    }
+
+    /// The time the cgroup's processes waited for a CPU since the last look.
+    fn cpu_waited(&mut self, waited: Option<Duration>, first: bool) -> Duration {
+        let Some(waited) = waited else {
+            return Duration::ZERO;
+        };
+        let before = self.cgroup_waited.replace(waited);
+        match before {
+            Some(before) if !first => waited.saturating_sub(before),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The bytes the live processes `tree` (pid, start time) moved since the last sample (the
+    /// root's own only when its own CPU counts; what its reaped children moved always); a
+    /// process seen for the first time after the baseline counts whole (it may have started
+    /// and written between two samples). Forgets the processes no longer there.
+    fn moved_bytes(&mut self, tree: &[(i32, u64)], first: bool) -> u64 {
+        self.moved
+            .retain(|pid, (start, _)| tree.contains(&(*pid, *start)));
+        let mut sum = 0u64;
+        for &(pid, start_time) in tree {
+            let bytes = if pid == self.root && !self.include_root {
+                self.source.reaped_moved_bytes(pid)
+            } else {
+                self.source.moved_bytes(pid)
+            };
+            let Some(bytes) = bytes else {
+                continue;
+            };
+            let before = self.moved.insert(pid, (start_time, bytes));
+            sum = sum.saturating_add(match before {
+                Some((start, before)) if start == start_time => bytes.saturating_sub(before),
+                _ if first => 0,
+                _ => bytes,
+            });
+        }
+        sum
     }
 
     /// The live processes of the tree at the last sample, the root first.
@@ -514,13 +650,22 @@ impl DescendantObserver {
         let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
         let busy = self.judge(now, elapsed, delta);
         let starved_busy = self.runnable_anyway(now);
-        let active = !first && (busy || starved_busy);
+        let live: Vec<(i32, u64)> = tree
+            .iter()
+            .filter(|p| !p.dead)
+            .map(|p| (p.pid, p.start_time))
+            .collect();
+        let moved_bytes = self.moved_bytes(&live, first);
+        let moving = self.moving(now, moved_bytes);
+        let active = !first && (busy || starved_busy || moving);
         self.last = ChildrenSample {
             active,
             descendants,
             cpu_delta: delta,
             descendant_cpu,
             escapees,
+            moved_bytes,
+            cpu_waited: Duration::ZERO,
         };
         self.last
     }
@@ -775,6 +920,8 @@ mod tests {
     struct Table(
         Arc<Mutex<Vec<ProcSample>>>,
         Arc<Mutex<HashMap<i32, RunState>>>,
+        /// Per pid: bytes moved in all, and of those by reaped children.
+        Arc<Mutex<HashMap<i32, (u64, u64)>>>,
     );
 
     impl Table {
@@ -791,6 +938,16 @@ mod tests {
                 at: None,
             };
             self.1.lock().insert(pid, state);
+        }
+
+        /// The bytes `pid` moved so far.
+        fn set_moved(&self, pid: i32, bytes: u64) {
+            self.2.lock().entry(pid).or_default().0 = bytes;
+        }
+
+        /// The bytes `pid`'s reaped children moved so far (part of its whole count).
+        fn set_reaped_moved(&self, pid: i32, bytes: u64) {
+            self.2.lock().entry(pid).or_default().1 = bytes;
         }
 
         /// Runnable `ms` in all, and runnable now or not.
@@ -826,6 +983,14 @@ mod tests {
 
         fn runnable(&mut self, pid: i32) -> Option<RunState> {
             self.1.lock().get(&pid).copied()
+        }
+
+        fn moved_bytes(&mut self, pid: i32) -> Option<u64> {
+            self.2.lock().get(&pid).map(|m| m.0)
+        }
+
+        fn reaped_moved_bytes(&mut self, pid: i32) -> Option<u64> {
+            self.2.lock().get(&pid).map(|m| m.1)
         }
     }
 
@@ -1213,16 +1378,117 @@ mod tests {
 
     /// A scripted cgroup: its CPU in all (ms) and its live members; `None`: unreadable.
     fn scripted_cgroup(obs: &mut DescendantObserver) -> Arc<Mutex<Option<(u64, usize)>>> {
+        scripted_cgroup_waiting(obs).0
+    }
+
+    /// The same, with the time its processes waited for a CPU in all (ms).
+    #[allow(clippy::type_complexity)]
+    fn scripted_cgroup_waiting(
+        obs: &mut DescendantObserver,
+    ) -> (Arc<Mutex<Option<(u64, usize)>>>, Arc<Mutex<u64>>) {
         let script = Arc::new(Mutex::new(None::<(u64, usize)>));
-        let reader = script.clone();
+        let waited = Arc::new(Mutex::new(0u64));
+        let (reader, waits) = (script.clone(), waited.clone());
         obs.use_cgroup(Box::new(move || {
+            let waited = Some(Duration::from_millis(*waits.lock()));
             reader.lock().map(|(ms, members)| {
                 // Pids that stand for members: the root, then made-up others.
-                let pids = (0..members).map(|i| 1000 + i as i32).collect();
-                (Duration::from_millis(ms), pids)
+                let members = (0..members).map(|i| 1000 + i as i32).collect();
+                CgroupReading {
+                    usage: Duration::from_millis(ms),
+                    members,
+                    waited,
+                }
             })
         }));
-        script
+        (script, waited)
+    }
+
+    #[test]
+    fn a_starved_tree_of_short_lived_processes_is_cpu_demand() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let (cgroup, waited) = scripted_cgroup_waiting(&mut obs);
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        *cgroup.lock() = Some((0, 2));
+        assert!(!obs.sample(t0).active, "baseline");
+        // A second of a shell script forking short processes on a starved machine: 8 ms of
+        // CPU received (below the threshold), 900 ms spent waiting for a CPU.
+        *cgroup.lock() = Some((8, 2));
+        *waited.lock() = 900;
+        let s = obs.sample(t0 + SEC);
+        assert_eq!(s.cpu_waited, Duration::from_millis(900));
+        assert!(s.active, "CPU asked for and not received is work");
+        // Waits below half of the time (an event loop's short waits): not work.
+        *cgroup.lock() = Some((10, 2));
+        *waited.lock() = 900 + 300;
+        assert!(!obs.sample(t0 + 2 * SEC).active);
+        // The root alone (its descendants gone): its own waits never count.
+        *cgroup.lock() = Some((10, 1));
+        *waited.lock() = 1200 + 1000;
+        assert!(!obs.sample(t0 + 3 * SEC).active);
+    }
+
+    #[test]
+    fn bytes_a_descendant_writes_into_its_parent_are_progress_the_roots_are_not() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        // The root (an agent) and its tool, whose output the root reads from a pipe.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        table.set_moved(100, 5_000);
+        table.set_moved(200, 7_000);
+        assert!(!obs.sample(t0).active, "baseline");
+        // The tool writes a 40-byte line at next to no CPU.
+        table.set_moved(200, 7_040);
+        let s = obs.sample(t0 + SEC);
+        assert_eq!(s.moved_bytes, 40);
+        assert!(s.active);
+        // The root writes a heartbeat to its log: not progress of the tree.
+        table.set_moved(100, 9_000);
+        let s = obs.sample(t0 + 2 * SEC);
+        assert_eq!(s.moved_bytes, 0);
+        assert!(!s.active);
+        // Fewer bytes than the floor within a second: not a line of progress.
+        table.set_moved(200, 7_040 + IO_FLOOR - 1);
+        assert!(!obs.sample(t0 + 3 * SEC).active);
+        // Short samples add up within the window: 11 bytes, nothing, 11 bytes.
+        let mut moved = 7_040 + IO_FLOOR - 1;
+        let at = |n: u64| t0 + 4 * SEC + Duration::from_millis(100 * n);
+        moved += 11;
+        table.set_moved(200, moved);
+        assert!(!obs.sample(at(2)).active, "11 bytes alone");
+        assert!(!obs.sample(at(3)).active, "nothing moved in this sample");
+        moved += 11;
+        table.set_moved(200, moved);
+        assert!(obs.sample(at(4)).active, "22 bytes within the window");
+        assert!(!obs.sample(at(5)).active, "no activity past the last write");
+        // A new process (same pid reused, new start time) counts whole from its first look;
+        // one seen at the baseline does not.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 9, 0, 0)]);
+        table.set_moved(200, 64);
+        assert_eq!(obs.sample(t0 + 6 * SEC).moved_bytes, 64);
+        // What the root's reaped children moved (a `dd` that wrote and exited between two
+        // samples) is the tree's progress, though in the root's count.
+        table.set_moved(100, 9_000 + 4096);
+        table.set_reaped_moved(100, 4096);
+        assert_eq!(obs.sample(t0 + 7 * SEC).moved_bytes, 4096);
+        // When the root's CPU counts, its bytes do too.
+        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        obs.sample(t0);
+        table.set_moved(100, 13_196);
+        assert_eq!(obs.sample(t0 + SEC).moved_bytes, 100);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn proc_io_gives_written_bytes_and_storage_reads() {
+        let io = "rchar: 6976\nwchar: 120\nsyscr: 10\nsyscw: 3\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n";
+        assert_eq!(crate::process::sys::parse_moved_bytes(io), Some(4216));
+        assert_eq!(crate::process::sys::parse_moved_bytes("rchar: 1\n"), None);
+        // This very process has written nothing by `write` perhaps, but the file reads.
+        assert!(crate::process::sys::read_moved_bytes(std::process::id() as i32).is_some());
     }
 
     #[test]

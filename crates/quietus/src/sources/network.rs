@@ -349,11 +349,20 @@ impl fmt::Debug for NetworkObserver {
 impl NetworkObserver {
     /// An observer with this platform's socket diagnostics. Fails where there are none: a
     /// kernel without `inet_diag`, a sandbox that refuses netlink sockets, a system other than
-    /// Linux (`Unsupported`).
+    /// Linux (`Unsupported`); and where the tree's sockets cannot be found, without a `/proc`
+    /// of this pid namespace (`Unsupported`).
     pub fn open() -> io::Result<NetworkObserver> {
         #[cfg(all(target_os = "linux", not(feature = "portable")))]
         {
-            Ok(Self::with_table(Box::new(Kernel::new(shared_diag()?))))
+            if let Some(why) = sys::proc_view().why_not() {
+                log::warn!("network source unavailable: the tree's sockets cannot be found: {why}");
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the tree's sockets cannot be found: {why}"),
+                ));
+            }
+            let diag = shared_diag()?;
+            Ok(Self::with_table(Box::new(Kernel::new(diag))))
         }
         #[cfg(all(target_os = "linux", feature = "portable"))]
         {
@@ -524,6 +533,7 @@ mod tests {
                             acked: *acked,
                             local: addr,
                             peer: addr,
+                            last_data: None,
                             key: [0; 49],
                         },
                     );

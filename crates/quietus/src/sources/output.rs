@@ -308,15 +308,12 @@ mod tests {
         entered.recv().unwrap();
         board.backdate_hold(); // blocked (50 ms of real time), without waiting for it
         clock.advance(Duration::from_secs(60));
-        assert_eq!(
-            board.snapshot().held_now,
-            Some(t0 + Duration::from_secs(60))
-        );
+        assert_eq!(board.read().held_now, Some(t0 + Duration::from_secs(60)));
         assert_eq!(board.held_back(), Duration::from_secs(60));
         release.send(()).unwrap();
         pumped.join().unwrap();
         clock.advance(Duration::from_secs(7));
-        assert_eq!(board.snapshot().held_now, None);
+        assert_eq!(board.read().held_now, None);
         assert_eq!(board.held_back(), Duration::from_secs(60));
         // Discarding never holds.
         let board = Arc::new(ActivityBoard::new(&clock));

@@ -128,11 +128,8 @@ fn two_hundred_sessions_and_a_failed_spawn_leave_no_cgroup_and_no_descriptor() {
             config.clone(),
         )
         .expect_err("no such program");
-        assert_eq!(
-            SpawnError::of(&err).map(SpawnError::kind),
-            Some(SpawnErrorKind::Program)
-        );
-        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+        assert_eq!(SpawnError::kind(&err), SpawnErrorKind::Program);
+        assert_eq!(err.io_error_kind(), std::io::ErrorKind::NotFound, "{err}");
     }
     assert_eq!(own_session_cgroups(), Vec::<PathBuf>::new());
     // Where the program is born in the cgroup by clone3, the process std forked and the one

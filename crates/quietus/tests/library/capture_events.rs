@@ -48,7 +48,7 @@ fn tens_of_mib_of_random_binary_output_arrive_in_the_log_byte_for_byte() {
     assert!(log.path.starts_with(logs.path()));
     assert_eq!(fs::metadata(&log.path).unwrap().mode() & 0o777, 0o600);
     // In memory only the caps: 512 KiB of head and 512 KiB of tail.
-    let snapshot = session.snapshot();
+    let snapshot = session.output();
     let out = snapshot.stdout.clone().unwrap();
     assert_eq!(out.total, 20_000_000);
     assert_eq!(out.head, written[..512 * 1024]);
@@ -71,7 +71,7 @@ fn short_output_is_not_spilled_and_the_log_folder_is_private() {
     assert!(result.logs.is_empty());
     assert_eq!(fs::read_dir(&logs).unwrap().count(), 0);
     assert_eq!(fs::metadata(&logs).unwrap().mode() & 0o777, 0o700);
-    let snapshot = session.snapshot();
+    let snapshot = session.output();
     assert_eq!(snapshot.stdout.as_ref().unwrap().render(), b"short\n");
     assert_eq!(snapshot.stderr.as_ref().unwrap().render(), b"err\n");
     assert!(!snapshot.running());
@@ -92,10 +92,7 @@ fn an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs() {
     assert!(err.to_string().contains("log folder"), "{err}");
     assert!(err.to_string().contains("a-file"), "{err}");
     // Told apart from the program's own spawn errors by its type, not its wording.
-    let spawn_error = err
-        .get_ref()
-        .and_then(|e| e.downcast_ref::<quietus::SpawnError>())
-        .expect("a SpawnError inside");
+    let spawn_error = &err;
     assert_eq!(spawn_error.kind(), quietus::SpawnErrorKind::LogDir);
     let named = format!("log folder {}", file.join("logs").display());
     assert!(
@@ -115,7 +112,7 @@ fn combined_mode_keeps_the_order_the_child_wrote() {
         .unwrap();
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0);
-    let snapshot = session.snapshot();
+    let snapshot = session.output();
     assert!(snapshot.stdout.is_none() && snapshot.stderr.is_none());
     assert_eq!(
         snapshot.combined.unwrap().render_lossy(),
@@ -133,7 +130,7 @@ fn the_omission_marker_states_the_exact_count() {
         .spawn()
         .unwrap();
     wait_generously(&session);
-    let out = session.snapshot().stdout.unwrap();
+    let out = session.output().stdout.unwrap();
     assert_eq!(out.omitted, 9900);
     let text = out.render_lossy();
     assert_eq!(
@@ -239,10 +236,7 @@ fn a_consumer_that_never_reads_does_not_slow_the_child_and_lifecycle_events_surv
     assert!(!seqs.is_empty() && seqs.len() < 300, "{seqs:?}");
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
     // The capture and the log hold everything regardless.
-    assert_eq!(
-        session.snapshot().stdout.unwrap().total,
-        result.logs[0].bytes
-    );
+    assert_eq!(session.output().stdout.unwrap().total, result.logs[0].bytes);
     assert_no_leak(&m);
 }
 
@@ -261,7 +255,7 @@ fn a_lagging_consumer_sees_gaps_flagged() {
     // Not reading at all while the child writes its first 150 lines: the channel fills up.
     assert!(common::poll_until(Duration::from_secs(30), || {
         session
-            .snapshot()
+            .output()
             .stdout
             .is_some_and(|s| s.render_lossy().contains("line 150\n"))
     }));
@@ -331,7 +325,7 @@ fn a_consumer_that_drops_the_receiver_changes_nothing() {
     drop(session.events());
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0);
-    assert_eq!(session.snapshot().stdout.unwrap().render(), b"a\nb\n");
+    assert_eq!(session.output().stdout.unwrap().render(), b"a\nb\n");
     assert_no_leak(&m);
 }
 
@@ -467,12 +461,8 @@ fn a_named_log_folder_that_cannot_be_made_is_not_mistaken_for_a_missing_program(
         .config(MonitorConfig::default().capture(capture_in(&dangling.join("logs"))))
         .spawn()
         .unwrap_err();
-    assert_ne!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
-    let spawn_error = err
-        .get_ref()
-        .and_then(|e| e.downcast_ref::<quietus::SpawnError>())
-        .unwrap_or_else(|| panic!("a SpawnError inside: {:?} {err}", err.kind()));
-    assert_eq!(spawn_error.kind(), quietus::SpawnErrorKind::LogDir);
+    assert_ne!(err.io_error_kind(), std::io::ErrorKind::NotFound, "{err}");
+    assert_eq!(err.kind(), quietus::SpawnErrorKind::LogDir, "{err}");
     assert!(err.to_string().contains("log folder"), "{err}");
     assert!(!witness.exists(), "the child must not have run");
     assert_no_leak(&m);

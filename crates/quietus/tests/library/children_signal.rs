@@ -269,3 +269,165 @@ fn a_busy_grandchild_starved_of_cpu_keeps_a_silent_child_alive() {
         assert_no_leak(&m);
     }
 }
+
+/// A tool whose output its parent captures (`out=$(tool)`): a line every 300 ms into a pipe
+/// nobody outside the tree sees, at next to no CPU. Progress no other source sees, under both
+/// backends (the walk of `/proc`, and the cgroup's members where one can be had).
+#[test]
+fn a_tool_writing_into_its_parents_pipe_keeps_the_tree_alive() {
+    for containment in [Containment::Group, Containment::Auto] {
+        let m = Marker::new("captured-output");
+        let idle = ms(1500);
+        let out = SharedBuf::new();
+        let script = r#"echo ready; out=$(python3 -c '
+import sys, time
+end = time.monotonic() + 4.5
+n = 0
+while time.monotonic() < end:
+    sys.stdout.write("progress %d\n" % n); sys.stdout.flush(); n += 1
+    time.sleep(0.3)
+'); echo "captured $(printf '%s\n' "$out" | wc -l) lines""#;
+        let session = Session::builder(m.sh(script))
+            .config(config(idle).containment(containment))
+            .stdout(out.sink())
+            .spawn()
+            .unwrap();
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::Exited) && result.exit_code() == 0,
+            "{containment:?}: {:?} (output {:?})",
+            result.outcome,
+            out.text()
+        );
+        assert!(out.text().contains("captured"), "{}", out.text());
+        assert_no_leak(&m);
+    }
+}
+
+/// Silent disk-bound work in short processes the leader reaps between two samples (`dd` writes
+/// 1 MiB and exits, every 300 ms): their bytes are in the leader's count once reaped, and
+/// still the tree's progress.
+#[test]
+fn silent_disk_work_of_reaped_children_keeps_the_tree_alive() {
+    let m = Marker::new("reaped-dd");
+    let dir = tempfile::tempdir().unwrap();
+    let idle = ms(1500);
+    let out = SharedBuf::new();
+    let script = r#"echo ready; while [ $SECONDS -lt 5 ]; do
+        dd if=/dev/zero of="$1" bs=64k count=16 conv=fsync status=none; sleep 0.3; done; echo done"#;
+    let mut program = Command::new("bash");
+    program
+        .args(["-c", script, m.as_str()])
+        .arg(dir.path().join("data"))
+        .env(common::MARKER_ENV, m.as_str());
+    let session = Session::builder(program)
+        .config(config(idle))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    assert!(
+        matches!(result.outcome, Outcome::Exited) && out.text().contains("done"),
+        "{:?} {:?}",
+        result.outcome,
+        out.text()
+    );
+    assert_no_leak(&m);
+}
+
+/// The other side: a stalled agent whose own heartbeat logger writes a line every 200 ms
+/// (the leader's own bytes, as its own CPU, are not the tree's progress) is still ended.
+#[test]
+fn a_stalled_agent_writing_a_heartbeat_is_still_ended() {
+    let m = Marker::new("heartbeat");
+    let dir = tempfile::tempdir().unwrap();
+    let idle = ms(800);
+    let out = SharedBuf::new();
+    let script = r#"exec python3 -c '
+import subprocess, sys, threading, time
+log = open(sys.argv[1], "a")
+def beat():
+    while True:
+        log.write("alive %f\n" % time.time()); log.flush(); time.sleep(0.2)
+threading.Thread(target=beat, daemon=True).start()
+print("ready", flush=True)
+subprocess.run(["sleep", "1000"])
+' "$1""#;
+    let mut command = m.sh(script);
+    command.arg(dir.path().join("agent.log"));
+    let started = Instant::now();
+    let session = Session::builder(command)
+        .config(config(idle))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{:?}", result.outcome);
+    };
+    assert!(started.elapsed() >= idle);
+    let log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
+    assert!(log.lines().count() >= 2, "the heartbeat ran: {log:?}");
+    let summary = report.children.expect("children summary");
+    assert_eq!(summary.moved_bytes, 0, "{summary:?}");
+    assert_no_leak(&m);
+}
+
+/// A tree of short-lived processes starved by other load (a shell script forking `true` on a
+/// CPU a busy loop holds, at the lowest priority): no process lives long enough to be seen
+/// runnable and the CPU it gets stays below the threshold, but it asked for a CPU nearly all
+/// the time. With a cgroup (root here) that demand is measured (`cpu.pressure`) and the tree
+/// runs to its end; without one it is ended, as the docs say.
+#[test]
+fn a_starved_tree_of_short_lived_processes_runs_to_its_end_with_a_cgroup() {
+    let m = Marker::new("starved-tree");
+    // The load: this test's own busy loop on CPU 0, ended by pid below.
+    let mut hog = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "echo hog; while :; do :; done"])
+        .arg(m.as_str())
+        .env(common::MARKER_ENV, m.as_str())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("taskset (util-linux) runs");
+    let mut line = String::new();
+    BufReader::new(hog.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let idle = ms(1500);
+    let out = SharedBuf::new();
+    // bash's own clock (`SECONDS`): no command substitution, whose pipe would be progress of
+    // another kind (bytes a child writes into its parent).
+    let script = "echo ready; n=0; while [ $SECONDS -lt 5 ]; do /bin/true; n=$((n+1)); done; \
+                  echo done $n";
+    let mut program = Command::new("taskset");
+    program
+        .args(["-c", "0", "nice", "-n", "19", "bash", "-c", script])
+        .arg(m.as_str())
+        .env(common::MARKER_ENV, m.as_str());
+    let session = Session::builder(program)
+        .config(config(idle).containment(Containment::Auto))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    let _ = hog.kill();
+    let _ = hog.wait();
+    match result.containment {
+        Containment::Cgroup => assert!(
+            matches!(result.outcome, Outcome::Exited) && out.text().contains("done"),
+            "{:?} {:?}",
+            result.outcome,
+            out.text()
+        ),
+        _ => assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "without a cgroup the demand is not measured: {:?}",
+            result.outcome
+        ),
+    }
+    assert_no_leak(&m);
+}

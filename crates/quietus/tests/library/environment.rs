@@ -20,7 +20,7 @@ fn run(builder: SessionBuilder) -> (quietus::MonitorResult, String) {
         .expect("the child can be spawned");
     let result = wait_generously(&session);
     let stdout = session
-        .snapshot()
+        .output()
         .stdout
         .expect("separate streams")
         .render_lossy();
@@ -197,7 +197,8 @@ fn seeded_files_are_private_copies_and_failures_are_recorded() {
     let failure = &report.failed[0];
     let (destination, error) = failure;
     assert_eq!(*destination, home.join("missing"), "{missing:?}");
-    assert!(error.contains("No such file"), "{error}");
+    assert!(error.to_string().contains("No such file"), "{error}");
+    assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
     assert_no_leak(&m);
 }
 
@@ -212,7 +213,11 @@ fn a_home_that_cannot_be_created_fails_the_spawn() {
         .environment(Environment::empty().home(&home))
         .spawn()
         .expect_err("a home under a file cannot be created");
-    assert_eq!(error.kind(), io::ErrorKind::NotADirectory, "{error}");
+    assert_eq!(
+        error.io_error_kind(),
+        io::ErrorKind::NotADirectory,
+        "{error}"
+    );
     assert!(
         error.to_string().contains(&home.display().to_string()),
         "{error}"

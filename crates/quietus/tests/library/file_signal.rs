@@ -360,7 +360,7 @@ fn the_file_signal_can_be_turned_off() {
 fn invalid_globs_are_a_config_error_at_spawn() {
     let config = MonitorConfig::default().files(FileWatchConfig::default().include("[unclosed"));
     let err = Session::spawn(Command::new("true"), config).unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(err.io_error_kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("files.include"), "{err}");
 }
 

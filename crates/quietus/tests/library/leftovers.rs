@@ -43,6 +43,18 @@ fn background_sleeper_is_ended_and_wait_returns_promptly() {
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
     assert_eq!(result.exit_code(), 0);
     assert!(result.leftovers_killed >= 1, "{result:#?}");
+    // Named before they were ended: what the caller (a model, through `mcp`) is told.
+    assert_eq!(
+        result.leftovers.len(),
+        result.leftovers_killed,
+        "{result:#?}"
+    );
+    let sleep = result.leftovers.iter().find(|l| l.name == "sleep");
+    assert_eq!(
+        sleep.map(|l| l.command.as_str()),
+        Some("sleep 1000"),
+        "{result:#?}"
+    );
     assert_eq!(result.signals_sent.first(), Some(&Signal::TERM));
     assert!(
         result.output_complete,
@@ -74,6 +86,15 @@ fn adopted_and_group_leftovers_are_ended_when_adopting_orphans() {
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
     assert!(result.leftovers_killed >= 2, "{result:#?}");
+    assert!(
+        result
+            .leftovers
+            .iter()
+            .filter(|l| l.name == "sleep")
+            .count()
+            >= 2,
+        "{result:#?}"
+    );
     assert_no_leak(&marker);
 }
 

@@ -68,7 +68,7 @@ fn silent_child_ends_exactly_at_the_idle_timeout_with_one_timer() {
     assert_eq!(result.signals_sent, vec![Signal::TERM]);
     assert!(!result.escalated);
     assert_eq!(result.exit_code(), 124);
-    assert_eq!(result.signal(), Some(15));
+    assert_eq!(result.signal().map(quietus::Signal::number), Some(15));
     // Only the clock moved the run: it lasted exactly the idle timeout of mock time.
     assert_eq!(result.runtime, Duration::from_secs(300));
     // No tick: the monitor armed a handful of timers, not one per interval.
@@ -168,7 +168,7 @@ fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
     assert!(matches!(result.outcome, Outcome::IdleTimeout(_)));
     assert!(result.escalated);
     assert_eq!(result.signals_sent, vec![Signal::TERM, Signal::KILL]);
-    assert_eq!(result.signal(), Some(9));
+    assert_eq!(result.signal().map(quietus::Signal::number), Some(9));
     assert_eq!(result.ladder_time, Some(Duration::from_secs(5)));
     assert_eq!(result.runtime, Duration::from_secs(65));
     assert_no_leak(&m);

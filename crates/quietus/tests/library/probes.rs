@@ -157,7 +157,7 @@ fn bad_probe_settings_are_config_errors() {
         ),
     ] {
         let err = Session::spawn(m.sh("true"), config).unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(err.io_error_kind(), std::io::ErrorKind::InvalidInput);
         assert!(err.to_string().contains(needle), "{err}");
     }
 }

@@ -19,7 +19,7 @@ use quietus::{
 fn run(builder: SessionBuilder, config: MonitorConfig) -> (i32, String) {
     let session = builder.config(config).spawn().expect("it starts");
     let result = wait_generously(&session);
-    let snapshot = session.snapshot();
+    let snapshot = session.output();
     let out = snapshot.stdout.or(snapshot.combined).expect("captured");
     (result.exit_code(), out.render_lossy())
 }
@@ -102,7 +102,7 @@ fn a_program_reads_a_piped_an_inherited_or_no_stdin() {
     session.close_stdin();
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0);
-    let out = session.snapshot().stdout.expect("captured").render_lossy();
+    let out = session.output().stdout.expect("captured").render_lossy();
     assert_eq!(out, "fed\n");
 
     // Inherited: the child's stdin is this process's (the same open file).
@@ -139,14 +139,13 @@ fn a_program_that_cannot_run_fails_as_a_commands_does() {
         let fast = Session::builder(Program::new(program)).spawn();
         let forked = Session::builder(Command::new(program)).spawn();
         for err in [fast.expect_err(program), forked.expect_err(program)] {
-            assert_eq!(err.kind(), kind, "{program}: {err}");
-            let spawn_error = SpawnError::of(&err).expect("a spawn error");
-            assert_eq!(spawn_error.kind(), SpawnErrorKind::Program, "{err}");
+            assert_eq!(err.io_error_kind(), kind, "{program}: {err}");
+            assert_eq!(err.kind(), SpawnErrorKind::Program, "{err}");
         }
     }
     let missing = Program::new("true").current_dir("/no/such/dir-fast");
     let err = Session::builder(missing).spawn().expect_err("no folder");
-    assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+    assert_eq!(err.io_error_kind(), io::ErrorKind::NotFound, "{err}");
 }
 
 #[test]
@@ -156,7 +155,7 @@ fn an_inherited_stdin_cannot_go_with_a_terminal() {
         .pty(24, 80)
         .spawn()
         .expect_err("a terminal is the stdin");
-    let spawn_error = SpawnError::of(&err).expect("a spawn error");
+    let spawn_error: &SpawnError = &err;
     assert_eq!(spawn_error.kind(), SpawnErrorKind::Config);
     assert_eq!(
         spawn_error.inner().downcast_ref::<ConfigError>(),

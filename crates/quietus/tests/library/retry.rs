@@ -247,7 +247,7 @@ fn spawn_errors_end_the_run() {
     let error = RetryPolicy::new([SIGNATURE])
         .run(|_| missing())
         .unwrap_err();
-    assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(error.io_error_kind(), std::io::ErrorKind::NotFound);
 
     // A retry that cannot be spawned: the attempts so far are reported with the error.
     let m = Marker::new("retry-spawn-error");
@@ -264,7 +264,7 @@ fn spawn_errors_end_the_run() {
         .retry_spawn_error
         .as_ref()
         .expect("the retry's error");
-    assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(error.io_error_kind(), std::io::ErrorKind::NotFound);
     assert!(!report.succeeded());
     assert_no_leak(&m);
 }

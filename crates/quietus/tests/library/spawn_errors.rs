@@ -22,7 +22,7 @@ fn missing_program_is_not_found_and_named() {
     let mut command = Command::new(&program);
     command.env(common::MARKER_ENV, marker.as_str());
     let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
-    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(err.io_error_kind(), ErrorKind::NotFound, "{err}");
     assert!(err.to_string().contains(&program), "{err}");
     assert_no_leak(&marker);
 }
@@ -35,7 +35,7 @@ fn missing_program_by_path_is_not_found_and_named() {
     let mut command = Command::new(&program);
     command.env(common::MARKER_ENV, marker.as_str());
     let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
-    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(err.io_error_kind(), ErrorKind::NotFound, "{err}");
     assert!(
         err.to_string().contains(&*program.to_string_lossy()),
         "{err}"
@@ -60,7 +60,7 @@ fn non_executable_file_is_permission_denied_and_named() {
     let mut command = Command::new(&*path);
     command.env(common::MARKER_ENV, marker.as_str());
     let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
-    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    assert_eq!(err.io_error_kind(), ErrorKind::PermissionDenied, "{err}");
     assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
     assert_no_leak(&marker);
 }
@@ -76,12 +76,16 @@ fn invalid_config_is_invalid_input_and_spawns_nothing() {
         MonitorConfig::default().idle_timeout(Duration::ZERO),
     )
     .expect_err("an invalid configuration is refused");
-    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(err.io_error_kind(), ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("idle_timeout"), "{err}");
-    // The ConfigError is the io::Error's source (inside its SpawnError).
-    let config_error = std::error::Error::source(&err)
-        .and_then(|e| e.downcast_ref::<ConfigError>())
-        .expect("the ConfigError is kept inside the io::Error");
+    // The ConfigError is the SpawnError's inner error; the SpawnError is transparent (its
+    // text is the ConfigError's), so the chain prints it once.
+    let config_error = err
+        .inner()
+        .downcast_ref::<ConfigError>()
+        .expect("the ConfigError is kept inside the SpawnError");
+    assert_eq!(err.to_string(), config_error.to_string());
+    assert!(std::error::Error::source(&err).is_none(), "{err}");
     assert!(
         matches!(
             config_error,
@@ -113,7 +117,11 @@ fn other_invalid_configs_are_refused_too() {
     for config in bad {
         let err = Session::spawn(marker.sh("sleep 1000"), config.clone())
             .expect_err("an invalid configuration is refused");
-        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{config:?}: {err}");
+        assert_eq!(
+            err.io_error_kind(),
+            ErrorKind::InvalidInput,
+            "{config:?}: {err}"
+        );
     }
     assert_no_leak(&marker);
 }
@@ -130,7 +138,7 @@ fn an_invalid_idle_timeout_is_refused_without_change() {
     assert!(session.try_wait().is_none());
     session.kill();
     let result = common::wait_generously(&session);
-    assert_eq!(result.signal(), Some(9));
+    assert_eq!(result.signal().map(quietus::Signal::number), Some(9));
     assert_no_leak(&marker);
 }
 
@@ -141,21 +149,47 @@ fn missing_working_directory_is_not_found_and_names_the_program() {
     let mut command = marker.sh("sleep 1000");
     command.current_dir(dir.path().join("absent"));
     let err = Session::spawn(command, MonitorConfig::default()).expect_err("cannot spawn");
-    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(err.io_error_kind(), ErrorKind::NotFound, "{err}");
     assert!(err.to_string().contains("\"sh\""), "{err}");
     assert_no_leak(&marker);
 }
 
-/// The [`SpawnError`] a failed spawn carries, with its kind and the `io::ErrorKind` the
-/// failure had: every error of a spawn carries one (issue 12).
+/// The [`SpawnError`] of a failed spawn, checked for its kind and the `io::ErrorKind` the
+/// failure had (issue 12), and for what `io::Error::from` makes of it (issue 37).
 #[track_caller]
-fn expect_kind(err: &std::io::Error, kind: SpawnErrorKind, io_kind: ErrorKind) -> &SpawnError {
-    let spawn_error = SpawnError::of(err)
-        .unwrap_or_else(|| panic!("no SpawnError inside: {:?} {err}", err.kind()));
-    assert_eq!(spawn_error.kind(), kind, "{err}");
-    assert_eq!(err.kind(), io_kind, "{err}");
-    assert_eq!(spawn_error.to_string(), err.to_string());
-    spawn_error
+fn expect_kind(err: &SpawnError, kind: SpawnErrorKind, io_kind: ErrorKind) -> &SpawnError {
+    assert_eq!(err.kind(), kind, "{err}");
+    assert_eq!(err.io_error_kind(), io_kind, "{err}");
+    err
+}
+
+/// A spawn error becomes an `io::Error` of its kind, with its text, its source and the
+/// `SpawnError` inside (walkdir's shape), and neither prints a cause twice.
+#[test]
+fn a_spawn_error_is_an_io_error_that_prints_each_cause_once() {
+    let err = Session::spawn(
+        Command::new("/no/such/quietus-program"),
+        MonitorConfig::default(),
+    )
+    .expect_err("cannot spawn");
+    let text = err.to_string();
+    let cause = std::error::Error::source(&err)
+        .expect("the system's error is the source")
+        .to_string();
+    assert!(!text.contains(&cause), "{text:?} repeats {cause:?}");
+    assert!(text.contains("/no/such/quietus-program"), "{text}");
+    let io_error = std::io::Error::from(err);
+    assert_eq!(io_error.kind(), ErrorKind::NotFound);
+    assert_eq!(io_error.to_string(), text);
+    assert_eq!(
+        std::error::Error::source(&io_error).map(ToString::to_string),
+        Some(cause)
+    );
+    let inside = io_error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<SpawnError>())
+        .expect("the SpawnError inside");
+    assert_eq!(inside.kind(), SpawnErrorKind::Program);
 }
 
 #[test]

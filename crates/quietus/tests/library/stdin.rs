@@ -29,7 +29,7 @@ fn a_round_trip_through_cat() {
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited);
     assert_eq!(result.exit_code(), 0, "cat saw end-of-file and exited");
-    let stdout = session.snapshot().stdout.expect("separate streams");
+    let stdout = session.output().stdout.expect("separate streams");
     assert_eq!(stdout.render(), b"hello\nworld\n");
     let closed = session.write_stdin(b"late").unwrap_err();
     assert_eq!(closed.kind(), io::ErrorKind::NotConnected);
@@ -45,7 +45,7 @@ fn stdin_is_null_unless_piped() {
     assert_eq!(refused.kind(), io::ErrorKind::NotConnected);
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0);
-    assert_eq!(session.snapshot().total_bytes(), 0);
+    assert_eq!(session.output().total_bytes(), 0);
     assert_no_leak(&m);
 }
 

@@ -5,12 +5,12 @@
 use std::io;
 use std::sync::Arc;
 
-use super::guardian::start_guardian;
+use super::guardian::{Place, start_guardian};
 use crate::config::{Containment, MonitorConfig};
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::outcome::{SupervisorDeath, TreeHold};
 use crate::process::cgroup::Cgroup;
-use crate::process::{self, sys};
+use crate::process::sys;
 
 /// The session's cgroup as the configuration asks, with its place in the guardian (told just
 /// before the cgroup is made): `None` for the group (with why not a cgroup under `Auto`); an
@@ -22,7 +22,7 @@ pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Resu
             why_not_cgroup,
             supervisor_death: SupervisorDeath::NotNeeded,
         },
-        guardian: None,
+        guardian: Place::Untaken,
         entry: None,
     };
     if config.containment == Containment::Group {
@@ -31,7 +31,7 @@ pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Resu
     // The guardian is told of the cgroup just before it is made: from the cgroup's first
     // moment to its removal, something outside this process removes it (and ends its
     // members) if this process is killed.
-    let mut guardian = None;
+    let mut guardian = Place::Untaken;
     match Cgroup::create(id, |path| {
         guardian = start_guardian(config, id, None, Some(path));
     }) {
@@ -54,12 +54,13 @@ pub(in crate::monitor) fn hold_tree(config: &MonitorConfig, id: u64) -> io::Resu
         Err(why) => {
             drop(guardian); // forgets the session
             if config.containment == Containment::Cgroup {
-                return Err(SpawnError::new(
+                return Err(SpawnError::because(
                     SpawnErrorKind::Containment,
                     "--containment cgroup: no cgroup can be made for the session (run as root, \
                      or in a delegated cgroup: systemd-run --user --scope -p Delegate=yes …; or \
                      use --containment auto)",
-                    io::Error::new(io::ErrorKind::PermissionDenied, why),
+                    why,
+                    io::ErrorKind::PermissionDenied,
                 )
                 .into());
             }
@@ -76,7 +77,7 @@ pub(in crate::monitor) struct Held {
     /// What the result says.
     pub(in crate::monitor) containment: TreeHold,
     /// The session's place in the guardian, told of the cgroup (or why there is none).
-    pub(in crate::monitor) guardian: Option<Result<process::Guardian, String>>,
+    pub(in crate::monitor) guardian: Place,
     /// What the child needs to start inside the cgroup.
     pub(in crate::monitor) entry: Option<sys::CgroupEntry>,
 }

@@ -4,24 +4,38 @@
 use crate::config::MonitorConfig;
 use crate::outcome::SupervisorDeath;
 use crate::process;
+use crate::process::guardian::GuardianUnavailable;
 
 /// With the parent-death signal asked for, the grandchildren should die with this process
 /// too: the process's guardian SIGKILLs the group (and the cgroup's members, and removes the
-/// cgroup) if this process vanishes. `None` when not asked for.
+/// cgroup) if this process vanishes. [`Place::Untaken`] when not asked for.
 pub(super) fn start_guardian(
     config: &MonitorConfig,
     id: u64,
     pid: Option<u32>,
     cgroup: Option<&std::path::Path>,
-) -> Option<Result<process::Guardian, String>> {
+) -> Place {
     if !config.parent_death_signal {
-        return None;
+        return Place::Untaken;
     }
-    let guardian = process::Guardian::start(id, pid, cgroup);
-    if let Err(why) = &guardian {
-        log::info!("session {id}: no guardian: {why}");
+    match process::Guardian::start(id, pid, cgroup) {
+        Ok(guardian) => Place::Taken(guardian),
+        Err(why) => {
+            log::info!("session {id}: no guardian: {why}");
+            Place::Refused(why)
+        }
     }
-    Some(guardian)
+}
+
+/// The session's place in the process's guardian.
+pub(in crate::monitor) enum Place {
+    /// Not asked for (no parent-death signal), or not yet: without a cgroup, it is taken once
+    /// the program runs ([`guard_tree`]).
+    Untaken,
+    /// Taken: the guardian ends the tree if this process dies.
+    Taken(process::Guardian),
+    /// The guardian could not be had: why.
+    Refused(GuardianUnavailable),
 }
 
 /// The session's place in the guardian, and what it means for the supervisor's death.
@@ -43,11 +57,10 @@ pub(in crate::monitor) fn guard_tree(
     id: u64,
     pid: i32,
     gone: impl FnOnce() -> bool,
-    early: Option<Result<process::Guardian, String>>,
+    early: Place,
 ) -> Guarded {
-    let guardian = match early {
-        Some(early) => early, // in a cgroup: told before the program started
-        None if gone() => {
+    let place = match early {
+        Place::Untaken if gone() => {
             log::debug!("session {id}: pid {pid} already exited, alone: no guardian needed");
             return Guarded {
                 guardian: None,
@@ -55,23 +68,56 @@ pub(in crate::monitor) fn guard_tree(
                 tree_gone: true,
             };
         }
-        None => match start_guardian(config, id, Some(pid.unsigned_abs()), None) {
-            Some(guardian) => guardian,
-            None => {
-                return Guarded {
-                    guardian: None,
-                    supervisor_death: SupervisorDeath::Nothing,
-                    tree_gone: false,
-                };
-            }
-        },
+        Place::Untaken => start_guardian(config, id, Some(pid.unsigned_abs()), None),
+        early => early, // in a cgroup: told before the program started
+    };
+    let guardian = match place {
+        Place::Untaken => {
+            return Guarded {
+                guardian: None,
+                supervisor_death: SupervisorDeath::Nothing,
+                tree_gone: false,
+            };
+        }
+        Place::Taken(guardian) => Ok(guardian),
+        Place::Refused(why) => Err(why),
     };
     Guarded {
-        supervisor_death: process::guardian::supervisor_death(
-            &guardian,
-            config.parent_death_signal,
-        ),
+        supervisor_death: supervisor_death(&guardian, config.parent_death_signal),
         guardian: guardian.ok(),
         tree_gone: false,
+    }
+}
+
+/// What a session's containment says about the supervisor's death, given its guardian (or why
+/// there is none) and whether the leader gets the parent-death signal.
+fn supervisor_death<G>(
+    guardian: &Result<G, GuardianUnavailable>,
+    parent_death_signal: bool,
+) -> SupervisorDeath {
+    match guardian {
+        Ok(_) => SupervisorDeath::Guardian,
+        Err(why) if parent_death_signal => SupervisorDeath::LeaderOnly {
+            why_no_guardian: why.clone(),
+        },
+        Err(_) => SupervisorDeath::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_guardian_the_leader_alone_dies_with_the_supervisor() {
+        let none: Result<(), GuardianUnavailable> = Err(GuardianUnavailable::NoProgram);
+        assert_eq!(
+            supervisor_death(&none, true),
+            SupervisorDeath::LeaderOnly {
+                why_no_guardian: GuardianUnavailable::NoProgram
+            }
+        );
+        assert_eq!(supervisor_death(&none, false), SupervisorDeath::Nothing);
+        assert_eq!(supervisor_death(&Ok(()), true), SupervisorDeath::Guardian);
     }
 }

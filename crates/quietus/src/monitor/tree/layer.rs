@@ -13,6 +13,7 @@ use std::time::Instant;
 #[cfg(target_os = "linux")]
 use crate::monitor::SESSION_TAG;
 use crate::process::{self, sys};
+use crate::signal::Signal;
 use crate::sources::children::{DescendantObserver, Identity};
 
 /// The process operations the ladder needs: the operating system in a session
@@ -20,16 +21,16 @@ use crate::sources::children::{DescendantObserver, Identity};
 /// `ProcessSource`.
 pub(in crate::monitor) trait ProcessLayer {
     /// Sends `signal` to every member of process group `pgid`.
-    fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()>;
+    fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()>;
     /// Sends `signal` to the leader (by its pidfd where there is one).
-    fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()>;
+    fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()>;
     /// Sends `signal` to the remembered descendant `identity` if it is still that process
     /// (through a pidfd opened and checked against the identity: a reused pid is never hit).
-    fn signal_escapee(&mut self, identity: Identity, signal: i32) -> io::Result<()>;
+    fn signal_escapee(&mut self, identity: Identity, signal: Signal) -> io::Result<()>;
     /// Whether the session has a cgroup of its own: then the tree is its members.
     fn has_cgroup(&self) -> bool;
     /// Sends `signal` to every member of the session's cgroup.
-    fn signal_cgroup(&mut self, signal: i32) -> io::Result<()>;
+    fn signal_cgroup(&mut self, signal: Signal) -> io::Result<()>;
     /// SIGKILLs every member of the session's cgroup at once (`cgroup.kill`).
     fn kill_cgroup(&mut self) -> io::Result<()>;
     /// Whether the session's cgroup still has a live member; `None` when it cannot be read.
@@ -224,26 +225,26 @@ impl OsProcesses {
 }
 
 impl ProcessLayer for OsProcesses {
-    fn signal_group(&mut self, pgid: i32, signal: i32) -> io::Result<()> {
-        sys::kill_group(pgid, signal)
+    fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()> {
+        sys::kill_group(pgid, signal.number())
     }
 
-    fn signal_pid(&mut self, pid: i32, signal: i32) -> io::Result<()> {
+    fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()> {
         match &self.leader {
-            Some((leader, fd)) if *leader == pid => sys::pidfd_signal(fd.as_fd(), signal),
-            _ => sys::kill_pid(pid, signal),
+            Some((leader, fd)) if *leader == pid => sys::pidfd_signal(fd.as_fd(), signal.number()),
+            _ => sys::kill_pid(pid, signal.number()),
         }
     }
 
-    fn signal_escapee(&mut self, identity: Identity, signal: i32) -> io::Result<()> {
+    fn signal_escapee(&mut self, identity: Identity, signal: Signal) -> io::Result<()> {
         match self.pidfd(identity) {
-            Ok(Some(fd)) => return sys::pidfd_signal(fd, signal),
+            Ok(Some(fd)) => return sys::pidfd_signal(fd, signal.number()),
             Ok(None) => return Err(io::ErrorKind::NotFound.into()),
             Err(_) => {}
         }
         // No pidfds: the identity is checked just before the signal.
         if self.alive(identity) {
-            sys::kill_pid(identity.pid, signal)
+            sys::kill_pid(identity.pid, signal.number())
         } else {
             Err(io::ErrorKind::NotFound.into())
         }
@@ -253,9 +254,9 @@ impl ProcessLayer for OsProcesses {
         self.cgroup.is_some()
     }
 
-    fn signal_cgroup(&mut self, signal: i32) -> io::Result<()> {
+    fn signal_cgroup(&mut self, signal: Signal) -> io::Result<()> {
         match &self.cgroup {
-            Some(cgroup) => cgroup.signal(signal).map(|_| ()),
+            Some(cgroup) => cgroup.signal(signal.number()).map(|_| ()),
             None => Err(io::ErrorKind::NotFound.into()),
         }
     }

@@ -16,6 +16,7 @@ pub(super) mod terminal;
 use std::io;
 use std::process::{Command, Stdio};
 
+use super::launch::{Attach, Exec};
 use super::{SESSION_TAG, boot_ticks_now, end_session};
 use crate::config::MonitorConfig;
 use crate::error::{SpawnError, SpawnErrorKind};
@@ -26,13 +27,11 @@ use crate::process::{self, ChildProcess, sys};
 pub(super) struct Plan {
     /// Its stdin (a terminal replaces it).
     pub(super) stdin: Stdio,
-    /// Run on a pseudo-terminal of this size (rows, columns) instead of pipes.
-    pub(super) pty: Option<(u16, u16)>,
-    /// Pipe mode: lead a session of its own, without a controlling terminal.
-    pub(super) detached: bool,
-    /// A `Program`'s environment, kept in order by quietus's own `execve` (the flag: whether
-    /// it was cleared); `None`: std's `execvp` (a caller's `Command`).
-    pub(super) ordered: Option<bool>,
+    /// On pipes, leading a group or a session, or on a terminal.
+    pub(super) attach: Attach,
+    /// By std's `execvp`, or by quietus's own `execve` keeping a `Program`'s environment in
+    /// order.
+    pub(super) exec: Exec,
     /// What the child needs to start inside the session's cgroup.
     pub(super) cgroup: Option<sys::CgroupEntry>,
     /// Whether the guardian holds the tree from before the start (the cgroup's): then the
@@ -73,23 +72,23 @@ pub(super) fn start(
     let tag = subreaper_tag(&mut command, config, id);
     // From the main thread, the signal comes when the process dies, as from the spawner.
     let from_spawner = cfg!(target_os = "linux") && parent_death && !sys::on_main_thread();
-    let exec = match plan.ordered {
-        Some(env_cleared) => sys::spawn::OrderedExec::of(&command, env_cleared)
+    let exec = match plan.exec {
+        Exec::Ordered { env_cleared } => sys::spawn::OrderedExec::of(&command, env_cleared)
             .map_err(|e| process::describe_spawn_error(&command, e))?,
-        None => None,
+        Exec::Std => None,
     };
-    let attached = match plan.pty {
-        Some(size) => {
+    let attached = match plan.attach {
+        Attach::Terminal { rows, cols } => {
             drop(plan.stdin);
             let start = terminal::Start {
-                size,
+                size: (rows, cols),
                 parent_death,
                 exec,
             };
             terminal::attach(&mut command, start, plan.cgroup)?
         }
-        None => {
-            let lead = if plan.detached {
+        Attach::Group | Attach::Session => {
+            let lead = if matches!(plan.attach, Attach::Session) {
                 sys::Lead::Session
             } else {
                 sys::Lead::Group

@@ -15,14 +15,123 @@ use super::*;
 /// the open fails when the last part of the path is a symbolic link.
 pub(crate) const O_NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
 
-/// Whether this process may create and open files in folder `dir` (`access(W_OK | X_OK)`,
-/// with the real user id, as the folder's permission bits and ACLs say).
-pub(crate) fn check_dir_writable(dir: &Path) -> io::Result<()> {
-    rustix::fs::access(
+/// Opens folder `dir` once, for files to be made relative to it (`O_DIRECTORY`; with
+/// `follow` false, `O_NOFOLLOW` too: a symbolic link at `dir` is refused, `ELOOP`).
+pub(crate) fn open_folder(dir: &Path, follow: bool) -> io::Result<std::fs::File> {
+    use rustix::fs::OFlags;
+    let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd = rustix::fs::open(dir, flags, rustix::fs::Mode::empty())?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// Whether this process may create and open files in the open folder `dir`
+/// (`access(W_OK | X_OK)` with the real user id, as the folder's permission bits and ACLs
+/// say), on the folder itself whatever its path leads to now.
+pub(crate) fn check_folder_writable(dir: &std::fs::File) -> io::Result<()> {
+    rustix::fs::accessat(
         dir,
+        ".",
         rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::empty(),
     )
     .map_err(io::Error::from)
+}
+
+/// Creates file `name` in the open folder `dir`: new (never an existing file, never through
+/// a symbolic link), write-only, with `mode` (less the umask).
+pub(crate) fn create_new_in(
+    dir: &std::fs::File,
+    name: &str,
+    mode: u32,
+) -> io::Result<std::fs::File> {
+    use rustix::fs::OFlags;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // (`mode_t` is 16 bits on macOS)
+    #[allow(clippy::unnecessary_cast)]
+    let mode = rustix::fs::Mode::from_raw_mode(mode as rustix::fs::RawMode);
+    let fd = rustix::fs::openat(dir, name, flags, mode)?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// Opens file `name` in the open folder `dir` for reading, not through a symbolic link.
+pub(crate) fn open_in(dir: &std::fs::File, name: &str) -> io::Result<std::fs::File> {
+    use rustix::fs::OFlags;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rustix::fs::openat(dir, name, flags, rustix::fs::Mode::empty())?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// Removes file `name` from the open folder `dir`.
+pub(crate) fn remove_in(dir: &std::fs::File, name: &str) -> io::Result<()> {
+    rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty()).map_err(io::Error::from)
+}
+
+/// The names in the open folder `dir` that are plain files (not followed), with their
+/// modification time and size.
+pub(crate) fn files_in(
+    dir: &std::fs::File,
+) -> io::Result<Vec<(String, std::time::SystemTime, u64)>> {
+    let mut found = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        if name == "." || name == ".." {
+            continue;
+        }
+        let Ok(stat) = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+            continue;
+        }
+        let modified = std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(stat.st_mtime).unwrap_or(0),
+                u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+            );
+        found.push((
+            name.to_owned(),
+            modified,
+            u64::try_from(stat.st_size).unwrap_or(0),
+        ));
+    }
+    Ok(found)
+}
+
+/// The filesystem type (`statfs`'s `f_type`, the kernel's magic number) of the filesystem
+/// `path` is on.
+pub(crate) fn filesystem_kind(path: &Path) -> Option<u64> {
+    let stat = rustix::fs::statfs(path).ok()?;
+    #[allow(clippy::cast_sign_loss, clippy::unnecessary_cast)] // a magic number, not a size
+    Some(stat.f_type as u64)
+}
+
+/// Whether the filesystem of device `device` (a `st_dev`) is a `devtmpfs` (`/dev`), by
+/// `/proc/self/mountinfo` (its `f_type` is tmpfs's).
+#[allow(clippy::unnecessary_cast)] // `dev_t` is u64 on Linux, i32 on macOS
+pub(crate) fn is_devtmpfs(device: u64) -> bool {
+    let device = device as rustix::fs::Dev;
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let wanted = format!(
+        "{}:{}",
+        rustix::fs::major(device),
+        rustix::fs::minor(device)
+    );
+    mounts.lines().any(|line| {
+        let mut fields = line.split(' ');
+        let same = fields.nth(2) == Some(wanted.as_str());
+        same && line
+            .split(" - ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with("devtmpfs "))
+    })
 }
 
 /// Whether this process may write to file `path` (`access(W_OK)` with the real user id).

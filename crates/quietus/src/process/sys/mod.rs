@@ -64,6 +64,9 @@ pub(crate) struct TcpSocket {
     pub(crate) local: std::net::SocketAddr,
     /// The peer's address.
     pub(crate) peer: std::net::SocketAddr,
+    /// Milliseconds since it last sent and last received payload (`tcp_info`'s
+    /// `tcpi_last_data_sent`, `tcpi_last_data_recv`); `None` without `tcp_info`.
+    pub(crate) last_data: Option<(u32, u32)>,
     /// The kernel's key of the socket (its family, then its `inet_diag_sockid`: ports,
     /// addresses, interface, cookie), to ask for this one socket again.
     pub(crate) key: [u8; 49],

@@ -13,6 +13,71 @@ use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
 
 use super::*;
 
+/// How this process sees `/proc`: the pids in it are this process's own only when it is
+/// mounted for this process's pid namespace. Without it (a container or sandbox that mounts
+/// none), or with the host's kept in a new pid namespace (`unshare --pid --fork` without
+/// `--mount-proc`), every process read by pid would be none, or another one: nothing is read
+/// from it then ([`read_proc`] and the rest say nothing), and the sources that need it say
+/// they cannot observe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProcView {
+    /// Mounted for this process's own pid namespace.
+    Own,
+    /// Not mounted.
+    Missing,
+    /// Mounted for another pid namespace: there this process is `seen_as`, not `own`.
+    Foreign { seen_as: i32, own: i32 },
+}
+
+impl ProcView {
+    /// Why processes cannot be read by pid from `/proc`, if they cannot.
+    pub(crate) fn why_not(&self) -> Option<String> {
+        match self {
+            ProcView::Own => None,
+            ProcView::Missing => Some("/proc is not mounted".to_owned()),
+            ProcView::Foreign { seen_as, own } => Some(format!(
+                "/proc is another pid namespace's (this process is {seen_as} there, {own} \
+                 here)"
+            )),
+        }
+    }
+}
+
+/// How this process sees the `/proc` at `root`, being process `own` in its pid namespace: by
+/// where `root/self` leads.
+pub(crate) fn proc_view_at(root: &Path, own: i32) -> ProcView {
+    let seen = std::fs::read_link(root.join("self")).ok();
+    match seen
+        .as_deref()
+        .and_then(Path::to_str)
+        .map(str::parse::<i32>)
+    {
+        Some(Ok(seen_as)) if seen_as == own => ProcView::Own,
+        Some(Ok(seen_as)) => ProcView::Foreign { seen_as, own },
+        _ => ProcView::Missing,
+    }
+}
+
+/// How this process sees `/proc` (looked at once: a process's pid namespace never changes).
+pub(crate) fn proc_view() -> &'static ProcView {
+    static VIEW: std::sync::OnceLock<ProcView> = std::sync::OnceLock::new();
+    VIEW.get_or_init(|| {
+        if cfg!(target_os = "linux") {
+            proc_view_at(
+                Path::new("/proc"),
+                rustix::process::getpid().as_raw_nonzero().get(),
+            )
+        } else {
+            ProcView::Missing
+        }
+    })
+}
+
+/// Whether processes can be read by pid from `/proc` ([`ProcView::Own`]).
+fn proc_is_own() -> bool {
+    *proc_view() == ProcView::Own
+}
+
 /// One line of `/proc/<pid>/stat`, the fields quietus needs.
 #[cfg(target_os = "linux")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +135,9 @@ pub(crate) fn read_proc<'b>(
     path: &str,
     buf: &'b mut [u8; 1024],
 ) -> Option<std::borrow::Cow<'b, str>> {
+    if !proc_is_own() {
+        return None;
+    }
     read_small(std::path::Path::new(path), buf).ok()
 }
 
@@ -116,6 +184,49 @@ pub(crate) fn read_count(pid: i32) -> Option<u64> {
     text.lines()
         .find_map(|line| line.strip_prefix("syscr:"))
         .and_then(|n| n.trim().parse().ok())
+}
+
+/// The bytes `pid` has moved that are progress no other source sees: what it wrote with
+/// `write` and its kin (`wchar` of `/proc/<pid>/io`: into a pipe its parent reads, a file, a
+/// socket) plus what it read from storage (`read_bytes`: disk-bound work). Reads that only
+/// copy from the page cache or a pipe are left out: every program's start reads its libraries'
+/// headers, and a reader only consumes what a writer already counted. `None` if it cannot be
+/// read (another user's process, a kernel without task I/O accounting).
+#[cfg(target_os = "linux")]
+pub(crate) fn read_moved_bytes(pid: i32) -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
+    parse_moved_bytes(&text)
+}
+
+/// The part of [`read_moved_bytes`] that is `pid`'s own, its live threads' (each
+/// `/proc/<pid>/task/<tid>/io`): the process's whole count also holds what its reaped
+/// children moved (the kernel adds a child's counts to its parent's when it is reaped).
+#[cfg(target_os = "linux")]
+pub(crate) fn read_own_moved_bytes(pid: i32) -> Option<u64> {
+    let mut sum = 0u64;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let mut buf = [0u8; 1024];
+        let path = entry.path().join("io");
+        let Ok(text) = read_small(&path, &mut buf) else {
+            continue; // a thread that ended meanwhile
+        };
+        sum = sum.saturating_add(parse_moved_bytes(&text)?);
+    }
+    Some(sum)
+}
+
+/// `wchar` + `read_bytes` of a `/proc/<pid>/io` text.
+pub(crate) fn parse_moved_bytes(text: &str) -> Option<u64> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    };
+    Some(field("wchar:")?.saturating_add(field("read_bytes:").unwrap_or(0)))
 }
 
 /// Elsewhere (and in the portable backend): no `/proc`.
@@ -206,6 +317,9 @@ pub(crate) fn fd_links(pid: i32, found: &mut dyn FnMut(i32, &[u8])) -> io::Resul
 #[cfg(target_os = "linux")]
 pub(crate) fn open_fd_dir(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
+    if let Some(why) = proc_view().why_not() {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+    }
     Ok(rustix::fs::open(
         format!("/proc/{pid}/fd"),
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -250,6 +364,9 @@ pub(crate) fn socket_inode(target: &[u8]) -> Option<u64> {
 /// The entry `NAME=…` of `/proc/<pid>/environ` for `name`, if the process has one.
 #[cfg(target_os = "linux")]
 pub(crate) fn environ_entry(pid: i32, name: &str) -> Option<Vec<u8>> {
+    if !proc_is_own() {
+        return None;
+    }
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = [name.as_bytes(), b"="].concat();
     env.split(|b| *b == 0)
@@ -260,6 +377,9 @@ pub(crate) fn environ_entry(pid: i32, name: &str) -> Option<Vec<u8>> {
 /// The pipes (device, inode) among the standard streams (fds 0, 1, 2) of process `pid`.
 #[cfg(target_os = "linux")]
 pub(crate) fn stdio_pipes(pid: i32) -> Vec<(u64, u64)> {
+    if !proc_is_own() {
+        return Vec::new();
+    }
     (0..3)
         .filter_map(|fd| rustix::fs::stat(format!("/proc/{pid}/fd/{fd}")).ok())
         .filter(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo)
@@ -299,6 +419,9 @@ pub(crate) fn process_group_of(pid: i32) -> Option<i32> {
 pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
     #[cfg(target_os = "linux")]
     {
+        if !proc_is_own() {
+            return None;
+        }
         let mut members = Vec::new();
         let dir = std::fs::read_dir("/proc").ok()?;
         for entry in dir.flatten() {
@@ -322,5 +445,32 @@ pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
     {
         let _ = (pgid, except);
         None
+    }
+}
+
+#[cfg(test)]
+mod view_tests {
+    use super::*;
+
+    /// A `/proc` of this pid namespace, none, and another namespace's (the host's kept by
+    /// `unshare --pid --fork`): only the first is read.
+    #[test]
+    fn proc_is_read_only_when_it_is_this_namespaces() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(proc_view_at(dir.path(), 7), ProcView::Missing);
+        assert!(ProcView::Missing.why_not().unwrap().contains("not mounted"));
+        std::os::unix::fs::symlink("4242", dir.path().join("self")).unwrap();
+        assert_eq!(proc_view_at(dir.path(), 4242), ProcView::Own);
+        let foreign = proc_view_at(dir.path(), 3);
+        assert_eq!(
+            foreign,
+            ProcView::Foreign {
+                seen_as: 4242,
+                own: 3
+            }
+        );
+        assert!(foreign.why_not().unwrap().contains("another pid namespace"));
+        // This test process runs with its own /proc.
+        assert_eq!(*proc_view(), ProcView::Own);
     }
 }

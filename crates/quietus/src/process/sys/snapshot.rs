@@ -33,6 +33,11 @@ pub(crate) struct ProcSnap {
     pub(crate) fds: Vec<(i32, String)>,
     /// Its epoll descriptors and the descriptors each watches.
     pub(crate) epoll: Vec<(i32, Vec<i32>)>,
+    /// Its pipe and FIFO descriptors open for writing (`flags` in `/proc/PID/fdinfo`): who
+    /// holds the write end of a pipe another process of the tree reads.
+    pub(crate) writable: Vec<i32>,
+    /// Its descriptors that are FIFOs (named pipes: a path whose file is a FIFO).
+    pub(crate) fifos: Vec<i32>,
     /// Why it could not be read (a part of it), if so.
     pub(crate) error: Option<String>,
 }
@@ -51,6 +56,10 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
         pid,
         ..ProcSnap::default()
     };
+    if let Some(why) = super::proc_view().why_not() {
+        snap.error = Some(why); // never another namespace's process under this pid
+        return snap;
+    }
     let fds = super::fd_links(pid, &mut |fd, target| {
         snap.fds
             .push((fd, String::from_utf8_lossy(target).into_owned()));
@@ -64,6 +73,19 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
             let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"));
             snap.epoll
                 .push((*fd, info.map(|t| epoll_targets(&t)).unwrap_or_default()));
+            continue;
+        }
+        let fifo = target.starts_with('/')
+            && std::fs::metadata(format!("/proc/{pid}/fd/{fd}"))
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()));
+        if fifo {
+            snap.fifos.push(*fd);
+        }
+        if fifo || target.starts_with("pipe:") {
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"));
+            if info.is_ok_and(|t| opened_for_writing(&t)) {
+                snap.writable.push(*fd);
+            }
         }
     }
     let mut buf = [0u8; 1024];
@@ -122,6 +144,16 @@ pub(crate) fn epoll_targets(fdinfo: &str) -> Vec<i32> {
         .filter_map(|line| line.strip_prefix("tfd:"))
         .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
         .collect()
+}
+
+/// Whether an fdinfo text's `flags` (octal) open the descriptor for writing (`O_WRONLY` or
+/// `O_RDWR`).
+pub(crate) fn opened_for_writing(fdinfo: &str) -> bool {
+    fdinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+        .is_some_and(|flags| flags & 0o3 != 0)
 }
 
 /// The arguments of a `/proc/PID/syscall` line: its number and its six arguments.
@@ -253,6 +285,12 @@ mod tests {
                     tfd:        5 events:       19 data:                5  pos:0 ino:1d40 sdev:8\n\
                     tfd:        0 events:       19 data:                0  pos:0 ino:3 sdev:d\n";
         assert_eq!(epoll_targets(info), vec![5, 0]);
+        assert!(!opened_for_writing(
+            "pos:\t0\nflags:\t0100000\nmnt_id:\t15\n"
+        ));
+        assert!(opened_for_writing("pos:\t0\nflags:\t01\n"));
+        assert!(opened_for_writing("flags:\t02004002\n"));
+        assert!(!opened_for_writing("pos:\t0\n"));
         let (n, args) =
             syscall_args("0 0x0 0x7ffc434d1e8f 0x1 0x8 0x2 0x1 0x7ffc434d1e58 0x7f1e3826e2ad")
                 .unwrap();

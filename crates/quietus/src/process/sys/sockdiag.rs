@@ -1,5 +1,7 @@
 //! The kernel's socket diagnostics (Linux `NETLINK_SOCK_DIAG`, `inet_diag`): the byte counters
-//! (`tcp_info`'s `bytes_received` and `bytes_acked`) and the peer of TCP sockets, by inode.
+//! (`tcp_info`'s `bytes_received` and `bytes_acked`), the times of the last payload each way
+//! and the peer of TCP sockets, by inode; for the diagnosis, the peers of UDP sockets and of
+//! Unix sockets (`unix_diag`: the other end's inode and the path).
 //!
 //! Written by hand over rustix's netlink socket rather than with `netlink-packet-sock-diag`:
 //! the request is one fixed 72-byte structure and the answer needs four fields at fixed
@@ -26,6 +28,8 @@ const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_DUMP: u16 = 0x300;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
+const AF_UNIX: u8 = 1;
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
 /// `inet_diag_msg`: family, state, timer, retrans, id (48), expires, rqueue, wqueue, uid, inode.
@@ -36,6 +40,17 @@ const INET_DIAG_INFO: u16 = 2;
 /// Offsets in `struct tcp_info` (Linux 4.1 and later; older kernels send it shorter).
 const BYTES_ACKED: usize = 120;
 const BYTES_RECEIVED: usize = 128;
+/// `tcpi_last_data_sent` and `tcpi_last_data_recv`: milliseconds since the last payload.
+const LAST_DATA_SENT: usize = 44;
+const LAST_DATA_RECV: usize = 52;
+/// `unix_diag_msg`: family, type, state, pad, inode, cookie.
+const UNIX_MSG_LEN: usize = 16;
+/// `unix_diag_req`: family, protocol, pad, states, inode, show, cookie.
+const UNIX_REQ_LEN: usize = NLMSG_HDRLEN + 24;
+/// `UDIAG_SHOW_NAME | UDIAG_SHOW_PEER`.
+const UDIAG_SHOW: u32 = 1 | 4;
+const UNIX_DIAG_NAME: u16 = 0;
+const UNIX_DIAG_PEER: u16 = 2;
 /// Every TCP state but LISTEN (10): a listening socket moves no bytes and has no peer.
 const STATES: u32 = 0xfff & !(1 << 10);
 /// A dump that takes longer than this is abandoned (the kernel answers in microseconds).
@@ -92,17 +107,70 @@ impl SockDiag {
         Ok(())
     }
 
+    /// Every UDP socket of this network namespace (both families) whose inode `wanted`
+    /// accepts (the peer is unspecified for a socket never connected).
+    pub(crate) fn udp_sockets(
+        &mut self,
+        wanted: &mut dyn FnMut(u64) -> bool,
+        into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()> {
+        for family in [AF_INET, AF_INET6] {
+            let mut request = dump_request(family, 1);
+            request[17] = IPPROTO_UDP;
+            request[18] = 0;
+            request[20..24].copy_from_slice(&0xfffu32.to_ne_bytes());
+            self.exchange(&request, wanted, into)?;
+        }
+        Ok(())
+    }
+
+    /// Every Unix socket of this network namespace whose inode `wanted` accepts: its path and
+    /// the inode of its other end.
+    pub(crate) fn unix_sockets(
+        &mut self,
+        wanted: &mut dyn FnMut(u64) -> bool,
+        into: &mut HashMap<u64, UnixSocket>,
+    ) -> io::Result<()> {
+        self.ensure_buffer();
+        rustix::net::sendto(
+            &self.fd,
+            &unix_request(),
+            SendFlags::empty(),
+            &SocketAddrNetlink::new(0, 0),
+        )?;
+        loop {
+            let (n, _) = rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?;
+            match parse_unix_answer(&self.buf[..n], &mut |s| {
+                if wanted(s.inode) {
+                    into.insert(s.inode, s);
+                }
+            }) {
+                Parsed::More => {}
+                Parsed::Done => return Ok(()),
+                Parsed::Error(e) => return Err(e),
+            }
+        }
+    }
+
     fn dump(
         &mut self,
         family: u8,
         wanted: &mut dyn FnMut(u64) -> bool,
         into: &mut HashMap<u64, TcpSocket>,
     ) -> io::Result<()> {
-        let request = dump_request(family, 1);
+        self.exchange(&dump_request(family, 1), wanted, into)
+    }
+
+    fn exchange(
+        &mut self,
+        request: &[u8],
+        wanted: &mut dyn FnMut(u64) -> bool,
+        into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()> {
         self.ensure_buffer();
         rustix::net::sendto(
             &self.fd,
-            &request,
+            request,
             SendFlags::empty(),
             &SocketAddrNetlink::new(0, 0),
         )?;
@@ -201,6 +269,95 @@ pub(crate) fn count_answers(mut b: &[u8], found: &mut dyn FnMut(TcpSocket)) -> i
         b = b.get(align4(len)..).unwrap_or(&[]);
     }
     Ok(answers)
+}
+
+/// One Unix socket as `unix_diag` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UnixSocket {
+    /// Its inode.
+    pub(crate) inode: u64,
+    /// The path it is bound to (an accepted socket has its listener's), if any; an abstract
+    /// name starts with `@`.
+    pub(crate) path: Option<String>,
+    /// The inode of its other end, if connected.
+    pub(crate) peer: Option<u64>,
+}
+
+/// A dump request for every Unix socket, with its name and peer.
+pub(crate) fn unix_request() -> [u8; UNIX_REQ_LEN] {
+    let mut r = [0u8; UNIX_REQ_LEN];
+    r[0..4].copy_from_slice(&(UNIX_REQ_LEN as u32).to_ne_bytes());
+    r[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    r[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    r[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    r[16] = AF_UNIX;
+    r[20..24].copy_from_slice(&u32::MAX.to_ne_bytes()); // every state
+    r[28..32].copy_from_slice(&UDIAG_SHOW.to_ne_bytes());
+    r
+}
+
+/// Parses one buffer of a Unix dump's answer, handing every socket to `found`.
+pub(crate) fn parse_unix_answer(mut b: &[u8], found: &mut dyn FnMut(UnixSocket)) -> Parsed {
+    while !b.is_empty() {
+        let (Some(len), Some(kind)) = (u32_at(b, 0), u16_at(b, 4)) else {
+            return malformed("short header");
+        };
+        let len = len as usize;
+        if len < NLMSG_HDRLEN || len > b.len() {
+            return malformed("bad message length");
+        }
+        let payload = &b[NLMSG_HDRLEN..len];
+        match kind {
+            NLMSG_DONE => return Parsed::Done,
+            NLMSG_ERROR => {
+                let code = u32_at(payload, 0).map_or(0, |c| c as i32);
+                return Parsed::Error(io::Error::from_raw_os_error(code.saturating_neg()));
+            }
+            SOCK_DIAG_BY_FAMILY => match parse_unix(payload) {
+                Some(socket) => found(socket),
+                None => return malformed("short unix_diag_msg"),
+            },
+            _ => {}
+        }
+        b = b.get(align4(len)..).unwrap_or(&[]);
+    }
+    Parsed::More
+}
+
+fn parse_unix(p: &[u8]) -> Option<UnixSocket> {
+    if p.len() < UNIX_MSG_LEN {
+        return None;
+    }
+    let mut socket = UnixSocket {
+        inode: u64::from(u32_at(p, 4)?),
+        path: None,
+        peer: None,
+    };
+    let mut attrs = &p[UNIX_MSG_LEN..];
+    while attrs.len() >= 4 {
+        let len = usize::from(u16_at(attrs, 0)?);
+        let kind = u16_at(attrs, 2)?;
+        if len < 4 || len > attrs.len() {
+            return None;
+        }
+        let value = &attrs[4..len];
+        match kind {
+            UNIX_DIAG_NAME if !value.is_empty() => {
+                // An abstract name starts with a NUL byte; a path ends with one.
+                let path = match value.split_first() {
+                    Some((0, rest)) => format!("@{}", String::from_utf8_lossy(rest)),
+                    _ => String::from_utf8_lossy(value)
+                        .trim_end_matches('\0')
+                        .to_owned(),
+                };
+                socket.path = Some(path);
+            }
+            UNIX_DIAG_PEER => socket.peer = u32_at(value, 0).map(u64::from).filter(|p| *p != 0),
+            _ => {}
+        }
+        attrs = attrs.get(align4(len)..).unwrap_or(&[]);
+    }
+    Some(socket)
 }
 
 /// A dump request for the TCP sockets of `family`, with `tcp_info`.
@@ -309,6 +466,7 @@ fn parse_socket(p: &[u8]) -> Option<TcpSocket> {
         acked: 0,
         local: SocketAddr::new(addr(8), port(4)),
         peer: SocketAddr::new(addr(24), port(6)),
+        last_data: None,
     };
     let mut attrs = &p[DIAG_MSG_LEN..];
     while attrs.len() >= 4 {
@@ -321,6 +479,7 @@ fn parse_socket(p: &[u8]) -> Option<TcpSocket> {
             let info = &attrs[4..len];
             socket.acked = u64_at(info, BYTES_ACKED).unwrap_or(0);
             socket.received = u64_at(info, BYTES_RECEIVED).unwrap_or(0);
+            socket.last_data = u32_at(info, LAST_DATA_SENT).zip(u32_at(info, LAST_DATA_RECV));
         }
         attrs = attrs.get(align4(len)..).unwrap_or(&[]);
     }
@@ -343,6 +502,8 @@ mod tests {
         p[68..72].copy_from_slice(&inode.to_ne_bytes());
         let mut info = vec![0u8; info_len];
         if info_len >= 136 {
+            info[LAST_DATA_SENT..LAST_DATA_SENT + 4].copy_from_slice(&30u32.to_ne_bytes());
+            info[LAST_DATA_RECV..LAST_DATA_RECV + 4].copy_from_slice(&500u32.to_ne_bytes());
             info[BYTES_ACKED..BYTES_ACKED + 8].copy_from_slice(&acked.to_ne_bytes());
             info[BYTES_RECEIVED..BYTES_RECEIVED + 8].copy_from_slice(&received.to_ne_bytes());
         }
@@ -375,6 +536,7 @@ mod tests {
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0].inode, 77);
         assert_eq!((seen[0].received, seen[0].acked), (4096, 12));
+        assert_eq!(seen[0].last_data, Some((30, 500)));
         assert_eq!(seen[0].peer, "127.0.0.2:8080".parse().unwrap());
         assert_eq!(seen[0].local, "127.0.0.1:40000".parse().unwrap());
         assert_eq!((seen[1].received, seen[1].acked), (0, 0));
@@ -423,6 +585,51 @@ mod tests {
         );
         assert_eq!(seen, vec![77]);
         assert!(count_answers(&answers[..20], &mut |_| {}).is_err());
+    }
+
+    /// One Unix socket's message: inode, then a name and a peer attribute.
+    fn unix_message(inode: u32, name: &[u8], peer: u32) -> Vec<u8> {
+        let mut p = vec![0u8; UNIX_MSG_LEN];
+        p[0] = AF_UNIX;
+        p[4..8].copy_from_slice(&inode.to_ne_bytes());
+        for (kind, value) in [
+            (UNIX_DIAG_NAME, name.to_vec()),
+            (UNIX_DIAG_PEER, peer.to_ne_bytes().to_vec()),
+        ] {
+            p.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
+            p.extend_from_slice(&kind.to_ne_bytes());
+            p.extend_from_slice(&value);
+            p.resize(align4(p.len()), 0);
+        }
+        wrap(SOCK_DIAG_BY_FAMILY, &p)
+    }
+
+    #[test]
+    fn unix_sockets_give_their_path_and_peer_and_never_panic() {
+        let mut buf = unix_message(500, b"/run/x.sock", 501);
+        buf.extend(unix_message(502, b"\0abstract", 0));
+        buf.extend(wrap(NLMSG_DONE, &[0; 4]));
+        let mut seen = Vec::new();
+        assert!(matches!(
+            parse_unix_answer(&buf, &mut |s| seen.push(s)),
+            Parsed::Done
+        ));
+        assert_eq!(seen[0].inode, 500);
+        assert_eq!(seen[0].path.as_deref(), Some("/run/x.sock"));
+        assert_eq!(seen[0].peer, Some(501));
+        assert_eq!(seen[1].path.as_deref(), Some("@abstract"));
+        assert_eq!(seen[1].peer, None);
+        let whole = unix_message(1, b"/a", 2);
+        for cut in 0..whole.len() {
+            let mut bad = whole[..cut].to_vec();
+            if bad.len() >= 4 {
+                bad[0..4].copy_from_slice(&(whole.len() as u32).to_ne_bytes());
+            }
+            let _ = parse_unix_answer(&bad, &mut |_| {});
+        }
+        let r = unix_request();
+        assert_eq!(r[16], AF_UNIX);
+        assert_eq!(u32_at(&r, 28), Some(UDIAG_SHOW));
     }
 
     #[test]

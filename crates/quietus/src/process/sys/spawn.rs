@@ -296,45 +296,6 @@ pub(crate) fn plan(command: &mut Command, start: Start) -> io::Result<Option<Han
     Ok(handoff)
 }
 
-/// In a child before exec: a new process group, or a new session (with fd 0 as its
-/// controlling terminal).
-pub(super) fn lead_group(lead: Lead) -> io::Result<()> {
-    match lead {
-        Lead::Group => rustix::process::setpgid(None, None)?,
-        Lead::Session => {
-            rustix::process::setsid()?;
-        }
-        Lead::Terminal => {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-        }
-    }
-    Ok(())
-}
-
-/// In a child before exec, on Linux when asked (`parent`): SIGKILL when the thread that
-/// spawned it dies; fails if `parent` is already gone (then the signal would never come).
-pub(super) fn parent_death(parent: Option<Pid>) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    if let Some(parent) = parent {
-        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-        if rustix::process::getppid() != Some(parent) {
-            return Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::SRCH.raw_os_error(),
-            ));
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = parent;
-    Ok(())
-}
-
-/// In the program's process born by `clone3`: it leads, and dies with quietus when asked.
-pub(super) fn become_leader(lead: Lead, parent: Option<Pid>) -> io::Result<()> {
-    lead_group(lead)?;
-    parent_death(parent)
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Read;

@@ -8,7 +8,8 @@
 //! - the soft `RLIMIT_NOFILE` → the hard limit (each session holds pipes, pidfds, a cgroup's
 //!   files, watches).
 //!
-//! [`restore_in_child`] runs in every new program's process before its `exec`: the signals
+//! `restore_in_child` (in `unsafe_calls::async_signal_safe`, with the hook's other helpers)
+//! runs in every new program's process before its `exec`: the signals
 //! ignored at the start are ignored again (SIGCHLD, but also any other the parent ignored that
 //! something in this process caught meanwhile), and the soft limit is the one this process
 //! was started with. Without [`prepare_supervisor`] it does nothing (a library user's process
@@ -30,6 +31,11 @@ pub(crate) struct Inherited {
 }
 
 static INHERITED: OnceLock<Inherited> = OnceLock::new();
+
+/// The state this process was started with, once [`prepare_supervisor`] recorded it.
+pub(super) fn inherited() -> Option<&'static Inherited> {
+    INHERITED.get()
+}
 
 /// `SIGPIPE`'s bit.
 const PIPE_BIT: u64 = 1 << (13 - 1);
@@ -78,13 +84,13 @@ pub(crate) fn prepare_supervisor() -> io::Result<Prepared> {
     };
     let _ = INHERITED.set(Inherited { ignored, nofile });
     if ignored & bit(SIGCHLD) != 0 {
-        set_disposition(SIGCHLD, false)?;
+        super::unsafe_calls::async_signal_safe::set_disposition(SIGCHLD, false)?;
         prepared.sigchld_restored = true;
     }
     Ok(prepared)
 }
 
-fn bit(signal: i32) -> u64 {
+pub(super) fn bit(signal: i32) -> u64 {
     1u64 << (signal - 1)
 }
 
@@ -97,41 +103,6 @@ fn ignored_now() -> io::Result<u64> {
         .find_map(|line| line.strip_prefix("SigIgn:"))
         .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
         .ok_or_else(|| io::Error::other("no SigIgn line in /proc/self/status"))
-}
-
-/// In a new program's process before its `exec` (async-signal-safe: `sigaction` and raw
-/// system calls only, no allocation): the start state back (module docs).
-pub(crate) fn restore_in_child() -> io::Result<()> {
-    let Some(inherited) = INHERITED.get() else {
-        return Ok(());
-    };
-    for signal in 1..=64 {
-        if inherited.ignored & bit(signal) != 0 {
-            set_disposition(signal, true)?;
-        }
-    }
-    if let Some((current, maximum)) = inherited.nofile {
-        let limit = rustix::process::Rlimit {
-            current: (current != u64::MAX).then_some(current),
-            maximum: (maximum != u64::MAX).then_some(maximum),
-        };
-        rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
-    }
-    Ok(())
-}
-
-/// `signal`'s action: ignored, or the default (`unsafe_calls::set_disposition`). glibc keeps
-/// its own two signals (32 and 33) to itself and refuses them; quietus never changes them
-/// either, so an ignore of theirs inherited at the start is still in place, and is inherited
-/// by every program through its fork and `exec`.
-fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
-    match super::unsafe_calls::set_disposition(signal, ignore) {
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-            // One of the C library's own, or one no disposition can be set for (KILL, STOP).
-            Ok(())
-        }
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@
 //! returning on its own copy of the stack), and where the kernel refuses it (before 5.7) the
 //! hook writes to `cgroup.procs` instead.
 //!
+//! The safe helpers the hook calls in the forked child are fenced with it, in
+//! [`async_signal_safe`]: only async-signal-safe work may go there.
+//!
 //! The crate denies `unsafe_code` everywhere else (`#![deny(unsafe_code)]` in `lib.rs`), and
 //! `clippy.toml` forbids `libc::fork`, `libc::syscall`, `libc::_exit` and their kin outside
 //! this file.
@@ -30,7 +33,12 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use super::spawn::{Lead, OrderedExec, PreExec, become_leader, lead_group};
+use super::spawn::{Lead, OrderedExec, PreExec};
+#[cfg(target_os = "linux")]
+use async_signal_safe::restore_in_child;
+use async_signal_safe::{become_leader, lead_group, parent_death};
+
+pub(crate) mod async_signal_safe;
 
 /// Installs `plan` as `command`'s `pre_exec` hook. `handoff`, with a cgroup, is the write end
 /// of the pipe on which the forked process says which process runs the program ([`clone_into`]
@@ -53,7 +61,7 @@ pub(super) fn install(command: &mut Command, plan: PreExec, handoff: Option<Owne
 fn run(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
     // The dispositions and descriptor limit this process was started with (issue 28).
     #[cfg(target_os = "linux")]
-    super::start_state::restore_in_child()?;
+    restore_in_child()?;
     empty_signal_mask();
     lead_and_enter(plan, handoff)?;
     match &plan.exec {
@@ -81,24 +89,18 @@ fn lead_and_enter(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
         lead_group(plan.lead)?;
         rustix::io::write(&cgroup.procs, b"0")?;
         let _ = rustix::io::write(handoff, &0i32.to_ne_bytes());
-        return super::spawn::parent_death(plan.parent);
+        return parent_death(plan.parent);
     }
     if plan.lead != Lead::Group {
         lead_group(plan.lead)?;
     }
-    super::spawn::parent_death(plan.parent)
+    parent_death(plan.parent)
 }
 
 /// Unblocks every signal: std leaves the child the spawning thread's mask (quietus's own
 /// threads block the signals they wait for), and a program expects none blocked.
 fn empty_signal_mask() {
-    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: `sigemptyset` initialises the local set; `sigprocmask` reads it. Both are
-    // async-signal-safe, and the forked process has one thread.
-    unsafe {
-        libc::sigemptyset(set.as_mut_ptr());
-        libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut());
-    }
+    let _ = signal_call(SignalCall::EmptyMask);
 }
 
 /// Sets `signal`'s action: ignored, or the default — never a handler, so nothing ever runs in
@@ -108,26 +110,69 @@ fn empty_signal_mask() {
 /// Async-signal-safe: the `pre_exec` hook calls it, and the command once before any thread.
 #[cfg(target_os = "linux")]
 pub(crate) fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
-    use linux_raw_sys::general::{kernel_sigaction, kernel_sigset_t};
-    // SAFETY: `kernel_sigaction` is plain data (integers, an optional function pointer, a
-    // signal set): all zeros is a valid value (no handler, no flags, no restorer, an empty
-    // mask). The handler is then SIG_IGN (1) or SIG_DFL (0, `None`): the kernel's sentinels,
-    // never called. `rt_sigaction` reads the structure (a live local of the kernel's layout,
-    // with the kernel's sigset size as the fourth argument) and writes nothing (a null old
-    // action).
-    let done = unsafe {
-        let mut action: kernel_sigaction = std::mem::zeroed();
-        if ignore {
-            action.sa_handler_kernel =
-                std::mem::transmute::<usize, linux_raw_sys::general::__kernel_sighandler_t>(1usize);
+    signal_call(SignalCall::Disposition { signal, ignore })
+}
+
+/// One of the kernel's two signal calls, each with the kernel's own structure (elsewhere than
+/// Linux, the C library's `sigprocmask`).
+enum SignalCall {
+    /// `rt_sigaction(signal, {SIG_IGN or SIG_DFL, no flags, empty mask}, NULL)`.
+    #[cfg(target_os = "linux")]
+    Disposition { signal: i32, ignore: bool },
+    /// `rt_sigprocmask(SIG_SETMASK, {empty}, NULL)`.
+    EmptyMask,
+}
+
+/// Makes `call` (async-signal-safe: one system call on locals, no allocation).
+fn signal_call(call: SignalCall) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    use linux_raw_sys::general::{
+        __kernel_sighandler_t, SIG_SETMASK, kernel_sigaction, kernel_sigset_t,
+    };
+    #[cfg(target_os = "linux")]
+    let sigset_size = std::mem::size_of::<kernel_sigset_t>();
+    // SAFETY: `kernel_sigaction` and `kernel_sigset_t` are plain data (integers, an optional
+    // function pointer, a signal set): all zeros is a valid value of each (no handler, no
+    // flags, no restorer, an empty set). A handler is then SIG_IGN (1) or SIG_DFL (0,
+    // `None`): the kernel's sentinels, never called. Each call reads one live local of the
+    // kernel's layout, with the kernel's sigset size as its last argument, and writes nothing
+    // (a null old action, a null old set). Elsewhere `sigemptyset` initialises the local set
+    // that `sigprocmask` reads.
+    let done: libc::c_long = unsafe {
+        match call {
+            #[cfg(target_os = "linux")]
+            SignalCall::Disposition { signal, ignore } => {
+                let mut action: kernel_sigaction = std::mem::zeroed();
+                if ignore {
+                    action.sa_handler_kernel =
+                        std::mem::transmute::<usize, __kernel_sighandler_t>(1usize);
+                }
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signal,
+                    &raw const action,
+                    std::ptr::null_mut::<kernel_sigaction>(),
+                    sigset_size,
+                )
+            }
+            #[cfg(not(target_os = "linux"))]
+            SignalCall::EmptyMask => {
+                let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+                libc::sigemptyset(set.as_mut_ptr());
+                libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut()).into()
+            }
+            #[cfg(target_os = "linux")]
+            SignalCall::EmptyMask => {
+                let empty: kernel_sigset_t = std::mem::zeroed();
+                libc::syscall(
+                    libc::SYS_rt_sigprocmask,
+                    SIG_SETMASK,
+                    &raw const empty,
+                    std::ptr::null_mut::<kernel_sigset_t>(),
+                    sigset_size,
+                )
+            }
         }
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            signal,
-            &raw const action,
-            std::ptr::null_mut::<kernel_sigaction>(),
-            std::mem::size_of::<kernel_sigset_t>(),
-        )
     };
     if done == 0 {
         Ok(())
@@ -170,29 +215,6 @@ fn exec_ordered(exec: &OrderedExec) -> io::Result<()> {
     }))
 }
 
-/// `CLONE_PARENT` (linux/sched.h): the new process is a child of the caller's parent.
-const CLONE_PARENT: u64 = 0x0000_8000;
-/// `CLONE_INTO_CGROUP` (linux/sched.h, 5.7): the new process starts in the cgroup `cgroup`.
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-
-/// `struct clone_args` of the kernel's ABI (linux/sched.h), up to `cgroup` (version 2, 88
-/// bytes): eleven 64-bit fields, the same layout on every architecture.
-#[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
-
 /// `clone3(CLONE_INTO_CGROUP | CLONE_PARENT)` into the cgroup directory `dir` (a descriptor
 /// number): the new pid in the caller, 0 in the new process, `None` when the kernel refused.
 /// Without `CLONE_VM` the new process gets a copy of the caller's memory and returns here on
@@ -200,15 +222,24 @@ struct CloneArgs {
 /// quietus rather than of the forked process).
 #[cfg(target_os = "linux")]
 fn clone_into(dir: i32) -> Option<i32> {
-    let args = CloneArgs {
-        flags: CLONE_INTO_CGROUP | CLONE_PARENT,
+    use linux_raw_sys::general::{CLONE_INTO_CGROUP, CLONE_PARENT, clone_args};
+    // The kernel's `struct clone_args` (linux/sched.h), up to `cgroup` (version 2, 88 bytes).
+    let args = clone_args {
+        flags: CLONE_INTO_CGROUP | u64::from(CLONE_PARENT),
         // With CLONE_PARENT the kernel takes the caller's own exit signal (SIGCHLD: std
         // forked it) and requires 0 here.
         exit_signal: 0,
         cgroup: u64::try_from(dir).ok()?,
-        ..CloneArgs::default()
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
     };
-    // SAFETY: `clone3` reads `size_of::<CloneArgs>()` bytes at `&args`, a live, initialised
+    // SAFETY: `clone3` reads `size_of::<clone_args>()` bytes at `&args`, a live, initialised
     // `repr(C)` value of the kernel's layout; it writes nothing of ours (no pidfd, no tid
     // pointers are asked for). Without `CLONE_VM` and with no stack given, both processes
     // return here, each on its own copy of this (single-threaded) process's memory.
@@ -216,7 +247,7 @@ fn clone_into(dir: i32) -> Option<i32> {
         libc::syscall(
             libc::SYS_clone3,
             &raw const args,
-            std::mem::size_of::<CloneArgs>(),
+            std::mem::size_of::<clone_args>(),
         )
     };
     i32::try_from(pid).ok().filter(|pid| *pid >= 0)
@@ -236,25 +267,38 @@ fn exit_now() -> ! {
 
 /// Closes every descriptor from `first` up that this process inherited: the guardian calls it
 /// first thing, so that a descriptor its supervisor's host left inheritable (a pipe's write
-/// end, say) is not held open by the guardian for as long as it runs.
-pub(crate) fn close_inherited(first: i32) {
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return;
+/// end, say) is not held open by the guardian for as long as it runs. One `close_range`
+/// (Linux 5.9); before it, each descriptor `/proc/self/fd` lists.
+pub(crate) fn close_inherited(first: u32) {
+    // The listing is made first and its own descriptor closed before anything is closed.
+    let listed = || -> Vec<i32> {
+        let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+            return Vec::new();
+        };
+        let numbers: Vec<i32> = entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+            .filter(|&n| u32::try_from(n).is_ok_and(|n| n >= first))
+            .collect();
+        // The listing's own descriptor is closed now: no longer listed below.
+        numbers
+            .into_iter()
+            .filter(|n| std::fs::symlink_metadata(format!("/proc/self/fd/{n}")).is_ok())
+            .collect()
     };
-    // The listing first: its own descriptor is among the numbers, closed once it is read
-    // (and so no longer listed in `/proc/self/fd` below).
-    let numbers: Vec<i32> = entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .filter(|&n| n >= first)
-        .collect();
-    for number in numbers {
-        if std::fs::symlink_metadata(format!("/proc/self/fd/{number}")).is_err() {
-            continue; // the listing's own, closed already
+    // SAFETY: called at the very start of the guardian, on its only thread, before it opens
+    // anything: no object of this process owns these numbers (inherited across `exec`).
+    // `close_range` closes only what is open in the range; where the kernel has none, each
+    // number closed is open (checked by `listed`; nothing opens or closes meanwhile).
+    unsafe {
+        #[cfg(target_os = "linux")]
+        let closed = libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) == 0;
+        #[cfg(not(target_os = "linux"))]
+        let closed = false;
+        if !closed {
+            for number in listed() {
+                rustix::io::close(number);
+            }
         }
-        // SAFETY: called at the very start of the guardian, on its only thread, before it
-        // opens anything: no object of this process owns these numbers (inherited across
-        // `exec`), and each is open (checked just above; nothing opens or closes meanwhile).
-        unsafe { rustix::io::close(number) };
     }
 }

@@ -1,0 +1,294 @@
+//! Watching: the verdict asked at each wake-up, and what a stale decision looks at first
+//! (a fresh sample, bytes waiting in a pipe, files changed before the watches were armed, the
+//! probes); the idle warning; the input-wait rule.
+
+use std::time::Instant;
+
+use super::super::Wake;
+use super::super::port::Port;
+use super::{Files, Monitor, Next};
+use crate::activity::{ActivitySource, BoardReading};
+use crate::events::Event;
+use crate::outcome::{HumanDuration, Outcome, StaleReport};
+use crate::verdict::{self, Verdict};
+
+impl<P: Port> Monitor<P> {
+    /// Watching: asks the verdict; sleeps until its next deadline, or ends the run.
+    pub(super) fn watch(&mut self, now: Instant) -> Next {
+        if self.leader.exited() {
+            self.after_leader_exit(now);
+            return Next::Continue(());
+        }
+        if self.port.observes_tree() && now >= self.timing.next_sample {
+            self.sample_children(now);
+        }
+        // Real time, as the OS: a frozen test clock must not keep the watches off.
+        let arm_in = match &self.files {
+            Files::Watching(files) => files.arm_if_due(),
+            Files::Off | Files::LetGo(_) => None,
+        };
+        let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
+        if let Some(seen) = seen {
+            self.completed(seen);
+        }
+        let snapshot = self.board.read();
+        let limits = self.rules.limits(
+            self.shared.idle_timeout(),
+            self.timing.hard_deadline,
+            self.board.origin(),
+        );
+        match verdict::decide(&snapshot, now, limits) {
+            Verdict::Wait { until } => {
+                let mut until = if self.port.observes_tree() {
+                    until.min(self.timing.next_sample)
+                } else {
+                    until
+                };
+                if let Some(look) = next_look {
+                    until = until.min(look);
+                }
+                if let Some(warn_at) = self.idle_warning(&snapshot, now) {
+                    until = until.min(warn_at);
+                }
+                match self.look_for_input_wait(&snapshot, now) {
+                    Ok(Some(look_at)) => until = until.min(look_at),
+                    Ok(None) => {}
+                    Err(()) => return Next::Continue(()),
+                }
+                Next::Break(Wake {
+                    at: until,
+                    poll: arm_in,
+                })
+            }
+            Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
+            Verdict::HardDeadline { deadline } => self.hard_deadline(deadline),
+            Verdict::Completed { deadline } => self.end_completed(deadline),
+        }
+    }
+
+    /// Completion was seen and the child did not exit within the linger: the ladder starts.
+    fn end_completed(&mut self, deadline: Instant) -> Next {
+        let Some(seen) = self.rules.completion.clone() else {
+            return Next::Continue(()); // cannot happen: the verdict says so only after it
+        };
+        log::info!(
+            "session {}: pid {} did not exit within {} of completion; ending it",
+            self.id,
+            self.pid,
+            HumanDuration(self.config.completion.linger)
+        );
+        let steps = self.config.kill_ladder.effective();
+        self.start_ladder(Outcome::Completed(seen), steps, Some(deadline), 0);
+        Next::Continue(())
+    }
+
+    /// At a stale decision: asks the probes (not the capped ones; one that said yes less than
+    /// a check interval ago still holds). Returns whether one said yes (stamped now).
+    fn probes_say_active(&mut self, now: Instant, capped: &[ActivitySource]) -> bool {
+        let (ask, still) = self.rules.probes_to_ask(capped, now, self.timing.interval);
+        let mut yes = still;
+        if !ask.is_empty() {
+            yes.extend(self.rules.prober.ask(&ask, &self.clock, now));
+        }
+        for source in &yes {
+            log::debug!("session {}: probe {source} says active", self.id);
+            self.board.stamp_at(source, now);
+        }
+        !yes.is_empty()
+    }
+
+    /// Every source was quiet for the idle timeout: the ladder starts (unless a descendant
+    /// works right now).
+    fn stale(&mut self, now: Instant, deadline: Instant, mut report: StaleReport) -> Next {
+        // A descendant working right now is never killed for want of a
+        // poll: one fresh sample first.
+        if self.port.observes_tree()
+            && self.timing.sampled_at != Some(now)
+            && self.sample_children(now)
+        {
+            return Next::Continue(());
+        }
+        if self.output_waiting(now) {
+            return Next::Continue(());
+        }
+        if self.files_changed_before_arming() {
+            return Next::Continue(());
+        }
+        if self.timing.probed_at != Some(now) {
+            self.timing.probed_at = Some(now);
+            if self.probes_say_active(now, &report.capped) {
+                return Next::Continue(());
+            }
+        }
+        let children_on = self.config.enabled.children;
+        report.children = self.port.last_children().filter(|_| children_on);
+        let diagnosis = self.port.diagnose();
+        self.emitter.lifecycle(Event::Diagnosis(diagnosis.clone()));
+        report.diagnosis = Some(diagnosis);
+        log::info!(
+            "session {}: pid {} stale after {} ({report})",
+            self.id,
+            self.pid,
+            HumanDuration(self.shared.idle_timeout())
+        );
+        let steps = self.config.kill_ladder.effective();
+        self.start_ladder(Outcome::IdleTimeout(report), steps, Some(deadline), 0);
+        Next::Continue(())
+    }
+
+    /// The hard timeout ran out: the ladder starts, activity or not.
+    fn hard_deadline(&mut self, deadline: Instant) -> Next {
+        let after = self.config.hard_timeout.unwrap_or_default();
+        log::info!(
+            "session {}: pid {} reached its hard timeout of {}",
+            self.id,
+            self.pid,
+            HumanDuration(after)
+        );
+        let steps = self.config.kill_ladder.effective();
+        self.start_ladder(Outcome::HardTimeout { after }, steps, Some(deadline), 0);
+        Next::Continue(())
+    }
+
+    /// Sends the idle warning when its time has come in this idle spell; otherwise returns
+    /// when it will (if it still has to be sent).
+    fn idle_warning(&mut self, snapshot: &BoardReading, now: Instant) -> Option<Instant> {
+        let fraction = self.config.events.idle_warning?;
+        let last = verdict::last_activity(snapshot, &self.rules.caps);
+        if self.timing.warned_for == Some(last) {
+            return None;
+        }
+        let idle_timeout = self.shared.idle_timeout();
+        let warn_at = last + idle_timeout.mul_f64(fraction);
+        if now < warn_at {
+            return Some(warn_at);
+        }
+        self.timing.warned_for = Some(last);
+        let left = (last + idle_timeout).saturating_duration_since(now);
+        self.emitter.lifecycle(Event::IdleWarning { left });
+        let diagnosis = self.port.diagnose();
+        self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        None
+    }
+
+    /// With the input-wait rule on: looks at the tree when it is due (every source quiet for a
+    /// while), its processes sampled afresh (a grandchild started since the last sample is in
+    /// the tree, whatever the check interval). Returns when to look next, or `Err` to look
+    /// again now: the fresh sample showed work, or the tree has waited on input for the
+    /// timeout (the event is sent and the ladder started).
+    fn look_for_input_wait(
+        &mut self,
+        snapshot: &BoardReading,
+        now: Instant,
+    ) -> Result<Option<Instant>, ()> {
+        let Some(rule) = self.input_wait.as_ref() else {
+            return Ok(None);
+        };
+        let last = verdict::last_activity(snapshot, &self.rules.caps);
+        if now < rule.next_look(last) {
+            return Ok(Some(rule.next_look(last)));
+        }
+        if self.port.observes_tree()
+            && self.timing.sampled_at != Some(now)
+            && self.sample_children(now)
+        {
+            return Err(());
+        }
+        let diagnosis = self.port.diagnose();
+        let port = &self.port;
+        let look = crate::input_wait::Look::from(&diagnosis, &|pid| port.read_count(pid));
+        let Some(rule) = self.input_wait.as_mut() else {
+            return Ok(None);
+        };
+        let noticed = rule.noticed();
+        let wait = match rule.observe(now, last, look) {
+            None => return Ok(Some(rule.next_look(last))),
+            Some(crate::input_wait::Found::Notice(wait)) => {
+                log::info!(
+                    "session {}: {}",
+                    self.id,
+                    input_wait_line(self.pid, &wait, false)
+                );
+                let next = rule.next_look(last);
+                self.emitter.lifecycle(Event::InputWait(wait));
+                self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+                return Ok(Some(next));
+            }
+            Some(crate::input_wait::Found::End(wait)) => wait,
+        };
+        log::info!(
+            "session {}: {}",
+            self.id,
+            input_wait_line(self.pid, &wait, true)
+        );
+        if !noticed {
+            // Once per episode: not again when the notice gave it already.
+            self.emitter.lifecycle(Event::InputWait(wait.clone()));
+            self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        }
+        let steps = self.config.kill_ladder.effective();
+        self.start_ladder(Outcome::InputWait(wait), steps, None, 0);
+        Err(())
+    }
+
+    /// Samples descendant CPU; stamps the board when it shows work. Returns whether it did.
+    fn sample_children(&mut self, now: Instant) -> bool {
+        let Some(sample) = self.port.sample_tree(now) else {
+            return false;
+        };
+        self.timing.sampled_at = Some(now);
+        self.timing.next_sample = now + self.timing.interval;
+        let active = sample.cpu && self.config.enabled.children;
+        if active {
+            self.board.stamp_at(&ActivitySource::Children, now);
+        }
+        let moved = sample.network;
+        if moved {
+            self.board.stamp_at(&ActivitySource::Network, now);
+        }
+        active || moved
+    }
+
+    /// At a stale decision: bytes the child wrote that no reader has taken yet (quietus was
+    /// stopped, or a reader is slow) are output too. They count once, stamped at `now`; when the
+    /// readers then record nothing for a whole idle timeout (a reader held by its sink), the
+    /// same waiting bytes do not keep the child alive again.
+    fn output_waiting(&mut self, now: Instant) -> bool {
+        if !self.config.enabled.output || self.tap.pipes_empty() {
+            return false;
+        }
+        let last_output = self.board.last(&ActivitySource::Output);
+        if self.tap.waiting_counted_at == Some(last_output) {
+            return false;
+        }
+        log::debug!(
+            "session {}: output waits unread in a pipe at the idle deadline; it counts",
+            self.id
+        );
+        self.board.stamp_at(&ActivitySource::Output, now);
+        self.tap.waiting_counted_at = Some(self.board.last(&ActivitySource::Output));
+        true
+    }
+
+    /// At a stale decision: watches whose arming was put off are armed now, and what the
+    /// program changed before counts (true: it did).
+    fn files_changed_before_arming(&self) -> bool {
+        let Files::Watching(files) = &self.files else {
+            return false;
+        };
+        let before = self.board.count(&ActivitySource::Files);
+        files.arm_now();
+        self.board.count(&ActivitySource::Files) != before
+    }
+}
+
+/// The log line of an input wait of the tree of `pid`: noticed, or `ending` it.
+fn input_wait_line(pid: i32, wait: &crate::diagnosis::InputWait, ending: bool) -> String {
+    let what = format!("{} (pid {}) reads {}", wait.name, wait.pid, wait.target);
+    let waited = HumanDuration(wait.waited);
+    if ending {
+        format!("pid {pid} waited {waited} on input ({what}); ending it")
+    } else {
+        format!("pid {pid} waits on input for {waited} ({what})")
+    }
+}

@@ -1,0 +1,208 @@
+//! The extent of a watched root, measured before it is watched: a root never leads the watches
+//! onto another filesystem (a folder of another device met inside it is left out, and the
+//! folders above it are watched alone), a root on a pseudo-filesystem (`/proc`, `/sys`, a
+//! cgroup, `/dev`) is never watched, and one session takes at most [`MAX_WATCHED_FOLDERS`]
+//! watches for its roots: a root beyond them (`.agent` a link to `/`, say) is not watched, and the
+//! report's `unavailable` says so, instead of arming tens of thousands of watches whose churn
+//! would hide a stall.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The folders one session may watch under its roots together. A root that does not fit in
+/// what the others left is not watched at all (a part of it would count some activity and
+/// miss the rest).
+pub(super) const MAX_WATCHED_FOLDERS: usize = 8192;
+
+/// The bound of a tracker made now: [`MAX_WATCHED_FOLDERS`] (a unit test of this thread may
+/// set a smaller one).
+pub(super) fn bound() -> usize {
+    #[cfg(test)]
+    if let Some(bound) = TEST_BOUND.get() {
+        return bound;
+    }
+    MAX_WATCHED_FOLDERS
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The bound of the trackers this test thread makes (their arming runs on it).
+    pub(super) static TEST_BOUND: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// What a root's tree holds, as far as watching it goes.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Extent {
+    /// Within the bound; the folders of another filesystem met inside it (not entered).
+    Fits {
+        /// The mount points inside the root, never watched.
+        foreign: Vec<PathBuf>,
+        /// The folders to watch (the root's own included).
+        folders: usize,
+    },
+    /// Not to be watched, and why (in the report's words).
+    Refused(String),
+}
+
+/// The identity of a folder: device and inode.
+pub(super) type FolderId = (u64, u64);
+
+/// The identity of folder `dir` (followed if a link), if it can be looked at.
+pub(super) fn folder_id(dir: &Path) -> Option<FolderId> {
+    fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Measures the tree at `dir` (followed if a link), walking only its own filesystem and
+/// counting its folders up to `bound`.
+pub(super) fn survey(dir: &Path, bound: usize) -> Extent {
+    let Ok(meta) = fs::metadata(dir) else {
+        // Gone or unreadable: the watch itself says what it is.
+        return Extent::Fits {
+            foreign: Vec::new(),
+            folders: 1,
+        };
+    };
+    if let Some(kind) = pseudo_filesystem(dir, meta.dev()) {
+        return Extent::Refused(format!(
+            "is on a pseudo-filesystem ({kind}), which quietus never watches"
+        ));
+    }
+    let device = meta.dev();
+    let mut foreign = Vec::new();
+    let mut folders = 1;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&folder) else {
+            continue; // unreadable: the watch reports it as a gap
+        };
+        for entry in entries.flatten() {
+            // The entry's type from the folder itself (no system call for a file, most of a
+            // tree); a link inside a root is never watched through.
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.dev() != device {
+                foreign.push(entry.path());
+                continue;
+            }
+            folders += 1;
+            if folders > bound {
+                return Extent::Refused(format!(
+                    "has more than {bound} folders to watch, what is left of the most one \
+                     session watches; name a smaller folder to watch"
+                ));
+            }
+            stack.push(entry.path());
+        }
+    }
+    Extent::Fits { foreign, folders }
+}
+
+/// The kind of pseudo-filesystem `dir` (on device `device`) is on, if it is on one.
+fn pseudo_filesystem(dir: &Path, device: u64) -> Option<&'static str> {
+    const KINDS: &[(u64, &str)] = &[
+        (0x9fa0, "proc"),
+        (0x6265_6572, "sysfs"),
+        (0x0027_e0eb, "cgroup"),
+        (0x6367_7270, "cgroup2"),
+        (0x1cd1, "devpts"),
+        (0x6462_6720, "debugfs"),
+        (0x7472_6163, "tracefs"),
+        (0x7363_6673, "securityfs"),
+        (0xcafe_4a11, "bpf"),
+        (0x6165_676c, "pstore"),
+        (0x6265_6570, "configfs"),
+        (0x6573_5543, "fusectl"),
+        (0x4249_4e4d, "binfmt_misc"),
+        (0x1980_0202, "mqueue"),
+        (0x6e73_6673, "nsfs"),
+    ];
+    let kind = crate::process::sys::filesystem_kind(dir)?;
+    if let Some((_, name)) = KINDS.iter().find(|(magic, _)| *magic == kind) {
+        return Some(name);
+    }
+    crate::process::sys::is_devtmpfs(device).then_some("devtmpfs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_tree_fits_and_a_large_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            fs::create_dir_all(dir.path().join(format!("a{i}/b"))).unwrap();
+        }
+        assert_eq!(
+            survey(dir.path(), 11),
+            Extent::Fits {
+                foreign: Vec::new(),
+                folders: 11
+            }
+        );
+        let Extent::Refused(why) = survey(dir.path(), 10) else {
+            panic!("11 folders fit a bound of 10");
+        };
+        assert!(why.contains("more than 10 folders"), "{why}");
+    }
+
+    /// `/` holds more folders than a small bound; `/proc` is never watched at all.
+    #[test]
+    fn the_whole_machine_is_refused_and_proc_never_watched() {
+        let Extent::Refused(why) = survey(Path::new("/"), 100) else {
+            panic!("/ fits a bound of 100");
+        };
+        assert!(why.contains("more than"), "{why}");
+        if Path::new("/proc/self").exists() {
+            let Extent::Refused(why) = survey(Path::new("/proc"), MAX_WATCHED_FOLDERS) else {
+                panic!("/proc may be watched");
+            };
+            assert!(why.contains("pseudo-filesystem (proc)"), "{why}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod session_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::activity::{ActivityBoard, ActivitySource};
+    use crate::config::FileWatchConfig;
+    use crate::sources::files::FileActivityTracker;
+
+    /// The bound is the session's, not each root's: a second root that does not fit in what
+    /// the first left is not watched, and the tracker says so.
+    #[test]
+    fn the_roots_of_one_tracker_share_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        for root in ["a", "b"] {
+            for i in 0..5 {
+                fs::create_dir_all(dir.path().join(root).join(format!("{i}"))).unwrap();
+            }
+        }
+        TEST_BOUND.set(Some(10));
+        let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
+        let config = FileWatchConfig {
+            roots: vec!["a".into(), "b".into()],
+            ..FileWatchConfig::default()
+        };
+        let tracker =
+            FileActivityTracker::start(&config, dir.path(), board.clone(), Duration::from_secs(1))
+                .unwrap();
+        TEST_BOUND.set(None);
+        let unwatched = tracker.unwatched();
+        assert_eq!(unwatched.len(), 1, "{unwatched:?}");
+        assert_eq!(unwatched[0].path, dir.path().join("b"));
+        assert!(
+            unwatched[0].reason.contains("more than 4 folders"),
+            "{unwatched:?}"
+        );
+        assert!(!board.is_available(&ActivitySource::Files));
+    }
+}

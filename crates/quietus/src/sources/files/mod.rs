@@ -1,0 +1,362 @@
+//! The files source: [`FileActivityTracker`] stamps the board when files under the watched roots
+//! are created, modified, renamed or removed.
+//!
+//! Normal mode uses `notify`'s recommended watcher (inotify on Linux, FSEvents on macOS); its
+//! event handler only classifies the paths, stamps the board and, when a root appears or
+//! disappears, asks the tracker's own thread to re-arm the watches. When the OS runs out of
+//! watches or watcher instances, or when asked, the tracker thread stat-scans the roots at the
+//! check interval instead (nanosecond mtime + size + inode). `notify`'s `PollWatcher` is not
+//! used: its one-second mtime resolution misses writes.
+//!
+//! One job per file: [`classes`] (which paths and events count, and the event handler),
+//! [`worker`] (the tracker's thread), [`rearm`] (how each root is watched, re-armed and
+//! worked around), [`extent`] (a root's own filesystem, within the bound of one session's
+//! watches), [`scan`] (the stat-scan fallback), [`gaps`] (what was not watched, for the
+//! report) and [`deferred`] (a session's arming put off, and what is left to act on). This
+//! file holds the handle.
+
+mod classes;
+mod deferred;
+mod extent;
+mod gaps;
+mod rearm;
+mod scan;
+mod worker;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+#[cfg(test)]
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::unbounded;
+
+use crate::activity::{ActivityBoard, ActivitySource};
+use crate::config::FileWatchConfig;
+use crate::error::SpawnError;
+use crate::outcome::UnwatchedFolder;
+use crate::own_files::OwnFiles;
+use classes::PathFilter;
+use deferred::{Arming, Deferred, Poster};
+use gaps::Gaps;
+use rearm::RootState;
+use worker::{Msg, Worker};
+
+/// Tracks file activity under one or more roots and stamps [`ActivitySource::Files`] on an
+/// [`ActivityBoard`].
+///
+/// Usable on its own; [`Session`](crate::Session) starts one for every session whose
+/// [`MonitorConfig`](crate::MonitorConfig) has the files source on (the default, root
+/// `.agent` in the child's working directory). Dropping the tracker stops it.
+///
+/// ```
+/// use std::sync::{Arc, OnceLock};
+/// use std::time::{Duration, Instant};
+/// use quietus::sources::{ActivityBoard, FileActivityTracker};
+/// use quietus::{ActivitySource, Clock, FileWatchConfig};
+///
+/// let workspace = tempfile::tempdir()?;
+/// let board = Arc::new(ActivityBoard::new(Clock::system()));
+/// let tracker = FileActivityTracker::start(
+///     &FileWatchConfig::default(), // root `.agent`, not created yet: picked up when it is
+///     workspace.path(),
+///     board.clone(),
+///     Duration::from_secs(1),
+/// )?;
+/// std::fs::create_dir(workspace.path().join(".agent"))?;
+/// let give_up = Instant::now() + Duration::from_secs(10);
+/// while board.count(&ActivitySource::Files) == 0 && Instant::now() < give_up {
+///     std::thread::sleep(Duration::from_millis(5));
+/// }
+/// assert!(board.count(&ActivitySource::Files) > 0);
+/// drop(tracker);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct FileActivityTracker {
+    filter: Arc<PathFilter>,
+    gaps: Gaps,
+    board: Arc<ActivityBoard>,
+    scanning: Arc<AtomicBool>,
+    /// Whether the arming has begun (a watcher may exist, whose teardown can be slow).
+    arming: Arc<AtomicBool>,
+    /// The way to the tracker's thread, and what it has yet to act on.
+    poster: Poster,
+    /// How many times `arm_now` waited for the tracker's thread (tests).
+    #[cfg(test)]
+    round_trips: AtomicUsize,
+    thread: crate::sync::Mutex<Option<JoinHandle<()>>>,
+    /// A session's delayed arming, not begun yet: no thread exists until it is
+    /// ([`FileActivityTracker::arm_if_due`]).
+    deferred: crate::sync::Mutex<Option<Deferred>>,
+}
+
+impl fmt::Debug for FileActivityTracker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileActivityTracker")
+            .field("roots", &self.filter.roots)
+            .field("stat_scan", &self.is_stat_scan())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileActivityTracker {
+    /// Starts tracking `config.roots` (relative roots are taken from `base_dir`), stamping
+    /// `board`. The watches are armed when this returns. `scan_interval` is the stat-scan
+    /// period, used only in the fallback mode.
+    ///
+    /// A root that does not exist is normal (picked up when created); a root that is not a
+    /// folder is logged and the source marked unavailable on the board, as is a root beyond
+    /// the 8,192 folders the roots may have watched together, or one on a pseudo-filesystem (`/proc`, `/sys`…), which is not
+    /// watched ([`FileActivityTracker::unwatched`] says why). A root is watched on its own
+    /// filesystem only: a folder of another device inside it is never entered.
+    ///
+    /// # Errors
+    ///
+    /// An `io::Error` carrying a [`SpawnError`], as from a session's spawn:
+    /// of kind [`Config`](crate::SpawnErrorKind::Config) (`InvalidInput`, a
+    /// [`ConfigError`](crate::ConfigError) inside) for an invalid glob, of kind
+    /// [`Thread`](crate::SpawnErrorKind::Thread) if the tracker thread cannot be started.
+    pub fn start(
+        config: &FileWatchConfig,
+        base_dir: &Path,
+        board: Arc<ActivityBoard>,
+        scan_interval: Duration,
+    ) -> io::Result<FileActivityTracker> {
+        Self::begin(config, base_dir, board, scan_interval, false)
+    }
+
+    /// [`FileActivityTracker::start`]; with `deferred`, a delayed arming is left to the caller
+    /// ([`FileActivityTracker::start_for_session`]).
+    fn begin(
+        config: &FileWatchConfig,
+        base_dir: &Path,
+        board: Arc<ActivityBoard>,
+        scan_interval: Duration,
+        deferred: bool,
+    ) -> io::Result<FileActivityTracker> {
+        let roots: Vec<PathBuf> = config.roots.iter().map(|r| base_dir.join(r)).collect();
+        config.check_globs().map_err(SpawnError::config)?;
+        let filter = Arc::new(PathFilter::new(config, roots.clone()));
+        if config.arm_delay.is_zero() {
+            filter.build().map_err(SpawnError::config)?;
+        }
+        for own in &config.own_files {
+            filter.own_files.add(own);
+        }
+        board.set_enabled(&ActivitySource::Files, true);
+        let arming = Arming {
+            delay: config.arm_delay,
+            forced: config.force_stat_scan,
+            // The start, for the look at what changed before a delayed arming, on the clock
+            // file times come from (a later change has a later time: `changed_since`).
+            since: crate::process::sys::file_clock_now(),
+        };
+        let (tx, rx) = unbounded();
+        // A delayed arming is something to wait for until it is done.
+        let poster = Poster::new(tx, !arming.delay.is_zero());
+        let mut worker = Worker {
+            gaps: Gaps::default(),
+            roots: roots
+                .iter()
+                .map(|r| (r.clone(), RootState::Invalid))
+                .collect(),
+            filter,
+            board,
+            watcher: None,
+            scanning: Arc::new(AtomicBool::new(false)),
+            arming: Arc::new(AtomicBool::new(false)),
+            scan_interval,
+            snapshot: None,
+            poster,
+            warned: Vec::new(),
+            armed: false,
+            measured: Vec::new(),
+            watch_bound: extent::bound(),
+        };
+        let tracker = FileActivityTracker::handle_of(&worker);
+        if deferred && !arming.delay.is_zero() {
+            *tracker.deferred.lock() = Some(Deferred {
+                worker,
+                rx,
+                arming,
+                due: deferred::arming_now() + arming.delay,
+            });
+            return Ok(tracker);
+        }
+        if arming.delay.is_zero() {
+            worker.begin(arming.forced);
+        }
+        *tracker.thread.lock() = Some(worker.start(rx, arming)?);
+        Ok(tracker)
+    }
+
+    /// The handle of the tracker `worker` works for, sharing its state.
+    fn handle_of(worker: &Worker) -> FileActivityTracker {
+        FileActivityTracker {
+            filter: worker.filter.clone(),
+            gaps: worker.gaps.clone(),
+            board: worker.board.clone(),
+            scanning: worker.scanning.clone(),
+            arming: worker.arming.clone(),
+            poster: worker.poster.clone(),
+            #[cfg(test)]
+            round_trips: AtomicUsize::new(0),
+            thread: crate::sync::Mutex::new(None),
+            deferred: crate::sync::Mutex::new(None),
+        }
+    }
+
+    /// A session's tracker: with a delay, nothing runs until the session's monitor arms it
+    /// ([`FileActivityTracker::arm_if_due`], or [`FileActivityTracker::arm_now`] at a stale
+    /// decision); a program that ends within the delay costs no thread. Without one, as
+    /// [`FileActivityTracker::start`].
+    pub(crate) fn start_for_session(
+        config: &FileWatchConfig,
+        base_dir: &Path,
+        board: Arc<ActivityBoard>,
+        scan_interval: Duration,
+    ) -> io::Result<FileActivityTracker> {
+        Self::begin(config, base_dir, board, scan_interval, true)
+    }
+
+    /// Whether the arming has begun: until then no watch exists, and dropping the tracker is
+    /// quick (with watches, the kernel's teardown of an inotify instance can take 10 ms).
+    pub(crate) fn has_armed(&self) -> bool {
+        self.arming.load(Ordering::Acquire)
+    }
+
+    /// Whether the tracker has fallen back to stat-scanning (or was told to).
+    pub fn is_stat_scan(&self) -> bool {
+        self.scanning.load(Ordering::Acquire)
+    }
+
+    /// Never count activity on `path` (a file quietus or its caller writes itself, such as
+    /// a log), matched by identity like [`FileWatchConfig::own_files`], from now on.
+    pub fn ignore_file(&self, path: impl Into<PathBuf>) {
+        self.filter.own_files.add(&path.into());
+    }
+
+    /// The shared list of own files, for the log spill to register its files in.
+    pub(crate) fn own_files(&self) -> OwnFiles {
+        self.filter.own_files.clone()
+    }
+
+    /// The absolute roots being tracked.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.filter.roots
+    }
+
+    /// Every folder that could not be watched so far (a root or a folder inside one that the
+    /// user may not read, say), with why and for how long. Such a folder is retried on its
+    /// parent's events and at the scan interval, never dropped; a root refused as too large or
+    /// on a pseudo-filesystem is listed too, and not retried while it stays the same folder.
+    pub fn unwatched(&self) -> Vec<UnwatchedFolder> {
+        self.gaps.report(self.board.clock().now())
+    }
+}
+
+impl Drop for FileActivityTracker {
+    fn drop(&mut self) {
+        let _ = self.poster.send(Msg::Stop);
+        if let Some(thread) = self.thread.get_mut().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Polls (bounded) until `board` has at least `n` file stamps.
+#[cfg(test)]
+pub(super) fn wait_for_stamps(board: &ActivityBoard, n: u64) -> bool {
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while board.count(&ActivitySource::Files) < n && std::time::Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    board.count(&ActivitySource::Files) >= n
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    #[test]
+    fn own_files_are_ignored_by_identity_under_any_spelling() {
+        // The workspace is reached through a symbolic link; the own file is named through the
+        // real folder, before it exists; the tracker watches the link's spelling.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        fs::create_dir_all(real.join(".agent")).unwrap();
+        let alias = dir.path().join("alias");
+        std::os::unix::fs::symlink(&real, &alias).unwrap();
+        for mode in [false, true] {
+            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
+            let own = real.join(format!(".agent/events-{mode}.jsonl"));
+            let tracker = FileActivityTracker::start(
+                &FileWatchConfig::default()
+                    .own_file(&own)
+                    .force_stat_scan(mode),
+                &alias,
+                board.clone(),
+                Duration::from_millis(20),
+            )
+            .unwrap();
+            // A name registered later, through the link, counts as own too.
+            let later = alias.join(format!(".agent/report-{mode}.json"));
+            tracker.ignore_file(&later);
+            for i in 0..20 {
+                fs::write(&own, format!("line {i}")).unwrap();
+                fs::write(&later, format!("line {i}")).unwrap();
+                if mode {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            // Then one real change, after every own write.
+            fs::create_dir(real.join(format!(".agent/work-{mode}"))).unwrap();
+            assert!(wait_for_stamps(&board, 1), "the folder was not seen");
+            if mode {
+                std::thread::sleep(Duration::from_millis(100)); // a few more scans
+            }
+            assert_eq!(board.count(&ActivitySource::Files), 1, "stat scan: {mode}");
+            drop(tracker);
+        }
+    }
+
+    #[test]
+    fn metadata_changes_count_in_the_stat_scan_as_under_inotify() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let agent = dir.path().join(".agent");
+        fs::create_dir_all(agent.join("sub")).unwrap();
+        fs::write(agent.join("plan.md"), "x").unwrap();
+        for stat_scan in [false, true] {
+            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
+            let tracker = FileActivityTracker::start(
+                &FileWatchConfig::default().force_stat_scan(stat_scan),
+                dir.path(),
+                board.clone(),
+                Duration::from_millis(20),
+            )
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(100)); // the scan's baseline
+            let mode = if stat_scan { 0o600 } else { 0o640 };
+            fs::set_permissions(agent.join("plan.md"), fs::Permissions::from_mode(mode)).unwrap();
+            assert!(
+                wait_for_stamps(&board, 1),
+                "file chmod, stat scan: {stat_scan}"
+            );
+            let seen = board.count(&ActivitySource::Files);
+            let mode = if stat_scan { 0o700 } else { 0o750 };
+            fs::set_permissions(agent.join("sub"), fs::Permissions::from_mode(mode)).unwrap();
+            assert!(
+                wait_for_stamps(&board, seen + 1),
+                "folder chmod, stat scan: {stat_scan}"
+            );
+            drop(tracker);
+        }
+    }
+}

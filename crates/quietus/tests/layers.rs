@@ -1,0 +1,394 @@
+//! The rooms of the library and their layers, as `docs/design.md` lists them ("The rooms of
+//! the code"), checked against the code: every `crate::` path in `crates/quietus/src/` is an
+//! edge from the room of its file to the room it names; none may run upwards, none may close a
+//! circle between rooms, and every room must be in the list. The list is read from the page
+//! itself, so the page and the code cannot drift apart. The `unsafe` blocks are counted here
+//! too: at most six, all in `process/sys/unsafe_calls.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The library's sources.
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`, recursively, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).expect("read the source folder") {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The layer of each room of the library, from the numbered list of `design.md`: room name
+/// (`monitor`, `outcome`…) → its number (1 is the top). Names that are not rooms of the
+/// library (the command's `cli/`, a sub-folder like `monitor/tree/`) are skipped.
+fn layers_from_design(design: &str, rooms: &BTreeSet<String>) -> BTreeMap<String, usize> {
+    let start = design
+        .find("The imports run")
+        .expect("design.md says how the imports run");
+    let end = design[start..]
+        .find("A room may use rooms of its own layer")
+        .map(|i| start + i)
+        .expect("design.md's layer list ends with its rule");
+    let mut layers = BTreeMap::new();
+    let mut current = None;
+    for line in design[start..end].lines() {
+        let trimmed = line.trim_start();
+        let number = trimmed
+            .split_once(". ")
+            .and_then(|(n, _)| n.parse::<usize>().ok())
+            .filter(|_| !line.starts_with(' '));
+        if let Some(n) = number {
+            current = Some(n);
+        }
+        let Some(layer) = current else { continue };
+        for (i, name) in line.split('`').enumerate() {
+            if i % 2 == 0 {
+                continue; // outside backticks
+            }
+            let room = name.trim_end_matches('/').trim_end_matches(".rs");
+            if room.contains('/') || !rooms.contains(room) {
+                continue;
+            }
+            if let Some(before) = layers.insert(room.to_owned(), layer) {
+                assert_eq!(before, layer, "design.md lists {room} in two layers");
+            }
+        }
+    }
+    layers
+}
+
+/// The top-level rooms of the library: each module of `src/` but `lib.rs`.
+fn rooms() -> BTreeSet<String> {
+    fs::read_dir(src())
+        .expect("read src")
+        .map(|e| e.expect("an entry").path())
+        .filter_map(|path| {
+            let name = path.file_name()?.to_str()?.to_owned();
+            if path.is_dir() {
+                // A folder is a room when it is a module of its own (`mod.rs`) or the
+                // submodules of a file room (`diagnosis/` beside `diagnosis.rs`).
+                Some(name)
+            } else {
+                name.strip_suffix(".rs")
+                    .filter(|n| *n != "lib")
+                    .map(str::to_owned)
+            }
+        })
+        .collect()
+}
+
+/// The room of a file: the first component of its path under `src/`, without `.rs`.
+fn room_of(file: &Path) -> String {
+    let relative = file.strip_prefix(src()).expect("a file of src");
+    let first = relative
+        .components()
+        .next()
+        .expect("a path")
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// The text without its comments (line and doc comments: intra-doc links name rooms too, but
+/// are no imports) and without the contents of string literals.
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut in_string = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if in_string {
+            if c == b'\\' {
+                i += 2;
+                continue;
+            }
+            if c == b'"' {
+                in_string = false;
+                out.push('"');
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'/' && bytes.get(i + 1) == Some(&b'/') {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == b'"' && (i == 0 || bytes[i - 1] != b'\'') {
+            in_string = true;
+        }
+        out.push(c as char);
+        i += 1;
+    }
+    out
+}
+
+/// The rooms a file's code names through `crate::` (`use crate::a::B`, `crate::a::f()`,
+/// `use crate::{a::B, c::D}`); `pub(in crate::x)` is a visibility, not an edge.
+fn named_rooms(code: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = &rest[..at];
+        let after = &rest[at + "crate::".len()..];
+        rest = after;
+        let prefixed = before
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$');
+        if prefixed || before.ends_with("in ") {
+            continue;
+        }
+        if let Some(group) = after.strip_prefix('{') {
+            // The first identifier of each item at the group's top level.
+            let mut depth = 1;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => item_start = true,
+                    c if item_start && depth == 1 && (c.is_alphabetic() || c == '_') => {
+                        let ident: String = group[i..]
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        named.push(ident);
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let ident: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !ident.is_empty() {
+                named.push(ident);
+            }
+        }
+    }
+    named
+}
+
+/// Every edge between two rooms: (from, to) → the files that make it.
+fn edges(rooms: &BTreeSet<String>) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for file in rust_files(&src()) {
+        if file == src().join("lib.rs") {
+            continue; // the crate root re-exports every room: it is above them all
+        }
+        let from = room_of(&file);
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        for to in named_rooms(&code) {
+            if to != from && rooms.contains(&to) {
+                let shown = file.strip_prefix(src()).unwrap().display().to_string();
+                edges.entry((from.clone(), to)).or_default().insert(shown);
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn every_import_runs_down_the_layers_of_design_md() {
+    let rooms = rooms();
+    let design =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/design.md"))
+            .expect("read docs/design.md");
+    let layers = layers_from_design(&design, &rooms);
+    let unlisted: Vec<&String> = rooms.iter().filter(|r| !layers.contains_key(*r)).collect();
+    assert!(
+        unlisted.is_empty(),
+        "rooms missing from design.md's layer list: {unlisted:?}"
+    );
+    let upward: Vec<String> = edges(&rooms)
+        .iter()
+        .filter(|((from, to), _)| layers[to] < layers[from])
+        .map(|((from, to), files)| {
+            format!(
+                "{from} (layer {}) -> {to} (layer {}) in {files:?}",
+                layers[from], layers[to]
+            )
+        })
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "imports running upwards:\n{}",
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn no_import_circle_between_rooms() {
+    let rooms = rooms();
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let edges = edges(&rooms);
+    for (from, to) in edges.keys() {
+        next.entry(from.as_str()).or_default().push(to.as_str());
+    }
+    // Depth first; a room met again while on the path closes a circle.
+    fn visit<'a>(
+        room: &'a str,
+        next: &BTreeMap<&'a str, Vec<&'a str>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+        circles: &mut Vec<String>,
+    ) {
+        if let Some(at) = path.iter().position(|r| *r == room) {
+            let mut circle = path[at..].to_vec();
+            circle.push(room);
+            circles.push(circle.join(" -> "));
+            return;
+        }
+        if !done.insert(room) {
+            return;
+        }
+        path.push(room);
+        for to in next.get(room).into_iter().flatten() {
+            visit(to, next, path, done, circles);
+        }
+        path.pop();
+    }
+    let mut circles = Vec::new();
+    let mut done = BTreeSet::new();
+    for room in &rooms {
+        visit(room, &next, &mut Vec::new(), &mut done, &mut circles);
+    }
+    assert!(circles.is_empty(), "import circles: {circles:?}");
+}
+
+#[test]
+fn the_parser_finds_edges_and_skips_visibilities_and_comments() {
+    let code = code_only(
+        "use crate::a::B;\nuse crate::{c::D, e};\npub(in crate::f) fn g() { crate::h::i(); }\n\
+         // crate::j::k\n/// [x](crate::l)\nlet s = \"crate::m\";\nlet t = $crate::n;\n",
+    );
+    assert_eq!(named_rooms(&code), ["a", "c", "e", "h"]);
+    let rooms: BTreeSet<String> = ["monitor", "outcome", "sources"].map(String::from).into();
+    let design = "The imports run\ndownwards:\n\n1. the monitor: `monitor/` (a `monitor/tree/`);\n\
+                  2. results: `outcome.rs`,\n   `sources/` and `cli/`;\n\n\
+                  A room may use rooms of its own layer";
+    let layers = layers_from_design(design, &rooms);
+    assert_eq!(layers["monitor"], 1);
+    assert_eq!(layers["outcome"], 2);
+    assert_eq!(layers["sources"], 2, "a continued line stays in its layer");
+    assert_eq!(layers.len(), 3);
+}
+
+#[test]
+fn at_most_six_unsafe_blocks_all_in_unsafe_calls() {
+    let fenced = src().join("process/sys/unsafe_calls.rs");
+    let mut inside = 0;
+    let mut outside = Vec::new();
+    for file in rust_files(&src()) {
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        let blocks = code
+            .match_indices("unsafe")
+            .filter(|(at, _)| {
+                let before = code[..*at].chars().next_back();
+                let after = code[at + "unsafe".len()..].trim_start();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_') && after.starts_with('{')
+            })
+            .count();
+        if file == fenced {
+            inside = blocks;
+        } else if blocks > 0 {
+            outside.push(file.display().to_string());
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "unsafe blocks outside unsafe_calls.rs: {outside:?}"
+    );
+    assert!(
+        inside <= 6,
+        "{inside} unsafe blocks in unsafe_calls.rs: at most 6"
+    );
+    assert!(inside > 0, "the count found the fenced blocks");
+}
+
+/// The generic arguments of every `Result<…>` in `code`, split at their top level.
+fn result_arguments(code: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("Result<") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // `RetryResult<`, `io::Result<` is fine: its `::` is no identifier
+        }
+        let mut depth = 0;
+        let mut args = vec![String::new()];
+        for c in code[at + "Result".len()..].chars() {
+            match c {
+                '<' | '(' | '[' => {
+                    depth += 1;
+                    if depth == 1 {
+                        continue;
+                    }
+                }
+                '>' | ')' | ']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ',' if depth == 1 => {
+                    args.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            args.last_mut().expect("one argument").push(c);
+        }
+        found.push(
+            args.into_iter()
+                .map(|a| a.split_whitespace().collect())
+                .collect(),
+        );
+    }
+    found
+}
+
+#[test]
+fn no_result_with_a_string_error_in_the_library() {
+    let mut stringly = Vec::new();
+    for file in rust_files(&src()) {
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        for args in result_arguments(&code) {
+            if args.len() == 2 && matches!(args[1].as_str(), "String" | "&str" | "&'staticstr") {
+                stringly.push(format!("{}: Result<{}>", file.display(), args.join(", ")));
+            }
+        }
+    }
+    assert!(
+        stringly.is_empty(),
+        "errors that are strings, not types:\n{}",
+        stringly.join("\n")
+    );
+    // The search itself: it sees through line breaks and nested generics.
+    let seen = result_arguments("fn f() -> Result<(PathBuf,\n String), String> {}");
+    assert_eq!(seen, [["(PathBuf,String)", "String"]]);
+}

@@ -1,0 +1,357 @@
+"""The stall zoo's watchdog policies: quietus (the real binary) and four models of the peers'
+mechanisms, each run at the benchmark's idle timeout T.
+
+Every policy is a function `run(ctx) -> dict` that starts the fixture (or quietus around it),
+watches it the way the peer does, ends it the way the peer does, and says when it ended it
+(`ended_at`, the first signal or keystroke, wall clock) and when the run was over for the caller
+(`returned_at`). The runner (run.py) owns the fixture's environment, the stall instant, the cut at
+the deadline window, the leftover scan and the scoring. How each model follows its source is in
+README.md.
+"""
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+
+POLICIES = ["quietus", "output-idle", "wall-clock", "screen-no-change", "prompt-match"]
+
+# wall-clock: the budget, in idle timeouts (see README.md: why 3 T).
+WALL_CLOCK_BUDGET_T = 3.0
+# output-idle: gemini-cli's shell tool kills the group with TERM, then KILL after 200 ms.
+OUTPUT_IDLE_KILL_DELAY = 0.2
+# screen-no-change: OpenHands polls the tmux pane every 0.5 s.
+SCREEN_POLL = 0.5
+SCREEN_ROWS = 24
+SCREEN_COLS = 80
+# prompt-match: DesktopCommander matches the last 4,096 characters of output; force_terminate
+# walks the tree with ps, sends TERM, waits 1 s, sends KILL.
+PROMPT_TAIL = 4096
+PROMPT_KILL_DELAY = 1.0
+# DesktopCommanderMCP src/utils/process-detection.ts (read 2026): the last line of a stream's
+# last 4,096 characters is an input wait when it is made of REPL prompts alone, or ends in a
+# named/shell prompt. No "[Y/n]", no "Password:": questions that are not REPL or shell prompts
+# are not recognised. (PowerShell and cmd.exe prompts are left out: not on Linux.)
+DC_PROMPTS = [">>> ", "... ", "> ", "+ ", "julia> ", "       ", "$ ", "# ", "% ", "mysql> ",
+              "    -> ", "=# ", "-# ", "redis> ", ">> "]
+DC_PROMPTS_ONLY = re.compile("^(?:%s)+$" % "|".join(re.escape(p) for p in DC_PROMPTS))
+DC_LINE_END_PROMPTS = [">>> ", "julia> ", "mysql> ", "redis> ", "$ ", "# ", "% "]
+
+
+def dc_waiting_for_input(tail):
+    """DesktopCommander's analyzeOutputTail on one stream's tail."""
+    tail = tail[-PROMPT_TAIL:]
+    if not tail.strip():
+        return False
+    last = tail.split("\n")[-1]
+    if DC_PROMPTS_ONLY.match(last):
+        return True
+    return any(last.endswith(p) for p in DC_LINE_END_PROMPTS)
+
+
+def now():
+    return time.time()
+
+
+def killpg(pgid, sig):
+    if pgid is None or pgid <= 1 or pgid == os.getpgrp():
+        return
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def children_map():
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                s = f.read()
+            ppid = int(s[s.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def tree_pids(root):
+    """The leader and its descendants by parent pid (a `ps` walk: re-parented orphans are missed)."""
+    kids = children_map()
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+class Screen:
+    """A tiny terminal: lines, `\\r`, `\\n`, backspace; escape sequences are dropped."""
+    ESC = re.compile(rb"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z]|.)")
+
+    def __init__(self):
+        self.lines = [""]
+        self.col = 0
+
+    def feed(self, data):
+        data = self.ESC.sub(b"", data)
+        for ch in data.decode("utf-8", "replace"):
+            if ch == "\n":
+                self.lines.append("")
+                self.col = 0
+                self.lines = self.lines[-SCREEN_ROWS:]
+            elif ch == "\r":
+                self.col = 0
+            elif ch == "\b":
+                self.col = max(0, self.col - 1)
+            elif ch >= " ":
+                if self.col >= SCREEN_COLS:
+                    self.lines.append("")
+                    self.col = 0
+                line = self.lines[-1]
+                line = line.ljust(self.col)
+                self.lines[-1] = line[:self.col] + ch + line[self.col + 1:]
+                self.col += 1
+
+    def text(self):
+        return "\n".join(self.lines[-SCREEN_ROWS:])
+
+
+def _spawn(ctx, pty_mode):
+    """Start the fixture in a session of its own: pipes (with a stdin pipe the runner never
+    writes), or a terminal whose master the runner holds."""
+    if pty_mode:
+        master, slave = os.openpty()
+        import fcntl, struct, termios
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SCREEN_ROWS, SCREEN_COLS, 0, 0))
+        # setsid -c: a new session whose controlling terminal is the pty (no fork: the child is
+        # not a group leader), then exec the fixture: same pid.
+        proc = subprocess.Popen(["setsid", "-c"] + ctx.command, cwd=ctx.workdir, env=ctx.env,
+                                stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        return proc, [master], master
+    proc = subprocess.Popen(ctx.command, cwd=ctx.workdir, env=ctx.env, stdin=ctx.stdin_r,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
+                            start_new_session=True)
+    return proc, [proc.stdout.fileno(), proc.stderr.fileno()], None
+
+
+def _read_ready(fds, timeout):
+    """Read what is ready; returns (bytes read, fds at EOF)."""
+    got, eof, per = b"", [], {}
+    if not fds:
+        time.sleep(timeout)
+        return got, eof, per
+    r, _, _ = select.select(fds, [], [], timeout)
+    for fd in r:
+        try:
+            b = os.read(fd, 65536)
+        except OSError:  # EIO: the pty's last slave closed
+            b = b""
+        if b:
+            got += b
+            per[fd] = b
+        else:
+            eof.append(fd)
+    return got, eof, per
+
+
+def run_direct(ctx, policy):
+    """The four modelled peers: one loop, the policy decides when and how to end."""
+    pty_mode = policy == "screen-no-change"
+    res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
+           "cut": False, "how": None}
+    t0 = now()
+    ctx.t_start = t0
+    proc, fds, master = _spawn(ctx, pty_mode)
+    ctx.leader_pid = proc.pid
+    pgid = proc.pid
+    last_out = t0
+    tails = {}
+    screen = Screen()
+    last_screen, last_change, next_poll = "", t0, t0 + SCREEN_POLL
+    open_fds = list(fds)
+    try:
+        while True:
+            data, eof, per = _read_ready(open_fds, 0.05)
+            t = now()
+            for fd in eof:
+                open_fds.remove(fd)
+            if data:
+                last_out = t
+                for fd, b in per.items():
+                    tails[fd] = (tails.get(fd, "") + b.decode("utf-8", "replace"))[-PROMPT_TAIL:]
+                screen.feed(data)
+            if res["leader_exit"] is None and proc.poll() is not None:
+                res["leader_exit"], res["leader_rc"] = t, proc.returncode
+            alive = res["leader_exit"] is None and res["ended_at"] is None
+
+            if policy == "output-idle":
+                # gemini-cli inactivityTimeout / codex stream idle / Symphony stall_timeout_ms:
+                # any stdout/stderr chunk resets the timer; at T: TERM the group, KILL 200 ms later.
+                # The tool returns at the process's exit, and then ends its group (#13225).
+                if alive and t - last_out >= ctx.T:
+                    res["ended_at"], res["how"] = t, "TERM+KILL group (output idle)"
+                    killpg(pgid, signal.SIGTERM)
+                    time.sleep(OUTPUT_IDLE_KILL_DELAY)
+                    killpg(pgid, signal.SIGKILL)
+                if res["leader_exit"] is not None or res["ended_at"] is not None:
+                    if res["ended_at"] is None:
+                        killpg(pgid, signal.SIGTERM)
+                        time.sleep(OUTPUT_IDLE_KILL_DELAY)
+                        killpg(pgid, signal.SIGKILL)
+                    proc.wait()
+                    res["leader_exit"] = res["leader_exit"] or now()
+                    res["returned_at"] = now()
+                    break
+
+            elif policy == "wall-clock":
+                # GNU `timeout` (Claude Code's / SWE-agent's Bash tool timeout): TERM to its
+                # process group at the budget, nothing else; the caller (`| tail`, a pipe
+                # reader) returns at EOF of the output, after timeout itself has exited.
+                if alive and t - t0 >= WALL_CLOCK_BUDGET_T * ctx.T:
+                    res["ended_at"], res["how"] = t, "TERM group (budget)"
+                    killpg(pgid, signal.SIGTERM)
+                if res["leader_exit"] is not None and not open_fds:
+                    res["returned_at"] = t
+                    break
+
+            elif policy == "screen-no-change":
+                # OpenHands: the tmux pane is read every 0.5 s; no change for T: control goes
+                # back to the model, which sends C-c and stops. The command is done when the
+                # shell's prompt comes back (the leader's exit); background jobs are left alone.
+                if t >= next_poll:
+                    next_poll = t + SCREEN_POLL
+                    s = screen.text()
+                    if s != last_screen:
+                        last_screen, last_change = s, t
+                    if alive and t - last_change >= ctx.T:
+                        res["ended_at"], res["how"] = t, "C-c (no screen change)"
+                        try:
+                            os.write(master, b"\x03")
+                        except OSError:
+                            pass
+                        time.sleep(0.5)
+                        if proc.poll() is not None:
+                            res["leader_exit"], res["leader_rc"] = now(), proc.returncode
+                        res["returned_at"] = now()
+                        break
+                if res["leader_exit"] is not None:
+                    res["returned_at"] = t
+                    break
+
+            elif policy == "prompt-match":
+                # DesktopCommander: a prompt at the end of the last 4,096 characters is an input
+                # wait (the harness then gives up: force_terminate, a ps walk, TERM, 1 s, KILL);
+                # anything else only returns early, the process running on. Done at its exit.
+                if alive and any(dc_waiting_for_input(x) for x in tails.values()):
+                    res["ended_at"], res["how"] = t, "force_terminate (prompt seen)"
+                    pids = [p for p in tree_pids(pgid) if ctx.has_marker(p)]
+                    for p in pids:
+                        try:
+                            os.kill(p, signal.SIGTERM)
+                        except ProcessLookupError:
+                            pass
+                    time.sleep(PROMPT_KILL_DELAY)
+                    for p in pids:
+                        try:
+                            if ctx.has_marker(p):
+                                os.kill(p, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    proc.wait()
+                    res["leader_exit"], res["leader_rc"] = now(), proc.returncode
+                    res["returned_at"] = now()
+                    break
+                if res["leader_exit"] is not None:
+                    res["returned_at"] = t
+                    break
+            else:
+                raise ValueError("unknown policy %r" % policy)
+
+            if t >= ctx.cut_at():
+                res["cut"] = True
+                break
+    finally:
+        for fd in fds:
+            try:
+                if master is not None:
+                    os.close(fd)
+            except OSError:
+                pass
+        if master is None:
+            proc.stdout.close()
+            proc.stderr.close()
+    if res["leader_exit"] is None and proc.poll() is not None:
+        res["leader_exit"], res["leader_rc"] = now(), proc.returncode
+    ctx.proc = proc
+    return res
+
+
+def run_quietus(ctx):
+    """The real binary: `quietus -i T --report FILE -- fixture`, defaults otherwise."""
+    report = os.path.join(ctx.rundir, "report.json")
+    cmd = [ctx.binary, "-i", "%gs" % ctx.T, "--report", report, "--"] + ctx.command
+    res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
+           "cut": False, "how": None, "report": None}
+    t0 = now()
+    ctx.t_start = t0
+    proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=ctx.env, stdin=ctx.stdin_r,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
+                            start_new_session=True)
+    ctx.leader_pid = proc.pid
+    open_fds = [proc.stdout.fileno(), proc.stderr.fileno()]
+    err = b""
+    try:
+        while True:
+            r, _, _ = select.select(open_fds, [], [], 0.05) if open_fds else ([], [], time.sleep(0.05))
+            for fd in r:
+                b = os.read(fd, 65536)
+                if not b:
+                    open_fds.remove(fd)
+                elif fd == proc.stderr.fileno():
+                    err = (err + b)[-4000:]
+            t = now()
+            if proc.poll() is not None and not open_fds:
+                res["returned_at"] = t
+                res["leader_exit"], res["leader_rc"] = t, proc.returncode
+                break
+            if t >= ctx.cut_at():
+                res["cut"] = True
+                break
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    res["stderr_tail"] = err.decode("utf-8", "replace").strip().splitlines()[-1:] or []
+    try:
+        with open(report) as f:
+            rep = json.load(f)
+    except (OSError, ValueError):
+        rep = None
+    if rep:
+        res["report"] = {k: rep.get(k) for k in ("outcome", "exit_code", "duration_ms", "idle_ms",
+                                                 "ladder", "diagnosis", "leftovers_killed",
+                                                 "capped")}
+        if rep.get("outcome") in ("idle_timeout", "input_wait", "hard_timeout"):
+            ladder = rep.get("ladder") or {}
+            back = (ladder.get("duration_ms") or 0) / 1000.0
+            res["ended_at"] = t0 + rep["duration_ms"] / 1000.0 - back
+            res["how"] = rep["outcome"]
+        diag = rep.get("diagnosis")
+        if diag:
+            res["diagnosis"] = diag.get("kind")
+            res["diagnosis_summary"] = diag.get("summary")
+    ctx.proc = proc
+    return res
+
+
+def run(ctx, policy):
+    if policy == "quietus":
+        return run_quietus(ctx)
+    return run_direct(ctx, policy)

@@ -1,0 +1,722 @@
+#!/usr/bin/env python3
+"""The stall zoo: run real programs (fixtures) under watchdog policies and score them.
+
+    python3 zoo/run.py                      # every policy x every fixture
+    python3 zoo/run.py --fast               # the quick representative subset
+    python3 zoo/run.py --policy quietus --fixture s_sh_sleep --json out.json --svg docs/zoo.svg
+
+Stdlib only (Python 3.9+). See zoo/README.md for the fixtures' header, the policies' models, the
+metrics and their windows.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FIXTURES = os.path.join(HERE, "fixtures")
+sys.path.insert(0, HERE)
+
+import policies  # noqa: E402
+
+TRUTHS = ("working", "stalled", "lingering")
+KINDS = ("awaiting_input", "network_wait", "sleeping", "stopped", "waiting_on_child", "lock_wait",
+         "disk_wait", "running", "unknown")
+SERVERS = ("tcp_blackhole", "tcp_drip", "tcp_close", "tcp_refused", "udp_sink", "unix_sink",
+           "cpu_load")
+
+
+# ---------------------------------------------------------------- fixtures
+
+def parse_fixture(path):
+    """A fixture is a file of zoo/fixtures (`*.sh` run by sh, `*.py` by python3) whose leading
+    comment holds `# zoo-KEY: value` lines: truth, kind, server, fast, heavy, thread."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    meta = {"name": name, "path": path, "truth": None, "kind": None, "servers": [],
+            "fast": False, "heavy": False, "thread": "-", "doc": []}
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                break
+            body = line[1:].strip()
+            if body.startswith("zoo-") and ":" in body:
+                key, val = body[4:].split(":", 1)
+                key, val = key.strip(), val.strip()
+                if key == "truth":
+                    meta["truth"] = val
+                elif key == "kind":
+                    meta["kind"] = val
+                elif key == "server":
+                    meta["servers"] = [s.strip() for s in val.split(",") if s.strip()]
+                elif key in ("fast", "heavy"):
+                    meta[key] = val.lower() in ("yes", "true", "1")
+                elif key == "thread":
+                    meta["thread"] = val
+                else:
+                    raise ValueError("%s: unknown header key zoo-%s" % (path, key))
+            elif body:
+                meta["doc"].append(body)
+    if meta["truth"] not in TRUTHS:
+        raise ValueError("%s: zoo-truth must be one of %s" % (path, TRUTHS))
+    if meta["truth"] == "stalled" and meta["kind"] not in KINDS:
+        raise ValueError("%s: a stalled fixture needs zoo-kind in %s" % (path, KINDS))
+    for s in meta["servers"]:
+        if s not in SERVERS:
+            raise ValueError("%s: unknown server %s" % (path, s))
+    meta["command"] = (["sh", path] if path.endswith(".sh") else ["python3", path])
+    return meta
+
+
+def load_fixtures():
+    out = []
+    for fn in sorted(os.listdir(FIXTURES)):
+        if fn.startswith("_") or not fn.endswith((".sh", ".py")):
+            continue
+        out.append(parse_fixture(os.path.join(FIXTURES, fn)))
+    order = {t: i for i, t in enumerate(TRUTHS)}
+    out.sort(key=lambda m: (order[m["truth"]], m["name"]))
+    return out
+
+
+# ---------------------------------------------------------------- servers
+
+class Servers:
+    """Local servers on 127.0.0.1 (ephemeral ports) and a Unix socket, in daemon threads."""
+
+    def __init__(self, tmp):
+        self.env = {}
+        self.socks = []
+        self.conns = []
+        self.lock = threading.Lock()
+        self._tcp("TCP_BLACKHOLE", self._blackhole)
+        self._tcp("TCP_DRIP", self._drip)
+        self._tcp("TCP_CLOSE", self._close)
+        # a port nothing listens on: bound, then closed
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.env["ZOO_TCP_REFUSED_PORT"] = str(s.getsockname()[1])
+        s.close()
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("127.0.0.1", 0))
+        self.socks.append(u)
+        self.env["ZOO_UDP_SINK_PORT"] = str(u.getsockname()[1])
+        self._thread(self._udp_sink, u)
+        path = os.path.join(tmp, "unix-sink.sock")
+        x = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        x.bind(path)
+        x.listen(64)
+        self.socks.append(x)
+        self.env["ZOO_UNIX_SINK"] = path
+        self._thread(self._accept, x, self._blackhole)
+
+    def _thread(self, fn, *args):
+        threading.Thread(target=fn, args=args, daemon=True).start()
+
+    def _tcp(self, name, handler):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        self.socks.append(s)
+        self.env["ZOO_%s_PORT" % name] = str(s.getsockname()[1])
+        self._thread(self._accept, s, handler)
+
+    def _accept(self, s, handler):
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns.append(c)
+            self._thread(self._guard, handler, c)
+
+    def _guard(self, handler, c):
+        try:
+            handler(c)
+        except OSError:
+            pass
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+            with self.lock:
+                if c in self.conns:
+                    self.conns.remove(c)
+
+    @staticmethod
+    def _drain(c):
+        while c.recv(65536):
+            pass
+
+    def _blackhole(self, c):
+        """Accepts, reads and discards, never answers; holds the connection until the client goes."""
+        self._drain(c)
+
+    def _drip(self, c):
+        """Reads a request line `NBYTES INTERVAL SECONDS close|hold` (anything before it, such as
+        an HTTP request line, is skipped), then sends NBYTES every INTERVAL s for SECONDS s, then
+        closes, or sends `event: end-of-drip` and holds the connection open (reading) until the client goes."""
+        buf = b""
+        while True:
+            b = c.recv(4096)
+            if not b:
+                return
+            buf += b
+            lines = buf.split(b"\n")
+            req = [ln for ln in lines[:-1] if len(ln.split()) == 4 and ln.split()[0].isdigit()]
+            if req:
+                break
+        n, interval, seconds, then = req[0].decode().split()
+        n, interval, seconds = int(n), float(interval), float(seconds)
+        end = time.time() + seconds
+        chunk = b"data: " + b"x" * max(0, n - 7) + b"\n"
+        while time.time() < end:
+            c.sendall(chunk[:n])
+            time.sleep(interval)
+        if then == "hold":
+            c.sendall(b"event: end-of-drip\n")  # the last bytes: the client's stall instant
+            self._drain(c)
+
+    def _close(self, c):
+        """Reads the request, then closes at once: the client's socket goes to CLOSE_WAIT."""
+        c.settimeout(1.0)
+        try:
+            c.recv(4096)
+        except socket.timeout:
+            pass
+
+    def _udp_sink(self, u):
+        while True:
+            try:
+                u.recvfrom(65536)
+            except OSError:
+                return
+
+    def close(self):
+        for s in self.socks:
+            try:
+                s.close()
+            except OSError:
+                pass
+        with self.lock:
+            for c in list(self.conns):
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                    c.close()
+                except OSError:
+                    pass
+
+
+class CpuLoad:
+    """Load outside the fixture's tree: one busy process per core, started by the runner (no
+    marker), ended by pid."""
+
+    def __init__(self, env):
+        n = os.cpu_count() or 2
+        clean = {k: v for k, v in env.items() if k != "ZOO_MARKER"}
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], env=clean,
+                                       stdin=subprocess.DEVNULL) for _ in range(n)]
+
+    def stop(self):
+        for p in self.procs:
+            try:
+                p.kill()
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+# ---------------------------------------------------------------- markers
+
+def marker_pids(marker):
+    """Processes whose environment or command line carries the run's marker."""
+    needle = marker.encode()
+    found = []
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        for part in ("environ", "cmdline"):
+            try:
+                with open("/proc/%s/%s" % (d, part), "rb") as f:
+                    if needle in f.read():
+                        found.append(int(d))
+                        break
+            except OSError:
+                pass
+    return found
+
+
+def has_marker(pid, marker):
+    needle = marker.encode()
+    for part in ("environ", "cmdline"):
+        try:
+            with open("/proc/%d/%s" % (pid, part), "rb") as f:
+                if needle in f.read():
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+def kill_marked(marker):
+    """SIGKILL every process carrying the marker (and nothing else), until none is left."""
+    for _ in range(50):
+        pids = marker_pids(marker)
+        if not pids:
+            return
+        for p in pids:
+            if has_marker(p, marker):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- one run
+
+class Ctx:
+    def __init__(self, args, fixture, policy, servers_env, tmp):
+        self.T = args.idle
+        self.window = args.window
+        self.work = args.work_t * args.idle
+        self.fixture = fixture
+        self.policy = policy
+        self.binary = args.binary
+        self.marker = "zoo-%s" % uuid.uuid4().hex
+        self.rundir = tempfile.mkdtemp(prefix="%s-%s-" % (fixture["name"], policy), dir=tmp)
+        self.workdir = os.path.join(self.rundir, "work")
+        os.mkdir(self.workdir)
+        self.stall_file = os.path.join(self.rundir, "stall")
+        self.command = fixture["command"]
+        env = dict(os.environ)
+        env.update(servers_env)
+        env.update({
+            "ZOO_MARKER": self.marker,
+            "ZOO_T": "%g" % self.T,
+            "ZOO_WORK_SECONDS": "%g" % self.work,
+            "ZOO_STALL_FILE": self.stall_file,
+            "ZOO_DIR": FIXTURES,
+            "PYTHONPATH": FIXTURES,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        })
+        self.env = env
+        self.t_start = None
+        self.leader_pid = None
+        self.proc = None
+        self.stdin_r, self.stdin_w = os.pipe()  # a stdin nobody ever writes
+
+    def has_marker(self, pid):
+        return has_marker(pid, self.marker)
+
+    def stall_instant(self):
+        try:
+            with open(self.stall_file) as f:
+                return float(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def cut_at(self):
+        """When the runner stops waiting: past the deadline window of a stall, the promptness
+        window of a lingering fixture, or a working fixture's run plus the window."""
+        t0 = self.t_start
+        s = self.stall_instant()
+        truth = self.fixture["truth"]
+        if truth == "stalled" and s is not None:
+            return s + self.T + self.window
+        if truth == "lingering" and s is not None:
+            return s + self.T + 1.0
+        return t0 + self.work + self.T + self.window
+
+
+def classify(ctx, res):
+    """outcome: ok (a working fixture ran its course), caught (a stall ended in its window, or a
+    lingering fixture finished promptly), late (caught, more than LATE past the deadline),
+    false_kill, miss, error (the fixture did not behave as declared)."""
+    T, truth = ctx.T, ctx.fixture["truth"]
+    s = ctx.stall_instant()
+    res["stall_instant"] = s
+    ended = res["ended_at"]
+    late = max(1.0, T / 2)
+    res["latency"] = None
+    if truth == "working":
+        if ended is not None:
+            return "false_kill"
+        if res["cut"]:
+            return "error"
+        return "ok" if res["leader_rc"] == 0 else "error"
+    if truth == "stalled":
+        if s is None:
+            return "false_kill" if ended is not None else "error"
+        if ended is not None and ended < s:
+            return "false_kill"
+        deadline = s + T
+        if ended is not None and ended <= deadline + ctx.window:
+            res["latency"] = ended - deadline
+            return "late" if res["latency"] > late else "caught"
+        if ended is None and not res["cut"]:
+            return "error"  # it exited by itself: not a stall
+        return "miss"
+    # lingering
+    if s is None:
+        return "false_kill" if ended is not None else "error"
+    if ended is not None and ended < s - 0.05:
+        return "false_kill"
+    if res["returned_at"] is not None and not res["cut"] and res["returned_at"] - s <= T:
+        res["latency"] = res["returned_at"] - s
+        return "caught"
+    return "miss"
+
+
+def run_one(args, fixture, policy, servers_env, tmp):
+    ctx = Ctx(args, fixture, policy, servers_env, tmp)
+    load = CpuLoad(ctx.env) if "cpu_load" in fixture["servers"] else None
+    try:
+        res = policies.run(ctx, policy)
+    except Exception:
+        res = {"ended_at": None, "returned_at": None, "cut": True, "leader_rc": None,
+               "runner_error": traceback.format_exc()}
+    finally:
+        if load:
+            load.stop()
+    # leftovers: survivors once the policy is done with the run (for a cut run, only when the
+    # fixture's leader is gone: a stalled tree cut by the runner is not "left behind")
+    time.sleep(0.3)
+    survivors = marker_pids(ctx.marker)
+    leader_gone = not res["cut"] or (ctx.proc is not None and ctx.proc.poll() is not None)
+    if policy == "quietus" and res["cut"]:
+        leader_gone = fixture["truth"] == "lingering"
+    res["leftovers"] = len(survivors) if leader_gone else 0
+    res["leftover_names"] = sorted(set(_comm(p) for p in survivors)) if leader_gone else []
+    kill_marked(ctx.marker)
+    if ctx.proc is not None:
+        try:
+            ctx.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    os.close(ctx.stdin_w)
+    os.close(ctx.stdin_r)
+    res["outcome"] = classify(ctx, res)
+    t0 = ctx.t_start or 0
+    out = {
+        "policy": policy, "fixture": fixture["name"], "truth": fixture["truth"],
+        "expected_kind": fixture["kind"], "outcome": res["outcome"],
+        "latency_s": _r(res.get("latency")),
+        "ended_s": _r(res["ended_at"] - t0) if res.get("ended_at") else None,
+        "returned_s": _r(res["returned_at"] - t0) if res.get("returned_at") else None,
+        "stall_s": _r(res["stall_instant"] - t0) if res.get("stall_instant") else None,
+        "how": res.get("how"), "cut": res["cut"], "leader_rc": res.get("leader_rc"),
+        "leftovers": res["leftovers"], "leftover_names": res["leftover_names"],
+        "diagnosis": res.get("diagnosis"), "diagnosis_summary": res.get("diagnosis_summary"),
+        "report": res.get("report"), "runner_error": res.get("runner_error"),
+    }
+    if policy == "quietus" and fixture["truth"] == "stalled" and res["outcome"] in ("caught", "late"):
+        out["diagnosis_right"] = res.get("diagnosis") == fixture["kind"]
+    shutil.rmtree(ctx.rundir, ignore_errors=True)
+    return out
+
+
+def _r(x):
+    return None if x is None else round(x, 2)
+
+
+def _comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+# ---------------------------------------------------------------- scheduling
+
+class Slots:
+    """n slots; a heavy fixture (one that loads the CPU) takes them all."""
+
+    def __init__(self, n):
+        self.n, self.free = n, n
+        self.cv = threading.Condition()
+
+    def take(self, heavy):
+        need = self.n if heavy else 1
+        with self.cv:
+            self.cv.wait_for(lambda: self.free >= need)
+            self.free -= need
+        return need
+
+    def give(self, k):
+        with self.cv:
+            self.free += k
+            self.cv.notify_all()
+
+
+def run_all(args, fixtures, pols):
+    tmp = tempfile.mkdtemp(prefix="zoo-")
+    servers = Servers(tmp)
+    jobs = [(f, p) for f in fixtures for p in pols]
+    # heavy ones first, alone; then the rest; longest policies spread out
+    jobs.sort(key=lambda j: (not j[0]["heavy"],))
+    results, lock = [], threading.Lock()
+    slots = Slots(max(1, args.jobs))
+    errors = []
+    started = time.time()
+
+    def work(f, p):
+        k = slots.take(f["heavy"])
+        try:
+            r = run_one(args, f, p, servers.env, tmp)
+        except Exception:
+            errors.append(traceback.format_exc())
+            r = None
+        finally:
+            slots.give(k)
+        if r:
+            with lock:
+                results.append(r)
+                if not args.quiet:
+                    sys.stderr.write("[%4.0fs] %-18s %-22s %-10s %s\n" % (
+                        time.time() - started, p, f["name"], r["outcome"],
+                        "" if r["latency_s"] is None else "%+.2fs" % r["latency_s"]))
+
+    threads = []
+    for f, p in jobs:
+        if f["heavy"]:
+            work(f, p)  # the heavy ones run alone, before the rest
+            continue
+        while sum(t.is_alive() for t in threads) >= args.jobs:
+            time.sleep(0.02)
+        t = threading.Thread(target=work, args=(f, p))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    servers.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return results, errors, time.time() - started
+
+
+# ---------------------------------------------------------------- scoring and outputs
+
+def summarize(results, pols, fixtures):
+    rows = []
+    nwork = sum(1 for f in fixtures if f["truth"] == "working")
+    nstall = sum(1 for f in fixtures if f["truth"] == "stalled")
+    nling = sum(1 for f in fixtures if f["truth"] == "lingering")
+    for p in pols:
+        rs = [r for r in results if r["policy"] == p]
+        fk = [r for r in rs if r["outcome"] == "false_kill"]
+        miss = [r for r in rs if r["outcome"] == "miss"]
+        lat = [r["latency_s"] for r in rs if r["truth"] == "stalled" and r["latency_s"] is not None]
+        caught = [r for r in rs if r["truth"] == "stalled" and r["outcome"] in ("caught", "late")]
+        ling_ok = [r for r in rs if r["truth"] == "lingering" and r["outcome"] == "caught"]
+        ok = [r for r in rs if r["truth"] == "working" and r["outcome"] == "ok"]
+        diag = [r for r in rs if "diagnosis_right" in r]
+        row = {
+            "policy": p,
+            "working_ok": "%d/%d" % (len(ok), nwork),
+            "false_kills": len(fk),
+            "stalls_caught": "%d/%d" % (len(caught), nstall),
+            "late": sum(1 for r in rs if r["outcome"] == "late"),
+            "lingering_ok": "%d/%d" % (len(ling_ok), nling),
+            "misses": len(miss),
+            "latency_median_s": _r(statistics.median(lat)) if lat else None,
+            "latency_max_s": _r(max(lat)) if lat else None,
+            "diagnosis_right": ("%d/%d" % (sum(r["diagnosis_right"] for r in diag), len(diag))
+                                if p == "quietus" else "n/a"),
+            "leftover_processes": sum(r["leftovers"] for r in rs),
+            "runs_with_leftovers": sum(1 for r in rs if r["leftovers"]),
+            "errors": sum(1 for r in rs if r["outcome"] == "error"),
+        }
+        rows.append(row)
+    return rows
+
+
+COLS = [("policy", "policy"), ("working_ok", "working ran"), ("false_kills", "false kills"),
+        ("stalls_caught", "stalls caught"), ("late", "late"), ("lingering_ok", "lingering ok"),
+        ("misses", "misses"), ("latency_median_s", "latency med (s)"),
+        ("latency_max_s", "latency max (s)"), ("diagnosis_right", "diagnosis right"),
+        ("leftover_processes", "leftovers"), ("errors", "errors")]
+
+
+def cell(r):
+    o = r["outcome"]
+    s = {"ok": "ok", "caught": "caught", "late": "LATE", "false_kill": "FALSE KILL",
+         "miss": "MISS", "error": "error"}[o]
+    if r["latency_s"] is not None and o in ("caught", "late"):
+        s += " %+.1fs" % r["latency_s"]
+    if "diagnosis_right" in r:
+        s += " %s%s" % ("✓" if r["diagnosis_right"] else "✗", "" if r["diagnosis_right"]
+                        else r["diagnosis"] or "none")
+    if r["leftovers"]:
+        s += " +%d left" % r["leftovers"]
+    return s
+
+
+def markdown(rows, results, pols, fixtures, args, elapsed):
+    out = ["# Stall zoo results", "",
+           "T = %gs idle timeout; %d fixtures (%s); window: a stall must be ended within T + %gs "
+           "of its stall instant, a lingering run must be over within T of its done instant; "
+           "working fixtures run %.1f s; wall-clock budget %g T; %d at a time; %.0f s in all."
+           % (args.idle, len(fixtures), ", ".join("%d %s" % (sum(f["truth"] == t for f in fixtures), t)
+                                                  for t in TRUTHS), args.window,
+              args.work_t * args.idle, policies.WALL_CLOCK_BUDGET_T, args.jobs, elapsed), "",
+           "| " + " | ".join(h for _, h in COLS) + " |",
+           "|" + "---|" * len(COLS)]
+    for row in rows:
+        out.append("| " + " | ".join("-" if row[k] is None else str(row[k]) for k, _ in COLS) + " |")
+    out += ["", "Latency: end (first signal) minus deadline (stall instant + T), for stalls caught; "
+            "negative is earlier than the deadline (after the stall). LATE: more than %gs past it. "
+            "✓/✗: quietus's diagnosis kind against the fixture's expected kind." % max(1.0, args.idle / 2),
+            "", "## Per fixture", "",
+            "| fixture | truth | expected | " + " | ".join(pols) + " |",
+            "|---|---|---|" + "---|" * len(pols)]
+    by = {(r["fixture"], r["policy"]): r for r in results}
+    for f in fixtures:
+        cells = [cell(by[(f["name"], p)]) if (f["name"], p) in by else "" for p in pols]
+        out.append("| %s | %s | %s | %s |" % (f["name"], f["truth"], f["kind"] or "-", " | ".join(cells)))
+    return "\n".join(out) + "\n"
+
+
+COLOURS = {"caught": "#2e7d32", "ok": "#81c784", "late": "#f9a825", "false_kill": "#c62828",
+           "miss": "#6a1b9a", "error": "#9e9e9e"}
+LABELS = {"caught": "correct end", "ok": "correct no-end", "late": "late end",
+          "false_kill": "false kill", "miss": "miss", "error": "fixture error"}
+
+
+def svg(results, pols, fixtures, args):
+    cw, ch, left, top = 128, 20, 190, 70
+    w = left + cw * len(pols) + 20
+    h = top + ch * len(fixtures) + 90
+    esc = lambda s: (s or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="monospace" font-size="11">' % (w, h),
+         '<rect width="100%" height="100%" fill="white"/>',
+         '<text x="10" y="20" font-size="14" font-weight="bold">stall zoo: fixtures x policies (T = %gs)</text>' % args.idle]
+    for j, p in enumerate(pols):
+        o.append('<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>'
+                 % (left + j * cw + cw / 2, top - 10, esc(p)))
+    by = {(r["fixture"], r["policy"]): r for r in results}
+    for i, f in enumerate(fixtures):
+        y = top + i * ch
+        o.append('<text x="10" y="%d">%s</text>' % (y + 14, esc(f["name"])))
+        o.append('<text x="%d" y="%d" fill="#555">%s</text>' % (left - 12, y + 14, f["truth"][0].upper()))
+        for j, p in enumerate(pols):
+            r = by.get((f["name"], p))
+            if not r:
+                continue
+            x = left + j * cw
+            title = "%s / %s: %s" % (f["name"], p, cell(r))
+            o.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="white"><title>%s</title></rect>'
+                     % (x, y, cw - 2, ch - 2, COLOURS[r["outcome"]], esc(title)))
+            label = LABELS[r["outcome"]]
+            if "diagnosis_right" in r:
+                label += " ✓" if r["diagnosis_right"] else " ✗"
+            if r["leftovers"]:
+                label += " +%d" % r["leftovers"]
+            o.append('<text x="%d" y="%d" fill="white" text-anchor="middle">%s</text>'
+                     % (x + cw / 2 - 1, y + 13, esc(label)))
+    y = top + len(fixtures) * ch + 20
+    for k, (key, lab) in enumerate(LABELS.items()):
+        x = 10 + k * 135
+        o.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (x, y, COLOURS[key]))
+        o.append('<text x="%d" y="%d">%s</text>' % (x + 18, y + 11, lab))
+    o.append('<text x="10" y="%d">W/S/L: working / stalled / lingering. ✓ ✗: quietus diagnosis kind right / wrong. +N: processes left behind.</text>' % (y + 34))
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
+
+
+def default_binary():
+    env = os.environ.get("QUIETUS_BINARY")
+    if env:
+        return env
+    return os.path.join(ROOT, "target", "release", "quietus")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policy", action="append", choices=policies.POLICIES, help="repeatable; default all")
+    ap.add_argument("--fixture", action="append", help="a fixture's name; repeatable; default all")
+    ap.add_argument("--fast", action="store_true", help="only the fixtures marked zoo-fast")
+    ap.add_argument("--binary", default=default_binary(),
+                    help="quietus's binary (env QUIETUS_BINARY; default target/release/quietus)")
+    ap.add_argument("--idle", type=float, default=3.0, help="the idle timeout T, seconds (default 3)")
+    ap.add_argument("--window", type=float, default=8.0,
+                    help="a stall ended later than T + WINDOW after its stall instant is a miss (default 8)")
+    ap.add_argument("--work-t", type=float, default=3.5,
+                    help="working fixtures run this many T (default 3.5)")
+    ap.add_argument("--jobs", "-j", type=int, default=4, help="runs at a time (heavy fixtures run alone)")
+    ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    ap.add_argument("--svg", metavar="FILE", nargs="?", const=os.path.join(ROOT, "docs", "zoo.svg"),
+                    help="draw the grid as SVG (default docs/zoo.svg)")
+    ap.add_argument("--markdown", metavar="FILE", help="also write the printed tables to FILE")
+    ap.add_argument("--list", action="store_true", help="list the fixtures and exit")
+    ap.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    args = ap.parse_args(argv)
+
+    try:
+        fixtures = load_fixtures()
+    except ValueError as e:
+        print("zoo: %s" % e, file=sys.stderr)
+        return 2
+    if args.list:
+        for f in fixtures:
+            print("%-22s %-9s %-15s %s%s %s" % (f["name"], f["truth"], f["kind"] or "-",
+                                             "fast " if f["fast"] else "", ",".join(f["servers"]), f["thread"]))
+        return 0
+    if args.fixture:
+        names = {f["name"] for f in fixtures}
+        bad = [n for n in args.fixture if n not in names]
+        if bad:
+            print("zoo: unknown fixture(s): %s" % ", ".join(bad), file=sys.stderr)
+            return 2
+        fixtures = [f for f in fixtures if f["name"] in args.fixture]
+    if args.fast:
+        fixtures = [f for f in fixtures if f["fast"]]
+    pols = args.policy or list(policies.POLICIES)
+    pols = [p for p in policies.POLICIES if p in pols]
+    if "quietus" in pols and not os.access(args.binary, os.X_OK):
+        print("zoo: no quietus binary at %s (cargo build --release, or --binary)" % args.binary, file=sys.stderr)
+        return 2
+
+    results, errors, elapsed = run_all(args, fixtures, pols)
+    for e in errors:
+        print("zoo: runner error:\n%s" % e, file=sys.stderr)
+    rerr = [r for r in results if r.get("runner_error")]
+    for r in rerr:
+        print("zoo: runner error in %s/%s:\n%s" % (r["policy"], r["fixture"], r["runner_error"]), file=sys.stderr)
+    rows = summarize(results, pols, fixtures)
+    md = markdown(rows, results, pols, fixtures, args, elapsed)
+    print(md)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(md)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"idle_timeout_s": args.idle, "window_s": args.window,
+                       "work_s": args.work_t * args.idle, "binary": args.binary,
+                       "summary": rows, "runs": sorted(results, key=lambda r: (r["fixture"], r["policy"])),
+                       "fixtures": [{k: f[k] for k in ("name", "truth", "kind", "servers", "fast", "thread")}
+                                    for f in fixtures]}, f, indent=1)
+    if args.svg:
+        os.makedirs(os.path.dirname(os.path.abspath(args.svg)), exist_ok=True)
+        with open(args.svg, "w") as f:
+            f.write(svg(results, pols, fixtures, args))
+    return 1 if (errors or rerr) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
