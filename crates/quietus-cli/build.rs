@@ -10,10 +10,16 @@
 //! it at a fixed address. What is given up is the randomized address of the
 //! executable's own image; its libraries, heap, stacks and mappings stay randomized. Only the
 //! binary is linked so: the library, and every program that embeds it, are untouched.
+//!
+//! Not for musl: Rust links a musl executable statically as a static-pie, whose start code
+//! relocates itself; with `-no-pie` it is linked without that start code but with its
+//! relocations unapplied, and dies of a segmentation fault before `main` (exit 139, `--version`
+//! included). A static executable has no dynamic loader to pay at start anyway.
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if os == "linux" {
+    let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    if os == "linux" && env != "musl" {
         println!("cargo::rustc-link-arg-bins=-no-pie");
     }
 }

@@ -220,7 +220,7 @@ const HOLDER_BUDGET: std::time::Duration = std::time::Duration::from_millis(30);
 /// sockets are described by one socket-diagnostics dump (TCP with `tcp_info`, UDP, and Unix
 /// when a process holds a socket neither TCP nor UDP); a TCP peer the dump missed comes from
 /// `known` (the network source's last sample).
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
 pub(crate) fn diagnose_tree(pids: &[i32], known: &dyn Fn(u64) -> Option<SocketAddr>) -> Diagnosis {
     let snaps = snapshots(pids);
     let socks = describe_sockets(&snaps);
@@ -423,8 +423,8 @@ fn holders_of(
     found
 }
 
-/// Elsewhere: no `/proc` to read.
-#[cfg(not(target_os = "linux"))]
+/// Elsewhere (and in the portable backend): no `/proc` to read.
+#[cfg(any(not(target_os = "linux"), feature = "portable"))]
 pub(crate) fn diagnose_tree(
     _pids: &[i32],
     _known: &dyn Fn(u64) -> Option<SocketAddr>,

@@ -42,7 +42,8 @@ pub(crate) fn zombie_child() -> bool {
 }
 
 /// Reaps child `pid` if it is a zombie, without waiting (`waitpid(pid, WNOHANG)`, by pid,
-/// never -1); returns whether it did.
+/// never -1); returns whether it did. (Linux: elsewhere the command adopts no orphans.)
+#[cfg(target_os = "linux")]
 pub(crate) fn reap_if_zombie(pid: u32) -> io::Result<bool> {
     let Some(raw) = i32::try_from(pid)
         .ok()
@@ -125,21 +126,29 @@ impl Waited {
 /// The signals that end a wait quietus makes for itself (INT, TERM, HUP, QUIT): taken
 /// from a `signalfd` while they are blocked (the command blocks them before it opens its
 /// files), so that such a wait can be given up.
+#[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub(crate) struct Interrupting(nix::sys::signalfd::SignalFd);
 
+/// INT, TERM, HUP and QUIT.
+fn interrupting_set() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::Signal as S;
+    let mut set = nix::sys::signal::SigSet::empty();
+    for signal in [S::SIGINT, S::SIGTERM, S::SIGHUP, S::SIGQUIT] {
+        set.add(signal);
+    }
+    set
+}
+
+#[cfg(target_os = "linux")]
 impl Interrupting {
     /// Starts taking them.
     pub(crate) fn new() -> io::Result<Interrupting> {
-        use nix::sys::signal::Signal as S;
-        let mut set = nix::sys::signal::SigSet::empty();
-        for signal in [S::SIGINT, S::SIGTERM, S::SIGHUP, S::SIGQUIT] {
-            set.add(signal);
-        }
         let flags =
             nix::sys::signalfd::SfdFlags::SFD_NONBLOCK | nix::sys::signalfd::SfdFlags::SFD_CLOEXEC;
         Ok(Interrupting(
-            nix::sys::signalfd::SignalFd::with_flags(&set, flags).map_err(io::Error::from)?,
+            nix::sys::signalfd::SignalFd::with_flags(&interrupting_set(), flags)
+                .map_err(io::Error::from)?,
         ))
     }
 
@@ -158,6 +167,36 @@ impl Interrupting {
         }
         let taken = self.0.read_signal().map_err(io::Error::from)?;
         Ok(taken.map(|info| info.ssi_signo as i32))
+    }
+}
+
+/// Elsewhere (no `signalfd`, no `sigtimedwait` on macOS): the four signals are unblocked in the
+/// waiting thread while it waits, so one of them ends quietus at once by its default action (as
+/// the Linux wait ends in dying of it, without the words on stderr); blocked again after.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+pub(crate) struct Interrupting(nix::sys::signal::SigSet);
+
+#[cfg(not(target_os = "linux"))]
+impl Interrupting {
+    /// Unblocks them in the calling thread.
+    pub(crate) fn new() -> io::Result<Interrupting> {
+        let set = interrupting_set();
+        set.thread_unblock().map_err(io::Error::from)?;
+        Ok(Interrupting(set))
+    }
+
+    /// Sleeps `timeout` (a signal ends the process meanwhile): never returns one.
+    pub(crate) fn wait(&self, timeout: std::time::Duration) -> io::Result<Option<i32>> {
+        std::thread::sleep(timeout);
+        Ok(None)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Drop for Interrupting {
+    fn drop(&mut self) {
+        let _ = self.0.thread_block();
     }
 }
 

@@ -63,6 +63,8 @@ pub(crate) struct Cgroup {
 pub enum CgroupUnavailable {
     /// Not Linux: cgroups are a Linux feature.
     NotLinux,
+    /// The portable backend (the library's feature `portable`, on Linux) makes no cgroup.
+    PortableBackend,
     /// A file of `/proc` that says where this process's cgroup is cannot be read.
     Unreadable {
         /// `/proc/self/cgroup` or `/proc/self/mountinfo`.
@@ -110,6 +112,9 @@ impl std::fmt::Display for CgroupUnavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CgroupUnavailable::NotLinux => f.write_str("cgroups are a Linux feature"),
+            CgroupUnavailable::PortableBackend => {
+                f.write_str("the portable backend has no cgroups")
+            }
             CgroupUnavailable::Unreadable { file, error } => {
                 write!(f, "cannot read {}: {error}", file.display())
             }
@@ -142,6 +147,9 @@ impl std::error::Error for CgroupUnavailable {}
 pub(crate) fn own_dir() -> Result<(PathBuf, String), CgroupUnavailable> {
     if !cfg!(target_os = "linux") {
         return Err(CgroupUnavailable::NotLinux);
+    }
+    if cfg!(feature = "portable") {
+        return Err(CgroupUnavailable::PortableBackend);
     }
     let mut buf = [0; 1024];
     let file = Path::new("/proc/self/cgroup");
@@ -304,13 +312,18 @@ impl Cgroup {
         };
         // Dropping it (an error) removes the empty directory.
         #[cfg(target_os = "linux")]
-        let entry = cgroup.entry().map_err(|e| CgroupUnavailable::CannotOpen {
-            path: cgroup.path.clone(),
-            error: e.into(),
-        })?;
+        {
+            let entry = cgroup.entry().map_err(|e| CgroupUnavailable::CannotOpen {
+                path: cgroup.path.clone(),
+                error: e.into(),
+            })?;
+            Ok((cgroup, entry))
+        }
         #[cfg(not(target_os = "linux"))]
-        let entry: sys::CgroupEntry = return Err(CgroupUnavailable::NotLinux);
-        Ok((cgroup, entry))
+        {
+            drop(cgroup);
+            Err(CgroupUnavailable::NotLinux)
+        }
     }
 
     /// An existing cgroup at `path`, made by another quietus process (a guardian ends it,

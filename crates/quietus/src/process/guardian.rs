@@ -41,6 +41,35 @@ use std::time::Duration;
 
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
+/// How a message is sent to a socket whose reader may be gone: an `EPIPE` error rather than a
+/// `SIGPIPE` (Linux's `MSG_NOSIGNAL`; elsewhere Rust's runtime ignores `SIGPIPE`, and macOS's
+/// sockets get `SO_NOSIGPIPE` once made).
+#[cfg(target_os = "linux")]
+const NO_SIGPIPE: SendFlags = SendFlags::NOSIGNAL;
+#[cfg(not(target_os = "linux"))]
+const NO_SIGPIPE: SendFlags = SendFlags::empty();
+
+/// The flags a socket pair is made with: close-on-exec where the call takes it (Linux), else set
+/// right after ([`no_leak`]).
+#[cfg(target_os = "linux")]
+const PAIR_FLAGS: SocketFlags = SocketFlags::CLOEXEC;
+#[cfg(not(target_os = "linux"))]
+const PAIR_FLAGS: SocketFlags = SocketFlags::empty();
+
+/// Both ends of the pair close-on-exec (set by [`PAIR_FLAGS`] on Linux; the guardian's end
+/// becomes its stdin by `dup2`, which clears the flag there only) and, on Apple's systems, no
+/// `SIGPIPE` on our end when the guardian is gone.
+fn no_leak(ours: &OwnedFd, theirs: &OwnedFd) -> io::Result<()> {
+    #[cfg(not(target_os = "linux"))]
+    for end in [ours, theirs] {
+        sys::set_cloexec(end.as_fd())?;
+    }
+    #[cfg(any(target_os = "macos", target_os = "ios"))]
+    rustix::net::sockopt::set_socket_nosigpipe(ours, true)?;
+    let _ = (ours, theirs);
+    Ok(())
+}
+
 use super::cgroup::Cgroup;
 use super::{orphans, sys};
 use crate::error::SystemError;
@@ -306,13 +335,10 @@ impl Process {
     /// the socket until it reads them, and its `exec` worked, or std's spawn would have
     /// failed.)
     fn start_program(program: &Path, own: bool) -> Result<Process, GuardianUnavailable> {
-        let (ours, theirs) = rustix::net::socketpair(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|e| GuardianUnavailable::NoSocket(io::Error::from(e).into()))?;
+        let (ours, theirs) =
+            rustix::net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, PAIR_FLAGS, None)
+                .map_err(|e| GuardianUnavailable::NoSocket(io::Error::from(e).into()))?;
+        no_leak(&ours, &theirs).map_err(|e| GuardianUnavailable::NoSocket(e.into()))?;
         let mut command = Command::new(program);
         command
             .arg0("quietus-guardian")
@@ -374,7 +400,7 @@ impl Process {
 
     fn send(&self, message: &[u8]) -> io::Result<()> {
         loop {
-            match rustix::net::send(&self.channel, message, SendFlags::NOSIGNAL) {
+            match rustix::net::send(&self.channel, message, NO_SIGPIPE) {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
                 Ok(_) => return Ok(()),
@@ -401,8 +427,9 @@ pub(crate) fn run() -> i32 {
         Err(_) => return 2,
     };
     // Named for `ps` and `top` (its executable may be `/proc/self/exe`, named `exe`).
+    #[cfg(target_os = "linux")]
     let _ = rustix::thread::set_name(c"sw-guardian");
-    if rustix::net::send(&channel, HELLO, SendFlags::NOSIGNAL).is_err() {
+    if rustix::net::send(&channel, HELLO, NO_SIGPIPE).is_err() {
         return 2; // not a guardian's socket: nothing to guard
     }
     let mut held = Held::default();

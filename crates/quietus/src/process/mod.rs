@@ -107,8 +107,9 @@ fn reap_failed_sibling(handoff: &Handoff) {
     {
         log::debug!("reaping pid {pid}, whose exec failed: {e}");
     }
+    // Elsewhere the program always runs in the forked process (no `clone3`): nothing to reap.
     #[cfg(not(target_os = "linux"))]
-    match *handoff {}
+    let _ = handoff;
 }
 
 /// A child the library started: the process that runs the program, and its pipes.
@@ -134,6 +135,7 @@ impl ChildProcess {
     fn adopt(mut child: Child, handoff: Option<&Handoff>) -> ChildProcess {
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))] // a sibling's, on Linux
         let mut pid = child.id();
         #[cfg(target_os = "linux")]
         if let Some(sys::Leader::Sibling(sibling)) = handoff.map(sys::Handoff::leader) {

@@ -241,21 +241,21 @@ impl ProcessSource for ProcFs {
     }
 }
 
-#[cfg(any(not(target_os = "linux"), test))]
+#[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
 /// Portable source: one long-lived `sysinfo::System`, refreshed with CPU only, no tasks. It does
 /// not know reaped children's CPU, and its start times have a one-second resolution.
 pub(crate) struct Sysinfo {
     system: sysinfo::System,
 }
 
-#[cfg(any(not(target_os = "linux"), test))]
+#[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
 impl fmt::Debug for Sysinfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Sysinfo")
     }
 }
 
-#[cfg(any(not(target_os = "linux"), test))]
+#[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
 impl Sysinfo {
     pub(crate) fn new() -> Self {
         Self {
@@ -287,7 +287,7 @@ impl Sysinfo {
     }
 }
 
-#[cfg(any(not(target_os = "linux"), test))]
+#[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
 impl ProcessSource for Sysinfo {
     fn tree(&mut self, root: i32) -> Vec<ProcSample> {
         self.refresh(sysinfo::ProcessesToUpdate::All);
@@ -447,9 +447,9 @@ const MIN_CPU: Duration = Duration::from_millis(20);
 impl DescendantObserver {
     /// An observer of the descendants of `root_pid`, with this platform's source.
     pub fn new(root_pid: u32, config: &ChildWatchConfig) -> Self {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(feature = "portable")))]
         let source: Box<dyn ProcessSource> = Box::new(ProcFs::new());
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(any(not(target_os = "linux"), feature = "portable"))]
         let source: Box<dyn ProcessSource> = Box::new(Sysinfo::new());
         Self::with_source(root_pid as i32, config, source)
     }

@@ -19,6 +19,7 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))] // `sys` reads sockets on Linux
 use crate::process::sys::{self, TcpSocket};
 
 /// Bytes (received + sent) that must move within [`WINDOW`] for the network to be active.
@@ -351,7 +352,7 @@ impl NetworkObserver {
     /// Linux (`Unsupported`); and where the tree's sockets cannot be found, without a `/proc`
     /// of this pid namespace (`Unsupported`).
     pub fn open() -> io::Result<NetworkObserver> {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(feature = "portable")))]
         {
             if let Some(why) = sys::proc_view().why_not() {
                 log::warn!("network source unavailable: the tree's sockets cannot be found: {why}");
@@ -362,6 +363,13 @@ impl NetworkObserver {
             }
             let diag = shared_diag()?;
             Ok(Self::with_table(Box::new(Kernel::new(diag))))
+        }
+        #[cfg(all(target_os = "linux", feature = "portable"))]
+        {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "socket diagnostics are off in the portable backend",
+            ))
         }
         #[cfg(not(target_os = "linux"))]
         {

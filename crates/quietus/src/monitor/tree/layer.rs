@@ -10,6 +10,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
+#[cfg(target_os = "linux")]
 use crate::monitor::SESSION_TAG;
 use crate::process::{self, sys};
 use crate::signal::Signal;
@@ -144,6 +145,7 @@ impl OsProcesses {
         if self.tag.is_none() {
             return 0;
         }
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))] // counted on Linux
         let mut found = 0;
         #[cfg(target_os = "linux")]
         {

@@ -49,7 +49,10 @@ pub(crate) fn create_new_in(
 ) -> io::Result<std::fs::File> {
     use rustix::fs::OFlags;
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir, name, flags, rustix::fs::Mode::from_raw_mode(mode))?;
+    // (`mode_t` is 16 bits on macOS)
+    #[allow(clippy::unnecessary_cast)]
+    let mode = rustix::fs::Mode::from_raw_mode(mode as rustix::fs::RawMode);
+    let fd = rustix::fs::openat(dir, name, flags, mode)?;
     Ok(std::fs::File::from(fd))
 }
 
@@ -110,7 +113,9 @@ pub(crate) fn filesystem_kind(path: &Path) -> Option<u64> {
 
 /// Whether the filesystem of device `device` (a `st_dev`) is a `devtmpfs` (`/dev`), by
 /// `/proc/self/mountinfo` (its `f_type` is tmpfs's).
+#[allow(clippy::unnecessary_cast)] // `dev_t` is u64 on Linux, i32 on macOS
 pub(crate) fn is_devtmpfs(device: u64) -> bool {
+    let device = device as rustix::fs::Dev;
     let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
     };
@@ -241,4 +246,36 @@ pub(crate) fn file_clock_now() -> std::time::SystemTime {
     {
         std::time::SystemTime::now()
     }
+}
+
+/// A pipe whose two ends are close-on-exec and non-blocking: one call on Linux (`pipe2`),
+/// `pipe` then `fcntl` on each end elsewhere (macOS has no `pipe2`; no other thread of the
+/// library forks between the two calls without also setting its own descriptors).
+pub(crate) fn pipe_cloexec_nonblock() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::pipe::PipeFlags;
+        Ok(rustix::pipe::pipe_with(
+            PipeFlags::CLOEXEC | PipeFlags::NONBLOCK,
+        )?)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let (read, write) = rustix::pipe::pipe()?;
+        for end in [&read, &write] {
+            set_cloexec(end.as_fd())?;
+            let flags = rustix::fs::fcntl_getfl(end)?;
+            rustix::fs::fcntl_setfl(end, flags | rustix::fs::OFlags::NONBLOCK)?;
+        }
+        Ok((read, write))
+    }
+}
+
+/// Marks `fd` close-on-exec, where the platform has no flag to ask for it when the descriptor
+/// is made (macOS's `socketpair` and `posix_openpt`).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn set_cloexec(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    let flags = rustix::io::fcntl_getfd(fd)?;
+    rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC)?;
+    Ok(())
 }

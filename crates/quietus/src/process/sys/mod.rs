@@ -36,14 +36,18 @@ pub(crate) mod unsafe_calls;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod runprobe;
-#[cfg(target_os = "linux")]
+// The snapshot's types and its pure parsers everywhere (the classifier is pure); its reading of
+// `/proc` on Linux only.
 pub(crate) mod snapshot;
 #[cfg(target_os = "linux")]
 pub(crate) mod sockdiag;
 #[cfg(target_os = "linux")]
 pub(crate) mod start_state;
 
-pub(crate) use spawn::{CgroupEntry, Handoff, Lead, Leader, configure};
+pub(crate) use spawn::{CgroupEntry, Handoff, Lead, configure};
+// Who runs the program after a `clone3` into a cgroup (Linux).
+#[cfg(target_os = "linux")]
+pub(crate) use spawn::Leader;
 
 /// One TCP socket as the kernel describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

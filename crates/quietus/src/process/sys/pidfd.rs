@@ -81,7 +81,7 @@ impl Wakeup {
     /// The poke descriptor, and a pidfd of `pid` where the system has them.
     pub(crate) fn new(pid: i32) -> io::Result<Wakeup> {
         let leader = pidfd_open(pid).ok().map(std::sync::Arc::new);
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(feature = "portable")))]
         {
             let flags =
                 rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
@@ -92,7 +92,7 @@ impl Wakeup {
                 leader,
             })
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(any(not(target_os = "linux"), feature = "portable"))]
         {
             let (read, write) = std::io::pipe()?;
             let (read, write) = (
@@ -206,7 +206,7 @@ pub(crate) fn has_exited_no_reap(pid: i32) -> bool {
 /// or nobody, never a later process that reuses the pid. `Unsupported` elsewhere and on
 /// kernels without pidfds (before 5.3).
 pub(crate) fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
     {
         let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
         match rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) {
@@ -215,7 +215,8 @@ pub(crate) fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
             Err(e) => Err(e.into()),
         }
     }
-    #[cfg(not(target_os = "linux"))]
+    // The portable backend: as on a kernel without pidfds.
+    #[cfg(any(not(target_os = "linux"), feature = "portable"))]
     {
         let _ = pid;
         Err(io::ErrorKind::Unsupported.into())

@@ -177,7 +177,7 @@ pub(crate) fn read_small<'b>(
 /// The number of read system calls `pid` made (`syscr` in `/proc/<pid>/io`): two samples
 /// that both find a process blocked in `read` prove it waited in between only if this did not
 /// change. `None` if it cannot be read.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
 pub(crate) fn read_count(pid: i32) -> Option<u64> {
     let mut buf = [0u8; 1024];
     let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
@@ -229,8 +229,8 @@ pub(crate) fn parse_moved_bytes(text: &str) -> Option<u64> {
     Some(field("wchar:")?.saturating_add(field("read_bytes:").unwrap_or(0)))
 }
 
-/// Elsewhere: no `/proc`.
-#[cfg(not(target_os = "linux"))]
+/// Elsewhere (and in the portable backend): no `/proc`.
+#[cfg(any(not(target_os = "linux"), feature = "portable"))]
 pub(crate) fn read_count(_pid: i32) -> Option<u64> {
     None
 }

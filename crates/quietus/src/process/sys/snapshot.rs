@@ -6,6 +6,7 @@
 //! or for a process that changed its credentials, such as a setuid program: then the polled
 //! descriptors are unknown). Nothing here interprets: the pure classifier does.
 
+#[cfg(target_os = "linux")]
 use std::io::{Read, Seek, SeekFrom};
 
 /// One thread as read.
@@ -42,11 +43,14 @@ pub(crate) struct ProcSnap {
 }
 
 /// Never more threads than this per process in a snapshot.
+#[cfg(target_os = "linux")]
 const MAX_THREADS: usize = 64;
 /// Never more polled descriptors than this read per thread.
+#[cfg(target_os = "linux")]
 const MAX_POLLED: u64 = 256;
 
 /// Reads process `pid`; a part that cannot be read leaves its field empty and says why.
+#[cfg(target_os = "linux")]
 pub(crate) fn snapshot(pid: i32) -> ProcSnap {
     let mut snap = ProcSnap {
         pid,
@@ -119,6 +123,7 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
 }
 
 /// The thread ids of `pid`, the main thread first.
+#[cfg(target_os = "linux")]
 fn threads(pid: i32) -> Vec<i32> {
     let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map(|dir| {
@@ -132,6 +137,7 @@ fn threads(pid: i32) -> Vec<i32> {
 }
 
 /// The watched descriptors in an epoll descriptor's fdinfo (`tfd:        5 events: …`).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // read by `snapshot` (Linux)
 pub(crate) fn epoll_targets(fdinfo: &str) -> Vec<i32> {
     fdinfo
         .lines()
@@ -162,6 +168,7 @@ pub(crate) fn syscall_args(line: &str) -> Option<(i64, [u64; 6])> {
 }
 
 /// For a thread blocked in poll or select: the descriptors it polls, from its memory.
+#[cfg(target_os = "linux")]
 fn polled(pid: i32, syscall: &str) -> Option<Vec<i32>> {
     let (number, args) = syscall_args(syscall)?;
     match syscall_name(number)? {
@@ -192,6 +199,7 @@ fn polled(pid: i32, syscall: &str) -> Option<Vec<i32>> {
 }
 
 /// `len` bytes of process `pid`'s memory at `address` (`/proc/PID/mem`).
+#[cfg(target_os = "linux")]
 fn read_memory(pid: i32, address: u64, len: u64) -> Option<Vec<u8>> {
     let mut file = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
     file.seek(SeekFrom::Start(address)).ok()?;

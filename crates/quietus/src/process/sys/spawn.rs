@@ -280,9 +280,7 @@ pub(crate) fn plan(command: &mut Command, start: Start) -> io::Result<Option<Han
     }
     let (handoff, write) = match &start.cgroup {
         Some(_) => {
-            let (read, write) = rustix::pipe::pipe_with(
-                rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
-            )?;
+            let (read, write) = super::files::pipe_cloexec_nonblock()?;
             (Some(Handoff { read }), Some(write))
         }
         None => (None, None),

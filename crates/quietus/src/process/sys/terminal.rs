@@ -19,8 +19,16 @@ pub(crate) fn open_pty(
 ) -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     use rustix::fs::{Mode, OFlags};
     use rustix::pty::OpenptFlags;
+    #[cfg(target_os = "linux")]
     let master =
         rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    // macOS's `posix_openpt` takes no close-on-exec flag: set right after.
+    #[cfg(not(target_os = "linux"))]
+    let master = {
+        let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+        super::files::set_cloexec(std::os::fd::AsFd::as_fd(&master))?;
+        master
+    };
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;
     let name = rustix::pty::ptsname(&master, Vec::new())?;

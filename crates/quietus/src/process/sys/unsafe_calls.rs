@@ -34,7 +34,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use super::spawn::{Lead, OrderedExec, PreExec};
-use async_signal_safe::{become_leader, lead_group, parent_death, restore_in_child};
+#[cfg(target_os = "linux")]
+use async_signal_safe::restore_in_child;
+use async_signal_safe::{become_leader, lead_group, parent_death};
 
 pub(crate) mod async_signal_safe;
 

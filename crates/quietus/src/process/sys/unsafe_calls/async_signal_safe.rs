@@ -13,9 +13,10 @@
 
 use std::io;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::Pid;
 
 use crate::process::sys::spawn::Lead;
+#[cfg(target_os = "linux")]
 use crate::process::sys::start_state;
 
 /// In a child before exec: a new process group, or a new session (with fd 0 as its
@@ -39,7 +40,7 @@ pub(in crate::process::sys) fn lead_group(lead: Lead) -> io::Result<()> {
 pub(in crate::process::sys) fn parent_death(parent: Option<Pid>) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     if let Some(parent) = parent {
-        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
         if rustix::process::getppid() != Some(parent) {
             return Err(io::Error::from_raw_os_error(
                 rustix::io::Errno::SRCH.raw_os_error(),
@@ -60,6 +61,7 @@ pub(in crate::process::sys) fn become_leader(lead: Lead, parent: Option<Pid>) ->
 /// In a new program's process before its `exec` (`rt_sigaction` and `setrlimit` only, no
 /// allocation): the dispositions and the descriptor limit this process was started with
 /// (`start_state`'s module docs). Without `supervisor::prepare` it does nothing.
+#[cfg(target_os = "linux")]
 pub(in crate::process::sys) fn restore_in_child() -> io::Result<()> {
     let Some(inherited) = start_state::inherited() else {
         return Ok(());
@@ -84,6 +86,7 @@ pub(in crate::process::sys) fn restore_in_child() -> io::Result<()> {
 /// never changes them either, so an ignore of theirs inherited at the start is still in place,
 /// and is inherited by every program through its fork and `exec`. Also called once by
 /// `start_state::prepare_supervisor`, before any thread.
+#[cfg(target_os = "linux")]
 pub(in crate::process::sys) fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
     match super::set_disposition(signal, ignore) {
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
