@@ -325,9 +325,15 @@ class Ctx:
         return has_marker(pid, self.marker)
 
     def stall_instant(self):
+        """The instant the fixture recorded, as wall-clock seconds. Shell fixtures record the
+        machine's uptime (`up:SECONDS`, read and written by shell builtins: a `date` child would
+        be a process of the tree moving bytes after the stall, which quietus rightly counts)."""
         try:
             with open(self.stall_file) as f:
-                return float(f.read().strip())
+                text = f.read().strip()
+            if text.startswith("up:"):
+                return time.time() - (uptime() - float(text[3:]))
+            return float(text)
         except (OSError, ValueError):
             return None
 
@@ -637,6 +643,12 @@ def svg(results, pols, fixtures, args):
     o.append('<text x="10" y="%d">W/S/L: working / stalled / lingering. ✓ ✗: quietus diagnosis kind right / wrong. +N: processes left behind.</text>' % (y + 34))
     o.append("</svg>")
     return "\n".join(o) + "\n"
+
+
+def uptime():
+    """The machine's uptime in seconds (`/proc/uptime`, the clock shell fixtures record)."""
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
 
 
 def default_binary():

@@ -665,6 +665,7 @@ fn detail(p: &ProcessDiagnosis) -> String {
             _ if reads => format!("reads {target}"),
             "connect" => format!("connects to {target}"),
             "accept" | "accept4" => format!("waits for a connection on {target}"),
+            "open" | "openat" | "openat2" => format!("opens {target}"),
             _ => format!("waits in {call} on {target}"),
         },
         StallKind::Sleeping => match &p.target {
@@ -869,6 +870,23 @@ fn blocked_in_call(t: &ThreadSnap, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blo
             watched(set, snap, tree, b)
         }
         "wait4" | "waitid" => StallKind::WaitingOnChild,
+        // Blocked opening a FIFO (the kernel's `wait_for_partner`): no process has the other
+        // end open, in the tree or out of it, or the open would have returned; what it waits
+        // for comes from outside the tree.
+        "open" | "openat" | "openat2" if t.wchan.contains("partner") || t.wchan == "fifo_open" => {
+            let flags = match call {
+                "open" => args.get(1),
+                "openat" => args.get(2),
+                _ => None,
+            };
+            let writes = flags.is_some_and(|f| f & 0o3 != 0);
+            b.target = Some(if writes {
+                "a FIFO to write, and no process has it open for reading".to_owned()
+            } else {
+                "a FIFO to read, and no process has it open for writing".to_owned()
+            });
+            StallKind::AwaitingInput
+        }
         "nanosleep" | "clock_nanosleep" | "pause" | "rt_sigsuspend" | "rt_sigtimedwait" => {
             StallKind::Sleeping
         }

@@ -478,3 +478,18 @@ fn every_socket_a_stalled_tree_waits_on_is_named() {
          the tree)"
     );
 }
+
+#[test]
+fn opening_a_fifo_nobody_writes_is_awaiting_input() {
+    // `cat FIFO` where no process ever opens the FIFO for writing: blocked in `openat` (257 on
+    // x86_64), the kernel's `wait_for_partner`. No process of the tree holds it open (the open
+    // would have returned), so the writer it waits for is outside the tree.
+    let d = diagnose(recorded!("fifo_open"));
+    assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("openat"));
+    assert_eq!(
+        d.summary,
+        "waiting for input — cat (pid 8265) opens a FIFO to read, and no process has it open \
+         for writing"
+    );
+}

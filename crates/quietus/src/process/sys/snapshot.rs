@@ -219,6 +219,7 @@ pub(crate) fn syscall_name(number: i64) -> Option<&'static str> {
 #[cfg(target_arch = "x86_64")]
 const SYSCALLS: &[(i64, &str)] = &[
     (0, "read"),
+    (2, "open"),
     (7, "poll"),
     (17, "pread64"),
     (19, "readv"),
@@ -237,11 +238,13 @@ const SYSCALLS: &[(i64, &str)] = &[
     (202, "futex"),
     (230, "clock_nanosleep"),
     (232, "epoll_wait"),
+    (257, "openat"),
     (247, "waitid"),
     (270, "pselect6"),
     (271, "ppoll"),
     (281, "epoll_pwait"),
     (288, "accept4"),
+    (437, "openat2"),
     (441, "epoll_pwait2"),
     (449, "futex_waitv"),
 ];
@@ -251,6 +254,7 @@ const SYSCALLS: &[(i64, &str)] = &[
     (22, "epoll_pwait"),
     (25, "fcntl"),
     (32, "flock"),
+    (56, "openat"),
     (63, "read"),
     (65, "readv"),
     (67, "pread64"),
@@ -268,6 +272,7 @@ const SYSCALLS: &[(i64, &str)] = &[
     (212, "recvmsg"),
     (242, "accept4"),
     (260, "wait4"),
+    (437, "openat2"),
     (441, "epoll_pwait2"),
     (449, "futex_waitv"),
 ];
