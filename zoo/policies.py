@@ -17,7 +17,12 @@ import signal
 import subprocess
 import time
 
-POLICIES = ["quietus", "output-idle", "wall-clock", "screen-no-change", "prompt-match"]
+POLICIES = ["quietus", "quietus-repeat-cap", "output-idle", "wall-clock", "screen-no-change",
+            "prompt-match"]
+
+# quietus's policies: the binary with these options beside `-i T --report FILE`. The second is
+# the opt-in that tells repeated output (a retry loop's log lines) from new output.
+QUIETUS_OPTIONS = {"quietus": [], "quietus-repeat-cap": ["--solo-cap", "repeated_output=0s"]}
 
 # wall-clock: the budget, in idle timeouts (see README.md: why 3 T).
 WALL_CLOCK_BUDGET_T = 3.0
@@ -294,10 +299,10 @@ def run_direct(ctx, policy):
     return res
 
 
-def run_quietus(ctx):
-    """The real binary: `quietus -i T --report FILE -- fixture`, defaults otherwise."""
+def run_quietus(ctx, options=()):
+    """The real binary: `quietus -i T --report FILE [OPTIONS] -- fixture`, defaults otherwise."""
     report = os.path.join(ctx.rundir, "report.json")
-    cmd = [ctx.binary, "-i", "%gs" % ctx.T, "--report", report, "--"] + ctx.command
+    cmd = [ctx.binary, "-i", "%gs" % ctx.T, "--report", report, *options, "--"] + ctx.command
     res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
            "cut": False, "how": None, "report": None}
     t0 = now()
@@ -352,6 +357,6 @@ def run_quietus(ctx):
 
 
 def run(ctx, policy):
-    if policy == "quietus":
-        return run_quietus(ctx)
+    if policy in QUIETUS_OPTIONS:
+        return run_quietus(ctx, QUIETUS_OPTIONS[policy])
     return run_direct(ctx, policy)

@@ -405,7 +405,7 @@ def run_one(args, fixture, policy, servers_env, tmp):
     time.sleep(0.3)
     survivors = marker_pids(ctx.marker)
     leader_gone = not res["cut"] or (ctx.proc is not None and ctx.proc.poll() is not None)
-    if policy == "quietus" and res["cut"]:
+    if policy in policies.QUIETUS_OPTIONS and res["cut"]:
         leader_gone = fixture["truth"] == "lingering"
     res["leftovers"] = len(survivors) if leader_gone else 0
     res["leftover_names"] = sorted(set(_comm(p) for p in survivors)) if leader_gone else []
@@ -431,7 +431,7 @@ def run_one(args, fixture, policy, servers_env, tmp):
         "diagnosis": res.get("diagnosis"), "diagnosis_summary": res.get("diagnosis_summary"),
         "report": res.get("report"), "runner_error": res.get("runner_error"),
     }
-    if policy == "quietus" and fixture["truth"] == "stalled" and res["outcome"] in ("caught", "late"):
+    if policy in policies.QUIETUS_OPTIONS and fixture["truth"] == "stalled" and res["outcome"] in ("caught", "late"):
         out["diagnosis_right"] = res.get("diagnosis") == fixture["kind"]
     shutil.rmtree(ctx.rundir, ignore_errors=True)
     return out
@@ -543,7 +543,7 @@ def summarize(results, pols, fixtures):
             "latency_median_s": _r(statistics.median(lat)) if lat else None,
             "latency_max_s": _r(max(lat)) if lat else None,
             "diagnosis_right": ("%d/%d" % (sum(r["diagnosis_right"] for r in diag), len(diag))
-                                if p == "quietus" else "n/a"),
+                                if p in policies.QUIETUS_OPTIONS else "n/a"),
             "leftover_processes": sum(r["leftovers"] for r in rs),
             "runs_with_leftovers": sum(1 for r in rs if r["leftovers"]),
             "errors": sum(1 for r in rs if r["outcome"] == "error"),
@@ -700,7 +700,7 @@ def main(argv=None):
         fixtures = [f for f in fixtures if f["fast"]]
     pols = args.policy or list(policies.POLICIES)
     pols = [p for p in policies.POLICIES if p in pols]
-    if "quietus" in pols and not os.access(args.binary, os.X_OK):
+    if any(p in policies.QUIETUS_OPTIONS for p in pols) and not os.access(args.binary, os.X_OK):
         print("zoo: no quietus binary at %s (cargo build --release, or --binary)" % args.binary, file=sys.stderr)
         return 2
 
