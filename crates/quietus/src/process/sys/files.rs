@@ -229,25 +229,6 @@ pub(super) fn file_id(st: &rustix::fs::Stat) -> (u64, u64) {
     (st.st_dev as u64, st.st_ino as u64)
 }
 
-/// Now, on the clock the kernel stamps file times with: on Linux its coarse wall clock, which
-/// lags the precise one by up to a tick; a file changed after this instant carries a later
-/// time, one changed before it never does. Elsewhere the ordinary wall clock.
-pub(crate) fn file_clock_now() -> std::time::SystemTime {
-    #[cfg(target_os = "linux")]
-    {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-        std::time::UNIX_EPOCH
-            + std::time::Duration::new(
-                u64::try_from(t.tv_sec).unwrap_or(0),
-                u32::try_from(t.tv_nsec).unwrap_or(0),
-            )
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        std::time::SystemTime::now()
-    }
-}
-
 /// A pipe whose two ends are close-on-exec and non-blocking: one call on Linux (`pipe2`),
 /// `pipe` then `fcntl` on each end elsewhere (macOS has no `pipe2`; no other thread of the
 /// library forks between the two calls without also setting its own descriptors).

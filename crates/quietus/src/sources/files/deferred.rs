@@ -38,8 +38,8 @@ pub(super) struct Arming {
     pub(super) delay: Duration,
     /// Stat-scan from the start instead of watching.
     pub(super) forced: bool,
-    /// The start, on the clock file times come from (for the look at what changed before a
-    /// delayed arming: a later change has a later time).
+    /// The start, on the precise wall clock (for the look at what changed before a delayed
+    /// arming: no change made before it has a later time).
     pub(super) since: SystemTime,
 }
 
@@ -197,9 +197,13 @@ impl Worker {
 
     /// After a delayed arming: stamps the board when anything that counts was created,
     /// written, renamed or changed under the roots after `since` (by its modification and
-    /// status change times; a folder by its birth time). Strictly after: a change in the same
-    /// clock tick as `since` but before it (the caller's own setup) does not count, and one in
-    /// that tick after it is missed, which moves a stall's deadline by at most that tick.
+    /// status change times; a folder by its birth time). `since` is read on the precise wall
+    /// clock, so a change made before it never counts (the caller's own setup). A file time
+    /// is either coarse (the wall clock at the last tick, behind the precise one) or, since
+    /// Linux 6.13 for a change that follows a look at the file's times, precise (multigrain
+    /// timestamps): ahead of the coarse clock, which is why `since` is not read on that one.
+    /// A change in the tick after `since` stamped coarsely is missed, which moves a stall's
+    /// deadline by at most that tick.
     fn changed_since(&self, since: SystemTime) {
         let newer = |t: io::Result<SystemTime>| t.is_ok_and(|t| t > since);
         let changed = |path: &Path, meta: &fs::Metadata| {
@@ -388,6 +392,42 @@ mod tests {
                 "the root created (stat scan: {stat_scan})"
             );
             drop(tracker);
+        }
+    }
+
+    /// A change made just before the start never counts at a delayed arming, however the
+    /// filesystem stamps it. Since Linux 6.13, ext4, xfs, btrfs and tmpfs stamp a change that
+    /// follows a look at the file's times with the precise clock (multigrain timestamps): such
+    /// a time is ahead of the coarse clock the start used to be read on, and a plan file
+    /// rewritten (or the root made) just before the start counted as the child's activity at
+    /// the arming — a sleeping child lived one idle timeout longer (seen in CI).
+    #[test]
+    fn a_change_just_before_the_start_never_counts_at_the_arming() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = dir.path().join(".agent");
+        for round in 0..20 {
+            let _ = fs::remove_dir_all(&agent);
+            fs::create_dir(&agent).unwrap();
+            let plan = agent.join("plan.md");
+            fs::write(&plan, "first").unwrap();
+            let _ = fs::metadata(&plan); // a look at its times: the next change is precise
+            let _ = fs::metadata(&agent);
+            fs::write(&plan, "second").unwrap();
+            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
+            let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
+            let tracker = FileActivityTracker::start(
+                &config,
+                dir.path(),
+                board.clone(),
+                Duration::from_millis(20),
+            )
+            .unwrap();
+            tracker.arm_now();
+            assert_eq!(
+                board.count(&ActivitySource::Files),
+                0,
+                "round {round}: a write before the start counted"
+            );
         }
     }
 }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::unbounded;
 
@@ -151,9 +151,10 @@ impl FileActivityTracker {
         let arming = Arming {
             delay: config.arm_delay,
             forced: config.force_stat_scan,
-            // The start, for the look at what changed before a delayed arming, on the clock
-            // file times come from (a later change has a later time: `changed_since`).
-            since: crate::process::sys::file_clock_now(),
+            // The start, for the look at what changed before a delayed arming, on the precise
+            // wall clock: no file time taken before it is later (`changed_since` says why not
+            // the coarse clock file times often come from).
+            since: SystemTime::now(),
         };
         let (tx, rx) = unbounded();
         // A delayed arming is something to wait for until it is done.
