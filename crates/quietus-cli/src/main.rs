@@ -412,7 +412,9 @@ fn finish(
             log.path.display(),
             log.written,
             log.bytes,
-            log.error.as_deref().unwrap_or("unknown reason")
+            log.error
+                .as_ref()
+                .map_or_else(|| "unknown reason".to_owned(), ToString::to_string)
         );
     }
     if options.summary_wanted()

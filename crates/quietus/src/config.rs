@@ -930,7 +930,7 @@ impl MonitorConfig {
             if self.probes[..i].iter().any(|p| p.name() == probe.name()) {
                 return Err(ConfigError::InvalidProbe {
                     name: probe.name().to_owned(),
-                    reason: "two probes have this name".into(),
+                    reason: crate::error::ProbeProblem::DuplicateName,
                 });
             }
         }

@@ -11,6 +11,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use crate::process::sys::snapshot::ReadingProblem;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 
 /// What a stalled tree was doing, in one word.
@@ -119,7 +120,7 @@ pub struct ProcessDiagnosis {
     /// follows these waits to the process blocked on its own account.
     pub waits_on: Option<u32>,
     /// Why (a part of) it could not be read, if so.
-    pub error: Option<String>,
+    pub error: Option<ReadingProblem>,
 }
 
 /// One snapshot of every live process of a stalled tree, classified as one [`StallKind`].
@@ -246,7 +247,7 @@ fn snapshots(pids: &[i32]) -> Vec<ProcSnap> {
         if start.elapsed() >= BUDGET {
             snaps.push(ProcSnap {
                 pid,
-                error: Some("not read: the diagnosis ran out of time".to_owned()),
+                error: Some(ReadingProblem::OutOfTime),
                 ..ProcSnap::default()
             });
             continue;

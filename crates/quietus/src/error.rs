@@ -106,7 +106,7 @@ pub enum ConfigError {
         /// The probe's name.
         name: String,
         /// What is wrong.
-        reason: String,
+        reason: ProbeProblem,
     },
     /// A solo cap for a source that does not exist (a probe name no probe has).
     UnknownSource {
@@ -235,6 +235,32 @@ impl ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// What is wrong with a probe ([`ConfigError::InvalidProbe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProbeProblem {
+    /// Its name is empty, longer than 64 characters, or has a character other than letters,
+    /// digits, `_`, `-` and `.`.
+    Name,
+    /// Its name is a built-in source's (`output`, `files`…).
+    BuiltInName,
+    /// Another probe has the same name.
+    DuplicateName,
+    /// Its timeout is below 1 ms or above 10 minutes.
+    Timeout,
+}
+
+impl fmt::Display for ProbeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProbeProblem::Name => "the name has a character that is not allowed, or its length",
+            ProbeProblem::BuiltInName => "the name is a built-in source's",
+            ProbeProblem::DuplicateName => "two probes have this name",
+            ProbeProblem::Timeout => "the timeout is out of range",
+        })
+    }
+}
+
 /// Which part of a spawn failed: what [`SpawnError::kind`] says, roughly in the order of the
 /// spawn's steps. Whatever the kind, nothing is left running: a failure before the program is
 /// started starts nothing, and a child already started is killed and reaped.
@@ -308,6 +334,17 @@ impl SystemError {
     /// The system's error number (`errno`), when there was one.
     pub fn raw_os_error(&self) -> Option<i32> {
         self.code
+    }
+}
+
+impl SystemError {
+    /// An error a library below said in words only (no `io::Error` underneath).
+    pub(crate) fn other(text: impl Into<String>) -> Self {
+        SystemError {
+            kind: io::ErrorKind::Other,
+            code: None,
+            text: text.into(),
+        }
     }
 }
 

@@ -279,14 +279,16 @@ pub use config::{
 };
 pub use contract::SessionState;
 pub use environment::{Environment, IsolatedHome};
-pub use error::{ConfigError, Setting, SpawnError, SpawnErrorKind, SystemError};
+pub use error::{ConfigError, ProbeProblem, Setting, SpawnError, SpawnErrorKind, SystemError};
 pub use events::Event;
 pub use outcome::{
-    CompletionSeen, Leftover, LogFile, MonitorResult, NetworkUnavailable, Observation, Outcome,
-    SourceActivity, StaleReport, UnwatchedFolder,
+    CompletionSeen, HumanDuration, Leftover, LogDirError, LogDirProblem, LogFile, LogProblem,
+    MonitorResult, NetworkUnavailable, Observation, Outcome, SourceActivity, StaleReport,
+    UnwatchedFolder, UnwatchedReason,
 };
 pub use probe::Probe;
 pub use process::cgroup::CgroupUnavailable;
+pub use process::sys::proc::ProcUnavailable;
 pub use program::{Program, Stdin};
 pub use registry::{ControlAction, ControlAnswer, Registry, Rejection, SessionSummary};
 pub use session::{EventReceiver, Session, SessionBuilder};

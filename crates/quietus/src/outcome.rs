@@ -11,6 +11,7 @@ use crate::config::Containment;
 use crate::error::SystemError;
 use crate::process::cgroup::CgroupUnavailable;
 use crate::process::guardian::GuardianUnavailable;
+use crate::process::sys::proc::ProcUnavailable;
 use crate::signal::Signal;
 use crate::stream::Stream;
 
@@ -56,8 +57,120 @@ pub struct LogFile {
     /// log holds every byte read, but the stream went on). The in-memory capture still holds
     /// head and tail.
     pub incomplete: bool,
-    /// Why it is incomplete, in words.
-    pub error: Option<String>,
+    /// Why it is incomplete.
+    pub error: Option<LogProblem>,
+}
+
+/// Why a [`LogFile`] lacks part of its stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogProblem {
+    /// The default log folder cannot be used (a spawn that named its folder fails instead):
+    /// no log was written.
+    Folder(LogDirError),
+    /// The log file could not be created: no log was written.
+    Create(SystemError),
+    /// Writing it failed part way (a full device, say): it holds
+    /// [`written`](LogFile::written) bytes.
+    Write(SystemError),
+    /// A process outside the tree still held the stream open when the run ended: the log
+    /// holds every byte read until then, and the stream went on.
+    StillOpen,
+}
+
+impl fmt::Display for LogProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogProblem::Folder(e) => write!(f, "not written: {e}"),
+            LogProblem::Create(e) => write!(f, "cannot create it: {e}"),
+            LogProblem::Write(e) => write!(f, "cannot write it: {e}"),
+            LogProblem::StillOpen => f.write_str(
+                "the stream was still open when the run ended (a process outside the tree \
+                 held it); the log holds every byte read until then",
+            ),
+        }
+    }
+}
+
+/// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
+/// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
+/// spawn fails with when it named the folder (`err.inner().downcast_ref::<LogDirError>()`), and
+/// what a log says when the default folder cannot be used ([`LogProblem::Folder`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirError {
+    pub(crate) path: PathBuf,
+    pub(crate) problem: LogDirProblem,
+}
+
+impl LogDirError {
+    /// The folder.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// What is wrong with it.
+    pub fn problem(&self) -> &LogDirProblem {
+        &self.problem
+    }
+}
+
+impl fmt::Display for LogDirError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "log folder {}: {}", self.path.display(), self.problem)
+    }
+}
+
+impl std::error::Error for LogDirError {}
+
+/// What is wrong with a log folder ([`LogDirError::problem`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogDirProblem {
+    /// It is a file, not a folder.
+    NotAFolder,
+    /// The default folder is a symbolic link: it must be the user's own folder.
+    SymbolicLink,
+    /// It does not exist and cannot be created.
+    Create(SystemError),
+    /// It cannot be opened or looked at.
+    Read(SystemError),
+    /// No file can be made in it.
+    NotWritable(SystemError),
+    /// It is read-only.
+    ReadOnly,
+    /// The default folder belongs to another user.
+    OtherOwner {
+        /// Its owner's user id.
+        owner: u32,
+        /// This process's effective user id.
+        user: u32,
+    },
+    /// Others can write to the default folder.
+    WritableByOthers {
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
+impl fmt::Display for LogDirProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const OWN: &str = "the default log folder must be the user's own";
+        match self {
+            LogDirProblem::NotAFolder => f.write_str("is not a folder"),
+            LogDirProblem::SymbolicLink => write!(f, "is a symbolic link; {OWN} folder"),
+            LogDirProblem::Create(e) => write!(f, "cannot create it: {e}"),
+            LogDirProblem::Read(e) => write!(f, "cannot read it: {e}"),
+            LogDirProblem::NotWritable(e) => write!(f, "not writable: {e}"),
+            LogDirProblem::ReadOnly => f.write_str("is read-only"),
+            LogDirProblem::OtherOwner { owner, user } => write!(
+                f,
+                "belongs to user {owner}, not to this user ({user}); {OWN}"
+            ),
+            LogDirProblem::WritableByOthers { mode } => {
+                write!(f, "is writable by others (mode {mode:o}); {OWN}")
+            }
+        }
+    }
 }
 
 /// Why the network source, though on, could observe nothing
@@ -70,7 +183,7 @@ pub enum NetworkUnavailable {
     NoSocketDiagnostics(SystemError),
     /// The `/proc` quietus reads is not its own pid namespace's (none mounted, or the host's
     /// kept in a new pid namespace): the tree's sockets cannot be found.
-    ForeignProc(String),
+    ForeignProc(ProcUnavailable),
 }
 
 impl fmt::Display for NetworkUnavailable {
@@ -79,7 +192,9 @@ impl fmt::Display for NetworkUnavailable {
             NetworkUnavailable::NoSocketDiagnostics(e) => {
                 write!(f, "no socket diagnostics (NETLINK_SOCK_DIAG): {e}")
             }
-            NetworkUnavailable::ForeignProc(why) => f.write_str(why),
+            NetworkUnavailable::ForeignProc(why) => {
+                write!(f, "the tree's sockets cannot be found: {why}")
+            }
         }
     }
 }
@@ -242,9 +357,24 @@ impl fmt::Display for StaleReport {
     }
 }
 
-/// Formats a duration the way people read it: `850ms`, `4.2s`, `5m0s`, `1h2m3s`.
+/// A duration the way people read it, as every message of quietus writes one (the
+/// [`Outcome`]'s and the [`StaleReport`]'s `Display`, the command's summary, the MCP server's
+/// answers): whole milliseconds under a second, tenths of a second under a minute, then
+/// minutes and seconds, and hours.
+///
+/// ```
+/// use std::time::Duration;
+/// use quietus::HumanDuration;
+///
+/// let shown = |ms| HumanDuration(Duration::from_millis(ms)).to_string();
+/// assert_eq!(shown(850), "850ms");
+/// assert_eq!(shown(4_200), "4.2s");
+/// assert_eq!(shown(5_000), "5s");
+/// assert_eq!(shown(300_000), "5m0s");
+/// assert_eq!(shown(3_723_000), "1h2m3s");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HumanDuration(pub(crate) Duration);
+pub struct HumanDuration(pub Duration);
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -580,12 +710,58 @@ impl Observation {
 pub struct UnwatchedFolder {
     /// The folder: a root, or a folder inside one.
     pub path: PathBuf,
-    /// Why, as the system said it the last time (`Permission denied (os error 13)`).
-    pub reason: String,
+    /// Why, the last time it was looked at.
+    pub reason: UnwatchedReason,
     /// How long it went unwatched in total, up to the end of the run (or now).
     pub duration: Duration,
     /// Whether it was still unwatched at the end of the run (or now).
     pub still: bool,
+}
+
+/// Why a part of a watched tree was not watched ([`UnwatchedFolder::reason`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnwatchedReason {
+    /// A root is a file, not a folder.
+    NotAFolder,
+    /// It is on a pseudo-filesystem (`proc`, `sysfs`, `cgroup2`…), which quietus never
+    /// watches.
+    PseudoFilesystem {
+        /// The filesystem's kind.
+        kind: &'static str,
+    },
+    /// It holds more folders than are left of the most one session watches.
+    TooManyFolders {
+        /// The bound it passed.
+        bound: usize,
+    },
+    /// The include and exclude patterns are too many for the matcher: nothing is watched.
+    TooManyPatterns,
+    /// The system refused to watch or read it (no permission, say).
+    System(SystemError),
+}
+
+impl fmt::Display for UnwatchedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnwatchedReason::NotAFolder => f.write_str("is not a folder"),
+            UnwatchedReason::PseudoFilesystem { kind } => {
+                write!(
+                    f,
+                    "is on a pseudo-filesystem ({kind}), which quietus never watches"
+                )
+            }
+            UnwatchedReason::TooManyFolders { bound } => write!(
+                f,
+                "has more than {bound} folders to watch, what is left of the most one session \
+                 watches; name a smaller folder to watch"
+            ),
+            UnwatchedReason::TooManyPatterns => {
+                f.write_str("the include and exclude patterns are too many for the matcher")
+            }
+            UnwatchedReason::System(e) => write!(f, "{e}"),
+        }
+    }
 }
 
 /// A process left running after the child's own exit, which quietus ended (a background job

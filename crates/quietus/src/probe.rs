@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::activity::ActivitySource;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ProbeProblem};
 
 /// A named check the monitor asks when — and only when — it is about to judge the child
 /// stale: `true` counts as activity of the source [`ActivitySource::probe`]`(name)`, reported
@@ -86,9 +86,9 @@ impl Probe {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |reason: &str| ConfigError::InvalidProbe {
+        let invalid = |reason: ProbeProblem| ConfigError::InvalidProbe {
             name: self.name.clone(),
-            reason: reason.to_owned(),
+            reason,
         };
         let name_ok = (1..=64).contains(&self.name.len())
             && self
@@ -96,15 +96,13 @@ impl Probe {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if !name_ok {
-            return Err(invalid(
-                "the name has a character that is not allowed, or its length",
-            ));
+            return Err(invalid(ProbeProblem::Name));
         }
         if ActivitySource::ALL.iter().any(|s| s.name() == self.name) {
-            return Err(invalid("the name is a built-in source's"));
+            return Err(invalid(ProbeProblem::BuiltInName));
         }
         if self.timeout < Duration::from_millis(1) || self.timeout > Duration::from_secs(600) {
-            return Err(invalid("the timeout is out of range"));
+            return Err(invalid(ProbeProblem::Timeout));
         }
         Ok(())
     }

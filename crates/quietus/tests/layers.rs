@@ -392,3 +392,41 @@ fn no_result_with_a_string_error_in_the_library() {
     let seen = result_arguments("fn f() -> Result<(PathBuf,\n String), String> {}");
     assert_eq!(seen, [["(PathBuf,String)", "String"]]);
 }
+
+/// Reasons are types too: no field of the library named as a reason (`reason`, `why`,
+/// `error`, `problem`, `failed`) holds a `String`, bare or in an `Option`. The one kind left in
+/// words is a parser's own message about a pattern it rejected
+/// (`ConfigError::InvalidGlob` / `InvalidPattern`): globset's and regex's error types are not
+/// to appear in a public signature, so their text is what is kept.
+#[test]
+fn no_reason_is_a_string_in_the_library() {
+    let mut stringly = Vec::new();
+    for file in rust_files(&src()) {
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        let words: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+        for name in ["reason", "why", "error", "problem", "failed"] {
+            for ty in ["String", "Option<String>"] {
+                for field in [format!("{name}: {ty},"), format!("{name}: {ty} }}")] {
+                    let mut at = 0;
+                    while let Some(found) = words[at..].find(&field) {
+                        let start = at + found;
+                        // A whole word: `first_error: String` is another name.
+                        let whole = start == 0
+                            || !words[..start].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+                        let parser_message =
+                            words[start.saturating_sub(120)..start].contains("pattern: String,");
+                        if whole && !parser_message {
+                            stringly.push(format!("{}: {field}", file.display()));
+                        }
+                        at = start + field.len();
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        stringly.is_empty(),
+        "reasons that are strings, not types:\n{}",
+        stringly.join("\n")
+    );
+}

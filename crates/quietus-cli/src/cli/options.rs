@@ -21,7 +21,7 @@ use quietus::{
     FileWatchConfig, KillLadder, MonitorConfig, Setting, Signal,
 };
 
-use super::human::HumanDuration;
+use quietus::HumanDuration;
 
 /// How long after the start the command arms its file watches
 /// ([`FileWatchConfig::arm_delay`]).

@@ -10,8 +10,8 @@ use quietus::supervisor::SupervisorDeath;
 use quietus::{ActivitySource, MonitorConfig, MonitorResult, Observation, Outcome, Signal};
 use serde::Serialize;
 
-use super::human::HumanDuration;
 use super::signals::Received;
+use quietus::HumanDuration;
 
 /// How quietus ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,7 +496,10 @@ impl DiagnosisJson {
                     wchan: p.wchan.clone(),
                     syscall: p.syscall.clone(),
                     fd: p.fd,
-                    target: p.target.clone().or_else(|| p.error.clone()),
+                    target: p
+                        .target
+                        .clone()
+                        .or_else(|| p.error.as_ref().map(ToString::to_string)),
                     kind: p.kind.name(),
                     waits_on: p.waits_on,
                 })
@@ -699,7 +702,7 @@ fn log_entries(result: &MonitorResult) -> Vec<LogEntry> {
             bytes: l.bytes,
             written: l.written,
             incomplete: l.incomplete,
-            error: l.error.clone(),
+            error: l.error.as_ref().map(ToString::to_string),
         })
         .collect()
 }
@@ -874,7 +877,7 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
         unavailable.push(Unavailable {
             source: ActivitySource::Files.name().to_owned(),
             path: Some(gap.path.display().to_string()),
-            reason: Some(gap.reason.clone()),
+            reason: Some(gap.reason.to_string()),
             unwatched_ms: Some(ms(gap.duration)),
             at_end: gap.still,
         });

@@ -329,7 +329,7 @@ impl Exec {
         let message = format!(
             "session {} still running after {}; {bytes} bytes of new output",
             exec.id,
-            render::human(exec.session.uptime())
+            quietus::HumanDuration(exec.session.uptime())
         );
         log::debug!("progress {sent} for {token}: {message}");
         self.outbox.send(&protocol::notification(

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quietus::{ControlAnswer, MonitorResult, Outcome, SessionSummary};
+use quietus::{ControlAnswer, HumanDuration, MonitorResult, Outcome, SessionSummary};
 use serde_json::json;
 
 use super::exec::{ExecSession, diagnosis, full_diagnosis, log_of, state_name};
@@ -14,24 +14,6 @@ use super::protocol::ToolOutput;
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// `50ms`, `12.3s`, `5m`, `4m 10s`, `2h`, `1h 30m`.
-pub(crate) fn human(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs < 1 {
-        return format!("{}ms", d.as_millis());
-    }
-    if secs < 60 {
-        return format!("{}.{}s", secs, d.subsec_millis() / 100);
-    }
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    match (h, m, s) {
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m {s}s"),
-        (h, 0, _) => format!("{h}h"),
-        (h, m, _) => format!("{h}h {m}m"),
-    }
 }
 
 /// The answer of `exec_command` and `write_stdin`.
@@ -92,7 +74,7 @@ fn exec_text(
                 exec.id,
                 outcome_words(result),
                 result.exit_code(),
-                human(result.runtime)
+                HumanDuration(result.runtime)
             );
             if let Some(first) = result.observations.first() {
                 // observe mode (issue 43)
@@ -100,7 +82,7 @@ fn exec_text(
                     text,
                     "Observed only: quietus would have {} at {} ({} time(s) in all).",
                     crate::cli::report::ObservedJson::new(first).why,
-                    human(first.at),
+                    HumanDuration(first.at),
                     result.observations.len()
                 );
             }
@@ -126,7 +108,7 @@ fn exec_text(
                 text,
                 "Session {} is still running (after {}); it goes on in the background.",
                 exec.id,
-                human(exec.session.uptime()),
+                HumanDuration(exec.session.uptime()),
             );
         }
     }
@@ -180,7 +162,7 @@ fn diagnosis_json(result: &MonitorResult) -> Option<serde_json::Value> {
                 "state": p.state,
                 "kind": p.kind.name(),
                 "syscall": p.syscall,
-                "target": p.target.clone().or_else(|| p.error.clone()),
+                "target": p.target.clone().or_else(|| p.error.as_ref().map(ToString::to_string)),
                 "waits_on": p.waits_on,
             })
         })
@@ -235,7 +217,7 @@ pub(crate) fn advice(exec: &ExecSession, result: Option<&MonitorResult>) -> Opti
             let idle = match &result.outcome {
                 Outcome::IdleTimeout(report) => format!(
                     "after {} without output, file, CPU or network activity",
-                    human(report.idle_timeout)
+                    HumanDuration(report.idle_timeout)
                 ),
                 _ => "because its whole tree was blocked reading input".to_owned(),
             };
@@ -246,7 +228,7 @@ pub(crate) fn advice(exec: &ExecSession, result: Option<&MonitorResult>) -> Opti
         Outcome::HardTimeout { after } => Some(format!(
             "quietus ended it and its whole process tree at its hard timeout of {} while it \
              was still active: raise hard_timeout_ms, or split the work.",
-            human(*after)
+            HumanDuration(*after)
         )),
         Outcome::Exited if result.leftovers_killed > 0 => Some(format!(
             "Its background jobs were ended when it exited: {}. quietus ends a command's whole \
@@ -310,11 +292,11 @@ fn outcome_words(result: &MonitorResult) -> String {
         Outcome::Exited => "exited".to_owned(),
         Outcome::IdleTimeout(report) => format!(
             "ended by quietus after {} idle (idle_timeout)",
-            human(report.idle_timeout)
+            HumanDuration(report.idle_timeout)
         ),
         Outcome::HardTimeout { after } => format!(
             "ended by quietus at its hard timeout of {} (hard_timeout)",
-            human(*after)
+            HumanDuration(*after)
         ),
         Outcome::InputWait(_) => "ended by quietus: it waited for input (input_wait)".into(),
         Outcome::Terminated { forced: true } => "killed on request (terminated)".into(),
@@ -441,7 +423,7 @@ pub(crate) fn announcement(exec: &ExecSession, result: &MonitorResult) -> (&'sta
                 "warning",
                 format!(
                     "session {id} ended after {} idle: {why} (cmd: {cmd})",
-                    human(report.idle_timeout)
+                    HumanDuration(report.idle_timeout)
                 ),
             )
         }
@@ -456,7 +438,7 @@ pub(crate) fn announcement(exec: &ExecSession, result: &MonitorResult) -> (&'sta
             "warning",
             format!(
                 "session {id} ended at its hard timeout of {} (cmd: {cmd})",
-                human(*after)
+                HumanDuration(*after)
             ),
         ),
         _ => (
@@ -465,7 +447,7 @@ pub(crate) fn announcement(exec: &ExecSession, result: &MonitorResult) -> (&'sta
                 "session {id} {} with exit code {} after {} (cmd: {cmd})",
                 result.outcome.name(),
                 result.exit_code(),
-                human(result.runtime)
+                HumanDuration(result.runtime)
             ),
         ),
     }
@@ -474,16 +456,6 @@ pub(crate) fn announcement(exec: &ExecSession, result: &MonitorResult) -> (&'sta
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_like_a_person_writes_them() {
-        assert_eq!(human(Duration::from_millis(50)), "50ms");
-        assert_eq!(human(Duration::from_millis(12_345)), "12.3s");
-        assert_eq!(human(Duration::from_secs(300)), "5m");
-        assert_eq!(human(Duration::from_secs(250)), "4m 10s");
-        assert_eq!(human(Duration::from_secs(7200)), "2h");
-        assert_eq!(human(Duration::from_secs(5400)), "1h 30m");
-    }
 
     #[test]
     fn control_answers_carry_their_status() {

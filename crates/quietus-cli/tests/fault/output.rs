@@ -16,8 +16,8 @@ use std::time::Duration;
 use common::{ms, wait_generously};
 use fault_support::{Scenario, file_fingerprint, fingerprint};
 use quietus::{
-    ActivitySource, CaptureConfig, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
-    Stream,
+    ActivitySource, CaptureConfig, KillLadder, LogProblem, MonitorConfig, MonitorResult, Outcome,
+    Signal, Stream,
 };
 
 const IDLE: Duration = Duration::from_millis(500);
@@ -342,8 +342,15 @@ fn a_log_that_could_not_be_created_is_listed_with_its_error() {
     let log = &result.logs[0];
     assert_eq!(log.stream, Stream::Stdout);
     assert!(log.incomplete, "{log:?}");
-    let error = log.error.as_deref().expect("the error is reported");
-    assert!(error.contains("No such file or directory"), "{error}");
+    let error = log.error.as_ref().expect("the error is reported");
+    assert!(
+        matches!(error, LogProblem::Create(e) if e.kind() == std::io::ErrorKind::NotFound),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("No such file or directory"),
+        "{error}"
+    );
     assert!(log.path.starts_with(&logs), "{log:?}");
     assert!(!log.path.exists());
     assert_eq!(log.written, 0, "{log:?}");

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use crate::config::LogRetention;
-use crate::outcome::LogFile;
+use crate::outcome::{LogDirError, LogDirProblem, LogFile, LogProblem};
 use crate::own_files::OwnFiles;
 use crate::stream::Stream;
 
@@ -50,122 +50,81 @@ pub(crate) fn default_log_dir() -> PathBuf {
 /// The default folder (`is_default`) must moreover be the user's own, and is never reached
 /// through a symbolic link: one planted there by another user is refused, even when it
 /// points to a folder that would pass the check.
-pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> io::Result<File> {
-    let fail = |kind: io::ErrorKind, problem: String| {
-        io::Error::new(
-            kind,
-            LogDirError {
-                path: dir.to_path_buf(),
-                problem,
-            },
-        )
+pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> Result<File, LogDirError> {
+    let fail = |problem: LogDirProblem| LogDirError {
+        path: dir.to_path_buf(),
+        problem,
     };
     let created = DirBuilder::new().recursive(true).mode(0o700).create(dir);
     if is_default && fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(fail(
-            io::ErrorKind::PermissionDenied,
-            "is a symbolic link; the default log folder must be the user's own folder".into(),
-        ));
+        return Err(fail(LogDirProblem::SymbolicLink));
     }
     let folder = match (created, crate::process::sys::open_folder(dir, !is_default)) {
         (_, Ok(folder)) => folder,
         (_, Err(e)) if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
-            return Err(fail(io::ErrorKind::NotADirectory, "is not a folder".into()));
+            return Err(fail(LogDirProblem::NotAFolder));
         }
         (_, Err(e)) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-            return Err(fail(
-                io::ErrorKind::PermissionDenied,
-                "is a symbolic link; the default log folder must be the user's own folder".into(),
-            ));
+            return Err(fail(LogDirProblem::SymbolicLink));
         }
-        (Err(e), Err(_)) => return Err(fail(e.kind(), format!("cannot create it: {e}"))),
-        (Ok(()), Err(e)) => return Err(fail(e.kind(), format!("cannot read it: {e}"))),
+        (Err(e), Err(_)) => return Err(fail(LogDirProblem::Create(e.into()))),
+        (Ok(()), Err(e)) => return Err(fail(LogDirProblem::Read(e.into()))),
     };
     // The folder opened, not its path: what is checked is what the logs go to.
     let meta = folder
         .metadata()
-        .map_err(|e| fail(e.kind(), format!("cannot read it: {e}")))?;
+        .map_err(|e| fail(LogDirProblem::Read(e.into())))?;
     if let Err(e) = crate::process::sys::check_folder_writable(&folder) {
-        return Err(fail(e.kind(), format!("not writable: {e}")));
+        return Err(fail(LogDirProblem::NotWritable(e.into())));
     }
     if meta.permissions().readonly() {
-        return Err(fail(io::ErrorKind::PermissionDenied, "is read-only".into()));
+        return Err(fail(LogDirProblem::ReadOnly));
     }
     if is_default {
-        check_own(&meta)
-            .map_err(|problem| fail(io::ErrorKind::PermissionDenied, problem.to_string()))?;
+        check_own(&meta).map_err(fail)?;
     }
     Ok(folder)
 }
 
 /// The default log folder must be the user's own and closed to others: a folder someone else
 /// owns, or one others can write to, could have its logs read, replaced or removed.
-fn check_own(meta: &fs::Metadata) -> Result<(), NotOwn> {
+fn check_own(meta: &fs::Metadata) -> Result<(), LogDirProblem> {
     use std::os::unix::fs::MetadataExt;
     let uid = crate::process::sys::effective_uid();
     if meta.uid() != uid {
-        return Err(NotOwn::Owner {
+        return Err(LogDirProblem::OtherOwner {
             owner: meta.uid(),
             user: uid,
         });
     }
     let mode = meta.mode() & 0o777;
     if mode & 0o022 != 0 {
-        return Err(NotOwn::Writable { mode });
+        return Err(LogDirProblem::WritableByOthers { mode });
     }
     Ok(())
 }
 
-/// Why the default log folder is not the user's own ([`check_own`]).
-#[derive(Debug)]
-enum NotOwn {
-    /// Another user owns it.
-    Owner { owner: u32, user: u32 },
-    /// Others can write to it.
-    Writable { mode: u32 },
-}
-
-impl std::fmt::Display for NotOwn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NotOwn::Owner { owner, user } => write!(
-                f,
-                "belongs to user {owner}, not to this user ({user}); the default log folder \
-                 must be the user's own"
-            ),
-            NotOwn::Writable { mode } => write!(
-                f,
-                "is writable by others (mode {mode:o}); the default log folder must be the \
-                 user's own"
-            ),
+impl LogDirError {
+    /// The `io::ErrorKind` of a spawn that fails with it: `PermissionDenied` when the folder
+    /// is refused for its rights (read-only, not writable, someone else's, a link), the
+    /// system's otherwise, never `NotFound` (the kind of "program not found").
+    pub(crate) fn io_kind(&self) -> io::ErrorKind {
+        match &self.problem {
+            LogDirProblem::NotAFolder => io::ErrorKind::NotADirectory,
+            LogDirProblem::Create(e) | LogDirProblem::Read(e) | LogDirProblem::NotWritable(e) => {
+                e.kind()
+            }
+            _ => io::ErrorKind::PermissionDenied,
         }
     }
 }
-
-/// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
-/// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
-/// spawn then fails with, so a caller can tell it from the program's own spawn error
-/// (`err.inner().downcast_ref::<LogDirError>()`).
-#[derive(Debug)]
-pub(crate) struct LogDirError {
-    path: PathBuf,
-    problem: String,
-}
-
-impl std::fmt::Display for LogDirError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "log folder {}: {}", self.path.display(), self.problem)
-    }
-}
-
-impl std::error::Error for LogDirError {}
 
 /// The folder a session's spills write to (opened once: the logs are made relative to it), or,
 /// for an unusable default folder, why they write nothing (the log entries then say so).
 #[derive(Debug, Clone)]
 pub(crate) struct LogDir {
     path: PathBuf,
-    folder: Result<Arc<File>, crate::error::SystemError>,
+    folder: Result<Arc<File>, LogDirError>,
 }
 
 impl LogDir {
@@ -209,10 +168,10 @@ fn resolve(
             log::warn!("{e}; no log is written (name a folder to have them)");
             Ok(Some(LogDir {
                 path,
-                folder: Err((&e).into()),
+                folder: Err(e),
             }))
         }
-        Err(e) => Err(crate::error::SpawnError::log_dir(e).into()),
+        Err(e) => Err(crate::error::SpawnError::log_dir(io::Error::new(e.io_kind(), e)).into()),
     }
 }
 
@@ -574,11 +533,7 @@ impl SpillReport {
         let mut log = self.state.lock().log()?;
         if !settled && !log.incomplete {
             log.incomplete = true;
-            log.error = Some(
-                "the stream was still open when the run ended (a process outside the tree \
-                 held it); the log holds every byte read until then"
-                    .to_owned(),
-            );
+            log.error = Some(LogProblem::StillOpen);
         }
         Some(log)
     }
@@ -618,7 +573,7 @@ struct Written {
     /// Bytes in the file.
     bytes: u64,
     /// Why writing stopped.
-    error: Option<String>,
+    error: Option<LogProblem>,
 }
 
 /// The thread that writes a log file while the spill thread hashes the next chunk: started
@@ -644,7 +599,7 @@ fn write_chunk(file: &File, path: &Path, data: &[u8], written: &crate::sync::Mut
             let mut w = written.lock();
             // Part of the chunk may be in: the file's length says how much.
             w.bytes = file.metadata().map_or(w.bytes, |m| m.len());
-            w.error = Some(format!("cannot write it: {e}"));
+            w.error = Some(LogProblem::Write(e.into()));
         }
     }
 }
@@ -663,7 +618,7 @@ pub(crate) struct Spill {
     total: u64,
     failed: bool,
     /// Why the log is incomplete, and the path it has or would have had.
-    error: Option<(String, PathBuf)>,
+    error: Option<(LogProblem, PathBuf)>,
     /// Where the log file is registered as quietus's own, when files are watched.
     own: Option<OwnFiles>,
 }
@@ -727,7 +682,7 @@ impl Spill {
                     self.session,
                     self.stream.name()
                 ));
-                self.error = Some((format!("not written: {why}"), path));
+                self.error = Some((LogProblem::Folder(why), path));
             }
             Ok(folder) => {
                 let own = self.own.as_ref();
@@ -745,7 +700,7 @@ impl Spill {
                             path.display()
                         );
                         self.failed = true;
-                        self.error = Some((format!("cannot create it: {e}"), path));
+                        self.error = Some((LogProblem::Create(e.into()), path));
                     }
                 }
             }
@@ -911,7 +866,8 @@ mod tests {
             (data.len() as u64, data.len() as u64)
         );
         assert!(log.incomplete);
-        assert!(log.error.unwrap().contains("still open"));
+        assert_eq!(log.error, Some(LogProblem::StillOpen));
+        assert!(log.error.unwrap().to_string().contains("still open"));
         assert_eq!(
             report.log(true).unwrap().bytes,
             data.len() as u64,
@@ -1222,6 +1178,11 @@ mod tests {
         assert!(log.incomplete);
         assert_eq!((log.bytes, log.written), (105, 0));
         let why = log.error.unwrap();
+        assert!(
+            matches!(&why, LogProblem::Folder(e) if e.path() == bad && *e.problem() == LogDirProblem::NotAFolder),
+            "{why:?}"
+        );
+        let why = why.to_string();
         assert!(
             why.contains("not written") && why.contains("log folder"),
             "{why}"

@@ -228,7 +228,9 @@ fn disk_wait_zombies_and_unreadable_processes() {
     );
     let unreadable = ProcSnap {
         pid: 9,
-        error: Some("/proc/9/fd: Permission denied (os error 13)".to_owned()),
+        error: Some(ReadingProblem::Descriptors(
+            std::io::Error::from_raw_os_error(13).into(),
+        )),
         ..ProcSnap::default()
     };
     let d = classify(&[unreadable], &|_| None);

@@ -727,11 +727,9 @@ fn start_network(
             #[cfg(target_os = "linux")]
             let foreign = crate::process::sys::proc_view().why_not();
             #[cfg(not(target_os = "linux"))]
-            let foreign: Option<String> = None;
+            let foreign: Option<crate::ProcUnavailable> = None;
             let reason = match foreign {
-                Some(why) => NetworkUnavailable::ForeignProc(format!(
-                    "the tree's sockets cannot be found: {why}"
-                )),
+                Some(why) => NetworkUnavailable::ForeignProc(why),
                 None => NetworkUnavailable::NoSocketDiagnostics((&e).into()),
             };
             log::info!("network source unavailable: {reason}");

@@ -482,7 +482,7 @@ impl DescendantObserver {
     /// Why this observer cannot see the tree, if it cannot: no cgroup to read and no `/proc`
     /// of this pid namespace to walk (none mounted, or the host's kept in a new pid
     /// namespace). It then sees no descendant, no CPU and no escapee.
-    pub(crate) fn blind(&self) -> Option<String> {
+    pub(crate) fn blind(&self) -> Option<crate::ProcUnavailable> {
         if self.cgroup.is_some() || cfg!(not(target_os = "linux")) {
             return None;
         }

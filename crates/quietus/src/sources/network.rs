@@ -334,7 +334,7 @@ pub struct NetworkObserver {
     found: HashMap<u64, TcpSocket>,
     last: NetworkSample,
     /// Why a sample failed, once (logged; the source goes on trying).
-    failed: Option<String>,
+    failed: Option<crate::error::SystemError>,
 }
 
 impl fmt::Debug for NetworkObserver {
@@ -429,7 +429,7 @@ impl NetworkObserver {
         {
             if self.failed.is_none() {
                 log::warn!("network source: socket diagnostics failed: {e}");
-                self.failed = Some(e.to_string());
+                self.failed = Some((&e).into());
             }
             self.found.clear();
         }

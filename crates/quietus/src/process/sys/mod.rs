@@ -20,7 +20,7 @@
 mod cgroupfs;
 mod files;
 mod pidfd;
-mod proc;
+pub(crate) mod proc;
 mod signals;
 mod terminal;
 

@@ -31,17 +31,51 @@ pub(crate) enum ProcView {
 
 impl ProcView {
     /// Why processes cannot be read by pid from `/proc`, if they cannot.
-    pub(crate) fn why_not(&self) -> Option<String> {
-        match self {
+    pub(crate) fn why_not(&self) -> Option<ProcUnavailable> {
+        match *self {
             ProcView::Own => None,
-            ProcView::Missing => Some("/proc is not mounted".to_owned()),
-            ProcView::Foreign { seen_as, own } => Some(format!(
-                "/proc is another pid namespace's (this process is {seen_as} there, {own} \
-                 here)"
-            )),
+            ProcView::Missing => Some(ProcUnavailable::NotMounted),
+            ProcView::Foreign { seen_as, own } => Some(ProcUnavailable::ForeignNamespace {
+                seen_as: seen_as.unsigned_abs(),
+                own: own.unsigned_abs(),
+            }),
         }
     }
 }
+
+/// Why quietus cannot read processes by pid from `/proc`: the reason a source that needs it
+/// is unavailable ([`NetworkUnavailable::ForeignProc`](crate::NetworkUnavailable)) and a
+/// process of a diagnosis was not read
+/// ([`ReadingProblem::Proc`](crate::diagnosis::ReadingProblem)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProcUnavailable {
+    /// No `/proc` is mounted (a container or sandbox that mounts none).
+    NotMounted,
+    /// The `/proc` mounted is another pid namespace's (the host's, kept by
+    /// `unshare --pid --fork` without `--mount-proc`): every pid in it would name another
+    /// process, or none.
+    ForeignNamespace {
+        /// This process's pid in that namespace.
+        seen_as: u32,
+        /// This process's pid in its own.
+        own: u32,
+    },
+}
+
+impl std::fmt::Display for ProcUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProcUnavailable::NotMounted => f.write_str("/proc is not mounted"),
+            ProcUnavailable::ForeignNamespace { seen_as, own } => write!(
+                f,
+                "/proc is another pid namespace's (this process is {seen_as} there, {own} here)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProcUnavailable {}
 
 /// How this process sees the `/proc` at `root`, being process `own` in its pid namespace: by
 /// where `root/self` leads.
@@ -458,7 +492,17 @@ mod view_tests {
     fn proc_is_read_only_when_it_is_this_namespaces() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(proc_view_at(dir.path(), 7), ProcView::Missing);
-        assert!(ProcView::Missing.why_not().unwrap().contains("not mounted"));
+        assert_eq!(
+            ProcView::Missing.why_not(),
+            Some(ProcUnavailable::NotMounted)
+        );
+        assert!(
+            ProcView::Missing
+                .why_not()
+                .unwrap()
+                .to_string()
+                .contains("not mounted")
+        );
         std::os::unix::fs::symlink("4242", dir.path().join("self")).unwrap();
         assert_eq!(proc_view_at(dir.path(), 4242), ProcView::Own);
         let foreign = proc_view_at(dir.path(), 3);
@@ -469,7 +513,20 @@ mod view_tests {
                 own: 3
             }
         );
-        assert!(foreign.why_not().unwrap().contains("another pid namespace"));
+        assert_eq!(
+            foreign.why_not(),
+            Some(ProcUnavailable::ForeignNamespace {
+                seen_as: 4242,
+                own: 3
+            })
+        );
+        assert!(
+            foreign
+                .why_not()
+                .unwrap()
+                .to_string()
+                .contains("another pid namespace")
+        );
         // This test process runs with its own /proc.
         assert_eq!(*proc_view(), ProcView::Own);
     }

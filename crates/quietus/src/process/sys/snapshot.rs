@@ -9,6 +9,8 @@
 #[cfg(target_os = "linux")]
 use std::io::{Read, Seek, SeekFrom};
 
+use super::ProcUnavailable;
+
 /// One thread as read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct ThreadSnap {
@@ -39,7 +41,34 @@ pub(crate) struct ProcSnap {
     /// Its descriptors that are FIFOs (named pipes: a path whose file is a FIFO).
     pub(crate) fifos: Vec<i32>,
     /// Why it could not be read (a part of it), if so.
-    pub(crate) error: Option<String>,
+    pub(crate) error: Option<ReadingProblem>,
+}
+
+/// Why a process of a diagnosis, or a part of it, could not be read
+/// ([`ProcessReading::error`](crate::diagnosis::ProcessReading::error)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadingProblem {
+    /// No `/proc` of quietus's pid namespace: no process is read by pid.
+    Proc(ProcUnavailable),
+    /// Its descriptors (`/proc/PID/fd`) could not be listed: it ended, or they are not
+    /// quietus's to read.
+    Descriptors(crate::error::SystemError),
+    /// None of its threads (`/proc/PID/task`) could be read: it ended.
+    Threads,
+    /// The diagnosis ran out of its time (a few tens of milliseconds) before reaching it.
+    OutOfTime,
+}
+
+impl std::fmt::Display for ReadingProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadingProblem::Proc(why) => write!(f, "{why}"),
+            ReadingProblem::Descriptors(e) => write!(f, "its descriptors: {e}"),
+            ReadingProblem::Threads => f.write_str("its threads cannot be read"),
+            ReadingProblem::OutOfTime => f.write_str("not read: the diagnosis ran out of time"),
+        }
+    }
 }
 
 /// Never more threads than this per process in a snapshot.
@@ -57,7 +86,7 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
         ..ProcSnap::default()
     };
     if let Some(why) = super::proc_view().why_not() {
-        snap.error = Some(why); // never another namespace's process under this pid
+        snap.error = Some(ReadingProblem::Proc(why)); // never another namespace's process
         return snap;
     }
     let fds = super::fd_links(pid, &mut |fd, target| {
@@ -65,7 +94,7 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
             .push((fd, String::from_utf8_lossy(target).into_owned()));
     });
     if let Err(e) = fds {
-        snap.error = Some(format!("/proc/{pid}/fd: {e}"));
+        snap.error = Some(ReadingProblem::Descriptors((&e).into()));
     }
     snap.fds.sort_unstable();
     for (fd, target) in &snap.fds {
@@ -117,7 +146,7 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
         snap.threads.push(thread);
     }
     if snap.threads.is_empty() && snap.error.is_none() {
-        snap.error = Some(format!("/proc/{pid}/task: cannot be read"));
+        snap.error = Some(ReadingProblem::Threads);
     }
     snap
 }

@@ -10,6 +10,8 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::outcome::UnwatchedReason;
+
 /// The folders one session may watch under its roots together. A root that does not fit in
 /// what the others left is not watched at all (a part of it would count some activity and
 /// miss the rest).
@@ -42,8 +44,8 @@ pub(super) enum Extent {
         /// The folders to watch (the root's own included).
         folders: usize,
     },
-    /// Not to be watched, and why (in the report's words).
-    Refused(String),
+    /// Not to be watched, and why.
+    Refused(UnwatchedReason),
 }
 
 /// The identity of a folder: device and inode.
@@ -65,9 +67,7 @@ pub(super) fn survey(dir: &Path, bound: usize) -> Extent {
         };
     };
     if let Some(kind) = pseudo_filesystem(dir, meta.dev()) {
-        return Extent::Refused(format!(
-            "is on a pseudo-filesystem ({kind}), which quietus never watches"
-        ));
+        return Extent::Refused(UnwatchedReason::PseudoFilesystem { kind });
     }
     let device = meta.dev();
     let mut foreign = Vec::new();
@@ -90,10 +90,7 @@ pub(super) fn survey(dir: &Path, bound: usize) -> Extent {
             }
             folders += 1;
             if folders > bound {
-                return Extent::Refused(format!(
-                    "has more than {bound} folders to watch, what is left of the most one \
-                     session watches; name a smaller folder to watch"
-                ));
+                return Extent::Refused(UnwatchedReason::TooManyFolders { bound });
             }
             stack.push(entry.path());
         }
@@ -147,7 +144,8 @@ mod tests {
         let Extent::Refused(why) = survey(dir.path(), 10) else {
             panic!("11 folders fit a bound of 10");
         };
-        assert!(why.contains("more than 10 folders"), "{why}");
+        assert_eq!(why, UnwatchedReason::TooManyFolders { bound: 10 });
+        assert!(why.to_string().contains("more than 10 folders"), "{why}");
     }
 
     /// `/` holds more folders than a small bound; `/proc` is never watched at all.
@@ -156,12 +154,16 @@ mod tests {
         let Extent::Refused(why) = survey(Path::new("/"), 100) else {
             panic!("/ fits a bound of 100");
         };
-        assert!(why.contains("more than"), "{why}");
+        assert_eq!(why, UnwatchedReason::TooManyFolders { bound: 100 });
         if Path::new("/proc/self").exists() {
             let Extent::Refused(why) = survey(Path::new("/proc"), MAX_WATCHED_FOLDERS) else {
                 panic!("/proc may be watched");
             };
-            assert!(why.contains("pseudo-filesystem (proc)"), "{why}");
+            assert_eq!(why, UnwatchedReason::PseudoFilesystem { kind: "proc" });
+            assert!(
+                why.to_string().contains("pseudo-filesystem (proc)"),
+                "{why}"
+            );
         }
     }
 }
@@ -199,8 +201,9 @@ mod session_tests {
         let unwatched = tracker.unwatched();
         assert_eq!(unwatched.len(), 1, "{unwatched:?}");
         assert_eq!(unwatched[0].path, dir.path().join("b"));
-        assert!(
-            unwatched[0].reason.contains("more than 4 folders"),
+        assert_eq!(
+            unwatched[0].reason,
+            UnwatchedReason::TooManyFolders { bound: 4 },
             "{unwatched:?}"
         );
         assert!(!board.is_available(&ActivitySource::Files));

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::outcome::UnwatchedFolder;
+use crate::outcome::{UnwatchedFolder, UnwatchedReason};
 
 /// One part that is (or was) not watched.
 #[derive(Debug)]
 struct Gap {
     path: PathBuf,
-    reason: String,
+    reason: UnwatchedReason,
     /// Since when it is not watched; `None` once it is watched again.
     since: Option<Instant>,
     /// The earlier stretches.
@@ -29,7 +29,7 @@ pub(super) struct Gaps(Arc<crate::sync::Mutex<Vec<Gap>>>);
 
 impl Gaps {
     /// Records that `path` cannot be watched from `now` (kept open if it already is).
-    pub(super) fn open(&self, path: &Path, reason: String, now: Instant) -> bool {
+    pub(super) fn open(&self, path: &Path, reason: UnwatchedReason, now: Instant) -> bool {
         let mut gaps = self.0.lock();
         match gaps.iter_mut().find(|g| g.path == path) {
             Some(gap) => {

@@ -15,6 +15,8 @@ use notify::RecursiveMode;
 use super::extent::{Extent, FolderId, folder_id, survey};
 use super::worker::{Msg, Worker, is_out_of_watches};
 use crate::activity::ActivitySource;
+use crate::error::SystemError;
+use crate::outcome::UnwatchedReason;
 use crate::sources::shared_watcher::SharedWatcher;
 
 /// How a root is being watched.
@@ -41,7 +43,7 @@ pub(super) enum RootState {
     /// for it while it stays the same folder; the report says why.
     Refused {
         folder: Option<FolderId>,
-        why: String,
+        why: UnwatchedReason,
     },
     /// Cannot be watched at all.
     Invalid,
@@ -63,6 +65,14 @@ impl RootState {
                 | RootState::Refused { .. }
         )
     }
+}
+
+/// Why `notify` could not watch a folder: the system's error when there is one.
+fn notify_reason(e: &notify::Error) -> UnwatchedReason {
+    UnwatchedReason::System(match &e.kind {
+        notify::ErrorKind::Io(io) => io.into(),
+        _ => SystemError::other(e.to_string()),
+    })
 }
 
 /// Drops the watch of `root` in its `old` state (at `old_target` when it was a link to a folder).
@@ -259,7 +269,7 @@ impl Worker {
             Err(e) if is_out_of_watches(&e) => return self.fall_back(&e.to_string()),
             Err(e) => {
                 let now = self.board.clock().now();
-                self.gaps.open(dir, e.to_string(), now);
+                self.gaps.open(dir, notify_reason(&e), now);
                 return;
             }
         }
@@ -322,16 +332,17 @@ impl Worker {
         let at = self.board.clock().now();
         match new {
             RootState::NotAFolder(_) => {
-                self.gaps.open(root, "is not a folder".into(), at);
+                self.gaps.open(root, UnwatchedReason::NotAFolder, at);
             }
             RootState::Refused { why, .. } => {
                 self.gaps.open(root, why.clone(), at);
             }
             RootState::Invalid => {
-                let why = fs::metadata(root)
-                    .err()
-                    .map_or_else(String::new, |e| e.to_string());
-                self.gaps.open(root, why, at);
+                let why = match fs::metadata(root) {
+                    Err(e) => e.into(),
+                    Ok(_) => SystemError::other("could not be looked at"),
+                };
+                self.gaps.open(root, UnwatchedReason::System(why), at);
             }
             _ => {
                 self.gaps.close(at, |gap| gap == root);
@@ -362,14 +373,14 @@ impl Worker {
             // The walk stopped at a folder inside: the rest is watched around it.
             Some(failed) if failed != &watched_as && failed.starts_with(&watched_as) => {
                 let failed = failed.clone();
-                self.cover(&watched_as, &failed, e.to_string());
+                self.cover(&watched_as, &failed, notify_reason(&e));
                 RootState::Watched
             }
             // The root itself cannot be watched (no permission): watch its parent to
             // learn when that changes, and retry at the check interval too.
             _ => {
                 self.warn_once(root, &e.to_string());
-                self.gaps.open(root, e.to_string(), now);
+                self.gaps.open(root, notify_reason(&e), now);
                 let parent = root
                     .parent()
                     .filter(|p| p.is_dir())
@@ -388,7 +399,7 @@ impl Worker {
 
     /// `dir` is watched recursively, but notify's walk stopped at `failed` (a folder below it
     /// that cannot be watched): records the gap and watches the rest of the tree around it.
-    fn cover(&mut self, dir: &Path, failed: &Path, reason: String) {
+    fn cover(&mut self, dir: &Path, failed: &Path, reason: UnwatchedReason) {
         let now = self.board.clock().now();
         if self.gaps.open(failed, reason.clone(), now) {
             log::warn!(
@@ -438,7 +449,7 @@ impl Worker {
                 Some(failed) if failed != dir && failed.starts_with(dir) => {
                     let failed = failed.clone();
                     self.gaps.close(now, |gap| gap == dir);
-                    self.cover(dir, &failed, e.to_string());
+                    self.cover(dir, &failed, notify_reason(&e));
                     true
                 }
                 _ if !dir.is_dir() => {
@@ -446,7 +457,7 @@ impl Worker {
                     false
                 }
                 _ => {
-                    let reason = e.to_string();
+                    let reason = notify_reason(&e);
                     if self.gaps.open(dir, reason.clone(), now) {
                         log::warn!(
                             "files source: cannot watch {} ({reason}); retrying it on its changes and every {:?}",

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use super::classes::{PathFilter, Place};
 use super::worker::Worker;
 use crate::activity::ActivitySource;
+use crate::outcome::UnwatchedReason;
 
 /// Fingerprint of one entry for the stat scan: for a file its data and status change times
 /// (nanoseconds), size and inode; for a folder its mode, owner, group and inode.
@@ -106,7 +107,7 @@ fn collect(
     dir: &Path,
     filter: &PathFilter,
     into: &mut HashMap<PathBuf, Fingerprint>,
-    unreadable: &mut Vec<(PathBuf, String)>,
+    unreadable: &mut Vec<(PathBuf, UnwatchedReason)>,
 ) {
     let mut record = |path: &Path, meta: &fs::Metadata| {
         if filter.place(path) == Place::Inside(true) {
@@ -128,6 +129,6 @@ fn collect(
         false
     };
     walk(dir, &mut record, &mut |dir, e| {
-        unreadable.push((dir, e.to_string()))
+        unreadable.push((dir, UnwatchedReason::System(e.into())));
     });
 }

@@ -20,6 +20,7 @@ use super::rearm::RootState;
 use super::scan::Fingerprint;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::error::SpawnError;
+use crate::outcome::UnwatchedReason;
 use crate::sources::shared_watcher::SharedWatcher;
 
 /// What the tracker, and `notify`'s handler, ask of the worker thread.
@@ -110,7 +111,7 @@ impl Worker {
             log::warn!("files source unavailable: {e}");
             let now = self.board.clock().now();
             for (root, _) in &self.roots {
-                self.gaps.open(root, e.to_string(), now);
+                self.gaps.open(root, UnwatchedReason::TooManyPatterns, now);
             }
             self.board.set_available(&ActivitySource::Files, false);
             return;
