@@ -335,5 +335,12 @@ fn a_named_log_folder_that_cannot_be_used_is_a_log_dir_error() {
         spawn_error.inner().to_string().contains(&named),
         "{spawn_error}"
     );
+    // What is wrong is a type: the folder and the problem, found by downcasting.
+    let why = spawn_error
+        .inner()
+        .downcast_ref::<quietus::LogDirError>()
+        .expect("the inner error is a LogDirError");
+    assert_eq!(why.path(), file.join("logs"));
+    assert_eq!(*why.problem(), quietus::LogDirProblem::NotAFolder, "{why}");
     assert_no_leak(&marker);
 }
