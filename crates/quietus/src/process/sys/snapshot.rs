@@ -45,7 +45,7 @@ pub(crate) struct ProcSnap {
 }
 
 /// Why a process of a diagnosis, or a part of it, could not be read
-/// ([`ProcessReading::error`](crate::diagnosis::ProcessReading::error)).
+/// ([`ProcessDiagnosis::error`](crate::diagnosis::ProcessDiagnosis::error)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReadingProblem {
