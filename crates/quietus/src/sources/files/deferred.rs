@@ -247,6 +247,18 @@ mod tests {
     use crate::config::FileWatchConfig;
     use crate::sources::files::wait_for_stamps;
 
+    /// A tracker of `dir` on the system clock (its arming as `config` says), and its board.
+    fn delayed(
+        dir: &std::path::Path,
+        config: &FileWatchConfig,
+    ) -> (Arc<ActivityBoard>, FileActivityTracker) {
+        let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
+        let tracker =
+            FileActivityTracker::start(config, dir, board.clone(), Duration::from_millis(20))
+                .unwrap();
+        (board, tracker)
+    }
+
     /// At a stale decision the monitor asks `arm_now`: once the watches are armed and nothing
     /// posted to the tracker's thread is left to act on, it returns without a round trip
     /// through that thread (which a loaded machine may take milliseconds to schedule); while
@@ -289,15 +301,8 @@ mod tests {
     #[test]
     fn before_a_delayed_arming_nothing_is_built_or_watched() {
         let dir = tempfile::tempdir().unwrap();
-        let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
         let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
-        let tracker = FileActivityTracker::start(
-            &config,
-            dir.path(),
-            board.clone(),
-            Duration::from_millis(20),
-        )
-        .unwrap();
+        let (board, tracker) = delayed(dir.path(), &config);
         assert!(!tracker.has_armed());
         assert!(
             tracker.filter.globs.get().is_none(),
@@ -413,15 +418,8 @@ mod tests {
             let _ = fs::metadata(&plan); // a look at its times: the next change is precise
             let _ = fs::metadata(&agent);
             fs::write(&plan, "second").unwrap();
-            let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
-            let tracker = FileActivityTracker::start(
-                &config,
-                dir.path(),
-                board.clone(),
-                Duration::from_millis(20),
-            )
-            .unwrap();
+            let (board, tracker) = delayed(dir.path(), &config);
             tracker.arm_now();
             assert_eq!(
                 board.count(&ActivitySource::Files),
