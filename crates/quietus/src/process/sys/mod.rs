@@ -28,9 +28,9 @@ mod terminal;
 
 pub(crate) use cgroupfs::*;
 pub(crate) use files::*;
-pub(crate) use pid::{from_raw, from_rustix, to_rustix};
 #[cfg(target_os = "linux")] // the snapshot's thread ids
 pub(crate) use pid::raw;
+pub(crate) use pid::{from_raw, from_rustix, to_rustix};
 pub(crate) use pidfd::*;
 pub(crate) use proc::*;
 pub(crate) use signals::*;
