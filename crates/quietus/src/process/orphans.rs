@@ -223,14 +223,14 @@ mod tests {
         Pid::new(n).expect("a pid")
     }
 
-    fn entry(id: u64, started: u64, ended: Option<u64>) -> Entry {
+    fn entry(id: u32, started: u64, ended: Option<u64>) -> Entry {
         Entry {
-            id,
-            leader: Pid::new(1000 + u32::try_from(id).expect("small")),
+            id: u64::from(id),
+            leader: Some(pid(1000 + id)),
             tag: Some(format!("QUIETUS_SESSION=9.{id}").into_bytes()),
             started,
             ended,
-            pipes: vec![(12, 500 + id)],
+            pipes: vec![(12, 500 + u64::from(id))],
             seen: HashSet::new(),
         }
     }

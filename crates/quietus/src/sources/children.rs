@@ -1408,9 +1408,7 @@ mod tests {
             let waited = Some(Duration::from_millis(*waits.lock()));
             reader.lock().map(|(ms, members)| {
                 // Pids that stand for members: the root, then made-up others.
-                let members = (0..members)
-                    .map(|i| pid(1000 + u32::try_from(i).expect("few")))
-                    .collect();
+                let members = (1000..).take(members).map(pid).collect();
                 CgroupReading {
                     usage: Duration::from_millis(ms),
                     members,

@@ -308,12 +308,13 @@ pub struct NetworkSample {
 /// use std::io::{Read, Write};
 /// use std::net::{TcpListener, TcpStream};
 /// use std::time::Instant;
+/// use quietus::Pid;
 /// use quietus::sources::NetworkObserver;
 ///
 /// let listener = TcpListener::bind("127.0.0.1:0")?;
 /// let mut client = TcpStream::connect(listener.local_addr()?)?;
 /// let (mut server, _) = listener.accept()?;
-/// let me = [std::process::id()];
+/// let me = [Pid::current()];
 /// let mut observer = NetworkObserver::open()?;
 /// observer.sample(Instant::now(), &me); // the baseline
 /// server.write_all(&[7; 4096])?;
