@@ -52,7 +52,8 @@ impl Pid {
         self.0.get()
     }
 
-    /// The pid of a child started with [`std::process::Command`].
+    /// The pid of a child started with [`std::process::Command`]. (The system gives every
+    /// process a pid in range: this never fails.)
     pub fn of(child: &std::process::Child) -> Pid {
         Pid::from_os(child.id())
     }
