@@ -74,7 +74,8 @@ fn bench(c: &mut Criterion) {
     for n in [100usize, 1000] {
         let extra = others(n);
         let tree = tree_of_ten();
-        let mut observer = DescendantObserver::new(tree.id(), &ChildWatchConfig::default());
+        let mut observer =
+            DescendantObserver::new(quietus::Pid::of(&tree), &ChildWatchConfig::default());
         let first = observer.sample(Instant::now());
         assert_eq!(first.descendants, 9, "the tree is complete");
         group.bench_with_input(

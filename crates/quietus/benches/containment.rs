@@ -106,7 +106,7 @@ fn teardown(c: &mut Criterion, dir: &Path, cgroups: bool) {
 }
 
 /// What the cgroup backend reads for one CPU sample.
-fn cgroup_sample(cgroup: &Path, leader: u32) -> (u64, usize, usize) {
+fn cgroup_sample(cgroup: &Path, leader: quietus::Pid) -> (u64, usize, usize) {
     let stat = std::fs::read_to_string(cgroup.join("cpu.stat")).expect("cpu.stat");
     let usage = stat
         .lines()

@@ -10,12 +10,13 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use quietus::Pid;
 use quietus::diagnosis::StallKind;
 
 /// The tree, ended by pid when dropped (also when an assertion fails).
 struct Tree {
     root: std::process::Child,
-    children: Vec<u32>,
+    children: Vec<Pid>,
 }
 
 impl Drop for Tree {
@@ -43,11 +44,11 @@ fn bench(c: &mut Criterion) {
     std::io::BufReader::new(root.stdout.take().expect("piped"))
         .read_line(&mut line)
         .expect("ready line");
-    let id = root.id();
-    let children: Vec<u32> = std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
+    let id = Pid::of(&root);
+    let children: Vec<Pid> = std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
         .unwrap_or_default()
         .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+        .filter_map(|p| Pid::new(p.parse().ok()?))
         .collect();
     let mut pids = vec![id];
     pids.extend(&children);

@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use quietus::Pid;
 use quietus::sources::NetworkObserver;
 
 /// A `bash` holding a control connection (fd 3) and 4 connections to `port` (fds 4..7),
@@ -63,7 +64,7 @@ fn accept(listener: TcpListener, n: usize) -> std::thread::JoinHandle<Vec<TcpStr
 
 /// Wakes every process of the tree (a byte to each, its answer read back), then waits until
 /// each sleeps again: they ran since the last sample, and do not compete with the next.
-fn wake(control: &mut [TcpStream], pids: &[u32]) {
+fn wake(control: &mut [TcpStream], pids: &[Pid]) {
     for conn in control.iter_mut() {
         conn.write_all(b"x").expect("poke");
     }
@@ -78,7 +79,7 @@ fn wake(control: &mut [TcpStream], pids: &[u32]) {
 }
 
 /// Whether process `pid` sleeps (state `S` in `/proc/PID/stat`).
-fn asleep(pid: u32) -> bool {
+fn asleep(pid: Pid) -> bool {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap_or_default();
     let close = stat.iter().rposition(|b| *b == b')').unwrap_or(0);
     stat.get(close + 2) == Some(&b'S')
@@ -100,7 +101,7 @@ fn bench(c: &mut Criterion) {
         .collect();
     let accepted = accepting.join().expect("acceptor");
     let mut control = controls.join().expect("acceptor");
-    let pids: Vec<u32> = tree.iter().map(Child::id).collect();
+    let pids: Vec<Pid> = tree.iter().map(Pid::of).collect();
 
     let mut group = c.benchmark_group("network_sample");
     group
@@ -126,7 +127,7 @@ fn bench(c: &mut Criterion) {
     assert_eq!(observer.sample(Instant::now(), &pids).sockets, 50);
 
     let bare: Vec<Child> = (0..10).map(|_| holder(None)).collect();
-    let bare_pids: Vec<u32> = bare.iter().map(Child::id).collect();
+    let bare_pids: Vec<Pid> = bare.iter().map(Pid::of).collect();
     let mut observer = NetworkObserver::open().expect("socket diagnostics");
     group.bench_function("tree_of_10_without_sockets_1000_in_namespace", |b| {
         b.iter(|| observer.sample(Instant::now(), &bare_pids))

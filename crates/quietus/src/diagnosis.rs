@@ -11,6 +11,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::Pid;
 pub use crate::process::sys::snapshot::ReadingProblem;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 
@@ -99,7 +100,7 @@ impl fmt::Display for StallKind {
 #[non_exhaustive]
 pub struct ProcessDiagnosis {
     /// Its pid.
-    pub pid: u32,
+    pub pid: Pid,
     /// Its name (`comm`).
     pub name: String,
     /// Its state: `running`, `sleeping`, `disk`, `stopped`, `zombie` or `unknown`.
@@ -118,7 +119,7 @@ pub struct ProcessDiagnosis {
     /// The process of the tree it waits on, when it waits on one: its child (`wait4`), the
     /// writer of a pipe or FIFO it reads, the other end of a Unix socket. The diagnosis
     /// follows these waits to the process blocked on its own account.
-    pub waits_on: Option<u32>,
+    pub waits_on: Option<Pid>,
     /// Why (a part of) it could not be read, if so.
     pub error: Option<ReadingProblem>,
 }
@@ -152,7 +153,7 @@ enum Class {
     /// Another socket whose other end is outside the tree (UDP, Unix).
     Socket,
     /// A pipe, FIFO or Unix socket whose other end this process of the tree holds.
-    Process(u32),
+    Process(Pid),
     /// The master side of a terminal (`/dev/ptmx`): whoever reads it relays a terminal
     /// (`script`, `expect`, tmux, an agent running a tool with a tty); it is not input.
     Relay,
@@ -185,7 +186,7 @@ pub(crate) enum Sock {
         /// The inode of its other end.
         peer: Option<u64>,
         /// The process outside the tree that holds the other end, if found.
-        holder: Option<(u32, String)>,
+        holder: Option<(Pid, String)>,
     },
 }
 
@@ -222,7 +223,7 @@ const HOLDER_BUDGET: std::time::Duration = std::time::Duration::from_millis(30);
 /// when a process holds a socket neither TCP nor UDP); a TCP peer the dump missed comes from
 /// `known` (the network source's last sample).
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-pub(crate) fn diagnose_tree(pids: &[i32], known: &dyn Fn(u64) -> Option<SocketAddr>) -> Diagnosis {
+pub(crate) fn diagnose_tree(pids: &[Pid], known: &dyn Fn(u64) -> Option<SocketAddr>) -> Diagnosis {
     let snaps = snapshots(pids);
     let socks = describe_sockets(&snaps);
     let peers = |inode: u64| {
@@ -240,15 +241,14 @@ pub(crate) fn diagnose_tree(pids: &[i32], known: &dyn Fn(u64) -> Option<SocketAd
 /// One snapshot of each of the processes `pids` (at most [`MAX_PROCESSES`], within
 /// [`BUDGET`]: those left are marked not read).
 #[cfg(target_os = "linux")]
-fn snapshots(pids: &[i32]) -> Vec<ProcSnap> {
+fn snapshots(pids: &[Pid]) -> Vec<ProcSnap> {
     let start = std::time::Instant::now();
     let mut snaps = Vec::with_capacity(pids.len().min(MAX_PROCESSES));
     for &pid in pids.iter().take(MAX_PROCESSES) {
         if start.elapsed() >= BUDGET {
             snaps.push(ProcSnap {
-                pid,
                 error: Some(ReadingProblem::OutOfTime),
-                ..ProcSnap::default()
+                ..ProcSnap::empty(pid)
             });
             continue;
         }
@@ -329,7 +329,7 @@ fn describe_unix(
         .filter_map(|inode| unix.get(inode)?.peer)
         .filter(|peer| !held.contains(peer))
         .collect();
-    let tree: HashSet<i32> = snaps.iter().map(|s| s.pid).collect();
+    let tree: HashSet<Pid> = snaps.iter().map(|s| s.pid).collect();
     let holders = holders_of(&outside, &tree);
     for inode in held {
         let Some(s) = unix.get(inode) else { continue };
@@ -354,14 +354,14 @@ fn describe_unix(
 #[cfg(target_os = "linux")]
 fn holders_of(
     inodes: &std::collections::HashSet<u64>,
-    tree: &std::collections::HashSet<i32>,
-) -> std::collections::HashMap<u64, (u32, String)> {
+    tree: &std::collections::HashSet<Pid>,
+) -> std::collections::HashMap<u64, (Pid, String)> {
     use std::collections::HashMap;
     use std::sync::{Mutex, PoisonError};
     /// What earlier walks found (or did not) for a socket: the input-wait rule diagnoses a
     /// quiet tree several times a second, and a peer held by another user's process (a
     /// daemon running as root) is never found: one walk per socket every 5 s at most.
-    type Known = HashMap<u64, (std::time::Instant, Option<(u32, String)>)>;
+    type Known = HashMap<u64, (std::time::Instant, Option<(Pid, String)>)>;
     static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
     const AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
     let mut found = HashMap::new();
@@ -389,8 +389,8 @@ fn holders_of(
     let before = found.len();
     // This process first (a caller serving its own tree), then every process in pid order.
     let all = std::fs::read_dir("/proc").into_iter().flatten().flatten();
-    let others = all.filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok());
-    let me = std::process::id() as i32;
+    let others = all.filter_map(|entry| Pid::parse(entry.file_name().to_str()?));
+    let me = Pid::current();
     for pid in std::iter::once(me).chain(others.filter(|p| *p != me)) {
         if found.len() - before == wanted.len() || start.elapsed() >= HOLDER_BUDGET {
             break;
@@ -413,7 +413,7 @@ fn holders_of(
             .map(|n| n.trim_end().to_owned())
             .unwrap_or_else(|_| "?".to_owned());
         for inode in hits {
-            found.entry(inode).or_insert((pid as u32, name.clone()));
+            found.entry(inode).or_insert((pid, name.clone()));
         }
     }
     let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
@@ -427,7 +427,7 @@ fn holders_of(
 /// Elsewhere (and in the portable backend): no `/proc` to read.
 #[cfg(any(not(target_os = "linux"), feature = "portable"))]
 pub(crate) fn diagnose_tree(
-    _pids: &[i32],
+    _pids: &[Pid],
     _known: &dyn Fn(u64) -> Option<SocketAddr>,
 ) -> Diagnosis {
     Diagnosis {
@@ -444,16 +444,17 @@ pub(crate) fn diagnose_tree(
 ///
 /// ```
 /// use std::process::Command;
+/// use quietus::Pid;
 /// use quietus::diagnosis::StallKind;
 ///
 /// let mut child = Command::new("sleep").arg("30").spawn()?;
-/// let mut diagnosis = quietus::diagnosis::diagnose(&[child.id()]);
+/// let mut diagnosis = quietus::diagnosis::diagnose(&[Pid::of(&child)]);
 /// for _ in 0..2000 {
 ///     if diagnosis.kind == StallKind::Sleeping {
 ///         break;
 ///     }
 ///     std::thread::sleep(std::time::Duration::from_millis(10)); // until it sleeps
-///     diagnosis = quietus::diagnosis::diagnose(&[child.id()]);
+///     diagnosis = quietus::diagnosis::diagnose(&[Pid::of(&child)]);
 /// }
 /// assert_eq!(diagnosis.kind, StallKind::Sleeping);
 /// assert_eq!(diagnosis.processes[0].name, "sleep");
@@ -461,9 +462,8 @@ pub(crate) fn diagnose_tree(
 /// child.wait()?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub fn diagnose(pids: &[u32]) -> Diagnosis {
-    let pids: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
-    diagnose_tree(&pids, &|_| None)
+pub fn diagnose(pids: &[Pid]) -> Diagnosis {
+    diagnose_tree(pids, &|_| None)
 }
 
 /// The tree as the classifier sees it: the snapshot, its sockets, and who holds what.
@@ -471,11 +471,11 @@ struct Tree<'a> {
     peers: Peers<'a>,
     /// Pipe and FIFO links (`pipe:[N]`, a FIFO's path) to the processes holding them open
     /// for writing.
-    writers: std::collections::HashMap<&'a str, Vec<u32>>,
+    writers: std::collections::HashMap<&'a str, Vec<Pid>>,
     /// Socket inodes to the processes holding them.
-    sockets: std::collections::HashMap<u64, Vec<u32>>,
+    sockets: std::collections::HashMap<u64, Vec<Pid>>,
     /// Process names by pid.
-    names: std::collections::HashMap<u32, String>,
+    names: std::collections::HashMap<Pid, String>,
 }
 
 impl<'a> Tree<'a> {
@@ -487,7 +487,7 @@ impl<'a> Tree<'a> {
             names: Default::default(),
         };
         for s in snaps {
-            let pid = s.pid as u32;
+            let pid = s.pid;
             if let Some((name, _)) = s.threads.first().and_then(|t| name_and_state(&t.stat)) {
                 tree.names.insert(pid, name.to_owned());
             }
@@ -504,7 +504,7 @@ impl<'a> Tree<'a> {
     }
 
     /// `name (pid N)`.
-    fn who(&self, pid: u32) -> String {
+    fn who(&self, pid: Pid) -> String {
         format!(
             "{} (pid {pid})",
             self.names.get(&pid).map_or("?", String::as_str)
@@ -512,7 +512,7 @@ impl<'a> Tree<'a> {
     }
 
     /// Another process of the tree than `me` among `pids`.
-    fn other(pids: Option<&Vec<u32>>, me: u32) -> Option<u32> {
+    fn other(pids: Option<&Vec<Pid>>, me: Pid) -> Option<Pid> {
         pids?.iter().copied().find(|p| *p != me)
     }
 }
@@ -524,16 +524,11 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
         snaps.iter().map(|s| process(s, &tree)).unzip();
     // A shell's `wait` builtin waits for a signal (SIGCHLD), not in wait4: a process waiting
     // for a signal while a child of its lives in the tree waits on that child.
-    let parents: Vec<(u32, i32)> = snaps
+    let parents: Vec<(Pid, Pid)> = snaps
         .iter()
-        .filter_map(|s| {
-            Some((
-                s.pid as u32,
-                s.threads.first().and_then(|t| parent_of(&t.stat))?,
-            ))
-        })
+        .filter_map(|s| Some((s.pid, s.threads.first().and_then(|t| parent_of(&t.stat))?)))
         .collect();
-    let zombies: Vec<u32> = processes
+    let zombies: Vec<Pid> = processes
         .iter()
         .filter(|p| p.state == "zombie")
         .map(|p| p.pid)
@@ -542,7 +537,7 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
         let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
         let for_child = matches!(p.syscall.as_deref(), Some("wait4" | "waitid"));
         // Its child, a live one first.
-        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid as i32);
+        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid);
         let child = children()
             .find(|(child, _)| !zombies.contains(child))
             .or_else(|| children().next())
@@ -614,21 +609,21 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
 fn depths<'a>(
     snaps: &[ProcSnap],
     live: &[(&ProcessDiagnosis, bool)],
-) -> impl Fn(u32) -> usize + 'a {
-    let parent: std::collections::HashMap<u32, i32> = snaps
+) -> impl Fn(Pid) -> usize + 'a {
+    let parent: std::collections::HashMap<Pid, Pid> = snaps
         .iter()
-        .filter_map(|s| Some((s.pid as u32, parent_of(&s.threads.first()?.stat)?)))
+        .filter_map(|s| Some((s.pid, parent_of(&s.threads.first()?.stat)?)))
         .collect();
-    let alive: std::collections::HashSet<i32> = live.iter().map(|(p, _)| p.pid as i32).collect();
+    let alive: std::collections::HashSet<Pid> = live.iter().map(|(p, _)| p.pid).collect();
     let limit = live.len();
-    move |pid: u32| {
+    move |pid: Pid| {
         let (mut depth, mut at) = (0usize, pid);
         while let Some(&up) = parent.get(&at)
             && depth < limit
             && alive.contains(&up)
         {
             depth += 1;
-            at = up as u32;
+            at = up;
         }
         depth
     }
@@ -639,7 +634,7 @@ fn depths<'a>(
 /// left.
 fn end_of_waits<'a>(
     live: &[(&'a ProcessDiagnosis, bool)],
-    depth: &dyn Fn(u32) -> usize,
+    depth: &dyn Fn(Pid) -> usize,
 ) -> Option<&'a ProcessDiagnosis> {
     let deepest = |kind: StallKind| {
         live.iter()
@@ -712,14 +707,10 @@ fn name_and_state(stat: &str) -> Option<(&str, u8)> {
     Some((stat.get(open + 1..close)?, state))
 }
 
-/// The parent pid of a `stat` line.
-fn parent_of(stat: &str) -> Option<i32> {
+/// The parent pid of a `stat` line (`None` for 0: a parent outside this pid namespace).
+fn parent_of(stat: &str) -> Option<Pid> {
     let close = stat.rfind(')')?;
-    stat.get(close + 1..)?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    Pid::parse(stat.get(close + 1..)?.split_whitespace().nth(1)?)
 }
 
 fn state_name(state: u8) -> &'static str {
@@ -740,7 +731,7 @@ struct Blocked {
     fd: Option<i32>,
     target: Option<String>,
     /// The process of the tree it waits on.
-    waits_on: Option<u32>,
+    waits_on: Option<Pid>,
     /// Its kind comes from an event loop watching several descriptors: it is the cause only
     /// when nothing else in the tree is blocked on its own account.
     weak: bool,
@@ -786,7 +777,7 @@ fn process(snap: &ProcSnap, tree: &Tree<'_>) -> (ProcessDiagnosis, bool) {
             .or(threads.first())
     };
     let mut out = ProcessDiagnosis {
-        pid: snap.pid as u32,
+        pid: snap.pid,
         name,
         state,
         wchan,
@@ -1015,7 +1006,7 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
 
 /// What descriptor `fd` of the process is.
 fn describe(fd: i32, snap: &ProcSnap, tree: &Tree<'_>) -> (Class, String) {
-    let me = snap.pid as u32;
+    let me = snap.pid;
     let Some((_, link)) = snap.fds.iter().find(|(n, _)| *n == fd) else {
         return (
             Class::Other,
@@ -1068,7 +1059,7 @@ fn describe(fd: i32, snap: &ProcSnap, tree: &Tree<'_>) -> (Class, String) {
 }
 
 /// What socket `inode` (descriptor `fd` of process `me`) is.
-fn describe_socket(fd: i32, inode: u64, me: u32, tree: &Tree<'_>) -> (Class, String) {
+fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, String) {
     match (tree.peers)(inode) {
         Some(sock @ Sock::Tcp { peer, state, .. }) => {
             let class = Class::Tcp {
@@ -1125,7 +1116,7 @@ fn describe_socket(fd: i32, inode: u64, me: u32, tree: &Tree<'_>) -> (Class, Str
 #[non_exhaustive]
 pub struct InputWait {
     /// The process that reads.
-    pub pid: u32,
+    pub pid: Pid,
     /// Its name (`comm`).
     pub name: String,
     /// What it reads: `stdin (a pipe)`, `the terminal /dev/pts/3`…

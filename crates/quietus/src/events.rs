@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
+use crate::Pid;
 use crate::activity::{ActivitySource, StampObserver};
 use crate::outcome::Outcome;
 use crate::signal::Signal;
@@ -24,9 +25,9 @@ pub enum Event {
     /// The child runs.
     Started {
         /// Its pid.
-        pid: u32,
+        pid: Pid,
         /// Its process group (equal to the pid).
-        pgid: u32,
+        pgid: Pid,
     },
     /// Output, throttled to at most one event per stream per throttle interval, at most
     /// `chunk_cap` bytes each.

@@ -11,15 +11,16 @@
 
 use std::time::{Duration, Instant};
 
+use crate::Pid;
 use crate::diagnosis::{Diagnosis, InputWait, StallKind};
 
 /// One look at the tree: the diagnosis of one snapshot and every process's read count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Look {
     /// The reader, when the whole tree waits on input (nothing running or in disk wait).
-    pub(crate) reader: Option<(u32, String, String)>,
+    pub(crate) reader: Option<(Pid, String, String)>,
     /// Every process's read count (`None`: unreadable).
-    pub(crate) reads: Vec<(u32, Option<u64>)>,
+    pub(crate) reads: Vec<(Pid, Option<u64>)>,
     /// The diagnosis it was built from.
     pub(crate) diagnosis: Diagnosis,
 }
@@ -27,7 +28,7 @@ pub(crate) struct Look {
 impl Look {
     /// Builds a look from a diagnosis and a read counter (`/proc/PID/io` in the monitor, a fake
     /// process table in tests).
-    pub(crate) fn from(diagnosis: &Diagnosis, reads: &dyn Fn(u32) -> Option<u64>) -> Self {
+    pub(crate) fn from(diagnosis: &Diagnosis, reads: &dyn Fn(Pid) -> Option<u64>) -> Self {
         let live = || diagnosis.processes.iter().filter(|p| p.state != "zombie");
         let busy = live().any(|p| matches!(p.kind, StallKind::Running | StallKind::DiskWait));
         let reader = (diagnosis.kind == StallKind::AwaitingInput && !busy)
@@ -51,7 +52,7 @@ struct Episode {
     since: Instant,
     /// The last activity of any source when it started (activity since ends it).
     quiet_since: Instant,
-    reads: Vec<(u32, Option<u64>)>,
+    reads: Vec<(Pid, Option<u64>)>,
     /// The notice for this episode was given.
     noticed: bool,
 }

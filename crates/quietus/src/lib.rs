@@ -228,6 +228,7 @@ mod input_wait;
 mod monitor;
 mod outcome;
 mod own_files;
+mod pid;
 mod probe;
 mod process;
 mod program;
@@ -286,6 +287,7 @@ pub use outcome::{
     MonitorResult, NetworkUnavailable, Observation, Outcome, SourceActivity, StaleReport,
     UnwatchedFolder, UnwatchedReason,
 };
+pub use pid::{InvalidPid, Pid};
 pub use probe::Probe;
 pub use process::cgroup::CgroupUnavailable;
 pub use process::sys::proc::ProcUnavailable;

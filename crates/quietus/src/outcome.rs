@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use crate::Pid;
 use crate::activity::ActivitySource;
 use crate::config::Containment;
 use crate::error::SystemError;
@@ -612,7 +613,7 @@ pub struct MonitorResult {
     /// The child's exit status, once reaped. `None` only when termination is unproven.
     pub status: Option<ExitStatus>,
     /// The child's pid (also its process-group id).
-    pub pid: u32,
+    pub pid: Pid,
     /// Every signal sent to the tree by the ladder, in order.
     pub signals_sent: Vec<Signal>,
     /// Whether the ladder had to go as far as SIGKILL.
@@ -770,7 +771,7 @@ impl fmt::Display for UnwatchedReason {
 #[non_exhaustive]
 pub struct Leftover {
     /// Its pid.
-    pub pid: u32,
+    pub pid: Pid,
     /// Its name (`comm`).
     pub name: String,
     /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable
@@ -785,7 +786,7 @@ const EXEC_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Leftover {
     /// Reads the processes `pids` (those already gone are left out).
-    pub(crate) fn read_all(pids: impl IntoIterator<Item = i32>) -> Vec<Leftover> {
+    pub(crate) fn read_all(pids: impl IntoIterator<Item = Pid>) -> Vec<Leftover> {
         let deadline = std::time::Instant::now() + EXEC_WAIT;
         pids.into_iter()
             .take(MAX_LEFTOVERS)
@@ -797,7 +798,7 @@ impl Leftover {
     /// caught between the two: still a copy of the shell) is looked at again until `deadline`,
     /// so that it is named by what it runs.
     #[cfg(target_os = "linux")]
-    fn read(pid: i32, deadline: std::time::Instant) -> Option<Leftover> {
+    fn read(pid: Pid, deadline: std::time::Instant) -> Option<Leftover> {
         /// `PF_FORKNOEXEC` in the flags of `/proc/PID/stat`: forked, no exec since.
         const FORKNOEXEC: u64 = 0x40;
         let flags = || -> Option<u64> {
@@ -827,16 +828,16 @@ impl Leftover {
             .take(200)
             .collect();
         Some(Leftover {
-            pid: u32::try_from(pid).ok()?,
+            pid,
             name: name.trim_end().to_owned(),
             command,
         })
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn read(pid: i32, _deadline: std::time::Instant) -> Option<Leftover> {
+    fn read(pid: Pid, _deadline: std::time::Instant) -> Option<Leftover> {
         Some(Leftover {
-            pid: u32::try_from(pid).ok()?,
+            pid,
             name: String::new(),
             command: String::new(),
         })
@@ -916,7 +917,7 @@ mod tests {
         MonitorResult {
             outcome,
             status: raw_wait_status.map(ExitStatus::from_raw),
-            pid: 42,
+            pid: Pid::new(42).expect("a pid"),
             signals_sent: vec![],
             escalated: false,
             leftovers_killed: 0,

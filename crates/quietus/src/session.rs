@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 
+use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::CapturedOutput;
 use crate::clock::Clock;
@@ -322,7 +323,7 @@ impl SessionBuilder {
 /// carries it through in the background. Call [`wait`](Self::wait) first to let the child run.
 pub struct Session {
     id: u64,
-    pid: u32,
+    pid: Pid,
     clock: Clock,
     board: Arc<ActivityBoard>,
     control: ControlTx,
@@ -377,7 +378,7 @@ impl Session {
     }
 
     /// The child's pid, which is also its process-group id.
-    pub fn pid(&self) -> u32 {
+    pub fn pid(&self) -> Pid {
         self.pid
     }
 

@@ -61,7 +61,10 @@ enum Line {
 
 fn line(event: Event) -> Option<Line> {
     Some(match event {
-        Event::Started { pid, pgid } => Line::Started { pid, pgid },
+        Event::Started { pid, pgid } => Line::Started {
+            pid: pid.get(),
+            pgid: pgid.get(),
+        },
         Event::Output {
             stream,
             seq,
@@ -102,7 +105,7 @@ fn line(event: Event) -> Option<Line> {
         }
         Event::Diagnosis(d) => Line::Diagnosis(super::report::DiagnosisJson::new(&d)),
         Event::InputWait(wait) => Line::InputWait {
-            pid: wait.pid,
+            pid: wait.pid.get(),
             name: wait.name,
             target: wait.target,
             waited_ms: u64::try_from(wait.waited.as_millis()).unwrap_or(u64::MAX),

@@ -10,16 +10,16 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use quietus::Probe;
+use quietus::{Pid, Probe};
 
 /// How long a probe command may run; also the probe's timeout.
 pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The pids of the probe commands running now: the reaper must not take their status.
-static RUNNING: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+static RUNNING: Mutex<Option<HashSet<Pid>>> = Mutex::new(None);
 
 /// Whether `pid` is a probe command's (the reaper leaves it to the probe).
-pub(crate) fn is_probe_command(pid: u32) -> bool {
+pub(crate) fn is_probe_command(pid: Pid) -> bool {
     RUNNING
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -73,7 +73,9 @@ fn run(name: &str, command: &str) -> bool {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match cmd.spawn() {
             Ok(child) => {
-                running.get_or_insert_with(HashSet::new).insert(child.id());
+                running
+                    .get_or_insert_with(HashSet::new)
+                    .insert(Pid::of(&child));
                 child
             }
             Err(e) => {
@@ -82,7 +84,7 @@ fn run(name: &str, command: &str) -> bool {
             }
         }
     };
-    let pid = child.id();
+    let pid = Pid::of(&child);
     let give_up = Instant::now() + COMMAND_TIMEOUT;
     let answer = loop {
         match child.try_wait() {

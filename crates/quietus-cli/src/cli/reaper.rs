@@ -7,10 +7,12 @@
 //! status: it lists this process's children in `/proc`, and reaps by pid only the zombies the
 //! caller allows (every one but the supervised child while the session runs).
 
+use quietus::Pid;
+
 /// Whether orphaned processes can be handed to this process: it is process 1 of its pid
 /// namespace, or (Linux) a child subreaper.
 pub(crate) fn adopts_orphans() -> bool {
-    if std::process::id() == 1 {
+    if Pid::current().get() == 1 {
         return true;
     }
     super::sys::is_child_subreaper()
@@ -20,7 +22,7 @@ pub(crate) fn adopts_orphans() -> bool {
 ///
 /// Linux only (elsewhere it reaps nothing). Never waits: a child that is not a zombie yet is
 /// left for the next call.
-pub(crate) fn reap_zombies(may_reap: impl Fn(u32) -> bool) -> Vec<u32> {
+pub(crate) fn reap_zombies(may_reap: impl Fn(Pid) -> bool) -> Vec<Pid> {
     #[cfg(target_os = "linux")]
     return reap_zombies_among(own_children(), may_reap);
     #[cfg(not(target_os = "linux"))]
@@ -32,7 +34,7 @@ pub(crate) fn reap_zombies(may_reap: impl Fn(u32) -> bool) -> Vec<u32> {
 
 /// [`reap_zombies`] among `children`.
 #[cfg(target_os = "linux")]
-fn reap_zombies_among(children: Vec<u32>, may_reap: impl Fn(u32) -> bool) -> Vec<u32> {
+fn reap_zombies_among(children: Vec<Pid>, may_reap: impl Fn(Pid) -> bool) -> Vec<Pid> {
     let mut reaped = Vec::new();
     for pid in children {
         if !may_reap(pid) || !linux::is_zombie(pid) {
@@ -57,8 +59,8 @@ fn reap_zombies_among(children: Vec<u32>, may_reap: impl Fn(u32) -> bool) -> Vec
 /// the kernel must drop when the thread exits; at the end of a run that races with the parent's
 /// reap of quietus, whose `wait` then spins in the kernel (7–10 ms median under load).
 #[cfg(target_os = "linux")]
-pub(crate) fn own_children() -> Vec<u32> {
-    let main = std::process::id();
+pub(crate) fn own_children() -> Vec<Pid> {
+    let main = Pid::current();
     if !linux::is_zombie(main)
         && let Some(children) = linux::children_of_task(main)
     {
@@ -71,21 +73,25 @@ pub(crate) fn own_children() -> Vec<u32> {
 mod linux {
     use std::fs;
 
+    use quietus::Pid;
+
+    /// The pids in a `/proc` list (`children`: numbers separated by spaces).
+    fn pids(text: &str) -> impl Iterator<Item = Pid> + '_ {
+        text.split_ascii_whitespace()
+            .filter_map(|p| Pid::new(p.parse().ok()?))
+    }
+
     /// The children thread `tid` of this process forked or was handed, from
     /// `/proc/self/task/<tid>/children`; `None` when the kernel does not offer the file.
-    pub(super) fn children_of_task(tid: u32) -> Option<Vec<u32>> {
+    pub(super) fn children_of_task(tid: Pid) -> Option<Vec<Pid>> {
         let text = fs::read_to_string(format!("/proc/self/task/{tid}/children")).ok()?;
-        Some(
-            text.split_ascii_whitespace()
-                .filter_map(|p| p.parse::<u32>().ok())
-                .collect(),
-        )
+        Some(pids(&text).collect())
     }
 
     /// From `/proc/self/task/<tid>/children` of every thread (an adopted orphan may be listed
     /// under any of them once the main thread has exited). `None` when the kernel does not
     /// offer those files.
-    pub(super) fn children_from_tasks() -> Option<Vec<u32>> {
+    pub(super) fn children_from_tasks() -> Option<Vec<Pid>> {
         let mut children = Vec::new();
         let mut offered = false;
         for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
@@ -93,38 +99,36 @@ mod linux {
                 continue;
             };
             offered = true;
-            children.extend(
-                text.split_ascii_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
+            children.extend(pids(&text));
         }
         offered.then_some(children)
     }
 
     /// From a scan of `/proc/<pid>/stat` for our pid as the parent (kernels without the
     /// `children` files).
-    pub(super) fn children_from_scan() -> Vec<u32> {
-        let own = std::process::id();
+    pub(super) fn children_from_scan() -> Vec<Pid> {
+        let own = Pid::current();
         let Ok(dir) = fs::read_dir("/proc") else {
             return Vec::new();
         };
         dir.flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| stat(*pid).is_some_and(|(_, ppid)| ppid == own))
+            .filter_map(|e| pids(e.file_name().to_str()?).next())
+            .filter(|pid| stat(*pid).is_some_and(|(_, ppid)| ppid == Some(own)))
             .collect()
     }
 
-    /// State letter and parent pid from `/proc/<pid>/stat`.
-    fn stat(pid: u32) -> Option<(u8, u32)> {
+    /// State letter and parent pid from `/proc/<pid>/stat` (no parent: one outside this pid
+    /// namespace).
+    fn stat(pid: Pid) -> Option<(u8, Option<Pid>)> {
         let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         let rest = text.get(text.rfind(')')? + 1..)?;
         let mut fields = rest.split_ascii_whitespace();
         let state = *fields.next()?.as_bytes().first()?;
-        let ppid = fields.next()?.parse().ok()?;
+        let ppid = Pid::new(fields.next()?.parse().ok()?);
         Some((state, ppid))
     }
 
-    pub(super) fn is_zombie(pid: u32) -> bool {
+    pub(super) fn is_zombie(pid: Pid) -> bool {
         stat(pid).is_some_and(|(state, _)| state == b'Z')
     }
 }
@@ -136,7 +140,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     /// Polls until `pid` is a zombie (bounded).
-    fn wait_zombie(pid: u32) {
+    fn wait_zombie(pid: Pid) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !linux::is_zombie(pid) {
             assert!(Instant::now() < deadline, "pid {pid} never became a zombie");
@@ -158,7 +162,7 @@ mod tests {
             .args(["-c", "exit 3"])
             .spawn()
             .expect("sh runs");
-        let (a, s) = (adopted.id(), supervised.id());
+        let (a, s) = (Pid::of(&adopted), Pid::of(&supervised));
         wait_zombie(a);
         wait_zombie(s);
         // Forked on this test thread, they are in its list (orphans would be in the main
@@ -186,11 +190,8 @@ mod tests {
     }
 
     /// This thread's id.
-    fn this_thread() -> u32 {
-        rustix::thread::gettid()
-            .as_raw_nonzero()
-            .get()
-            .unsigned_abs()
+    fn this_thread() -> Pid {
+        crate::cli::sys::current_thread()
     }
 
     #[test]
@@ -198,12 +199,13 @@ mod tests {
         // A child of this (non-main) test thread is not where orphans go: not listed.
         assert_ne!(
             this_thread(),
-            std::process::id(),
+            Pid::current(),
             "tests run off the main thread"
         );
         let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
-        let listed = own_children().contains(&child.id());
-        let in_mine = linux::children_of_task(this_thread()).map(|c| c.contains(&child.id()));
+        let pid = Pid::of(&child);
+        let listed = own_children().contains(&pid);
+        let in_mine = linux::children_of_task(this_thread()).map(|c| c.contains(&pid));
         child.kill().expect("our own sleep");
         child.wait().expect("reaped");
         assert_eq!(
@@ -217,7 +219,7 @@ mod tests {
     #[test]
     fn a_running_child_is_not_reaped() {
         let mut running = Command::new("sleep").arg("30").spawn().expect("sleep runs");
-        let pid = running.id();
+        let pid = Pid::of(&running);
         assert!(reap_zombies(|p| p == pid).is_empty());
         running.kill().expect("our own sleep");
         let status = running.wait().expect("ours");

@@ -490,7 +490,7 @@ impl DiagnosisJson {
                 .processes
                 .iter()
                 .map(|p| ProcessJson {
-                    pid: p.pid,
+                    pid: p.pid.get(),
                     name: p.name.clone(),
                     state: p.state,
                     wchan: p.wchan.clone(),
@@ -501,7 +501,7 @@ impl DiagnosisJson {
                         .clone()
                         .or_else(|| p.error.as_ref().map(ToString::to_string)),
                     kind: p.kind.name(),
-                    waits_on: p.waits_on,
+                    waits_on: p.waits_on.map(quietus::Pid::get),
                 })
                 .collect(),
         }
@@ -761,7 +761,7 @@ impl Report {
                 .leftovers
                 .iter()
                 .map(|l| LeftoverJson {
-                    pid: l.pid,
+                    pid: l.pid.get(),
                     name: l.name.clone(),
                     command: l.command.clone(),
                 })
@@ -778,7 +778,7 @@ impl Report {
                 Outcome::InputWait(wait) => Some(DiagnosisJson::new(&wait.diagnosis)),
                 _ => None,
             },
-            pid: Some(result.pid),
+            pid: Some(result.pid.get()),
             command: lossy(context.command),
             idle_timeout_ms: ms(context.config.get_idle_timeout()),
             hard_timeout_ms: context.config.get_hard_timeout().map(ms),

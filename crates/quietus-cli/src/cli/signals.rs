@@ -268,8 +268,9 @@ fn follow_own_size(session: &Session) {
     }
 }
 
-fn log_reaped(pids: Vec<u32>) {
+fn log_reaped(pids: Vec<quietus::Pid>) {
     if !pids.is_empty() {
+        let pids: Vec<u32> = pids.into_iter().map(quietus::Pid::get).collect();
         log::debug!("reaped adopted zombie(s) {pids:?}");
     }
 }

@@ -13,8 +13,30 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use quietus::Pid;
+
 /// The platform's signals by name (constants only).
 pub(crate) use rustix::process::Signal as Sig;
+
+/// rustix's pid for `pid`: the command's one conversion between the library's [`Pid`] and the
+/// platform's `pid_t` (a `Pid` is at most `i32::MAX`, so it always fits).
+fn to_rustix(pid: Pid) -> Option<rustix::process::Pid> {
+    i32::try_from(pid.get())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+}
+
+/// The id of the calling thread (on Linux a thread id is a number of the pids' range).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn current_thread() -> Pid {
+    Pid::new(
+        rustix::thread::gettid()
+            .as_raw_nonzero()
+            .get()
+            .unsigned_abs(),
+    )
+    .expect("a thread id is positive")
+}
 
 /// Whether this process is a child subreaper (Linux `PR_GET_CHILD_SUBREAPER`).
 pub(crate) fn is_child_subreaper() -> bool {
@@ -44,11 +66,8 @@ pub(crate) fn zombie_child() -> bool {
 /// Reaps child `pid` if it is a zombie, without waiting (`waitpid(pid, WNOHANG)`, by pid,
 /// never -1); returns whether it did. (Linux: elsewhere the command adopts no orphans.)
 #[cfg(target_os = "linux")]
-pub(crate) fn reap_if_zombie(pid: u32) -> io::Result<bool> {
-    let Some(raw) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
+pub(crate) fn reap_if_zombie(pid: Pid) -> io::Result<bool> {
+    let Some(raw) = to_rustix(pid) else {
         return Ok(false);
     };
     match rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG) {
@@ -249,13 +268,9 @@ pub(crate) fn is_out_of_descriptors(error: &(dyn std::error::Error + 'static)) -
     false
 }
 
-/// SIGKILL to process group `pgid` (a probe command's own group; never a pgid <= 1).
-pub(crate) fn kill_group(pgid: u32) -> io::Result<()> {
-    let Some(pid) = i32::try_from(pgid)
-        .ok()
-        .filter(|p| *p > 1)
-        .and_then(rustix::process::Pid::from_raw)
-    else {
+/// SIGKILL to process group `pgid` (a probe command's own group; never group 1).
+pub(crate) fn kill_group(pgid: Pid) -> io::Result<()> {
+    let Some(pid) = to_rustix(pgid).filter(|_| pgid.get() > 1) else {
         return Ok(());
     };
     rustix::process::kill_process_group(pid, Sig::KILL)?;

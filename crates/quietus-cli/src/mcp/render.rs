@@ -157,13 +157,13 @@ fn diagnosis_json(result: &MonitorResult) -> Option<serde_json::Value> {
         .iter()
         .map(|p| {
             json!({
-                "pid": p.pid,
+                "pid": p.pid.get(),
                 "name": p.name,
                 "state": p.state,
                 "kind": p.kind.name(),
                 "syscall": p.syscall,
                 "target": p.target.clone().or_else(|| p.error.as_ref().map(ToString::to_string)),
-                "waits_on": p.waits_on,
+                "waits_on": p.waits_on.map(quietus::Pid::get),
             })
         })
         .collect();
@@ -179,7 +179,7 @@ fn background_jobs(result: &MonitorResult) -> Vec<serde_json::Value> {
     result
         .leftovers
         .iter()
-        .map(|l| json!({"pid": l.pid, "name": l.name, "command": l.command}))
+        .map(|l| json!({"pid": l.pid.get(), "name": l.name, "command": l.command}))
         .collect()
 }
 

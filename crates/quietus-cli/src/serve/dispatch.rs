@@ -15,7 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Sender, TrySendError};
 use quietus::{
-    CapturedStream, ControlAction, ControlAnswer, KillLadder, MonitorConfig, MonitorResult,
+    CapturedStream, ControlAction, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Pid,
     Registry, Session, SessionState, Signal, SpawnError, SpawnErrorKind, Stream,
 };
 use serde_json::{Map, Value, json};
@@ -346,7 +346,7 @@ impl Server {
         self.procs().insert(process_id.clone(), proc);
         self.starting.finish(&process_id);
         if let Some(id) = id {
-            let answer = json!({"processId": process_id, "pid": session.pid()});
+            let answer = json!({"processId": process_id, "pid": session.pid().get()});
             self.outbox.send(&protocol::response(id, answer));
         }
         if let Err(e) = process::start_forwarder(&session, forward, self.outbox.clone()) {
@@ -628,7 +628,7 @@ impl Server {
 
     /// `process/list` → every process still held, as objects and as the registry's lines.
     fn list(&self) -> Value {
-        let by_id: HashMap<u32, (String, u32, Arc<Proc>)> = self
+        let by_id: HashMap<u32, (String, Pid, Arc<Proc>)> = self
             .procs()
             .iter()
             .map(|(name, p)| (p.id, (name.clone(), p.session.pid(), p.clone())))
@@ -644,7 +644,7 @@ impl Server {
                 .max(proc.session.output_bytes(Stream::Terminal));
             sessions.push(json!({
                 "processId": process_id,
-                "pid": pid,
+                "pid": pid.get(),
                 "state": summary.state.name(),
                 "uptimeMs": ms(summary.uptime),
                 "idleLeftMs": summary.idle_left.map(ms),

@@ -330,7 +330,7 @@ fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut
     let send =
         |method: &str, params: Value| outbox.send(&notification(method, forward.params(params)));
     match event {
-        Event::Started { pid, .. } => send("process/started", json!({"pid": pid})),
+        Event::Started { pid, .. } => send("process/started", json!({"pid": pid.get()})),
         Event::Output {
             stream,
             seq,
@@ -357,7 +357,7 @@ fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut
         Event::InputWait(wait) => send(
             "process/inputWait",
             json!({
-                "pid": wait.pid,
+                "pid": wait.pid.get(),
                 "name": wait.name,
                 "target": wait.target,
                 "waitedMs": u64::try_from(wait.waited.as_millis()).unwrap_or(u64::MAX),

@@ -83,7 +83,7 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
             std::thread::sleep(Duration::from_millis(20));
         }
         let pids: Vec<u32> = marker.pids().iter().map(|p| p.pid).collect();
-        assert_eq!(pids, vec![session.pid()]);
+        assert_eq!(pids, vec![session.pid().get()]);
         session.kill();
         let result = session.wait();
         assert_eq!(result.signal().map(quietus::Signal::number), Some(9));

@@ -16,10 +16,7 @@ fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, Sock>) {
         let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
         let snap = snaps.last_mut();
         match (word, snap) {
-            ("pid", _) => snaps.push(ProcSnap {
-                pid: rest.parse().unwrap(),
-                ..ProcSnap::default()
-            }),
+            ("pid", _) => snaps.push(ProcSnap::empty(Pid::parse(rest).unwrap())),
             ("fd", Some(s)) => {
                 let (fd, target) = rest.split_once(' ').unwrap();
                 s.fds.push((fd.parse().unwrap(), target.to_owned()));
@@ -68,7 +65,9 @@ fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, Sock>) {
                 let sock = Sock::Unix {
                     path: (w[1] != "-").then(|| w[1].to_owned()),
                     peer: w[2].parse().ok(),
-                    holder: w.get(3).map(|pid| (pid.parse().unwrap(), w[4].to_owned())),
+                    holder: w
+                        .get(3)
+                        .map(|pid| (Pid::parse(pid).unwrap(), w[4].to_owned())),
                 };
                 peers.insert(w[0].parse().unwrap(), sock);
             }
@@ -180,7 +179,7 @@ fn sleep_stop_busy_and_a_waiting_shell() {
     assert_eq!(d.processes.len(), 2);
     assert_eq!(d.processes[0].name, "sh");
     assert_eq!(d.processes[0].kind, StallKind::WaitingOnChild);
-    assert_eq!(d.processes[0].waits_on, Some(3841));
+    assert_eq!(d.processes[0].waits_on, Pid::new(3841));
     assert_eq!(d.processes[1].kind, StallKind::Sleeping);
     // dash's `wait` builtin waits for SIGCHLD in rt_sigsuspend: a wait on its child, which
     // is the cause...
@@ -193,7 +192,7 @@ fn sleep_stop_busy_and_a_waiting_shell() {
     );
     assert_eq!(d.processes[0].kind, StallKind::WaitingOnChild);
     assert_eq!(d.processes[0].syscall.as_deref(), Some("rt_sigsuspend"));
-    assert_eq!(d.processes[0].waits_on, Some(17533));
+    assert_eq!(d.processes[0].waits_on, Pid::new(17533));
     // ...but without a child in the tree, a sleep.
     let (snaps, _) = fixture(recorded!("shell_wait_builtin"));
     assert_eq!(classify(&snaps[..1], &|_| None).kind, StallKind::Sleeping);
@@ -227,11 +226,10 @@ fn disk_wait_zombies_and_unreadable_processes() {
         d.summary
     );
     let unreadable = ProcSnap {
-        pid: 9,
         error: Some(ReadingProblem::Descriptors(
             std::io::Error::from_raw_os_error(13).into(),
         )),
-        ..ProcSnap::default()
+        ..ProcSnap::empty(Pid::new(9).unwrap())
     };
     let d = classify(&[unreadable], &|_| None);
     assert_eq!(d.kind, StallKind::Unknown);
@@ -247,7 +245,7 @@ fn disk_wait_zombies_and_unreadable_processes() {
 #[ignore = "a recorder for new fixtures, run by hand"]
 fn record_fixture() {
     let pids = std::env::var("SW_RECORD_PIDS").unwrap_or_default();
-    for pid in pids.split(',').filter_map(|p| p.trim().parse::<i32>().ok()) {
+    for pid in pids.split(',').filter_map(Pid::parse) {
         let snap = crate::process::sys::snapshot::snapshot(pid);
         println!("pid {pid}");
         for (fd, target) in &snap.fds {
@@ -380,7 +378,7 @@ fn a_reader_of_a_pipe_its_parent_writes_waits_on_the_parent_never_on_input() {
     );
     let child = &d.processes[1];
     assert_eq!(child.kind, StallKind::WaitingOnChild);
-    assert_eq!(child.waits_on, Some(26348));
+    assert_eq!(child.waits_on, Pid::new(26348));
     assert_eq!(
         child.target.as_deref(),
         Some("a pipe written by python3 (pid 26348)")
@@ -393,7 +391,7 @@ fn a_reader_of_a_pipe_its_parent_writes_waits_on_the_parent_never_on_input() {
     let text = recorded!("mcp_pipe").replace("(python3) S 2", "(python3) R 2");
     let d = diagnose(&text);
     assert_eq!(d.kind, StallKind::Running, "{d:#?}");
-    assert_eq!(d.processes[0].pid, 26348);
+    assert_eq!(d.processes[0].pid.get(), 26348);
 }
 
 #[test]

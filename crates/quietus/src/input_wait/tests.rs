@@ -29,7 +29,7 @@ impl Table {
         let processes: Vec<ProcessDiagnosis> = pids
             .iter()
             .map(|pid| ProcessDiagnosis {
-                pid: *pid,
+                pid: Pid::new(*pid).expect("a pid"),
                 name: format!("p{pid}"),
                 state: "sleeping",
                 wchan: None,
@@ -51,7 +51,7 @@ impl Table {
             summary: String::new(),
             processes,
         };
-        Look::from(&diagnosis, &|pid| table.get(&pid).and_then(|r| r.1))
+        Look::from(&diagnosis, &|pid| table.get(&pid.get()).and_then(|r| r.1))
     }
 }
 
@@ -104,7 +104,7 @@ fn a_held_read_fires_within_a_second_and_a_half_of_the_timeout() {
         after >= D && after <= D + Duration::from_millis(1500),
         "{after:?}"
     );
-    assert_eq!((wait.pid, wait.name.as_str()), (10, "p10"));
+    assert_eq!((wait.pid.get(), wait.name.as_str()), (10, "p10"));
     assert_eq!(wait.target, "stdin (a pipe)");
     assert!(wait.waited >= D);
 }

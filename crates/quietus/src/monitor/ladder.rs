@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{POLL_MAX, POLL_MIN, Wake};
+use crate::Pid;
 use crate::clock::Clock;
 use crate::config::KillStep;
 use crate::events::{Emitter, Event};
@@ -24,10 +25,10 @@ use crate::sources::children::Identity;
 
 pub(super) use super::tree::layer::{OsProcesses, ProcessLayer};
 
-/// Sends `signal` to group `pgid`, refusing a pgid <= 1 and our own group (as `sys` does too:
-/// the rule is the ladder's, and tested here).
-fn signal_group(ops: &mut dyn ProcessLayer, pgid: i32, signal: Signal) -> io::Result<()> {
-    if pgid <= 1 || pgid == ops.own_group() {
+/// Sends `signal` to group `pgid`, refusing group 1 and our own group (as `sys` does too:
+/// the rule is the ladder's, and tested here; a `Pid` is never 0 nor negative).
+fn signal_group(ops: &mut dyn ProcessLayer, pgid: Pid, signal: Signal) -> io::Result<()> {
+    if pgid.get() == 1 || Some(pgid) == ops.own_group() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("refusing to signal process group {pgid}"),
@@ -36,9 +37,9 @@ fn signal_group(ops: &mut dyn ProcessLayer, pgid: i32, signal: Signal) -> io::Re
     ops.signal_group(pgid, signal)
 }
 
-/// Sends `signal` to one process, refusing pid <= 1 and ourselves.
-fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: Signal) -> io::Result<()> {
-    if pid <= 1 || pid == ops.own_pid() {
+/// Sends `signal` to one process, refusing pid 1 and ourselves.
+fn signal_pid(ops: &mut dyn ProcessLayer, pid: Pid, signal: Signal) -> io::Result<()> {
+    if pid.get() == 1 || pid == ops.own_pid() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("refusing to signal pid {pid}"),
@@ -47,13 +48,13 @@ fn signal_pid(ops: &mut dyn ProcessLayer, pid: i32, signal: Signal) -> io::Resul
     ops.signal_pid(pid, signal)
 }
 
-/// Sends `signal` to the remembered descendant `identity`, refusing pid <= 1 and ourselves.
+/// Sends `signal` to the remembered descendant `identity`, refusing pid 1 and ourselves.
 fn signal_identity(
     ops: &mut dyn ProcessLayer,
     identity: Identity,
     signal: Signal,
 ) -> io::Result<()> {
-    if identity.pid <= 1 || identity.pid == ops.own_pid() {
+    if identity.pid.get() == 1 || identity.pid == ops.own_pid() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("refusing to signal pid {}", identity.pid),
@@ -71,7 +72,7 @@ fn signal_identity(
 pub(super) fn signal_leader(
     ops: &mut dyn ProcessLayer,
     id: u64,
-    pgid: i32,
+    pgid: Pid,
     leader_running: bool,
     signal: Signal,
 ) -> io::Result<()> {
@@ -108,7 +109,7 @@ impl Leader {
     }
 
     /// Reaps the child (once): waits for it if it exited, else only looks.
-    pub(super) fn reap(&mut self, id: u64, pid: i32) {
+    pub(super) fn reap(&mut self, id: u64, pid: Pid) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -143,7 +144,7 @@ struct Steps {
 pub(super) struct Ladder {
     id: u64,
     /// The leader's pid, which is the group's id.
-    pgid: i32,
+    pgid: Pid,
     kill_confirm_timeout: Duration,
     clock: Clock,
     emitter: Arc<Emitter>,
@@ -167,7 +168,7 @@ pub(super) struct Ladder {
 impl Ladder {
     pub(super) fn new(
         id: u64,
-        pgid: i32,
+        pgid: Pid,
         kill_confirm_timeout: Duration,
         clock: Clock,
         emitter: Arc<Emitter>,
@@ -437,9 +438,17 @@ mod tests {
     use crate::clock::MockClock;
     use crossbeam_channel::Receiver;
 
-    const LEADER: i32 = 4242;
-    const OWN_GROUP: i32 = 77;
-    const OWN_PID: i32 = 78;
+    /// The pid `n` (a made-up process of the fake table).
+    const fn pid(n: u32) -> Pid {
+        match Pid::new(n) {
+            Some(pid) => pid,
+            None => panic!("not a pid"),
+        }
+    }
+
+    const LEADER: Pid = pid(4242);
+    const OWN_GROUP: Pid = pid(77);
+    const OWN_PID: Pid = pid(78);
     const CONFIRM: Duration = Duration::from_secs(3);
     const TERM: Signal = Signal::TERM;
     const KILL: Signal = Signal::KILL;
@@ -448,8 +457,8 @@ mod tests {
     /// What the ladder sent, in order.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Sent {
-        Group(i32, Signal),
-        Pid(i32, Signal),
+        Group(Pid, Signal),
+        Pid(Pid, Signal),
         /// A signal to every member of the cgroup.
         Cgroup(Signal),
         /// `cgroup.kill`.
@@ -468,13 +477,13 @@ mod tests {
     /// processes that died.
     #[derive(Default)]
     struct Fake {
-        members: Vec<i32>,
+        members: Vec<Pid>,
         /// `None`: the platform cannot enumerate a group.
         cannot_enumerate: bool,
         escapees: Vec<Identity>,
         dead: Vec<Identity>,
         /// The group the leader joined after leaving its own (`None`: it leads its own).
-        joined: Option<i32>,
+        joined: Option<Pid>,
         sent: Vec<Sent>,
         samples: usize,
         /// The session's cgroup, when it has one.
@@ -492,12 +501,12 @@ mod tests {
     }
 
     impl ProcessLayer for Fake {
-        fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()> {
+        fn signal_group(&mut self, pgid: Pid, signal: Signal) -> io::Result<()> {
             self.sent.push(Sent::Group(pgid, signal));
             Ok(())
         }
 
-        fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()> {
+        fn signal_pid(&mut self, pid: Pid, signal: Signal) -> io::Result<()> {
             self.sent.push(Sent::Pid(pid, signal));
             Ok(())
         }
@@ -537,7 +546,7 @@ mod tests {
             (!cgroup.broken).then_some(cgroup.populated)
         }
 
-        fn group_members(&mut self, _pgid: i32, except: i32) -> Option<Vec<i32>> {
+        fn group_members(&mut self, _pgid: Pid, except: Pid) -> Option<Vec<Pid>> {
             (!self.cannot_enumerate).then(|| {
                 let mut members = self.members.clone();
                 members.retain(|p| *p != except);
@@ -553,12 +562,12 @@ mod tests {
             self.samples += 1;
         }
 
-        fn escapees(&mut self, _pgid: i32) -> Vec<Identity> {
+        fn escapees(&mut self, _pgid: Pid) -> Vec<Identity> {
             let escapees = self.escapees.clone();
             escapees.into_iter().filter(|e| self.lives(*e)).collect()
         }
 
-        fn process_group_of(&mut self, pid: i32) -> Option<i32> {
+        fn process_group_of(&mut self, pid: Pid) -> Option<Pid> {
             Some(if pid == LEADER {
                 self.joined.unwrap_or(pid)
             } else {
@@ -566,19 +575,19 @@ mod tests {
             })
         }
 
-        fn own_group(&mut self) -> i32 {
-            OWN_GROUP
+        fn own_group(&mut self) -> Option<Pid> {
+            Some(OWN_GROUP)
         }
 
-        fn own_pid(&self) -> i32 {
+        fn own_pid(&self) -> Pid {
             OWN_PID
         }
     }
 
-    fn escapee(pid: i32) -> Identity {
+    fn escapee(pid: Pid) -> Identity {
         Identity {
             pid,
-            start_time: 1000 + pid as u64,
+            start_time: 1000 + u64::from(pid.get()),
         }
     }
 
@@ -589,7 +598,7 @@ mod tests {
         }
     }
 
-    fn ladder_for(pgid: i32, clock: &MockClock) -> (Ladder, Receiver<Event>) {
+    fn ladder_for(pgid: Pid, clock: &MockClock) -> (Ladder, Receiver<Event>) {
         let emitter = Arc::new(Emitter::new(64));
         let events = emitter.receiver();
         let ladder = Ladder::new(7, pgid, CONFIRM, Clock::from(clock), emitter);
@@ -611,7 +620,7 @@ mod tests {
         let clock = MockClock::new();
         let (mut ladder, events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            escapees: vec![escapee(500)],
+            escapees: vec![escapee(pid(500))],
             ..Fake::default()
         };
         ladder.start(
@@ -624,8 +633,8 @@ mod tests {
             fake.take_sent(),
             [
                 Sent::Group(LEADER, TERM),
-                Sent::Pid(500, TERM),
-                Sent::Pid(500, CONT),
+                Sent::Pid(pid(500), TERM),
+                Sent::Pid(pid(500), CONT),
                 Sent::Group(LEADER, CONT),
             ]
         );
@@ -637,12 +646,12 @@ mod tests {
     #[test]
     fn a_leader_that_left_its_group_is_signalled_by_pid_never_the_group_it_joined() {
         // It joined another group of its session, or even quietus's own.
-        for joined in [9000, OWN_GROUP] {
+        for joined in [pid(9000), OWN_GROUP] {
             let clock = MockClock::new();
             let t0 = clock.now();
             let (mut ladder, _events) = ladder_for(LEADER, &clock);
             let mut fake = Fake {
-                members: vec![4243], // its old group still has a member
+                members: vec![pid(4243)], // its old group still has a member
                 joined: Some(joined),
                 ..Fake::default()
             };
@@ -680,8 +689,8 @@ mod tests {
         let clock = MockClock::new();
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            members: vec![4243],
-            joined: Some(9000),
+            members: vec![pid(4243)],
+            joined: Some(pid(9000)),
             ..Fake::default()
         };
         ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, true);
@@ -693,13 +702,13 @@ mod tests {
         let clock = MockClock::new();
         let (mut ladder, events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            escapees: vec![escapee(500)],
+            escapees: vec![escapee(pid(500))],
             ..Fake::default()
         };
         ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
         assert_eq!(
             fake.take_sent(),
-            [Sent::Group(LEADER, KILL), Sent::Pid(500, KILL)]
+            [Sent::Group(LEADER, KILL), Sent::Pid(pid(500), KILL)]
         );
         assert!(ladder.escalated);
         assert_eq!(signal_events(&events), [(Signal::KILL, 0)]);
@@ -711,7 +720,7 @@ mod tests {
         let t0 = clock.now();
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            members: vec![LEADER, 4243],
+            members: vec![LEADER, pid(4243)],
             ..Fake::default()
         };
         ladder.start(
@@ -799,13 +808,13 @@ mod tests {
         );
         fake.take_sent();
         // A helper the TERM handler started in a session of its own.
-        fake.escapees.push(escapee(600));
+        fake.escapees.push(escapee(pid(600)));
         ladder.step(&mut fake, t0, false).expect("still there");
         assert_eq!(
             fake.take_sent(),
-            [Sent::Pid(600, TERM), Sent::Pid(600, CONT)]
+            [Sent::Pid(pid(600), TERM), Sent::Pid(pid(600), CONT)]
         );
-        assert_eq!(ladder.escapees, [escapee(600)]);
+        assert_eq!(ladder.escapees, [escapee(pid(600))]);
         // Known now: not signalled again by the refresh.
         ladder.step(&mut fake, t0, false).expect("still there");
         assert!(fake.take_sent().is_empty());
@@ -815,13 +824,13 @@ mod tests {
             .expect("still there");
         assert_eq!(
             fake.take_sent(),
-            [Sent::Group(LEADER, KILL), Sent::Pid(600, KILL)]
+            [Sent::Group(LEADER, KILL), Sent::Pid(pid(600), KILL)]
         );
-        fake.escapees.push(escapee(601));
+        fake.escapees.push(escapee(pid(601)));
         ladder
             .step(&mut fake, t0 + Duration::from_secs(5), false)
             .expect("still there");
-        assert_eq!(fake.take_sent(), [Sent::Pid(601, KILL)]);
+        assert_eq!(fake.take_sent(), [Sent::Pid(pid(601), KILL)]);
         assert!(fake.samples > 0, "the tree is looked at again");
     }
 
@@ -831,7 +840,7 @@ mod tests {
         let t0 = clock.now();
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            escapees: vec![escapee(500)],
+            escapees: vec![escapee(pid(500))],
             ..Fake::default()
         };
         ladder.start(
@@ -842,7 +851,7 @@ mod tests {
         );
         fake.take_sent();
         // pid 500 died (and may have been reused): the next step does not reach it.
-        fake.dead.push(escapee(500));
+        fake.dead.push(escapee(pid(500)));
         ladder
             .step(&mut fake, t0 + Duration::from_secs(1), false)
             .expect("the leader still runs");
@@ -855,8 +864,8 @@ mod tests {
         let t0 = clock.now();
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            members: vec![4243],
-            escapees: vec![escapee(500)],
+            members: vec![pid(4243)],
+            escapees: vec![escapee(pid(500))],
             ..Fake::default()
         };
         ladder.start(
@@ -874,7 +883,7 @@ mod tests {
         fake.members.clear();
         assert!(ladder.step(&mut fake, t1, true).is_some());
         // Everything is gone.
-        fake.dead.push(escapee(500));
+        fake.dead.push(escapee(pid(500)));
         assert!(ladder.step(&mut fake, t1, true).is_none());
         assert_eq!(ladder.time, Some(Duration::from_millis(40)));
         assert!(!ladder.unproven);
@@ -900,7 +909,7 @@ mod tests {
         let t0 = clock.now();
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            members: vec![4243], // in uninterruptible sleep, say
+            members: vec![pid(4243)], // in uninterruptible sleep, say
             ..Fake::default()
         };
         ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
@@ -917,12 +926,13 @@ mod tests {
     }
 
     #[test]
-    fn never_signals_group_0_or_1_or_its_own_group() {
-        for pgid in [0, 1, -5, OWN_GROUP] {
+    fn never_signals_group_1_or_its_own_group() {
+        // 0 and negative numbers (every process, a group) are no `Pid`: not even expressible.
+        for pgid in [pid(1), OWN_GROUP] {
             let clock = MockClock::new();
             let (mut ladder, _events) = ladder_for(pgid, &clock);
             let mut fake = Fake {
-                escapees: vec![escapee(500)],
+                escapees: vec![escapee(pid(500))],
                 ..Fake::default()
             };
             ladder.start(
@@ -941,24 +951,24 @@ mod tests {
             );
             // The escapee is still reached by pid.
             assert!(
-                sent.contains(&Sent::Pid(500, KILL)),
+                sent.contains(&Sent::Pid(pid(500), KILL)),
                 "pgid {pgid}: {sent:?}"
             );
         }
     }
 
     #[test]
-    fn never_signals_pid_0_or_1_or_itself() {
+    fn never_signals_pid_1_or_itself() {
         let clock = MockClock::new();
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = Fake {
-            escapees: vec![escapee(0), escapee(1), escapee(OWN_PID), escapee(500)],
+            escapees: vec![escapee(pid(1)), escapee(OWN_PID), escapee(pid(500))],
             ..Fake::default()
         };
         ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);
         assert_eq!(
             fake.take_sent(),
-            [Sent::Group(LEADER, KILL), Sent::Pid(500, KILL)]
+            [Sent::Group(LEADER, KILL), Sent::Pid(pid(500), KILL)]
         );
     }
 
@@ -1016,7 +1026,7 @@ mod tests {
         let (mut ladder, events) = ladder_for(LEADER, &clock);
         let mut fake = in_cgroup(true);
         // An escapee the observer knows of is a member like any other: no signal by pid.
-        fake.escapees.push(escapee(500));
+        fake.escapees.push(escapee(pid(500)));
         ladder.start(
             &mut fake,
             vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
@@ -1043,8 +1053,8 @@ mod tests {
         let (mut ladder, _events) = ladder_for(LEADER, &clock);
         let mut fake = in_cgroup(true);
         // Group members and escapees the fake reports are not looked at: the cgroup decides.
-        fake.members = vec![4243];
-        fake.escapees.push(escapee(500));
+        fake.members = vec![pid(4243)];
+        fake.escapees.push(escapee(pid(500)));
         ladder.start(&mut fake, vec![step(Signal::TERM, 5000)], None, false);
         let samples = fake.samples;
         let t1 = t0 + Duration::from_millis(30);
@@ -1069,7 +1079,7 @@ mod tests {
                 populated: true,
                 broken: true,
             }),
-            members: vec![4243],
+            members: vec![pid(4243)],
             ..Fake::default()
         };
         ladder.start(&mut fake, vec![step(Signal::KILL, 0)], None, false);

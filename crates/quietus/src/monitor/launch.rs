@@ -21,6 +21,7 @@ use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, Tap, stream_index};
 use super::tree::guardian::Place;
 use super::tree::{self, pipe_error, terminal_error};
+use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Recorder;
 use crate::capture::spill::{self, Spill};
@@ -86,7 +87,7 @@ pub(crate) enum Attach {
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
 pub(crate) struct Launched {
     pub(crate) id: u64,
-    pub(crate) pid: u32,
+    pub(crate) pid: Pid,
     pub(crate) board: Arc<ActivityBoard>,
     pub(crate) control: ControlTx,
     /// Disconnects once the monitor stored the result.
@@ -315,7 +316,7 @@ fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
 /// reaps it.
 fn hand_over(
     id: u64,
-    pid: u32,
+    pid: Pid,
     board: Arc<ActivityBoard>,
     mut child: ChildProcess,
     started: io::Result<Running>,
@@ -338,7 +339,7 @@ fn hand_over(
             }),
             Err(crossbeam_channel::SendError(mut child)) => {
                 end_session(id);
-                let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+                let _ = sys::kill_group(pid, sys::SIGKILL);
                 let _ = child.kill(); // by pid too: it may have left its group already
                 let _ = child.wait();
                 let stopped = io::Error::other("it stopped before it was handed the child");
@@ -347,7 +348,7 @@ fn hand_over(
         },
         Err(e) => {
             end_session(id);
-            let _ = sys::kill_group(pid as i32, sys::SIGKILL);
+            let _ = sys::kill_group(pid, sys::SIGKILL);
             let _ = child.kill(); // by pid too: it may have left its group already
             let _ = child.wait();
             match SpawnError::of(&e) {
@@ -464,7 +465,7 @@ fn start_threads(child: &mut ChildProcess, parts: Assembly) -> io::Result<Runnin
         streams,
         hold,
     } = parts;
-    let pid = child.id() as i32;
+    let pid = child.id();
     // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's exit
     // itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
     let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, real_clock)?;
@@ -519,7 +520,7 @@ fn start_threads(child: &mut ChildProcess, parts: Assembly) -> io::Result<Runnin
 /// through `sleeper`'s pidfd: one per session) and its place in the guardian (not running
 /// yet; its readers are the caller's to give).
 fn new_monitor(
-    pid: i32,
+    pid: Pid,
     parts: MonitorParts,
     (slots, shared): ([Option<StreamSlot>; 2], Arc<Shared>),
 ) -> (Monitor<OsPort>, TreeHold) {
@@ -680,12 +681,12 @@ fn open_streams(
 /// The observer always runs: besides descendant CPU (when that source is on) it remembers
 /// the escapees the ladder must reach. Its baseline sample is the monitor's first act.
 fn start_observer(
-    pid: i32,
+    pid: Pid,
     config: &MonitorConfig,
     board: &ActivityBoard,
     cgroup: Option<&Arc<Cgroup>>,
 ) -> Option<DescendantObserver> {
-    let mut observer = DescendantObserver::new(pid as u32, &config.children);
+    let mut observer = DescendantObserver::new(pid, &config.children);
     if let Some(cgroup) = cgroup {
         // The tree's CPU in one read of `cpu.stat` (escapees and reaped children included),
         // its size from `cgroup.procs`, the CPU it waited for from `cpu.pressure`.
@@ -747,10 +748,7 @@ fn start_monitor(
 ) -> io::Result<Sender<ChildProcess>> {
     let (id, pid) = (monitor.id, monitor.pid);
     let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
-    let facts = Facts {
-        pid: pid.unsigned_abs(),
-        containment,
-    };
+    let facts = Facts { pid, containment };
     let kill_tree = Box::new(move || {
         let _ = sys::kill_group(pid, sys::SIGKILL);
     });

@@ -14,6 +14,7 @@ use super::Wake;
 use super::ladder::{Leader, OsProcesses, ProcessLayer};
 use super::reader::Reader;
 use super::wait::Sleeper;
+use crate::Pid;
 use crate::clock::Clock;
 use crate::diagnosis::Diagnosis;
 use crate::process::sys::{self, Woken};
@@ -102,7 +103,7 @@ pub(super) trait Port {
     /// One look at the tree as the last sample found it, classified.
     fn diagnose(&self) -> Diagnosis;
     /// How many bytes process `pid` has read (`/proc/PID/io`), for the input-wait rule.
-    fn read_count(&self, pid: u32) -> Option<u64>;
+    fn read_count(&self, pid: Pid) -> Option<u64>;
     /// The leader exited: who it left behind (the cgroup removed when it is empty).
     fn leftovers(&mut self, now: Instant) -> Leftovers;
     /// The run is over: the cgroup's figures read (unless read at the leader's exit) and the
@@ -117,7 +118,7 @@ pub(super) trait Port {
 /// The operating system's side of one session.
 pub(super) struct OsPort {
     pub(super) id: u64,
-    pub(super) pid: i32,
+    pub(super) pid: Pid,
     /// What the monitor sleeps on: messages poke it, the leader's exit wakes it, and so do
     /// the output pipes whose readers have not started.
     pub(super) sleeper: Sleeper,
@@ -166,7 +167,7 @@ impl OsPort {
                 .group_members(self.pid, self.pid)
                 .unwrap_or_default(),
         };
-        let escaped: Vec<i32> = match self.processes.cgroup {
+        let escaped: Vec<Pid> = match self.processes.cgroup {
             Some(_) => Vec::new(),
             None => self
                 .processes
@@ -240,7 +241,7 @@ impl Port for OsPort {
         if let Some(observer) = self.processes.children.as_mut() {
             observer.sample(now);
             if let Some(network) = self.network.as_mut() {
-                network.sample_pids(now, observer.pids());
+                network.sample(now, observer.pids());
             }
         }
     }
@@ -252,7 +253,7 @@ impl Port for OsPort {
         let network = self
             .network
             .as_mut()
-            .is_some_and(|network| network.sample_pids(now, observer.pids()).active);
+            .is_some_and(|network| network.sample(now, observer.pids()).active);
         Some(TreeSample { cpu, network })
     }
 
@@ -279,8 +280,8 @@ impl Port for OsPort {
         crate::diagnosis::diagnose_tree(pids, &|inode| network.and_then(|n| n.peer(inode)))
     }
 
-    fn read_count(&self, pid: u32) -> Option<u64> {
-        i32::try_from(pid).ok().and_then(sys::read_count)
+    fn read_count(&self, pid: Pid) -> Option<u64> {
+        sys::read_count(pid)
     }
 
     fn leftovers(&mut self, now: Instant) -> Leftovers {

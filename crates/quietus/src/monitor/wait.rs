@@ -20,6 +20,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, never, select};
 
 use super::Wake;
+use crate::Pid;
 use crate::clock::Clock;
 use crate::contract::{Control, ControlTx};
 use crate::error::SpawnError;
@@ -52,7 +53,7 @@ thread_local! {
 impl Sleeper {
     /// The wake-up for the leader `pid` (for the control channel's senders too), and, unless
     /// the session's clock is the real one (`real_clock`), the relay of its timers.
-    pub(super) fn new(id: u64, pid: i32, real_clock: bool) -> io::Result<(Sleeper, Arc<Wakeup>)> {
+    pub(super) fn new(id: u64, pid: Pid, real_clock: bool) -> io::Result<(Sleeper, Arc<Wakeup>)> {
         let wakeup = Arc::new(Wakeup::new(pid).map_err(|e| {
             SpawnError::new(
                 crate::error::SpawnErrorKind::Thread,
@@ -141,7 +142,7 @@ fn relay(timers: &Receiver<Receiver<Instant>>, wakeup: &Wakeup) {
 /// a waiter thread where there is no pidfd.
 pub(super) fn watch_exit(
     id: u64,
-    pid: i32,
+    pid: Pid,
     wakeup: &Wakeup,
     exited: ControlTx,
     gone: bool,

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::sys;
+use crate::Pid;
 use crate::error::SystemError;
 
 /// Members never waited for longer than this to vanish after a `cgroup.kill` when the cgroup
@@ -363,11 +364,11 @@ impl Cgroup {
                     .to_str()
                     .and_then(|n| n.strip_prefix("quietus-"))
                     .and_then(|rest| rest.split('-').next())
-                    .and_then(|pid| pid.parse::<u32>().ok())
+                    .and_then(Pid::parse)
                 else {
                     continue;
                 };
-                if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                if pid == Pid::current() || Path::new(&format!("/proc/{pid}")).exists() {
                     continue; // its supervisor lives (or the pid is another's now: left alone)
                 }
                 if !is_stale(&entry.path(), own_ns.as_deref()) {
@@ -430,10 +431,10 @@ impl Cgroup {
     }
 
     /// The live members: its `cgroup.procs` and those of the cgroups below it.
-    pub(crate) fn members(&self) -> io::Result<Vec<i32>> {
+    pub(crate) fn members(&self) -> io::Result<Vec<Pid>> {
         let mut out = Vec::new();
         collect_members(&self.path, 0, &mut out)?;
-        Ok(out)
+        Ok(out.into_iter().flatten().collect())
     }
 
     /// CPU used by every process that ever ran in it, reaped or not (`usage_usec` of
@@ -475,7 +476,7 @@ impl Cgroup {
     pub(crate) fn signal(&self, signal: i32) -> io::Result<usize> {
         let mut sent = 0;
         for pid in self.members()? {
-            if pid <= 1 || pid == std::process::id() as i32 {
+            if pid.get() == 1 || pid == Pid::current() {
                 continue;
             }
             if self.signal_member(pid, signal).is_ok() {
@@ -485,7 +486,7 @@ impl Cgroup {
         Ok(sent)
     }
 
-    fn signal_member(&self, pid: i32, signal: i32) -> io::Result<()> {
+    fn signal_member(&self, pid: Pid, signal: i32) -> io::Result<()> {
         match sys::pidfd_open(pid) {
             Ok(pidfd) => {
                 // The pidfd names one process; if it still is `pid` and a member, the signal
@@ -509,7 +510,7 @@ impl Cgroup {
     /// Whether process `pid` is in this cgroup or one below it now: by its `/proc/PID/cgroup`,
     /// or, without a `/proc` of this pid namespace (where `pid` would name another process
     /// or none), by the cgroup's own member list, whose pids are this namespace's.
-    fn is_member(&self, pid: i32) -> bool {
+    fn is_member(&self, pid: Pid) -> bool {
         if sys::proc_view().why_not().is_some() {
             return self.members().is_ok_and(|members| members.contains(&pid));
         }
@@ -649,12 +650,14 @@ fn is_stale(dir: &Path, own_ns: Option<&Path>) -> bool {
             .and_then(|m| m.modified())
             .is_ok_and(|at| at.elapsed().is_ok_and(|age| age >= STALE_AFTER));
     }
+    // A member of another pid namespace is listed as 0: no `Pid`.
     members.iter().all(|pid| {
-        *pid > 0
-            && std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+        pid.is_some_and(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/pid"))
                 .ok()
                 .as_deref()
                 == own_ns
+        })
     })
 }
 
@@ -695,13 +698,11 @@ fn remove_tree(dir: &Path, depth: usize) -> io::Result<()> {
     }
 }
 
-/// Appends the pids of `cgroup.procs` in `dir` and in the cgroups below it.
-fn collect_members(dir: &Path, depth: usize, out: &mut Vec<i32>) -> io::Result<()> {
+/// Appends the pids of `cgroup.procs` in `dir` and in the cgroups below it (`None` for a
+/// member outside this pid namespace, which the file lists as 0).
+fn collect_members(dir: &Path, depth: usize, out: &mut Vec<Option<Pid>>) -> io::Result<()> {
     let text = std::fs::read_to_string(dir.join("cgroup.procs"))?;
-    out.extend(
-        text.split_ascii_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok()),
-    );
+    out.extend(text.split_ascii_whitespace().map(Pid::parse));
     if depth >= MAX_DEPTH {
         return Ok(());
     }

@@ -72,6 +72,7 @@ fn no_leak(ours: &OwnedFd, theirs: &OwnedFd) -> io::Result<()> {
 
 use super::cgroup::Cgroup;
 use super::{orphans, sys};
+use crate::Pid;
 use crate::error::SystemError;
 
 /// The hidden subcommand that runs the guardian.
@@ -248,7 +249,7 @@ impl Guardian {
     /// before it is made) with this process's guardian, started now if none runs.
     pub(crate) fn start(
         id: u64,
-        pgid: Option<u32>,
+        pgid: Option<Pid>,
         cgroup: Option<&Path>,
     ) -> Result<Guardian, GuardianUnavailable> {
         if !cfg!(target_os = "linux") {
@@ -260,7 +261,7 @@ impl Guardian {
                 m.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()));
                 m
             }
-            (None, Some(pgid)) if pgid > 1 => format!("group {id} {pgid}").into_bytes(),
+            (None, Some(pgid)) if pgid.get() > 1 => format!("group {id} {pgid}").into_bytes(),
             _ => return Err(GuardianUnavailable::NothingToGuard),
         };
         if message.len() > MAX_MESSAGE {
@@ -356,7 +357,7 @@ impl Process {
                 program: program.to_owned(),
                 error: e.into(),
             })?;
-        orphans::spawned(child.id() as i32);
+        orphans::spawned(Pid::of(&child));
         drop(gate);
         drop(command); // closes our copy of its end
         let process = Process {
@@ -372,7 +373,7 @@ impl Process {
                 let mut child = process.child;
                 let _ = child.kill(); // our own child, not yet reaped
                 let _ = child.wait();
-                orphans::reaped(child.id() as i32);
+                orphans::reaped(Pid::of(&child));
                 Err(why)
             }
         }
@@ -415,7 +416,7 @@ impl Process {
         if let Err(e) = child.wait() {
             log::debug!("reaping the guardian (pid {}): {e}", child.id());
         }
-        orphans::reaped(child.id() as i32);
+        orphans::reaped(Pid::of(&child));
     }
 }
 
@@ -453,7 +454,7 @@ struct Held {
 }
 
 enum Tree {
-    Group(i32),
+    Group(Pid),
     Cgroup(PathBuf),
 }
 
@@ -472,7 +473,7 @@ impl Held {
                 self.sessions.remove(&id);
             }
             (b"group", Some(pgid)) => {
-                if let Some(pgid) = std::str::from_utf8(pgid).ok().and_then(|p| p.parse().ok()) {
+                if let Some(pgid) = std::str::from_utf8(pgid).ok().and_then(Pid::parse) {
                     self.sessions.insert(id, Tree::Group(pgid));
                 }
             }
@@ -549,7 +550,7 @@ mod tests {
         held.take(b"nonsense");
         held.take(b"group x 12");
         assert_eq!(held.sessions.len(), 2);
-        assert!(matches!(held.sessions.get(&3), Some(Tree::Group(1234))));
+        assert!(matches!(held.sessions.get(&3), Some(Tree::Group(pid)) if pid.get() == 1234));
         assert!(matches!(
             held.sessions.get(&4),
             Some(Tree::Cgroup(p)) if p == Path::new("/sys/fs/cgroup/a b/quietus-1-4")

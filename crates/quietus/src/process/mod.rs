@@ -12,6 +12,8 @@ use std::io;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
 use std::sync::OnceLock;
 
+use crate::Pid;
+
 use crossbeam_channel::{Sender, bounded, unbounded};
 
 use sys::Handoff;
@@ -118,7 +120,7 @@ fn reap_failed_sibling(handoff: &Handoff) {
 /// std forked (`sys::spawn`). It is waited for by pid; once reaped it is never signalled.
 #[derive(Debug)]
 pub(crate) struct ChildProcess {
-    pid: u32,
+    pid: Pid,
     /// Its stdin, when piped.
     pub(crate) stdin: Option<ChildStdin>,
     /// Its stdout, when piped.
@@ -136,14 +138,14 @@ impl ChildProcess {
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))] // a sibling's, on Linux
-        let mut pid = child.id();
+        let mut pid = Pid::of(&child);
         #[cfg(target_os = "linux")]
         if let Some(sys::Leader::Sibling(sibling)) = handoff.map(sys::Handoff::leader) {
             // The forked process exited right after making the sibling: reap it.
             if let Err(e) = child.wait() {
                 log::debug!("reaping pid {pid}, which started the program: {e}");
             }
-            pid = sibling.unsigned_abs();
+            pid = sibling;
         }
         #[cfg(not(target_os = "linux"))]
         let _ = handoff;
@@ -152,7 +154,7 @@ impl ChildProcess {
 
     /// The child that runs the program, with its pipes.
     pub(crate) fn started(
-        pid: u32,
+        pid: Pid,
         stdin: Option<ChildStdin>,
         stdout: Option<ChildStdout>,
         stderr: Option<ChildStderr>,
@@ -167,7 +169,7 @@ impl ChildProcess {
     }
 
     /// Its pid.
-    pub(crate) fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> Pid {
         self.pid
     }
 
@@ -177,7 +179,7 @@ impl ChildProcess {
         if let Some(status) = self.status {
             return Ok(status);
         }
-        let status = sys::reap_child(self.pid_i32(), true)?
+        let status = sys::reap_child(self.pid, true)?
             .ok_or_else(|| io::Error::other("waitpid returned no status"))?;
         self.status = Some(status);
         Ok(status)
@@ -186,7 +188,7 @@ impl ChildProcess {
     /// Its status if it exited (and reaps it then), `None` while it runs.
     pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         if self.status.is_none() {
-            self.status = sys::reap_child(self.pid_i32(), false)?;
+            self.status = sys::reap_child(self.pid, false)?;
         }
         Ok(self.status)
     }
@@ -196,11 +198,7 @@ impl ChildProcess {
         if self.status.is_some() {
             return Ok(());
         }
-        sys::kill_pid(self.pid_i32(), sys::SIGKILL)
-    }
-
-    fn pid_i32(&self) -> i32 {
-        i32::try_from(self.pid).unwrap_or(i32::MAX)
+        sys::kill_pid(self.pid, sys::SIGKILL)
     }
 }
 

@@ -26,16 +26,19 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::Pid;
+
 /// A pipe, as `(device, inode)`.
 pub(crate) type PipeId = (u64, u64);
 
 /// An orphan of this process, as the rules see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Orphan {
-    pub(crate) pid: i32,
+    pub(crate) pid: Pid,
     /// Clock ticks since boot.
     pub(crate) start_time: u64,
-    pub(crate) pgrp: i32,
+    /// `None` when its group lies outside this pid namespace.
+    pub(crate) pgrp: Option<Pid>,
     /// Its `QUIETUS_SESSION=…` environment entry, if any.
     pub(crate) tag: Option<Vec<u8>>,
     /// The pipes among its standard streams.
@@ -46,7 +49,8 @@ pub(crate) struct Orphan {
 #[derive(Debug, Clone, Default)]
 struct Entry {
     id: u64,
-    leader: i32,
+    /// `None` until it is forked.
+    leader: Option<Pid>,
     tag: Option<Vec<u8>>,
     /// The leader's start time (clock ticks since boot).
     started: u64,
@@ -54,14 +58,14 @@ struct Entry {
     ended: Option<u64>,
     pipes: Vec<PipeId>,
     /// The identities (pid, start time) its observer knows.
-    seen: HashSet<(i32, u64)>,
+    seen: HashSet<(Pid, u64)>,
 }
 
 static SESSIONS: crate::sync::Mutex<Vec<Entry>> = crate::sync::Mutex::new(Vec::new());
 
 /// Pids of this process's own children started by the library (leaders, guardians): never
 /// orphans, never reaped by anybody but their owner.
-static SPAWNED: crate::sync::Mutex<Vec<i32>> = crate::sync::Mutex::new(Vec::new());
+static SPAWNED: crate::sync::Mutex<Vec<Pid>> = crate::sync::Mutex::new(Vec::new());
 
 /// Whether some session made this process a subreaper (only then is there anything to
 /// attribute, and the observers publish what they saw).
@@ -78,17 +82,17 @@ pub(crate) fn adopting() -> bool {
 }
 
 /// `pid` is a child the library started itself.
-pub(crate) fn spawned(pid: i32) {
+pub(crate) fn spawned(pid: Pid) {
     SPAWNED.lock().push(pid);
 }
 
 /// Whether `pid` is a child the library started itself (not an orphan).
-pub(crate) fn is_spawned(pid: i32) -> bool {
+pub(crate) fn is_spawned(pid: Pid) -> bool {
     SPAWNED.lock().contains(&pid)
 }
 
 /// `pid`, a child the library started itself, has been reaped.
-pub(crate) fn reaped(pid: i32) {
+pub(crate) fn reaped(pid: Pid) {
     SPAWNED.lock().retain(|p| *p != pid);
 }
 
@@ -113,7 +117,7 @@ pub(crate) fn attribution_gate() -> std::sync::RwLockReadGuard<'static, ()> {
 pub(crate) fn register(id: u64, started: u64, tag: Option<Vec<u8>>) {
     SESSIONS.lock().push(Entry {
         id,
-        leader: 0,
+        leader: None,
         tag,
         started,
         ended: None,
@@ -123,9 +127,9 @@ pub(crate) fn register(id: u64, started: u64, tag: Option<Vec<u8>>) {
 }
 
 /// Session `id`'s leader is `pid`.
-pub(crate) fn set_leader(id: u64, pid: i32) {
+pub(crate) fn set_leader(id: u64, pid: Pid) {
     if let Some(entry) = SESSIONS.lock().iter_mut().find(|e| e.id == id) {
-        entry.leader = pid;
+        entry.leader = Some(pid);
     }
 }
 
@@ -137,7 +141,7 @@ pub(crate) fn set_pipes(id: u64, pipes: Vec<PipeId>) {
 }
 
 /// What session `id`'s observer knows now.
-pub(crate) fn publish_seen(id: u64, seen: impl Iterator<Item = (i32, u64)>) {
+pub(crate) fn publish_seen(id: u64, seen: impl Iterator<Item = (Pid, u64)>) {
     let mut sessions = SESSIONS.lock();
     if let Some(entry) = sessions.iter_mut().find(|e| e.id == id) {
         entry.seen.clear();
@@ -172,12 +176,12 @@ fn prune(sessions: &mut Vec<Entry>) {
 }
 
 /// The session `orphan` belongs to, if any (see the module docs); `own_group` is the
-/// supervising process's process group.
-pub(crate) fn owner(orphan: &Orphan, own_group: i32) -> Option<u64> {
+/// supervising process's process group (`None`: outside this pid namespace).
+pub(crate) fn owner(orphan: &Orphan, own_group: Option<Pid>) -> Option<u64> {
     attribute(&SESSIONS.lock(), orphan, own_group)
 }
 
-fn attribute(sessions: &[Entry], orphan: &Orphan, own_group: i32) -> Option<u64> {
+fn attribute(sessions: &[Entry], orphan: &Orphan, own_group: Option<Pid>) -> Option<u64> {
     let identity = (orphan.pid, orphan.start_time);
     if let Some(e) = sessions.iter().find(|e| e.seen.contains(&identity)) {
         return Some(e.id);
@@ -189,7 +193,7 @@ fn attribute(sessions: &[Entry], orphan: &Orphan, own_group: i32) -> Option<u64>
     }
     if let Some(e) = sessions
         .iter()
-        .find(|e| e.leader > 1 && e.leader == orphan.pgrp)
+        .find(|e| e.leader.is_some_and(|l| l.get() > 1) && e.leader == orphan.pgrp)
     {
         return Some(e.id);
     }
@@ -215,29 +219,33 @@ fn attribute(sessions: &[Entry], orphan: &Orphan, own_group: i32) -> Option<u64>
 mod tests {
     use super::*;
 
-    fn entry(id: u64, started: u64, ended: Option<u64>) -> Entry {
+    fn pid(n: u32) -> Pid {
+        Pid::new(n).expect("a pid")
+    }
+
+    fn entry(id: u32, started: u64, ended: Option<u64>) -> Entry {
         Entry {
-            id,
-            leader: 1000 + id as i32,
+            id: u64::from(id),
+            leader: Some(pid(1000 + id)),
             tag: Some(format!("QUIETUS_SESSION=9.{id}").into_bytes()),
             started,
             ended,
-            pipes: vec![(12, 500 + id)],
+            pipes: vec![(12, 500 + u64::from(id))],
             seen: HashSet::new(),
         }
     }
 
     fn orphan(start_time: u64) -> Orphan {
         Orphan {
-            pid: 4242,
+            pid: pid(4242),
             start_time,
-            pgrp: 4242,
+            pgrp: Some(pid(4242)),
             tag: None,
             pipes: Vec::new(),
         }
     }
 
-    const OWN_GROUP: i32 = 77;
+    const OWN_GROUP: Option<Pid> = Pid::new(77);
 
     #[test]
     fn one_running_session_owns_an_untagged_orphan_started_during_its_run() {
@@ -273,11 +281,11 @@ mod tests {
         assert_eq!(attribute(&sessions, &o, OWN_GROUP), None);
         o.pipes = vec![(12, 502)];
         assert_eq!(attribute(&sessions, &o, OWN_GROUP), Some(2), "pipe");
-        o.pgrp = 1001;
+        o.pgrp = Some(pid(1001));
         assert_eq!(attribute(&sessions, &o, OWN_GROUP), Some(1), "group");
         o.tag = sessions[1].tag.clone();
         assert_eq!(attribute(&sessions, &o, OWN_GROUP), Some(2), "tag");
-        sessions[0].seen.insert((4242, 150));
+        sessions[0].seen.insert((pid(4242), 150));
         assert_eq!(attribute(&sessions, &o, OWN_GROUP), Some(1), "seen");
         // The same pid with another start time was not seen.
         let mut reused = orphan(160);

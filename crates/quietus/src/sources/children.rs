@@ -36,14 +36,17 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::Pid;
 use crate::config::ChildWatchConfig;
 
 /// One process as seen by a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProcSample {
-    pub(crate) pid: i32,
-    pub(crate) ppid: i32,
-    pub(crate) pgrp: i32,
+    pub(crate) pid: Pid,
+    /// `None` when its parent is outside this pid namespace (or unknown).
+    pub(crate) ppid: Option<Pid>,
+    /// `None` when its group is outside this pid namespace (or unknown).
+    pub(crate) pgrp: Option<Pid>,
     /// Opaque start time: with the pid, the identity.
     pub(crate) start_time: u64,
     /// User + system time.
@@ -57,22 +60,22 @@ pub(crate) struct ProcSample {
 /// Where samples come from: `/proc` on Linux, `sysinfo` elsewhere, synthetic ones in tests.
 pub(crate) trait ProcessSource: Send {
     /// The root (first) and all its current descendants. Empty when the root is gone.
-    fn tree(&mut self, root: i32) -> Vec<ProcSample>;
+    fn tree(&mut self, root: Pid) -> Vec<ProcSample>;
     /// One process by pid, wherever it is in the process table.
-    fn process(&mut self, pid: i32) -> Option<ProcSample>;
+    fn process(&mut self, pid: Pid) -> Option<ProcSample>;
     /// Whether process `pid` is runnable now (state R), and how long its main thread has been
     /// runnable in all (on a CPU plus waiting for one; a source may leave it out for a process
     /// not runnable now). `None` where the platform does not say.
-    fn runnable(&mut self, _pid: i32) -> Option<RunState> {
+    fn runnable(&mut self, _pid: Pid) -> Option<RunState> {
         None
     }
     /// The bytes process `pid` moved so far that are progress (written, and read from
     /// storage), its reaped children's included. `None` where the platform does not say.
-    fn moved_bytes(&mut self, _pid: i32) -> Option<u64> {
+    fn moved_bytes(&mut self, _pid: Pid) -> Option<u64> {
         None
     }
     /// Of those, the ones its reaped children moved (the whole count less its own threads').
-    fn reaped_moved_bytes(&mut self, _pid: i32) -> Option<u64> {
+    fn reaped_moved_bytes(&mut self, _pid: Pid) -> Option<u64> {
         None
     }
 }
@@ -103,7 +106,7 @@ pub(crate) struct RunState {
 
 /// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
 #[cfg(target_os = "linux")]
-fn read_runnable(pid: i32) -> Option<Duration> {
+fn read_runnable(pid: Pid) -> Option<Duration> {
     let mut buf = [0u8; 1024];
     let text = crate::process::sys::read_proc(&format!("/proc/{pid}/schedstat"), &mut buf)?;
     parse_schedstat(&text)
@@ -127,10 +130,10 @@ const MAX_TREE: usize = 20_000;
 #[derive(Debug)]
 pub(crate) struct ProcFs {
     tick: Duration,
-    scratch: Vec<i32>,
+    scratch: Vec<Pid>,
     /// Whether each process of the last walk was runnable (state R), so that the runnable
     /// look reads no `stat` twice.
-    states: HashMap<i32, bool>,
+    states: HashMap<Pid, bool>,
 }
 
 #[cfg(target_os = "linux")]
@@ -157,11 +160,11 @@ impl ProcFs {
     }
 
     /// The whole-`/proc` fallback: parent links of every process.
-    fn tree_by_scan(&mut self, root: i32) -> Vec<ProcSample> {
+    fn tree_by_scan(&mut self, root: Pid) -> Vec<ProcSample> {
         let mut all: Vec<ProcSample> = Vec::new();
         if let Ok(dir) = std::fs::read_dir("/proc") {
             for entry in dir.flatten() {
-                let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                let Some(pid) = entry.file_name().to_str().and_then(Pid::parse) else {
                     continue;
                 };
                 if let Some(stat) = crate::process::sys::read_stat(pid) {
@@ -173,7 +176,10 @@ impl ProcFs {
         let mut index = 0;
         while index < tree.len() && tree.len() < MAX_TREE {
             let parent = tree[index].pid;
-            tree.extend(all.iter().filter(|p| p.ppid == parent && p.pid != root));
+            tree.extend(
+                all.iter()
+                    .filter(|p| p.ppid == Some(parent) && p.pid != root),
+            );
             index += 1;
         }
         tree
@@ -182,7 +188,7 @@ impl ProcFs {
 
 #[cfg(target_os = "linux")]
 impl ProcessSource for ProcFs {
-    fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+    fn tree(&mut self, root: Pid) -> Vec<ProcSample> {
         self.states.clear();
         let Some(stat) = crate::process::sys::read_stat(root) else {
             return Vec::new();
@@ -214,13 +220,13 @@ impl ProcessSource for ProcFs {
         tree
     }
 
-    fn process(&mut self, pid: i32) -> Option<ProcSample> {
+    fn process(&mut self, pid: Pid) -> Option<ProcSample> {
         crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
     }
 
     /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
     /// `schedstat` only of a process runnable now (a sleeping one costs no read).
-    fn runnable(&mut self, pid: i32) -> Option<RunState> {
+    fn runnable(&mut self, pid: Pid) -> Option<RunState> {
         let now = match self.states.get(&pid) {
             Some(runnable) => *runnable,
             None => crate::process::sys::read_stat(pid)?.state == b'R',
@@ -230,11 +236,11 @@ impl ProcessSource for ProcFs {
         Some(RunState { now, total, at })
     }
 
-    fn moved_bytes(&mut self, pid: i32) -> Option<u64> {
+    fn moved_bytes(&mut self, pid: Pid) -> Option<u64> {
         crate::process::sys::read_moved_bytes(pid)
     }
 
-    fn reaped_moved_bytes(&mut self, pid: i32) -> Option<u64> {
+    fn reaped_moved_bytes(&mut self, pid: Pid) -> Option<u64> {
         let whole = crate::process::sys::read_moved_bytes(pid)?;
         let own = crate::process::sys::read_own_moved_bytes(pid)?;
         Some(whole.saturating_sub(own))
@@ -270,12 +276,11 @@ impl Sysinfo {
         self.system.refresh_processes_specifics(which, true, kind);
     }
 
-    fn convert(pid: sysinfo::Pid, p: &sysinfo::Process) -> ProcSample {
-        let raw = pid.as_u32() as i32;
+    fn convert(pid: Pid, p: &sysinfo::Process) -> ProcSample {
         ProcSample {
-            pid: raw,
-            ppid: p.parent().map_or(0, |pp| pp.as_u32() as i32),
-            pgrp: crate::process::sys::process_group_of(raw).unwrap_or(0),
+            pid,
+            ppid: p.parent().and_then(|pp| Pid::new(pp.as_u32())),
+            pgrp: crate::process::sys::process_group_of(pid),
             start_time: p.start_time(),
             cpu: Duration::from_millis(p.accumulated_cpu_time()),
             child_cpu: Duration::ZERO,
@@ -289,19 +294,22 @@ impl Sysinfo {
 
 #[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
 impl ProcessSource for Sysinfo {
-    fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+    fn tree(&mut self, root: Pid) -> Vec<ProcSample> {
         self.refresh(sysinfo::ProcessesToUpdate::All);
         let procs = self.system.processes();
-        let Some(r) = procs.get(&sysinfo::Pid::from_u32(root as u32)) else {
+        let Some(r) = procs.get(&sysinfo::Pid::from_u32(root.get())) else {
             return Vec::new();
         };
-        let mut tree = vec![Self::convert(sysinfo::Pid::from_u32(root as u32), r)];
+        let mut tree = vec![Self::convert(root, r)];
         let mut index = 0;
         while index < tree.len() && tree.len() < MAX_TREE {
-            let parent = tree[index].pid as u32;
+            let parent = tree[index].pid.get();
             for (pid, p) in procs {
-                if p.parent().map(|pp| pp.as_u32()) == Some(parent) && pid.as_u32() != root as u32 {
-                    tree.push(Self::convert(*pid, p));
+                if p.parent().map(|pp| pp.as_u32()) == Some(parent)
+                    && pid.as_u32() != root.get()
+                    && let Some(pid) = Pid::new(pid.as_u32())
+                {
+                    tree.push(Self::convert(pid, p));
                 }
             }
             index += 1;
@@ -309,10 +317,10 @@ impl ProcessSource for Sysinfo {
         tree
     }
 
-    fn process(&mut self, pid: i32) -> Option<ProcSample> {
-        let spid = sysinfo::Pid::from_u32(pid as u32);
+    fn process(&mut self, pid: Pid) -> Option<ProcSample> {
+        let spid = sysinfo::Pid::from_u32(pid.get());
         self.refresh(sysinfo::ProcessesToUpdate::Some(&[spid]));
-        self.system.process(spid).map(|p| Self::convert(spid, p))
+        self.system.process(spid).map(|p| Self::convert(pid, p))
     }
 }
 
@@ -324,8 +332,8 @@ pub use crate::outcome::ChildrenSample;
 #[derive(Debug, Clone, Copy)]
 struct Known {
     start_time: u64,
-    ppid: i32,
-    pgrp: i32,
+    ppid: Option<Pid>,
+    pgrp: Option<Pid>,
     cpu: Duration,
     child_cpu: Duration,
     /// In the root's tree at the last sample (else an escapee).
@@ -335,7 +343,7 @@ struct Known {
 /// A process that can be signalled safely: its pid and the start time it must still have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Identity {
-    pub(crate) pid: i32,
+    pub(crate) pid: Pid,
     pub(crate) start_time: u64,
 }
 
@@ -347,13 +355,13 @@ pub(crate) struct Identity {
 /// ```
 /// use std::process::Command;
 /// use std::time::{Duration, Instant};
-/// use quietus::ChildWatchConfig;
+/// use quietus::{ChildWatchConfig, Pid};
 /// use quietus::sources::DescendantObserver;
 ///
 /// let mut child = Command::new("sh")
 ///     .args(["-c", "sleep 5 & wait"])
 ///     .spawn()?;
-/// let mut observer = DescendantObserver::new(child.id(), &ChildWatchConfig::default());
+/// let mut observer = DescendantObserver::new(Pid::of(&child), &ChildWatchConfig::default());
 /// let t0 = Instant::now();
 /// observer.sample(t0); // the first sample is a baseline
 /// let give_up = t0 + Duration::from_secs(10);
@@ -369,10 +377,10 @@ pub(crate) struct Identity {
 /// ```
 pub struct DescendantObserver {
     source: Box<dyn ProcessSource>,
-    root: i32,
+    root: Pid,
     include_root: bool,
     threshold: f64,
-    known: HashMap<i32, Known>,
+    known: HashMap<Pid, Known>,
     last_at: Option<Instant>,
     last: ChildrenSample,
     /// Recent samples (their instant and CPU delta), spanning at least the minimum window.
@@ -385,12 +393,12 @@ pub struct DescendantObserver {
     cgroup_counted: Duration,
     /// The live processes of the tree at the last sample, the root first (the network
     /// source and the diagnosis look at these).
-    pids: Vec<i32>,
+    pids: Vec<Pid>,
     /// Per live process: since when its runnable time is measured, and what it was then.
-    runnable: HashMap<i32, Runnable>,
+    runnable: HashMap<Pid, Runnable>,
     /// Per live process (by identity: pid, start time): the bytes it had moved at the last
     /// sample.
-    moved: HashMap<i32, (u64, u64)>,
+    moved: HashMap<Pid, (u64, u64)>,
     /// With a cgroup: the time its processes had waited for a CPU at the last look.
     cgroup_waited: Option<Duration>,
     /// The bytes moved per sample within the last [`IO_WINDOW`].
@@ -419,7 +427,7 @@ pub(crate) struct CgroupReading {
     /// CPU used in all (`usage_usec` of `cpu.stat`).
     pub(crate) usage: Duration,
     /// The live members.
-    pub(crate) members: Vec<i32>,
+    pub(crate) members: Vec<Pid>,
     /// How long its processes waited for a CPU in all (`cpu.pressure`), where the kernel
     /// says.
     pub(crate) waited: Option<Duration>,
@@ -446,16 +454,16 @@ const MIN_CPU: Duration = Duration::from_millis(20);
 
 impl DescendantObserver {
     /// An observer of the descendants of `root_pid`, with this platform's source.
-    pub fn new(root_pid: u32, config: &ChildWatchConfig) -> Self {
+    pub fn new(root_pid: Pid, config: &ChildWatchConfig) -> Self {
         #[cfg(all(target_os = "linux", not(feature = "portable")))]
         let source: Box<dyn ProcessSource> = Box::new(ProcFs::new());
         #[cfg(any(not(target_os = "linux"), feature = "portable"))]
         let source: Box<dyn ProcessSource> = Box::new(Sysinfo::new());
-        Self::with_source(root_pid as i32, config, source)
+        Self::with_source(root_pid, config, source)
     }
 
     pub(crate) fn with_source(
-        root: i32,
+        root: Pid,
         config: &ChildWatchConfig,
         source: Box<dyn ProcessSource>,
     ) -> Self {
@@ -544,7 +552,7 @@ impl DescendantObserver {
         let starved =
             (descendants > 0 || self.include_root) && cpu_waited >= MIN_CPU.max(elapsed / 2);
         let starved_busy = self.runnable_anyway(now);
-        let members: Vec<(i32, u64)> = self
+        let members: Vec<(Pid, u64)> = self
             .pids
             .clone()
             .into_iter()
@@ -596,7 +604,7 @@ impl DescendantObserver {
     /// root's own only when its own CPU counts; what its reaped children moved always); a
     /// process seen for the first time after the baseline counts whole (it may have started
     /// and written between two samples). Forgets the processes no longer there.
-    fn moved_bytes(&mut self, tree: &[(i32, u64)], first: bool) -> u64 {
+    fn moved_bytes(&mut self, tree: &[(Pid, u64)], first: bool) -> u64 {
         self.moved
             .retain(|pid, (start, _)| tree.contains(&(*pid, *start)));
         let mut sum = 0u64;
@@ -620,7 +628,7 @@ impl DescendantObserver {
     }
 
     /// The live processes of the tree at the last sample, the root first.
-    pub(crate) fn pids(&self) -> &[i32] {
+    pub(crate) fn pids(&self) -> &[Pid] {
         &self.pids
     }
 
@@ -645,12 +653,12 @@ impl DescendantObserver {
         self.pids.clear();
         self.pids
             .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
-        let in_tree: HashMap<i32, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
+        let in_tree: HashMap<Pid, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
         let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
         let busy = self.judge(now, elapsed, delta);
         let starved_busy = self.runnable_anyway(now);
-        let live: Vec<(i32, u64)> = tree
+        let live: Vec<(Pid, u64)> = tree
             .iter()
             .filter(|p| !p.dead)
             .map(|p| (p.pid, p.start_time))
@@ -675,9 +683,9 @@ impl DescendantObserver {
     /// that exits is not credited twice. Returns that credit by parent pid, and the escapees.
     fn sort_out_missing(
         &mut self,
-        in_tree: &HashMap<i32, ProcSample>,
-    ) -> (HashMap<i32, Duration>, usize) {
-        let mut credit: HashMap<i32, Duration> = HashMap::new();
+        in_tree: &HashMap<Pid, ProcSample>,
+    ) -> (HashMap<Pid, Duration>, usize) {
+        let mut credit: HashMap<Pid, Duration> = HashMap::new();
         let mut gone = Vec::new();
         let mut escapees = 0;
         for (&pid, known) in self.known.iter_mut() {
@@ -693,7 +701,9 @@ impl DescendantObserver {
                     escapees += 1;
                 }
                 _ => {
-                    *credit.entry(known.ppid).or_default() += known.cpu + known.child_cpu;
+                    if let Some(parent) = known.ppid {
+                        *credit.entry(parent).or_default() += known.cpu + known.child_cpu;
+                    }
                     gone.push(pid);
                 }
             }
@@ -710,7 +720,7 @@ impl DescendantObserver {
     fn account(
         &mut self,
         tree: &[ProcSample],
-        credit: &HashMap<i32, Duration>,
+        credit: &HashMap<Pid, Duration>,
         first: bool,
     ) -> (Duration, Duration, usize) {
         let mut delta = Duration::ZERO;
@@ -788,7 +798,7 @@ impl DescendantObserver {
     /// for at least half of its last measured stretch: working, however little CPU the machine
     /// gave it. Forgets the processes no longer in the tree.
     fn runnable_anyway(&mut self, now: Instant) -> bool {
-        let pids: Vec<i32> = self
+        let pids: Vec<Pid> = self
             .pids
             .iter()
             .copied()
@@ -866,29 +876,29 @@ impl DescendantObserver {
     }
 
     /// The identities (pid, start time) this observer knows: the tree and its escapees.
-    pub(crate) fn identities(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+    pub(crate) fn identities(&self) -> impl Iterator<Item = (Pid, u64)> + '_ {
         self.known.iter().map(|(pid, k)| (*pid, k.start_time))
     }
 
     /// The sample of one process by pid, from this observer's source.
-    pub(crate) fn process(&mut self, pid: i32) -> Option<ProcSample> {
+    pub(crate) fn process(&mut self, pid: Pid) -> Option<ProcSample> {
         self.source.process(pid)
     }
 
     /// Live remembered descendants outside process group `pgid` (they would escape a signal to
     /// the group), re-checked by identity now. The root itself is never included.
-    pub(crate) fn outside_group(&mut self, pgid: i32) -> Vec<Identity> {
+    pub(crate) fn outside_group(&mut self, pgid: Pid) -> Vec<Identity> {
         let mut out = Vec::new();
-        let candidates: Vec<(i32, u64)> = self
+        let candidates: Vec<(Pid, u64)> = self
             .known
             .iter()
-            .filter(|(pid, k)| **pid != self.root && (k.pgrp != pgid || !k.in_tree))
+            .filter(|(pid, k)| **pid != self.root && (k.pgrp != Some(pgid) || !k.in_tree))
             .map(|(pid, k)| (*pid, k.start_time))
             .collect();
         for (pid, start_time) in candidates {
             match self.source.process(pid) {
                 Some(p) if p.start_time == start_time && !p.dead => {
-                    if p.pgrp != pgid {
+                    if p.pgrp != Some(pgid) {
                         out.push(Identity { pid, start_time });
                     }
                 }
@@ -919,9 +929,9 @@ mod tests {
     #[derive(Clone, Default)]
     struct Table(
         Arc<Mutex<Vec<ProcSample>>>,
-        Arc<Mutex<HashMap<i32, RunState>>>,
+        Arc<Mutex<HashMap<Pid, RunState>>>,
         /// Per pid: bytes moved in all, and of those by reaped children.
-        Arc<Mutex<HashMap<i32, (u64, u64)>>>,
+        Arc<Mutex<HashMap<Pid, (u64, u64)>>>,
     );
 
     impl Table {
@@ -930,31 +940,31 @@ mod tests {
         }
 
         /// Runnable `ms` in all, asleep now.
-        fn set_runnable(&self, pid: i32, ms: u64) {
+        fn set_runnable(&self, n: u32, ms: u64) {
             let total = Some(Duration::from_millis(ms));
             let state = RunState {
                 now: false,
                 total,
                 at: None,
             };
-            self.1.lock().insert(pid, state);
+            self.1.lock().insert(pid(n), state);
         }
 
         /// The bytes `pid` moved so far.
-        fn set_moved(&self, pid: i32, bytes: u64) {
-            self.2.lock().entry(pid).or_default().0 = bytes;
+        fn set_moved(&self, n: u32, bytes: u64) {
+            self.2.lock().entry(pid(n)).or_default().0 = bytes;
         }
 
         /// The bytes `pid`'s reaped children moved so far (part of its whole count).
-        fn set_reaped_moved(&self, pid: i32, bytes: u64) {
-            self.2.lock().entry(pid).or_default().1 = bytes;
+        fn set_reaped_moved(&self, n: u32, bytes: u64) {
+            self.2.lock().entry(pid(n)).or_default().1 = bytes;
         }
 
         /// Runnable `ms` in all, and runnable now or not.
-        fn set_runnable_now(&self, pid: i32, ms: u64, now: bool) {
+        fn set_runnable_now(&self, n: u32, ms: u64, now: bool) {
             let total = Some(Duration::from_millis(ms));
             self.1.lock().insert(
-                pid,
+                pid(n),
                 RunState {
                     now,
                     total,
@@ -965,40 +975,45 @@ mod tests {
     }
 
     impl ProcessSource for Table {
-        fn tree(&mut self, root: i32) -> Vec<ProcSample> {
+        fn tree(&mut self, root: Pid) -> Vec<ProcSample> {
             let all = self.0.lock().clone();
             let mut tree: Vec<ProcSample> = all.iter().filter(|p| p.pid == root).copied().collect();
             let mut i = 0;
             while i < tree.len() {
                 let parent = tree[i].pid;
-                tree.extend(all.iter().filter(|p| p.ppid == parent));
+                tree.extend(all.iter().filter(|p| p.ppid == Some(parent)));
                 i += 1;
             }
             tree
         }
 
-        fn process(&mut self, pid: i32) -> Option<ProcSample> {
+        fn process(&mut self, pid: Pid) -> Option<ProcSample> {
             self.0.lock().iter().find(|p| p.pid == pid).copied()
         }
 
-        fn runnable(&mut self, pid: i32) -> Option<RunState> {
+        fn runnable(&mut self, pid: Pid) -> Option<RunState> {
             self.1.lock().get(&pid).copied()
         }
 
-        fn moved_bytes(&mut self, pid: i32) -> Option<u64> {
+        fn moved_bytes(&mut self, pid: Pid) -> Option<u64> {
             self.2.lock().get(&pid).map(|m| m.0)
         }
 
-        fn reaped_moved_bytes(&mut self, pid: i32) -> Option<u64> {
+        fn reaped_moved_bytes(&mut self, pid: Pid) -> Option<u64> {
             self.2.lock().get(&pid).map(|m| m.1)
         }
     }
 
-    fn p(pid: i32, ppid: i32, start: u64, cpu_ms: u64, child_ms: u64) -> ProcSample {
+    /// The pid `n` (a made-up process of the table).
+    fn pid(n: u32) -> Pid {
+        Pid::new(n).expect("a pid")
+    }
+
+    fn p(n: u32, ppid: u32, start: u64, cpu_ms: u64, child_ms: u64) -> ProcSample {
         ProcSample {
-            pid,
-            ppid,
-            pgrp: 100,
+            pid: pid(n),
+            ppid: Pid::new(ppid),
+            pgrp: Pid::new(100),
             start_time: start,
             cpu: Duration::from_millis(cpu_ms),
             child_cpu: Duration::from_millis(child_ms),
@@ -1007,7 +1022,7 @@ mod tests {
     }
 
     fn observer(table: &Table, config: ChildWatchConfig) -> DescendantObserver {
-        DescendantObserver::with_source(100, &config, Box::new(table.clone()))
+        DescendantObserver::with_source(pid(100), &config, Box::new(table.clone()))
     }
 
     const SEC: Duration = Duration::from_secs(1);
@@ -1122,15 +1137,15 @@ mod tests {
             total: Some(Duration::from_millis(5)),
             at: Some(t0 + Duration::from_millis(ms)),
         };
-        table.1.lock().insert(200, real(0));
+        table.1.lock().insert(pid(200), real(0));
         assert!(!obs.sample(t0).active, "baseline");
-        table.1.lock().insert(200, real(1));
+        table.1.lock().insert(pid(200), real(1));
         assert!(!obs.sample(t0 + Duration::from_secs(49)).active);
-        table.1.lock().insert(200, real(2));
+        table.1.lock().insert(pid(200), real(2));
         assert!(!obs.sample(t0 + Duration::from_secs(98)).active);
         // Runnable at every look for 300 ms of real time: working, whatever the session's
         // clock says.
-        table.1.lock().insert(200, real(302));
+        table.1.lock().insert(pid(200), real(302));
         assert!(obs.sample(t0 + Duration::from_secs(98)).active);
     }
 
@@ -1157,7 +1172,7 @@ mod tests {
         table.set(&[p(100, 1, 1, 0, 0)]);
         table.set_runnable(100, 1000);
         obs.sample(t0 + SEC * 3);
-        assert!(!obs.runnable.contains_key(&200));
+        assert!(!obs.runnable.contains_key(&pid(200)));
     }
 
     #[test]
@@ -1270,7 +1285,7 @@ mod tests {
         // And the reused pid outside the tree is never mistaken for the old identity.
         table.set(&[p(100, 1, 1, 0, 0), p(200, 1, 8, 0, 0)]);
         obs.sample(t0 + 2 * SEC);
-        assert!(obs.outside_group(100).is_empty());
+        assert!(obs.outside_group(pid(100)).is_empty());
     }
 
     #[test]
@@ -1282,23 +1297,23 @@ mod tests {
         obs.sample(t0);
         // 200 calls setsid and is re-parented to init, then burns CPU.
         let mut escaped = p(200, 1, 2, 5000, 0);
-        escaped.pgrp = 200;
+        escaped.pgrp = Some(pid(200));
         table.set(&[p(100, 1, 1, 0, 0), escaped]);
         let s = obs.sample(t0 + SEC);
         assert!(!s.active);
         assert_eq!(s.escapees, 1);
         assert_eq!(s.descendants, 0);
         assert_eq!(
-            obs.outside_group(100),
+            obs.outside_group(pid(100)),
             vec![Identity {
-                pid: 200,
+                pid: pid(200),
                 start_time: 2
             }]
         );
         // It dies: forgotten.
         table.set(&[p(100, 1, 1, 0, 0)]);
         obs.sample(t0 + 2 * SEC);
-        assert!(obs.outside_group(100).is_empty());
+        assert!(obs.outside_group(pid(100)).is_empty());
     }
 
     #[test]
@@ -1359,11 +1374,11 @@ mod tests {
             &mut line,
         )
         .unwrap();
-        let root = child.id() as i32;
+        let root = Pid::of(&child);
         let mut procfs = ProcFs::new();
         let mut sys = Sysinfo::new();
-        let mut a: Vec<i32> = procfs.tree(root).iter().map(|p| p.pid).collect();
-        let mut b: Vec<i32> = sys.tree(root).iter().map(|p| p.pid).collect();
+        let mut a: Vec<Pid> = procfs.tree(root).iter().map(|p| p.pid).collect();
+        let mut b: Vec<Pid> = sys.tree(root).iter().map(|p| p.pid).collect();
         a.sort_unstable();
         b.sort_unstable();
         assert_eq!(a.len(), 3, "{a:?}");
@@ -1393,7 +1408,7 @@ mod tests {
             let waited = Some(Duration::from_millis(*waits.lock()));
             reader.lock().map(|(ms, members)| {
                 // Pids that stand for members: the root, then made-up others.
-                let members = (0..members).map(|i| 1000 + i as i32).collect();
+                let members = (1000..).take(members).map(pid).collect();
                 CgroupReading {
                     usage: Duration::from_millis(ms),
                     members,
@@ -1488,7 +1503,7 @@ mod tests {
         assert_eq!(crate::process::sys::parse_moved_bytes(io), Some(4216));
         assert_eq!(crate::process::sys::parse_moved_bytes("rchar: 1\n"), None);
         // This very process has written nothing by `write` perhaps, but the file reads.
-        assert!(crate::process::sys::read_moved_bytes(std::process::id() as i32).is_some());
+        assert!(crate::process::sys::read_moved_bytes(Pid::current()).is_some());
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
+use crate::Pid;
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))] // `sys` reads sockets on Linux
 use crate::process::sys::{self, TcpSocket};
 
@@ -37,7 +38,7 @@ pub(crate) trait SocketTable: Send {
     /// can go.
     fn begin(&mut self) {}
     /// Adds the inodes of the sockets `pid` holds.
-    fn inodes(&mut self, pid: i32, into: &mut Vec<u64>);
+    fn inodes(&mut self, pid: Pid, into: &mut Vec<u64>);
     /// The TCP sockets whose inode is in `wanted`; `known` are those found last time (with
     /// their kernel keys, so that they can be asked for one by one).
     fn tcp(
@@ -73,7 +74,7 @@ struct Probe(sys::runprobe::RunProbe);
 #[cfg(target_os = "linux")]
 impl Probe {
     /// The probe of `pid`, if the process's budget allows one and it opens.
-    fn open(pid: i32) -> Option<Probe> {
+    fn open(pid: Pid) -> Option<Probe> {
         use std::sync::atomic::Ordering::Relaxed;
         if PROBES_OPEN.fetch_add(1, Relaxed) >= PROBED_IN_PROCESS {
             PROBES_OPEN.fetch_sub(1, Relaxed);
@@ -136,7 +137,7 @@ fn shared_diag() -> io::Result<std::sync::Arc<crate::sync::Mutex<sys::sockdiag::
 #[derive(Debug)]
 pub(crate) struct Kernel {
     diag: std::sync::Arc<crate::sync::Mutex<sys::sockdiag::SockDiag>>,
-    held: HashMap<i32, Held>,
+    held: HashMap<Pid, Held>,
     /// The sample under way (to forget processes no longer asked for).
     generation: u64,
     /// `/proc/PID/fd` walks done (for the tests).
@@ -191,7 +192,7 @@ impl Held {
     /// Reads the links of `pid`; `before` is its run time read before. The walk stands for
     /// later samples only when the process is single-threaded, counted after `before` was
     /// read (a thread made since is a run since).
-    fn walk(&mut self, pid: i32, before: Option<u64>) {
+    fn walk(&mut self, pid: Pid, before: Option<u64>) {
         self.inodes.clear();
         let inodes = &mut self.inodes;
         let mut add = |_, target: &[u8]| {
@@ -231,7 +232,7 @@ impl SocketTable for Kernel {
         self.generation += 1;
     }
 
-    fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
+    fn inodes(&mut self, pid: Pid, into: &mut Vec<u64>) {
         let generation = self.generation;
         let open = |allowed: bool| allowed.then(|| Probe::open(pid)).flatten();
         if !self.held.contains_key(&pid) {
@@ -307,12 +308,13 @@ pub struct NetworkSample {
 /// use std::io::{Read, Write};
 /// use std::net::{TcpListener, TcpStream};
 /// use std::time::Instant;
+/// use quietus::Pid;
 /// use quietus::sources::NetworkObserver;
 ///
 /// let listener = TcpListener::bind("127.0.0.1:0")?;
 /// let mut client = TcpStream::connect(listener.local_addr()?)?;
 /// let (mut server, _) = listener.accept()?;
-/// let me = [std::process::id()];
+/// let me = [Pid::current()];
 /// let mut observer = NetworkObserver::open()?;
 /// observer.sample(Instant::now(), &me); // the baseline
 /// server.write_all(&[7; 4096])?;
@@ -382,33 +384,7 @@ impl NetworkObserver {
 
     /// Samples the TCP sockets the processes `pids` hold, at `now` (the caller's clock). The
     /// first sample is a baseline and never active.
-    pub fn sample(&mut self, now: Instant, pids: &[u32]) -> NetworkSample {
-        let pids: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
-        self.sample_pids(now, &pids)
-    }
-
-    pub(crate) fn with_table(table: Box<dyn SocketTable>) -> NetworkObserver {
-        NetworkObserver {
-            table,
-            known: HashMap::new(),
-            not_tcp: HashMap::new(),
-            sampled: false,
-            window: VecDeque::new(),
-            held: Vec::new(),
-            wanted: HashSet::new(),
-            found: HashMap::new(),
-            last: NetworkSample::default(),
-            failed: None,
-        }
-    }
-
-    /// The peer of the TCP socket `inode`, as last sampled.
-    pub(crate) fn peer(&self, inode: u64) -> Option<std::net::SocketAddr> {
-        self.known.get(&inode).map(|s| s.peer)
-    }
-
-    /// [`sample`](Self::sample) with the pids as the process layer has them.
-    pub(crate) fn sample_pids(&mut self, now: Instant, pids: &[i32]) -> NetworkSample {
+    pub fn sample(&mut self, now: Instant, pids: &[Pid]) -> NetworkSample {
         self.held.clear();
         self.table.begin();
         for &pid in pids {
@@ -442,6 +418,25 @@ impl NetworkObserver {
         };
         self.sampled = true;
         self.last
+    }
+    pub(crate) fn with_table(table: Box<dyn SocketTable>) -> NetworkObserver {
+        NetworkObserver {
+            table,
+            known: HashMap::new(),
+            not_tcp: HashMap::new(),
+            sampled: false,
+            window: VecDeque::new(),
+            held: Vec::new(),
+            wanted: HashSet::new(),
+            found: HashMap::new(),
+            last: NetworkSample::default(),
+            failed: None,
+        }
+    }
+
+    /// The peer of the TCP socket `inode`, as last sampled.
+    pub(crate) fn peer(&self, inode: u64) -> Option<std::net::SocketAddr> {
+        self.known.get(&inode).map(|s| s.peer)
     }
 
     /// The bytes moved since the last sample; `known` becomes what was found now.
@@ -493,16 +488,25 @@ mod tests {
     use crate::sync::Mutex;
     use std::net::SocketAddr;
 
+    /// The pids numbered `numbers` (a script's made-up processes).
+    fn pids(numbers: &[u32]) -> Vec<Pid> {
+        numbers
+            .iter()
+            .map(|n| Pid::new(*n).expect("a pid"))
+            .collect()
+    }
+
     /// A scripted table: sockets held by pid, and the TCP ones' counters.
     #[derive(Clone, Default)]
     struct Script {
-        held: Arc<Mutex<HashMap<i32, Vec<u64>>>>,
+        held: Arc<Mutex<HashMap<Pid, Vec<u64>>>>,
         tcp: Arc<Mutex<HashMap<u64, (u64, u64)>>>,
         dumps: Arc<Mutex<usize>>,
     }
 
     impl Script {
-        fn hold(&self, pid: i32, inodes: &[u64]) {
+        fn hold(&self, pid: u32, inodes: &[u64]) {
+            let pid = Pid::new(pid).expect("a pid");
             self.held.lock().insert(pid, inodes.to_vec());
         }
         fn tcp(&self, inode: u64, received: u64, acked: u64) {
@@ -511,7 +515,7 @@ mod tests {
     }
 
     impl SocketTable for Script {
-        fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
+        fn inodes(&mut self, pid: Pid, into: &mut Vec<u64>) {
             into.extend(self.held.lock().get(&pid).cloned().unwrap_or_default());
         }
         fn tcp(
@@ -552,16 +556,16 @@ mod tests {
         let t0 = Instant::now();
         script.hold(1, &[10]);
         script.tcp(10, 50_000, 0);
-        assert!(!obs.sample_pids(t0, &[1]).active, "baseline");
+        assert!(!obs.sample(t0, &pids(&[1])).active, "baseline");
         // Open but silent: not activity, however long.
         for i in 1..=20 {
-            let s = obs.sample_pids(t0 + 500 * MS * i, &[1]);
+            let s = obs.sample(t0 + 500 * MS * i, &pids(&[1]));
             assert!(!s.active);
             assert_eq!((s.sockets, s.bytes), (1, 0));
         }
         // 4 KiB received: activity.
         script.tcp(10, 54_096, 0);
-        let s = obs.sample_pids(t0 + 11_000 * MS, &[1]);
+        let s = obs.sample(t0 + 11_000 * MS, &pids(&[1]));
         assert!(s.active);
         assert_eq!(s.bytes, 4096);
     }
@@ -572,15 +576,18 @@ mod tests {
         let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
         let t0 = Instant::now();
         script.hold(1, &[]);
-        obs.sample_pids(t0, &[1, 2]);
+        obs.sample(t0, &pids(&[1, 2]));
         // The grandchild (pid 2) opened a connection and sent 2 KiB since.
         script.hold(2, &[20]);
         script.tcp(20, 0, 2048);
-        let s = obs.sample_pids(t0 + 200 * MS, &[1, 2]);
+        let s = obs.sample(t0 + 200 * MS, &pids(&[1, 2]));
         assert!(s.active);
         assert_eq!(s.bytes, 2048);
         script.tcp(20, 0, 4096);
-        assert!(obs.sample_pids(t0 + 400 * MS, &[1, 2]).active, "uploading");
+        assert!(
+            obs.sample(t0 + 400 * MS, &pids(&[1, 2])).active,
+            "uploading"
+        );
     }
 
     #[test]
@@ -590,7 +597,7 @@ mod tests {
         let t0 = Instant::now();
         script.hold(1, &[10]);
         script.tcp(10, 0, 0);
-        obs.sample_pids(t0, &[1]);
+        obs.sample(t0, &pids(&[1]));
         // A 100-byte ping each way every 15 s, sampled every second for 5 minutes.
         let mut total = 0;
         for s in 1..=300u32 {
@@ -598,18 +605,21 @@ mod tests {
                 total += 100;
             }
             script.tcp(10, total, total);
-            assert!(!obs.sample_pids(t0 + 1000 * MS * s, &[1]).active, "at {s}");
+            assert!(
+                !obs.sample(t0 + 1000 * MS * s, &pids(&[1])).active,
+                "at {s}"
+            );
         }
         // A trickle of 300 bytes a second adds up within the window...
         let mut active = false;
         for s in 301..=310u32 {
             total += 150;
             script.tcp(10, total, total);
-            active |= obs.sample_pids(t0 + 1000 * MS * s, &[1]).active;
+            active |= obs.sample(t0 + 1000 * MS * s, &pids(&[1])).active;
         }
         assert!(active);
         // ...but once it stops, the window's old bytes make no sample active.
-        assert!(!obs.sample_pids(t0 + 1000 * MS * 311, &[1]).active);
+        assert!(!obs.sample(t0 + 1000 * MS * 311, &pids(&[1])).active);
     }
 
     #[test]
@@ -618,19 +628,19 @@ mod tests {
         let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
         let t0 = Instant::now();
         for i in 0..10 {
-            obs.sample_pids(t0 + 100 * MS * i, &[1]);
+            obs.sample(t0 + 100 * MS * i, &pids(&[1]));
         }
         assert_eq!(*script.dumps.lock(), 0, "the tree holds no socket");
         script.hold(1, &[30]); // a Unix socket: never in a TCP dump
         for i in 10..40 {
-            obs.sample_pids(t0 + 100 * MS * i, &[1]);
+            obs.sample(t0 + 100 * MS * i, &pids(&[1]));
         }
         // Looked for at 1 s and 1.1 s (missing once could be a TCP socket not yet connected),
         // then again once RECHECK has passed (6.1 s); not at every sample.
         assert_eq!(*script.dumps.lock(), 2);
-        obs.sample_pids(t0 + 100 * MS * 60, &[1]);
+        obs.sample(t0 + 100 * MS * 60, &pids(&[1]));
         assert_eq!(*script.dumps.lock(), 2);
-        obs.sample_pids(t0 + 100 * MS * 62, &[1]);
+        obs.sample(t0 + 100 * MS * 62, &pids(&[1]));
         assert_eq!(*script.dumps.lock(), 3);
     }
 
@@ -642,13 +652,13 @@ mod tests {
         let mut obs = NetworkObserver::with_table(Box::new(script.clone()));
         let t0 = Instant::now();
         script.hold(1, &[40]);
-        obs.sample_pids(t0, &[1]); // not connected yet: in no dump
+        obs.sample(t0, &pids(&[1])); // not connected yet: in no dump
         script.tcp(40, 0, 4096);
-        let s = obs.sample_pids(t0 + 500 * MS, &[1]);
+        let s = obs.sample(t0 + 500 * MS, &pids(&[1]));
         assert!(s.active, "sent 4 KiB once connected");
         assert_eq!(s.bytes, 4096);
         script.tcp(40, 0, 8192);
-        assert!(obs.sample_pids(t0 + 1000 * MS, &[1]).active);
+        assert!(obs.sample(t0 + 1000 * MS, &pids(&[1])).active);
     }
 
     #[test]
@@ -658,16 +668,16 @@ mod tests {
         let t0 = Instant::now();
         script.hold(1, &[10]);
         script.tcp(10, 9000, 9000);
-        obs.sample_pids(t0, &[1]);
+        obs.sample(t0, &pids(&[1]));
         script.hold(1, &[]);
-        let s = obs.sample_pids(t0 + 100 * MS, &[1]);
+        let s = obs.sample(t0 + 100 * MS, &pids(&[1]));
         assert_eq!((s.sockets, s.bytes, s.active), (0, 0, false));
         // A reused inode with smaller counters: a new socket, counted whole.
         script.hold(1, &[10]);
         script.tcp(10, 10, 0);
-        assert_eq!(obs.sample_pids(t0 + 200 * MS, &[1]).bytes, 10);
+        assert_eq!(obs.sample(t0 + 200 * MS, &pids(&[1])).bytes, 10);
         script.tcp(10, 5, 0);
-        assert_eq!(obs.sample_pids(t0 + 300 * MS, &[1]).bytes, 0);
+        assert_eq!(obs.sample(t0 + 300 * MS, &pids(&[1])).bytes, 0);
     }
 }
 
@@ -690,7 +700,7 @@ mod kernel_tests {
         fn begin(&mut self) {
             self.0.lock().begin();
         }
-        fn inodes(&mut self, pid: i32, into: &mut Vec<u64>) {
+        fn inodes(&mut self, pid: Pid, into: &mut Vec<u64>) {
             self.0.lock().inodes(pid, into);
         }
         fn tcp(
@@ -734,8 +744,8 @@ mod kernel_tests {
         fn say(&mut self, line: &str) {
             writeln!(self.stdin, "{line}").expect("tell bash");
         }
-        fn pid(&self) -> i32 {
-            self.child.id() as i32
+        fn pid(&self) -> Pid {
+            Pid::of(&self.child)
         }
     }
 
@@ -765,7 +775,7 @@ mod kernel_tests {
     }
 
     /// Waits until process `pid` sleeps (its state `S`), for 20 s at most.
-    fn wait_asleep(pid: i32) {
+    fn wait_asleep(pid: Pid) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -789,11 +799,11 @@ mod kernel_tests {
 
     /// Samples until one walks no process (all of them asleep since their last walk); fails
     /// after 10 s of samples that all walked.
-    fn settle(obs: &mut NetworkObserver, kernel: &Mutex<Kernel>, pids: &[i32]) -> NetworkSample {
+    fn settle(obs: &mut NetworkObserver, kernel: &Mutex<Kernel>, pids: &[Pid]) -> NetworkSample {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let walks = kernel.lock().walks;
-            let sample = obs.sample_pids(Instant::now(), pids);
+            let sample = obs.sample(Instant::now(), pids);
             if kernel.lock().walks == walks {
                 return sample;
             }
@@ -814,13 +824,13 @@ mod kernel_tests {
         let mut server = accept(&listener);
         let (mut obs, kernel) = observer();
         let pids = [holder.pid()];
-        obs.sample_pids(Instant::now(), &pids);
+        obs.sample(Instant::now(), &pids);
         let sample = settle(&mut obs, &kernel, &pids);
         assert_eq!(sample.sockets, 1, "the kept walk still has the socket");
         // Bytes on a socket of a process that does not run: still asked for, still counted.
         server.write_all(&[1; 4096]).unwrap();
         let walks = kernel.lock().walks;
-        let sample = obs.sample_pids(Instant::now(), &pids);
+        let sample = obs.sample(Instant::now(), &pids);
         assert!(sample.active && sample.bytes >= 4096, "{sample:?}");
         assert_eq!(
             kernel.lock().walks,
@@ -843,7 +853,7 @@ mod kernel_tests {
         let _first = accept(&listener);
         let (mut obs, kernel) = observer();
         let pids = [holder.pid()];
-        obs.sample_pids(Instant::now(), &pids);
+        obs.sample(Instant::now(), &pids);
         settle(&mut obs, &kernel, &pids);
         let before: Vec<u64> = obs.known.keys().copied().collect();
         // The same number of descriptors, fd 3 a new socket now.
@@ -852,7 +862,7 @@ mod kernel_tests {
         let mut second = accept(&listener);
         second.write_all(&[2; 4096]).unwrap();
         wait_asleep(holder.pid()); // in `read` again: off the CPU, as if it had never run
-        let sample = obs.sample_pids(Instant::now(), &pids);
+        let sample = obs.sample(Instant::now(), &pids);
         let after: Vec<u64> = obs.known.keys().copied().collect();
         assert_eq!(sample.sockets, 1);
         assert_ne!(before, after, "the new socket, not the closed one");
@@ -870,17 +880,17 @@ mod kernel_tests {
              read -r line' $1 <&0 & echo $!; wait",
             port,
         );
-        let grandchild: i32 = holder.line().parse().expect("the grandchild's pid");
+        let grandchild = Pid::parse(&holder.line()).expect("the grandchild's pid");
         let (mut obs, kernel) = observer();
         let pids = [holder.pid(), grandchild];
-        obs.sample_pids(Instant::now(), &pids);
+        obs.sample(Instant::now(), &pids);
         assert_eq!(settle(&mut obs, &kernel, &pids).sockets, 0);
         holder.say("go");
         assert_eq!(holder.line(), "connected");
         let mut server = accept(&listener);
         server.write_all(&[3; 4096]).unwrap();
         wait_asleep(grandchild);
-        let sample = obs.sample_pids(Instant::now(), &pids);
+        let sample = obs.sample(Instant::now(), &pids);
         assert_eq!(sample.sockets, 1, "{sample:?}");
         assert!(sample.active && sample.bytes >= 4096, "{sample:?}");
         holder.say("done");
@@ -893,11 +903,11 @@ mod kernel_tests {
         let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let _server = accept(&listener);
         let (mut obs, kernel) = observer();
-        let me = [std::process::id() as i32];
+        let me = [Pid::current()];
         let parked = std::thread::spawn(|| std::thread::park_timeout(Duration::from_secs(5)));
         for _ in 0..5 {
             let walks = kernel.lock().walks;
-            assert!(obs.sample_pids(Instant::now(), &me).sockets >= 2);
+            assert!(obs.sample(Instant::now(), &me).sockets >= 2);
             assert_eq!(kernel.lock().walks, walks + 1);
         }
         parked.thread().unpark();
@@ -920,7 +930,7 @@ mod kernel_tests {
         let pids = [holder.pid()];
         for _ in 0..50 {
             let walks = kernel.lock().walks;
-            assert_eq!(obs.sample_pids(Instant::now(), &pids).sockets, 1);
+            assert_eq!(obs.sample(Instant::now(), &pids).sockets, 1);
             assert_eq!(kernel.lock().walks, walks + 1);
         }
     }
@@ -928,12 +938,12 @@ mod kernel_tests {
     #[test]
     fn processes_no_longer_asked_for_are_forgotten() {
         let (mut obs, kernel) = observer();
-        let me = std::process::id() as i32;
-        obs.sample_pids(Instant::now(), &[me, 1]);
+        let me = Pid::current();
+        obs.sample(Instant::now(), &[me, Pid::new(1).expect("init")]);
         assert_eq!(kernel.lock().held.len(), 2);
         // Gone by the next sample after the first without it.
-        obs.sample_pids(Instant::now(), &[me]);
-        obs.sample_pids(Instant::now(), &[me]);
+        obs.sample(Instant::now(), &[me]);
+        obs.sample(Instant::now(), &[me]);
         assert_eq!(kernel.lock().held.len(), 1);
     }
 }

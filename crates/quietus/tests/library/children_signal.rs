@@ -97,7 +97,8 @@ fn work_done_and_reaped_between_two_samples_is_credited() {
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
-    let mut observer = DescendantObserver::new(child.id(), &ChildWatchConfig::default());
+    let mut observer =
+        DescendantObserver::new(quietus::Pid::of(&child), &ChildWatchConfig::default());
     let t0 = Instant::now();
     let baseline = observer.sample(t0);
     assert_eq!(baseline.descendants, 0);

@@ -140,7 +140,7 @@ fn kept_sleeper_survives_and_wait_still_returns_promptly() {
         sleeper.cmdline.starts_with("sleep"),
         "expected the sleeper: {sleeper:?}"
     );
-    assert_ne!(sleeper.pid, result.pid);
+    assert_ne!(sleeper.pid, result.pid.get());
 
     // Our own cleanup: this pid carries our marker, so it is ours to kill.
     let status = Command::new("kill")

@@ -156,7 +156,7 @@ fn ctrl_c_reaches_a_job_a_shell_moved_to_another_group() {
         .expect("bash can be spawned on a terminal");
     buf.wait_for("ready");
     // The job has its own group, in the foreground: wait for it.
-    let pid = session.pid() as i32;
+    let pid = i64::from(session.pid().get());
     assert!(
         poll_until(GENEROUS, || foreground_group_of(session.pid())
             .is_some_and(|g| g != pid)),
@@ -174,7 +174,7 @@ fn ctrl_c_reaches_a_job_a_shell_moved_to_another_group() {
 
 /// The terminal's foreground process group as the child's `/proc/<pid>/stat` shows it
 /// (`tpgid`, the 8th field).
-fn foreground_group_of(pid: u32) -> Option<i32> {
+fn foreground_group_of(pid: quietus::Pid) -> Option<i64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(5)?.parse().ok()

@@ -32,6 +32,7 @@ use super::ladder::{Ladder, signal_leader};
 use super::port::{Memory, Port};
 use super::rules::Rules;
 use super::tap::{Tap, stream_index};
+use crate::Pid;
 use crate::activity::ActivityBoard;
 use crate::clock::Clock;
 use crate::config::{KillStep, MonitorConfig};
@@ -125,7 +126,7 @@ impl Files {
 /// the operating system.
 pub(super) struct Monitor<P: Port> {
     pub(super) id: u64,
-    pub(super) pid: i32,
+    pub(super) pid: Pid,
     pub(super) config: MonitorConfig,
     pub(super) clock: Clock,
     pub(super) board: Arc<ActivityBoard>,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 
 use super::phase::{End, LadderRecord};
+use crate::Pid;
 use crate::contract::{SessionState, Shared};
 use crate::outcome::LogFile;
 use crate::outcome::{
@@ -22,7 +23,7 @@ use super::super::port::Memory;
 #[derive(Clone)]
 pub(in crate::monitor) struct Facts {
     /// The leader's pid.
-    pub(in crate::monitor) pid: u32,
+    pub(in crate::monitor) pid: Pid,
     /// How the tree is held.
     pub(in crate::monitor) containment: TreeHold,
 }

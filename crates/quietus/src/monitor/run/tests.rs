@@ -22,6 +22,7 @@ use super::super::tap::{StreamSlot, Tap};
 use super::phase::{Drain, Move, Phase};
 use super::result::{DoneGuard, Facts};
 use super::{Files, LeaderState, Monitor, Timing};
+use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::clock::{Clock, MockClock};
 use crate::config::{KillLadder, KillStep, MonitorConfig};
@@ -35,15 +36,23 @@ use crate::signal::Signal;
 use crate::sources::children::{ChildrenSample, Identity};
 use crate::stream::Stream;
 
-const LEADER: i32 = 4242;
+/// The pid `n` (a made-up process of the scripted world).
+const fn pid(n: u32) -> Pid {
+    match Pid::new(n) {
+        Some(pid) => pid,
+        None => panic!("not a pid"),
+    }
+}
+
+const LEADER: Pid = pid(4242);
 /// More sleeps than any run here needs: a loop that does not end fails instead of hanging.
 const MAX_SLEEPS: usize = 10_000;
 
 /// A signal the monitor sent, and to what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
-    Group(i32, i32),
-    Pid(i32, i32),
+    Group(Pid, i32),
+    Pid(Pid, i32),
 }
 
 /// The scripted process table, and what the monitor asked of it.
@@ -60,7 +69,7 @@ struct World {
     /// Signals that end the leader and every member of its group.
     dies_on: Vec<i32>,
     /// Live members of the leader's group other than the leader.
-    members: Vec<i32>,
+    members: Vec<Pid>,
     /// The descendants are observed; their CPU moves until this instant.
     observed: bool,
     busy_until: Option<Instant>,
@@ -101,7 +110,7 @@ struct FakePort {
 }
 
 impl ProcessLayer for FakePort {
-    fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()> {
+    fn signal_group(&mut self, pgid: Pid, signal: Signal) -> io::Result<()> {
         let signal = signal.number();
         self.world
             .borrow_mut()
@@ -109,7 +118,7 @@ impl ProcessLayer for FakePort {
         Ok(())
     }
 
-    fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()> {
+    fn signal_pid(&mut self, pid: Pid, signal: Signal) -> io::Result<()> {
         let signal = signal.number();
         self.world
             .borrow_mut()
@@ -137,7 +146,7 @@ impl ProcessLayer for FakePort {
         None
     }
 
-    fn group_members(&mut self, _pgid: i32, except: i32) -> Option<Vec<i32>> {
+    fn group_members(&mut self, _pgid: Pid, except: Pid) -> Option<Vec<Pid>> {
         let world = self.world.borrow();
         Some(
             world
@@ -155,20 +164,20 @@ impl ProcessLayer for FakePort {
 
     fn sample(&mut self, _now: Instant) {}
 
-    fn escapees(&mut self, _pgid: i32) -> Vec<Identity> {
+    fn escapees(&mut self, _pgid: Pid) -> Vec<Identity> {
         Vec::new()
     }
 
-    fn process_group_of(&mut self, pid: i32) -> Option<i32> {
+    fn process_group_of(&mut self, pid: Pid) -> Option<Pid> {
         Some(pid)
     }
 
-    fn own_group(&mut self) -> i32 {
-        77
+    fn own_group(&mut self) -> Option<Pid> {
+        Some(pid(77))
     }
 
-    fn own_pid(&self) -> i32 {
-        78
+    fn own_pid(&self) -> Pid {
+        pid(78)
     }
 }
 
@@ -263,7 +272,7 @@ impl Port for FakePort {
             .unwrap_or_else(|| diagnosis(StallKind::Sleeping))
     }
 
-    fn read_count(&self, _pid: u32) -> Option<u64> {
+    fn read_count(&self, _pid: Pid) -> Option<u64> {
         Some(7)
     }
 
@@ -299,7 +308,7 @@ fn diagnosis(kind: StallKind) -> Diagnosis {
         kind,
         summary: format!("{kind:?}"),
         processes: vec![ProcessDiagnosis {
-            pid: LEADER as u32,
+            pid: LEADER,
             name: "agent".to_owned(),
             state: "sleeping",
             wchan: None,
@@ -390,7 +399,7 @@ fn new_rig(config: MonitorConfig, world: World) -> Rig {
     let killed = Arc::new(AtomicBool::new(false));
     let kill = killed.clone();
     let facts = Facts {
-        pid: LEADER as u32,
+        pid: LEADER,
         containment: TreeHold::Group {
             why_not_cgroup: None,
             supervisor_death: crate::outcome::SupervisorDeath::Nothing,
@@ -698,7 +707,7 @@ fn a_tree_waiting_on_input_is_ended_after_the_input_wait_timeout() {
     let Outcome::InputWait(wait) = &ran.result.outcome else {
         panic!("{:?}", ran.result.outcome);
     };
-    assert_eq!(wait.pid, LEADER as u32);
+    assert_eq!(wait.pid, LEADER);
     assert!(wait.waited >= secs(2), "{:?}", wait.waited);
     // Looks start after 1 s of quiet; the end comes at most 250 ms past the timeout.
     assert!(
@@ -806,7 +815,7 @@ fn descendants_lingering_after_the_leaders_exit_are_ended() {
     {
         let mut world = rig.world.borrow_mut();
         world.exit_at = Some(rig.origin() + secs(5));
-        world.members = vec![5001, 5002];
+        world.members = vec![pid(5001), pid(5002)];
     }
     let ran = rig.run();
     assert_eq!(ran.result.outcome, Outcome::Exited);
@@ -827,7 +836,7 @@ fn descendants_lingering_are_left_alone_when_the_caller_keeps_them() {
     {
         let mut world = rig.world.borrow_mut();
         world.exit_at = Some(rig.origin() + secs(5));
-        world.members = vec![5001, 5002];
+        world.members = vec![pid(5001), pid(5002)];
     }
     let ran = rig.run();
     assert_eq!(ran.result.outcome, Outcome::Exited);
@@ -1006,7 +1015,7 @@ fn a_failing_monitor_still_publishes_a_result_and_ends_the_session() {
     assert_eq!(result.outcome, Outcome::Terminated { forced: true });
     assert!(result.termination_unproven);
     assert_eq!(result.signals_sent, [Signal::KILL]);
-    assert_eq!(result.pid, LEADER as u32);
+    assert_eq!(result.pid, LEADER);
     assert!(!result.output_complete);
 }
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::super::Wake;
 use super::super::port::Port;
 use super::{Files, Monitor, Next};
+use crate::Pid;
 use crate::activity::{ActivitySource, BoardReading};
 use crate::events::Event;
 use crate::outcome::{HumanDuration, Outcome, StaleReport};
@@ -305,7 +306,7 @@ impl<P: Port> Monitor<P> {
 }
 
 /// The log line of an input wait of the tree of `pid`: noticed, or `ending` it.
-fn input_wait_line(pid: i32, wait: &crate::diagnosis::InputWait, ending: bool) -> String {
+fn input_wait_line(pid: Pid, wait: &crate::diagnosis::InputWait, ending: bool) -> String {
     let what = format!("{} (pid {}) reads {}", wait.name, wait.pid, wait.target);
     let waited = HumanDuration(wait.waited);
     if ending {

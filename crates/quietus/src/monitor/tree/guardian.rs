@@ -1,6 +1,7 @@
 //! The guardian strategy: the session's tree is told to the process's guardian (one per
 //! supervising process, `process::guardian`), which ends it if this process dies.
 
+use crate::Pid;
 use crate::config::MonitorConfig;
 use crate::outcome::SupervisorDeath;
 use crate::process;
@@ -12,7 +13,7 @@ use crate::process::guardian::GuardianUnavailable;
 pub(super) fn start_guardian(
     config: &MonitorConfig,
     id: u64,
-    pid: Option<u32>,
+    pid: Option<Pid>,
     cgroup: Option<&std::path::Path>,
 ) -> Place {
     if !config.parent_death_signal {
@@ -55,7 +56,7 @@ pub(in crate::monitor) struct Guarded {
 pub(in crate::monitor) fn guard_tree(
     config: &MonitorConfig,
     id: u64,
-    pid: i32,
+    pid: Pid,
     gone: impl FnOnce() -> bool,
     early: Place,
 ) -> Guarded {
@@ -68,7 +69,7 @@ pub(in crate::monitor) fn guard_tree(
                 tree_gone: true,
             };
         }
-        Place::Untaken => start_guardian(config, id, Some(pid.unsigned_abs()), None),
+        Place::Untaken => start_guardian(config, id, Some(pid), None),
         early => early, // in a cgroup: told before the program started
     };
     let guardian = match place {

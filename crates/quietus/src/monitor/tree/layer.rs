@@ -10,6 +10,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::Pid;
 #[cfg(target_os = "linux")]
 use crate::monitor::SESSION_TAG;
 use crate::process::{self, sys};
@@ -21,9 +22,9 @@ use crate::sources::children::{DescendantObserver, Identity};
 /// `ProcessSource`.
 pub(in crate::monitor) trait ProcessLayer {
     /// Sends `signal` to every member of process group `pgid`.
-    fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()>;
+    fn signal_group(&mut self, pgid: Pid, signal: Signal) -> io::Result<()>;
     /// Sends `signal` to the leader (by its pidfd where there is one).
-    fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()>;
+    fn signal_pid(&mut self, pid: Pid, signal: Signal) -> io::Result<()>;
     /// Sends `signal` to the remembered descendant `identity` if it is still that process
     /// (through a pidfd opened and checked against the identity: a reused pid is never hit).
     fn signal_escapee(&mut self, identity: Identity, signal: Signal) -> io::Result<()>;
@@ -37,20 +38,20 @@ pub(in crate::monitor) trait ProcessLayer {
     fn cgroup_populated(&mut self) -> Option<bool>;
     /// Live (not zombie) members of process group `pgid` other than `except`; `None` where
     /// the platform cannot enumerate them.
-    fn group_members(&mut self, pgid: i32, except: i32) -> Option<Vec<i32>>;
+    fn group_members(&mut self, pgid: Pid, except: Pid) -> Option<Vec<Pid>>;
     /// Whether the process `identity` (pid and start time) still lives.
     fn alive(&mut self, identity: Identity) -> bool;
     /// Looks at the tree again: who left the group since the last look.
     fn sample(&mut self, now: Instant);
     /// Remembered descendants outside process group `pgid` that still live (adopted orphans
     /// included), re-checked by identity.
-    fn escapees(&mut self, pgid: i32) -> Vec<Identity>;
+    fn escapees(&mut self, pgid: Pid) -> Vec<Identity>;
     /// The process group process `pid` belongs to now, if it can be read.
-    fn process_group_of(&mut self, pid: i32) -> Option<i32>;
+    fn process_group_of(&mut self, pid: Pid) -> Option<Pid>;
     /// The process group of this (supervising) process: never signalled.
-    fn own_group(&mut self) -> i32;
+    fn own_group(&mut self) -> Option<Pid>;
     /// This (supervising) process's pid: never signalled.
-    fn own_pid(&self) -> i32;
+    fn own_pid(&self) -> Pid;
 }
 
 /// The operating system's processes, seen through the session's descendant observer.
@@ -67,7 +68,7 @@ pub(in crate::monitor) struct OsProcesses {
     /// The session's cgroup, when it has one: then the tree is its members.
     pub(in crate::monitor) cgroup: Option<Arc<process::cgroup::Cgroup>>,
     /// The leader's pidfd, opened at the spawn (`None` on kernels without pidfds).
-    leader: Option<(i32, Arc<OwnedFd>)>,
+    leader: Option<(Pid, Arc<OwnedFd>)>,
     /// A pidfd per descendant signalled by pid, opened the first time and checked against its
     /// identity then (`None`: the process was gone, or the kernel has no pidfds).
     pidfds: HashMap<Identity, Option<OwnedFd>>,
@@ -96,7 +97,7 @@ impl OsProcesses {
     /// then).
     pub(in crate::monitor) fn hold(
         &mut self,
-        pid: i32,
+        pid: Pid,
         cgroup: Option<Arc<process::cgroup::Cgroup>>,
         pidfd: Option<Arc<OwnedFd>>,
     ) {
@@ -206,7 +207,7 @@ impl OsProcesses {
     /// leader's own session can, which for a terminal session is the leader's own tree and for
     /// a pipe session is the session this process runs in (its shell's other jobs). Such a
     /// stranger is still ended by an idle or hard timeout's ladder, which signals the group.
-    pub(in crate::monitor) fn leader_alone(&mut self, leader: i32) -> bool {
+    pub(in crate::monitor) fn leader_alone(&mut self, leader: Pid) -> bool {
         #[cfg(target_os = "linux")]
         {
             if !process::orphans::adopting() || self.children.is_none() {
@@ -225,11 +226,11 @@ impl OsProcesses {
 }
 
 impl ProcessLayer for OsProcesses {
-    fn signal_group(&mut self, pgid: i32, signal: Signal) -> io::Result<()> {
+    fn signal_group(&mut self, pgid: Pid, signal: Signal) -> io::Result<()> {
         sys::kill_group(pgid, signal.number())
     }
 
-    fn signal_pid(&mut self, pid: i32, signal: Signal) -> io::Result<()> {
+    fn signal_pid(&mut self, pid: Pid, signal: Signal) -> io::Result<()> {
         match &self.leader {
             Some((leader, fd)) if *leader == pid => sys::pidfd_signal(fd.as_fd(), signal.number()),
             _ => sys::kill_pid(pid, signal.number()),
@@ -272,7 +273,7 @@ impl ProcessLayer for OsProcesses {
         self.cgroup.as_ref()?.populated().ok()
     }
 
-    fn group_members(&mut self, pgid: i32, except: i32) -> Option<Vec<i32>> {
+    fn group_members(&mut self, pgid: Pid, except: Pid) -> Option<Vec<Pid>> {
         sys::group_members(pgid, except)
     }
 
@@ -289,7 +290,7 @@ impl ProcessLayer for OsProcesses {
     }
 
     /// Remembered descendants that left the group and still live (re-checked by identity).
-    fn escapees(&mut self, pgid: i32) -> Vec<Identity> {
+    fn escapees(&mut self, pgid: Pid) -> Vec<Identity> {
         self.collect_adopted();
         match self.children.as_mut() {
             Some(observer) => observer.outside_group(pgid),
@@ -297,15 +298,15 @@ impl ProcessLayer for OsProcesses {
         }
     }
 
-    fn process_group_of(&mut self, pid: i32) -> Option<i32> {
+    fn process_group_of(&mut self, pid: Pid) -> Option<Pid> {
         sys::process_group_of(pid)
     }
 
-    fn own_group(&mut self) -> i32 {
+    fn own_group(&mut self) -> Option<Pid> {
         sys::own_process_group()
     }
 
-    fn own_pid(&self) -> i32 {
-        std::process::id() as i32
+    fn own_pid(&self) -> Pid {
+        Pid::current()
     }
 }

@@ -165,8 +165,8 @@ fn spawn_leader(
         }
     };
     let pid = child.id();
-    process::orphans::spawned(pid as i32);
-    process::orphans::set_leader(id, pid as i32);
+    process::orphans::spawned(pid);
+    process::orphans::set_leader(id, pid);
     drop(gate);
     Ok((command, child))
 }

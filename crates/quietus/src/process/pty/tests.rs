@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::*;
+use crate::Pid;
 
 const MARKER_ENV: &str = "QUIETUS_TEST_MARKER";
 /// How long a handshake or an expected output may take on a loaded machine.
@@ -46,15 +47,15 @@ impl Marker {
     }
 
     /// Live (not zombie) processes other than this one carrying the marker.
-    fn pids(&self) -> Vec<(i32, String)> {
+    fn pids(&self) -> Vec<(Pid, String)> {
         let entry = format!("{MARKER_ENV}={}", self.0);
-        let own = std::process::id() as i32;
+        let own = Pid::current();
         let mut found = Vec::new();
         for dir in std::fs::read_dir("/proc")
             .expect("these tests need /proc")
             .flatten()
         {
-            let Some(pid) = dir.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            let Some(pid) = dir.file_name().to_str().and_then(Pid::parse) else {
                 continue;
             };
             if pid == own {
@@ -205,7 +206,7 @@ fn wait_exit(child: &mut Child) -> ExitStatus {
 }
 
 /// (session id, controlling tty number) from `/proc/<pid>/stat` fields 6 and 7.
-fn session_and_tty(pid: u32) -> (i32, i32) {
+fn session_and_tty(pid: Pid) -> (u32, i32) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("a live child");
     let rest = &stat[stat.rfind(')').expect("stat has a name") + 1..];
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
@@ -228,22 +229,22 @@ fn the_child_has_the_terminal_on_0_1_2_and_leads_its_own_session_and_group() {
     out.wait_for("ready");
     assert!(out.text().contains("all-three-tty"), "{:?}", out.text());
 
-    let pid = child.id();
-    let stat = sys::read_stat(pid as i32).expect("the live child");
-    assert_eq!(stat.pgrp, pid as i32, "its process group is its pid");
+    let pid = Pid::of(&child);
+    let stat = sys::read_stat(pid).expect("the live child");
+    assert_eq!(stat.pgrp, Some(pid), "its process group is its pid");
     let (session, tty) = session_and_tty(pid);
-    assert_eq!(session, pid as i32, "it leads a new session");
+    assert_eq!(session, pid.get(), "it leads a new session");
     assert_ne!(tty, 0, "it has a controlling terminal");
     assert_eq!(
         pty.foreground_group()
             .expect("the terminal's foreground group"),
-        pid as i32,
+        pid,
         "its group is the terminal's foreground group"
     );
     // Quietus's own session is untouched.
-    assert_ne!(session_and_tty(std::process::id()).0, session);
+    assert_ne!(session_and_tty(Pid::current()).0, session);
 
-    sys::kill_group(pid as i32, sys::SIGKILL).expect("our own child's group");
+    sys::kill_group(pid, sys::SIGKILL).expect("our own child's group");
     assert_eq!(wait_exit(&mut child).signal(), Some(sys::SIGKILL));
     out.wait_end();
     marker.assert_no_leak();
@@ -269,7 +270,7 @@ fn stty_size_shows_the_size_asked_for_and_the_new_one_after_a_resize() {
     pty.resize(7, 20).expect("a second resize");
     out.wait_for("winch 7 20");
 
-    let pid = child.id() as i32;
+    let pid = Pid::of(&child);
     sys::kill_group(pid, sys::SIGKILL).expect("our own child's group");
     wait_exit(&mut child);
     out.wait_end();
@@ -320,7 +321,7 @@ fn ctrl_c_reaches_a_job_a_shell_moved_to_another_group() {
     let mut child = pty.spawn(&mut command, false).expect("sh runs");
     let mut out = Transcript::start(&pty);
     out.wait_for("ready");
-    let shell = child.id() as i32;
+    let shell = Pid::of(&child);
     let deadline = Instant::now() + HANDSHAKE;
     let job = loop {
         let group = pty.foreground_group().expect("the foreground group");
@@ -456,11 +457,11 @@ fn a_grandchild_holding_the_slave_keeps_the_master_open_until_it_goes() {
     out.wait_for("ready");
     assert!(wait_exit(&mut child).success());
     let text = out.text();
-    let holder: i32 = text
+    let holder = text
         .split("holder=")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|pid| pid.parse().ok())
+        .and_then(Pid::parse)
         .unwrap_or_else(|| panic!("no holder pid in {text:?}"));
 
     // At least a second without an end while the holder lives (a lower bound only).

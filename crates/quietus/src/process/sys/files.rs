@@ -7,7 +7,9 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+use rustix::process::{Signal as RSignal, WaitIdOptions};
+
+use crate::Pid;
 
 use super::*;
 

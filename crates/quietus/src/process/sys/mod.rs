@@ -1,5 +1,6 @@
 //! Every operating-system call of the library, by theme (Unix, through `rustix`):
 //!
+//! - `pid`: the one conversion between [`Pid`](crate::Pid) and the platform's `pid_t`;
 //! - `signals`: the signal table, sending signals to a process or a group, the subreaper bit;
 //! - `pidfd`: waiting for and reaping children, pidfds, the monitor's wake-up;
 //! - `proc`: `/proc` files (a process's `stat`, children, descriptors, environment);
@@ -19,6 +20,7 @@
 
 mod cgroupfs;
 mod files;
+mod pid;
 mod pidfd;
 pub(crate) mod proc;
 mod signals;
@@ -26,6 +28,9 @@ mod terminal;
 
 pub(crate) use cgroupfs::*;
 pub(crate) use files::*;
+#[cfg(target_os = "linux")] // the snapshot's thread ids
+pub(crate) use pid::raw;
+pub(crate) use pid::{from_raw, from_rustix, to_rustix};
 pub(crate) use pidfd::*;
 pub(crate) use proc::*;
 pub(crate) use signals::*;
@@ -75,17 +80,22 @@ pub(crate) struct TcpSocket {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+    use crate::Pid;
     use std::os::fd::AsFd;
     use std::process::Command;
+
+    fn pid(n: u32) -> Pid {
+        Pid::new(n).expect("a pid")
+    }
 
     #[test]
     fn parses_stat_with_spaces_and_parens_in_name() {
         let line = "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 98765 1000 10 18446744073709551615";
         let stat = parse_stat(line).unwrap();
-        assert_eq!(stat.pid, 1234);
+        assert_eq!(stat.pid, pid(1234));
         assert_eq!(stat.state, b'S');
-        assert_eq!(stat.ppid, 1);
-        assert_eq!(stat.pgrp, 1234);
+        assert_eq!(stat.ppid, Some(pid(1)));
+        assert_eq!(stat.pgrp, Some(pid(1234)));
         assert_eq!(stat.cpu_ticks, 10);
         assert_eq!(stat.child_cpu_ticks, 0);
         assert_eq!(stat.threads, 1);
@@ -94,20 +104,22 @@ mod tests {
 
     #[test]
     fn refuses_dangerous_targets() {
-        assert!(kill_group(0, SIGTERM).is_err());
-        assert!(kill_group(1, SIGTERM).is_err());
-        assert!(kill_group(-5, SIGTERM).is_err());
-        assert!(kill_group(own_process_group(), 0).is_err());
-        assert!(kill_group(own_process_group(), SIGTERM).is_err());
-        assert!(kill_pid(1, SIGTERM).is_err());
-        assert!(kill_pid(std::process::id() as i32, SIGTERM).is_err());
+        // 0 and negative numbers (every process, a group) are no `Pid` at all.
+        assert_eq!(from_raw(0), None);
+        assert_eq!(from_raw(-5), None);
+        assert!(kill_group(pid(1), SIGTERM).is_err());
+        let own = own_process_group().expect("the test's group is in its namespace");
+        assert!(kill_group(own, 0).is_err());
+        assert!(kill_group(own, SIGTERM).is_err());
+        assert!(kill_pid(pid(1), SIGTERM).is_err());
+        assert!(kill_pid(Pid::current(), SIGTERM).is_err());
     }
 
     #[test]
     fn boot_ticks_are_the_clock_of_process_start_times() {
         let before = boot_ticks_now().expect("the boot clock");
         let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
-        let started = read_stat(child.id() as i32).expect("its stat").start_time;
+        let started = read_stat(Pid::of(&child)).expect("its stat").start_time;
         let after = boot_ticks_now().expect("the boot clock");
         // One tick of slack each side: a start time is in whole ticks.
         assert!(
@@ -123,8 +135,8 @@ mod tests {
         // A child forked on this (non-main) test thread is in this thread's list, not in the
         // main thread's, where orphans go: `own_children` must not look at this thread's.
         let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
-        let pid = child.id() as i32;
-        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        let pid = Pid::of(&child);
+        let tid = from_rustix(rustix::thread::gettid());
         let mine = read_proc(&format!("/proc/self/task/{tid}/children"), &mut [0u8; 1024])
             .map(|t| t.split_ascii_whitespace().any(|p| p == pid.to_string()));
         assert_eq!(
@@ -132,11 +144,7 @@ mod tests {
             Some(true),
             "the kernel lists it under the forking thread"
         );
-        assert_ne!(
-            tid,
-            std::process::id() as i32,
-            "the test runs off the main thread"
-        );
+        assert_ne!(tid, Pid::current(), "the test runs off the main thread");
         let listed = own_children().contains(&pid);
         child.kill().expect("our own sleep");
         child.wait().expect("reaped");
@@ -146,7 +154,7 @@ mod tests {
     #[test]
     fn a_pidfd_reaches_its_process_and_nobody_after_it_is_reaped() {
         let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
-        let pid = child.id() as i32;
+        let pid = Pid::of(&child);
         let pidfd = pidfd_open(pid).expect("pidfds (Linux 5.3)");
         pidfd_signal(pidfd.as_fd(), SIGCONT).expect("it lives");
         pidfd_signal(pidfd.as_fd(), SIGKILL).expect("our own sleep");

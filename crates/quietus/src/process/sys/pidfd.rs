@@ -8,14 +8,16 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+use rustix::process::{Signal as RSignal, WaitIdOptions};
+
+use crate::Pid;
 
 use super::*;
 
 /// Blocks until child `pid` has exited, without reaping it (`waitid(WEXITED | WNOWAIT)`): the
 /// zombie keeps its pid and process-group id reserved until quietus reaps it on purpose.
-pub(crate) fn wait_exited_no_reap(pid: i32) -> io::Result<()> {
-    let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+pub(crate) fn wait_exited_no_reap(pid: Pid) -> io::Result<()> {
+    let p = to_rustix(pid);
     loop {
         match rustix::process::waitid(
             rustix::process::WaitId::Pid(p),
@@ -29,9 +31,9 @@ pub(crate) fn wait_exited_no_reap(pid: i32) -> io::Result<()> {
 }
 
 /// Reaps child `pid`: waits for it to exit when `hang`, else only looks (`None`: it runs).
-pub(crate) fn reap_child(pid: i32, hang: bool) -> io::Result<Option<std::process::ExitStatus>> {
+pub(crate) fn reap_child(pid: Pid, hang: bool) -> io::Result<Option<std::process::ExitStatus>> {
     use std::os::unix::process::ExitStatusExt;
-    let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let p = to_rustix(pid);
     let options = if hang {
         rustix::process::WaitOptions::empty()
     } else {
@@ -79,7 +81,7 @@ pub(crate) struct Woken {
 
 impl Wakeup {
     /// The poke descriptor, and a pidfd of `pid` where the system has them.
-    pub(crate) fn new(pid: i32) -> io::Result<Wakeup> {
+    pub(crate) fn new(pid: Pid) -> io::Result<Wakeup> {
         let leader = pidfd_open(pid).ok().map(std::sync::Arc::new);
         #[cfg(all(target_os = "linux", not(feature = "portable")))]
         {
@@ -191,10 +193,8 @@ pub(crate) fn on_main_thread() -> bool {
 
 /// Whether child `pid` has exited, without waiting and without reaping it (`waitid(WEXITED |
 /// WNOHANG | WNOWAIT)`). An error (not our child) is `false`.
-pub(crate) fn has_exited_no_reap(pid: i32) -> bool {
-    let Some(p) = Pid::from_raw(pid) else {
-        return false;
-    };
+pub(crate) fn has_exited_no_reap(pid: Pid) -> bool {
+    let p = to_rustix(pid);
     let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
     matches!(
         rustix::process::waitid(rustix::process::WaitId::Pid(p), options),
@@ -205,11 +205,10 @@ pub(crate) fn has_exited_no_reap(pid: i32) -> bool {
 /// A pidfd of process `pid` (Linux `pidfd_open`): signals sent through it reach that process
 /// or nobody, never a later process that reuses the pid. `Unsupported` elsewhere and on
 /// kernels without pidfds (before 5.3).
-pub(crate) fn pidfd_open(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn pidfd_open(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
     #[cfg(all(target_os = "linux", not(feature = "portable")))]
     {
-        let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        match rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) {
+        match rustix::process::pidfd_open(to_rustix(pid), rustix::process::PidfdFlags::empty()) {
             Ok(fd) => Ok(fd),
             Err(rustix::io::Errno::NOSYS) => Err(io::ErrorKind::Unsupported.into()),
             Err(e) => Err(e.into()),
@@ -239,6 +238,6 @@ pub(crate) fn pidfd_signal(pidfd: std::os::fd::BorrowedFd<'_>, signal: i32) -> i
 }
 
 /// Reaps child `pid` if it is a zombie, without waiting; returns whether it did.
-pub(crate) fn reap_if_exited(pid: i32) -> bool {
+pub(crate) fn reap_if_exited(pid: Pid) -> bool {
     matches!(reap_child(pid, false), Ok(Some(_)))
 }

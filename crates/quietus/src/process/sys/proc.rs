@@ -9,7 +9,9 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+use rustix::process::{Signal as RSignal, WaitIdOptions};
+
+use crate::Pid;
 
 use super::*;
 
@@ -116,10 +118,12 @@ fn proc_is_own() -> bool {
 #[cfg(target_os = "linux")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProcStat {
-    pub(crate) pid: i32,
+    pub(crate) pid: Pid,
     pub(crate) state: u8,
-    pub(crate) ppid: i32,
-    pub(crate) pgrp: i32,
+    /// `None` for a process whose parent is outside this pid namespace (init, a kernel thread).
+    pub(crate) ppid: Option<Pid>,
+    /// `None` when the group lies outside this pid namespace.
+    pub(crate) pgrp: Option<Pid>,
     /// User + system time, in clock ticks.
     pub(crate) cpu_ticks: u64,
     /// User + system time of reaped children (cutime + cstime), in clock ticks.
@@ -142,7 +146,7 @@ impl ProcStat {
 pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
-    let pid = text[..open].trim().parse().ok()?;
+    let pid = from_raw(text[..open].trim().parse().ok()?)?;
     // Field n of proc_pid_stat(5) (1-based; 1 is the pid, 2 the name) is fields[n - 3].
     let fields: Vec<&str> = text.get(close + 1..)?.split_ascii_whitespace().collect();
     let field = |n: usize| fields.get(n - 3).copied();
@@ -150,8 +154,8 @@ pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
     Some(ProcStat {
         pid,
         state: *field(3)?.as_bytes().first()?,
-        ppid: field(4)?.parse().ok()?,
-        pgrp: field(5)?.parse().ok()?,
+        ppid: from_raw(field(4)?.parse().ok()?),
+        pgrp: from_raw(field(5)?.parse().ok()?),
         cpu_ticks: number(14)? + number(15)?,
         child_cpu_ticks: number(16)? + number(17)?,
         threads: number(20)?,
@@ -212,7 +216,7 @@ pub(crate) fn read_small<'b>(
 /// that both find a process blocked in `read` prove it waited in between only if this did not
 /// change. `None` if it cannot be read.
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-pub(crate) fn read_count(pid: i32) -> Option<u64> {
+pub(crate) fn read_count(pid: Pid) -> Option<u64> {
     let mut buf = [0u8; 1024];
     let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
     text.lines()
@@ -227,7 +231,7 @@ pub(crate) fn read_count(pid: i32) -> Option<u64> {
 /// headers, and a reader only consumes what a writer already counted. `None` if it cannot be
 /// read (another user's process, a kernel without task I/O accounting).
 #[cfg(target_os = "linux")]
-pub(crate) fn read_moved_bytes(pid: i32) -> Option<u64> {
+pub(crate) fn read_moved_bytes(pid: Pid) -> Option<u64> {
     let mut buf = [0u8; 1024];
     let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
     parse_moved_bytes(&text)
@@ -237,7 +241,7 @@ pub(crate) fn read_moved_bytes(pid: i32) -> Option<u64> {
 /// `/proc/<pid>/task/<tid>/io`): the process's whole count also holds what its reaped
 /// children moved (the kernel adds a child's counts to its parent's when it is reaped).
 #[cfg(target_os = "linux")]
-pub(crate) fn read_own_moved_bytes(pid: i32) -> Option<u64> {
+pub(crate) fn read_own_moved_bytes(pid: Pid) -> Option<u64> {
     let mut sum = 0u64;
     for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
         .ok()?
@@ -265,13 +269,13 @@ pub(crate) fn parse_moved_bytes(text: &str) -> Option<u64> {
 
 /// Elsewhere (and in the portable backend): no `/proc`.
 #[cfg(any(not(target_os = "linux"), feature = "portable"))]
-pub(crate) fn read_count(_pid: i32) -> Option<u64> {
+pub(crate) fn read_count(_pid: Pid) -> Option<u64> {
     None
 }
 
 /// Reads `/proc/<pid>/stat`.
 #[cfg(target_os = "linux")]
-pub(crate) fn read_stat(pid: i32) -> Option<ProcStat> {
+pub(crate) fn read_stat(pid: Pid) -> Option<ProcStat> {
     let mut buf = [0u8; 1024];
     parse_stat(&read_proc(&format!("/proc/{pid}/stat"), &mut buf)?)
 }
@@ -280,14 +284,11 @@ pub(crate) fn read_stat(pid: i32) -> Option<ProcStat> {
 /// listed under the thread that forked it). `None` when the kernel does not offer the file.
 /// A single-threaded process has one such file, read without listing the tasks.
 #[cfg(target_os = "linux")]
-pub(crate) fn children_of(pid: i32, threads: u64, into: &mut Vec<i32>) -> Option<()> {
+pub(crate) fn children_of(pid: Pid, threads: u64, into: &mut Vec<Pid>) -> Option<()> {
     if threads == 1 {
         let mut buf = [0u8; 1024];
         let text = read_proc(&format!("/proc/{pid}/task/{pid}/children"), &mut buf)?;
-        into.extend(
-            text.split_ascii_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok()),
-        );
+        into.extend(text.split_ascii_whitespace().filter_map(Pid::parse));
         return Some(());
     }
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
@@ -300,10 +301,7 @@ pub(crate) fn children_of(pid: i32, threads: u64, into: &mut Vec<i32>) -> Option
             continue;
         };
         offered = true;
-        into.extend(
-            text.split_ascii_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok()),
-        );
+        into.extend(text.split_ascii_whitespace().filter_map(Pid::parse));
     }
     offered.then_some(())
 }
@@ -326,8 +324,8 @@ pub(crate) fn clock_ticks_per_second() -> u64 {
 /// kernel's dentry shrinking until the thread's own flush is done (7–10 ms of a run's time,
 /// median, on the loaded development VM).
 #[cfg(target_os = "linux")]
-pub(crate) fn own_children() -> Vec<i32> {
-    let me = std::process::id() as i32;
+pub(crate) fn own_children() -> Vec<Pid> {
+    let me = Pid::current();
     let mut out = Vec::new();
     let main_thread_lives = read_stat(me).is_some_and(|stat| !stat.is_dead());
     if !(main_thread_lives && children_of(me, 1, &mut out).is_some()) {
@@ -342,14 +340,14 @@ pub(crate) fn own_children() -> Vec<i32> {
 /// reused buffer. A link longer than 4 KiB is skipped. Fails when the folder cannot be read
 /// (the process is gone, or another user's without the privilege).
 #[cfg(target_os = "linux")]
-pub(crate) fn fd_links(pid: i32, found: &mut dyn FnMut(i32, &[u8])) -> io::Result<()> {
+pub(crate) fn fd_links(pid: Pid, found: &mut dyn FnMut(i32, &[u8])) -> io::Result<()> {
     let mut dir = rustix::fs::Dir::new(open_fd_dir(pid)?)?;
     read_fd_links(&mut dir, found)
 }
 
 /// `/proc/<pid>/fd`, open.
 #[cfg(target_os = "linux")]
-pub(crate) fn open_fd_dir(pid: i32) -> io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn open_fd_dir(pid: Pid) -> io::Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
     if let Some(why) = proc_view().why_not() {
         return Err(io::Error::new(io::ErrorKind::Unsupported, why));
@@ -397,7 +395,7 @@ pub(crate) fn socket_inode(target: &[u8]) -> Option<u64> {
 
 /// The entry `NAME=…` of `/proc/<pid>/environ` for `name`, if the process has one.
 #[cfg(target_os = "linux")]
-pub(crate) fn environ_entry(pid: i32, name: &str) -> Option<Vec<u8>> {
+pub(crate) fn environ_entry(pid: Pid, name: &str) -> Option<Vec<u8>> {
     if !proc_is_own() {
         return None;
     }
@@ -410,7 +408,7 @@ pub(crate) fn environ_entry(pid: i32, name: &str) -> Option<Vec<u8>> {
 
 /// The pipes (device, inode) among the standard streams (fds 0, 1, 2) of process `pid`.
 #[cfg(target_os = "linux")]
-pub(crate) fn stdio_pipes(pid: i32) -> Vec<(u64, u64)> {
+pub(crate) fn stdio_pipes(pid: Pid) -> Vec<(u64, u64)> {
     if !proc_is_own() {
         return Vec::new();
     }
@@ -434,23 +432,22 @@ pub(crate) fn boot_ticks_now() -> Option<u64> {
 }
 
 /// The process group of process `pid`.
-pub(crate) fn process_group_of(pid: i32) -> Option<i32> {
+pub(crate) fn process_group_of(pid: Pid) -> Option<Pid> {
     #[cfg(target_os = "linux")]
     {
-        read_stat(pid).map(|stat| stat.pgrp)
+        read_stat(pid).and_then(|stat| stat.pgrp)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let p = Pid::from_raw(pid)?;
-        rustix::process::getpgid(Some(p))
+        rustix::process::getpgid(Some(to_rustix(pid)))
             .ok()
-            .map(|g| g.as_raw_pid())
+            .map(from_rustix)
     }
 }
 
 /// Live (not zombie) members of process group `pgid`, other than `except`. `None` where the
 /// platform cannot enumerate them.
-pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
+pub(crate) fn group_members(pgid: Pid, except: Pid) -> Option<Vec<Pid>> {
     #[cfg(target_os = "linux")]
     {
         if !proc_is_own() {
@@ -460,14 +457,14 @@ pub(crate) fn group_members(pgid: i32, except: i32) -> Option<Vec<i32>> {
         let dir = std::fs::read_dir("/proc").ok()?;
         for entry in dir.flatten() {
             let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            let Some(pid) = name.to_str().and_then(Pid::parse) else {
                 continue;
             };
             if pid == except {
                 continue;
             }
             if let Some(stat) = read_stat(pid)
-                && stat.pgrp == pgid
+                && stat.pgrp == Some(pgid)
                 && !stat.is_dead()
             {
                 members.push(pid);

@@ -8,7 +8,9 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+use rustix::process::{Signal as RSignal, WaitIdOptions};
+
+use crate::Pid;
 
 use super::*;
 
@@ -116,44 +118,43 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
 
 /// The process group of this (supervising) process.
 ///
-/// 0 when the group lies outside this process's pid namespace (a container's first process
-/// started without a group of its own): `getpgrp` would then report 0, which no `Pid` may hold,
-/// so on Linux the value is read from `/proc/self/stat` instead.
-pub(crate) fn own_process_group() -> i32 {
+/// `None` when the group lies outside this process's pid namespace (a container's first
+/// process started without a group of its own): `getpgrp` would then report 0, which no `Pid`
+/// may hold, so on Linux the value is read from `/proc/self/stat` instead.
+pub(crate) fn own_process_group() -> Option<Pid> {
     #[cfg(target_os = "linux")]
     {
-        read_stat(std::process::id() as i32).map_or(0, |stat| stat.pgrp)
+        read_stat(Pid::current()).and_then(|stat| stat.pgrp)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        rustix::process::getpgrp().as_raw_pid()
+        from_raw(rustix::process::getpgrp().as_raw_pid())
     }
 }
 
-/// Sends `signal` to every member of process group `pgid`. Refuses a pgid <= 1 and our own
+/// Sends `signal` to every member of process group `pgid`. Refuses group 1 and our own
 /// group, whatever the caller believes.
-pub(crate) fn kill_group(pgid: i32, signal: i32) -> io::Result<()> {
-    if pgid <= 1 || pgid == own_process_group() {
+pub(crate) fn kill_group(pgid: Pid, signal: i32) -> io::Result<()> {
+    if pgid.get() == 1 || Some(pgid) == own_process_group() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("refusing to signal process group {pgid}"),
         ));
     }
-    let pid = Pid::from_raw(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     let sig = rsignal(signal).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-    rustix::process::kill_process_group(pid, sig).map_err(io::Error::from)
+    rustix::process::kill_process_group(to_rustix(pgid), sig).map_err(io::Error::from)
 }
 
-/// Sends `signal` to one process. Refuses pid <= 1 and ourselves. Callers check the process's
+/// Sends `signal` to one process. Refuses pid 1 and ourselves. Callers check the process's
 /// identity (pid + start time) just before, so a reused pid is not signalled.
-pub(crate) fn kill_pid(pid: i32, signal: i32) -> io::Result<()> {
-    if pid <= 1 || pid == std::process::id() as i32 {
+pub(crate) fn kill_pid(pid: Pid, signal: i32) -> io::Result<()> {
+    if pid.get() == 1 || pid == Pid::current() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("refusing to signal pid {pid}"),
         ));
     }
-    let p = Pid::from_raw(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let p = to_rustix(pid);
     let sig = rsignal(signal).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     rustix::process::kill_process(p, sig).map_err(io::Error::from)
 }

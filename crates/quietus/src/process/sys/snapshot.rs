@@ -10,6 +10,7 @@
 use std::io::{Read, Seek, SeekFrom};
 
 use super::ProcUnavailable;
+use crate::Pid;
 
 /// One thread as read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -25,10 +26,10 @@ pub(crate) struct ThreadSnap {
 }
 
 /// One process as read.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProcSnap {
     /// Its pid.
-    pub(crate) pid: i32,
+    pub(crate) pid: Pid,
     /// Its threads (the main thread first).
     pub(crate) threads: Vec<ThreadSnap>,
     /// Its descriptors and their link targets (`0 pipe:[5]`, `3 socket:[77]`, `1 /dev/pts/3`).
@@ -71,6 +72,21 @@ impl std::fmt::Display for ReadingProblem {
     }
 }
 
+impl ProcSnap {
+    /// Process `pid` with nothing read yet.
+    pub(crate) fn empty(pid: Pid) -> ProcSnap {
+        ProcSnap {
+            pid,
+            threads: Vec::new(),
+            fds: Vec::new(),
+            epoll: Vec::new(),
+            writable: Vec::new(),
+            fifos: Vec::new(),
+            error: None,
+        }
+    }
+}
+
 /// Never more threads than this per process in a snapshot.
 #[cfg(target_os = "linux")]
 const MAX_THREADS: usize = 64;
@@ -80,11 +96,8 @@ const MAX_POLLED: u64 = 256;
 
 /// Reads process `pid`; a part that cannot be read leaves its field empty and says why.
 #[cfg(target_os = "linux")]
-pub(crate) fn snapshot(pid: i32) -> ProcSnap {
-    let mut snap = ProcSnap {
-        pid,
-        ..ProcSnap::default()
-    };
+pub(crate) fn snapshot(pid: Pid) -> ProcSnap {
+    let mut snap = ProcSnap::empty(pid);
     if let Some(why) = super::proc_view().why_not() {
         snap.error = Some(ReadingProblem::Proc(why)); // never another namespace's process
         return snap;
@@ -124,14 +137,15 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
         .map(|text| text.into_owned())
         .unwrap_or_default();
     let single = super::parse_stat(&main_stat).is_some_and(|stat| stat.threads == 1);
-    let tids = if single { vec![pid] } else { threads(pid) };
+    let main = super::raw(pid);
+    let tids = if single { vec![main] } else { threads(pid) };
     for tid in tids.into_iter().take(MAX_THREADS) {
         let mut read = |name: &str| {
             super::read_proc(&format!("/proc/{pid}/task/{tid}/{name}"), &mut buf)
                 .map(|text| text.into_owned())
                 .unwrap_or_default()
         };
-        let stat = if tid == pid {
+        let stat = if tid == main {
             main_stat.clone()
         } else {
             read("stat")
@@ -153,7 +167,8 @@ pub(crate) fn snapshot(pid: i32) -> ProcSnap {
 
 /// The thread ids of `pid`, the main thread first.
 #[cfg(target_os = "linux")]
-fn threads(pid: i32) -> Vec<i32> {
+fn threads(pid: Pid) -> Vec<i32> {
+    let main = super::raw(pid);
     let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map(|dir| {
             dir.flatten()
@@ -161,7 +176,7 @@ fn threads(pid: i32) -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default();
-    tids.sort_unstable_by_key(|tid| (*tid != pid, *tid));
+    tids.sort_unstable_by_key(|tid| (*tid != main, *tid));
     tids
 }
 
@@ -198,7 +213,7 @@ pub(crate) fn syscall_args(line: &str) -> Option<(i64, [u64; 6])> {
 
 /// For a thread blocked in poll or select: the descriptors it polls, from its memory.
 #[cfg(target_os = "linux")]
-fn polled(pid: i32, syscall: &str) -> Option<Vec<i32>> {
+fn polled(pid: Pid, syscall: &str) -> Option<Vec<i32>> {
     let (number, args) = syscall_args(syscall)?;
     match syscall_name(number)? {
         "poll" | "ppoll" => {
@@ -229,7 +244,7 @@ fn polled(pid: i32, syscall: &str) -> Option<Vec<i32>> {
 
 /// `len` bytes of process `pid`'s memory at `address` (`/proc/PID/mem`).
 #[cfg(target_os = "linux")]
-fn read_memory(pid: i32, address: u64, len: u64) -> Option<Vec<u8>> {
+fn read_memory(pid: Pid, address: u64, len: u64) -> Option<Vec<u8>> {
     let mut file = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
     file.seek(SeekFrom::Start(address)).ok()?;
     let mut bytes = vec![0u8; usize::try_from(len).ok()?];
@@ -344,7 +359,7 @@ mod tests {
             .stdin(Stdio::piped())
             .spawn()
             .expect("perl runs");
-        let pid = child.id() as i32;
+        let pid = Pid::of(&child);
         let mut seen = None;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while std::time::Instant::now() < deadline {

@@ -215,7 +215,7 @@ pub(crate) struct Handoff {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Leader {
     /// The program runs in this process, made by `clone3`; the forked one exited.
-    Sibling(i32),
+    Sibling(crate::Pid),
     /// The forked process runs the program itself (it entered the cgroup by a write).
     Forked,
     /// Nothing was said: the forked process failed before (the spawn's error says why).
@@ -231,8 +231,7 @@ impl Handoff {
         match rustix::io::read(&self.read, &mut pid) {
             Ok(4) => match i32::from_ne_bytes(pid) {
                 0 => Leader::Forked,
-                p if p > 0 => Leader::Sibling(p),
-                _ => Leader::Unknown,
+                p => super::from_raw(p).map_or(Leader::Unknown, Leader::Sibling),
             },
             _ => Leader::Unknown,
         }
@@ -368,7 +367,7 @@ mod tests {
             .split(' ')
             .map(|n| n.parse().expect("a number"))
             .collect();
-        let pid = child.id();
+        let pid = child.id().get();
         assert_eq!(ids[0], pid, "the supervised pid runs the program: {out}");
         assert_eq!(ids[1], std::process::id(), "a child of this process: {out}");
         assert_eq!(ids[2], pid, "it leads its group: {out}");
@@ -419,7 +418,7 @@ mod tests {
                     let Leader::Sibling(pid) = leader else {
                         panic!("clone3 was not used: {leader:?}");
                     };
-                    assert_ne!(pid.unsigned_abs(), forked.id());
+                    assert_ne!(pid, crate::Pid::of(&forked));
                     assert!(forked.wait().expect("it exits").success());
                     let status = super::super::reap_child(pid, true).expect("our child");
                     assert!(status.expect("exited").success());

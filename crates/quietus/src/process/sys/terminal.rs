@@ -7,7 +7,9 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use rustix::process::{Pid, Signal as RSignal, WaitIdOptions};
+use rustix::process::{Signal as RSignal, WaitIdOptions};
+
+use crate::Pid;
 
 use super::*;
 
@@ -66,8 +68,8 @@ pub(crate) fn terminal_size(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<(u16,
 #[cfg_attr(not(test), allow(dead_code))] // only the tests use it
 /// The foreground process group of the terminal `fd` belongs to (on a master: the slave's),
 /// the group the line discipline signals for Ctrl-C and the kernel for a resize.
-pub(crate) fn foreground_group(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<i32> {
-    Ok(rustix::termios::tcgetpgrp(fd)?.as_raw_pid())
+pub(crate) fn foreground_group(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Pid> {
+    Ok(from_rustix(rustix::termios::tcgetpgrp(fd)?))
 }
 
 /// The value of a disabled special character (`_POSIX_VDISABLE`).
