@@ -241,6 +241,8 @@ impl ProcessSource for ProcFs {
     }
 
     fn reaped_moved_bytes(&mut self, pid: Pid) -> Option<u64> {
+        // The whole count first: the own bytes added before the second read make the
+        // difference low, never high (the observer keeps the most read so far).
         let whole = crate::process::sys::read_moved_bytes(pid)?;
         let own = crate::process::sys::read_own_moved_bytes(pid)?;
         Some(whole.saturating_sub(own))
@@ -617,11 +619,23 @@ impl DescendantObserver {
             let Some(bytes) = bytes else {
                 continue;
             };
-            let before = self.moved.insert(pid, (start_time, bytes));
+            // The counts only grow; a reading can come out low (the root's reaped children's
+            // bytes are its whole count less its own, read one after the other, and its own
+            // may grow in between), never high: the most read so far is the count, and a low
+            // reading followed by a right one moves nothing.
+            let known = self
+                .moved
+                .get(&pid)
+                .filter(|(start, _)| *start == start_time);
+            let (before, count) = match known {
+                Some(&(_, before)) => (Some(before), before.max(bytes)),
+                None => (None, bytes),
+            };
+            self.moved.insert(pid, (start_time, count));
             sum = sum.saturating_add(match before {
-                Some((start, before)) if start == start_time => bytes.saturating_sub(before),
-                _ if first => 0,
-                _ => bytes,
+                Some(before) => bytes.saturating_sub(before),
+                None if first => 0,
+                None => bytes,
             });
         }
         sum
@@ -1443,6 +1457,34 @@ mod tests {
         *cgroup.lock() = Some((10, 1));
         *waited.lock() = 1200 + 1000;
         assert!(!obs.sample(t0 + 3 * SEC).active);
+    }
+
+    /// What the root's reaped children moved is its whole count less its own threads', read
+    /// one after the other: the root's own bytes between the two reads (a program's start
+    /// reading its libraries from storage) make one reading low, never high. The reading
+    /// that follows, right again, is no bytes moved: the count is the most read so far. (Each
+    /// such pair read as progress: a child that only wrote files got one children event at
+    /// its start on a loaded machine.)
+    #[test]
+    fn a_low_reading_of_the_reaped_childrens_bytes_is_not_progress_when_it_recovers() {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        table.set(&[p(100, 1, 1, 0, 0)]);
+        table.set_reaped_moved(100, 4096);
+        assert!(!obs.sample(t0).active, "baseline");
+        // The root read 600 KB of its own between the two reads: low by that much.
+        table.set_reaped_moved(100, 0);
+        assert!(!obs.sample(t0 + SEC).active, "a low reading");
+        table.set_reaped_moved(100, 4096);
+        let s = obs.sample(t0 + 2 * SEC);
+        assert_eq!(s.moved_bytes, 0, "the reading recovered: nothing moved");
+        assert!(!s.active);
+        // A child reaped since that really moved bytes still counts.
+        table.set_reaped_moved(100, 4096 + 40);
+        let s = obs.sample(t0 + 3 * SEC);
+        assert_eq!(s.moved_bytes, 40);
+        assert!(s.active);
     }
 
     #[test]
