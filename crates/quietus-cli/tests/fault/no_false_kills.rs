@@ -106,9 +106,12 @@ fn only_stderr_never_killed() {
     );
 }
 
+/// The folder made by the program itself: a `mkdir` child is a descendant, and one that reads
+/// a page from storage (a cold cache on a loaded machine) is rightly the children source's
+/// activity, which this scenario must not have.
 fn files_script() -> String {
     format!(
-        "mkdir .agent; exec perl -MTime::HiRes=sleep -e 'for my $i (1..{BEATS}) {{ \
+        "exec perl -MTime::HiRes=sleep -e 'mkdir q(.agent) or die; for my $i (1..{BEATS}) {{ \
            open(my $f, q(>), q(.agent/progress.md)) or die; print $f qq(step $i\\n); \
            close $f; sleep {half} }}'",
         half = half_idle_secs()
