@@ -124,7 +124,17 @@ pub(crate) fn signal_by_name(name: &str) -> Option<i32> {
 pub(crate) fn own_process_group() -> Option<Pid> {
     #[cfg(target_os = "linux")]
     {
-        read_stat(Pid::current()).and_then(|stat| stat.pgrp)
+        // `thread-self` first: the same group as `self` on every kernel, and the real one
+        // under qemu's user-mode emulation, which answers `/proc/self/stat` itself with the
+        // group 0 (measured with qemu-aarch64 10.0: `self` says 0, `thread-self` the group
+        // `getpgrp` gives). Without it, no group of ours would be refused there.
+        for path in ["/proc/thread-self/stat", "/proc/self/stat"] {
+            let mut buf = [0u8; 1024];
+            if let Some(stat) = read_proc(path, &mut buf).and_then(|text| parse_stat(&text)) {
+                return stat.pgrp;
+            }
+        }
+        None
     }
     #[cfg(not(target_os = "linux"))]
     {
