@@ -102,7 +102,7 @@ impl SockDiag {
         into: &mut HashMap<u64, TcpSocket>,
     ) -> io::Result<()> {
         for family in [AF_INET, AF_INET6] {
-            self.dump(family, wanted, into)?;
+            self.dump(&dump_request(family, 1), wanted, into)?;
         }
         Ok(())
     }
@@ -119,7 +119,7 @@ impl SockDiag {
             request[17] = IPPROTO_UDP;
             request[18] = 0;
             request[20..24].copy_from_slice(&0xfffu32.to_ne_bytes());
-            self.exchange(&request, wanted, into)?;
+            self.dump(&request, wanted, into)?;
         }
         Ok(())
     }
@@ -131,41 +131,34 @@ impl SockDiag {
         wanted: &mut dyn FnMut(u64) -> bool,
         into: &mut HashMap<u64, UnixSocket>,
     ) -> io::Result<()> {
-        self.ensure_buffer();
-        rustix::net::sendto(
-            &self.fd,
+        self.exchange(
             &unix_request(),
-            SendFlags::empty(),
-            &SocketAddrNetlink::new(0, 0),
-        )?;
-        loop {
-            let (n, _) = rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?;
-            match parse_unix_answer(&self.buf[..n], &mut |s| {
-                if wanted(s.inode) {
-                    into.insert(s.inode, s);
-                }
-            }) {
-                Parsed::More => {}
-                Parsed::Done => return Ok(()),
-                Parsed::Error(e) => return Err(e),
-            }
-        }
+            parse_unix_answer,
+            |s| s.inode,
+            wanted,
+            into,
+        )
     }
 
+    /// An inet dump (`request`: TCP or UDP, of one family).
     fn dump(
-        &mut self,
-        family: u8,
-        wanted: &mut dyn FnMut(u64) -> bool,
-        into: &mut HashMap<u64, TcpSocket>,
-    ) -> io::Result<()> {
-        self.exchange(&dump_request(family, 1), wanted, into)
-    }
-
-    fn exchange(
         &mut self,
         request: &[u8],
         wanted: &mut dyn FnMut(u64) -> bool,
         into: &mut HashMap<u64, TcpSocket>,
+    ) -> io::Result<()> {
+        self.exchange(request, parse_answer, |s| s.inode, wanted, into)
+    }
+
+    /// Sends one dump `request` and reads its answer to the end, keeping in `into` (by
+    /// inode) every socket `parse` finds whose inode `wanted` accepts.
+    fn exchange<T>(
+        &mut self,
+        request: &[u8],
+        parse: fn(&[u8], &mut dyn FnMut(T)) -> Parsed,
+        inode: fn(&T) -> u64,
+        wanted: &mut dyn FnMut(u64) -> bool,
+        into: &mut HashMap<u64, T>,
     ) -> io::Result<()> {
         self.ensure_buffer();
         rustix::net::sendto(
@@ -176,9 +169,9 @@ impl SockDiag {
         )?;
         loop {
             let (n, _) = rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty())?;
-            match parse_answer(&self.buf[..n], &mut |s| {
-                if wanted(s.inode) {
-                    into.insert(s.inode, s);
+            match parse(&self.buf[..n], &mut |s| {
+                if wanted(inode(&s)) {
+                    into.insert(inode(&s), s);
                 }
             }) {
                 Parsed::More => {}
@@ -297,31 +290,8 @@ pub(crate) fn unix_request() -> [u8; UNIX_REQ_LEN] {
 }
 
 /// Parses one buffer of a Unix dump's answer, handing every socket to `found`.
-pub(crate) fn parse_unix_answer(mut b: &[u8], found: &mut dyn FnMut(UnixSocket)) -> Parsed {
-    while !b.is_empty() {
-        let (Some(len), Some(kind)) = (u32_at(b, 0), u16_at(b, 4)) else {
-            return malformed("short header");
-        };
-        let len = len as usize;
-        if len < NLMSG_HDRLEN || len > b.len() {
-            return malformed("bad message length");
-        }
-        let payload = &b[NLMSG_HDRLEN..len];
-        match kind {
-            NLMSG_DONE => return Parsed::Done,
-            NLMSG_ERROR => {
-                let code = u32_at(payload, 0).map_or(0, |c| c as i32);
-                return Parsed::Error(io::Error::from_raw_os_error(code.saturating_neg()));
-            }
-            SOCK_DIAG_BY_FAMILY => match parse_unix(payload) {
-                Some(socket) => found(socket),
-                None => return malformed("short unix_diag_msg"),
-            },
-            _ => {}
-        }
-        b = b.get(align4(len)..).unwrap_or(&[]);
-    }
-    Parsed::More
+pub(crate) fn parse_unix_answer(b: &[u8], found: &mut dyn FnMut(UnixSocket)) -> Parsed {
+    parse_messages(b, parse_unix, "short unix_diag_msg", found)
 }
 
 fn parse_unix(p: &[u8]) -> Option<UnixSocket> {
@@ -411,7 +381,19 @@ fn malformed(what: &str) -> Parsed {
 }
 
 /// Parses one buffer of netlink messages, handing every TCP socket to `found`.
-pub(crate) fn parse_answer(mut b: &[u8], found: &mut dyn FnMut(TcpSocket)) -> Parsed {
+pub(crate) fn parse_answer(b: &[u8], found: &mut dyn FnMut(TcpSocket)) -> Parsed {
+    parse_messages(b, parse_socket, "short inet_diag_msg", found)
+}
+
+/// Walks one buffer of a dump's netlink messages: each answer is parsed by `parse` (`short`
+/// names its failure) and handed to `found`; says whether the dump is done, failed, or goes
+/// on in the next buffer.
+fn parse_messages<T>(
+    mut b: &[u8],
+    parse: fn(&[u8]) -> Option<T>,
+    short: &str,
+    found: &mut dyn FnMut(T),
+) -> Parsed {
     while !b.is_empty() {
         let (Some(len), Some(kind)) = (u32_at(b, 0), u16_at(b, 4)) else {
             return malformed("short header");
@@ -427,9 +409,9 @@ pub(crate) fn parse_answer(mut b: &[u8], found: &mut dyn FnMut(TcpSocket)) -> Pa
                 let code = u32_at(payload, 0).map_or(0, |c| c as i32);
                 return Parsed::Error(io::Error::from_raw_os_error(code.saturating_neg()));
             }
-            SOCK_DIAG_BY_FAMILY => match parse_socket(payload) {
+            SOCK_DIAG_BY_FAMILY => match parse(payload) {
                 Some(socket) => found(socket),
-                None => return malformed("short inet_diag_msg"),
+                None => return malformed(short),
             },
             _ => {}
         }
