@@ -67,6 +67,19 @@ impl RootState {
     }
 }
 
+/// The folders right inside `dir` (none when it cannot be read). Links are not followed, like
+/// notify's own walk.
+fn subfolders(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|entry| entry.path())
+        .collect()
+}
+
 /// Why `notify` could not watch a folder: the system's error when there is one.
 fn notify_reason(e: &notify::Error) -> UnwatchedReason {
     UnwatchedReason::System(match &e.kind {
@@ -273,15 +286,7 @@ impl Worker {
                 return;
             }
         }
-        let Ok(entries) = fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            // Links are not followed, like notify's own walk.
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let child = entry.path();
+        for child in subfolders(dir) {
             if skip.contains(&child) {
                 continue;
             }
@@ -408,15 +413,7 @@ impl Worker {
                 self.scan_interval
             );
         }
-        let Ok(entries) = fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            // Links are not followed, like notify's own walk.
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let child = entry.path();
+        for child in subfolders(dir) {
             if child == failed {
                 continue;
             }
