@@ -63,6 +63,9 @@ pub(crate) trait ProcessSource: Send {
     fn tree(&mut self, root: Pid) -> Vec<ProcSample>;
     /// One process by pid, wherever it is in the process table.
     fn process(&mut self, pid: Pid) -> Option<ProcSample>;
+    /// A sample begins: what the source kept of the processes it read for the last one is
+    /// stale (a walk of the tree begins one by itself).
+    fn new_look(&mut self) {}
     /// Whether process `pid` is runnable now (state R), and how long its main thread has been
     /// runnable in all (on a CPU plus waiting for one; a source may leave it out for a process
     /// not runnable now). `None` where the platform does not say.
@@ -131,9 +134,24 @@ const MAX_TREE: usize = 20_000;
 pub(crate) struct ProcFs {
     tick: Duration,
     scratch: Vec<Pid>,
-    /// Whether each process of the last walk was runnable (state R), so that the runnable
-    /// look reads no `stat` twice.
+    /// Whether each process read in this sample (by the walk, or one by one from a cgroup's
+    /// members) was runnable (state R), so that the runnable look reads no `stat` twice.
     states: HashMap<Pid, bool>,
+}
+
+/// A process's `stat`, read by the `/proc` source (counted by its tests: each is a file read
+/// at every check interval).
+#[cfg(target_os = "linux")]
+fn read_stat(pid: Pid) -> Option<crate::process::sys::ProcStat> {
+    #[cfg(test)]
+    STAT_READS.with(|n| n.set(n.get() + 1));
+    crate::process::sys::read_stat(pid)
+}
+
+#[cfg(all(target_os = "linux", test))]
+thread_local! {
+    /// How many `stat` files the `/proc` source read on this thread.
+    static STAT_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 #[cfg(target_os = "linux")]
@@ -167,7 +185,7 @@ impl ProcFs {
                 let Some(pid) = entry.file_name().to_str().and_then(Pid::parse) else {
                     continue;
                 };
-                if let Some(stat) = crate::process::sys::read_stat(pid) {
+                if let Some(stat) = read_stat(pid) {
                     all.push(self.convert(stat));
                 }
             }
@@ -190,7 +208,7 @@ impl ProcFs {
 impl ProcessSource for ProcFs {
     fn tree(&mut self, root: Pid) -> Vec<ProcSample> {
         self.states.clear();
-        let Some(stat) = crate::process::sys::read_stat(root) else {
+        let Some(stat) = read_stat(root) else {
             return Vec::new();
         };
         self.states.insert(stat.pid, stat.state == b'R');
@@ -209,7 +227,7 @@ impl ProcessSource for ProcFs {
             // A process that vanished meanwhile has no children file: skip it.
             for i in 0..self.scratch.len() {
                 let pid = self.scratch[i];
-                if let Some(stat) = crate::process::sys::read_stat(pid) {
+                if let Some(stat) = read_stat(pid) {
                     self.states.insert(stat.pid, stat.state == b'R');
                     threads.push(stat.threads);
                     tree.push(self.convert(stat));
@@ -221,7 +239,13 @@ impl ProcessSource for ProcFs {
     }
 
     fn process(&mut self, pid: Pid) -> Option<ProcSample> {
-        crate::process::sys::read_stat(pid).map(|stat| self.convert(stat))
+        let stat = read_stat(pid)?;
+        self.states.insert(stat.pid, stat.state == b'R');
+        Some(self.convert(stat))
+    }
+
+    fn new_look(&mut self) {
+        self.states.clear();
     }
 
     /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
@@ -229,7 +253,7 @@ impl ProcessSource for ProcFs {
     fn runnable(&mut self, pid: Pid) -> Option<RunState> {
         let now = match self.states.get(&pid) {
             Some(runnable) => *runnable,
-            None => crate::process::sys::read_stat(pid)?.state == b'R',
+            None => read_stat(pid)?.state == b'R',
         };
         let total = if now { read_runnable(pid) } else { None };
         let at = Some(Instant::now());
@@ -527,7 +551,19 @@ impl DescendantObserver {
         self.pids
             .extend(members.iter().filter(|p| **p != self.root));
         let members = members.len();
-        let root = self.source.process(self.root);
+        // Each member's `stat` once: for its identity (the moved bytes) and, kept by the
+        // source, for the runnable look.
+        self.source.new_look();
+        let read: Vec<ProcSample> = self
+            .pids
+            .clone()
+            .into_iter()
+            .filter_map(|pid| self.source.process(pid))
+            .collect();
+        let root = match read.iter().find(|p| p.pid == self.root) {
+            Some(root) => Some(*root),
+            None => self.source.process(self.root), // no longer a member: exited
+        };
         if let Some(root) = root {
             self.root_cpu = self.root_cpu.max(root.cpu);
         }
@@ -554,12 +590,7 @@ impl DescendantObserver {
         let starved =
             (descendants > 0 || self.include_root) && cpu_waited >= MIN_CPU.max(elapsed / 2);
         let starved_busy = self.runnable_anyway(now);
-        let members: Vec<(Pid, u64)> = self
-            .pids
-            .clone()
-            .into_iter()
-            .filter_map(|pid| self.source.process(pid).map(|p| (pid, p.start_time)))
-            .collect();
+        let members: Vec<(Pid, u64)> = read.iter().map(|p| (p.pid, p.start_time)).collect();
         let moved_bytes = self.moved_bytes(&members, first);
         let moving = self.moving(now, moved_bytes);
         let active = !first && (busy || starved || starved_busy || moving);
@@ -1431,6 +1462,40 @@ mod tests {
             })
         }));
         (script, waited)
+    }
+
+    /// A sample from a cgroup reads each member's `stat` once: its identity (for the moved
+    /// bytes), the root's CPU and the runnable look all come from that one read (a sleeping
+    /// root's was read twice, a runnable descendant's twice too).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_cgroup_sample_reads_each_members_stat_once() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let root = Pid::of(&child);
+        let mut obs = DescendantObserver::with_source(
+            root,
+            &ChildWatchConfig::default(),
+            Box::new(ProcFs::new()),
+        );
+        obs.use_cgroup(Box::new(move || {
+            Some(CgroupReading {
+                usage: Duration::ZERO,
+                members: vec![root],
+                waited: None,
+            })
+        }));
+        let t0 = Instant::now();
+        for i in 0..3 {
+            let before = STAT_READS.with(std::cell::Cell::get);
+            obs.sample(t0 + i * SEC);
+            let reads = STAT_READS.with(std::cell::Cell::get) - before;
+            assert_eq!(reads, 1, "sample {i}: one member, {reads} stat reads");
+        }
+        child.kill().expect("our own sleep");
+        child.wait().expect("reaped");
     }
 
     #[test]
