@@ -331,8 +331,8 @@ mod tests {
             fs::create_dir_all(&agent).unwrap();
             fs::write(agent.join("old.md"), "before the start").unwrap();
             fs::write(dir.path().join("outside.md"), "x").unwrap();
-            // In an earlier tick of the file clock than the tracker's start.
-            std::thread::sleep(Duration::from_millis(30));
+            // Written before the start: never newer than it (`changed_since`), in whatever
+            // tick of the file clock.
             let new_tracker = |delay: Duration| {
                 let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
                 let config = FileWatchConfig::default()
