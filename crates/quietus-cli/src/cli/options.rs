@@ -924,33 +924,48 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
             return Err(bad());
         }
         previous = scale_ns;
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        let digits: String = [whole, fraction].concat();
-        let mut value: u128 = 0;
-        for d in digits.bytes() {
-            value = value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(u128::from(d - b'0')))
-                .ok_or_else(too_long)?;
-        }
-        let scaled = value.checked_mul(scale_ns).ok_or_else(too_long)?;
-        let divisor = u32::try_from(fraction.len())
-            .ok()
-            .and_then(|n| 10u128.checked_pow(n))
-            .ok_or_else(finer)?;
-        if scaled % divisor != 0 {
-            return Err(finer());
-        }
-        total_ns = total_ns
-            .checked_add(scaled / divisor)
-            .ok_or_else(too_long)?;
+        let part = match part_ns(number, scale_ns) {
+            Ok(ns) => ns,
+            Err(PartError::TooLong) => return Err(too_long()),
+            Err(PartError::Finer) => return Err(finer()),
+        };
+        total_ns = total_ns.checked_add(part).ok_or_else(too_long)?;
     }
-    if total_ns % 1_000_000 != 0 {
+    if !total_ns.is_multiple_of(1_000_000) {
         return Err(finer());
     }
     u64::try_from(total_ns / 1_000_000)
         .map(Duration::from_millis)
         .map_err(|_| too_long())
+}
+
+/// Why one part of a duration is refused.
+enum PartError {
+    /// More than a `u128` of nanoseconds holds.
+    TooLong,
+    /// Not a whole number of nanoseconds.
+    Finer,
+}
+
+/// `number` (digits with at most one point) times `scale_ns`, exactly, in nanoseconds.
+fn part_ns(number: &str, scale_ns: u128) -> Result<u128, PartError> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let mut value: u128 = 0;
+    for d in whole.bytes().chain(fraction.bytes()) {
+        value = value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u128::from(d - b'0')))
+            .ok_or(PartError::TooLong)?;
+    }
+    let scaled = value.checked_mul(scale_ns).ok_or(PartError::TooLong)?;
+    let divisor = u32::try_from(fraction.len())
+        .ok()
+        .and_then(|n| 10u128.checked_pow(n))
+        .ok_or(PartError::Finer)?;
+    if !scaled.is_multiple_of(divisor) {
+        return Err(PartError::Finer);
+    }
+    Ok(scaled / divisor)
 }
 
 /// A duration, or `none` (off).
@@ -1107,7 +1122,10 @@ mod tests {
     #[test]
     fn the_one_grammar_of_durations() {
         assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1d2h3m4s5ms"), Ok(Duration::from_millis(93_784_005)));
+        assert_eq!(
+            parse_duration("1d2h3m4s5ms"),
+            Ok(Duration::from_millis(93_784_005))
+        );
         assert_eq!(parse_duration("0.1s"), Ok(Duration::from_millis(100)));
         assert_eq!(parse_duration("0.001"), Ok(Duration::from_millis(1)));
         for out_of_order in ["1s1m", "1m1m", "1ms1s", "5ms5ms", "1h1d"] {
@@ -1123,7 +1141,10 @@ mod tests {
             let e = parse_duration(unit).unwrap_err();
             assert!(e.contains("is not a duration"), "{unit}: {e}");
         }
-        for huge in ["99999999999999999999d", "999999999999999999999999999999999999999999s"] {
+        for huge in [
+            "99999999999999999999d",
+            "999999999999999999999999999999999999999999s",
+        ] {
             let e = parse_duration(huge).unwrap_err();
             assert!(e.contains("is out of range"), "{huge}: {e}");
         }
