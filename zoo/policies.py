@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 
-POLICIES = ["quietus", "quietus-repeat-cap", "output-idle", "wall-clock", "screen-no-change",
+POLICIES = ["quietus", "quietus-repeat-cap", "observe", "observe-pty", "output-idle", "wall-clock", "screen-no-change",
             "prompt-match"]
 
 # quietus's policies: the binary with these options beside `-i T --report FILE`. The second is
@@ -169,7 +169,7 @@ def _read_ready(fds, timeout):
 
 def run_direct(ctx, policy):
     """The four modelled peers: one loop, the policy decides when and how to end."""
-    pty_mode = policy == "screen-no-change"
+    pty_mode = policy in ("screen-no-change", "observe-pty") or ctx.fixture["pty"]
     res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
            "cut": False, "how": None}
     t0 = now()
@@ -182,12 +182,15 @@ def run_direct(ctx, policy):
     screen = Screen()
     last_screen, last_change, next_poll = "", t0, t0 + SCREEN_POLL
     open_fds = list(fds)
+    res["trace"] = trace = []  # (seconds since the start, stream, bytes) of every chunk read
     try:
         while True:
             data, eof, per = _read_ready(open_fds, 0.05)
             t = now()
             for fd in eof:
                 open_fds.remove(fd)
+            for fd, b in per.items():
+                trace.append((t - t0, 1 if fd == fds[0] else 2, b))
             if data:
                 last_out = t
                 for fd, b in per.items():
@@ -197,7 +200,14 @@ def run_direct(ctx, policy):
                 res["leader_exit"], res["leader_rc"] = t, proc.returncode
             alive = res["leader_exit"] is None and res["ended_at"] is None
 
-            if policy == "output-idle":
+            if policy in ("observe", "observe-pty"):
+                # no watchdog: the fixture's own course, every chunk recorded, to the runner's
+                # cut (the thresholded peers are replayed on this record: replay.py)
+                if res["leader_exit"] is not None and not open_fds:
+                    res["returned_at"] = t
+                    break
+
+            elif policy == "output-idle":
                 # gemini-cli inactivityTimeout / codex stream idle / Symphony stall_timeout_ms:
                 # any stdout/stderr chunk resets the timer; at T: TERM the group, KILL 200 ms later.
                 # The tool returns at the process's exit, and then ends its group (#13225).
@@ -302,7 +312,8 @@ def run_direct(ctx, policy):
 def run_quietus(ctx, options=()):
     """The real binary: `quietus -i T --report FILE [OPTIONS] -- fixture`, defaults otherwise."""
     report = os.path.join(ctx.rundir, "report.json")
-    cmd = [ctx.binary, "-i", "%gs" % ctx.T, "--report", report, *options, "--"] + ctx.command
+    pty = ["--pty"] if ctx.fixture["pty"] else []
+    cmd = [ctx.binary, "-i", "%gs" % ctx.T, "--report", report, *options, *pty, "--"] + ctx.command
     res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
            "cut": False, "how": None, "report": None}
     t0 = now()

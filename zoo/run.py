@@ -29,13 +29,18 @@ ROOT = os.path.dirname(HERE)
 FIXTURES = os.path.join(HERE, "fixtures")
 sys.path.insert(0, HERE)
 
+import localhttp  # noqa: E402
 import policies  # noqa: E402
 
 TRUTHS = ("working", "stalled", "lingering")
 KINDS = ("awaiting_input", "network_wait", "sleeping", "stopped", "waiting_on_child", "lock_wait",
          "disk_wait", "running", "unknown")
 SERVERS = ("tcp_blackhole", "tcp_drip", "tcp_close", "tcp_refused", "udp_sink", "unix_sink",
-           "cpu_load")
+           "cpu_load", "http")
+# zoo-stdin: what the runner writes into the fixture's stdin pipe (else nothing, ever)
+STDIN_FEEDS = ("tar", "tar-stall")
+# zoo-source: a fixture whose only evidence of progress is a source only quietus watches
+SOURCES = ("agent-dir",)
 
 
 # ---------------------------------------------------------------- fixtures
@@ -45,7 +50,8 @@ def parse_fixture(path):
     comment holds `# zoo-KEY: value` lines: truth, kind, server, fast, heavy, thread."""
     name = os.path.splitext(os.path.basename(path))[0]
     meta = {"name": name, "path": path, "truth": None, "kind": None, "servers": [],
-            "fast": False, "heavy": False, "thread": "-", "doc": []}
+            "fast": False, "heavy": False, "pty": False, "thread": "-", "tool": None,
+            "stdin": None, "source": None, "doc": []}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -60,10 +66,22 @@ def parse_fixture(path):
                     meta["kind"] = val
                 elif key == "server":
                     meta["servers"] = [s.strip() for s in val.split(",") if s.strip()]
-                elif key in ("fast", "heavy"):
+                elif key in ("fast", "heavy", "pty"):
                     meta[key] = val.lower() in ("yes", "true", "1")
                 elif key == "thread":
                     meta["thread"] = val
+                elif key == "tool":
+                    meta["tool"] = val
+                elif key == "stdin":
+                    feed = val.split()
+                    if len(feed) != 2 or feed[0] not in STDIN_FEEDS or not feed[1].isdigit():
+                        raise ValueError("%s: zoo-stdin must be `%s BYTES_PER_SECOND`"
+                                         % (path, "|".join(STDIN_FEEDS)))
+                    meta["stdin"] = (feed[0], int(feed[1]))
+                elif key == "source":
+                    if val not in SOURCES:
+                        raise ValueError("%s: zoo-source must be one of %s" % (path, SOURCES))
+                    meta["source"] = val
                 else:
                     raise ValueError("%s: unknown header key zoo-%s" % (path, key))
             elif body:
@@ -95,11 +113,15 @@ def load_fixtures():
 class Servers:
     """Local servers on 127.0.0.1 (ephemeral ports) and a Unix socket, in daemon threads."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, work_seconds, http=True):
         self.env = {}
         self.socks = []
         self.conns = []
         self.lock = threading.Lock()
+        self.http = None
+        if http:
+            self.http = localhttp.ZooHTTP(tmp, work_seconds)
+            self.env["ZOO_HTTP_PORT"] = str(self.http.port)
         self._tcp("TCP_BLACKHOLE", self._blackhole)
         self._tcp("TCP_DRIP", self._drip)
         self._tcp("TCP_CLOSE", self._close)
@@ -207,6 +229,8 @@ class Servers:
                 return
 
     def close(self):
+        if self.http:
+            self.http.close()
         for s in self.socks:
             try:
                 s.close()
@@ -315,6 +339,9 @@ class Ctx:
             "PYTHONPATH": FIXTURES,
             "PYTHONDONTWRITEBYTECODE": "1",
         })
+        if "ZOO_HTTP_PORT" in servers_env:
+            env["ZOO_HTTP"] = "http://127.0.0.1:%s/r/%s" % (servers_env["ZOO_HTTP_PORT"],
+                                                           localhttp.token_for(self.stall_file))
         self.env = env
         self.t_start = None
         self.leader_pid = None
@@ -347,7 +374,9 @@ class Ctx:
             return s + self.T + self.window
         if truth == "lingering" and s is not None:
             return s + self.T + 1.0
-        return t0 + self.work + self.T + self.window
+        # a working fixture: its course (ZOO_WORK_SECONDS; a real tool's build or download may
+        # take longer on a loaded machine) with room to spare: three times the course
+        return t0 + max(3 * self.work, self.work + self.T + self.window)
 
 
 def classify(ctx, res):
@@ -389,9 +418,59 @@ def classify(ctx, res):
     return "miss"
 
 
+class StdinFeed:
+    """`zoo-stdin: tar RATE`: the runner writes a tar archive of random data into the fixture's
+    stdin at RATE bytes a second (a chunk every 0.25 s) for ZOO_WORK_SECONDS, then closes it.
+    `tar-stall RATE`: the same for 1.5·T, then the stall instant, then nothing more, the pipe held
+    open until the run is over. The feed owns the pipe's write end."""
+
+    def __init__(self, ctx, kind, rate):
+        self.ctx, self.kind, self.rate = ctx, kind, rate
+        self.fd, ctx.stdin_w = ctx.stdin_w, None
+        self.done = threading.Event()
+        seconds = ctx.work if kind == "tar" else 3 * ctx.T
+        self.data = self._archive(int(rate * seconds))
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _archive(size):
+        import io
+        import tarfile
+        buf = io.BytesIO()
+        payload = os.urandom(max(0, size - 3 * 512 - 10240))
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+            info = tarfile.TarInfo("fed.bin")
+            info.size = len(payload)
+            t.addfile(info, io.BytesIO(payload))
+        return buf.getvalue()
+
+    def _feed(self):
+        step = max(1, self.rate // 4)
+        stop_at = time.time() + (1.5 * self.ctx.T if self.kind == "tar-stall" else 1e9)
+        try:
+            for i in range(0, len(self.data), step):
+                if self.done.is_set() or time.time() >= stop_at:
+                    break
+                os.write(self.fd, self.data[i:i + step])
+                time.sleep(0.25)
+            if self.kind == "tar-stall":
+                localhttp.write_stall(self.ctx.stall_file)
+                self.done.wait()
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=5)
+
+
 def run_one(args, fixture, policy, servers_env, tmp):
     ctx = Ctx(args, fixture, policy, servers_env, tmp)
     load = CpuLoad(ctx.env) if "cpu_load" in fixture["servers"] else None
+    feed = StdinFeed(ctx, *fixture["stdin"]) if fixture["stdin"] else None
     try:
         res = policies.run(ctx, policy)
     except Exception:
@@ -400,6 +479,8 @@ def run_one(args, fixture, policy, servers_env, tmp):
     finally:
         if load:
             load.stop()
+        if feed:
+            feed.stop()
     # leftovers: survivors once the policy is done with the run (for a cut run, only when the
     # fixture's leader is gone: a stalled tree cut by the runner is not "left behind")
     time.sleep(0.3)
@@ -415,7 +496,8 @@ def run_one(args, fixture, policy, servers_env, tmp):
             ctx.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-    os.close(ctx.stdin_w)
+    if ctx.stdin_w is not None:
+        os.close(ctx.stdin_w)
     os.close(ctx.stdin_r)
     res["outcome"] = classify(ctx, res)
     t0 = ctx.t_start or 0
@@ -473,7 +555,8 @@ class Slots:
 
 def run_all(args, fixtures, pols):
     tmp = tempfile.mkdtemp(prefix="zoo-")
-    servers = Servers(tmp)
+    servers = Servers(tmp, args.work_t * args.idle,
+                      http=any("http" in f["servers"] for f in fixtures))
     jobs = [(f, p) for f in fixtures for p in pols]
     # heavy ones first, alone; then the rest; longest policies spread out
     jobs.sort(key=lambda j: (not j[0]["heavy"],))
