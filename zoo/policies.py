@@ -17,8 +17,17 @@ import signal
 import subprocess
 import time
 
-POLICIES = ["quietus", "quietus-repeat-cap", "observe", "observe-pty", "output-idle", "wall-clock", "screen-no-change",
-            "prompt-match"]
+# Run for real by default: quietus (the binary) and the two observations the peers are replayed
+# on (replay.py). The peers' kill models below also run for real when named with --policy (their
+# leftovers are then measured), at one threshold: T (wall clock: WALL_CLOCK_BUDGET_T).
+DEFAULT_POLICIES = ["quietus", "quietus-repeat-cap", "observe", "observe-pty"]
+POLICIES = DEFAULT_POLICIES + ["output-idle", "wall-clock", "screen-no-change", "prompt-match"]
+OBSERVE = ("observe", "observe-pty")
+
+# The runner's one clock: CLOCK_BOOTTIME, which /proc/uptime shows truncated to 10 ms (the
+# fixtures and the HTTP server record their stall instants from /proc/uptime, without starting
+# a process). Every instant of a run is on it; the stall instants have its 10 ms resolution.
+CLOCK_RESOLUTION = 0.01
 
 # quietus's policies: the binary with these options beside `-i T --report FILE`. The second is
 # the opt-in that tells repeated output (a retry loop's log lines) from new output.
@@ -58,7 +67,17 @@ def dc_waiting_for_input(tail):
 
 
 def now():
-    return time.time()
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def process_start(pid):
+    """A process's start on the runner's clock (its stat's starttime: boot-time clock ticks)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        return int(st[st.rindex(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def killpg(pgid, sig):
@@ -322,6 +341,11 @@ def run_quietus(ctx, options=()):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
                             start_new_session=True)
     ctx.leader_pid = proc.pid
+    # quietus's own clock (the report's duration_ms) starts in its main(); its process's start,
+    # read now, is the closest instant on the runner's clock (10 ms ticks): the end estimated
+    # from it is early by quietus's exec and loading at most (classify's tolerance covers the
+    # tick)
+    q_start = process_start(proc.pid) or t0
     open_fds = [proc.stdout.fileno(), proc.stderr.fileno()]
     err = b""
     try:
@@ -357,7 +381,7 @@ def run_quietus(ctx, options=()):
         if rep.get("outcome") in ("idle_timeout", "input_wait", "hard_timeout"):
             ladder = rep.get("ladder") or {}
             back = (ladder.get("duration_ms") or 0) / 1000.0
-            res["ended_at"] = t0 + rep["duration_ms"] / 1000.0 - back
+            res["ended_at"] = max(q_start, t0) + rep["duration_ms"] / 1000.0 - back
             res["how"] = rep["outcome"]
         diag = rep.get("diagnosis")
         if diag:
@@ -367,7 +391,78 @@ def run_quietus(ctx, options=()):
     return res
 
 
+def expand_template(template, ctx, end_file):
+    """`--policy 'NAME=mywatchdog --idle {T} -- {CMD}'`: the template split like a shell line;
+    a `{CMD}` word becomes the fixture's command (several words), `{T}` the idle timeout in
+    seconds, `{T_MS}` in milliseconds, `{END_FILE}` a path where the watchdog may write the
+    instant it first signalled the program (see README.md, "Your watchdog")."""
+    import shlex
+    out = []
+    for word in shlex.split(template):
+        if word == "{CMD}":
+            out.extend(ctx.command)
+            continue
+        out.append(word.replace("{T}", "%g" % ctx.T).replace("{T_MS}", "%d" % round(ctx.T * 1000))
+                   .replace("{END_FILE}", end_file))
+    if not any(w == "{CMD}" for w in shlex.split(template)):
+        raise ValueError("a policy template needs a {CMD} word: %r" % template)
+    return out
+
+
+def run_template(ctx, template):
+    """Any watchdog, as a command: it runs the fixture; its exit status 0 says the program ran
+    to a successful end, anything else that the watchdog ended it (or the program failed). The
+    end instant is what it wrote to {END_FILE} (seconds since the epoch, or `up:SECONDS` of
+    /proc/uptime), else its own exit."""
+    end_file = os.path.join(ctx.rundir, "end")
+    cmd = expand_template(template, ctx, end_file)
+    res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
+           "cut": False, "how": None}
+    t0 = now()
+    ctx.t_start = t0
+    proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=ctx.env, stdin=ctx.stdin_r,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
+                            start_new_session=True)
+    ctx.leader_pid = proc.pid
+    open_fds = [proc.stdout.fileno(), proc.stderr.fileno()]
+    try:
+        while True:
+            _, eof, _ = _read_ready(open_fds, 0.05)
+            for fd in eof:
+                open_fds.remove(fd)
+            t = now()
+            if proc.poll() is not None and not open_fds:
+                res["returned_at"] = res["leader_exit"] = t
+                res["leader_rc"] = proc.returncode
+                break
+            if t >= ctx.cut_at():
+                res["cut"] = True
+                break
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    if res["returned_at"] is not None and proc.returncode != 0:
+        res["ended_at"], res["how"] = res["returned_at"], "exit %d" % proc.returncode
+        try:
+            with open(end_file) as f:
+                text = f.read().strip()
+            if text.startswith("up:"):
+                res["ended_at"] = float(text[3:])
+            elif text:
+                res["ended_at"] = float(text) - time.time() + now()
+        except (OSError, ValueError):
+            pass
+        res["leader_rc"] = 0 if ctx.fixture["truth"] == "lingering" else proc.returncode
+    ctx.proc = proc
+    return res
+
+
+TEMPLATES = {}  # NAME -> command template, from --policy NAME=TEMPLATE
+
+
 def run(ctx, policy):
+    if policy in TEMPLATES:
+        return run_template(ctx, TEMPLATES[policy])
     if policy in QUIETUS_OPTIONS:
         return run_quietus(ctx, QUIETUS_OPTIONS[policy])
     return run_direct(ctx, policy)

@@ -12,6 +12,7 @@ metrics and their windows.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -31,6 +32,8 @@ sys.path.insert(0, HERE)
 
 import localhttp  # noqa: E402
 import policies  # noqa: E402
+import replay  # noqa: E402
+import report  # noqa: E402
 
 TRUTHS = ("working", "stalled", "lingering")
 KINDS = ("awaiting_input", "network_wait", "sleeping", "stopped", "waiting_on_child", "lock_wait",
@@ -297,6 +300,28 @@ def has_marker(pid, marker):
     return False
 
 
+def _state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        return st[st.rindex(")") + 2]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def settled_survivors(marker):
+    """The marked processes still alive once the policy is done with the run: present in two
+    scans 1 s apart (0.3 s and 1.3 s after), zombies and exiting processes aside. One scan at
+    0.3 s counted processes still dying from the policy's signal on a loaded machine (3 or 4
+    leftovers for the same policy and fixture)."""
+    time.sleep(0.3)
+    first = set(marker_pids(marker))
+    if not first:
+        return []
+    time.sleep(1.0)
+    return sorted(p for p in set(marker_pids(marker)) & first if _state(p) not in (None, "Z", "X"))
+
+
 def kill_marked(marker):
     """SIGKILL every process carrying the marker (and nothing else), until none is left."""
     for _ in range(50):
@@ -352,15 +377,15 @@ class Ctx:
         return has_marker(pid, self.marker)
 
     def stall_instant(self):
-        """The instant the fixture recorded, as wall-clock seconds. Shell fixtures record the
+        """The instant the fixture recorded, on the runner's clock. Shell fixtures record the
         machine's uptime (`up:SECONDS`, read and written by shell builtins: a `date` child would
         be a process of the tree moving bytes after the stall, which quietus rightly counts)."""
         try:
             with open(self.stall_file) as f:
                 text = f.read().strip()
             if text.startswith("up:"):
-                return time.time() - (uptime() - float(text[3:]))
-            return float(text)
+                return float(text[3:])  # the runner's clock (CLOCK_BOOTTIME), 10 ms steps
+            return float(text) - time.time() + policies.now()  # seconds since the epoch
         except (OSError, ValueError):
             return None
 
@@ -398,7 +423,9 @@ def classify(ctx, res):
     if truth == "stalled":
         if s is None:
             return "false_kill" if ended is not None else "error"
-        if ended is not None and ended < s:
+        # the stall instant has the clock's resolution (10 ms, truncated): an end within one
+        # step of it is not before it
+        if ended is not None and ended < s - policies.CLOCK_RESOLUTION:
             return "false_kill"
         deadline = s + T
         if ended is not None and ended <= deadline + ctx.window:
@@ -410,7 +437,7 @@ def classify(ctx, res):
     # lingering
     if s is None:
         return "false_kill" if ended is not None else "error"
-    if ended is not None and ended < s - 0.05:
+    if ended is not None and ended < s - policies.CLOCK_RESOLUTION:
         return "false_kill"
     if res["returned_at"] is not None and not res["cut"] and res["returned_at"] - s <= T:
         res["latency"] = res["returned_at"] - s
@@ -467,7 +494,7 @@ class StdinFeed:
         self.thread.join(timeout=5)
 
 
-def run_one(args, fixture, policy, servers_env, tmp):
+def run_one(args, fixture, policy, servers_env, tmp, rep=0):
     ctx = Ctx(args, fixture, policy, servers_env, tmp)
     load = CpuLoad(ctx.env) if "cpu_load" in fixture["servers"] else None
     feed = StdinFeed(ctx, *fixture["stdin"]) if fixture["stdin"] else None
@@ -483,11 +510,10 @@ def run_one(args, fixture, policy, servers_env, tmp):
             feed.stop()
     # leftovers: survivors once the policy is done with the run (for a cut run, only when the
     # fixture's leader is gone: a stalled tree cut by the runner is not "left behind")
-    time.sleep(0.3)
-    survivors = marker_pids(ctx.marker)
     leader_gone = not res["cut"] or (ctx.proc is not None and ctx.proc.poll() is not None)
-    if policy in policies.QUIETUS_OPTIONS and res["cut"]:
+    if (policy in policies.QUIETUS_OPTIONS or policy in policies.TEMPLATES) and res["cut"]:
         leader_gone = fixture["truth"] == "lingering"
+    survivors = settled_survivors(ctx.marker) if leader_gone else []
     res["leftovers"] = len(survivors) if leader_gone else 0
     res["leftover_names"] = sorted(set(_comm(p) for p in survivors)) if leader_gone else []
     kill_marked(ctx.marker)
@@ -502,7 +528,7 @@ def run_one(args, fixture, policy, servers_env, tmp):
     res["outcome"] = classify(ctx, res)
     t0 = ctx.t_start or 0
     out = {
-        "policy": policy, "fixture": fixture["name"], "truth": fixture["truth"],
+        "policy": policy, "rep": rep, "fixture": fixture["name"], "truth": fixture["truth"],
         "expected_kind": fixture["kind"], "outcome": res["outcome"],
         "latency_s": _r(res.get("latency")),
         "ended_s": _r(res["ended_at"] - t0) if res.get("ended_at") else None,
@@ -515,6 +541,21 @@ def run_one(args, fixture, policy, servers_env, tmp):
     }
     if policy in policies.QUIETUS_OPTIONS and fixture["truth"] == "stalled" and res["outcome"] in ("caught", "late"):
         out["diagnosis_right"] = res.get("diagnosis") == fixture["kind"]
+    if policy in policies.OBSERVE and res.get("trace") is not None:
+        # the fixture's own course (no watchdog): did it behave as declared? Then every
+        # thresholded peer is replayed on it (replay.py)
+        out["fixture_ok"] = (res["outcome"] == "ok" if fixture["truth"] == "working" else
+                             res["outcome"] == "miss" if fixture["truth"] == "stalled" else
+                             res.get("stall_instant") is not None
+                             and res.get("leader_exit") is not None)
+        obs = {"trace": [(t, st, b) for t, st, b in res["trace"]],
+               "end": out["returned_s"] if not res["cut"] else None,
+               "stall": out["stall_s"], "pty": policy == "observe-pty",
+               "cut_after": (policies.now() if res["cut"] else res["returned_at"]) - t0}
+        if fixture["truth"] == "lingering":
+            obs["end"] = None if res["cut"] else out["returned_s"]
+        out["output_chunks"] = len(res["trace"])
+        out["replayed"] = replay.replay(obs, fixture, args.idle, args.window) if out["fixture_ok"] else []
     shutil.rmtree(ctx.rundir, ignore_errors=True)
     return out
 
@@ -557,18 +598,21 @@ def run_all(args, fixtures, pols):
     tmp = tempfile.mkdtemp(prefix="zoo-")
     servers = Servers(tmp, args.work_t * args.idle,
                       http=any("http" in f["servers"] for f in fixtures))
-    jobs = [(f, p) for f in fixtures for p in pols]
-    # heavy ones first, alone; then the rest; longest policies spread out
-    jobs.sort(key=lambda j: (not j[0]["heavy"],))
+    # each repetition whole before the next (the spread then spans the machine's moods)
+    # (a fixture fed on its stdin has no terminal run: a terminal is not a pipe the runner feeds)
+    jobs = [(f, p, k) for k in range(args.repeat) for f in fixtures for p in pols
+            if not (f["stdin"] and p in ("observe-pty", "screen-no-change"))]
+    # heavy ones first, alone; then the rest
+    jobs.sort(key=lambda j: (not j[0]["heavy"], j[2]))
     results, lock = [], threading.Lock()
     slots = Slots(max(1, args.jobs))
     errors = []
     started = time.time()
 
-    def work(f, p):
+    def work(f, p, rep):
         k = slots.take(f["heavy"])
         try:
-            r = run_one(args, f, p, servers.env, tmp)
+            r = run_one(args, f, p, servers.env, tmp, rep)
         except Exception:
             errors.append(traceback.format_exc())
             r = None
@@ -578,18 +622,18 @@ def run_all(args, fixtures, pols):
             with lock:
                 results.append(r)
                 if not args.quiet:
-                    sys.stderr.write("[%4.0fs] %-18s %-22s %-10s %s\n" % (
-                        time.time() - started, p, f["name"], r["outcome"],
+                    sys.stderr.write("[%4.0fs] %d %-18s %-24s %-10s %s\n" % (
+                        time.time() - started, rep, p, f["name"], r["outcome"],
                         "" if r["latency_s"] is None else "%+.2fs" % r["latency_s"]))
 
     threads = []
-    for f, p in jobs:
+    for f, p, rep in jobs:
         if f["heavy"]:
-            work(f, p)  # the heavy ones run alone, before the rest
+            work(f, p, rep)  # the heavy ones run alone, before the rest
             continue
         while sum(t.is_alive() for t in threads) >= args.jobs:
             time.sleep(0.02)
-        t = threading.Thread(target=work, args=(f, p))
+        t = threading.Thread(target=work, args=(f, p, rep))
         t.start()
         threads.append(t)
     for t in threads:
@@ -597,135 +641,6 @@ def run_all(args, fixtures, pols):
     servers.close()
     shutil.rmtree(tmp, ignore_errors=True)
     return results, errors, time.time() - started
-
-
-# ---------------------------------------------------------------- scoring and outputs
-
-def summarize(results, pols, fixtures):
-    rows = []
-    nwork = sum(1 for f in fixtures if f["truth"] == "working")
-    nstall = sum(1 for f in fixtures if f["truth"] == "stalled")
-    nling = sum(1 for f in fixtures if f["truth"] == "lingering")
-    for p in pols:
-        rs = [r for r in results if r["policy"] == p]
-        fk = [r for r in rs if r["outcome"] == "false_kill"]
-        miss = [r for r in rs if r["outcome"] == "miss"]
-        lat = [r["latency_s"] for r in rs if r["truth"] == "stalled" and r["latency_s"] is not None]
-        caught = [r for r in rs if r["truth"] == "stalled" and r["outcome"] in ("caught", "late")]
-        ling_ok = [r for r in rs if r["truth"] == "lingering" and r["outcome"] == "caught"]
-        ok = [r for r in rs if r["truth"] == "working" and r["outcome"] == "ok"]
-        diag = [r for r in rs if "diagnosis_right" in r]
-        row = {
-            "policy": p,
-            "working_ok": "%d/%d" % (len(ok), nwork),
-            "false_kills": len(fk),
-            "stalls_caught": "%d/%d" % (len(caught), nstall),
-            "late": sum(1 for r in rs if r["outcome"] == "late"),
-            "lingering_ok": "%d/%d" % (len(ling_ok), nling),
-            "misses": len(miss),
-            "latency_median_s": _r(statistics.median(lat)) if lat else None,
-            "latency_max_s": _r(max(lat)) if lat else None,
-            "diagnosis_right": ("%d/%d" % (sum(r["diagnosis_right"] for r in diag), len(diag))
-                                if p in policies.QUIETUS_OPTIONS else "n/a"),
-            "leftover_processes": sum(r["leftovers"] for r in rs),
-            "runs_with_leftovers": sum(1 for r in rs if r["leftovers"]),
-            "errors": sum(1 for r in rs if r["outcome"] == "error"),
-        }
-        rows.append(row)
-    return rows
-
-
-COLS = [("policy", "policy"), ("working_ok", "working ran"), ("false_kills", "false kills"),
-        ("stalls_caught", "stalls caught"), ("late", "late"), ("lingering_ok", "lingering ok"),
-        ("misses", "misses"), ("latency_median_s", "latency med (s)"),
-        ("latency_max_s", "latency max (s)"), ("diagnosis_right", "diagnosis right"),
-        ("leftover_processes", "leftovers"), ("errors", "errors")]
-
-
-def cell(r):
-    o = r["outcome"]
-    s = {"ok": "ok", "caught": "caught", "late": "LATE", "false_kill": "FALSE KILL",
-         "miss": "MISS", "error": "error"}[o]
-    if r["latency_s"] is not None and o in ("caught", "late"):
-        s += " %+.1fs" % r["latency_s"]
-    if "diagnosis_right" in r:
-        s += " %s%s" % ("✓" if r["diagnosis_right"] else "✗", "" if r["diagnosis_right"]
-                        else r["diagnosis"] or "none")
-    if r["leftovers"]:
-        s += " +%d left" % r["leftovers"]
-    return s
-
-
-def markdown(rows, results, pols, fixtures, args, elapsed):
-    out = ["# Stall zoo results", "",
-           "T = %gs idle timeout; %d fixtures (%s); window: a stall must be ended within T + %gs "
-           "of its stall instant, a lingering run must be over within T of its done instant; "
-           "working fixtures run %.1f s; wall-clock budget %g T; %d at a time; %.0f s in all."
-           % (args.idle, len(fixtures), ", ".join("%d %s" % (sum(f["truth"] == t for f in fixtures), t)
-                                                  for t in TRUTHS), args.window,
-              args.work_t * args.idle, policies.WALL_CLOCK_BUDGET_T, args.jobs, elapsed), "",
-           "| " + " | ".join(h for _, h in COLS) + " |",
-           "|" + "---|" * len(COLS)]
-    for row in rows:
-        out.append("| " + " | ".join("-" if row[k] is None else str(row[k]) for k, _ in COLS) + " |")
-    out += ["", "Latency: end (first signal) minus deadline (stall instant + T), for stalls caught; "
-            "negative is earlier than the deadline (after the stall). LATE: more than %gs past it. "
-            "✓/✗: quietus's diagnosis kind against the fixture's expected kind." % max(1.0, args.idle / 2),
-            "", "## Per fixture", "",
-            "| fixture | truth | expected | " + " | ".join(pols) + " |",
-            "|---|---|---|" + "---|" * len(pols)]
-    by = {(r["fixture"], r["policy"]): r for r in results}
-    for f in fixtures:
-        cells = [cell(by[(f["name"], p)]) if (f["name"], p) in by else "" for p in pols]
-        out.append("| %s | %s | %s | %s |" % (f["name"], f["truth"], f["kind"] or "-", " | ".join(cells)))
-    return "\n".join(out) + "\n"
-
-
-COLOURS = {"caught": "#2e7d32", "ok": "#81c784", "late": "#f9a825", "false_kill": "#c62828",
-           "miss": "#6a1b9a", "error": "#9e9e9e"}
-LABELS = {"caught": "correct end", "ok": "correct no-end", "late": "late end",
-          "false_kill": "false kill", "miss": "miss", "error": "fixture error"}
-
-
-def svg(results, pols, fixtures, args):
-    cw, ch, left, top = 128, 20, 190, 70
-    w = left + cw * len(pols) + 20
-    h = top + ch * len(fixtures) + 90
-    esc = lambda s: (s or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="monospace" font-size="11">' % (w, h),
-         '<rect width="100%" height="100%" fill="white"/>',
-         '<text x="10" y="20" font-size="14" font-weight="bold">stall zoo: fixtures x policies (T = %gs)</text>' % args.idle]
-    for j, p in enumerate(pols):
-        o.append('<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>'
-                 % (left + j * cw + cw / 2, top - 10, esc(p)))
-    by = {(r["fixture"], r["policy"]): r for r in results}
-    for i, f in enumerate(fixtures):
-        y = top + i * ch
-        o.append('<text x="10" y="%d">%s</text>' % (y + 14, esc(f["name"])))
-        o.append('<text x="%d" y="%d" fill="#555">%s</text>' % (left - 12, y + 14, f["truth"][0].upper()))
-        for j, p in enumerate(pols):
-            r = by.get((f["name"], p))
-            if not r:
-                continue
-            x = left + j * cw
-            title = "%s / %s: %s" % (f["name"], p, cell(r))
-            o.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="white"><title>%s</title></rect>'
-                     % (x, y, cw - 2, ch - 2, COLOURS[r["outcome"]], esc(title)))
-            label = LABELS[r["outcome"]]
-            if "diagnosis_right" in r:
-                label += " ✓" if r["diagnosis_right"] else " ✗"
-            if r["leftovers"]:
-                label += " +%d" % r["leftovers"]
-            o.append('<text x="%d" y="%d" fill="white" text-anchor="middle">%s</text>'
-                     % (x + cw / 2 - 1, y + 13, esc(label)))
-    y = top + len(fixtures) * ch + 20
-    for k, (key, lab) in enumerate(LABELS.items()):
-        x = 10 + k * 135
-        o.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (x, y, COLOURS[key]))
-        o.append('<text x="%d" y="%d">%s</text>' % (x + 18, y + 11, lab))
-    o.append('<text x="10" y="%d">W/S/L: working / stalled / lingering. ✓ ✗: quietus diagnosis kind right / wrong. +N: processes left behind.</text>' % (y + 34))
-    o.append("</svg>")
-    return "\n".join(o) + "\n"
 
 
 def uptime():
@@ -743,7 +658,12 @@ def default_binary():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", action="append", choices=policies.POLICIES, help="repeatable; default all")
+    ap.add_argument("--policy", action="append", metavar="NAME|NAME=TEMPLATE",
+                    help="repeatable; one of %s (default: %s), or your watchdog as a command "
+                         "template: 'NAME=mywatchdog --idle {T} -- {CMD}' (README.md, \"Your watchdog\")"
+                         % (", ".join(policies.POLICIES), ", ".join(policies.DEFAULT_POLICIES)))
+    ap.add_argument("--repeat", "-r", type=int, default=3,
+                    help="runs of each fixture under each policy (default 3: the spread is reported)")
     ap.add_argument("--fixture", action="append", help="a fixture's name; repeatable; default all")
     ap.add_argument("--fast", action="store_true", help="only the fixtures marked zoo-fast")
     ap.add_argument("--binary", default=default_binary(),
@@ -781,35 +701,64 @@ def main(argv=None):
         fixtures = [f for f in fixtures if f["name"] in args.fixture]
     if args.fast:
         fixtures = [f for f in fixtures if f["fast"]]
-    pols = args.policy or list(policies.POLICIES)
-    pols = [p for p in policies.POLICIES if p in pols]
+    pols = []
+    for p in args.policy or policies.DEFAULT_POLICIES:
+        name, eq, template = p.partition("=")
+        if eq:
+            name = name.strip()
+            if not name or name in policies.POLICIES or "{CMD}" not in template:
+                print("zoo: --policy NAME=TEMPLATE needs a new NAME and a {CMD} word: %r" % p,
+                      file=sys.stderr)
+                return 2
+            policies.TEMPLATES[name] = template
+        elif name not in policies.POLICIES:
+            print("zoo: unknown policy %r (one of %s, or NAME=TEMPLATE)"
+                  % (name, ", ".join(policies.POLICIES)), file=sys.stderr)
+            return 2
+        if name not in pols:
+            pols.append(name)
+    if args.repeat < 1:
+        print("zoo: --repeat must be at least 1", file=sys.stderr)
+        return 2
     if any(p in policies.QUIETUS_OPTIONS for p in pols) and not os.access(args.binary, os.X_OK):
         print("zoo: no quietus binary at %s (cargo build --release, or --binary)" % args.binary, file=sys.stderr)
         return 2
 
+    args.binary = os.path.abspath(args.binary)
+    for name, template in policies.TEMPLATES.items():
+        first = shlex.split(template)[0]
+        if os.path.exists(first):  # a path relative to here: the fixture runs elsewhere
+            policies.TEMPLATES[name] = shlex.quote(os.path.abspath(first)) + template[len(template.split(None, 1)[0]):]
     results, errors, elapsed = run_all(args, fixtures, pols)
     for e in errors:
         print("zoo: runner error:\n%s" % e, file=sys.stderr)
     rerr = [r for r in results if r.get("runner_error")]
     for r in rerr:
         print("zoo: runner error in %s/%s:\n%s" % (r["policy"], r["fixture"], r["runner_error"]), file=sys.stderr)
-    rows = summarize(results, pols, fixtures)
-    md = markdown(rows, results, pols, fixtures, args, elapsed)
+    real_rows = report.summarize_real(results, [p for p in pols if p not in policies.OBSERVE],
+                                      fixtures, args.repeat)
+    rep_rows = report.summarize_replayed(results, args.repeat)
+    command = "python3 zoo/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    md = report.markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, command)
     print(md)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(md)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"idle_timeout_s": args.idle, "window_s": args.window,
+            json.dump({"command": command, "idle_timeout_s": args.idle, "window_s": args.window,
                        "work_s": args.work_t * args.idle, "binary": args.binary,
-                       "summary": rows, "runs": sorted(results, key=lambda r: (r["fixture"], r["policy"])),
-                       "fixtures": [{k: f[k] for k in ("name", "truth", "kind", "servers", "fast", "thread")}
+                       "repeat": args.repeat, "clock_resolution_s": policies.CLOCK_RESOLUTION,
+                       "templates": policies.TEMPLATES,
+                       "summary": real_rows, "replayed_summary": rep_rows,
+                       "runs": sorted(results, key=lambda r: (r["fixture"], r["policy"], r["rep"])),
+                       "fixtures": [{k: f[k] for k in ("name", "truth", "kind", "servers", "fast",
+                                                        "thread", "tool", "source", "pty", "stdin")}
                                     for f in fixtures]}, f, indent=1)
     if args.svg:
         os.makedirs(os.path.dirname(os.path.abspath(args.svg)), exist_ok=True)
         with open(args.svg, "w") as f:
-            f.write(svg(results, pols, fixtures, args))
+            f.write(report.svg(results, real_rows, rep_rows, pols, fixtures, args))
     return 1 if (errors or rerr) else 0
 
 
