@@ -18,10 +18,11 @@ import subprocess
 import time
 
 # Run for real by default: quietus (the binary) and the two observations the peers are replayed
-# on (replay.py). The peers' kill models below also run for real when named with --policy (their
-# leftovers are then measured), at one threshold: T (wall clock: WALL_CLOCK_BUDGET_T).
+# on (replay.py). The two peers that really kill also run for real when named with --policy (their
+# leftovers are then measured), at one threshold: T (wall clock: WALL_CLOCK_BUDGET_T). The soft
+# peers (OpenHands, DesktopCommander, the hand-offs) end nothing: they are only replayed.
 DEFAULT_POLICIES = ["quietus", "quietus-repeat-cap", "observe", "observe-pty"]
-POLICIES = DEFAULT_POLICIES + ["output-idle", "wall-clock", "screen-no-change", "prompt-match"]
+POLICIES = DEFAULT_POLICIES + ["output-idle", "wall-clock"]
 OBSERVE = ("observe", "observe-pty")
 
 # The runner's one clock: CLOCK_BOOTTIME, which /proc/uptime shows truncated to 10 ms (the
@@ -41,29 +42,23 @@ OUTPUT_IDLE_KILL_DELAY = 0.2
 SCREEN_POLL = 0.5
 SCREEN_ROWS = 24
 SCREEN_COLS = 80
-# prompt-match: DesktopCommander matches the last 4,096 characters of output; force_terminate
-# walks the tree with ps, sends TERM, waits 1 s, sends KILL.
+# the output tail the replay keeps for DesktopCommander's check (its last line is what counts)
 PROMPT_TAIL = 4096
-PROMPT_KILL_DELAY = 1.0
-# DesktopCommanderMCP src/utils/process-detection.ts (read 2026): the last line of a stream's
-# last 4,096 characters is an input wait when it is made of REPL prompts alone, or ends in a
-# named/shell prompt. No "[Y/n]", no "Password:": questions that are not REPL or shell prompts
-# are not recognised. (PowerShell and cmd.exe prompts are left out: not on Linux.)
-DC_PROMPTS = [">>> ", "... ", "> ", "+ ", "julia> ", "       ", "$ ", "# ", "% ", "mysql> ",
-              "    -> ", "=# ", "-# ", "redis> ", ">> "]
-DC_PROMPTS_ONLY = re.compile("^(?:%s)+$" % "|".join(re.escape(p) for p in DC_PROMPTS))
-DC_LINE_END_PROMPTS = [">>> ", "julia> ", "mysql> ", "redis> ", "$ ", "# ", "% "]
+# DesktopCommanderMCP src/utils/process-detection.ts at 1eccc8b (2026-07-21), lines 14-25 and
+# 54-80: the whole output so far (stdout and stderr merged, as start_process collects them) is
+# split into lines; the process waits for input when its last line ends with or contains any
+# REPL or shell prompt below. terminal-manager.ts 394-405 checks every 100 ms and returns
+# early (isBlocked): the tool call returns to the model, the process runs on (a soft alarm).
+DC_PROMPTS = [">>> ", "... ", "> ", "+ ", "julia> ", "       ", "$ ", "# ", "% ", "bash-",
+              "zsh-", "mysql> ", "    -> ", "=# ", "-# ", "redis> "]
 
 
-def dc_waiting_for_input(tail):
-    """DesktopCommander's analyzeOutputTail on one stream's tail."""
-    tail = tail[-PROMPT_TAIL:]
-    if not tail.strip():
+def dc_waiting_for_input(output):
+    """DesktopCommander's analyzeProcessState(...).isWaitingForInput on the output so far."""
+    if not output.strip():
         return False
-    last = tail.split("\n")[-1]
-    if DC_PROMPTS_ONLY.match(last):
-        return True
-    return any(last.endswith(p) for p in DC_LINE_END_PROMPTS)
+    last = output.split("\n")[-1]
+    return any(last.endswith(p) or p in last for p in DC_PROMPTS)
 
 
 def now():
@@ -188,7 +183,7 @@ def _read_ready(fds, timeout):
 
 def run_direct(ctx, policy):
     """The four modelled peers: one loop, the policy decides when and how to end."""
-    pty_mode = policy in ("screen-no-change", "observe-pty") or ctx.fixture["pty"]
+    pty_mode = policy == "observe-pty" or ctx.fixture["pty"]
     res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
            "cut": False, "how": None}
     t0 = now()
@@ -256,56 +251,6 @@ def run_direct(ctx, policy):
                     res["returned_at"] = t
                     break
 
-            elif policy == "screen-no-change":
-                # OpenHands: the tmux pane is read every 0.5 s; no change for T: control goes
-                # back to the model, which sends C-c and stops. The command is done when the
-                # shell's prompt comes back (the leader's exit); background jobs are left alone.
-                if t >= next_poll:
-                    next_poll = t + SCREEN_POLL
-                    s = screen.text()
-                    if s != last_screen:
-                        last_screen, last_change = s, t
-                    if alive and t - last_change >= ctx.T:
-                        res["ended_at"], res["how"] = t, "C-c (no screen change)"
-                        try:
-                            os.write(master, b"\x03")
-                        except OSError:
-                            pass
-                        time.sleep(0.5)
-                        if proc.poll() is not None:
-                            res["leader_exit"], res["leader_rc"] = now(), proc.returncode
-                        res["returned_at"] = now()
-                        break
-                if res["leader_exit"] is not None:
-                    res["returned_at"] = t
-                    break
-
-            elif policy == "prompt-match":
-                # DesktopCommander: a prompt at the end of the last 4,096 characters is an input
-                # wait (the harness then gives up: force_terminate, a ps walk, TERM, 1 s, KILL);
-                # anything else only returns early, the process running on. Done at its exit.
-                if alive and any(dc_waiting_for_input(x) for x in tails.values()):
-                    res["ended_at"], res["how"] = t, "force_terminate (prompt seen)"
-                    pids = [p for p in tree_pids(pgid) if ctx.has_marker(p)]
-                    for p in pids:
-                        try:
-                            os.kill(p, signal.SIGTERM)
-                        except ProcessLookupError:
-                            pass
-                    time.sleep(PROMPT_KILL_DELAY)
-                    for p in pids:
-                        try:
-                            if ctx.has_marker(p):
-                                os.kill(p, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
-                    proc.wait()
-                    res["leader_exit"], res["leader_rc"] = now(), proc.returncode
-                    res["returned_at"] = now()
-                    break
-                if res["leader_exit"] is not None:
-                    res["returned_at"] = t
-                    break
             else:
                 raise ValueError("unknown policy %r" % policy)
 

@@ -61,12 +61,15 @@ def screen_changes(trace):
 
 
 def first_prompt(trace):
-    """DesktopCommander: the first instant a stream's last 4,096 characters end in a prompt."""
-    tails = {}
-    for t, stream, data in trace:
-        tails[stream] = (tails.get(stream, "") + data.decode("utf-8", "replace"))[-policies.PROMPT_TAIL:]
-        if policies.dc_waiting_for_input(tails[stream]):
-            return t
+    """DesktopCommander: the first 100 ms check at which the output so far (both streams, as
+    start_process merges them) has a prompt in its last line."""
+    tail, pending = "", False
+    for i, (t, _, data) in enumerate(trace):
+        tail = (tail + data.decode("utf-8", "replace"))[-policies.PROMPT_TAIL:]
+        nxt = trace[i + 1][0] if i + 1 < len(trace) else None
+        # the check runs every 100 ms: the tail it sees is the one standing at its tick
+        if policies.dc_waiting_for_input(tail) and (nxt is None or nxt - t >= 0.1):
+            return t + 0.1
     return None
 
 
@@ -130,13 +133,14 @@ def replay(obs, fixture, T, window):
             add("openhands-no-change", k, "alarm", first_quiet(changes, k * T, end, horizon, s))
         return results
     for k in SWEEP:
-        # GNU timeout / a Bash tool's kill at a wall-clock budget of k·T
+        # GNU timeout (and the Bash tools that kill at their budget): a kill at k·T
         add("wall-clock", k, "kill", k * T)
-        # gemini-cli tools.shell.inactivityTimeout: no output chunk for k·T, the group is killed
+        # gemini-cli tools.shell.inactivityTimeout: no output event for k·T, the group is killed
         add("output-idle", k, "kill", first_quiet(out_events, k * T, end, horizon, s))
-        # Claude Code: past its Bash timeout the command moves to the background (soft)
-        add("claude-code-background", k, "alarm", k * T)
-        # codex unified exec: yields to the model after yield_time_ms (soft), never kills
-        add("codex-yield", k, "alarm", k * T)
-    add("prompt-match", 1, "kill", first_prompt(trace))
+        # the hand-offs at a wall-clock budget, soft: Claude Code moves the command to the
+        # background, codex's unified exec yields the session to the model, OpenHands' hard
+        # timeout and DesktopCommander's start_process timeout return with the command running
+        add("handoff-wall-clock", k, "alarm", k * T)
+    # DesktopCommander: a prompt in the last line returns the call early (soft), not thresholded
+    add("desktop-commander-prompt", 1, "alarm", first_prompt(trace))
     return results

@@ -175,7 +175,7 @@ def fixture_flags(f):
 
 # the per-fixture grid's columns: run for real, or replayed at one threshold
 GRID = [("quietus", None), ("quietus-repeat-cap", None), ("output-idle", 1), ("wall-clock", 3),
-        ("openhands-no-change", 1), ("prompt-match", 1)]
+        ("openhands-no-change", 1), ("handoff-wall-clock", 3), ("desktop-commander-prompt", 1)]
 
 
 def markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, command):

@@ -656,6 +656,47 @@ def default_binary():
     return os.path.join(ROOT, "target", "release", "quietus")
 
 
+def write_outputs(args, fixtures, pols, results, elapsed, command):
+    """The tables (stdout, --markdown), the JSON (--json) and the picture (--svg)."""
+    real_rows = report.summarize_real(results, [p for p in pols if p not in policies.OBSERVE],
+                                      fixtures, args.repeat)
+    rep_rows = report.summarize_replayed(results, args.repeat)
+    md = report.markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, command)
+    print(md)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(md)
+    if args.json and not args.render:
+        with open(args.json, "w") as f:
+            json.dump({"command": command, "idle_timeout_s": args.idle, "window_s": args.window,
+                       "work_s": args.work_t * args.idle, "binary": args.binary,
+                       "repeat": args.repeat, "jobs": args.jobs, "elapsed_s": elapsed,
+                       "clock_resolution_s": policies.CLOCK_RESOLUTION,
+                       "templates": policies.TEMPLATES, "policies": pols,
+                       "summary": real_rows, "replayed_summary": rep_rows,
+                       "runs": sorted(results, key=lambda r: (r["fixture"], r["policy"], r["rep"])),
+                       "fixtures": [{k: f[k] for k in ("name", "truth", "kind", "servers", "fast",
+                                                        "thread", "tool", "source", "pty", "stdin")}
+                                    for f in fixtures]}, f, indent=1)
+    if args.svg:
+        os.makedirs(os.path.dirname(os.path.abspath(args.svg)), exist_ok=True)
+        with open(args.svg, "w") as f:
+            f.write(report.svg(results, real_rows, rep_rows, pols, fixtures, args))
+
+
+def render(args, fixtures):
+    with open(args.render) as f:
+        saved = json.load(f)
+    args.idle, args.window = saved["idle_timeout_s"], saved["window_s"]
+    args.work_t = saved["work_s"] / saved["idle_timeout_s"]
+    args.repeat, args.jobs = saved["repeat"], saved["jobs"]
+    names = {f["name"] for f in saved["fixtures"]}
+    fixtures = [f for f in fixtures if f["name"] in names]
+    write_outputs(args, fixtures, saved["policies"], saved["runs"], saved["elapsed_s"],
+                  saved["command"])
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", action="append", metavar="NAME|NAME=TEMPLATE",
@@ -679,6 +720,8 @@ def main(argv=None):
                     help="draw the grid as SVG (default docs/zoo.svg)")
     ap.add_argument("--markdown", metavar="FILE", help="also write the printed tables to FILE")
     ap.add_argument("--list", action="store_true", help="list the fixtures and exit")
+    ap.add_argument("--render", metavar="JSON",
+                    help="run nothing: draw the tables and picture again from a --json file")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args(argv)
 
@@ -692,6 +735,8 @@ def main(argv=None):
             print("%-22s %-9s %-15s %s%s %s" % (f["name"], f["truth"], f["kind"] or "-",
                                              "fast " if f["fast"] else "", ",".join(f["servers"]), f["thread"]))
         return 0
+    if args.render:
+        return render(args, fixtures)
     if args.fixture:
         names = {f["name"] for f in fixtures}
         bad = [n for n in args.fixture if n not in names]
@@ -735,30 +780,8 @@ def main(argv=None):
     rerr = [r for r in results if r.get("runner_error")]
     for r in rerr:
         print("zoo: runner error in %s/%s:\n%s" % (r["policy"], r["fixture"], r["runner_error"]), file=sys.stderr)
-    real_rows = report.summarize_real(results, [p for p in pols if p not in policies.OBSERVE],
-                                      fixtures, args.repeat)
-    rep_rows = report.summarize_replayed(results, args.repeat)
     command = "python3 zoo/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    md = report.markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, command)
-    print(md)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(md)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"command": command, "idle_timeout_s": args.idle, "window_s": args.window,
-                       "work_s": args.work_t * args.idle, "binary": args.binary,
-                       "repeat": args.repeat, "clock_resolution_s": policies.CLOCK_RESOLUTION,
-                       "templates": policies.TEMPLATES,
-                       "summary": real_rows, "replayed_summary": rep_rows,
-                       "runs": sorted(results, key=lambda r: (r["fixture"], r["policy"], r["rep"])),
-                       "fixtures": [{k: f[k] for k in ("name", "truth", "kind", "servers", "fast",
-                                                        "thread", "tool", "source", "pty", "stdin")}
-                                    for f in fixtures]}, f, indent=1)
-    if args.svg:
-        os.makedirs(os.path.dirname(os.path.abspath(args.svg)), exist_ok=True)
-        with open(args.svg, "w") as f:
-            f.write(report.svg(results, real_rows, rep_rows, pols, fixtures, args))
+    write_outputs(args, fixtures, pols, results, elapsed, command)
     return 1 if (errors or rerr) else 0
 
 

@@ -44,12 +44,15 @@ class Headers(unittest.TestCase):
 
 class Models(unittest.TestCase):
     def test_desktop_commander_prompts(self):
+        # process-detection.ts: the last line ends with or contains a REPL or shell prompt
         w = policies.dc_waiting_for_input
         self.assertTrue(w("Python 3\n>>> "))
         self.assertTrue(w("out\nuser@host:~$ "))
-        self.assertFalse(w("collecting ... "))
+        self.assertTrue(w("collecting ... "))  # contains "... ": a false "waiting" on progress
+        self.assertTrue(w("  % Total    % Received"))  # curl's meter header contains "% "
         self.assertFalse(w("Password: "))
         self.assertFalse(w("Continue? [Y/n] "))
+        self.assertFalse(w("> \ndone"))  # only the last line counts
 
     def test_screen_carriage_return_overwrites(self):
         s = policies.Screen()
@@ -86,6 +89,12 @@ class Replay(unittest.TestCase):
         self.assertEqual(len(replay.screen_changes(same)), 1)
         spin = [(i * 0.2, 1, ("\r%s 40%%" % "|/-\\"[i % 4]).encode()) for i in range(20)]
         self.assertGreater(len(replay.screen_changes(spin)), 5)
+
+
+    def test_desktop_commander_sees_the_tail_at_its_100_ms_tick(self):
+        # a prompt overwritten within 100 ms by the next chunk is not seen
+        self.assertIsNone(replay.first_prompt([(1.0, 1, b"$ "), (1.05, 1, b"ok\n")]))
+        self.assertAlmostEqual(replay.first_prompt([(1.0, 1, b"x\n>>> ")]), 1.1)
 
 
 class Templates(unittest.TestCase):
