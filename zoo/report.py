@@ -245,6 +245,10 @@ COLOURS = {"caught": "#2e7d32", "ok": "#81c784", "late": "#f9a825", "false_kill"
            "flip": "#000000", "n/a": "#e0e0e0"}
 
 
+SHORT = {"quietus-repeat-cap": "quietus+repeat", "openhands-no-change": "OpenHands",
+         "handoff-wall-clock": "hand-off", "desktop-commander-prompt": "DC prompt"}
+
+
 def _majority(outs):
     if not outs:
         return None
@@ -268,9 +272,9 @@ def svg(results, real_rows, rep_rows, pols, fixtures, args):
          '<text x="10" y="18" font-size="13" font-weight="bold">stall zoo, T = %gs, %d fixtures × %d runs: outcome per fixture (left), each policy over its threshold (right)</text>'
          % (args.idle, len(fixtures), args.repeat)]
     for j, (p, k) in enumerate(cols):
-        name = p if k is None else "%s@%dT" % (p, k)
+        name = SHORT.get(p, p) + ("" if k is None else "@%dT" % k)
         o.append('<text x="%d" y="%d" text-anchor="middle" font-weight="bold" font-size="9">%s</text>'
-                 % (left + j * cw + cw / 2, top - 8, _esc(name[:17])))
+                 % (left + j * cw + cw / 2, top - 8, _esc(name[:18])))
     for i, f in enumerate(fixtures):
         y = top + i * ch
         mark = ("*" if f["tool"] else "") + ("†" if f["source"] else "")
@@ -293,7 +297,7 @@ def svg(results, real_rows, rep_rows, pols, fixtures, args):
               ("flip", "differs between runs")]
     for n, (key, lab) in enumerate(legend):
         o.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>'
-                 % (10 + n * 125, y, COLOURS[key], 24 + n * 125, y + 9, lab))
+                 % (10 + n * 108, y, COLOURS[key], 24 + n * 108, y + 9, lab))
     o.append('<text x="10" y="%d">W/S/L: working/stalled/lingering; *: a real tool; †: rests on a source only quietus watches (.agent/)</text>' % (y + 24))
     o += _curves(real_rows, rep_rows, gw + 60, top, pw, ph)
     o.append("</svg>")
@@ -301,49 +305,60 @@ def svg(results, real_rows, rep_rows, pols, fixtures, args):
 
 
 def _curves(real_rows, rep_rows, x0, y0, pw, ph):
+    """x: working programs ended (kills) or alarmed (soft), % of the working fixtures, mean of
+    the runs; y: median latency past the deadline of the stalls it ended (or alarmed on); the
+    1T, 3T and 20T points carry the stalls it never ended (or never alarmed on)."""
     o = []
     series = {}
     for row in rep_rows:
-        if row["latency_median_s"] is None or row["bad_mean"] is None:
+        if row["latency_median_s"] is None or row["bad_mean"] is None or not row["n_working"]:
             continue
         series.setdefault((row["policy"], row["kind"]), []).append(
-            (row["bad_mean"], row["latency_median_s"], row["k"]))
+            (100.0 * row["bad_mean"] / row["n_working"], row["latency_median_s"], row["k"], row["miss"]))
     pts = []
     for row in real_rows:
         if row["policy"] in policies.OBSERVE or row["latency_median_s"] is None:
             continue
-        fk = [c["false_kills"] for c in row["per_rep"]]
-        pts.append((row["policy"], statistics.mean(fk), row["latency_median_s"]))
-    xs = [p[0] for s in series.values() for p in s] + [p[1] for p in pts] + [1]
+        c0 = row["per_rep"][0]
+        fk = statistics.mean(c["false_kills"] for c in row["per_rep"])
+        pts.append((row["policy"], 100.0 * fk / max(1, c0["n_working"]), row["latency_median_s"],
+                    row["misses"]))
     ys = [p[1] for s in series.values() for p in s] + [p[2] for p in pts] + [1]
-    xmax, ymin, ymax = max(xs) * 1.05, min(0, min(ys)), max(ys) * 1.05
+    xmax, ymin, ymax = 100.0, min(-3, min(ys)), max(ys) * 1.05
     X = lambda v: x0 + (v / xmax) * pw
     Y = lambda v: y0 + ph - ((v - ymin) / (ymax - ymin)) * ph
     o.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>' % (x0, y0, pw, ph))
-    o.append('<text x="%d" y="%d" text-anchor="middle">working programs ended (false kills) or alarmed (false alarms), mean of the runs</text>' % (x0 + pw / 2, y0 + ph + 28))
-    o.append('<text x="%d" y="%d" transform="rotate(-90 %d %d)" text-anchor="middle">median latency past the deadline (s)</text>'
-             % (x0 - 40, y0 + ph / 2, x0 - 40, y0 + ph / 2))
-    for t in range(5):
-        v = ymin + (ymax - ymin) * t / 4
+    o.append('<text x="%d" y="%d" text-anchor="middle">working programs ended (kill) or alarmed (soft), %% of them, mean of the runs</text>'
+             % (x0 + pw / 2, y0 + ph + 28))
+    o.append('<text x="%d" y="%d" transform="rotate(-90 %d %d)" text-anchor="middle">median latency past the deadline (s), stalls ended/alarmed</text>'
+             % (x0 - 46, y0 + ph / 2, x0 - 46, y0 + ph / 2))
+    for t in range(6):
+        v = ymin + (ymax - ymin) * t / 5
         o.append('<text x="%d" y="%d" text-anchor="end">%.0f</text>' % (x0 - 4, Y(v) + 3, v))
-        v2 = xmax * t / 4
-        o.append('<text x="%d" y="%d" text-anchor="middle">%.0f</text>' % (X(v2), y0 + ph + 12, v2))
+        o.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/>' % (x0, x0 + pw, Y(v), Y(v)))
+        v2 = xmax * t / 5
+        o.append('<text x="%d" y="%d" text-anchor="middle">%.0f%%</text>' % (X(v2), y0 + ph + 12, v2))
+    o.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="2 2"/>'
+             % (x0, x0 + pw, Y(0), Y(0)))
     palette = ["#1565c0", "#c62828", "#ef6c00", "#6a1b9a", "#00838f", "#558b2f"]
-    for n, ((pol, kind), s) in enumerate(sorted(series.items())):
+    for n, ((pol, kind), pts_) in enumerate(sorted(series.items())):
         col = palette[n % len(palette)]
-        s.sort(key=lambda p: p[2])
-        dash = ' stroke-dasharray="4 3"' if kind == "alarm" else ""
+        pts_.sort(key=lambda p: p[2])
+        dash = ' stroke-dasharray="5 3"' if kind == "alarm" else ""
         o.append('<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>'
-                 % (col, dash, " ".join("%.1f,%.1f" % (X(a), Y(b)) for a, b, _ in s)))
-        for a, b, k in s:
-            o.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s k=%d</title></circle>'
-                     % (X(a), Y(b), col, pol, k))
-            if k in (1, 3, 20):
-                o.append('<text x="%.1f" y="%.1f" fill="%s" font-size="8">%dT</text>' % (X(a) + 3, Y(b) - 3, col, k))
-        o.append('<text x="%d" y="%d" fill="%s">%s %s (%s)</text>' % (x0 + pw + 6 - pw, y0 + ph + 44 + n * 12,
-                                                                     col, "- -" if kind == "alarm" else "—", pol, kind))
-    for n, (pol, a, b) in enumerate(pts):
-        o.append('<rect x="%.1f" y="%.1f" width="7" height="7" fill="#000"><title>%s</title></rect>'
-                 % (X(a) - 3.5, Y(b) - 3.5, pol))
-        o.append('<text x="%.1f" y="%.1f" font-weight="bold">%s</text>' % (X(a) + 6, Y(b) + 10 + 10 * n, _esc(pol)))
+                 % (col, dash, " ".join("%.1f,%.1f" % (X(a), Y(b)) for a, b, _, _ in pts_)))
+        for a, b, k, miss in pts_:
+            o.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s k=%d: %.0f%% working %s, median %.1f s, %s not %s</title></circle>'
+                     % (X(a), Y(b), col, pol, k, a, "ended" if kind == "kill" else "alarmed", b, miss,
+                        "ended" if kind == "kill" else "alarmed"))
+            if k in (1, 3, 20) or len(pts_) == 1:
+                o.append('<text x="%.1f" y="%.1f" fill="%s" font-size="8">%s (%s missed)</text>'
+                         % (X(a) + 4, Y(b) - 3 - 9 * (n % 3), col, "%dT" % k if len(pts_) > 1 else "", miss))
+        o.append('<text x="%d" y="%d" fill="%s">%s %s (%s)</text>' % (x0, y0 + ph + 46 + n * 12,
+                                                                     col, "- - -" if kind == "alarm" else "———", pol, kind))
+    for n, (pol, a, b, miss) in enumerate(pts):
+        o.append('<rect x="%.1f" y="%.1f" width="8" height="8" fill="#000"><title>%s</title></rect>'
+                 % (X(a) - 4, Y(b) - 4, pol))
+        o.append('<text x="%.1f" y="%.1f" font-weight="bold">%s at T (%s missed)</text>'
+                 % (X(a) + 7, Y(b) + 14 + 11 * n, _esc(pol), miss))
     return o
