@@ -310,16 +310,17 @@ def _state(pid):
 
 
 def settled_survivors(marker):
-    """The marked processes still alive once the policy is done with the run: present in two
-    scans 1 s apart (0.3 s and 1.3 s after), zombies and exiting processes aside. One scan at
-    0.3 s counted processes still dying from the policy's signal on a loaded machine (3 or 4
-    leftovers for the same policy and fixture)."""
+    """The marked processes still alive once the policy is done with the run, and how many the
+    first scan saw: present in two scans 1 s apart (0.3 s and 1.3 s after), zombies and exiting
+    processes aside. One scan counted a surviving loop's short-lived children (the `sleep`
+    between two polls) in some runs and not in others: 2 or 1 for the same run (README.md)."""
     time.sleep(0.3)
     first = set(marker_pids(marker))
     if not first:
-        return []
+        return [], 0
     time.sleep(1.0)
-    return sorted(p for p in set(marker_pids(marker)) & first if _state(p) not in (None, "Z", "X"))
+    settled = sorted(p for p in set(marker_pids(marker)) & first if _state(p) not in (None, "Z", "X"))
+    return settled, len(first)
 
 
 def kill_marked(marker):
@@ -513,7 +514,7 @@ def run_one(args, fixture, policy, servers_env, tmp, rep=0):
     leader_gone = not res["cut"] or (ctx.proc is not None and ctx.proc.poll() is not None)
     if (policy in policies.QUIETUS_OPTIONS or policy in policies.TEMPLATES) and res["cut"]:
         leader_gone = fixture["truth"] == "lingering"
-    survivors = settled_survivors(ctx.marker) if leader_gone else []
+    survivors, first_scan = settled_survivors(ctx.marker) if leader_gone else ([], 0)
     res["leftovers"] = len(survivors) if leader_gone else 0
     res["leftover_names"] = sorted(set(_comm(p) for p in survivors)) if leader_gone else []
     kill_marked(ctx.marker)
@@ -536,6 +537,7 @@ def run_one(args, fixture, policy, servers_env, tmp, rep=0):
         "stall_s": _r(res["stall_instant"] - t0) if res.get("stall_instant") else None,
         "how": res.get("how"), "cut": res["cut"], "leader_rc": res.get("leader_rc"),
         "leftovers": res["leftovers"], "leftover_names": res["leftover_names"],
+        "leftovers_first_scan": first_scan,
         "diagnosis": res.get("diagnosis"), "diagnosis_summary": res.get("diagnosis_summary"),
         "report": res.get("report"), "runner_error": res.get("runner_error"),
     }
