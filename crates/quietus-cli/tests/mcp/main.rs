@@ -295,7 +295,6 @@ fn a_cancelled_request_is_not_answered() {
         seen.push(serde_json::from_str(&line).expect("JSON"));
     }
     // Closing stdin ends the server: it ends its sessions and waits for the calls under way.
-    drop(send);
     drop(stdin);
     seen.extend(lines.map(|l| serde_json::from_str(&l.expect("a line")).expect("JSON")));
     assert!(server.wait().expect("reaped").success());
