@@ -58,7 +58,8 @@ pub(crate) struct CallContext {
 }
 
 impl CallContext {
-    fn cancelled(&self) -> bool {
+    /// Whether the client abandoned the call (`notifications/cancelled`).
+    pub(crate) fn cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
 }
