@@ -61,3 +61,14 @@ fn the_readme_dependency_line_names_this_crate_by_path() {
         manifest.display()
     );
 }
+
+/// The commands a user copies run as they are for root (a container, CI) and for a user with
+/// sudo: none starts with `sudo` (root may have no sudo); the prose says to add it.
+#[test]
+fn the_readme_shell_commands_do_not_start_with_sudo() {
+    for block in blocks(&readme(), "sh") {
+        for line in block.lines() {
+            assert!(!line.starts_with("sudo "), "{line}");
+        }
+    }
+}
