@@ -14,6 +14,7 @@ mod non_interactive;
 mod observe;
 mod options;
 mod passthrough;
+mod pod;
 mod report;
 mod sandbox;
 mod serve;
