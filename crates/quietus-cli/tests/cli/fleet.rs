@@ -257,3 +257,30 @@ fn reserved_and_invalid_exit_codes_are_refused() {
     );
     assert_no_leak(&marker);
 }
+
+#[test]
+fn the_job_in_docs_fleet_md_is_the_validated_manifest() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = fs::read_to_string(root.join("docs/fleet.md")).expect("docs/fleet.md");
+    let file = "deploy/kubernetes/indexed-job.yaml";
+    let job = fs::read_to_string(root.join(file)).expect("the manifest");
+    let open = format!("<!-- include {file} (a test checks it is the file) -->\n```yaml\n");
+    let start = doc.find(&open).expect("docs/fleet.md includes the Job") + open.len();
+    let end = start
+        + doc[start..]
+            .find("```\n<!-- /include -->")
+            .expect("the include's end");
+    assert_eq!(
+        &doc[start..end],
+        job,
+        "docs/fleet.md's Job differs from {file}"
+    );
+    // The statuses it acts on are the ones the page and the manifest give quietus.
+    for line in [
+        "QUIETUS_EXIT_CODE_STALL\n              value: \"75\"",
+        "QUIETUS_EXIT_CODE_HARD_TIMEOUT\n              value: \"76\"",
+        "QUIETUS_TERMINATION_MESSAGE\n              value: \"/dev/termination-log\"",
+    ] {
+        assert!(job.contains(line), "{line}");
+    }
+}
