@@ -111,7 +111,9 @@ fn check_the_way(dir: &Path) -> Result<(), LogDirProblem> {
         return Err(LogDirProblem::SymbolicLink);
     };
     let uid = crate::process::sys::effective_uid();
-    for folder in real.ancestors() {
+    // The folder itself, when it exists, is checked as the log folder (its own words).
+    let skip = usize::from(existing == dir);
+    for folder in real.ancestors().skip(skip) {
         let meta = fs::metadata(folder).map_err(|e| LogDirProblem::Read(e.into()))?;
         let mode = meta.mode() & 0o7777;
         let writable_by_others = mode & 0o022 != 0 && mode & 0o1000 == 0;
