@@ -662,6 +662,7 @@ def write_outputs(args, fixtures, pols, results, elapsed, command):
     """The tables (stdout, --markdown), the JSON (--json) and the picture (--svg)."""
     real_rows = report.summarize_real(results, [p for p in pols if p not in policies.OBSERVE],
                                       fixtures, args.repeat)
+    report.WINDOW_OF[0] = args.window
     rep_rows = report.summarize_replayed(results, args.repeat)
     md = report.markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, command)
     print(md)
@@ -687,7 +688,8 @@ def write_outputs(args, fixtures, pols, results, elapsed, command):
 
 
 def render(args, fixtures):
-    with open(args.render) as f:
+    import gzip
+    with (gzip.open(args.render, "rt") if args.render.endswith(".gz") else open(args.render)) as f:
         saved = json.load(f)
     args.idle, args.window = saved["idle_timeout_s"], saved["window_s"]
     args.work_t = saved["work_s"] / saved["idle_timeout_s"]
