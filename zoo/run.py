@@ -724,6 +724,10 @@ def main(argv=None):
                     help="draw the grid as SVG (default docs/zoo.svg)")
     ap.add_argument("--markdown", metavar="FILE", help="also write the printed tables to FILE")
     ap.add_argument("--list", action="store_true", help="list the fixtures and exit")
+    ap.add_argument("--check-tools", action="store_true",
+                    help="say which real tools the selected fixtures need and are missing, and exit")
+    ap.add_argument("--skip-missing-tools", action="store_true",
+                    help="leave out the fixtures whose real tool is not installed (else: refuse)")
     ap.add_argument("--render", metavar="JSON",
                     help="run nothing: draw the tables and picture again from a --json file")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
@@ -750,6 +754,16 @@ def main(argv=None):
         fixtures = [f for f in fixtures if f["name"] in args.fixture]
     if args.fast:
         fixtures = [f for f in fixtures if f["fast"]]
+    missing = sorted({f["tool"] for f in fixtures if f["tool"] and not shutil.which(f["tool"])})
+    if args.check_tools:
+        print("missing: %s" % (", ".join(missing) or "none"))
+        return 1 if missing else 0
+    if missing and args.skip_missing_tools:
+        fixtures = [f for f in fixtures if f["tool"] not in missing]
+    elif missing:
+        print("zoo: real tools missing: %s (sh zoo/setup.sh, or --skip-missing-tools)"
+              % ", ".join(missing), file=sys.stderr)
+        return 2
     pols = []
     for p in args.policy or policies.DEFAULT_POLICIES:
         name, eq, template = p.partition("=")
