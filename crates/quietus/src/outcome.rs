@@ -151,6 +151,18 @@ pub enum LogDirProblem {
         /// Its permission bits.
         mode: u32,
     },
+    /// A folder on the default folder's path (as the system resolves it) belongs to another
+    /// user than this one or root, or others can write to it without its sticky bit: that
+    /// user could swap the folders below it (a shared `HOME` whose `~/.cache` is someone
+    /// else's), so the logs would go where they choose.
+    UnsafePath {
+        /// The folder on the way.
+        folder: std::path::PathBuf,
+        /// Its owner's user id.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 impl fmt::Display for LogDirProblem {
@@ -170,6 +182,17 @@ impl fmt::Display for LogDirProblem {
             LogDirProblem::WritableByOthers { mode } => {
                 write!(f, "is writable by others (mode {mode:o}); {OWN}")
             }
+            LogDirProblem::UnsafePath {
+                folder,
+                owner,
+                mode,
+            } => write!(
+                f,
+                "the folder {} on its path belongs to user {owner} (mode {mode:o}): only this \
+                 user or root may own a folder on the way to the default log folder, and others \
+                 may write to it only when it is sticky",
+                folder.display()
+            ),
         }
     }
 }
@@ -318,7 +341,7 @@ pub struct StaleReport {
     /// The descendants at the fresh sample taken at the deadline (children source on).
     pub children: Option<ChildrenSample>,
     /// The sources that were still active but had kept the child alive alone past their solo
-    /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
+    /// cap ([`MonitorConfigBuilder::solo_cap`](crate::config::MonitorConfigBuilder::solo_cap)), so they no longer
     /// counted.
     pub capped: Vec<ActivitySource>,
     /// What the tree was doing when it was judged stale: one snapshot of its processes,
@@ -427,7 +450,7 @@ pub enum CompletionSeen {
         after: Duration,
     },
     /// The line callback accepted an output line
-    /// ([`CompletionConfig::on_line`](crate::CompletionConfig::on_line)).
+    /// ([`CompletionConfigBuilder::on_line`](crate::config::CompletionConfigBuilder::on_line)).
     Callback {
         /// The stream of the line.
         stream: crate::stream::Stream,
@@ -437,7 +460,7 @@ pub enum CompletionSeen {
         after: Duration,
     },
     /// A completion file appeared or changed
-    /// ([`CompletionConfig::file`](crate::CompletionConfig::file)).
+    /// ([`CompletionConfigBuilder::file`](crate::config::CompletionConfigBuilder::file)).
     File {
         /// The file.
         path: PathBuf,
