@@ -11,7 +11,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::Pid;
+use crate::pid::Pid;
 pub use crate::process::sys::snapshot::ReadingProblem;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::Pid;
 use crate::activity::ActivitySource;
 use crate::config::Containment;
 use crate::error::SystemError;
+use crate::pid::Pid;
 use crate::process::cgroup::CgroupUnavailable;
 use crate::process::guardian::GuardianUnavailable;
 use crate::process::sys::proc::ProcUnavailable;

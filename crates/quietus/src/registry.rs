@@ -124,10 +124,10 @@ pub enum ControlAction {
 #[non_exhaustive]
 pub enum Rejection {
     /// The new setting is invalid ([`ControlAction::SetIdleTimeout`] out of range).
-    InvalidSetting(crate::ConfigError),
+    InvalidSetting(crate::error::ConfigError),
     /// The terminal cannot be written ([`ControlAction::Interrupt`] in a terminal session
     /// whose run is over).
-    CannotInterrupt(crate::SystemError),
+    CannotInterrupt(crate::error::SystemError),
 }
 
 impl fmt::Display for Rejection {
@@ -294,7 +294,7 @@ impl Registry {
     /// # Errors
     ///
     /// Those of [`SessionBuilder::spawn`].
-    pub fn spawn(&self, builder: SessionBuilder) -> Result<u32, crate::SpawnError> {
+    pub fn spawn(&self, builder: SessionBuilder) -> Result<u32, crate::error::SpawnError> {
         let command = preview(builder.command());
         // Spawned outside the lock: a spawn forks and starts threads.
         let session = Arc::new(builder.spawn()?);
@@ -497,24 +497,26 @@ mod tests {
         summary.idle_left = None;
         summary.log = None;
         summary.uptime = Duration::from_millis(50);
-        summary.outcome = Some(crate::Outcome::Terminated { forced: false });
+        summary.outcome = Some(crate::outcome::Outcome::Terminated { forced: false });
         summary.exit_code = Some(143);
         assert_eq!(
             summary.to_string(),
             "#123 ended terminated exit_code=143 uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
         );
         // A stall: its diagnosis, on the same one line.
-        summary.outcome = Some(crate::Outcome::IdleTimeout(crate::StaleReport {
-            idle_timeout: Duration::from_secs(2),
-            sources: Vec::new(),
-            children: None,
-            capped: Vec::new(),
-            diagnosis: Some(crate::diagnosis::Diagnosis {
-                kind: crate::diagnosis::StallKind::AwaitingInput,
-                summary: "waiting for input —\nsh (pid 7) reads stdin".into(),
-                processes: Vec::new(),
-            }),
-        }));
+        summary.outcome = Some(crate::outcome::Outcome::IdleTimeout(
+            crate::outcome::StaleReport {
+                idle_timeout: Duration::from_secs(2),
+                sources: Vec::new(),
+                children: None,
+                capped: Vec::new(),
+                diagnosis: Some(crate::diagnosis::Diagnosis {
+                    kind: crate::diagnosis::StallKind::AwaitingInput,
+                    summary: "waiting for input —\nsh (pid 7) reads stdin".into(),
+                    processes: Vec::new(),
+                }),
+            },
+        ));
         summary.exit_code = Some(124);
         assert_eq!(
             summary.to_string(),

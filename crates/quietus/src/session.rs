@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 
-use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::CapturedOutput;
 use crate::clock::Clock;
@@ -19,6 +18,7 @@ use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
 use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
+use crate::pid::Pid;
 use crate::program::{Program, Stdin};
 use crate::sources::output::OutputSink;
 use crate::stream::Stream;

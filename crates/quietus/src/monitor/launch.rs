@@ -21,7 +21,6 @@ use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, Tap, stream_index};
 use super::tree::guardian::Place;
 use super::tree::{self, pipe_error, terminal_error};
-use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Recorder;
 use crate::capture::spill::{self, Spill};
@@ -34,6 +33,7 @@ use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
 use crate::outcome::{NetworkUnavailable, TreeHold};
 use crate::own_files::OwnFiles;
+use crate::pid::Pid;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
 use crate::process::{ChildProcess, sys};
@@ -728,7 +728,7 @@ fn start_network(
             #[cfg(target_os = "linux")]
             let foreign = crate::process::sys::proc_view().why_not();
             #[cfg(not(target_os = "linux"))]
-            let foreign: Option<crate::ProcUnavailable> = None;
+            let foreign: Option<crate::process::sys::proc::ProcUnavailable> = None;
             let reason = match foreign {
                 Some(why) => NetworkUnavailable::ForeignProc(why),
                 None => NetworkUnavailable::NoSocketDiagnostics((&e).into()),
@@ -777,7 +777,10 @@ mod wakeup_tests {
     use std::time::Duration;
 
     use crate::monitor::wait::WAITERS;
-    use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
+    use crate::{
+        clock::MockClock, config::MonitorConfig, outcome::Outcome, program::Program,
+        session::Session,
+    };
 
     /// Starts `sh -c script` (a grandchild keeps the output pipes open after the leader's
     /// exit) and waits; returns the outcome and how many waiter threads the start made.

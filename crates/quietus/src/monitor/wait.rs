@@ -20,10 +20,10 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, never, select};
 
 use super::Wake;
-use crate::Pid;
 use crate::clock::Clock;
 use crate::contract::{Control, ControlTx};
 use crate::error::SpawnError;
+use crate::pid::Pid;
 use crate::process::sys::{self, Wakeup, Woken};
 
 /// The monitor's sleep: its wake-up, and how the clock's deadlines reach it.
@@ -173,7 +173,10 @@ mod tests {
     use std::time::Duration;
 
     use super::WAITERS;
-    use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
+    use crate::{
+        clock::MockClock, config::MonitorConfig, outcome::Outcome, program::Program,
+        session::Session,
+    };
 
     use crate::clock::eventually;
 
@@ -204,7 +207,7 @@ mod tests {
             let session = Session::builder(Program::new(shell).args(args))
                 .config(config)
                 .clock(clock.clone())
-                .stdin(crate::Stdin::Piped)
+                .stdin(crate::program::Stdin::Piped)
                 .spawn()
                 .expect("the shell starts");
             assert_eq!(WAITERS.with(|n| n.get()), waiters, "no waiter thread");

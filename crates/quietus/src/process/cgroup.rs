@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::sys;
-use crate::Pid;
 use crate::error::SystemError;
+use crate::pid::Pid;
 
 /// Members never waited for longer than this to vanish after a `cgroup.kill` when the cgroup
 /// is removed (they die as soon as they are scheduled; a process in uninterruptible sleep may

@@ -12,7 +12,7 @@ use std::io;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
 use std::sync::OnceLock;
 
-use crate::Pid;
+use crate::pid::Pid;
 
 use crossbeam_channel::{Sender, bounded, unbounded};
 
