@@ -1,5 +1,5 @@
 //! What a stalled tree was doing: a [`Diagnosis`] of one snapshot of its processes, classified
-//! as one [`StallKind`] (in a [`StaleReport`](crate::StaleReport), an
+//! as one [`StallKind`] (in a [`StaleReport`](crate::outcome::StaleReport), an
 //! [`Event::Diagnosis`](crate::Event::Diagnosis), or from [`diagnose`] for any processes), and
 //! the [`InputWait`] that ends a run blocked on a question nobody answers.
 //!

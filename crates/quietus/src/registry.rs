@@ -13,6 +13,7 @@ use crate::sync::Mutex;
 
 use crate::clock::Clock;
 use crate::contract::SessionState;
+use crate::error::Rejection;
 use crate::outcome::MonitorResult;
 use crate::session::{Session, SessionBuilder};
 use crate::stream::Stream;
@@ -116,27 +117,6 @@ pub enum ControlAction {
     /// [`Session::set_idle_timeout`]: replaces the idle timeout for the checks to come (not
     /// counting as activity).
     SetIdleTimeout(Duration),
-}
-
-/// Why the registry rejected a [`ControlAction`]
-/// ([`ControlAnswer::Rejected`]); nothing was changed.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Rejection {
-    /// The new setting is invalid ([`ControlAction::SetIdleTimeout`] out of range).
-    InvalidSetting(crate::error::ConfigError),
-    /// The terminal cannot be written ([`ControlAction::Interrupt`] in a terminal session
-    /// whose run is over).
-    CannotInterrupt(crate::error::SystemError),
-}
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rejection::InvalidSetting(e) => e.fmt(f),
-            Rejection::CannotInterrupt(e) => e.fmt(f),
-        }
-    }
 }
 
 /// The registry's answer to a [`ControlAction`].

@@ -436,6 +436,29 @@ fn test_modules_are_no_edges_of_the_shipped_code() {
 }
 
 #[test]
+fn the_crate_root_holds_as_many_names_as_design_md_says_and_at_most_45() {
+    let lib = fs::read_to_string(src().join("lib.rs")).expect("read lib.rs");
+    let modules = code_only(&lib)
+        .lines()
+        .filter(|line| line.starts_with("pub mod "))
+        .count();
+    let names = root_reexports(&lib).len() + modules;
+    let design =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/design.md"))
+            .expect("read docs/design.md");
+    let said = design
+        .split_once("The library's public API is ")
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .and_then(|(n, _)| n.parse::<usize>().ok())
+        .expect("design.md gives the number of names at the crate root");
+    assert_eq!(names, said, "{modules} modules and the re-exports");
+    assert!(
+        names <= 45,
+        "the root is for what a user starts from: {names} names"
+    );
+}
+
+#[test]
 fn at_most_six_unsafe_blocks_all_in_unsafe_calls() {
     let fenced = src().join("process/sys/unsafe_calls.rs");
     let mut inside = 0;

@@ -56,7 +56,7 @@ pub(crate) struct Cgroup {
 /// Why a session has no cgroup of its own
 /// ([`MonitorResult::why_not_cgroup`](crate::MonitorResult::why_not_cgroup), under
 /// [`Containment::Auto`](crate::Containment::Auto); the cause of a
-/// [`SpawnErrorKind::Containment`](crate::SpawnErrorKind::Containment) error under
+/// [`SpawnErrorKind::Containment`](crate::error::SpawnErrorKind::Containment) error under
 /// [`Containment::Cgroup`](crate::Containment::Cgroup)). Its text is the one the report's
 /// `why_not_cgroup` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]

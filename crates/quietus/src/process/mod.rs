@@ -205,7 +205,7 @@ impl ChildProcess {
 /// A spawn error, with the program named in the message and the kind kept (so `NotFound` and
 /// `PermissionDenied` can still be told apart): a [`SpawnErrorKind::Program`] error.
 ///
-/// [`SpawnErrorKind::Program`]: crate::SpawnErrorKind::Program
+/// [`SpawnErrorKind::Program`]: crate::error::SpawnErrorKind::Program
 pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::Error {
     crate::error::SpawnError::program(command.get_program(), error).into()
 }

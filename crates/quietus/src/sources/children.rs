@@ -351,7 +351,7 @@ impl ProcessSource for Sysinfo {
 }
 
 /// What one sample found: defined with the results it is part of
-/// ([`StaleReport::children`](crate::StaleReport::children)).
+/// ([`StaleReport::children`](crate::outcome::StaleReport::children)).
 pub use crate::outcome::ChildrenSample;
 
 /// A process known by identity.
