@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction};
 use quietus::config::{CompletionConfigBuilder, MonitorConfigBuilder};
-use quietus::{ConfigError, KillLadder, MonitorConfig, Setting, Signal};
+use quietus::{ConfigError, KillLadder, MonitorConfig, Signal, error::Setting};
 use serde_json::{Value as Json, json};
 
 use crate::jsonrpc::protocol::{self, RpcError, whole_number};

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
     CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, MonitorConfig,
-    Session, SessionBuilder, Setting, Signal, Stdin, Stream,
+    Session, SessionBuilder, Signal, Stdin, Stream, error::Setting,
 };
 use serde_json::{Map, Value, json};
 

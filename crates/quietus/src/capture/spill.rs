@@ -1282,9 +1282,9 @@ mod tests {
         assert_ne!(err.kind(), io::ErrorKind::NotFound);
         let inner = err
             .get_ref()
-            .and_then(|e| e.downcast_ref::<crate::SpawnError>())
+            .and_then(|e| e.downcast_ref::<crate::error::SpawnError>())
             .unwrap();
-        assert_eq!(inner.kind(), crate::SpawnErrorKind::LogDir);
+        assert_eq!(inner.kind(), crate::error::SpawnErrorKind::LogDir);
     }
 
     /// The hash and the file write overlap: the log's writes run on a thread of their own.
