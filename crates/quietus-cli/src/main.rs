@@ -256,6 +256,22 @@ fn open_targets(
     termination: &mut Option<TerminationMessage>,
 ) -> Result<(Option<ReportTarget>, Option<cli::events::Target>), (Exit, String)> {
     let cli = &options.cli;
+    if let Some(target) = termination.as_ref() {
+        for (id, other) in [("report", &cli.report), ("events", &cli.events)] {
+            if let Some(other) = other.as_deref()
+                && is_same_file(target.path(), other)
+            {
+                let message = format!(
+                    "invalid value for {}: {} is the same file as --{id} (each would overwrite \
+                     the other); it accepts another file",
+                    options.describe("termination_message"),
+                    target.path().display()
+                );
+                *termination = None; // the other file's: not written
+                return Err(failed(&message));
+            }
+        }
+    }
     if let Some(target) = termination
         && let Err(e) = target.open()
     {

@@ -243,6 +243,24 @@ fn reserved_and_invalid_exit_codes_are_refused() {
     assert_code(&output, 125);
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(err.contains("QUIETUS_EXIT_CODE_STALL"), "{err}");
+    // The same file as the report: refused, the report's file left alone.
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    fs::write(&report, "kept").unwrap();
+    let output = sw(&marker)
+        .args(&["--report", report.to_str().unwrap()])
+        .env("QUIETUS_TERMINATION_MESSAGE", &report)
+        .sh("echo ran")
+        .output();
+    assert_code(&output, 125);
+    assert!(output.stdout.is_empty(), "nothing ran");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("--termination-message (from QUIETUS_TERMINATION_MESSAGE)")
+            && err.contains("is the same file as --report"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&report).unwrap(), "kept");
     // A termination message that cannot be written stops quietus before the program runs.
     let output = sw(&marker)
         .args(&["--termination-message", "/no/such/folder/log"])
