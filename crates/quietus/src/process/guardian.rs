@@ -524,6 +524,8 @@ impl Held {
     /// start time it was told: a pidfd opened, then the start time checked, then the signal),
     /// `cgroup.kill` and removal for every cgroup.
     fn end_all(self) {
+        // (Only Linux has a guardian: elsewhere no escapee is ever told.)
+        #[cfg(target_os = "linux")]
         for (pid, start_time) in self.escapees.into_values().flatten() {
             if let Ok(fd) = sys::pidfd_open(pid)
                 && sys::read_stat(pid).is_some_and(|s| s.start_time == start_time)
