@@ -1,0 +1,736 @@
+//! The children source (descendant CPU): [`DescendantObserver`] samples the CPU time of the child's
+//! descendants and says whether real work happened between two samples.
+//!
+//! Rules (see the crate docs):
+//! - identity of a process = (pid, start time): a reused pid is a new process;
+//! - CPU of a process = user + system time, plus (Linux) the time of its reaped children, so
+//!   a compile step that started and finished between two samples still counts — without
+//!   counting twice a descendant that was seen alive and then reaped;
+//! - activity = the sum of the positive per-identity deltas reaches the threshold (default 5 %
+//!   of one core over the interval, and never less than 20 ms: two ticks of the kernel's 100 Hz
+//!   accounting); a member that exits lowers no sum; a newly seen descendant that already used
+//!   CPU earns one sample of startup grace (its whole CPU counts once);
+//! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
+//!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
+//!   waiting in a run queue: `/proc/PID/schedstat`'s run time plus run delay) for at least
+//!   half of a stretch of at least `RUNNABLE_SPAN`, or seen runnable (state R) at every look
+//!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
+//!   again, so a long wait shows late);
+//! - a tree the machine starves is working even when each of its processes lives too briefly
+//!   to be seen runnable (a shell script, a version manager's chain of shims): with a cgroup,
+//!   the time its processes waited for a CPU (`cpu.pressure`, reaped ones included) counts
+//!   when it is at least half of the time between two samples (as for one starved process),
+//!   once the tree has a descendant;
+//! - bytes the descendants move that no other source sees count too (a tool writing into a
+//!   pipe its parent reads, `out=$(tool)`; silent disk-bound work): what each wrote and read
+//!   from storage (`/proc/PID/io`), per identity, from [`IO_FLOOR`] bytes within a second
+//!   on (a sample counts only if it saw bytes itself);
+//! - the direct child's own CPU, CPU demand and bytes do not count unless asked (an agent
+//!   spinning in its event loop, or writing a heartbeat, is not progress); the CPU and the
+//!   bytes of the children it reaped do (its whole `/proc/PID/io` less its threads' own);
+//! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
+//!   re-parented to init): the kill ladder signals those escapees by pid; their CPU no longer
+//!   keeps the child alive.
+//!
+//! This file holds the rules and the port they read processes through ([`ProcessSource`]);
+//! each backend lives in its own file (`procfs`: Linux's `/proc`; `portable`: `sysinfo`, on
+//! macOS and with the `portable` feature), and `tests` tries the rules on scripted process
+//! tables, without a process.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::Pid;
+use crate::config::ChildWatchConfig;
+
+#[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
+mod portable;
+#[cfg(target_os = "linux")]
+mod procfs;
+#[cfg(test)]
+mod tests;
+
+/// One process as seen by a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcSample {
+    pub(crate) pid: Pid,
+    /// `None` when its parent is outside this pid namespace (or unknown).
+    pub(crate) ppid: Option<Pid>,
+    /// `None` when its group is outside this pid namespace (or unknown).
+    pub(crate) pgrp: Option<Pid>,
+    /// Opaque start time: with the pid, the identity.
+    pub(crate) start_time: u64,
+    /// User + system time.
+    pub(crate) cpu: Duration,
+    /// User + system time of reaped children (zero where the platform does not say).
+    pub(crate) child_cpu: Duration,
+    /// A zombie: exited, not yet reaped.
+    pub(crate) dead: bool,
+}
+
+/// Where samples come from: `/proc` on Linux, `sysinfo` elsewhere, synthetic ones in tests.
+pub(crate) trait ProcessSource: Send {
+    /// The root (first) and all its current descendants. Empty when the root is gone.
+    fn tree(&mut self, root: Pid) -> Vec<ProcSample>;
+    /// One process by pid, wherever it is in the process table.
+    fn process(&mut self, pid: Pid) -> Option<ProcSample>;
+    /// A sample begins: what the source kept of the processes it read for the last one is
+    /// stale (a walk of the tree begins one by itself).
+    fn new_look(&mut self) {}
+    /// Whether process `pid` is runnable now (state R), and how long its main thread has been
+    /// runnable in all (on a CPU plus waiting for one; a source may leave it out for a process
+    /// not runnable now). `None` where the platform does not say.
+    fn runnable(&mut self, _pid: Pid) -> Option<RunState> {
+        None
+    }
+    /// The bytes process `pid` moved so far that are progress (written, and read from
+    /// storage), its reaped children's included. `None` where the platform does not say.
+    fn moved_bytes(&mut self, _pid: Pid) -> Option<u64> {
+        None
+    }
+    /// Of those, the ones its reaped children moved (the whole count less its own threads').
+    fn reaped_moved_bytes(&mut self, _pid: Pid) -> Option<u64> {
+        None
+    }
+}
+
+/// The fewest bytes the descendants must move within [`IO_WINDOW`] to count as progress: a
+/// short line. A sleeping or blocked process moves no byte, and a program's start reads,
+/// which do not count; a stray byte now and then stays below it.
+pub(crate) const IO_FLOOR: u64 = 16;
+
+/// The stretch over which moved bytes are added up: short check intervals (100 ms) see a line
+/// written every 300 ms as 11 bytes in one sample and none in the next two. A sample counts
+/// only if it saw bytes itself, so the window never carries activity past the last write.
+const IO_WINDOW: Duration = Duration::from_secs(1);
+
+/// What [`ProcessSource::runnable`] says of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunState {
+    /// Runnable now (state R: on a CPU or in a run queue).
+    pub(crate) now: bool,
+    /// Runnable in all so far (run time plus run delay), if read.
+    pub(crate) total: Option<Duration>,
+    /// The real instant it was read at: the process's run time and state are the machine's,
+    /// so their stretches are measured on the machine's clock, not the session's (a mock
+    /// clock moved a minute in a millisecond of real time must not make a process seen
+    /// runnable twice "runnable for a minute"). `None`: judge at the sample's instant.
+    pub(crate) at: Option<Instant>,
+}
+
+/// Never more processes than this in one tree: a fork bomb must not make sampling unbounded.
+const MAX_TREE: usize = 20_000;
+
+/// What one sample found: defined with the results it is part of
+/// ([`StaleReport::children`](crate::StaleReport::children)).
+pub use crate::outcome::ChildrenSample;
+
+/// A process known by identity.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    start_time: u64,
+    ppid: Option<Pid>,
+    pgrp: Option<Pid>,
+    cpu: Duration,
+    child_cpu: Duration,
+    /// In the root's tree at the last sample (else an escapee).
+    in_tree: bool,
+}
+
+/// A process that can be signalled safely: its pid and the start time it must still have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Identity {
+    pub(crate) pid: Pid,
+    pub(crate) start_time: u64,
+}
+
+/// Samples the CPU time of a process's descendants and tells real work from mere existence.
+///
+/// Usable on its own; a [`Session`](crate::Session) runs one from its monitor thread every
+/// check interval when the children source is on (the default).
+///
+/// ```
+/// use std::process::Command;
+/// use std::time::{Duration, Instant};
+/// use quietus::{ChildWatchConfig, Pid};
+/// use quietus::sources::DescendantObserver;
+///
+/// let mut child = Command::new("sh")
+///     .args(["-c", "sleep 5 & wait"])
+///     .spawn()?;
+/// let mut observer = DescendantObserver::new(Pid::of(&child), &ChildWatchConfig::default());
+/// let t0 = Instant::now();
+/// observer.sample(t0); // the first sample is a baseline
+/// let give_up = t0 + Duration::from_secs(10);
+/// let mut sample = observer.sample(Instant::now());
+/// while sample.descendants == 0 && Instant::now() < give_up {
+///     sample = observer.sample(Instant::now());
+/// }
+/// assert_eq!(sample.descendants, 1); // the sleeper...
+/// assert!(!sample.active); // ...which does no work
+/// child.kill()?;
+/// child.wait()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct DescendantObserver {
+    source: Box<dyn ProcessSource>,
+    root: Pid,
+    include_root: bool,
+    threshold: f64,
+    known: HashMap<Pid, Known>,
+    last_at: Option<Instant>,
+    last: ChildrenSample,
+    /// Recent samples (their instant and CPU delta), spanning at least the minimum window.
+    window: std::collections::VecDeque<(Instant, Duration)>,
+    /// The session's cgroup, when the tree is one: its CPU in all and its live members.
+    cgroup: Option<CgroupReader>,
+    /// With a cgroup: the root's own CPU at the last look (it stays once the root is reaped).
+    root_cpu: Duration,
+    /// With a cgroup: the CPU that counts (the root's own only when asked), at the last look.
+    cgroup_counted: Duration,
+    /// The live processes of the tree at the last sample, the root first (the network
+    /// source and the diagnosis look at these).
+    pids: Vec<Pid>,
+    /// Per live process: since when its runnable time is measured, and what it was then.
+    runnable: HashMap<Pid, Runnable>,
+    /// Per live process (by identity: pid, start time): the bytes it had moved at the last
+    /// sample.
+    moved: HashMap<Pid, (u64, u64)>,
+    /// With a cgroup: the time its processes had waited for a CPU at the last look.
+    cgroup_waited: Option<Duration>,
+    /// The bytes moved per sample within the last [`IO_WINDOW`].
+    moved_window: std::collections::VecDeque<(Instant, u64)>,
+}
+
+/// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
+#[derive(Debug, Clone, Copy)]
+struct Runnable {
+    /// The start of the stretch being measured, and the runnable time then (if read).
+    since: Instant,
+    at_start: Option<Duration>,
+    /// Whether it was runnable for at least half of the last stretch measured.
+    starved_busy: bool,
+    /// Since when it was seen runnable (state R) at every look, if it is now.
+    runnable_since: Option<Instant>,
+}
+
+/// The shortest stretch over which a process's runnable time is judged (shorter gaps between
+/// samples, like the fresh sample at a stale decision, keep the last judgment).
+const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
+
+/// One look at the session's cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CgroupReading {
+    /// CPU used in all (`usage_usec` of `cpu.stat`).
+    pub(crate) usage: Duration,
+    /// The live members.
+    pub(crate) members: Vec<Pid>,
+    /// How long its processes waited for a CPU in all (`cpu.pressure`), where the kernel
+    /// says.
+    pub(crate) waited: Option<Duration>,
+}
+
+/// Reads the session's cgroup; `None` when it cannot be read (then the walk of `/proc` takes
+/// over for that sample).
+pub(crate) type CgroupReader = Box<dyn FnMut() -> Option<CgroupReading> + Send>;
+
+impl fmt::Debug for DescendantObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DescendantObserver")
+            .field("root", &self.root)
+            .field("known", &self.known.len())
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The floor of the threshold: two ticks of the kernel's 100 Hz CPU accounting, so one stray
+/// tick of an idle process never looks like work. Short check intervals pool their samples
+/// until this floor is a small enough share of the window (see `sample`).
+const MIN_CPU: Duration = Duration::from_millis(20);
+
+impl DescendantObserver {
+    /// An observer of the descendants of `root_pid`, with this platform's source.
+    pub fn new(root_pid: Pid, config: &ChildWatchConfig) -> Self {
+        #[cfg(all(target_os = "linux", not(feature = "portable")))]
+        let source: Box<dyn ProcessSource> = Box::new(procfs::ProcFs::new());
+        #[cfg(any(not(target_os = "linux"), feature = "portable"))]
+        let source: Box<dyn ProcessSource> = Box::new(portable::Sysinfo::new());
+        Self::with_source(root_pid, config, source)
+    }
+
+    pub(crate) fn with_source(
+        root: Pid,
+        config: &ChildWatchConfig,
+        source: Box<dyn ProcessSource>,
+    ) -> Self {
+        Self {
+            source,
+            root,
+            include_root: config.include_self,
+            threshold: config.cpu_threshold,
+            known: HashMap::new(),
+            last_at: None,
+            last: ChildrenSample::default(),
+            window: std::collections::VecDeque::new(),
+            cgroup: None,
+            root_cpu: Duration::ZERO,
+            cgroup_counted: Duration::ZERO,
+            pids: Vec::new(),
+            runnable: HashMap::new(),
+            moved: HashMap::new(),
+            cgroup_waited: None,
+            moved_window: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Why this observer cannot see the tree, if it cannot: no cgroup to read and no `/proc`
+    /// of this pid namespace to walk (none mounted, or the host's kept in a new pid
+    /// namespace). It then sees no descendant, no CPU and no escapee.
+    pub(crate) fn blind(&self) -> Option<crate::ProcUnavailable> {
+        if self.cgroup.is_some() || cfg!(not(target_os = "linux")) {
+            return None;
+        }
+        crate::process::sys::proc_view().why_not()
+    }
+
+    /// Samples the tree's CPU from its cgroup instead of walking `/proc`: exact, escapees and
+    /// reaped children included, one read per sample (plus the root's own CPU, which does not
+    /// count unless asked).
+    pub(crate) fn use_cgroup(&mut self, reader: CgroupReader) {
+        self.cgroup = Some(reader);
+    }
+
+    /// One sample from the cgroup: `usage` its CPU in all, `members` its live processes.
+    fn sample_cgroup(
+        &mut self,
+        now: Instant,
+        elapsed: Duration,
+        first: bool,
+        reading: CgroupReading,
+    ) -> ChildrenSample {
+        let CgroupReading {
+            usage,
+            members,
+            waited,
+        } = reading;
+        // The tree is the cgroup's members, the root first (the network source and the
+        // diagnosis look at these).
+        self.pids.clear();
+        self.pids
+            .extend(members.iter().filter(|p| **p == self.root));
+        self.pids
+            .extend(members.iter().filter(|p| **p != self.root));
+        let members = members.len();
+        // Each member's `stat` once: for its identity (the moved bytes) and, kept by the
+        // source, for the runnable look.
+        self.source.new_look();
+        let read: Vec<ProcSample> = self
+            .pids
+            .clone()
+            .into_iter()
+            .filter_map(|pid| self.source.process(pid))
+            .collect();
+        let root = match read.iter().find(|p| p.pid == self.root) {
+            Some(root) => Some(*root),
+            None => self.source.process(self.root), // no longer a member: exited
+        };
+        if let Some(root) = root {
+            self.root_cpu = self.root_cpu.max(root.cpu);
+        }
+        let root_alive = root.is_some_and(|r| !r.dead);
+        let descendant_cpu = usage.saturating_sub(self.root_cpu);
+        let counted = if self.include_root {
+            usage
+        } else {
+            descendant_cpu
+        };
+        let delta = if first {
+            Duration::ZERO
+        } else {
+            counted.saturating_sub(self.cgroup_counted)
+        };
+        self.cgroup_counted = self.cgroup_counted.max(counted);
+        let descendants = members.saturating_sub(usize::from(root_alive));
+        let cpu_waited = self.cpu_waited(waited, first);
+        let busy = self.judge(now, elapsed, delta);
+        // CPU asked for and not received: a starved tree of short-lived processes, waiting
+        // for a CPU at least half of the time (the rule for one starved process, over the
+        // whole tree). Only with a descendant: the direct child's own waits are not progress,
+        // and an event loop's many short waits on a loaded machine stay well below half.
+        let starved =
+            (descendants > 0 || self.include_root) && cpu_waited >= MIN_CPU.max(elapsed / 2);
+        let starved_busy = self.runnable_anyway(now);
+        let members: Vec<(Pid, u64)> = read.iter().map(|p| (p.pid, p.start_time)).collect();
+        let moved_bytes = self.moved_bytes(&members, first);
+        let moving = self.moving(now, moved_bytes);
+        let active = !first && (busy || starved || starved_busy || moving);
+        self.last = ChildrenSample {
+            active,
+            descendants,
+            cpu_delta: delta,
+            descendant_cpu,
+            escapees: 0, // nothing escapes a cgroup
+            moved_bytes,
+            cpu_waited,
+        };
+        self.last
+    }
+
+    /// Whether `bytes`, moved in the sample at `now`, are progress: some were, and with the
+    /// other samples of the last [`IO_WINDOW`] they reach [`IO_FLOOR`].
+    fn moving(&mut self, now: Instant, bytes: u64) -> bool {
+        self.moved_window.push_back((now, bytes));
+        while self
+            .moved_window
+            .front()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > IO_WINDOW)
+        {
+            self.moved_window.pop_front();
+        }
+        let sum: u64 = self.moved_window.iter().map(|(_, b)| *b).sum();
+        bytes > 0 && sum >= IO_FLOOR
+    }
+
+    /// The time the cgroup's processes waited for a CPU since the last look.
+    fn cpu_waited(&mut self, waited: Option<Duration>, first: bool) -> Duration {
+        let Some(waited) = waited else {
+            return Duration::ZERO;
+        };
+        let before = self.cgroup_waited.replace(waited);
+        match before {
+            Some(before) if !first => waited.saturating_sub(before),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The bytes the live processes `tree` (pid, start time) moved since the last sample (the
+    /// root's own only when its own CPU counts; what its reaped children moved always); a
+    /// process seen for the first time after the baseline counts whole (it may have started
+    /// and written between two samples). Forgets the processes no longer there.
+    fn moved_bytes(&mut self, tree: &[(Pid, u64)], first: bool) -> u64 {
+        self.moved
+            .retain(|pid, (start, _)| tree.contains(&(*pid, *start)));
+        let mut sum = 0u64;
+        for &(pid, start_time) in tree {
+            let bytes = if pid == self.root && !self.include_root {
+                self.source.reaped_moved_bytes(pid)
+            } else {
+                self.source.moved_bytes(pid)
+            };
+            let Some(bytes) = bytes else {
+                continue;
+            };
+            // The counts only grow; a reading can come out low (the root's reaped children's
+            // bytes are its whole count less its own, read one after the other, and its own
+            // may grow in between), never high: the most read so far is the count, and a low
+            // reading followed by a right one moves nothing.
+            let known = self
+                .moved
+                .get(&pid)
+                .filter(|(start, _)| *start == start_time);
+            let (before, count) = match known {
+                Some(&(_, before)) => (Some(before), before.max(bytes)),
+                None => (None, bytes),
+            };
+            self.moved.insert(pid, (start_time, count));
+            sum = sum.saturating_add(match before {
+                Some(before) => bytes.saturating_sub(before),
+                None if first => 0,
+                None => bytes,
+            });
+        }
+        sum
+    }
+
+    /// The live processes of the tree at the last sample, the root first.
+    pub(crate) fn pids(&self) -> &[Pid] {
+        &self.pids
+    }
+
+    /// The latest sample.
+    pub fn last(&self) -> ChildrenSample {
+        self.last
+    }
+
+    /// Takes a sample at `now` (the caller's clock). The first sample is a baseline and never
+    /// active.
+    pub fn sample(&mut self, now: Instant) -> ChildrenSample {
+        let first = self.last_at.is_none();
+        let elapsed = self
+            .last_at
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.last_at = Some(now);
+        if let Some(reading) = self.cgroup.as_mut().and_then(|read| read()) {
+            return self.sample_cgroup(now, elapsed, first, reading);
+        }
+
+        let tree = self.source.tree(self.root);
+        self.pids.clear();
+        self.pids
+            .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
+        let in_tree: HashMap<Pid, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
+        let (credit, escapees) = self.sort_out_missing(&in_tree);
+        let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
+        let busy = self.judge(now, elapsed, delta);
+        let starved_busy = self.runnable_anyway(now);
+        let live: Vec<(Pid, u64)> = tree
+            .iter()
+            .filter(|p| !p.dead)
+            .map(|p| (p.pid, p.start_time))
+            .collect();
+        let moved_bytes = self.moved_bytes(&live, first);
+        let moving = self.moving(now, moved_bytes);
+        let active = !first && (busy || starved_busy || moving);
+        self.last = ChildrenSample {
+            active,
+            descendants,
+            cpu_delta: delta,
+            descendant_cpu,
+            escapees,
+            moved_bytes,
+            cpu_waited: Duration::ZERO,
+        };
+        self.last
+    }
+
+    /// Known identities no longer in the tree: escapees if alive, else gone. CPU of a gone one
+    /// already seen is deducted from its parent's reaped-children time, so a busy grandchild
+    /// that exits is not credited twice. Returns that credit by parent pid, and the escapees.
+    fn sort_out_missing(
+        &mut self,
+        in_tree: &HashMap<Pid, ProcSample>,
+    ) -> (HashMap<Pid, Duration>, usize) {
+        let mut credit: HashMap<Pid, Duration> = HashMap::new();
+        let mut gone = Vec::new();
+        let mut escapees = 0;
+        for (&pid, known) in self.known.iter_mut() {
+            let same = |p: &ProcSample| p.start_time == known.start_time;
+            if in_tree.get(&pid).is_some_and(same) {
+                continue;
+            }
+            match self.source.process(pid) {
+                Some(p) if same(&p) && !p.dead => {
+                    known.in_tree = false;
+                    known.ppid = p.ppid;
+                    known.pgrp = p.pgrp;
+                    escapees += 1;
+                }
+                _ => {
+                    if let Some(parent) = known.ppid {
+                        *credit.entry(parent).or_default() += known.cpu + known.child_cpu;
+                    }
+                    gone.push(pid);
+                }
+            }
+        }
+        for pid in gone {
+            self.known.remove(&pid);
+        }
+        (credit, escapees)
+    }
+
+    /// The CPU the tree used since the last sample (minus `credit`, the reaped CPU already
+    /// counted), its descendants' CPU so far, and how many live descendants it has; remembers
+    /// every process of the tree.
+    fn account(
+        &mut self,
+        tree: &[ProcSample],
+        credit: &HashMap<Pid, Duration>,
+        first: bool,
+    ) -> (Duration, Duration, usize) {
+        let mut delta = Duration::ZERO;
+        let mut descendant_cpu = Duration::ZERO;
+        let mut descendants = 0;
+        for p in tree {
+            let is_root = p.pid == self.root;
+            let own_counts = !is_root || self.include_root;
+            if !is_root && !p.dead {
+                descendants += 1;
+            }
+            descendant_cpu += if is_root {
+                p.child_cpu // what the child reaped: descendants' work too
+            } else {
+                p.cpu + p.child_cpu
+            };
+            let reaped_credit = credit.get(&p.pid).copied().unwrap_or_default();
+            match self.known.get(&p.pid) {
+                Some(k) if k.start_time == p.start_time => {
+                    if own_counts {
+                        delta += p.cpu.saturating_sub(k.cpu);
+                    }
+                    delta += p
+                        .child_cpu
+                        .saturating_sub(k.child_cpu)
+                        .saturating_sub(reaped_credit);
+                }
+                _ if !first => {
+                    // Newly seen (or a reused pid): one sample of startup grace.
+                    if own_counts {
+                        delta += p.cpu;
+                    }
+                    if !is_root {
+                        delta += p.child_cpu;
+                    }
+                }
+                _ => {}
+            }
+            self.known.insert(
+                p.pid,
+                Known {
+                    start_time: p.start_time,
+                    ppid: p.ppid,
+                    pgrp: p.pgrp,
+                    cpu: p.cpu,
+                    child_cpu: p.child_cpu,
+                    in_tree: true,
+                },
+            );
+        }
+        (delta, descendant_cpu, descendants)
+    }
+
+    /// Whether `delta`, the CPU of the `elapsed` time up to `now`, makes the tree active.
+    ///
+    /// The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
+    /// long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
+    /// single interval could only show work above 20 % of a core (two 10 ms ticks).
+    fn judge(&mut self, now: Instant, elapsed: Duration, delta: Duration) -> bool {
+        let start = now - elapsed;
+        self.window.push_back((start, delta));
+        let min_window = MIN_CPU.div_f64(self.threshold);
+        while self.window.len() > 1 && now.saturating_duration_since(self.window[1].0) >= min_window
+        {
+            self.window.pop_front();
+        }
+        let span = now
+            .saturating_duration_since(self.window[0].0)
+            .max(min_window);
+        let sum: Duration = self.window.iter().map(|(_, d)| *d).sum();
+        sum >= span.mul_f64(self.threshold)
+    }
+
+    /// Whether a live process of the tree (the root only when its own CPU counts) was runnable
+    /// for at least half of its last measured stretch: working, however little CPU the machine
+    /// gave it. Forgets the processes no longer in the tree.
+    fn runnable_anyway(&mut self, now: Instant) -> bool {
+        let pids: Vec<Pid> = self
+            .pids
+            .iter()
+            .copied()
+            .filter(|pid| *pid != self.root || self.include_root)
+            .collect();
+        self.runnable.retain(|pid, _| pids.contains(pid));
+        let mut any = false;
+        for pid in pids {
+            let Some(state) = self.source.runnable(pid) else {
+                continue;
+            };
+            let runnable_now = state.now;
+            let now = state.at.unwrap_or(now);
+            let seen = self.runnable.entry(pid).or_insert(Runnable {
+                since: now,
+                at_start: state.total,
+                starved_busy: false,
+                runnable_since: None,
+            });
+            match (state.total, seen.at_start) {
+                (Some(total), Some(at_start)) => {
+                    let span = now.saturating_duration_since(seen.since);
+                    if span >= RUNNABLE_SPAN {
+                        seen.starved_busy = total.saturating_sub(at_start) >= span / 2;
+                        seen.since = now;
+                        seen.at_start = Some(total);
+                    }
+                }
+                // Not read (asleep now): the stretch starts again at its next look.
+                (total, _) => {
+                    seen.starved_busy = false;
+                    seen.since = now;
+                    seen.at_start = total;
+                }
+            }
+            seen.runnable_since = if runnable_now {
+                seen.runnable_since.or(Some(now))
+            } else {
+                None
+            };
+            let runnable_for = seen
+                .runnable_since
+                .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+            any |= seen.starved_busy || runnable_for >= RUNNABLE_SPAN;
+        }
+        any
+    }
+
+    /// Remembers `process` (an orphan of this tree re-parented to the subreaper) as an escapee.
+    pub(crate) fn adopt(&mut self, process: ProcSample) {
+        self.known.entry(process.pid).or_insert(Known {
+            start_time: process.start_time,
+            ppid: process.ppid,
+            pgrp: process.pgrp,
+            cpu: process.cpu,
+            child_cpu: process.child_cpu,
+            in_tree: false,
+        });
+    }
+
+    /// Remembers the adopted orphan `root` and all its current descendants as escapees.
+    /// Returns whether `root` is still that process (alive, or a zombie not reaped yet).
+    pub(crate) fn adopt_tree(&mut self, root: Identity) -> bool {
+        let tree = self.source.tree(root.pid);
+        match tree.first() {
+            Some(p) if p.pid == root.pid && p.start_time == root.start_time => {}
+            _ => return false,
+        }
+        for process in tree {
+            if !process.dead {
+                self.adopt(process);
+            }
+        }
+        true
+    }
+
+    /// The identities (pid, start time) this observer knows: the tree and its escapees.
+    pub(crate) fn identities(&self) -> impl Iterator<Item = (Pid, u64)> + '_ {
+        self.known.iter().map(|(pid, k)| (*pid, k.start_time))
+    }
+
+    /// The sample of one process by pid, from this observer's source.
+    pub(crate) fn process(&mut self, pid: Pid) -> Option<ProcSample> {
+        self.source.process(pid)
+    }
+
+    /// Live remembered descendants outside process group `pgid` (they would escape a signal to
+    /// the group), re-checked by identity now. The root itself is never included.
+    pub(crate) fn outside_group(&mut self, pgid: Pid) -> Vec<Identity> {
+        let mut out = Vec::new();
+        let candidates: Vec<(Pid, u64)> = self
+            .known
+            .iter()
+            .filter(|(pid, k)| **pid != self.root && (k.pgrp != Some(pgid) || !k.in_tree))
+            .map(|(pid, k)| (*pid, k.start_time))
+            .collect();
+        for (pid, start_time) in candidates {
+            match self.source.process(pid) {
+                Some(p) if p.start_time == start_time && !p.dead => {
+                    if p.pgrp != Some(pgid) {
+                        out.push(Identity { pid, start_time });
+                    }
+                }
+                _ => {
+                    self.known.remove(&pid);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the process `identity` still lives.
+    pub(crate) fn alive(&mut self, identity: Identity) -> bool {
+        self.source
+            .process(identity.pid)
+            .is_some_and(|p| p.start_time == identity.start_time && !p.dead)
+    }
+}
