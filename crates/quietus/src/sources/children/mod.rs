@@ -43,7 +43,9 @@ use std::time::{Duration, Instant};
 
 use crate::Pid;
 use crate::config::ChildWatchConfig;
+pub(crate) use bytes::{Moved, Outlet};
 
+mod bytes;
 #[cfg(any(not(target_os = "linux"), test, feature = "portable"))]
 mod portable;
 #[cfg(target_os = "linux")]
@@ -84,26 +86,25 @@ pub(crate) trait ProcessSource: Send {
     fn runnable(&mut self, _pid: Pid) -> Option<RunState> {
         None
     }
-    /// The bytes process `pid` moved so far that are progress (written, and read from
-    /// storage), its reaped children's included. `None` where the platform does not say.
-    fn moved_bytes(&mut self, _pid: Pid) -> Option<u64> {
+    /// What process `pid` moved so far, its reaped children's included. `None` where the
+    /// platform does not say.
+    fn moved(&mut self, _pid: Pid) -> Option<Moved> {
         None
     }
-    /// Of those, the ones its reaped children moved (the whole count less its own threads').
-    fn reaped_moved_bytes(&mut self, _pid: Pid) -> Option<u64> {
+    /// Of those, what its own threads moved (the whole count less its reaped children's).
+    fn own_moved(&mut self, _pid: Pid) -> Option<Moved> {
         None
+    }
+    /// Where process `pid`'s descriptors lead (its pipes, the files it writes). `None` where
+    /// the platform does not say, or when they cannot be read.
+    fn outlets(&mut self, _pid: Pid) -> Option<Vec<Outlet>> {
+        None
+    }
+    /// Whether process `pid` is a quietus (a nested one's messages are not progress).
+    fn supervisor(&mut self, _pid: Pid) -> bool {
+        false
     }
 }
-
-/// The fewest bytes the descendants must move within [`IO_WINDOW`] to count as progress: a
-/// short line. A sleeping or blocked process moves no byte, and a program's start reads,
-/// which do not count; a stray byte now and then stays below it.
-pub(crate) const IO_FLOOR: u64 = 16;
-
-/// The stretch over which moved bytes are added up: short check intervals (100 ms) see a line
-/// written every 300 ms as 11 bytes in one sample and none in the next two. A sample counts
-/// only if it saw bytes itself, so the window never carries activity past the last write.
-const IO_WINDOW: Duration = Duration::from_secs(1);
 
 /// What [`ProcessSource::runnable`] says of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +113,8 @@ pub(crate) struct RunState {
     pub(crate) now: bool,
     /// Runnable in all so far (run time plus run delay), if read.
     pub(crate) total: Option<Duration>,
+    /// Of that, the time it ran (on a CPU), if read.
+    pub(crate) ran: Option<Duration>,
     /// The real instant it was read at: the process's run time and state are the machine's,
     /// so their stretches are measured on the machine's clock, not the session's (a mock
     /// clock moved a minute in a millisecond of real time must not make a process seen
@@ -181,8 +184,12 @@ pub struct DescendantObserver {
     known: HashMap<Pid, Known>,
     last_at: Option<Instant>,
     last: ChildrenSample,
-    /// Recent samples (their instant and CPU delta), spanning at least the minimum window.
-    window: std::collections::VecDeque<(Instant, Duration)>,
+    /// The CPU of the tree that counts at the threshold (the descendants', and the root's
+    /// own when asked), over recent samples.
+    window: CpuWindow,
+    /// The root's own CPU (unless it counts with the descendants'), judged at
+    /// [`ROOT_CPU_THRESHOLD`].
+    root_window: CpuWindow,
     /// The session's cgroup, when the tree is one: its CPU in all and its live members.
     cgroup: Option<CgroupReader>,
     /// With a cgroup: the root's own CPU at the last look (it stays once the root is reaped).
@@ -194,13 +201,10 @@ pub struct DescendantObserver {
     pids: Vec<Pid>,
     /// Per live process: since when its runnable time is measured, and what it was then.
     runnable: HashMap<Pid, Runnable>,
-    /// Per live process (by identity: pid, start time): the bytes it had moved at the last
-    /// sample.
-    moved: HashMap<Pid, (u64, u64)>,
+    /// The bytes the tree's processes moved, by identity, and the recent samples.
+    ledger: bytes::Ledger,
     /// With a cgroup: the time its processes had waited for a CPU at the last look.
     cgroup_waited: Option<Duration>,
-    /// The bytes moved per sample within the last [`IO_WINDOW`].
-    moved_window: std::collections::VecDeque<(Instant, u64)>,
 }
 
 /// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
@@ -209,8 +213,17 @@ struct Runnable {
     /// The start of the stretch being measured, and the runnable time then (if read).
     since: Instant,
     at_start: Option<Duration>,
-    /// Whether it was runnable for at least half of the last stretch measured.
+    /// The time it ran in all at the start of the stretch (if read).
+    ran_at_start: Option<Duration>,
+    /// Whether it was runnable for at least half of the last stretch measured, and ran a
+    /// real share of a core meanwhile.
     starved_busy: bool,
+    /// Whether it ran at least a quarter of the threshold in the last stretch measured (or
+    /// it is not known): a process that would use a real share of a core. A poller waking
+    /// every 10 ms on a loaded machine waits for a CPU at every wake-up (runnable 49 % of
+    /// the time at nice 0, 65 % at nice 19, measured at a load of 21 on 2 cores) and runs
+    /// 0.2 % of a core; `sort` and `xz` there were runnable all the time and ran 20 %.
+    demanding: bool,
     /// Since when it was seen runnable (state R) at every look, if it is now.
     runnable_since: Option<Instant>,
 }
@@ -250,6 +263,58 @@ impl fmt::Debug for DescendantObserver {
 /// until this floor is a small enough share of the window (see `sample`).
 const MIN_CPU: Duration = Duration::from_millis(20);
 
+/// The share of a core the root's own CPU must reach to count (unless it counts with its
+/// descendants', `ChildWatchConfig::include_self`): twice the most an agent CLI's spinner or
+/// event loop used while it waited on a stalled model stream (15 % of a core: Claude Code and
+/// Gemini CLI, measured in issue 48; codex's whole tree 3–4 %), far below a program doing
+/// real work on a free core (`sort`, `xz`: a whole core). On a loaded machine real work gets
+/// less than this, and is seen runnable instead (`docs/design.md`, Children).
+pub(crate) const ROOT_CPU_THRESHOLD: f64 = 0.30;
+
+/// What [`DescendantObserver::account`] found in one walk.
+#[derive(Debug, Default)]
+struct Accounted {
+    /// The CPU that counts at the threshold: the descendants' (the root's own when asked).
+    delta: Duration,
+    /// The root's own CPU, when it does not count with the descendants'.
+    root_delta: Duration,
+    /// The descendants' CPU so far.
+    descendant_cpu: Duration,
+    /// The live descendants.
+    descendants: usize,
+}
+
+/// CPU deltas over recent samples, judged against a share of a core.
+#[derive(Debug, Default)]
+struct CpuWindow {
+    /// Recent samples (their start and CPU delta), spanning at least the minimum window.
+    samples: std::collections::VecDeque<(Instant, Duration)>,
+}
+
+impl CpuWindow {
+    /// Whether `delta`, the CPU of the `elapsed` time up to `now`, reaches `threshold` of a
+    /// core.
+    ///
+    /// The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
+    /// long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
+    /// single interval could only show work above 20 % of a core (two 10 ms ticks).
+    fn judge(&mut self, now: Instant, elapsed: Duration, delta: Duration, threshold: f64) -> bool {
+        let start = now - elapsed;
+        self.samples.push_back((start, delta));
+        let min_window = MIN_CPU.div_f64(threshold);
+        while self.samples.len() > 1
+            && now.saturating_duration_since(self.samples[1].0) >= min_window
+        {
+            self.samples.pop_front();
+        }
+        let span = now
+            .saturating_duration_since(self.samples[0].0)
+            .max(min_window);
+        let sum: Duration = self.samples.iter().map(|(_, d)| *d).sum();
+        sum >= span.mul_f64(threshold)
+    }
+}
+
 impl DescendantObserver {
     /// An observer of the descendants of `root_pid`, with this platform's source.
     pub fn new(root_pid: Pid, config: &ChildWatchConfig) -> Self {
@@ -273,15 +338,15 @@ impl DescendantObserver {
             known: HashMap::new(),
             last_at: None,
             last: ChildrenSample::default(),
-            window: std::collections::VecDeque::new(),
+            window: CpuWindow::default(),
+            root_window: CpuWindow::default(),
             cgroup: None,
             root_cpu: Duration::ZERO,
             cgroup_counted: Duration::ZERO,
             pids: Vec::new(),
             runnable: HashMap::new(),
-            moved: HashMap::new(),
+            ledger: bytes::Ledger::default(),
             cgroup_waited: None,
-            moved_window: std::collections::VecDeque::new(),
         }
     }
 
@@ -336,9 +401,15 @@ impl DescendantObserver {
             Some(root) => Some(*root),
             None => self.source.process(self.root), // no longer a member: exited
         };
+        let root_before = self.root_cpu;
         if let Some(root) = root {
             self.root_cpu = self.root_cpu.max(root.cpu);
         }
+        let root_delta = if first || self.include_root {
+            Duration::ZERO
+        } else {
+            self.root_cpu.saturating_sub(root_before)
+        };
         let root_alive = root.is_some_and(|r| !r.dead);
         let descendant_cpu = usage.saturating_sub(self.root_cpu);
         let counted = if self.include_root {
@@ -354,17 +425,26 @@ impl DescendantObserver {
         self.cgroup_counted = self.cgroup_counted.max(counted);
         let descendants = members.saturating_sub(usize::from(root_alive));
         let cpu_waited = self.cpu_waited(waited, first);
-        let busy = self.judge(now, elapsed, delta);
+        let busy = self.judge(now, elapsed, delta, root_delta);
         // CPU asked for and not received: a starved tree of short-lived processes, waiting
         // for a CPU at least half of the time (the rule for one starved process, over the
         // whole tree). Only with a descendant: the direct child's own waits are not progress,
-        // and an event loop's many short waits on a loaded machine stay well below half.
-        let starved =
-            (descendants > 0 || self.include_root) && cpu_waited >= MIN_CPU.max(elapsed / 2);
+        // and an event loop's many short waits on a loaded machine stay well below half. Only
+        // for a tree that would use a real share of a core: one that received at least a
+        // quarter of the threshold meanwhile (a poller waking every 10 ms, niced beside busy
+        // loops, waits for a CPU at every wake-up and uses next to none).
+        let received = delta + root_delta;
+        let demanding = received >= elapsed.mul_f64(self.threshold / 4.0);
+        let starved = (descendants > 0 || self.include_root)
+            && demanding
+            && cpu_waited >= MIN_CPU.max(elapsed / 2);
         let starved_busy = self.runnable_anyway(now);
         let members: Vec<(Pid, u64)> = read.iter().map(|p| (p.pid, p.start_time)).collect();
-        let moved_bytes = self.moved_bytes(&members, first);
-        let moving = self.moving(now, moved_bytes);
+        let found = self
+            .ledger
+            .sample(self.source.as_mut(), self.root, &members, first);
+        let moving = self.ledger.moving(now, found);
+        let moved_bytes = found.total();
         let active = !first && (busy || starved || starved_busy || moving);
         self.last = ChildrenSample {
             active,
@@ -378,21 +458,6 @@ impl DescendantObserver {
         self.last
     }
 
-    /// Whether `bytes`, moved in the sample at `now`, are progress: some were, and with the
-    /// other samples of the last [`IO_WINDOW`] they reach [`IO_FLOOR`].
-    fn moving(&mut self, now: Instant, bytes: u64) -> bool {
-        self.moved_window.push_back((now, bytes));
-        while self
-            .moved_window
-            .front()
-            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > IO_WINDOW)
-        {
-            self.moved_window.pop_front();
-        }
-        let sum: u64 = self.moved_window.iter().map(|(_, b)| *b).sum();
-        bytes > 0 && sum >= IO_FLOOR
-    }
-
     /// The time the cgroup's processes waited for a CPU since the last look.
     fn cpu_waited(&mut self, waited: Option<Duration>, first: bool) -> Duration {
         let Some(waited) = waited else {
@@ -403,45 +468,6 @@ impl DescendantObserver {
             Some(before) if !first => waited.saturating_sub(before),
             _ => Duration::ZERO,
         }
-    }
-
-    /// The bytes the live processes `tree` (pid, start time) moved since the last sample (the
-    /// root's own only when its own CPU counts; what its reaped children moved always); a
-    /// process seen for the first time after the baseline counts whole (it may have started
-    /// and written between two samples). Forgets the processes no longer there.
-    fn moved_bytes(&mut self, tree: &[(Pid, u64)], first: bool) -> u64 {
-        self.moved
-            .retain(|pid, (start, _)| tree.contains(&(*pid, *start)));
-        let mut sum = 0u64;
-        for &(pid, start_time) in tree {
-            let bytes = if pid == self.root && !self.include_root {
-                self.source.reaped_moved_bytes(pid)
-            } else {
-                self.source.moved_bytes(pid)
-            };
-            let Some(bytes) = bytes else {
-                continue;
-            };
-            // The counts only grow; a reading can come out low (the root's reaped children's
-            // bytes are its whole count less its own, read one after the other, and its own
-            // may grow in between), never high: the most read so far is the count, and a low
-            // reading followed by a right one moves nothing.
-            let known = self
-                .moved
-                .get(&pid)
-                .filter(|(start, _)| *start == start_time);
-            let (before, count) = match known {
-                Some(&(_, before)) => (Some(before), before.max(bytes)),
-                None => (None, bytes),
-            };
-            self.moved.insert(pid, (start_time, count));
-            sum = sum.saturating_add(match before {
-                Some(before) => bytes.saturating_sub(before),
-                None if first => 0,
-                None => bytes,
-            });
-        }
-        sum
     }
 
     /// The live processes of the tree at the last sample, the root first.
@@ -472,16 +498,24 @@ impl DescendantObserver {
             .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
         let in_tree: HashMap<Pid, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
-        let (delta, descendant_cpu, descendants) = self.account(&tree, &credit, first);
-        let busy = self.judge(now, elapsed, delta);
+        let Accounted {
+            delta,
+            root_delta,
+            descendant_cpu,
+            descendants,
+        } = self.account(&tree, &credit, first);
+        let busy = self.judge(now, elapsed, delta, root_delta);
         let starved_busy = self.runnable_anyway(now);
         let live: Vec<(Pid, u64)> = tree
             .iter()
             .filter(|p| !p.dead)
             .map(|p| (p.pid, p.start_time))
             .collect();
-        let moved_bytes = self.moved_bytes(&live, first);
-        let moving = self.moving(now, moved_bytes);
+        let found = self
+            .ledger
+            .sample(self.source.as_mut(), self.root, &live, first);
+        let moving = self.ledger.moving(now, found);
+        let moved_bytes = found.total();
         let active = !first && (busy || starved_busy || moving);
         self.last = ChildrenSample {
             active,
@@ -532,24 +566,27 @@ impl DescendantObserver {
     }
 
     /// The CPU the tree used since the last sample (minus `credit`, the reaped CPU already
-    /// counted), its descendants' CPU so far, and how many live descendants it has; remembers
-    /// every process of the tree.
+    /// counted; the root's own apart unless it counts as a descendant's), its descendants'
+    /// CPU so far, and how many live descendants it has; remembers every process of the tree.
     fn account(
         &mut self,
         tree: &[ProcSample],
         credit: &HashMap<Pid, Duration>,
         first: bool,
-    ) -> (Duration, Duration, usize) {
-        let mut delta = Duration::ZERO;
-        let mut descendant_cpu = Duration::ZERO;
-        let mut descendants = 0;
+    ) -> Accounted {
+        let mut out = Accounted::default();
         for p in tree {
             let is_root = p.pid == self.root;
-            let own_counts = !is_root || self.include_root;
+            // The root's own CPU goes to its own window unless it counts as a descendant's.
+            let own = if is_root && !self.include_root {
+                &mut out.root_delta
+            } else {
+                &mut out.delta
+            };
             if !is_root && !p.dead {
-                descendants += 1;
+                out.descendants += 1;
             }
-            descendant_cpu += if is_root {
+            out.descendant_cpu += if is_root {
                 p.child_cpu // what the child reaped: descendants' work too
             } else {
                 p.cpu + p.child_cpu
@@ -557,21 +594,17 @@ impl DescendantObserver {
             let reaped_credit = credit.get(&p.pid).copied().unwrap_or_default();
             match self.known.get(&p.pid) {
                 Some(k) if k.start_time == p.start_time => {
-                    if own_counts {
-                        delta += p.cpu.saturating_sub(k.cpu);
-                    }
-                    delta += p
+                    *own += p.cpu.saturating_sub(k.cpu);
+                    out.delta += p
                         .child_cpu
                         .saturating_sub(k.child_cpu)
                         .saturating_sub(reaped_credit);
                 }
                 _ if !first => {
                     // Newly seen (or a reused pid): one sample of startup grace.
-                    if own_counts {
-                        delta += p.cpu;
-                    }
+                    *own += p.cpu;
                     if !is_root {
-                        delta += p.child_cpu;
+                        out.delta += p.child_cpu;
                     }
                 }
                 _ => {}
@@ -588,39 +621,31 @@ impl DescendantObserver {
                 },
             );
         }
-        (delta, descendant_cpu, descendants)
+        out
     }
 
-    /// Whether `delta`, the CPU of the `elapsed` time up to `now`, makes the tree active.
-    ///
-    /// The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
-    /// long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
-    /// single interval could only show work above 20 % of a core (two 10 ms ticks).
-    fn judge(&mut self, now: Instant, elapsed: Duration, delta: Duration) -> bool {
-        let start = now - elapsed;
-        self.window.push_back((start, delta));
-        let min_window = MIN_CPU.div_f64(self.threshold);
-        while self.window.len() > 1 && now.saturating_duration_since(self.window[1].0) >= min_window
-        {
-            self.window.pop_front();
-        }
-        let span = now
-            .saturating_duration_since(self.window[0].0)
-            .max(min_window);
-        let sum: Duration = self.window.iter().map(|(_, d)| *d).sum();
-        sum >= span.mul_f64(self.threshold)
+    /// Whether `delta` (the tree's CPU that counts at the threshold) or `root_delta` (the
+    /// root's own, at [`ROOT_CPU_THRESHOLD`]), the CPU of the `elapsed` time up to `now`,
+    /// make the tree active.
+    fn judge(
+        &mut self,
+        now: Instant,
+        elapsed: Duration,
+        delta: Duration,
+        root_delta: Duration,
+    ) -> bool {
+        let tree = self.window.judge(now, elapsed, delta, self.threshold);
+        let root = self
+            .root_window
+            .judge(now, elapsed, root_delta, ROOT_CPU_THRESHOLD);
+        tree || (root && !self.include_root)
     }
 
-    /// Whether a live process of the tree (the root only when its own CPU counts) was runnable
-    /// for at least half of its last measured stretch: working, however little CPU the machine
-    /// gave it. Forgets the processes no longer in the tree.
+    /// Whether a live process of the tree (the root too) was runnable for at least half of its
+    /// last measured stretch: working, however little CPU the machine gave it. Forgets the
+    /// processes no longer in the tree.
     fn runnable_anyway(&mut self, now: Instant) -> bool {
-        let pids: Vec<Pid> = self
-            .pids
-            .iter()
-            .copied()
-            .filter(|pid| *pid != self.root || self.include_root)
-            .collect();
+        let pids: Vec<Pid> = self.pids.clone();
         self.runnable.retain(|pid, _| pids.contains(pid));
         let mut any = false;
         for pid in pids {
@@ -632,16 +657,26 @@ impl DescendantObserver {
             let seen = self.runnable.entry(pid).or_insert(Runnable {
                 since: now,
                 at_start: state.total,
+                ran_at_start: state.ran,
                 starved_busy: false,
+                demanding: true,
                 runnable_since: None,
             });
             match (state.total, seen.at_start) {
                 (Some(total), Some(at_start)) => {
                     let span = now.saturating_duration_since(seen.since);
                     if span >= RUNNABLE_SPAN {
-                        seen.starved_busy = total.saturating_sub(at_start) >= span / 2;
+                        seen.demanding = match (state.ran, seen.ran_at_start) {
+                            (Some(ran), Some(before)) => {
+                                ran.saturating_sub(before) >= span.mul_f64(self.threshold / 4.0)
+                            }
+                            _ => true,
+                        };
+                        seen.starved_busy =
+                            seen.demanding && total.saturating_sub(at_start) >= span / 2;
                         seen.since = now;
                         seen.at_start = Some(total);
+                        seen.ran_at_start = state.ran;
                     }
                 }
                 // Not read (asleep now): the stretch starts again at its next look.
@@ -649,6 +684,7 @@ impl DescendantObserver {
                     seen.starved_busy = false;
                     seen.since = now;
                     seen.at_start = total;
+                    seen.ran_at_start = state.ran;
                 }
             }
             seen.runnable_since = if runnable_now {
@@ -659,7 +695,7 @@ impl DescendantObserver {
             let runnable_for = seen
                 .runnable_since
                 .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
-            any |= seen.starved_busy || runnable_for >= RUNNABLE_SPAN;
+            any |= seen.starved_busy || (seen.demanding && runnable_for >= RUNNABLE_SPAN);
         }
         any
     }

@@ -4,21 +4,25 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{MAX_TREE, ProcSample, ProcessSource, RunState};
+use super::{MAX_TREE, Moved, Outlet, ProcSample, ProcessSource, RunState};
 use crate::Pid;
 
-/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): run time plus run delay.
-fn read_runnable(pid: Pid) -> Option<Duration> {
+/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): the run time, and the
+/// run time plus run delay.
+fn read_runnable(pid: Pid) -> Option<(Duration, Duration)> {
     let mut buf = [0u8; 1024];
     let text = crate::process::sys::read_proc(&format!("/proc/{pid}/schedstat"), &mut buf)?;
     parse_schedstat(&text)
 }
 
-/// The run time plus run delay of a `schedstat` line.
-fn parse_schedstat(text: &str) -> Option<Duration> {
+/// The run time, and the run time plus run delay, of a `schedstat` line.
+fn parse_schedstat(text: &str) -> Option<(Duration, Duration)> {
     let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
     let (ran, waited) = (fields.next()??, fields.next()??);
-    Some(Duration::from_nanos(ran.saturating_add(waited)))
+    Some((
+        Duration::from_nanos(ran),
+        Duration::from_nanos(ran.saturating_add(waited)),
+    ))
 }
 
 /// Linux: walks `/proc/<pid>/task/<tid>/children` from the root, so the cost grows with the
@@ -146,21 +150,81 @@ impl ProcessSource for ProcFs {
             Some(runnable) => *runnable,
             None => read_stat(pid)?.state == b'R',
         };
-        let total = if now { read_runnable(pid) } else { None };
+        let read = if now { read_runnable(pid) } else { None };
+        let (ran, total) = (read.map(|r| r.0), read.map(|r| r.1));
         let at = Some(Instant::now());
-        Some(RunState { now, total, at })
+        Some(RunState {
+            now,
+            total,
+            ran,
+            at,
+        })
     }
 
-    fn moved_bytes(&mut self, pid: Pid) -> Option<u64> {
-        crate::process::sys::read_moved_bytes(pid)
+    fn moved(&mut self, pid: Pid) -> Option<Moved> {
+        let (written, storage) = crate::process::sys::read_io(pid)?;
+        Some(Moved { written, storage })
     }
 
-    fn reaped_moved_bytes(&mut self, pid: Pid) -> Option<u64> {
-        // The whole count first: the own bytes added before the second read make the
-        // difference low, never high (the observer keeps the most read so far).
-        let whole = crate::process::sys::read_moved_bytes(pid)?;
-        let own = crate::process::sys::read_own_moved_bytes(pid)?;
-        Some(whole.saturating_sub(own))
+    fn own_moved(&mut self, pid: Pid) -> Option<Moved> {
+        let (written, storage) = crate::process::sys::read_own_io(pid)?;
+        Some(Moved { written, storage })
+    }
+
+    fn outlets(&mut self, pid: Pid) -> Option<Vec<Outlet>> {
+        let mut links: Vec<(i32, String)> = Vec::new();
+        crate::process::sys::fd_links(pid, &mut |fd, target| {
+            links.push((fd, String::from_utf8_lossy(target).into_owned()));
+        })
+        .ok()?;
+        Some(
+            links
+                .iter()
+                .map(|(fd, target)| outlet(pid, *fd, target))
+                .collect(),
+        )
+    }
+
+    fn supervisor(&mut self, pid: Pid) -> bool {
+        let mut buf = [0u8; 1024];
+        crate::process::sys::read_proc(&format!("/proc/{pid}/comm"), &mut buf)
+            .is_some_and(|comm| comm.trim_end() == "quietus")
+    }
+}
+
+/// Where descriptor `fd` of `pid`, linked to `target`, leads.
+fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
+    let writes = || {
+        let mut buf = [0u8; 1024];
+        crate::process::sys::read_proc(&format!("/proc/{pid}/fdinfo/{fd}"), &mut buf)
+            .is_some_and(|info| crate::process::sys::snapshot::opened_for_writing(&info))
+    };
+    if let Some(inode) = target
+        .strip_prefix("pipe:[")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .and_then(|n| n.parse().ok())
+    {
+        return Outlet::Pipe {
+            inode,
+            writes: writes(),
+        };
+    }
+    if !target.starts_with('/') || target == "/dev/null" {
+        return Outlet::Elsewhere;
+    }
+    let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) else {
+        return Outlet::Elsewhere;
+    };
+    let kind = meta.file_type();
+    if std::os::unix::fs::FileTypeExt::is_fifo(&kind) {
+        Outlet::Pipe {
+            inode: std::os::unix::fs::MetadataExt::ino(&meta),
+            writes: writes(),
+        }
+    } else if kind.is_file() && writes() {
+        Outlet::File
+    } else {
+        Outlet::Elsewhere
     }
 }
 
@@ -179,7 +243,10 @@ mod tests {
     fn schedstat_lines_parse_to_run_time_plus_delay() {
         assert_eq!(
             parse_schedstat("19263796 1757176041 10\n"),
-            Some(Duration::from_nanos(19_263_796 + 1_757_176_041))
+            Some((
+                Duration::from_nanos(19_263_796),
+                Duration::from_nanos(19_263_796 + 1_757_176_041)
+            ))
         );
         assert_eq!(parse_schedstat("garbage"), None);
         assert_eq!(parse_schedstat("12"), None);
@@ -251,9 +318,9 @@ mod tests {
     #[test]
     fn proc_io_gives_written_bytes_and_storage_reads() {
         let io = "rchar: 6976\nwchar: 120\nsyscr: 10\nsyscw: 3\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n";
-        assert_eq!(crate::process::sys::parse_moved_bytes(io), Some(4216));
-        assert_eq!(crate::process::sys::parse_moved_bytes("rchar: 1\n"), None);
+        assert_eq!(crate::process::sys::parse_io(io), Some((120, 4096)));
+        assert_eq!(crate::process::sys::parse_io("rchar: 1\n"), None);
         // This very process has written nothing by `write` perhaps, but the file reads.
-        assert!(crate::process::sys::read_moved_bytes(Pid::current()).is_some());
+        assert!(ProcFs::new().moved(Pid::current()).is_some());
     }
 }
