@@ -218,11 +218,8 @@ struct Runnable {
     /// Whether it was runnable for at least half of the last stretch measured, and ran a
     /// real share of a core meanwhile.
     starved_busy: bool,
-    /// Whether it ran at least a quarter of the threshold in the last stretch measured (or
-    /// it is not known): a process that would use a real share of a core. A poller waking
-    /// every 10 ms on a loaded machine waits for a CPU at every wake-up (runnable 49 % of
-    /// the time at nice 0, 65 % at nice 19, measured at a load of 21 on 2 cores) and runs
-    /// 0.2 % of a core; `sort` and `xz` there were runnable all the time and ran 20 %.
+    /// Whether it ran a real share of a core in the last stretch measured, or it is not
+    /// known (see [`demanding`]).
     demanding: bool,
     /// Since when it was seen runnable (state R) at every look, if it is now.
     runnable_since: Option<Instant>,
@@ -270,6 +267,17 @@ const MIN_CPU: Duration = Duration::from_millis(20);
 /// real work on a free core (`sort`, `xz`: a whole core). On a loaded machine real work gets
 /// less than this, and is seen runnable instead (`docs/design.md`, Children).
 pub(crate) const ROOT_CPU_THRESHOLD: f64 = 0.30;
+
+/// Whether `ran`, the CPU a process or a tree received over `span` while it waited for one,
+/// shows it would use a real share of a core: a tenth of the threshold (0.5 % of a core). A
+/// poller waking every 10 ms on a loaded machine waits for a CPU at every wake-up (runnable
+/// 49 % of the time at nice 0 and 65 % at nice 19, measured at a load of 21 on 2 cores) and
+/// runs at most 0.2 % of a core; `sort` and `xz` there were runnable all the time and ran
+/// 20 %; a nice-19 shell script beside a busy loop on its CPU gets about 1.4 % (its weight,
+/// 15, against 1024).
+fn demanding(ran: Duration, span: Duration, threshold: f64) -> bool {
+    ran >= span.mul_f64(threshold / 10.0)
+}
 
 /// What [`DescendantObserver::account`] found in one walk.
 #[derive(Debug, Default)]
@@ -430,11 +438,8 @@ impl DescendantObserver {
         // for a CPU at least half of the time (the rule for one starved process, over the
         // whole tree). Only with a descendant: the direct child's own waits are not progress,
         // and an event loop's many short waits on a loaded machine stay well below half. Only
-        // for a tree that would use a real share of a core: one that received at least a
-        // quarter of the threshold meanwhile (a poller waking every 10 ms, niced beside busy
-        // loops, waits for a CPU at every wake-up and uses next to none).
-        let received = delta + root_delta;
-        let demanding = received >= elapsed.mul_f64(self.threshold / 4.0);
+        // for a tree that would use a real share of a core (`demanding`).
+        let demanding = demanding(delta + root_delta, elapsed, self.threshold);
         let starved = (descendants > 0 || self.include_root)
             && demanding
             && cpu_waited >= MIN_CPU.max(elapsed / 2);
@@ -444,7 +449,7 @@ impl DescendantObserver {
             .ledger
             .sample(self.source.as_mut(), self.root, &members, first);
         let moving = self.ledger.moving(now, found);
-        let moved_bytes = found.total();
+        let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved || starved_busy || moving);
         self.last = ChildrenSample {
             active,
@@ -515,7 +520,7 @@ impl DescendantObserver {
             .ledger
             .sample(self.source.as_mut(), self.root, &live, first);
         let moving = self.ledger.moving(now, found);
-        let moved_bytes = found.total();
+        let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved_busy || moving);
         self.last = ChildrenSample {
             active,
@@ -668,7 +673,7 @@ impl DescendantObserver {
                     if span >= RUNNABLE_SPAN {
                         seen.demanding = match (state.ran, seen.ran_at_start) {
                             (Some(ran), Some(before)) => {
-                                ran.saturating_sub(before) >= span.mul_f64(self.threshold / 4.0)
+                                demanding(ran.saturating_sub(before), span, self.threshold)
                             }
                             _ => true,
                         };
