@@ -390,10 +390,11 @@ impl ChildWatchConfig {
         self
     }
 
-    /// Counts (or not) the direct child's own CPU.
+    /// Judges the direct child's own CPU as a descendant's.
     ///
-    /// Count the direct child's own CPU too (default: only its descendants and the children it
-    /// reaped; an agent spinning in its event loop is not progress).
+    /// On: the direct child's own CPU counts at `cpu_threshold`, as its descendants' does. Off
+    /// (the default): it counts from 30 % of a core, twice the most an agent CLI's spinner was
+    /// measured at while it waited on a stalled stream (docs/design.md, Children).
     pub fn include_self(mut self, include: bool) -> Self {
         self.include_self = include;
         self

@@ -1,38 +1,40 @@
-//! The children source (descendant CPU): [`DescendantObserver`] samples the CPU time of the child's
-//! descendants and says whether real work happened between two samples.
+//! The children source (the tree's own work): [`DescendantObserver`] samples the CPU time and
+//! the bytes of the child and its descendants and says whether real work happened between two
+//! samples. Activity is evidence that the work moves forward, whichever process does it.
 //!
-//! Rules (see the crate docs):
+//! Rules (see the crate docs and `docs/design.md`, Children):
 //! - identity of a process = (pid, start time): a reused pid is a new process;
 //! - CPU of a process = user + system time, plus (Linux) the time of its reaped children, so
 //!   a compile step that started and finished between two samples still counts — without
 //!   counting twice a descendant that was seen alive and then reaped;
-//! - activity = the sum of the positive per-identity deltas reaches the threshold (default 5 %
-//!   of one core over the interval, and never less than 20 ms: two ticks of the kernel's 100 Hz
-//!   accounting); a member that exits lowers no sum; a newly seen descendant that already used
-//!   CPU earns one sample of startup grace (its whole CPU counts once);
+//! - activity = the sum of the descendants' positive per-identity deltas reaches the threshold
+//!   (default 5 % of one core over the interval, and never less than 20 ms: two ticks of the
+//!   kernel's 100 Hz accounting), or the direct child's own reaches [`ROOT_CPU_THRESHOLD`]
+//!   (30 %: an agent's spinner uses up to 15 %, `sort` a whole core) — or the threshold too
+//!   when asked (`include_self`); a member that exits lowers no sum; a newly seen descendant
+//!   that already used CPU earns one sample of startup grace (its whole CPU counts once);
 //! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
 //!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
 //!   waiting in a run queue: `/proc/PID/schedstat`'s run time plus run delay) for at least
 //!   half of a stretch of at least `RUNNABLE_SPAN`, or seen runnable (state R) at every look
 //!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
-//!   again, so a long wait shows late);
+//!   again, so a long wait shows late) — the direct child too — provided it ran a real share of
+//!   a core meanwhile ([`demanding`]: a poller waits for a CPU at every wake-up and runs next
+//!   to nothing);
 //! - a tree the machine starves is working even when each of its processes lives too briefly
 //!   to be seen runnable (a shell script, a version manager's chain of shims): with a cgroup,
 //!   the time its processes waited for a CPU (`cpu.pressure`, reaped ones included) counts
 //!   when it is at least half of the time between two samples (as for one starved process),
-//!   once the tree has a descendant;
-//! - bytes the descendants move that no other source sees count too (a tool writing into a
-//!   pipe its parent reads, `out=$(tool)`; silent disk-bound work): what each wrote and read
-//!   from storage (`/proc/PID/io`), per identity, from [`IO_FLOOR`] bytes within a second
-//!   on (a sample counts only if it saw bytes itself);
-//! - the direct child's own CPU, CPU demand and bytes do not count unless asked (an agent
-//!   spinning in its event loop, or writing a heartbeat, is not progress); the CPU and the
-//!   bytes of the children it reaped do (its whole `/proc/PID/io` less its threads' own);
+//!   once the tree has a descendant, and it ran a real share of a core meanwhile;
+//! - bytes no other source sees count by where they go (`bytes`): written into a pipe
+//!   another process of the tree reads, any byte; files and storage at a working rate; bytes
+//!   thrown away, written to quietus's own pipes or to a socket, and a nested quietus's, never;
 //! - every identity seen is remembered while it lives, even after it left the tree (`setsid`,
 //!   re-parented to init): the kill ladder signals those escapees by pid; their CPU no longer
 //!   keeps the child alive.
 //!
-//! This file holds the rules and the port they read processes through ([`ProcessSource`]);
+//! This file holds the rules (the bytes' in `bytes`) and the port they read processes through
+//! ([`ProcessSource`]);
 //! each backend lives in its own file (`procfs`: Linux's `/proc`; `portable`: `sysinfo`, on
 //! macOS and with the `portable` feature), and `tests` tries the rules on scripted process
 //! tables, without a process.
