@@ -323,4 +323,50 @@ mod tests {
         // This very process has written nothing by `write` perhaps, but the file reads.
         assert!(ProcFs::new().moved(Pid::current()).is_some());
     }
+
+    /// Where this process's own descriptors lead, read as the observer reads another's: a
+    /// pipe's two ends by inode, a file open for writing, `/dev/null` and a file open for
+    /// reading only elsewhere.
+    #[test]
+    fn outlets_name_pipes_by_inode_files_written_and_the_rest() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let (reader, writer) = std::io::pipe().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let written = std::fs::File::create(dir.path().join("out")).unwrap();
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let read_only = std::fs::File::open(dir.path().join("out")).unwrap();
+        let inode = std::fs::metadata(format!("/proc/self/fd/{}", reader.as_raw_fd()))
+            .unwrap()
+            .ino();
+        let mut procfs = ProcFs::new();
+        let outlets: std::collections::HashMap<i32, Outlet> = [
+            reader.as_raw_fd(),
+            writer.as_raw_fd(),
+            written.as_raw_fd(),
+            null.as_raw_fd(),
+            read_only.as_raw_fd(),
+        ]
+        .into_iter()
+        .map(|fd| {
+            let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+            (fd, outlet(Pid::current(), fd, &target.to_string_lossy()))
+        })
+        .collect();
+        let pipe = |writes| Outlet::Pipe { inode, writes };
+        assert_eq!(outlets[&reader.as_raw_fd()], pipe(false));
+        assert_eq!(outlets[&writer.as_raw_fd()], pipe(true));
+        assert_eq!(outlets[&written.as_raw_fd()], Outlet::File);
+        assert_eq!(outlets[&null.as_raw_fd()], Outlet::Elsewhere);
+        assert_eq!(outlets[&read_only.as_raw_fd()], Outlet::Elsewhere);
+        // The whole list holds them too.
+        let all = procfs.outlets(Pid::current()).unwrap();
+        assert!(all.contains(&pipe(true)) && all.contains(&pipe(false)));
+        assert!(all.contains(&Outlet::File));
+        // This process is no quietus.
+        assert!(!procfs.supervisor(Pid::current()));
+    }
 }
