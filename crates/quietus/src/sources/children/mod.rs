@@ -436,15 +436,7 @@ impl DescendantObserver {
         let descendants = members.saturating_sub(usize::from(root_alive));
         let cpu_waited = self.cpu_waited(waited, first);
         let busy = self.judge(now, elapsed, delta, root_delta);
-        // CPU asked for and not received: a starved tree of short-lived processes, waiting
-        // for a CPU at least half of the time (the rule for one starved process, over the
-        // whole tree). Only with a descendant: the direct child's own waits are not progress,
-        // and an event loop's many short waits on a loaded machine stay well below half. Only
-        // for a tree that would use a real share of a core (`demanding`).
-        let demanding = demanding(delta + root_delta, elapsed, self.threshold);
-        let starved = (descendants > 0 || self.include_root)
-            && demanding
-            && cpu_waited >= MIN_CPU.max(elapsed / 2);
+        let starved = self.starved(descendants, cpu_waited, delta + root_delta, elapsed);
         let starved_busy = self.runnable_anyway(now);
         let members: Vec<(Pid, u64)> = read.iter().map(|p| (p.pid, p.start_time)).collect();
         let found = self
@@ -463,6 +455,24 @@ impl DescendantObserver {
             cpu_waited,
         };
         self.last
+    }
+
+    /// Whether the cgroup's tree asked for CPU and did not receive it (`cpu_waited` over
+    /// `elapsed`, having received `received`): a starved tree of short-lived processes, waiting
+    /// for a CPU at least half of the time (the rule for one starved process, over the whole
+    /// tree). Only with a descendant: the direct child's own waits are not progress, and an
+    /// event loop's many short waits on a loaded machine stay well below half. Only for a tree
+    /// that would use a real share of a core ([`demanding`]).
+    fn starved(
+        &self,
+        descendants: usize,
+        cpu_waited: Duration,
+        received: Duration,
+        elapsed: Duration,
+    ) -> bool {
+        (descendants > 0 || self.include_root)
+            && demanding(received, elapsed, self.threshold)
+            && cpu_waited >= MIN_CPU.max(elapsed / 2)
     }
 
     /// The time the cgroup's processes waited for a CPU since the last look.
