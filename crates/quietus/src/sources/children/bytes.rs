@@ -16,7 +16,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::ProcessSource;
+use super::{ProcSample, ProcessSource};
 use crate::Pid;
 
 /// The fewest bytes written into files (and by the root's reaped children) within [`WINDOW`]
@@ -90,12 +90,14 @@ pub(crate) enum Destination {
     Nowhere,
 }
 
-/// Where the bytes `pid` wrote went, from its outlets and the pipes the other processes of
-/// the tree read (`readers`: per pipe inode, the pids holding its reading end).
+/// Where the bytes `pid` wrote went, from its outlets and the pipes the processes of the
+/// tree read (`readers`: per pipe inode, the pids holding its reading end; `keeps(reader)`:
+/// whether that reader keeps what `pid` writes — another process, and no quietus `pid` is a
+/// client of).
 pub(crate) fn destination(
-    pid: Pid,
     outlets: &[Outlet],
     readers: &HashMap<u64, Vec<Pid>>,
+    keeps: &mut dyn FnMut(Pid) -> bool,
 ) -> Destination {
     let delivered = outlets.iter().any(|o| match o {
         Outlet::Pipe {
@@ -103,7 +105,7 @@ pub(crate) fn destination(
             writes: true,
         } => readers
             .get(inode)
-            .is_some_and(|pids| pids.iter().any(|p| *p != pid)),
+            .is_some_and(|pids| pids.iter().any(|p| keeps(*p))),
         _ => false,
     });
     if delivered {
@@ -113,6 +115,19 @@ pub(crate) fn destination(
     } else {
         Destination::Nowhere
     }
+}
+
+/// Whether `ancestor` is an ancestor of `pid` by the tree's parent links.
+fn ancestor(parents: &HashMap<Pid, Pid>, ancestor: Pid, pid: Pid) -> bool {
+    let mut at = pid;
+    for _ in 0..parents.len() {
+        match parents.get(&at) {
+            Some(&parent) if parent == ancestor => return true,
+            Some(&parent) => at = parent,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// What one sample found the tree moved that counts, by kind.
@@ -154,14 +169,18 @@ impl Ledger {
         &mut self,
         source: &mut dyn ProcessSource,
         root: Pid,
-        tree: &[(Pid, u64)],
+        tree: &[ProcSample],
         first: bool,
     ) -> Found {
-        self.counts
-            .retain(|pid, (start, _, _)| tree.contains(&(*pid, *start)));
+        self.counts.retain(|pid, (start, _, _)| {
+            tree.iter().any(|p| p.pid == *pid && p.start_time == *start)
+        });
         let mut found = Found::default();
         let mut writers: Vec<(Pid, u64)> = Vec::new();
-        for &(pid, start_time) in tree {
+        for &ProcSample {
+            pid, start_time, ..
+        } in tree
+        {
             let Some(whole) = source.moved(pid) else {
                 continue;
             };
@@ -208,13 +227,16 @@ impl Ledger {
     fn place(
         &mut self,
         source: &mut dyn ProcessSource,
-        tree: &[(Pid, u64)],
+        tree: &[ProcSample],
         writers: &[(Pid, u64)],
         found: &mut Found,
     ) {
         let mut outlets: HashMap<Pid, Vec<Outlet>> = HashMap::new();
         let mut readers: HashMap<u64, Vec<Pid>> = HashMap::new();
-        for &(pid, _) in tree {
+        let parents: HashMap<Pid, Pid> =
+            tree.iter().filter_map(|p| Some((p.pid, p.ppid?))).collect();
+        let mut supervisors: HashMap<Pid, bool> = HashMap::new();
+        for &ProcSample { pid, .. } in tree {
             let Some(list) = source.outlets(pid) else {
                 continue;
             };
@@ -230,11 +252,19 @@ impl Ledger {
             outlets.insert(pid, list);
         }
         for &(pid, bytes) in writers {
-            if source.supervisor(pid) {
+            let mut supervisor =
+                |p: Pid| *supervisors.entry(p).or_insert_with(|| source.supervisor(p));
+            if supervisor(pid) {
                 continue; // a nested quietus's messages
             }
+            // A reader keeps the bytes unless it is the writer, or a quietus the writer is a
+            // client of (an agent's requests to `quietus mcp`; what a quietus's own tree
+            // writes into it, its ancestor, is that tree's progress).
+            let mut keeps = |reader: Pid| {
+                reader != pid && (!supervisor(reader) || ancestor(&parents, reader, pid))
+            };
             let list = outlets.get(&pid).map_or(&[][..], Vec::as_slice);
-            match destination(pid, list, &readers) {
+            match destination(list, &readers, &mut keeps) {
                 Destination::Delivered => found.delivered += bytes,
                 Destination::Files => found.files += bytes,
                 Destination::Nowhere => {}

@@ -438,10 +438,9 @@ impl DescendantObserver {
         let busy = self.judge(now, elapsed, delta, root_delta);
         let starved = self.starved(descendants, cpu_waited, delta + root_delta, elapsed);
         let starved_busy = self.runnable_anyway(now);
-        let members: Vec<(Pid, u64)> = read.iter().map(|p| (p.pid, p.start_time)).collect();
         let found = self
             .ledger
-            .sample(self.source.as_mut(), self.root, &members, first);
+            .sample(self.source.as_mut(), self.root, &read, first);
         let moving = self.ledger.moving(now, found);
         let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved || starved_busy || moving);
@@ -523,11 +522,7 @@ impl DescendantObserver {
         } = self.account(&tree, &credit, first);
         let busy = self.judge(now, elapsed, delta, root_delta);
         let starved_busy = self.runnable_anyway(now);
-        let live: Vec<(Pid, u64)> = tree
-            .iter()
-            .filter(|p| !p.dead)
-            .map(|p| (p.pid, p.start_time))
-            .collect();
+        let live: Vec<ProcSample> = tree.iter().filter(|p| !p.dead).copied().collect();
         let found = self
             .ledger
             .sample(self.source.as_mut(), self.root, &live, first);

@@ -726,15 +726,16 @@ fn heartbeats_bookkeeping_and_a_nested_quietus_are_not_progress_files_at_a_worki
     let table = Table::default();
     let mut obs = observer(&table, ChildWatchConfig::default());
     let t0 = Instant::now();
-    // 100: codex, reading its MCP server's pipe 9 and writing its session log; 200: `sh -c`;
-    // 300: the heartbeat writer with its log open; 400: `quietus mcp`, writing pipe 9.
+    // 100: codex, reading its MCP server's pipe 9, writing its requests into pipe 10 and its
+    // session log; 200: `sh -c`; 300: the heartbeat writer with its log open; 400: `quietus
+    // mcp`, reading pipe 10 and writing pipe 9.
     table.set(&[
         p(100, 1, 1, 0, 0),
         p(200, 100, 2, 0, 0),
         p(300, 200, 3, 0, 0),
         p(400, 100, 4, 0, 0),
     ]);
-    table.set_outlets(100, &[reads(9), Outlet::File, writes(1)]);
+    table.set_outlets(100, &[reads(9), writes(10), Outlet::File, writes(1)]);
     table.set_outlets(300, &[writes(1), Outlet::File]);
     table.set_outlets(400, &[reads(10), writes(9)]);
     table.set_supervisor(400);
@@ -745,6 +746,23 @@ fn heartbeats_bookkeeping_and_a_nested_quietus_are_not_progress_files_at_a_worki
         table.set_moved(400, 37 * i);
         assert!(!obs.sample(t0 + SEC * i as u32).active, "second {i}");
     }
+    // The nested quietus's tool prints a line into it: its tree's progress.
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(300, 200, 3, 0, 0),
+        p(400, 100, 4, 0, 0),
+        p(500, 400, 5, 0, 0),
+    ]);
+    table.set_outlets(400, &[reads(10), writes(9), reads(12)]);
+    table.set_outlets(500, &[writes(12)]);
+    table.set_moved(500, 0);
+    assert!(!obs.sample(t0 + SEC * 10 + SEC / 2).active, "first look");
+    table.set_moved(500, 12);
+    assert!(
+        obs.sample(t0 + SEC * 11 - SEC / 4).active,
+        "the nested tool's line"
+    );
     // The writer extracts an archive: 4 KiB a second into files.
     for i in 1..=3u64 {
         table.set_moved(300, 400 + 4096 * i);
@@ -779,7 +797,9 @@ fn storage_counts_at_a_working_rate_the_programs_own_included() {
 #[test]
 fn where_written_bytes_go() {
     let readers: HashMap<u64, Vec<Pid>> = [(7, vec![pid(100)]), (8, vec![pid(200)])].into();
-    let to = |who: u32, outlets: &[Outlet]| bytes::destination(pid(who), outlets, &readers);
+    let to = |who: u32, outlets: &[Outlet]| {
+        bytes::destination(outlets, &readers, &mut |reader| reader != pid(who))
+    };
     assert_eq!(to(200, &[writes(7)]), bytes::Destination::Delivered);
     // A pipe only the writer itself reads is no delivery.
     assert_eq!(
