@@ -843,7 +843,13 @@ fn with_a_cgroup_the_tree_cpu_is_its_usage_without_the_root_and_no_walk() {
 #[test]
 fn with_a_cgroup_the_root_counts_when_asked_and_the_walk_covers_an_unreadable_one() {
     let table = Table::default();
-    let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+    let mut obs = observer(
+        &table,
+        ChildWatchConfig::builder()
+            .include_self(true)
+            .build()
+            .unwrap(),
+    );
     let cgroup = scripted_cgroup(&mut obs);
     let t0 = Instant::now();
     table.set(&[p(100, 1, 1, 0, 0)]);
