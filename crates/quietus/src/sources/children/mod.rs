@@ -25,7 +25,7 @@
 //!   to be seen runnable (a shell script, a version manager's chain of shims): with a cgroup,
 //!   the time its processes waited for a CPU (`cpu.pressure`, reaped ones included) counts
 //!   when it is at least half of the time between two samples (as for one starved process),
-//!   once the tree has a descendant, and it ran a real share of a core meanwhile;
+//!   and it ran a real share of a core meanwhile — the direct child alone too (its threads);
 //! - bytes no other source sees count by where they go (`bytes`): written into a pipe
 //!   another process of the tree reads, any byte; files and storage at a working rate; bytes
 //!   thrown away, written to quietus's own pipes or to a socket, and a nested quietus's, never;
@@ -436,7 +436,7 @@ impl DescendantObserver {
         let descendants = members.saturating_sub(usize::from(root_alive));
         let cpu_waited = self.cpu_waited(waited, first);
         let busy = self.judge(now, elapsed, delta, root_delta);
-        let starved = self.starved(descendants, cpu_waited, delta + root_delta, elapsed);
+        let starved = self.starved(cpu_waited, delta + root_delta, elapsed);
         let starved_busy = self.runnable_anyway(now);
         let found = self
             .ledger
@@ -457,21 +457,14 @@ impl DescendantObserver {
     }
 
     /// Whether the cgroup's tree asked for CPU and did not receive it (`cpu_waited` over
-    /// `elapsed`, having received `received`): a starved tree of short-lived processes, waiting
-    /// for a CPU at least half of the time (the rule for one starved process, over the whole
-    /// tree). Only with a descendant: the direct child's own waits are not progress, and an
-    /// event loop's many short waits on a loaded machine stay well below half. Only for a tree
-    /// that would use a real share of a core ([`demanding`]).
-    fn starved(
-        &self,
-        descendants: usize,
-        cpu_waited: Duration,
-        received: Duration,
-        elapsed: Duration,
-    ) -> bool {
-        (descendants > 0 || self.include_root)
-            && demanding(received, elapsed, self.threshold)
-            && cpu_waited >= MIN_CPU.max(elapsed / 2)
+    /// `elapsed`, having received `received`): a starved tree of short-lived processes, or a
+    /// program whose threads work while its main thread waits for them (`rustc`: LLVM in its
+    /// threads), waiting for a CPU at least half of the time (the rule for one starved
+    /// process, over the whole tree). An event loop's many short waits on a loaded machine
+    /// stay well below half (a spinner's: 8.6–15 % runnable at a load of 21); a poller's reach
+    /// it, but it would not use a real share of a core ([`demanding`]).
+    fn starved(&self, cpu_waited: Duration, received: Duration, elapsed: Duration) -> bool {
+        demanding(received, elapsed, self.threshold) && cpu_waited >= MIN_CPU.max(elapsed / 2)
     }
 
     /// The time the cgroup's processes waited for a CPU since the last look.

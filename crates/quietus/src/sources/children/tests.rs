@@ -604,18 +604,20 @@ fn a_starved_tree_of_short_lived_processes_is_cpu_demand() {
     *cgroup.lock() = Some((40, 2));
     *waited.lock() = 900 + 300;
     assert!(!obs.sample(t0 + 2 * SEC).active);
-    // The root alone (its descendants gone): its own waits never count.
-    *cgroup.lock() = Some((60, 1));
-    *waited.lock() = 1200 + 1000;
-    assert!(!obs.sample(t0 + 3 * SEC).active);
     // A poller (niced, beside busy loops) waits for a CPU at every wake-up, 900 ms of the
     // second, and runs 2 ms: it would not use a real share of a core.
-    *cgroup.lock() = Some((62, 2));
-    *waited.lock() = 2200 + 900;
+    *cgroup.lock() = Some((42, 2));
+    *waited.lock() = 1200 + 900;
     assert!(
-        !obs.sample(t0 + 4 * SEC).active,
+        !obs.sample(t0 + 3 * SEC).active,
         "a poller's waits are not demand"
     );
+    // The root alone (its descendants gone), its threads starved (`rustc`'s LLVM threads,
+    // its main thread asleep): the program's own work, starved.
+    table.set(&[p(100, 1, 1, 20, 0)]);
+    *cgroup.lock() = Some((62, 1));
+    *waited.lock() = 2100 + 1000;
+    assert!(obs.sample(t0 + 4 * SEC).active, "the program's own demand");
 }
 
 /// What the root's reaped children moved is its whole count less its own threads', read
