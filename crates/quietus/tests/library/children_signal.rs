@@ -556,3 +556,53 @@ subprocess.run(["sleep", "1000"])
     assert_eq!(report.children.expect("summary").moved_bytes, 0);
     assert_no_leak(&m);
 }
+
+/// A poller under CPU contention is no work: a `nice 19` Python loop waking every 10 ms, on a
+/// CPU a busy loop holds, waits for that CPU at every wake-up (its runnable time and, with a
+/// cgroup, the tree's `cpu.pressure` reach half the time) and runs next to nothing; it is
+/// ended one idle timeout after its start, under either backend, alone or behind `sh -c`.
+#[test]
+fn a_niced_poller_under_contention_is_ended() {
+    let m = Marker::new("niced-poller");
+    // The load: this test's own busy loop on CPU 0, ended by pid below.
+    let mut hog = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "echo hog; while :; do :; done"])
+        .arg(m.as_str())
+        .env(common::MARKER_ENV, m.as_str())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("taskset (util-linux) runs");
+    let mut line = String::new();
+    BufReader::new(hog.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let poller =
+        "python3 -c 'import time\nprint(\"ready\", flush=True)\nwhile True: time.sleep(0.01)'";
+    for (containment, script) in [
+        (Containment::Auto, format!("exec {poller}")),
+        (Containment::Group, format!("{poller}; echo after")),
+    ] {
+        let idle = ms(1500);
+        let out = SharedBuf::new();
+        let mut program = Command::new("taskset");
+        program
+            .args(["-c", "0", "nice", "-n", "19", "sh", "-c", &script])
+            .arg(m.as_str())
+            .env(common::MARKER_ENV, m.as_str());
+        let session = Session::builder(program)
+            .config(config(idle).containment(containment))
+            .stdout(out.sink())
+            .spawn()
+            .unwrap();
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "{containment:?} {script}: {:?}",
+            result.outcome
+        );
+    }
+    let _ = hog.kill();
+    let _ = hog.wait();
+    assert_no_leak(&m);
+}
