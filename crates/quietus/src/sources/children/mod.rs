@@ -281,6 +281,11 @@ fn demanding(ran: Duration, span: Duration, threshold: f64) -> bool {
     ran >= span.mul_f64(threshold / 10.0)
 }
 
+/// The shortest stretch the root's own CPU is judged over: its share must hold for a second,
+/// so that a garbage collection or a screen redraw of 20–30 ms in an agent's event loop (a
+/// third of a core over the 67 ms a 30 % threshold would otherwise need) is no work.
+const ROOT_CPU_WINDOW: Duration = Duration::from_secs(1);
+
 /// What [`DescendantObserver::account`] found in one walk.
 #[derive(Debug, Default)]
 struct Accounted {
@@ -307,11 +312,19 @@ impl CpuWindow {
     ///
     /// The threshold is judged over a window of recent samples at least `MIN_CPU / threshold`
     /// long (400 ms at 5 %), so that short check intervals do not raise the bar: at 100 ms a
-    /// single interval could only show work above 20 % of a core (two 10 ms ticks).
-    fn judge(&mut self, now: Instant, elapsed: Duration, delta: Duration, threshold: f64) -> bool {
+    /// single interval could only show work above 20 % of a core (two 10 ms ticks); and at
+    /// least `at_least`.
+    fn judge(
+        &mut self,
+        now: Instant,
+        elapsed: Duration,
+        delta: Duration,
+        threshold: f64,
+        at_least: Duration,
+    ) -> bool {
         let start = now - elapsed;
         self.samples.push_back((start, delta));
-        let min_window = MIN_CPU.div_f64(threshold);
+        let min_window = MIN_CPU.div_f64(threshold).max(at_least);
         while self.samples.len() > 1
             && now.saturating_duration_since(self.samples[1].0) >= min_window
         {
@@ -639,10 +652,16 @@ impl DescendantObserver {
         delta: Duration,
         root_delta: Duration,
     ) -> bool {
-        let tree = self.window.judge(now, elapsed, delta, self.threshold);
-        let root = self
-            .root_window
-            .judge(now, elapsed, root_delta, ROOT_CPU_THRESHOLD);
+        let tree = self
+            .window
+            .judge(now, elapsed, delta, self.threshold, Duration::ZERO);
+        let root = self.root_window.judge(
+            now,
+            elapsed,
+            root_delta,
+            ROOT_CPU_THRESHOLD,
+            ROOT_CPU_WINDOW,
+        );
         tree || (root && !self.include_root)
     }
 

@@ -395,6 +395,15 @@ fn the_programs_own_cpu_counts_from_the_root_threshold() {
     // Just above the root's threshold.
     table.set(&[p(100, 1, 1, 1050 + 310, 0)]);
     assert!(default.sample(t0 + 3 * SEC).active);
+    // A 35 ms burst (a garbage collection) in 100 ms, over a spinner's 15 %: judged over a
+    // second, no work.
+    let ms = Duration::from_millis;
+    let mut cpu = 1360;
+    for i in 1..=10u64 {
+        cpu += if i == 5 { 35 } else { 15 };
+        table.set(&[p(100, 1, 1, cpu, 0)]);
+        assert!(!default.sample(t0 + 3 * SEC + ms(100 * i)).active, "{i}");
+    }
 }
 
 /// The same with a cgroup: the root's own CPU is its `stat`'s, the rest the cgroup's usage.
