@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::{ProcSample, ProcessSource};
-use crate::Pid;
+use crate::pid::Pid;
 
 /// The fewest bytes written into files (and by the root's reaped children) within [`WINDOW`]
 /// that are progress: 2 KiB a second. A stalled agent's own bookkeeping (codex: about 2 KB

@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::{MAX_TREE, ProcSample, ProcessSource};
-use crate::Pid;
+use crate::pid::Pid;
 
 /// Portable source: one long-lived `sysinfo::System`, refreshed with CPU only, no tasks. It does
 /// not know reaped children's CPU, and its start times have a one-second resolution.

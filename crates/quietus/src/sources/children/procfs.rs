@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::{MAX_TREE, Moved, Outlet, ProcSample, ProcessSource, RunState};
-use crate::Pid;
+use crate::pid::Pid;
 
 /// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): the run time, and the
 /// run time plus run delay.
