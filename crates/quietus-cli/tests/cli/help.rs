@@ -163,14 +163,20 @@ fn the_only_output_counts_example_is_a_plain_silence_timeout() {
     let options = options.replace("-i 30s", "-i 1s");
     let stage = Stage::new();
     // Busy everywhere but its output: a spinning descendant, a file under .agent every 100 ms,
-    // and 64 KiB a second over a loopback TCP connection.
-    let busy = r#"import os, socket, sys, time
+    // and 64 KiB a second over a loopback TCP connection. Until it is busy, a heartbeat prints
+    // dots (python's start on a loaded machine took longer than the idle timeout: the run
+    // ended before it began); once busy, it stops the heartbeat and says "started", the last
+    // output.
+    let busy = r#"import os, signal, socket, sys, time
 os.makedirs(".agent", exist_ok=True)
-print("started", flush=True)
 server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen(1)
 client = socket.create_connection(server.getsockname()); peer, _ = server.accept()
 if os.fork() == 0:
     while True: pass
+open(".agent/progress", "w").write(str(time.time()))
+os.kill(int(sys.argv[2]), signal.SIGKILL)
+time.sleep(0.05)
+print("started", flush=True)
 while True:
     client.sendall(b"x" * 6554); peer.recv(65536)
     open(".agent/progress", "w").write(str(time.time()))
@@ -179,10 +185,18 @@ while True:
     fs::write(stage.work.join("busy.py"), busy).unwrap();
     let output = stage.run(
         &marker,
-        &format!("quietus {options} -- python3 busy.py {}", marker.as_str()),
+        &format!(
+            "quietus {options} -- sh -c '(while :; do echo .; sleep 0.2; done) & exec python3 \
+             busy.py \"$0\" $!' {}",
+            marker.as_str()
+        ),
     );
     assert_code(&output, 124);
-    assert_eq!(text(&output.stdout), "started\n");
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.trim_start_matches(".\n") == "started\n",
+        "dots while python starts, then started: {stdout:?}"
+    );
     let summary = summary_line(&output.stderr);
     assert!(summary.contains("idle (output "), "{summary}");
     for source in ["files", "children", "network"] {
