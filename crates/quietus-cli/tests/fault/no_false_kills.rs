@@ -77,7 +77,18 @@ fn never_killed(name: &str, script: &str, stat_scan: bool, carrier: ActivitySour
                         }
                     }
                     if carrier != ActivitySource::Children {
-                        assert_eq!(events(&result, ActivitySource::Children), 0, "{result:#?}");
+                        // The program's own work counts (issue 48): its start-up on a loaded
+                        // machine (runnable for want of a CPU) may be the children source's,
+                        // nothing after its first idle timeout.
+                        let children = result
+                            .activity
+                            .iter()
+                            .find(|s| s.source == ActivitySource::Children)
+                            .expect("the children source");
+                        assert!(
+                            children.events <= 1 && children.idle + IDLE >= result.runtime,
+                            "{result:#?}"
+                        );
                     }
                     s.assert_no_leak();
                     s.assert_accounted();
@@ -109,7 +120,7 @@ fn only_stderr_never_killed() {
 
 /// The folder made by the program itself: a `mkdir` child is a descendant, and one that reads
 /// a page from storage (a cold cache on a loaded machine) is rightly the children source's
-/// activity, which this scenario must not have.
+/// activity, which this scenario must not have after the program's start.
 fn files_script() -> String {
     format!(
         "exec perl -MTime::HiRes=sleep -e 'mkdir q(.agent) or die; for my $i (1..{BEATS}) {{ \

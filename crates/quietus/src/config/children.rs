@@ -48,7 +48,8 @@ impl ChildWatchConfig {
         self.cpu_threshold
     }
 
-    /// Whether the direct child's own CPU counts ([`ChildWatchConfigBuilder::include_self`]).
+    /// Whether the direct child's own CPU counts at the descendants' threshold
+    /// ([`ChildWatchConfigBuilder::include_self`]).
     pub fn include_self(&self) -> bool {
         self.include_self
     }
@@ -120,8 +121,9 @@ impl ChildWatchConfigBuilder {
         self
     }
 
-    /// Count the direct child's own CPU too (default: only its descendants and the children it
-    /// reaped; an agent spinning in its event loop is not progress).
+    /// Judge the direct child's own CPU as a descendant's: at `cpu_threshold`. Off (the
+    /// default), it counts from 30 % of a core, twice the most an agent CLI's spinner was
+    /// measured at while it waited on a stalled stream (docs/design.md, Children).
     pub fn include_self(mut self, include: bool) -> Self {
         self.0.include_self = include;
         self

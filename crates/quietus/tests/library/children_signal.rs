@@ -433,3 +433,176 @@ fn a_starved_tree_of_short_lived_processes_runs_to_its_end_with_a_cgroup() {
     }
     assert_no_leak(&m);
 }
+
+/// `bash -c SCRIPT MARKER`, the marker in the environment too.
+fn bash(m: &Marker, script: &str) -> Command {
+    let mut command = Command::new("bash");
+    command
+        .args(["-c", script, m.as_str()])
+        .env(common::MARKER_ENV, m.as_str());
+    command
+}
+
+/// Runs `program` under `idle` until it ends; its outcome and its output.
+fn run(program: Command, idle: Duration) -> (Outcome, String) {
+    let out = SharedBuf::new();
+    let session = Session::builder(program)
+        .config(config(idle))
+        .stdout(out.sink())
+        .spawn()
+        .unwrap();
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    (result.outcome, out.text())
+}
+
+/// The program's own work counts: a silent program busy by itself (bash's own loop; Python
+/// exec'd in bash's place, as `bash -c 'sort …'` execs `sort`) runs to its end, on a free core
+/// by its CPU, on a loaded machine by its runnable time.
+#[test]
+fn the_programs_own_cpu_keeps_it_alive() {
+    let scripts = [
+        "echo ready; n=0; while [ $SECONDS -lt 3 ]; do n=$((n+1)); done; echo done",
+        r#"echo ready; exec python3 -c '
+import time
+end = time.monotonic() + 3
+x = 0
+while time.monotonic() < end:
+    x += 1
+print("done", flush=True)'"#,
+    ];
+    for script in scripts {
+        let m = Marker::new("own-cpu");
+        let (outcome, text) = run(bash(&m, script), ms(800));
+        assert!(
+            matches!(outcome, Outcome::Exited) && text.contains("done"),
+            "{script}: {outcome:?} {text:?}"
+        );
+        assert_no_leak(&m);
+    }
+}
+
+/// A tool printing a 7-byte line every 2 s into the pipe its parent reads (`out=$(tool)`,
+/// the tool in bash or in Python) is progress: it runs to its end. (The floor of 16 bytes a
+/// second ended it.)
+#[test]
+fn a_short_line_every_two_seconds_into_the_parents_pipe_keeps_the_tree_alive() {
+    let tools = [
+        "for i in 1 2 3; do echo \"line $i\"; sleep 2; done",
+        "python3 -c 'import time\nfor i in range(3): print(\"line\", i, flush=True); time.sleep(2)'",
+    ];
+    for tool in tools {
+        let m = Marker::new("slow-captured");
+        let script = format!("echo ready; out=$({tool}); echo \"done $out\"");
+        let (outcome, text) = run(bash(&m, &script), ms(3200));
+        assert!(
+            matches!(outcome, Outcome::Exited) && text.contains("done line"),
+            "{tool}: {outcome:?} {text:?}"
+        );
+        assert_no_leak(&m);
+    }
+}
+
+/// Bytes thrown away never count: a background loop writing into `/dev/null` (the shell's
+/// `echo`, `ls`, a Python writer) beside a sleeping child is ended one idle timeout after
+/// its start.
+#[test]
+fn bytes_thrown_away_do_not_keep_a_tree_alive() {
+    let loops = [
+        "(while sleep 0.3; do echo xxxxxxxxxxxxxxxxxxxxxxxx >/dev/null; ls / >/dev/null; done) &",
+        "python3 -c 'import os, time\nwhile True:\n  os.write(1, b\"x\" * 64); os.listdir(\"/\"); time.sleep(0.3)' >/dev/null &",
+    ];
+    for background in loops {
+        let m = Marker::new("thrown-away");
+        let idle = ms(1200);
+        let script = format!("{background} echo ready; sleep 1000");
+        let started = Instant::now();
+        let (outcome, text) = run(m.sh(&script), idle);
+        let Outcome::IdleTimeout(report) = &outcome else {
+            panic!("{background}: {outcome:?} {text:?}");
+        };
+        assert!(started.elapsed() >= idle);
+        let summary = report.children.expect("children summary");
+        assert_eq!(summary.moved_bytes, 0, "{summary:?}");
+        assert_no_leak(&m);
+    }
+}
+
+/// A stalled agent's heartbeat appended to its log behind `sh -c` (as every MCP
+/// `exec_command` runs it) is ended, as it is when the agent is the direct child.
+#[test]
+fn a_heartbeat_behind_a_shell_is_ended() {
+    let m = Marker::new("heartbeat-sh");
+    let dir = tempfile::tempdir().unwrap();
+    let idle = ms(1200);
+    let script = r#"python3 -c '
+import subprocess, sys, threading, time
+log = open(sys.argv[1], "a")
+def beat():
+    while True:
+        log.write("alive %f\n" % time.time()); log.flush(); time.sleep(0.2)
+threading.Thread(target=beat, daemon=True).start()
+print("ready", flush=True)
+subprocess.run(["sleep", "1000"])
+' "$1"; echo after"#;
+    let mut command = m.sh(script);
+    command.arg(dir.path().join("agent.log"));
+    let (outcome, text) = run(command, idle);
+    let Outcome::IdleTimeout(report) = &outcome else {
+        panic!("{outcome:?} {text:?}");
+    };
+    let log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
+    assert!(log.lines().count() >= 2, "the heartbeat ran: {log:?}");
+    assert_eq!(report.children.expect("summary").moved_bytes, 0);
+    assert_no_leak(&m);
+}
+
+/// A poller under CPU contention is no work: a `nice 19` Python loop waking every 10 ms, on a
+/// CPU a busy loop holds, waits for that CPU at every wake-up (its runnable time and, with a
+/// cgroup, the tree's `cpu.pressure` reach half the time) and runs next to nothing; it is
+/// ended one idle timeout after its start, under either backend, alone or behind `sh -c`.
+#[test]
+fn a_niced_poller_under_contention_is_ended() {
+    let m = Marker::new("niced-poller");
+    // The load: this test's own busy loop on CPU 0, ended by pid below.
+    let mut hog = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "echo hog; while :; do :; done"])
+        .arg(m.as_str())
+        .env(common::MARKER_ENV, m.as_str())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("taskset (util-linux) runs");
+    let mut line = String::new();
+    BufReader::new(hog.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let poller =
+        "python3 -c 'import time\nprint(\"ready\", flush=True)\nwhile True: time.sleep(0.01)'";
+    for (containment, script) in [
+        (Containment::Auto, format!("exec {poller}")),
+        (Containment::Group, format!("{poller}; echo after")),
+    ] {
+        let idle = ms(1500);
+        let out = SharedBuf::new();
+        let mut program = Command::new("taskset");
+        program
+            .args(["-c", "0", "nice", "-n", "19", "sh", "-c", &script])
+            .arg(m.as_str())
+            .env(common::MARKER_ENV, m.as_str());
+        let session = Session::builder(program)
+            .config(config(idle).containment(containment))
+            .stdout(out.sink())
+            .spawn()
+            .unwrap();
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "{containment:?} {script}: {:?}",
+            result.outcome
+        );
+    }
+    let _ = hog.kill();
+    let _ = hog.wait();
+    assert_no_leak(&m);
+}

@@ -18,7 +18,7 @@ use crate::signal::Signal;
 use crate::sources::children::{DescendantObserver, Identity};
 
 /// The process operations the ladder needs: the operating system in a session
-/// ([`OsProcesses`]), a fake in the unit tests. As `sources/children.rs` does with its
+/// ([`OsProcesses`]), a fake in the unit tests. As `sources/children/` does with its
 /// `ProcessSource`.
 pub(in crate::monitor) trait ProcessLayer {
     /// Sends `signal` to every member of process group `pgid`.

@@ -224,25 +224,25 @@ pub(crate) fn read_count(pid: Pid) -> Option<u64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-/// The bytes `pid` has moved that are progress no other source sees: what it wrote with
-/// `write` and its kin (`wchar` of `/proc/<pid>/io`: into a pipe its parent reads, a file, a
-/// socket) plus what it read from storage (`read_bytes`: disk-bound work). Reads that only
-/// copy from the page cache or a pipe are left out: every program's start reads its libraries'
-/// headers, and a reader only consumes what a writer already counted. `None` if it cannot be
-/// read (another user's process, a kernel without task I/O accounting).
+/// What `pid` has moved so far, from `/proc/<pid>/io`: `(written, storage)`, the bytes it
+/// wrote with `write` and its kin wherever they went (`wchar`: a pipe, a file, `/dev/null`, a
+/// socket), and the bytes it read from or wrote to storage (`read_bytes` + `write_bytes`: the
+/// pages it read from a disk and dirtied). Reads that only copy from the page cache or a pipe
+/// are in neither. `None` if it cannot be read (another user's process, a kernel without task
+/// I/O accounting).
 #[cfg(target_os = "linux")]
-pub(crate) fn read_moved_bytes(pid: Pid) -> Option<u64> {
+pub(crate) fn read_io(pid: Pid) -> Option<(u64, u64)> {
     let mut buf = [0u8; 1024];
     let text = read_proc(&format!("/proc/{pid}/io"), &mut buf)?;
-    parse_moved_bytes(&text)
+    parse_io(&text)
 }
 
-/// The part of [`read_moved_bytes`] that is `pid`'s own, its live threads' (each
+/// The part of [`read_io`] that is `pid`'s own, its live threads' (each
 /// `/proc/<pid>/task/<tid>/io`): the process's whole count also holds what its reaped
 /// children moved (the kernel adds a child's counts to its parent's when it is reaped).
 #[cfg(target_os = "linux")]
-pub(crate) fn read_own_moved_bytes(pid: Pid) -> Option<u64> {
-    let mut sum = 0u64;
+pub(crate) fn read_own_io(pid: Pid) -> Option<(u64, u64)> {
+    let mut sum = (0u64, 0u64);
     for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
         .ok()?
         .flatten()
@@ -252,19 +252,23 @@ pub(crate) fn read_own_moved_bytes(pid: Pid) -> Option<u64> {
         let Ok(text) = read_small(&path, &mut buf) else {
             continue; // a thread that ended meanwhile
         };
-        sum = sum.saturating_add(parse_moved_bytes(&text)?);
+        let (written, storage) = parse_io(&text)?;
+        sum = (sum.0.saturating_add(written), sum.1.saturating_add(storage));
     }
     Some(sum)
 }
 
-/// `wchar` + `read_bytes` of a `/proc/<pid>/io` text.
-pub(crate) fn parse_moved_bytes(text: &str) -> Option<u64> {
+/// `(wchar, read_bytes + write_bytes)` of a `/proc/<pid>/io` text.
+pub(crate) fn parse_io(text: &str) -> Option<(u64, u64)> {
     let field = |name: &str| {
         text.lines()
             .find_map(|line| line.strip_prefix(name))
             .and_then(|n| n.trim().parse::<u64>().ok())
     };
-    Some(field("wchar:")?.saturating_add(field("read_bytes:").unwrap_or(0)))
+    let storage = field("read_bytes:")
+        .unwrap_or(0)
+        .saturating_add(field("write_bytes:").unwrap_or(0));
+    Some((field("wchar:")?, storage))
 }
 
 /// Elsewhere (and in the portable backend): no `/proc`.

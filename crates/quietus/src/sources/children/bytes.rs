@@ -1,0 +1,292 @@
+//! The moved-bytes rule of the children source: which bytes the tree's processes move are
+//! progress, by where they go and who reads them (see the module docs above and
+//! `docs/design.md`, Children).
+//!
+//! - bytes written into a pipe whose reading end another process of the tree holds (a tool's
+//!   lines read by its agent, `out=$(tool)`, `tool | gzip`) are delivered: any byte counts;
+//! - bytes written by a process that holds a file open for writing count at a working rate,
+//!   [`FILE_FLOOR`] within [`WINDOW`] (a heartbeat line, an agent's own bookkeeping stay
+//!   below it); so do the bytes the root's reaped children wrote (where they went is gone
+//!   with them);
+//! - pages read from or written to storage count at [`STORAGE_FLOOR`] within [`WINDOW`];
+//! - nothing else: bytes thrown away (`/dev/null`), written to quietus's own pipes or
+//!   terminal (the output source's), to a socket (the network source's, whatever call moved
+//!   them), and whatever a quietus in the tree writes (its notifications to its client).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::{ProcSample, ProcessSource};
+use crate::pid::Pid;
+
+/// The fewest bytes written into files (and by the root's reaped children) within [`WINDOW`]
+/// that are progress: 2 KiB a second. A stalled agent's own bookkeeping (codex: about 2 KB
+/// over 10 s to its session log and state, measured in issue 48) and a heartbeat line stay
+/// below; an extraction fed 4 KiB a second (`tar xf -`) and any storage-bound tool are above.
+pub(crate) const FILE_FLOOR: u64 = 4096;
+
+/// The fewest bytes of storage pages (read from a disk, or dirtied) within [`WINDOW`] that are
+/// progress: one appended line dirties a whole page (4 KiB) once per writeback cycle, so the
+/// floor is sixteen pages.
+pub(crate) const STORAGE_FLOOR: u64 = 64 * 1024;
+
+/// The stretch over which file and storage bytes are added up: short check intervals
+/// (100 ms) split a burst over several samples. A sample counts only if it saw bytes itself,
+/// so the window never carries activity past the last write.
+pub(crate) const WINDOW: Duration = Duration::from_secs(2);
+
+/// What a process moved so far (`/proc/PID/io`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Moved {
+    /// Bytes written with `write` and its kin, wherever they went (`wchar`).
+    pub(crate) written: u64,
+    /// Bytes read from or written to storage (`read_bytes` + `write_bytes`).
+    pub(crate) storage: u64,
+}
+
+impl Moved {
+    /// Field by field, the larger.
+    fn max(self, other: Moved) -> Moved {
+        Moved {
+            written: self.written.max(other.written),
+            storage: self.storage.max(other.storage),
+        }
+    }
+
+    /// Field by field, what `self` has more than `before`.
+    fn since(self, before: Moved) -> Moved {
+        Moved {
+            written: self.written.saturating_sub(before.written),
+            storage: self.storage.saturating_sub(before.storage),
+        }
+    }
+}
+
+/// Where one descriptor of a process leads, as far as the bytes it writes are concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outlet {
+    /// A pipe or a FIFO, open for writing (else for reading).
+    Pipe {
+        /// The pipe's inode: the same on both ends.
+        inode: u64,
+        /// Open for writing.
+        writes: bool,
+    },
+    /// A regular file open for writing.
+    File,
+    /// Anything else: `/dev/null`, a terminal (the output source's), a socket (the network
+    /// source's), a file open for reading only.
+    Elsewhere,
+}
+
+/// What one process's written bytes are, by its outlets and the tree's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Destination {
+    /// Into a pipe another process of the tree reads.
+    Delivered,
+    /// Into a file it holds open for writing (or nothing better).
+    Files,
+    /// Nowhere that counts.
+    Nowhere,
+}
+
+/// Where the bytes `pid` wrote went, from its outlets and the pipes the processes of the
+/// tree read (`readers`: per pipe inode, the pids holding its reading end; `keeps(reader)`:
+/// whether that reader keeps what `pid` writes — another process, and no quietus `pid` is a
+/// client of).
+pub(crate) fn destination(
+    outlets: &[Outlet],
+    readers: &HashMap<u64, Vec<Pid>>,
+    keeps: &mut dyn FnMut(Pid) -> bool,
+) -> Destination {
+    let delivered = outlets.iter().any(|o| match o {
+        Outlet::Pipe {
+            inode,
+            writes: true,
+        } => readers
+            .get(inode)
+            .is_some_and(|pids| pids.iter().any(|p| keeps(*p))),
+        _ => false,
+    });
+    if delivered {
+        Destination::Delivered
+    } else if outlets.contains(&Outlet::File) {
+        Destination::Files
+    } else {
+        Destination::Nowhere
+    }
+}
+
+/// Whether `ancestor` is an ancestor of `pid` by the tree's parent links.
+fn ancestor(parents: &HashMap<Pid, Pid>, ancestor: Pid, pid: Pid) -> bool {
+    let mut at = pid;
+    for _ in 0..parents.len() {
+        match parents.get(&at) {
+            Some(&parent) if parent == ancestor => return true,
+            Some(&parent) => at = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// What one sample found the tree moved that counts, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// Written into a pipe a process of the tree reads.
+    pub(crate) delivered: u64,
+    /// Written into files (and by the root's reaped children).
+    pub(crate) files: u64,
+    /// Storage pages read or dirtied.
+    pub(crate) storage: u64,
+}
+
+impl Found {
+    /// All of it.
+    pub(crate) fn total(self) -> u64 {
+        self.delivered
+            .saturating_add(self.files)
+            .saturating_add(self.storage)
+    }
+}
+
+/// The counts of the tree's processes by identity, and the recent samples of the windowed
+/// kinds.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    /// Per live process: its start time, its own counts and (the root) its reaped children's,
+    /// the most read so far.
+    counts: HashMap<Pid, (u64, Moved, Moved)>,
+    /// Recent samples: instant, file bytes, storage bytes.
+    window: VecDeque<(Instant, u64, u64)>,
+}
+
+impl Ledger {
+    /// What the live processes `tree` (pid, start time) moved since the last sample that
+    /// counts (a process seen for the first time after the baseline counts whole: it may
+    /// have started and written between two samples). Forgets the processes no longer there.
+    pub(crate) fn sample(
+        &mut self,
+        source: &mut dyn ProcessSource,
+        root: Pid,
+        tree: &[ProcSample],
+        first: bool,
+    ) -> Found {
+        self.counts.retain(|pid, (start, _, _)| {
+            tree.iter().any(|p| p.pid == *pid && p.start_time == *start)
+        });
+        let mut found = Found::default();
+        let mut writers: Vec<(Pid, u64)> = Vec::new();
+        for &ProcSample {
+            pid, start_time, ..
+        } in tree
+        {
+            let Some(whole) = source.moved(pid) else {
+                continue;
+            };
+            // The root's reaped children's part is its whole count less its own threads',
+            // read one after the other: low, never high, when the root moved bytes between.
+            let (own, reaped) = if pid == root {
+                let own = source.own_moved(pid).unwrap_or(whole);
+                (own, whole.since(own))
+            } else {
+                (whole, Moved::default())
+            };
+            let known = self
+                .counts
+                .get(&pid)
+                .filter(|(start, _, _)| *start == start_time)
+                .map(|&(_, own, reaped)| (own, reaped));
+            let (d_own, d_reaped) = match known {
+                Some((own_before, reaped_before)) => {
+                    let kept = (own_before.max(own), reaped_before.max(reaped));
+                    self.counts.insert(pid, (start_time, kept.0, kept.1));
+                    (own.since(own_before), reaped.since(reaped_before))
+                }
+                None => {
+                    self.counts.insert(pid, (start_time, own, reaped));
+                    if first {
+                        continue;
+                    }
+                    (own, reaped)
+                }
+            };
+            found.storage += d_own.storage + d_reaped.storage;
+            found.files += d_reaped.written;
+            if d_own.written > 0 {
+                writers.push((pid, d_own.written));
+            }
+        }
+        if !writers.is_empty() {
+            self.place(source, tree, &writers, &mut found);
+        }
+        found
+    }
+
+    /// Adds each writer's bytes where they went.
+    fn place(
+        &mut self,
+        source: &mut dyn ProcessSource,
+        tree: &[ProcSample],
+        writers: &[(Pid, u64)],
+        found: &mut Found,
+    ) {
+        let mut outlets: HashMap<Pid, Vec<Outlet>> = HashMap::new();
+        let mut readers: HashMap<u64, Vec<Pid>> = HashMap::new();
+        let parents: HashMap<Pid, Pid> =
+            tree.iter().filter_map(|p| Some((p.pid, p.ppid?))).collect();
+        let mut supervisors: HashMap<Pid, bool> = HashMap::new();
+        for &ProcSample { pid, .. } in tree {
+            let Some(list) = source.outlets(pid) else {
+                continue;
+            };
+            for outlet in &list {
+                if let Outlet::Pipe {
+                    inode,
+                    writes: false,
+                } = outlet
+                {
+                    readers.entry(*inode).or_default().push(pid);
+                }
+            }
+            outlets.insert(pid, list);
+        }
+        for &(pid, bytes) in writers {
+            let mut supervisor =
+                |p: Pid| *supervisors.entry(p).or_insert_with(|| source.supervisor(p));
+            if supervisor(pid) {
+                continue; // a nested quietus's messages
+            }
+            // A reader keeps the bytes unless it is the writer, or a quietus the writer is a
+            // client of (an agent's requests to `quietus mcp`; what a quietus's own tree
+            // writes into it, its ancestor, is that tree's progress).
+            let mut keeps = |reader: Pid| {
+                reader != pid && (!supervisor(reader) || ancestor(&parents, reader, pid))
+            };
+            let list = outlets.get(&pid).map_or(&[][..], Vec::as_slice);
+            match destination(list, &readers, &mut keeps) {
+                Destination::Delivered => found.delivered += bytes,
+                Destination::Files => found.files += bytes,
+                Destination::Nowhere => {}
+            }
+        }
+    }
+
+    /// Whether `found`, at `now`, is progress: a byte delivered, or files or storage at their
+    /// working rates within [`WINDOW`] (a sample counts only if it saw such bytes itself).
+    pub(crate) fn moving(&mut self, now: Instant, found: Found) -> bool {
+        self.window.push_back((now, found.files, found.storage));
+        while self
+            .window
+            .front()
+            .is_some_and(|(at, _, _)| now.saturating_duration_since(*at) > WINDOW)
+        {
+            self.window.pop_front();
+        }
+        let files: u64 = self.window.iter().map(|w| w.1).sum();
+        let storage: u64 = self.window.iter().map(|w| w.2).sum();
+        found.delivered > 0
+            || (found.files > 0 && files >= FILE_FLOOR)
+            || (found.storage > 0 && storage >= STORAGE_FLOOR)
+    }
+}

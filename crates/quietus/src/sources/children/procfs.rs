@@ -1,0 +1,372 @@
+//! The children source's Linux backend: the tree, the CPU, the runnable state and the moved
+//! bytes of each process from `/proc`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::{MAX_TREE, Moved, Outlet, ProcSample, ProcessSource, RunState};
+use crate::pid::Pid;
+
+/// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): the run time, and the
+/// run time plus run delay.
+fn read_runnable(pid: Pid) -> Option<(Duration, Duration)> {
+    let mut buf = [0u8; 1024];
+    let text = crate::process::sys::read_proc(&format!("/proc/{pid}/schedstat"), &mut buf)?;
+    parse_schedstat(&text)
+}
+
+/// The run time, and the run time plus run delay, of a `schedstat` line.
+fn parse_schedstat(text: &str) -> Option<(Duration, Duration)> {
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let (ran, waited) = (fields.next()??, fields.next()??);
+    Some((
+        Duration::from_nanos(ran),
+        Duration::from_nanos(ran.saturating_add(waited)),
+    ))
+}
+
+/// Linux: walks `/proc/<pid>/task/<tid>/children` from the root, so the cost grows with the
+/// tree, not with the number of processes on the machine. Falls back to one pass over all of
+/// `/proc` on kernels without that file.
+#[derive(Debug)]
+pub(crate) struct ProcFs {
+    tick: Duration,
+    scratch: Vec<Pid>,
+    /// Whether each process read in this sample (by the walk, or one by one from a cgroup's
+    /// members) was runnable (state R), so that the runnable look reads no `stat` twice.
+    states: HashMap<Pid, bool>,
+}
+
+/// A process's `stat`, read by the `/proc` source (counted by its tests: each is a file read
+/// at every check interval).
+fn read_stat(pid: Pid) -> Option<crate::process::sys::ProcStat> {
+    #[cfg(test)]
+    STAT_READS.with(|n| n.set(n.get() + 1));
+    crate::process::sys::read_stat(pid)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many `stat` files the `/proc` source read on this thread.
+    static STAT_READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+impl ProcFs {
+    pub(crate) fn new() -> Self {
+        let per_second = crate::process::sys::clock_ticks_per_second().max(1);
+        Self {
+            tick: Duration::from_nanos(1_000_000_000 / per_second),
+            scratch: Vec::new(),
+            states: HashMap::new(),
+        }
+    }
+
+    fn convert(&self, stat: crate::process::sys::ProcStat) -> ProcSample {
+        ProcSample {
+            pid: stat.pid,
+            ppid: stat.ppid,
+            pgrp: stat.pgrp,
+            start_time: stat.start_time,
+            cpu: self.tick * u32::try_from(stat.cpu_ticks).unwrap_or(u32::MAX),
+            child_cpu: self.tick * u32::try_from(stat.child_cpu_ticks).unwrap_or(u32::MAX),
+            dead: stat.is_dead(),
+        }
+    }
+
+    /// The whole-`/proc` fallback: parent links of every process.
+    fn tree_by_scan(&mut self, root: Pid) -> Vec<ProcSample> {
+        let mut all: Vec<ProcSample> = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for entry in dir.flatten() {
+                let Some(pid) = entry.file_name().to_str().and_then(Pid::parse) else {
+                    continue;
+                };
+                if let Some(stat) = read_stat(pid) {
+                    all.push(self.convert(stat));
+                }
+            }
+        }
+        let mut tree: Vec<ProcSample> = all.iter().filter(|p| p.pid == root).copied().collect();
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid;
+            tree.extend(
+                all.iter()
+                    .filter(|p| p.ppid == Some(parent) && p.pid != root),
+            );
+            index += 1;
+        }
+        tree
+    }
+}
+
+impl ProcessSource for ProcFs {
+    fn tree(&mut self, root: Pid) -> Vec<ProcSample> {
+        self.states.clear();
+        let Some(stat) = read_stat(root) else {
+            return Vec::new();
+        };
+        self.states.insert(stat.pid, stat.state == b'R');
+        let mut threads = vec![stat.threads];
+        let mut tree = vec![self.convert(stat)];
+        let mut index = 0;
+        while index < tree.len() && tree.len() < MAX_TREE {
+            let parent = tree[index].pid;
+            self.scratch.clear();
+            if crate::process::sys::children_of(parent, threads[index], &mut self.scratch).is_none()
+                && index == 0
+                && !tree[0].dead
+            {
+                return self.tree_by_scan(root);
+            }
+            // A process that vanished meanwhile has no children file: skip it.
+            for i in 0..self.scratch.len() {
+                let pid = self.scratch[i];
+                if let Some(stat) = read_stat(pid) {
+                    self.states.insert(stat.pid, stat.state == b'R');
+                    threads.push(stat.threads);
+                    tree.push(self.convert(stat));
+                }
+            }
+            index += 1;
+        }
+        tree
+    }
+
+    fn process(&mut self, pid: Pid) -> Option<ProcSample> {
+        let stat = read_stat(pid)?;
+        self.states.insert(stat.pid, stat.state == b'R');
+        Some(self.convert(stat))
+    }
+
+    fn new_look(&mut self) {
+        self.states.clear();
+    }
+
+    /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
+    /// `schedstat` only of a process runnable now (a sleeping one costs no read).
+    fn runnable(&mut self, pid: Pid) -> Option<RunState> {
+        let now = match self.states.get(&pid) {
+            Some(runnable) => *runnable,
+            None => read_stat(pid)?.state == b'R',
+        };
+        let read = if now { read_runnable(pid) } else { None };
+        let (ran, total) = (read.map(|r| r.0), read.map(|r| r.1));
+        let at = Some(Instant::now());
+        Some(RunState {
+            now,
+            total,
+            ran,
+            at,
+        })
+    }
+
+    fn moved(&mut self, pid: Pid) -> Option<Moved> {
+        let (written, storage) = crate::process::sys::read_io(pid)?;
+        Some(Moved { written, storage })
+    }
+
+    fn own_moved(&mut self, pid: Pid) -> Option<Moved> {
+        let (written, storage) = crate::process::sys::read_own_io(pid)?;
+        Some(Moved { written, storage })
+    }
+
+    fn outlets(&mut self, pid: Pid) -> Option<Vec<Outlet>> {
+        let mut links: Vec<(i32, String)> = Vec::new();
+        crate::process::sys::fd_links(pid, &mut |fd, target| {
+            links.push((fd, String::from_utf8_lossy(target).into_owned()));
+        })
+        .ok()?;
+        Some(
+            links
+                .iter()
+                .map(|(fd, target)| outlet(pid, *fd, target))
+                .collect(),
+        )
+    }
+
+    fn supervisor(&mut self, pid: Pid) -> bool {
+        let mut buf = [0u8; 1024];
+        crate::process::sys::read_proc(&format!("/proc/{pid}/comm"), &mut buf)
+            .is_some_and(|comm| comm.trim_end() == "quietus")
+    }
+}
+
+/// Where descriptor `fd` of `pid`, linked to `target`, leads.
+fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
+    let writes = || {
+        let mut buf = [0u8; 1024];
+        crate::process::sys::read_proc(&format!("/proc/{pid}/fdinfo/{fd}"), &mut buf)
+            .is_some_and(|info| crate::process::sys::snapshot::opened_for_writing(&info))
+    };
+    if let Some(inode) = target
+        .strip_prefix("pipe:[")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .and_then(|n| n.parse().ok())
+    {
+        return Outlet::Pipe {
+            inode,
+            writes: writes(),
+        };
+    }
+    if !target.starts_with('/') || target == "/dev/null" {
+        return Outlet::Elsewhere;
+    }
+    let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) else {
+        return Outlet::Elsewhere;
+    };
+    let kind = meta.file_type();
+    if std::os::unix::fs::FileTypeExt::is_fifo(&kind) {
+        Outlet::Pipe {
+            inode: std::os::unix::fs::MetadataExt::ino(&meta),
+            writes: writes(),
+        }
+    } else if kind.is_file() && writes() {
+        Outlet::File
+    } else {
+        Outlet::Elsewhere
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::config::ChildWatchConfig;
+    use crate::sources::children::portable::Sysinfo;
+    use crate::sources::children::{CgroupReading, DescendantObserver};
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn schedstat_lines_parse_to_run_time_plus_delay() {
+        assert_eq!(
+            parse_schedstat("19263796 1757176041 10\n"),
+            Some((
+                Duration::from_nanos(19_263_796),
+                Duration::from_nanos(19_263_796 + 1_757_176_041)
+            ))
+        );
+        assert_eq!(parse_schedstat("garbage"), None);
+        assert_eq!(parse_schedstat("12"), None);
+    }
+
+    #[test]
+    fn procfs_and_sysinfo_see_the_same_tree() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & echo ready; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let root = Pid::of(&child);
+        let mut procfs = ProcFs::new();
+        let mut sys = Sysinfo::new();
+        let mut a: Vec<Pid> = procfs.tree(root).iter().map(|p| p.pid).collect();
+        let mut b: Vec<Pid> = sys.tree(root).iter().map(|p| p.pid).collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a.len(), 3, "{a:?}");
+        assert_eq!(a, b);
+        assert_eq!(procfs.tree_by_scan(root).len(), 3);
+        // This test's own processes (not in a group of their own): ended by pid.
+        for pid in a {
+            let _ = crate::process::sys::kill_pid(pid, crate::process::sys::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+
+    /// A sample from a cgroup reads each member's `stat` once: its identity (for the moved
+    /// bytes), the root's CPU and the runnable look all come from that one read (a sleeping
+    /// root's was read twice, a runnable descendant's twice too).
+    #[test]
+    fn a_cgroup_sample_reads_each_members_stat_once() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let root = Pid::of(&child);
+        let mut obs = DescendantObserver::with_source(
+            root,
+            &ChildWatchConfig::default(),
+            Box::new(ProcFs::new()),
+        );
+        obs.use_cgroup(Box::new(move || {
+            Some(CgroupReading {
+                usage: Duration::ZERO,
+                members: vec![root],
+                waited: None,
+            })
+        }));
+        let t0 = Instant::now();
+        for i in 0..3 {
+            let before = STAT_READS.with(std::cell::Cell::get);
+            obs.sample(t0 + i * SEC);
+            let reads = STAT_READS.with(std::cell::Cell::get) - before;
+            assert_eq!(reads, 1, "sample {i}: one member, {reads} stat reads");
+        }
+        child.kill().expect("our own sleep");
+        child.wait().expect("reaped");
+    }
+
+    #[test]
+    fn proc_io_gives_written_bytes_and_storage_reads() {
+        let io = "rchar: 6976\nwchar: 120\nsyscr: 10\nsyscw: 3\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n";
+        assert_eq!(crate::process::sys::parse_io(io), Some((120, 4096)));
+        assert_eq!(crate::process::sys::parse_io("rchar: 1\n"), None);
+        // This very process has written nothing by `write` perhaps, but the file reads.
+        assert!(ProcFs::new().moved(Pid::current()).is_some());
+    }
+
+    /// Where this process's own descriptors lead, read as the observer reads another's: a
+    /// pipe's two ends by inode, a file open for writing, `/dev/null` and a file open for
+    /// reading only elsewhere.
+    #[test]
+    fn outlets_name_pipes_by_inode_files_written_and_the_rest() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let (reader, writer) = std::io::pipe().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let written = std::fs::File::create(dir.path().join("out")).unwrap();
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let read_only = std::fs::File::open(dir.path().join("out")).unwrap();
+        let inode = std::fs::metadata(format!("/proc/self/fd/{}", reader.as_raw_fd()))
+            .unwrap()
+            .ino();
+        let mut procfs = ProcFs::new();
+        let outlets: std::collections::HashMap<i32, Outlet> = [
+            reader.as_raw_fd(),
+            writer.as_raw_fd(),
+            written.as_raw_fd(),
+            null.as_raw_fd(),
+            read_only.as_raw_fd(),
+        ]
+        .into_iter()
+        .map(|fd| {
+            let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+            (fd, outlet(Pid::current(), fd, &target.to_string_lossy()))
+        })
+        .collect();
+        let pipe = |writes| Outlet::Pipe { inode, writes };
+        assert_eq!(outlets[&reader.as_raw_fd()], pipe(false));
+        assert_eq!(outlets[&writer.as_raw_fd()], pipe(true));
+        assert_eq!(outlets[&written.as_raw_fd()], Outlet::File);
+        assert_eq!(outlets[&null.as_raw_fd()], Outlet::Elsewhere);
+        assert_eq!(outlets[&read_only.as_raw_fd()], Outlet::Elsewhere);
+        // The whole list holds them too.
+        let all = procfs.outlets(Pid::current()).unwrap();
+        assert!(all.contains(&pipe(true)) && all.contains(&pipe(false)));
+        assert!(all.contains(&Outlet::File));
+        // This process is no quietus.
+        assert!(!procfs.supervisor(Pid::current()));
+    }
+}

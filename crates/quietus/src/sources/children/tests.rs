@@ -1,0 +1,878 @@
+//! The rules of the children source on scripted process tables: no processes.
+
+use super::bytes::FILE_FLOOR;
+use super::*;
+use std::sync::Arc;
+
+use crate::sync::Mutex;
+
+/// A scripted process table, with the runnable time of the processes that have one.
+#[derive(Clone, Default)]
+struct Table(
+    Arc<Mutex<Vec<ProcSample>>>,
+    Arc<Mutex<HashMap<Pid, RunState>>>,
+    /// Per pid: what it moved and where its descriptors lead.
+    Arc<Mutex<HashMap<Pid, Bytes>>>,
+);
+
+/// One process's scripted bytes.
+#[derive(Clone, Default)]
+struct Bytes {
+    /// Moved in all.
+    whole: Moved,
+    /// Of those, moved by its reaped children.
+    reaped: Moved,
+    /// Its descriptors.
+    outlets: Vec<Outlet>,
+    /// A quietus.
+    supervisor: bool,
+}
+
+impl Table {
+    fn set(&self, procs: &[ProcSample]) {
+        *self.0.lock() = procs.to_vec();
+    }
+
+    /// Runnable `ms` in all, asleep now.
+    fn set_runnable(&self, n: u32, ms: u64) {
+        let total = Some(Duration::from_millis(ms));
+        let state = RunState {
+            now: false,
+            total,
+            ran: None,
+            at: None,
+        };
+        self.1.lock().insert(pid(n), state);
+    }
+
+    /// The bytes `pid` wrote so far.
+    fn set_moved(&self, n: u32, bytes: u64) {
+        self.2.lock().entry(pid(n)).or_default().whole.written = bytes;
+    }
+
+    /// The storage bytes `pid` moved so far.
+    fn set_storage(&self, n: u32, bytes: u64) {
+        self.2.lock().entry(pid(n)).or_default().whole.storage = bytes;
+    }
+
+    /// The bytes `pid`'s reaped children wrote so far (part of its whole count).
+    fn set_reaped_moved(&self, n: u32, bytes: u64) {
+        self.2.lock().entry(pid(n)).or_default().reaped.written = bytes;
+    }
+
+    /// Where `pid`'s descriptors lead.
+    fn set_outlets(&self, n: u32, outlets: &[Outlet]) {
+        self.2.lock().entry(pid(n)).or_default().outlets = outlets.to_vec();
+    }
+
+    /// `pid` is a quietus.
+    fn set_supervisor(&self, n: u32) {
+        self.2.lock().entry(pid(n)).or_default().supervisor = true;
+    }
+
+    /// Runnable `ms` in all, and runnable now or not.
+    fn set_runnable_now(&self, n: u32, ms: u64, now: bool) {
+        let total = Some(Duration::from_millis(ms));
+        self.1.lock().insert(
+            pid(n),
+            RunState {
+                now,
+                total,
+                ran: None,
+                at: None,
+            },
+        );
+    }
+
+    /// Runnable `ms` in all, of which it ran `ran_ms`, and runnable now or not.
+    fn set_ran(&self, n: u32, ms: u64, ran_ms: u64, now: bool) {
+        let state = RunState {
+            now,
+            total: Some(Duration::from_millis(ms)),
+            ran: Some(Duration::from_millis(ran_ms)),
+            at: None,
+        };
+        self.1.lock().insert(pid(n), state);
+    }
+}
+
+impl ProcessSource for Table {
+    fn tree(&mut self, root: Pid) -> Vec<ProcSample> {
+        let all = self.0.lock().clone();
+        let mut tree: Vec<ProcSample> = all.iter().filter(|p| p.pid == root).copied().collect();
+        let mut i = 0;
+        while i < tree.len() {
+            let parent = tree[i].pid;
+            tree.extend(all.iter().filter(|p| p.ppid == Some(parent)));
+            i += 1;
+        }
+        tree
+    }
+
+    fn process(&mut self, pid: Pid) -> Option<ProcSample> {
+        self.0.lock().iter().find(|p| p.pid == pid).copied()
+    }
+
+    fn runnable(&mut self, pid: Pid) -> Option<RunState> {
+        self.1.lock().get(&pid).copied()
+    }
+
+    fn moved(&mut self, pid: Pid) -> Option<Moved> {
+        self.2.lock().get(&pid).map(|b| b.whole)
+    }
+
+    fn own_moved(&mut self, pid: Pid) -> Option<Moved> {
+        let table = self.2.lock();
+        let b = table.get(&pid)?;
+        Some(Moved {
+            written: b.whole.written.saturating_sub(b.reaped.written),
+            storage: b.whole.storage.saturating_sub(b.reaped.storage),
+        })
+    }
+
+    fn outlets(&mut self, pid: Pid) -> Option<Vec<Outlet>> {
+        self.2.lock().get(&pid).map(|b| b.outlets.clone())
+    }
+
+    fn supervisor(&mut self, pid: Pid) -> bool {
+        self.2.lock().get(&pid).is_some_and(|b| b.supervisor)
+    }
+}
+
+/// The writing end of pipe `inode`.
+fn writes(inode: u64) -> Outlet {
+    Outlet::Pipe {
+        inode,
+        writes: true,
+    }
+}
+
+/// The reading end of pipe `inode`.
+fn reads(inode: u64) -> Outlet {
+    Outlet::Pipe {
+        inode,
+        writes: false,
+    }
+}
+
+/// The pid `n` (a made-up process of the table).
+fn pid(n: u32) -> Pid {
+    Pid::new(n).expect("a pid")
+}
+
+fn p(n: u32, ppid: u32, start: u64, cpu_ms: u64, child_ms: u64) -> ProcSample {
+    ProcSample {
+        pid: pid(n),
+        ppid: Pid::new(ppid),
+        pgrp: Pid::new(100),
+        start_time: start,
+        cpu: Duration::from_millis(cpu_ms),
+        child_cpu: Duration::from_millis(child_ms),
+        dead: false,
+    }
+}
+
+fn observer(table: &Table, config: ChildWatchConfig) -> DescendantObserver {
+    DescendantObserver::with_source(pid(100), &config, Box::new(table.clone()))
+}
+
+const SEC: Duration = Duration::from_secs(1);
+
+#[test]
+fn busy_grandchild_is_activity_sleeping_one_is_not() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(300, 200, 3, 0, 0),
+    ]);
+    assert!(!obs.sample(t0).active, "baseline");
+    // 1 s later: the grandchild used 800 ms (busy), the child 0.
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(300, 200, 3, 800, 0),
+    ]);
+    let s = obs.sample(t0 + SEC);
+    assert!(s.active);
+    assert_eq!(s.descendants, 2);
+    assert_eq!(s.cpu_delta, Duration::from_millis(800));
+    // Then it sleeps: no delta.
+    let s = obs.sample(t0 + 2 * SEC);
+    assert!(!s.active);
+    assert_eq!(s.cpu_delta, Duration::ZERO);
+}
+
+#[test]
+fn a_starved_busy_grandchild_is_activity_an_idle_one_is_not() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    let tree = |grandchild_cpu_ms| {
+        [
+            p(100, 1, 1, 0, 0),
+            p(200, 100, 2, 0, 0),
+            p(300, 200, 3, grandchild_cpu_ms, 0),
+        ]
+    };
+    table.set(&tree(0));
+    for pid in [100, 200, 300] {
+        table.set_runnable(pid, 0);
+    }
+    assert!(!obs.sample(t0).active, "baseline");
+    // Each second the grandchild gets 10 ms of CPU (1 %, below the 5 % threshold) and
+    // waits 980 ms in a run queue: runnable 99 % of the time, starved by other load.
+    let mut active = Vec::new();
+    for s in 1..=4u64 {
+        table.set(&tree(10 * s));
+        table.set_runnable(300, 990 * s);
+        let sample = obs.sample(t0 + SEC * s as u32);
+        assert_eq!(sample.cpu_delta, Duration::from_millis(10));
+        active.push(sample.active);
+    }
+    assert_eq!(active, [true; 4]);
+    // A fresh sample 10 ms later (the one at a stale decision) keeps the judgment.
+    assert!(obs.sample(t0 + SEC * 4 + Duration::from_millis(10)).active);
+    // Then it sleeps: runnable 1 % of the time (a poller's wake-ups), not active.
+    table.set_runnable(300, 990 * 4 + 10);
+    assert!(!obs.sample(t0 + SEC * 5).active);
+    // Runnable just under half of the stretch is not enough; at half it is.
+    table.set_runnable(300, 990 * 4 + 10 + 499);
+    assert!(!obs.sample(t0 + SEC * 6).active);
+    table.set_runnable(300, 990 * 4 + 10 + 499 + 500);
+    assert!(obs.sample(t0 + SEC * 7).active);
+}
+
+#[test]
+fn a_process_seen_runnable_at_every_look_for_a_stretch_is_activity() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    // Starved so long it has not had a CPU since the first look: its run delay, added up
+    // only when it gets one, does not move; it is in state R at every look.
+    table.set_runnable_now(200, 5, true);
+    assert!(!obs.sample(t0).active, "baseline");
+    assert!(!obs.sample(t0 + ms(200)).active, "R for 200 ms only");
+    assert!(obs.sample(t0 + ms(400)).active, "R for 400 ms");
+    assert!(obs.sample(t0 + ms(600)).active);
+    // One look asleep ends the streak; R again starts a new one.
+    table.set_runnable_now(200, 5, false);
+    assert!(!obs.sample(t0 + ms(800)).active);
+    table.set_runnable_now(200, 5, true);
+    assert!(!obs.sample(t0 + ms(1000)).active);
+    assert!(!obs.sample(t0 + ms(1200)).active, "R for 200 ms only");
+    assert!(obs.sample(t0 + ms(1300)).active);
+    // The root runnable at every look counts too (the program's own work, starved).
+    table.set_runnable_now(200, 5, false);
+    table.set_runnable_now(100, 0, true);
+    assert!(!obs.sample(t0 + ms(1500)).active, "R for no time yet");
+    assert!(!obs.sample(t0 + ms(1700)).active, "R for 200 ms only");
+    assert!(obs.sample(t0 + ms(1900)).active);
+}
+
+#[test]
+fn runnable_stretches_are_measured_on_the_machines_clock_not_the_sessions() {
+    // A mock clock moves 49 s between two looks taken 1 ms apart in real time: a process
+    // in state R at both was runnable for 1 ms, not for 49 s (a session under a mock
+    // clock was kept alive for ever by a shell seen starting its next `sleep`).
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    let real = |ms: u64| RunState {
+        now: true,
+        total: Some(Duration::from_millis(5)),
+        ran: None,
+        at: Some(t0 + Duration::from_millis(ms)),
+    };
+    table.1.lock().insert(pid(200), real(0));
+    assert!(!obs.sample(t0).active, "baseline");
+    table.1.lock().insert(pid(200), real(1));
+    assert!(!obs.sample(t0 + Duration::from_secs(49)).active);
+    table.1.lock().insert(pid(200), real(2));
+    assert!(!obs.sample(t0 + Duration::from_secs(98)).active);
+    // Runnable at every look for 300 ms of real time: working, whatever the session's
+    // clock says.
+    table.1.lock().insert(pid(200), real(302));
+    assert!(obs.sample(t0 + Duration::from_secs(98)).active);
+}
+
+/// A program the machine starves (`xz` at a load of 21 on 2 cores: 20 % of a core, runnable
+/// all the time) is working: the root's runnable time counts as a descendant's does.
+#[test]
+fn the_starved_root_counts_and_a_gone_process_is_forgotten() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    table.set_ran(100, 0, 0, true);
+    table.set_runnable(200, 0);
+    obs.sample(t0);
+    table.set_ran(100, 1000, 200, true);
+    assert!(
+        obs.sample(t0 + SEC).active,
+        "runnable all the time, 20 % run"
+    );
+    // The child gone: forgotten (a new process with its pid starts a new stretch).
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    table.set_ran(100, 2000, 400, true);
+    obs.sample(t0 + SEC * 2);
+    assert!(!obs.runnable.contains_key(&pid(200)));
+}
+
+/// A poller waking every 10 ms on a loaded machine waits for a CPU at every wake-up: runnable
+/// 49 % of the time at nice 0 and 65 % at nice 19 (measured at a load of 21 on 2 cores), yet
+/// it runs 0.2 % of a core. It would not use a real share of a core: not work, as the root
+/// or as a descendant, however long it is seen runnable.
+#[test]
+fn a_poller_runnable_for_want_of_a_cpu_is_not_work() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    table.set_ran(100, 0, 0, true);
+    table.set_ran(200, 0, 0, true);
+    obs.sample(t0);
+    for i in 1..=5u64 {
+        // 650 ms runnable and 2 ms run per second, in state R at every look.
+        table.set_ran(100, 650 * i, 2 * i, true);
+        table.set_ran(200, 650 * i, 2 * i, true);
+        assert!(!obs.sample(t0 + SEC * i as u32).active, "second {i}");
+    }
+    // The same waits with a real share run (a starved compiler): work.
+    table.set_ran(200, 650 * 6, 10 + 20, true);
+    assert!(obs.sample(t0 + SEC * 6).active);
+}
+
+#[test]
+fn an_idle_poller_at_one_percent_does_not_count() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    obs.sample(t0);
+    for i in 1..=30u64 {
+        // 1 % of a core over 30 s intervals: 300 ms each.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 300 * i, 0)]);
+        assert!(!obs.sample(t0 + 30 * SEC * i as u32).active);
+    }
+}
+
+/// The program's own CPU counts (`quietus -- sort BIG`, `-- bash -c 'sort …'`), from
+/// [`ROOT_CPU_THRESHOLD`] of a core on: an agent's spinner or event loop (8.5–15 % measured
+/// while it waited on a stalled stream) stays below. With `include_self` it counts at the
+/// descendants' threshold.
+#[test]
+fn the_programs_own_cpu_counts_from_the_root_threshold() {
+    let table = Table::default();
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    let mut default = observer(&table, ChildWatchConfig::default());
+    let mut including = observer(
+        &table,
+        ChildWatchConfig {
+            include_self: true,
+            ..ChildWatchConfig::default()
+        },
+    );
+    default.sample(t0);
+    including.sample(t0);
+    // A silent `sort`: a whole core.
+    table.set(&[p(100, 1, 1, 900, 0)]);
+    assert!(default.sample(t0 + SEC).active, "the program's own work");
+    assert!(including.sample(t0 + SEC).active);
+    // A spinner redrawn over a dead stream: 15 % of a core.
+    table.set(&[p(100, 1, 1, 1050, 0)]);
+    assert!(
+        !default.sample(t0 + 2 * SEC).active,
+        "a spinner is not work"
+    );
+    assert!(including.sample(t0 + 2 * SEC).active, "asked: 5 % counts");
+    // Just above the root's threshold.
+    table.set(&[p(100, 1, 1, 1050 + 310, 0)]);
+    assert!(default.sample(t0 + 3 * SEC).active);
+    // A 35 ms burst (a garbage collection) in 100 ms, over a spinner's 15 %: judged over a
+    // second, no work.
+    let ms = Duration::from_millis;
+    let mut cpu = 1360;
+    for i in 1..=10u64 {
+        cpu += if i == 5 { 35 } else { 15 };
+        table.set(&[p(100, 1, 1, cpu, 0)]);
+        assert!(!default.sample(t0 + 3 * SEC + ms(100 * i)).active, "{i}");
+    }
+}
+
+/// The same with a cgroup: the root's own CPU is its `stat`'s, the rest the cgroup's usage.
+#[test]
+fn with_a_cgroup_the_programs_own_cpu_counts_from_the_root_threshold() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let cgroup = scripted_cgroup(&mut obs);
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    *cgroup.lock() = Some((0, 1));
+    assert!(!obs.sample(t0).active, "baseline");
+    table.set(&[p(100, 1, 1, 150, 0)]);
+    *cgroup.lock() = Some((150, 1));
+    assert!(!obs.sample(t0 + SEC).active, "15 %: a spinner");
+    table.set(&[p(100, 1, 1, 1050, 0)]);
+    *cgroup.lock() = Some((1050, 1));
+    assert!(obs.sample(t0 + 2 * SEC).active, "90 %: work");
+}
+
+#[test]
+fn reaped_grandchildren_are_credited_once() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    obs.sample(t0);
+    // A compile step started and finished between two samples: only the child's cutime
+    // shows it.
+    table.set(&[p(100, 1, 1, 0, 700)]);
+    let s = obs.sample(t0 + SEC);
+    assert!(s.active, "{s:?}");
+    assert_eq!(s.cpu_delta, Duration::from_millis(700));
+    // A grandchild seen busy, then reaped: its CPU moves into the child's cutime, which
+    // must not count a second time.
+    table.set(&[p(100, 1, 1, 0, 700), p(300, 100, 9, 500, 0)]);
+    assert!(obs.sample(t0 + 2 * SEC).active, "startup grace");
+    table.set(&[p(100, 1, 1, 0, 700), p(300, 100, 9, 900, 0)]);
+    assert_eq!(
+        obs.sample(t0 + 3 * SEC).cpu_delta,
+        Duration::from_millis(400)
+    );
+    table.set(&[p(100, 1, 1, 0, 700 + 910)]);
+    let s = obs.sample(t0 + 4 * SEC);
+    assert_eq!(
+        s.cpu_delta,
+        Duration::from_millis(10),
+        "only the unseen part"
+    );
+    assert!(!s.active);
+}
+
+#[test]
+fn a_member_exiting_is_not_negative_activity() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 5000, 0),
+        p(201, 100, 3, 0, 0),
+    ]);
+    obs.sample(t0);
+    // 200 exits (re-parented zombie reaped elsewhere) while 201 works.
+    table.set(&[p(100, 1, 1, 0, 0), p(201, 100, 3, 600, 0)]);
+    let s = obs.sample(t0 + SEC);
+    assert!(s.active);
+    assert_eq!(s.cpu_delta, Duration::from_millis(600));
+}
+
+#[test]
+fn a_reused_pid_is_a_new_process() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 9000, 0)]);
+    obs.sample(t0);
+    // Same pid, new start time, less CPU: not a negative delta, but a new process whose CPU
+    // counts once (startup grace).
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 7, 60, 0)]);
+    let s = obs.sample(t0 + SEC);
+    assert_eq!(s.cpu_delta, Duration::from_millis(60));
+    assert!(s.active);
+    // And the reused pid outside the tree is never mistaken for the old identity.
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 1, 8, 0, 0)]);
+    obs.sample(t0 + 2 * SEC);
+    assert!(obs.outside_group(pid(100)).is_empty());
+}
+
+#[test]
+fn escapees_are_remembered_and_do_not_keep_the_child_alive() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    obs.sample(t0);
+    // 200 calls setsid and is re-parented to init, then burns CPU.
+    let mut escaped = p(200, 1, 2, 5000, 0);
+    escaped.pgrp = Some(pid(200));
+    table.set(&[p(100, 1, 1, 0, 0), escaped]);
+    let s = obs.sample(t0 + SEC);
+    assert!(!s.active);
+    assert_eq!(s.escapees, 1);
+    assert_eq!(s.descendants, 0);
+    assert_eq!(
+        obs.outside_group(pid(100)),
+        vec![Identity {
+            pid: pid(200),
+            start_time: 2
+        }]
+    );
+    // It dies: forgotten.
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    obs.sample(t0 + 2 * SEC);
+    assert!(obs.outside_group(pid(100)).is_empty());
+}
+
+#[test]
+fn the_threshold_scales_with_the_interval_and_has_a_floor() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    obs.sample(t0);
+    // 100 ms interval: 5 % would be 5 ms, but the floor is 20 ms.
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 10, 0)]);
+    assert!(!obs.sample(t0 + Duration::from_millis(100)).active);
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 30, 0)]);
+    assert!(obs.sample(t0 + Duration::from_millis(200)).active);
+}
+
+#[test]
+fn short_intervals_pool_samples_so_modest_work_counts() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    obs.sample(t0);
+    // 8 % of a core, sampled every 100 ms, seen in whole 10 ms ticks (8 ms per interval:
+    // a single interval shows 0 or 10 ms, never the 20 ms floor).
+    let mut seen_active = false;
+    for i in 1..=20u64 {
+        let total = 8 * i / 10 * 10;
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, total, 0)]);
+        seen_active |= obs.sample(t0 + Duration::from_millis(100 * i)).active;
+    }
+    assert!(seen_active, "8 % of a core is work");
+    // 1 % of a core: one tick a second never is.
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    obs.sample(t0);
+    for i in 1..=50u64 {
+        let ticks = i / 10; // one 10 ms tick per second
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, ticks * 10, 0)]);
+        assert!(
+            !obs.sample(t0 + Duration::from_millis(100 * i)).active,
+            "at {i}"
+        );
+    }
+}
+
+/// A scripted cgroup: its CPU in all (ms) and its live members; `None`: unreadable.
+fn scripted_cgroup(obs: &mut DescendantObserver) -> Arc<Mutex<Option<(u64, usize)>>> {
+    scripted_cgroup_waiting(obs).0
+}
+
+/// The same, with the time its processes waited for a CPU in all (ms).
+#[allow(clippy::type_complexity)]
+fn scripted_cgroup_waiting(
+    obs: &mut DescendantObserver,
+) -> (Arc<Mutex<Option<(u64, usize)>>>, Arc<Mutex<u64>>) {
+    let script = Arc::new(Mutex::new(None::<(u64, usize)>));
+    let waited = Arc::new(Mutex::new(0u64));
+    let (reader, waits) = (script.clone(), waited.clone());
+    obs.use_cgroup(Box::new(move || {
+        let waited = Some(Duration::from_millis(*waits.lock()));
+        reader.lock().map(|(ms, members)| {
+            // Pids that stand for members: the root, then made-up others.
+            let members = (1000..).take(members).map(pid).collect();
+            CgroupReading {
+                usage: Duration::from_millis(ms),
+                members,
+                waited,
+            }
+        })
+    }));
+    (script, waited)
+}
+
+#[test]
+fn a_starved_tree_of_short_lived_processes_is_cpu_demand() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let (cgroup, waited) = scripted_cgroup_waiting(&mut obs);
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    *cgroup.lock() = Some((0, 2));
+    assert!(!obs.sample(t0).active, "baseline");
+    // A second of a shell script forking short processes on a starved machine: 20 ms of
+    // CPU received (below the threshold), 900 ms spent waiting for a CPU.
+    *cgroup.lock() = Some((20, 2));
+    *waited.lock() = 900;
+    let s = obs.sample(t0 + SEC);
+    assert_eq!(s.cpu_waited, Duration::from_millis(900));
+    assert!(s.active, "CPU asked for and not received is work");
+    // Waits below half of the time (an event loop's short waits): not work.
+    *cgroup.lock() = Some((40, 2));
+    *waited.lock() = 900 + 300;
+    assert!(!obs.sample(t0 + 2 * SEC).active);
+    // A poller (niced, beside busy loops) waits for a CPU at every wake-up, 900 ms of the
+    // second, and runs 2 ms: it would not use a real share of a core.
+    *cgroup.lock() = Some((42, 2));
+    *waited.lock() = 1200 + 900;
+    assert!(
+        !obs.sample(t0 + 3 * SEC).active,
+        "a poller's waits are not demand"
+    );
+    // The root alone (its descendants gone), its threads starved (`rustc`'s LLVM threads,
+    // its main thread asleep): the program's own work, starved.
+    table.set(&[p(100, 1, 1, 20, 0)]);
+    *cgroup.lock() = Some((62, 1));
+    *waited.lock() = 2100 + 1000;
+    assert!(obs.sample(t0 + 4 * SEC).active, "the program's own demand");
+}
+
+/// What the root's reaped children moved is its whole count less its own threads', read
+/// one after the other: the root's own bytes between the two reads (a program's start
+/// reading its libraries from storage) make one reading low, never high. The reading
+/// that follows, right again, is no bytes moved: the count is the most read so far. (Each
+/// such pair read as progress: a child that only wrote files got one children event at
+/// its start on a loaded machine.)
+#[test]
+fn a_low_reading_of_the_reaped_childrens_bytes_is_not_progress_when_it_recovers() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    table.set_moved(100, 8192);
+    table.set_reaped_moved(100, 8192);
+    assert!(!obs.sample(t0).active, "baseline");
+    // The root read 600 KB of its own between the two reads: low by that much.
+    table.set_reaped_moved(100, 0);
+    assert!(!obs.sample(t0 + SEC).active, "a low reading");
+    table.set_reaped_moved(100, 8192);
+    let s = obs.sample(t0 + 2 * SEC);
+    assert_eq!(s.moved_bytes, 0, "the reading recovered: nothing moved");
+    assert!(!s.active);
+    // A child reaped since that really wrote (where to is gone with it): at the files'
+    // working rate.
+    table.set_moved(100, 8192 + 40);
+    table.set_reaped_moved(100, 8192 + 40);
+    assert!(
+        !obs.sample(t0 + 4 * SEC).active,
+        "40 bytes: below the files' floor"
+    );
+    table.set_moved(100, 8232 + FILE_FLOOR);
+    table.set_reaped_moved(100, 8232 + FILE_FLOOR);
+    let s = obs.sample(t0 + 5 * SEC);
+    assert_eq!(s.moved_bytes, FILE_FLOOR);
+    assert!(s.active, "a `dd` that wrote and exited between two samples");
+}
+
+/// A tool's short lines read by a process of the tree (its agent, `out=$(tool)`, `tool |
+/// gzip`) are progress whatever their rate: a 7-byte line every 2 s counts. (At least 16
+/// bytes within a second counted before: such a tool was ended.)
+#[test]
+fn bytes_delivered_to_a_reader_in_the_tree_count_whatever_their_rate() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    // The agent (root) reads pipe 7; its tool writes it, and its stderr into quietus's
+    // pipe 2 (read outside the tree).
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    table.set_outlets(100, &[reads(7), writes(1), writes(2)]);
+    table.set_outlets(200, &[writes(7), writes(2)]);
+    table.set_moved(200, 1_000);
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=5u64 {
+        table.set_moved(200, 1_000 + 7 * i);
+        let s = obs.sample(t0 + 2 * SEC * i as u32);
+        assert!(s.active, "line {i}");
+        assert_eq!(s.moved_bytes, 7);
+        assert!(!obs.sample(t0 + (2 * i + 1) as u32 * SEC).active, "no line");
+    }
+    // The root's own bytes count the same way: into its tool's stdin.
+    table.set_outlets(100, &[reads(7), writes(1), writes(2), writes(8)]);
+    table.set_outlets(200, &[writes(7), writes(2), reads(8)]);
+    table.set_moved(100, 3);
+    assert!(obs.sample(t0 + 20 * SEC).active, "the program's own bytes");
+}
+
+/// Bytes thrown away (`echo x >/dev/null` in a loop, `ls .agent >/dev/null`), written into
+/// quietus's own pipes (the output source's), or to a socket with `write(2)` (a keep-alive
+/// ping: the network source's, with its floor) never count, however often.
+#[test]
+fn bytes_thrown_away_or_seen_by_another_source_never_count() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(300, 100, 3, 0, 0),
+    ]);
+    // 200: stdout to /dev/null, stderr to quietus; 300: a socket and quietus's pipes.
+    table.set_outlets(100, &[reads(0), writes(1), writes(2)]);
+    table.set_outlets(200, &[reads(0), Outlet::Elsewhere, writes(2)]);
+    table.set_outlets(300, &[reads(0), writes(1), writes(2), Outlet::Elsewhere]);
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=10u64 {
+        table.set_moved(100, 30 * i); // the root's heartbeat on its own stdout
+        table.set_moved(200, 200 * i);
+        table.set_moved(300, 50 * i);
+        let s = obs.sample(t0 + SEC * i as u32);
+        assert!(!s.active, "second {i}");
+        assert_eq!(s.moved_bytes, 0);
+    }
+    // A new `ls >/dev/null` each time: its first look counts whole, and it is nothing.
+    table.set(&[p(100, 1, 1, 0, 0), p(400, 100, 4, 0, 0)]);
+    table.set_outlets(400, &[reads(0), Outlet::Elsewhere, writes(2)]);
+    table.set_moved(400, 120);
+    assert!(!obs.sample(t0 + 11 * SEC).active);
+}
+
+/// A heartbeat appended to a log, an agent's bookkeeping of its own session and state
+/// (codex: about 2 KB over 10 s) and a nested quietus's notifications to its client in the
+/// tree are not progress; a file written at a working rate (`tar xf -` fed 4 KiB a second)
+/// is.
+#[test]
+fn heartbeats_bookkeeping_and_a_nested_quietus_are_not_progress_files_at_a_working_rate_are() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    // 100: codex, reading its MCP server's pipe 9, writing its requests into pipe 10 and its
+    // session log; 200: `sh -c`; 300: the heartbeat writer with its log open; 400: `quietus
+    // mcp`, reading pipe 10 and writing pipe 9.
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(300, 200, 3, 0, 0),
+        p(400, 100, 4, 0, 0),
+    ]);
+    table.set_outlets(100, &[reads(9), writes(10), Outlet::File, writes(1)]);
+    table.set_outlets(300, &[writes(1), Outlet::File]);
+    table.set_outlets(400, &[reads(10), writes(9)]);
+    table.set_supervisor(400);
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=10u64 {
+        table.set_moved(100, 200 * i);
+        table.set_moved(300, 40 * i);
+        table.set_moved(400, 37 * i);
+        assert!(!obs.sample(t0 + SEC * i as u32).active, "second {i}");
+    }
+    // The nested quietus's tool prints a line into it: its tree's progress.
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(300, 200, 3, 0, 0),
+        p(400, 100, 4, 0, 0),
+        p(500, 400, 5, 0, 0),
+    ]);
+    table.set_outlets(400, &[reads(10), writes(9), reads(12)]);
+    table.set_outlets(500, &[writes(12)]);
+    table.set_moved(500, 0);
+    assert!(!obs.sample(t0 + SEC * 10 + SEC / 2).active, "first look");
+    table.set_moved(500, 12);
+    assert!(
+        obs.sample(t0 + SEC * 11 - SEC / 4).active,
+        "the nested tool's line"
+    );
+    // The writer extracts an archive: 4 KiB a second into files.
+    for i in 1..=3u64 {
+        table.set_moved(300, 400 + 4096 * i);
+        let s = obs.sample(t0 + SEC * (10 + i) as u32);
+        assert!(s.active, "second {i} of the extraction");
+    }
+}
+
+/// Storage pages read or dirtied count at a working rate, the root's own included: a
+/// heartbeat dirties one page per writeback cycle, a silent `sort` of a big file reads
+/// megabytes.
+#[test]
+fn storage_counts_at_a_working_rate_the_programs_own_included() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    table.set_outlets(100, &[reads(0), writes(1), writes(2)]);
+    table.set_storage(100, 0);
+    assert!(!obs.sample(t0).active, "baseline");
+    table.set_storage(100, 4096);
+    assert!(!obs.sample(t0 + SEC).active, "one page");
+    table.set_storage(100, 4096 + 4 * 1024 * 1024);
+    assert!(obs.sample(t0 + 2 * SEC).active, "4 MiB read");
+    assert!(
+        !obs.sample(t0 + 3 * SEC).active,
+        "nothing past the last read"
+    );
+}
+
+/// The rule of one process's written bytes, on recorded outlets.
+#[test]
+fn where_written_bytes_go() {
+    let readers: HashMap<u64, Vec<Pid>> = [(7, vec![pid(100)]), (8, vec![pid(200)])].into();
+    let to = |who: u32, outlets: &[Outlet]| {
+        bytes::destination(outlets, &readers, &mut |reader| reader != pid(who))
+    };
+    assert_eq!(to(200, &[writes(7)]), bytes::Destination::Delivered);
+    // A pipe only the writer itself reads is no delivery.
+    assert_eq!(
+        to(200, &[writes(8), Outlet::File]),
+        bytes::Destination::Files
+    );
+    assert_eq!(to(200, &[writes(9)]), bytes::Destination::Nowhere);
+    assert_eq!(
+        to(200, &[Outlet::Elsewhere, reads(7)]),
+        bytes::Destination::Nowhere
+    );
+}
+
+#[test]
+fn with_a_cgroup_the_tree_cpu_is_its_usage_without_the_root_and_no_walk() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let cgroup = scripted_cgroup(&mut obs);
+    let t0 = Instant::now();
+    // The root alone in the table: an escapee (setsid, re-parented) is not in its tree,
+    // and the reaped children are nowhere; the cgroup's usage has them all.
+    table.set(&[p(100, 1, 1, 50, 0)]);
+    *cgroup.lock() = Some((50, 3));
+    let s = obs.sample(t0);
+    assert!(!s.active, "baseline");
+    assert_eq!(s.descendants, 2, "the members but the root");
+    assert_eq!(s.descendant_cpu, Duration::ZERO);
+    // The root spins a spinner (150 ms): it does not count.
+    table.set(&[p(100, 1, 1, 200, 0)]);
+    *cgroup.lock() = Some((200, 3));
+    assert!(!obs.sample(t0 + SEC).active, "the root's own CPU, 15 %");
+    // An escapee works 600 ms.
+    *cgroup.lock() = Some((800, 3));
+    let s = obs.sample(t0 + 2 * SEC);
+    assert!(s.active);
+    assert_eq!(s.cpu_delta, Duration::from_millis(600));
+    assert_eq!(s.descendant_cpu, Duration::from_millis(600));
+    assert_eq!(s.escapees, 0, "nothing escapes a cgroup");
+}
+
+#[test]
+fn with_a_cgroup_the_root_counts_when_asked_and_the_walk_covers_an_unreadable_one() {
+    let table = Table::default();
+    let mut obs = observer(
+        &table,
+        ChildWatchConfig::builder()
+            .include_self(true)
+            .build()
+            .unwrap(),
+    );
+    let cgroup = scripted_cgroup(&mut obs);
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    *cgroup.lock() = Some((0, 1));
+    obs.sample(t0);
+    table.set(&[p(100, 1, 1, 500, 0)]);
+    *cgroup.lock() = Some((500, 1));
+    let s = obs.sample(t0 + SEC);
+    assert!(s.active, "the root's CPU, asked for");
+    assert_eq!(s.descendants, 0);
+    // The cgroup cannot be read: this sample walks the tree instead.
+    *cgroup.lock() = None;
+    table.set(&[p(100, 1, 1, 500, 0), p(200, 100, 2, 0, 0)]);
+    assert_eq!(obs.sample(t0 + 2 * SEC).descendants, 1);
+}
