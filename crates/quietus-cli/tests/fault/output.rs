@@ -97,7 +97,7 @@ fn one_fifty_mib_line_without_a_newline_arrives_intact() {
 #[test]
 fn zero_byte_writes_are_not_activity() {
     let s = Scenario::new("out_zero_writes");
-    let session = s.spawn(
+    let session = s.spawn_ready(
         "exec python3 -c 'import os, time
 open(os.environ[\"SW_OUT\"], \"a\").write(\"ready\\n\")
 os.write(1, b\"ready\\n\")
@@ -106,7 +106,6 @@ while True:
     time.sleep(0.0005)'",
         config(),
     );
-    s.out.wait_for("ready");
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("empty writes kept the child alive: {result:#?}");
@@ -368,10 +367,13 @@ fn a_sink_on_a_full_device_reports_delivered_bytes_and_the_error() {
         .write(true)
         .open("/dev/full")
         .expect("/dev/full opens");
+    // Nothing here is about idleness: the run ends by the child's exit. An idle timeout as long
+    // as the test's own bound on the run keeps a start the machine starves (seen under load:
+    // ended at 500 ms with no output yet) from ending it first.
     let session = s
         .builder(
             "head -c 3000000 /dev/urandom | tee -a \"$SW_OUT\"",
-            config(),
+            config().idle_timeout(common::GENEROUS),
         )
         .stdout(quietus::OutputSink::writer(full))
         .spawn()

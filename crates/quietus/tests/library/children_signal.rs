@@ -386,7 +386,7 @@ subprocess.run(["sleep", "1000"])
 fn a_starved_tree_of_short_lived_processes_runs_to_its_end_with_a_cgroup() {
     let m = Marker::new("starved-tree");
     // The load: this test's own busy loop on CPU 0, ended by pid below.
-    let mut hog = Command::new("taskset")
+    let mut hog = common::program("taskset")
         .args(["-c", "0", "sh", "-c", "echo hog; while :; do :; done"])
         .arg(m.as_str())
         .env(common::MARKER_ENV, m.as_str())
@@ -403,7 +403,7 @@ fn a_starved_tree_of_short_lived_processes_runs_to_its_end_with_a_cgroup() {
     // another kind (bytes a child writes into its parent).
     let script = "echo ready; n=0; while [ $SECONDS -lt 5 ]; do /bin/true; n=$((n+1)); done; \
                   echo done $n";
-    let mut program = Command::new("taskset");
+    let mut program = common::program("taskset");
     program
         .args(["-c", "0", "nice", "-n", "19", "bash", "-c", script])
         .arg(m.as_str())
