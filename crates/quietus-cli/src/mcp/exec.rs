@@ -350,7 +350,7 @@ impl Exec {
         {
             return Err(format!(
                 "invalid arguments for exec_command: workdir: {} is not a folder",
-                dir.display()
+                crate::jsonrpc::protocol::quote_str(&dir.to_string_lossy())
             ));
         }
         let pending = Arc::new(Mutex::new(Pending::new(args.max_output_bytes)));

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
 use crate::jsonrpc::outbox::Outbox;
-use crate::jsonrpc::protocol::{Params, RpcError, notification, whole_number};
+use crate::jsonrpc::protocol::{self, Params, RpcError, notification, whole_number};
 use crate::settings::{self, Surface};
 
 /// The fields `process/start` accepts besides the settings table's
@@ -99,7 +99,10 @@ pub(crate) fn parse_start(
         Some(other) => {
             return Err(RpcError::param(
                 "context",
-                format!("{other} is not an object; it accepts any JSON object"),
+                format!(
+                    "{} is not an object; it accepts any JSON object",
+                    protocol::quote(other)
+                ),
             ));
         }
     };
@@ -134,7 +137,12 @@ fn parse_io(io: Option<&Value>) -> Result<StdinMode, RpcError> {
     let Some(io) = io else {
         return Ok(StdinMode::Closed);
     };
-    let bad = || RpcError::param("io", format!("{io} is not an io mode; {ACCEPTS}"));
+    let bad = || {
+        RpcError::param(
+            "io",
+            format!("{} is not an io mode; {ACCEPTS}", protocol::quote(io)),
+        )
+    };
     let Some(object) = io.as_object().filter(|o| o.len() == 1) else {
         return Err(bad());
     };
@@ -170,7 +178,8 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
             return Err(RpcError::param(
                 "envMode",
                 format!(
-                    "{other:?} is not an environment mode; it accepts \"inherit\" or \"isolated\""
+                    "{} is not an environment mode; it accepts \"inherit\" or \"isolated\"",
+                    protocol::quote_str(other)
                 ),
             ));
         }
@@ -194,7 +203,10 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
                 let Some(value) = value.as_str() else {
                     return Err(RpcError::param(
                         &format!("env.{name}"),
-                        format!("{value} is not a string; it accepts string values"),
+                        format!(
+                            "{} is not a string; it accepts string values",
+                            protocol::quote(value)
+                        ),
                     ));
                 };
                 if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
@@ -209,7 +221,10 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
         Some(other) => {
             return Err(RpcError::param(
                 "env",
-                format!("{other} is not an object; it accepts {{\"NAME\": \"value\", …}}"),
+                format!(
+                    "{} is not an object; it accepts {{\"NAME\": \"value\", …}}",
+                    protocol::quote(other)
+                ),
             ));
         }
     }
@@ -225,7 +240,8 @@ fn parse_seed(seed: Option<&Value>) -> Result<Vec<(&str, &str)>, RpcError> {
         RpcError::param(
             "seed",
             format!(
-                "{seed} is not a seed list; it accepts [{{\"from\": PATH, \"to\": PATH IN HOME}}, …]"
+                "{} is not a seed list; it accepts [{{\"from\": PATH, \"to\": PATH IN HOME}}, …]",
+                protocol::quote(seed)
             ),
         )
     };

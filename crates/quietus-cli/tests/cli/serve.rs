@@ -1536,3 +1536,32 @@ fn serve_observe_notifies_and_the_program_runs_to_its_end() {
     assert!(client.hang_up().success());
     assert_no_leak(&marker);
 }
+
+/// An error answer quotes at most a short prefix of what was sent (issue 51, point 9): a 10 MiB
+/// method name, field name or value gets an error line of a few hundred bytes.
+#[test]
+fn serve_errors_quote_a_short_prefix_of_what_was_sent() {
+    let marker = Marker::new("serve-quote");
+    let mut client = Client::start(&marker, &[]);
+    let huge = "x".repeat(10 << 20);
+    let answers = [
+        client.call(&huge, json!({})),
+        client.call("process/list", json!({ huge.as_str(): 1 })),
+        client.call("process/wait", json!({"processId": 7, "timeoutMs": 1})),
+        client.call(
+            "process/start",
+            json!({"processId": "q", "argv": ["true"], "env": huge}),
+        ),
+    ];
+    for answer in &answers {
+        let line = answer.to_string();
+        assert!(
+            answer.get("error").is_some(),
+            "{}",
+            &line[..line.len().min(300)]
+        );
+        assert!(line.len() < 1024, "{} bytes: {}", line.len(), &line[..300]);
+    }
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
