@@ -86,9 +86,13 @@ fn sleeping_grandchildren_do_not_keep_a_child_alive() {
 #[test]
 fn work_done_and_reaped_between_two_samples_is_credited() {
     let m = Marker::new("cutime");
-    // A child that, when told, runs a CPU-heavy grandchild to completion and reaps it.
+    // A child that, when told, runs a CPU-heavy grandchild to completion and reaps it. The
+    // grandchild does an amount of work (about 0.3 s of CPU on an idle machine), not a time:
+    // `timeout 0.4` of a busy loop got 10 ms of CPU beside a loaded suite.
     let mut child = m
-        .sh("echo ready; read go; timeout 0.4 sh -c 'while :; do :; done'; echo done; exec sleep 1000")
+        .sh("echo ready; read go; \
+             sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'; \
+             echo done; exec sleep 1000")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -140,14 +144,14 @@ fn an_escapee_re_parented_to_init_is_gone_after_the_ladder() {
     let out = SharedBuf::new();
     // The middle shell starts a setsid sleeper, lives long enough to be sampled with it, then
     // exits: the sleeper is re-parented to init, outside both the group and the tree.
-    let session = Session::builder(
-        m.sh("sh -c 'setsid sleep 1000 & sleep 0.6'; echo ready; exec sleep 1000"),
-    )
-    .config(config(ms(800)))
-    .stdout(out.sink())
-    .spawn()
-    .unwrap();
-    out.wait_for("ready");
+    let session = common::spawn_ready(
+        Session::builder(
+            m.sh("sh -c 'setsid sleep 1000 & sleep 0.6'; echo ready; exec sleep 1000"),
+        ),
+        config(ms(800)),
+        &out,
+        "ready",
+    );
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("{:?}", result.outcome);
@@ -359,12 +363,7 @@ subprocess.run(["sleep", "1000"])
     let mut command = m.sh(script);
     command.arg(dir.path().join("agent.log"));
     let started = Instant::now();
-    let session = Session::builder(command)
-        .config(config(idle))
-        .stdout(out.sink())
-        .spawn()
-        .unwrap();
-    out.wait_for("ready");
+    let session = common::spawn_ready(Session::builder(command), config(idle), &out, "ready");
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("{:?}", result.outcome);

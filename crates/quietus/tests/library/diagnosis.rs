@@ -18,9 +18,8 @@ fn config() -> MonitorConfig {
 /// in the report and in the event sent before the first signal.
 fn stall(m: &Marker, builder: SessionBuilder, ready: &str) -> Diagnosis {
     let out = SharedBuf::new();
-    let session = builder.config(config()).stdout(out.sink()).spawn().unwrap();
+    let session = common::spawn_ready(builder, config(), &out, ready);
     let mut events = session.events();
-    out.wait_for(ready);
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("expected an idle timeout: {:?}", result.outcome);

@@ -285,6 +285,32 @@ impl SharedBuf {
     }
 }
 
+/// Spawns `builder` under `config`, stdout into `out`, with the idle timeout held off until the
+/// child printed `ready` (the readiness handshake, up to [`HANDSHAKE`]) and in force from that
+/// line on. For a test whose subject comes after the child's start: on a loaded machine the
+/// start alone (an exec, an interpreter behind a chain of version-manager shims, each too
+/// short-lived to be seen waiting for a CPU) can outlast a short idle timeout, and the run then
+/// ends before the test began.
+#[track_caller]
+pub fn spawn_ready(
+    builder: quietus::SessionBuilder,
+    config: quietus::MonitorConfig,
+    out: &SharedBuf,
+    ready: &str,
+) -> Session {
+    let idle = config.get_idle_timeout();
+    let session = builder
+        .config(config.idle_timeout(HANDSHAKE))
+        .stdout(out.sink())
+        .spawn()
+        .expect("the test's child can be spawned");
+    out.wait_for(ready);
+    session
+        .set_idle_timeout(idle)
+        .expect("the test's idle timeout is valid");
+    session
+}
+
 /// Waits for the run to end within [`GENEROUS`]; panics otherwise (the session is then dropped,
 /// which takes the tree down, and the marker's drop cleans up whatever is left).
 #[track_caller]
