@@ -22,6 +22,7 @@
 //! with `cargo nextest run --run-ignored only -E 'binary(/^fault/)'`.
 #![allow(dead_code)]
 
+use quietus::config::MonitorConfigBuilder;
 use std::fmt;
 use std::fs;
 use std::io::Read;
@@ -201,7 +202,7 @@ impl Scenario {
     }
 
     /// A session builder for `script` with `config` and both capturing sinks.
-    pub fn builder(&self, script: &str, config: MonitorConfig) -> SessionBuilder {
+    pub fn builder(&self, script: &str, config: impl Into<MonitorConfigBuilder>) -> SessionBuilder {
         Session::builder(self.command(script))
             .config(config)
             .stdout(self.out.sink())
@@ -209,7 +210,7 @@ impl Scenario {
     }
 
     /// Spawns `script` under `config` with both capturing sinks.
-    pub fn spawn(&self, script: &str, config: MonitorConfig) -> Session {
+    pub fn spawn(&self, script: &str, config: impl Into<MonitorConfigBuilder>) -> Session {
         self.builder(script, config)
             .spawn()
             .expect("the scenario's child can be spawned")
@@ -221,9 +222,16 @@ impl Scenario {
     /// starves (an interpreter behind a chain of version-manager shims, each too short-lived to
     /// be seen waiting for a CPU) may outlast a short idle timeout, and then the run ends before
     /// the scenario began.
-    pub fn spawn_ready(&self, script: &str, config: MonitorConfig) -> Session {
-        let idle = config.get_idle_timeout();
-        let session = self.spawn(script, config.idle_timeout(HANDSHAKE));
+    pub fn spawn_ready(&self, script: &str, config: impl Into<MonitorConfigBuilder>) -> Session {
+        let config = config
+            .into()
+            .build()
+            .expect("the scenario's config is valid");
+        let idle = config.idle_timeout();
+        let session = self.spawn(
+            script,
+            MonitorConfigBuilder::from(config).idle_timeout(HANDSHAKE),
+        );
         self.out.wait_for("ready");
         session
             .set_idle_timeout(idle)
@@ -284,8 +292,8 @@ pub const LADDER_IDLE: Duration = Duration::from_millis(500);
 pub const LADDER_GRACE: Duration = Duration::from_millis(300);
 
 /// The configuration of the tree and signal scenarios: TERM, [`LADDER_GRACE`], KILL.
-pub fn ladder_config() -> MonitorConfig {
-    MonitorConfig::default()
+pub fn ladder_config() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(LADDER_IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, LADDER_GRACE))
         .drain_cap(Duration::from_millis(1000))
@@ -295,8 +303,8 @@ pub fn ladder_config() -> MonitorConfig {
 /// of its other tests come to it too, and go to the session they belong to by the rules of
 /// `ChildWatchConfig::subreaper`; its tests' own direct children stay in its process group,
 /// which rule 5 leaves alone).
-pub fn subreaper_config() -> MonitorConfig {
-    ladder_config().children(ChildWatchConfig::default().subreaper(true))
+pub fn subreaper_config() -> MonitorConfigBuilder {
+    ladder_config().children(ChildWatchConfig::builder().subreaper(true))
 }
 
 /// Whether the run ended at the idle timeout.

@@ -294,13 +294,14 @@ impl SharedBuf {
 #[track_caller]
 pub fn spawn_ready(
     builder: quietus::SessionBuilder,
-    config: quietus::MonitorConfig,
+    config: impl Into<quietus::config::MonitorConfigBuilder>,
     out: &SharedBuf,
     ready: &str,
 ) -> Session {
-    let idle = config.get_idle_timeout();
+    let config = config.into().build().expect("the test's config is valid");
+    let idle = config.idle_timeout();
     let session = builder
-        .config(config.idle_timeout(HANDSHAKE))
+        .config(quietus::config::MonitorConfigBuilder::from(config).idle_timeout(HANDSHAKE))
         .stdout(out.sink())
         .spawn()
         .expect("the test's child can be spawned");
