@@ -212,10 +212,12 @@ print('ready', flush=True)
 time.sleep(1000)
 ";
     let m = Marker::new("diag-mcp-pipe");
+    // The handshake is the server's echo of the request (it then reads again), not the parent's
+    // `ready`: a loaded machine's server could still be starting at the stale decision.
     let d = stall(
         &m,
         Session::builder(marked(&m, "python3", &["-c", script])),
-        "ready",
+        "\"ping\"}",
     );
     let parent = names_the_leaf(&d, StallKind::Sleeping, "python3");
     assert_eq!(parent.pid, d.processes[0].pid, "{d:#?}");
