@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
     CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, MonitorConfig,
-    Session, SessionBuilder, Setting, Signal, Stdin, Stream,
+    Session, SessionBuilder, Signal, Stdin, Stream, error::Setting,
 };
 use serde_json::{Map, Value, json};
 
@@ -81,6 +81,14 @@ pub(crate) fn parse_start(
     let params = Params::new(map, &fields)?;
     let process_id = params.process_id()?.to_owned();
     let argv: Vec<String> = match params.strings("argv")? {
+        Some(argv) if argv.iter().any(|word| word.contains('\0')) => {
+            // As `env`'s: a word with a NUL cannot be passed to a program (it was -32000, a
+            // failed spawn, here and -32602 there).
+            return Err(RpcError::param(
+                "argv",
+                "has a word with a NUL byte; it accepts strings without NUL",
+            ));
+        }
         Some(argv) if !argv.is_empty() && !argv[0].is_empty() => {
             argv.into_iter().map(str::to_owned).collect()
         }
@@ -315,6 +323,12 @@ impl Forward {
 
 /// Starts the thread that turns the session's events into notifications, in order:
 /// `started`, `output`…, `exited` once, `closed` last.
+///
+/// The library sends `Exited` when the child is reaped and its last output after it (the
+/// throttle's flush, what the drain reads): the forwarder holds `Exited` until `Closed`, so
+/// that every `output` and `activity` notification of the process comes before its
+/// `process/exited` (docs/serve.md). `process/wait`'s answer waits for the same end, so the
+/// hold delays nothing a client waits for.
 pub(crate) fn start_forwarder(
     session: &Session,
     forward: Forward,
@@ -326,8 +340,22 @@ pub(crate) fn start_forwarder(
         .spawn(move || {
             // Per stream: output notifications dropped since the last one sent.
             let mut dropped = [false; 4];
+            let mut exited = None;
             while let Some(event) = events.recv() {
-                forward_event(event, &forward, &outbox, &mut dropped);
+                match event {
+                    Event::Exited { .. } => exited = Some(event),
+                    Event::Closed => {
+                        if let Some(exited) = exited.take() {
+                            forward_event(exited, &forward, &outbox, &mut dropped);
+                        }
+                        forward_event(event, &forward, &outbox, &mut dropped);
+                    }
+                    _ => forward_event(event, &forward, &outbox, &mut dropped),
+                }
+            }
+            // The stream ended without `Closed` (cannot happen): the exit is still told.
+            if let Some(exited) = exited {
+                forward_event(exited, &forward, &outbox, &mut dropped);
             }
         })
         .map(drop)

@@ -27,6 +27,7 @@ mod observe;
 mod prerequisites;
 mod probes;
 mod program;
+mod readme;
 mod registry;
 mod retry;
 mod session_control;
