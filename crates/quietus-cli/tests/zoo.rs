@@ -5,8 +5,10 @@
 //! docs/benchmarks.md); it measures, this gates.
 #![cfg(target_os = "linux")]
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -15,7 +17,7 @@ fn the_fast_subset_of_the_stall_zoo_is_scored_perfectly() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = tempfile::tempdir().expect("a temporary directory");
     let json = out.path().join("zoo.json");
-    let status = Command::new("python3")
+    let status = support::program("python3")
         .arg(root.join("zoo/run.py"))
         .args([
             "--fast", "--policy", "quietus", "--repeat", "1", "-q", "-j", "2", "--binary",

@@ -47,7 +47,8 @@ pub enum Event {
         source: ActivitySource,
     },
     /// Every source has been quiet for a while: the child will be ended in `left` unless
-    /// something happens. Once per idle spell.
+    /// something happens. Once per idle spell, and always before an idle timeout's first
+    /// signal (with `left` zero when the monitor woke only at the deadline).
     IdleWarning {
         /// Time left before the idle timeout.
         left: Duration,

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{GENEROUS, MARKER_ENV, Marker, assert_no_leak};
+use common::{CLOSE_INHERITED_FDS, GENEROUS, MARKER_ENV, Marker, assert_no_leak};
 
 /// `quietus ARGS...` with the marker in its environment (inherited by the whole tree), no
 /// `RUST_LOG` from outside, and a generous safety timeout.
@@ -466,7 +466,9 @@ fn signalling_quietus_takes_its_tree_down() {
 /// Out of descriptors (a limit of `n`, soft and hard, so that raising it is no way out), in
 /// pipe and terminal mode: whatever step runs short (the terminal, the pipes, the system's
 /// spawn), it is quietus's own failure, 125, said on stderr; never 126 ("cannot be
-/// executed"), which names the program.
+/// executed"), which names the program. The limit counts descriptors by number, so bash first
+/// closes every descriptor above 2 it inherited (an IDE's, a CI runner's, `time -o FILE`'s fd 3):
+/// the lowest limits mean the same under any parent.
 #[test]
 fn running_out_of_descriptors_is_quietuss_own_failure_in_every_mode() {
     let marker = Marker::new("cli-out-of-fds");
@@ -478,7 +480,7 @@ fn running_out_of_descriptors_is_quietuss_own_failure_in_every_mode() {
     for mode in ["", "--pty"] {
         for n in 4..40 {
             let script = format!(
-                "ulimit -n {n} && exec \"$0\" {mode} -i 5s -- sh -c 'exit 0' {}",
+                "{CLOSE_INHERITED_FDS}ulimit -n {n} && exec \"$0\" {mode} -i 5s -- sh -c 'exit 0' {}",
                 marker.as_str()
             );
             let output = std::process::Command::new("bash")

@@ -354,7 +354,7 @@ const NOBODY: u32 = 65534;
 
 /// quietus as `nobody` (`setpriv`), in `dir`, with `args` and the marker's `sh -c script`.
 fn as_nobody(marker: &Marker, dir: &Path, args: &[&str], script: &str) -> std::process::Output {
-    let mut command = std::process::Command::new("setpriv");
+    let mut command = common::program("setpriv");
     command
         .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_quietus"))

@@ -5,8 +5,6 @@
 use crate::support as common;
 use crate::support::cli as cli_support;
 
-use std::process::Command;
-
 use cli_support::{assert_code, sw, text};
 use common::{MARKER_ENV, Marker, assert_no_leak};
 
@@ -17,7 +15,7 @@ fn on_a_terminal(m: &Marker, options: &str, script: &str) -> String {
         env!("CARGO_BIN_EXE_quietus"),
         m.as_str()
     );
-    let output = Command::new("script")
+    let output = common::program("script")
         .args(["-qec", &inner, "/dev/null"])
         .env(MARKER_ENV, m.as_str())
         .stdin(std::process::Stdio::null())
@@ -63,7 +61,7 @@ fn git_commit_without_a_message_opens_no_editor() {
     let m = Marker::new("ni-git");
     let repo = tempfile::tempdir().expect("a folder");
     let git = |args: &[&str]| {
-        let status = Command::new("git")
+        let status = common::program("git")
             .args(args)
             .current_dir(repo.path())
             .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -141,7 +139,7 @@ fn the_users_own_ssh_command_for_git_is_kept() {
         &["init", "-q"][..],
         &["config", "core.sshCommand", "ssh -i deploy"][..],
     ] {
-        let status = Command::new("git")
+        let status = common::program("git")
             .args(args)
             .current_dir(repo.path())
             .env("GIT_CONFIG_GLOBAL", "/dev/null")

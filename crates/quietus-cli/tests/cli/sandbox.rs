@@ -16,9 +16,9 @@ use serde_json::Value;
 fn unshare(extra: &[&str]) -> Option<Command> {
     let mut args = vec!["--user", "--map-root-user"];
     args.extend_from_slice(extra);
-    match Command::new("unshare").args(&args).arg("true").output() {
+    match common::program("unshare").args(&args).arg("true").output() {
         Ok(output) if output.status.success() => {
-            let mut command = Command::new("unshare");
+            let mut command = common::program("unshare");
             command.args(&args);
             Some(command)
         }

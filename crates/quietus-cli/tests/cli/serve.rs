@@ -1335,7 +1335,7 @@ fn run_python_block(doc: &str, marker_name: &str) -> String {
     let script = dir.path().join("client.py");
     std::fs::write(&script, &text[start..end]).unwrap();
     let marker = Marker::new(marker_name);
-    let mut cmd = Command::new("python3");
+    let mut cmd = common::program("python3");
     cmd.arg(&script)
         .env("QUIETUS", env!("CARGO_BIN_EXE_quietus"))
         .stdout(Stdio::piped())

@@ -292,14 +292,14 @@ fn unshare_pid1(new_session: bool) -> Option<Command> {
         "--fork",
         "--mount-proc",
     ];
-    let mut probe = Command::new("unshare");
+    let mut probe = common::program("unshare");
     probe.args(args);
     if new_session {
         probe.arg("setsid");
     }
     match probe.arg("true").output() {
         Ok(output) if output.status.success() => {
-            let mut command = Command::new("unshare");
+            let mut command = common::program("unshare");
             command.args(args);
             if new_session {
                 command.arg("setsid");

@@ -39,7 +39,7 @@ fn under_python(marker: &Marker, setup: &str, args: &[&str]) -> Command {
          {setup}\n\
          os.execv(sys.argv[1], sys.argv[1:])\n"
     );
-    let mut command = Command::new("python3");
+    let mut command = common::program("python3");
     command.arg("-c").arg(script).arg(QUIETUS).args(args);
     cli_support::isolate(&mut command, marker);
     command

@@ -48,7 +48,7 @@ impl Tmux {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let mut command = Command::new("tmux");
+        let mut command = common::program("tmux");
         command.arg("-L").arg(&self.socket).args(args);
         command.env(MARKER_ENV, &self.marker).env("TERM", "xterm");
         for var in cli_support::option_vars() {

@@ -413,7 +413,7 @@ fn run_unprivileged(
             std::os::unix::fs::lchown(&entry, Some(NOBODY), Some(NOBODY))
                 .expect("the workspace can be handed to nobody");
         }
-        let mut command = std::process::Command::new("setpriv");
+        let mut command = common::program("setpriv");
         command.args([
             "--reuid=nobody",
             "--regid=nogroup",

@@ -49,7 +49,7 @@ for i in range(runs):
 /// run exited 0 and left the caller no child.
 #[track_caller]
 fn assert_nothing_left_to_the_caller(marker: &Marker, dir: &std::path::Path, argv: &[&str]) {
-    let output = Command::new("python3")
+    let output = crate::support::program("python3")
         .arg("-c")
         .arg(CALLER)
         .arg(RUNS.to_string())

@@ -30,6 +30,15 @@ fn config() -> MonitorConfigBuilder {
         .drain_cap(ms(1000))
 }
 
+/// The config of a scenario that ends by the child's exit and is not about idleness (the
+/// bytes, the logs): an idle timeout as long as the test's own bound on the run, so a start
+/// the machine starves cannot end it first (beside a loaded suite these runs ended at the
+/// 500 ms idle timeout with no output event yet: the leader's own CPU is not the tree's
+/// progress, and its pipeline had not started).
+fn exit_config() -> MonitorConfigBuilder {
+    config().idle_timeout(common::GENEROUS)
+}
+
 fn events(result: &MonitorResult, source: ActivitySource) -> u64 {
     result
         .activity
@@ -83,7 +92,7 @@ fn one_fifty_mib_line_without_a_newline_arrives_intact() {
             "head -c {} /dev/urandom | base64 -w0 | tee -a \"$SW_OUT\"",
             SIZE / 4 * 3
         ),
-        config(),
+        exit_config(),
     );
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -98,7 +107,7 @@ fn one_fifty_mib_line_without_a_newline_arrives_intact() {
 #[test]
 fn zero_byte_writes_are_not_activity() {
     let s = Scenario::new("out_zero_writes");
-    let session = s.spawn(
+    let session = s.spawn_ready(
         "exec python3 -c 'import os, time
 open(os.environ[\"SW_OUT\"], \"a\").write(\"ready\\n\")
 os.write(1, b\"ready\\n\")
@@ -107,7 +116,6 @@ while True:
     time.sleep(0.0005)'",
         config(),
     );
-    s.out.wait_for("ready");
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("empty writes kept the child alive: {result:#?}");
@@ -124,11 +132,10 @@ while True:
 #[test]
 fn printf_nothing_in_a_loop_is_not_activity() {
     let s = Scenario::new("out_printf_empty");
-    let session = s.spawn(
+    let session = s.spawn_ready(
         "say ready; while :; do printf ''; printf '' >&2; done",
         config(),
     );
-    s.out.wait_for("ready");
     let result = wait_generously(&session);
     assert!(
         matches!(result.outcome, Outcome::IdleTimeout(_)),
@@ -201,7 +208,7 @@ fn stderr_only_binary_output_arrives_intact() {
     let s = Scenario::new("out_stderr_only");
     let session = s.spawn(
         "head -c 8388608 /dev/urandom | tee -a \"$SW_ERR\" >&2",
-        config(),
+        exit_config(),
     );
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -219,7 +226,7 @@ fn both_pipes_full_at_once_arrive_intact() {
     let session = s.spawn(
         "head -c 16777216 /dev/urandom | tee -a \"$SW_OUT\" & \
          head -c 16777216 /dev/urandom | tee -a \"$SW_ERR\" >&2 & wait",
-        config(),
+        exit_config(),
     );
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -334,7 +341,7 @@ fn a_log_that_could_not_be_created_is_listed_with_its_error() {
             "rmdir '{}' && head -c 20000 /dev/urandom | tee -a \"$SW_OUT\"",
             logs.display()
         ),
-        config().capture(CaptureConfig::builder().log_dir(&logs)),
+        exit_config().capture(CaptureConfig::builder().log_dir(&logs)),
     );
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0, "{result:#?}");
@@ -372,7 +379,7 @@ fn a_sink_on_a_full_device_reports_delivered_bytes_and_the_error() {
     let session = s
         .builder(
             "head -c 3000000 /dev/urandom | tee -a \"$SW_OUT\"",
-            config(),
+            exit_config(),
         )
         .stdout(quietus::OutputSink::writer(full))
         .spawn()

@@ -51,7 +51,8 @@ fn imports(python: &Path) -> bool {
 fn make_venv(venv: &Path) {
     let fresh = venv.with_extension(format!("new-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&fresh);
-    let made = Command::new("python3")
+    support::require_python_venv();
+    let made = support::program("python3")
         .args(["-m", "venv"])
         .arg(&fresh)
         .output()
@@ -74,9 +75,13 @@ fn make_venv(venv: &Path) {
         .unwrap_or_else(|e| panic!("cannot run the venv's pip: {e}"));
     assert!(
         pip.status.success(),
-        "`pip install mcp` failed, so the official MCP Python SDK is not available and these \
-         tests cannot prove conformance. Is PyPI reachable from here (a proxy: set HTTPS_PROXY \
-         or PIP_INDEX_URL)?\n{}{}",
+        "{}\n{}{}",
+        support::prerequisites::missing_message(
+            "the Python package index (PyPI): `pip install mcp` failed, so the official MCP \
+             Python SDK is not there and these tests cannot prove conformance",
+            "Let this machine reach pypi.org (behind a proxy: set HTTPS_PROXY; a mirror: set \
+             PIP_INDEX_URL)"
+        ),
         String::from_utf8_lossy(&pip.stdout),
         String::from_utf8_lossy(&pip.stderr)
     );

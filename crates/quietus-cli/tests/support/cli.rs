@@ -73,8 +73,13 @@ pub fn sw(marker: &Marker) -> Sw<'_> {
 }
 
 impl<'a> Sw<'a> {
-    /// Options (and anything else) for quietus.
+    /// Options (and anything else) for quietus. A program of the prerequisites among them (a
+    /// word of an argument: `-- python3 -c …`) must be there ([`super::prerequisites`]).
+    #[track_caller]
     pub fn args(mut self, args: &[&str]) -> Self {
+        for arg in args {
+            super::prerequisites::require_for_script(arg);
+        }
         self.args.extend(args.iter().map(|a| a.to_string()));
         self
     }

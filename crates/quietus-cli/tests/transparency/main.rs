@@ -288,7 +288,7 @@ fn launcher(parent: &Parent, argv: &[Vec<u8>], env: &[Vec<u8>], spec_dir: &Path)
         .expect("a spec file");
     std::fs::write(file.path(), spec).expect("the spec is written");
     let (_, path) = file.keep().expect("kept");
-    let mut command = Command::new("python3");
+    let mut command = support::program("python3");
     command.arg("-c").arg(LAUNCHER).arg(path);
     command
 }

@@ -201,14 +201,24 @@ for i in range(50):
     time.sleep(0.1)
 sys.stdout.write('end-of-output\\n')
 \"";
+    // The idle timeout is in force from the first chunk on (the handshake): a python3 start
+    // beside a loaded suite outlasted it, and the run ended before the scenario began.
     let session = Session::builder(m.sh(script))
-        .config(MonitorConfig::builder().idle_timeout(IDLE).build().unwrap())
+        .config(
+            MonitorConfig::builder()
+                .idle_timeout(common::HANDSHAKE)
+                .build()
+                .unwrap(),
+        )
         .stdout(sink)
         .spawn()
         .unwrap();
     entered
         .recv_timeout(common::HANDSHAKE)
         .expect("the first chunk");
+    session
+        .set_idle_timeout(IDLE)
+        .expect("a valid idle timeout");
     // The consumer does not take anything for 3.5 s (the scenario, not a wait for a condition).
     std::thread::sleep(ms(3500));
     release.send(()).unwrap();

@@ -19,9 +19,8 @@ fn config() -> MonitorConfigBuilder {
 /// in the report and in the event sent before the first signal.
 fn stall(m: &Marker, builder: SessionBuilder, ready: &str) -> Diagnosis {
     let out = SharedBuf::new();
-    let session = builder.config(config()).stdout(out.sink()).spawn().unwrap();
+    let session = common::spawn_ready(builder, config(), &out, ready);
     let mut events = session.events();
-    out.wait_for(ready);
     let result = wait_generously(&session);
     let Outcome::IdleTimeout(report) = &result.outcome else {
         panic!("expected an idle timeout: {:?}", result.outcome);
@@ -213,10 +212,12 @@ print('ready', flush=True)
 time.sleep(1000)
 ";
     let m = Marker::new("diag-mcp-pipe");
+    // The handshake is the server's echo of the request (it then reads again), not the parent's
+    // `ready`: a loaded machine's server could still be starting at the stale decision.
     let d = stall(
         &m,
         Session::builder(marked(&m, "python3", &["-c", script])),
-        "ready",
+        "\"ping\"}",
     );
     let parent = names_the_leaf(&d, StallKind::Sleeping, "python3");
     assert_eq!(parent.pid, d.processes[0].pid, "{d:#?}");

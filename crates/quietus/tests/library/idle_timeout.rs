@@ -101,20 +101,18 @@ fn grandchildren_of_a_silent_child_are_ended_too() {
     let marker = Marker::new("idle_grandchildren");
     let out = SharedBuf::new();
     // Two background sleepers and a foreground one, all in the child's process group.
-    let session = Session::builder(
-        marker.sh("sleep 1000 & sleep 1000 & (sleep 1000; :) & echo ready; sleep 1000"),
-    )
-    .config(
+    let session = common::spawn_ready(
+        Session::builder(
+            marker.sh("sleep 1000 & sleep 1000 & (sleep 1000; :) & echo ready; sleep 1000"),
+        ),
         MonitorConfig::builder()
             .idle_timeout(ms(500))
             .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
             .build()
             .unwrap(),
-    )
-    .stdout(out.sink())
-    .spawn()
-    .expect("sh can be spawned");
-    out.wait_for("ready");
+        &out,
+        "ready",
+    );
     assert!(
         marker.pids().len() >= 4,
         "the whole tree is up and carries the marker: {:#?}",

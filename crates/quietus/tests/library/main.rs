@@ -24,6 +24,7 @@ mod leftovers;
 mod mock_clock;
 mod network_signal;
 mod observe;
+mod prerequisites;
 mod probes;
 mod program;
 mod readme;

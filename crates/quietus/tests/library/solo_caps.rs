@@ -67,10 +67,10 @@ fn without_a_cap_the_spinning_grandchild_keeps_the_child_alive() {
     assert_no_leak(&m);
 }
 
-/// About 1.5 s of compiler work on this machine, per compile.
-fn heavy_c_source() -> String {
+/// About 0.15 s of compiler work (`cc -O2`) on an idle machine, per compile.
+fn c_source() -> String {
     let mut text = String::new();
-    for n in 0..400 {
+    for n in 0..40 {
         text.push_str(&format!(
             "double f{n}(double x){{double s=0;for(int i=0;i<100;i++){{s+=x*i/(i+1.0)+{n};\
              if(s>1e9)s=s/3;}}return s;}}\n"
@@ -80,15 +80,18 @@ fn heavy_c_source() -> String {
     text
 }
 
+/// The idle timeout of the silent build; the build compiles for twice as long.
+const BUILD_IDLE: Duration = Duration::from_millis(2500);
+
 #[test]
 fn a_real_silent_build_shorter_than_the_default_cap_is_never_ended() {
     let m = Marker::new("cap-build");
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("work.c"), heavy_c_source()).unwrap();
+    std::fs::write(dir.path().join("work.c"), c_source()).unwrap();
     // Default caps (children: 30 minutes); an idle timeout far shorter than the build, so
     // only the compilers' CPU keeps the silent child alive.
     let config = MonitorConfig::builder()
-        .idle_timeout(ms(2500))
+        .idle_timeout(BUILD_IDLE)
         .watch_files(false)
         .build()
         .unwrap();
@@ -97,9 +100,16 @@ fn a_real_silent_build_shorter_than_the_default_cap_is_never_ended() {
         Some(&quietus::MonitorConfig::DEFAULT_CHILDREN_SOLO_CAP)
     );
     let buf = SharedBuf::new();
-    let script = "for i in 1 2 3 4 5 6; do cc -O2 -c work.c -o work$i.o || exit 9; done; \
-                  echo built";
-    let mut command = m.sh(script);
+    // The build compiles for twice the idle timeout of wall time, however slow each compile
+    // is: a fixed number of compiles takes ten times as long on a loaded machine (six of
+    // 1.5 s outlasted the 30 s bound beside a busy suite).
+    let script = format!(
+        "now() {{ echo $(( $(date +%s%N) / 1000000 )); }}; end=$(( $(now) + {} )); i=0; \
+         while [ $(now) -lt $end ]; do i=$((i+1)); cc -O2 -c work.c -o work$i.o || exit 9; \
+         done; echo built",
+        2 * BUILD_IDLE.as_millis()
+    );
+    let mut command = m.sh(&script);
     command.current_dir(dir.path());
     let session = Session::builder(command)
         .config(config)
@@ -111,7 +121,7 @@ fn a_real_silent_build_shorter_than_the_default_cap_is_never_ended() {
     assert_eq!(result.exit_code(), 0);
     assert!(buf.contains("built"));
     // The build outlasted the idle timeout: the children source, uncapped, kept it alive.
-    assert!(result.runtime > ms(2500), "{:?}", result.runtime);
+    assert!(result.runtime > 2 * BUILD_IDLE, "{:?}", result.runtime);
     assert_no_leak(&m);
 }
 

@@ -77,7 +77,7 @@ fn stty_shows_the_size_asked_for_and_the_new_one_after_a_resize() {
     .stdout(buf.sink())
     .spawn()
     .expect("sh can be spawned on a terminal");
-    buf.wait_for("ready");
+    buf.wait_for("ready\r\n");
     assert_eq!(buf.text(), "33 101\r\nready\r\n");
     assert_eq!(session.terminal_size(), Some((33, 101)));
     session.resize(50, 132).expect("a terminal can be resized");
@@ -103,7 +103,7 @@ fn a_pipe_session_cannot_be_resized_and_its_interrupt_is_sigint_to_the_group() {
         .stdout(buf.sink())
         .spawn()
         .expect("sh can be spawned");
-    buf.wait_for("ready");
+    buf.wait_for("ready\n");
     assert!(!session.is_terminal());
     assert_eq!(session.terminal_size(), None);
     let err = session.resize(24, 80).unwrap_err();
@@ -126,7 +126,7 @@ fn ctrl_c_through_the_terminal_ends_a_child_that_only_dies_of_sigint() {
         "trap '' TERM HUP QUIT; echo ready; exec sleep 100000",
         MonitorConfig::default(),
     );
-    buf.wait_for("ready");
+    buf.wait_for("ready\r\n");
     session.interrupt().expect("Ctrl-C can be typed");
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -159,7 +159,7 @@ fn ctrl_c_reaches_a_job_a_shell_moved_to_another_group() {
         .stdout(buf.sink())
         .spawn()
         .expect("bash can be spawned on a terminal");
-    buf.wait_for("ready");
+    buf.wait_for("ready\r\n");
     // The job has its own group, in the foreground: wait for it.
     let pid = i64::from(session.pid().get());
     assert!(
@@ -189,7 +189,7 @@ fn foreground_group_of(pid: quietus::Pid) -> Option<i64> {
 fn python_input_round_trips_a_typed_line() {
     let m = Marker::new("tty-python");
     let buf = SharedBuf::new();
-    let mut command = Command::new("python3");
+    let mut command = common::program("python3");
     command
         .args(["-c", "print('ready'); print('got:' + input())"])
         .env(MARKER_ENV, m.as_str());
@@ -198,7 +198,11 @@ fn python_input_round_trips_a_typed_line() {
         .stdout(buf.sink())
         .spawn()
         .expect("python3 can be spawned on a terminal");
-    buf.wait_for("ready");
+    // The whole line: the terminal's output processing (`\n` to `\r\n`) may hand over "ready"
+    // and its line end in two reads, and an echo typed in between lands inside the line (seen
+    // on a loaded machine: "readyhello terminal\r\n\r\n…"). So every handshake on a terminal
+    // here waits for the line end.
+    buf.wait_for("ready\r\n");
     session.write_stdin(b"hello terminal\n").unwrap();
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0, "{result:#?}");
@@ -218,7 +222,7 @@ fn close_stdin_sends_end_of_file_the_terminal_way_after_a_partial_line() {
         "echo ready; n=$(wc -c); echo \"count=$n\"",
         MonitorConfig::default(),
     );
-    buf.wait_for("ready");
+    buf.wait_for("ready\r\n");
     session.write_stdin(b"abc").unwrap(); // no newline: EOF twice (deliver, then end)
     session.close_stdin();
     let result = wait_generously(&session);
@@ -243,7 +247,7 @@ fn a_silent_program_on_a_terminal_is_ended_at_the_idle_timeout() {
             .build()
             .unwrap(),
     );
-    buf.wait_for("ready");
+    buf.wait_for("ready\r\n");
     let result = wait_generously(&session);
     assert!(
         matches!(result.outcome, Outcome::IdleTimeout(_)),
@@ -287,7 +291,7 @@ fn a_term_ignoring_tree_on_a_terminal_is_escalated_and_leaves_nothing() {
          (trap '' TERM HUP; sh -c 'sleep 100000' \"$0\") & echo ready; wait",
         ladder_config(),
     );
-    buf.wait_for("ready");
+    buf.wait_for("ready\r\n");
     assert!(m.pids().len() >= 3, "{:?}", m.pids());
     let result = wait_generously(&session);
     assert!(
@@ -403,7 +407,7 @@ fn a_mock_clock_drives_a_terminal_session() {
         .stdout(buf.sink())
         .spawn()
         .expect("sh can be spawned on a terminal");
-    buf.wait_for("ready");
+    buf.wait_for("ready\r\n");
     assert!(
         clock.wait_for_timers(1, GENEROUS),
         "the monitor armed a timer"

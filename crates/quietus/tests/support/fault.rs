@@ -37,7 +37,7 @@ use sha2::{Digest, Sha256};
 
 #[allow(unused_imports)] // re-exported for the tests that name it `fault_support::…`
 pub use super::wait_for_file;
-use super::{Marker, SharedBuf, assert_no_leak};
+use super::{HANDSHAKE, Marker, SharedBuf, assert_no_leak};
 
 /// The environment variable of the stress mode.
 pub const STRESS_ENV: &str = "QUIETUS_STRESS";
@@ -214,6 +214,29 @@ impl Scenario {
         self.builder(script, config)
             .spawn()
             .expect("the scenario's child can be spawned")
+    }
+
+    /// Spawns `script` under `config`, its idle timeout held off until the child printed
+    /// `ready` on stdout (the readiness handshake, up to [`HANDSHAKE`]), then in force from the
+    /// `ready` line on. For a scenario whose subject comes after its start: a start the machine
+    /// starves (an interpreter behind a chain of version-manager shims, each too short-lived to
+    /// be seen waiting for a CPU) may outlast a short idle timeout, and then the run ends before
+    /// the scenario began.
+    pub fn spawn_ready(&self, script: &str, config: impl Into<MonitorConfigBuilder>) -> Session {
+        let config = config
+            .into()
+            .build()
+            .expect("the scenario's config is valid");
+        let idle = config.idle_timeout();
+        let session = self.spawn(
+            script,
+            MonitorConfigBuilder::from(config).idle_timeout(HANDSHAKE),
+        );
+        self.out.wait_for("ready");
+        session
+            .set_idle_timeout(idle)
+            .expect("the scenario's idle timeout is valid");
+        session
     }
 
     /// The scenario's working directory.

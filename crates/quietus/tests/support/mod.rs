@@ -1,6 +1,7 @@
 //! The one prelude of the real-process integration tests (`tests/*/main.rs` include it with
 //! `#[path]`; the command's crate includes it from its own `tests/support/mod.rs`): markers,
-//! polling, the shared output buffer; [`fault`] is the fault suite's scenario kit.
+//! polling, the shared output buffer; [`fault`] is the fault suite's scenario kit;
+//! [`prerequisites`] says what a test needs beyond Rust (and how to install it) before it runs.
 //!
 //! Every test gets a unique [`Marker`]. The child is started with the marker both in its argv
 //! (as `$0` of `sh -c SCRIPT MARKER`, so every forked subshell shows it too) and in the
@@ -23,6 +24,10 @@ use quietus::{MonitorResult, OutputSink, Session};
 
 pub mod fault;
 pub mod net;
+pub mod prerequisites;
+
+#[allow(unused_imports)] // each suite names those it needs
+pub use prerequisites::{program, require, require_python_venv};
 
 /// The environment variable that carries the marker into every descendant.
 pub const MARKER_ENV: &str = "QUIETUS_TEST_MARKER";
@@ -36,6 +41,13 @@ pub const GENEROUS: Duration = Duration::from_secs(30);
 
 /// How long processes may take to disappear after their tree was ended (a loaded 2-core box).
 pub const LEAK_GRACE: Duration = Duration::from_secs(10);
+
+/// A bash prologue that closes every descriptor above 2 the shell inherited, for a scenario that
+/// needs a clean descriptor table (a descriptor limit counts by number): a test never depends on
+/// what its parent left open (an IDE, a CI runner, `time -o FILE`'s fd 3, `exec 3>…`). Bash only
+/// (`{var}>&-`); prepend it to the script.
+pub const CLOSE_INHERITED_FDS: &str = "for fd in /proc/$$/fd/*; do fd=${fd##*/}; \
+     if [ \"$fd\" -gt 2 ]; then exec {fd}>&-; fi; done; ";
 
 /// How often polling helpers look again.
 const POLL: Duration = Duration::from_millis(10);
@@ -66,7 +78,10 @@ impl Marker {
 
     /// `sh -c SCRIPT MARKER` with the marker in the environment too. The script sees the
     /// marker as `$0`.
+    /// The programs of [`prerequisites::PREREQUISITES`] the script runs must be there.
+    #[track_caller]
     pub fn sh(&self, script: &str) -> Command {
+        prerequisites::require_for_script(script);
         let mut command = Command::new("sh");
         command
             .arg("-c")
@@ -77,7 +92,9 @@ impl Marker {
     }
 
     /// The same, as an `assert_cmd` command line for the CLI: `sh -c SCRIPT MARKER` words.
+    #[track_caller]
     pub fn sh_words(&self, script: &str) -> Vec<String> {
+        prerequisites::require_for_script(script);
         vec![
             "sh".to_owned(),
             "-c".to_owned(),
@@ -266,6 +283,33 @@ impl SharedBuf {
             );
         }
     }
+}
+
+/// Spawns `builder` under `config`, stdout into `out`, with the idle timeout held off until the
+/// child printed `ready` (the readiness handshake, up to [`HANDSHAKE`]) and in force from that
+/// line on. For a test whose subject comes after the child's start: on a loaded machine the
+/// start alone (an exec, an interpreter behind a chain of version-manager shims, each too
+/// short-lived to be seen waiting for a CPU) can outlast a short idle timeout, and the run then
+/// ends before the test began.
+#[track_caller]
+pub fn spawn_ready(
+    builder: quietus::SessionBuilder,
+    config: impl Into<quietus::config::MonitorConfigBuilder>,
+    out: &SharedBuf,
+    ready: &str,
+) -> Session {
+    let config = config.into().build().expect("the test's config is valid");
+    let idle = config.idle_timeout();
+    let session = builder
+        .config(quietus::config::MonitorConfigBuilder::from(config).idle_timeout(HANDSHAKE))
+        .stdout(out.sink())
+        .spawn()
+        .expect("the test's child can be spawned");
+    out.wait_for(ready);
+    session
+        .set_idle_timeout(idle)
+        .expect("the test's idle timeout is valid");
+    session
 }
 
 /// Waits for the run to end within [`GENEROUS`]; panics otherwise (the session is then dropped,

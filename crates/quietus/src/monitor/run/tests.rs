@@ -1001,6 +1001,47 @@ fn the_idle_warning_comes_once_per_idle_spell() {
     assert!(matches!(ran.result.outcome, Outcome::IdleTimeout(_)));
 }
 
+/// A monitor woken only after the idle deadline (its thread starved on a loaded machine, seen
+/// in `capture_events::idle_warning_then_the_ladder_signals_in_order`): the warning still
+/// comes, before the first signal, with no time left.
+#[test]
+fn a_monitor_woken_after_the_deadline_still_warns_before_the_ladder() {
+    let events = crate::config::EventConfig::builder()
+        .idle_warning(Some(0.5))
+        .build()
+        .unwrap();
+    let mut rig = new_rig(quiet(10).events(events), polite());
+    rig.step();
+    rig.at(secs(12));
+    rig.step();
+    assert_eq!(rig.monitor.phase.name(), "ending");
+    let seen: Vec<Event> = rig.events.try_iter().collect();
+    let warning = seen
+        .iter()
+        .position(|e| matches!(e, Event::IdleWarning { left } if left.is_zero()));
+    let term = seen.iter().position(|e| {
+        matches!(
+            e,
+            Event::Signal {
+                signal: Signal::TERM,
+                ..
+            }
+        )
+    });
+    assert!(
+        warning.is_some() && term.is_some() && warning < term,
+        "{seen:#?}"
+    );
+    let ran = rig.run();
+    assert!(
+        !ran.events
+            .iter()
+            .any(|e| matches!(e, Event::IdleWarning { .. })),
+        "once per idle spell: {:#?}",
+        ran.events
+    );
+}
+
 #[test]
 fn a_failing_monitor_still_publishes_a_result_and_ends_the_session() {
     let rig = new_rig(quiet(10), polite());

@@ -2,7 +2,7 @@
 //! (a fresh sample, bytes waiting in a pipe, files changed before the watches were armed, the
 //! probes); the idle warning; the input-wait rule.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::super::Wake;
 use super::super::port::Port;
@@ -130,6 +130,7 @@ impl<P: Port> Monitor<P> {
         }
         let children_on = self.config.enabled.children;
         report.children = self.port.last_children().filter(|_| children_on);
+        self.late_idle_warning();
         let diagnosis = self.port.diagnose();
         self.emitter.lifecycle(Event::Diagnosis(diagnosis.clone()));
         report.diagnosis = Some(diagnosis);
@@ -187,6 +188,23 @@ impl<P: Port> Monitor<P> {
         let diagnosis = self.port.diagnose();
         self.emitter.lifecycle(Event::Diagnosis(diagnosis));
         None
+    }
+
+    /// At a stale decision: the idle warning of this idle spell when it was not sent yet (the
+    /// monitor woke only after the deadline: its thread starved, or a suspended machine), with
+    /// no time left, so a consumer always sees the warning before the first signal.
+    fn late_idle_warning(&mut self) {
+        if self.config.events.idle_warning.is_none() {
+            return;
+        }
+        let snapshot = self.observer.adjust(self.board.read());
+        let last = verdict::last_activity(&snapshot, &self.rules.caps);
+        if self.timing.warned_for != Some(last) {
+            self.timing.warned_for = Some(last);
+            self.emitter.lifecycle(Event::IdleWarning {
+                left: Duration::ZERO,
+            });
+        }
     }
 
     /// With the input-wait rule on: looks at the tree when it is due (every source quiet for a

@@ -35,8 +35,14 @@ impl Marker {
         self.shell("sh", script)
     }
 
-    /// `SHELL -c SCRIPT MARKER`, with the marker in the environment too.
+    /// `SHELL -c SCRIPT MARKER`, with the marker in the environment too. The child starts
+    /// with SIGINT and SIGQUIT at their defaults, whatever the parent of `cargo test` left: a
+    /// command started with `&` by a script (or `nohup`) ignores them, every descendant inherits
+    /// that, and a shell cannot undo an ignore it started with — Ctrl-C would then end nothing.
     fn shell(&self, shell: &str, script: &str) -> Command {
+        for signal in [sys::SIGINT, sys::SIGQUIT] {
+            sys::unsafe_calls::set_disposition(signal, false).expect("a signal's default");
+        }
         let mut command = Command::new(shell);
         command
             .arg("-c")
