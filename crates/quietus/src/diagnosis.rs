@@ -522,34 +522,7 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
     let tree = Tree::new(snaps, peers);
     let (mut processes, weak): (Vec<ProcessDiagnosis>, Vec<bool>) =
         snaps.iter().map(|s| process(s, &tree)).unzip();
-    // A shell's `wait` builtin waits for a signal (SIGCHLD), not in wait4: a process waiting
-    // for a signal while a child of its lives in the tree waits on that child.
-    let parents: Vec<(Pid, Pid)> = snaps
-        .iter()
-        .filter_map(|s| Some((s.pid, s.threads.first().and_then(|t| parent_of(&t.stat))?)))
-        .collect();
-    let zombies: Vec<Pid> = processes
-        .iter()
-        .filter(|p| p.state == "zombie")
-        .map(|p| p.pid)
-        .collect();
-    for p in &mut processes {
-        let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
-        let for_child = matches!(p.syscall.as_deref(), Some("wait4" | "waitid"));
-        // Its child, a live one first.
-        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid);
-        let child = children()
-            .find(|(child, _)| !zombies.contains(child))
-            .or_else(|| children().next())
-            .map(|(child, _)| *child);
-        if p.kind == StallKind::Sleeping && for_signal && child.is_some() {
-            p.kind = StallKind::WaitingOnChild;
-            p.target = None;
-        }
-        if p.kind == StallKind::WaitingOnChild && (for_signal || for_child) {
-            p.waits_on = child;
-        }
-    }
+    waits_for_children(snaps, &mut processes);
     let live: Vec<(&ProcessDiagnosis, bool)> = processes
         .iter()
         .zip(weak.iter().copied())
@@ -602,6 +575,38 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
         kind: subject.kind,
         summary,
         processes,
+    }
+}
+
+/// A shell's `wait` builtin waits for a signal (SIGCHLD), not in wait4: a process waiting for
+/// a signal while a child of its lives in the tree waits on that child; a process waiting for
+/// a child (`wait4`, a signal) names it in `waits_on`, a live one first.
+fn waits_for_children(snaps: &[ProcSnap], processes: &mut [ProcessDiagnosis]) {
+    let parents: Vec<(Pid, Pid)> = snaps
+        .iter()
+        .filter_map(|s| Some((s.pid, s.threads.first().and_then(|t| parent_of(&t.stat))?)))
+        .collect();
+    let zombies: Vec<Pid> = processes
+        .iter()
+        .filter(|p| p.state == "zombie")
+        .map(|p| p.pid)
+        .collect();
+    for p in processes.iter_mut() {
+        let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
+        let for_child = matches!(p.syscall.as_deref(), Some("wait4" | "waitid"));
+        // Its child, a live one first.
+        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid);
+        let child = children()
+            .find(|(child, _)| !zombies.contains(child))
+            .or_else(|| children().next())
+            .map(|(child, _)| *child);
+        if p.kind == StallKind::Sleeping && for_signal && child.is_some() {
+            p.kind = StallKind::WaitingOnChild;
+            p.target = None;
+        }
+        if p.kind == StallKind::WaitingOnChild && (for_signal || for_child) {
+            p.waits_on = child;
+        }
     }
 }
 
@@ -932,24 +937,7 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
     }
     let event_loop = fds.len() > 1;
     b.weak = event_loop;
-    let mut described: Vec<(i32, Class, String)> = fds
-        .iter()
-        .map(|fd| {
-            let (class, target) = describe(*fd, snap, tree);
-            (*fd, class, target)
-        })
-        .collect();
-    // A relay watching its own input as well as a terminal master passes that input on to
-    // the program on the terminal: what the relay reads is the program's question, not its
-    // own (that program, reading the slave side, is the one awaiting input, if any).
-    if let Some(at) = described.iter().position(|(_, c, _)| *c == Class::Relay) {
-        described.rotate_left(at);
-        for (_, class, _) in &mut described {
-            if *class == Class::Input {
-                *class = Class::Other;
-            }
-        }
-    }
+    let described = described_set(fds, snap, tree);
     let mut choose = |fd: i32, target: &str| {
         b.fd = Some(fd);
         b.target = Some(target.to_owned());
@@ -958,19 +946,7 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
         choose(*fd, target);
         return StallKind::AwaitingInput;
     }
-    // The network: what it watches, and a connection the peer closed that it never reads,
-    // watched or not (a loop that dropped it from its set).
-    let mut network: Vec<(i32, Class, String)> = described
-        .iter()
-        .filter(|(_, c, _)| matches!(c, Class::Tcp { .. } | Class::Socket))
-        .cloned()
-        .chain(
-            sockets_of(snap, tree)
-                .into_iter()
-                .filter(|(fd, c, _)| rank(*c) == 0 && !fds.contains(fd)),
-        )
-        .collect();
-    network.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+    let network = network_of(&described, fds, snap, tree);
     if let Some((fd, class, target)) = network.first() {
         let idle = matches!(
             class,
@@ -1002,6 +978,51 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
     choose(*fd, target);
     b.weak = false;
     StallKind::Unknown
+}
+
+/// The descriptors of a poll, select or epoll set, described. A relay watching its own input
+/// as well as a terminal master passes that input on to the program on the terminal: what the
+/// relay reads is the program's question, not its own (that program, reading the slave side,
+/// is the one awaiting input, if any); the master comes first.
+fn described_set(fds: &[i32], snap: &ProcSnap, tree: &Tree<'_>) -> Vec<(i32, Class, String)> {
+    let mut described: Vec<(i32, Class, String)> = fds
+        .iter()
+        .map(|fd| {
+            let (class, target) = describe(*fd, snap, tree);
+            (*fd, class, target)
+        })
+        .collect();
+    if let Some(at) = described.iter().position(|(_, c, _)| *c == Class::Relay) {
+        described.rotate_left(at);
+        for (_, class, _) in &mut described {
+            if *class == Class::Input {
+                *class = Class::Other;
+            }
+        }
+    }
+    described
+}
+
+/// The network of a watched set, the most telling first: what it watches, and a connection
+/// the peer closed that it never reads, watched or not (a loop that dropped it from its set).
+fn network_of(
+    described: &[(i32, Class, String)],
+    fds: &[i32],
+    snap: &ProcSnap,
+    tree: &Tree<'_>,
+) -> Vec<(i32, Class, String)> {
+    let mut network: Vec<(i32, Class, String)> = described
+        .iter()
+        .filter(|(_, c, _)| matches!(c, Class::Tcp { .. } | Class::Socket))
+        .cloned()
+        .chain(
+            sockets_of(snap, tree)
+                .into_iter()
+                .filter(|(fd, c, _)| rank(*c) == 0 && !fds.contains(fd)),
+        )
+        .collect();
+    network.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+    network
 }
 
 /// What descriptor `fd` of the process is.
