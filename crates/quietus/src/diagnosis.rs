@@ -145,10 +145,15 @@ enum Class {
     Input,
     /// A TCP socket.
     Tcp {
-        /// Bytes were sent after the last bytes received: a request waits for its answer.
+        /// An exchange under way: bytes were sent after the last bytes received (a request
+        /// waits for its answer), or the connection's last bytes moved with the tree's last
+        /// activity (a response begun and stopped; see [`Tree::recent`]).
         outstanding: bool,
         /// The peer closed the connection and it was not read to its end (`CLOSE_WAIT`).
         closed: bool,
+        /// Milliseconds since its last bytes moved either way (`u32::MAX`: not known): of two
+        /// connections under way, the one that moved last speaks.
+        since: u32,
     },
     /// Another socket whose other end is outside the tree (UDP, Unix).
     Socket,
@@ -196,9 +201,29 @@ const TCP_CLOSE_WAIT: u8 = 8;
 const TCP_SYN_SENT: u8 = 2;
 
 impl Sock {
-    /// Whether bytes were sent after the last bytes received.
-    fn outstanding(&self) -> bool {
-        matches!(self, Sock::Tcp { last_data: Some((sent, received)), .. } if sent < received)
+    /// Whether an exchange is under way: bytes were sent after the last bytes received, or
+    /// (with `recent`, in milliseconds) the last bytes either way moved no longer ago than
+    /// that.
+    fn outstanding(&self, recent: Option<u64>) -> bool {
+        let Sock::Tcp {
+            last_data: Some((sent, received)),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        sent < received || recent.is_some_and(|r| u64::from(*sent.min(received)) <= r)
+    }
+
+    /// Milliseconds since its last bytes moved either way (`u32::MAX`: not known).
+    fn since_last_data(&self) -> u32 {
+        match self {
+            Sock::Tcp {
+                last_data: Some((sent, received)),
+                ..
+            } => *sent.min(received),
+            _ => u32::MAX,
+        }
     }
 
     fn closed(&self) -> bool {
@@ -223,7 +248,11 @@ const HOLDER_BUDGET: std::time::Duration = std::time::Duration::from_millis(30);
 /// when a process holds a socket neither TCP nor UDP); a TCP peer the dump missed comes from
 /// `known` (the network source's last sample).
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-pub(crate) fn diagnose_tree(pids: &[Pid], known: &dyn Fn(u64) -> Option<SocketAddr>) -> Diagnosis {
+pub(crate) fn diagnose_tree(
+    pids: &[Pid],
+    known: &dyn Fn(u64) -> Option<SocketAddr>,
+    recent: Option<Duration>,
+) -> Diagnosis {
     let snaps = snapshots(pids);
     let socks = describe_sockets(&snaps);
     let peers = |inode: u64| {
@@ -235,7 +264,7 @@ pub(crate) fn diagnose_tree(pids: &[Pid], known: &dyn Fn(u64) -> Option<SocketAd
             })
         })
     };
-    classify(&snaps, &peers)
+    classify_recent(&snaps, &peers, recent)
 }
 
 /// One snapshot of each of the processes `pids` (at most [`MAX_PROCESSES`], within
@@ -429,6 +458,7 @@ fn holders_of(
 pub(crate) fn diagnose_tree(
     _pids: &[Pid],
     _known: &dyn Fn(u64) -> Option<SocketAddr>,
+    _recent: Option<Duration>,
 ) -> Diagnosis {
     Diagnosis {
         kind: StallKind::Unknown,
@@ -463,12 +493,18 @@ pub(crate) fn diagnose_tree(
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn diagnose(pids: &[Pid]) -> Diagnosis {
-    diagnose_tree(pids, &|_| None)
+    diagnose_tree(pids, &|_| None, None)
 }
 
 /// The tree as the classifier sees it: the snapshot, its sockets, and who holds what.
 struct Tree<'a> {
     peers: Peers<'a>,
+    /// How long ago the tree's last activity was, plus the lag of the sampled sources, in
+    /// milliseconds (`None`: not known). A TCP connection whose last bytes moved within this
+    /// took part in the tree's last activity: the tree went quiet with that exchange, so it
+    /// is under way (a response begun and stopped), not an idle pooled connection, even when
+    /// its last bytes were received.
+    recent: Option<u64>,
     /// Pipe and FIFO links (`pipe:[N]`, a FIFO's path) to the processes holding them open
     /// for writing.
     writers: std::collections::HashMap<&'a str, Vec<Pid>>,
@@ -479,9 +515,10 @@ struct Tree<'a> {
 }
 
 impl<'a> Tree<'a> {
-    fn new(snaps: &'a [ProcSnap], peers: Peers<'a>) -> Self {
+    fn new(snaps: &'a [ProcSnap], peers: Peers<'a>, recent: Option<Duration>) -> Self {
         let mut tree = Tree {
             peers,
+            recent: recent.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX)),
             writers: Default::default(),
             sockets: Default::default(),
             names: Default::default(),
@@ -517,9 +554,21 @@ impl<'a> Tree<'a> {
     }
 }
 
-/// Classifies one snapshot of the tree (the child first).
+/// Classifies one snapshot of the tree (the child first), when the tree's last activity is not
+/// known.
+#[cfg(test)]
 pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
-    let tree = Tree::new(snaps, peers);
+    classify_recent(snaps, peers, None)
+}
+
+/// Classifies one snapshot of the tree (the child first). `recent`: how long ago the tree's
+/// last activity was, plus the lag of the sources that sample ([`Tree::recent`]).
+pub(crate) fn classify_recent(
+    snaps: &[ProcSnap],
+    peers: Peers<'_>,
+    recent: Option<Duration>,
+) -> Diagnosis {
+    let tree = Tree::new(snaps, peers, recent);
     let (mut processes, weak): (Vec<ProcessDiagnosis>, Vec<bool>) =
         snaps.iter().map(|s| process(s, &tree)).unzip();
     waits_for_children(snaps, &mut processes);
@@ -905,8 +954,17 @@ fn sockets_of(snap: &ProcSnap, tree: &Tree<'_>) -> Vec<(i32, Class, String)> {
         })
         .filter(|(_, class, _)| matches!(class, Class::Tcp { .. } | Class::Socket))
         .collect();
-    found.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+    found.sort_by_key(|(fd, class, _)| (rank(*class), since(*class), *fd));
     found
+}
+
+/// Milliseconds since a TCP connection's last bytes (`u32::MAX` for anything else): among
+/// descriptors of one rank, the connection that moved last speaks first.
+fn since(class: Class) -> u32 {
+    match class {
+        Class::Tcp { since, .. } => since,
+        _ => u32::MAX,
+    }
 }
 
 /// The order in which network descriptors speak (lower first).
@@ -952,7 +1010,8 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
             class,
             Class::Tcp {
                 outstanding: false,
-                closed: false
+                closed: false,
+                ..
             }
         );
         if !(idle && event_loop) {
@@ -1021,7 +1080,7 @@ fn network_of(
                 .filter(|(fd, c, _)| rank(*c) == 0 && !fds.contains(fd)),
         )
         .collect();
-    network.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+    network.sort_by_key(|(fd, class, _)| (rank(*class), since(*class), *fd));
     network
 }
 
@@ -1084,7 +1143,8 @@ fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, Str
     match (tree.peers)(inode) {
         Some(sock @ Sock::Tcp { peer, state, .. }) => {
             let class = Class::Tcp {
-                outstanding: sock.outstanding(),
+                outstanding: sock.outstanding(tree.recent),
+                since: sock.since_last_data(),
                 closed: sock.closed(),
             };
             let target = match state {
@@ -1109,6 +1169,16 @@ fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, Str
                 |p| format!("Unix socket {p}"),
             );
             let inside = peer.and_then(|p| Tree::other(tree.sockets.get(&p), me));
+            // Both ends held by this process (a socket pair it wakes itself with: an async
+            // runtime's waker): nobody else is at the other end.
+            let own_pair = inside.is_none()
+                && peer.is_some_and(|p| tree.sockets.get(&p).is_some_and(|h| h.contains(&me)));
+            if own_pair {
+                return (
+                    Class::Other,
+                    format!("{over} whose other end it holds itself"),
+                );
+            }
             match (inside, holder) {
                 (Some(pid), _) => (
                     Class::Process(pid),
