@@ -21,6 +21,7 @@ use crate::own_files::OwnFiles;
 use crate::process::{self, ChildProcess, sys};
 use crate::sources::lines::{ChunkSeen, LineWatch};
 use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
+use crate::sources::screen::Screen;
 use crate::stream::Stream;
 
 use super::tap::{PipeEnd, SharedPipe};
@@ -233,17 +234,26 @@ pub(super) fn reader(
         Stream::Terminal => "tty",
     };
     let mut sink = sink;
+    let master = (stream == Stream::Terminal).then(|| fd.clone());
     let work = move || {
+        // A terminal is judged by its screen: the screen stamps output or repeats.
+        let mut screen = master.map(|master| ReaderScreen::new(master, &board));
         let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
+        if let Some(watch) = watch.as_mut().filter(|_| screen.is_some()) {
+            watch.repeats = false;
+        }
         let mut reader = ActivityTrackingReader::new(pipe, board);
-        if watch.as_ref().is_some_and(|w| w.repeats) {
-            reader = reader.unstamped(); // the line watch stamps output or repeats
+        if screen.is_some() || watch.as_ref().is_some_and(|w| w.repeats) {
+            reader = reader.unstamped(); // the screen or the line watch stamps
         }
         let mut notified: Option<Instant> = None;
         let pending_control = control.clone();
         let lines_control = control.clone();
         let watch_ref = &mut watch;
         let mut record = move |chunk: &[u8]| {
+            if let Some(screen) = screen.as_mut() {
+                screen.feed(chunk);
+            }
             if let Some(watch) = watch_ref.as_mut() {
                 watch.feed(chunk, &lines_control);
             }
@@ -271,6 +281,38 @@ pub(super) fn reader(
         fd,
         work: Box::new(work),
     })
+}
+
+/// A terminal's reader judges it by its screen: output when the screen's text changed (spinner
+/// glyphs and digits aside), a repeat otherwise ([`crate::sources::screen`]).
+struct ReaderScreen {
+    screen: Screen,
+    /// The terminal's master, whose size the model follows.
+    master: PipeEnd,
+    board: Arc<ActivityBoard>,
+}
+
+impl ReaderScreen {
+    fn new(master: PipeEnd, board: &Arc<ActivityBoard>) -> Self {
+        let (rows, cols) = sys::terminal_size(master.as_fd()).unwrap_or((24, 80));
+        Self {
+            screen: Screen::new(rows, cols),
+            master,
+            board: board.clone(),
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8]) {
+        if let Ok((rows, cols)) = sys::terminal_size(self.master.as_fd()) {
+            self.screen.resize(rows, cols);
+        }
+        let now = self.board.clock().now();
+        if self.screen.feed(chunk, now) {
+            self.board.stamp(&ActivitySource::Output);
+        } else if self.board.is_enabled(&ActivitySource::RepeatedOutput) {
+            self.board.stamp(&ActivitySource::RepeatedOutput);
+        }
+    }
 }
 
 /// What every reader needs to look at lines: the compiled completion patterns, the line
