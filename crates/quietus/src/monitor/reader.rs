@@ -238,12 +238,13 @@ pub(super) fn reader(
     let work = move || {
         // A terminal is judged by its screen: the screen stamps output or repeats.
         let mut screen = master.map(|master| ReaderScreen::new(master, &board));
-        let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
-        if let Some(watch) = watch.as_mut().filter(|_| screen.is_some()) {
-            watch.repeats = false;
-        }
+        // A pipe's lines: the line watch stamps output, or repeats (a line redrawn in place
+        // showing nothing new; any repeat when they are told apart).
+        let mut watch = lines
+            .filter(|setup| screen.is_none() || setup.completes())
+            .map(|setup| ReaderLines::new(setup, stream, &board, screen.is_none()));
         let mut reader = ActivityTrackingReader::new(pipe, board);
-        if screen.is_some() || watch.as_ref().is_some_and(|w| w.repeats) {
+        if screen.is_some() || watch.as_ref().is_some_and(|w| w.stamps) {
             reader = reader.unstamped(); // the screen or the line watch stamps
         }
         let mut notified: Option<Instant> = None;
@@ -316,7 +317,7 @@ impl ReaderScreen {
 }
 
 /// What every reader needs to look at lines: the compiled completion patterns, the line
-/// callback, and whether repeats are told apart.
+/// callback, and whether repeats are told apart (lines redrawn in place always are).
 #[derive(Clone)]
 pub(super) struct LineSetup {
     patterns: Option<regex::bytes::RegexSet>,
@@ -325,10 +326,10 @@ pub(super) struct LineSetup {
 }
 
 impl LineSetup {
-    /// `None` when no line needs looking at.
+    /// `None` when no line needs looking at (output is not watched).
     pub(super) fn new(config: &MonitorConfig) -> io::Result<Option<Self>> {
         let repeats = config.watches(&ActivitySource::RepeatedOutput);
-        if !config.completion.watches_lines() && !repeats {
+        if !config.watches(&ActivitySource::Output) && !config.completion.watches_lines() {
             return Ok(None);
         }
         let patterns = config
@@ -341,22 +342,28 @@ impl LineSetup {
             repeats,
         }))
     }
+
+    /// Whether lines tell completion (patterns or a callback).
+    fn completes(&self) -> bool {
+        self.patterns.is_some() || self.callback.is_some()
+    }
 }
 
-/// One reader's line watch: it stamps output or repeats (repeats told apart), and tells the
-/// monitor of completion.
+/// One reader's line watch: it stamps output or repeats (a pipe's), and tells the monitor of
+/// completion.
 struct ReaderLines {
     watch: LineWatch,
-    repeats: bool,
+    /// Whether it stamps the board (a pipe's watch; a terminal's screen stamps instead).
+    stamps: bool,
     stream: Stream,
     board: Arc<ActivityBoard>,
 }
 
 impl ReaderLines {
-    fn new(setup: LineSetup, stream: Stream, board: &Arc<ActivityBoard>) -> Self {
+    fn new(setup: LineSetup, stream: Stream, board: &Arc<ActivityBoard>, stamps: bool) -> Self {
         Self {
             watch: LineWatch::new(setup.patterns, setup.callback, setup.repeats),
-            repeats: setup.repeats,
+            stamps,
             stream,
             board: board.clone(),
         }
@@ -364,12 +371,10 @@ impl ReaderLines {
 
     fn feed(&mut self, chunk: &[u8], control: &ControlTx) {
         let seen = self.watch.feed(chunk);
-        if self.repeats {
-            self.board.stamp(if seen.fresh {
-                &ActivitySource::Output
-            } else {
-                &ActivitySource::RepeatedOutput
-            });
+        if self.stamps && seen.fresh {
+            self.board.stamp(&ActivitySource::Output);
+        } else if self.stamps && self.board.is_enabled(&ActivitySource::RepeatedOutput) {
+            self.board.stamp(&ActivitySource::RepeatedOutput);
         }
         self.tell(seen, control);
     }

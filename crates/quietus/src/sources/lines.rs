@@ -1,5 +1,7 @@
-//! Output as lines, on the reader threads: completion patterns and the line callback, and
-//! (opt-in) telling output that merely repeats itself from new output.
+//! Output as lines, on the reader threads: completion patterns and the line callback, telling a
+//! line redrawn in place with `\r` that shows nothing new (a spinner, a stalled progress bar,
+//! spinner glyphs and digits aside) from new output, and (opt-in) telling any output that merely
+//! repeats itself from new output.
 
 use std::collections::VecDeque;
 use std::hash::{DefaultHasher, Hasher};
@@ -9,6 +11,17 @@ use regex::bytes::RegexSet;
 
 use crate::completion::LineCallback;
 use crate::outcome::CompletionTrigger;
+use crate::sources::screen::is_spinner_glyph;
+
+/// The length of the UTF-8 sequence that `lead` starts (1 for a byte that starts none).
+fn utf8_width(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
 
 /// Longest line kept whole: a longer one is looked at in pieces of this size.
 const MAX_LINE: usize = 64 * 1024;
@@ -32,6 +45,9 @@ pub(crate) struct LineWatch {
     callback: Option<LineCallback>,
     /// The normalized hashes of the last distinct lines (repeat detection on).
     repeats: Option<VecDeque<u64>>,
+    /// The normalized hashes of the last distinct lines redrawn in place (ended by a `\r` that
+    /// a character other than `\n` follows), with repeat detection off.
+    redraws: VecDeque<u64>,
     partial: Vec<u8>,
     /// Completion was told once already: no more matching.
     told: bool,
@@ -47,26 +63,51 @@ impl LineWatch {
             patterns,
             callback,
             repeats: repeats.then(VecDeque::new),
+            redraws: VecDeque::new(),
             partial: Vec::new(),
             told: false,
         }
     }
 
+    /// Whether lines are looked at only for redraws (no pattern, no callback, no repeats).
+    fn redraws_only(&self) -> bool {
+        self.patterns.is_none() && self.callback.is_none() && self.repeats.is_none()
+    }
+
     /// Looks at one chunk as read.
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> ChunkSeen {
+        if self.redraws_only() && memchr::memchr(b'\r', chunk).is_none() {
+            // No redraw in it: new output; only the line in progress is kept.
+            match memchr::memrchr(b'\n', chunk) {
+                Some(end) => {
+                    self.partial.clear();
+                    self.keep_partial(&chunk[end + 1..]);
+                }
+                None => self.keep_partial(chunk),
+            }
+            return ChunkSeen {
+                completed: None,
+                fresh: true,
+            };
+        }
         let mut seen = ChunkSeen::default();
         let mut completed_any = false;
+        let mut after_redraw = false;
         let mut rest = chunk;
         while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
             let piece = &rest[..end];
+            // Redrawn in place: a `\r` followed by anything but `\n` (at the end of the chunk
+            // the next byte is unknown: not a redraw).
+            let redrawn = rest[end] == b'\r' && rest.get(end + 1).is_some_and(|b| *b != b'\n');
+            after_redraw = redrawn;
             rest = &rest[end + 1..];
             completed_any |= if self.partial.is_empty() {
                 // The common case: a whole line inside the chunk, looked at in place.
-                self.line(piece, &mut seen)
+                self.line(piece, redrawn, &mut seen)
             } else {
                 let mut line = std::mem::take(&mut self.partial);
                 line.extend_from_slice(piece);
-                let counted = self.line(&line, &mut seen);
+                let counted = self.line(&line, redrawn, &mut seen);
                 line.clear();
                 self.partial = line; // keeps its allocation
                 counted
@@ -75,7 +116,13 @@ impl LineWatch {
         self.partial.extend_from_slice(rest);
         if self.partial.len() >= MAX_LINE {
             let line = std::mem::take(&mut self.partial);
-            completed_any |= self.line(&line, &mut seen);
+            completed_any |= self.line(&line, false, &mut seen);
+        } else if after_redraw && !self.partial.iter().all(u8::is_ascii_whitespace) {
+            // The text a redraw put on show, judged now rather than when the next redraw
+            // ends it (a frame split across reads may count once more).
+            let shown = std::mem::take(&mut self.partial);
+            seen.fresh |= self.is_new(&shown, true);
+            self.partial = shown;
         }
         // A chunk that completes no line (a partial line) is new output.
         if !completed_any {
@@ -88,12 +135,21 @@ impl LineWatch {
     pub(crate) fn finish(&mut self) -> ChunkSeen {
         let mut seen = ChunkSeen::default();
         let line = std::mem::take(&mut self.partial);
-        self.line(&line, &mut seen);
+        self.line(&line, false, &mut seen);
         seen
     }
 
-    /// One complete line; returns whether it was a non-blank line.
-    fn line(&mut self, line: &[u8], seen: &mut ChunkSeen) -> bool {
+    /// Keeps the line in progress (dropped past [`MAX_LINE`] bytes: a redraw's text is short).
+    fn keep_partial(&mut self, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        if self.partial.len() >= MAX_LINE {
+            self.partial.clear();
+        }
+    }
+
+    /// One complete line (`redrawn`: ended by a `\r` that moves back over it); returns whether
+    /// it was a non-blank line.
+    fn line(&mut self, line: &[u8], redrawn: bool, seen: &mut ChunkSeen) -> bool {
         if line.iter().all(u8::is_ascii_whitespace) {
             return false;
         }
@@ -111,7 +167,7 @@ impl LineWatch {
             }
             seen.completed = Some((trigger, text));
         }
-        if self.is_new(line) {
+        if self.is_new(line, redrawn) {
             seen.fresh = true;
         }
         true
@@ -134,11 +190,13 @@ impl LineWatch {
             .then_some(CompletionTrigger::Callback)
     }
 
-    /// Whether `line` is not one of the last distinct lines (always, with repeat detection
-    /// off).
-    fn is_new(&mut self, line: &[u8]) -> bool {
-        let Some(remembered) = &mut self.repeats else {
-            return true;
+    /// Whether `line` is not one of the last distinct lines (with repeat detection off: unless
+    /// it was redrawn in place and is one of the last distinct lines redrawn).
+    fn is_new(&mut self, line: &[u8], redrawn: bool) -> bool {
+        let remembered = match &mut self.repeats {
+            Some(remembered) => remembered,
+            None if redrawn => &mut self.redraws,
+            None => return true,
         };
         let key = normalized_hash(line);
         if let Some(at) = remembered.iter().position(|k| *k == key) {
@@ -152,14 +210,35 @@ impl LineWatch {
     }
 }
 
-/// The hash of a line with every run of digits as one `#` and outer whitespace trimmed: a
-/// counter, a percentage, a timestamp do not make a line new.
+/// The hash of a line with every run of digits as one `#`, spinner glyphs left out (`|/-\*·`
+/// and the braille and dingbat frames: [`is_spinner_glyph`]) and outer whitespace trimmed: a
+/// counter, a percentage, a timestamp, a spinner's frame do not make a line new.
 fn normalized_hash(line: &[u8]) -> u64 {
     let mut normalized = [0u8; 256];
     let mut len = 0;
     let mut hasher = DefaultHasher::new();
     let mut in_digits = false;
-    for &b in line.trim_ascii() {
+    let line = line.trim_ascii();
+    let mut at = 0;
+    while at < line.len() {
+        let b = line[at];
+        // A spinner glyph of several bytes (UTF-8), skipped whole.
+        if b >= 0x80 {
+            let width = utf8_width(b);
+            if let Some(ch) = line
+                .get(at..at + width)
+                .and_then(|c| std::str::from_utf8(c).ok())
+                .and_then(|c| c.chars().next())
+                && is_spinner_glyph(ch)
+            {
+                at += width;
+                continue;
+            }
+        }
+        at += 1;
+        if b < 0x80 && is_spinner_glyph(char::from(b)) {
+            continue;
+        }
         let digit = b.is_ascii_digit();
         if digit && in_digits {
             continue;
@@ -270,5 +349,34 @@ mod tests {
         let mut off = LineWatch::new(None, None, false);
         assert!(off.feed(b"same\n").fresh);
         assert!(off.feed(b"same\n").fresh);
+    }
+
+    #[test]
+    fn a_line_redrawn_in_place_showing_nothing_new_is_not_fresh_by_default() {
+        // npm's spinner on a dead connection: `\r` + a braille frame + the same text.
+        let mut w = LineWatch::new(None, None, false);
+        assert!(w.feed("\r⠋ idealTree: timing".as_bytes()).fresh);
+        let mut fresh = Vec::new();
+        for f in "⠙⠹⠸⠼⠴⠦⠧⠇⠏⠋⠙".chars() {
+            fresh.push(w.feed(format!("\r{f} idealTree: timing").as_bytes()).fresh);
+        }
+        // The first frame shown is new; none after it.
+        assert!(fresh.iter().all(|f| !f), "{fresh:?}");
+        // pip's bar on a dead connection: the same bar, only its digits move.
+        assert!(w.feed(b"\r   1.2/4.5 MB 0.0 kB/s eta 0:07:12").fresh);
+        assert!(!w.feed(b"\r   1.2/4.5 MB 0.0 kB/s eta 0:07:12").fresh);
+        assert!(!w.feed(b"\r   1.2/4.5 MB 0.1 kB/s eta 0:07:13").fresh);
+        // A bar that grows shows something new.
+        assert!(w.feed(b"\r[##   ]  40%").fresh);
+        assert!(w.feed(b"\r[###  ]  60%").fresh);
+        assert!(!w.feed(b"\r[###  ]  61%").fresh);
+        // Lines that end with `\n` (or `\r\n`) are new output, repeated or not.
+        assert!(w.feed(b"same\n").fresh);
+        assert!(w.feed(b"same\n").fresh);
+        assert!(w.feed(b"same\r\nsame\r\n").fresh);
+        // A `\r` at the end of a read: what follows is not known, so not a redraw.
+        assert!(w.feed(b"[###  ]  62%\r").fresh);
+        // A read with no `\r` at all is new output.
+        assert!(w.feed(b"partial").fresh);
     }
 }
