@@ -145,10 +145,12 @@ enum Class {
     Input,
     /// A TCP socket.
     Tcp {
-        /// An exchange under way: bytes were sent after the last bytes received (a request
-        /// waits for its answer), or the connection's last bytes moved with the tree's last
-        /// activity (a response begun and stopped; see [`Tree::recent`]).
+        /// Bytes were sent after the last bytes received: a request waits for its answer.
         outstanding: bool,
+        /// The connection's last bytes, either way, moved with the tree's last activity: an
+        /// exchange under way (a response begun and stopped; see [`Tree::recent`]) unless the
+        /// process has a child to wait on.
+        recent: bool,
         /// The peer closed the connection and it was not read to its end (`CLOSE_WAIT`).
         closed: bool,
         /// Milliseconds since its last bytes moved either way (`u32::MAX`: not known): of two
@@ -201,18 +203,15 @@ const TCP_CLOSE_WAIT: u8 = 8;
 const TCP_SYN_SENT: u8 = 2;
 
 impl Sock {
-    /// Whether an exchange is under way: bytes were sent after the last bytes received, or
-    /// (with `recent`, in milliseconds) the last bytes either way moved no longer ago than
-    /// that.
-    fn outstanding(&self, recent: Option<u64>) -> bool {
-        let Sock::Tcp {
-            last_data: Some((sent, received)),
-            ..
-        } = self
-        else {
-            return false;
-        };
-        sent < received || recent.is_some_and(|r| u64::from(*sent.min(received)) <= r)
+    /// Whether bytes were sent after the last bytes received.
+    fn outstanding(&self) -> bool {
+        matches!(self, Sock::Tcp { last_data: Some((sent, received)), .. } if sent < received)
+    }
+
+    /// Whether (with `recent`, in milliseconds) its last bytes, either way, moved no longer
+    /// ago than that.
+    fn recent(&self, recent: Option<u64>) -> bool {
+        recent.is_some_and(|r| u64::from(self.since_last_data()) <= r)
     }
 
     /// Milliseconds since its last bytes moved either way (`u32::MAX`: not known).
@@ -974,9 +973,10 @@ fn rank(class: Class) -> u8 {
         Class::Tcp {
             outstanding: true, ..
         } => 1,
-        Class::Socket => 2,
-        Class::Tcp { .. } => 3,
-        _ => 4,
+        Class::Tcp { recent: true, .. } => 2,
+        Class::Socket => 3,
+        Class::Tcp { .. } => 4,
+        _ => 5,
     }
 }
 
@@ -1005,16 +1005,24 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
         return StallKind::AwaitingInput;
     }
     let network = network_of(&described, fds, snap, tree);
+    let child = described
+        .iter()
+        .any(|(_, c, _)| matches!(c, Class::Process(_)));
     if let Some((fd, class, target)) = network.first() {
-        let idle = matches!(
-            class,
-            Class::Tcp {
-                outstanding: false,
-                closed: false,
-                ..
-            }
-        );
-        if !(idle && event_loop) {
+        let quiet = |recent_too: bool| {
+            matches!(
+                class,
+                Class::Tcp {
+                    outstanding: false,
+                    closed: false,
+                    recent,
+                    ..
+                } if recent_too || !*recent
+            )
+        };
+        // An idle connection is no network wait for an event loop; nor is one that merely
+        // moved last when the loop also waits on a child (its tool started after it).
+        if !(event_loop && (quiet(false) || (child && quiet(true)))) {
             choose(*fd, target);
             return StallKind::NetworkWait;
         }
@@ -1143,7 +1151,8 @@ fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, Str
     match (tree.peers)(inode) {
         Some(sock @ Sock::Tcp { peer, state, .. }) => {
             let class = Class::Tcp {
-                outstanding: sock.outstanding(tree.recent),
+                outstanding: sock.outstanding(),
+                recent: sock.recent(tree.recent),
                 since: sock.since_last_data(),
                 closed: sock.closed(),
             };

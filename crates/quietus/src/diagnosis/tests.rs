@@ -551,3 +551,24 @@ fn a_codex_stream_stalled_names_its_tcp_peer_not_its_own_socket_pair() {
     let d = diagnose(stalled);
     assert!(!d.summary.contains("Unix socket"), "{}", d.summary);
 }
+
+#[test]
+fn a_connection_that_moved_last_is_not_the_wait_of_a_loop_with_a_child() {
+    // The keep-alive agent again, its tool started right after its last exchange (nothing
+    // else happened since): the exchange moved last, but the loop waits on its tool's pipe.
+    let d = diagnose_recent(recorded!("keepalive_child_sleeps"), Duration::from_secs(60));
+    assert!(
+        d.summary.starts_with("sleeping — sleep (pid 26425)"),
+        "{}",
+        d.summary
+    );
+    assert_eq!(d.processes[0].kind, StallKind::WaitingOnChild, "{d:#?}");
+    // The loop alone: its connection moved last, so it is the wait.
+    let (snaps, peers) = fixture(recorded!("keepalive_child_sleeps"));
+    let d = classify_recent(
+        &snaps[..1],
+        &|inode| peers.get(&inode).cloned(),
+        Some(Duration::from_secs(60)),
+    );
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+}

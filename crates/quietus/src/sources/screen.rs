@@ -80,31 +80,26 @@ fn nonzero(n: u16) -> NonZeroU16 {
 }
 
 /// The fingerprint of the screen's text: every run of digits as one `#`, spinner glyphs left
-/// out, colours and attributes ignored.
+/// out, colours and attributes ignored. Row by row (the crate's per-cell lookup walks the rows
+/// from the top for each cell: 1.25 ms for 120 x 40 cells, against a few microseconds here).
 fn fingerprint(screen: &vt100::Screen) -> u64 {
-    let (rows, cols) = screen.size();
+    let (_, cols) = screen.size();
     let mut hasher = DefaultHasher::new();
-    let mut in_digits = false;
-    for row in 0..rows.get() {
-        for col in 0..cols.get() {
-            let Some(cell) = screen.cell(row, col) else {
+    for row in screen.rows(0, cols.get()) {
+        let mut in_digits = false;
+        for ch in row.chars() {
+            let digit = ch.is_ascii_digit();
+            if digit && in_digits {
                 continue;
-            };
-            for ch in cell.contents().chars() {
-                let digit = ch.is_ascii_digit();
-                if digit && in_digits {
-                    continue;
-                }
-                in_digits = digit;
-                if digit {
-                    hasher.write_u8(b'#');
-                } else if !is_spinner_glyph(ch) {
-                    hasher.write_u32(u32::from(ch));
-                }
+            }
+            in_digits = digit;
+            if digit {
+                hasher.write_u8(b'#');
+            } else if !is_spinner_glyph(ch) {
+                hasher.write_u32(u32::from(ch));
             }
         }
         hasher.write_u8(b'\n');
-        in_digits = false;
     }
     hasher.finish()
 }
