@@ -15,9 +15,11 @@ fn silent_child_is_ended_at_the_idle_timeout() {
     let started = Instant::now();
     let session = Session::builder(marker.sh("echo ready; sleep 1000"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(idle)
-                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -74,9 +76,11 @@ fn child_that_never_prints_is_stale_one_timeout_after_spawn() {
     let started = Instant::now();
     let session = Session::spawn(
         marker.sh("sleep 1000"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(idle)
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);
@@ -101,9 +105,11 @@ fn grandchildren_of_a_silent_child_are_ended_too() {
         marker.sh("sleep 1000 & sleep 1000 & (sleep 1000; :) & echo ready; sleep 1000"),
     )
     .config(
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(ms(500))
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     )
     .stdout(out.sink())
     .spawn()
@@ -131,9 +137,11 @@ fn child_that_closed_its_output_is_still_ended_when_idle() {
     let idle = ms(400);
     let session = Session::spawn(
         marker.sh("exec >&- 2>&-; sleep 1000"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(idle)
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);
@@ -167,7 +175,12 @@ fn a_spinner_redrawn_in_place_on_a_pipe_is_ended_and_a_growing_bar_is_not() {
             .args(["-c", code, marker.as_str()])
             .env(common::MARKER_ENV, marker.as_str());
         let session = Session::builder(command)
-            .config(MonitorConfig::default().idle_timeout(ms(1500)))
+            .config(
+                MonitorConfig::builder()
+                    .idle_timeout(ms(1500))
+                    .build()
+                    .unwrap(),
+            )
             .stdout(out.sink())
             .spawn()
             .expect("the program can be spawned");
@@ -187,7 +200,12 @@ fn a_spinner_redrawn_in_place_on_a_pipe_is_ended_and_a_growing_bar_is_not() {
         "i=0; bar=; while [ $i -lt 30 ]; do [ $((i % 3)) = 0 ] && bar=\"$bar#\"; \
          printf '\\r[%-10s] %s%%' \"$bar\" $((i * 10 / 3)); sleep 0.1; i=$((i+1)); done; echo",
     ))
-    .config(MonitorConfig::default().idle_timeout(ms(1500)))
+    .config(
+        MonitorConfig::builder()
+            .idle_timeout(ms(1500))
+            .build()
+            .unwrap(),
+    )
     .spawn()
     .expect("sh can be spawned");
     let result = wait_generously(&session);
