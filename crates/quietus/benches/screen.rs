@@ -4,7 +4,7 @@
 //!
 //! Inputs: `claude_stalled`, real Claude Code 2.1 in a 120 x 40 terminal (its start, a prompt,
 //! then 110 s of its spinner over a stalled model stream: 38.6 KB as `script` recorded it,
-//! split into the ~1500 writes it made), replayed 10 times; `log`, 4 MiB of coloured log lines
+//! split into the 1,333 writes it made), replayed 10 times; `log`, 4 MiB of coloured log lines
 //! (`ls --color -l`-like, SGR colours, every line new) in 4 KiB reads, as a terminal delivers a
 //! chatty build.
 //!
