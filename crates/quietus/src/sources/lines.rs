@@ -49,6 +49,10 @@ pub(crate) struct LineWatch {
     /// a character other than `\n` follows), with repeat detection off.
     redraws: VecDeque<u64>,
     partial: Vec<u8>,
+    /// The last read ended with a `\r`, the line before it not looked at yet.
+    pending_cr: bool,
+    /// The line in progress follows a `\r` that redrew the line.
+    redraw_line: bool,
     /// Completion was told once already: no more matching.
     told: bool,
 }
@@ -65,6 +69,8 @@ impl LineWatch {
             repeats: repeats.then(VecDeque::new),
             redraws: VecDeque::new(),
             partial: Vec::new(),
+            pending_cr: false,
+            redraw_line: false,
             told: false,
         }
     }
@@ -76,66 +82,94 @@ impl LineWatch {
 
     /// Looks at one chunk as read.
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> ChunkSeen {
-        if self.redraws_only() && memchr::memchr(b'\r', chunk).is_none() {
-            // No redraw in it: new output; only the line in progress is kept.
-            match memchr::memrchr(b'\n', chunk) {
-                Some(end) => {
-                    self.partial.clear();
-                    self.keep_partial(&chunk[end + 1..]);
-                }
-                None => self.keep_partial(chunk),
-            }
-            return ChunkSeen {
-                completed: None,
-                fresh: true,
-            };
-        }
         let mut seen = ChunkSeen::default();
         let mut completed_any = false;
-        let mut after_redraw = false;
+        // Whether this read added text to an ordinary line in progress (not a redrawn one).
+        let mut added = false;
         let mut rest = chunk;
-        while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
-            let piece = &rest[..end];
-            // Redrawn in place: a `\r` followed by anything but `\n` (at the end of the chunk
-            // the next byte is unknown: not a redraw).
-            let redrawn = rest[end] == b'\r' && rest.get(end + 1).is_some_and(|b| *b != b'\n');
-            after_redraw = redrawn;
-            rest = &rest[end + 1..];
-            completed_any |= if self.partial.is_empty() {
-                // The common case: a whole line inside the chunk, looked at in place.
-                self.line(piece, redrawn, &mut seen)
-            } else {
-                let mut line = std::mem::take(&mut self.partial);
-                line.extend_from_slice(piece);
-                let counted = self.line(&line, redrawn, &mut seen);
-                line.clear();
-                self.partial = line; // keeps its allocation
-                counted
-            };
+        // A `\r` that ended the last read: this read's first byte tells whether it redrew the
+        // line (anything but `\n`) or ended it (`\r\n`).
+        if self.pending_cr
+            && let Some(&first) = rest.first()
+        {
+            self.pending_cr = false;
+            let redrawn = first != b'\n';
+            completed_any |= self.end_partial(redrawn, &mut seen);
+            self.redraw_line = redrawn;
+            if !redrawn {
+                rest = &rest[1..];
+            }
         }
+        if self.redraws_only()
+            && !self.redraw_line
+            && !self.pending_cr
+            && memchr::memchr(b'\r', rest).is_none()
+        {
+            // No redraw in it: new output; only the line in progress is kept.
+            match memchr::memrchr(b'\n', rest) {
+                Some(end) => {
+                    self.partial.clear();
+                    self.keep_partial(&rest[end + 1..]);
+                }
+                None => self.keep_partial(rest),
+            }
+            seen.fresh = true;
+            return seen;
+        }
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
+            if rest[end] == b'\r' && end + 1 == rest.len() {
+                // A `\r` ending the read: judged with the next read's first byte.
+                added |= end > 0 && !self.redraw_line;
+                self.partial.extend_from_slice(&rest[..end]);
+                self.pending_cr = true;
+                rest = &[];
+                break;
+            }
+            // Redrawn in place: a `\r` followed by anything but `\n`.
+            let redrawn = rest[end] == b'\r' && rest[end + 1] != b'\n';
+            self.partial.extend_from_slice(&rest[..end]);
+            completed_any |= self.end_partial(redrawn, &mut seen);
+            self.redraw_line = redrawn;
+            rest = &rest[end + 1..];
+        }
+        added |= !rest.is_empty() && !self.redraw_line;
         self.partial.extend_from_slice(rest);
         if self.partial.len() >= MAX_LINE {
-            let line = std::mem::take(&mut self.partial);
-            completed_any |= self.line(&line, false, &mut seen);
-        } else if after_redraw && !self.partial.iter().all(u8::is_ascii_whitespace) {
+            completed_any |= self.end_partial(false, &mut seen);
+            self.redraw_line = false;
+        } else if self.redraw_line
+            && !self.pending_cr
+            && !self.partial.iter().all(u8::is_ascii_whitespace)
+        {
             // The text a redraw put on show, judged now rather than when the next redraw
             // ends it (a frame split across reads may count once more).
             let shown = std::mem::take(&mut self.partial);
             seen.fresh |= self.is_new(&shown, true);
             self.partial = shown;
         }
-        // A chunk that completes no line (a partial line) is new output.
-        if !completed_any {
+        // A read that completes no line and adds to an ordinary line in progress is new
+        // output (a redrawn line is judged by what it shows, above).
+        if !completed_any && added {
             seen.fresh = true;
         }
         seen
     }
 
+    /// The line in progress ends (`redrawn`: by a `\r` that moves back over it): looked at,
+    /// then cleared (its allocation kept). Returns whether it was a non-blank line.
+    fn end_partial(&mut self, redrawn: bool, seen: &mut ChunkSeen) -> bool {
+        let line = std::mem::take(&mut self.partial);
+        let counted = self.line(&line, redrawn, seen);
+        self.partial = line;
+        self.partial.clear();
+        counted
+    }
+
     /// The end of the stream: the last line, if it had no line end.
     pub(crate) fn finish(&mut self) -> ChunkSeen {
         let mut seen = ChunkSeen::default();
-        let line = std::mem::take(&mut self.partial);
-        self.line(&line, false, &mut seen);
+        self.pending_cr = false;
+        self.end_partial(false, &mut seen);
         seen
     }
 
@@ -210,7 +244,8 @@ impl LineWatch {
     }
 }
 
-/// The hash of a line with every run of digits as one `#`, spinner glyphs left out (`|/-\*·`
+/// The hash of a line with every run of digits as one `#`, every run of blanks as one space,
+/// spinner glyphs left out (`|/-\*·`
 /// and the braille and dingbat frames: [`is_spinner_glyph`]) and outer whitespace trimmed: a
 /// counter, a percentage, a timestamp, a spinner's frame do not make a line new.
 fn normalized_hash(line: &[u8]) -> u64 {
@@ -218,6 +253,7 @@ fn normalized_hash(line: &[u8]) -> u64 {
     let mut len = 0;
     let mut hasher = DefaultHasher::new();
     let mut in_digits = false;
+    let mut in_blank = false;
     let line = line.trim_ascii();
     let mut at = 0;
     while at < line.len() {
@@ -239,6 +275,13 @@ fn normalized_hash(line: &[u8]) -> u64 {
         if b < 0x80 && is_spinner_glyph(char::from(b)) {
             continue;
         }
+        // A run of blanks as one: right-aligned columns move when a number's width changes.
+        let blank = b.is_ascii_whitespace();
+        if blank && in_blank {
+            continue;
+        }
+        in_blank = blank;
+        let b = if blank { b' ' } else { b };
         let digit = b.is_ascii_digit();
         if digit && in_digits {
             continue;
@@ -374,8 +417,31 @@ mod tests {
         assert!(w.feed(b"same\n").fresh);
         assert!(w.feed(b"same\n").fresh);
         assert!(w.feed(b"same\r\nsame\r\n").fresh);
-        // A `\r` at the end of a read: what follows is not known, so not a redraw.
-        assert!(w.feed(b"[###  ]  62%\r").fresh);
+        // A `\r` at the end of a read is judged with the next read: frames written as `\r`
+        // and their text apart are judged the same way.
+        assert!(!w.feed(b"\r[###  ]  61%").fresh, "shown before");
+        for _ in 0..3 {
+            assert!(!w.feed(b"\r").fresh);
+            assert!(!w.feed(b"[###  ]  62%").fresh);
+        }
+        assert!(!w.feed(b"\r").fresh);
+        assert!(w.feed(b"[#### ]  80%").fresh);
+        // Text then `\r\n` split across reads: the text is new output, the line ends.
+        assert!(w.feed(b"\r\nthe end\r").fresh);
+        assert!(w.feed(b"\nmore").fresh);
+        // curl's meter on a dead connection: its columns shift as its numbers shrink.
+        assert!(
+            w.feed(
+                b"\r  0 1024k    0  1024    0     0    838      0  0:20:51  0:00:01  0:20:50   838"
+            )
+            .fresh
+        );
+        assert!(
+            !w.feed(
+                b"\r  0 1024k    0  1024    0     0     99      0  2:56:03  0:00:10  2:55:53     0"
+            )
+            .fresh
+        );
         // A read with no `\r` at all is new output.
         assert!(w.feed(b"partial").fresh);
     }

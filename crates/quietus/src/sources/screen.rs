@@ -83,14 +83,21 @@ fn nonzero(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
 }
 
-/// The fingerprint of the screen's text: every run of digits as one `#`, spinner glyphs left
-/// out, colours and attributes ignored. The text is taken whole (the crate's per-cell lookup
+/// The fingerprint of the screen's text: every run of digits as one `#`, every run of blanks as
+/// one, spinner glyphs left out, colours and attributes ignored. The text is taken whole (the crate's per-cell lookup
 /// walks the rows from the top for each cell: 1.25 ms for 120 x 40 cells), normalized into
 /// `scratch` and hashed once.
 fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>) -> u64 {
     scratch.clear();
     let mut in_digits = false;
+    let mut in_blank = false;
     for ch in screen.contents().chars() {
+        // A run of blanks as one: right-aligned columns move when a number's width changes.
+        let blank = ch == ' ';
+        if blank && in_blank {
+            continue;
+        }
+        in_blank = blank;
         let digit = ch.is_ascii_digit();
         if digit && in_digits {
             continue;
