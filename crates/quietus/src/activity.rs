@@ -28,7 +28,8 @@ pub enum ActivitySource {
     /// diagnostics), above a small floor: an open but silent connection is no activity.
     Network,
     /// Output that merely repeats itself (the same line again, digits aside: a spinner, a
-    /// "retrying in 5s" loop), told apart from [`Output`](Self::Output) only when asked
+    /// "retrying in 5s" loop; a redraw that shows nothing new on the screen), told apart from
+    /// [`Output`](Self::Output) only when asked
     /// ([`MonitorConfigBuilder::repeated_output`](crate::config::MonitorConfigBuilder::repeated_output)).
     RepeatedOutput,
     /// A named pull-style probe ([`Probe`](crate::Probe)) that answered `true`. Make one with

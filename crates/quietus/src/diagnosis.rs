@@ -147,8 +147,15 @@ enum Class {
     Tcp {
         /// Bytes were sent after the last bytes received: a request waits for its answer.
         outstanding: bool,
+        /// The connection's last bytes, either way, moved with the tree's last activity: an
+        /// exchange under way (a response begun and stopped; see [`Tree::recent`]) unless the
+        /// process has a child to wait on.
+        recent: bool,
         /// The peer closed the connection and it was not read to its end (`CLOSE_WAIT`).
         closed: bool,
+        /// Milliseconds since its last bytes moved either way (`u32::MAX`: not known): of two
+        /// connections under way, the one that moved last speaks.
+        since: u32,
     },
     /// Another socket whose other end is outside the tree (UDP, Unix).
     Socket,
@@ -201,6 +208,23 @@ impl Sock {
         matches!(self, Sock::Tcp { last_data: Some((sent, received)), .. } if sent < received)
     }
 
+    /// Whether (with `recent`, in milliseconds) its last bytes, either way, moved no longer
+    /// ago than that.
+    fn recent(&self, recent: Option<u64>) -> bool {
+        recent.is_some_and(|r| u64::from(self.since_last_data()) <= r)
+    }
+
+    /// Milliseconds since its last bytes moved either way (`u32::MAX`: not known).
+    fn since_last_data(&self) -> u32 {
+        match self {
+            Sock::Tcp {
+                last_data: Some((sent, received)),
+                ..
+            } => *sent.min(received),
+            _ => u32::MAX,
+        }
+    }
+
     fn closed(&self) -> bool {
         matches!(self, Sock::Tcp { state, .. } if *state == TCP_CLOSE_WAIT)
     }
@@ -223,7 +247,11 @@ const HOLDER_BUDGET: std::time::Duration = std::time::Duration::from_millis(30);
 /// when a process holds a socket neither TCP nor UDP); a TCP peer the dump missed comes from
 /// `known` (the network source's last sample).
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-pub(crate) fn diagnose_tree(pids: &[Pid], known: &dyn Fn(u64) -> Option<SocketAddr>) -> Diagnosis {
+pub(crate) fn diagnose_tree(
+    pids: &[Pid],
+    known: &dyn Fn(u64) -> Option<SocketAddr>,
+    recent: Option<Duration>,
+) -> Diagnosis {
     let snaps = snapshots(pids);
     let socks = describe_sockets(&snaps);
     let peers = |inode: u64| {
@@ -235,7 +263,7 @@ pub(crate) fn diagnose_tree(pids: &[Pid], known: &dyn Fn(u64) -> Option<SocketAd
             })
         })
     };
-    classify(&snaps, &peers)
+    classify_recent(&snaps, &peers, recent)
 }
 
 /// One snapshot of each of the processes `pids` (at most [`MAX_PROCESSES`], within
@@ -429,6 +457,7 @@ fn holders_of(
 pub(crate) fn diagnose_tree(
     _pids: &[Pid],
     _known: &dyn Fn(u64) -> Option<SocketAddr>,
+    _recent: Option<Duration>,
 ) -> Diagnosis {
     Diagnosis {
         kind: StallKind::Unknown,
@@ -463,12 +492,18 @@ pub(crate) fn diagnose_tree(
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn diagnose(pids: &[Pid]) -> Diagnosis {
-    diagnose_tree(pids, &|_| None)
+    diagnose_tree(pids, &|_| None, None)
 }
 
 /// The tree as the classifier sees it: the snapshot, its sockets, and who holds what.
 struct Tree<'a> {
     peers: Peers<'a>,
+    /// How long ago the tree's last activity was, plus the lag of the sampled sources, in
+    /// milliseconds (`None`: not known). A TCP connection whose last bytes moved within this
+    /// took part in the tree's last activity: the tree went quiet with that exchange, so it
+    /// is under way (a response begun and stopped), not an idle pooled connection, even when
+    /// its last bytes were received.
+    recent: Option<u64>,
     /// Pipe and FIFO links (`pipe:[N]`, a FIFO's path) to the processes holding them open
     /// for writing.
     writers: std::collections::HashMap<&'a str, Vec<Pid>>,
@@ -479,9 +514,10 @@ struct Tree<'a> {
 }
 
 impl<'a> Tree<'a> {
-    fn new(snaps: &'a [ProcSnap], peers: Peers<'a>) -> Self {
+    fn new(snaps: &'a [ProcSnap], peers: Peers<'a>, recent: Option<Duration>) -> Self {
         let mut tree = Tree {
             peers,
+            recent: recent.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX)),
             writers: Default::default(),
             sockets: Default::default(),
             names: Default::default(),
@@ -517,39 +553,24 @@ impl<'a> Tree<'a> {
     }
 }
 
-/// Classifies one snapshot of the tree (the child first).
+/// Classifies one snapshot of the tree (the child first), when the tree's last activity is not
+/// known.
+#[cfg(test)]
 pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
-    let tree = Tree::new(snaps, peers);
+    classify_recent(snaps, peers, None)
+}
+
+/// Classifies one snapshot of the tree (the child first). `recent`: how long ago the tree's
+/// last activity was, plus the lag of the sources that sample ([`Tree::recent`]).
+pub(crate) fn classify_recent(
+    snaps: &[ProcSnap],
+    peers: Peers<'_>,
+    recent: Option<Duration>,
+) -> Diagnosis {
+    let tree = Tree::new(snaps, peers, recent);
     let (mut processes, weak): (Vec<ProcessDiagnosis>, Vec<bool>) =
         snaps.iter().map(|s| process(s, &tree)).unzip();
-    // A shell's `wait` builtin waits for a signal (SIGCHLD), not in wait4: a process waiting
-    // for a signal while a child of its lives in the tree waits on that child.
-    let parents: Vec<(Pid, Pid)> = snaps
-        .iter()
-        .filter_map(|s| Some((s.pid, s.threads.first().and_then(|t| parent_of(&t.stat))?)))
-        .collect();
-    let zombies: Vec<Pid> = processes
-        .iter()
-        .filter(|p| p.state == "zombie")
-        .map(|p| p.pid)
-        .collect();
-    for p in &mut processes {
-        let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
-        let for_child = matches!(p.syscall.as_deref(), Some("wait4" | "waitid"));
-        // Its child, a live one first.
-        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid);
-        let child = children()
-            .find(|(child, _)| !zombies.contains(child))
-            .or_else(|| children().next())
-            .map(|(child, _)| *child);
-        if p.kind == StallKind::Sleeping && for_signal && child.is_some() {
-            p.kind = StallKind::WaitingOnChild;
-            p.target = None;
-        }
-        if p.kind == StallKind::WaitingOnChild && (for_signal || for_child) {
-            p.waits_on = child;
-        }
-    }
+    waits_for_children(snaps, &mut processes);
     let live: Vec<(&ProcessDiagnosis, bool)> = processes
         .iter()
         .zip(weak.iter().copied())
@@ -602,6 +623,38 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
         kind: subject.kind,
         summary,
         processes,
+    }
+}
+
+/// A shell's `wait` builtin waits for a signal (SIGCHLD), not in wait4: a process waiting for
+/// a signal while a child of its lives in the tree waits on that child; a process waiting for
+/// a child (`wait4`, a signal) names it in `waits_on`, a live one first.
+fn waits_for_children(snaps: &[ProcSnap], processes: &mut [ProcessDiagnosis]) {
+    let parents: Vec<(Pid, Pid)> = snaps
+        .iter()
+        .filter_map(|s| Some((s.pid, s.threads.first().and_then(|t| parent_of(&t.stat))?)))
+        .collect();
+    let zombies: Vec<Pid> = processes
+        .iter()
+        .filter(|p| p.state == "zombie")
+        .map(|p| p.pid)
+        .collect();
+    for p in processes.iter_mut() {
+        let for_signal = matches!(p.syscall.as_deref(), Some("rt_sigsuspend" | "pause"));
+        let for_child = matches!(p.syscall.as_deref(), Some("wait4" | "waitid"));
+        // Its child, a live one first.
+        let children = || parents.iter().filter(|(_, parent)| *parent == p.pid);
+        let child = children()
+            .find(|(child, _)| !zombies.contains(child))
+            .or_else(|| children().next())
+            .map(|(child, _)| *child);
+        if p.kind == StallKind::Sleeping && for_signal && child.is_some() {
+            p.kind = StallKind::WaitingOnChild;
+            p.target = None;
+        }
+        if p.kind == StallKind::WaitingOnChild && (for_signal || for_child) {
+            p.waits_on = child;
+        }
     }
 }
 
@@ -900,8 +953,17 @@ fn sockets_of(snap: &ProcSnap, tree: &Tree<'_>) -> Vec<(i32, Class, String)> {
         })
         .filter(|(_, class, _)| matches!(class, Class::Tcp { .. } | Class::Socket))
         .collect();
-    found.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+    found.sort_by_key(|(fd, class, _)| (rank(*class), since(*class), *fd));
     found
+}
+
+/// Milliseconds since a TCP connection's last bytes (`u32::MAX` for anything else): among
+/// descriptors of one rank, the connection that moved last speaks first.
+fn since(class: Class) -> u32 {
+    match class {
+        Class::Tcp { since, .. } => since,
+        _ => u32::MAX,
+    }
 }
 
 /// The order in which network descriptors speak (lower first).
@@ -911,9 +973,10 @@ fn rank(class: Class) -> u8 {
         Class::Tcp {
             outstanding: true, ..
         } => 1,
-        Class::Socket => 2,
-        Class::Tcp { .. } => 3,
-        _ => 4,
+        Class::Tcp { recent: true, .. } => 2,
+        Class::Socket => 3,
+        Class::Tcp { .. } => 4,
+        _ => 5,
     }
 }
 
@@ -932,24 +995,7 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
     }
     let event_loop = fds.len() > 1;
     b.weak = event_loop;
-    let mut described: Vec<(i32, Class, String)> = fds
-        .iter()
-        .map(|fd| {
-            let (class, target) = describe(*fd, snap, tree);
-            (*fd, class, target)
-        })
-        .collect();
-    // A relay watching its own input as well as a terminal master passes that input on to
-    // the program on the terminal: what the relay reads is the program's question, not its
-    // own (that program, reading the slave side, is the one awaiting input, if any).
-    if let Some(at) = described.iter().position(|(_, c, _)| *c == Class::Relay) {
-        described.rotate_left(at);
-        for (_, class, _) in &mut described {
-            if *class == Class::Input {
-                *class = Class::Other;
-            }
-        }
-    }
+    let described = described_set(fds, snap, tree);
     let mut choose = |fd: i32, target: &str| {
         b.fd = Some(fd);
         b.target = Some(target.to_owned());
@@ -958,28 +1004,25 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
         choose(*fd, target);
         return StallKind::AwaitingInput;
     }
-    // The network: what it watches, and a connection the peer closed that it never reads,
-    // watched or not (a loop that dropped it from its set).
-    let mut network: Vec<(i32, Class, String)> = described
+    let network = network_of(&described, fds, snap, tree);
+    let child = described
         .iter()
-        .filter(|(_, c, _)| matches!(c, Class::Tcp { .. } | Class::Socket))
-        .cloned()
-        .chain(
-            sockets_of(snap, tree)
-                .into_iter()
-                .filter(|(fd, c, _)| rank(*c) == 0 && !fds.contains(fd)),
-        )
-        .collect();
-    network.sort_by_key(|(fd, class, _)| (rank(*class), *fd));
+        .any(|(_, c, _)| matches!(c, Class::Process(_)));
     if let Some((fd, class, target)) = network.first() {
-        let idle = matches!(
-            class,
-            Class::Tcp {
-                outstanding: false,
-                closed: false
-            }
-        );
-        if !(idle && event_loop) {
+        let quiet = |recent_too: bool| {
+            matches!(
+                class,
+                Class::Tcp {
+                    outstanding: false,
+                    closed: false,
+                    recent,
+                    ..
+                } if recent_too || !*recent
+            )
+        };
+        // An idle connection is no network wait for an event loop; nor is one that merely
+        // moved last when the loop also waits on a child (its tool started after it).
+        if !(event_loop && (quiet(false) || (child && quiet(true)))) {
             choose(*fd, target);
             return StallKind::NetworkWait;
         }
@@ -1002,6 +1045,51 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
     choose(*fd, target);
     b.weak = false;
     StallKind::Unknown
+}
+
+/// The descriptors of a poll, select or epoll set, described. A relay watching its own input
+/// as well as a terminal master passes that input on to the program on the terminal: what the
+/// relay reads is the program's question, not its own (that program, reading the slave side,
+/// is the one awaiting input, if any); the master comes first.
+fn described_set(fds: &[i32], snap: &ProcSnap, tree: &Tree<'_>) -> Vec<(i32, Class, String)> {
+    let mut described: Vec<(i32, Class, String)> = fds
+        .iter()
+        .map(|fd| {
+            let (class, target) = describe(*fd, snap, tree);
+            (*fd, class, target)
+        })
+        .collect();
+    if let Some(at) = described.iter().position(|(_, c, _)| *c == Class::Relay) {
+        described.rotate_left(at);
+        for (_, class, _) in &mut described {
+            if *class == Class::Input {
+                *class = Class::Other;
+            }
+        }
+    }
+    described
+}
+
+/// The network of a watched set, the most telling first: what it watches, and a connection
+/// the peer closed that it never reads, watched or not (a loop that dropped it from its set).
+fn network_of(
+    described: &[(i32, Class, String)],
+    fds: &[i32],
+    snap: &ProcSnap,
+    tree: &Tree<'_>,
+) -> Vec<(i32, Class, String)> {
+    let mut network: Vec<(i32, Class, String)> = described
+        .iter()
+        .filter(|(_, c, _)| matches!(c, Class::Tcp { .. } | Class::Socket))
+        .cloned()
+        .chain(
+            sockets_of(snap, tree)
+                .into_iter()
+                .filter(|(fd, c, _)| rank(*c) == 0 && !fds.contains(fd)),
+        )
+        .collect();
+    network.sort_by_key(|(fd, class, _)| (rank(*class), since(*class), *fd));
+    network
 }
 
 /// What descriptor `fd` of the process is.
@@ -1064,6 +1152,8 @@ fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, Str
         Some(sock @ Sock::Tcp { peer, state, .. }) => {
             let class = Class::Tcp {
                 outstanding: sock.outstanding(),
+                recent: sock.recent(tree.recent),
+                since: sock.since_last_data(),
                 closed: sock.closed(),
             };
             let target = match state {
@@ -1088,6 +1178,16 @@ fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, Str
                 |p| format!("Unix socket {p}"),
             );
             let inside = peer.and_then(|p| Tree::other(tree.sockets.get(&p), me));
+            // Both ends held by this process (a socket pair it wakes itself with: an async
+            // runtime's waker): nobody else is at the other end.
+            let own_pair = inside.is_none()
+                && peer.is_some_and(|p| tree.sockets.get(&p).is_some_and(|h| h.contains(&me)));
+            if own_pair {
+                return (
+                    Class::Other,
+                    format!("{over} whose other end it holds itself"),
+                );
+            }
             match (inside, holder) {
                 (Some(pid), _) => (
                     Class::Process(pid),

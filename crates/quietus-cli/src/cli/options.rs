@@ -238,8 +238,9 @@ pub(crate) struct Cli {
     /// ended as stale. QUIETUS_SOLO_CAP takes several, separated by ':'.
     /// Default: children=30m (a silent program whose grandchild spins forever is ended; a
     /// silent build or test run shorter than that is not). repeated_output=D tells output
-    /// that merely repeats itself (the same line, digits aside: a spinner, a retry loop)
-    /// from real output and caps it.
+    /// that merely repeats itself (the same line, digits aside: a retry loop) from real
+    /// output and caps it; a spinner redrawn in place (and, under --pty, a screen whose text
+    /// did not change) then counts as repeated_output too, else not at all.
     /// Example: --solo-cap children=10m --solo-cap repeated_output=2m
     #[arg(
         long,

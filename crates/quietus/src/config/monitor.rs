@@ -507,8 +507,11 @@ impl MonitorConfigBuilder {
     /// different lines, once runs of digits are set aside, so counters and timestamps do not
     /// make a line new: a spinner, a "retrying in 5s" loop) is the source
     /// [`ActivitySource::RepeatedOutput`] instead of [`ActivitySource::Output`], with this solo
-    /// cap (`None`, the default: the source is off, every read is output). Lines end at `\n`
-    /// or `\r`; a read that completes no line (a partial line) is output.
+    /// cap (`None`, the default: the source is off). Lines end at `\n` or `\r`; a read that
+    /// completes no line (a partial line) is output. Whether it is on or off, a line redrawn in
+    /// place (`\r`) that shows nothing new, and on a terminal a read after which the screen's
+    /// text is unchanged, are no output (docs/design.md, Output); with the source on they are
+    /// repeated output, so its cap also bounds how long a spinner keeps the program alive.
     pub fn repeated_output(mut self, cap: Option<Duration>) -> Self {
         self.0.enabled.repeated_output = cap.is_some();
         match cap {

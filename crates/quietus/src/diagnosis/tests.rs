@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use super::*;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap};
@@ -492,4 +493,82 @@ fn opening_a_fifo_nobody_writes_is_awaiting_input() {
         "waiting for input — cat (pid 8265) opens a FIFO to read, and no process has it open \
          for writing"
     );
+}
+
+/// A fixture classified with the tree's last activity `recent` ago (the lag included).
+fn diagnose_recent(text: &str, recent: Duration) -> Diagnosis {
+    let (snaps, peers) = fixture(text);
+    classify_recent(&snaps, &|inode| peers.get(&inode).cloned(), Some(recent))
+}
+
+#[test]
+fn a_model_stream_begun_and_stopped_is_a_network_wait() {
+    // Real Claude Code 2.1 (`claude -p`, its native build) against a local mock model server
+    // that sent the response headers, `message_start` and a ping 4 ms after the request, then
+    // nothing: both its connections' last bytes were received (the one to the stream 7288 ms
+    // ago, a pooled one 8672 ms ago). Its network thread waits on both in epoll_pwait2.
+    let stalled = recorded!("claude_stream_stalled");
+    // The tree went quiet with that exchange (7.3 s ago, plus the lag of the sampled
+    // sources): the stream is under way, and the connection that moved last is named.
+    let d = diagnose_recent(stalled, Duration::from_millis(7300 + 1500));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — claude (pid 21424) waits in epoll_pwait2 on TCP peer \
+         127.0.0.1:44195"
+    );
+    assert_eq!(d.processes[0].fd, Some(28), "{d:#?}");
+    // Without the tree's last activity (or with activity after the exchange: a tool that ran
+    // since), the connections are idle pooled ones: no network wait.
+    for d in [
+        diagnose(stalled),
+        diagnose_recent(stalled, Duration::from_millis(5000)),
+    ] {
+        assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+        assert!(
+            d.summary.ends_with("idle (no request outstanding)"),
+            "{}",
+            d.summary
+        );
+    }
+}
+
+#[test]
+fn a_codex_stream_stalled_names_its_tcp_peer_not_its_own_socket_pair() {
+    // Real codex 0.171 (`codex exec`, under its Node launcher) against a mock Responses
+    // server that sent the headers and `response.created`, then nothing. Its runtime's epoll
+    // set holds the stream (fd 33) and one end of a Unix socket pair whose other end it holds
+    // itself (fds 8 and 7): no process outside the tree is at that end.
+    let stalled = recorded!("codex_stream_stalled");
+    let d = diagnose_recent(stalled, Duration::from_millis(8300 + 1500));
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert!(
+        d.summary
+            .starts_with("waiting on the network — codex (pid 2285) waits in epoll_pwait on TCP peer 127.0.0.1:37251"),
+        "{}",
+        d.summary
+    );
+    let d = diagnose(stalled);
+    assert!(!d.summary.contains("Unix socket"), "{}", d.summary);
+}
+
+#[test]
+fn a_connection_that_moved_last_is_not_the_wait_of_a_loop_with_a_child() {
+    // The keep-alive agent again, its tool started right after its last exchange (nothing
+    // else happened since): the exchange moved last, but the loop waits on its tool's pipe.
+    let d = diagnose_recent(recorded!("keepalive_child_sleeps"), Duration::from_secs(60));
+    assert!(
+        d.summary.starts_with("sleeping — sleep (pid 26425)"),
+        "{}",
+        d.summary
+    );
+    assert_eq!(d.processes[0].kind, StallKind::WaitingOnChild, "{d:#?}");
+    // The loop alone: its connection moved last, so it is the wait.
+    let (snaps, peers) = fixture(recorded!("keepalive_child_sleeps"));
+    let d = classify_recent(
+        &snaps[..1],
+        &|inode| peers.get(&inode).cloned(),
+        Some(Duration::from_secs(60)),
+    );
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
 }

@@ -8,7 +8,7 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::process::ExitStatus;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Wake;
 use super::ladder::{Leader, OsProcesses, ProcessLayer};
@@ -100,8 +100,10 @@ pub(super) trait Port {
     /// Whether the tree cannot be seen at all (no cgroup to read, no `/proc` of this pid
     /// namespace to walk): then a signalled tree is never confirmed gone.
     fn tree_unseen(&self) -> bool;
-    /// One look at the tree as the last sample found it, classified.
-    fn diagnose(&self) -> Diagnosis;
+    /// One look at the tree as the last sample found it, classified; `recent`: how long ago
+    /// the tree's last activity was, with the lag of the sampled sources
+    /// ([`diagnose_tree`](crate::diagnosis::diagnose_tree)).
+    fn diagnose(&self, recent: Option<Duration>) -> Diagnosis;
     /// How many bytes process `pid` has read (`/proc/PID/io`), for the input-wait rule.
     fn read_count(&self, pid: Pid) -> Option<u64>;
     /// The leader exited: who it left behind (the cgroup removed when it is empty).
@@ -278,7 +280,7 @@ impl Port for OsPort {
             .is_some_and(|c| c.blind().is_some())
     }
 
-    fn diagnose(&self) -> Diagnosis {
+    fn diagnose(&self, recent: Option<Duration>) -> Diagnosis {
         let root = [self.pid];
         let pids = self
             .processes
@@ -287,7 +289,7 @@ impl Port for OsPort {
             .map_or(&root[..], |o| o.pids());
         let pids = if pids.is_empty() { &root[..] } else { pids };
         let network = self.network.as_ref();
-        crate::diagnosis::diagnose_tree(pids, &|inode| network.and_then(|n| n.peer(inode)))
+        crate::diagnosis::diagnose_tree(pids, &|inode| network.and_then(|n| n.peer(inode)), recent)
     }
 
     fn read_count(&self, pid: Pid) -> Option<u64> {

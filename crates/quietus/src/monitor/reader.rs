@@ -21,6 +21,7 @@ use crate::own_files::OwnFiles;
 use crate::process::{self, ChildProcess, sys};
 use crate::sources::lines::{ChunkSeen, LineWatch};
 use crate::sources::output::{ActivityTrackingReader, OutputSink, PumpState, pump};
+use crate::sources::screen::Screen;
 use crate::stream::Stream;
 
 use super::tap::{PipeEnd, SharedPipe};
@@ -233,17 +234,27 @@ pub(super) fn reader(
         Stream::Terminal => "tty",
     };
     let mut sink = sink;
+    let master = (stream == Stream::Terminal).then(|| fd.clone());
     let work = move || {
-        let mut watch = lines.map(|setup| ReaderLines::new(setup, stream, &board));
+        // A terminal is judged by its screen: the screen stamps output or repeats.
+        let mut screen = master.map(|master| ReaderScreen::new(master, &board));
+        // A pipe's lines: the line watch stamps output, or repeats (a line redrawn in place
+        // showing nothing new; any repeat when they are told apart).
+        let mut watch = lines
+            .filter(|setup| screen.is_none() || setup.completes())
+            .map(|setup| ReaderLines::new(setup, stream, &board, screen.is_none()));
         let mut reader = ActivityTrackingReader::new(pipe, board);
-        if watch.as_ref().is_some_and(|w| w.repeats) {
-            reader = reader.unstamped(); // the line watch stamps output or repeats
+        if screen.is_some() || watch.as_ref().is_some_and(|w| w.stamps) {
+            reader = reader.unstamped(); // the screen or the line watch stamps
         }
         let mut notified: Option<Instant> = None;
         let pending_control = control.clone();
         let lines_control = control.clone();
         let watch_ref = &mut watch;
         let mut record = move |chunk: &[u8]| {
+            if let Some(screen) = screen.as_mut() {
+                screen.feed(chunk);
+            }
             if let Some(watch) = watch_ref.as_mut() {
                 watch.feed(chunk, &lines_control);
             }
@@ -273,8 +284,40 @@ pub(super) fn reader(
     })
 }
 
+/// A terminal's reader judges it by its screen: output when the screen's text changed (spinner
+/// glyphs and digits aside), a repeat otherwise ([`crate::sources::screen`]).
+struct ReaderScreen {
+    screen: Screen,
+    /// The terminal's master, whose size the model follows.
+    master: PipeEnd,
+    board: Arc<ActivityBoard>,
+}
+
+impl ReaderScreen {
+    fn new(master: PipeEnd, board: &Arc<ActivityBoard>) -> Self {
+        let (rows, cols) = sys::terminal_size(master.as_fd()).unwrap_or((24, 80));
+        Self {
+            screen: Screen::new(rows, cols),
+            master,
+            board: board.clone(),
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8]) {
+        if let Ok((rows, cols)) = sys::terminal_size(self.master.as_fd()) {
+            self.screen.resize(rows, cols);
+        }
+        let now = self.board.clock().now();
+        if self.screen.feed(chunk, now) {
+            self.board.stamp(&ActivitySource::Output);
+        } else if self.board.is_enabled(&ActivitySource::RepeatedOutput) {
+            self.board.stamp(&ActivitySource::RepeatedOutput);
+        }
+    }
+}
+
 /// What every reader needs to look at lines: the compiled completion patterns, the line
-/// callback, and whether repeats are told apart.
+/// callback, and whether repeats are told apart (lines redrawn in place always are).
 #[derive(Clone)]
 pub(super) struct LineSetup {
     patterns: Option<regex::bytes::RegexSet>,
@@ -283,10 +326,10 @@ pub(super) struct LineSetup {
 }
 
 impl LineSetup {
-    /// `None` when no line needs looking at.
+    /// `None` when no line needs looking at (output is not watched).
     pub(super) fn new(config: &MonitorConfig) -> io::Result<Option<Self>> {
         let repeats = config.watches(&ActivitySource::RepeatedOutput);
-        if !config.completion.watches_lines() && !repeats {
+        if !config.watches(&ActivitySource::Output) && !config.completion.watches_lines() {
             return Ok(None);
         }
         let patterns = config
@@ -299,22 +342,28 @@ impl LineSetup {
             repeats,
         }))
     }
+
+    /// Whether lines tell completion (patterns or a callback).
+    fn completes(&self) -> bool {
+        self.patterns.is_some() || self.callback.is_some()
+    }
 }
 
-/// One reader's line watch: it stamps output or repeats (repeats told apart), and tells the
-/// monitor of completion.
+/// One reader's line watch: it stamps output or repeats (a pipe's), and tells the monitor of
+/// completion.
 struct ReaderLines {
     watch: LineWatch,
-    repeats: bool,
+    /// Whether it stamps the board (a pipe's watch; a terminal's screen stamps instead).
+    stamps: bool,
     stream: Stream,
     board: Arc<ActivityBoard>,
 }
 
 impl ReaderLines {
-    fn new(setup: LineSetup, stream: Stream, board: &Arc<ActivityBoard>) -> Self {
+    fn new(setup: LineSetup, stream: Stream, board: &Arc<ActivityBoard>, stamps: bool) -> Self {
         Self {
             watch: LineWatch::new(setup.patterns, setup.callback, setup.repeats),
-            repeats: setup.repeats,
+            stamps,
             stream,
             board: board.clone(),
         }
@@ -322,12 +371,10 @@ impl ReaderLines {
 
     fn feed(&mut self, chunk: &[u8], control: &ControlTx) {
         let seen = self.watch.feed(chunk);
-        if self.repeats {
-            self.board.stamp(if seen.fresh {
-                &ActivitySource::Output
-            } else {
-                &ActivitySource::RepeatedOutput
-            });
+        if self.stamps && seen.fresh {
+            self.board.stamp(&ActivitySource::Output);
+        } else if self.stamps && self.board.is_enabled(&ActivitySource::RepeatedOutput) {
+            self.board.stamp(&ActivitySource::RepeatedOutput);
         }
         self.tell(seen, control);
     }

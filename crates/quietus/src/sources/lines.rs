@@ -1,5 +1,7 @@
-//! Output as lines, on the reader threads: completion patterns and the line callback, and
-//! (opt-in) telling output that merely repeats itself from new output.
+//! Output as lines, on the reader threads: completion patterns and the line callback, telling a
+//! line redrawn in place with `\r` that shows nothing new (a spinner, a stalled progress bar,
+//! spinner glyphs and digits aside) from new output, and (opt-in) telling any output that merely
+//! repeats itself from new output.
 
 use std::collections::VecDeque;
 use std::hash::{DefaultHasher, Hasher};
@@ -9,6 +11,17 @@ use regex::bytes::RegexSet;
 
 use crate::completion::LineCallback;
 use crate::outcome::CompletionTrigger;
+use crate::sources::screen::is_spinner_glyph;
+
+/// The length of the UTF-8 sequence that `lead` starts (1 for a byte that starts none).
+fn utf8_width(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
 
 /// Longest line kept whole: a longer one is looked at in pieces of this size.
 const MAX_LINE: usize = 64 * 1024;
@@ -32,7 +45,14 @@ pub(crate) struct LineWatch {
     callback: Option<LineCallback>,
     /// The normalized hashes of the last distinct lines (repeat detection on).
     repeats: Option<VecDeque<u64>>,
+    /// The normalized hashes of the last distinct lines redrawn in place (ended by a `\r` that
+    /// a character other than `\n` follows), with repeat detection off.
+    redraws: VecDeque<u64>,
     partial: Vec<u8>,
+    /// The last read ended with a `\r`, the line before it not looked at yet.
+    pending_cr: bool,
+    /// The line in progress follows a `\r` that redrew the line.
+    redraw_line: bool,
     /// Completion was told once already: no more matching.
     told: bool,
 }
@@ -47,53 +67,123 @@ impl LineWatch {
             patterns,
             callback,
             repeats: repeats.then(VecDeque::new),
+            redraws: VecDeque::new(),
             partial: Vec::new(),
+            pending_cr: false,
+            redraw_line: false,
             told: false,
         }
+    }
+
+    /// Whether lines are looked at only for redraws (no pattern, no callback, no repeats).
+    fn redraws_only(&self) -> bool {
+        self.patterns.is_none() && self.callback.is_none() && self.repeats.is_none()
     }
 
     /// Looks at one chunk as read.
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> ChunkSeen {
         let mut seen = ChunkSeen::default();
         let mut completed_any = false;
+        // Whether this read added text to an ordinary line in progress (not a redrawn one).
+        let mut added = false;
         let mut rest = chunk;
-        while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
-            let piece = &rest[..end];
-            rest = &rest[end + 1..];
-            completed_any |= if self.partial.is_empty() {
-                // The common case: a whole line inside the chunk, looked at in place.
-                self.line(piece, &mut seen)
-            } else {
-                let mut line = std::mem::take(&mut self.partial);
-                line.extend_from_slice(piece);
-                let counted = self.line(&line, &mut seen);
-                line.clear();
-                self.partial = line; // keeps its allocation
-                counted
-            };
+        // A `\r` that ended the last read: this read's first byte tells whether it redrew the
+        // line (anything but `\n`) or ended it (`\r\n`).
+        if self.pending_cr
+            && let Some(&first) = rest.first()
+        {
+            self.pending_cr = false;
+            let redrawn = first != b'\n';
+            completed_any |= self.end_partial(redrawn, &mut seen);
+            self.redraw_line = redrawn;
+            if !redrawn {
+                rest = &rest[1..];
+            }
         }
+        if self.redraws_only()
+            && !self.redraw_line
+            && !self.pending_cr
+            && memchr::memchr(b'\r', rest).is_none()
+        {
+            // No redraw in it: new output; only the line in progress is kept.
+            match memchr::memrchr(b'\n', rest) {
+                Some(end) => {
+                    self.partial.clear();
+                    self.keep_partial(&rest[end + 1..]);
+                }
+                None => self.keep_partial(rest),
+            }
+            seen.fresh = true;
+            return seen;
+        }
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
+            if rest[end] == b'\r' && end + 1 == rest.len() {
+                // A `\r` ending the read: judged with the next read's first byte.
+                added |= end > 0 && !self.redraw_line;
+                self.partial.extend_from_slice(&rest[..end]);
+                self.pending_cr = true;
+                rest = &[];
+                break;
+            }
+            // Redrawn in place: a `\r` followed by anything but `\n`.
+            let redrawn = rest[end] == b'\r' && rest[end + 1] != b'\n';
+            self.partial.extend_from_slice(&rest[..end]);
+            completed_any |= self.end_partial(redrawn, &mut seen);
+            self.redraw_line = redrawn;
+            rest = &rest[end + 1..];
+        }
+        added |= !rest.is_empty() && !self.redraw_line;
         self.partial.extend_from_slice(rest);
         if self.partial.len() >= MAX_LINE {
-            let line = std::mem::take(&mut self.partial);
-            completed_any |= self.line(&line, &mut seen);
+            completed_any |= self.end_partial(false, &mut seen);
+            self.redraw_line = false;
+        } else if self.redraw_line
+            && !self.pending_cr
+            && !self.partial.iter().all(u8::is_ascii_whitespace)
+        {
+            // The text a redraw put on show, judged now rather than when the next redraw
+            // ends it (a frame split across reads may count once more).
+            let shown = std::mem::take(&mut self.partial);
+            seen.fresh |= self.is_new(&shown, true);
+            self.partial = shown;
         }
-        // A chunk that completes no line (a partial line) is new output.
-        if !completed_any {
+        // A read that completes no line and adds to an ordinary line in progress is new
+        // output (a redrawn line is judged by what it shows, above).
+        if !completed_any && added {
             seen.fresh = true;
         }
         seen
     }
 
+    /// The line in progress ends (`redrawn`: by a `\r` that moves back over it): looked at,
+    /// then cleared (its allocation kept). Returns whether it was a non-blank line.
+    fn end_partial(&mut self, redrawn: bool, seen: &mut ChunkSeen) -> bool {
+        let line = std::mem::take(&mut self.partial);
+        let counted = self.line(&line, redrawn, seen);
+        self.partial = line;
+        self.partial.clear();
+        counted
+    }
+
     /// The end of the stream: the last line, if it had no line end.
     pub(crate) fn finish(&mut self) -> ChunkSeen {
         let mut seen = ChunkSeen::default();
-        let line = std::mem::take(&mut self.partial);
-        self.line(&line, &mut seen);
+        self.pending_cr = false;
+        self.end_partial(false, &mut seen);
         seen
     }
 
-    /// One complete line; returns whether it was a non-blank line.
-    fn line(&mut self, line: &[u8], seen: &mut ChunkSeen) -> bool {
+    /// Keeps the line in progress (dropped past [`MAX_LINE`] bytes: a redraw's text is short).
+    fn keep_partial(&mut self, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        if self.partial.len() >= MAX_LINE {
+            self.partial.clear();
+        }
+    }
+
+    /// One complete line (`redrawn`: ended by a `\r` that moves back over it); returns whether
+    /// it was a non-blank line.
+    fn line(&mut self, line: &[u8], redrawn: bool, seen: &mut ChunkSeen) -> bool {
         if line.iter().all(u8::is_ascii_whitespace) {
             return false;
         }
@@ -111,7 +201,7 @@ impl LineWatch {
             }
             seen.completed = Some((trigger, text));
         }
-        if self.is_new(line) {
+        if self.is_new(line, redrawn) {
             seen.fresh = true;
         }
         true
@@ -134,11 +224,13 @@ impl LineWatch {
             .then_some(CompletionTrigger::Callback)
     }
 
-    /// Whether `line` is not one of the last distinct lines (always, with repeat detection
-    /// off).
-    fn is_new(&mut self, line: &[u8]) -> bool {
-        let Some(remembered) = &mut self.repeats else {
-            return true;
+    /// Whether `line` is not one of the last distinct lines (with repeat detection off: unless
+    /// it was redrawn in place and is one of the last distinct lines redrawn).
+    fn is_new(&mut self, line: &[u8], redrawn: bool) -> bool {
+        let remembered = match &mut self.repeats {
+            Some(remembered) => remembered,
+            None if redrawn => &mut self.redraws,
+            None => return true,
         };
         let key = normalized_hash(line);
         if let Some(at) = remembered.iter().position(|k| *k == key) {
@@ -152,14 +244,44 @@ impl LineWatch {
     }
 }
 
-/// The hash of a line with every run of digits as one `#` and outer whitespace trimmed: a
-/// counter, a percentage, a timestamp do not make a line new.
+/// The hash of a line with every run of digits as one `#`, every run of blanks as one space,
+/// spinner glyphs left out (`|/-\*·`
+/// and the braille and dingbat frames: [`is_spinner_glyph`]) and outer whitespace trimmed: a
+/// counter, a percentage, a timestamp, a spinner's frame do not make a line new.
 fn normalized_hash(line: &[u8]) -> u64 {
     let mut normalized = [0u8; 256];
     let mut len = 0;
     let mut hasher = DefaultHasher::new();
     let mut in_digits = false;
-    for &b in line.trim_ascii() {
+    let mut in_blank = false;
+    let line = line.trim_ascii();
+    let mut at = 0;
+    while at < line.len() {
+        let b = line[at];
+        // A spinner glyph of several bytes (UTF-8), skipped whole.
+        if b >= 0x80 {
+            let width = utf8_width(b);
+            if let Some(ch) = line
+                .get(at..at + width)
+                .and_then(|c| std::str::from_utf8(c).ok())
+                .and_then(|c| c.chars().next())
+                && is_spinner_glyph(ch)
+            {
+                at += width;
+                continue;
+            }
+        }
+        at += 1;
+        if b < 0x80 && is_spinner_glyph(char::from(b)) {
+            continue;
+        }
+        // A run of blanks as one: right-aligned columns move when a number's width changes.
+        let blank = b.is_ascii_whitespace();
+        if blank && in_blank {
+            continue;
+        }
+        in_blank = blank;
+        let b = if blank { b' ' } else { b };
         let digit = b.is_ascii_digit();
         if digit && in_digits {
             continue;
@@ -270,5 +392,57 @@ mod tests {
         let mut off = LineWatch::new(None, None, false);
         assert!(off.feed(b"same\n").fresh);
         assert!(off.feed(b"same\n").fresh);
+    }
+
+    #[test]
+    fn a_line_redrawn_in_place_showing_nothing_new_is_not_fresh_by_default() {
+        // npm's spinner on a dead connection: `\r` + a braille frame + the same text.
+        let mut w = LineWatch::new(None, None, false);
+        assert!(w.feed("\r⠋ idealTree: timing".as_bytes()).fresh);
+        let mut fresh = Vec::new();
+        for f in "⠙⠹⠸⠼⠴⠦⠧⠇⠏⠋⠙".chars() {
+            fresh.push(w.feed(format!("\r{f} idealTree: timing").as_bytes()).fresh);
+        }
+        // The first frame shown is new; none after it.
+        assert!(fresh.iter().all(|f| !f), "{fresh:?}");
+        // pip's bar on a dead connection: the same bar, only its digits move.
+        assert!(w.feed(b"\r   1.2/4.5 MB 0.0 kB/s eta 0:07:12").fresh);
+        assert!(!w.feed(b"\r   1.2/4.5 MB 0.0 kB/s eta 0:07:12").fresh);
+        assert!(!w.feed(b"\r   1.2/4.5 MB 0.1 kB/s eta 0:07:13").fresh);
+        // A bar that grows shows something new.
+        assert!(w.feed(b"\r[##   ]  40%").fresh);
+        assert!(w.feed(b"\r[###  ]  60%").fresh);
+        assert!(!w.feed(b"\r[###  ]  61%").fresh);
+        // Lines that end with `\n` (or `\r\n`) are new output, repeated or not.
+        assert!(w.feed(b"same\n").fresh);
+        assert!(w.feed(b"same\n").fresh);
+        assert!(w.feed(b"same\r\nsame\r\n").fresh);
+        // A `\r` at the end of a read is judged with the next read: frames written as `\r`
+        // and their text apart are judged the same way.
+        assert!(!w.feed(b"\r[###  ]  61%").fresh, "shown before");
+        for _ in 0..3 {
+            assert!(!w.feed(b"\r").fresh);
+            assert!(!w.feed(b"[###  ]  62%").fresh);
+        }
+        assert!(!w.feed(b"\r").fresh);
+        assert!(w.feed(b"[#### ]  80%").fresh);
+        // Text then `\r\n` split across reads: the text is new output, the line ends.
+        assert!(w.feed(b"\r\nthe end\r").fresh);
+        assert!(w.feed(b"\nmore").fresh);
+        // curl's meter on a dead connection: its columns shift as its numbers shrink.
+        assert!(
+            w.feed(
+                b"\r  0 1024k    0  1024    0     0    838      0  0:20:51  0:00:01  0:20:50   838"
+            )
+            .fresh
+        );
+        assert!(
+            !w.feed(
+                b"\r  0 1024k    0  1024    0     0     99      0  2:56:03  0:00:10  2:55:53     0"
+            )
+            .fresh
+        );
+        // A read with no `\r` at all is new output.
+        assert!(w.feed(b"partial").fresh);
     }
 }

@@ -40,6 +40,7 @@ pub(crate) mod lines;
 pub(crate) mod network;
 pub(crate) mod output;
 pub(crate) mod probes;
+pub(crate) mod screen;
 pub(crate) mod shared_watcher;
 
 pub use crate::activity::ActivityBoard;
@@ -47,3 +48,18 @@ pub use children::{ChildrenSample, DescendantObserver};
 pub use files::FileActivityTracker;
 pub use network::{NetworkObserver, NetworkSample};
 pub use output::ActivityTrackingReader;
+
+/// For the screen bench (`benches/screen.rs`) only: feeds `chunks` to the model of a terminal
+/// of `rows` x `cols` that an output source keeps under a terminal, one chunk every `step`
+/// (the time a settle is measured in), and says how many showed new text. Not for other use.
+#[doc(hidden)]
+pub fn screen_changes(rows: u16, cols: u16, chunks: &[&[u8]], step: std::time::Duration) -> usize {
+    let mut model = screen::Screen::new(rows, cols);
+    let mut at = std::time::Instant::now();
+    let mut changed = 0;
+    for chunk in chunks {
+        at += step;
+        changed += usize::from(model.feed(chunk, at));
+    }
+    changed
+}

@@ -152,3 +152,61 @@ fn child_that_closed_its_output_is_still_ended_when_idle() {
     assert_eq!(result.exit_code(), 124);
     assert_no_leak(&marker);
 }
+
+#[test]
+fn a_spinner_redrawn_in_place_on_a_pipe_is_ended_and_a_growing_bar_is_not() {
+    // npm's spinner on a dead connection: `\r`, a braille frame, the same text, ten times a
+    // second on stdout, a pipe: no new text (spinner glyphs and digits aside), so it is ended
+    // one idle timeout after its first frame, bash and Python alike.
+    let bash = "echo ready; while :; do for f in ⠋ ⠙ ⠹ ⠸ ⠼ ⠴; do \
+                printf '\\r%s idealTree: timing 3 ms' $f; sleep 0.1; done; done";
+    let python = "import sys, time\nprint('ready', flush=True)\nwhile True:\n    \
+                  for f in '|/-\\\\':\n        \
+                  sys.stdout.write('\\r%s Downloading 1.2/4.5 MB 0.0 kB/s' % f)\n        \
+                  sys.stdout.flush(); time.sleep(0.1)\n";
+    for (name, program, code) in [("bash", "bash", bash), ("python", "python3", python)] {
+        let marker = Marker::new(&format!("idle_cr_spinner_{name}"));
+        let out = SharedBuf::new();
+        let started = Instant::now();
+        let mut command = std::process::Command::new(program);
+        command
+            .args(["-c", code, marker.as_str()])
+            .env(common::MARKER_ENV, marker.as_str());
+        let session = Session::builder(command)
+            .config(
+                MonitorConfig::builder()
+                    .idle_timeout(ms(1500))
+                    .build()
+                    .unwrap(),
+            )
+            .stdout(out.sink())
+            .spawn()
+            .expect("the program can be spawned");
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "{name}: {result:#?}"
+        );
+        assert!(started.elapsed() >= ms(1500), "{name}");
+        assert!(out.text().len() > 300, "{name}: it wrote all along");
+        assert_no_leak(&marker);
+    }
+    // A bar that grows a step every 0.3 s (its percentage moving every 0.1 s) is kept alive.
+    let marker = Marker::new("idle_cr_bar");
+    let session = Session::builder(marker.sh(
+        "i=0; bar=; while [ $i -lt 30 ]; do [ $((i % 3)) = 0 ] && bar=\"$bar#\"; \
+         printf '\\r[%-10s] %s%%' \"$bar\" $((i * 10 / 3)); sleep 0.1; i=$((i+1)); done; echo",
+    ))
+    .config(
+        MonitorConfig::builder()
+            .idle_timeout(ms(1500))
+            .build()
+            .unwrap(),
+    )
+    .spawn()
+    .expect("sh can be spawned");
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    assert_no_leak(&marker);
+}

@@ -263,8 +263,9 @@ fn a_chatty_program_on_a_terminal_is_not_ended() {
     let started = Instant::now();
     let (session, buf) = spawn_on_terminal(
         &m,
-        "i=0; while [ $i -lt 25 ]; do printf 'tick %s\\r' $i; sleep 0.1; i=$((i+1)); done; \
-         echo done",
+        // A bar that grows (what it shows changes; a counter alone would not count).
+        "i=0; bar=; while [ $i -lt 25 ]; do bar=\"$bar#\"; printf '%s %s\\r' $bar $i; \
+         sleep 0.1; i=$((i+1)); done; echo done",
         MonitorConfig::builder()
             .idle_timeout(ms(1500))
             .build()
@@ -274,11 +275,7 @@ fn a_chatty_program_on_a_terminal_is_not_ended() {
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
     assert_eq!(result.exit_code(), 0);
     assert!(started.elapsed() >= ms(2500), "{:?}", started.elapsed());
-    assert!(
-        buf.text().ends_with("tick 24\rdone\r\n"),
-        "{:?}",
-        buf.text()
-    );
+    assert!(buf.text().ends_with(" 24\rdone\r\n"), "{:?}", buf.text());
     assert_no_leak(&m);
 }
 
@@ -443,4 +440,117 @@ fn stdin_cannot_be_both_a_file_and_the_terminal() {
         .unwrap_err();
     assert_eq!(err.io_error_kind(), io::ErrorKind::InvalidInput);
     assert_no_leak(&m);
+}
+
+/// A TUI over a stalled model stream, in bash: a braille spinner, an elapsed-time counter, the
+/// window title and colours redrawn 10 times a second, nothing new shown.
+const BASH_SPINNER: &str = "printf 'say hi\\r\\n'; echo ready; i=0; while :; do \
+    for f in ⠋ ⠙ ⠹ ⠸ ⠼ ⠴; do \
+    printf '\\033]0;%s agent\\007\\r\\033[3%sm%s\\033[0m Thinking... (esc to cancel, %ss)' \
+    $f $((i % 7)) $f $i; sleep 0.1; done; i=$((i+1)); done";
+
+/// The same in Python (Claude Code's frames: dingbat stars, the counter in its own colour).
+const PY_SPINNER: &str = r#"
+import sys, time, itertools
+print('say hi\r'); print('ready\r'); sys.stdout.flush()
+t0 = time.time()
+for n, f in enumerate(itertools.cycle('·✢*✶✻✽✻✶*✢')):
+    sys.stdout.write('\x1b[1G\x1b[38;5;%dm%s\x1b[39m Levitating… \x1b[38;5;246m(%ds)\x1b[39m'
+                     % (131 + n % 5, f, time.time() - t0))
+    sys.stdout.flush()
+    time.sleep(0.15)
+"#;
+
+#[test]
+fn a_spinner_and_a_counter_on_a_terminal_show_no_progress() {
+    // Judged by the screen: the bytes never stop, the text never changes (spinner glyphs,
+    // digits, colours and the title aside), so the tree is ended one idle timeout after the
+    // prompt, bash and Python alike.
+    for (name, program) in [("bash", None), ("python", Some(PY_SPINNER))] {
+        let m = Marker::new(&format!("tty-spinner-{name}"));
+        let started = Instant::now();
+        let config = MonitorConfig::builder()
+            .idle_timeout(ms(1500))
+            .build()
+            .unwrap();
+        let (session, buf) = match program {
+            None => {
+                let mut command = Command::new("bash");
+                command
+                    .args(["-c", BASH_SPINNER, m.as_str()])
+                    .env(MARKER_ENV, m.as_str());
+                spawn_command_on_terminal(command, config)
+            }
+            Some(code) => {
+                let mut command = Command::new("python3");
+                command
+                    .args(["-c", code, m.as_str()])
+                    .env(MARKER_ENV, m.as_str());
+                spawn_command_on_terminal(command, config)
+            }
+        };
+        buf.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "{name}: {result:#?}"
+        );
+        assert!(started.elapsed() >= ms(1500), "{name}");
+        // It wrote all along.
+        assert!(
+            session.output_bytes(Stream::Terminal) > 300,
+            "{name}: {}",
+            session.output_bytes(Stream::Terminal)
+        );
+        assert_no_leak(&m);
+    }
+}
+
+#[test]
+fn a_slow_answer_between_spinner_frames_is_kept_alive() {
+    // The same spinner, and a word of the answer every 0.6 s for 4 s: text appears on the
+    // screen, so the tree is not ended at its 1.5 s idle timeout.
+    let m = Marker::new("tty-answer");
+    let started = Instant::now();
+    let code = r#"
+import sys, time
+print('ready\r'); sys.stdout.flush()
+words = 'the answer is being written one word at a time by a slow model'.split()
+for w in words[:7]:
+    for f in '⠋⠙⠹⠸':
+        sys.stdout.write('\x1b[s\x1b[10;1H%s Thinking...\x1b[u' % f)
+        sys.stdout.flush()
+        time.sleep(0.15)
+    sys.stdout.write(w + ' ')
+    sys.stdout.flush()
+print('\r\ndone\r')
+"#;
+    let mut command = Command::new("python3");
+    command
+        .args(["-c", code, m.as_str()])
+        .env(MARKER_ENV, m.as_str());
+    let (session, buf) = spawn_command_on_terminal(
+        command,
+        MonitorConfig::builder()
+            .idle_timeout(ms(1500))
+            .build()
+            .unwrap(),
+    );
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    assert!(started.elapsed() >= ms(4000), "{:?}", started.elapsed());
+    assert!(buf.text().contains("done"), "{:?}", buf.text());
+    assert_no_leak(&m);
+}
+
+/// A terminal session of `command` writing to a buffer.
+fn spawn_command_on_terminal(command: Command, config: MonitorConfig) -> (Session, SharedBuf) {
+    let buf = SharedBuf::new();
+    let session = Session::builder(command)
+        .pty(24, 80)
+        .config(config)
+        .stdout(buf.sink())
+        .spawn()
+        .expect("the program can be spawned on a terminal");
+    (session, buf)
 }

@@ -265,7 +265,7 @@ impl Port for FakePort {
         false
     }
 
-    fn diagnose(&self) -> Diagnosis {
+    fn diagnose(&self, _recent: Option<Duration>) -> Diagnosis {
         self.world
             .borrow()
             .diagnosis

@@ -63,7 +63,10 @@ impl<P: Port> Monitor<P> {
                     poll: arm_in,
                 })
             }
-            Verdict::Stale { deadline, report } => self.stale(now, deadline, report),
+            Verdict::Stale { deadline, report } => {
+                let recent = self.recent(&snapshot, now);
+                self.stale(now, deadline, report, recent)
+            }
             Verdict::HardDeadline { deadline } => self.hard_deadline(now, deadline),
             Verdict::Completed { deadline } => self.end_completed(now, deadline),
         }
@@ -107,7 +110,13 @@ impl<P: Port> Monitor<P> {
 
     /// Every source was quiet for the idle timeout: the ladder starts (unless a descendant
     /// works right now).
-    fn stale(&mut self, now: Instant, deadline: Instant, mut report: StaleReport) -> Next {
+    fn stale(
+        &mut self,
+        now: Instant,
+        deadline: Instant,
+        mut report: StaleReport,
+        recent: Duration,
+    ) -> Next {
         // A descendant working right now is never killed for want of a
         // poll: one fresh sample first.
         if self.port.observes_tree()
@@ -131,7 +140,7 @@ impl<P: Port> Monitor<P> {
         let children_on = self.config.enabled.children;
         report.children = self.port.last_children().filter(|_| children_on);
         self.late_idle_warning();
-        let diagnosis = self.port.diagnose();
+        let diagnosis = self.port.diagnose(Some(recent));
         self.emitter.lifecycle(Event::Diagnosis(diagnosis.clone()));
         report.diagnosis = Some(diagnosis);
         log::info!(
@@ -169,6 +178,16 @@ impl<P: Port> Monitor<P> {
         Next::Continue(())
     }
 
+    /// For the diagnosis: how long ago the tree's last activity was, plus the lag of the
+    /// sources that sample (one check interval, and a second of slack). A connection whose
+    /// last bytes moved within this took part in the tree's last activity: an exchange under
+    /// way (docs/design.md, Diagnosis).
+    fn recent(&self, snapshot: &BoardReading, now: Instant) -> Duration {
+        let last = verdict::last_activity(snapshot, &self.rules.caps);
+        let lag = self.config.check_interval_for(self.shared.idle_timeout());
+        now.saturating_duration_since(last) + lag + Duration::from_secs(1)
+    }
+
     /// Sends the idle warning when its time has come in this idle spell; otherwise returns
     /// when it will (if it still has to be sent).
     fn idle_warning(&mut self, snapshot: &BoardReading, now: Instant) -> Option<Instant> {
@@ -185,7 +204,7 @@ impl<P: Port> Monitor<P> {
         self.timing.warned_for = Some(last);
         let left = (last + idle_timeout).saturating_duration_since(now);
         self.emitter.lifecycle(Event::IdleWarning { left });
-        let diagnosis = self.port.diagnose();
+        let diagnosis = self.port.diagnose(Some(self.recent(snapshot, now)));
         self.emitter.lifecycle(Event::Diagnosis(diagnosis));
         None
     }
@@ -230,7 +249,7 @@ impl<P: Port> Monitor<P> {
         {
             return Err(());
         }
-        let diagnosis = self.port.diagnose();
+        let diagnosis = self.port.diagnose(Some(self.recent(snapshot, now)));
         let port = &self.port;
         let look = crate::input_wait::Look::from(&diagnosis, &|pid| port.read_count(pid));
         let Some(rule) = self.input_wait.as_mut() else {
