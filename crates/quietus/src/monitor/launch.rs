@@ -20,7 +20,7 @@ use super::run::{DoneGuard, Facts, Files, LeaderState, Monitor, Phase, Timing};
 use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, Tap, stream_index};
 use super::tree::guardian::Place;
-use super::tree::{self, pipe_error, terminal_error};
+use super::tree::{self, Attach, Exec, pipe_error, terminal_error};
 use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Recorder;
@@ -61,27 +61,6 @@ pub(crate) struct Launch {
     pub(crate) home: Option<crate::environment::IsolatedHome>,
     /// Where the program's stdio goes, and what it leads.
     pub(crate) attach: Attach,
-}
-
-/// How the command is executed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exec {
-    /// std's `execvp` (a caller's `Command`).
-    Std,
-    /// A [`Program`](crate::Program)'s (every setting known): quietus's own `execve` keeps its
-    /// environment in order, cleared first when it is an isolated one.
-    Ordered { env_cleared: bool },
-}
-
-/// Where the program's stdio goes, and what it leads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Attach {
-    /// Pipes; it leads a process group of its own.
-    Group,
-    /// Pipes; it leads a session of its own, without a controlling terminal (non-interactive).
-    Session,
-    /// A pseudo-terminal of this size.
-    Terminal { rows: u16, cols: u16 },
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.

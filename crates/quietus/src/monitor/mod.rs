@@ -27,7 +27,8 @@ mod tap;
 mod tree;
 mod wait;
 
-pub(crate) use launch::{Attach, Exec, Launch, launch};
+pub(crate) use launch::{Launch, launch};
+pub(crate) use tree::{Attach, Exec};
 
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]

@@ -315,3 +315,33 @@ fn input_wait_line(pid: Pid, wait: &crate::diagnosis::InputWait, ending: bool) -
         format!("pid {pid} waits on input for {waited} ({what})")
     }
 }
+
+/// Observe mode (issue 43): the decisions recorded instead of ending the run (the bookkeeping
+/// is `monitor::observe`'s).
+impl<P: Port> Monitor<P> {
+    /// Whether observe mode is on: the decision is recorded with [`Monitor::observe`] instead
+    /// of ending the run.
+    pub(super) fn observing(&self) -> bool {
+        self.observer.on()
+    }
+
+    /// The run would have ended at `now` with `outcome`: recorded, logged and sent as an
+    /// event; the program goes on.
+    pub(super) fn observe(&mut self, now: Instant, mut outcome: Outcome) {
+        if let Outcome::IdleTimeout(report) = &mut outcome {
+            // How long each source had really been quiet (the verdict saw them from the last
+            // observation on).
+            report.sources =
+                verdict::report(&self.board.read(), now, self.shared.idle_timeout()).sources;
+        }
+        let observation = self.observer.record(now, self.board.origin(), outcome);
+        log::info!(
+            "session {}: pid {} would have been ended after {} ({}); observing only",
+            self.id,
+            self.pid,
+            HumanDuration(observation.at),
+            observation.would_have_ended.name()
+        );
+        self.emitter.lifecycle(Event::Observed(observation));
+    }
+}

@@ -16,12 +16,32 @@ pub(super) mod terminal;
 use std::io;
 use std::process::{Command, Stdio};
 
-use super::launch::{Attach, Exec};
 use super::{SESSION_TAG, boot_ticks_now, end_session};
 use crate::config::MonitorConfig;
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::process::pty::Pty;
 use crate::process::{self, ChildProcess, sys};
+
+/// How the command is executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exec {
+    /// std's `execvp` (a caller's `Command`).
+    Std,
+    /// A [`Program`](crate::Program)'s (every setting known): quietus's own `execve` keeps its
+    /// environment in order, cleared first when it is an isolated one.
+    Ordered { env_cleared: bool },
+}
+
+/// Where the program's stdio goes, and what it leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attach {
+    /// Pipes; it leads a process group of its own.
+    Group,
+    /// Pipes; it leads a session of its own, without a controlling terminal (non-interactive).
+    Session,
+    /// A pseudo-terminal of this size.
+    Terminal { rows: u16, cols: u16 },
+}
 
 /// How the program starts: its stdio, how it leads, and where.
 pub(super) struct Plan {
