@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+mod core;
 mod ladder;
 mod launch;
 mod observe; // observe mode (issue 43)

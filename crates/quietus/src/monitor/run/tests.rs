@@ -9,27 +9,26 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::super::Wake;
+use super::super::core::Core;
 use super::super::ladder::{Ladder, ProcessLayer};
 use super::super::port::{Leftovers, Memory, Port, ReaderLost, TreeSample};
-use super::super::rules::Rules;
 use super::super::tap::{StreamSlot, Tap};
+use super::Monitor;
 use super::phase::{Drain, Move, Phase};
 use super::result::{DoneGuard, Facts};
-use super::{Files, LeaderState, Monitor, Timing};
 use crate::Pid;
-use crate::activity::{ActivityBoard, ActivitySource};
+use crate::activity::ActivitySource;
 use crate::clock::{Clock, MockClock};
 use crate::config::{KillLadder, KillStep, MonitorConfig};
 use crate::contract::{Control, SessionState, Shared};
 use crate::diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 use crate::events::Event;
-use crate::input_wait::InputWaitRule;
 use crate::outcome::{CompletionSeen, MonitorResult, Outcome, TreeHold};
 use crate::process::sys::{SIGCONT, SIGKILL, SIGTERM, Woken};
 use crate::signal::Signal;
@@ -335,36 +334,17 @@ struct Rig {
     killed: Arc<AtomicBool>,
 }
 
-/// The shared part of a session with no stream, as the launcher makes it.
-fn shared(config: &MonitorConfig, emitter: Arc<crate::events::Emitter>) -> Arc<Shared> {
-    Arc::new(Shared {
-        result: std::sync::OnceLock::new(),
-        pumps: Default::default(),
-        recorders: [None, None],
-        combined: false,
-        terminal: None,
-        emitter,
-        phase: AtomicU8::new(SessionState::RUNNING),
-        idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
-        spills: [None, None],
-        stdin: crate::sync::Mutex::new(None),
-        home: None,
-        caps: config.effective_caps(),
-    })
-}
-
 /// A rig for `config` (files off) whose leader lives in `world`.
 fn new_rig(config: MonitorConfig, world: World) -> Rig {
     let config = config.watch_files(false).watch_network(false);
     let clock = MockClock::new();
-    let session_clock = Clock::from(&clock);
-    // The board as the launcher makes it (no probe here), the children source as configured.
-    let board = Arc::new(ActivityBoard::with_probes(session_clock.clone(), &[]));
-    board.set_enabled(&ActivitySource::Output, config.enabled.output);
-    board.set_enabled(&ActivitySource::Children, config.enabled.children);
-    let emitter = Arc::new(crate::events::Emitter::new(config.events.capacity));
-    let events = emitter.receiver();
-    let shared = shared(&config, emitter.clone());
+    // The core as the launcher makes it; the children source as configured (the launcher's
+    // observer sets it).
+    let core = Core::new(1, config, Clock::from(&clock));
+    core.board
+        .set_enabled(&ActivitySource::Children, core.config.enabled.children);
+    let events = core.emitter.receiver();
+    let shared = Arc::new(core.shared());
     let (control, control_rx) = crossbeam_channel::unbounded();
     let world = Rc::new(RefCell::new(world));
     let port = FakePort {
@@ -372,29 +352,7 @@ fn new_rig(config: MonitorConfig, world: World) -> Rig {
         clock: clock.clone(),
         shared: Some(shared.clone()),
     };
-    let now = session_clock.now();
-    let monitor = Monitor {
-        observer: crate::monitor::observe::Observer::new(config.observe),
-        id: 1,
-        pid: LEADER,
-        input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
-        rules: Rules::new(1, &config, None, now),
-        timing: Timing::new(&config, &session_clock, &board),
-        tap: Tap::new([None, None]),
-        config,
-        clock: session_clock,
-        board,
-        control: control_rx,
-        shared: shared.clone(),
-        emitter,
-        files: Files::Off,
-        leader: LeaderState::Running,
-        tree_gone: false,
-        memory: Memory::default(),
-        network_unavailable: None,
-        phase: Phase::Watching,
-        port,
-    };
+    let monitor = Monitor::new(core, LEADER, shared.clone(), control_rx, port);
     let (done_tx, done) = crossbeam_channel::bounded(0);
     let killed = Arc::new(AtomicBool::new(false));
     let kill = killed.clone();
@@ -438,7 +396,7 @@ impl Rig {
             killed,
             control,
         } = self;
-        let origin = monitor.board.origin();
+        let origin = monitor.core.board.origin();
         monitor.run(guard);
         drop(control);
         assert!(done.recv().is_err(), "the done channel is closed");
@@ -458,19 +416,19 @@ impl Rig {
         while let Ok(msg) = self.monitor.control.try_recv() {
             self.monitor.handle(msg);
         }
-        let now = self.monitor.clock.now();
+        let now = self.monitor.core.clock.now();
         self.monitor.step(now)
     }
 
     /// Moves the clock to `at` (after the origin).
     fn at(&self, at: Duration) {
-        let now = self.monitor.clock.now();
-        let target = self.monitor.board.origin() + at;
+        let now = self.monitor.core.clock.now();
+        let target = self.monitor.core.board.origin() + at;
         self.clock.advance(target.saturating_duration_since(now));
     }
 
     fn origin(&self) -> Instant {
-        self.monitor.board.origin()
+        self.monitor.core.board.origin()
     }
 }
 
@@ -646,7 +604,7 @@ fn keepalives_and_a_new_idle_timeout_move_the_stale_decision() {
     let origin = rig.origin();
     assert_eq!(rig.step().map(|w| w.at), Some(origin + secs(10)));
     rig.at(secs(8));
-    rig.monitor.board.stamp(&ActivitySource::Keepalive);
+    rig.monitor.core.board.stamp(&ActivitySource::Keepalive);
     assert_eq!(rig.step().map(|w| w.at), Some(origin + secs(18)));
     rig.shared.set_idle_timeout(secs(30));
     rig.control.send(Control::IdleTimeoutChanged).expect("open");
@@ -1040,7 +998,7 @@ fn with_stdout(rig: &mut Rig) {
     let recorder = crate::capture::Recorder::new(
         Stream::Stdout,
         crate::capture::HeadTail::new(1024),
-        &rig.monitor.config.events,
+        &rig.monitor.core.config.events,
     );
     let slot = StreamSlot {
         recorder: Arc::new(crate::sync::Mutex::new(recorder)),
