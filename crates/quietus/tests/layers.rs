@@ -723,12 +723,6 @@ fn circles_inside_rooms(files: &[(String, String)]) -> Vec<String> {
 const CIRCLES_LEFT: &[&str] = &[
     "in process::sys: spawn -> unsafe_calls -> spawn",
     "in process::sys: unsafe_calls -> start_state -> unsafe_calls",
-    "in sources::files: classes -> deferred -> classes",
-    "in sources::files: classes -> deferred -> scan -> classes",
-    "in sources::files: classes -> deferred -> scan -> worker -> classes",
-    "in sources::files: deferred -> scan -> worker -> deferred",
-    "in sources::files: scan -> worker -> scan",
-    "in sources::files: worker -> rearm -> worker",
 ];
 
 #[test]

@@ -11,47 +11,53 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::classes::{PathFilter, Place};
-use super::worker::Worker;
+use super::common::Common;
+use super::rearm::RootState;
 use crate::activity::ActivitySource;
 use crate::outcome::UnwatchedReason;
 
 /// Fingerprint of one entry for the stat scan: for a file its data and status change times
 /// (nanoseconds), size and inode; for a folder its mode, owner, group and inode.
-pub(super) type Fingerprint = (i64, i64, i64, i64, u64, u64);
+type Fingerprint = (i64, i64, i64, i64, u64, u64);
 
-impl Worker {
-    /// One stat scan of every root; stamps the board when anything that counts changed since
-    /// the previous scan (the first scan only records a baseline).
-    pub(super) fn scan(&mut self) {
+/// The stat scan's state: the fingerprints the last scan found.
+#[derive(Default)]
+pub(super) struct StatScan {
+    snapshot: Option<HashMap<PathBuf, Fingerprint>>,
+}
+
+impl StatScan {
+    /// One stat scan of every root watched in `roots`; stamps the board when anything that
+    /// counts changed since the previous scan (the first scan only records a baseline).
+    pub(super) fn scan(&mut self, common: &Common, roots: &[(PathBuf, RootState)]) {
         let mut now = HashMap::new();
         let mut unreadable = Vec::new();
-        for (root, state) in &self.roots {
+        for (root, state) in roots {
             if state.is_watched() {
-                collect(root, &self.filter, &mut now, &mut unreadable);
+                collect(root, &common.filter, &mut now, &mut unreadable);
             }
         }
         // The folders that cannot be read are what this mode cannot see: exactly those are
         // the gaps now, and each is looked at again at the next scan.
-        let at = self.board.clock().now();
-        let roots = &self.roots;
-        self.gaps.close(at, |gap| {
+        let at = common.board.clock().now();
+        common.gaps.close(at, |gap| {
             !unreadable.iter().any(|(p, _)| p == gap)
                 && !roots
                     .iter()
                     .any(|(root, state)| root == gap && !state.is_watched())
         });
         for (path, reason) in unreadable {
-            if self.gaps.open(&path, reason.clone(), at) {
+            if common.gaps.open(&path, reason.clone(), at) {
                 log::warn!(
                     "files source: cannot read {} ({reason}); looking again every {:?}",
                     path.display(),
-                    self.scan_interval
+                    common.scan_interval
                 );
             }
         }
         let changed = self.snapshot.as_ref().is_some_and(|before| *before != now);
         if changed {
-            self.board.stamp(&ActivitySource::Files);
+            common.board.stamp(&ActivitySource::Files);
         }
         self.snapshot = Some(now);
     }
