@@ -93,3 +93,27 @@ pub(super) struct Common {
     /// The stat scan's period (and the retries' of the parts not watched).
     pub(super) scan_interval: Duration,
 }
+
+#[cfg(test)]
+impl Common {
+    /// The handles of a tracker of `roots` as `config` filters them, with no thread behind
+    /// its poster: for a job driven alone.
+    pub(super) fn alone(
+        config: &crate::config::FileWatchConfig,
+        roots: Vec<PathBuf>,
+        board: Arc<ActivityBoard>,
+    ) -> Common {
+        let filter = PathFilter::new(config, roots);
+        filter.build().expect("valid globs");
+        let (tx, _) = crossbeam_channel::unbounded();
+        Common {
+            filter: Arc::new(filter),
+            board,
+            gaps: Gaps::default(),
+            poster: Poster::new(tx, false),
+            scanning: Arc::new(AtomicBool::new(true)),
+            arming: Arc::new(AtomicBool::new(true)),
+            scan_interval: Duration::from_secs(1),
+        }
+    }
+}

@@ -138,3 +138,48 @@ fn collect(
         unreadable.push((dir, UnwatchedReason::System(e.into())));
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::activity::ActivityBoard;
+    use crate::clock::{Clock, MockClock};
+    use crate::config::FileWatchConfig;
+
+    /// The stat scan on its own (no thread, no watcher): the first scan is a baseline, a
+    /// change that counts stamps the board once, an excluded file and a root not watched
+    /// never do.
+    #[test]
+    fn the_scan_alone_stamps_what_changed_since_the_last_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join(".agent");
+        fs::create_dir(&root).unwrap();
+        fs::write(root.join("plan.md"), "a").unwrap();
+        let board = Arc::new(ActivityBoard::new(Clock::from(&MockClock::new())));
+        let common = Common::alone(&FileWatchConfig::default(), vec![root.clone()], board);
+        let files = || common.board.count(&ActivitySource::Files);
+        let mut roots = vec![(root.clone(), RootState::Watched)];
+        let mut scan = StatScan::default();
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 0, "the first scan is a baseline");
+        fs::write(root.join("debug.log"), "excluded").unwrap();
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 0, "an excluded file never counts");
+        fs::write(root.join("notes.md"), "new").unwrap();
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 1, "a new file counts");
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 1, "nothing changed since");
+        roots[0].1 = RootState::Invalid;
+        fs::write(root.join("more.md"), "unseen").unwrap();
+        scan.scan(&common, &roots);
+        scan.scan(&common, &roots);
+        assert_eq!(
+            files(),
+            2,
+            "the root's tree left the snapshot once, then nothing"
+        );
+    }
+}
