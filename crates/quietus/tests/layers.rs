@@ -821,3 +821,72 @@ fn the_room_checker_finds_a_circle_between_the_files_of_a_room() {
     assert_eq!(circles_inside_rooms(&two).len(), 1);
     assert!(circles_inside_rooms(&two[..2]).is_empty());
 }
+
+/// The functions of `code` named for a reason (a word of their name is `reason`, `why`,
+/// `error`, `problem` or `failed`: `sink_error`, `why_not`) that return it as text
+/// (`String`, `Option<String>`, `&str`, `Option<&str>`), each as `name -> type`.
+fn reason_getters_in_words(code: &str) -> Vec<String> {
+    let words: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut found = Vec::new();
+    for (at, _) in words.match_indices("fn ") {
+        if words[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &words[at + "fn ".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let reason = name
+            .split('_')
+            .any(|w| ["reason", "why", "error", "problem", "failed"].contains(&w));
+        // The signature: from the name to the body or the end of a declaration.
+        let end = rest.find(['{', ';']).unwrap_or(rest.len());
+        let Some((_, returned)) = rest[..end].rsplit_once("->") else {
+            continue;
+        };
+        let returned = returned.split(" where ").next().unwrap_or("").trim();
+        let text = [
+            "String",
+            "Option<String>",
+            "&str",
+            "Option<&str>",
+            "&'static str",
+        ];
+        if reason && text.contains(&returned) {
+            found.push(format!("{name} -> {returned}"));
+        }
+    }
+    found
+}
+
+/// Reasons are types in what functions return too: no function of the library named for a
+/// reason returns it as text (`Session::sink_error` did).
+#[test]
+fn no_reason_getter_returns_text_in_the_library() {
+    let mut stringly = Vec::new();
+    for file in rust_files(&src()) {
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        for getter in reason_getters_in_words(&code) {
+            stringly.push(format!("{}: {getter}", file.display()));
+        }
+    }
+    assert!(
+        stringly.is_empty(),
+        "reasons returned as text, not types:\n{}",
+        stringly.join("\n")
+    );
+    // The search itself: over line breaks, by a word of the name, not a part of one.
+    let code = "pub fn sink_error(&self, s: Stream)\n -> Option<String> { x }\n\
+                fn why_not(&self) -> &str;\nfn errors(&self) -> String {}\n\
+                fn error(&self) -> Option<SinkError> {}\nfn name(&self) -> String {}\n\
+                fn failed_with<T>(t: T) -> String where T: Debug {}";
+    assert_eq!(
+        reason_getters_in_words(code),
+        [
+            "sink_error -> Option<String>",
+            "why_not -> &str",
+            "failed_with -> String"
+        ]
+    );
+}

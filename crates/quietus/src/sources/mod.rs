@@ -46,4 +46,4 @@ pub use crate::activity::ActivityBoard;
 pub use children::{ChildrenSample, DescendantObserver};
 pub use files::FileActivityTracker;
 pub use network::{NetworkObserver, NetworkSample};
-pub use output::ActivityTrackingReader;
+pub use output::{ActivityTrackingReader, SinkError};

@@ -45,6 +45,7 @@ use crate::input_wait::InputWaitRule;
 use crate::outcome::{CompletionSeen, HumanDuration, Outcome, UnwatchedFolder};
 use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
+use crate::sources::output::SinkError;
 
 use phase::Move;
 pub(super) use phase::Phase;
@@ -414,7 +415,7 @@ impl<P: Port> Monitor<P> {
                 self.core.id,
                 stream.name()
             );
-            let why = format!("no thread could be started to read it: {e}");
+            let why = SinkError::NoReader((&e).into());
             *self.shared.pumps[stream_index(stream)].sink_error.lock() = Some(why);
             self.tap.reader_done(stream);
         }
