@@ -18,7 +18,7 @@ use clap::{Arg, ArgAction};
 use quietus::{KillLadder, MonitorConfig, Setting, Signal};
 use serde_json::{Value as Json, json};
 
-use crate::jsonrpc::protocol::{RpcError, whole_number};
+use crate::jsonrpc::protocol::{self, RpcError, whole_number};
 
 /// A setting's type, as every surface reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -502,7 +502,13 @@ impl Def {
         range: Option<(Duration, Duration)>,
     ) -> Result<SettingValue, RpcError> {
         let bad = |accepts: &str| {
-            RpcError::param(key, format!("{value} is not valid; it accepts {accepts}"))
+            RpcError::param(
+                key,
+                format!(
+                    "{} is not valid; it accepts {accepts}",
+                    protocol::quote(value)
+                ),
+            )
         };
         let millis = |v: &Json| -> Result<Duration, RpcError> {
             let n = match range {

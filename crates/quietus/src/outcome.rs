@@ -774,9 +774,32 @@ pub struct Leftover {
     pub pid: Pid,
     /// Its name (`comm`).
     pub name: String,
-    /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable
-    /// (a process that is exiting).
+    /// Its command line as a shell would read it back: words joined by spaces, a word with
+    /// spaces or other characters special to a shell in single quotes (`sh -c 'sleep 1000; :
+    /// tag'`); at most 200 characters, empty if unreadable (a process that is exiting).
     pub command: String,
+}
+
+/// The words of a command line (NUL-separated, as `/proc/PID/cmdline` holds them) as a shell
+/// would read them back: a word with a character a shell treats specially is put in single
+/// quotes (`sh -c 'sleep 1000; : tag'`), an empty word is `''`.
+fn shell_line(words: &[u8]) -> String {
+    if words.is_empty() {
+        return String::new();
+    }
+    words
+        .split(|b| *b == 0)
+        .map(|w| {
+            let word = String::from_utf8_lossy(w);
+            let plain = |c: char| c.is_alphanumeric() || "_@%+=:,./-".contains(c);
+            if !word.is_empty() && word.chars().all(plain) {
+                word.into_owned()
+            } else {
+                format!("'{}'", word.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// At most this many leftovers are named in a result.
@@ -818,12 +841,7 @@ impl Leftover {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        let command: String = words
-            .split(|b| *b == 0)
-            .filter(|w| !w.is_empty())
-            .map(|w| String::from_utf8_lossy(w).into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
+        let command: String = shell_line(words.strip_suffix(&[0]).unwrap_or(&words))
             .chars()
             .take(200)
             .collect();
@@ -886,6 +904,21 @@ impl MonitorResult {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_command_line_is_quoted_as_a_shell_reads_it_back() {
+        assert_eq!(shell_line(b"sleep\x001000"), "sleep 1000");
+        assert_eq!(
+            shell_line(b"sh\x00-c\x00sleep 1000; : tag"),
+            "sh -c 'sleep 1000; : tag'"
+        );
+        assert_eq!(shell_line(b"echo\x00\x00it's"), r"echo '' 'it'\''s'");
+        assert_eq!(
+            shell_line(b"a=b\x00/x/y.z\x00--k=v,w"),
+            "a=b /x/y.z --k=v,w"
+        );
+        assert_eq!(shell_line(b""), "");
+    }
+
     #[test]
     fn names_lists_every_outcome() {
         // A new outcome fails to compile here until it has its name's place, then fails until

@@ -489,6 +489,17 @@ impl Session {
     /// `NotConnected` when stdin is not piped or was closed; `BrokenPipe` when the child no
     /// longer reads it (it exited or closed it); `TimedOut` when the queue stayed full.
     pub fn write_stdin(&self, data: &[u8]) -> io::Result<()> {
+        self.write_stdin_timeout(data, STDIN_QUEUE_WAIT)
+    }
+
+    /// [`write_stdin`](Self::write_stdin), waiting at most `wait` (zero: not at all) for room
+    /// in the queue when the child does not read. A server answering many writes for a child
+    /// that stopped reading refuses the ones behind the first timeout at once this way.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_stdin`](Self::write_stdin); `TimedOut` when the queue stayed full for `wait`.
+    pub fn write_stdin_timeout(&self, data: &[u8], wait: Duration) -> io::Result<()> {
         let guard = self.shared.stdin.lock();
         let Some(tx) = guard.as_ref() else {
             return Err(io::Error::new(
@@ -498,11 +509,14 @@ impl Session {
         };
         let tx = tx.clone();
         drop(guard);
-        match tx.send_timeout(data.to_vec(), STDIN_QUEUE_WAIT) {
+        match tx.send_timeout(data.to_vec(), wait) {
             Ok(()) => Ok(()),
             Err(crossbeam_channel::SendTimeoutError::Timeout(_)) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the child is not reading its stdin (the queue stayed full for 5 s)",
+                format!(
+                    "the child is not reading its stdin (the queue stayed full for {})",
+                    crate::outcome::HumanDuration(wait)
+                ),
             )),
             Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,

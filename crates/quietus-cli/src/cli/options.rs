@@ -854,7 +854,12 @@ impl ConcatOs for Vec<PathBuf> {
     }
 }
 
-/// Parses `1500ms`, `30s`, `5m`, `2h`, `1h30m`, `1.5s`, `1d`; a bare number is seconds.
+/// Parses a duration in quietus's one grammar (docs/cli.md, "Durations"), the same on every
+/// surface: a bare number is seconds (`7`, `1.5`); otherwise one or more `NUMBER UNIT` parts,
+/// the units `d`, `h`, `m`, `s`, `ms`, each at most once and from the largest down (`1h30m`,
+/// `1s500ms`; not `1s1m` or `1m1m`); a number is digits with at most one point. The total is a
+/// whole number of milliseconds (`1.5ms`, `0.0001s` are finer than quietus counts), and one
+/// too large to hold is out of range, not "not a duration".
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let bad = || {
@@ -867,48 +872,100 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
             ""
         };
         format!(
-            "{text:?} is not a duration: {negative}use a number with a unit, like 1500ms, 30s, \
-             5m, 1h30m"
+            "{text:?} is not a duration: {negative}use a number with a unit (d, h, m, s, ms, \
+             from the largest down), like 1500ms, 30s, 5m, 1h30m"
         )
     };
-    if t.is_empty() {
-        return Err(bad());
-    }
-    // A bare number is digits with at most one point: not `1e3`, `inf` or `+5`, which `f64`
-    // would take.
-    let plain = t.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && t.matches('.').count() <= 1
-        && t.contains(|c: char| c.is_ascii_digit());
-    if plain {
-        let secs = t.parse::<f64>().map_err(|_| bad())?;
-        return Duration::try_from_secs_f64(secs).map_err(|_| bad());
-    }
-    let mut total = Duration::ZERO;
+    let is_number =
+        |n: &str| n.contains(|c: char| c.is_ascii_digit()) && n.matches('.').count() <= 1;
+    // The parts: (number, unit); a bare number is seconds.
+    let mut parts = Vec::new();
     let mut rest = t;
     while !rest.is_empty() {
         let split = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
+            .unwrap_or(rest.len());
         let (number, tail) = rest.split_at(split);
-        let number: f64 = number.parse().map_err(|_| bad())?;
         let unit_len = tail
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86400.0,
-            _ => return Err(bad()),
-        };
-        total = total
-            .checked_add(Duration::try_from_secs_f64(number * scale).map_err(|_| bad())?)
-            .ok_or_else(bad)?;
+        if !is_number(number) || (unit.is_empty() && !parts.is_empty()) {
+            return Err(bad());
+        }
+        parts.push((number, unit));
         rest = tail;
     }
-    Ok(total)
+    let finer = || {
+        format!(
+            "{text:?} is finer than a millisecond: durations are whole milliseconds (1ms, \
+             1500ms, 1.5s)"
+        )
+    };
+    let too_long =
+        || format!("{text:?} is out of range: longer than any duration quietus can hold");
+    if parts.is_empty() {
+        return Err(bad());
+    }
+    // Exact arithmetic in nanoseconds (u128): `0.1s` is 100ms, never 99.999….
+    let mut total_ns: u128 = 0;
+    let mut previous = u128::MAX;
+    for (number, unit) in &parts {
+        let scale_ns: u128 = match *unit {
+            "" if parts.len() == 1 => 1_000_000_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "d" => 86_400_000_000_000,
+            _ => return Err(bad()),
+        };
+        if scale_ns >= previous {
+            return Err(bad());
+        }
+        previous = scale_ns;
+        let part = match part_ns(number, scale_ns) {
+            Ok(ns) => ns,
+            Err(PartError::TooLong) => return Err(too_long()),
+            Err(PartError::Finer) => return Err(finer()),
+        };
+        total_ns = total_ns.checked_add(part).ok_or_else(too_long)?;
+    }
+    if !total_ns.is_multiple_of(1_000_000) {
+        return Err(finer());
+    }
+    u64::try_from(total_ns / 1_000_000)
+        .map(Duration::from_millis)
+        .map_err(|_| too_long())
+}
+
+/// Why one part of a duration is refused.
+enum PartError {
+    /// More than a `u128` of nanoseconds holds.
+    TooLong,
+    /// Not a whole number of nanoseconds.
+    Finer,
+}
+
+/// `number` (digits with at most one point) times `scale_ns`, exactly, in nanoseconds.
+fn part_ns(number: &str, scale_ns: u128) -> Result<u128, PartError> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let mut value: u128 = 0;
+    for d in whole.bytes().chain(fraction.bytes()) {
+        value = value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u128::from(d - b'0')))
+            .ok_or(PartError::TooLong)?;
+    }
+    let scaled = value.checked_mul(scale_ns).ok_or(PartError::TooLong)?;
+    let divisor = u32::try_from(fraction.len())
+        .ok()
+        .and_then(|n| 10u128.checked_pow(n))
+        .ok_or(PartError::Finer)?;
+    if !scaled.is_multiple_of(divisor) {
+        return Err(PartError::Finer);
+    }
+    Ok(scaled / divisor)
 }
 
 /// A duration, or `none` (off).
@@ -1058,6 +1115,65 @@ mod tests {
                 .contains("cannot be negative")
         );
         assert!(!parse_duration("-v").unwrap_err().contains("negative"));
+    }
+
+    /// One grammar (issue 51, point 7): units from the largest down, each once; whole
+    /// milliseconds; a number too large is out of range, not "not a duration".
+    #[test]
+    fn the_one_grammar_of_durations() {
+        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_duration("1d2h3m4s5ms"),
+            Ok(Duration::from_millis(93_784_005))
+        );
+        assert_eq!(parse_duration("0.1s"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_duration("0.001"), Ok(Duration::from_millis(1)));
+        for out_of_order in ["1s1m", "1m1m", "1ms1s", "5ms5ms", "1h1d"] {
+            let e = parse_duration(out_of_order).unwrap_err();
+            assert!(e.contains("is not a duration"), "{out_of_order}: {e}");
+            assert!(e.contains("largest down"), "{out_of_order}: {e}");
+        }
+        for finer in ["1.5ms", "0.0001s", "0.0005"] {
+            let e = parse_duration(finer).unwrap_err();
+            assert!(e.contains("finer than a millisecond"), "{finer}: {e}");
+        }
+        for unit in ["500us", "5ns", "1w", "1.2.3s", "1s.", "."] {
+            let e = parse_duration(unit).unwrap_err();
+            assert!(e.contains("is not a duration"), "{unit}: {e}");
+        }
+        for huge in [
+            "99999999999999999999d",
+            "999999999999999999999999999999999999999999s",
+        ] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("is out of range"), "{huge}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Every whole-millisecond duration reads back from the words quietus shows it in.
+        #[test]
+        fn every_duration_shown_reads_back(ms in 0u64..(400 * 86_400_000)) {
+            let d = Duration::from_millis(ms);
+            proptest::prop_assert_eq!(parse_duration(&exact_duration(d)), Ok(d));
+        }
+
+        /// Whatever the text, the parser answers (never panics); what it accepts is whole
+        /// milliseconds, and its parts' units run from the largest down.
+        #[test]
+        fn any_text_is_answered(text in "[0-9.]{0,6}(d|h|m|s|ms|us|x)?([0-9.]{0,4}(d|h|m|s|ms))?") {
+            if let Ok(d) = parse_duration(&text) {
+                proptest::prop_assert_eq!(d.subsec_nanos() % 1_000_000, 0);
+                let units: Vec<&str> = text
+                    .split(|c: char| c.is_ascii_digit() || c == '.')
+                    .filter(|u| !u.is_empty())
+                    .collect();
+                let rank = |u: &str| ["d", "h", "m", "s", "ms"].iter().position(|x| *x == u);
+                let ranks: Vec<_> = units.iter().map(|u| rank(u)).collect();
+                proptest::prop_assert!(ranks.iter().all(Option::is_some), "{text}");
+                proptest::prop_assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{text}");
+            }
+        }
     }
 
     #[test]

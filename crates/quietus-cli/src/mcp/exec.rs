@@ -58,7 +58,8 @@ pub(crate) struct CallContext {
 }
 
 impl CallContext {
-    fn cancelled(&self) -> bool {
+    /// Whether the client abandoned the call (`notifications/cancelled`).
+    pub(crate) fn cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
 }
@@ -330,7 +331,7 @@ impl Exec {
         {
             return Err(format!(
                 "invalid arguments for exec_command: workdir: {} is not a folder",
-                dir.display()
+                crate::jsonrpc::protocol::quote_str(&dir.to_string_lossy())
             ));
         }
         let pending = Arc::new(Mutex::new(Pending::new(args.max_output_bytes)));

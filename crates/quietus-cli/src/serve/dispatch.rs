@@ -187,7 +187,8 @@ impl Server {
             _ => now(Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!(
-                    "method not found: {method:?}; the methods are {}",
+                    "method not found: {}; the methods are {}",
+                    protocol::quote_str(method),
                     super::schema::METHODS
                         .iter()
                         .map(|(name, ..)| *name)
@@ -512,7 +513,10 @@ impl Server {
                     .get("graceful")
                     .filter(|g| g.is_object())
                     .ok_or_else(|| {
-                        RpcError::param("mode", format!("{mode} is not a mode; {ACCEPTS}"))
+                        RpcError::param(
+                            "mode",
+                            format!("{} is not a mode; {ACCEPTS}", protocol::quote(mode)),
+                        )
                     })?
                     .get("timeoutMs")
                     .unwrap_or(&Value::Null);
@@ -704,7 +708,12 @@ fn control_actions(action: &Value) -> Result<Vec<ControlAction>, RpcError> {
     const ACCEPTS: &str = "it accepts {\"type\": \"keepalive\", \"extendTimeoutMs\"?}, \
         {\"type\": \"send_ctrl_c\"}, {\"type\": \"terminate\"}, {\"type\": \"force_kill\"}, \
         {\"type\": \"set_idle_timeout\", \"timeoutMs\"}";
-    let bad = || RpcError::param("action", format!("{action} is not an action; {ACCEPTS}"));
+    let bad = || {
+        RpcError::param(
+            "action",
+            format!("{} is not an action; {ACCEPTS}", protocol::quote(action)),
+        )
+    };
     let object = action.as_object().ok_or_else(bad)?;
     let kind = object.get("type").and_then(Value::as_str).ok_or_else(bad)?;
     let millis = |field: &str| -> Result<Option<Duration>, RpcError> {

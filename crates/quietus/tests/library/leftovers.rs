@@ -64,6 +64,27 @@ fn background_sleeper_is_ended_and_wait_returns_promptly() {
     assert_no_leak(&marker);
 }
 
+/// A leftover's command line keeps its quoting (issue 51, point 12): `sh -c 'sleep 1000; : tag'`
+/// was reported as `sh -c sleep 1000; : tag`, which reads back as another command.
+#[test]
+fn a_leftovers_command_line_is_quoted_as_a_shell_reads_it_back() {
+    let marker = Marker::new("leftover_quoted");
+    let session = Session::builder(marker.sh("sh -c 'sleep 1000; : tag' & echo hi"))
+        .config(MonitorConfig::default().idle_timeout(Duration::from_secs(60)))
+        .stdout(SharedBuf::new().sink())
+        .spawn()
+        .expect("sh can be spawned");
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    let job = result.leftovers.iter().find(|l| l.command.contains("tag"));
+    assert_eq!(
+        job.map(|l| l.command.as_str()),
+        Some("sh -c 'sleep 1000; : tag'"),
+        "{result:#?}"
+    );
+    assert_no_leak(&marker);
+}
+
 /// Adopting orphans (subreaper mode) and holding the process group: when the leader exits, a
 /// sleeper left in its group and one that left it (setsid, its parent gone: adopted) are both
 /// ended; the look that skips the scans (no child but the leader) must not miss them.
