@@ -13,7 +13,7 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{POLL_MAX, POLL_MIN, Wake};
+use super::wait::{POLL_MAX, POLL_MIN, Wake};
 use crate::Pid;
 use crate::clock::Clock;
 use crate::config::KillStep;

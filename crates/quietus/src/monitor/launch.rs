@@ -23,7 +23,6 @@ use std::thread;
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
 use super::core::Core;
-use super::end_session;
 use super::ladder::{Leader, OsProcesses};
 use super::port::OsPort;
 use super::reader::{
@@ -33,7 +32,7 @@ use super::run::{DoneGuard, Facts, Monitor};
 use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, stream_index};
 use super::tree::guardian::Place;
-use super::tree::{self, Attach, Exec, pipe_error, terminal_error};
+use super::tree::{self, Attach, Exec, end_session, pipe_error, terminal_error};
 use super::wait::Sleeper;
 use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};

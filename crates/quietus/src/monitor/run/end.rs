@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::super::port::Port;
-use super::super::{POLL_MAX, POLL_MIN, Wake};
+use super::super::wait::{POLL_MAX, POLL_MIN, Wake};
 use super::phase::{Drain, End, Move, Phase};
 use super::result::{self, Closing, DoneGuard};
 use super::{Files, Monitor, Next};

@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::Wake;
 use super::core::Core;
 use super::ladder::{Ladder, signal_leader};
 use super::observe::Observer;
 use super::port::{Memory, Port};
 use super::rules::Rules;
 use super::tap::{StreamSlot, Tap, stream_index};
+use super::wait::Wake;
 use crate::Pid;
 use crate::activity::ActivityBoard;
 use crate::clock::Clock;

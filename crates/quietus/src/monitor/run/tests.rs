@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::super::Wake;
 use super::super::core::Core;
 use super::super::ladder::{Ladder, ProcessLayer};
 use super::super::port::{Leftovers, Memory, Port, ReaderLost, TreeSample};
 use super::super::tap::{StreamSlot, Tap};
+use super::super::wait::Wake;
 use super::Monitor;
 use super::phase::{Drain, Move, Phase};
 use super::result::{DoneGuard, Facts};

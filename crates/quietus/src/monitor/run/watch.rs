@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use super::super::Wake;
 use super::super::port::Port;
+use super::super::wait::Wake;
 use super::{Files, Monitor, Next};
 use crate::Pid;
 use crate::activity::{ActivitySource, BoardReading};

@@ -16,7 +16,6 @@ pub(super) mod terminal;
 use std::io;
 use std::process::{Command, Stdio};
 
-use super::{SESSION_TAG, boot_ticks_now, end_session};
 use crate::config::MonitorConfig;
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::process::pty::Pty;
@@ -232,4 +231,29 @@ pub(super) fn pipe_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError
             e,
         )
     }
+}
+
+/// The environment variable that tags a session's processes in subreaper mode.
+pub(super) const SESSION_TAG: &str = "QUIETUS_SESSION";
+
+/// Now in clock ticks since boot, the unit of process start times (0 where unknown: a session
+/// then counts as running since boot, which only makes the attribution more cautious).
+pub(in crate::monitor) fn boot_ticks_now() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        crate::process::sys::boot_ticks_now().unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// The session is over for the orphan attribution (`process::orphans`).
+pub(in crate::monitor) fn end_session(id: u64) {
+    #[cfg(target_os = "linux")]
+    let now = crate::process::sys::boot_ticks_now().map(|t| t + 1); // one tick of margin: both are whole ticks
+    #[cfg(not(target_os = "linux"))]
+    let now = None;
+    crate::process::orphans::end(id, now);
 }
