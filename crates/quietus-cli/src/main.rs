@@ -140,14 +140,6 @@ fn run(options: &Options) -> Exit {
         Ok(targets) => targets,
         Err(exit) => return exit,
     };
-    // Nothing quietus writes counts as the program's activity, wherever it is.
-    let mut config = config;
-    for own in [&cli.events, &cli.report].into_iter().flatten() {
-        if own.as_os_str() != "-" {
-            let files = config.get_files().clone().own_file(own.clone());
-            config = config.files(files);
-        }
-    }
     let context = Context {
         config: &config,
         command: &cli.command,
@@ -172,7 +164,7 @@ fn run(options: &Options) -> Exit {
         cli::relay::start_stdin(session.clone());
     }
     // observe mode (issue 43): the events are read to say each observation at the moment.
-    let say_observed = config.get_observe() && options.summary_wanted();
+    let say_observed = config.observe() && options.summary_wanted();
     let event_writer = (events.is_some() || say_observed)
         .then(|| {
             cli::events::start(events, session.events(), say_observed)

@@ -318,7 +318,7 @@ pub struct StaleReport {
     /// The descendants at the fresh sample taken at the deadline (children source on).
     pub children: Option<ChildrenSample>,
     /// The sources that were still active but had kept the child alive alone past their solo
-    /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
+    /// cap ([`MonitorConfigBuilder::solo_cap`](crate::config::MonitorConfigBuilder::solo_cap)), so they no longer
     /// counted.
     pub capped: Vec<ActivitySource>,
     /// What the tree was doing when it was judged stale: one snapshot of its processes,
@@ -427,7 +427,7 @@ pub enum CompletionSeen {
         after: Duration,
     },
     /// The line callback accepted an output line
-    /// ([`CompletionConfig::on_line`](crate::CompletionConfig::on_line)).
+    /// ([`CompletionConfigBuilder::on_line`](crate::config::CompletionConfigBuilder::on_line)).
     Callback {
         /// The stream of the line.
         stream: crate::stream::Stream,
@@ -437,7 +437,7 @@ pub enum CompletionSeen {
         after: Duration,
     },
     /// A completion file appeared or changed
-    /// ([`CompletionConfig::file`](crate::CompletionConfig::file)).
+    /// ([`CompletionConfigBuilder::file`](crate::config::CompletionConfigBuilder::file)).
     File {
         /// The file.
         path: PathBuf,

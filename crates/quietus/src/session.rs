@@ -12,7 +12,7 @@ use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::CapturedOutput;
 use crate::clock::Clock;
-use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
+use crate::config::{KillLadder, MonitorConfigBuilder, validate_idle_timeout};
 use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::environment::Environment;
 use crate::error::{ConfigError, SpawnError};
@@ -28,7 +28,7 @@ pub struct SessionBuilder {
     command: Command,
     /// Whether `command` is a [`Program`]'s: no setting quietus cannot see.
     plain: bool,
-    config: MonitorConfig,
+    config: MonitorConfigBuilder,
     clock: Clock,
     stdout: OutputSink,
     stderr: OutputSink,
@@ -82,9 +82,10 @@ impl SessionBuilder {
         ("PIP_NO_INPUT", "1"),
     ];
 
-    /// The monitoring configuration (default: [`MonitorConfig::default`]).
-    pub fn config(mut self, config: MonitorConfig) -> Self {
-        self.config = config;
+    /// The monitoring configuration (default: [`MonitorConfig::default`](crate::MonitorConfig::default)): a built one, or
+    /// its builder, which [`spawn`](Self::spawn) builds.
+    pub fn config(mut self, config: impl Into<MonitorConfigBuilder>) -> Self {
+        self.config = config.into();
         self
     }
 
@@ -247,7 +248,7 @@ impl SessionBuilder {
     /// - [`Thread`](crate::SpawnErrorKind::Thread): a thread that cannot be started (a child
     ///   already started is then killed and reaped).
     pub fn spawn(mut self) -> Result<Session, SpawnError> {
-        self.config.validate().map_err(SpawnError::config)?;
+        let config = self.config.build().map_err(SpawnError::config)?;
         if self.pty.is_some() && matches!(self.stdin, Some(Stdin::Given(_) | Stdin::Inherit)) {
             return Err(SpawnError::config(ConfigError::StdinWithTerminal));
         }
@@ -287,7 +288,7 @@ impl SessionBuilder {
         let launched = monitor::launch(Launch {
             command: self.command,
             exec,
-            config: self.config,
+            config,
             clock: self.clock,
             stdout: self.stdout,
             stderr: self.stderr,
@@ -346,7 +347,7 @@ impl Session {
     /// sinks. See [`SessionBuilder::spawn`] for the errors.
     pub fn spawn(
         command: impl Into<Program>,
-        config: MonitorConfig,
+        config: impl Into<MonitorConfigBuilder>,
     ) -> Result<Session, SpawnError> {
         Session::builder(command).config(config).spawn()
     }
@@ -358,7 +359,7 @@ impl Session {
         SessionBuilder {
             command,
             plain,
-            config: MonitorConfig::default(),
+            config: MonitorConfigBuilder::default(),
             clock: Clock::system(),
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,

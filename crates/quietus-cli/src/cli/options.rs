@@ -15,7 +15,8 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 
-use crate::settings::{SettingValue, Surface};
+use crate::settings::{Draft, SettingValue, Surface};
+use quietus::config::CompletionConfigBuilder;
 use quietus::{
     ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
     FileWatchConfig, KillLadder, MonitorConfig, Setting, Signal,
@@ -620,26 +621,37 @@ impl Options {
         let cli = &self.cli;
         // The watches are armed 50 ms in (at most a tenth of the idle timeout): a program that
         // is done by then costs no watch, and what it wrote before is found by its times.
-        let mut files = FileWatchConfig::default().arm_delay(COMMAND_ARM_DELAY);
+        let mut files = FileWatchConfig::builder().arm_delay(COMMAND_ARM_DELAY);
         if !cli.watch.is_empty() {
             files = files.roots(cli.watch.iter().cloned());
         }
         for glob in &cli.exclude {
             files = files.exclude(glob.clone());
         }
-        let config = MonitorConfig::default()
+        // Nothing quietus writes counts as the program's activity, wherever it is.
+        for own in [&cli.events, &cli.report].into_iter().flatten() {
+            if own.as_os_str() != "-" {
+                files = files.own_file(own.clone());
+            }
+        }
+        let config = MonitorConfig::builder()
             .kill_ladder(KillLadder::polite(cli.signal, self.grace()))
             .containment(cli.containment)
             .files(files)
             // One session per quietus process: the subreaper mode costs nothing here and
             // catches daemons that double-fork away between two samples.
-            .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
-            .completion(self.completion());
+            .children(ChildWatchConfig::builder().subreaper(cfg!(target_os = "linux")));
+        let mut draft = Draft::new(config, cli.signal);
+        draft.completion = self.completion();
         // The settings table's options, each applied by its own entry.
-        let config = self
+        let Draft {
+            config,
+            signal,
+            completion,
+        } = self
             .settings
             .iter()
-            .fold(config, |config, (def, value)| (def.apply)(config, *value));
+            .fold(draft, |draft, (def, value)| (def.apply)(draft, *value));
         let config = cli
             .probe
             .iter()
@@ -650,18 +662,23 @@ impl Options {
         // Every byte passes through already: a second copy on disk only when asked for, by
         // naming a folder or by asking for a report (whose `log` entries list the logs).
         let config = match (&cli.log_dir, &cli.report) {
-            (Some(dir), _) => config.capture(CaptureConfig::default().log_dir(dir)),
+            (Some(dir), _) => config.capture(CaptureConfig::builder().log_dir(dir)),
             (None, Some(_)) => config,
-            (None, None) => config.capture(CaptureConfig::default().spill(false)),
+            (None, None) => config.capture(CaptureConfig::builder().spill(false)),
         };
-        config.validate().map_err(|e| self.option_error(&e))?;
-        Ok(config)
+        Draft {
+            config,
+            signal,
+            completion,
+        }
+        .build()
+        .map_err(|e| self.option_error(&e))
     }
 
     /// How completion is recognised.
-    fn completion(&self) -> CompletionConfig {
+    fn completion(&self) -> CompletionConfigBuilder {
         let cli = &self.cli;
-        let mut completion = CompletionConfig::default();
+        let mut completion = CompletionConfig::builder();
         for regex in &cli.done_when_output {
             completion = completion.output(regex.clone());
         }
@@ -1315,10 +1332,12 @@ mod tests {
         {
             // The library defaults, but for the subreaper mode the command turns on (Linux)
             // and the log spill it leaves off (no --log-dir, no --report).
-            let expected = MonitorConfig::default()
-                .files(FileWatchConfig::default().arm_delay(COMMAND_ARM_DELAY))
-                .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
-                .capture(CaptureConfig::default().spill(false));
+            let expected = MonitorConfig::builder()
+                .files(FileWatchConfig::builder().arm_delay(COMMAND_ARM_DELAY))
+                .children(ChildWatchConfig::builder().subreaper(cfg!(target_os = "linux")))
+                .capture(CaptureConfig::builder().spill(false))
+                .build()
+                .unwrap();
             assert_eq!(options.config().unwrap(), expected);
             assert_eq!(options.log_level(), log::LevelFilter::Warn);
             assert!(options.summary_wanted());
@@ -1355,39 +1374,23 @@ mod tests {
         ])
         .unwrap();
         let config = options.config().unwrap();
-        assert_eq!(config.get_idle_timeout(), Duration::from_secs(2));
-        assert_eq!(config.get_hard_timeout(), Some(Duration::from_secs(60)));
+        assert_eq!(config.idle_timeout(), Duration::from_secs(2));
+        assert_eq!(config.hard_timeout(), Some(Duration::from_secs(60)));
         assert_eq!(
-            *config.get_kill_ladder(),
+            *config.kill_ladder(),
             KillLadder::polite(Signal::INT, Duration::from_millis(300))
         );
-        assert_eq!(
-            config.get_files().get_roots(),
-            [PathBuf::from("a"), "b".into()]
-        );
-        assert!(
-            config
-                .get_files()
-                .get_exclude()
-                .contains(&"*.log".to_owned())
-        );
-        assert!(
-            config
-                .get_files()
-                .get_exclude()
-                .contains(&"*.tmp".to_owned())
-        );
+        assert_eq!(config.files().roots(), [PathBuf::from("a"), "b".into()]);
+        assert!(config.files().exclude().contains(&"*.log".to_owned()));
+        assert!(config.files().exclude().contains(&"*.tmp".to_owned()));
         assert!(
             config.watches(&ActivitySource::Files)
                 && config.watches(&ActivitySource::Output)
                 && !config.watches(&ActivitySource::Children)
                 && !config.watches(&ActivitySource::Network)
         );
-        assert_eq!(
-            config.get_check_interval(),
-            Some(Duration::from_millis(250))
-        );
-        assert!(config.get_keep_leftovers());
+        assert_eq!(config.check_interval(), Some(Duration::from_millis(250)));
+        assert!(config.keep_leftovers());
         assert_eq!(options.log_level(), log::LevelFilter::Debug);
         assert_eq!(
             options.cli.command,

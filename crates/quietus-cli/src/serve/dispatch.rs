@@ -41,7 +41,7 @@ impl Proc {
     /// The polite step's grace of the process's own ladder.
     fn grace(&self) -> Duration {
         self.config
-            .get_kill_ladder()
+            .kill_ladder()
             .steps()
             .next()
             .map_or(Duration::ZERO, |(_, grace)| grace)
@@ -210,7 +210,7 @@ impl Server {
                 "shutdownGraceMs": ms(o.shutdown_grace),
                 "outputNotifications": o.output_description(),
                 "outputThrottleMs": ms(o.output_throttle),
-                "outputChunkBytes": quietus::EventConfig::default().get_chunk_cap(),
+                "outputChunkBytes": quietus::EventConfig::default().chunk_cap(),
                 "stdinQueue": process::STDIN_JOBS,
                 "encoding": "base64",
             }
@@ -749,8 +749,12 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
     let session = &proc.session;
     let relay = Relay::of(session);
     let command = process::os_words(&proc.argv);
-    // The idle timeout in force at the end (a control may have replaced the start's).
-    let config = proc.config.clone().idle_timeout(session.idle_timeout());
+    // The idle timeout in force at the end (a control may have replaced the start's, and
+    // checked it as the builder does).
+    let config = quietus::config::MonitorConfigBuilder::from(proc.config.clone())
+        .idle_timeout(session.idle_timeout())
+        .build()
+        .unwrap_or_else(|_| proc.config.clone());
     let context = Context {
         config: &config,
         command: &command,

@@ -11,14 +11,14 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
     CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, MonitorConfig,
-    Session, SessionBuilder, Setting, Stdin, Stream,
+    Session, SessionBuilder, Setting, Signal, Stdin, Stream,
 };
 use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol::{self, Params, RpcError, STDIN_BACKLOG, notification, whole_number};
-use crate::settings::{self, Surface};
+use crate::settings::{self, Draft, Surface};
 
 /// The fields `process/start` accepts besides the settings table's
 /// ([`crate::settings::SETTINGS`], each under its `serve` key).
@@ -258,7 +258,7 @@ fn parse_seed(seed: Option<&Value>) -> Result<Vec<(&str, &str)>, RpcError> {
 
 /// The monitoring configuration: the library's defaults, the server's settings, the request's.
 fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorConfig, RpcError> {
-    let mut capture = CaptureConfig::default().cap_per_stream(options.retain_bytes);
+    let mut capture = CaptureConfig::builder().cap_per_stream(options.retain_bytes);
     if let Some(dir) = &options.log_dir {
         capture = capture.log_dir(dir);
     }
@@ -267,16 +267,16 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
         Some(n) => capture = capture.spill_threshold(n),
         None => {}
     }
-    let mut config = MonitorConfig::default()
+    let mut config = MonitorConfig::builder()
         .capture(capture)
-        .events(EventConfig::default().throttle(options.output_throttle));
+        .events(EventConfig::builder().throttle(options.output_throttle));
     if let Some(roots) = params.strings("watch")? {
-        config = config.files(FileWatchConfig::default().roots(roots));
+        config = config.files(FileWatchConfig::builder().roots(roots));
     }
     // The settings table's, each under its serve key.
-    let config = settings::apply_json(config, params.map(), Surface::Serve)?;
-    config.validate().map_err(|e| config_error(&e))?;
-    Ok(config)
+    let draft = Draft::new(config, Signal::TERM);
+    let draft = settings::apply_json(draft, params.map(), Surface::Serve)?;
+    draft.build().map_err(|e| config_error(&e))
 }
 
 /// A [`ConfigError`] as -32602, named by the parameter that set the setting: the settings

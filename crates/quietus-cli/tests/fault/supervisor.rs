@@ -15,6 +15,7 @@
 use crate::support as common;
 use crate::support::cli::ScenarioCli;
 use crate::support::fault as fault_support;
+use quietus::config::MonitorConfigBuilder;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -27,8 +28,8 @@ use quietus::{KillLadder, MonitorConfig, Outcome, OutputSink, Session, Signal, S
 
 const IDLE: Duration = Duration::from_millis(500);
 
-fn config() -> MonitorConfig {
-    MonitorConfig::default()
+fn config() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
         .drain_cap(ms(1000))
@@ -187,9 +188,11 @@ fn a_sink_blocked_when_the_child_exits_does_not_hang_wait() {
     let session = s
         .builder(
             "head -c 100000 /dev/urandom | tee -a \"$SW_OUT\"; exit 6",
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(Duration::from_secs(60))
-                .drain_cap(ms(1000)),
+                .drain_cap(ms(1000))
+                .build()
+                .unwrap(),
         )
         .stdout(sink)
         .spawn()
@@ -259,7 +262,10 @@ fn dropping_the_session_from_inside_its_sink_ends_the_tree() {
                 "sleep 1000 & while [ ! -e '{go}' ]; do sleep 0.01; done; say ready; wait",
                 go = go.display()
             ),
-            MonitorConfig::default().idle_timeout(Duration::from_secs(60)),
+            MonitorConfig::builder()
+                .idle_timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
         )
         .stdout(sink)
         .spawn()

@@ -188,7 +188,7 @@ static LOGGED: AtomicU64 = AtomicU64::new(0);
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 fn maybe_sweep(dir: &Path, folder: &File, retention: &LogRetention) {
-    if retention.max_age.is_none() && retention.max_total_bytes.is_none() {
+    if retention.max_age().is_none() && retention.max_total_bytes().is_none() {
         return;
     }
     let logged = LOGGED.load(Ordering::Relaxed);
@@ -197,7 +197,7 @@ fn maybe_sweep(dir: &Path, folder: &File, retention: &LogRetention) {
         let mut swept = SWEPT.lock();
         if let Some(&(at, logged_then)) = swept.get(dir) {
             let much = retention
-                .max_total_bytes
+                .max_total_bytes()
                 .is_some_and(|max| logged - logged_then > max / 8);
             if now.duration_since(at) < SWEEP_EVERY && !much {
                 return;
@@ -262,9 +262,9 @@ pub(crate) fn to_delete(logs: &[LogEntry], now: SystemTime, budget: &LogRetentio
             continue;
         }
         let too_old = budget
-            .max_age
+            .max_age()
             .is_some_and(|age| now.duration_since(log.modified).is_ok_and(|a| a > age));
-        let too_big = budget.max_total_bytes.is_some_and(|max| total > max);
+        let too_big = budget.max_total_bytes().is_some_and(|max| total > max);
         if too_old || too_big {
             total -= log.bytes;
             chosen.push(i);
@@ -997,9 +997,7 @@ mod tests {
     #[test]
     fn retention_deletes_the_too_old_then_the_oldest_over_budget_never_a_live_log() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-        let budget = LogRetention::default()
-            .max_age(Some(Duration::from_secs(100)))
-            .max_total_bytes(Some(1000));
+        let budget = LogRetention::new(Some(Duration::from_secs(100)), Some(1000));
         // Nothing to do: young and under budget.
         let logs = [entry(10, 400, false, now), entry(5, 500, false, now)];
         assert!(to_delete(&logs, now, &budget).is_empty());
@@ -1107,9 +1105,7 @@ mod tests {
             .unwrap()
             .set_modified(SystemTime::now() - Duration::from_secs(40 * 86_400))
             .unwrap();
-        let budget = LogRetention::default()
-            .max_age(Some(Duration::from_secs(7 * 86_400)))
-            .max_total_bytes(Some(4000));
+        let budget = LogRetention::new(Some(Duration::from_secs(7 * 86_400)), Some(4000));
         let deleted = sweep(d, &open_folder(d), &budget, SystemTime::now()).unwrap();
         let left: Vec<_> = fs::read_dir(d)
             .unwrap()
@@ -1135,7 +1131,7 @@ mod tests {
     #[test]
     fn a_loop_of_runs_stays_within_the_budget() {
         let dir = tempfile::tempdir().unwrap();
-        let budget = LogRetention::default().max_total_bytes(Some(10 * 1024));
+        let budget = LogRetention::new(LogRetention::default().max_age(), Some(10 * 1024));
         for run in 0..60 {
             let log_dir = resolve(Some(dir.path().into()), PathBuf::new, &budget)
                 .unwrap()

@@ -88,9 +88,11 @@ mod tests {
 
     #[test]
     fn the_board_has_the_probes_and_the_output_sources_as_configured() {
-        let config = MonitorConfig::default()
+        let config = MonitorConfig::builder()
             .watch_output(false)
-            .probe(Probe::new("db", || true));
+            .probe(Probe::new("db", || true))
+            .build()
+            .expect("valid");
         let core = Core::new(7, config, Clock::from(&MockClock::new()));
         let reading = core.board.read();
         let state = |source: &ActivitySource| {
@@ -109,7 +111,10 @@ mod tests {
     #[test]
     fn the_emitter_observes_the_board_and_the_shared_state_starts_running() {
         let clock = MockClock::new();
-        let config = MonitorConfig::default().idle_timeout(Duration::from_secs(9));
+        let config = MonitorConfig::builder()
+            .idle_timeout(Duration::from_secs(9))
+            .build()
+            .expect("valid");
         let core = Core::new(1, config, Clock::from(&clock));
         let events = core.emitter.receiver();
         clock.advance(Duration::from_secs(1));

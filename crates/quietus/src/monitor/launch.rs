@@ -700,19 +700,20 @@ mod stage_tests {
     use super::*;
     use crate::clock::MockClock;
     use crate::completion::CompletionConfig;
-    use crate::config::{CaptureConfig, Containment};
+    use crate::config::{CaptureConfig, Containment, MonitorConfigBuilder};
 
     /// A configuration that needs no process and no cgroup: the process group, no file
     /// tracker, no network, no log.
-    fn quiet() -> MonitorConfig {
-        MonitorConfig::default()
-            .capture(CaptureConfig::default().spill(false))
+    fn quiet() -> MonitorConfigBuilder {
+        MonitorConfig::builder()
+            .capture(CaptureConfig::builder().spill(false))
             .containment(Containment::Group)
             .watch_files(false)
             .watch_network(false)
     }
 
-    fn held(config: MonitorConfig, command: &Command) -> io::Result<Held> {
+    fn held(config: MonitorConfigBuilder, command: &Command) -> io::Result<Held> {
+        let config = config.build().expect("valid");
         Held::new(
             Core::new(1, config, Clock::from(&MockClock::new())),
             command,
@@ -743,7 +744,7 @@ mod stage_tests {
             }
         ));
         // Completion by a file (looked at relative to the child's folder) and by a line.
-        let completion = CompletionConfig::default().file("done").output("^ok$");
+        let completion = CompletionConfig::builder().file("done").output("^ok$");
         let config = quiet()
             .completion(completion)
             .idle_timeout(Duration::from_secs(5));
@@ -758,7 +759,7 @@ mod stage_tests {
         let dir = tempfile::tempdir().expect("a folder");
         let file = dir.path().join("a-file");
         std::fs::write(&file, "").expect("a file");
-        let capture = CaptureConfig::default().spill(true).log_dir(&file);
+        let capture = CaptureConfig::builder().spill(true).log_dir(&file);
         let refused = held(quiet().capture(capture), &Command::new("true"))
             .err()
             .expect("refused");
@@ -778,9 +779,11 @@ mod wakeup_tests {
     /// exit) and waits; returns the outcome and how many waiter threads the start made.
     fn run(script: &str, mock: bool) -> (Outcome, u32, Duration) {
         let before = WAITERS.with(|n| n.get());
-        let config = MonitorConfig::default()
+        let config = MonitorConfig::builder()
             .watch_files(false)
-            .idle_timeout(Duration::from_secs(60));
+            .idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
         let mut builder = Session::builder(Program::new("sh").args(["-c", script])).config(config);
         if mock {
             builder = builder.clock(MockClock::new());
@@ -812,7 +815,7 @@ mod wakeup_tests {
 
     #[test]
     fn the_stderr_reader_thread_starts_only_if_the_program_writes_there() {
-        let config = MonitorConfig::default().watch_files(false);
+        let config = MonitorConfig::builder().watch_files(false).build().unwrap();
         let script = "sleep 0.2; echo out; sleep 0.2";
         let session = Session::builder(Program::new("sh").args(["-c", script]))
             .config(config.clone())

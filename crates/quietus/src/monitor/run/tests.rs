@@ -238,7 +238,7 @@ fn seen() -> CompletionSeen {
 
 #[test]
 fn completion_ends_a_leader_that_lingers_past_its_linger() {
-    let config = quiet(600).completion(crate::CompletionConfig::default().linger(secs(4)));
+    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.control.send(Control::Completed(seen())).expect("open");
     let ran = rig.run();
@@ -256,7 +256,7 @@ fn completion_ends_a_leader_that_lingers_past_its_linger() {
 
 #[test]
 fn completion_followed_by_the_leaders_exit_is_an_exit() {
-    let config = quiet(600).completion(crate::CompletionConfig::default().linger(secs(4)));
+    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.world.borrow_mut().exit_at = Some(rig.origin() + secs(2));
     rig.control.send(Control::Completed(seen())).expect("open");
@@ -474,7 +474,10 @@ fn a_tree_that_outlives_its_sigkill_is_reported_unproven() {
 
 #[test]
 fn the_idle_warning_comes_once_per_idle_spell() {
-    let events = crate::config::EventConfig::default().idle_warning(Some(0.5));
+    let events = crate::config::EventConfig::builder()
+        .idle_warning(Some(0.5))
+        .build()
+        .unwrap();
     let ran = new_rig(quiet(10).events(events), polite()).run();
     let warnings: Vec<_> = ran
         .events

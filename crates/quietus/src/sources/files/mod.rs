@@ -223,7 +223,7 @@ impl FileActivityTracker {
     }
 
     /// Never count activity on `path` (a file quietus or its caller writes itself, such as
-    /// a log), matched by identity like [`FileWatchConfig::get_own_files`], from now on.
+    /// a log), matched by identity like [`FileWatchConfig::own_files`], from now on.
     pub fn ignore_file(&self, path: impl Into<PathBuf>) {
         self.common.filter.own_files.add(&path.into());
     }
@@ -359,9 +359,11 @@ mod tests {
             let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let own = real.join(format!(".agent/events-{mode}.jsonl"));
             let tracker = FileActivityTracker::start(
-                &FileWatchConfig::default()
+                &FileWatchConfig::builder()
                     .own_file(&own)
-                    .force_stat_scan(mode),
+                    .force_stat_scan(mode)
+                    .build()
+                    .unwrap(),
                 &alias,
                 board.clone(),
                 Duration::from_millis(20),
@@ -398,7 +400,10 @@ mod tests {
         for stat_scan in [false, true] {
             let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let tracker = FileActivityTracker::start(
-                &FileWatchConfig::default().force_stat_scan(stat_scan),
+                &FileWatchConfig::builder()
+                    .force_stat_scan(stat_scan)
+                    .build()
+                    .unwrap(),
                 dir.path(),
                 board.clone(),
                 Duration::from_millis(20),

@@ -11,7 +11,7 @@ use super::super::result::{DoneGuard, Facts};
 use crate::Pid;
 use crate::activity::ActivitySource;
 use crate::clock::{Clock, MockClock};
-use crate::config::{KillLadder, MonitorConfig};
+use crate::config::{KillLadder, MonitorConfig, MonitorConfigBuilder};
 use crate::contract::{Control, SessionState, Shared};
 use crate::diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 use crate::events::Event;
@@ -329,8 +329,12 @@ pub(super) struct Rig {
 }
 
 /// A rig for `config` (files off) whose leader lives in `world`.
-pub(super) fn new_rig(config: MonitorConfig, world: World) -> Rig {
-    let config = config.watch_files(false).watch_network(false);
+pub(super) fn new_rig(config: MonitorConfigBuilder, world: World) -> Rig {
+    let config = config
+        .watch_files(false)
+        .watch_network(false)
+        .build()
+        .unwrap();
     let clock = MockClock::new();
     // The core as the launcher makes it; the children source as configured (the launcher's
     // observer sets it).
@@ -462,10 +466,10 @@ pub(super) fn secs(s: u64) -> Duration {
 
 /// A quiet config: output and keepalive only, idle after `idle` seconds, TERM then KILL, no
 /// idle warning.
-pub(super) fn quiet(idle: u64) -> MonitorConfig {
-    MonitorConfig::default()
+pub(super) fn quiet(idle: u64) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(secs(idle))
-        .events(crate::config::EventConfig::default().idle_warning(None))
+        .events(crate::config::EventConfig::builder().idle_warning(None))
         .watch_children(false)
         .kill_ladder(KillLadder::polite(Signal::TERM, secs(2)))
 }
