@@ -151,6 +151,18 @@ pub enum LogDirProblem {
         /// Its permission bits.
         mode: u32,
     },
+    /// A folder on the default folder's path (as the system resolves it) belongs to another
+    /// user than this one or root, or others can write to it without its sticky bit: that
+    /// user could swap the folders below it (a shared `HOME` whose `~/.cache` is someone
+    /// else's), so the logs would go where they choose.
+    UnsafePath {
+        /// The folder on the way.
+        folder: std::path::PathBuf,
+        /// Its owner's user id.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 impl fmt::Display for LogDirProblem {
@@ -170,6 +182,17 @@ impl fmt::Display for LogDirProblem {
             LogDirProblem::WritableByOthers { mode } => {
                 write!(f, "is writable by others (mode {mode:o}); {OWN}")
             }
+            LogDirProblem::UnsafePath {
+                folder,
+                owner,
+                mode,
+            } => write!(
+                f,
+                "the folder {} on its path belongs to user {owner} (mode {mode:o}): only this \
+                 user or root may own a folder on the way to the default log folder, and others \
+                 may write to it only when it is sticky",
+                folder.display()
+            ),
         }
     }
 }

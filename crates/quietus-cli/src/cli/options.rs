@@ -35,10 +35,12 @@ const ABOUT: &str = "Run PROGRAM and end its whole process tree only when it has
 
 const LONG_ABOUT: &str = "\
 Run PROGRAM and end its whole process tree only when it has truly stalled: no output on stdout
-or stderr, no file activity under the watched folders (default .agent), and no CPU progress in
-its descendants, all for longer than the idle timeout. A hard timeout ends it even while active.
-Then quietus sends the first signal of the ladder (TERM) to the program's process group,
-waits the grace period, and sends KILL to what is left.
+or stderr, no file activity under the watched folders (default .agent), no CPU progress in its
+descendants, and no bytes moving on its TCP sockets, all for longer than the idle timeout. A hard
+timeout ends it even while active. Then quietus sends the first signal of the ladder (TERM) to
+the whole tree (a cgroup of its own where one can be made, else the program's process group and
+the descendants seen leaving it: --containment), waits the grace period, and sends KILL to what
+is left.
 
 The program's stdout and stderr pass through unchanged, byte for byte; its stdin is inherited.
 When quietus ends the program it prints one line on stderr saying why.";
@@ -48,7 +50,8 @@ Every option can also be set with QUIETUS_<OPTION>, e.g. QUIETUS_IDLE_TIMEOUT=10
 command line wins. Exit status: the program's own; 124 after an idle or hard timeout; 128+N when
 it died of signal N; 125 for quietus's own failures; 126 not executable; 127 not found; 1
 when the program succeeded but writing its output through failed.
-`quietus --help` says more; `quietus serve --help`: the process service (JSON-RPC).
+`quietus --help` says more; `quietus serve --help`: the process service (JSON-RPC);
+`quietus mcp --help`: the MCP server that gives an agent supervised shell commands.
 
 Example:
   quietus -i 10m -t 2h -- codex exec \"fix the failing tests\"";
@@ -66,7 +69,7 @@ ENVIRONMENT
 
 EXIT STATUS
   N       the program's own exit code, when it exited by itself
-  124     quietus ended it: idle timeout or hard timeout (as GNU timeout)
+  124     quietus ended it: idle, hard or input-wait timeout (as GNU timeout)
   0       the work was done (--done-when-output, --done-when-file) and quietus ended the
           program after the linger
   128+N   it died of signal N that quietus did not send
@@ -80,7 +83,7 @@ EXIT STATUS
           error on quietus's stdout or stderr; a broken pipe is passed on to the program
           instead); no other status is replaced
   When quietus itself receives HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,
-  VTALRM, PROF, IO or PWR, it passes that signal on to the program's process group (then KILL
+  VTALRM, PROF, IO or PWR, it passes that signal on to the program's whole tree (then KILL
   after the grace; a second INT kills at once). It then exits as the program did: with its exit
   code, or, when the program died of a signal, by the signal quietus received, so that a
   shell loop stops on Ctrl-C (as process 1, where that is not possible, it exits with 128+N).
@@ -94,18 +97,24 @@ THE PROCESS SERVICE
   object per line (`quietus serve --help`; the protocol is in docs/serve.md). To run a program
   named serve, write `quietus -- serve`.
 
+THE MCP SERVER
+  `quietus mcp` is a Model Context Protocol server on stdio: it gives an agent the tools
+  exec_command, write_stdin, exec_control and list_exec_sessions, each shell command supervised
+  as above (`quietus mcp --help`; docs/mcp.md). To run a program named mcp, write
+  `quietus -- mcp`.
+
 CONTAINERS
   As the container's first process (pid 1) quietus forwards signals and reaps the orphaned
   processes that the kernel hands to it. It does the same when it is a child subreaper.
 
 EXAMPLES
-  An agent step that is ended after 10 minutes without output, file activity in .agent or
-  busy descendants, and after 2 hours at most:
+  An agent step that is ended after 10 minutes without output, file activity in .agent, busy
+  descendants or network traffic, and after 2 hours at most:
     quietus -i 10m -t 2h -- codex exec \"continue the plan in .agent/PLAN.md\"
   Watch two folders, ignore a cache, write a JSON report:
     quietus -w .agent -w notes --exclude 'cache/**' --report run.json -- claude -p \"go on\"
   Only output counts (a plain silence timeout):
-    quietus --no-watch --no-children -i 30s -- ./flaky-test.sh";
+    quietus --no-watch --no-children --no-network -i 30s -- ./flaky-test.sh";
 
 /// The command line as clap sees it.
 #[derive(Debug, Parser)]
@@ -121,7 +130,7 @@ EXAMPLES
     next_display_order = 100
 )]
 pub(crate) struct Cli {
-    /// The first signal of the ladder, sent to the program's whole process group.
+    /// The first signal of the ladder, sent to the program's whole tree.
     ///
     /// A name with or without SIG, or a number: TERM, INT, HUP, 15, SIGUSR1.
     /// KILL skips the ladder: KILL at once.
@@ -319,7 +328,7 @@ pub(crate) struct Cli {
     /// cannot be used. The report lists the logs with their SHA-256. A folder named here that
     /// cannot be used stops quietus before the program starts (125). quietus's logs
     /// older than 7 days, then the oldest past 256 MiB in all, are deleted from the folder.
-    /// Example: --log-dir /var/log/agents
+    /// Example: --log-dir ~/agent-logs
     #[arg(
         long,
         value_name = "DIR",

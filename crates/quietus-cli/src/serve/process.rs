@@ -315,6 +315,12 @@ impl Forward {
 
 /// Starts the thread that turns the session's events into notifications, in order:
 /// `started`, `output`…, `exited` once, `closed` last.
+///
+/// The library sends `Exited` when the child is reaped and its last output after it (the
+/// throttle's flush, what the drain reads): the forwarder holds `Exited` until `Closed`, so
+/// that every `output` and `activity` notification of the process comes before its
+/// `process/exited` (docs/serve.md). `process/wait`'s answer waits for the same end, so the
+/// hold delays nothing a client waits for.
 pub(crate) fn start_forwarder(
     session: &Session,
     forward: Forward,
@@ -326,8 +332,22 @@ pub(crate) fn start_forwarder(
         .spawn(move || {
             // Per stream: output notifications dropped since the last one sent.
             let mut dropped = [false; 4];
+            let mut exited = None;
             while let Some(event) = events.recv() {
-                forward_event(event, &forward, &outbox, &mut dropped);
+                match event {
+                    Event::Exited { .. } => exited = Some(event),
+                    Event::Closed => {
+                        if let Some(exited) = exited.take() {
+                            forward_event(exited, &forward, &outbox, &mut dropped);
+                        }
+                        forward_event(event, &forward, &outbox, &mut dropped);
+                    }
+                    _ => forward_event(event, &forward, &outbox, &mut dropped),
+                }
+            }
+            // The stream ended without `Closed` (cannot happen): the exit is still told.
+            if let Some(exited) = exited {
+                forward_event(exited, &forward, &outbox, &mut dropped);
             }
         })
         .map(drop)

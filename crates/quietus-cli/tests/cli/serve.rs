@@ -963,6 +963,50 @@ fn serve_notification_order_per_process() {
     assert_no_leak(&marker);
 }
 
+/// A process's output and activity notifications all come before its `process/exited`
+/// (docs/serve.md): the library sends its last output (the throttle's flush) after its
+/// `Exited` event, and the server holds `process/exited` until that output is sent. Twenty
+/// short processes at once, with the default throttle (the last flush at the end of the run).
+#[test]
+fn serve_output_comes_before_exited_for_every_process() {
+    let marker = Marker::new("serve-exited-last");
+    let mut client = Client::start(&marker, &[]);
+    let names: Vec<String> = (0..20).map(|i| format!("p{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let script = format!("echo out-{i}; echo err-{i} >&2; exit 3");
+        client.ok(
+            "process/start",
+            json!({"processId": name, "argv": sh(&marker, &script)}),
+        );
+    }
+    for (i, name) in names.iter().enumerate() {
+        let notes = client.until_closed(name);
+        let methods: Vec<&str> = notes
+            .iter()
+            .map(|n| n["method"].as_str().unwrap())
+            .collect();
+        let exited = methods
+            .iter()
+            .position(|m| *m == "process/exited")
+            .unwrap_or_else(|| panic!("{name}: no process/exited: {methods:?}"));
+        assert!(
+            methods[exited..]
+                .iter()
+                .all(|m| *m != "process/output" && *m != "process/activity"),
+            "{name}: output or activity after process/exited: {methods:?}"
+        );
+        assert_eq!(
+            &methods[exited..],
+            ["process/exited", "process/closed"],
+            "{name}"
+        );
+        assert_eq!(output_of(&notes, "stdout"), format!("out-{i}\n").as_bytes());
+        assert_eq!(output_of(&notes, "stderr"), format!("err-{i}\n").as_bytes());
+    }
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
 /// A start that arms a large watch (the whole of `/`: walked up to the bound of one
 /// session's watches, then refused as too large) does not hold up the server: a
 /// `process/list` sent right behind it is answered first, and a request naming the process

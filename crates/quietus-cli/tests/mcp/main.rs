@@ -10,6 +10,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod docs;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;

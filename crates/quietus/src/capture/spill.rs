@@ -55,6 +55,9 @@ pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> Result<File, LogDirEr
         path: dir.to_path_buf(),
         problem,
     };
+    if is_default {
+        check_the_way(dir).map_err(fail)?;
+    }
     let created = DirBuilder::new().recursive(true).mode(0o700).create(dir);
     if is_default && fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(fail(LogDirProblem::SymbolicLink));
@@ -84,6 +87,43 @@ pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> Result<File, LogDirEr
         check_own(&meta).map_err(fail)?;
     }
     Ok(folder)
+}
+
+/// Before the default folder is created or entered, every folder on the way to it that exists
+/// already — as the system resolves it, links included — must be this user's or root's, and
+/// writable by others only when sticky (as `/tmp`), as ssh checks the folders on the way to its
+/// files: else another user could swap a folder below one of theirs (a shared `HOME` whose
+/// `~/.cache` is someone else's, `~/.cache/quietus` made a link to their folder) and the logs
+/// would go where they choose. Once the way is safe, nobody else can change it.
+fn check_the_way(dir: &Path) -> Result<(), LogDirProblem> {
+    use std::os::unix::fs::MetadataExt;
+    // The part that exists (a dangling link counts as existing: it is refused below, never
+    // created through).
+    let mut existing = dir;
+    while fs::symlink_metadata(existing).is_err() {
+        match existing.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => existing = parent,
+            _ => return Ok(()),
+        }
+    }
+    let Ok(real) = fs::canonicalize(existing) else {
+        // A dangling link or a loop on the way: opening the folder says which.
+        return Err(LogDirProblem::SymbolicLink);
+    };
+    let uid = crate::process::sys::effective_uid();
+    for folder in real.ancestors() {
+        let meta = fs::metadata(folder).map_err(|e| LogDirProblem::Read(e.into()))?;
+        let mode = meta.mode() & 0o7777;
+        let writable_by_others = mode & 0o022 != 0 && mode & 0o1000 == 0;
+        if (meta.uid() != uid && meta.uid() != 0) || writable_by_others {
+            return Err(LogDirProblem::UnsafePath {
+                folder: folder.to_path_buf(),
+                owner: meta.uid(),
+                mode,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The default log folder must be the user's own and closed to others: a folder someone else
@@ -952,6 +992,58 @@ mod tests {
         );
         // A folder the caller names may be a link: it is the caller's choice.
         assert!(resolve(Some(planted.clone()), PathBuf::new, &budget).is_ok());
+    }
+
+    /// A shared `HOME` whose `~/.cache` someone else can change (issue 51, point 6): they made
+    /// `~/.cache/quietus` a link to a folder of theirs. The default folder is refused before
+    /// anything is created through the link; a folder on the way that others may write to
+    /// without a sticky bit is refused the same way; a sticky one (as `/tmp`) is fine.
+    #[test]
+    fn the_way_to_the_default_folder_is_checked_as_ssh_does() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let budget = LogRetention::default();
+        let cache = dir.path().join("home/.cache");
+        fs::create_dir_all(&cache).unwrap();
+        let theirs = dir.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink(&theirs, cache.join("quietus")).unwrap();
+        let default = cache.join("quietus/logs");
+        let refused = |why: &str| {
+            let log_dir = resolve(None, || default.clone(), &budget).unwrap().unwrap();
+            let e = log_dir
+                .folder
+                .as_ref()
+                .expect_err("the default folder was used");
+            assert!(
+                matches!(e.problem, LogDirProblem::UnsafePath { .. }),
+                "{why}: {e}"
+            );
+            assert_eq!(
+                fs::read_dir(&theirs).unwrap().count(),
+                0,
+                "{why}: made in theirs"
+            );
+        };
+        // Others may write to the folder the link leads to.
+        refused("a link to a folder others write to");
+        // Someone else's ~/.cache (only root can make a folder another user's).
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o755)).unwrap();
+        if crate::process::sys::effective_uid() == 0 {
+            std::os::unix::fs::chown(&cache, Some(4242), Some(4242)).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+            refused("someone else's ~/.cache");
+            std::os::unix::fs::chown(&cache, Some(0), Some(0)).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(0), Some(0)).unwrap();
+        }
+        // A way others may write to without a sticky bit, then with one.
+        fs::remove_file(cache.join("quietus")).unwrap();
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o777)).unwrap();
+        refused("a ~/.cache others may write to");
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o1777)).unwrap();
+        let log_dir = resolve(None, || default.clone(), &budget).unwrap().unwrap();
+        assert!(log_dir.folder.is_ok(), "{:?}", log_dir.folder);
     }
 
     /// The logs are made in the folder that was checked: a folder moved away after the check,
