@@ -238,7 +238,8 @@ fn seen() -> CompletionSeen {
 
 #[test]
 fn completion_ends_a_leader_that_lingers_past_its_linger() {
-    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
+    let config =
+        quiet(600).completion(crate::completion::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.control.send(Control::Completed(seen())).expect("open");
     let ran = rig.run();
@@ -256,7 +257,8 @@ fn completion_ends_a_leader_that_lingers_past_its_linger() {
 
 #[test]
 fn completion_followed_by_the_leaders_exit_is_an_exit() {
-    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
+    let config =
+        quiet(600).completion(crate::completion::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.world.borrow_mut().exit_at = Some(rig.origin() + secs(2));
     rig.control.send(Control::Completed(seen())).expect("open");

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 #[cfg(target_os = "linux")]
 use super::SESSION_TAG;
-use crate::Pid;
+use crate::pid::Pid;
 use crate::process::{self, sys};
 use crate::signal::Signal;
 use crate::sources::children::{DescendantObserver, Identity};

@@ -8,7 +8,6 @@ use super::super::super::port::{Leftovers, Memory, Port, ReaderLost, TreeSample}
 use super::super::super::wait::Wake;
 use super::super::Monitor;
 use super::super::result::{DoneGuard, Facts};
-use crate::Pid;
 use crate::activity::ActivitySource;
 use crate::clock::{Clock, MockClock};
 use crate::config::{KillLadder, MonitorConfig, MonitorConfigBuilder};
@@ -16,6 +15,7 @@ use crate::contract::{Control, SessionState, Shared};
 use crate::diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 use crate::events::Event;
 use crate::outcome::{MonitorResult, TreeHold};
+use crate::pid::Pid;
 use crate::process::sys::{SIGTERM, Woken};
 use crate::signal::Signal;
 use crate::sources::children::{ChildrenSample, Identity};
