@@ -24,6 +24,11 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 #: Settings of the command that ``run()`` does not take, and why.
 NOT_IN_RUN = {
     "input_wait_notice": "run() has no event stream to send the notice to",
+    # For engines that read a status only (docs/fleet.md); run() gives the outcome itself,
+    # and its returncode stays the documented 124.
+    "exit_code_stall": "run() returns the outcome; a status per outcome is for engines",
+    "exit_code_hard_timeout": "run() returns the outcome; a status per outcome is for engines",
+    "exit_code_input_wait": "run() returns the outcome; a status per outcome is for engines",
 }
 
 #: The settings that turn a source off: the package takes them as one ``sources=`` set.

@@ -20,6 +20,7 @@ use quietus::{
 use cli::options::Options;
 use cli::report::{Context, Exit, Relay, Report, ReportTarget};
 use cli::signals::SignalHandling;
+use cli::termination::TerminationMessage;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -68,7 +69,17 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 _ => {
-                    say(&cli::options::explain_error(&e, &args));
+                    let message = cli::options::explain_error(&e, &args);
+                    say(&message);
+                    if let Some(path) = cli::termination::path_of_refused(&args) {
+                        let words = message.trim_end().replace("\n\n", "; ");
+                        let line = cli::termination::line(
+                            "not_started",
+                            Exit::Code(MonitorResult::EXIT_INTERNAL),
+                            words.strip_prefix("error: ").unwrap_or(&words),
+                        );
+                        write_termination_message(TerminationMessage::new(&path), &line);
+                    }
                     ExitCode::from(MonitorResult::EXIT_INTERNAL as u8)
                 }
             };
@@ -76,7 +87,20 @@ fn main() -> ExitCode {
     };
     init_logging(options.log_level());
     log_prepared(&prepared);
-    match run(&options) {
+    let mut termination = options
+        .cli
+        .termination_message
+        .as_deref()
+        .map(TerminationMessage::new);
+    let (exit, line) = run(&options, &mut termination);
+    // The line on every way out (a signal to quietus included: written before it dies of it).
+    let written = termination.is_none_or(|target| write_termination_message(target, &line));
+    let exit = if written {
+        exit
+    } else {
+        Exit::Code(MonitorResult::EXIT_INTERNAL)
+    };
+    match exit {
         Exit::Code(code) => {
             ExitCode::from(u8::try_from(code).unwrap_or(MonitorResult::EXIT_INTERNAL as u8))
         }
@@ -120,14 +144,34 @@ fn init_logging(level: log::LevelFilter) {
     builder.init();
 }
 
-fn run(options: &Options) -> Exit {
+/// Writes the termination message; says so on stderr when it cannot.
+fn write_termination_message(target: TerminationMessage, line: &str) -> bool {
+    let path = target.path().display().to_string();
+    match target.write(line) {
+        Ok(()) => true,
+        Err(e) => {
+            say_line(&format!(
+                "quietus: cannot write the termination message to {path}: {e}"
+            ));
+            false
+        }
+    }
+}
+
+/// quietus's own failure before the program ran: says `message`, and gives the exit (125)
+/// with the termination message's line.
+fn failed(message: &str) -> (Exit, String) {
+    say_line(&format!("quietus: {message}"));
+    let exit = Exit::Code(MonitorResult::EXIT_INTERNAL);
+    (exit, cli::termination::line("not_started", exit, message))
+}
+
+/// Runs the program: quietus's exit and the termination message's line.
+fn run(options: &Options, termination: &mut Option<TerminationMessage>) -> (Exit, String) {
     let cli = &options.cli;
     let config = match options.config() {
         Ok(config) => config,
-        Err(message) => {
-            say_line(&format!("quietus: {message}"));
-            return Exit::Code(MonitorResult::EXIT_INTERNAL);
-        }
+        Err(message) => return failed(&message),
     };
     // Caught before anything else is done (a signal that arrives before the spawn is passed
     // on once the child runs), and before the report file is created (no signal leaves it
@@ -138,9 +182,9 @@ fn run(options: &Options) -> Exit {
     if options.no_watch() && !cli.watch.is_empty() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
-    let (report, events) = match open_targets(options) {
+    let (report, events) = match open_targets(options, termination) {
         Ok(targets) => targets,
-        Err(exit) => return exit,
+        Err(ending) => return ending,
     };
     let context = Context {
         config: &config,
@@ -158,7 +202,8 @@ fn run(options: &Options) -> Exit {
         Ok(session) => Arc::new(session),
         Err(e) => {
             restore_terminal(raw.take());
-            return spawn_failed(&e, cli, signals, report, context);
+            let (exit, message) = spawn_failed(&e, cli, signals, report, context);
+            return (exit, cli::termination::line("not_started", exit, &message));
         }
     };
     signals.start(session.clone(), options.grace());
@@ -197,38 +242,69 @@ fn raw_mode(cli: &cli::options::Cli) -> Option<cli::terminal::RawModeGuard> {
     }
 }
 
-/// Opens the files the options name: the report and the events (`Err`: quietus's exit,
-/// after saying why, when one cannot be written).
+/// The ending of a wait for a FIFO's reader that a signal gave up: quietus dies of it.
+fn interrupted_ending(e: &io::Error) -> (Exit, String) {
+    let exit = interrupted(e).unwrap_or(Exit::Code(MonitorResult::EXIT_INTERNAL));
+    let words = format!("received a signal while waiting for a FIFO's reader: {e}");
+    (exit, cli::termination::line("not_started", exit, &words))
+}
+
+/// Opens the files the options name: the termination message, the report and the events
+/// (`Err`: quietus's ending, after saying why, when one cannot be written).
 fn open_targets(
     options: &Options,
-) -> Result<(Option<ReportTarget>, Option<cli::events::Target>), Exit> {
+    termination: &mut Option<TerminationMessage>,
+) -> Result<(Option<ReportTarget>, Option<cli::events::Target>), (Exit, String)> {
     let cli = &options.cli;
+    if let Some(target) = termination.as_ref() {
+        for (id, other) in [("report", &cli.report), ("events", &cli.events)] {
+            if let Some(other) = other.as_deref()
+                && is_same_file(target.path(), other)
+            {
+                let message = format!(
+                    "invalid value for {}: {} is the same file as --{id} (each would overwrite \
+                     the other); it accepts another file",
+                    options.describe("termination_message"),
+                    target.path().display()
+                );
+                *termination = None; // the other file's: not written
+                return Err(failed(&message));
+            }
+        }
+    }
+    if let Some(target) = termination
+        && let Err(e) = target.open()
+    {
+        let message = format!(
+            "invalid value for {}: cannot write the termination message to {}: {e}",
+            options.describe("termination_message"),
+            target.path().display()
+        );
+        *termination = None; // nothing can be written there
+        return Err(failed(&message));
+    }
     if let (Some(report), Some(events)) = (cli.report.as_deref(), cli.events.as_deref())
         && is_same_file(report, events)
     {
-        say_line(&format!(
-            "quietus: invalid value for {}: {} is the same file as --report (the report would \
+        return Err(failed(&format!(
+            "invalid value for {}: {} is the same file as --report (the report would \
              overwrite the events); it accepts another file, or - for stderr",
             options.describe("events"),
             events.display()
-        ));
-        return Err(Exit::Code(MonitorResult::EXIT_INTERNAL));
+        )));
     }
     let report = match cli.report.as_deref().map(ReportTarget::open).transpose() {
         Ok(report) => report,
-        Err(e) if interrupted(&e).is_some() => {
-            return Err(interrupted(&e).unwrap_or(Exit::Code(MonitorResult::EXIT_INTERNAL)));
-        }
+        Err(e) if interrupted(&e).is_some() => return Err(interrupted_ending(&e)),
         Err(e) => {
-            say_line(&format!(
-                "quietus: invalid value for {}: cannot write the report to {}: {e}",
+            return Err(failed(&format!(
+                "invalid value for {}: cannot write the report to {}: {e}",
                 options.describe("report"),
                 cli.report
                     .as_deref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
-            ));
-            return Err(Exit::Code(MonitorResult::EXIT_INTERNAL));
+            )));
         }
     };
     let events = match cli
@@ -238,19 +314,16 @@ fn open_targets(
         .transpose()
     {
         Ok(events) => events,
-        Err(e) if interrupted(&e).is_some() => {
-            return Err(interrupted(&e).unwrap_or(Exit::Code(MonitorResult::EXIT_INTERNAL)));
-        }
+        Err(e) if interrupted(&e).is_some() => return Err(interrupted_ending(&e)),
         Err(e) => {
-            say_line(&format!(
-                "quietus: invalid value for {}: cannot write the events to {}: {e}",
+            return Err(failed(&format!(
+                "invalid value for {}: cannot write the events to {}: {e}",
                 options.describe("events"),
                 cli.events
                     .as_deref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
-            ));
-            return Err(Exit::Code(MonitorResult::EXIT_INTERNAL));
+            )));
         }
     };
     Ok((report, events))
@@ -359,7 +432,7 @@ fn spawn_failed(
     signals: SignalHandling,
     report: Option<ReportTarget>,
     context: Context<'_>,
-) -> Exit {
+) -> (Exit, String) {
     let kind = e.kind();
     let code = match kind {
         // Out of descriptors (anywhere in what the error wraps), processes or memory:
@@ -384,10 +457,10 @@ fn spawn_failed(
     }
     let _ = signals.finish();
     if let Some(report) = report {
-        write_report(report, &Report::not_started(context, code, message));
+        write_report(report, &Report::not_started(context, code, message.clone()));
         // A report that cannot be written does not hide why the program did not run.
     }
-    Exit::Code(code)
+    (Exit::Code(code), message)
 }
 
 /// Whether the system's error inside the spawn error `e` is a shortage of this process's (or
@@ -406,7 +479,7 @@ fn short_of_resources(e: &SpawnError) -> bool {
 }
 
 /// After the run: quietus's exit, the lines it owes (incomplete logs, the summary) and the
-/// report.
+/// report; and the termination message's line.
 fn finish(
     options: &Options,
     session: &Session,
@@ -414,9 +487,11 @@ fn finish(
     received: &cli::signals::Received,
     report: Option<ReportTarget>,
     context: Context<'_>,
-) -> Exit {
+) -> (Exit, String) {
     let relay = Relay::of(session);
-    let exit = cli::report::with_relay(cli::report::exit_for(result, received), &relay);
+    let exit = cli::report::exit_for(result, received, options.exit_codes());
+    let exit = cli::report::with_relay(exit, &relay);
+    let words = cli::termination::finished_words(result, received, options.grace());
     for log in result.logs.iter().filter(|l| l.incomplete) {
         log::error!(
             "the {} log {} is incomplete ({} of {} bytes in it): {}",
@@ -442,10 +517,18 @@ fn finish(
     if let Some(report) = report {
         let report_data = Report::finished(context, result, received, exit, &relay);
         if !write_report(report, &report_data) {
-            return Exit::Code(MonitorResult::EXIT_INTERNAL);
+            let exit = Exit::Code(MonitorResult::EXIT_INTERNAL);
+            let words = format!("{words}; the report could not be written");
+            return (
+                exit,
+                cli::termination::line(result.outcome.name(), exit, &words),
+            );
         }
     }
-    exit
+    (
+        exit,
+        cli::termination::line(result.outcome.name(), exit, &words),
+    )
 }
 
 /// The pass-through sink of the program's stdout: quietus's stdout without a buffer in

@@ -32,6 +32,9 @@ pub(crate) enum Kind {
     /// On or off: a flag on the command line (its variable takes 1/0, true/false…), a boolean
     /// in JSON.
     Switch,
+    /// An exit status quietus ends with: 1..=255 but not 125, 126 or 127 (quietus's own
+    /// failure, a program that cannot be run, a program not found). The command's alone.
+    ExitCode,
 }
 
 /// A setting's value, read by a surface.
@@ -43,6 +46,8 @@ pub(crate) enum SettingValue {
     DurationOrNone(Option<Duration>),
     /// A [`Kind::Switch`].
     Switch(bool),
+    /// A [`Kind::ExitCode`].
+    ExitCode(u8),
 }
 
 impl SettingValue {
@@ -162,14 +167,14 @@ fn duration(value: SettingValue) -> Duration {
     match value {
         SettingValue::Duration(d) => d,
         SettingValue::DurationOrNone(d) => d.unwrap_or_default(),
-        SettingValue::Switch(_) => Duration::ZERO,
+        SettingValue::Switch(_) | SettingValue::ExitCode(_) => Duration::ZERO,
     }
 }
 fn maybe(value: SettingValue) -> Option<Duration> {
     match value {
         SettingValue::Duration(d) => Some(d),
         SettingValue::DurationOrNone(d) => d,
-        SettingValue::Switch(_) => None,
+        SettingValue::Switch(_) | SettingValue::ExitCode(_) => None,
     }
 }
 fn on(value: SettingValue) -> bool {
@@ -412,7 +417,75 @@ pub(crate) const SETTINGS: &[Def] = &[
                    Example: --no-output",
         apply: |d, v| d.with(|c| c.watch_output(!on(v))),
     },
+    Def {
+        name: "exit_code_stall",
+        setting: None,
+        kind: Kind::ExitCode,
+        range: None,
+        default: Default::Value("124"),
+        flag: Some("exit-code-stall"),
+        short: None,
+        env: Some("QUIETUS_EXIT_CODE_STALL"),
+        serve: None,
+        mcp: None,
+        doc: "quietus's exit status when it ended a stalled program (idle timeout).",
+        long_doc: "For an engine that acts on exit codes alone (a Kubernetes podFailurePolicy, a\n\
+                   CI retry rule): a stall retried, a hard timeout failed. docs/fleet.md.\n\
+                   Example: --exit-code-stall 75",
+        apply: |d, _| d,
+    },
+    Def {
+        name: "exit_code_hard_timeout",
+        setting: None,
+        kind: Kind::ExitCode,
+        range: None,
+        default: Default::Value("124"),
+        flag: Some("exit-code-hard-timeout"),
+        short: None,
+        env: Some("QUIETUS_EXIT_CODE_HARD_TIMEOUT"),
+        serve: None,
+        mcp: None,
+        doc: "quietus's exit status when it ended the program at the hard timeout.",
+        long_doc: "Example: --exit-code-hard-timeout 76",
+        apply: |d, _| d,
+    },
+    Def {
+        name: "exit_code_input_wait",
+        setting: None,
+        kind: Kind::ExitCode,
+        range: None,
+        default: Default::Value("124"),
+        flag: Some("exit-code-input-wait"),
+        short: None,
+        env: Some("QUIETUS_EXIT_CODE_INPUT_WAIT"),
+        serve: None,
+        mcp: None,
+        doc: "quietus's exit status when it ended the program at the input-wait timeout.",
+        long_doc: "Example: --exit-code-input-wait 77",
+        apply: |d, _| d,
+    },
 ];
+
+/// The exit statuses a setting of [`Kind::ExitCode`] may not take: quietus's own failure, a
+/// program that cannot be executed, a program not found (their meaning is fixed).
+pub(crate) const RESERVED_EXIT_CODES: [u8; 3] = [125, 126, 127];
+
+/// Reads an exit status for a [`Kind::ExitCode`] setting: 1..=255, not a reserved one.
+pub(crate) fn parse_exit_code(text: &str) -> Result<u8, String> {
+    let accepts = "it accepts a whole number from 1 to 255 but 125, 126 and 127 (quietus's own \
+                   failure, a program that cannot be executed, one not found)";
+    let code = text
+        .trim()
+        .parse::<u16>()
+        .ok()
+        .filter(|c| (1..=255).contains(c))
+        .and_then(|c| u8::try_from(c).ok())
+        .ok_or_else(|| format!("{text:?} is not an exit status; {accepts}"))?;
+    if RESERVED_EXIT_CODES.contains(&code) {
+        return Err(format!("{code} has a meaning of its own; {accepts}"));
+    }
+    Ok(code)
+}
 
 /// The setting named `name`.
 pub(crate) fn by_name(name: &str) -> Option<&'static Def> {
@@ -444,8 +517,12 @@ pub(crate) fn human(d: Duration) -> String {
 }
 
 impl Def {
-    /// The range as the docs and messages write it: `1ms..7d`.
+    /// The range as the docs and messages write it: `1ms..7d` (an exit status's: `1..255, not
+    /// 125..127`).
     pub(crate) fn range_text(&self, range: Option<(Duration, Duration)>) -> Option<String> {
+        if self.kind == Kind::ExitCode {
+            return Some("1..255, not 125..127".to_owned());
+        }
         range.map(|(min, max)| format!("{}..{}", human(min), human(max)))
     }
 
@@ -511,6 +588,9 @@ impl Def {
             Kind::Switch => arg
                 .action(ArgAction::SetTrue)
                 .value_parser(crate::cli::options::flag_parser()),
+            Kind::ExitCode => arg
+                .value_name("N")
+                .value_parser(clap::builder::ValueParser::new(parse_exit_code)),
         };
         if let (Default::Value(value), false) = (self.default, self.kind == Kind::DurationOrNone) {
             arg = arg.default_value(value);
@@ -528,6 +608,9 @@ impl Def {
                 .get_one::<Option<Duration>>(self.name)
                 .map(|d| SettingValue::DurationOrNone(*d)),
             Kind::Switch => Some(SettingValue::Switch(matches.get_flag(self.name))),
+            Kind::ExitCode => matches
+                .get_one::<u8>(self.name)
+                .map(|c| SettingValue::ExitCode(*c)),
         }
     }
 
@@ -562,6 +645,14 @@ impl Def {
                 .as_bool()
                 .map(SettingValue::Switch)
                 .ok_or_else(|| bad("true or false")),
+            Kind::ExitCode => {
+                let code = whole_number(key, value, 1, 255)?;
+                u8::try_from(code)
+                    .ok()
+                    .filter(|c| !RESERVED_EXIT_CODES.contains(c))
+                    .map(SettingValue::ExitCode)
+                    .ok_or_else(|| bad("1 to 255 but 125, 126 and 127"))
+            }
         }
     }
 
@@ -575,6 +666,8 @@ impl Def {
             Kind::Duration => json!({"type": "integer"}),
             Kind::DurationOrNone => json!({"type": ["integer", "null"]}),
             Kind::Switch => json!({"type": "boolean"}),
+            Kind::ExitCode => json!({"type": "integer", "minimum": 1, "maximum": 255,
+                                     "not": {"enum": RESERVED_EXIT_CODES}}),
         };
         if let Some((min, max)) = range {
             schema["minimum"] = json!(ms_of(min));
@@ -661,6 +754,7 @@ pub(crate) fn table_json() -> Json {
                     Kind::Duration => "duration",
                     Kind::DurationOrNone => "duration_or_none",
                     Kind::Switch => "switch",
+                    Kind::ExitCode => "exit_code",
                 },
                 "range_ms": range(d.range),
                 "default": match d.default {
@@ -697,6 +791,7 @@ pub(crate) fn docs_table(surface: Surface) -> String {
             (Surface::Command, Kind::Duration) => "D",
             (Surface::Command, Kind::DurationOrNone) => "D or `none`",
             (Surface::Command, Kind::Switch) => "flag",
+            (_, Kind::ExitCode) => "integer",
             (_, Kind::Duration) => "integer (ms)",
             (_, Kind::DurationOrNone) => "integer (ms) or null",
             (_, Kind::Switch) => "boolean",

@@ -13,3 +13,4 @@ pub(crate) mod report;
 pub(crate) mod signals;
 pub(crate) mod sys;
 pub(crate) mod terminal;
+pub(crate) mod termination;

@@ -321,6 +321,23 @@ pub(crate) struct Cli {
     )]
     pub(crate) events: Option<PathBuf>,
 
+    /// Write one line on why the run ended to FILE, on every way out (at most 4 KiB).
+    ///
+    /// The outcome, quietus's exit status, why quietus ended the program (the diagnosis of a
+    /// stall) and the signals it sent, e.g. `quietus: idle_timeout, exit 124: ended after
+    /// 5m idle (…): sh (pid 7) sleeps; sent TERM`. FILE is created (or emptied) before the
+    /// program starts. For Kubernetes' terminationMessagePath: the line is the pod's
+    /// status's message (docs/fleet.md).
+    /// Example: --termination-message /dev/termination-log
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "QUIETUS_TERMINATION_MESSAGE",
+        value_parser = path(parse_termination_message),
+        verbatim_doc_comment
+    )]
+    pub(crate) termination_message: Option<PathBuf>,
+
     /// Where the complete output goes once a stream passes 4 KiB (a log per stream, mode 0600).
     ///
     /// Default: no logs, unless --report is given: then the platform cache folder's
@@ -612,6 +629,20 @@ impl Options {
                 .steps()
                 .next()
                 .map_or(Duration::ZERO, |s| s.1),
+        }
+    }
+
+    /// The exit statuses chosen for a stall, a hard timeout and an input wait.
+    pub(crate) fn exit_codes(&self) -> crate::cli::report::ExitCodes {
+        let code = |name: &str, default: i32| match self.setting(name) {
+            Some(SettingValue::ExitCode(code)) => i32::from(code),
+            _ => default,
+        };
+        let default = crate::cli::report::ExitCodes::default();
+        crate::cli::report::ExitCodes {
+            stall: code("exit_code_stall", default.stall),
+            hard_timeout: code("exit_code_hard_timeout", default.hard_timeout),
+            input_wait: code("exit_code_input_wait", default.input_wait),
         }
     }
 
@@ -1105,6 +1136,14 @@ fn parse_watch(path: &OsStr) -> Result<PathBuf, String> {
 fn parse_log_dir(path: &OsStr) -> Result<PathBuf, String> {
     if path.is_empty() {
         return Err("an empty path is not a folder: give one like /var/log/agents".to_owned());
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// A non-empty path (no `-`: the line is for a file an engine reads).
+fn parse_termination_message(path: &OsStr) -> Result<PathBuf, String> {
+    if path.is_empty() || path == "-" {
+        return Err("give a file like /dev/termination-log".to_owned());
     }
     Ok(PathBuf::from(path))
 }

@@ -34,9 +34,47 @@ impl Exit {
     }
 }
 
+/// The exit statuses of the ends quietus chose (`--exit-code-stall`,
+/// `--exit-code-hard-timeout`, `--exit-code-input-wait`): 124 each by default, as GNU
+/// `timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExitCodes {
+    /// An idle timeout.
+    pub(crate) stall: i32,
+    /// A hard timeout.
+    pub(crate) hard_timeout: i32,
+    /// An input-wait timeout.
+    pub(crate) input_wait: i32,
+}
+
+impl Default for ExitCodes {
+    fn default() -> Self {
+        let timeout = MonitorResult::EXIT_TIMEOUT;
+        ExitCodes {
+            stall: timeout,
+            hard_timeout: timeout,
+            input_wait: timeout,
+        }
+    }
+}
+
+impl ExitCodes {
+    /// The status of `result` without a signal received: the one chosen for its outcome
+    /// when quietus ended it so, else the library's [`MonitorResult::exit_code`].
+    fn of(self, result: &MonitorResult) -> i32 {
+        match result.outcome {
+            Outcome::IdleTimeout(_) => self.stall,
+            Outcome::HardTimeout { .. } => self.hard_timeout,
+            Outcome::InputWait(_) => self.input_wait,
+            _ => result.exit_code(),
+        }
+    }
+}
+
 /// The exit status for a finished run.
 ///
-/// - Timeouts: 124; the child's own exit: its code, or 128+N when it died of signal N that
+/// - Timeouts: 124, or the status `codes` chose for a stall, a hard timeout, an input wait;
+///   the child's own exit: its code, or 128+N when it died of signal N that
 ///   quietus did not send (the library's [`MonitorResult::exit_code`]).
 /// - Ended because quietus received a signal S and passed it on: quietus only relayed
 ///   it, so the child's end is reported as if S had reached it directly: its own exit code when
@@ -45,7 +83,7 @@ impl Exit {
 /// - 125 when the end of the tree could not be confirmed (whatever the outcome: the tree may
 ///   still run, and a caller that retries on 124 should not start a second one beside it).
 /// - Then [`with_relay`]: 1 instead of 0 when passing the output through failed.
-pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
+pub(crate) fn exit_for(result: &MonitorResult, received: &Received, codes: ExitCodes) -> Exit {
     if result.termination_unproven {
         return Exit::Code(MonitorResult::EXIT_INTERNAL);
     }
@@ -57,7 +95,7 @@ pub(crate) fn exit_for(result: &MonitorResult, received: &Received) -> Exit {
             },
             None => Exit::Code(MonitorResult::EXIT_INTERNAL),
         },
-        _ => Exit::Code(result.exit_code()),
+        _ => Exit::Code(codes.of(result)),
     }
 }
 

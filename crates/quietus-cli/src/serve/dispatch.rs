@@ -759,7 +759,8 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
         config: &config,
         command: &command,
     };
-    let exit = crate::cli::report::exit_for(result, &received);
+    let exit =
+        crate::cli::report::exit_for(result, &received, crate::cli::report::ExitCodes::default());
     let report = Report::finished(context, result, &received, exit, &relay);
     let mut answer = protocol::camel_case_keys(serde_json::to_value(&report).unwrap_or_default());
     answer["processId"] = json!(process_id);
