@@ -612,10 +612,10 @@ impl Session {
         self.board.held_back()
     }
 
-    /// Why the sink of one stream stopped taking bytes (a write error, a panic), if it did.
-    /// A broken pipe (the sink's reader went away) is not an error here: it is passed on to
-    /// the child.
-    pub fn sink_error(&self, stream: Stream) -> Option<String> {
+    /// Why the sink of one stream stopped taking bytes (a write error, a panic, no reader),
+    /// if it did. A broken pipe (the sink's reader went away) is not an error here: it is
+    /// passed on to the child.
+    pub fn sink_error(&self, stream: Stream) -> Option<crate::sources::SinkError> {
         self.pump(stream)?.sink_error.lock().clone()
     }
 

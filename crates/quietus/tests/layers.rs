@@ -338,39 +338,7 @@ fn every_import_runs_down_the_layers_of_design_md() {
 #[test]
 fn no_import_circle_between_rooms() {
     let rooms = rooms();
-    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    let edges = edges(&rooms);
-    for (from, to) in edges.keys() {
-        next.entry(from.as_str()).or_default().push(to.as_str());
-    }
-    // Depth first; a room met again while on the path closes a circle.
-    fn visit<'a>(
-        room: &'a str,
-        next: &BTreeMap<&'a str, Vec<&'a str>>,
-        path: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-        circles: &mut Vec<String>,
-    ) {
-        if let Some(at) = path.iter().position(|r| *r == room) {
-            let mut circle = path[at..].to_vec();
-            circle.push(room);
-            circles.push(circle.join(" -> "));
-            return;
-        }
-        if !done.insert(room) {
-            return;
-        }
-        path.push(room);
-        for to in next.get(room).into_iter().flatten() {
-            visit(to, next, path, done, circles);
-        }
-        path.pop();
-    }
-    let mut circles = Vec::new();
-    let mut done = BTreeSet::new();
-    for room in &rooms {
-        visit(room, &next, &mut Vec::new(), &mut done, &mut circles);
-    }
+    let circles = circles_of(&edges(&rooms).into_keys().collect());
     assert!(circles.is_empty(), "import circles: {circles:?}");
 }
 
@@ -587,5 +555,497 @@ fn no_reason_is_a_string_in_the_library() {
         stringly.is_empty(),
         "reasons that are strings, not types:\n{}",
         stringly.join("\n")
+    );
+}
+
+/// The module path of a source file (`monitor/tree/mod.rs` → `monitor::tree`), from its path
+/// under `src/`.
+fn module_of(relative: &str) -> Vec<String> {
+    let mut path: Vec<String> = relative
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_owned)
+        .collect();
+    if path
+        .last()
+        .is_some_and(|last| last == "mod" || last == "lib")
+    {
+        path.pop();
+    }
+    path
+}
+
+/// Whether the attributes just before `at` make the item there test code (`#[cfg(test)]`,
+/// `#[cfg(all(test, …))]`).
+fn under_cfg_test(code: &str, at: usize) -> bool {
+    let before = code[..at].trim_end();
+    before.ends_with(']')
+        && before.rfind("#[").is_some_and(|open| {
+            let attribute = &before[open..];
+            attribute.starts_with("#[cfg(") && attribute.contains("test")
+        })
+}
+
+/// The modules a file declares as test code (`#[cfg(test)] mod tests;`): their files are
+/// left out, as test code draws no arrow of the house.
+fn test_files_declared(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("mod ") {
+        let rest = &code[at + "mod ".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && rest[name.len()..].starts_with(';') && under_cfg_test(code, at) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// The inline modules of a file's code (`mod tests { … }`): where each one's body starts and
+/// ends, its name (so that a `super::` inside one is read from the right module), and whether
+/// it is test code.
+fn inline_modules(code: &str) -> Vec<(usize, usize, String, bool)> {
+    // Braces in character literals are no blocks.
+    let code = code.replace("'{'", "' '").replace("'}'", "' '");
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("mod ") {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let rest = &code[at + "mod ".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = rest[name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue; // `mod x;`: a file of its own
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0;
+        for (i, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        let test = under_cfg_test(&code, at);
+                        found.push((open, open + i, name.clone(), test));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+/// Every path of a file's code that starts at `crate::`, `super::` or `self::`, with where it
+/// is, its leading segments (the keyword included) up to its first item or group, and for a
+/// group (`use super::{a::B, c}`) one path per item, with the item's first segment.
+fn paths_in(code: &str) -> Vec<(usize, Vec<String>)> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let Some(start) = ["crate::", "super::", "self::"]
+            .iter()
+            .filter_map(|k| rest.find(k))
+            .min()
+        else {
+            break;
+        };
+        let begin = at + start;
+        at = begin + 1;
+        let before = &code[..begin];
+        if before
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':')
+            || before.ends_with("in ")
+        {
+            continue; // inside another path, a macro's `$crate`, or `pub(in crate::x)`
+        }
+        let mut segments = Vec::new();
+        let mut tail = &code[begin..];
+        loop {
+            let name = ident(tail);
+            if name.is_empty() {
+                break;
+            }
+            tail = &tail[name.len()..];
+            segments.push(name);
+            match tail.strip_prefix("::") {
+                Some(next) => tail = next,
+                None => break,
+            }
+        }
+        if let Some(group) = tail.strip_prefix('{') {
+            let mut depth = 1;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => item_start = true,
+                    c if item_start && depth == 1 && (c.is_alphabetic() || c == '_') => {
+                        let mut path = segments.clone();
+                        path.push(ident(&group[i..]));
+                        found.push((begin, path));
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push((begin, segments));
+        }
+    }
+    found
+}
+
+/// The module a path names, read from the module `here` (`super::` and `self::` resolved).
+fn resolve(here: &[String], path: &[String]) -> Vec<String> {
+    let mut module = here.to_vec();
+    let mut segments = path.iter().peekable();
+    match segments.peek().map(|s| s.as_str()) {
+        Some("crate") => {
+            module.clear();
+            segments.next();
+        }
+        Some("self") => {
+            segments.next();
+        }
+        _ => {}
+    }
+    for segment in segments {
+        match segment.as_str() {
+            "super" => {
+                module.pop();
+            }
+            "self" => {}
+            name => module.push(name.to_owned()),
+        }
+    }
+    module
+}
+
+/// Every edge between two files (or folders) side by side inside a room: (the folder, from,
+/// to) → the files that make it. `files` holds each source file's path under `src/` and its
+/// code. A folder's own module (its `mod.rs`, or `x.rs` beside `x/`) is above its files, as
+/// `lib.rs` is above the rooms: what it imports from them, and what they take from it, are no
+/// edges between them. Test code (a `#[cfg(test)]` module, inline or a file) is left out.
+fn edges_inside_rooms(
+    files: &[(String, String)],
+) -> BTreeMap<(String, String, String), BTreeSet<String>> {
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(path, _)| module_of(path)).collect();
+    let tests: BTreeSet<Vec<String>> = files
+        .iter()
+        .flat_map(|(path, code)| {
+            let parent = module_of(path);
+            test_files_declared(code).into_iter().map(move |name| {
+                let mut module = parent.clone();
+                module.push(name);
+                module
+            })
+        })
+        .collect();
+    let mut edges: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
+    for (path, code) in files {
+        let file_module = module_of(path);
+        if tests.iter().any(|test| file_module.starts_with(test)) {
+            continue;
+        }
+        let inline = inline_modules(code);
+        for (at, segments) in paths_in(code) {
+            let mut here = file_module.clone();
+            // The inline modules around the path, outermost first.
+            let mut around: Vec<&(usize, usize, String, bool)> = inline
+                .iter()
+                .filter(|(open, close, _, _)| *open < at && at < *close)
+                .collect();
+            if around.iter().any(|(_, _, _, test)| *test) {
+                continue;
+            }
+            around.sort_by_key(|(open, _, _, _)| *open);
+            here.extend(around.iter().map(|(_, _, name, _)| name.clone()));
+            let target = resolve(&here, &segments);
+            let common = file_module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            // Inside a room: below the top level, between two files of one folder.
+            if common == 0 || common >= file_module.len() || common >= target.len() {
+                continue;
+            }
+            let to = &target[..=common];
+            if !known.contains(to) {
+                continue; // an item of the folder's own module
+            }
+            edges
+                .entry((
+                    file_module[..common].join("::"),
+                    file_module[common].clone(),
+                    target[common].clone(),
+                ))
+                .or_default()
+                .insert(path.clone());
+        }
+    }
+    edges
+}
+
+/// The circles of a directed graph, each as `a -> b -> a`.
+fn circles_of(edges: &BTreeSet<(String, String)>) -> Vec<String> {
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, to) in edges {
+        next.entry(from.as_str()).or_default().push(to.as_str());
+    }
+    // Depth first; a node met again while on the path closes a circle.
+    fn visit<'a>(
+        node: &'a str,
+        next: &BTreeMap<&'a str, Vec<&'a str>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+        circles: &mut Vec<String>,
+    ) {
+        if let Some(at) = path.iter().position(|n| *n == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node);
+            circles.push(circle.join(" -> "));
+            return;
+        }
+        if !done.insert(node) {
+            return;
+        }
+        path.push(node);
+        for to in next.get(node).into_iter().flatten() {
+            visit(to, next, path, done, circles);
+        }
+        path.pop();
+    }
+    let mut circles = Vec::new();
+    let mut done = BTreeSet::new();
+    for node in next.keys() {
+        visit(node, &next, &mut Vec::new(), &mut done, &mut circles);
+    }
+    circles
+}
+
+/// The circles between the files of one folder, each with the folder and the files that make
+/// its edges.
+fn circles_inside_rooms(files: &[(String, String)]) -> Vec<String> {
+    let edges = edges_inside_rooms(files);
+    let folders: BTreeSet<&String> = edges.keys().map(|(folder, _, _)| folder).collect();
+    let mut found = Vec::new();
+    for folder in folders {
+        let inside: BTreeSet<(String, String)> = edges
+            .keys()
+            .filter(|(f, _, _)| f == folder)
+            .map(|(_, from, to)| (from.clone(), to.clone()))
+            .collect();
+        for circle in circles_of(&inside) {
+            let steps: Vec<&str> = circle.split(" -> ").collect();
+            let made_by: BTreeSet<&String> = steps
+                .windows(2)
+                .filter_map(|step| {
+                    edges.get(&(folder.clone(), step[0].to_owned(), step[1].to_owned()))
+                })
+                .flatten()
+                .collect();
+            found.push(format!("in {folder}: {circle} (imports in {made_by:?})"));
+        }
+    }
+    found
+}
+
+/// The circles inside rooms not yet taken apart, each as the checker names it; the list may
+/// only shrink (a circle taken apart must leave it, and a new one fails the test).
+const CIRCLES_LEFT: &[&str] = &[
+    "in process::sys: spawn -> unsafe_calls -> spawn",
+    "in process::sys: unsafe_calls -> start_state -> unsafe_calls",
+];
+
+#[test]
+fn no_import_circle_inside_a_room() {
+    let files: Vec<(String, String)> = rust_files(&src())
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(src()).unwrap().display().to_string();
+            let code = code_only(&fs::read_to_string(file).expect("read a source file"));
+            (relative, code)
+        })
+        .collect();
+    let circles = circles_inside_rooms(&files);
+    let named: Vec<&str> = circles
+        .iter()
+        .map(|c| c.split(" (imports in").next().unwrap_or(c))
+        .collect();
+    let new: Vec<&String> = circles
+        .iter()
+        .zip(&named)
+        .filter(|(_, name)| !CIRCLES_LEFT.contains(name))
+        .map(|(circle, _)| circle)
+        .collect();
+    assert!(
+        new.is_empty(),
+        "import circles inside rooms:\n{}",
+        new.iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let gone: Vec<&&str> = CIRCLES_LEFT
+        .iter()
+        .filter(|left| !named.contains(left))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "circles taken apart, to strike from CIRCLES_LEFT: {gone:?}"
+    );
+}
+
+#[test]
+fn the_room_checker_finds_a_circle_between_the_files_of_a_room() {
+    let file = |path: &str, code: &str| (path.to_owned(), code_only(code));
+    let files = [
+        file(
+            "m/mod.rs",
+            "mod a; mod b; mod c; pub use a::A; fn helper() {}",
+        ),
+        file("m/a.rs", "use super::b::B; use super::helper;"),
+        file("m/b.rs", "use crate::m::{c::C, helper};"),
+        // From inside an inline module, `super::super` is the folder.
+        file(
+            "m/c.rs",
+            "fn f() {}\nmod tests { use super::super::a::A; use super::f; }",
+        ),
+        // Another room's circle-free files, and an import across rooms.
+        file("n/mod.rs", "mod d; mod e; mod f;"),
+        file(
+            "n/d.rs",
+            "use super::e::E; use crate::m::a::A; use super::f::F;",
+        ),
+        file("n/e.rs", "const S: &str = \"super::d\"; // super::d"),
+        // Test code draws no arrow: an inline test module, and a test file.
+        file(
+            "n/f.rs",
+            "#[cfg(test)]\nmod tests { use super::super::d::D; }\n\
+             #[cfg(all(test, unix))]\nmod more;",
+        ),
+        file("n/f/more.rs", "use crate::n::d::D;"),
+    ];
+    let edges: Vec<(String, String, String)> = edges_inside_rooms(&files).into_keys().collect();
+    let edge = |f: &str, a: &str, b: &str| (f.to_owned(), a.to_owned(), b.to_owned());
+    assert_eq!(
+        edges,
+        [
+            edge("m", "a", "b"),
+            edge("m", "b", "c"),
+            edge("m", "c", "a"),
+            edge("n", "d", "e"),
+            edge("n", "d", "f")
+        ]
+    );
+    let circles = circles_inside_rooms(&files);
+    assert_eq!(circles.len(), 1, "{circles:?}");
+    assert!(
+        circles[0].starts_with("in m: a -> b -> c -> a"),
+        "{circles:?}"
+    );
+    // A circle of two, and none once it is broken.
+    let two = [
+        file("m/x/mod.rs", ""),
+        file("m/x/p.rs", "use super::q;"),
+        file("m/x/q.rs", "pub fn g() { super::p::h() }"),
+    ];
+    assert_eq!(circles_inside_rooms(&two).len(), 1);
+    assert!(circles_inside_rooms(&two[..2]).is_empty());
+}
+
+/// The functions of `code` named for a reason (a word of their name is `reason`, `why`,
+/// `error`, `problem` or `failed`: `sink_error`, `why_not`) that return it as text
+/// (`String`, `Option<String>`, `&str`, `Option<&str>`), each as `name -> type`.
+fn reason_getters_in_words(code: &str) -> Vec<String> {
+    let words: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut found = Vec::new();
+    for (at, _) in words.match_indices("fn ") {
+        if words[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &words[at + "fn ".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let reason = name
+            .split('_')
+            .any(|w| ["reason", "why", "error", "problem", "failed"].contains(&w));
+        // The signature: from the name to the body or the end of a declaration.
+        let end = rest.find(['{', ';']).unwrap_or(rest.len());
+        let Some((_, returned)) = rest[..end].rsplit_once("->") else {
+            continue;
+        };
+        let returned = returned.split(" where ").next().unwrap_or("").trim();
+        let text = [
+            "String",
+            "Option<String>",
+            "&str",
+            "Option<&str>",
+            "&'static str",
+        ];
+        if reason && text.contains(&returned) {
+            found.push(format!("{name} -> {returned}"));
+        }
+    }
+    found
+}
+
+/// Reasons are types in what functions return too: no function of the library named for a
+/// reason returns it as text (`Session::sink_error` did).
+#[test]
+fn no_reason_getter_returns_text_in_the_library() {
+    let mut stringly = Vec::new();
+    for file in rust_files(&src()) {
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        for getter in reason_getters_in_words(&code) {
+            stringly.push(format!("{}: {getter}", file.display()));
+        }
+    }
+    assert!(
+        stringly.is_empty(),
+        "reasons returned as text, not types:\n{}",
+        stringly.join("\n")
+    );
+    // The search itself: over line breaks, by a word of the name, not a part of one.
+    let code = "pub fn sink_error(&self, s: Stream)\n -> Option<String> { x }\n\
+                fn why_not(&self) -> &str;\nfn errors(&self) -> String {}\n\
+                fn error(&self) -> Option<SinkError> {}\nfn name(&self) -> String {}\n\
+                fn failed_with<T>(t: T) -> String where T: Debug {}";
+    assert_eq!(
+        reason_getters_in_words(code),
+        [
+            "sink_error -> Option<String>",
+            "why_not -> &str",
+            "failed_with -> String"
+        ]
     );
 }

@@ -706,8 +706,8 @@ impl Relay {
                 terminal,
             },
             errors: PassThroughErrors {
-                stdout: session.sink_error(Stream::Stdout),
-                stderr: session.sink_error(Stream::Stderr),
+                stdout: session.sink_error(Stream::Stdout).map(|e| e.to_string()),
+                stderr: session.sink_error(Stream::Stderr).map(|e| e.to_string()),
             },
             held_back: session.output_held_back(),
         }

@@ -232,71 +232,18 @@ impl Exec {
         exec: &Arc<ExecSession>,
         start: Instant,
         yield_time: Duration,
-        mut note: Option<String>,
+        note: Option<String>,
         context: &CallContext,
     ) -> ToolOutput {
         exec.waiting.fetch_add(1, Ordering::SeqCst);
-        let window = yield_time.min(YIELD_CLAMP);
-        let waited = Instant::now();
-        let deadline = waited + window;
-        let mut next_progress = waited + PROGRESS_EVERY;
-        let mut sent = 0u32;
-        let mut ended = false;
-        while !context.cancelled() {
-            let now = Instant::now();
-            let Some(left) = deadline
-                .checked_duration_since(now)
-                .filter(|d| !d.is_zero())
-            else {
-                break;
-            };
-            let until_progress = next_progress.saturating_duration_since(now);
-            let slice = left
-                .min(CANCEL_CHECK)
-                .min(until_progress.max(Duration::from_millis(1)));
-            if exec.session.wait_timeout(slice).is_some() {
-                ended = true;
-                break;
-            }
-            if let Some(token) = &context.progress
-                && Instant::now() >= next_progress
-            {
-                sent += 1;
-                self.progress(exec, token, waited.elapsed(), window, sent);
-                next_progress += PROGRESS_EVERY;
-            }
-        }
+        let ended = self.wait_window(exec, yield_time.min(YIELD_CLAMP), context);
         let cancelled = context.cancelled();
-        if yield_time > YIELD_CLAMP && !ended && !cancelled {
-            let clamped = format!(
-                "yield_time_ms {} is more than MCP clients wait for a tool call: this call \
-                 waited {} ms at most; the command goes on, collect its output with write_stdin",
-                yield_time.as_millis(),
-                YIELD_CLAMP.as_millis()
-            );
-            note = Some(match note {
-                Some(earlier) => format!("{earlier}; {clamped}"),
-                None => clamped,
-            });
-        }
-        let (taken, take) = {
-            let mut pending = exec.pending.locked();
-            if cancelled {
-                // Nobody reads this answer: the output stays for the next one.
-                (
-                    Taken {
-                        text: String::new(),
-                        bytes: 0,
-                        omitted: 0,
-                        total: 0,
-                    },
-                    pending.takes(),
-                )
-            } else {
-                let taken = pending.take();
-                (taken, pending.takes())
-            }
+        let note = if yield_time > YIELD_CLAMP && !ended && !cancelled {
+            clamped(note, yield_time)
+        } else {
+            note
         };
+        let (taken, take) = take_output(exec, cancelled);
         if ended && !cancelled {
             exec.end_told.store(true, Ordering::SeqCst);
         }
@@ -314,6 +261,39 @@ impl Exec {
             });
         }
         render::exec_answer(exec, &taken, start.elapsed(), note)
+    }
+
+    /// Waits on `exec` for `window`, checking for the client's cancellation and sending
+    /// progress when asked; whether the session ended meanwhile.
+    fn wait_window(&self, exec: &ExecSession, window: Duration, context: &CallContext) -> bool {
+        let waited = Instant::now();
+        let deadline = waited + window;
+        let mut next_progress = waited + PROGRESS_EVERY;
+        let mut sent = 0u32;
+        while !context.cancelled() {
+            let now = Instant::now();
+            let Some(left) = deadline
+                .checked_duration_since(now)
+                .filter(|d| !d.is_zero())
+            else {
+                break;
+            };
+            let until_progress = next_progress.saturating_duration_since(now);
+            let slice = left
+                .min(CANCEL_CHECK)
+                .min(until_progress.max(Duration::from_millis(1)));
+            if exec.session.wait_timeout(slice).is_some() {
+                return true;
+            }
+            if let Some(token) = &context.progress
+                && Instant::now() >= next_progress
+            {
+                sent += 1;
+                self.progress(exec, token, waited.elapsed(), window, sent);
+                next_progress += PROGRESS_EVERY;
+            }
+        }
+        false
     }
 
     /// One `notifications/progress` for a call waiting on `exec`: the seconds waited, out of
@@ -607,5 +587,37 @@ impl InFlight {
                 Err(poisoned) => poisoned.into_inner().0,
             };
         }
+    }
+}
+
+/// `note`, with what a call that asked to wait `yield_time` (more than [`YIELD_CLAMP`]) is to
+/// know: it waited less, and the command goes on.
+fn clamped(note: Option<String>, yield_time: Duration) -> Option<String> {
+    let clamped = format!(
+        "yield_time_ms {} is more than MCP clients wait for a tool call: this call waited {} \
+         ms at most; the command goes on, collect its output with write_stdin",
+        yield_time.as_millis(),
+        YIELD_CLAMP.as_millis()
+    );
+    Some(match note {
+        Some(earlier) => format!("{earlier}; {clamped}"),
+        None => clamped,
+    })
+}
+
+/// The output `exec` has for this answer, and which take it is; none for a cancelled call
+/// (nobody reads its answer: the output stays for the next one).
+fn take_output(exec: &ExecSession, cancelled: bool) -> (Taken, u64) {
+    let mut pending = exec.pending.locked();
+    if cancelled {
+        let nothing = Taken {
+            text: String::new(),
+            bytes: 0,
+            omitted: 0,
+            total: 0,
+        };
+        (nothing, pending.takes())
+    } else {
+        (pending.take(), pending.takes())
     }
 }

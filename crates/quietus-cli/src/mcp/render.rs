@@ -65,59 +65,71 @@ fn exec_text(
     structured: &serde_json::Value,
     taken: &Taken,
 ) -> String {
-    let mut text = String::new();
-    match result {
-        Some(result) => {
-            let _ = writeln!(
-                text,
-                "Session {} ended: {} with exit code {} after {}.",
-                exec.id,
-                outcome_words(result),
-                result.exit_code(),
-                HumanDuration(result.runtime)
-            );
-            if let Some(first) = result.observations.first() {
-                // observe mode (issue 43)
-                let _ = writeln!(
-                    text,
-                    "Observed only: quietus would have {} at {} ({} time(s) in all).",
-                    crate::cli::report::ObservedJson::new(first).why,
-                    HumanDuration(first.at),
-                    result.observations.len()
-                );
-            }
-            if let Some(summary) = structured["diagnosis"]["summary"].as_str() {
-                let _ = writeln!(text, "Stall diagnosis: {summary}.");
-            }
-            for job in structured["background_jobs_ended"]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                let _ = writeln!(
-                    text,
-                    "Background job ended with it: {} (pid {}): {}",
-                    job["name"].as_str().unwrap_or("?"),
-                    job["pid"],
-                    job["command"].as_str().unwrap_or("")
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(
-                text,
-                "Session {} is still running (after {}); it goes on in the background.",
-                exec.id,
-                HumanDuration(exec.session.uptime()),
-            );
-        }
-    }
+    let mut text = match result {
+        Some(result) => ended_text(exec, result, structured),
+        None => format!(
+            "Session {} is still running (after {}); it goes on in the background.\n",
+            exec.id,
+            HumanDuration(exec.session.uptime()),
+        ),
+    };
     if let Some(advice) = structured["advice"].as_str() {
         let _ = writeln!(text, "{advice}");
     }
     if let Some(note) = structured["note"].as_str() {
         let _ = writeln!(text, "Note: {note}.");
     }
+    output_text(&mut text, structured, taken);
+    text
+}
+
+/// How the session ended: its outcome and exit code, what was only observed, the stall's
+/// diagnosis, and the background jobs ended with it.
+fn ended_text(
+    exec: &ExecSession,
+    result: &MonitorResult,
+    structured: &serde_json::Value,
+) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Session {} ended: {} with exit code {} after {}.",
+        exec.id,
+        outcome_words(result),
+        result.exit_code(),
+        HumanDuration(result.runtime)
+    );
+    if let Some(first) = result.observations.first() {
+        // observe mode (issue 43)
+        let _ = writeln!(
+            text,
+            "Observed only: quietus would have {} at {} ({} time(s) in all).",
+            crate::cli::report::ObservedJson::new(first).why,
+            HumanDuration(first.at),
+            result.observations.len()
+        );
+    }
+    if let Some(summary) = structured["diagnosis"]["summary"].as_str() {
+        let _ = writeln!(text, "Stall diagnosis: {summary}.");
+    }
+    for job in structured["background_jobs_ended"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let _ = writeln!(
+            text,
+            "Background job ended with it: {} (pid {}): {}",
+            job["name"].as_str().unwrap_or("?"),
+            job["pid"],
+            job["command"].as_str().unwrap_or("")
+        );
+    }
+    text
+}
+
+/// The output taken for this answer, and where the complete output is.
+fn output_text(text: &mut String, structured: &serde_json::Value, taken: &Taken) {
     if taken.bytes == 0 {
         text.push_str("No new output.\n");
     } else if taken.omitted > 0 {
@@ -145,7 +157,6 @@ fn exec_text(
         }
         text.push('\n');
     }
-    text
 }
 
 /// A diagnosis as the structured result has it: its kind, its summary, and every process

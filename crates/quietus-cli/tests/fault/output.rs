@@ -393,7 +393,14 @@ fn a_sink_on_a_full_device_reports_delivered_bytes_and_the_error() {
     let error = session
         .sink_error(Stream::Stdout)
         .expect("the failure is kept");
-    assert!(error.contains("No space left on device"), "{error}");
+    let quietus::sources::SinkError::Write(system) = &error else {
+        panic!("a write error: {error:?}");
+    };
+    assert_eq!(system.kind(), std::io::ErrorKind::StorageFull, "{error}");
+    assert!(
+        error.to_string().contains("No space left on device"),
+        "{error}"
+    );
     assert_eq!(session.sink_error(Stream::Stderr), None);
     s.assert_no_leak();
 }

@@ -1,5 +1,18 @@
-//! The launcher: spawns the child as the leader of a new process group with its pipes, and
-//! starts the reader, stdin, waiter and monitor threads. Returns what the session handle needs.
+//! The launcher: starts one session in typed stages, each moving the one before it whole, so
+//! that each is built once and a test can stop at any stage:
+//!
+//! 1. **held** ([`Held::new`]): the session's [`Core`] made (id, configuration, clock, board,
+//!    emitter), what must be watched before the spawn armed (the log folder, the file
+//!    tracker, the completion files, the line watch) and the tree's hold taken (a cgroup, the
+//!    guardian's place). No process yet.
+//! 2. **spawned** ([`Held::spawn`]): the program runs, leading a process group (or a session)
+//!    of its own, on pipes or a terminal (`monitor::tree`).
+//! 3. **wired** ([`Spawned::wire`]): its streams opened and recorded, the monitor made on the
+//!    operating system's port ([`OsPort`]) with the tree's observers, its readers waiting for
+//!    their pipes. Nothing of it runs yet.
+//!
+//! Then [`Wired::start`] starts the monitor thread and the exit watch, and [`hand_over`]
+//! gives the monitor its child (or, when a thread could not start, kills and reaps it).
 
 use std::io;
 use std::process::Command;
@@ -9,39 +22,38 @@ use std::thread;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
-use super::end_session;
+use super::core::Core;
 use super::ladder::{Leader, OsProcesses};
-use super::port::{Memory, OsPort};
+use super::port::OsPort;
 use super::reader::{
     LineSetup, ReaderWiring, StreamPipe, open_pipes, reader, record_pipe, register_pipes,
 };
-use super::rules::Rules;
-use super::run::{DoneGuard, Facts, Files, LeaderState, Monitor, Phase, Timing};
+use super::run::{DoneGuard, Facts, Monitor};
 use super::stdin::{StdinTarget, start_stdin_writer};
-use super::tap::{StreamSlot, Tap, stream_index};
+use super::tap::{StreamSlot, stream_index};
 use super::tree::guardian::Place;
-use super::tree::{self, pipe_error, terminal_error};
+use super::tree::{self, Attach, Exec, end_session, pipe_error, terminal_error};
+use super::wait::Sleeper;
 use crate::activity::{ActivityBoard, ActivitySource};
-use crate::capture::Recorder;
-use crate::capture::spill::{self, Spill};
+use crate::capture::spill;
 use crate::clock::Clock;
 use crate::completion::FileWatch;
 use crate::config::MonitorConfig;
-use crate::contract::{Control, ControlTx, SessionState, Shared};
+use crate::contract::{ControlTx, Shared};
+use crate::environment::IsolatedHome;
 use crate::error::{SpawnError, SpawnErrorKind};
-use crate::events::{ActivityEvents, Emitter, Event};
-use crate::input_wait::InputWaitRule;
+use crate::events::Event;
 use crate::outcome::{NetworkUnavailable, TreeHold};
-use crate::own_files::OwnFiles;
 use crate::pid::Pid;
+use crate::process::ChildProcess;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
-use crate::process::{ChildProcess, sys};
+use crate::process::sys::{self, Wakeup};
 use crate::program::Stdin;
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::network::NetworkObserver;
-use crate::sources::output::{OutputSink, PumpState};
+use crate::sources::output::OutputSink;
 use crate::stream::Stream;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -58,30 +70,9 @@ pub(crate) struct Launch {
     pub(crate) stderr: OutputSink,
     pub(crate) stdin: Stdin,
     /// The isolated home prepared for the child, for the result.
-    pub(crate) home: Option<crate::environment::IsolatedHome>,
+    pub(crate) home: Option<IsolatedHome>,
     /// Where the program's stdio goes, and what it leads.
     pub(crate) attach: Attach,
-}
-
-/// How the command is executed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exec {
-    /// std's `execvp` (a caller's `Command`).
-    Std,
-    /// A [`Program`](crate::Program)'s (every setting known): quietus's own `execve` keeps its
-    /// environment in order, cleared first when it is an isolated one.
-    Ordered { env_cleared: bool },
-}
-
-/// Where the program's stdio goes, and what it leads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Attach {
-    /// Pipes; it leads a process group of its own.
-    Group,
-    /// Pipes; it leads a session of its own, without a controlling terminal (non-interactive).
-    Session,
-    /// A pseudo-terminal of this size.
-    Terminal { rows: u16, cols: u16 },
 }
 
 /// A launched session: the child runs, its threads are up, and the monitor owns the child.
@@ -108,64 +99,22 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         home,
         attach,
     } = launch;
-    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let watching = watch_before_the_spawn(&command, &config, &clock)?;
-    let stdin_pipe = matches!(stdin, Stdin::Piped);
+    let core = Core::new(NEXT_ID.fetch_add(1, Ordering::Relaxed), config, clock);
+    let held = Held::new(core, &command)?;
     let io = StartIo {
         stdin,
         attach,
         exec,
     };
-    let (held, started) = hold_and_start(command, &config, id, io)?;
-    let tree::Started {
-        mut child,
-        pty,
-        combined,
-        tag,
-    } = started;
-    let pid = child.id();
-    let Watching {
-        log_dir,
-        board,
-        emitter,
-        files,
-        completion_files,
-        lines,
-    } = watching;
-    emitter.lifecycle(Event::Started { pid, pgid: pid });
-    let output = match pty {
-        Some(pty) => Output::Terminal(Arc::new(pty)),
-        None => Output::Pipes { combined },
-    };
-    let streams = Streams {
-        stdin: stdin_target(&output, stdin_pipe, &mut child),
-        output,
-        log_dir,
-        own_files: files.as_ref().map(FileActivityTracker::own_files),
+    let (mut child, spawned) = held.spawn(command, io)?;
+    let (id, pid) = (spawned.held.core.id, spawned.pid);
+    let sinks = Sinks {
+        stdout,
+        stderr,
         home,
-        sinks: (stdout, stderr),
     };
-    let hold = Hold {
-        tag,
-        guardian: held.guardian,
-        cgroup: held.cgroup,
-        containment: held.containment,
-        completion_files,
-    };
-    let assembly = Assembly {
-        id,
-        real_clock: clock.is_system(),
-        config,
-        clock,
-        board: board.clone(),
-        emitter,
-        lines,
-        files,
-        streams,
-        hold,
-    };
-    let started = start_threads(&mut child, assembly);
-    hand_over(id, pid, board, child, started)
+    let running = spawned.wire(&mut child, sinks).and_then(Wired::start);
+    hand_over(id, pid, child, running)
 }
 
 /// The program's stdio: its stdin, on a terminal or pipes, and how it is executed.
@@ -175,141 +124,211 @@ struct StartIo {
     exec: Exec,
 }
 
-/// Holds the tree (a cgroup, made just before the spawn: the program is born in it, and
-/// dropping it, after a failed spawn, removes it) and starts the program with `stdin` on a
-/// terminal of its size or on pipes, detached or not.
-fn hold_and_start(
-    command: Command,
-    config: &MonitorConfig,
-    id: u64,
-    io: StartIo,
-) -> io::Result<(tree::cgroup::Held, tree::Started)> {
-    let mut held = tree::cgroup::hold_tree(config, id)?;
-    let plan = tree::Plan {
-        stdin: io.stdin.into_stdio(),
-        attach: io.attach,
-        exec: io.exec,
-        cgroup: held.entry.take(),
-        guarded: matches!(held.guardian, Place::Taken(_)),
-    };
-    // On failure the cgroup goes with its handle, and the guardian forgets the session.
-    let started = tree::start(command, config, id, plan)?;
-    Ok((held, started))
+/// Where the program's output goes, and the isolated home prepared for it (for the result).
+struct Sinks {
+    stdout: OutputSink,
+    stderr: OutputSink,
+    home: Option<IsolatedHome>,
 }
 
-/// Where the stdin writer writes: typed input goes to the terminal (always open for writing);
-/// else the child's stdin pipe, when the caller feeds it.
-fn stdin_target(output: &Output, piped: bool, child: &mut ChildProcess) -> Option<StdinTarget> {
-    match output {
-        Output::Terminal(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
-        Output::Pipes { .. } if piped => child.stdin.take().map(StdinTarget::Pipe),
-        Output::Pipes { .. } => None,
-    }
-}
-
-/// What is set up before the spawn, so that nothing of the child's is missed.
-struct Watching {
+/// Stage 1: the core made, what must be watched before the spawn armed (so that nothing of
+/// the child's is missed), and the tree's hold taken. No process yet.
+struct Held {
+    core: Core,
+    /// The log folder (a named one that cannot be used is an error now, not lost output).
     log_dir: Option<spill::LogDir>,
-    board: Arc<ActivityBoard>,
-    emitter: Arc<Emitter>,
+    /// The file tracker, armed before the spawn: the child's first write already counts.
     files: Option<FileActivityTracker>,
+    /// The completion files as they were before the spawn: what the child changes counts.
     completion_files: Option<FileWatch>,
+    /// The readers' line watch, if lines need looking at.
     lines: Option<LineSetup>,
+    /// How the tree is held: its cgroup (made just before the spawn, so the program is born
+    /// in it) and the session's place in the guardian.
+    tree: tree::cgroup::Held,
 }
 
-/// The log folder, the board, the file tracker, the completion files and the line watch.
-fn watch_before_the_spawn(
-    command: &Command,
-    config: &MonitorConfig,
-    clock: &Clock,
-) -> io::Result<Watching> {
-    // A named log folder that cannot be used is an error now, not lost output later.
-    let log_dir = spill::resolve_dir(&config.capture)?;
-    let (board, emitter) = new_board(clock, config);
-    Ok(Watching {
-        log_dir,
-        // Armed before the spawn, so the child's first write already counts.
-        files: arm_files(command, config, &board)?,
-        // Looked at before the spawn: what the child changes counts, what was there does not.
-        completion_files: completion_files(command, config)?,
-        lines: LineSetup::new(config)?,
-        board,
-        emitter,
-    })
-}
-
-/// The session's activity board, its output source on or off, and the event emitter that
-/// observes it.
-fn new_board(clock: &Clock, config: &MonitorConfig) -> (Arc<ActivityBoard>, Arc<Emitter>) {
-    let probes: Vec<Arc<str>> = config
-        .probes
-        .iter()
-        .filter_map(|p| match p.source() {
-            ActivitySource::Probe(name) => Some(name),
-            _ => None,
+impl Held {
+    /// Stage 1 for `command`, which will start in its working directory.
+    fn new(core: Core, command: &Command) -> io::Result<Held> {
+        let config = &core.config;
+        let log_dir = spill::resolve_dir(&config.capture)?;
+        let files = arm_files(command, config, &core.board)?;
+        let completion_files = completion_files(command, config)?;
+        let lines = LineSetup::new(config)?;
+        let tree = tree::cgroup::hold_tree(config, core.id)?;
+        Ok(Held {
+            core,
+            log_dir,
+            files,
+            completion_files,
+            lines,
+            tree,
         })
-        .collect();
-    let board = Arc::new(ActivityBoard::with_probes(clock.clone(), &probes));
-    board.set_enabled(&ActivitySource::Output, config.enabled.output);
-    board.set_enabled(
-        &ActivitySource::RepeatedOutput,
-        config.watches(&ActivitySource::RepeatedOutput),
-    );
-    let emitter = Arc::new(Emitter::new(config.events.capacity));
-    board.observe(Arc::new(ActivityEvents::new(
-        emitter.clone(),
-        config.events.throttle,
-    )));
-    (board, emitter)
-}
-
-/// The file activity tracker, armed before the spawn so the child's first write already
-/// counts; or, with an arming delay, armed by the monitor when the delay is over (what the
-/// child changed before counts then).
-fn arm_files(
-    command: &Command,
-    config: &MonitorConfig,
-    board: &Arc<ActivityBoard>,
-) -> io::Result<Option<FileActivityTracker>> {
-    Ok(if config.enabled.files {
-        let base = child_dir(command)?;
-        let mut files = config.files.clone();
-        files.arm_delay = config.effective_arm_delay();
-        Some(FileActivityTracker::start_for_session(
-            &files,
-            &base,
-            board.clone(),
-            config.effective_check_interval(),
-        )?)
-    } else {
-        None
-    })
-}
-
-/// The completion files as they are before the spawn, if completion looks at files.
-fn completion_files(command: &Command, config: &MonitorConfig) -> io::Result<Option<FileWatch>> {
-    if config.completion.files.is_empty() {
-        return Ok(None);
     }
-    Ok(Some(FileWatch::start(
-        &config.completion.files,
-        &child_dir(command)?,
-    )))
+
+    /// Stage 2: starts the program with `io.stdin` on a terminal of its size or on pipes,
+    /// detached or not, in the session's cgroup if it has one. On failure the cgroup goes
+    /// with its handle, and the guardian forgets the session.
+    fn spawn(mut self, command: Command, io: StartIo) -> io::Result<(ChildProcess, Spawned)> {
+        let piped = matches!(io.stdin, Stdin::Piped);
+        let plan = tree::Plan {
+            stdin: io.stdin.into_stdio(),
+            attach: io.attach,
+            exec: io.exec,
+            cgroup: self.tree.entry.take(),
+            guarded: matches!(self.tree.guardian, Place::Taken(_)),
+        };
+        let tree::Started {
+            mut child,
+            pty,
+            combined,
+            tag,
+        } = tree::start(command, &self.core.config, self.core.id, plan)?;
+        let pid = child.id();
+        self.core
+            .emitter
+            .lifecycle(Event::Started { pid, pgid: pid });
+        let output = match pty {
+            Some(pty) => Output::Terminal(Arc::new(pty)),
+            None => Output::Pipes { combined },
+        };
+        let stdin = stdin_target(&output, piped, &mut child);
+        let spawned = Spawned {
+            held: self,
+            pid,
+            output,
+            stdin,
+            tag,
+        };
+        Ok((child, spawned))
+    }
 }
 
-/// The child's working directory, as an absolute path.
-fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
-    let cwd = std::env::current_dir().map_err(|e| {
-        SpawnError::new(
-            SpawnErrorKind::WorkingDir,
-            "cannot read quietus's working directory",
-            e,
-        )
-    })?;
-    Ok(match command.get_current_dir() {
-        Some(dir) => cwd.join(dir),
-        None => cwd,
-    })
+/// Stage 2: the program runs (the caller holds the child, to end it if a later stage fails).
+struct Spawned {
+    held: Held,
+    /// The leader, and its process group.
+    pid: Pid,
+    /// Where its output comes from.
+    output: Output,
+    /// The child's stdin, when the caller feeds it (always the terminal in a terminal session).
+    stdin: Option<StdinTarget>,
+    /// `QUIETUS_SESSION=…` given to the child in subreaper mode.
+    tag: Option<Vec<u8>>,
+}
+
+/// Stage 3: the monitor made, its readers waiting; nothing of it runs yet.
+struct Wired {
+    monitor: Monitor<OsPort>,
+    /// How the tree is held, for the result.
+    containment: TreeHold,
+    /// The session's mailbox.
+    control: ControlTx,
+    /// What wakes the monitor (the leader's exit, where no descriptor tells of it).
+    wakeup: Arc<Wakeup>,
+}
+
+impl Spawned {
+    /// Stage 3: opens the child's streams (to `sinks`), makes the monitor on the operating
+    /// system's port, and gives it the readers to start once their pipes have something to
+    /// read.
+    fn wire(self, child: &mut ChildProcess, sinks: Sinks) -> io::Result<Wired> {
+        let Spawned {
+            held,
+            pid,
+            output,
+            stdin,
+            tag,
+        } = self;
+        let Held {
+            core,
+            log_dir,
+            files,
+            completion_files,
+            lines,
+            tree,
+        } = held;
+        // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's
+        // exit itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
+        let (sleeper, wakeup) = Sleeper::new(core.id, pid, core.clock.is_system())?;
+        let (control_tx, control_rx) = unbounded();
+        let control = ControlTx::new(control_tx, Some(wakeup.clone()));
+        let streams = Streams {
+            output,
+            log_dir,
+            own_files: files.as_ref().map(FileActivityTracker::own_files),
+            stdin,
+            sinks,
+        };
+        let opened = open_streams(&core, child, streams)?;
+        register_pipes(core.id, &opened.pipes);
+        // The monitor first: its place in the guardian is taken before any reader can start.
+        let os = os_port(&core, pid, sleeper, tree, tag);
+        let mut monitor = Monitor::new(core, pid, Arc::new(opened.shared), control_rx, os.port)
+            .with_streams(opened.slots)
+            .with_watches(files, completion_files);
+        monitor.tree_gone = os.tree_gone;
+        monitor.network_unavailable = os.network_unavailable;
+        let wiring = ReaderWiring {
+            id: monitor.core.id,
+            control: &control,
+            board: &monitor.core.board,
+            emitter: &monitor.core.emitter,
+            clock: &monitor.core.clock,
+            lines: lines.as_ref(),
+        };
+        // The monitor starts each reader once its pipe has something to read: a program that
+        // never writes to a stream (a sleeping one, or stderr for most) costs no thread for
+        // it, so a server holds many sleeping sessions on few threads.
+        for pipe in opened.pipes {
+            let slot = stream_index(pipe.stream);
+            let state = monitor.shared.pumps[slot].clone();
+            monitor.port.readers[slot] = Some(reader(&wiring, pipe, state)?);
+        }
+        Ok(Wired {
+            monitor,
+            containment: os.containment,
+            control,
+            wakeup,
+        })
+    }
+}
+
+impl Wired {
+    /// Starts the monitor thread (it runs once it is handed the child) and the watch on the
+    /// leader's exit where one is needed.
+    fn start(self) -> io::Result<Running> {
+        let Wired {
+            monitor,
+            containment,
+            control,
+            wakeup,
+        } = self;
+        let (id, pid, tree_gone) = (monitor.core.id, monitor.pid, monitor.tree_gone);
+        let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
+        let launched = Launched {
+            id,
+            pid,
+            board: monitor.core.board.clone(),
+            control: control.clone(),
+            done,
+            shared: monitor.shared.clone(),
+        };
+        let child_tx = start_monitor(monitor, containment, done_tx)?;
+        super::wait::watch_exit(id, pid, &wakeup, control, tree_gone)?;
+        Ok(Running {
+            launched,
+            monitor: child_tx,
+        })
+    }
+}
+
+/// The session's threads, started: what the session handle needs, and the way to hand the
+/// monitor its child.
+struct Running {
+    launched: Launched,
+    monitor: Sender<ChildProcess>,
 }
 
 /// Hands the child to the monitor thread, or (if the threads could not start) kills and
@@ -317,86 +336,40 @@ fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
 fn hand_over(
     id: u64,
     pid: Pid,
-    board: Arc<ActivityBoard>,
-    mut child: ChildProcess,
-    started: io::Result<Running>,
+    child: ChildProcess,
+    running: io::Result<Running>,
 ) -> io::Result<Launched> {
-    match started {
-        Ok(Running {
-            control,
-            done,
-            shared,
-            monitor,
-        }) => match monitor.send(child) {
-            // The monitor owns the child from here on.
-            Ok(()) => Ok(Launched {
-                id,
-                pid,
-                board,
-                control,
-                done,
-                shared,
-            }),
-            Err(crossbeam_channel::SendError(mut child)) => {
-                end_session(id);
-                let _ = sys::kill_group(pid, sys::SIGKILL);
-                let _ = child.kill(); // by pid too: it may have left its group already
-                let _ = child.wait();
+    let error = match running {
+        // The monitor owns the child from here on.
+        Ok(running) => match running.monitor.send(child) {
+            Ok(()) => return Ok(running.launched),
+            Err(crossbeam_channel::SendError(child)) => {
+                abandon(id, pid, child);
                 let stopped = io::Error::other("it stopped before it was handed the child");
-                Err(SpawnError::thread("monitor", stopped).into())
+                return Err(SpawnError::thread("monitor", stopped).into());
             }
         },
-        Err(e) => {
-            end_session(id);
-            let _ = sys::kill_group(pid, sys::SIGKILL);
-            let _ = child.kill(); // by pid too: it may have left its group already
-            let _ = child.wait();
-            match SpawnError::of(&e) {
-                Some(_) => Err(e),
-                None => Err(SpawnError::new(
-                    SpawnErrorKind::Thread,
-                    "cannot start quietus's threads",
-                    e,
-                )
-                .into()),
-            }
-        }
+        Err(e) => e,
+    };
+    abandon(id, pid, child);
+    match SpawnError::of(&error) {
+        Some(_) => Err(error),
+        None => Err(SpawnError::new(
+            SpawnErrorKind::Thread,
+            "cannot start quietus's threads",
+            error,
+        )
+        .into()),
     }
 }
 
-/// The session's threads, started: the control channel, the done channel, what the session
-/// shares with the monitor, and the way to hand the monitor its child.
-struct Running {
-    control: ControlTx,
-    done: Receiver<()>,
-    shared: Arc<Shared>,
-    monitor: Sender<ChildProcess>,
-}
-
-/// A session being assembled: what its threads start with.
-struct Assembly {
-    id: u64,
-    config: MonitorConfig,
-    clock: Clock,
-    /// Whether the session runs on the real clock (see [`Launch::real_clock`]).
-    real_clock: bool,
-    board: Arc<ActivityBoard>,
-    emitter: Arc<Emitter>,
-    /// The readers' line watch, if lines need looking at.
-    lines: Option<LineSetup>,
-    files: Option<FileActivityTracker>,
-    /// What the output streams open from.
-    streams: Streams,
-    /// How the tree is held, for the monitor.
-    hold: Hold,
-}
-
-/// The output streams, set up: the pipes for the reader threads, one slot per stream for the
-/// monitor, and what the session and the monitor share.
-struct Opened {
-    pipes: Vec<StreamPipe>,
-    slots: [Option<StreamSlot>; 2],
-    shared: Arc<Shared>,
+/// Ends a session whose threads could not start: its group and the child killed, the child
+/// reaped.
+fn abandon(id: u64, pid: Pid, mut child: ChildProcess) {
+    end_session(id);
+    let _ = sys::kill_group(pid, sys::SIGKILL);
+    let _ = child.kill(); // by pid too: it may have left its group already
+    let _ = child.wait();
 }
 
 /// Where the program's output comes from.
@@ -414,144 +387,122 @@ struct Streams {
     output: Output,
     log_dir: Option<spill::LogDir>,
     /// The file activity tracker's own files: the logs register there (they never count).
-    own_files: Option<OwnFiles>,
-    /// The child's stdin, when the caller feeds it (always the terminal in a terminal session).
+    own_files: Option<crate::own_files::OwnFiles>,
+    /// The child's stdin, when the caller feeds it.
     stdin: Option<StdinTarget>,
-    /// The isolated home prepared for the child, for the result.
-    home: Option<crate::environment::IsolatedHome>,
-    /// Where stdout and stderr go.
-    sinks: (OutputSink, OutputSink),
+    sinks: Sinks,
 }
 
-/// How the tree is held, for the monitor.
-struct Hold {
-    /// `QUIETUS_SESSION=…` given to the child in subreaper mode.
-    tag: Option<Vec<u8>>,
-    /// The session's place in the guardian, taken before the program (in a cgroup), if any.
-    guardian: Place,
-    /// The session's cgroup, when it has one.
-    cgroup: Option<Arc<Cgroup>>,
-    /// How the tree is held, for the result.
-    containment: TreeHold,
-    /// The completion files, as they were before the spawn.
-    completion_files: Option<FileWatch>,
+/// The output streams, set up: the pipes for the reader threads, one slot per stream for the
+/// monitor, and what the session and the monitor share.
+struct Opened {
+    pipes: Vec<StreamPipe>,
+    slots: [Option<StreamSlot>; 2],
+    shared: Shared,
 }
 
-/// What the monitor is made of beside its streams' slots.
-struct MonitorParts {
-    id: u64,
-    config: MonitorConfig,
-    clock: Clock,
-    board: Arc<ActivityBoard>,
-    emitter: Arc<Emitter>,
-    files: Option<FileActivityTracker>,
-    hold: Hold,
-    control: Receiver<Control>,
-    sleeper: super::wait::Sleeper,
-}
-
-/// Starts the session's threads around `child`: opens its streams, makes the monitor (not
-/// running until it is handed the child), the readers, and the waiter where one is needed.
-fn start_threads(child: &mut ChildProcess, parts: Assembly) -> io::Result<Running> {
-    let Assembly {
-        id,
-        config,
-        clock,
-        real_clock,
-        board,
-        emitter,
-        lines,
-        files,
-        streams,
-        hold,
-    } = parts;
-    let pid = child.id();
-    // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's exit
-    // itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
-    let (sleeper, wakeup) = super::wait::Sleeper::new(id, pid, real_clock)?;
-    let (control_tx, control_rx) = unbounded();
-    let control_tx = ControlTx::new(control_tx, Some(wakeup.clone()));
-    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
-    let pumps: [Arc<PumpState>; 2] = Default::default(); // two distinct states
-    let opened = open_streams(id, child, &config, (streams, &emitter), &pumps)?;
-    register_pipes(id, &opened.pipes);
-    let shared = opened.shared.clone();
-    // The monitor first: its place in the guardian is taken before any reader can start.
-    let parts = MonitorParts {
-        id,
-        config,
-        clock: clock.clone(),
-        board: board.clone(),
-        emitter: emitter.clone(),
-        files,
-        hold,
-        control: control_rx,
-        sleeper,
+/// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
+/// monitor, the stdin writer, and what the session and the monitor share.
+fn open_streams(core: &Core, child: &mut ChildProcess, streams: Streams) -> io::Result<Opened> {
+    let Streams {
+        output,
+        log_dir,
+        own_files,
+        stdin,
+        sinks,
+    } = streams;
+    let (mut pipes, terminal, combined) = match output {
+        Output::Terminal(terminal) => {
+            drop(sinks.stderr); // the terminal is one stream, to the stdout sink
+            let pipe = terminal_pipe(&terminal, sinks.stdout)?;
+            (vec![pipe], Some(terminal), false)
+        }
+        Output::Pipes { combined } => {
+            let one = combined.is_some();
+            let pipes = open_pipes(child, combined, sinks.stdout, sinks.stderr)
+                .map_err(pipe_error("read"))?;
+            (pipes, None, one)
+        }
     };
-    let (mut monitor, containment) = new_monitor(pid, parts, (opened.slots, shared.clone()));
-    let wiring = ReaderWiring {
-        id,
-        control: &control_tx,
-        board: &board,
-        emitter: &emitter,
-        clock: &clock,
-        lines: lines.as_ref(),
-    };
-    // The monitor starts each reader once its pipe has something to read: a program that
-    // never writes to a stream (a sleeping one, or stderr for most) costs no thread for it,
-    // so a server holds many sleeping sessions on few threads.
-    for pipe in opened.pipes {
-        let slot = stream_index(pipe.stream);
-        let state = pumps[slot].clone();
-        monitor.port.readers[slot] = Some(reader(&wiring, pipe, state)?);
+    for pipe in &mut pipes {
+        record_pipe(
+            pipe,
+            &core.config,
+            log_dir.as_ref(),
+            own_files.as_ref(),
+            core.id,
+        )?;
+        // The read end, for the monitor to ask how many unread bytes the pipe holds
+        // (FIONREAD) while draining; it never reads it.
+        pipe.peek = Some(pipe.fd.clone());
     }
-    let tree_gone = monitor.tree_gone;
-    let child_tx = start_monitor((monitor, containment), shared.clone(), done_tx)?;
-    super::wait::watch_exit(id, pid, &wakeup, control_tx.clone(), tree_gone)?;
-    Ok(Running {
-        control: control_tx,
-        done: done_rx,
+    let stdin_tx = start_stdin_writer(core.id, stdin)?;
+    let base = core.shared();
+    let (mut recorders, mut spills) = (base.recorders.clone(), base.spills.clone());
+    let mut slots: [Option<StreamSlot>; 2] = [None, None];
+    for pipe in &mut pipes {
+        let index = stream_index(pipe.stream);
+        recorders[index] = pipe.recorder.clone();
+        spills[index] = pipe.spill.as_ref().map(|s| s.state.clone());
+        slots[index] = pipe.recorder.clone().map(|recorder| StreamSlot {
+            recorder,
+            spill: pipe.spill.take(),
+            peek: pipe.peek.take(),
+            done: false,
+        });
+    }
+    let shared = Shared {
+        recorders,
+        spills,
+        combined,
+        terminal,
+        stdin: crate::sync::Mutex::new(stdin_tx),
+        home: sinks.home,
+        ..base
+    };
+    Ok(Opened {
+        pipes,
+        slots,
         shared,
-        monitor: child_tx,
     })
 }
 
-/// The monitor of leader `pid`, with its observers, its ladder (which signals the leader
-/// through `sleeper`'s pidfd: one per session) and its place in the guardian (not running
-/// yet; its readers are the caller's to give).
-fn new_monitor(
+/// The operating system's side of the monitor, made: its port, how the tree is held, whether
+/// the tree was gone before the monitor started, and why the network source sees nothing.
+struct OsSide {
+    port: OsPort,
+    containment: TreeHold,
+    tree_gone: bool,
+    network_unavailable: Option<NetworkUnavailable>,
+}
+
+/// The port of leader `pid`, with its observers, its ladder's processes (which signal the
+/// leader through `sleeper`'s pidfd: one per session) and the session's place in the
+/// guardian (taken here when the cgroup did not take it before the spawn). Its readers are
+/// the caller's to give.
+fn os_port(
+    core: &Core,
     pid: Pid,
-    parts: MonitorParts,
-    (slots, shared): ([Option<StreamSlot>; 2], Arc<Shared>),
-) -> (Monitor<OsPort>, TreeHold) {
-    let MonitorParts {
-        id,
-        config,
-        clock,
-        board,
-        emitter,
-        files,
-        hold,
-        control,
-        sleeper,
-    } = parts;
-    let Hold {
-        tag,
-        guardian,
+    sleeper: Sleeper,
+    tree: tree::cgroup::Held,
+    tag: Option<Vec<u8>>,
+) -> OsSide {
+    let (config, id) = (&core.config, core.id);
+    let tree::cgroup::Held {
         cgroup,
         mut containment,
-        completion_files,
-    } = hold;
-    let children = start_observer(pid, &config, &board, cgroup.as_ref());
-    let (network, network_unavailable) = start_network(&config, &board);
+        guardian,
+        entry: _,
+    } = tree;
+    let children = start_observer(pid, config, &core.board, cgroup.as_ref());
+    let (network, network_unavailable) = start_network(config, &core.board);
     let mut processes = OsProcesses::new(id, children, tag);
     processes.hold(pid, cgroup, sleeper.leader_pidfd());
     let gone = || {
         processes.cgroup.is_none() && sys::has_exited_no_reap(pid) && processes.leader_alone(pid)
     };
-    let guarded = tree::guardian::guard_tree(&config, id, pid, gone, guardian);
+    let guarded = tree::guardian::guard_tree(config, id, pid, gone, guardian);
     containment.set_supervisor_death(guarded.supervisor_death);
-    let rules = Rules::new(id, &config, completion_files, clock.now());
     let port = OsPort {
         id,
         pid,
@@ -562,29 +513,54 @@ fn new_monitor(
         processes,
         network,
     };
-    let monitor = Monitor {
-        observer: super::observe::Observer::new(config.observe), // observe mode (issue 43)
-        input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
-        rules,
-        id,
-        pid,
-        timing: Timing::new(&config, &clock, &board),
-        config,
-        clock,
-        board,
-        control,
-        shared,
-        emitter,
-        tap: Tap::new(slots),
-        leader: LeaderState::Running,
-        memory: Memory::default(),
-        tree_gone: guarded.tree_gone,
-        files: files.map_or(Files::Off, |files| Files::Watching(Box::new(files))),
-        network_unavailable,
-        phase: Phase::Watching,
+    OsSide {
         port,
-    };
-    (monitor, containment)
+        containment,
+        tree_gone: guarded.tree_gone,
+        network_unavailable,
+    }
+}
+
+/// Starts the monitor thread; it runs once it receives the child on the returned channel.
+fn start_monitor(
+    monitor: Monitor<OsPort>,
+    containment: TreeHold,
+    done_tx: Sender<()>,
+) -> io::Result<Sender<ChildProcess>> {
+    let (id, pid) = (monitor.core.id, monitor.pid);
+    let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
+    let facts = Facts { pid, containment };
+    let kill_tree = Box::new(move || {
+        let _ = sys::kill_group(pid, sys::SIGKILL);
+    });
+    let done = DoneGuard::new(monitor.shared.clone(), done_tx, facts, kill_tree);
+    thread::Builder::new()
+        .name(format!("quietus-mon-{id}"))
+        .spawn(move || {
+            // The starter sends the child right after all threads are up; if it cannot (it
+            // failed), this channel disconnects and the monitor ends without touching anything.
+            if let Ok(child) = child_rx.recv() {
+                let mut monitor = monitor;
+                monitor.port.adopt(child);
+                monitor.run(done);
+            } else {
+                done.disarm();
+                end_session(id);
+            }
+        })
+        .inspect_err(|_| end_session(id))
+        .map_err(|e| SpawnError::thread("monitor", e))?;
+    Ok(child_tx)
+}
+
+/// Where the stdin writer writes: typed input goes to the terminal (always open for writing);
+/// else the child's stdin pipe, when the caller feeds it.
+fn stdin_target(output: &Output, piped: bool, child: &mut ChildProcess) -> Option<StdinTarget> {
+    match output {
+        Output::Terminal(terminal) => Some(StdinTarget::Terminal(terminal.clone())),
+        Output::Pipes { .. } if piped => child.stdin.take().map(StdinTarget::Pipe),
+        Output::Pipes { .. } => None,
+    }
 }
 
 /// The terminal's one output stream: its master, read by one reader, to the stdout sink.
@@ -602,80 +578,6 @@ fn terminal_pipe(terminal: &Arc<Pty>, sink: OutputSink) -> io::Result<StreamPipe
         ),
         sink,
     ))
-}
-
-/// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
-/// monitor, the stdin writer, and what the session and the monitor share.
-fn open_streams(
-    id: u64,
-    child: &mut ChildProcess,
-    config: &MonitorConfig,
-    (streams, emitter): (Streams, &Arc<Emitter>),
-    pumps: &[Arc<PumpState>; 2],
-) -> io::Result<Opened> {
-    let Streams {
-        output,
-        log_dir,
-        own_files,
-        stdin,
-        home,
-        sinks: (stdout_sink, stderr_sink),
-    } = streams;
-    let (mut pipes, terminal, combined) = match output {
-        Output::Terminal(terminal) => {
-            drop(stderr_sink); // the terminal is one stream, to the stdout sink
-            let pipe = terminal_pipe(&terminal, stdout_sink)?;
-            (vec![pipe], Some(terminal), false)
-        }
-        Output::Pipes { combined } => {
-            let one = combined.is_some();
-            let pipes = open_pipes(child, combined, stdout_sink, stderr_sink)
-                .map_err(pipe_error("read"))?;
-            (pipes, None, one)
-        }
-    };
-    for pipe in &mut pipes {
-        record_pipe(pipe, config, log_dir.as_ref(), own_files.as_ref(), id)?;
-    }
-    // The read ends, for the monitor to ask how many unread bytes a pipe holds (FIONREAD)
-    // while draining; it never reads them.
-    for pipe in &mut pipes {
-        pipe.peek = Some(pipe.fd.clone());
-    }
-    let stdin_tx = start_stdin_writer(id, stdin)?;
-    let mut recorders: [Option<Arc<crate::sync::Mutex<Recorder>>>; 2] = [None, None];
-    let mut spills: [Option<Arc<crate::sync::Mutex<Spill>>>; 2] = [None, None];
-    let mut slots: [Option<StreamSlot>; 2] = [None, None];
-    for pipe in &mut pipes {
-        let index = stream_index(pipe.stream);
-        recorders[index] = pipe.recorder.clone();
-        spills[index] = pipe.spill.as_ref().map(|s| s.state.clone());
-        slots[index] = pipe.recorder.clone().map(|recorder| StreamSlot {
-            recorder,
-            spill: pipe.spill.take(),
-            peek: pipe.peek.take(),
-            done: false,
-        });
-    }
-    let shared = Arc::new(Shared {
-        result: std::sync::OnceLock::new(),
-        pumps: pumps.clone(),
-        recorders,
-        combined,
-        terminal,
-        emitter: emitter.clone(),
-        phase: std::sync::atomic::AtomicU8::new(SessionState::RUNNING),
-        idle_timeout: AtomicU64::new(crate::clock::saturating_nanos(config.idle_timeout)),
-        spills,
-        stdin: crate::sync::Mutex::new(stdin_tx),
-        home,
-        caps: config.effective_caps(),
-    });
-    Ok(Opened {
-        pipes,
-        slots,
-        shared,
-    })
 }
 
 /// The observer always runs: besides descendant CPU (when that source is on) it remembers
@@ -740,34 +642,125 @@ fn start_network(
     }
 }
 
-/// Starts the monitor thread; it runs once it receives the child on the returned channel.
-fn start_monitor(
-    (monitor, containment): (Monitor<OsPort>, TreeHold),
-    shared: Arc<Shared>,
-    done_tx: Sender<()>,
-) -> io::Result<Sender<ChildProcess>> {
-    let (id, pid) = (monitor.id, monitor.pid);
-    let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
-    let facts = Facts { pid, containment };
-    let kill_tree = Box::new(move || {
-        let _ = sys::kill_group(pid, sys::SIGKILL);
-    });
-    let done = DoneGuard::new(shared, done_tx, facts, kill_tree);
-    thread::Builder::new()
-        .name(format!("quietus-mon-{id}"))
-        .spawn(move || {
-            // The starter sends the child right after all threads are up; if it cannot (it
-            // failed), this channel disconnects and the monitor ends without touching anything.
-            if let Ok(child) = child_rx.recv() {
-                let mut monitor = monitor;
-                monitor.port.adopt(child);
-                monitor.run(done);
-            } else {
-                done.disarm();
-                end_session(id);
+/// The file activity tracker, armed before the spawn so the child's first write already
+/// counts; or, with an arming delay, armed by the monitor when the delay is over (what the
+/// child changed before counts then).
+fn arm_files(
+    command: &Command,
+    config: &MonitorConfig,
+    board: &Arc<ActivityBoard>,
+) -> io::Result<Option<FileActivityTracker>> {
+    Ok(if config.enabled.files {
+        let base = child_dir(command)?;
+        let mut files = config.files.clone();
+        files.arm_delay = config.effective_arm_delay();
+        Some(FileActivityTracker::start_for_session(
+            &files,
+            &base,
+            board.clone(),
+            config.effective_check_interval(),
+        )?)
+    } else {
+        None
+    })
+}
+
+/// The completion files as they are before the spawn, if completion looks at files.
+fn completion_files(command: &Command, config: &MonitorConfig) -> io::Result<Option<FileWatch>> {
+    if config.completion.files.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(FileWatch::start(
+        &config.completion.files,
+        &child_dir(command)?,
+    )))
+}
+
+/// The child's working directory, as an absolute path.
+fn child_dir(command: &Command) -> io::Result<std::path::PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        SpawnError::new(
+            SpawnErrorKind::WorkingDir,
+            "cannot read quietus's working directory",
+            e,
+        )
+    })?;
+    Ok(match command.get_current_dir() {
+        Some(dir) => cwd.join(dir),
+        None => cwd,
+    })
+}
+
+/// The held stage, driven without a process: what is armed before the spawn, and what
+/// refuses the launch before any process exists.
+#[cfg(test)]
+mod stage_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::MockClock;
+    use crate::completion::CompletionConfig;
+    use crate::config::{CaptureConfig, Containment, MonitorConfigBuilder};
+
+    /// A configuration that needs no process and no cgroup: the process group, no file
+    /// tracker, no network, no log.
+    fn quiet() -> MonitorConfigBuilder {
+        MonitorConfig::builder()
+            .capture(CaptureConfig::builder().spill(false))
+            .containment(Containment::Group)
+            .watch_files(false)
+            .watch_network(false)
+    }
+
+    fn held(config: MonitorConfigBuilder, command: &Command) -> io::Result<Held> {
+        let config = config.build().expect("valid");
+        Held::new(
+            Core::new(1, config, Clock::from(&MockClock::new())),
+            command,
+        )
+    }
+
+    #[test]
+    fn the_held_stage_arms_what_the_configuration_asks_and_holds_the_group() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let mut command = Command::new("true");
+        command.current_dir(dir.path());
+        let bare = held(quiet(), &command).expect("held");
+        assert!(bare.files.is_none() && bare.completion_files.is_none());
+        assert!(bare.log_dir.is_none());
+        // Every pipe's lines are looked at: a line redrawn in place showing nothing new is no
+        // output (issue 48), whatever the repeats source says.
+        assert!(bare.lines.is_some(), "lines looked at on every pipe");
+        assert!(bare.tree.cgroup.is_none() && bare.tree.entry.is_none());
+        assert!(matches!(bare.tree.guardian, Place::Untaken));
+        assert!(matches!(
+            bare.tree.containment,
+            TreeHold::Group {
+                why_not_cgroup: None,
+                ..
             }
-        })
-        .inspect_err(|_| end_session(id))
-        .map_err(|e| SpawnError::thread("monitor", e))?;
-    Ok(child_tx)
+        ));
+        // Completion by a file (looked at relative to the child's folder) and by a line.
+        let completion = CompletionConfig::builder().file("done").output("^ok$");
+        let config = quiet()
+            .completion(completion)
+            .idle_timeout(Duration::from_secs(5));
+        let watching = held(config, &command).expect("held");
+        assert!(watching.completion_files.is_some());
+        assert!(watching.lines.is_some(), "the readers look at lines");
+        assert_eq!(watching.core.config.idle_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_named_log_folder_that_cannot_be_used_refuses_the_launch_before_the_spawn() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").expect("a file");
+        let capture = CaptureConfig::builder().spill(true).log_dir(&file);
+        let refused = held(quiet().capture(capture), &Command::new("true"))
+            .err()
+            .expect("refused");
+        let kind = SpawnError::of(&refused).map(SpawnError::kind);
+        assert_eq!(kind, Some(SpawnErrorKind::LogDir), "{refused}");
+    }
 }

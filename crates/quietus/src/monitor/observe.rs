@@ -17,12 +17,9 @@
 
 use std::time::Instant;
 
-use super::port::Port;
-use super::run::Monitor;
 use crate::activity::BoardReading;
-use crate::events::Event;
-use crate::outcome::{HumanDuration, Observation, Outcome};
-use crate::verdict::{self, Limits};
+use crate::outcome::{Observation, Outcome};
+use crate::verdict::Limits;
 
 /// The observation bookkeeping of one session.
 #[derive(Debug, Default)]
@@ -103,41 +100,13 @@ impl Observer {
     }
 }
 
-impl<P: Port> Monitor<P> {
-    /// Whether observe mode is on: the decision is recorded with [`Monitor::observe`] instead
-    /// of ending the run.
-    pub(super) fn observing(&self) -> bool {
-        self.observer.on()
-    }
-
-    /// The run would have ended at `now` with `outcome`: recorded, logged and sent as an
-    /// event; the program goes on.
-    pub(super) fn observe(&mut self, now: Instant, mut outcome: Outcome) {
-        if let Outcome::IdleTimeout(report) = &mut outcome {
-            // How long each source had really been quiet (the verdict saw them from the last
-            // observation on).
-            report.sources =
-                verdict::report(&self.board.read(), now, self.shared.idle_timeout()).sources;
-        }
-        let observation = self.observer.record(now, self.board.origin(), outcome);
-        log::info!(
-            "session {}: pid {} would have been ended after {} ({}); observing only",
-            self.id,
-            self.pid,
-            HumanDuration(observation.at),
-            observation.would_have_ended.name()
-        );
-        self.emitter.lifecycle(Event::Observed(observation));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
     use crate::activity::{ActivitySource, SourceState};
-    use crate::verdict::Verdict;
+    use crate::verdict::{self, Verdict};
 
     fn board(origin: Instant, last_ms: u64) -> BoardReading {
         BoardReading {

@@ -10,10 +10,9 @@ use std::os::fd::AsFd;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use super::Wake;
 use super::ladder::{Leader, OsProcesses, ProcessLayer};
 use super::reader::Reader;
-use super::wait::Sleeper;
+use super::wait::{Sleeper, Wake};
 use crate::clock::Clock;
 use crate::diagnosis::Diagnosis;
 use crate::pid::Pid;
@@ -329,6 +328,6 @@ impl Port for OsPort {
     }
 
     fn session_over(&mut self) {
-        super::end_session(self.id);
+        super::tree::end_session(self.id);
     }
 }

@@ -45,6 +45,11 @@ impl Rules {
         }
     }
 
+    /// Looks at `files` (as they were before the spawn) for completion.
+    pub(super) fn watch_completion_files(&mut self, files: Option<FileWatch>) {
+        self.files = files;
+    }
+
     /// Follows a new check interval: the completion files are looked at on it (at most every
     /// second), from `now` at the latest.
     pub(super) fn set_check_interval(&mut self, interval: Duration, now: Instant) {

@@ -15,16 +15,32 @@
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, never, select};
 
-use super::Wake;
 use crate::clock::Clock;
 use crate::contract::{Control, ControlTx};
 use crate::error::SpawnError;
 use crate::pid::Pid;
 use crate::process::sys::{self, Wakeup, Woken};
+
+/// When the monitor wakes next.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Wake {
+    /// A deadline on the session's clock (idle, hard, grace, drain).
+    pub(super) at: Instant,
+    /// A real-time re-check of operating-system state (group members gone, pipes emptied).
+    ///
+    /// Deliberately not on the session's clock: the OS makes progress in real time, and a
+    /// frozen mock clock must not stall the monitor while a killed process finishes dying.
+    pub(super) poll: Option<Duration>,
+}
+
+/// While a ladder waits for group members other than the (already exited) leader, it checks
+/// them at 5 ms, doubling up to 200 ms: quick for the common case, cheap for a slow one.
+pub(super) const POLL_MIN: Duration = Duration::from_millis(5);
+pub(super) const POLL_MAX: Duration = Duration::from_millis(200);
 
 /// The monitor's sleep: its wake-up, and how the clock's deadlines reach it.
 pub(super) struct Sleeper {

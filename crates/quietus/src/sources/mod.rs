@@ -47,7 +47,7 @@ pub use crate::activity::ActivityBoard;
 pub use children::{ChildrenSample, DescendantObserver};
 pub use files::FileActivityTracker;
 pub use network::{NetworkObserver, NetworkSample};
-pub use output::ActivityTrackingReader;
+pub use output::{ActivityTrackingReader, SinkError};
 
 /// For the screen bench (`benches/screen.rs`) only: feeds `chunks` to the model of a terminal
 /// of `rows` x `cols` that an output source keeps under a terminal, one chunk every `step`

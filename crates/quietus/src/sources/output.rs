@@ -149,8 +149,8 @@ impl OutputSink {
                 Delivery::Done
             }
             Ok(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => Delivery::BrokenPipe,
-            Ok(Err(e)) => Delivery::Failed(format!("write failed: {e}")),
-            Err(_) => Delivery::Failed("it panicked".to_owned()),
+            Ok(Err(e)) => Delivery::Failed(SinkError::Write((&e).into())),
+            Err(_) => Delivery::Failed(SinkError::Panicked),
         };
         (delivery, taken)
     }
@@ -178,8 +178,36 @@ enum Delivery {
     /// The sink's reader went away (`quietus … | head`).
     BrokenPipe,
     /// Any other failure, or a panic.
-    Failed(String),
+    Failed(SinkError),
 }
+
+/// Why an output sink stopped taking bytes
+/// ([`Session::sink_error`](crate::Session::sink_error)); the rest of its stream is
+/// discarded. A broken pipe (the sink's reader went away) is none: it is passed on to the
+/// child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// Writing to it failed.
+    Write(crate::error::SystemError),
+    /// It panicked (a [`Callback`](OutputSink::Callback), or a writer).
+    Panicked,
+    /// No thread could be started to read the stream: its pipe was closed, and the program's
+    /// writes to it fail.
+    NoReader(crate::error::SystemError),
+}
+
+impl std::fmt::Display for SinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SinkError::Write(e) => write!(f, "write failed: {e}"),
+            SinkError::Panicked => f.write_str("it panicked"),
+            SinkError::NoReader(e) => write!(f, "no thread could be started to read it: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SinkError {}
 
 /// Shared between a reader thread and the monitor.
 #[derive(Debug, Default)]
@@ -189,7 +217,7 @@ pub(crate) struct PumpState {
     /// Bytes the sink accepted so far.
     pub(crate) delivered: AtomicU64,
     /// Why the sink stopped taking bytes (not for a broken pipe), once it did.
-    pub(crate) sink_error: crate::sync::Mutex<Option<String>>,
+    pub(crate) sink_error: crate::sync::Mutex<Option<SinkError>>,
     /// Set by the monitor once the run is over: later bytes are no longer delivered.
     pub(crate) detached: AtomicBool,
 }
@@ -264,6 +292,31 @@ pub(crate) fn pump<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Why a sink stopped is a type: the write's system error, kept with its kind, or a panic.
+    #[test]
+    fn a_failing_sink_says_why_in_a_type() {
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::StorageFull.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let (delivery, taken) = OutputSink::writer(Full).deliver(b"chunk");
+        assert_eq!(taken, 0);
+        let Delivery::Failed(SinkError::Write(e)) = delivery else {
+            panic!("a write error is SinkError::Write");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+        let why = SinkError::Write(e);
+        assert!(why.to_string().starts_with("write failed: "), "{why}");
+        let (delivery, _) = OutputSink::callback(|_| panic!("the consumer broke")).deliver(b"x");
+        assert!(matches!(delivery, Delivery::Failed(SinkError::Panicked)));
+        assert_eq!(SinkError::Panicked.to_string(), "it panicked");
+    }
     use crate::clock::MockClock;
     use crate::sync::Mutex;
     use std::time::Duration;

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::super::port::Port;
-use super::super::{POLL_MAX, POLL_MIN, Wake};
+use super::super::wait::{POLL_MAX, POLL_MIN, Wake};
 use super::phase::{Drain, End, Move, Phase};
 use super::result::{self, Closing, DoneGuard};
 use super::{Files, Monitor, Next};
@@ -26,7 +26,7 @@ const BACKLOG_TIMER: Duration = Duration::from_secs(365 * 24 * 3600);
 impl<P: Port> Monitor<P> {
     /// The leader exited while being watched: take the leftovers down, or leave them.
     pub(super) fn after_leader_exit(&mut self, now: Instant) {
-        if !self.config.keep_leftovers && !self.tree_gone {
+        if !self.core.config.keep_leftovers && !self.tree_gone {
             // Adopting orphans, with no child but the leader (and this library's own)
             // (`tree_gone`): every descendant still alive would be a child of this process
             // now, so none is left, in the group or out of it. No sample, no scan.
@@ -38,12 +38,12 @@ impl<P: Port> Monitor<P> {
                 log::info!(
                     "session {}: pid {} exited, leaving {} group member(s) and {} escaped \
                      descendant(s); ending them",
-                    self.id,
+                    self.core.id,
                     self.pid,
                     left.members,
                     left.escapees
                 );
-                let steps = self.config.kill_ladder.effective();
+                let steps = self.core.config.kill_ladder.effective();
                 self.start_ladder(Outcome::Exited, steps, None, left.count());
                 if let Phase::Ending { ladder, .. } = &mut self.phase {
                     ladder.leftovers = left.named;
@@ -72,7 +72,7 @@ impl<P: Port> Monitor<P> {
     /// The tree is gone: the session is ended, file activity no longer matters, the leader
     /// is reaped (the ladder is done, or was not needed), and the output drains.
     fn start_drain(&mut self, now: Instant) {
-        let drain = Drain::new(now, self.config.drain_cap);
+        let drain = Drain::new(now, self.core.config.drain_cap);
         if !self.transition(Move::TreeGone { drain }) {
             return;
         }
@@ -81,7 +81,7 @@ impl<P: Port> Monitor<P> {
         let outcome = self
             .end()
             .map_or(Outcome::Exited, |end| end.outcome.clone());
-        self.emitter.lifecycle(Event::Exited {
+        self.core.emitter.lifecycle(Event::Exited {
             outcome,
             status: self.leader.status(),
         });
@@ -100,8 +100,12 @@ impl<P: Port> Monitor<P> {
             self.transition(Move::Drained);
             return Next::Continue(());
         }
-        let last_output = self.board.last(&ActivitySource::Output).max(drain.since);
-        let quiet_at = last_output + self.config.drain_quiet;
+        let last_output = self
+            .core
+            .board
+            .last(&ActivitySource::Output)
+            .max(drain.since);
+        let quiet_at = last_output + self.core.config.drain_quiet;
         let quiet = now >= quiet_at && self.tap.pipes_empty();
         if now >= drain.cap || quiet {
             // The cap and the quiet rule are for pipes that strangers hold open.
@@ -111,7 +115,7 @@ impl<P: Port> Monitor<P> {
             if quiet {
                 log::debug!(
                     "session {}: output quiet after exit; not waiting for end-of-file",
-                    self.id
+                    self.core.id
                 );
             }
             self.transition(Move::Drained);
@@ -156,7 +160,7 @@ impl<P: Port> Monitor<P> {
         if waiting {
             log::debug!(
                 "session {}: the tree is gone but a reader is still behind; reading on",
-                self.id
+                self.core.id
             );
         }
         waiting.then_some(wake)
@@ -175,11 +179,14 @@ impl<P: Port> Monitor<P> {
             return; // no watch yet: dropped at once, no thread needed
         }
         let dropped = std::thread::Builder::new()
-            .name(format!("quietus-unwatch-{}", self.id))
+            .name(format!("quietus-unwatch-{}", self.core.id))
             .spawn(move || drop(files));
         if let Err(e) = dropped {
             // The tracker came back with the error and is dropped here, on this thread.
-            log::debug!("session {}: no thread to drop the watches on: {e}", self.id);
+            log::debug!(
+                "session {}: no thread to drop the watches on: {e}",
+                self.core.id
+            );
         }
     }
 
@@ -193,10 +200,10 @@ impl<P: Port> Monitor<P> {
         // drain over): started now, it takes what comes next, as one always running would.
         self.port.start_readers_left();
         self.reap(); // not reaped at the drain: cannot happen, but never leave a zombie
-        let now = self.clock.now();
-        self.tap.flush_output(now, true, &self.emitter);
+        let now = self.core.clock.now();
+        self.tap.flush_output(now, true, &self.core.emitter);
         self.shared.stdin.lock().take(); // nobody reads it any more
-        if let Some(memory) = self.port.let_go_of_cgroup(self.config.keep_leftovers) {
+        if let Some(memory) = self.port.let_go_of_cgroup(self.core.config.keep_leftovers) {
             self.memory = memory;
         }
         // Told before the result is out: whoever waits for it may end this process at once,
@@ -204,10 +211,10 @@ impl<P: Port> Monitor<P> {
         // outlives the sessions, none is left for the caller to reap).
         self.port.release_guardian();
         let result = self.result(&done);
-        log::debug!("session {}: {:?}", self.id, result);
-        self.emitter.lifecycle(Event::Closed);
+        log::debug!("session {}: {:?}", self.core.id, result);
+        self.core.emitter.lifecycle(Event::Closed);
         let timing = self.end().and_then(|end| end.ladder.after_deadline);
-        let published = self.clock.now();
+        let published = self.core.clock.now();
         done.publish(result);
         if let Some((due, signal, gone)) = timing {
             // After the result is out, not to delay it: what the kill precision is made of.
@@ -215,7 +222,7 @@ impl<P: Port> Monitor<P> {
                 target: TIMING,
                 "session {} pid {}: after its deadline, first signal {} us, tree gone {} us, \
                  result {} us",
-                self.id,
+                self.core.id,
                 self.pid,
                 signal.as_micros(),
                 gone.map_or(-1, |gone| gone.as_micros() as i128),
@@ -226,7 +233,7 @@ impl<P: Port> Monitor<P> {
 
     /// The result of the run, as it stands (its end is [`Outcome::Exited`] before it has one).
     fn result(&self, done: &DoneGuard) -> MonitorResult {
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         let mut end = self.end().cloned().unwrap_or_else(|| End {
             outcome: Outcome::Exited,
             ladder: super::phase::LadderRecord::default(),
@@ -237,11 +244,12 @@ impl<P: Port> Monitor<P> {
         let closing = Closing {
             end,
             status: self.leader.status(),
-            runtime: now.saturating_duration_since(self.board.origin()),
-            activity: verdict::report(&self.board.read(), now, self.shared.idle_timeout()).sources,
+            runtime: now.saturating_duration_since(self.core.board.origin()),
+            activity: verdict::report(&self.core.board.read(), now, self.shared.idle_timeout())
+                .sources,
             // Every chunk read is written and hashed first (bounded by the disk).
             logs: self.tap.logs(),
-            events_dropped: self.emitter.dropped(),
+            events_dropped: self.core.emitter.dropped(),
             output_complete: self.tap.all_done(),
             unwatched: self.files.unwatched(),
             completion: self.rules.completion.clone(),

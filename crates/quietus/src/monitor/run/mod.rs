@@ -27,21 +27,25 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::Wake;
+use super::core::Core;
 use super::ladder::{Ladder, signal_leader};
+use super::observe::Observer;
 use super::port::{Memory, Port};
 use super::rules::Rules;
-use super::tap::{Tap, stream_index};
+use super::tap::{StreamSlot, Tap, stream_index};
+use super::wait::Wake;
 use crate::activity::ActivityBoard;
 use crate::clock::Clock;
+use crate::completion::FileWatch;
 use crate::config::{KillStep, MonitorConfig};
 use crate::contract::{Control, Shared};
-use crate::events::{Emitter, Event};
+use crate::events::Event;
 use crate::input_wait::InputWaitRule;
 use crate::outcome::{CompletionSeen, HumanDuration, Outcome, UnwatchedFolder};
 use crate::pid::Pid;
 use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
+use crate::sources::output::SinkError;
 
 use phase::Move;
 pub(super) use phase::Phase;
@@ -125,14 +129,14 @@ impl Files {
 /// The monitor thread's state: the session's parts, the rules, the phase, and the port to
 /// the operating system.
 pub(super) struct Monitor<P: Port> {
-    pub(super) id: u64,
+    /// The session's id, configuration, clock, board and emitter.
+    pub(super) core: Core,
+    /// The leader (its process group's id too).
     pub(super) pid: Pid,
-    pub(super) config: MonitorConfig,
-    pub(super) clock: Clock,
-    pub(super) board: Arc<ActivityBoard>,
+    /// The session's messages: controls, the leader's exit, the readers' news.
     pub(super) control: Receiver<Control>,
+    /// What the session handle and the monitor share.
     pub(super) shared: Arc<Shared>,
-    pub(super) emitter: Arc<Emitter>,
     /// Deadlines, sampling, the idle warning, the wake-up timer.
     pub(super) timing: Timing,
     /// The output streams: held-back events, peeking at the pipes, the logs.
@@ -153,7 +157,7 @@ pub(super) struct Monitor<P: Port> {
     pub(super) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
     pub(super) phase: Phase,
     /// Observe mode (issue 43): the observations, and how quiet starts over after one.
-    pub(super) observer: super::observe::Observer,
+    pub(super) observer: Observer,
     /// The operating system: sleep, readers, leader, observers, cgroup, guardian.
     pub(super) port: P,
 }
@@ -163,6 +167,54 @@ pub(super) struct Monitor<P: Port> {
 type Next = std::ops::ControlFlow<Wake>;
 
 impl<P: Port> Monitor<P> {
+    /// The monitor of leader `pid` on `port`, watching, with no stream, no file tracker and no
+    /// completion file yet: the launcher gives it what it opened and armed
+    /// ([`Monitor::with_streams`], [`Monitor::with_watches`]); a test drives it as it is.
+    pub(super) fn new(
+        core: Core,
+        pid: Pid,
+        shared: Arc<Shared>,
+        control: Receiver<Control>,
+        port: P,
+    ) -> Self {
+        let config = &core.config;
+        Monitor {
+            observer: Observer::new(config.observe), // observe mode (issue 43)
+            input_wait: InputWaitRule::new(config.input_wait_notice, config.input_wait_timeout),
+            rules: Rules::new(core.id, config, None, core.clock.now()),
+            timing: Timing::new(config, &core.clock, &core.board),
+            tap: Tap::new([None, None]),
+            files: Files::Off,
+            leader: LeaderState::Running,
+            tree_gone: false,
+            memory: Memory::default(),
+            network_unavailable: None,
+            phase: Phase::Watching,
+            core,
+            pid,
+            control,
+            shared,
+            port,
+        }
+    }
+
+    /// The output streams the monitor looks after, one slot per stream.
+    pub(super) fn with_streams(mut self, slots: [Option<StreamSlot>; 2]) -> Self {
+        self.tap = Tap::new(slots);
+        self
+    }
+
+    /// What was armed before the spawn: the file tracker, the completion files as they were.
+    pub(super) fn with_watches(
+        mut self,
+        files: Option<FileActivityTracker>,
+        completion: Option<FileWatch>,
+    ) -> Self {
+        self.files = files.map_or(Files::Off, |files| Files::Watching(Box::new(files)));
+        self.rules.watch_completion_files(completion);
+        self
+    }
+
     /// Runs the session to its end, then publishes its result through `done`.
     pub(super) fn run(mut self, done: DoneGuard) {
         self.baseline();
@@ -172,15 +224,17 @@ impl<P: Port> Monitor<P> {
             while let Ok(msg) = control.try_recv() {
                 self.handle(msg);
             }
-            let now = self.clock.now();
-            self.tap.flush_output(now, false, &self.emitter);
+            let now = self.core.clock.now();
+            self.tap.flush_output(now, false, &self.core.emitter);
             let Some(mut wake) = self.step(now) else {
                 break;
             };
             if let Some(due) = self.tap.flush_due {
                 wake.at = wake.at.min(due);
             }
-            let woken = self.port.sleep(&self.clock, wake, self.leader.exited());
+            let woken = self
+                .port
+                .sleep(&self.core.clock, wake, self.leader.exited());
             for (slot, ready) in woken.pipes.into_iter().enumerate() {
                 if ready {
                     self.start_reader(slot);
@@ -201,7 +255,7 @@ impl<P: Port> Monitor<P> {
         if !moved {
             log::error!(
                 "session {}: no move '{name}' from {}",
-                self.id,
+                self.core.id,
                 self.phase.name()
             );
         }
@@ -217,7 +271,7 @@ impl<P: Port> Monitor<P> {
         if self.tree_gone || self.port.leader_exited() {
             return; // the waiter (or the launcher) says so: only it, before any reaping
         }
-        let now = self.clock.now();
+        let now = self.core.clock.now();
         self.port.baseline(now);
     }
 
@@ -225,8 +279,11 @@ impl<P: Port> Monitor<P> {
     /// interval, unless one was configured: descendant sampling, the completion files'
     /// look); the next decision reads the timeout itself.
     fn idle_timeout_changed(&mut self) {
-        let interval = self.config.check_interval_for(self.shared.idle_timeout());
-        let now = self.clock.now();
+        let interval = self
+            .core
+            .config
+            .check_interval_for(self.shared.idle_timeout());
+        let now = self.core.clock.now();
         self.timing.interval = interval;
         self.timing.next_sample = self.timing.next_sample.min(now + interval);
         self.rules.set_check_interval(interval, now);
@@ -244,7 +301,7 @@ impl<P: Port> Monitor<P> {
             Control::OutputPending(due) => self.tap.output_pending(due),
             Control::ReaderDone(stream) => self.tap.reader_done(stream),
             Control::Terminate => {
-                let steps = self.config.kill_ladder.effective();
+                let steps = self.core.config.kill_ladder.effective();
                 self.terminate(steps);
             }
             Control::TerminateWith(steps) => self.terminate(steps),
@@ -260,7 +317,7 @@ impl<P: Port> Monitor<P> {
         {
             return;
         }
-        let (id, pid) = (self.id, self.pid);
+        let (id, pid) = (self.core.id, self.pid);
         if let Err(e) = signal_leader(self.port.layer(), id, pid, true, signal) {
             log::debug!("session {id}: {signal} to group {pid}: {e}");
         }
@@ -274,11 +331,11 @@ impl<P: Port> Monitor<P> {
         }
         log::info!(
             "session {}: pid {} completed: {seen}; {} to exit",
-            self.id,
+            self.core.id,
             self.pid,
-            HumanDuration(self.config.completion.linger)
+            HumanDuration(self.core.config.completion.linger)
         );
-        self.emitter.lifecycle(Event::Completed { seen });
+        self.core.emitter.lifecycle(Event::Completed { seen });
     }
 
     /// SIGKILL now: a ladder of one step, or the running ladder skips to its SIGKILL.
@@ -292,7 +349,7 @@ impl<P: Port> Monitor<P> {
                 self.start_ladder(Outcome::Terminated { forced: true }, kill_only, None, 0);
             }
             Phase::Ending { ladder, .. } => {
-                ladder.skip_to_kill(self.clock.now());
+                ladder.skip_to_kill(self.core.clock.now());
             }
             _ => {}
         }
@@ -314,11 +371,11 @@ impl<P: Port> Monitor<P> {
         leftovers: usize,
     ) {
         let mut ladder = Ladder::new(
-            self.id,
+            self.core.id,
             self.pid,
-            self.config.kill_confirm_timeout,
-            self.clock.clone(),
-            self.emitter.clone(),
+            self.core.config.kill_confirm_timeout,
+            self.core.clock.clone(),
+            self.core.emitter.clone(),
         );
         ladder.leftovers_killed = leftovers;
         let ladder = Box::new(ladder);
@@ -353,8 +410,12 @@ impl<P: Port> Monitor<P> {
         if let Err(lost) = self.port.start_reader(slot) {
             // Not on this thread: a reader blocks, and the monitor must keep its deadlines.
             let (stream, e) = (lost.stream, lost.error);
-            log::error!("session {}: {e}; the {} is lost", self.id, stream.name());
-            let why = format!("no thread could be started to read it: {e}");
+            log::error!(
+                "session {}: {e}; the {} is lost",
+                self.core.id,
+                stream.name()
+            );
+            let why = SinkError::NoReader((&e).into());
             *self.shared.pumps[stream_index(stream)].sink_error.lock() = Some(why);
             self.tap.reader_done(stream);
         }

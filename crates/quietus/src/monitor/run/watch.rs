@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::Wake;
 use super::super::port::Port;
+use super::super::wait::Wake;
 use super::{Files, Monitor, Next};
 use crate::activity::{ActivitySource, BoardReading};
 use crate::events::Event;
@@ -28,17 +28,17 @@ impl<P: Port> Monitor<P> {
             Files::Watching(files) => files.arm_if_due(),
             Files::Off | Files::LetGo(_) => None,
         };
-        let (seen, next_look) = self.rules.look_at_files(now, self.board.origin());
+        let (seen, next_look) = self.rules.look_at_files(now, self.core.board.origin());
         if let Some(seen) = seen {
             self.completed(seen);
         }
         // observe mode (issue 43): quiet starts over after an observation; the hard timeout
         // and completion are observed once.
-        let snapshot = self.observer.adjust(self.board.read());
+        let snapshot = self.observer.adjust(self.core.board.read());
         let limits = self.observer.limits(self.rules.limits(
             self.shared.idle_timeout(),
             self.timing.hard_deadline,
-            self.board.origin(),
+            self.core.board.origin(),
         ));
         match verdict::decide(&snapshot, now, limits) {
             Verdict::Wait { until } => {
@@ -84,11 +84,11 @@ impl<P: Port> Monitor<P> {
         }
         log::info!(
             "session {}: pid {} did not exit within {} of completion; ending it",
-            self.id,
+            self.core.id,
             self.pid,
-            HumanDuration(self.config.completion.linger)
+            HumanDuration(self.core.config.completion.linger)
         );
-        let steps = self.config.kill_ladder.effective();
+        let steps = self.core.config.kill_ladder.effective();
         self.start_ladder(Outcome::Completed(seen), steps, Some(deadline), 0);
         Next::Continue(())
     }
@@ -99,11 +99,11 @@ impl<P: Port> Monitor<P> {
         let (ask, still) = self.rules.probes_to_ask(capped, now, self.timing.interval);
         let mut yes = still;
         if !ask.is_empty() {
-            yes.extend(self.rules.prober.ask(&ask, &self.clock, now));
+            yes.extend(self.rules.prober.ask(&ask, &self.core.clock, now));
         }
         for source in &yes {
-            log::debug!("session {}: probe {source} says active", self.id);
-            self.board.stamp_at(source, now);
+            log::debug!("session {}: probe {source} says active", self.core.id);
+            self.core.board.stamp_at(source, now);
         }
         !yes.is_empty()
     }
@@ -137,15 +137,17 @@ impl<P: Port> Monitor<P> {
                 return Next::Continue(());
             }
         }
-        let children_on = self.config.enabled.children;
+        let children_on = self.core.config.enabled.children;
         report.children = self.port.last_children().filter(|_| children_on);
         self.late_idle_warning();
         let diagnosis = self.port.diagnose(Some(recent));
-        self.emitter.lifecycle(Event::Diagnosis(diagnosis.clone()));
+        self.core
+            .emitter
+            .lifecycle(Event::Diagnosis(diagnosis.clone()));
         report.diagnosis = Some(diagnosis);
         log::info!(
             "session {}: pid {} stale after {} ({report})",
-            self.id,
+            self.core.id,
             self.pid,
             HumanDuration(self.shared.idle_timeout())
         );
@@ -154,14 +156,14 @@ impl<P: Port> Monitor<P> {
             self.observe(now, Outcome::IdleTimeout(report));
             return Next::Continue(());
         }
-        let steps = self.config.kill_ladder.effective();
+        let steps = self.core.config.kill_ladder.effective();
         self.start_ladder(Outcome::IdleTimeout(report), steps, Some(deadline), 0);
         Next::Continue(())
     }
 
     /// The hard timeout ran out: the ladder starts, activity or not.
     fn hard_deadline(&mut self, now: Instant, deadline: Instant) -> Next {
-        let after = self.config.hard_timeout.unwrap_or_default();
+        let after = self.core.config.hard_timeout.unwrap_or_default();
         if self.observing() {
             // observe mode (issue 43)
             self.observe(now, Outcome::HardTimeout { after });
@@ -169,11 +171,11 @@ impl<P: Port> Monitor<P> {
         }
         log::info!(
             "session {}: pid {} reached its hard timeout of {}",
-            self.id,
+            self.core.id,
             self.pid,
             HumanDuration(after)
         );
-        let steps = self.config.kill_ladder.effective();
+        let steps = self.core.config.kill_ladder.effective();
         self.start_ladder(Outcome::HardTimeout { after }, steps, Some(deadline), 0);
         Next::Continue(())
     }
@@ -184,14 +186,17 @@ impl<P: Port> Monitor<P> {
     /// way (docs/design.md, Diagnosis).
     fn recent(&self, snapshot: &BoardReading, now: Instant) -> Duration {
         let last = verdict::last_activity(snapshot, &self.rules.caps);
-        let lag = self.config.check_interval_for(self.shared.idle_timeout());
+        let lag = self
+            .core
+            .config
+            .check_interval_for(self.shared.idle_timeout());
         now.saturating_duration_since(last) + lag + Duration::from_secs(1)
     }
 
     /// Sends the idle warning when its time has come in this idle spell; otherwise returns
     /// when it will (if it still has to be sent).
     fn idle_warning(&mut self, snapshot: &BoardReading, now: Instant) -> Option<Instant> {
-        let fraction = self.config.events.idle_warning?;
+        let fraction = self.core.config.events.idle_warning?;
         let last = verdict::last_activity(snapshot, &self.rules.caps);
         if self.timing.warned_for == Some(last) {
             return None;
@@ -203,9 +208,9 @@ impl<P: Port> Monitor<P> {
         }
         self.timing.warned_for = Some(last);
         let left = (last + idle_timeout).saturating_duration_since(now);
-        self.emitter.lifecycle(Event::IdleWarning { left });
+        self.core.emitter.lifecycle(Event::IdleWarning { left });
         let diagnosis = self.port.diagnose(Some(self.recent(snapshot, now)));
-        self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+        self.core.emitter.lifecycle(Event::Diagnosis(diagnosis));
         None
     }
 
@@ -213,14 +218,14 @@ impl<P: Port> Monitor<P> {
     /// monitor woke only after the deadline: its thread starved, or a suspended machine), with
     /// no time left, so a consumer always sees the warning before the first signal.
     fn late_idle_warning(&mut self) {
-        if self.config.events.idle_warning.is_none() {
+        if self.core.config.events.idle_warning.is_none() {
             return;
         }
-        let snapshot = self.observer.adjust(self.board.read());
+        let snapshot = self.observer.adjust(self.core.board.read());
         let last = verdict::last_activity(&snapshot, &self.rules.caps);
         if self.timing.warned_for != Some(last) {
             self.timing.warned_for = Some(last);
-            self.emitter.lifecycle(Event::IdleWarning {
+            self.core.emitter.lifecycle(Event::IdleWarning {
                 left: Duration::ZERO,
             });
         }
@@ -261,32 +266,32 @@ impl<P: Port> Monitor<P> {
             Some(crate::input_wait::Found::Notice(wait)) => {
                 log::info!(
                     "session {}: {}",
-                    self.id,
+                    self.core.id,
                     input_wait_line(self.pid, &wait, false)
                 );
                 let next = rule.next_look(last);
-                self.emitter.lifecycle(Event::InputWait(wait));
-                self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+                self.core.emitter.lifecycle(Event::InputWait(wait));
+                self.core.emitter.lifecycle(Event::Diagnosis(diagnosis));
                 return Ok(Some(next));
             }
             Some(crate::input_wait::Found::End(wait)) => wait,
         };
         log::info!(
             "session {}: {}",
-            self.id,
+            self.core.id,
             input_wait_line(self.pid, &wait, !self.observing())
         );
         if !noticed {
             // Once per episode: not again when the notice gave it already.
-            self.emitter.lifecycle(Event::InputWait(wait.clone()));
-            self.emitter.lifecycle(Event::Diagnosis(diagnosis));
+            self.core.emitter.lifecycle(Event::InputWait(wait.clone()));
+            self.core.emitter.lifecycle(Event::Diagnosis(diagnosis));
         }
         if self.observing() {
             // observe mode (issue 43)
             self.observe(now, Outcome::InputWait(wait));
             return Err(());
         }
-        let steps = self.config.kill_ladder.effective();
+        let steps = self.core.config.kill_ladder.effective();
         self.start_ladder(Outcome::InputWait(wait), steps, None, 0);
         Err(())
     }
@@ -298,13 +303,13 @@ impl<P: Port> Monitor<P> {
         };
         self.timing.sampled_at = Some(now);
         self.timing.next_sample = now + self.timing.interval;
-        let active = sample.cpu && self.config.enabled.children;
+        let active = sample.cpu && self.core.config.enabled.children;
         if active {
-            self.board.stamp_at(&ActivitySource::Children, now);
+            self.core.board.stamp_at(&ActivitySource::Children, now);
         }
         let moved = sample.network;
         if moved {
-            self.board.stamp_at(&ActivitySource::Network, now);
+            self.core.board.stamp_at(&ActivitySource::Network, now);
         }
         active || moved
     }
@@ -314,19 +319,19 @@ impl<P: Port> Monitor<P> {
     /// readers then record nothing for a whole idle timeout (a reader held by its sink), the
     /// same waiting bytes do not keep the child alive again.
     fn output_waiting(&mut self, now: Instant) -> bool {
-        if !self.config.enabled.output || self.tap.pipes_empty() {
+        if !self.core.config.enabled.output || self.tap.pipes_empty() {
             return false;
         }
-        let last_output = self.board.last(&ActivitySource::Output);
+        let last_output = self.core.board.last(&ActivitySource::Output);
         if self.tap.waiting_counted_at == Some(last_output) {
             return false;
         }
         log::debug!(
             "session {}: output waits unread in a pipe at the idle deadline; it counts",
-            self.id
+            self.core.id
         );
-        self.board.stamp_at(&ActivitySource::Output, now);
-        self.tap.waiting_counted_at = Some(self.board.last(&ActivitySource::Output));
+        self.core.board.stamp_at(&ActivitySource::Output, now);
+        self.tap.waiting_counted_at = Some(self.core.board.last(&ActivitySource::Output));
         true
     }
 
@@ -336,9 +341,9 @@ impl<P: Port> Monitor<P> {
         let Files::Watching(files) = &self.files else {
             return false;
         };
-        let before = self.board.count(&ActivitySource::Files);
+        let before = self.core.board.count(&ActivitySource::Files);
         files.arm_now();
-        self.board.count(&ActivitySource::Files) != before
+        self.core.board.count(&ActivitySource::Files) != before
     }
 }
 
@@ -350,5 +355,35 @@ fn input_wait_line(pid: Pid, wait: &crate::diagnosis::InputWait, ending: bool) -
         format!("pid {pid} waited {waited} on input ({what}); ending it")
     } else {
         format!("pid {pid} waits on input for {waited} ({what})")
+    }
+}
+
+/// Observe mode (issue 43): the decisions recorded instead of ending the run (the bookkeeping
+/// is `monitor::observe`'s).
+impl<P: Port> Monitor<P> {
+    /// Whether observe mode is on: the decision is recorded with [`Monitor::observe`] instead
+    /// of ending the run.
+    pub(super) fn observing(&self) -> bool {
+        self.observer.on()
+    }
+
+    /// The run would have ended at `now` with `outcome`: recorded, logged and sent as an
+    /// event; the program goes on.
+    pub(super) fn observe(&mut self, now: Instant, mut outcome: Outcome) {
+        if let Outcome::IdleTimeout(report) = &mut outcome {
+            // How long each source had really been quiet (the verdict saw them from the last
+            // observation on).
+            report.sources =
+                verdict::report(&self.core.board.read(), now, self.shared.idle_timeout()).sources;
+        }
+        let observation = self.observer.record(now, self.core.board.origin(), outcome);
+        log::info!(
+            "session {}: pid {} would have been ended after {} ({}); observing only",
+            self.core.id,
+            self.pid,
+            HumanDuration(observation.at),
+            observation.would_have_ended.name()
+        );
+        self.core.emitter.lifecycle(Event::Observed(observation));
     }
 }

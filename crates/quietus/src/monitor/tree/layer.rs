@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 #[cfg(target_os = "linux")]
-use crate::monitor::SESSION_TAG;
+use super::SESSION_TAG;
 use crate::pid::Pid;
 use crate::process::{self, sys};
 use crate::signal::Signal;

@@ -16,12 +16,31 @@ pub(super) mod terminal;
 use std::io;
 use std::process::{Command, Stdio};
 
-use super::launch::{Attach, Exec};
-use super::{SESSION_TAG, boot_ticks_now, end_session};
 use crate::config::MonitorConfig;
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::process::pty::Pty;
 use crate::process::{self, ChildProcess, sys};
+
+/// How the command is executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exec {
+    /// std's `execvp` (a caller's `Command`).
+    Std,
+    /// A [`Program`](crate::Program)'s (every setting known): quietus's own `execve` keeps its
+    /// environment in order, cleared first when it is an isolated one.
+    Ordered { env_cleared: bool },
+}
+
+/// Where the program's stdio goes, and what it leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attach {
+    /// Pipes; it leads a process group of its own.
+    Group,
+    /// Pipes; it leads a session of its own, without a controlling terminal (non-interactive).
+    Session,
+    /// A pseudo-terminal of this size.
+    Terminal { rows: u16, cols: u16 },
+}
 
 /// How the program starts: its stdio, how it leads, and where.
 pub(super) struct Plan {
@@ -212,4 +231,29 @@ pub(super) fn pipe_error(verb: &'static str) -> impl Fn(io::Error) -> SpawnError
             e,
         )
     }
+}
+
+/// The environment variable that tags a session's processes in subreaper mode.
+pub(super) const SESSION_TAG: &str = "QUIETUS_SESSION";
+
+/// Now in clock ticks since boot, the unit of process start times (0 where unknown: a session
+/// then counts as running since boot, which only makes the attribution more cautious).
+pub(in crate::monitor) fn boot_ticks_now() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        crate::process::sys::boot_ticks_now().unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// The session is over for the orphan attribution (`process::orphans`).
+pub(in crate::monitor) fn end_session(id: u64) {
+    #[cfg(target_os = "linux")]
+    let now = crate::process::sys::boot_ticks_now().map(|t| t + 1); // one tick of margin: both are whole ticks
+    #[cfg(not(target_os = "linux"))]
+    let now = None;
+    crate::process::orphans::end(id, now);
 }

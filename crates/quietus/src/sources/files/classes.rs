@@ -1,18 +1,12 @@
 //! Event classes: which paths count ([`PathFilter`]: under which root, past the include and
-//! exclude globs, not a file quietus writes), which `notify` events are progress
-//! ([`is_progress`]), and what `notify`'s event handler does with each ([`EventHandler`]).
+//! exclude globs, not a file quietus writes) and which `notify` events are progress
+//! ([`is_progress`]). What the event handler does with them is `handler`'s.
 
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use notify::EventKind;
-use notify::event::CreateKind;
 
-use super::deferred::Poster;
-use super::gaps::Gaps;
-use super::worker::{Msg, is_out_of_watches};
-use crate::activity::{ActivityBoard, ActivitySource};
 use crate::config::{FileGlobs, FileWatchConfig};
 use crate::error::ConfigError;
 use crate::own_files::OwnFiles;
@@ -131,74 +125,6 @@ pub(super) fn is_progress(kind: &EventKind) -> bool {
         kind,
         EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any
     )
-}
-
-/// What `notify`'s event handler does with an event: stamps the board when a path that counts
-/// changed; asks the tracker's thread to re-arm when a root (or a folder above one) appeared,
-/// vanished or changed kind, to try again a folder that could not be watched, or to fall back
-/// to the stat scan when the system is out of watches.
-pub(super) struct EventHandler {
-    pub(super) filter: Arc<PathFilter>,
-    pub(super) board: Arc<ActivityBoard>,
-    pub(super) to_worker: Poster,
-    pub(super) gaps: Gaps,
-}
-
-impl EventHandler {
-    pub(super) fn handle(&self, result: &notify::Result<notify::Event>) {
-        match result {
-            Ok(event) => self.on_event(event),
-            Err(error) if is_out_of_watches(error) => self.to_worker.post(Msg::FallBack),
-            Err(error) => log::debug!("file watcher: {error}"),
-        }
-    }
-
-    fn on_event(&self, event: &notify::Event) {
-        let mut counted = event.need_rescan();
-        let mut rearm = false;
-        if is_progress(&event.kind) {
-            for path in &event.paths {
-                match self.filter.place(path) {
-                    Place::Inside(counts) => {
-                        if self.filter.roots.iter().any(|r| r == path) {
-                            // The root itself appeared, vanished or changed kind: the re-arm
-                            // decides (and stamps a real change); a root that is a file being
-                            // written is not activity.
-                            rearm = true;
-                        } else {
-                            counted |= counts;
-                            if self.to_retry(&event.kind, path) {
-                                self.to_worker.post(Msg::Retry(path.clone()));
-                            }
-                        }
-                    }
-                    Place::AboveRoot => rearm = true,
-                    Place::Elsewhere => {}
-                }
-            }
-        }
-        if counted {
-            self.board.stamp(&ActivitySource::Files);
-        }
-        if rearm {
-            self.to_worker.post(Msg::Rearm);
-        }
-    }
-
-    /// Whether `path` inside a root is to be tried (again): a folder that could not be watched
-    /// changed (its mode, say); a new folder came that notify could not watch (it says nothing
-    /// then), or that nothing watches for it (its parent is watched alone, around a folder of
-    /// another filesystem).
-    fn to_retry(&self, kind: &EventKind, path: &Path) -> bool {
-        match kind {
-            EventKind::Create(CreateKind::Folder) => {
-                fs::read_dir(path).is_err()
-                    || path.parent().is_some_and(|p| self.filter.is_around(p))
-            }
-            EventKind::Modify(_) => self.gaps.is_open(path),
-            _ => false,
-        }
-    }
 }
 
 #[cfg(test)]

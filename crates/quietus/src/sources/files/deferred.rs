@@ -1,8 +1,7 @@
 //! Deferred arming: a session's watches armed only when the arming delay is over (or at once
 //! when a stale decision asks), so a program done sooner costs no inotify instance and no
-//! thread; what changed before the arming is found then by its change times. Also what the
-//! tracker's thread has yet to act on ([`Poster`]), so that asking for the arming costs no
-//! round trip when nothing is pending.
+//! thread; what changed before the arming is found then by its change times
+//! ([`changed_since`]). The tracker's handle holds the arming put off (`super::Deferred`).
 //!
 //! The delay runs on real time, not on the session's clock: the monitor asks for it as a
 //! real-time poll ([`FileActivityTracker::arm_if_due`]), so a frozen test clock never keeps
@@ -11,18 +10,15 @@
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::FileActivityTracker;
-use super::classes::Place;
+use super::classes::{PathFilter, Place};
+use super::common::{Msg, Poster};
+use super::rearm::RootState;
 use super::scan::walk;
-use super::worker::{Msg, Worker};
-use crate::activity::ActivitySource;
 
 /// Now, on the arming delay's clock: real time, as the monitor polls for it (the module's
 /// doc says why); the one place the tracker reads a clock other than the session's.
@@ -53,63 +49,6 @@ pub(super) enum ArmCall {
     Asked(Sender<()>),
 }
 
-/// The arming a session's monitor does when its delay is over, and what the tracker's thread
-/// then runs: a session pays no thread for a program that ends within the delay.
-pub(super) struct Deferred {
-    pub(super) worker: Worker,
-    pub(super) rx: Receiver<Msg>,
-    pub(super) arming: Arming,
-    /// When the delay is over (real time).
-    pub(super) due: Instant,
-}
-
-/// The way to the tracker's thread, counting what it has yet to act on: the messages posted
-/// to it that can change what is watched or counted (`Rearm`, `Retry`, `FallBack`), and a
-/// delayed arming not done yet. When there is none, [`FileActivityTracker::arm_now`] has
-/// nothing to wait for and returns at once, with no round trip through that thread (one that
-/// a loaded machine may take milliseconds to schedule, at the very instant a stall is decided).
-#[derive(Debug, Clone)]
-pub(super) struct Poster {
-    tx: Sender<Msg>,
-    pending: Arc<AtomicUsize>,
-}
-
-impl Poster {
-    /// A way to the thread reading `tx`'s other end; `delayed` counts a delayed arming as
-    /// pending until it is done.
-    pub(super) fn new(tx: Sender<Msg>, delayed: bool) -> Poster {
-        Poster {
-            tx,
-            pending: Arc::new(AtomicUsize::new(usize::from(delayed))),
-        }
-    }
-
-    /// Posts `msg` to the tracker's thread, counted until it is acted on.
-    pub(super) fn post(&self, msg: Msg) {
-        self.pending.fetch_add(1, Ordering::AcqRel);
-        if self.tx.send(msg).is_err() {
-            self.done(); // the thread is gone: nothing will act on it
-        }
-    }
-
-    /// Sends `msg` without counting it (`Stop`, `ArmNow`); whether the thread is there.
-    pub(super) fn send(&self, msg: Msg) -> bool {
-        self.tx.send(msg).is_ok()
-    }
-
-    /// One posted message (or the delayed arming) was acted on.
-    pub(super) fn done(&self) {
-        let _ = self
-            .pending
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-    }
-
-    /// Whether nothing posted is left to act on.
-    pub(super) fn is_clear(&self) -> bool {
-        self.pending.load(Ordering::Acquire) == 0
-    }
-}
-
 /// Waits out the arming delay on the tracker's channel. Nothing but `ArmNow` and `Stop` can
 /// come before the arming (no watcher exists to send the rest).
 pub(super) fn wait_to_arm(rx: &Receiver<Msg>, poster: &Poster, delay: Duration) -> ArmCall {
@@ -124,127 +63,60 @@ pub(super) fn wait_to_arm(rx: &Receiver<Msg>, poster: &Poster, delay: Duration) 
     }
 }
 
-impl FileActivityTracker {
-    /// When a session's delayed arming is due (real time), while it has not begun.
-    pub(crate) fn arm_due(&self) -> Option<Instant> {
-        self.deferred.lock().as_ref().map(|d| d.due)
-    }
-
-    /// Arms a session's delayed watches if their time has come (real time); returns how long
-    /// until it does when it has not.
-    pub(crate) fn arm_if_due(&self) -> Option<Duration> {
-        let due = self.arm_due()?;
-        let now = arming_now();
-        if now < due {
-            return Some(due - now);
-        }
-        self.arm_deferred();
-        None
-    }
-
-    /// Begins a session's delayed arming now, on this thread (the watches, and the look at
-    /// what changed since the start), then hands the tracker's work to a thread of its own.
-    /// Returns whether there was one to begin.
-    pub(super) fn arm_deferred(&self) -> bool {
-        let Some(Deferred {
-            mut worker,
-            rx,
-            arming,
-            ..
-        }) = self.deferred.lock().take()
-        else {
-            return false;
+/// After a delayed arming: whether anything that counts was created,
+/// written, renamed or changed under the roots after `since` (by its modification and
+/// status change times; a folder by its birth time). `since` is read on the precise wall
+/// clock, so a change made before it never counts (the caller's own setup). A file time
+/// is either coarse (the wall clock at the last tick, behind the precise one) or, since
+/// Linux 6.13 for a change that follows a look at the file's times, precise (multigrain
+/// timestamps): ahead of the coarse clock, which is why `since` is not read on that one.
+/// A change in the tick after `since` stamped coarsely is missed, which moves a stall's
+/// deadline by at most that tick.
+pub(super) fn changed_since(
+    since: SystemTime,
+    roots: &[(PathBuf, RootState)],
+    filter: &PathFilter,
+) -> bool {
+    let newer = |t: io::Result<SystemTime>| t.is_ok_and(|t| t > since);
+    let changed = |path: &Path, meta: &fs::Metadata| {
+        let recent = if meta.is_dir() {
+            newer(meta.created())
+        } else {
+            let ctime = SystemTime::UNIX_EPOCH
+                .checked_add(Duration::new(
+                    u64::try_from(meta.ctime()).unwrap_or(0),
+                    u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+                ))
+                .ok_or(io::ErrorKind::InvalidData.into());
+            newer(meta.modified()) || newer(ctime)
         };
-        worker.arm_late(&arming);
-        let started = std::thread::Builder::new()
-            .name("quietus-files".into())
-            .spawn(move || worker.run(&rx));
-        match started {
-            Ok(thread) => *self.thread.lock() = Some(thread),
-            Err(e) => {
-                // The watcher went with the closure: nothing watches any more, and it is said.
-                log::warn!("files source unavailable: no thread for the file tracker: {e}");
-                self.board.set_available(&ActivitySource::Files, false);
-            }
+        recent && filter.place(path) == Place::Inside(true)
+    };
+    let mut found = false;
+    for (root, state) in roots {
+        if !state.is_watched() {
+            continue;
         }
-        true
-    }
-
-    /// Arms the watches now if [`FileWatchConfig::arm_delay`](crate::FileWatchConfig) put the
-    /// arming off and it has not come yet (what changed since the start is counted then);
-    /// returns once they are armed. At once when they are.
-    pub fn arm_now(&self) {
-        if self.arm_deferred() || self.poster.is_clear() {
-            return; // armed, and nothing posted before this call is left to act on
-        }
-        #[cfg(test)]
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let (ack, armed) = crossbeam_channel::bounded(1);
-        if self.poster.send(Msg::ArmNow(ack)) {
-            let _ = armed.recv(); // an error: the thread is gone, nothing to wait for
-        }
-    }
-}
-
-impl Worker {
-    /// A delayed arming: the watches, the look at what changed since the start, and the
-    /// arming counted as done.
-    pub(super) fn arm_late(&mut self, arming: &Arming) {
-        self.begin(arming.forced);
-        self.changed_since(arming.since);
-        self.poster.done();
-    }
-
-    /// After a delayed arming: stamps the board when anything that counts was created,
-    /// written, renamed or changed under the roots after `since` (by its modification and
-    /// status change times; a folder by its birth time). `since` is read on the precise wall
-    /// clock, so a change made before it never counts (the caller's own setup). A file time
-    /// is either coarse (the wall clock at the last tick, behind the precise one) or, since
-    /// Linux 6.13 for a change that follows a look at the file's times, precise (multigrain
-    /// timestamps): ahead of the coarse clock, which is why `since` is not read on that one.
-    /// A change in the tick after `since` stamped coarsely is missed, which moves a stall's
-    /// deadline by at most that tick.
-    fn changed_since(&self, since: SystemTime) {
-        let newer = |t: io::Result<SystemTime>| t.is_ok_and(|t| t > since);
-        let changed = |path: &Path, meta: &fs::Metadata| {
-            let recent = if meta.is_dir() {
-                newer(meta.created())
-            } else {
-                let ctime = SystemTime::UNIX_EPOCH
-                    .checked_add(Duration::new(
-                        u64::try_from(meta.ctime()).unwrap_or(0),
-                        u32::try_from(meta.ctime_nsec()).unwrap_or(0),
-                    ))
-                    .ok_or(io::ErrorKind::InvalidData.into());
-                newer(meta.modified()) || newer(ctime)
-            };
-            recent && self.filter.place(path) == Place::Inside(true)
-        };
-        let mut found = false;
-        for (root, state) in &self.roots {
-            if !state.is_watched() {
-                continue;
-            }
-            found = fs::metadata(root).is_ok_and(|meta| newer(meta.created()))
-                // An unreadable folder is left to the arming, which reports it as a gap.
-                || walk(root, &mut |path, meta| changed(path, meta), &mut |_, _| {});
-            if found {
-                break;
-            }
-        }
+        found = fs::metadata(root).is_ok_and(|meta| newer(meta.created()))
+            // An unreadable folder is left to the arming, which reports it as a gap.
+            || walk(root, &mut |path, meta| changed(path, meta), &mut |_, _| {});
         if found {
-            self.board.stamp(&ActivitySource::Files);
+            break;
         }
     }
+    found
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::sync::atomic::Ordering;
 
     use super::*;
     use crate::activity::ActivityBoard;
+    use crate::activity::ActivitySource;
     use crate::config::FileWatchConfig;
+    use crate::sources::files::FileActivityTracker;
     use crate::sources::files::wait_for_stamps;
 
     /// A tracker of `dir` on the system clock (its arming as `config` says), and its board.
@@ -282,11 +154,11 @@ mod tests {
             tracker.arm_now();
             assert_eq!(tracker.round_trips.load(Ordering::Relaxed), 0, "{delay:?}");
 
-            tracker.poster.post(Msg::Rearm);
+            tracker.common.poster.post(Msg::Rearm);
             tracker.arm_now();
             assert_eq!(tracker.round_trips.load(Ordering::Relaxed), 1, "{delay:?}");
             assert!(
-                tracker.poster.is_clear(),
+                tracker.common.poster.is_clear(),
                 "{delay:?}: the re-arm was acted on"
             );
         }
@@ -308,13 +180,13 @@ mod tests {
         let (board, tracker) = delayed(dir.path(), &config);
         assert!(!tracker.has_armed());
         assert!(
-            tracker.filter.globs.get().is_none(),
+            tracker.common.filter.globs.get().is_none(),
             "built before the arming"
         );
         tracker.arm_now();
         assert!(tracker.has_armed());
         assert!(
-            tracker.filter.globs.get().is_some(),
+            tracker.common.filter.globs.get().is_some(),
             "not built at the arming"
         );
         drop(tracker);

@@ -8,17 +8,23 @@
 //! check interval instead (nanosecond mtime + size + inode). `notify`'s `PollWatcher` is not
 //! used: its one-second mtime resolution misses writes.
 //!
-//! One job per file: [`classes`] (which paths and events count, and the event handler),
-//! [`worker`] (the tracker's thread), [`rearm`] (how each root is watched, re-armed and
-//! worked around), [`extent`] (a root's own filesystem, within the bound of one session's
-//! watches), [`scan`] (the stat-scan fallback), [`gaps`] (what was not watched, for the
-//! report) and [`deferred`] (a session's arming put off, and what is left to act on). This
-//! file holds the handle.
+//! One job per file, each with its own state: [`classes`] (which paths and events count),
+//! [`handler`] (`notify`'s event handler), [`worker`] (the tracker's thread, owning the
+//! jobs' states), [`rearm`] (the roots: how each is watched, re-armed and worked around, and
+//! the watcher), [`extent`] (a root's own filesystem, within the bound of one session's
+//! watches), [`scan`] (the stat-scan fallback and its snapshot), [`gaps`] (what was not
+//! watched, for the report) and [`deferred`] (a session's arming put off). What they share
+//! is [`common`]'s: the messages to the thread, the poster that counts what is left to act
+//! on, and the shared handles. This file holds the handle and the arming it puts off. The
+//! imports run one way: `worker` → `deferred`, `scan` → `rearm` → `handler` → `common` →
+//! `classes`, `gaps`.
 
 mod classes;
+mod common;
 mod deferred;
 mod extent;
 mod gaps;
+mod handler;
 mod rearm;
 mod scan;
 mod worker;
@@ -31,7 +37,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::unbounded;
 
@@ -41,10 +47,10 @@ use crate::error::SpawnError;
 use crate::outcome::UnwatchedFolder;
 use crate::own_files::OwnFiles;
 use classes::PathFilter;
-use deferred::{Arming, Deferred, Poster};
+use common::{Common, Msg, Poster};
+use deferred::Arming;
 use gaps::Gaps;
-use rearm::RootState;
-use worker::{Msg, Worker};
+use worker::Worker;
 
 /// Tracks file activity under one or more roots and stamps [`ActivitySource::Files`] on an
 /// [`ActivityBoard`].
@@ -77,14 +83,9 @@ use worker::{Msg, Worker};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct FileActivityTracker {
-    filter: Arc<PathFilter>,
-    gaps: Gaps,
-    board: Arc<ActivityBoard>,
-    scanning: Arc<AtomicBool>,
-    /// Whether the arming has begun (a watcher may exist, whose teardown can be slow).
-    arming: Arc<AtomicBool>,
-    /// The way to the tracker's thread, and what it has yet to act on.
-    poster: Poster,
+    /// The filter, the board, the gaps, the way to the thread, whether it stat-scans and
+    /// whether the arming has begun (a watcher may exist, whose teardown can be slow).
+    common: Common,
     /// How many times `arm_now` waited for the tracker's thread (tests).
     #[cfg(test)]
     round_trips: AtomicUsize,
@@ -97,7 +98,7 @@ pub struct FileActivityTracker {
 impl fmt::Debug for FileActivityTracker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileActivityTracker")
-            .field("roots", &self.filter.roots)
+            .field("roots", &self.common.filter.roots)
             .field("stat_scan", &self.is_stat_scan())
             .finish_non_exhaustive()
     }
@@ -159,26 +160,17 @@ impl FileActivityTracker {
         let (tx, rx) = unbounded();
         // A delayed arming is something to wait for until it is done.
         let poster = Poster::new(tx, !arming.delay.is_zero());
-        let mut worker = Worker {
-            gaps: Gaps::default(),
-            roots: roots
-                .iter()
-                .map(|r| (r.clone(), RootState::Invalid))
-                .collect(),
+        let common = Common {
             filter,
             board,
-            watcher: None,
+            gaps: Gaps::default(),
+            poster,
             scanning: Arc::new(AtomicBool::new(false)),
             arming: Arc::new(AtomicBool::new(false)),
             scan_interval,
-            snapshot: None,
-            poster,
-            warned: Vec::new(),
-            armed: false,
-            measured: Vec::new(),
-            watch_bound: extent::bound(),
         };
-        let tracker = FileActivityTracker::handle_of(&worker);
+        let mut worker = Worker::new(common.clone());
+        let tracker = FileActivityTracker::handle_of(common);
         if deferred && !arming.delay.is_zero() {
             *tracker.deferred.lock() = Some(Deferred {
                 worker,
@@ -195,15 +187,10 @@ impl FileActivityTracker {
         Ok(tracker)
     }
 
-    /// The handle of the tracker `worker` works for, sharing its state.
-    fn handle_of(worker: &Worker) -> FileActivityTracker {
+    /// The handle of the tracker whose parts share `common`.
+    fn handle_of(common: Common) -> FileActivityTracker {
         FileActivityTracker {
-            filter: worker.filter.clone(),
-            gaps: worker.gaps.clone(),
-            board: worker.board.clone(),
-            scanning: worker.scanning.clone(),
-            arming: worker.arming.clone(),
-            poster: worker.poster.clone(),
+            common,
             #[cfg(test)]
             round_trips: AtomicUsize::new(0),
             thread: crate::sync::Mutex::new(None),
@@ -227,28 +214,28 @@ impl FileActivityTracker {
     /// Whether the arming has begun: until then no watch exists, and dropping the tracker is
     /// quick (with watches, the kernel's teardown of an inotify instance can take 10 ms).
     pub(crate) fn has_armed(&self) -> bool {
-        self.arming.load(Ordering::Acquire)
+        self.common.arming.load(Ordering::Acquire)
     }
 
     /// Whether the tracker has fallen back to stat-scanning (or was told to).
     pub fn is_stat_scan(&self) -> bool {
-        self.scanning.load(Ordering::Acquire)
+        self.common.scanning.load(Ordering::Acquire)
     }
 
     /// Never count activity on `path` (a file quietus or its caller writes itself, such as
     /// a log), matched by identity like [`FileWatchConfig::own_files`], from now on.
     pub fn ignore_file(&self, path: impl Into<PathBuf>) {
-        self.filter.own_files.add(&path.into());
+        self.common.filter.own_files.add(&path.into());
     }
 
     /// The shared list of own files, for the log spill to register its files in.
     pub(crate) fn own_files(&self) -> OwnFiles {
-        self.filter.own_files.clone()
+        self.common.filter.own_files.clone()
     }
 
     /// The absolute roots being tracked.
     pub fn roots(&self) -> &[PathBuf] {
-        &self.filter.roots
+        &self.common.filter.roots
     }
 
     /// Every folder that could not be watched so far (a root or a folder inside one that the
@@ -256,13 +243,87 @@ impl FileActivityTracker {
     /// parent's events and at the scan interval, never dropped; a root refused as too large or
     /// on a pseudo-filesystem is listed too, and not retried while it stays the same folder.
     pub fn unwatched(&self) -> Vec<UnwatchedFolder> {
-        self.gaps.report(self.board.clock().now())
+        self.common.gaps.report(self.common.board.clock().now())
+    }
+}
+
+/// The arming a session's monitor does when its delay is over, and what the tracker's thread
+/// then runs: a session pays no thread for a program that ends within the delay.
+struct Deferred {
+    worker: Worker,
+    rx: crossbeam_channel::Receiver<Msg>,
+    arming: Arming,
+    /// When the delay is over (real time).
+    due: Instant,
+}
+
+impl FileActivityTracker {
+    /// When a session's delayed arming is due (real time), while it has not begun.
+    pub(crate) fn arm_due(&self) -> Option<Instant> {
+        self.deferred.lock().as_ref().map(|d| d.due)
+    }
+
+    /// Arms a session's delayed watches if their time has come (real time); returns how long
+    /// until it does when it has not.
+    pub(crate) fn arm_if_due(&self) -> Option<Duration> {
+        let due = self.arm_due()?;
+        let now = deferred::arming_now();
+        if now < due {
+            return Some(due - now);
+        }
+        self.arm_deferred();
+        None
+    }
+
+    /// Begins a session's delayed arming now, on this thread (the watches, and the look at
+    /// what changed since the start), then hands the tracker's work to a thread of its own.
+    /// Returns whether there was one to begin.
+    fn arm_deferred(&self) -> bool {
+        let Some(Deferred {
+            mut worker,
+            rx,
+            arming,
+            ..
+        }) = self.deferred.lock().take()
+        else {
+            return false;
+        };
+        worker.arm_late(&arming);
+        let started = std::thread::Builder::new()
+            .name("quietus-files".into())
+            .spawn(move || worker.run(&rx));
+        match started {
+            Ok(thread) => *self.thread.lock() = Some(thread),
+            Err(e) => {
+                // The watcher went with the closure: nothing watches any more, and it is said.
+                log::warn!("files source unavailable: no thread for the file tracker: {e}");
+                self.common
+                    .board
+                    .set_available(&ActivitySource::Files, false);
+            }
+        }
+        true
+    }
+
+    /// Arms the watches now if [`FileWatchConfig::arm_delay`](crate::FileWatchConfig) put the
+    /// arming off and it has not come yet (what changed since the start is counted then);
+    /// returns once they are armed. At once when they are.
+    pub fn arm_now(&self) {
+        if self.arm_deferred() || self.common.poster.is_clear() {
+            return; // armed, and nothing posted before this call is left to act on
+        }
+        #[cfg(test)]
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let (ack, armed) = crossbeam_channel::bounded(1);
+        if self.common.poster.send(Msg::ArmNow(ack)) {
+            let _ = armed.recv(); // an error: the thread is gone, nothing to wait for
+        }
     }
 }
 
 impl Drop for FileActivityTracker {
     fn drop(&mut self) {
-        let _ = self.poster.send(Msg::Stop);
+        let _ = self.common.poster.send(Msg::Stop);
         if let Some(thread) = self.thread.get_mut().take() {
             let _ = thread.join();
         }

@@ -12,8 +12,9 @@ use std::time::Instant;
 
 use notify::RecursiveMode;
 
+use super::common::{Common, Msg};
 use super::extent::{Extent, FolderId, folder_id, survey};
-use super::worker::{Msg, Worker, is_out_of_watches};
+use super::handler::{EventHandler, is_out_of_watches};
 use crate::activity::ActivitySource;
 use crate::error::SystemError;
 use crate::outcome::UnwatchedReason;
@@ -124,27 +125,122 @@ struct WatchFailure<'a> {
     at: Instant,
 }
 
-impl Worker {
+/// The arming's state: the roots and how each is watched, with the watcher itself (or none,
+/// in the stat-scan mode), owned by the tracker's thread.
+pub(super) struct Roots {
+    common: Common,
+    /// Each root and how it is watched.
+    list: Vec<(PathBuf, RootState)>,
+    watcher: Option<SharedWatcher>,
+    /// Roots already warned about, so a broken root is logged once per breakage.
+    warned: Vec<PathBuf>,
+    /// Whether the roots were armed once (the first arming is not a change).
+    armed: bool,
+    /// Per root, the folders its last measure counted (0 when refused or not measured): what
+    /// it takes of the session's bound of watched folders.
+    measured: Vec<usize>,
+    /// The most folders the roots may have watched together ([`super::extent`]).
+    watch_bound: usize,
+}
+
+impl Roots {
+    /// The roots of `common`'s filter, none armed yet.
+    pub(super) fn new(common: Common) -> Roots {
+        let list = (common.filter.roots.iter())
+            .map(|root| (root.clone(), RootState::Invalid))
+            .collect();
+        Roots {
+            common,
+            list,
+            watcher: None,
+            warned: Vec::new(),
+            armed: false,
+            measured: Vec::new(),
+            watch_bound: super::extent::bound(),
+        }
+    }
+
+    /// Each root and how it is watched.
+    pub(super) fn list(&self) -> &[(PathBuf, RootState)] {
+        &self.list
+    }
+
+    /// Makes the watcher (or falls back to the stat scan when `forced`) and arms the roots.
+    pub(super) fn begin(&mut self, forced: bool) {
+        if let Err(e) = self.common.filter.build() {
+            // Checked at the start, each pattern parses: only a set too big for the matcher
+            // gets here. Nothing could be told apart, so nothing is watched, and it is said.
+            log::warn!("files source unavailable: {e}");
+            let now = self.common.board.clock().now();
+            for (root, _) in &self.list {
+                self.common
+                    .gaps
+                    .open(root, UnwatchedReason::TooManyPatterns, now);
+            }
+            self.common
+                .board
+                .set_available(&ActivitySource::Files, false);
+            return;
+        }
+        if forced {
+            self.fall_back("forced by configuration");
+        } else {
+            self.start_watcher();
+        }
+        self.arm();
+    }
+
+    fn start_watcher(&mut self) {
+        let handler = EventHandler {
+            common: self.common.clone(),
+        };
+        // The watcher of these roots, shared with every other tracker of the same roots in
+        // this process (one inotify instance for a server's sessions, `shared_watcher`).
+        match SharedWatcher::new(&self.common.filter.roots, move |event| {
+            handler.handle(event)
+        }) {
+            Ok(watcher) => self.watcher = Some(watcher),
+            Err(e) if is_out_of_watches(&e) => self.fall_back(&e.to_string()),
+            Err(e) => {
+                log::warn!("cannot start a file watcher ({e}); stat-scanning instead");
+                self.fall_back(&e.to_string());
+            }
+        }
+    }
+
+    pub(super) fn fall_back(&mut self, why: &str) {
+        if !self.common.scanning.swap(true, Ordering::AcqRel) {
+            log::warn!(
+                "files source: stat-scanning {:?} every {:?} ({why})",
+                self.common.filter.roots,
+                self.common.scan_interval
+            );
+        }
+        self.watcher = None;
+    }
+
     /// (Re-)arms every root: a recursive watch on a root folder, a non-recursive one on the
     /// nearest existing ancestor of a missing root.
     pub(super) fn arm(&mut self) {
         let mut available = true;
         let mut appeared_or_vanished = false;
-        self.measured.resize(self.roots.len(), 0);
-        for index in 0..self.roots.len() {
-            let (root, old) = self.roots[index].clone();
+        self.measured.resize(self.list.len(), 0);
+        for index in 0..self.list.len() {
+            let (root, old) = self.list[index].clone();
             let new = self.arm_root(index, &root, &old);
             available &= !new.is_blind();
             // A root that came into being (or went away) since the last look is activity, even
             // when the event that announced it was on a folder watched too late to see it.
             appeared_or_vanished |=
                 self.armed && old.is_watched() != new.is_watched() && old != RootState::Invalid;
-            self.roots[index].1 = new;
+            self.list[index].1 = new;
         }
         self.armed = true;
-        self.board.set_available(&ActivitySource::Files, available);
+        self.common
+            .board
+            .set_available(&ActivitySource::Files, available);
         if appeared_or_vanished {
-            self.board.stamp(&ActivitySource::Files);
+            self.common.board.stamp(&ActivitySource::Files);
         }
     }
 
@@ -156,9 +252,11 @@ impl Worker {
             .is_ok_and(|m| m.file_type().is_symlink())
             .then(|| fs::canonicalize(root).ok())
             .flatten();
-        let old_target =
-            std::mem::replace(&mut self.filter.resolved.write()[index], target.clone());
-        self.filter.canonical.write()[index] = fs::canonicalize(root).ok();
+        let old_target = std::mem::replace(
+            &mut self.common.filter.resolved.write()[index],
+            target.clone(),
+        );
+        self.common.filter.canonical.write()[index] = fs::canonicalize(root).ok();
         (target, old_target)
     }
 
@@ -180,13 +278,14 @@ impl Worker {
         // new inode that needs a new watch even under the same path.
         unwatch_root(watcher, root, old, old_target.as_deref());
         let old_at = old_target.unwrap_or_else(|| root.to_path_buf());
-        self.filter
+        self.common
+            .filter
             .around
             .write()
             .retain(|a| !a.starts_with(&old_at));
         // What was not watched under the root is found again by this arming.
-        let now = self.board.clock().now();
-        self.gaps.close(now, |gap| {
+        let now = self.common.board.clock().now();
+        self.common.gaps.close(now, |gap| {
             gap != root && (gap.starts_with(root) || gap.starts_with(&at))
         });
         let result = match &new {
@@ -209,7 +308,7 @@ impl Worker {
                 if matches!(new, RootState::Waiting(_) | RootState::NotAFolder(_))
                     && fs::metadata(root).is_ok_and(|m| m.is_dir())
                 {
-                    self.poster.post(Msg::Rearm);
+                    self.common.poster.post(Msg::Rearm);
                 }
                 new
             }
@@ -232,7 +331,7 @@ impl Worker {
     /// on a pseudo-filesystem (not measured again while it is the same folder as `old`
     /// refused); watched around the folders of other filesystems inside it.
     fn measure(&mut self, index: usize, at: &Path, old: &RootState) -> RootState {
-        let root = self.roots[index].0.clone();
+        let root = self.list[index].0.clone();
         let folder = folder_id(at);
         if let RootState::Refused { folder: was, .. } = old
             && *was == folder
@@ -277,12 +376,12 @@ impl Worker {
         match watcher.watch(dir, RecursiveMode::NonRecursive) {
             Ok(()) => {
                 watches.push(dir.to_path_buf());
-                self.filter.around.write().push(dir.to_path_buf());
+                self.common.filter.around.write().push(dir.to_path_buf());
             }
             Err(e) if is_out_of_watches(&e) => return self.fall_back(&e.to_string()),
             Err(e) => {
-                let now = self.board.clock().now();
-                self.gaps.open(dir, notify_reason(&e), now);
+                let now = self.common.board.clock().now();
+                self.common.gaps.open(dir, notify_reason(&e), now);
                 return;
             }
         }
@@ -334,23 +433,25 @@ impl Worker {
     /// A root that is not a folder, or cannot even be looked at, is not watched: a gap opens;
     /// any other state closes the root's gap.
     fn record_root_gap(&mut self, root: &Path, new: &RootState) {
-        let at = self.board.clock().now();
+        let at = self.common.board.clock().now();
         match new {
             RootState::NotAFolder(_) => {
-                self.gaps.open(root, UnwatchedReason::NotAFolder, at);
+                self.common.gaps.open(root, UnwatchedReason::NotAFolder, at);
             }
             RootState::Refused { why, .. } => {
-                self.gaps.open(root, why.clone(), at);
+                self.common.gaps.open(root, why.clone(), at);
             }
             RootState::Invalid => {
                 let why = match fs::metadata(root) {
                     Err(e) => e.into(),
                     Ok(_) => SystemError::other("could not be looked at"),
                 };
-                self.gaps.open(root, UnwatchedReason::System(why), at);
+                self.common
+                    .gaps
+                    .open(root, UnwatchedReason::System(why), at);
             }
             _ => {
-                self.gaps.close(at, |gap| gap == root);
+                self.common.gaps.close(at, |gap| gap == root);
             }
         }
     }
@@ -366,7 +467,7 @@ impl Worker {
         } = failure;
         // The root may have vanished between the check and the watch: look again.
         if !root.exists() {
-            self.poster.post(Msg::Rearm);
+            self.common.poster.post(Msg::Rearm);
             return new;
         }
         let watched_as = target.unwrap_or(root).to_path_buf();
@@ -385,7 +486,7 @@ impl Worker {
             // learn when that changes, and retry at the check interval too.
             _ => {
                 self.warn_once(root, &e.to_string());
-                self.gaps.open(root, notify_reason(&e), now);
+                self.common.gaps.open(root, notify_reason(&e), now);
                 let parent = root
                     .parent()
                     .filter(|p| p.is_dir())
@@ -405,12 +506,12 @@ impl Worker {
     /// `dir` is watched recursively, but notify's walk stopped at `failed` (a folder below it
     /// that cannot be watched): records the gap and watches the rest of the tree around it.
     fn cover(&mut self, dir: &Path, failed: &Path, reason: UnwatchedReason) {
-        let now = self.board.clock().now();
-        if self.gaps.open(failed, reason.clone(), now) {
+        let now = self.common.board.clock().now();
+        if self.common.gaps.open(failed, reason.clone(), now) {
             log::warn!(
                 "files source: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
                 failed.display(),
-                self.scan_interval
+                self.common.scan_interval
             );
         }
         for child in subfolders(dir) {
@@ -432,10 +533,10 @@ impl Worker {
         let Some(watcher) = self.watcher.as_mut() else {
             return false;
         };
-        let now = self.board.clock().now();
+        let now = self.common.board.clock().now();
         match watcher.watch(dir, RecursiveMode::Recursive) {
             Ok(()) => {
-                self.gaps.close(now, |gap| gap == dir);
+                self.common.gaps.close(now, |gap| gap == dir);
                 true
             }
             Err(e) if is_out_of_watches(&e) => {
@@ -445,21 +546,21 @@ impl Worker {
             Err(e) => match e.paths.first() {
                 Some(failed) if failed != dir && failed.starts_with(dir) => {
                     let failed = failed.clone();
-                    self.gaps.close(now, |gap| gap == dir);
+                    self.common.gaps.close(now, |gap| gap == dir);
                     self.cover(dir, &failed, notify_reason(&e));
                     true
                 }
                 _ if !dir.is_dir() => {
-                    self.gaps.close(now, |gap| gap == dir); // gone: nothing to watch
+                    self.common.gaps.close(now, |gap| gap == dir); // gone: nothing to watch
                     false
                 }
                 _ => {
                     let reason = notify_reason(&e);
-                    if self.gaps.open(dir, reason.clone(), now) {
+                    if self.common.gaps.open(dir, reason.clone(), now) {
                         log::warn!(
                             "files source: cannot watch {} ({reason}); retrying it on its changes and every {:?}",
                             dir.display(),
-                            self.scan_interval
+                            self.common.scan_interval
                         );
                     }
                     false
@@ -472,10 +573,10 @@ impl Worker {
     /// folders inside them. A part that can be watched again is a sign of life (its mode
     /// changed): it counts as activity.
     pub(super) fn retry(&mut self, only: Option<&Path>) {
-        if self.scanning.load(Ordering::Acquire) {
+        if self.common.scanning.load(Ordering::Acquire) {
             return; // the stat scan looks at everything readable anyway
         }
-        let root_unwatchable = self.roots.iter().any(|(root, state)| {
+        let root_unwatchable = self.list.iter().any(|(root, state)| {
             matches!(state, RootState::Unwatchable(_)) && only.is_none_or(|p| p == root)
         });
         if root_unwatchable {
@@ -483,18 +584,18 @@ impl Worker {
         }
         let parts = match only {
             Some(path) => vec![path.to_path_buf()],
-            None => self.gaps.open_paths(),
+            None => self.common.gaps.open_paths(),
         };
         let mut back = false;
         for path in parts {
-            if self.roots.iter().any(|(r, _)| *r == path) {
+            if self.list.iter().any(|(r, _)| *r == path) {
                 continue;
             }
-            let was_open = self.gaps.is_open(&path);
+            let was_open = self.common.gaps.is_open(&path);
             back |= self.watch_part(&path) && was_open;
         }
         if back {
-            self.board.stamp(&ActivitySource::Files);
+            self.common.board.stamp(&ActivitySource::Files);
         }
     }
 

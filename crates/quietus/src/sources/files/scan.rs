@@ -11,47 +11,53 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::classes::{PathFilter, Place};
-use super::worker::Worker;
+use super::common::Common;
+use super::rearm::RootState;
 use crate::activity::ActivitySource;
 use crate::outcome::UnwatchedReason;
 
 /// Fingerprint of one entry for the stat scan: for a file its data and status change times
 /// (nanoseconds), size and inode; for a folder its mode, owner, group and inode.
-pub(super) type Fingerprint = (i64, i64, i64, i64, u64, u64);
+type Fingerprint = (i64, i64, i64, i64, u64, u64);
 
-impl Worker {
-    /// One stat scan of every root; stamps the board when anything that counts changed since
-    /// the previous scan (the first scan only records a baseline).
-    pub(super) fn scan(&mut self) {
+/// The stat scan's state: the fingerprints the last scan found.
+#[derive(Default)]
+pub(super) struct StatScan {
+    snapshot: Option<HashMap<PathBuf, Fingerprint>>,
+}
+
+impl StatScan {
+    /// One stat scan of every root watched in `roots`; stamps the board when anything that
+    /// counts changed since the previous scan (the first scan only records a baseline).
+    pub(super) fn scan(&mut self, common: &Common, roots: &[(PathBuf, RootState)]) {
         let mut now = HashMap::new();
         let mut unreadable = Vec::new();
-        for (root, state) in &self.roots {
+        for (root, state) in roots {
             if state.is_watched() {
-                collect(root, &self.filter, &mut now, &mut unreadable);
+                collect(root, &common.filter, &mut now, &mut unreadable);
             }
         }
         // The folders that cannot be read are what this mode cannot see: exactly those are
         // the gaps now, and each is looked at again at the next scan.
-        let at = self.board.clock().now();
-        let roots = &self.roots;
-        self.gaps.close(at, |gap| {
+        let at = common.board.clock().now();
+        common.gaps.close(at, |gap| {
             !unreadable.iter().any(|(p, _)| p == gap)
                 && !roots
                     .iter()
                     .any(|(root, state)| root == gap && !state.is_watched())
         });
         for (path, reason) in unreadable {
-            if self.gaps.open(&path, reason.clone(), at) {
+            if common.gaps.open(&path, reason.clone(), at) {
                 log::warn!(
                     "files source: cannot read {} ({reason}); looking again every {:?}",
                     path.display(),
-                    self.scan_interval
+                    common.scan_interval
                 );
             }
         }
         let changed = self.snapshot.as_ref().is_some_and(|before| *before != now);
         if changed {
-            self.board.stamp(&ActivitySource::Files);
+            common.board.stamp(&ActivitySource::Files);
         }
         self.snapshot = Some(now);
     }
@@ -131,4 +137,49 @@ fn collect(
     walk(dir, &mut record, &mut |dir, e| {
         unreadable.push((dir, UnwatchedReason::System(e.into())));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::activity::ActivityBoard;
+    use crate::clock::{Clock, MockClock};
+    use crate::config::FileWatchConfig;
+
+    /// The stat scan on its own (no thread, no watcher): the first scan is a baseline, a
+    /// change that counts stamps the board once, an excluded file and a root not watched
+    /// never do.
+    #[test]
+    fn the_scan_alone_stamps_what_changed_since_the_last_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join(".agent");
+        fs::create_dir(&root).unwrap();
+        fs::write(root.join("plan.md"), "a").unwrap();
+        let board = Arc::new(ActivityBoard::new(Clock::from(&MockClock::new())));
+        let common = Common::alone(&FileWatchConfig::default(), vec![root.clone()], board);
+        let files = || common.board.count(&ActivitySource::Files);
+        let mut roots = vec![(root.clone(), RootState::Watched)];
+        let mut scan = StatScan::default();
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 0, "the first scan is a baseline");
+        fs::write(root.join("debug.log"), "excluded").unwrap();
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 0, "an excluded file never counts");
+        fs::write(root.join("notes.md"), "new").unwrap();
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 1, "a new file counts");
+        scan.scan(&common, &roots);
+        assert_eq!(files(), 1, "nothing changed since");
+        roots[0].1 = RootState::Invalid;
+        fs::write(root.join("more.md"), "unseen").unwrap();
+        scan.scan(&common, &roots);
+        scan.scan(&common, &roots);
+        assert_eq!(
+            files(),
+            2,
+            "the root's tree left the snapshot once, then nothing"
+        );
+    }
 }
