@@ -186,7 +186,7 @@ fn hold_and_start(
 ) -> io::Result<(tree::cgroup::Held, tree::Started)> {
     let mut held = tree::cgroup::hold_tree(config, id)?;
     let plan = tree::Plan {
-        stdin: io.stdin.into_stdio(),
+        stdin: io.stdin,
         attach: io.attach,
         exec: io.exec,
         cgroup: held.entry.take(),

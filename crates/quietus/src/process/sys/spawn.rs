@@ -7,10 +7,11 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 use rustix::process::Pid;
 
@@ -76,6 +77,11 @@ pub(crate) struct OrderedExec {
     /// The environment (owned here), and its null-terminated array of addresses.
     _envp: Vec<CString>,
     pub(super) envp_ptrs: Vec<usize>,
+    /// `execvp`'s way with a file the kernel cannot run (`ENOEXEC`: a script without `#!`):
+    /// `/bin/sh FILE ARGS…`. The shell's path, and the array `[sh, FILE, args…, NULL]` whose
+    /// second slot the direct start fills with the candidate that gave `ENOEXEC`.
+    pub(super) shell: CString,
+    pub(super) shell_argv: Vec<AtomicUsize>,
 }
 
 impl OrderedExec {
@@ -86,6 +92,12 @@ impl OrderedExec {
         if command.get_envs().next().is_none() && !env_cleared {
             return Ok(None);
         }
+        OrderedExec::always(command, env_cleared).map(Some)
+    }
+
+    /// The `execve` of `command` even when it changes no variable (the direct start runs no
+    /// `execvp` of std's: it passes this process's environment as std would).
+    pub(crate) fn always(command: &Command, env_cleared: bool) -> io::Result<OrderedExec> {
         let mut changed: Vec<Vec<u8>> = Vec::new();
         let mut set = Vec::new();
         let mut path = None;
@@ -126,13 +138,20 @@ impl OrderedExec {
             ptrs.push(0);
             ptrs
         };
-        Ok(Some(OrderedExec {
+        let shell = CString::from(c"/bin/sh");
+        let shell_argv = std::iter::once(shell.as_ptr() as usize)
+            .chain(addresses(&argv))
+            .map(AtomicUsize::new)
+            .collect();
+        Ok(OrderedExec {
             candidates: candidates(program, path.as_deref())?,
             argv_ptrs: addresses(&argv),
             _argv: argv,
             envp_ptrs: addresses(&envp),
             _envp: envp,
-        }))
+            shell,
+            shell_argv,
+        })
     }
 }
 
@@ -203,12 +222,19 @@ fn candidates(program: &OsStr, path: Option<&OsStr>) -> io::Result<Vec<CString>>
         .collect()
 }
 
-/// How the forked process tells quietus which process runs the program: the read end of a
-/// pipe (non-blocking) to which it writes a pid before it exits (`clone3` worked) or `0` before
-/// it goes on to `exec` itself (the fallback).
+/// What the spawn needs beside the command: the direct start, when this one can have it, and
+/// the ends of the program's stdio quietus made itself; with a cgroup, how the forked process
+/// of std's path tells quietus which process runs the program — the read end of a pipe
+/// (non-blocking) to which it writes a pid before it exits (`clone3` worked) or `0` before it
+/// goes on to `exec` itself (the fallback).
 #[derive(Debug)]
 pub(crate) struct Handoff {
-    read: OwnedFd,
+    read: Option<OwnedFd>,
+    /// The start without a copy of this process (`unsafe_calls::start_direct`); std's path
+    /// (the command with its hook) is the fallback.
+    pub(crate) direct: Option<Direct>,
+    /// This process's ends of the pipes it made for the program ([`OwnIo`]).
+    pub(crate) ends: Ends,
 }
 
 /// What the forked process said, read once std's spawn has returned.
@@ -227,8 +253,11 @@ impl Handoff {
     /// process has exited (or `exec`ed), so whatever it wrote is in the pipe and the read never
     /// waits.
     pub(crate) fn leader(&self) -> Leader {
+        let Some(read) = &self.read else {
+            return Leader::Unknown;
+        };
         let mut pid = [0u8; 4];
-        match rustix::io::read(&self.read, &mut pid) {
+        match rustix::io::read(read, &mut pid) {
             Ok(4) => match i32::from_ne_bytes(pid) {
                 0 => Leader::Forked,
                 p => super::from_raw(p).map_or(Leader::Unknown, Leader::Sibling),
@@ -238,23 +267,173 @@ impl Handoff {
     }
 }
 
+/// This process's ends of the pipes made for the program: what it writes to the program's
+/// stdin, and reads from its stdout and stderr.
+#[derive(Debug, Default)]
+pub(crate) struct Ends {
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
+}
+
+/// The program's stdio made by quietus itself (a [`Program`](crate::Program) on pipes or a
+/// terminal), so that a start without std's `Command` can give it: the descriptors the
+/// program gets as 0, 1 and 2 (`None`: this process's own), each numbered 3 or more and
+/// close-on-exec here, and this process's ends.
+#[derive(Debug, Default)]
+pub(crate) struct OwnIo {
+    child: [Option<OwnedFd>; 3],
+    ends: Ends,
+}
+
+/// What the program's stdin is, for [`OwnIo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnStdin {
+    /// `/dev/null`, opened for reading (as std opens it).
+    Null,
+    /// This process's own.
+    Inherit,
+    /// A pipe whose write end this process keeps.
+    Piped,
+}
+
+impl OwnIo {
+    /// `stdin` as said, stdout and stderr on pipes of their own, or on `combined` (the write
+    /// end of one pipe for both, whose read end the caller keeps).
+    pub(crate) fn pipes(stdin: OwnStdin, combined: Option<OwnedFd>) -> io::Result<OwnIo> {
+        let mut io = OwnIo::default();
+        match stdin {
+            OwnStdin::Null => {
+                let null = rustix::fs::open(
+                    c"/dev/null",
+                    rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )?;
+                io.child[0] = Some(above_stdio(null)?);
+            }
+            OwnStdin::Inherit => {}
+            OwnStdin::Piped => {
+                let (read, write) = pipe_cloexec()?;
+                io.child[0] = Some(read);
+                io.ends.stdin = Some(write);
+            }
+        }
+        if let Some(both) = combined {
+            let both = above_stdio(both)?;
+            io.child[2] = Some(both.try_clone()?);
+            io.child[1] = Some(both);
+        } else {
+            let (read, write) = pipe_cloexec()?;
+            io.child[1] = Some(write);
+            io.ends.stdout = Some(read);
+            let (read, write) = pipe_cloexec()?;
+            io.child[2] = Some(write);
+            io.ends.stderr = Some(read);
+        }
+        Ok(io)
+    }
+
+    /// The slave side of a terminal as the program's stdin, stdout and stderr.
+    pub(crate) fn terminal(slave: &OwnedFd) -> io::Result<OwnIo> {
+        let slave = above_stdio(slave.try_clone()?)?;
+        Ok(OwnIo {
+            child: [
+                Some(slave.try_clone()?),
+                Some(slave.try_clone()?),
+                Some(slave),
+            ],
+            ends: Ends::default(),
+        })
+    }
+
+    /// Gives `command` the same stdio (std's path, the fallback): copies of the descriptors.
+    fn give(&self, command: &mut Command) -> io::Result<()> {
+        let stdio = |fd: &Option<OwnedFd>| -> io::Result<Stdio> {
+            Ok(match fd {
+                Some(fd) => Stdio::from(fd.try_clone()?),
+                None => Stdio::inherit(),
+            })
+        };
+        command
+            .stdin(stdio(&self.child[0])?)
+            .stdout(stdio(&self.child[1])?)
+            .stderr(stdio(&self.child[2])?);
+        Ok(())
+    }
+}
+
+/// A pipe, both ends close-on-exec and numbered 3 or more.
+fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    Ok((above_stdio(read)?, above_stdio(write)?))
+}
+
+/// `fd`, or a close-on-exec copy of it numbered 3 or more when it is 0, 1 or 2 (this process
+/// closed its own): the direct start `dup2`s each onto 0, 1, 2 in turn, and must not overwrite
+/// one it has yet to copy.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd.as_fd(), 3)?)
+}
+
+/// Everything the direct start does in the new process before its `exec`, made in the parent:
+/// plain values, descriptors, the strings and address arrays of the `execve`, and the slot in
+/// which the new process leaves the error that stopped it.
+#[derive(Debug)]
+pub(crate) struct Direct {
+    pub(super) lead: Lead,
+    /// As [`PreExec::parent`].
+    pub(super) parent: Option<Pid>,
+    /// The cgroup's directory, for `clone3(CLONE_INTO_CGROUP)`.
+    pub(super) cgroup: Option<OwnedFd>,
+    /// What the program gets as 0, 1, 2 (each numbered 3 or more here).
+    pub(super) stdio: [Option<OwnedFd>; 3],
+    /// Its working directory, when the command sets one.
+    pub(super) cwd: Option<CString>,
+    pub(super) exec: OrderedExec,
+    /// The OS error that stopped the new process before its program ran (0: none). It shares
+    /// this process's memory until its `exec`; the parent reads the slot once `clone3` returned.
+    pub(super) error: AtomicI32,
+}
+
+/// Whether the kernel refused the direct start once: not tried again (std's path for good).
+static DIRECT_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this build has the direct start (Linux on x86_64: the one architecture whose
+/// entry on a new stack is written here) and the kernel did not refuse it.
+pub(crate) fn direct_available() -> bool {
+    cfg!(all(target_os = "linux", target_arch = "x86_64"))
+        && !DIRECT_REFUSED.load(Ordering::Relaxed)
+}
+
+impl Direct {
+    /// Starts the program without copying this process: its pid, an error (the program's own
+    /// — it could not be run — or the kernel's), or `None` when the kernel refuses this start
+    /// (before Linux 5.7, or a filter on `clone3`): then std's path runs it, from then on.
+    pub(crate) fn start(&self) -> Option<io::Result<crate::Pid>> {
+        let started = super::unsafe_calls::start_direct(self);
+        if started.is_none() {
+            DIRECT_REFUSED.store(true, Ordering::Relaxed);
+        }
+        started
+    }
+
+    /// The error the new process left, if any.
+    pub(super) fn failure(&self) -> Option<io::Error> {
+        match self.error.load(Ordering::Acquire) {
+            0 => None,
+            errno => Some(io::Error::from_raw_os_error(errno)),
+        }
+    }
+}
+
 /// Makes `command`'s child lead as `lead` asks, with the parent-death signal when asked (on
 /// Linux: SIGKILL when the thread that spawned it dies), inside the session's cgroup when
-/// given one. With a cgroup, the returned [`Handoff`] tells which process runs the program.
-pub(crate) fn configure(
-    command: &mut Command,
-    lead: Lead,
-    parent_death_signal: bool,
-    cgroup: Option<CgroupEntry>,
-    exec: Option<OrderedExec>,
-) -> io::Result<Option<Handoff>> {
-    let start = Start {
-        lead,
-        parent_death_signal,
-        cgroup,
-        try_clone3: true,
-        exec,
-    };
+/// given one, on the stdio of `io` when quietus made it. With a cgroup or `io`, the returned
+/// [`Handoff`] tells which process runs the program and holds what the spawn needs.
+pub(crate) fn configure(command: &mut Command, start: Start) -> io::Result<Option<Handoff>> {
     plan(command, start)
 }
 
@@ -263,9 +442,15 @@ pub(crate) struct Start {
     pub(crate) lead: Lead,
     pub(crate) parent_death_signal: bool,
     pub(crate) cgroup: Option<CgroupEntry>,
-    /// `false` forces the entry by a write (the tests cover that path on kernels with `clone3`).
+    /// `false` forces the entry by a write (the tests cover that path on kernels with `clone3`)
+    /// and std's path.
     pub(crate) try_clone3: bool,
     pub(crate) exec: Option<OrderedExec>,
+    /// The program's stdio, when quietus made it (else the command's own).
+    pub(crate) io: Option<OwnIo>,
+    /// For a [`Program`](crate::Program), whose every setting quietus knows: whether its
+    /// environment starts empty. Such a command on `io` may start directly.
+    pub(crate) known: Option<bool>,
 }
 
 /// [`configure`] as `start` says. Every command gets the hook: std leaves the child the
@@ -277,13 +462,44 @@ pub(crate) fn plan(command: &mut Command, start: Start) -> io::Result<Option<Han
         // std's own way; the hook needs no `setpgid` then.
         command.process_group(0);
     }
-    let (handoff, write) = match &start.cgroup {
+    let (read, write) = match &start.cgroup {
         Some(_) => {
             let (read, write) = super::files::pipe_cloexec_nonblock()?;
-            (Some(Handoff { read }), Some(write))
+            (Some(read), Some(write))
         }
         None => (None, None),
     };
+    let (mut direct, mut ends) = (None, None);
+    if let Some(io) = start.io {
+        io.give(command)?;
+        ends = Some(io.ends);
+        if let Some(env_cleared) = start.known
+            && start.try_clone3
+            && direct_available()
+        {
+            direct = Some(Direct {
+                lead: start.lead,
+                parent,
+                cgroup: start
+                    .cgroup
+                    .as_ref()
+                    .map(|c| c.dir.try_clone())
+                    .transpose()?,
+                stdio: io.child,
+                cwd: command
+                    .get_current_dir()
+                    .map(|d| c_string(d.as_os_str()))
+                    .transpose()?,
+                exec: OrderedExec::always(command, env_cleared)?,
+                error: AtomicI32::new(0),
+            });
+        }
+    }
+    let handoff = (read.is_some() || ends.is_some()).then(|| Handoff {
+        read,
+        direct,
+        ends: ends.unwrap_or_default(),
+    });
     let plan = PreExec {
         lead: start.lead,
         parent,
@@ -341,6 +557,8 @@ mod tests {
                 cgroup: Some(entry),
                 try_clone3,
                 exec: None,
+                io: None,
+                known: None,
             },
         )
         .expect("a pipe");
@@ -407,6 +625,8 @@ mod tests {
                         cgroup: Some(entry),
                         try_clone3,
                         exec: None,
+                        io: None,
+                        known: None,
                     },
                 )
                 .expect("a pipe")
@@ -455,6 +675,8 @@ mod tests {
                         cgroup: Some(entry),
                         try_clone3,
                         exec: None,
+                        io: None,
+                        known: None,
                     },
                 )
                 .expect("a pipe");
