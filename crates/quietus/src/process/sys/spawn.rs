@@ -690,4 +690,169 @@ mod tests {
             cgroup.remove().expect("emptied");
         }
     }
+
+    /// Plans `command` on stdio quietus makes (stdin `stdin`, stdout and stderr on pipes) as a
+    /// `Program`'s, in `cgroup` when given; `direct` false forces std's path.
+    fn plan_own(
+        command: &mut Command,
+        lead: Lead,
+        cgroup: Option<&Cgroup>,
+        stdin: OwnStdin,
+        direct: bool,
+    ) -> Handoff {
+        let start = Start {
+            lead,
+            parent_death_signal: true,
+            cgroup: cgroup.map(|c| c.entry().expect("the cgroup's files")),
+            try_clone3: direct,
+            exec: None,
+            io: Some(OwnIo::pipes(stdin, None).expect("pipes")),
+            known: Some(false),
+        };
+        plan(command, start)
+            .expect("planned")
+            .expect("a hand-off with own stdio")
+    }
+
+    /// Spawns what [`plan_own`] planned and reads its stdout to the end.
+    fn run_own(command: Command, handoff: Handoff) -> (io::Result<ChildProcess>, String) {
+        let (_, mut spawned) = process::spawn(command, true, Some(handoff));
+        let mut out = String::new();
+        if let Ok(child) = &mut spawned {
+            let stdout = child.stdout.as_mut().expect("our pipe");
+            stdout.read_to_string(&mut out).expect("its output");
+        }
+        (spawned, out)
+    }
+
+    /// The self report's pid, parent, group and session.
+    fn ids(out: &str) -> Vec<u32> {
+        out.lines()
+            .next()
+            .expect("the ids")
+            .split(' ')
+            .map(|n| n.parse().expect("a number"))
+            .collect()
+    }
+
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[test]
+    fn a_program_starts_directly_without_a_copy_of_this_process() {
+        // Issue 50: std's `Command` forked this process (and the hook's clone3 copied that
+        // copy), a cost growing with this process's memory. A `Program` on stdio quietus made
+        // starts by the direct start instead: one process, this one's child, leading its group.
+        for lead in [Lead::Group, Lead::Session] {
+            let mut command = Command::new("sh");
+            command.args(["-c", SELF_REPORT]);
+            let handoff = plan_own(&mut command, lead, None, OwnStdin::Null, true);
+            assert!(handoff.direct.is_some(), "the direct start is planned");
+            let (spawned, out) = run_own(command, handoff);
+            let mut child = spawned.expect("sh runs");
+            assert!(direct_available(), "the kernel took the direct start");
+            assert!(child.wait().expect("reaped").success(), "{out}");
+            let ids = ids(&out);
+            let pid = child.id().get();
+            assert_eq!(ids[0], pid, "the supervised pid runs the program: {out}");
+            assert_eq!(ids[1], std::process::id(), "a child of this process: {out}");
+            assert_eq!(ids[2], pid, "it leads its group: {out}");
+            assert_eq!(ids[3] == pid, lead == Lead::Session, "its session: {out}");
+        }
+    }
+
+    #[test]
+    fn a_direct_start_is_born_in_the_cgroup_and_std_s_path_is_the_same() {
+        if let Some(cgroup) = cgroup(9_100_005) {
+            for direct in [true, false] {
+                let mut command = Command::new("sh");
+                command.args(["-c", SELF_REPORT]);
+                let handoff = plan_own(
+                    &mut command,
+                    Lead::Group,
+                    Some(&cgroup),
+                    OwnStdin::Null,
+                    direct,
+                );
+                assert_eq!(handoff.direct.is_some(), direct && direct_available());
+                let (spawned, out) = run_own(command, handoff);
+                let mut child = spawned.expect("sh runs");
+                assert!(child.wait().expect("reaped").success(), "{out}");
+                let ids = ids(&out);
+                assert_eq!(ids[0], child.id().get(), "{out}");
+                assert_eq!(ids[1], std::process::id(), "{out}");
+                let name = cgroup.path().file_name().expect("a name").to_string_lossy();
+                let line = out.lines().nth(1).expect("the cgroup line");
+                assert!(line.ends_with(&format!("/{name}")), "in {name}: {out}");
+            }
+            cgroup.remove().expect("emptied");
+        }
+    }
+
+    #[test]
+    fn a_direct_start_reports_the_program_s_errors_as_std_does() {
+        // Files closed before they run (a file open for writing cannot be `exec`ed).
+        let folder = tempfile::tempdir().expect("a folder");
+        let path = folder.path().join("no-shebang");
+        std::fs::write(&path, "echo ran \"$0\" \"$1\"\n").expect("written");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("executable");
+        let plain = folder.path().join("not-executable");
+        std::fs::write(&plain, "true\n").expect("written");
+        for direct in [true, false] {
+            let start = |program: &OsStr, args: &[&str], cwd: Option<&str>| {
+                let mut command = Command::new(program);
+                command.args(args);
+                if let Some(cwd) = cwd {
+                    command.current_dir(cwd);
+                }
+                let handoff = plan_own(&mut command, Lead::Group, None, OwnStdin::Null, direct);
+                run_own(command, handoff)
+            };
+            let kind = |(spawned, _): (io::Result<ChildProcess>, String)| {
+                spawned.expect_err("it cannot run").kind()
+            };
+            let missing = start(OsStr::new("/no/such/program-direct"), &[], None);
+            assert_eq!(kind(missing), io::ErrorKind::NotFound);
+            let not_in_path = start(OsStr::new("no-such-program-direct"), &[], None);
+            assert_eq!(kind(not_in_path), io::ErrorKind::NotFound);
+            let not_executable = start(plain.as_os_str(), &[], None);
+            assert_eq!(kind(not_executable), io::ErrorKind::PermissionDenied);
+            let no_dir = start(OsStr::new("true"), &[], Some("/no/such/folder-direct"));
+            assert_eq!(kind(no_dir), io::ErrorKind::NotFound);
+            // A script without `#!` runs under /bin/sh, as `execvp` runs it.
+            let (spawned, out) = start(path.as_os_str(), &["one"], None);
+            assert!(
+                spawned
+                    .expect("sh runs it")
+                    .wait()
+                    .expect("reaped")
+                    .success()
+            );
+            assert_eq!(
+                out,
+                format!("ran {} one\n", path.display()),
+                "direct: {direct}"
+            );
+            // The working directory.
+            let (spawned, out) = start(OsStr::new("pwd"), &[], Some("/usr"));
+            assert!(spawned.expect("pwd runs").wait().expect("reaped").success());
+            assert_eq!(out, "/usr\n", "direct: {direct}");
+        }
+    }
+
+    #[test]
+    fn a_direct_start_gives_the_program_its_stdin_pipe_and_no_blocked_signal() {
+        for direct in [true, false] {
+            let mut command = Command::new("sh");
+            command.args(["-c", "grep -E '^SigBlk' /proc/self/status; cat"]);
+            let mut handoff = plan_own(&mut command, Lead::Group, None, OwnStdin::Piped, direct);
+            let stdin = handoff.ends.stdin.take().expect("our end of its stdin");
+            std::thread::spawn(move || {
+                let _ = rustix::io::write(&stdin, b"fed through the pipe\n");
+            });
+            let (spawned, out) = run_own(command, handoff);
+            assert!(spawned.expect("sh runs").wait().expect("reaped").success());
+            assert!(out.contains("SigBlk:\t0000000000000000\n"), "{out}");
+            assert!(out.ends_with("fed through the pipe\n"), "{out}");
+        }
+    }
 }

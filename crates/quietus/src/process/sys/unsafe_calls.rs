@@ -367,8 +367,9 @@ pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
     };
     // No handler may run in the new process, on its stack in this process's memory: every
     // signal blocked in this thread (the new process inherits the mask) until the `exec`.
-    // SAFETY: all zeros is a valid `kernel_sigset_t` (plain integers).
-    let mut old: kernel_sigset_t = unsafe { std::mem::zeroed() };
+    let mut old = kernel_sigset_t {
+        sig: Default::default(),
+    };
     if let Err(e) = signal_call(SignalCall::BlockAll { old: &mut old }) {
         return Some(Err(e));
     }
