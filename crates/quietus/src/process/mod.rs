@@ -1,6 +1,6 @@
-//! Starting a program (std's `Command`, from the spawner thread when the parent-death signal
-//! needs a long-lived thread), the child it becomes, and the guardian. Raw OS calls live in
-//! [`sys`].
+//! Starting a program (the direct start of a `Program`, else std's `Command`; from the spawner
+//! thread when the parent-death signal needs a long-lived thread), the child it becomes, and
+//! the guardian. Raw OS calls live in [`sys`].
 
 pub(crate) mod cgroup;
 pub(crate) mod guardian;

@@ -1,9 +1,8 @@
-//! How the program's process starts: std's `Command`, and what the child does before `exec`
-//! (a new process group or session, the parent-death signal, the entry into the session's
-//! cgroup), planned here in safe code and run by the hook of `unsafe_calls`.
-//!
-//! A command that needs none of it but its group (`process_group(0)`) gets no hook at all, and
-//! std may start it with `posix_spawn`.
+//! How the program's process starts, and what it does before `exec` (the start state, a new
+//! process group or session, the parent-death signal, the entry into the session's cgroup),
+//! planned here in safe code: for a `Program` on stdio quietus made ([`OwnIo`]), the direct
+//! start ([`Direct`], run by `unsafe_calls::start_direct`: no copy of this process, issue 50);
+//! else, and as its fallback, std's `Command` with the hook of `unsafe_calls` (a fork).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -364,8 +363,8 @@ impl OwnIo {
 
 /// A pipe, both ends close-on-exec and numbered 3 or more.
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    Ok((above_stdio(read)?, above_stdio(write)?))
+    let (read, write) = std::io::pipe()?; // close-on-exec, as std makes its own
+    Ok((above_stdio(read.into())?, above_stdio(write.into())?))
 }
 
 /// `fd`, or a close-on-exec copy of it numbered 3 or more when it is 0, 1 or 2 (this process
@@ -382,6 +381,10 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 /// plain values, descriptors, the strings and address arrays of the `execve`, and the slot in
 /// which the new process leaves the error that stopped it.
 #[derive(Debug)]
+#[cfg_attr(
+    not(all(target_os = "linux", target_arch = "x86_64")),
+    allow(dead_code) // planned only where it runs (`direct_available`)
+)]
 pub(crate) struct Direct {
     pub(super) lead: Lead,
     /// As [`PreExec::parent`].
@@ -421,6 +424,7 @@ impl Direct {
     }
 
     /// The error the new process left, if any.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(super) fn failure(&self) -> Option<io::Error> {
         match self.error.load(Ordering::Acquire) {
             0 => None,

@@ -19,8 +19,15 @@
 //! returning on its own copy of the stack), and where the kernel refuses it (before 5.7) the
 //! hook writes to `cgroup.procs` instead.
 //!
-//! The safe helpers the hook calls in the forked child are fenced with it, in
-//! [`async_signal_safe`]: only async-signal-safe work may go there.
+//! The direct start ([`start_direct`], issue 50) makes the program's process without copying
+//! this one: `clone3(CLONE_VM | CLONE_VFORK | CLONE_CLEAR_SIGHAND | CLONE_INTO_CGROUP)` on a
+//! stack of its own, entered by a few instructions of inline assembly (x86-64; elsewhere std's
+//! path), every signal blocked across the call; the new process runs
+//! `async_signal_safe::direct_child` in this process's memory, then `execve` (docs/design.md,
+//! "How the tree is started and held", says why each step is sound).
+//!
+//! The safe helpers the hook calls in the forked child, and the direct start's new process,
+//! are fenced with it, in [`async_signal_safe`]: only async-signal-safe work may go there.
 //!
 //! The crate denies `unsafe_code` everywhere else (`#![deny(unsafe_code)]` in `lib.rs`), and
 //! `clippy.toml` forbids `libc::fork`, `libc::syscall`, `libc::_exit` and their kin outside
@@ -121,17 +128,19 @@ enum SignalCall<'a> {
     Disposition { signal: i32, ignore: bool },
     /// `rt_sigprocmask(SIG_SETMASK, {empty}, NULL)`.
     EmptyMask,
-    /// `rt_sigprocmask(SIG_SETMASK, {every signal}, old)`: the calling thread's mask before.
-    #[cfg(target_os = "linux")]
+    /// `rt_sigprocmask(SIG_SETMASK, {every signal}, old)`: the calling thread's mask before
+    /// (the direct start's).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     BlockAll {
         old: &'a mut linux_raw_sys::general::kernel_sigset_t,
     },
     /// `rt_sigprocmask(SIG_SETMASK, mask, NULL)`: a mask `BlockAll` saved, back.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     Restore {
         mask: &'a linux_raw_sys::general::kernel_sigset_t,
     },
-    #[cfg(not(target_os = "linux"))]
+    /// Never made: the lifetime's use where the direct start is not built.
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     #[allow(dead_code)]
     Never(std::marker::PhantomData<&'a ()>),
 }
@@ -186,7 +195,7 @@ fn signal_call(call: SignalCall) -> io::Result<()> {
                     sigset_size,
                 )
             }
-            #[cfg(target_os = "linux")]
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
             SignalCall::BlockAll { old } => {
                 let mut all: kernel_sigset_t = std::mem::zeroed();
                 all.sig.iter_mut().for_each(|word| *word = !0);
@@ -198,7 +207,7 @@ fn signal_call(call: SignalCall) -> io::Result<()> {
                     sigset_size,
                 )
             }
-            #[cfg(target_os = "linux")]
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
             SignalCall::Restore { mask } => libc::syscall(
                 libc::SYS_rt_sigprocmask,
                 SIG_SETMASK,
@@ -206,7 +215,7 @@ fn signal_call(call: SignalCall) -> io::Result<()> {
                 std::ptr::null_mut::<kernel_sigset_t>(),
                 sigset_size,
             ),
-            #[cfg(not(target_os = "linux"))]
+            #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
             SignalCall::Never(_) => 0,
         }
     };

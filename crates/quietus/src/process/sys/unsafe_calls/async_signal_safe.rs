@@ -104,7 +104,7 @@ pub(in crate::process::sys) fn set_disposition(signal: i32, ignore: bool) -> io:
 /// session (and terminal), the parent-death signal, an empty mask — then the program's
 /// `execve`. Returns the error that stopped it (it never returns otherwise). Writes nothing of
 /// the parent's memory but the shell's argument slot (`exec_candidates`).
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(in crate::process::sys) fn direct_child(
     plan: &crate::process::sys::spawn::Direct,
 ) -> io::Error {
@@ -116,7 +116,7 @@ pub(in crate::process::sys) fn direct_child(
 }
 
 /// [`direct_child`] before the `execve`.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn prepare_direct(plan: &crate::process::sys::spawn::Direct) -> io::Result<()> {
     set_disposition(rustix::process::Signal::PIPE.as_raw(), false)?;
     restore_in_child()?;
