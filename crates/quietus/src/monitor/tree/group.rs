@@ -35,12 +35,12 @@ pub(in crate::monitor) fn attach(
     let (combined, io) = match own_stdin(&pipes.stdin) {
         // quietus makes the program's stdio itself: a start without std's `Command` can give it.
         Some(stdin) => {
-            let (combined, writer) = match config.capture.combined {
-                true => {
-                    let (reader, writer) = std::io::pipe().map_err(pipe_error("make"))?;
-                    (Some(reader), Some(writer.into()))
-                }
-                false => (None, None),
+            let (combined, writer) = if config.capture.combined {
+                // One pipe for both streams keeps the order in which the child wrote them.
+                let (reader, writer) = std::io::pipe().map_err(pipe_error("make"))?;
+                (Some(reader), Some(writer.into()))
+            } else {
+                (None, None)
             };
             let io = sys::spawn::OwnIo::pipes(stdin, writer).map_err(pipe_error("make"))?;
             (combined, Some(io))
