@@ -17,8 +17,18 @@ import signal
 import subprocess
 import time
 
-POLICIES = ["quietus", "quietus-repeat-cap", "output-idle", "wall-clock", "screen-no-change",
-            "prompt-match"]
+# Run for real by default: quietus (the binary) and the two observations the peers are replayed
+# on (replay.py). The two peers that really kill also run for real when named with --policy (their
+# leftovers are then measured), at one threshold: T (wall clock: WALL_CLOCK_BUDGET_T). The soft
+# peers (OpenHands, DesktopCommander, the hand-offs) end nothing: they are only replayed.
+DEFAULT_POLICIES = ["quietus", "quietus-repeat-cap", "observe", "observe-pty"]
+POLICIES = DEFAULT_POLICIES + ["output-idle", "wall-clock"]
+OBSERVE = ("observe", "observe-pty")
+
+# The runner's one clock: CLOCK_BOOTTIME, which /proc/uptime shows truncated to 10 ms (the
+# fixtures and the HTTP server record their stall instants from /proc/uptime, without starting
+# a process). Every instant of a run is on it; the stall instants have its 10 ms resolution.
+CLOCK_RESOLUTION = 0.01
 
 # quietus's policies: the binary with these options beside `-i T --report FILE`. The second is
 # the opt-in that tells repeated output (a retry loop's log lines) from new output.
@@ -32,33 +42,37 @@ OUTPUT_IDLE_KILL_DELAY = 0.2
 SCREEN_POLL = 0.5
 SCREEN_ROWS = 24
 SCREEN_COLS = 80
-# prompt-match: DesktopCommander matches the last 4,096 characters of output; force_terminate
-# walks the tree with ps, sends TERM, waits 1 s, sends KILL.
+# the output tail the replay keeps for DesktopCommander's check (its last line is what counts)
 PROMPT_TAIL = 4096
-PROMPT_KILL_DELAY = 1.0
-# DesktopCommanderMCP src/utils/process-detection.ts (read 2026): the last line of a stream's
-# last 4,096 characters is an input wait when it is made of REPL prompts alone, or ends in a
-# named/shell prompt. No "[Y/n]", no "Password:": questions that are not REPL or shell prompts
-# are not recognised. (PowerShell and cmd.exe prompts are left out: not on Linux.)
-DC_PROMPTS = [">>> ", "... ", "> ", "+ ", "julia> ", "       ", "$ ", "# ", "% ", "mysql> ",
-              "    -> ", "=# ", "-# ", "redis> ", ">> "]
-DC_PROMPTS_ONLY = re.compile("^(?:%s)+$" % "|".join(re.escape(p) for p in DC_PROMPTS))
-DC_LINE_END_PROMPTS = [">>> ", "julia> ", "mysql> ", "redis> ", "$ ", "# ", "% "]
+# DesktopCommanderMCP src/utils/process-detection.ts at 1eccc8b (2026-07-21), lines 14-25 and
+# 54-80: the whole output so far (stdout and stderr merged, as start_process collects them) is
+# split into lines; the process waits for input when its last line ends with or contains any
+# REPL or shell prompt below. terminal-manager.ts 394-405 checks every 100 ms and returns
+# early (isBlocked): the tool call returns to the model, the process runs on (a soft alarm).
+DC_PROMPTS = [">>> ", "... ", "> ", "+ ", "julia> ", "       ", "$ ", "# ", "% ", "bash-",
+              "zsh-", "mysql> ", "    -> ", "=# ", "-# ", "redis> "]
 
 
-def dc_waiting_for_input(tail):
-    """DesktopCommander's analyzeOutputTail on one stream's tail."""
-    tail = tail[-PROMPT_TAIL:]
-    if not tail.strip():
+def dc_waiting_for_input(output):
+    """DesktopCommander's analyzeProcessState(...).isWaitingForInput on the output so far."""
+    if not output.strip():
         return False
-    last = tail.split("\n")[-1]
-    if DC_PROMPTS_ONLY.match(last):
-        return True
-    return any(last.endswith(p) for p in DC_LINE_END_PROMPTS)
+    last = output.split("\n")[-1]
+    return any(last.endswith(p) or p in last for p in DC_PROMPTS)
 
 
 def now():
-    return time.time()
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def process_start(pid):
+    """A process's start on the runner's clock (its stat's starttime: boot-time clock ticks)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        return int(st[st.rindex(")") + 2:].split()[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def killpg(pgid, sig):
@@ -169,7 +183,7 @@ def _read_ready(fds, timeout):
 
 def run_direct(ctx, policy):
     """The four modelled peers: one loop, the policy decides when and how to end."""
-    pty_mode = policy == "screen-no-change"
+    pty_mode = policy == "observe-pty" or ctx.fixture["pty"]
     res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
            "cut": False, "how": None}
     t0 = now()
@@ -182,12 +196,15 @@ def run_direct(ctx, policy):
     screen = Screen()
     last_screen, last_change, next_poll = "", t0, t0 + SCREEN_POLL
     open_fds = list(fds)
+    res["trace"] = trace = []  # (seconds since the start, stream, bytes) of every chunk read
     try:
         while True:
             data, eof, per = _read_ready(open_fds, 0.05)
             t = now()
             for fd in eof:
                 open_fds.remove(fd)
+            for fd, b in per.items():
+                trace.append((t - t0, 1 if fd == fds[0] else 2, b))
             if data:
                 last_out = t
                 for fd, b in per.items():
@@ -197,7 +214,14 @@ def run_direct(ctx, policy):
                 res["leader_exit"], res["leader_rc"] = t, proc.returncode
             alive = res["leader_exit"] is None and res["ended_at"] is None
 
-            if policy == "output-idle":
+            if policy in ("observe", "observe-pty"):
+                # no watchdog: the fixture's own course, every chunk recorded, to the runner's
+                # cut (the thresholded peers are replayed on this record: replay.py)
+                if res["leader_exit"] is not None and not open_fds:
+                    res["returned_at"] = t
+                    break
+
+            elif policy == "output-idle":
                 # gemini-cli inactivityTimeout / codex stream idle / Symphony stall_timeout_ms:
                 # any stdout/stderr chunk resets the timer; at T: TERM the group, KILL 200 ms later.
                 # The tool returns at the process's exit, and then ends its group (#13225).
@@ -227,56 +251,6 @@ def run_direct(ctx, policy):
                     res["returned_at"] = t
                     break
 
-            elif policy == "screen-no-change":
-                # OpenHands: the tmux pane is read every 0.5 s; no change for T: control goes
-                # back to the model, which sends C-c and stops. The command is done when the
-                # shell's prompt comes back (the leader's exit); background jobs are left alone.
-                if t >= next_poll:
-                    next_poll = t + SCREEN_POLL
-                    s = screen.text()
-                    if s != last_screen:
-                        last_screen, last_change = s, t
-                    if alive and t - last_change >= ctx.T:
-                        res["ended_at"], res["how"] = t, "C-c (no screen change)"
-                        try:
-                            os.write(master, b"\x03")
-                        except OSError:
-                            pass
-                        time.sleep(0.5)
-                        if proc.poll() is not None:
-                            res["leader_exit"], res["leader_rc"] = now(), proc.returncode
-                        res["returned_at"] = now()
-                        break
-                if res["leader_exit"] is not None:
-                    res["returned_at"] = t
-                    break
-
-            elif policy == "prompt-match":
-                # DesktopCommander: a prompt at the end of the last 4,096 characters is an input
-                # wait (the harness then gives up: force_terminate, a ps walk, TERM, 1 s, KILL);
-                # anything else only returns early, the process running on. Done at its exit.
-                if alive and any(dc_waiting_for_input(x) for x in tails.values()):
-                    res["ended_at"], res["how"] = t, "force_terminate (prompt seen)"
-                    pids = [p for p in tree_pids(pgid) if ctx.has_marker(p)]
-                    for p in pids:
-                        try:
-                            os.kill(p, signal.SIGTERM)
-                        except ProcessLookupError:
-                            pass
-                    time.sleep(PROMPT_KILL_DELAY)
-                    for p in pids:
-                        try:
-                            if ctx.has_marker(p):
-                                os.kill(p, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
-                    proc.wait()
-                    res["leader_exit"], res["leader_rc"] = now(), proc.returncode
-                    res["returned_at"] = now()
-                    break
-                if res["leader_exit"] is not None:
-                    res["returned_at"] = t
-                    break
             else:
                 raise ValueError("unknown policy %r" % policy)
 
@@ -302,7 +276,8 @@ def run_direct(ctx, policy):
 def run_quietus(ctx, options=()):
     """The real binary: `quietus -i T --report FILE [OPTIONS] -- fixture`, defaults otherwise."""
     report = os.path.join(ctx.rundir, "report.json")
-    cmd = [ctx.binary, "-i", "%gs" % ctx.T, "--report", report, *options, "--"] + ctx.command
+    pty = ["--pty"] if ctx.fixture["pty"] else []
+    cmd = [ctx.binary, "-i", "%gs" % ctx.T, "--report", report, *options, *pty, "--"] + ctx.command
     res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
            "cut": False, "how": None, "report": None}
     t0 = now()
@@ -311,6 +286,11 @@ def run_quietus(ctx, options=()):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
                             start_new_session=True)
     ctx.leader_pid = proc.pid
+    # quietus's own clock (the report's duration_ms) starts in its main(); its process's start,
+    # read now, is the closest instant on the runner's clock (10 ms ticks): the end estimated
+    # from it is early by quietus's exec and loading at most (classify's tolerance covers the
+    # tick)
+    q_start = process_start(proc.pid) or t0
     open_fds = [proc.stdout.fileno(), proc.stderr.fileno()]
     err = b""
     try:
@@ -346,7 +326,7 @@ def run_quietus(ctx, options=()):
         if rep.get("outcome") in ("idle_timeout", "input_wait", "hard_timeout"):
             ladder = rep.get("ladder") or {}
             back = (ladder.get("duration_ms") or 0) / 1000.0
-            res["ended_at"] = t0 + rep["duration_ms"] / 1000.0 - back
+            res["ended_at"] = max(q_start, t0) + rep["duration_ms"] / 1000.0 - back
             res["how"] = rep["outcome"]
         diag = rep.get("diagnosis")
         if diag:
@@ -356,7 +336,78 @@ def run_quietus(ctx, options=()):
     return res
 
 
+def expand_template(template, ctx, end_file):
+    """`--policy 'NAME=mywatchdog --idle {T} -- {CMD}'`: the template split like a shell line;
+    a `{CMD}` word becomes the fixture's command (several words), `{T}` the idle timeout in
+    seconds, `{T_MS}` in milliseconds, `{END_FILE}` a path where the watchdog may write the
+    instant it first signalled the program (see README.md, "Your watchdog")."""
+    import shlex
+    out = []
+    for word in shlex.split(template):
+        if word == "{CMD}":
+            out.extend(ctx.command)
+            continue
+        out.append(word.replace("{T}", "%g" % ctx.T).replace("{T_MS}", "%d" % round(ctx.T * 1000))
+                   .replace("{END_FILE}", end_file))
+    if not any(w == "{CMD}" for w in shlex.split(template)):
+        raise ValueError("a policy template needs a {CMD} word: %r" % template)
+    return out
+
+
+def run_template(ctx, template):
+    """Any watchdog, as a command: it runs the fixture; its exit status 0 says the program ran
+    to a successful end, anything else that the watchdog ended it (or the program failed). The
+    end instant is what it wrote to {END_FILE} (seconds since the epoch, or `up:SECONDS` of
+    /proc/uptime), else its own exit."""
+    end_file = os.path.join(ctx.rundir, "end")
+    cmd = expand_template(template, ctx, end_file)
+    res = {"ended_at": None, "returned_at": None, "leader_exit": None, "leader_rc": None,
+           "cut": False, "how": None}
+    t0 = now()
+    ctx.t_start = t0
+    proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=ctx.env, stdin=ctx.stdin_r,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True,
+                            start_new_session=True)
+    ctx.leader_pid = proc.pid
+    open_fds = [proc.stdout.fileno(), proc.stderr.fileno()]
+    try:
+        while True:
+            _, eof, _ = _read_ready(open_fds, 0.05)
+            for fd in eof:
+                open_fds.remove(fd)
+            t = now()
+            if proc.poll() is not None and not open_fds:
+                res["returned_at"] = res["leader_exit"] = t
+                res["leader_rc"] = proc.returncode
+                break
+            if t >= ctx.cut_at():
+                res["cut"] = True
+                break
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    if res["returned_at"] is not None and proc.returncode != 0:
+        res["ended_at"], res["how"] = res["returned_at"], "exit %d" % proc.returncode
+        try:
+            with open(end_file) as f:
+                text = f.read().strip()
+            if text.startswith("up:"):
+                res["ended_at"] = float(text[3:])
+            elif text:
+                res["ended_at"] = float(text) - time.time() + now()
+        except (OSError, ValueError):
+            pass
+        res["leader_rc"] = 0 if ctx.fixture["truth"] == "lingering" else proc.returncode
+    ctx.proc = proc
+    return res
+
+
+TEMPLATES = {}  # NAME -> command template, from --policy NAME=TEMPLATE
+
+
 def run(ctx, policy):
+    if policy in TEMPLATES:
+        return run_template(ctx, TEMPLATES[policy])
     if policy in QUIETUS_OPTIONS:
         return run_quietus(ctx, QUIETUS_OPTIONS[policy])
     return run_direct(ctx, policy)

@@ -12,6 +12,7 @@ metrics and their windows.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -29,13 +30,20 @@ ROOT = os.path.dirname(HERE)
 FIXTURES = os.path.join(HERE, "fixtures")
 sys.path.insert(0, HERE)
 
+import localhttp  # noqa: E402
 import policies  # noqa: E402
+import replay  # noqa: E402
+import report  # noqa: E402
 
 TRUTHS = ("working", "stalled", "lingering")
 KINDS = ("awaiting_input", "network_wait", "sleeping", "stopped", "waiting_on_child", "lock_wait",
          "disk_wait", "running", "unknown")
 SERVERS = ("tcp_blackhole", "tcp_drip", "tcp_close", "tcp_refused", "udp_sink", "unix_sink",
-           "cpu_load")
+           "cpu_load", "http")
+# zoo-stdin: what the runner writes into the fixture's stdin pipe (else nothing, ever)
+STDIN_FEEDS = ("tar", "tar-stall")
+# zoo-source: a fixture whose only evidence of progress is a source only quietus watches
+SOURCES = ("agent-dir",)
 
 
 # ---------------------------------------------------------------- fixtures
@@ -45,7 +53,8 @@ def parse_fixture(path):
     comment holds `# zoo-KEY: value` lines: truth, kind, server, fast, heavy, thread."""
     name = os.path.splitext(os.path.basename(path))[0]
     meta = {"name": name, "path": path, "truth": None, "kind": None, "servers": [],
-            "fast": False, "heavy": False, "thread": "-", "doc": []}
+            "fast": False, "heavy": False, "pty": False, "thread": "-", "tool": None,
+            "stdin": None, "source": None, "doc": []}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -60,10 +69,22 @@ def parse_fixture(path):
                     meta["kind"] = val
                 elif key == "server":
                     meta["servers"] = [s.strip() for s in val.split(",") if s.strip()]
-                elif key in ("fast", "heavy"):
+                elif key in ("fast", "heavy", "pty"):
                     meta[key] = val.lower() in ("yes", "true", "1")
                 elif key == "thread":
                     meta["thread"] = val
+                elif key == "tool":
+                    meta["tool"] = val
+                elif key == "stdin":
+                    feed = val.split()
+                    if len(feed) != 2 or feed[0] not in STDIN_FEEDS or not feed[1].isdigit():
+                        raise ValueError("%s: zoo-stdin must be `%s BYTES_PER_SECOND`"
+                                         % (path, "|".join(STDIN_FEEDS)))
+                    meta["stdin"] = (feed[0], int(feed[1]))
+                elif key == "source":
+                    if val not in SOURCES:
+                        raise ValueError("%s: zoo-source must be one of %s" % (path, SOURCES))
+                    meta["source"] = val
                 else:
                     raise ValueError("%s: unknown header key zoo-%s" % (path, key))
             elif body:
@@ -95,11 +116,15 @@ def load_fixtures():
 class Servers:
     """Local servers on 127.0.0.1 (ephemeral ports) and a Unix socket, in daemon threads."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, work_seconds, http=True):
         self.env = {}
         self.socks = []
         self.conns = []
         self.lock = threading.Lock()
+        self.http = None
+        if http:
+            self.http = localhttp.ZooHTTP(tmp, work_seconds)
+            self.env["ZOO_HTTP_PORT"] = str(self.http.port)
         self._tcp("TCP_BLACKHOLE", self._blackhole)
         self._tcp("TCP_DRIP", self._drip)
         self._tcp("TCP_CLOSE", self._close)
@@ -207,6 +232,8 @@ class Servers:
                 return
 
     def close(self):
+        if self.http:
+            self.http.close()
         for s in self.socks:
             try:
                 s.close()
@@ -273,6 +300,29 @@ def has_marker(pid, marker):
     return False
 
 
+def _state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        return st[st.rindex(")") + 2]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def settled_survivors(marker):
+    """The marked processes still alive once the policy is done with the run, and how many the
+    first scan saw: present in two scans 1 s apart (0.3 s and 1.3 s after), zombies and exiting
+    processes aside. One scan counted a surviving loop's short-lived children (the `sleep`
+    between two polls) in some runs and not in others: 2 or 1 for the same run (README.md)."""
+    time.sleep(0.3)
+    first = set(marker_pids(marker))
+    if not first:
+        return [], 0
+    time.sleep(1.0)
+    settled = sorted(p for p in set(marker_pids(marker)) & first if _state(p) not in (None, "Z", "X"))
+    return settled, len(first)
+
+
 def kill_marked(marker):
     """SIGKILL every process carrying the marker (and nothing else), until none is left."""
     for _ in range(50):
@@ -315,6 +365,9 @@ class Ctx:
             "PYTHONPATH": FIXTURES,
             "PYTHONDONTWRITEBYTECODE": "1",
         })
+        if "ZOO_HTTP_PORT" in servers_env:
+            env["ZOO_HTTP"] = "http://127.0.0.1:%s/r/%s" % (servers_env["ZOO_HTTP_PORT"],
+                                                           localhttp.token_for(self.stall_file))
         self.env = env
         self.t_start = None
         self.leader_pid = None
@@ -325,15 +378,15 @@ class Ctx:
         return has_marker(pid, self.marker)
 
     def stall_instant(self):
-        """The instant the fixture recorded, as wall-clock seconds. Shell fixtures record the
+        """The instant the fixture recorded, on the runner's clock. Shell fixtures record the
         machine's uptime (`up:SECONDS`, read and written by shell builtins: a `date` child would
         be a process of the tree moving bytes after the stall, which quietus rightly counts)."""
         try:
             with open(self.stall_file) as f:
                 text = f.read().strip()
             if text.startswith("up:"):
-                return time.time() - (uptime() - float(text[3:]))
-            return float(text)
+                return float(text[3:])  # the runner's clock (CLOCK_BOOTTIME), 10 ms steps
+            return float(text) - time.time() + policies.now()  # seconds since the epoch
         except (OSError, ValueError):
             return None
 
@@ -347,7 +400,9 @@ class Ctx:
             return s + self.T + self.window
         if truth == "lingering" and s is not None:
             return s + self.T + 1.0
-        return t0 + self.work + self.T + self.window
+        # a working fixture: its course (ZOO_WORK_SECONDS; a real tool's build or download may
+        # take longer on a loaded machine) with room to spare: three times the course
+        return t0 + max(3 * self.work, self.work + self.T + self.window)
 
 
 def classify(ctx, res):
@@ -369,7 +424,9 @@ def classify(ctx, res):
     if truth == "stalled":
         if s is None:
             return "false_kill" if ended is not None else "error"
-        if ended is not None and ended < s:
+        # the stall instant has the clock's resolution (10 ms, truncated): an end within one
+        # step of it is not before it
+        if ended is not None and ended < s - policies.CLOCK_RESOLUTION:
             return "false_kill"
         deadline = s + T
         if ended is not None and ended <= deadline + ctx.window:
@@ -381,7 +438,7 @@ def classify(ctx, res):
     # lingering
     if s is None:
         return "false_kill" if ended is not None else "error"
-    if ended is not None and ended < s - 0.05:
+    if ended is not None and ended < s - policies.CLOCK_RESOLUTION:
         return "false_kill"
     if res["returned_at"] is not None and not res["cut"] and res["returned_at"] - s <= T:
         res["latency"] = res["returned_at"] - s
@@ -389,9 +446,59 @@ def classify(ctx, res):
     return "miss"
 
 
-def run_one(args, fixture, policy, servers_env, tmp):
+class StdinFeed:
+    """`zoo-stdin: tar RATE`: the runner writes a tar archive of random data into the fixture's
+    stdin at RATE bytes a second (a chunk every 0.25 s) for ZOO_WORK_SECONDS, then closes it.
+    `tar-stall RATE`: the same for 1.5·T, then the stall instant, then nothing more, the pipe held
+    open until the run is over. The feed owns the pipe's write end."""
+
+    def __init__(self, ctx, kind, rate):
+        self.ctx, self.kind, self.rate = ctx, kind, rate
+        self.fd, ctx.stdin_w = ctx.stdin_w, None
+        self.done = threading.Event()
+        seconds = ctx.work if kind == "tar" else 3 * ctx.T
+        self.data = self._archive(int(rate * seconds))
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _archive(size):
+        import io
+        import tarfile
+        buf = io.BytesIO()
+        payload = os.urandom(max(0, size - 3 * 512 - 10240))
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+            info = tarfile.TarInfo("fed.bin")
+            info.size = len(payload)
+            t.addfile(info, io.BytesIO(payload))
+        return buf.getvalue()
+
+    def _feed(self):
+        step = max(1, self.rate // 4)
+        stop_at = time.time() + (1.5 * self.ctx.T if self.kind == "tar-stall" else 1e9)
+        try:
+            for i in range(0, len(self.data), step):
+                if self.done.is_set() or time.time() >= stop_at:
+                    break
+                os.write(self.fd, self.data[i:i + step])
+                time.sleep(0.25)
+            if self.kind == "tar-stall":
+                localhttp.write_stall(self.ctx.stall_file)
+                self.done.wait()
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=5)
+
+
+def run_one(args, fixture, policy, servers_env, tmp, rep=0):
     ctx = Ctx(args, fixture, policy, servers_env, tmp)
     load = CpuLoad(ctx.env) if "cpu_load" in fixture["servers"] else None
+    feed = StdinFeed(ctx, *fixture["stdin"]) if fixture["stdin"] else None
     try:
         res = policies.run(ctx, policy)
     except Exception:
@@ -400,13 +507,14 @@ def run_one(args, fixture, policy, servers_env, tmp):
     finally:
         if load:
             load.stop()
+        if feed:
+            feed.stop()
     # leftovers: survivors once the policy is done with the run (for a cut run, only when the
     # fixture's leader is gone: a stalled tree cut by the runner is not "left behind")
-    time.sleep(0.3)
-    survivors = marker_pids(ctx.marker)
     leader_gone = not res["cut"] or (ctx.proc is not None and ctx.proc.poll() is not None)
-    if policy in policies.QUIETUS_OPTIONS and res["cut"]:
+    if (policy in policies.QUIETUS_OPTIONS or policy in policies.TEMPLATES) and res["cut"]:
         leader_gone = fixture["truth"] == "lingering"
+    survivors, first_scan = settled_survivors(ctx.marker) if leader_gone else ([], 0)
     res["leftovers"] = len(survivors) if leader_gone else 0
     res["leftover_names"] = sorted(set(_comm(p) for p in survivors)) if leader_gone else []
     kill_marked(ctx.marker)
@@ -415,12 +523,13 @@ def run_one(args, fixture, policy, servers_env, tmp):
             ctx.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-    os.close(ctx.stdin_w)
+    if ctx.stdin_w is not None:
+        os.close(ctx.stdin_w)
     os.close(ctx.stdin_r)
     res["outcome"] = classify(ctx, res)
     t0 = ctx.t_start or 0
     out = {
-        "policy": policy, "fixture": fixture["name"], "truth": fixture["truth"],
+        "policy": policy, "rep": rep, "fixture": fixture["name"], "truth": fixture["truth"],
         "expected_kind": fixture["kind"], "outcome": res["outcome"],
         "latency_s": _r(res.get("latency")),
         "ended_s": _r(res["ended_at"] - t0) if res.get("ended_at") else None,
@@ -428,11 +537,27 @@ def run_one(args, fixture, policy, servers_env, tmp):
         "stall_s": _r(res["stall_instant"] - t0) if res.get("stall_instant") else None,
         "how": res.get("how"), "cut": res["cut"], "leader_rc": res.get("leader_rc"),
         "leftovers": res["leftovers"], "leftover_names": res["leftover_names"],
+        "leftovers_first_scan": first_scan,
         "diagnosis": res.get("diagnosis"), "diagnosis_summary": res.get("diagnosis_summary"),
         "report": res.get("report"), "runner_error": res.get("runner_error"),
     }
     if policy in policies.QUIETUS_OPTIONS and fixture["truth"] == "stalled" and res["outcome"] in ("caught", "late"):
         out["diagnosis_right"] = res.get("diagnosis") == fixture["kind"]
+    if policy in policies.OBSERVE and res.get("trace") is not None:
+        # the fixture's own course (no watchdog): did it behave as declared? Then every
+        # thresholded peer is replayed on it (replay.py)
+        out["fixture_ok"] = (res["outcome"] == "ok" if fixture["truth"] == "working" else
+                             res["outcome"] == "miss" if fixture["truth"] == "stalled" else
+                             res.get("stall_instant") is not None
+                             and res.get("leader_exit") is not None)
+        obs = {"trace": [(t, st, b) for t, st, b in res["trace"]],
+               "end": out["returned_s"] if not res["cut"] else None,
+               "stall": out["stall_s"], "pty": policy == "observe-pty",
+               "cut_after": (policies.now() if res["cut"] else res["returned_at"]) - t0}
+        if fixture["truth"] == "lingering":
+            obs["end"] = None if res["cut"] else out["returned_s"]
+        out["output_chunks"] = len(res["trace"])
+        out["replayed"] = replay.replay(obs, fixture, args.idle, args.window) if out["fixture_ok"] else []
     shutil.rmtree(ctx.rundir, ignore_errors=True)
     return out
 
@@ -473,19 +598,23 @@ class Slots:
 
 def run_all(args, fixtures, pols):
     tmp = tempfile.mkdtemp(prefix="zoo-")
-    servers = Servers(tmp)
-    jobs = [(f, p) for f in fixtures for p in pols]
-    # heavy ones first, alone; then the rest; longest policies spread out
-    jobs.sort(key=lambda j: (not j[0]["heavy"],))
+    servers = Servers(tmp, args.work_t * args.idle,
+                      http=any("http" in f["servers"] for f in fixtures))
+    # each repetition whole before the next (the spread then spans the machine's moods)
+    # (a fixture fed on its stdin has no terminal run: a terminal is not a pipe the runner feeds)
+    jobs = [(f, p, k) for k in range(args.repeat) for f in fixtures for p in pols
+            if not (f["stdin"] and p in ("observe-pty", "screen-no-change"))]
+    # heavy ones first, alone; then the rest
+    jobs.sort(key=lambda j: (not j[0]["heavy"], j[2]))
     results, lock = [], threading.Lock()
     slots = Slots(max(1, args.jobs))
     errors = []
     started = time.time()
 
-    def work(f, p):
+    def work(f, p, rep):
         k = slots.take(f["heavy"])
         try:
-            r = run_one(args, f, p, servers.env, tmp)
+            r = run_one(args, f, p, servers.env, tmp, rep)
         except Exception:
             errors.append(traceback.format_exc())
             r = None
@@ -495,18 +624,18 @@ def run_all(args, fixtures, pols):
             with lock:
                 results.append(r)
                 if not args.quiet:
-                    sys.stderr.write("[%4.0fs] %-18s %-22s %-10s %s\n" % (
-                        time.time() - started, p, f["name"], r["outcome"],
+                    sys.stderr.write("[%4.0fs] %d %-18s %-24s %-10s %s\n" % (
+                        time.time() - started, rep, p, f["name"], r["outcome"],
                         "" if r["latency_s"] is None else "%+.2fs" % r["latency_s"]))
 
     threads = []
-    for f, p in jobs:
+    for f, p, rep in jobs:
         if f["heavy"]:
-            work(f, p)  # the heavy ones run alone, before the rest
+            work(f, p, rep)  # the heavy ones run alone, before the rest
             continue
         while sum(t.is_alive() for t in threads) >= args.jobs:
             time.sleep(0.02)
-        t = threading.Thread(target=work, args=(f, p))
+        t = threading.Thread(target=work, args=(f, p, rep))
         t.start()
         threads.append(t)
     for t in threads:
@@ -514,135 +643,6 @@ def run_all(args, fixtures, pols):
     servers.close()
     shutil.rmtree(tmp, ignore_errors=True)
     return results, errors, time.time() - started
-
-
-# ---------------------------------------------------------------- scoring and outputs
-
-def summarize(results, pols, fixtures):
-    rows = []
-    nwork = sum(1 for f in fixtures if f["truth"] == "working")
-    nstall = sum(1 for f in fixtures if f["truth"] == "stalled")
-    nling = sum(1 for f in fixtures if f["truth"] == "lingering")
-    for p in pols:
-        rs = [r for r in results if r["policy"] == p]
-        fk = [r for r in rs if r["outcome"] == "false_kill"]
-        miss = [r for r in rs if r["outcome"] == "miss"]
-        lat = [r["latency_s"] for r in rs if r["truth"] == "stalled" and r["latency_s"] is not None]
-        caught = [r for r in rs if r["truth"] == "stalled" and r["outcome"] in ("caught", "late")]
-        ling_ok = [r for r in rs if r["truth"] == "lingering" and r["outcome"] == "caught"]
-        ok = [r for r in rs if r["truth"] == "working" and r["outcome"] == "ok"]
-        diag = [r for r in rs if "diagnosis_right" in r]
-        row = {
-            "policy": p,
-            "working_ok": "%d/%d" % (len(ok), nwork),
-            "false_kills": len(fk),
-            "stalls_caught": "%d/%d" % (len(caught), nstall),
-            "late": sum(1 for r in rs if r["outcome"] == "late"),
-            "lingering_ok": "%d/%d" % (len(ling_ok), nling),
-            "misses": len(miss),
-            "latency_median_s": _r(statistics.median(lat)) if lat else None,
-            "latency_max_s": _r(max(lat)) if lat else None,
-            "diagnosis_right": ("%d/%d" % (sum(r["diagnosis_right"] for r in diag), len(diag))
-                                if p in policies.QUIETUS_OPTIONS else "n/a"),
-            "leftover_processes": sum(r["leftovers"] for r in rs),
-            "runs_with_leftovers": sum(1 for r in rs if r["leftovers"]),
-            "errors": sum(1 for r in rs if r["outcome"] == "error"),
-        }
-        rows.append(row)
-    return rows
-
-
-COLS = [("policy", "policy"), ("working_ok", "working ran"), ("false_kills", "false kills"),
-        ("stalls_caught", "stalls caught"), ("late", "late"), ("lingering_ok", "lingering ok"),
-        ("misses", "misses"), ("latency_median_s", "latency med (s)"),
-        ("latency_max_s", "latency max (s)"), ("diagnosis_right", "diagnosis right"),
-        ("leftover_processes", "leftovers"), ("errors", "errors")]
-
-
-def cell(r):
-    o = r["outcome"]
-    s = {"ok": "ok", "caught": "caught", "late": "LATE", "false_kill": "FALSE KILL",
-         "miss": "MISS", "error": "error"}[o]
-    if r["latency_s"] is not None and o in ("caught", "late"):
-        s += " %+.1fs" % r["latency_s"]
-    if "diagnosis_right" in r:
-        s += " %s%s" % ("✓" if r["diagnosis_right"] else "✗", "" if r["diagnosis_right"]
-                        else r["diagnosis"] or "none")
-    if r["leftovers"]:
-        s += " +%d left" % r["leftovers"]
-    return s
-
-
-def markdown(rows, results, pols, fixtures, args, elapsed):
-    out = ["# Stall zoo results", "",
-           "T = %gs idle timeout; %d fixtures (%s); window: a stall must be ended within T + %gs "
-           "of its stall instant, a lingering run must be over within T of its done instant; "
-           "working fixtures run %.1f s; wall-clock budget %g T; %d at a time; %.0f s in all."
-           % (args.idle, len(fixtures), ", ".join("%d %s" % (sum(f["truth"] == t for f in fixtures), t)
-                                                  for t in TRUTHS), args.window,
-              args.work_t * args.idle, policies.WALL_CLOCK_BUDGET_T, args.jobs, elapsed), "",
-           "| " + " | ".join(h for _, h in COLS) + " |",
-           "|" + "---|" * len(COLS)]
-    for row in rows:
-        out.append("| " + " | ".join("-" if row[k] is None else str(row[k]) for k, _ in COLS) + " |")
-    out += ["", "Latency: end (first signal) minus deadline (stall instant + T), for stalls caught; "
-            "negative is earlier than the deadline (after the stall). LATE: more than %gs past it. "
-            "✓/✗: quietus's diagnosis kind against the fixture's expected kind." % max(1.0, args.idle / 2),
-            "", "## Per fixture", "",
-            "| fixture | truth | expected | " + " | ".join(pols) + " |",
-            "|---|---|---|" + "---|" * len(pols)]
-    by = {(r["fixture"], r["policy"]): r for r in results}
-    for f in fixtures:
-        cells = [cell(by[(f["name"], p)]) if (f["name"], p) in by else "" for p in pols]
-        out.append("| %s | %s | %s | %s |" % (f["name"], f["truth"], f["kind"] or "-", " | ".join(cells)))
-    return "\n".join(out) + "\n"
-
-
-COLOURS = {"caught": "#2e7d32", "ok": "#81c784", "late": "#f9a825", "false_kill": "#c62828",
-           "miss": "#6a1b9a", "error": "#9e9e9e"}
-LABELS = {"caught": "correct end", "ok": "correct no-end", "late": "late end",
-          "false_kill": "false kill", "miss": "miss", "error": "fixture error"}
-
-
-def svg(results, pols, fixtures, args):
-    cw, ch, left, top = 128, 20, 190, 70
-    w = left + cw * len(pols) + 20
-    h = top + ch * len(fixtures) + 90
-    esc = lambda s: (s or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="monospace" font-size="11">' % (w, h),
-         '<rect width="100%" height="100%" fill="white"/>',
-         '<text x="10" y="20" font-size="14" font-weight="bold">stall zoo: fixtures x policies (T = %gs)</text>' % args.idle]
-    for j, p in enumerate(pols):
-        o.append('<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>'
-                 % (left + j * cw + cw / 2, top - 10, esc(p)))
-    by = {(r["fixture"], r["policy"]): r for r in results}
-    for i, f in enumerate(fixtures):
-        y = top + i * ch
-        o.append('<text x="10" y="%d">%s</text>' % (y + 14, esc(f["name"])))
-        o.append('<text x="%d" y="%d" fill="#555">%s</text>' % (left - 12, y + 14, f["truth"][0].upper()))
-        for j, p in enumerate(pols):
-            r = by.get((f["name"], p))
-            if not r:
-                continue
-            x = left + j * cw
-            title = "%s / %s: %s" % (f["name"], p, cell(r))
-            o.append('<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="white"><title>%s</title></rect>'
-                     % (x, y, cw - 2, ch - 2, COLOURS[r["outcome"]], esc(title)))
-            label = LABELS[r["outcome"]]
-            if "diagnosis_right" in r:
-                label += " ✓" if r["diagnosis_right"] else " ✗"
-            if r["leftovers"]:
-                label += " +%d" % r["leftovers"]
-            o.append('<text x="%d" y="%d" fill="white" text-anchor="middle">%s</text>'
-                     % (x + cw / 2 - 1, y + 13, esc(label)))
-    y = top + len(fixtures) * ch + 20
-    for k, (key, lab) in enumerate(LABELS.items()):
-        x = 10 + k * 135
-        o.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>' % (x, y, COLOURS[key]))
-        o.append('<text x="%d" y="%d">%s</text>' % (x + 18, y + 11, lab))
-    o.append('<text x="10" y="%d">W/S/L: working / stalled / lingering. ✓ ✗: quietus diagnosis kind right / wrong. +N: processes left behind.</text>' % (y + 34))
-    o.append("</svg>")
-    return "\n".join(o) + "\n"
 
 
 def uptime():
@@ -658,9 +658,55 @@ def default_binary():
     return os.path.join(ROOT, "target", "release", "quietus")
 
 
+def write_outputs(args, fixtures, pols, results, elapsed, command):
+    """The tables (stdout, --markdown), the JSON (--json) and the picture (--svg)."""
+    real_rows = report.summarize_real(results, [p for p in pols if p not in policies.OBSERVE],
+                                      fixtures, args.repeat)
+    rep_rows = report.summarize_replayed(results, args.repeat)
+    md = report.markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, command)
+    print(md)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(md)
+    if args.json and not args.render:
+        with open(args.json, "w") as f:
+            json.dump({"command": command, "idle_timeout_s": args.idle, "window_s": args.window,
+                       "work_s": args.work_t * args.idle, "binary": args.binary,
+                       "repeat": args.repeat, "jobs": args.jobs, "elapsed_s": elapsed,
+                       "clock_resolution_s": policies.CLOCK_RESOLUTION,
+                       "templates": policies.TEMPLATES, "policies": pols,
+                       "summary": real_rows, "replayed_summary": rep_rows,
+                       "runs": sorted(results, key=lambda r: (r["fixture"], r["policy"], r["rep"])),
+                       "fixtures": [{k: f[k] for k in ("name", "truth", "kind", "servers", "fast",
+                                                        "thread", "tool", "source", "pty", "stdin")}
+                                    for f in fixtures]}, f, indent=1)
+    if args.svg:
+        os.makedirs(os.path.dirname(os.path.abspath(args.svg)), exist_ok=True)
+        with open(args.svg, "w") as f:
+            f.write(report.svg(results, real_rows, rep_rows, pols, fixtures, args))
+
+
+def render(args, fixtures):
+    with open(args.render) as f:
+        saved = json.load(f)
+    args.idle, args.window = saved["idle_timeout_s"], saved["window_s"]
+    args.work_t = saved["work_s"] / saved["idle_timeout_s"]
+    args.repeat, args.jobs = saved["repeat"], saved["jobs"]
+    names = {f["name"] for f in saved["fixtures"]}
+    fixtures = [f for f in fixtures if f["name"] in names]
+    write_outputs(args, fixtures, saved["policies"], saved["runs"], saved["elapsed_s"],
+                  saved["command"])
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", action="append", choices=policies.POLICIES, help="repeatable; default all")
+    ap.add_argument("--policy", action="append", metavar="NAME|NAME=TEMPLATE",
+                    help="repeatable; one of %s (default: %s), or your watchdog as a command "
+                         "template: 'NAME=mywatchdog --idle {T} -- {CMD}' (README.md, \"Your watchdog\")"
+                         % (", ".join(policies.POLICIES), ", ".join(policies.DEFAULT_POLICIES)))
+    ap.add_argument("--repeat", "-r", type=int, default=3,
+                    help="runs of each fixture under each policy (default 3: the spread is reported)")
     ap.add_argument("--fixture", action="append", help="a fixture's name; repeatable; default all")
     ap.add_argument("--fast", action="store_true", help="only the fixtures marked zoo-fast")
     ap.add_argument("--binary", default=default_binary(),
@@ -676,6 +722,8 @@ def main(argv=None):
                     help="draw the grid as SVG (default docs/zoo.svg)")
     ap.add_argument("--markdown", metavar="FILE", help="also write the printed tables to FILE")
     ap.add_argument("--list", action="store_true", help="list the fixtures and exit")
+    ap.add_argument("--render", metavar="JSON",
+                    help="run nothing: draw the tables and picture again from a --json file")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args(argv)
 
@@ -689,6 +737,8 @@ def main(argv=None):
             print("%-22s %-9s %-15s %s%s %s" % (f["name"], f["truth"], f["kind"] or "-",
                                              "fast " if f["fast"] else "", ",".join(f["servers"]), f["thread"]))
         return 0
+    if args.render:
+        return render(args, fixtures)
     if args.fixture:
         names = {f["name"] for f in fixtures}
         bad = [n for n in args.fixture if n not in names]
@@ -698,35 +748,42 @@ def main(argv=None):
         fixtures = [f for f in fixtures if f["name"] in args.fixture]
     if args.fast:
         fixtures = [f for f in fixtures if f["fast"]]
-    pols = args.policy or list(policies.POLICIES)
-    pols = [p for p in policies.POLICIES if p in pols]
+    pols = []
+    for p in args.policy or policies.DEFAULT_POLICIES:
+        name, eq, template = p.partition("=")
+        if eq:
+            name = name.strip()
+            if not name or name in policies.POLICIES or "{CMD}" not in template:
+                print("zoo: --policy NAME=TEMPLATE needs a new NAME and a {CMD} word: %r" % p,
+                      file=sys.stderr)
+                return 2
+            policies.TEMPLATES[name] = template
+        elif name not in policies.POLICIES:
+            print("zoo: unknown policy %r (one of %s, or NAME=TEMPLATE)"
+                  % (name, ", ".join(policies.POLICIES)), file=sys.stderr)
+            return 2
+        if name not in pols:
+            pols.append(name)
+    if args.repeat < 1:
+        print("zoo: --repeat must be at least 1", file=sys.stderr)
+        return 2
     if any(p in policies.QUIETUS_OPTIONS for p in pols) and not os.access(args.binary, os.X_OK):
         print("zoo: no quietus binary at %s (cargo build --release, or --binary)" % args.binary, file=sys.stderr)
         return 2
 
+    args.binary = os.path.abspath(args.binary)
+    for name, template in policies.TEMPLATES.items():
+        first = shlex.split(template)[0]
+        if os.path.exists(first):  # a path relative to here: the fixture runs elsewhere
+            policies.TEMPLATES[name] = shlex.quote(os.path.abspath(first)) + template[len(template.split(None, 1)[0]):]
     results, errors, elapsed = run_all(args, fixtures, pols)
     for e in errors:
         print("zoo: runner error:\n%s" % e, file=sys.stderr)
     rerr = [r for r in results if r.get("runner_error")]
     for r in rerr:
         print("zoo: runner error in %s/%s:\n%s" % (r["policy"], r["fixture"], r["runner_error"]), file=sys.stderr)
-    rows = summarize(results, pols, fixtures)
-    md = markdown(rows, results, pols, fixtures, args, elapsed)
-    print(md)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(md)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"idle_timeout_s": args.idle, "window_s": args.window,
-                       "work_s": args.work_t * args.idle, "binary": args.binary,
-                       "summary": rows, "runs": sorted(results, key=lambda r: (r["fixture"], r["policy"])),
-                       "fixtures": [{k: f[k] for k in ("name", "truth", "kind", "servers", "fast", "thread")}
-                                    for f in fixtures]}, f, indent=1)
-    if args.svg:
-        os.makedirs(os.path.dirname(os.path.abspath(args.svg)), exist_ok=True)
-        with open(args.svg, "w") as f:
-            f.write(svg(results, pols, fixtures, args))
+    command = "python3 zoo/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    write_outputs(args, fixtures, pols, results, elapsed, command)
     return 1 if (errors or rerr) else 0
 
 

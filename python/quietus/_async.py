@@ -22,6 +22,7 @@ from typing import (
     Sequence,
     Tuple,
     Union,
+    overload,
 )
 
 from . import _protocol as P
@@ -94,8 +95,15 @@ class AsyncProcess:
         result = await self._client._call("process/terminate", params)
         return P.action_status(self.process_id, result, "terminate")
 
+    @overload
+    async def wait(self, timeout: None = None) -> ProcessResult: ...
+
+    @overload
+    async def wait(self, timeout: Duration) -> Optional[ProcessResult]: ...
+
     async def wait(self, timeout: Optional[Duration] = None) -> Optional[ProcessResult]:
-        """Its report once it has ended, or None when it still runs after ``timeout``."""
+        """Its report once it has ended, or None when it still runs after ``timeout`` (never
+        None without a timeout)."""
         params: Dict[str, Any] = {}
         if timeout is not None:
             params["timeoutMs"] = to_millis(timeout, "timeout")

@@ -25,6 +25,7 @@ from typing import (
     Sequence,
     Tuple,
     Union,
+    overload,
 )
 
 from . import _protocol as P
@@ -154,9 +155,16 @@ class Process:
         )
         return P.action_status(self.process_id, result, "terminate")
 
+    @overload
+    def wait(self, timeout: None = None) -> ProcessResult: ...
+
+    @overload
+    def wait(self, timeout: Duration) -> Optional[ProcessResult]: ...
+
     def wait(self, timeout: Optional[Duration] = None) -> Optional[ProcessResult]:
         """Waits until it has ended (at most ``timeout``) and returns its report, or None when
-        it still runs after ``timeout``."""
+        it still runs after ``timeout``. Without a timeout it returns only once it has ended:
+        its report, never None (the type says so)."""
         params: Dict[str, Any] = {}
         if timeout is not None:
             params["timeoutMs"] = to_millis(timeout, "timeout")

@@ -130,12 +130,14 @@ fn library_exec_as_mcp() -> Duration {
     let begin = Instant::now();
     let mut command = Command::new("sh");
     command.args(["-c", "true"]);
-    let capture = CaptureConfig::default()
+    let capture = CaptureConfig::builder()
         .combined(true)
         .cap_per_stream(64 * 1024)
-        .spill_threshold(4096);
+        .spill_threshold(4096)
+        .build()
+        .unwrap();
     let session = Session::builder(command)
-        .config(MonitorConfig::default().capture(capture))
+        .config(MonitorConfig::builder().capture(capture).build().unwrap())
         .stdout(OutputSink::callback(|_| {}))
         .stdin(Stdin::Piped)
         .spawn()

@@ -337,11 +337,13 @@ fn teardown(c: &mut Criterion) {
             for _ in 0..iters {
                 let mut command = Command::new("sh");
                 command.args(["-c", TREE]);
-                let config = MonitorConfig::default()
+                let config = MonitorConfig::builder()
                     .idle_timeout(Duration::from_millis(1500))
                     .check_interval(Some(Duration::from_millis(200)))
                     .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(5)))
-                    .capture(CaptureConfig::default().spill(false));
+                    .capture(CaptureConfig::builder().spill(false))
+                    .build()
+                    .unwrap();
                 let started = Instant::now();
                 let session = Session::spawn(command, config).expect("the tree starts");
                 let result = session.wait();

@@ -140,14 +140,6 @@ fn run(options: &Options) -> Exit {
         Ok(targets) => targets,
         Err(exit) => return exit,
     };
-    // Nothing quietus writes counts as the program's activity, wherever it is.
-    let mut config = config;
-    for own in [&cli.events, &cli.report].into_iter().flatten() {
-        if own.as_os_str() != "-" {
-            let files = config.get_files().clone().own_file(own.clone());
-            config = config.files(files);
-        }
-    }
     let context = Context {
         config: &config,
         command: &cli.command,
@@ -172,7 +164,7 @@ fn run(options: &Options) -> Exit {
         cli::relay::start_stdin(session.clone());
     }
     // observe mode (issue 43): the events are read to say each observation at the moment.
-    let say_observed = config.get_observe() && options.summary_wanted();
+    let say_observed = config.observe() && options.summary_wanted();
     let event_writer = (events.is_some() || say_observed)
         .then(|| {
             cli::events::start(events, session.events(), say_observed)
@@ -263,8 +255,9 @@ fn open_targets(
 }
 
 /// Whether `a` and `b` name the same file (`-`, stderr, is no file): the same path, the same
-/// existing file (device and inode, whatever the spelling or link), or the same name in the
-/// same folder for a file not created yet.
+/// existing file (device and inode, whatever the spelling or link), or — for a file not created
+/// yet — the same name in the same folder once the links on the way to it are followed as the
+/// system would follow them when opening it (`s.json -> x.json`: the same file as `x.json`).
 fn is_same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     if a.as_os_str() == "-" || b.as_os_str() == "-" {
@@ -276,6 +269,7 @@ fn is_same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
     }
+    let (a, b) = (&final_target(a), &final_target(b));
     let place = |p: &std::path::Path| {
         let parent = match p.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
@@ -287,6 +281,22 @@ fn is_same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
         ))
     };
     place(a).is_some_and(|x| place(b).is_some_and(|y| x == y))
+}
+
+/// Where opening `path` for writing leads: each link at its end is followed (a relative target
+/// read from the link's own folder), as the system does, at most 40 links deep (its own bound).
+fn final_target(path: &std::path::Path) -> std::path::PathBuf {
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&path) else {
+            break;
+        };
+        path = match path.parent() {
+            Some(folder) if target.is_relative() => folder.join(target),
+            _ => target,
+        };
+    }
+    path
 }
 
 /// The signal that gave up a wait for a FIFO's reader (`--report`, `--events`), if `error`

@@ -15,10 +15,11 @@
 use std::time::Duration;
 
 use clap::{Arg, ArgAction};
-use quietus::{KillLadder, MonitorConfig, Setting, Signal};
+use quietus::config::{CompletionConfigBuilder, MonitorConfigBuilder};
+use quietus::{ConfigError, KillLadder, MonitorConfig, Setting, Signal};
 use serde_json::{Value as Json, json};
 
-use crate::jsonrpc::protocol::{RpcError, whole_number};
+use crate::jsonrpc::protocol::{self, RpcError, whole_number};
 
 /// A setting's type, as every surface reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,8 +92,53 @@ pub(crate) struct Def {
     pub(crate) doc: &'static str,
     /// More for the command's `--help` (examples), after the line.
     pub(crate) long_doc: &'static str,
-    /// Sets it in the library's configuration.
-    pub(crate) apply: fn(MonitorConfig, SettingValue) -> MonitorConfig,
+    /// Sets it in the configuration being assembled.
+    pub(crate) apply: fn(Draft, SettingValue) -> Draft,
+}
+
+/// A configuration being assembled from the settings: the library's builder, and the two
+/// values an entry changes a part of (the ladder's first signal, which `grace` keeps; the
+/// completion, whose linger `linger` sets), held apart because a builder is written, not
+/// read. [`build`](Self::build) checks it whole.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Draft {
+    /// Everything else.
+    pub(crate) config: MonitorConfigBuilder,
+    /// The ladder's first signal.
+    pub(crate) signal: Signal,
+    /// How completion is recognised.
+    pub(crate) completion: CompletionConfigBuilder,
+}
+
+impl std::default::Default for Draft {
+    fn default() -> Self {
+        Self::new(MonitorConfig::builder(), Signal::TERM)
+    }
+}
+
+impl Draft {
+    /// From `config`, whose ladder starts with `signal`.
+    pub(crate) fn new(config: MonitorConfigBuilder, signal: Signal) -> Self {
+        Self {
+            config,
+            signal,
+            completion: CompletionConfigBuilder::default(),
+        }
+    }
+
+    /// With `set` applied to the builder.
+    pub(crate) fn with(
+        mut self,
+        set: impl FnOnce(MonitorConfigBuilder) -> MonitorConfigBuilder,
+    ) -> Self {
+        self.config = set(self.config);
+        self
+    }
+
+    /// The configuration, every value checked by the library.
+    pub(crate) fn build(self) -> Result<MonitorConfig, ConfigError> {
+        self.config.completion(self.completion).build()
+    }
 }
 
 /// A setting's default.
@@ -130,15 +176,6 @@ fn on(value: SettingValue) -> bool {
     matches!(value, SettingValue::Switch(true))
 }
 
-/// The first signal of `config`'s ladder (TERM by default).
-fn first_signal(config: &MonitorConfig) -> Signal {
-    config
-        .get_kill_ladder()
-        .steps()
-        .next()
-        .map_or(Signal::TERM, |(signal, _)| signal)
-}
-
 /// Every setting, in the order the command's help shows them.
 pub(crate) const SETTINGS: &[Def] = &[
     Def {
@@ -154,7 +191,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         mcp: Some(("idle_timeout_ms", Some((secs(1), secs(DAY))))),
         doc: "End the program when every source (output, files, children, network) has been quiet this long.",
         long_doc: "Durations: 1500ms, 30s, 5m, 1h30m (a bare number is seconds).\nExample: -i 10m",
-        apply: |c, v| c.idle_timeout(duration(v)),
+        apply: |d, v| d.with(|c| c.idle_timeout(duration(v))),
     },
     Def {
         name: "hard_timeout",
@@ -169,7 +206,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         mcp: Some(("hard_timeout_ms", Some((secs(1), secs(366 * DAY))))),
         doc: "End the program after this long even while it is active.",
         long_doc: "`none` turns off a hard timeout set in the environment.\nExample: -t 2h",
-        apply: |c, v| c.hard_timeout(maybe(v)),
+        apply: |d, v| d.with(|c| c.hard_timeout(maybe(v))),
     },
     Def {
         name: "input_wait_timeout",
@@ -187,7 +224,7 @@ pub(crate) const SETTINGS: &[Def] = &[
                    password prompt), its read count unchanged: the outcome is\n\
                    input_wait, exit status 124, after an input_wait event.\n\
                    Example: --input-wait-timeout 10s",
-        apply: |c, v| c.input_wait_timeout(maybe(v)),
+        apply: |d, v| d.with(|c| c.input_wait_timeout(maybe(v))),
     },
     Def {
         name: "input_wait_notice",
@@ -205,7 +242,7 @@ pub(crate) const SETTINGS: &[Def] = &[
                    the --events stream: a harness can answer the prompt or give up. With\n\
                    --input-wait-timeout too, the program is ended at that timeout.\n\
                    Example: --input-wait-notice 3s --events -",
-        apply: |c, v| c.input_wait_notice(maybe(v)),
+        apply: |d, v| d.with(|c| c.input_wait_notice(maybe(v))),
     },
     Def {
         name: "grace",
@@ -220,9 +257,9 @@ pub(crate) const SETTINGS: &[Def] = &[
         mcp: Some(("grace_period_ms", Some((Duration::ZERO, secs(600))))),
         doc: "Time between the first signal and KILL, for the program to clean up.",
         long_doc: "0 sends KILL right after the first signal.\nExample: -g 30s",
-        apply: |c, v| {
-            let signal = first_signal(&c);
-            c.kill_ladder(KillLadder::polite(signal, duration(v)))
+        apply: |d, v| {
+            let ladder = KillLadder::polite(d.signal, duration(v));
+            d.with(|c| c.kill_ladder(ladder))
         },
     },
     Def {
@@ -239,7 +276,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         doc: "How often the descendants' CPU and network are sampled.",
         long_doc: "Also the stat-scan interval of watched folders when the OS is out of file watches.\n\
                    Example: --check-interval 2s",
-        apply: |c, v| c.check_interval(maybe(v)),
+        apply: |d, v| d.with(|c| c.check_interval(maybe(v))),
     },
     Def {
         name: "drain_cap",
@@ -255,7 +292,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         doc: "After the program exits, how long at most to read output from pipes a leftover process still holds open.",
         long_doc: "A pipe nobody holds open any more is read to its end whatever the cap.\n\
                    Example: --drain-cap 10s",
-        apply: |c, v| c.drain_cap(duration(v)),
+        apply: |d, v| d.with(|c| c.drain_cap(duration(v))),
     },
     Def {
         name: "linger",
@@ -270,9 +307,9 @@ pub(crate) const SETTINGS: &[Def] = &[
         mcp: None,
         doc: "Once the work is done, how long the program may take to exit by itself.",
         long_doc: "Example: --linger 10s",
-        apply: |c, v| {
-            let completion = c.get_completion().clone().linger(duration(v));
-            c.completion(completion)
+        apply: |mut d, v| {
+            d.completion = d.completion.linger(duration(v));
+            d
         },
     },
     Def {
@@ -289,7 +326,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         doc: "Leave the program's leftover process-group members running after it exits.",
         long_doc: "By default they are ended with the same ladder: a finished program leaves nothing.\n\
                    Example: --keep-leftovers",
-        apply: |c, v| c.keep_leftovers(on(v)),
+        apply: |d, v| d.with(|c| c.keep_leftovers(on(v))),
     },
     Def {
         name: "observe",
@@ -308,7 +345,7 @@ pub(crate) const SETTINGS: &[Def] = &[
                    an `observed` event, the report's `observed`); the program runs to its own end and\n\
                    quietus exits with its status. Its own exit and its leftovers are handled as always.\n\
                    Example: --observe -i 5m --events -",
-        apply: |c, v| c.observe(on(v)),
+        apply: |d, v| d.with(|c| c.observe(on(v))),
     },
     Def {
         name: "no_watch",
@@ -323,7 +360,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         mcp: None,
         doc: "File activity does not count (no folder is watched, whatever --watch says).",
         long_doc: "Example: --no-watch",
-        apply: |c, v| c.watch_files(!on(v)),
+        apply: |d, v| d.with(|c| c.watch_files(!on(v))),
     },
     Def {
         name: "no_children",
@@ -339,7 +376,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         doc: "CPU progress of the program's descendants does not count.",
         long_doc: "By default a busy grandchild (a compiler, a test run) keeps a silent program alive.\n\
                    Example: --no-children",
-        apply: |c, v| c.watch_children(!on(v)),
+        apply: |d, v| d.with(|c| c.watch_children(!on(v))),
     },
     Def {
         name: "no_network",
@@ -357,7 +394,7 @@ pub(crate) const SETTINGS: &[Def] = &[
                    or sending more than 1 KiB within 10s) keeps the program alive; an open connection\n\
                    that moves nothing does not. Linux socket diagnostics; elsewhere reported unavailable.\n\
                    Example: --no-network",
-        apply: |c, v| c.watch_network(!on(v)),
+        apply: |d, v| d.with(|c| c.watch_network(!on(v))),
     },
     Def {
         name: "no_output",
@@ -373,7 +410,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         doc: "Output does not count as activity (it still passes through).",
         long_doc: "With --no-watch --no-children --no-network too, -i is a plain timeout.\n\
                    Example: --no-output",
-        apply: |c, v| c.watch_output(!on(v)),
+        apply: |d, v| d.with(|c| c.watch_output(!on(v))),
     },
 ];
 
@@ -502,7 +539,13 @@ impl Def {
         range: Option<(Duration, Duration)>,
     ) -> Result<SettingValue, RpcError> {
         let bad = |accepts: &str| {
-            RpcError::param(key, format!("{value} is not valid; it accepts {accepts}"))
+            RpcError::param(
+                key,
+                format!(
+                    "{} is not valid; it accepts {accepts}",
+                    protocol::quote(value)
+                ),
+            )
         };
         let millis = |v: &Json| -> Result<Duration, RpcError> {
             let n = match range {
@@ -554,10 +597,10 @@ pub(crate) fn cli_args() -> impl Iterator<Item = Arg> {
 
 /// Every setting with a key on `surface`, read from the request's params and applied.
 pub(crate) fn apply_json(
-    mut config: MonitorConfig,
+    mut config: Draft,
     params: &serde_json::Map<String, Json>,
     surface: Surface,
-) -> Result<MonitorConfig, RpcError> {
+) -> Result<Draft, RpcError> {
     for def in SETTINGS {
         let Some(key) = def.key(surface) else {
             continue;
@@ -689,27 +732,25 @@ mod tests {
 
     #[test]
     fn every_default_is_the_librarys_and_every_range_is_the_one_it_checks() {
+        let default = MonitorConfig::default();
+        let applied = |value| {
+            move |def: &Def| {
+                (def.apply)(Draft::default(), value)
+                    .build()
+                    .expect("a value in range")
+            }
+        };
         for def in SETTINGS {
             if let (Default::Value(text), Kind::Duration) = (def.default, def.kind) {
                 let value = crate::cli::options::parse_duration(text).unwrap();
-                let set = (def.apply)(MonitorConfig::default(), SettingValue::Duration(value));
-                assert_eq!(set, MonitorConfig::default(), "{}'s default", def.name);
+                let set = applied(SettingValue::Duration(value))(def);
+                assert_eq!(set, default, "{}'s default", def.name);
             }
             if def.kind == Kind::Switch {
-                let off = (def.apply)(MonitorConfig::default(), SettingValue::Switch(false));
-                assert_eq!(
-                    off,
-                    MonitorConfig::default(),
-                    "{} off is the default",
-                    def.name
-                );
-                let on = (def.apply)(MonitorConfig::default(), SettingValue::Switch(true));
-                assert_ne!(
-                    on,
-                    MonitorConfig::default(),
-                    "{} on changes something",
-                    def.name
-                );
+                let off = applied(SettingValue::Switch(false))(def);
+                assert_eq!(off, default, "{} off is the default", def.name);
+                let on = applied(SettingValue::Switch(true))(def);
+                assert_ne!(on, default, "{} on changes something", def.name);
             }
             let Some((min, max)) = def.range else {
                 continue;
@@ -719,7 +760,7 @@ mod tests {
                     Kind::DurationOrNone => SettingValue::DurationOrNone(Some(d)),
                     _ => SettingValue::Duration(d),
                 };
-                (def.apply)(MonitorConfig::default(), value).validate()
+                (def.apply)(Draft::default(), value).build().map(drop)
             };
             assert_eq!(with(min), Ok(()), "{} accepts its minimum", def.name);
             assert_eq!(with(max), Ok(()), "{} accepts its maximum", def.name);

@@ -17,7 +17,9 @@ fn the_fast_subset_of_the_stall_zoo_is_scored_perfectly() {
     let json = out.path().join("zoo.json");
     let status = Command::new("python3")
         .arg(root.join("zoo/run.py"))
-        .args(["--fast", "--policy", "quietus", "-q", "-j", "2", "--binary"])
+        .args([
+            "--fast", "--policy", "quietus", "--repeat", "1", "-q", "-j", "2", "--binary",
+        ])
         .arg(env!("CARGO_BIN_EXE_quietus"))
         .arg("--json")
         .arg(&json)

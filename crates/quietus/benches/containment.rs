@@ -38,10 +38,12 @@ fn start_tree(mode: Containment, dir: &Path, n: usize) -> (Session, String) {
     let ready = dir.join(format!("ready-{n}"));
     let mut command = std::process::Command::new("sh");
     command.args(["-c", &tree_script(&ready)]);
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(3600))
         .watch_files(false)
-        .containment(mode);
+        .containment(mode)
+        .build()
+        .unwrap();
     let session = Session::spawn(command, config).expect("sh runs");
     let give_up = Instant::now() + Duration::from_secs(30);
     while !ready.exists() {

@@ -303,13 +303,10 @@ fn stat_scan_cpu(c: &mut Criterion) {
     populate(&agent);
 
     let board = new_board();
-    let tracker = FileActivityTracker::start(
-        &FileWatchConfig::default().force_stat_scan(true),
-        workspace.path(),
-        board.clone(),
-        SCAN_INTERVAL,
-    )
-    .expect("the default configuration is valid");
+    let scan = FileWatchConfig::builder().force_stat_scan(true).build();
+    let (root, every) = (workspace.path(), SCAN_INTERVAL);
+    let tracker = FileActivityTracker::start(&scan.unwrap(), root, board.clone(), every)
+        .expect("the default configuration is valid");
     assert!(tracker.is_stat_scan(), "stat scan was forced");
     // Let the baseline scan and a first comparing scan happen before measuring.
     thread::sleep(SCAN_INTERVAL * 3);

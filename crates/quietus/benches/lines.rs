@@ -7,6 +7,7 @@
 //! paired medians printed at the end (30 rounds, each variant back to back with plain, order
 //! alternating) are the numbers for docs/benchmarks.md.
 
+use quietus::config::MonitorConfigBuilder;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -17,14 +18,14 @@ const LINES: &str = "2000000";
 /// Bytes `seq 1 2000000` writes.
 const BYTES: u64 = 14_888_896;
 
-fn config(variant: &str) -> MonitorConfig {
-    let base = MonitorConfig::default()
+fn config(variant: &str) -> MonitorConfigBuilder {
+    let base = MonitorConfig::builder()
         .watch_files(false)
-        .capture(CaptureConfig::default().spill(false));
+        .capture(CaptureConfig::builder().spill(false));
     match variant {
         "plain" => base,
         "completion_pattern" => {
-            base.completion(CompletionConfig::default().output(r#"^\{"type":"result""#))
+            base.completion(CompletionConfig::builder().output(r#"^\{"type":"result""#))
         }
         "repeated_output" => base.repeated_output(Some(Duration::from_secs(600))),
         other => unreachable!("{other}"),

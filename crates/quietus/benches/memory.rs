@@ -40,8 +40,8 @@ fn main() {
         return;
     }
     let logs = std::env::temp_dir().join(format!("quietus-memory-bench-{}", std::process::id()));
-    let capture = CaptureConfig::default().log_dir(&logs);
-    let caps_kib = 2 * capture.get_cap_per_stream() as u64 / 1024;
+    let capture = CaptureConfig::builder().log_dir(&logs).build().unwrap();
+    let caps_kib = 2 * capture.cap_per_stream() as u64 / 1024;
     let mut command = Command::new("head");
     command.args(["-c", &TOTAL.to_string(), "/dev/zero"]);
 
@@ -50,7 +50,7 @@ fn main() {
     let baseline = if reset { before } else { status_kib("VmHWM:") };
     let started = Instant::now();
     let session = Session::builder(command)
-        .config(MonitorConfig::default().capture(capture))
+        .config(MonitorConfig::builder().capture(capture).build().unwrap())
         .stdout(OutputSink::Discard)
         .spawn()
         .expect("spawn head");

@@ -58,9 +58,11 @@ const KILL_IDLE_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Supervises one silent child until quietus ends it for idleness; returns its kill latency.
 fn one_kill() -> Duration {
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(KILL_IDLE_TIMEOUT)
-        .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(1)));
+        .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(1)))
+        .build()
+        .unwrap();
     let session = Session::spawn(silent_child(), config).expect("spawning sleep");
     let result = session.wait();
     assert!(

@@ -195,18 +195,18 @@ fn log_dir() -> &'static std::path::Path {
 /// head/tail retention, the log spill (64 MiB written to a log in a temp folder, with its
 /// SHA-256) and the event stream. The iteration includes removing the log.
 fn quietus_session() {
-    session_with(CaptureConfig::default().log_dir(log_dir()));
+    session_with(CaptureConfig::builder().log_dir(log_dir()).build().unwrap());
 }
 
 /// The same with the log spill off: head/tail retention and the event stream only.
 fn quietus_session_no_spill() {
-    session_with(CaptureConfig::default().spill(false));
+    session_with(CaptureConfig::builder().spill(false).build().unwrap());
 }
 
 fn session_with(capture: CaptureConfig) {
-    let spill = capture.get_spill();
+    let spill = capture.spill();
     let session = Session::builder(producer())
-        .config(MonitorConfig::default().capture(capture))
+        .config(MonitorConfig::builder().capture(capture).build().unwrap())
         .stdout(OutputSink::Discard)
         .spawn()
         .expect("spawning dd under quietus");

@@ -29,7 +29,7 @@ pub enum ActivitySource {
     Network,
     /// Output that merely repeats itself (the same line again, digits aside: a spinner, a
     /// "retrying in 5s" loop), told apart from [`Output`](Self::Output) only when asked
-    /// ([`MonitorConfig::repeated_output`](crate::MonitorConfig::repeated_output)).
+    /// ([`MonitorConfigBuilder::repeated_output`](crate::config::MonitorConfigBuilder::repeated_output)).
     RepeatedOutput,
     /// A named pull-style probe ([`Probe`](crate::Probe)) that answered `true`. Make one with
     /// [`ActivitySource::probe`].

@@ -10,7 +10,7 @@ use regex::bytes::RegexSet;
 
 use crate::error::{ConfigError, Setting};
 
-/// A caller's test of one output line for completion (see [`CompletionConfig::on_line`]).
+/// A caller's test of one output line for completion (see [`CompletionConfigBuilder::on_line`](crate::config::CompletionConfigBuilder::on_line)).
 #[derive(Clone)]
 pub(crate) struct LineCallback(pub(crate) Arc<dyn Fn(&str) -> bool + Send + Sync>);
 
@@ -26,43 +26,43 @@ impl PartialEq for LineCallback {
     }
 }
 
-/// How to recognise that the child's work is done, even though it does not exit.
+/// How to recognise that the child's work is done, even though it does not exit. Made by
+/// [`CompletionConfig::builder`].
 ///
 /// Completion is seen at the first of: an output line (stdout, stderr, the combined stream or
 /// the terminal; lines end at `\n` or `\r` and are matched whole, across read boundaries)
-/// matching one of the [`output`](Self::output) regular expressions or accepted by the
-/// [`on_line`](Self::on_line) callback; or one of the [`files`](Self::file) appearing or
-/// changing. The child then has [`linger`](Self::linger) to exit by itself; if it does not,
-/// it is ended with the kill ladder and the outcome is [`Outcome::Completed`] (exit code 0).
-/// A child that exits by itself keeps its own exit code, and
-/// [`MonitorResult::completion`] still says what was seen.
+/// matching one of the [`output`](CompletionConfigBuilder::output) regular expressions or
+/// accepted by the [`on_line`](CompletionConfigBuilder::on_line) callback; or one of the
+/// [`files`](CompletionConfigBuilder::file) appearing or changing. The child then has
+/// [`linger`](CompletionConfigBuilder::linger) to exit by itself; if it does not, it is ended
+/// with the kill ladder and the outcome is [`Outcome::Completed`] (exit code 0). A child that
+/// exits by itself keeps its own exit code, and [`MonitorResult::completion`] still says what
+/// was seen.
 ///
 /// ```
 /// use std::time::Duration;
 /// use quietus::{CompletionConfig, MonitorConfig};
 ///
-/// let config = MonitorConfig::default().completion(
-///     CompletionConfig::default()
-///         .output(r#"^\{"type":"result""#) // the agent's final JSON line
-///         .file(".agent/status.json")        // or its status file
-///         .linger(Duration::from_secs(3)),
-/// );
-/// assert!(config.validate().is_ok());
+/// let config = MonitorConfig::builder()
+///     .completion(
+///         CompletionConfig::builder()
+///             .output(r#"^\{"type":"result""#) // the agent's final JSON line
+///             .file(".agent/status.json")        // or its status file
+///             .linger(Duration::from_secs(3)),
+///     )
+///     .build()?;
+/// assert_eq!(config.completion().linger(), Duration::from_secs(3));
+/// # Ok::<(), quietus::ConfigError>(())
 /// ```
 ///
 /// [`Outcome::Completed`]: crate::Outcome::Completed
 /// [`MonitorResult::completion`]: crate::MonitorResult::completion
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct CompletionConfig {
-    /// See [`get_output`](Self::get_output).
     pub(crate) output: Vec<String>,
-    /// See [`get_files`](Self::get_files).
     pub(crate) files: Vec<PathBuf>,
-    /// Called with every output line: `true` means the work is done (set with
-    /// [`on_line`](Self::on_line)).
+    /// Called with every output line: `true` means the work is done.
     pub(crate) on_line: Option<LineCallback>,
-    /// See [`get_linger`](Self::get_linger).
     pub(crate) linger: Duration,
 }
 
@@ -77,35 +77,81 @@ impl Default for CompletionConfig {
     }
 }
 
-impl CompletionConfig {
-    /// Adds an output pattern.
-    ///
-    /// Regular expressions ([`regex`](https://docs.rs/regex) syntax) matched against every
-    /// output line, without its line end, as bytes (Unicode-aware: bytes that are not UTF-8
-    /// match no character, so a line need not be valid UTF-8 to match elsewhere).
+/// Builds a [`CompletionConfig`]; each setter says its default.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[must_use]
+pub struct CompletionConfigBuilder(pub(crate) CompletionConfig);
+
+impl From<CompletionConfig> for CompletionConfigBuilder {
+    fn from(config: CompletionConfig) -> Self {
+        Self(config)
+    }
+}
+
+impl CompletionConfigBuilder {
+    /// Adds an output pattern: a regular expression ([`regex`](https://docs.rs/regex) syntax)
+    /// matched against every output line, without its line end, as bytes (Unicode-aware:
+    /// bytes that are not UTF-8 match no character, so a line need not be valid UTF-8 to match
+    /// elsewhere). None by default.
     pub fn output(mut self, regex: impl Into<String>) -> Self {
-        self.output.push(regex.into());
+        self.0.output.push(regex.into());
         self
     }
 
-    /// Adds a completion file.
+    /// Adds a file whose appearance, or change (size, modification time, identity) from what
+    /// it was at the start, means the work is done. A relative path is taken from the child's
+    /// working directory. Looked at every check interval, at most every second. None by
+    /// default.
     pub fn file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.files.push(path.into());
+        self.0.files.push(path.into());
         self
     }
 
-    /// Sets the line callback.
+    /// Sets the line callback, called with every output line: `true` means the work is done.
+    /// None by default.
     pub fn on_line(mut self, f: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
-        self.on_line = Some(LineCallback(Arc::new(f)));
+        self.0.on_line = Some(LineCallback(Arc::new(f)));
         self
     }
 
-    /// Sets the linger.
-    ///
-    /// How long the child may take to exit by itself once completion is seen. Default 5 s.
+    /// How long the child may take to exit by itself once completion is seen (at most an
+    /// hour). Default 5 s.
     pub fn linger(mut self, linger: Duration) -> Self {
-        self.linger = linger;
+        self.0.linger = linger;
         self
+    }
+
+    /// The configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::InvalidPattern`] for a pattern that does not compile or an empty path,
+    /// [`ConfigError::OutOfRange`] for a linger over an hour.
+    pub fn build(self) -> Result<CompletionConfig, ConfigError> {
+        self.0.validate()?;
+        Ok(self.0)
+    }
+}
+
+impl CompletionConfig {
+    /// A builder, from the defaults (nothing is completion).
+    pub fn builder() -> CompletionConfigBuilder {
+        CompletionConfigBuilder::default()
+    }
+
+    /// The output patterns ([`CompletionConfigBuilder::output`]).
+    pub fn output(&self) -> &[String] {
+        &self.output
+    }
+
+    /// The completion files ([`CompletionConfigBuilder::file`]).
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The linger ([`CompletionConfigBuilder::linger`]).
+    pub fn linger(&self) -> Duration {
+        self.linger
     }
 
     /// Whether output lines need to be looked at.
@@ -227,36 +273,15 @@ impl FileWatch {
     }
 }
 
-/// Reading back what the setters set (named as `std::process::Command`'s `get_*`, the setters
-/// holding the plain names).
-impl CompletionConfig {
-    /// The value set by [`output`](Self::output).
-    pub fn get_output(&self) -> &[String] {
-        &self.output
-    }
-
-    /// Files whose appearance, or change (size, modification time, identity) from what they
-    /// were at the start, means the work is done. Relative paths are taken from the child's
-    /// working directory. Looked at every check interval, at most every second.
-    pub fn get_files(&self) -> &[PathBuf] {
-        &self.files
-    }
-
-    /// The value set by [`linger`](Self::linger).
-    pub fn get_linger(&self) -> Duration {
-        self.linger
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn bad_pattern_names_the_field_and_pattern() {
-        let err = CompletionConfig::default()
+        let err = CompletionConfig::builder()
             .output("result(")
-            .validate()
+            .build()
             .unwrap_err()
             .to_string();
         assert!(err.contains("completion.output"), "{err}");

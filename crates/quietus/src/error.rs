@@ -267,8 +267,9 @@ impl fmt::Display for ProbeProblem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SpawnErrorKind {
-    /// An invalid setting: a [`MonitorConfig`](crate::MonitorConfig) that does not
-    /// [`validate`](crate::MonitorConfig::validate), or builder settings that do not go
+    /// An invalid setting: a [`MonitorConfigBuilder`](crate::config::MonitorConfigBuilder)
+    /// given to the session's builder that does not
+    /// [`build`](crate::config::MonitorConfigBuilder::build), or builder settings that do not go
     /// together ([`SessionBuilder::stdin`](crate::SessionBuilder::stdin) with
     /// [`pty`](crate::SessionBuilder::pty), a terminal with no row or column,
     /// [`Environment::seed`](crate::Environment::seed) without
@@ -575,6 +576,15 @@ impl From<SpawnError> for io::Error {
     /// its source are the `SpawnError`'s; `get_ref` and `downcast_ref` find it again).
     fn from(e: SpawnError) -> Self {
         io::Error::new(e.io_kind, e)
+    }
+}
+
+impl From<ConfigError> for io::Error {
+    /// An `io::Error` of kind `InvalidInput`, carrying the [`SpawnError`] the configuration
+    /// would have failed a spawn with: a builder's `build()?` in a function that returns
+    /// `io::Result`.
+    fn from(e: ConfigError) -> Self {
+        SpawnError::config(e).into()
     }
 }
 

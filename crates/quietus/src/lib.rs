@@ -44,7 +44,9 @@
 //!
 //! let mut command = Command::new("sh");
 //! command.args(["-c", "echo working; sleep 30"]);
-//! let config = MonitorConfig::default().idle_timeout(Duration::from_millis(300));
+//! let config = MonitorConfig::builder()
+//!     .idle_timeout(Duration::from_millis(300))
+//!     .build()?; // every value checked: a `ConfigError` names the one refused
 //! let session = Session::spawn(command, config)?;
 //! let result = session.wait();
 //! // Silent for 300 ms after its one line: ended, the way GNU `timeout` reports it.
@@ -71,7 +73,7 @@
 //! command.args(["-c", "echo started; exec sleep 30"]);
 //! let session = Session::builder(command)
 //!     .config(
-//!         MonitorConfig::default()
+//!         MonitorConfig::builder()
 //!             .idle_timeout(Duration::from_secs(60))
 //!             .kill_ladder(KillLadder::polite(Signal::INT, Duration::from_secs(2))),
 //!     )
@@ -134,7 +136,7 @@
 //!     let mut command = Command::new("sleep");
 //!     command.arg(seconds);
 //!     let builder = Session::builder(command)
-//!         .config(MonitorConfig::default().idle_timeout(Duration::from_secs(600)))
+//!         .config(MonitorConfig::builder().idle_timeout(Duration::from_secs(600)))
 //!         .environment(Environment::empty().inherit("PATH").home(home.path()));
 //!     registry.spawn(builder)?;
 //! }
@@ -156,7 +158,7 @@
 //!
 //! - Keep the output bounded, log it whole with its SHA-256, follow it live:
 //!   [`CaptureConfig`], [`Session::output`], [`Session::events`].
-//! - Done but hanging, busy but stuck: [`CompletionConfig`], [`MonitorConfig::solo_cap`],
+//! - Done but hanging, busy but stuck: [`CompletionConfig`], [`MonitorConfigBuilder::solo_cap`](crate::config::MonitorConfigBuilder::solo_cap),
 //!   [`Probe`].
 //! - A program that wants a terminal: [`SessionBuilder::pty`]; one that must not wait for an
 //!   answer: [`SessionBuilder::non_interactive`], [`MonitorConfig::input_wait_timeout`].
@@ -219,7 +221,6 @@ mod activity;
 mod capture;
 mod clock;
 mod completion;
-mod config;
 mod contract;
 mod environment;
 mod error;
@@ -266,6 +267,7 @@ struct DesignDoctests;
 #[doc = include_str!("../../../docs/serve.md")]
 struct ServeDoctests;
 
+pub mod config;
 pub mod diagnosis;
 pub mod retry;
 pub mod sources;

@@ -151,6 +151,18 @@ pub enum LogDirProblem {
         /// Its permission bits.
         mode: u32,
     },
+    /// A folder on the default folder's path (as the system resolves it) belongs to another
+    /// user than this one or root, or others can write to it without its sticky bit: that
+    /// user could swap the folders below it (a shared `HOME` whose `~/.cache` is someone
+    /// else's), so the logs would go where they choose.
+    UnsafePath {
+        /// The folder on the way.
+        folder: std::path::PathBuf,
+        /// Its owner's user id.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 impl fmt::Display for LogDirProblem {
@@ -170,6 +182,17 @@ impl fmt::Display for LogDirProblem {
             LogDirProblem::WritableByOthers { mode } => {
                 write!(f, "is writable by others (mode {mode:o}); {OWN}")
             }
+            LogDirProblem::UnsafePath {
+                folder,
+                owner,
+                mode,
+            } => write!(
+                f,
+                "the folder {} on its path belongs to user {owner} (mode {mode:o}): only this \
+                 user or root may own a folder on the way to the default log folder, and others \
+                 may write to it only when it is sticky",
+                folder.display()
+            ),
         }
     }
 }
@@ -318,7 +341,7 @@ pub struct StaleReport {
     /// The descendants at the fresh sample taken at the deadline (children source on).
     pub children: Option<ChildrenSample>,
     /// The sources that were still active but had kept the child alive alone past their solo
-    /// cap ([`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap)), so they no longer
+    /// cap ([`MonitorConfigBuilder::solo_cap`](crate::config::MonitorConfigBuilder::solo_cap)), so they no longer
     /// counted.
     pub capped: Vec<ActivitySource>,
     /// What the tree was doing when it was judged stale: one snapshot of its processes,
@@ -427,7 +450,7 @@ pub enum CompletionSeen {
         after: Duration,
     },
     /// The line callback accepted an output line
-    /// ([`CompletionConfig::on_line`](crate::CompletionConfig::on_line)).
+    /// ([`CompletionConfigBuilder::on_line`](crate::config::CompletionConfigBuilder::on_line)).
     Callback {
         /// The stream of the line.
         stream: crate::stream::Stream,
@@ -437,7 +460,7 @@ pub enum CompletionSeen {
         after: Duration,
     },
     /// A completion file appeared or changed
-    /// ([`CompletionConfig::file`](crate::CompletionConfig::file)).
+    /// ([`CompletionConfigBuilder::file`](crate::config::CompletionConfigBuilder::file)).
     File {
         /// The file.
         path: PathBuf,
@@ -774,9 +797,32 @@ pub struct Leftover {
     pub pid: Pid,
     /// Its name (`comm`).
     pub name: String,
-    /// Its command line, words joined by spaces (at most 200 characters), empty if unreadable
-    /// (a process that is exiting).
+    /// Its command line as a shell would read it back: words joined by spaces, a word with
+    /// spaces or other characters special to a shell in single quotes (`sh -c 'sleep 1000; :
+    /// tag'`); at most 200 characters, empty if unreadable (a process that is exiting).
     pub command: String,
+}
+
+/// The words of a command line (NUL-separated, as `/proc/PID/cmdline` holds them) as a shell
+/// would read them back: a word with a character a shell treats specially is put in single
+/// quotes (`sh -c 'sleep 1000; : tag'`), an empty word is `''`.
+fn shell_line(words: &[u8]) -> String {
+    if words.is_empty() {
+        return String::new();
+    }
+    words
+        .split(|b| *b == 0)
+        .map(|w| {
+            let word = String::from_utf8_lossy(w);
+            let plain = |c: char| c.is_alphanumeric() || "_@%+=:,./-".contains(c);
+            if !word.is_empty() && word.chars().all(plain) {
+                word.into_owned()
+            } else {
+                format!("'{}'", word.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// At most this many leftovers are named in a result.
@@ -818,12 +864,7 @@ impl Leftover {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        let command: String = words
-            .split(|b| *b == 0)
-            .filter(|w| !w.is_empty())
-            .map(|w| String::from_utf8_lossy(w).into_owned())
-            .collect::<Vec<_>>()
-            .join(" ")
+        let command: String = shell_line(words.strip_suffix(&[0]).unwrap_or(&words))
             .chars()
             .take(200)
             .collect();
@@ -886,6 +927,21 @@ impl MonitorResult {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_command_line_is_quoted_as_a_shell_reads_it_back() {
+        assert_eq!(shell_line(b"sleep\x001000"), "sleep 1000");
+        assert_eq!(
+            shell_line(b"sh\x00-c\x00sleep 1000; : tag"),
+            "sh -c 'sleep 1000; : tag'"
+        );
+        assert_eq!(shell_line(b"echo\x00\x00it's"), r"echo '' 'it'\''s'");
+        assert_eq!(
+            shell_line(b"a=b\x00/x/y.z\x00--k=v,w"),
+            "a=b /x/y.z --k=v,w"
+        );
+        assert_eq!(shell_line(b""), "");
+    }
+
     #[test]
     fn names_lists_every_outcome() {
         // A new outcome fails to compile here until it has its name's place, then fails until

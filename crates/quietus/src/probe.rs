@@ -1,4 +1,4 @@
-//! A probe, as a setting ([`MonitorConfig::probe`](crate::MonitorConfig::probe)): a named
+//! A probe, as a setting ([`MonitorConfigBuilder::probe`](crate::config::MonitorConfigBuilder::probe)): a named
 //! check the monitor asks at a stale decision. The asking (threads, time bounds) is the source's
 //! (`sources/probes.rs`); the setting is here, below the configuration that holds it.
 
@@ -27,9 +27,11 @@ use crate::error::{ConfigError, ProbeProblem};
 /// // The orchestrator knows a tool call is in flight in the agent's JSON stream.
 /// let tool_call_open = Arc::new(AtomicBool::new(false));
 /// let open = tool_call_open.clone();
-/// let config = MonitorConfig::default()
-///     .probe(Probe::new("tool_call", move || open.load(Ordering::Relaxed)));
-/// assert!(config.validate().is_ok());
+/// let config = MonitorConfig::builder()
+///     .probe(Probe::new("tool_call", move || open.load(Ordering::Relaxed)))
+///     .build()?;
+/// assert_eq!(config.probes()[0].name(), "tool_call");
+/// # Ok::<(), quietus::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Probe {

@@ -12,7 +12,7 @@ use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::CapturedOutput;
 use crate::clock::Clock;
-use crate::config::{KillLadder, MonitorConfig, validate_idle_timeout};
+use crate::config::{KillLadder, MonitorConfigBuilder, validate_idle_timeout};
 use crate::contract::{Control, ControlTx, SessionState, Shared};
 use crate::environment::Environment;
 use crate::error::{ConfigError, SpawnError};
@@ -28,7 +28,7 @@ pub struct SessionBuilder {
     command: Command,
     /// Whether `command` is a [`Program`]'s: no setting quietus cannot see.
     plain: bool,
-    config: MonitorConfig,
+    config: MonitorConfigBuilder,
     clock: Clock,
     stdout: OutputSink,
     stderr: OutputSink,
@@ -82,9 +82,10 @@ impl SessionBuilder {
         ("PIP_NO_INPUT", "1"),
     ];
 
-    /// The monitoring configuration (default: [`MonitorConfig::default`]).
-    pub fn config(mut self, config: MonitorConfig) -> Self {
-        self.config = config;
+    /// The monitoring configuration (default: [`MonitorConfig::default`](crate::MonitorConfig::default)): a built one, or
+    /// its builder, which [`spawn`](Self::spawn) builds.
+    pub fn config(mut self, config: impl Into<MonitorConfigBuilder>) -> Self {
+        self.config = config.into();
         self
     }
 
@@ -247,7 +248,7 @@ impl SessionBuilder {
     /// - [`Thread`](crate::SpawnErrorKind::Thread): a thread that cannot be started (a child
     ///   already started is then killed and reaped).
     pub fn spawn(mut self) -> Result<Session, SpawnError> {
-        self.config.validate().map_err(SpawnError::config)?;
+        let config = self.config.build().map_err(SpawnError::config)?;
         if self.pty.is_some() && matches!(self.stdin, Some(Stdin::Given(_) | Stdin::Inherit)) {
             return Err(SpawnError::config(ConfigError::StdinWithTerminal));
         }
@@ -287,7 +288,7 @@ impl SessionBuilder {
         let launched = monitor::launch(Launch {
             command: self.command,
             exec,
-            config: self.config,
+            config,
             clock: self.clock,
             stdout: self.stdout,
             stderr: self.stderr,
@@ -346,7 +347,7 @@ impl Session {
     /// sinks. See [`SessionBuilder::spawn`] for the errors.
     pub fn spawn(
         command: impl Into<Program>,
-        config: MonitorConfig,
+        config: impl Into<MonitorConfigBuilder>,
     ) -> Result<Session, SpawnError> {
         Session::builder(command).config(config).spawn()
     }
@@ -358,7 +359,7 @@ impl Session {
         SessionBuilder {
             command,
             plain,
-            config: MonitorConfig::default(),
+            config: MonitorConfigBuilder::default(),
             clock: Clock::system(),
             stdout: OutputSink::Discard,
             stderr: OutputSink::Discard,
@@ -489,6 +490,17 @@ impl Session {
     /// `NotConnected` when stdin is not piped or was closed; `BrokenPipe` when the child no
     /// longer reads it (it exited or closed it); `TimedOut` when the queue stayed full.
     pub fn write_stdin(&self, data: &[u8]) -> io::Result<()> {
+        self.write_stdin_timeout(data, STDIN_QUEUE_WAIT)
+    }
+
+    /// [`write_stdin`](Self::write_stdin), waiting at most `wait` (zero: not at all) for room
+    /// in the queue when the child does not read. A server answering many writes for a child
+    /// that stopped reading refuses the ones behind the first timeout at once this way.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_stdin`](Self::write_stdin); `TimedOut` when the queue stayed full for `wait`.
+    pub fn write_stdin_timeout(&self, data: &[u8], wait: Duration) -> io::Result<()> {
         let guard = self.shared.stdin.lock();
         let Some(tx) = guard.as_ref() else {
             return Err(io::Error::new(
@@ -498,11 +510,14 @@ impl Session {
         };
         let tx = tx.clone();
         drop(guard);
-        match tx.send_timeout(data.to_vec(), STDIN_QUEUE_WAIT) {
+        match tx.send_timeout(data.to_vec(), wait) {
             Ok(()) => Ok(()),
             Err(crossbeam_channel::SendTimeoutError::Timeout(_)) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the child is not reading its stdin (the queue stayed full for 5 s)",
+                format!(
+                    "the child is not reading its stdin (the queue stayed full for {})",
+                    crate::outcome::HumanDuration(wait)
+                ),
             )),
             Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,

@@ -11,53 +11,53 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Setting {
-    /// [`MonitorConfig::idle_timeout`](crate::MonitorConfig::idle_timeout).
+    /// [`MonitorConfigBuilder::idle_timeout`](crate::config::MonitorConfigBuilder::idle_timeout).
     IdleTimeout,
-    /// [`MonitorConfig::hard_timeout`](crate::MonitorConfig::hard_timeout).
+    /// [`MonitorConfigBuilder::hard_timeout`](crate::config::MonitorConfigBuilder::hard_timeout).
     HardTimeout,
-    /// [`MonitorConfig::input_wait_timeout`](crate::MonitorConfig::input_wait_timeout).
+    /// [`MonitorConfigBuilder::input_wait_timeout`](crate::config::MonitorConfigBuilder::input_wait_timeout).
     InputWaitTimeout,
-    /// [`MonitorConfig::input_wait_notice`](crate::MonitorConfig::input_wait_notice).
+    /// [`MonitorConfigBuilder::input_wait_notice`](crate::config::MonitorConfigBuilder::input_wait_notice).
     InputWaitNotice,
-    /// [`MonitorConfig::kill_ladder`](crate::MonitorConfig::kill_ladder) as a whole (its steps).
+    /// [`MonitorConfigBuilder::kill_ladder`](crate::config::MonitorConfigBuilder::kill_ladder) as a whole (its steps).
     KillLadder,
     /// The grace of a step of the [`KillLadder`](crate::KillLadder).
     KillLadderGrace,
-    /// [`MonitorConfig::check_interval`](crate::MonitorConfig::check_interval).
+    /// [`MonitorConfigBuilder::check_interval`](crate::config::MonitorConfigBuilder::check_interval).
     CheckInterval,
-    /// [`MonitorConfig::drain_cap`](crate::MonitorConfig::drain_cap).
+    /// [`MonitorConfigBuilder::drain_cap`](crate::config::MonitorConfigBuilder::drain_cap).
     DrainCap,
-    /// [`MonitorConfig::drain_quiet`](crate::MonitorConfig::drain_quiet).
+    /// [`MonitorConfigBuilder::drain_quiet`](crate::config::MonitorConfigBuilder::drain_quiet).
     DrainQuiet,
-    /// [`MonitorConfig::kill_confirm_timeout`](crate::MonitorConfig::kill_confirm_timeout).
+    /// [`MonitorConfigBuilder::kill_confirm_timeout`](crate::config::MonitorConfigBuilder::kill_confirm_timeout).
     KillConfirmTimeout,
-    /// [`FileWatchConfig::include`](crate::FileWatchConfig::include).
+    /// [`FileWatchConfigBuilder::include`](crate::config::FileWatchConfigBuilder::include).
     FilesInclude,
-    /// [`FileWatchConfig::exclude`](crate::FileWatchConfig::exclude).
+    /// [`FileWatchConfigBuilder::exclude`](crate::config::FileWatchConfigBuilder::exclude).
     FilesExclude,
-    /// [`FileWatchConfig::arm_delay`](crate::FileWatchConfig::arm_delay).
+    /// [`FileWatchConfigBuilder::arm_delay`](crate::config::FileWatchConfigBuilder::arm_delay).
     FilesArmDelay,
-    /// [`ChildWatchConfig::cpu_threshold`](crate::ChildWatchConfig::cpu_threshold).
+    /// [`ChildWatchConfigBuilder::cpu_threshold`](crate::config::ChildWatchConfigBuilder::cpu_threshold).
     ChildrenCpuThreshold,
-    /// [`CaptureConfig::cap_per_stream`](crate::CaptureConfig::cap_per_stream).
+    /// [`CaptureConfigBuilder::cap_per_stream`](crate::config::CaptureConfigBuilder::cap_per_stream).
     CaptureCapPerStream,
-    /// [`EventConfig::throttle`](crate::EventConfig::throttle).
+    /// [`EventConfigBuilder::throttle`](crate::config::EventConfigBuilder::throttle).
     EventsThrottle,
-    /// [`EventConfig::chunk_cap`](crate::EventConfig::chunk_cap).
+    /// [`EventConfigBuilder::chunk_cap`](crate::config::EventConfigBuilder::chunk_cap).
     EventsChunkCap,
-    /// [`EventConfig::capacity`](crate::EventConfig::capacity).
+    /// [`EventConfigBuilder::capacity`](crate::config::EventConfigBuilder::capacity).
     EventsCapacity,
-    /// [`EventConfig::idle_warning`](crate::EventConfig::idle_warning).
+    /// [`EventConfigBuilder::idle_warning`](crate::config::EventConfigBuilder::idle_warning).
     EventsIdleWarning,
-    /// [`MonitorConfig::solo_cap`](crate::MonitorConfig::solo_cap).
+    /// [`MonitorConfigBuilder::solo_cap`](crate::config::MonitorConfigBuilder::solo_cap).
     SoloCap,
-    /// [`MonitorConfig::probe`](crate::MonitorConfig::probe): the probes.
+    /// [`MonitorConfigBuilder::probe`](crate::config::MonitorConfigBuilder::probe): the probes.
     Probes,
-    /// [`CompletionConfig::output`](crate::CompletionConfig::output).
+    /// [`CompletionConfigBuilder::output`](crate::config::CompletionConfigBuilder::output).
     CompletionOutput,
-    /// [`CompletionConfig::file`](crate::CompletionConfig::file).
+    /// [`CompletionConfigBuilder::file`](crate::config::CompletionConfigBuilder::file).
     CompletionFiles,
-    /// [`CompletionConfig::linger`](crate::CompletionConfig::linger).
+    /// [`CompletionConfigBuilder::linger`](crate::config::CompletionConfigBuilder::linger).
     CompletionLinger,
     /// The terminal's size ([`SessionBuilder::pty`](crate::SessionBuilder::pty)).
     PtySize,

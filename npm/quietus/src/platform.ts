@@ -93,28 +93,77 @@ function addCommand(spec: string): string {
   return `npm install ${spec}`;
 }
 
-/**
- * The package-lock.json of the project this package is installed in (node_modules/quietus →
- * the project), when it lists quietus but not `name`: the lock file npm/cli#4828 leaves behind.
- */
-export function lockWithout(name: string, packageDir: string = path.dirname(__dirname)): string | null {
-  const lock = path.join(packageDir, "..", "..", "package-lock.json");
+/** The package-lock.json of the project this package is installed in (node_modules/quietus →
+ * the project), parsed, with its path; null when there is none. */
+function projectLock(packageDir: string): { file: string; packages: Record<string, unknown> } | null {
+  const file = path.resolve(packageDir, "..", "..", "package-lock.json");
   try {
-    const parsed = JSON.parse(fs.readFileSync(lock, "utf8")) as { packages?: Record<string, unknown> };
-    const packages = parsed.packages ?? {};
-    if (!Object.hasOwn(packages, "node_modules/quietus")) return null;
-    return Object.hasOwn(packages, `node_modules/${name}`) ? null : path.resolve(lock);
+    const parsed = JSON.parse(fs.readFileSync(file, "utf8")) as { packages?: Record<string, unknown> };
+    return { file, packages: parsed.packages ?? {} };
   } catch {
     return null;
   }
 }
 
-/** The message for a missing platform package: why, and how to repair it. */
-export function missingPackageMessage(platform: Platform, libc?: string, lock: string | null = lockWithout(packageName(platform))): string {
+/**
+ * The package-lock.json of the project this package is installed in (node_modules/quietus →
+ * the project), when it lists quietus but not `name`: the lock file npm/cli#4828 leaves behind.
+ */
+export function lockWithout(name: string, packageDir: string = path.dirname(__dirname)): string | null {
+  const lock = projectLock(packageDir);
+  if (!lock || !Object.hasOwn(lock.packages, "node_modules/quietus")) return null;
+  return Object.hasOwn(lock.packages, `node_modules/${name}`) ? null : lock.file;
+}
+
+/**
+ * Where quietus was installed from when that was a file (a tarball made by npm/build.mjs, or a
+ * folder), not the registry: the path the project's package-lock.json records (`file:…`,
+ * relative to the project), made absolute; null otherwise.
+ */
+export function installedFromFile(packageDir: string = path.dirname(__dirname)): string | null {
+  const lock = projectLock(packageDir);
+  const entry = lock?.packages["node_modules/quietus"] as { resolved?: unknown } | undefined;
+  const resolved = typeof entry?.resolved === "string" ? entry.resolved : "";
+  if (!lock || !resolved.startsWith("file:")) return null;
+  return path.resolve(path.dirname(lock.file), resolved.slice("file:".length));
+}
+
+/** The tarball `npm pack` makes of a platform's package: `quietus-linux-x64-gnu-0.2.0.tgz`. */
+function tarballName(platform: Platform, v: string): string {
+  return `${packageName(platform).replace(/^@/, "").replace("/", "-")}-${v}.tgz`;
+}
+
+const BINARY_PATH_HINT = `or set ${BINARY_PATH_VARIABLE} to the path of a quietus binary (a release's, or target/release/quietus of cargo build --release -p quietus-cli).`;
+
+/** The message for a missing platform package: why, and how to repair it. `from`: the file
+ * quietus was installed from, when it was not the registry ({@link installedFromFile}). */
+export function missingPackageMessage(
+  platform: Platform,
+  libc?: string,
+  lock: string | null = lockWithout(packageName(platform)),
+  from: string | null = installedFromFile(),
+): string {
   const name = packageName(platform);
   const v = version();
+  const first = `quietus: the quietus binary for this machine (${describe(platform.os, platform.cpu, libc ?? platform.libc)}) comes in the package ${name}, which is not installed.`;
+  if (from) {
+    // Installed from a tarball or a folder: npm looked for the platform package in the
+    // registry (an optional dependency is skipped when it cannot be had), or was told to omit
+    // it. Its tarball is made beside quietus's, by the same build.
+    const tarball = path.join(path.dirname(from), tarballName(platform, v));
+    return [
+      first,
+      `quietus was installed from ${from}, not from the npm registry, so its platform package must be installed the same way:`,
+      `npm looks for ${name}@${v} in the registry and skips an optional dependency it cannot get there (and omits it with --omit=optional).`,
+      fs.existsSync(tarball)
+        ? `To repair it, install the platform package's tarball made with it:`
+        : `To repair it, install the platform package's tarball made with it (npm/build.mjs writes ${tarballName(platform, v)} beside ${path.basename(from)}):`,
+      `    ${addCommand(tarball)}`,
+      BINARY_PATH_HINT,
+    ].join("\n");
+  }
   const lines = [
-    `quietus: the quietus binary for this machine (${describe(platform.os, platform.cpu, libc ?? platform.libc)}) comes in the package ${name}, which is not installed.`,
+    first,
     `npm installs it as an optional dependency of quietus, and leaves it out when optional dependencies are omitted`,
     `(--omit=optional, --no-optional, npm_config_omit=optional) or when package-lock.json was written on another platform:`,
     `npm drops the optional dependencies of the other platforms from the lock file (npm/cli#4828, openai/codex#13555).`,
@@ -125,7 +174,7 @@ export function missingPackageMessage(platform: Platform, libc?: string, lock: s
     `    rm -rf node_modules package-lock.json && npm install`,
     `or add this platform's package yourself:`,
     `    ${addCommand(`${name}@${v}`)}`,
-    `or set ${BINARY_PATH_VARIABLE} to the path of a quietus binary (a release's, or target/release/quietus of cargo build --release -p quietus-cli).`,
+    BINARY_PATH_HINT,
   );
   return lines.join("\n");
 }

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 
 const require = createRequire(import.meta.url);
-const { PLATFORMS, candidates, findBinary, packageName, missingPackageMessage, lockWithout } = require("../dist/platform.js");
+const { PLATFORMS, candidates, findBinary, packageName, missingPackageMessage, lockWithout, installedFromFile } = require("../dist/platform.js");
 const { QuietusNotFound } = require("../dist/errors.js");
 const pkg = require("../package.json");
 
@@ -38,7 +38,7 @@ test("a missing platform package: why, and how to repair it, in the package mana
   try {
     process.env.npm_config_user_agent = "pnpm/9.0.0 npm/? node/v20";
     const platform = PLATFORMS.find((p) => p.key === "linux-arm64-gnu");
-    const message = missingPackageMessage(platform, undefined, null);
+    const message = missingPackageMessage(platform, undefined, null, null);
     assert.match(message, /^quietus: the quietus binary for this machine \(linux arm64 with glibc\) comes in the package @quietus\/linux-arm64-gnu, which is not installed\.\n/);
     assert.match(message, /\n {4}pnpm add @quietus\/linux-arm64-gnu@\d+\.\d+\.\d+\n/);
   } finally {
@@ -100,8 +100,35 @@ test("a lock file that lists quietus but not the platform package is named", () 
     assert.equal(lockWithout("@quietus/linux-x64-gnu", packageDir), null);
     write({ "": {} }); // not this project's lock file
     assert.equal(lockWithout("@quietus/linux-x64-gnu", packageDir), null);
-    const message = missingPackageMessage(PLATFORMS[0], undefined, "/p/package-lock.json");
+    const message = missingPackageMessage(PLATFORMS[0], undefined, "/p/package-lock.json", null);
     assert.match(message, /\nHere \/p\/package-lock\.json does not list @quietus\/linux-x64-gnu\.\nTo repair it, install again with optional dependencies and a fresh lock file \(and commit the new lock file\):\n/);
+  } finally {
+    fs.rmSync(project, { recursive: true, force: true });
+  }
+});
+
+test("quietus installed from a tarball: the platform package's tarball is named, not the registry nor the lock file", () => {
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), "quietus-from-file-"));
+  try {
+    const packageDir = path.join(project, "node_modules", "quietus");
+    fs.mkdirSync(packageDir, { recursive: true });
+    const write = (packages) => fs.writeFileSync(path.join(project, "package-lock.json"), JSON.stringify({ lockfileVersion: 3, packages }));
+    write({ "": {}, "node_modules/quietus": { version: "0.2.0", resolved: "https://registry.npmjs.org/quietus/-/quietus-0.2.0.tgz" } });
+    assert.equal(installedFromFile(packageDir), null); // from the registry
+    write({ "": {}, "node_modules/quietus": { version: "0.2.0", resolved: "file:../packs/quietus-0.2.0.tgz" } });
+    const from = path.join(path.dirname(project), "packs", "quietus-0.2.0.tgz");
+    assert.equal(installedFromFile(packageDir), from);
+    const platform = PLATFORMS.find((p) => p.key === "linux-x64-gnu");
+    const message = missingPackageMessage(platform, undefined, path.join(project, "package-lock.json"), from);
+    const v = pkg.version;
+    const tarball = path.join(path.dirname(from), `quietus-linux-x64-gnu-${v}.tgz`);
+    assert.match(message, /^quietus: the quietus binary for this machine \(linux x64 with glibc\) comes in the package @quietus\/linux-x64-gnu, which is not installed\.\n/);
+    assert.ok(message.includes(`quietus was installed from ${from}, not from the npm registry`), message);
+    assert.ok(message.includes(`\n    npm install ${tarball}\n`), message);
+    assert.ok(message.includes(`npm/build.mjs writes quietus-linux-x64-gnu-${v}.tgz beside quietus-0.2.0.tgz`), message);
+    // Neither the lock file's fault nor an install from the registry.
+    assert.ok(!message.includes("package-lock.json"), message);
+    assert.ok(!message.includes(`@quietus/linux-x64-gnu@${v}\n`), message);
   } finally {
     fs.rmSync(project, { recursive: true, force: true });
   }

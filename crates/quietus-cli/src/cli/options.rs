@@ -15,7 +15,8 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 
-use crate::settings::{SettingValue, Surface};
+use crate::settings::{Draft, SettingValue, Surface};
+use quietus::config::CompletionConfigBuilder;
 use quietus::{
     ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
     FileWatchConfig, KillLadder, MonitorConfig, Setting, Signal,
@@ -34,10 +35,12 @@ const ABOUT: &str = "Run PROGRAM and end its whole process tree only when it has
 
 const LONG_ABOUT: &str = "\
 Run PROGRAM and end its whole process tree only when it has truly stalled: no output on stdout
-or stderr, no file activity under the watched folders (default .agent), and no CPU progress in
-its descendants, all for longer than the idle timeout. A hard timeout ends it even while active.
-Then quietus sends the first signal of the ladder (TERM) to the program's process group,
-waits the grace period, and sends KILL to what is left.
+or stderr, no file activity under the watched folders (default .agent), no CPU progress in its
+descendants, and no bytes moving on its TCP sockets, all for longer than the idle timeout. A hard
+timeout ends it even while active. Then quietus sends the first signal of the ladder (TERM) to
+the whole tree (a cgroup of its own where one can be made, else the program's process group and
+the descendants seen leaving it: --containment), waits the grace period, and sends KILL to what
+is left.
 
 The program's stdout and stderr pass through unchanged, byte for byte; its stdin is inherited.
 When quietus ends the program it prints one line on stderr saying why.";
@@ -47,7 +50,8 @@ Every option can also be set with QUIETUS_<OPTION>, e.g. QUIETUS_IDLE_TIMEOUT=10
 command line wins. Exit status: the program's own; 124 after an idle or hard timeout; 128+N when
 it died of signal N; 125 for quietus's own failures; 126 not executable; 127 not found; 1
 when the program succeeded but writing its output through failed.
-`quietus --help` says more; `quietus serve --help`: the process service (JSON-RPC).
+`quietus --help` says more; `quietus serve --help`: the process service (JSON-RPC);
+`quietus mcp --help`: the MCP server that gives an agent supervised shell commands.
 
 Example:
   quietus -i 10m -t 2h -- codex exec \"fix the failing tests\"";
@@ -65,7 +69,7 @@ ENVIRONMENT
 
 EXIT STATUS
   N       the program's own exit code, when it exited by itself
-  124     quietus ended it: idle timeout or hard timeout (as GNU timeout)
+  124     quietus ended it: idle, hard or input-wait timeout (as GNU timeout)
   0       the work was done (--done-when-output, --done-when-file) and quietus ended the
           program after the linger
   128+N   it died of signal N that quietus did not send
@@ -79,7 +83,7 @@ EXIT STATUS
           error on quietus's stdout or stderr; a broken pipe is passed on to the program
           instead); no other status is replaced
   When quietus itself receives HUP, INT, QUIT, TERM, USR1, USR2, ALRM, STKFLT, XCPU,
-  VTALRM, PROF, IO or PWR, it passes that signal on to the program's process group (then KILL
+  VTALRM, PROF, IO or PWR, it passes that signal on to the program's whole tree (then KILL
   after the grace; a second INT kills at once). It then exits as the program did: with its exit
   code, or, when the program died of a signal, by the signal quietus received, so that a
   shell loop stops on Ctrl-C (as process 1, where that is not possible, it exits with 128+N).
@@ -93,18 +97,24 @@ THE PROCESS SERVICE
   object per line (`quietus serve --help`; the protocol is in docs/serve.md). To run a program
   named serve, write `quietus -- serve`.
 
+THE MCP SERVER
+  `quietus mcp` is a Model Context Protocol server on stdio: it gives an agent the tools
+  exec_command, write_stdin, exec_control and list_exec_sessions, each shell command supervised
+  as above (`quietus mcp --help`; docs/mcp.md). To run a program named mcp, write
+  `quietus -- mcp`.
+
 CONTAINERS
   As the container's first process (pid 1) quietus forwards signals and reaps the orphaned
   processes that the kernel hands to it. It does the same when it is a child subreaper.
 
 EXAMPLES
-  An agent step that is ended after 10 minutes without output, file activity in .agent or
-  busy descendants, and after 2 hours at most:
+  An agent step that is ended after 10 minutes without output, file activity in .agent, busy
+  descendants or network traffic, and after 2 hours at most:
     quietus -i 10m -t 2h -- codex exec \"continue the plan in .agent/PLAN.md\"
   Watch two folders, ignore a cache, write a JSON report:
     quietus -w .agent -w notes --exclude 'cache/**' --report run.json -- claude -p \"go on\"
   Only output counts (a plain silence timeout):
-    quietus --no-watch --no-children -i 30s -- ./flaky-test.sh";
+    quietus --no-watch --no-children --no-network -i 30s -- ./flaky-test.sh";
 
 /// The command line as clap sees it.
 #[derive(Debug, Parser)]
@@ -120,7 +130,7 @@ EXAMPLES
     next_display_order = 100
 )]
 pub(crate) struct Cli {
-    /// The first signal of the ladder, sent to the program's whole process group.
+    /// The first signal of the ladder, sent to the program's whole tree.
     ///
     /// A name with or without SIG, or a number: TERM, INT, HUP, 15, SIGUSR1.
     /// KILL skips the ladder: KILL at once.
@@ -318,7 +328,7 @@ pub(crate) struct Cli {
     /// cannot be used. The report lists the logs with their SHA-256. A folder named here that
     /// cannot be used stops quietus before the program starts (125). quietus's logs
     /// older than 7 days, then the oldest past 256 MiB in all, are deleted from the folder.
-    /// Example: --log-dir /var/log/agents
+    /// Example: --log-dir ~/agent-logs
     #[arg(
         long,
         value_name = "DIR",
@@ -620,26 +630,37 @@ impl Options {
         let cli = &self.cli;
         // The watches are armed 50 ms in (at most a tenth of the idle timeout): a program that
         // is done by then costs no watch, and what it wrote before is found by its times.
-        let mut files = FileWatchConfig::default().arm_delay(COMMAND_ARM_DELAY);
+        let mut files = FileWatchConfig::builder().arm_delay(COMMAND_ARM_DELAY);
         if !cli.watch.is_empty() {
             files = files.roots(cli.watch.iter().cloned());
         }
         for glob in &cli.exclude {
             files = files.exclude(glob.clone());
         }
-        let config = MonitorConfig::default()
+        // Nothing quietus writes counts as the program's activity, wherever it is.
+        for own in [&cli.events, &cli.report].into_iter().flatten() {
+            if own.as_os_str() != "-" {
+                files = files.own_file(own.clone());
+            }
+        }
+        let config = MonitorConfig::builder()
             .kill_ladder(KillLadder::polite(cli.signal, self.grace()))
             .containment(cli.containment)
             .files(files)
             // One session per quietus process: the subreaper mode costs nothing here and
             // catches daemons that double-fork away between two samples.
-            .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
-            .completion(self.completion());
+            .children(ChildWatchConfig::builder().subreaper(cfg!(target_os = "linux")));
+        let mut draft = Draft::new(config, cli.signal);
+        draft.completion = self.completion();
         // The settings table's options, each applied by its own entry.
-        let config = self
+        let Draft {
+            config,
+            signal,
+            completion,
+        } = self
             .settings
             .iter()
-            .fold(config, |config, (def, value)| (def.apply)(config, *value));
+            .fold(draft, |draft, (def, value)| (def.apply)(draft, *value));
         let config = cli
             .probe
             .iter()
@@ -650,18 +671,23 @@ impl Options {
         // Every byte passes through already: a second copy on disk only when asked for, by
         // naming a folder or by asking for a report (whose `log` entries list the logs).
         let config = match (&cli.log_dir, &cli.report) {
-            (Some(dir), _) => config.capture(CaptureConfig::default().log_dir(dir)),
+            (Some(dir), _) => config.capture(CaptureConfig::builder().log_dir(dir)),
             (None, Some(_)) => config,
-            (None, None) => config.capture(CaptureConfig::default().spill(false)),
+            (None, None) => config.capture(CaptureConfig::builder().spill(false)),
         };
-        config.validate().map_err(|e| self.option_error(&e))?;
-        Ok(config)
+        Draft {
+            config,
+            signal,
+            completion,
+        }
+        .build()
+        .map_err(|e| self.option_error(&e))
     }
 
     /// How completion is recognised.
-    fn completion(&self) -> CompletionConfig {
+    fn completion(&self) -> CompletionConfigBuilder {
         let cli = &self.cli;
-        let mut completion = CompletionConfig::default();
+        let mut completion = CompletionConfig::builder();
         for regex in &cli.done_when_output {
             completion = completion.output(regex.clone());
         }
@@ -854,7 +880,12 @@ impl ConcatOs for Vec<PathBuf> {
     }
 }
 
-/// Parses `1500ms`, `30s`, `5m`, `2h`, `1h30m`, `1.5s`, `1d`; a bare number is seconds.
+/// Parses a duration in quietus's one grammar (docs/cli.md, "Durations"), the same on every
+/// surface: a bare number is seconds (`7`, `1.5`); otherwise one or more `NUMBER UNIT` parts,
+/// the units `d`, `h`, `m`, `s`, `ms`, each at most once and from the largest down (`1h30m`,
+/// `1s500ms`; not `1s1m` or `1m1m`); a number is digits with at most one point. The total is a
+/// whole number of milliseconds (`1.5ms`, `0.0001s` are finer than quietus counts), and one
+/// too large to hold is out of range, not "not a duration".
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let bad = || {
@@ -867,48 +898,100 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
             ""
         };
         format!(
-            "{text:?} is not a duration: {negative}use a number with a unit, like 1500ms, 30s, \
-             5m, 1h30m"
+            "{text:?} is not a duration: {negative}use a number with a unit (d, h, m, s, ms, \
+             from the largest down), like 1500ms, 30s, 5m, 1h30m"
         )
     };
-    if t.is_empty() {
-        return Err(bad());
-    }
-    // A bare number is digits with at most one point: not `1e3`, `inf` or `+5`, which `f64`
-    // would take.
-    let plain = t.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && t.matches('.').count() <= 1
-        && t.contains(|c: char| c.is_ascii_digit());
-    if plain {
-        let secs = t.parse::<f64>().map_err(|_| bad())?;
-        return Duration::try_from_secs_f64(secs).map_err(|_| bad());
-    }
-    let mut total = Duration::ZERO;
+    let is_number =
+        |n: &str| n.contains(|c: char| c.is_ascii_digit()) && n.matches('.').count() <= 1;
+    // The parts: (number, unit); a bare number is seconds.
+    let mut parts = Vec::new();
     let mut rest = t;
     while !rest.is_empty() {
         let split = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
+            .unwrap_or(rest.len());
         let (number, tail) = rest.split_at(split);
-        let number: f64 = number.parse().map_err(|_| bad())?;
         let unit_len = tail
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86400.0,
-            _ => return Err(bad()),
-        };
-        total = total
-            .checked_add(Duration::try_from_secs_f64(number * scale).map_err(|_| bad())?)
-            .ok_or_else(bad)?;
+        if !is_number(number) || (unit.is_empty() && !parts.is_empty()) {
+            return Err(bad());
+        }
+        parts.push((number, unit));
         rest = tail;
     }
-    Ok(total)
+    let finer = || {
+        format!(
+            "{text:?} is finer than a millisecond: durations are whole milliseconds (1ms, \
+             1500ms, 1.5s)"
+        )
+    };
+    let too_long =
+        || format!("{text:?} is out of range: longer than any duration quietus can hold");
+    if parts.is_empty() {
+        return Err(bad());
+    }
+    // Exact arithmetic in nanoseconds (u128): `0.1s` is 100ms, never 99.999….
+    let mut total_ns: u128 = 0;
+    let mut previous = u128::MAX;
+    for (number, unit) in &parts {
+        let scale_ns: u128 = match *unit {
+            "" if parts.len() == 1 => 1_000_000_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "d" => 86_400_000_000_000,
+            _ => return Err(bad()),
+        };
+        if scale_ns >= previous {
+            return Err(bad());
+        }
+        previous = scale_ns;
+        let part = match part_ns(number, scale_ns) {
+            Ok(ns) => ns,
+            Err(PartError::TooLong) => return Err(too_long()),
+            Err(PartError::Finer) => return Err(finer()),
+        };
+        total_ns = total_ns.checked_add(part).ok_or_else(too_long)?;
+    }
+    if !total_ns.is_multiple_of(1_000_000) {
+        return Err(finer());
+    }
+    u64::try_from(total_ns / 1_000_000)
+        .map(Duration::from_millis)
+        .map_err(|_| too_long())
+}
+
+/// Why one part of a duration is refused.
+enum PartError {
+    /// More than a `u128` of nanoseconds holds.
+    TooLong,
+    /// Not a whole number of nanoseconds.
+    Finer,
+}
+
+/// `number` (digits with at most one point) times `scale_ns`, exactly, in nanoseconds.
+fn part_ns(number: &str, scale_ns: u128) -> Result<u128, PartError> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let mut value: u128 = 0;
+    for d in whole.bytes().chain(fraction.bytes()) {
+        value = value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u128::from(d - b'0')))
+            .ok_or(PartError::TooLong)?;
+    }
+    let scaled = value.checked_mul(scale_ns).ok_or(PartError::TooLong)?;
+    let divisor = u32::try_from(fraction.len())
+        .ok()
+        .and_then(|n| 10u128.checked_pow(n))
+        .ok_or(PartError::Finer)?;
+    if !scaled.is_multiple_of(divisor) {
+        return Err(PartError::Finer);
+    }
+    Ok(scaled / divisor)
 }
 
 /// A duration, or `none` (off).
@@ -1060,6 +1143,65 @@ mod tests {
         assert!(!parse_duration("-v").unwrap_err().contains("negative"));
     }
 
+    /// One grammar (issue 51, point 7): units from the largest down, each once; whole
+    /// milliseconds; a number too large is out of range, not "not a duration".
+    #[test]
+    fn the_one_grammar_of_durations() {
+        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_duration("1d2h3m4s5ms"),
+            Ok(Duration::from_millis(93_784_005))
+        );
+        assert_eq!(parse_duration("0.1s"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_duration("0.001"), Ok(Duration::from_millis(1)));
+        for out_of_order in ["1s1m", "1m1m", "1ms1s", "5ms5ms", "1h1d"] {
+            let e = parse_duration(out_of_order).unwrap_err();
+            assert!(e.contains("is not a duration"), "{out_of_order}: {e}");
+            assert!(e.contains("largest down"), "{out_of_order}: {e}");
+        }
+        for finer in ["1.5ms", "0.0001s", "0.0005"] {
+            let e = parse_duration(finer).unwrap_err();
+            assert!(e.contains("finer than a millisecond"), "{finer}: {e}");
+        }
+        for unit in ["500us", "5ns", "1w", "1.2.3s", "1s.", "."] {
+            let e = parse_duration(unit).unwrap_err();
+            assert!(e.contains("is not a duration"), "{unit}: {e}");
+        }
+        for huge in [
+            "99999999999999999999d",
+            "999999999999999999999999999999999999999999s",
+        ] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("is out of range"), "{huge}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Every whole-millisecond duration reads back from the words quietus shows it in.
+        #[test]
+        fn every_duration_shown_reads_back(ms in 0u64..(400 * 86_400_000)) {
+            let d = Duration::from_millis(ms);
+            proptest::prop_assert_eq!(parse_duration(&exact_duration(d)), Ok(d));
+        }
+
+        /// Whatever the text, the parser answers (never panics); what it accepts is whole
+        /// milliseconds, and its parts' units run from the largest down.
+        #[test]
+        fn any_text_is_answered(text in "[0-9.]{0,6}(d|h|m|s|ms|us|x)?([0-9.]{0,4}(d|h|m|s|ms))?") {
+            if let Ok(d) = parse_duration(&text) {
+                proptest::prop_assert_eq!(d.subsec_nanos() % 1_000_000, 0);
+                let units: Vec<&str> = text
+                    .split(|c: char| c.is_ascii_digit() || c == '.')
+                    .filter(|u| !u.is_empty())
+                    .collect();
+                let rank = |u: &str| ["d", "h", "m", "s", "ms"].iter().position(|x| *x == u);
+                let ranks: Vec<_> = units.iter().map(|u| rank(u)).collect();
+                proptest::prop_assert!(ranks.iter().all(Option::is_some), "{text}");
+                proptest::prop_assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{text}");
+            }
+        }
+    }
+
     #[test]
     fn limits_read_like_durations() {
         assert_eq!(round_duration(Duration::from_secs(7 * 86400)), "7d");
@@ -1199,10 +1341,12 @@ mod tests {
         {
             // The library defaults, but for the subreaper mode the command turns on (Linux)
             // and the log spill it leaves off (no --log-dir, no --report).
-            let expected = MonitorConfig::default()
-                .files(FileWatchConfig::default().arm_delay(COMMAND_ARM_DELAY))
-                .children(ChildWatchConfig::default().subreaper(cfg!(target_os = "linux")))
-                .capture(CaptureConfig::default().spill(false));
+            let expected = MonitorConfig::builder()
+                .files(FileWatchConfig::builder().arm_delay(COMMAND_ARM_DELAY))
+                .children(ChildWatchConfig::builder().subreaper(cfg!(target_os = "linux")))
+                .capture(CaptureConfig::builder().spill(false))
+                .build()
+                .unwrap();
             assert_eq!(options.config().unwrap(), expected);
             assert_eq!(options.log_level(), log::LevelFilter::Warn);
             assert!(options.summary_wanted());
@@ -1239,39 +1383,23 @@ mod tests {
         ])
         .unwrap();
         let config = options.config().unwrap();
-        assert_eq!(config.get_idle_timeout(), Duration::from_secs(2));
-        assert_eq!(config.get_hard_timeout(), Some(Duration::from_secs(60)));
+        assert_eq!(config.idle_timeout(), Duration::from_secs(2));
+        assert_eq!(config.hard_timeout(), Some(Duration::from_secs(60)));
         assert_eq!(
-            *config.get_kill_ladder(),
+            *config.kill_ladder(),
             KillLadder::polite(Signal::INT, Duration::from_millis(300))
         );
-        assert_eq!(
-            config.get_files().get_roots(),
-            [PathBuf::from("a"), "b".into()]
-        );
-        assert!(
-            config
-                .get_files()
-                .get_exclude()
-                .contains(&"*.log".to_owned())
-        );
-        assert!(
-            config
-                .get_files()
-                .get_exclude()
-                .contains(&"*.tmp".to_owned())
-        );
+        assert_eq!(config.files().roots(), [PathBuf::from("a"), "b".into()]);
+        assert!(config.files().exclude().contains(&"*.log".to_owned()));
+        assert!(config.files().exclude().contains(&"*.tmp".to_owned()));
         assert!(
             config.watches(&ActivitySource::Files)
                 && config.watches(&ActivitySource::Output)
                 && !config.watches(&ActivitySource::Children)
                 && !config.watches(&ActivitySource::Network)
         );
-        assert_eq!(
-            config.get_check_interval(),
-            Some(Duration::from_millis(250))
-        );
-        assert!(config.get_keep_leftovers());
+        assert_eq!(config.check_interval(), Some(Duration::from_millis(250)));
+        assert!(config.keep_leftovers());
         assert_eq!(options.log_level(), log::LevelFilter::Debug);
         assert_eq!(
             options.cli.command,

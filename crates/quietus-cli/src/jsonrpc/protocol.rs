@@ -54,10 +54,44 @@ impl RpcError {
     pub(crate) fn unknown_process(process_id: &str) -> Self {
         Self {
             code: UNKNOWN_PROCESS,
-            message: format!("unknown_process: no process has processId {process_id:?}"),
+            message: format!(
+                "unknown_process: no process has processId {}",
+                quote_str(process_id)
+            ),
             data: Some(json!({"status": "unknown_process"})),
         }
     }
+}
+
+/// At most this many bytes of what a client sent are quoted in an error message.
+pub(crate) const QUOTE_MAX: usize = 64;
+
+/// What a client sent, as an error message quotes it: its JSON text (a string in quotes), cut
+/// to [`QUOTE_MAX`] bytes with the whole length said when longer — so an error line never
+/// echoes a 10 MiB method name or value back.
+pub(crate) fn quote(value: &Value) -> String {
+    match value {
+        Value::String(text) => quote_str(text),
+        other => shortened(&other.to_string(), |head| head.to_owned()),
+    }
+}
+
+/// [`quote`] of a string a client sent (a method, a key, a process id).
+pub(crate) fn quote_str(text: &str) -> String {
+    shortened(text, |head| format!("{head:?}"))
+}
+
+/// `show(text)` when `text` is short, else `show` of its first [`QUOTE_MAX`] bytes (cut at a
+/// character) followed by the whole length.
+fn shortened(text: &str, show: impl Fn(&str) -> String) -> String {
+    if text.len() <= QUOTE_MAX {
+        return show(text);
+    }
+    let cut = (0..=QUOTE_MAX)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}… ({} bytes in all)", show(&text[..cut]), text.len())
 }
 
 /// A message from the client.
@@ -159,7 +193,8 @@ impl<'a> Params<'a> {
             return Err(RpcError::new(
                 INVALID_PARAMS,
                 format!(
-                    "invalid params: unknown field {unknown:?}; this method accepts {}",
+                    "invalid params: unknown field {}; this method accepts {}",
+                    quote_str(unknown),
                     known.join(", ")
                 ),
             ));
@@ -189,7 +224,10 @@ impl<'a> Params<'a> {
             Value::String(s) if !s.is_empty() && s.len() <= 256 => Ok(s),
             other => Err(RpcError::param(
                 "processId",
-                format!("{other} is not a process id; it accepts a string of 1 to 256 bytes"),
+                format!(
+                    "{} is not a process id; it accepts a string of 1 to 256 bytes",
+                    quote(other)
+                ),
             )),
         }
     }
@@ -201,7 +239,7 @@ impl<'a> Params<'a> {
             Some(Value::String(s)) => Ok(Some(s)),
             Some(other) => Err(RpcError::param(
                 field,
-                format!("{other} is not a string; it accepts a string"),
+                format!("{} is not a string; it accepts a string", quote(other)),
             )),
         }
     }
@@ -213,7 +251,10 @@ impl<'a> Params<'a> {
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(other) => Err(RpcError::param(
                 field,
-                format!("{other} is not a boolean; it accepts true or false"),
+                format!(
+                    "{} is not a boolean; it accepts true or false",
+                    quote(other)
+                ),
             )),
         }
     }
@@ -249,7 +290,10 @@ impl<'a> Params<'a> {
                 }),
             Some(other) => Err(RpcError::param(
                 field,
-                format!("{other} is not an array; it accepts an array of strings"),
+                format!(
+                    "{} is not an array; it accepts an array of strings",
+                    quote(other)
+                ),
             )),
         }
     }
@@ -308,6 +352,27 @@ mod tests {
     fn error_of(line: &str) -> (Value, i64) {
         let (id, e) = parse_line(line.as_bytes()).expect_err("an error");
         (id, e.code)
+    }
+
+    #[test]
+    fn what_a_client_sent_is_quoted_short() {
+        assert_eq!(quote_str("process/list"), "\"process/list\"");
+        assert_eq!(quote(&json!(5)), "5");
+        let long = "é".repeat(5 << 20); // 10 MiB of two-byte characters
+        let quoted = quote_str(&long);
+        assert!(quoted.len() < 2 * QUOTE_MAX, "{} bytes", quoted.len());
+        assert!(quoted.ends_with("… (10485760 bytes in all)"), "{quoted}");
+        let quoted = quote(&json!({"x": "y".repeat(1 << 20)}));
+        assert!(
+            quoted.starts_with("{\"x\":\"yyy") && quoted.len() < 2 * QUOTE_MAX,
+            "{quoted}"
+        );
+        let e = Params::new(
+            &serde_json::from_value(json!({"k".repeat(1 << 20): 1})).unwrap(),
+            &["argv"],
+        )
+        .expect_err("unknown");
+        assert!(e.message.len() < 256, "{}", e.message);
     }
 
     #[test]

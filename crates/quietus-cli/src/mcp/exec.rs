@@ -58,7 +58,8 @@ pub(crate) struct CallContext {
 }
 
 impl CallContext {
-    fn cancelled(&self) -> bool {
+    /// Whether the client abandoned the call (`notifications/cancelled`).
+    pub(crate) fn cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
 }
@@ -350,7 +351,7 @@ impl Exec {
         {
             return Err(format!(
                 "invalid arguments for exec_command: workdir: {} is not a folder",
-                dir.display()
+                crate::jsonrpc::protocol::quote_str(&dir.to_string_lossy())
             ));
         }
         let pending = Arc::new(Mutex::new(Pending::new(args.max_output_bytes)));
@@ -405,14 +406,15 @@ impl Exec {
             command.current_dir(dir);
         }
         command.envs(args.env.iter().map(|(k, v)| (k, v)));
-        let mut capture = CaptureConfig::default()
+        let mut capture = CaptureConfig::builder()
             .combined(true)
             .cap_per_stream(64 * 1024)
             .spill_threshold(args.max_output_bytes as u64);
         if let Some(dir) = &self.options.log_dir {
             capture = capture.log_dir(dir);
         }
-        let config = MonitorConfig::default()
+        // Checked at the spawn, which names the setting an argument out of range sets.
+        let config = MonitorConfig::builder()
             .idle_timeout(args.idle_timeout)
             .kill_ladder(KillLadder::polite(Signal::TERM, args.grace))
             .observe(args.observe) // observe mode (issue 43)

@@ -96,7 +96,11 @@ fn call_on_worker(
         .spawn(move || {
             let result = protocol::call_result(worker.run(call, &context), structured);
             worker.end_call(&context);
-            out.send(&rpc::response(answer_id, result));
+            // A request its client cancelled gets no answer (the MCP specification); its
+            // output stays for the next call (the run took none).
+            if !context.cancelled() {
+                out.send(&rpc::response(answer_id, result));
+            }
             done.end();
         });
     if let Err(e) = spawned {

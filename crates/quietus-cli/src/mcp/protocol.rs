@@ -139,8 +139,9 @@ impl Mcp {
             other => Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!(
-                    "method not found: {other:?}; this server has initialize, ping, tools/list, \
-                     tools/call and logging/setLevel"
+                    "method not found: {}; this server has initialize, ping, tools/list, \
+                     tools/call and logging/setLevel",
+                    protocol::quote_str(other)
                 ),
             )),
         };
@@ -204,7 +205,8 @@ impl Mcp {
             Some(Value::Object(arguments)) => arguments,
             Some(other) => {
                 let message = format!(
-                    "invalid arguments for {name}: {other} is not an object of named arguments"
+                    "invalid arguments for {name}: {} is not an object of named arguments",
+                    protocol::quote(other)
                 );
                 let result = call_result(ToolOutput::error(message), structured);
                 return Reply::Send(protocol::response(id, result));
@@ -231,8 +233,9 @@ impl Mcp {
                 RpcError::new(
                     protocol::INVALID_PARAMS,
                     format!(
-                        "unknown tool: {name:?}; the tools are exec_command, write_stdin, \
-                         exec_control and list_exec_sessions"
+                        "unknown tool: {}; the tools are exec_command, write_stdin, \
+                         exec_control and list_exec_sessions",
+                        protocol::quote_str(&name)
                     ),
                 ),
             )),
@@ -247,7 +250,11 @@ impl Mcp {
             .ok_or_else(|| {
                 RpcError::param(
                     "level",
-                    format!("{level:?} is not a level; it accepts {}", LEVELS.join(", ")),
+                    format!(
+                        "{} is not a level; it accepts {}",
+                        level.map_or_else(|| "null".to_owned(), protocol::quote_str),
+                        LEVELS.join(", ")
+                    ),
                 )
             })?;
         self.level.store(index as u8, Ordering::Relaxed);
@@ -337,6 +344,21 @@ mod tests {
         let answer = sent(&mut mcp, "{not json");
         assert_eq!(answer["error"]["code"], protocol::PARSE_ERROR);
         assert_eq!(answer["id"], Value::Null);
+        // A huge unknown method or tool name is quoted by a short prefix, not echoed whole.
+        initialize(&mut mcp, "2025-06-18");
+        let huge = "m".repeat(10 << 20);
+        for line in [
+            json!({"jsonrpc": "2.0", "id": 5, "method": huge}),
+            json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": huge}}),
+        ] {
+            let answer = sent(&mut mcp, &line.to_string()).to_string();
+            assert!(
+                answer.len() < 1024,
+                "{} bytes: {}",
+                answer.len(),
+                &answer[..200]
+            );
+        }
     }
 
     #[test]

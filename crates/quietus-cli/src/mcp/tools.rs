@@ -9,7 +9,7 @@ use quietus::ControlAction;
 use serde_json::{Map, Value};
 
 use super::options::McpOptions;
-use crate::jsonrpc::protocol::{Params, RpcError, whole_number};
+use crate::jsonrpc::protocol::{self, Params, RpcError, whole_number};
 use crate::settings::{self, SettingValue, Surface};
 
 /// The longest yield window (ms) a call may ask for.
@@ -141,7 +141,10 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
         other => {
             return Err(RpcError::param(
                 "cmd",
-                format!("{other} is not a command; it accepts a non-empty string"),
+                format!(
+                    "{} is not a command; it accepts a non-empty string",
+                    protocol::quote(other)
+                ),
             ));
         }
     };
@@ -160,8 +163,10 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
                 _ => Err(RpcError::param(
                     "env",
                     format!(
-                        "{k:?}: {v} is not accepted; env maps variable names (no '=') to string \
-                         values"
+                        "{}: {} is not accepted; env maps variable names (no '=') to string \
+                         values",
+                        protocol::quote_str(k),
+                        protocol::quote(v)
                     ),
                 )),
             })
@@ -169,7 +174,10 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
         Some(other) => {
             return Err(RpcError::param(
                 "env",
-                format!("{other} is not an object; it accepts {{\"NAME\": \"value\", …}}"),
+                format!(
+                    "{} is not an object; it accepts {{\"NAME\": \"value\", …}}",
+                    protocol::quote(other)
+                ),
             ));
         }
     };
@@ -221,7 +229,12 @@ fn control_args(arguments: &Map<String, Value>) -> Result<ToolCall, RpcError> {
     let params = Params::new(arguments, &["session_id", "action"])?;
     let session_id = session_id(&params)?;
     let action = params.required("action")?;
-    let bad = || RpcError::param("action", format!("{action} is not an action; {ACCEPTS}"));
+    let bad = || {
+        RpcError::param(
+            "action",
+            format!("{} is not an action; {ACCEPTS}", protocol::quote(action)),
+        )
+    };
     let object = action.as_object().ok_or_else(bad)?;
     let kind = object.get("type").and_then(Value::as_str).ok_or_else(bad)?;
     let known: &[&str] = match kind {

@@ -41,7 +41,7 @@ impl Proc {
     /// The polite step's grace of the process's own ladder.
     fn grace(&self) -> Duration {
         self.config
-            .get_kill_ladder()
+            .kill_ladder()
             .steps()
             .next()
             .map_or(Duration::ZERO, |(_, grace)| grace)
@@ -187,7 +187,8 @@ impl Server {
             _ => now(Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!(
-                    "method not found: {method:?}; the methods are {}",
+                    "method not found: {}; the methods are {}",
+                    protocol::quote_str(method),
                     super::schema::METHODS
                         .iter()
                         .map(|(name, ..)| *name)
@@ -209,7 +210,7 @@ impl Server {
                 "shutdownGraceMs": ms(o.shutdown_grace),
                 "outputNotifications": o.output_description(),
                 "outputThrottleMs": ms(o.output_throttle),
-                "outputChunkBytes": quietus::EventConfig::default().get_chunk_cap(),
+                "outputChunkBytes": quietus::EventConfig::default().chunk_cap(),
                 "stdinQueue": process::STDIN_JOBS,
                 "encoding": "base64",
             }
@@ -512,7 +513,10 @@ impl Server {
                     .get("graceful")
                     .filter(|g| g.is_object())
                     .ok_or_else(|| {
-                        RpcError::param("mode", format!("{mode} is not a mode; {ACCEPTS}"))
+                        RpcError::param(
+                            "mode",
+                            format!("{} is not a mode; {ACCEPTS}", protocol::quote(mode)),
+                        )
                     })?
                     .get("timeoutMs")
                     .unwrap_or(&Value::Null);
@@ -704,7 +708,12 @@ fn control_actions(action: &Value) -> Result<Vec<ControlAction>, RpcError> {
     const ACCEPTS: &str = "it accepts {\"type\": \"keepalive\", \"extendTimeoutMs\"?}, \
         {\"type\": \"send_ctrl_c\"}, {\"type\": \"terminate\"}, {\"type\": \"force_kill\"}, \
         {\"type\": \"set_idle_timeout\", \"timeoutMs\"}";
-    let bad = || RpcError::param("action", format!("{action} is not an action; {ACCEPTS}"));
+    let bad = || {
+        RpcError::param(
+            "action",
+            format!("{} is not an action; {ACCEPTS}", protocol::quote(action)),
+        )
+    };
     let object = action.as_object().ok_or_else(bad)?;
     let kind = object.get("type").and_then(Value::as_str).ok_or_else(bad)?;
     let millis = |field: &str| -> Result<Option<Duration>, RpcError> {
@@ -740,8 +749,12 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
     let session = &proc.session;
     let relay = Relay::of(session);
     let command = process::os_words(&proc.argv);
-    // The idle timeout in force at the end (a control may have replaced the start's).
-    let config = proc.config.clone().idle_timeout(session.idle_timeout());
+    // The idle timeout in force at the end (a control may have replaced the start's, and
+    // checked it as the builder does).
+    let config = quietus::config::MonitorConfigBuilder::from(proc.config.clone())
+        .idle_timeout(session.idle_timeout())
+        .build()
+        .unwrap_or_else(|_| proc.config.clone());
     let context = Context {
         config: &config,
         command: &command,

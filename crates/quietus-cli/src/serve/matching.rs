@@ -35,8 +35,9 @@ impl CommandFilter {
                     .collect();
                 if names.is_empty() || names.iter().any(|n| n.contains('/')) {
                     return Err(format!(
-                        "{text:?} is not a command list; it accepts all, none, or program \
-                         base names separated by commas (playwright,codex)"
+                        "{} is not a command list; it accepts all, none, or program \
+                         base names separated by commas (playwright,codex)",
+                        crate::jsonrpc::protocol::quote_str(text)
                     ));
                 }
                 Ok(CommandFilter::Names(names))

@@ -11,14 +11,14 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
     CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, MonitorConfig,
-    Session, SessionBuilder, Setting, Stdin, Stream,
+    Session, SessionBuilder, Setting, Signal, Stdin, Stream,
 };
 use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
 use crate::jsonrpc::outbox::Outbox;
-use crate::jsonrpc::protocol::{Params, RpcError, notification, whole_number};
-use crate::settings::{self, Surface};
+use crate::jsonrpc::protocol::{self, Params, RpcError, STDIN_BACKLOG, notification, whole_number};
+use crate::settings::{self, Draft, Surface};
 
 /// The fields `process/start` accepts besides the settings table's
 /// ([`crate::settings::SETTINGS`], each under its `serve` key).
@@ -99,7 +99,10 @@ pub(crate) fn parse_start(
         Some(other) => {
             return Err(RpcError::param(
                 "context",
-                format!("{other} is not an object; it accepts any JSON object"),
+                format!(
+                    "{} is not an object; it accepts any JSON object",
+                    protocol::quote(other)
+                ),
             ));
         }
     };
@@ -134,7 +137,12 @@ fn parse_io(io: Option<&Value>) -> Result<StdinMode, RpcError> {
     let Some(io) = io else {
         return Ok(StdinMode::Closed);
     };
-    let bad = || RpcError::param("io", format!("{io} is not an io mode; {ACCEPTS}"));
+    let bad = || {
+        RpcError::param(
+            "io",
+            format!("{} is not an io mode; {ACCEPTS}", protocol::quote(io)),
+        )
+    };
     let Some(object) = io.as_object().filter(|o| o.len() == 1) else {
         return Err(bad());
     };
@@ -170,7 +178,8 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
             return Err(RpcError::param(
                 "envMode",
                 format!(
-                    "{other:?} is not an environment mode; it accepts \"inherit\" or \"isolated\""
+                    "{} is not an environment mode; it accepts \"inherit\" or \"isolated\"",
+                    protocol::quote_str(other)
                 ),
             ));
         }
@@ -194,7 +203,10 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
                 let Some(value) = value.as_str() else {
                     return Err(RpcError::param(
                         &format!("env.{name}"),
-                        format!("{value} is not a string; it accepts string values"),
+                        format!(
+                            "{} is not a string; it accepts string values",
+                            protocol::quote(value)
+                        ),
                     ));
                 };
                 if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
@@ -209,7 +221,10 @@ fn parse_environment(params: &Params<'_>) -> Result<Environment, RpcError> {
         Some(other) => {
             return Err(RpcError::param(
                 "env",
-                format!("{other} is not an object; it accepts {{\"NAME\": \"value\", …}}"),
+                format!(
+                    "{} is not an object; it accepts {{\"NAME\": \"value\", …}}",
+                    protocol::quote(other)
+                ),
             ));
         }
     }
@@ -225,7 +240,8 @@ fn parse_seed(seed: Option<&Value>) -> Result<Vec<(&str, &str)>, RpcError> {
         RpcError::param(
             "seed",
             format!(
-                "{seed} is not a seed list; it accepts [{{\"from\": PATH, \"to\": PATH IN HOME}}, …]"
+                "{} is not a seed list; it accepts [{{\"from\": PATH, \"to\": PATH IN HOME}}, …]",
+                protocol::quote(seed)
             ),
         )
     };
@@ -242,7 +258,7 @@ fn parse_seed(seed: Option<&Value>) -> Result<Vec<(&str, &str)>, RpcError> {
 
 /// The monitoring configuration: the library's defaults, the server's settings, the request's.
 fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorConfig, RpcError> {
-    let mut capture = CaptureConfig::default().cap_per_stream(options.retain_bytes);
+    let mut capture = CaptureConfig::builder().cap_per_stream(options.retain_bytes);
     if let Some(dir) = &options.log_dir {
         capture = capture.log_dir(dir);
     }
@@ -251,16 +267,16 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
         Some(n) => capture = capture.spill_threshold(n),
         None => {}
     }
-    let mut config = MonitorConfig::default()
+    let mut config = MonitorConfig::builder()
         .capture(capture)
-        .events(EventConfig::default().throttle(options.output_throttle));
+        .events(EventConfig::builder().throttle(options.output_throttle));
     if let Some(roots) = params.strings("watch")? {
-        config = config.files(FileWatchConfig::default().roots(roots));
+        config = config.files(FileWatchConfig::builder().roots(roots));
     }
     // The settings table's, each under its serve key.
-    let config = settings::apply_json(config, params.map(), Surface::Serve)?;
-    config.validate().map_err(|e| config_error(&e))?;
-    Ok(config)
+    let draft = Draft::new(config, Signal::TERM);
+    let draft = settings::apply_json(draft, params.map(), Surface::Serve)?;
+    draft.build().map_err(|e| config_error(&e))
 }
 
 /// A [`ConfigError`] as -32602, named by the parameter that set the setting: the settings
@@ -299,6 +315,12 @@ impl Forward {
 
 /// Starts the thread that turns the session's events into notifications, in order:
 /// `started`, `output`…, `exited` once, `closed` last.
+///
+/// The library sends `Exited` when the child is reaped and its last output after it (the
+/// throttle's flush, what the drain reads): the forwarder holds `Exited` until `Closed`, so
+/// that every `output` and `activity` notification of the process comes before its
+/// `process/exited` (docs/serve.md). `process/wait`'s answer waits for the same end, so the
+/// hold delays nothing a client waits for.
 pub(crate) fn start_forwarder(
     session: &Session,
     forward: Forward,
@@ -310,8 +332,22 @@ pub(crate) fn start_forwarder(
         .spawn(move || {
             // Per stream: output notifications dropped since the last one sent.
             let mut dropped = [false; 4];
+            let mut exited = None;
             while let Some(event) = events.recv() {
-                forward_event(event, &forward, &outbox, &mut dropped);
+                match event {
+                    Event::Exited { .. } => exited = Some(event),
+                    Event::Closed => {
+                        if let Some(exited) = exited.take() {
+                            forward_event(exited, &forward, &outbox, &mut dropped);
+                        }
+                        forward_event(event, &forward, &outbox, &mut dropped);
+                    }
+                    _ => forward_event(event, &forward, &outbox, &mut dropped),
+                }
+            }
+            // The stream ended without `Closed` (cannot happen): the exit is still told.
+            if let Some(exited) = exited {
+                forward_event(exited, &forward, &outbox, &mut dropped);
             }
         })
         .map(drop)
@@ -408,33 +444,54 @@ pub(crate) fn start_stdin_writer(
     std::thread::Builder::new()
         .name("quietus-serve-stdin".into())
         .spawn(move || {
-            for job in rx {
-                let (id, answer) = match job {
-                    StdinJob::Write(data, id) => (id, write_answer(session.write_stdin(&data))),
-                    StdinJob::Close(id) => {
-                        session.close_stdin();
-                        (id, Ok(json!({"status": "accepted"})))
-                    }
-                };
+            let answer = |id: Option<Value>, answer: Result<Value, RpcError>| {
                 if let Some(id) = id {
                     outbox.send(&match answer {
                         Ok(result) => crate::jsonrpc::protocol::response(id, result),
                         Err(error) => crate::jsonrpc::protocol::error_response(id, error),
                     });
                 }
+            };
+            // After a write waited out the library's 5 s (the child does not read), the next
+            // ones wait for no room: each is queued if the child has read since, or refused at
+            // once — not after a wait of its own (74 writes took 5 s per refusal).
+            let mut deaf = false;
+            for job in rx {
+                match job {
+                    StdinJob::Write(data, id) => {
+                        let wait = if deaf { Duration::ZERO } else { STDIN_WAIT };
+                        let written = session.write_stdin_timeout(&data, wait);
+                        deaf =
+                            matches!(&written, Err(e) if e.kind() == std::io::ErrorKind::TimedOut);
+                        answer(id, write_answer(written, wait));
+                    }
+                    StdinJob::Close(id) => {
+                        session.close_stdin();
+                        answer(id, Ok(json!({"status": "accepted"})));
+                    }
+                }
             }
         })?;
     Ok(tx)
 }
 
+/// How long a write waits for room in the library's queue (as `Session::write_stdin`).
+const STDIN_WAIT: Duration = Duration::from_secs(5);
+
 /// `process/write`'s answer for what the library said.
-fn write_answer(written: std::io::Result<()>) -> Result<Value, RpcError> {
+fn write_answer(written: std::io::Result<()>, waited: Duration) -> Result<Value, RpcError> {
     match written {
         Ok(()) => Ok(json!({"status": "accepted"})),
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(RpcError::new(
-            crate::jsonrpc::protocol::STDIN_BACKLOG,
-            format!("stdin_backlog: {e}"),
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut && waited.is_zero() => {
+            Err(RpcError::new(
+                STDIN_BACKLOG,
+                "stdin_backlog: refused at once: the child has not read its stdin since a write \
+                 before this one waited 5s for it",
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            Err(RpcError::new(STDIN_BACKLOG, format!("stdin_backlog: {e}")))
+        }
         Err(_) => Ok(json!({"status": "stdin_closed"})),
     }
 }

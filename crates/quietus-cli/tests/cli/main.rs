@@ -7,6 +7,7 @@ mod command;
 mod completion;
 mod containment;
 mod events;
+mod help;
 mod input_wait;
 mod non_interactive;
 mod observe;

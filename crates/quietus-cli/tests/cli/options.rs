@@ -382,6 +382,8 @@ fn invalid_values_are_125_naming_the_option_and_what_it_accepts() {
     let d = dir.path();
     let missing = d.join("no/such/dir/report.json");
     let missing = missing.to_string_lossy().into_owned();
+    let [x_json, s_json, t_json] =
+        ["x.json", "s.json", "sub/t.json"].map(|f| d.join(f).to_string_lossy().into_owned());
     let cases: &[(&[&str], &str, &str)] = &[
         (&["-i", "banana"], "--idle-timeout", "1h30m"),
         (&["-i", "0s"], "--idle-timeout", "it accepts 1ms to"),
@@ -414,11 +416,31 @@ fn invalid_values_are_125_naming_the_option_and_what_it_accepts() {
             "--events",
             "the same file as --report",
         ),
+        // The same file through links not yet resolved to an existing file (issue 51, point
+        // 5): s.json -> x.json, and sub/t.json -> ../s.json, a link's target read from its own
+        // folder.
+        (
+            &["--report", &x_json, "--events", &s_json],
+            "--events",
+            "the same file as --report",
+        ),
+        (
+            &["--report", &t_json, "--events", &x_json],
+            "--events",
+            "the same file as --report",
+        ),
         (&["--no-such-option"], "--no-such-option", "--help"),
     ];
+    std::os::unix::fs::symlink("x.json", d.join("s.json")).expect("a link");
+    std::fs::create_dir(d.join("sub")).expect("a folder");
+    std::os::unix::fs::symlink("../s.json", d.join("sub/t.json")).expect("a link");
     for (args, name, accepts) in cases {
         assert_rejected(&marker, d, args, &[], name, accepts);
     }
+    assert!(
+        !d.join("x.json").exists(),
+        "nothing was written through the links"
+    );
     assert_no_leak(&marker);
 }
 

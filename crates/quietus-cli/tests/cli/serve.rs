@@ -891,7 +891,7 @@ fn serve_write_to_a_child_that_never_reads_times_out_with_32004() {
     };
     assert_eq!(code, -32004, "{message}");
     assert!(
-        message.starts_with("stdin_backlog: ") && message.contains("5 s"),
+        message.starts_with("stdin_backlog: ") && message.contains("stayed full for 5s"),
         "the library's timeout, not the server's queue: {message}"
     );
     // The library queues 64 writes before the child would have to read.
@@ -958,6 +958,50 @@ fn serve_notification_order_per_process() {
                 "nothing dropped: {notes:#?}"
             );
         }
+    }
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
+/// A process's output and activity notifications all come before its `process/exited`
+/// (docs/serve.md): the library sends its last output (the throttle's flush) after its
+/// `Exited` event, and the server holds `process/exited` until that output is sent. Twenty
+/// short processes at once, with the default throttle (the last flush at the end of the run).
+#[test]
+fn serve_output_comes_before_exited_for_every_process() {
+    let marker = Marker::new("serve-exited-last");
+    let mut client = Client::start(&marker, &[]);
+    let names: Vec<String> = (0..20).map(|i| format!("p{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let script = format!("echo out-{i}; echo err-{i} >&2; exit 3");
+        client.ok(
+            "process/start",
+            json!({"processId": name, "argv": sh(&marker, &script)}),
+        );
+    }
+    for (i, name) in names.iter().enumerate() {
+        let notes = client.until_closed(name);
+        let methods: Vec<&str> = notes
+            .iter()
+            .map(|n| n["method"].as_str().unwrap())
+            .collect();
+        let exited = methods
+            .iter()
+            .position(|m| *m == "process/exited")
+            .unwrap_or_else(|| panic!("{name}: no process/exited: {methods:?}"));
+        assert!(
+            methods[exited..]
+                .iter()
+                .all(|m| *m != "process/output" && *m != "process/activity"),
+            "{name}: output or activity after process/exited: {methods:?}"
+        );
+        assert_eq!(
+            &methods[exited..],
+            ["process/exited", "process/closed"],
+            "{name}"
+        );
+        assert_eq!(output_of(&notes, "stdout"), format!("out-{i}\n").as_bytes());
+        assert_eq!(output_of(&notes, "stderr"), format!("err-{i}\n").as_bytes());
     }
     assert!(client.hang_up().success());
     assert_no_leak(&marker);
@@ -1533,6 +1577,92 @@ fn serve_observe_notifies_and_the_program_runs_to_its_end() {
     );
     assert_eq!(code, -32602, "{message}");
     assert!(message.contains("observe"), "{message}");
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
+/// An error answer quotes at most a short prefix of what was sent (issue 51, point 9): a 10 MiB
+/// method name, field name or value gets an error line of a few hundred bytes.
+#[test]
+fn serve_errors_quote_a_short_prefix_of_what_was_sent() {
+    let marker = Marker::new("serve-quote");
+    let mut client = Client::start(&marker, &[]);
+    let huge = "x".repeat(10 << 20);
+    let answers = [
+        client.call(&huge, json!({})),
+        client.call("process/list", json!({ huge.as_str(): 1 })),
+        client.call("process/wait", json!({"processId": 7, "timeoutMs": 1})),
+        client.call(
+            "process/start",
+            json!({"processId": "q", "argv": ["true"], "env": huge}),
+        ),
+    ];
+    for answer in &answers {
+        let line = answer.to_string();
+        assert!(
+            answer.get("error").is_some(),
+            "{}",
+            &line[..line.len().min(300)]
+        );
+        assert!(line.len() < 1024, "{} bytes: {}", line.len(), &line[..300]);
+    }
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
+/// Writes queued behind one that found the child not reading are refused at once, not one per
+/// 5 s wait (issue 51, point 10: 74 writes of 64 KiB, the 8 that did not fit answered at 5, 10,
+/// 15… s; 256 would have taken 21 minutes). Exactly one write waits out the library's 5 s; every
+/// other refusal says it was refused at once; a close sent after them keeps its place.
+#[test]
+fn serve_writes_behind_a_timed_out_one_are_refused_at_once() {
+    let marker = Marker::new("serve-stdin-burst");
+    let mut client = Client::start(&marker, &[]);
+    client.ok(
+        "process/start",
+        json!({"processId": "deaf", "argv": sh(&marker, "exec sleep 1000"), "io": {"pipe": {"stdin": "open"}}}),
+    );
+    let chunk = BASE64.encode(vec![b'z'; 64 * 1024]);
+    let first = client.next_id + 1;
+    let writes = 80;
+    let mut lines = String::new();
+    for _ in 0..writes {
+        client.next_id += 1;
+        let request = json!({"id": client.next_id, "method": "process/write", "params": {"processId": "deaf", "data": chunk}});
+        lines.push_str(&request.to_string());
+        lines.push('\n');
+    }
+    client.next_id += 1;
+    let close = client.next_id;
+    lines.push_str(
+        &json!({"id": close, "method": "process/closeStdin", "params": {"processId": "deaf"}})
+            .to_string(),
+    );
+    client.send_line(&lines);
+    let closed = client.find("the close's answer", |v| v["id"] == json!(close));
+    assert_eq!(closed["result"]["status"], "accepted", "{closed}");
+    let answers: Vec<Value> = (first..first + writes)
+        .map(|id| {
+            client.find(&format!("the answer to write {id}"), |v| {
+                v["id"] == json!(id)
+            })
+        })
+        .collect();
+    let refusals: Vec<&str> = answers
+        .iter()
+        .filter_map(|a| a["error"]["message"].as_str())
+        .collect();
+    let waited = refusals
+        .iter()
+        .filter(|m| m.contains("stayed full"))
+        .count();
+    let at_once = refusals
+        .iter()
+        .filter(|m| m.contains("refused at once"))
+        .count();
+    assert!(!refusals.is_empty(), "every write accepted: {answers:?}");
+    assert_eq!(waited, 1, "one write waits out the 5 s: {refusals:#?}");
+    assert_eq!(at_once, refusals.len() - 1, "{refusals:#?}");
     assert!(client.hang_up().success());
     assert_no_leak(&marker);
 }

@@ -19,6 +19,7 @@
 use crate::support as common;
 use crate::support::cli as cli_support;
 use crate::support::fault as fault_support;
+use quietus::config::MonitorConfigBuilder;
 
 use std::fs;
 use std::time::{Duration, Instant};
@@ -34,13 +35,13 @@ use quietus::{
 /// to stop a shell loop for 0.87 s, which a 0.6 s idle timeout took for a stall).
 const IDLE: Duration = Duration::from_millis(1500);
 
-fn config(stat_scan: bool) -> MonitorConfig {
-    MonitorConfig::default()
+fn config(stat_scan: bool) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
         .drain_cap(ms(1000))
         .watch_children(false)
-        .files(FileWatchConfig::default().force_stat_scan(stat_scan))
+        .files(FileWatchConfig::builder().force_stat_scan(stat_scan))
 }
 
 fn files(result: &MonitorResult) -> SourceActivity {
@@ -356,19 +357,24 @@ fn own_events_and_report_files_in_the_watched_folder_are_not_activity() {
 #[test]
 fn own_log_files_in_the_watched_folder_are_not_activity() {
     let s = Scenario::new("env_own_logs");
-    let watch = FileWatchConfig::default().excludes(Vec::<String>::new());
-    let config = MonitorConfig::default()
+    let watch = FileWatchConfig::builder()
+        .excludes(Vec::<String>::new())
+        .build()
+        .unwrap();
+    let config = MonitorConfig::builder()
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
         .drain_cap(ms(1000))
         .watch_children(false)
         .watch_output(false)
         .capture(
-            CaptureConfig::default()
+            CaptureConfig::builder()
                 .spill_threshold(1024)
                 .log_dir(s.work.path().join(".agent/logs")),
         )
-        .files(watch);
+        .files(watch)
+        .build()
+        .unwrap();
     fs::create_dir(s.work.path().join(".agent")).expect("the watched folder");
     // 40 × 0.1 s of output, 2 KiB at first (past the spill threshold), then a line each time.
     let session = s.spawn(

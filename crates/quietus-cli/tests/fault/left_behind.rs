@@ -119,7 +119,12 @@ fn library_host_role() {
     let mut command = Command::new("sh");
     command.args(["-c", "exit 0", &marker]);
     let session = quietus::Session::builder(command)
-        .config(quietus::MonitorConfig::default().idle_timeout(std::time::Duration::from_secs(10)))
+        .config(
+            quietus::MonitorConfig::builder()
+                .idle_timeout(std::time::Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .expect("the session starts");
     let result = crate::support::wait_generously(&session);

@@ -14,6 +14,7 @@
 
 use crate::support as common;
 use crate::support::fault as fault_support;
+use quietus::config::MonitorConfigBuilder;
 
 use std::time::Duration;
 
@@ -27,11 +28,11 @@ const IDLE: Duration = Duration::from_millis(1000);
 /// Signs of life: every half idle timeout, seven times (3.5 idle timeouts in all).
 const BEATS: u32 = 7;
 
-fn config(stat_scan: bool) -> MonitorConfig {
-    MonitorConfig::default()
+fn config(stat_scan: bool) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
-        .files(FileWatchConfig::default().force_stat_scan(stat_scan))
+        .files(FileWatchConfig::builder().force_stat_scan(stat_scan))
 }
 
 fn events(result: &MonitorResult, source: ActivitySource) -> u64 {
@@ -207,9 +208,11 @@ fn a_neighbours_ladder_never_hits_a_working_session() {
                 let s = Scenario::new("nfk_neighbour_silent");
                 let session = s.spawn(
                     "sleep 1000 & setsid sleep 1000 & say ready; wait",
-                    MonitorConfig::default()
+                    MonitorConfig::builder()
                         .idle_timeout(idle)
-                        .kill_ladder(KillLadder::polite(Signal::TERM, ms(300))),
+                        .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
+                        .build()
+                        .unwrap(),
                 );
                 (s, session)
             })
@@ -219,7 +222,10 @@ fn a_neighbours_ladder_never_hits_a_working_session() {
                 let s = Scenario::new("nfk_neighbour_working");
                 let session = s.spawn(
                     "i=0; while [ $i -lt 10 ]; do warn beat-$i; sleep 0.2; i=$((i+1)); done",
-                    MonitorConfig::default().idle_timeout(Duration::from_secs(5)),
+                    MonitorConfig::builder()
+                        .idle_timeout(Duration::from_secs(5))
+                        .build()
+                        .unwrap(),
                 );
                 (s, session)
             })

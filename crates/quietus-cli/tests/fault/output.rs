@@ -10,6 +10,7 @@
 
 use crate::support as common;
 use crate::support::fault as fault_support;
+use quietus::config::MonitorConfigBuilder;
 
 use std::time::Duration;
 
@@ -22,8 +23,8 @@ use quietus::{
 
 const IDLE: Duration = Duration::from_millis(500);
 
-fn config() -> MonitorConfig {
-    MonitorConfig::default()
+fn config() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
         .drain_cap(ms(1000))
@@ -303,7 +304,7 @@ fn a_log_backlog_outlasting_the_drain_cap_is_written_whole() {
         &format!("head -c {SIZE} /dev/urandom | tee -a \"$SW_OUT\""),
         config()
             .drain_cap(Duration::ZERO)
-            .capture(CaptureConfig::default().log_dir(logs.path())),
+            .capture(CaptureConfig::builder().log_dir(logs.path())),
     );
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -333,7 +334,7 @@ fn a_log_that_could_not_be_created_is_listed_with_its_error() {
             "rmdir '{}' && head -c 20000 /dev/urandom | tee -a \"$SW_OUT\"",
             logs.display()
         ),
-        config().capture(CaptureConfig::default().log_dir(&logs)),
+        config().capture(CaptureConfig::builder().log_dir(&logs)),
     );
     let result = wait_generously(&session);
     assert_eq!(result.exit_code(), 0, "{result:#?}");

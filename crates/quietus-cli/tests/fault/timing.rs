@@ -11,6 +11,7 @@
 
 use crate::support as common;
 use crate::support::fault as fault_support;
+use quietus::config::MonitorConfigBuilder;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -20,8 +21,8 @@ use common::{ms, wait_generously};
 use fault_support::{Scenario, repeats};
 use quietus::{ActivitySource, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal};
 
-fn config(idle: Duration) -> MonitorConfig {
-    MonitorConfig::default()
+fn config(idle: Duration) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(idle)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
         .drain_cap(ms(1000))
@@ -395,7 +396,7 @@ fn bytes_waiting_behind_a_held_sink_keep_the_child_alive_until_read() {
             config(idle)
                 .watch_files(false)
                 .watch_children(false)
-                .events(quietus::EventConfig::default().idle_warning(None))
+                .events(quietus::EventConfig::builder().idle_warning(None))
                 .kill_ladder(KillLadder::polite(Signal::TERM, ms(300))),
         )
         .clock(clock.clone())

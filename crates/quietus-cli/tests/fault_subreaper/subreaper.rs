@@ -4,6 +4,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::time::Duration;
 
@@ -12,13 +13,13 @@ use quietus::{ChildWatchConfig, Containment, MonitorConfig, Outcome, Session};
 
 /// The process-group backend: subreaper mode is its way to catch orphans (a cgroup holds
 /// them without it).
-fn config() -> MonitorConfig {
-    MonitorConfig::default()
+fn config() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .containment(Containment::Group)
         .idle_timeout(ms(600))
         // No sample before the stale deadline: whatever escapes does so between two samples.
         .check_interval(Some(Duration::from_secs(3600)))
-        .children(ChildWatchConfig::default().subreaper(true))
+        .children(ChildWatchConfig::builder().subreaper(true))
         .kill_ladder(quietus::KillLadder::polite(quietus::Signal::TERM, ms(500)))
 }
 

@@ -55,7 +55,10 @@ fn a_short_lived_spawning_thread_does_not_take_the_child_with_it() {
     // The default (a cgroup and its guardian where this process may make one), and the
     // group with the parent-death signal, for a std command and for a `Program` (started
     // from the spawner thread without a fork).
-    let group = MonitorConfig::default().containment(Containment::Group);
+    let group = MonitorConfig::builder()
+        .containment(Containment::Group)
+        .build()
+        .unwrap();
     for (config, plain) in [
         (MonitorConfig::default(), false),
         (group.clone(), false),
@@ -124,7 +127,12 @@ fn one_guardian_serves_every_session_of_a_process() {
                 .args(["-c", "exec sleep 1000"])
                 .env(MARKER_ENV, marker.as_str());
             Session::builder(program)
-                .config(MonitorConfig::default().idle_timeout(Duration::from_secs(3600)))
+                .config(
+                    MonitorConfig::builder()
+                        .idle_timeout(Duration::from_secs(3600))
+                        .build()
+                        .unwrap(),
+                )
                 .spawn()
                 .expect("sh starts")
         })

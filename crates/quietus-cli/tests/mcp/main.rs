@@ -10,6 +10,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod docs;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -241,5 +243,67 @@ fn requests_sent_before_the_end_of_input_are_all_answered() {
     // Ended by the shutdown, perhaps before its shell printed anything (a loaded machine).
     assert!(long.contains("ended on request (terminated)"), "{long}");
     assert_eq!(answers.len(), 3, "{answers:#?}");
+    assert_no_leak(&marker);
+}
+
+/// A request the client cancelled (`notifications/cancelled`) gets no answer, as the MCP
+/// specification asks (issue 51, point 11); its output stays for the next call. Raw JSON-RPC
+/// over the server's stdio: the call waits on a silent command, the client cancels it, then
+/// closes its end; every line the server wrote up to its exit is read, and none answers the
+/// cancelled request, while the request sent after it is answered.
+#[test]
+fn a_cancelled_request_is_not_answered() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let marker = Marker::new("mcp_cancelled");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_quietus"))
+        .arg("mcp")
+        .env(support::MARKER_ENV, marker.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("quietus mcp starts");
+    let mut stdin = server.stdin.take().expect("piped");
+    let mut lines = BufReader::new(server.stdout.take().expect("piped")).lines();
+    let mut send = |line: serde_json::Value| {
+        writeln!(stdin, "{line}").expect("the server reads");
+        stdin.flush().expect("the server reads");
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    let initialized = lines.next().expect("an answer").expect("a line");
+    assert!(initialized.contains("\"id\":1"), "{initialized}");
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "exec_command",
+        "arguments": {"cmd": "echo started; exec sleep 1000", "yield_time_ms": 25000}}}),
+    );
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "the client gave up"}}),
+    );
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}));
+    let mut seen: Vec<serde_json::Value> = Vec::new();
+    while !seen.iter().any(|m| m["id"] == 8) {
+        let line = lines
+            .next()
+            .expect("the answer to the ping")
+            .expect("a line");
+        seen.push(serde_json::from_str(&line).expect("JSON"));
+    }
+    // Closing stdin ends the server: it ends its sessions and waits for the calls under way.
+    drop(stdin);
+    seen.extend(lines.map(|l| serde_json::from_str(&l.expect("a line")).expect("JSON")));
+    assert!(server.wait().expect("reaped").success());
+    let answers: Vec<_> = seen.iter().filter(|m| m["id"] == 7).collect();
+    assert!(
+        answers.is_empty(),
+        "the cancelled request was answered: {answers:#?}"
+    );
     assert_no_leak(&marker);
 }

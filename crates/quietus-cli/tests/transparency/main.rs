@@ -719,9 +719,11 @@ fn library_runner(args: &[OsString]) -> std::process::ExitCode {
     }
     let terminal = args[0] == "terminal";
     let program = quietus::Program::new(&args[1]).args(&args[2..]);
-    let config = quietus::MonitorConfig::default()
+    let config = quietus::MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
-        .watch_files(false);
+        .watch_files(false)
+        .build()
+        .unwrap();
     let mut builder = quietus::Session::builder(program)
         .config(config)
         .stdout(quietus::OutputSink::writer(std::io::stdout()));

@@ -55,6 +55,9 @@ pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> Result<File, LogDirEr
         path: dir.to_path_buf(),
         problem,
     };
+    if is_default {
+        check_the_way(dir).map_err(fail)?;
+    }
     let created = DirBuilder::new().recursive(true).mode(0o700).create(dir);
     if is_default && fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(fail(LogDirProblem::SymbolicLink));
@@ -84,6 +87,43 @@ pub(crate) fn prepare_dir(dir: &Path, is_default: bool) -> Result<File, LogDirEr
         check_own(&meta).map_err(fail)?;
     }
     Ok(folder)
+}
+
+/// Before the default folder is created or entered, every folder on the way to it that exists
+/// already — as the system resolves it, links included — must be this user's or root's, and
+/// writable by others only when sticky (as `/tmp`), as ssh checks the folders on the way to its
+/// files: else another user could swap a folder below one of theirs (a shared `HOME` whose
+/// `~/.cache` is someone else's, `~/.cache/quietus` made a link to their folder) and the logs
+/// would go where they choose. Once the way is safe, nobody else can change it.
+fn check_the_way(dir: &Path) -> Result<(), LogDirProblem> {
+    use std::os::unix::fs::MetadataExt;
+    // The part that exists (a dangling link counts as existing: it is refused below, never
+    // created through).
+    let mut existing = dir;
+    while fs::symlink_metadata(existing).is_err() {
+        match existing.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => existing = parent,
+            _ => return Ok(()),
+        }
+    }
+    let Ok(real) = fs::canonicalize(existing) else {
+        // A dangling link or a loop on the way: opening the folder says which.
+        return Err(LogDirProblem::SymbolicLink);
+    };
+    let uid = crate::process::sys::effective_uid();
+    for folder in real.ancestors() {
+        let meta = fs::metadata(folder).map_err(|e| LogDirProblem::Read(e.into()))?;
+        let mode = meta.mode() & 0o7777;
+        let writable_by_others = mode & 0o022 != 0 && mode & 0o1000 == 0;
+        if (meta.uid() != uid && meta.uid() != 0) || writable_by_others {
+            return Err(LogDirProblem::UnsafePath {
+                folder: folder.to_path_buf(),
+                owner: meta.uid(),
+                mode,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The default log folder must be the user's own and closed to others: a folder someone else
@@ -188,7 +228,7 @@ static LOGGED: AtomicU64 = AtomicU64::new(0);
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 fn maybe_sweep(dir: &Path, folder: &File, retention: &LogRetention) {
-    if retention.max_age.is_none() && retention.max_total_bytes.is_none() {
+    if retention.max_age().is_none() && retention.max_total_bytes().is_none() {
         return;
     }
     let logged = LOGGED.load(Ordering::Relaxed);
@@ -197,7 +237,7 @@ fn maybe_sweep(dir: &Path, folder: &File, retention: &LogRetention) {
         let mut swept = SWEPT.lock();
         if let Some(&(at, logged_then)) = swept.get(dir) {
             let much = retention
-                .max_total_bytes
+                .max_total_bytes()
                 .is_some_and(|max| logged - logged_then > max / 8);
             if now.duration_since(at) < SWEEP_EVERY && !much {
                 return;
@@ -262,9 +302,9 @@ pub(crate) fn to_delete(logs: &[LogEntry], now: SystemTime, budget: &LogRetentio
             continue;
         }
         let too_old = budget
-            .max_age
+            .max_age()
             .is_some_and(|age| now.duration_since(log.modified).is_ok_and(|a| a > age));
-        let too_big = budget.max_total_bytes.is_some_and(|max| total > max);
+        let too_big = budget.max_total_bytes().is_some_and(|max| total > max);
         if too_old || too_big {
             total -= log.bytes;
             chosen.push(i);
@@ -954,6 +994,58 @@ mod tests {
         assert!(resolve(Some(planted.clone()), PathBuf::new, &budget).is_ok());
     }
 
+    /// A shared `HOME` whose `~/.cache` someone else can change (issue 51, point 6): they made
+    /// `~/.cache/quietus` a link to a folder of theirs. The default folder is refused before
+    /// anything is created through the link; a folder on the way that others may write to
+    /// without a sticky bit is refused the same way; a sticky one (as `/tmp`) is fine.
+    #[test]
+    fn the_way_to_the_default_folder_is_checked_as_ssh_does() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let budget = LogRetention::default();
+        let cache = dir.path().join("home/.cache");
+        fs::create_dir_all(&cache).unwrap();
+        let theirs = dir.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink(&theirs, cache.join("quietus")).unwrap();
+        let default = cache.join("quietus/logs");
+        let refused = |why: &str| {
+            let log_dir = resolve(None, || default.clone(), &budget).unwrap().unwrap();
+            let e = log_dir
+                .folder
+                .as_ref()
+                .expect_err("the default folder was used");
+            assert!(
+                matches!(e.problem, LogDirProblem::UnsafePath { .. }),
+                "{why}: {e}"
+            );
+            assert_eq!(
+                fs::read_dir(&theirs).unwrap().count(),
+                0,
+                "{why}: made in theirs"
+            );
+        };
+        // Others may write to the folder the link leads to.
+        refused("a link to a folder others write to");
+        // Someone else's ~/.cache (only root can make a folder another user's).
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o755)).unwrap();
+        if crate::process::sys::effective_uid() == 0 {
+            std::os::unix::fs::chown(&cache, Some(4242), Some(4242)).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+            refused("someone else's ~/.cache");
+            std::os::unix::fs::chown(&cache, Some(0), Some(0)).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(0), Some(0)).unwrap();
+        }
+        // A way others may write to without a sticky bit, then with one.
+        fs::remove_file(cache.join("quietus")).unwrap();
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o777)).unwrap();
+        refused("a ~/.cache others may write to");
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o1777)).unwrap();
+        let log_dir = resolve(None, || default.clone(), &budget).unwrap().unwrap();
+        assert!(log_dir.folder.is_ok(), "{:?}", log_dir.folder);
+    }
+
     /// The logs are made in the folder that was checked: a folder moved away after the check,
     /// and a link to another folder put in its place, leave the logs where they were checked.
     #[test]
@@ -997,9 +1089,7 @@ mod tests {
     #[test]
     fn retention_deletes_the_too_old_then_the_oldest_over_budget_never_a_live_log() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-        let budget = LogRetention::default()
-            .max_age(Some(Duration::from_secs(100)))
-            .max_total_bytes(Some(1000));
+        let budget = LogRetention::new(Some(Duration::from_secs(100)), Some(1000));
         // Nothing to do: young and under budget.
         let logs = [entry(10, 400, false, now), entry(5, 500, false, now)];
         assert!(to_delete(&logs, now, &budget).is_empty());
@@ -1107,9 +1197,7 @@ mod tests {
             .unwrap()
             .set_modified(SystemTime::now() - Duration::from_secs(40 * 86_400))
             .unwrap();
-        let budget = LogRetention::default()
-            .max_age(Some(Duration::from_secs(7 * 86_400)))
-            .max_total_bytes(Some(4000));
+        let budget = LogRetention::new(Some(Duration::from_secs(7 * 86_400)), Some(4000));
         let deleted = sweep(d, &open_folder(d), &budget, SystemTime::now()).unwrap();
         let left: Vec<_> = fs::read_dir(d)
             .unwrap()
@@ -1135,7 +1223,7 @@ mod tests {
     #[test]
     fn a_loop_of_runs_stays_within_the_budget() {
         let dir = tempfile::tempdir().unwrap();
-        let budget = LogRetention::default().max_total_bytes(Some(10 * 1024));
+        let budget = LogRetention::new(LogRetention::default().max_age(), Some(10 * 1024));
         for run in 0..60 {
             let log_dir = resolve(Some(dir.path().into()), PathBuf::new, &budget)
                 .unwrap()

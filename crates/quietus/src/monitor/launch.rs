@@ -783,9 +783,11 @@ mod wakeup_tests {
     /// exit) and waits; returns the outcome and how many waiter threads the start made.
     fn run(script: &str, mock: bool) -> (Outcome, u32, Duration) {
         let before = WAITERS.with(|n| n.get());
-        let config = MonitorConfig::default()
+        let config = MonitorConfig::builder()
             .watch_files(false)
-            .idle_timeout(Duration::from_secs(60));
+            .idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
         let mut builder = Session::builder(Program::new("sh").args(["-c", script])).config(config);
         if mock {
             builder = builder.clock(MockClock::new());
@@ -817,7 +819,7 @@ mod wakeup_tests {
 
     #[test]
     fn the_stderr_reader_thread_starts_only_if_the_program_writes_there() {
-        let config = MonitorConfig::default().watch_files(false);
+        let config = MonitorConfig::builder().watch_files(false).build().unwrap();
         let script = "sleep 0.2; echo out; sleep 0.2";
         let session = Session::builder(Program::new("sh").args(["-c", script]))
             .config(config.clone())

@@ -248,12 +248,22 @@ impl Port for OsPort {
 
     fn sample_tree(&mut self, now: Instant) -> Option<TreeSample> {
         self.processes.collect_adopted();
+        let cgroup = self.processes.has_cgroup();
         let observer = self.processes.children.as_mut()?;
         let cpu = observer.sample(now).active;
         let network = self
             .network
             .as_mut()
             .is_some_and(|network| network.sample(now, observer.pids()).active);
+        // In group mode the guardian knows the tree's group only: it is told of every process
+        // seen outside it, so that a SIGKILLed supervisor leaves none of them (a cgroup holds
+        // them all already). The leader leads the group.
+        if !cgroup && let Some(guardian) = self.guardian.as_mut() {
+            let outside = observer.outside_group(self.pid);
+            if !outside.is_empty() {
+                guardian.escapees(outside.into_iter().map(|e| (e.pid, e.start_time)));
+            }
+        }
         Some(TreeSample { cpu, network })
     }
 

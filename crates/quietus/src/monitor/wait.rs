@@ -195,9 +195,11 @@ mod tests {
                 ],
             };
             let clock = MockClock::new();
-            let config = MonitorConfig::default()
+            let config = MonitorConfig::builder()
                 .watch_files(false)
-                .idle_timeout(Duration::from_secs(60));
+                .idle_timeout(Duration::from_secs(60))
+                .build()
+                .unwrap();
             let waiters = WAITERS.with(|n| n.get());
             let session = Session::builder(Program::new(shell).args(args))
                 .config(config)
@@ -237,10 +239,12 @@ mod tests {
     #[test]
     fn a_mock_clock_deadline_wakes_the_poll() {
         let clock = MockClock::new();
-        let config = MonitorConfig::default()
+        let config = MonitorConfig::builder()
             .watch_files(false)
             .watch_children(false)
-            .idle_timeout(Duration::from_secs(3600));
+            .idle_timeout(Duration::from_secs(3600))
+            .build()
+            .unwrap();
         let session = Session::builder(Program::new("sleep").args(["60"]))
             .config(config)
             .clock(clock.clone())

@@ -242,6 +242,8 @@ fn program() -> Result<(PathBuf, bool), GuardianUnavailable> {
 pub(crate) struct Guardian {
     id: u64,
     released: bool,
+    /// The escapees told to the guardian (pid, start time).
+    told: std::collections::HashSet<(Pid, u64)>,
 }
 
 impl Guardian {
@@ -284,7 +286,29 @@ impl Guardian {
         Ok(Guardian {
             id,
             released: false,
+            told: std::collections::HashSet::new(),
         })
+    }
+
+    /// In group mode: processes of the tree seen outside its process group (`setsid`, another
+    /// group), each by pid and start time. The guardian SIGKILLs them too when the supervisor
+    /// dies — each checked by its start time first, so a reused pid is never hit.
+    pub(crate) fn escapees(&mut self, escapees: impl IntoIterator<Item = (Pid, u64)>) {
+        let running = lock_running();
+        let Some(process) = &running.child else {
+            return;
+        };
+        for (pid, start_time) in escapees {
+            if self.told.insert((pid, start_time))
+                && let Err(e) =
+                    process.send(format!("escapee {} {pid} {start_time}", self.id).as_bytes())
+            {
+                log::debug!(
+                    "session {}: telling the guardian of escapee {pid}: {e}",
+                    self.id
+                );
+            }
+        }
     }
 
     /// The session ended properly: the guardian forgets it. The end of the last session stops
@@ -451,6 +475,8 @@ pub(crate) fn run() -> i32 {
 #[derive(Default)]
 struct Held {
     sessions: HashMap<u64, Tree>,
+    /// Each session's escapees in group mode: (pid, start time).
+    escapees: HashMap<u64, Vec<(Pid, u64)>>,
 }
 
 enum Tree {
@@ -471,6 +497,15 @@ impl Held {
         match (verb, rest) {
             (b"end", _) => {
                 self.sessions.remove(&id);
+                self.escapees.remove(&id);
+            }
+            (b"escapee", Some(rest)) => {
+                let text = std::str::from_utf8(rest).unwrap_or_default();
+                if let Some((pid, start)) = text.split_once(' ')
+                    && let (Some(pid), Ok(start)) = (Pid::parse(pid), start.parse::<u64>())
+                {
+                    self.escapees.entry(id).or_default().push((pid, start));
+                }
             }
             (b"group", Some(pgid)) => {
                 if let Some(pgid) = std::str::from_utf8(pgid).ok().and_then(Pid::parse) {
@@ -485,8 +520,17 @@ impl Held {
         }
     }
 
-    /// The supervisor died: SIGKILL for every group, `cgroup.kill` and removal for every cgroup.
+    /// The supervisor died: SIGKILL for every group and every escapee told (the one with the
+    /// start time it was told: a pidfd opened, then the start time checked, then the signal),
+    /// `cgroup.kill` and removal for every cgroup.
     fn end_all(self) {
+        for (pid, start_time) in self.escapees.into_values().flatten() {
+            if let Ok(fd) = sys::pidfd_open(pid)
+                && sys::read_stat(pid).is_some_and(|s| s.start_time == start_time)
+            {
+                let _ = sys::pidfd_signal(std::os::fd::AsFd::as_fd(&fd), sys::SIGKILL);
+            }
+        }
         for tree in self.sessions.into_values() {
             match tree {
                 Tree::Group(pgid) => {
@@ -555,7 +599,12 @@ mod tests {
             held.sessions.get(&4),
             Some(Tree::Cgroup(p)) if p == Path::new("/sys/fs/cgroup/a b/quietus-1-4")
         ));
+        held.take(b"escapee 3 777 123456");
+        held.take(b"escapee 3 778 x");
+        held.take(b"escapee 3 0 5");
+        assert_eq!(held.escapees[&3], [(Pid::parse("777").unwrap(), 123_456)]);
         held.take(b"end 3");
         assert_eq!(held.sessions.len(), 1);
+        assert!(held.escapees.is_empty(), "forgotten with its session");
     }
 }

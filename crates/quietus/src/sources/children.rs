@@ -1207,7 +1207,13 @@ mod tests {
         // The root spins (runnable all the time): its own CPU does not count, nor its wait.
         table.set_runnable(100, 2000);
         assert!(!obs.sample(t0 + SEC * 2).active);
-        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        let mut obs = observer(
+            &table,
+            ChildWatchConfig::builder()
+                .include_self(true)
+                .build()
+                .unwrap(),
+        );
         table.set_runnable(100, 0);
         obs.sample(t0);
         obs.sample(t0 + SEC);
@@ -1597,7 +1603,13 @@ mod tests {
         table.set_reaped_moved(100, 4096);
         assert_eq!(obs.sample(t0 + 7 * SEC).moved_bytes, 4096);
         // When the root's CPU counts, its bytes do too.
-        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        let mut obs = observer(
+            &table,
+            ChildWatchConfig::builder()
+                .include_self(true)
+                .build()
+                .unwrap(),
+        );
         obs.sample(t0);
         table.set_moved(100, 13_196);
         assert_eq!(obs.sample(t0 + SEC).moved_bytes, 100);
@@ -1643,7 +1655,13 @@ mod tests {
     #[test]
     fn with_a_cgroup_the_root_counts_when_asked_and_the_walk_covers_an_unreadable_one() {
         let table = Table::default();
-        let mut obs = observer(&table, ChildWatchConfig::default().include_self(true));
+        let mut obs = observer(
+            &table,
+            ChildWatchConfig::builder()
+                .include_self(true)
+                .build()
+                .unwrap(),
+        );
         let cgroup = scripted_cgroup(&mut obs);
         let t0 = Instant::now();
         table.set(&[p(100, 1, 1, 0, 0)]);

@@ -86,9 +86,11 @@ fn own_children() -> Vec<String> {
 #[test]
 fn two_hundred_sessions_and_a_failed_spawn_leave_no_cgroup_and_no_descriptor() {
     let marker = Marker::new("contain_loop");
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
-        .watch_files(false);
+        .watch_files(false)
+        .build()
+        .unwrap();
     // One session first: the threads and descriptors made once per process (the spawner,
     // the registry of orphans…) exist before the count.
     wait_generously(&Session::spawn(marker.sh("true"), config.clone()).expect("sh runs"));

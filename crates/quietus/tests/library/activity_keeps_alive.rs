@@ -30,7 +30,7 @@ fn run(marker: &Marker, script: &str) -> Run {
     let out = SharedBuf::new();
     let err = SharedBuf::new();
     let session = Session::builder(marker.sh(script))
-        .config(MonitorConfig::default().idle_timeout(IDLE))
+        .config(MonitorConfig::builder().idle_timeout(IDLE).build().unwrap())
         .stdout(out.sink())
         .stderr(err.sink())
         .spawn()
@@ -101,7 +101,7 @@ fn output_that_stops_is_then_ended_one_timeout_later() {
     let session = Session::builder(marker.sh(
         "i=0; while [ $i -lt 10 ]; do echo tick; sleep 0.1; i=$((i+1)); done; echo done; sleep 1000",
     ))
-    .config(MonitorConfig::default().idle_timeout(idle))
+    .config(MonitorConfig::builder().idle_timeout(idle).build().unwrap())
     .stdout(out.sink())
     .spawn()
     .expect("sh can be spawned");
@@ -128,10 +128,12 @@ fn output_does_not_count_when_the_output_signal_is_off() {
     let out = SharedBuf::new();
     let session = Session::builder(marker.sh("while :; do echo tick; sleep 0.05; done"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(idle)
                 .watch_output(false)
-                .kill_ladder(quietus::KillLadder::polite(quietus::Signal::TERM, ms(500))),
+                .kill_ladder(quietus::KillLadder::polite(quietus::Signal::TERM, ms(500)))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -156,7 +158,7 @@ fn a_large_burst_is_delivered_completely() {
     let size: u64 = 4 * 1024 * 1024 + 3;
     let out = SharedBuf::new();
     let session = Session::builder(marker.sh(&format!("head -c {size} /dev/zero; echo end >&2")))
-        .config(MonitorConfig::default().idle_timeout(IDLE))
+        .config(MonitorConfig::builder().idle_timeout(IDLE).build().unwrap())
         .stdout(out.sink())
         .spawn()
         .expect("sh can be spawned");
@@ -200,7 +202,7 @@ for i in range(50):
 sys.stdout.write('end-of-output\\n')
 \"";
     let session = Session::builder(m.sh(script))
-        .config(MonitorConfig::default().idle_timeout(IDLE))
+        .config(MonitorConfig::builder().idle_timeout(IDLE).build().unwrap())
         .stdout(sink)
         .spawn()
         .unwrap();

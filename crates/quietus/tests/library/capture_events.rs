@@ -18,7 +18,7 @@ fn sha256_hex(data: &[u8]) -> String {
 }
 
 fn capture_in(dir: &std::path::Path) -> CaptureConfig {
-    CaptureConfig::default().log_dir(dir)
+    CaptureConfig::builder().log_dir(dir).build().unwrap()
 }
 
 #[test]
@@ -29,7 +29,12 @@ fn tens_of_mib_of_random_binary_output_arrive_in_the_log_byte_for_byte() {
     let source = work.path().join("source.bin");
     let script = format!("head -c 20000000 /dev/urandom | tee {}", source.display());
     let session = Session::builder(m.sh(&script))
-        .config(MonitorConfig::default().capture(capture_in(logs.path())))
+        .config(
+            MonitorConfig::builder()
+                .capture(capture_in(logs.path()))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .unwrap();
     let result = wait_generously(&session);
@@ -64,7 +69,12 @@ fn short_output_is_not_spilled_and_the_log_folder_is_private() {
     let base = tempfile::tempdir().unwrap();
     let logs = base.path().join("new/logs");
     let session = Session::builder(m.sh("echo short; echo err >&2"))
-        .config(MonitorConfig::default().capture(capture_in(&logs)))
+        .config(
+            MonitorConfig::builder()
+                .capture(capture_in(&logs))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .unwrap();
     let result = wait_generously(&session);
@@ -86,7 +96,12 @@ fn an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs() {
     fs::write(&file, "").unwrap();
     let witness = base.path().join("ran");
     let err = Session::builder(m.sh(&format!("touch {}", witness.display())))
-        .config(MonitorConfig::default().capture(capture_in(&file.join("logs"))))
+        .config(
+            MonitorConfig::builder()
+                .capture(capture_in(&file.join("logs")))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .unwrap_err();
     assert!(err.to_string().contains("log folder"), "{err}");
@@ -107,7 +122,12 @@ fn an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs() {
 fn combined_mode_keeps_the_order_the_child_wrote() {
     let m = Marker::new("combined");
     let session = Session::builder(m.sh("echo one; echo two >&2; echo three; echo four >&2"))
-        .config(MonitorConfig::default().capture(CaptureConfig::default().combined(true)))
+        .config(
+            MonitorConfig::builder()
+                .capture(CaptureConfig::builder().combined(true))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .unwrap();
     let result = wait_generously(&session);
@@ -126,7 +146,12 @@ fn combined_mode_keeps_the_order_the_child_wrote() {
 fn the_omission_marker_states_the_exact_count() {
     let m = Marker::new("marker");
     let session = Session::builder(m.sh("head -c 10000 /dev/zero | tr '\\0' x"))
-        .config(MonitorConfig::default().capture(CaptureConfig::default().cap_per_stream(100)))
+        .config(
+            MonitorConfig::builder()
+                .capture(CaptureConfig::builder().cap_per_stream(100))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .unwrap();
     wait_generously(&session);
@@ -209,9 +234,11 @@ fn a_consumer_that_never_reads_does_not_slow_the_child_and_lifecycle_events_surv
     let logs = tempfile::tempdir().unwrap();
     // Hundreds of separate writes (each read is an Output and an Activity event with no
     // throttle), at the smallest channel capacity.
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .capture(capture_in(logs.path()))
-        .events(EventConfig::default().throttle(Duration::ZERO).capacity(32));
+        .events(EventConfig::builder().throttle(Duration::ZERO).capacity(32))
+        .build()
+        .unwrap();
     let session = Session::builder(m.sh(
         "i=0; while [ $i -lt 300 ]; do echo line $i; sleep 0.005; i=$((i+1)); done; head -c 100000 /dev/zero",
     ))
@@ -243,8 +270,10 @@ fn a_consumer_that_never_reads_does_not_slow_the_child_and_lifecycle_events_surv
 #[test]
 fn a_lagging_consumer_sees_gaps_flagged() {
     let m = Marker::new("lagging");
-    let config = MonitorConfig::default()
-        .events(EventConfig::default().throttle(Duration::ZERO).capacity(32));
+    let config = MonitorConfig::builder()
+        .events(EventConfig::builder().throttle(Duration::ZERO).capacity(32))
+        .build()
+        .unwrap();
     let session = Session::builder(
         m.sh("i=0; while [ $i -lt 300 ]; do echo line $i; sleep 0.005; i=$((i+1)); done"),
     )
@@ -293,7 +322,12 @@ fn a_lagging_consumer_sees_gaps_flagged() {
 fn a_slow_consumer_sees_the_same_order() {
     let m = Marker::new("slow-consumer");
     let session = Session::builder(m.sh("for i in 1 2 3 4 5; do echo $i; done"))
-        .config(MonitorConfig::default().events(EventConfig::default().throttle(Duration::ZERO)))
+        .config(
+            MonitorConfig::builder()
+                .events(EventConfig::builder().throttle(Duration::ZERO))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .unwrap();
     let mut events = session.events();
@@ -336,10 +370,12 @@ fn idle_warning_then_the_ladder_signals_in_order() {
     let idle = ms(600);
     let session = Session::builder(m.sh("echo ready; exec sleep 1000"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(idle)
                 .watch_children(false)
-                .watch_files(false),
+                .watch_files(false)
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -384,7 +420,10 @@ fn output_events_are_throttled_and_capped() {
         m.sh("i=0; while [ $i -lt 40 ]; do echo line $i; sleep 0.05; i=$((i+1)); done"),
     )
     .config(
-        MonitorConfig::default().events(EventConfig::default().throttle(ms(300)).chunk_cap(4096)),
+        MonitorConfig::builder()
+            .events(EventConfig::builder().throttle(ms(300)).chunk_cap(4096))
+            .build()
+            .unwrap(),
     )
     .spawn()
     .unwrap();
@@ -425,12 +464,15 @@ fn utf8_boundaries_keep_every_event_valid_text() {
         m.sh("i=0; while [ $i -lt 200 ]; do printf 'héllo wörld € 😀 '; i=$((i+1)); done"),
     )
     .config(
-        MonitorConfig::default().events(
-            EventConfig::default()
-                .throttle(Duration::ZERO)
-                .chunk_cap(7)
-                .utf8_boundaries(true),
-        ),
+        MonitorConfig::builder()
+            .events(
+                EventConfig::builder()
+                    .throttle(Duration::ZERO)
+                    .chunk_cap(7)
+                    .utf8_boundaries(true),
+            )
+            .build()
+            .unwrap(),
     )
     .spawn()
     .unwrap();
@@ -458,7 +500,12 @@ fn a_named_log_folder_that_cannot_be_made_is_not_mistaken_for_a_missing_program(
     std::os::unix::fs::symlink(base.path().join("nowhere"), &dangling).unwrap();
     let witness = base.path().join("ran");
     let err = Session::builder(m.sh(&format!("touch {}", witness.display())))
-        .config(MonitorConfig::default().capture(capture_in(&dangling.join("logs"))))
+        .config(
+            MonitorConfig::builder()
+                .capture(capture_in(&dangling.join("logs")))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .unwrap_err();
     assert_ne!(err.io_error_kind(), std::io::ErrorKind::NotFound, "{err}");

@@ -3,6 +3,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -14,8 +15,8 @@ use quietus::{ActivitySource, ChildWatchConfig, Containment, MonitorConfig, Outc
 
 /// The process-group backend: these are its rules (escapees seen, remembered and signalled by
 /// pid); the cgroup backend's are in `containment.rs`.
-fn config(idle: Duration) -> MonitorConfig {
-    MonitorConfig::default()
+fn config(idle: Duration) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .containment(Containment::Group)
         .idle_timeout(idle)
         .check_interval(Some(ms(100)))

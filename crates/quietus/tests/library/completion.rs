@@ -15,9 +15,11 @@ const RESULT: &str = r#"^\{"type":"result""#;
 fn a_result_line_then_a_hang_ends_completed_with_exit_0_within_the_linger() {
     let m = Marker::new("done-result");
     let buf = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(120))
-        .completion(CompletionConfig::default().output(RESULT).linger(ms(1500)));
+        .completion(CompletionConfig::builder().output(RESULT).linger(ms(1500)))
+        .build()
+        .unwrap();
     // The result line arrives in two writes, with a pause between them.
     let script = r#"echo '{"type":"assistant","text":"working"}'
 printf '{"type":"res'; sleep 0.3; echo 'ult","subtype":"success"}'
@@ -56,13 +58,15 @@ exec sleep 100000"#;
 fn a_status_file_then_a_hang_ends_completed() {
     let m = Marker::new("done-file");
     let dir = tempfile::tempdir().unwrap();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(120))
         .completion(
-            CompletionConfig::default()
+            CompletionConfig::builder()
                 .file(".agent/status.json")
                 .linger(ms(500)),
-        );
+        )
+        .build()
+        .unwrap();
     let mut command = m.sh(
         "mkdir -p .agent; sleep 0.2; echo '{\"state\":\"done\"}' > .agent/status.json; \
          exec sleep 100000",
@@ -86,10 +90,12 @@ fn a_stale_status_file_from_before_the_start_does_not_count() {
     let m = Marker::new("done-old-file");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("status.json"), "{\"state\":\"done\"}").unwrap();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(ms(1500))
         .watch_children(false)
-        .completion(CompletionConfig::default().file("status.json"));
+        .completion(CompletionConfig::builder().file("status.json"))
+        .build()
+        .unwrap();
     let mut command = m.sh("exec sleep 100000");
     command.current_dir(dir.path());
     let result = wait_generously(&Session::spawn(command, config).unwrap());
@@ -105,13 +111,15 @@ fn a_stale_status_file_from_before_the_start_does_not_count() {
 #[test]
 fn a_child_that_completes_and_exits_by_itself_keeps_its_code() {
     let m = Marker::new("done-exit3");
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(120))
         .completion(
-            CompletionConfig::default()
+            CompletionConfig::builder()
                 .output(RESULT)
                 .linger(Duration::from_secs(60)),
-        );
+        )
+        .build()
+        .unwrap();
     let script = r#"echo '{"type":"result","subtype":"error"}' >&2; sleep 0.2; exit 3"#;
     let result = wait_generously(&Session::spawn(m.sh(script), config).unwrap());
     assert_eq!(result.outcome, Outcome::Exited);
@@ -124,13 +132,15 @@ fn a_child_that_completes_and_exits_by_itself_keeps_its_code() {
 #[test]
 fn the_line_callback_tells_completion() {
     let m = Marker::new("done-callback");
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(120))
         .completion(
-            CompletionConfig::default()
+            CompletionConfig::builder()
                 .on_line(|line| line.split_whitespace().last() == Some("ALL-DONE"))
                 .linger(ms(300)),
-        );
+        )
+        .build()
+        .unwrap();
     let script = "echo 'step 1'; echo 'ALL-DONE not yet'; echo 'it is ALL-DONE'; \
                   exec sleep 100000";
     let result = wait_generously(&Session::spawn(m.sh(script), config).unwrap());
@@ -147,14 +157,16 @@ fn the_linger_is_measured_on_the_session_clock() {
     let m = Marker::new("done-mock");
     let clock = MockClock::new();
     let buf = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .watch_children(false)
         .watch_files(false)
         .completion(
-            CompletionConfig::default()
+            CompletionConfig::builder()
                 .output("^DONE$")
                 .linger(Duration::from_secs(10)),
-        );
+        )
+        .build()
+        .unwrap();
     let t0 = clock.now(); // the mock clock stands still: the spawn's instant
     let session = Session::builder(m.sh("echo DONE; exec sleep 100000"))
         .config(config)
@@ -182,7 +194,7 @@ fn the_linger_is_measured_on_the_session_clock() {
 #[test]
 fn a_bad_pattern_is_a_config_error() {
     let m = Marker::new("done-bad");
-    let config = MonitorConfig::default().completion(CompletionConfig::default().output("(["));
+    let config = MonitorConfig::builder().completion(CompletionConfig::builder().output("(["));
     let err = Session::spawn(m.sh("true"), config).unwrap_err();
     assert_eq!(err.io_error_kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("completion.output"), "{err}");
@@ -192,13 +204,15 @@ fn a_bad_pattern_is_a_config_error() {
 #[test]
 fn a_result_line_on_a_terminal_is_seen_too() {
     let m = Marker::new("done-pty");
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(120))
         .completion(
-            CompletionConfig::default()
+            CompletionConfig::builder()
                 .output("^RESULT done$")
                 .linger(ms(300)),
-        );
+        )
+        .build()
+        .unwrap();
     let session = Session::builder(m.sh("echo 'RESULT done'; exec sleep 100000"))
         .config(config)
         .pty(24, 80)

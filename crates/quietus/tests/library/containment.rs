@@ -5,6 +5,7 @@
 //! its own.)
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -17,8 +18,8 @@ fn root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-fn config() -> MonitorConfig {
-    MonitorConfig::default()
+fn config() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
         .watch_files(false)
 }

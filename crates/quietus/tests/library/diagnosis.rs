@@ -3,13 +3,14 @@
 #![cfg(target_os = "linux")]
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
 use quietus::diagnosis::{Diagnosis, StallKind};
 use quietus::{Event, MonitorConfig, Outcome, Session, SessionBuilder, Stdin};
 
-fn config() -> MonitorConfig {
-    MonitorConfig::default()
+fn config() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(ms(1000))
         .kill_ladder(quietus::KillLadder::polite(quietus::Signal::TERM, ms(300)))
 }

@@ -12,7 +12,12 @@ fn dropping_a_running_session_ends_its_tree() {
     let marker = Marker::new("drop_running");
     let out = SharedBuf::new();
     let session = Session::builder(marker.sh("sleep 1000 & echo ready; sleep 1000"))
-        .config(MonitorConfig::default().idle_timeout(Duration::from_secs(60)))
+        .config(
+            MonitorConfig::builder()
+                .idle_timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        )
         .stdout(out.sink())
         .spawn()
         .expect("sh can be spawned");
@@ -29,9 +34,11 @@ fn dropping_a_session_escalates_in_the_background() {
     let out = SharedBuf::new();
     let session = Session::builder(marker.sh("trap '' TERM; echo ready; sleep 1000"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(Duration::from_secs(60))
-                .kill_ladder(KillLadder::polite(Signal::TERM, ms(300))),
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()

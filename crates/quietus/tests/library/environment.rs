@@ -15,7 +15,7 @@ use quietus::{Environment, MonitorConfig, Outcome, Session, SessionBuilder};
 /// Runs to the end; returns the result and stdout.
 fn run(builder: SessionBuilder) -> (quietus::MonitorResult, String) {
     let session = builder
-        .config(MonitorConfig::default().watch_files(false))
+        .config(MonitorConfig::builder().watch_files(false).build().unwrap())
         .spawn()
         .expect("the child can be spawned");
     let result = wait_generously(&session);

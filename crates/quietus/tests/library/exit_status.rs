@@ -10,7 +10,10 @@ use quietus::{MonitorConfig, MonitorResult, Outcome, Session};
 fn run(marker: &Marker, script: &str) -> MonitorResult {
     let session = Session::spawn(
         marker.sh(script),
-        MonitorConfig::default().idle_timeout(ms(10_000)),
+        MonitorConfig::builder()
+            .idle_timeout(ms(10_000))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);

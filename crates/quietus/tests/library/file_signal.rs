@@ -60,7 +60,10 @@ fn settle(board: &ActivityBoard) -> u64 {
 }
 
 fn tracker(dir: &Path, board: &Arc<ActivityBoard>, scan: bool) -> FileActivityTracker {
-    let config = FileWatchConfig::default().force_stat_scan(scan);
+    let config = FileWatchConfig::builder()
+        .force_stat_scan(scan)
+        .build()
+        .unwrap();
     let t = FileActivityTracker::start(&config, dir, board.clone(), SCAN).unwrap();
     assert_eq!(t.is_stat_scan(), scan);
     t
@@ -159,9 +162,11 @@ fn a_root_created_late_then_deleted_and_created_again_keeps_counting() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("work/.agent");
         let b = board();
-        let config = FileWatchConfig::default()
+        let config = FileWatchConfig::builder()
             .roots(["work/.agent"])
-            .force_stat_scan(scan);
+            .force_stat_scan(scan)
+            .build()
+            .unwrap();
         let _t = FileActivityTracker::start(&config, tmp.path(), b.clone(), SCAN).unwrap();
         let c = settle(&b);
         // Unrelated activity in the watched ancestor does not count.
@@ -238,7 +243,10 @@ fn stat_scan_stamps_on_the_mock_clock_schedule() {
     fs::create_dir(&root).unwrap();
     let clock = MockClock::new();
     let b = Arc::new(ActivityBoard::new(Clock::from(&clock)));
-    let config = FileWatchConfig::default().force_stat_scan(true);
+    let config = FileWatchConfig::builder()
+        .force_stat_scan(true)
+        .build()
+        .unwrap();
     let _t = FileActivityTracker::start(&config, tmp.path(), b.clone(), Duration::from_secs(30))
         .unwrap();
     assert!(clock.wait_for_timers(1, PATIENCE));
@@ -272,10 +280,12 @@ fn file_writes_keep_a_silent_child_alive_in_both_modes() {
         });
         let tmp = tempfile::tempdir().unwrap();
         let idle = Duration::from_millis(800);
-        let config = MonitorConfig::default()
+        let config = MonitorConfig::builder()
             .idle_timeout(idle)
             .check_interval(Some(Duration::from_millis(50)))
-            .files(FileWatchConfig::default().force_stat_scan(scan));
+            .files(FileWatchConfig::builder().force_stat_scan(scan))
+            .build()
+            .unwrap();
         // Writes every 0.25 s for 3 s: several idle timeouts, never a word on stdout.
         let started = Instant::now();
         let session =
@@ -293,7 +303,7 @@ fn excluded_writes_do_not_keep_a_child_alive() {
     let m = Marker::new("files-excluded");
     let tmp = tempfile::tempdir().unwrap();
     let idle = Duration::from_millis(500);
-    let config = MonitorConfig::default().idle_timeout(idle);
+    let config = MonitorConfig::builder().idle_timeout(idle).build().unwrap();
     let started = Instant::now();
     fs::create_dir(tmp.path().join(".agent")).unwrap(); // its creation would count
     let session = Session::spawn(
@@ -319,7 +329,7 @@ fn the_report_says_how_long_files_were_idle_and_how_many_events() {
     let m = Marker::new("files-report");
     let tmp = tempfile::tempdir().unwrap();
     let idle = Duration::from_millis(500);
-    let config = MonitorConfig::default().idle_timeout(idle);
+    let config = MonitorConfig::builder().idle_timeout(idle).build().unwrap();
     // Three writes, then silence.
     fs::create_dir(tmp.path().join(".agent")).unwrap(); // watched from the start
     let mut c = m.sh("for i in 1 2 3; do echo $i > .agent/plan.md; done; exec sleep 1000");
@@ -340,9 +350,11 @@ fn the_file_signal_can_be_turned_off() {
     let m = Marker::new("files-off");
     let tmp = tempfile::tempdir().unwrap();
     let idle = Duration::from_millis(500);
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(idle)
-        .watch_files(false);
+        .watch_files(false)
+        .build()
+        .unwrap();
     let session = Session::spawn(
         silent_writer(tmp.path(), "plan.md", "0.1", 1000, &m),
         config,
@@ -358,7 +370,7 @@ fn the_file_signal_can_be_turned_off() {
 
 #[test]
 fn invalid_globs_are_a_config_error_at_spawn() {
-    let config = MonitorConfig::default().files(FileWatchConfig::default().include("[unclosed"));
+    let config = MonitorConfig::builder().files(FileWatchConfig::builder().include("[unclosed"));
     let err = Session::spawn(Command::new("true"), config).unwrap_err();
     assert_eq!(err.io_error_kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("files.include"), "{err}");
@@ -375,10 +387,12 @@ fn a_delayed_arming_in_a_session_watches_what_comes_after_it() {
     fs::create_dir(tmp.path().join(".agent")).unwrap();
     let ready = tmp.path().join("armed");
     let clock = MockClock::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(600))
         .watch_output(false)
-        .files(FileWatchConfig::default().arm_delay(Duration::from_millis(100)));
+        .files(FileWatchConfig::builder().arm_delay(Duration::from_millis(100)))
+        .build()
+        .unwrap();
     // The write waits for the test's word, given once the arming is long past.
     let mut c = m.sh(&format!(
         "while [ ! -e '{ready}' ]; do sleep 0.01; done; echo x > .agent/late.md; \

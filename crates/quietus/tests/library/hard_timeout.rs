@@ -15,10 +15,12 @@ fn hard_deadline_ends_a_chatty_child() {
     let started = Instant::now();
     let session = Session::builder(marker.sh("while :; do echo chat; sleep 0.05; done"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(std::time::Duration::from_secs(60))
                 .hard_timeout(Some(hard))
-                .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -49,10 +51,12 @@ fn hard_deadline_wins_over_a_later_idle_timeout() {
     let hard = ms(400);
     let session = Session::spawn(
         marker.sh("sleep 1000"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(std::time::Duration::from_secs(60))
             .hard_timeout(Some(hard))
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);
@@ -67,9 +71,11 @@ fn child_finishing_before_the_hard_deadline_is_not_touched() {
     let marker = Marker::new("hard_not_reached");
     let session = Session::spawn(
         marker.sh("echo hi; exit 0"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(ms(1000))
-            .hard_timeout(Some(std::time::Duration::from_secs(30))),
+            .hard_timeout(Some(std::time::Duration::from_secs(30)))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);

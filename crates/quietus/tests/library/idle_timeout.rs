@@ -15,9 +15,11 @@ fn silent_child_is_ended_at_the_idle_timeout() {
     let started = Instant::now();
     let session = Session::builder(marker.sh("echo ready; sleep 1000"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(idle)
-                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -74,9 +76,11 @@ fn child_that_never_prints_is_stale_one_timeout_after_spawn() {
     let started = Instant::now();
     let session = Session::spawn(
         marker.sh("sleep 1000"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(idle)
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);
@@ -101,9 +105,11 @@ fn grandchildren_of_a_silent_child_are_ended_too() {
         marker.sh("sleep 1000 & sleep 1000 & (sleep 1000; :) & echo ready; sleep 1000"),
     )
     .config(
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(ms(500))
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     )
     .stdout(out.sink())
     .spawn()
@@ -131,9 +137,11 @@ fn child_that_closed_its_output_is_still_ended_when_idle() {
     let idle = ms(400);
     let session = Session::spawn(
         marker.sh("exec >&- 2>&-; sleep 1000"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(idle)
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);

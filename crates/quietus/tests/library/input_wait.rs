@@ -3,6 +3,7 @@
 //! line by line or that shows activity is never ended for it.
 #![cfg(target_os = "linux")]
 
+use quietus::config::MonitorConfigBuilder;
 use std::time::{Duration, Instant};
 
 use crate::support as common;
@@ -12,8 +13,8 @@ use quietus::diagnosis::InputWait;
 use quietus::{Event, MonitorConfig, Outcome, Session, Stdin};
 
 /// Idle timeout 60 s: whatever ends the child earlier is the input-wait rule.
-fn config(timeout: Duration) -> MonitorConfig {
-    MonitorConfig::default()
+fn config(timeout: Duration) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
         .input_wait_timeout(Some(timeout))
         .kill_ladder(quietus::KillLadder::polite(quietus::Signal::TERM, ms(300)))
@@ -166,9 +167,11 @@ fn a_grandchild_started_after_the_last_sample_is_seen_whatever_the_check_interva
 fn a_notice_tells_once_per_episode_and_never_ends_the_child() {
     let m = Marker::new("iw-notice");
     let out = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
-        .input_wait_notice(Some(ms(500)));
+        .input_wait_notice(Some(ms(500)))
+        .build()
+        .unwrap();
     let session = Session::builder(m.sh("echo ready; read x; read y; echo got \"$x\" \"$y\""))
         .stdin(Stdin::Piped)
         .config(config)

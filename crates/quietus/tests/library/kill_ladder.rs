@@ -18,9 +18,11 @@ fn child_ignoring_term_is_escalated_to_kill() {
     // The trap is installed before `ready`; an ignored signal stays ignored in `sleep` too.
     let session = Session::builder(marker.sh("trap '' TERM; echo ready; sleep 1000"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(idle)
-                .kill_ladder(KillLadder::polite(Signal::TERM, grace)),
+                .kill_ladder(KillLadder::polite(Signal::TERM, grace))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -61,13 +63,15 @@ fn every_step_of_a_custom_ladder_is_climbed_in_order() {
     // Ignores INT and HUP, dies of TERM.
     let session = Session::builder(marker.sh("trap '' INT HUP; echo ready; sleep 1000"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(ms(300))
                 .kill_ladder(KillLadder::new([
                     (Signal::INT, ms(200)),
                     (Signal::HUP, ms(200)),
                     (Signal::TERM, ms(1000)),
-                ])),
+                ]))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -93,9 +97,11 @@ fn immediate_ladder_sends_only_kill() {
     let marker = Marker::new("ladder_immediate");
     let session = Session::spawn(
         marker.sh("trap '' TERM; sleep 1000"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(ms(300))
-            .kill_ladder(KillLadder::immediate()),
+            .kill_ladder(KillLadder::immediate())
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);
@@ -116,9 +122,11 @@ fn kill_during_the_grace_skips_straight_to_sigkill() {
         marker.sh("trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done"),
     )
     .config(
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(ms(300))
-            .kill_ladder(KillLadder::polite(Signal::TERM, long_grace)),
+            .kill_ladder(KillLadder::polite(Signal::TERM, long_grace))
+            .build()
+            .unwrap(),
     )
     .stdout(out.sink())
     .spawn()

@@ -30,9 +30,11 @@ fn background_sleeper_is_ended_and_wait_returns_promptly() {
     // The sleeper inherits stdout/stderr: it holds the pipes open after `sh` exits.
     let session = Session::builder(marker.sh("sleep 1000 & echo hi"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(Duration::from_secs(60))
-                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -64,6 +66,32 @@ fn background_sleeper_is_ended_and_wait_returns_promptly() {
     assert_no_leak(&marker);
 }
 
+/// A leftover's command line keeps its quoting (issue 51, point 12): `sh -c 'sleep 1000; : tag'`
+/// was reported as `sh -c sleep 1000; : tag`, which reads back as another command.
+#[test]
+fn a_leftovers_command_line_is_quoted_as_a_shell_reads_it_back() {
+    let marker = Marker::new("leftover_quoted");
+    let session = Session::builder(marker.sh("sh -c 'sleep 1000; : tag' & echo hi"))
+        .config(
+            MonitorConfig::builder()
+                .idle_timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        )
+        .stdout(SharedBuf::new().sink())
+        .spawn()
+        .expect("sh can be spawned");
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    let job = result.leftovers.iter().find(|l| l.command.contains("tag"));
+    assert_eq!(
+        job.map(|l| l.command.as_str()),
+        Some("sh -c 'sleep 1000; : tag'"),
+        "{result:#?}"
+    );
+    assert_no_leak(&marker);
+}
+
 /// Adopting orphans (subreaper mode) and holding the process group: when the leader exits, a
 /// sleeper left in its group and one that left it (setsid, its parent gone: adopted) are both
 /// ended; the look that skips the scans (no child but the leader) must not miss them.
@@ -75,11 +103,13 @@ fn adopted_and_group_leftovers_are_ended_when_adopting_orphans() {
     let script = escaped_sleeper(&up, "sleep 1000 >/dev/null 2>&1 & echo hi");
     let session = Session::builder(marker.sh(&script))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(Duration::from_secs(60))
                 .containment(Containment::Group)
-                .children(ChildWatchConfig::default().subreaper(true))
-                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
+                .children(ChildWatchConfig::builder().subreaper(true))
+                .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
+                .build()
+                .unwrap(),
         )
         .spawn()
         .expect("sh can be spawned");
@@ -105,11 +135,13 @@ fn kept_sleeper_survives_and_wait_still_returns_promptly() {
     let started = Instant::now();
     let session = Session::builder(marker.sh("sleep 1000 & echo hi"))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(Duration::from_secs(60))
                 .keep_leftovers(true)
                 .drain_cap(ms(500))
-                .drain_quiet(ms(100)),
+                .drain_quiet(ms(100))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -169,9 +201,11 @@ fn leftovers_ignoring_term_are_escalated_after_a_normal_exit() {
     );
     let session = Session::builder(marker.sh(&script))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(Duration::from_secs(60))
-                .kill_ladder(KillLadder::polite(Signal::TERM, grace)),
+                .kill_ladder(KillLadder::polite(Signal::TERM, grace))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()
@@ -193,9 +227,11 @@ fn exit_code_is_kept_when_leftovers_are_ended() {
     let marker = Marker::new("leftover_exit_code");
     let session = Session::spawn(
         marker.sh("sleep 1000 & exit 3"),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(Duration::from_secs(60))
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
+            .build()
+            .unwrap(),
     )
     .expect("sh can be spawned");
     let result = wait_generously(&session);
@@ -219,7 +255,7 @@ fn wait_does_not_hang_on_a_pipe_held_outside_the_group() {
     let started = Instant::now();
     let session = Session::builder(marker.sh(&escaped_sleeper(&dir.path().join("up"), "echo hi")))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(Duration::from_secs(60))
                 .drain_cap(ms(1000))
                 // Leftovers kept, so the escapee (which the descendant observer may have seen)
@@ -260,10 +296,12 @@ fn setsid_grandchild_is_ended_after_an_idle_timeout() {
     let script = escaped_sleeper(&dir.path().join("up"), "echo ready; sleep 1000");
     let session = Session::builder(marker.sh(&script))
         .config(
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .idle_timeout(ms(500))
                 .kill_ladder(KillLadder::polite(Signal::TERM, ms(300)))
-                .drain_cap(ms(500)),
+                .drain_cap(ms(500))
+                .build()
+                .unwrap(),
         )
         .stdout(out.sink())
         .spawn()

@@ -26,6 +26,7 @@ mod network_signal;
 mod observe;
 mod probes;
 mod program;
+mod readme;
 mod registry;
 mod retry;
 mod session_control;

@@ -5,6 +5,7 @@
 //! end that no process with that marker is left.
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::process::Command;
 use std::time::Duration;
@@ -27,7 +28,7 @@ fn parked(clock: &MockClock) {
 
 fn spawn(
     clock: &MockClock,
-    config: MonitorConfig,
+    config: impl Into<MonitorConfigBuilder>,
     script: &str,
     m: &Marker,
 ) -> (Session, SharedBuf) {
@@ -120,7 +121,10 @@ fn keepalives_carry_a_silent_child_through_hours() {
 fn hard_timeout_ends_an_active_child_at_its_exact_instant() {
     let m = Marker::new("mock-hard");
     let clock = MockClock::new();
-    let config = MonitorConfig::default().hard_timeout(Some(Duration::from_secs(3600)));
+    let config = MonitorConfig::builder()
+        .hard_timeout(Some(Duration::from_secs(3600)))
+        .build()
+        .unwrap();
     let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
     buf.wait_for("ready");
     for _ in 0..36 {
@@ -145,9 +149,11 @@ fn hard_timeout_ends_an_active_child_at_its_exact_instant() {
 fn ladder_grace_runs_on_the_mock_clock_and_escalates() {
     let m = Marker::new("mock-ladder");
     let clock = MockClock::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
-        .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(5)));
+        .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(5)))
+        .build()
+        .unwrap();
     let (session, buf) = spawn(
         &clock,
         config,
@@ -180,9 +186,11 @@ fn keepalive_then_set_idle_timeout_replaces_the_idle_timeout() {
     let clock = MockClock::new();
     // No idle warning, and the tree sampled once a minute (a configured interval does not
     // follow the timeout): the only deadline left is the idle timeout itself.
-    let config = MonitorConfig::default()
-        .events(EventConfig::default().idle_warning(None))
-        .check_interval(Some(Duration::from_secs(60)));
+    let config = MonitorConfig::builder()
+        .events(EventConfig::builder().idle_warning(None))
+        .check_interval(Some(Duration::from_secs(60)))
+        .build()
+        .unwrap();
     let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
     buf.wait_for("ready");
     parked(&clock);
@@ -209,7 +217,10 @@ fn keepalive_then_set_idle_timeout_replaces_the_idle_timeout() {
 fn output_counts_as_activity_at_the_mock_instant() {
     let m = Marker::new("mock-output");
     let clock = MockClock::new();
-    let config = MonitorConfig::default().idle_timeout(Duration::from_secs(60));
+    let config = MonitorConfig::builder()
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
     // The child prints a line for every line it reads... it cannot read (stdin is null), so
     // drive it with signals instead: it prints "tick" on every SIGUSR1.
     let (session, buf) = spawn(
@@ -272,9 +283,11 @@ fn a_new_idle_timeout_brings_the_check_interval_derived_from_it() {
     let m = Marker::new("mock-interval");
     let clock = MockClock::new();
     let t0 = clock.now();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(3600))
-        .events(EventConfig::default().idle_warning(None));
+        .events(EventConfig::builder().idle_warning(None))
+        .build()
+        .unwrap();
     let (session, buf) = spawn(&clock, config, "echo ready; exec sleep 100000", &m);
     buf.wait_for("ready");
     assert!(clock.wait_for_deadline(t0 + Duration::from_secs(30), PATIENCE));

@@ -5,6 +5,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -16,8 +17,8 @@ use quietus::{ActivitySource, MonitorConfig, MonitorResult, Outcome, Session, St
 
 /// Two seconds idle, sampled every 200 ms; the children source off, so that only the network
 /// can keep the child alive. A trickle every 0.5 s leaves 1.5 s of slack for the VM's stalls.
-fn config(idle: Duration) -> MonitorConfig {
-    MonitorConfig::default()
+fn config(idle: Duration) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(idle)
         .check_interval(Some(ms(200)))
         .watch_children(false)
@@ -29,7 +30,11 @@ fn connect(port: u16, then: &str) -> String {
     format!("exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; echo ready; {then}'")
 }
 
-fn run(m: &Marker, script: &str, config: MonitorConfig) -> (MonitorResult, Duration) {
+fn run(
+    m: &Marker,
+    script: &str,
+    config: impl Into<MonitorConfigBuilder>,
+) -> (MonitorResult, Duration) {
     let out = SharedBuf::new();
     let started = Instant::now();
     let session = Session::builder(m.sh(script))

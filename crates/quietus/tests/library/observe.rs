@@ -2,6 +2,7 @@
 //! child is not ended; the result lists when and why it would have been (one observation per
 //! stretch of quiet, the hard timeout and completion once), and the outcome is its own.
 
+use quietus::config::MonitorConfigBuilder;
 use std::time::Duration;
 
 use crate::support as common;
@@ -39,10 +40,14 @@ fn observed_yet(events: &mut EventReceiver) -> bool {
 }
 
 /// A child that reads one line from its piped stdin, prints it and exits 0.
-fn reader(clock: &MockClock, config: MonitorConfig, m: &Marker) -> (Session, SharedBuf) {
+fn reader(
+    clock: &MockClock,
+    config: impl Into<MonitorConfigBuilder>,
+    m: &Marker,
+) -> (Session, SharedBuf) {
     let buf = SharedBuf::new();
     let session = Session::builder(m.sh("echo ready; read x; echo got-$x"))
-        .config(config.observe(true))
+        .config(config.into().observe(true))
         .clock(clock.clone())
         .stdin(Stdin::Piped)
         .stdout(buf.sink())
@@ -55,7 +60,10 @@ fn reader(clock: &MockClock, config: MonitorConfig, m: &Marker) -> (Session, Sha
 fn a_stalled_child_is_not_ended_and_each_quiet_stretch_is_observed_once() {
     let m = Marker::new("observe-stalled");
     let clock = MockClock::new();
-    let config = MonitorConfig::default().idle_timeout(Duration::from_secs(300));
+    let config = MonitorConfig::builder()
+        .idle_timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
     let (session, buf) = reader(&clock, config, &m);
     let mut events = session.events();
     buf.wait_for("ready");
@@ -117,9 +125,11 @@ fn a_stalled_child_is_not_ended_and_each_quiet_stretch_is_observed_once() {
 fn the_hard_timeout_is_observed_once_and_terminate_still_acts() {
     let m = Marker::new("observe-hard");
     let clock = MockClock::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(300))
-        .hard_timeout(Some(Duration::from_secs(10)));
+        .hard_timeout(Some(Duration::from_secs(10)))
+        .build()
+        .unwrap();
     let (session, buf) = reader(&clock, config, &m);
     let mut events = session.events();
     buf.wait_for("ready");
@@ -153,16 +163,18 @@ fn completion_past_its_linger_is_observed_once() {
     let m = Marker::new("observe-done");
     let clock = MockClock::new();
     let buf = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(300))
         .watch_children(false)
         .watch_files(false)
         .completion(
-            CompletionConfig::default()
+            CompletionConfig::builder()
                 .output("^DONE$")
                 .linger(Duration::from_secs(10)),
         )
-        .observe(true);
+        .observe(true)
+        .build()
+        .unwrap();
     let t0 = clock.now();
     let session = Session::builder(m.sh("echo DONE; read x; exit 3"))
         .config(config)
@@ -198,10 +210,12 @@ fn completion_past_its_linger_is_observed_once() {
 fn an_input_wait_is_observed_and_the_child_answered_goes_on() {
     let m = Marker::new("observe-input");
     let out = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
         .input_wait_timeout(Some(Duration::from_millis(1000)))
-        .observe(true);
+        .observe(true)
+        .build()
+        .unwrap();
     let session = Session::builder(m.sh("echo ready; read x; echo got-$x"))
         .stdin(Stdin::Piped)
         .config(config)

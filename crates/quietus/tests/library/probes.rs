@@ -2,6 +2,7 @@
 //! while they say yes; a panicking or blocked probe is a "no" and never holds up the ladder.
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,14 +19,14 @@ fn secs(n: u64) -> Duration {
 
 /// Only the idle timeout plans wake-ups: no file arming, no warning, and the descendants
 /// (sampled whatever the children source says) sampled at the idle deadlines themselves.
-fn quiet_config(probe: Probe) -> MonitorConfig {
-    MonitorConfig::default()
+fn quiet_config(probe: Probe) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(secs(300))
         .check_interval(Some(secs(300)))
         .watch_children(false)
         .watch_files(false)
         .watch_output(false)
-        .events(EventConfig::default().idle_warning(None))
+        .events(EventConfig::builder().idle_warning(None))
         .probe(probe)
 }
 
@@ -138,21 +139,21 @@ fn bad_probe_settings_are_config_errors() {
     let m = Marker::new("probe-bad");
     for (config, needle) in [
         (
-            MonitorConfig::default().probe(Probe::new("", || true)),
+            MonitorConfig::builder().probe(Probe::new("", || true)),
             "probe \"\"",
         ),
         (
-            MonitorConfig::default().probe(Probe::new("output", || true)),
+            MonitorConfig::builder().probe(Probe::new("output", || true)),
             "built-in",
         ),
         (
-            MonitorConfig::default()
+            MonitorConfig::builder()
                 .probe(Probe::new("a", || true))
                 .probe(Probe::new("a", || false)),
             "two probes",
         ),
         (
-            MonitorConfig::default().solo_cap(ActivitySource::probe("nope"), Some(secs(1))),
+            MonitorConfig::builder().solo_cap(ActivitySource::probe("nope"), Some(secs(1))),
             "no such source",
         ),
     ] {

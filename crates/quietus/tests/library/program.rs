@@ -4,6 +4,7 @@
 //! cannot run fails as a `Command`'s does.
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -16,7 +17,7 @@ use quietus::{
 };
 
 /// Runs to the end; returns the exit code and stdout (the combined stream when combined).
-fn run(builder: SessionBuilder, config: MonitorConfig) -> (i32, String) {
+fn run(builder: SessionBuilder, config: impl Into<MonitorConfigBuilder>) -> (i32, String) {
     let session = builder.config(config).spawn().expect("it starts");
     let result = wait_generously(&session);
     let snapshot = session.output();
@@ -24,8 +25,8 @@ fn run(builder: SessionBuilder, config: MonitorConfig) -> (i32, String) {
     (result.exit_code(), out.render_lossy())
 }
 
-fn quiet() -> MonitorConfig {
-    MonitorConfig::default().watch_files(false)
+fn quiet() -> MonitorConfigBuilder {
+    MonitorConfig::builder().watch_files(false)
 }
 
 /// What `sh` prints about its run: arguments, working directory, two variables, the
@@ -123,7 +124,7 @@ fn a_detached_program_leads_a_session_and_the_combined_stream_keeps_the_order() 
     let script = "read -r a b c ppid pgid sid rest < /proc/self/stat; \
                   [ \"$pgid\" = $$ ] && [ \"$sid\" = $$ ] && echo leads; \
                   echo two >&2; echo three";
-    let config = quiet().capture(CaptureConfig::default().combined(true));
+    let config = quiet().capture(CaptureConfig::builder().combined(true));
     let builder = Session::builder(Program::new("sh").args(["-c", script])).non_interactive();
     let (code, out) = run(builder, config);
     assert_eq!((code, out.as_str()), (0, "leads\ntwo\nthree\n"));

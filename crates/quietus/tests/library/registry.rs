@@ -1,6 +1,7 @@
 //! The registry: several live sessions, summaries, control by id, pruning, shutdown.
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::collections::BTreeSet;
 use std::thread;
@@ -15,8 +16,8 @@ use quietus::{
 };
 
 /// No file or descendant signal: on a mock clock only output and keepalives move time marks.
-fn quiet(idle: Duration) -> MonitorConfig {
-    MonitorConfig::default()
+fn quiet(idle: Duration) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(idle)
         .watch_files(false)
         .watch_children(false)
@@ -27,7 +28,7 @@ fn quiet(idle: Duration) -> MonitorConfig {
 fn builder(
     marker: &Marker,
     script: &str,
-    config: MonitorConfig,
+    config: impl Into<MonitorConfigBuilder>,
     out: &SharedBuf,
 ) -> SessionBuilder {
     Session::builder(marker.sh(script))
@@ -52,7 +53,7 @@ fn summaries_of_several_live_sessions_display_as_one_line_each() {
     // Sessions and registry on the same mock clock: uptimes and idle times are exact.
     let registry = Registry::with_clock(clock.clone());
     let config =
-        quiet(Duration::from_secs(260)).capture(CaptureConfig::default().log_dir(logs.path()));
+        quiet(Duration::from_secs(260)).capture(CaptureConfig::builder().log_dir(logs.path()));
     let scripts = [
         "echo ready; exec sleep 1000",
         "echo ready >&2; exec sleep 1000",

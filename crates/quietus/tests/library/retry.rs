@@ -2,6 +2,7 @@
 //! folder) that fails in the ways real ones do.
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -32,14 +33,14 @@ impl Fake {
     }
 
     /// The builder for one attempt (run through `sh`: no exec of a file just written).
-    fn builder(&self, marker: &Marker, config: MonitorConfig) -> SessionBuilder {
+    fn builder(&self, marker: &Marker, config: impl Into<MonitorConfigBuilder>) -> SessionBuilder {
         let mut command = Command::new("sh");
         command
             .arg(&self.script)
             .arg(marker.as_str())
             .env(MARKER_ENV, marker.as_str())
             .env("WORK", self.work());
-        Session::builder(command).config(config.watch_files(false))
+        Session::builder(command).config(config.into().watch_files(false))
     }
 
     /// How many times the fake ran (it appends a line to `$WORK/runs`).
@@ -168,11 +169,14 @@ touch "$WORK/sentinel"
 exit 1
 "#
     ));
-    let config = MonitorConfig::default().capture(
-        CaptureConfig::default()
-            .cap_per_stream(1024)
-            .log_dir(logs.path()),
-    );
+    let config = MonitorConfig::builder()
+        .capture(
+            CaptureConfig::builder()
+                .cap_per_stream(1024)
+                .log_dir(logs.path()),
+        )
+        .build()
+        .unwrap();
     let report = RetryPolicy::new([SIGNATURE])
         .run(|_| fake.builder(&m, config.clone()))
         .unwrap();
@@ -200,10 +204,12 @@ fn timeouts_are_retried_only_when_asked() {
     let fake = Fake::new(&format!(
         "echo run >> \"$WORK/runs\"\necho '{SIGNATURE}' >&2\nexec sleep 1000\n"
     ));
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(ms(300))
         .watch_children(false)
-        .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)));
+        .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
+        .build()
+        .unwrap();
     let report = RetryPolicy::new([SIGNATURE])
         .run(|_| fake.builder(&m, config.clone()))
         .unwrap();
@@ -273,13 +279,15 @@ fn spawn_errors_end_the_run() {
 fn completed_work_is_a_success_and_never_retried() {
     let marker = Marker::new("retry-completed");
     let fake = Fake::new("echo 'RESULT ok'; exec sleep 100000\n");
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(std::time::Duration::from_secs(120))
         .completion(
-            quietus::CompletionConfig::default()
+            quietus::CompletionConfig::builder()
                 .output("^RESULT")
                 .linger(ms(200)),
-        );
+        )
+        .build()
+        .unwrap();
     let report = RetryPolicy::new([""])
         .retry_timeouts(true)
         .run(|_| fake.builder(&marker, config.clone()))

@@ -1,6 +1,7 @@
 //! Controlling a running session: terminate, kill, keepalive, keepalive with a new timeout.
 
 use crate::support as common;
+use quietus::config::MonitorConfigBuilder;
 
 use std::os::unix::process::ExitStatusExt;
 use std::thread;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{GENEROUS, Marker, SharedBuf, assert_no_leak, ms, wait_generously};
 use quietus::{ActivitySource, KillLadder, MonitorConfig, Outcome, Session, Signal};
 
-fn silent_child(marker: &Marker, config: MonitorConfig) -> (Session, SharedBuf) {
+fn silent_child(marker: &Marker, config: impl Into<MonitorConfigBuilder>) -> (Session, SharedBuf) {
     let out = SharedBuf::new();
     let session = Session::builder(marker.sh("echo ready; sleep 1000"))
         .config(config)
@@ -20,8 +21,8 @@ fn silent_child(marker: &Marker, config: MonitorConfig) -> (Session, SharedBuf) 
     (session, out)
 }
 
-fn patient() -> MonitorConfig {
-    MonitorConfig::default()
+fn patient() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(Duration::from_secs(60))
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
 }
@@ -90,9 +91,11 @@ fn keepalives_keep_a_silent_child_alive_until_they_stop() {
     let kept_for = ms(3500);
     let (session, _out) = silent_child(
         &marker,
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(idle)
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(500)))
+            .build()
+            .unwrap(),
     );
     // The board's origin (the spawn) is before this instant.
     let after_spawn = Instant::now();
@@ -169,9 +172,11 @@ fn keepalive_then_a_longer_idle_timeout_lengthens_the_idle_timeout() {
     let first = Duration::from_secs(3);
     let (session, _out) = silent_child(
         &marker,
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(first)
-            .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000))),
+            .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
+            .build()
+            .unwrap(),
     );
     session.keepalive();
     session

@@ -13,10 +13,12 @@ use quietus::{ActivitySource, MonitorConfig, Outcome, Session};
 fn a_spinning_grandchild_of_a_silent_child_is_ended_after_the_children_cap() {
     let m = Marker::new("cap-spin");
     let buf = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(ms(1500))
         .watch_files(false)
-        .solo_cap(ActivitySource::Children, Some(ms(2000)));
+        .solo_cap(ActivitySource::Children, Some(ms(2000)))
+        .build()
+        .unwrap();
     // The child says one line, then stays silent while its grandchild spins.
     let script = "yes > /dev/null & echo ready; wait";
     let session = Session::builder(m.sh(script))
@@ -41,10 +43,12 @@ fn a_spinning_grandchild_of_a_silent_child_is_ended_after_the_children_cap() {
 fn without_a_cap_the_spinning_grandchild_keeps_the_child_alive() {
     let m = Marker::new("cap-none");
     let buf = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(ms(1500))
         .watch_files(false)
-        .solo_cap(ActivitySource::Children, None);
+        .solo_cap(ActivitySource::Children, None)
+        .build()
+        .unwrap();
     let session = Session::builder(m.sh("yes > /dev/null & echo ready; wait"))
         .config(config)
         .stdout(buf.sink())
@@ -83,11 +87,13 @@ fn a_real_silent_build_shorter_than_the_default_cap_is_never_ended() {
     std::fs::write(dir.path().join("work.c"), heavy_c_source()).unwrap();
     // Default caps (children: 30 minutes); an idle timeout far shorter than the build, so
     // only the compilers' CPU keeps the silent child alive.
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(ms(2500))
-        .watch_files(false);
+        .watch_files(false)
+        .build()
+        .unwrap();
     assert_eq!(
-        config.get_solo_caps().get(&ActivitySource::Children),
+        config.solo_caps().get(&ActivitySource::Children),
         Some(&quietus::MonitorConfig::DEFAULT_CHILDREN_SOLO_CAP)
     );
     let buf = SharedBuf::new();
@@ -113,11 +119,13 @@ fn a_real_silent_build_shorter_than_the_default_cap_is_never_ended() {
 fn repeated_output_is_a_source_of_its_own_with_a_cap() {
     let m = Marker::new("cap-repeat");
     let buf = SharedBuf::new();
-    let config = MonitorConfig::default()
+    let config = MonitorConfig::builder()
         .idle_timeout(ms(1500))
         .watch_files(false)
         .watch_children(false)
-        .repeated_output(Some(ms(1500)));
+        .repeated_output(Some(ms(1500)))
+        .build()
+        .unwrap();
     // New output first, then the same retry line over and over (the counter changes).
     let script = "echo starting; i=0; while :; do i=$((i+1)); echo \"retrying in 5s (attempt $i)\"; \
                   sleep 0.2; done";

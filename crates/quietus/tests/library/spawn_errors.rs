@@ -73,7 +73,7 @@ fn invalid_config_is_invalid_input_and_spawns_nothing() {
     let script = format!(": > '{}'; sleep 1000", witness.display());
     let err = Session::spawn(
         marker.sh(&script),
-        MonitorConfig::default().idle_timeout(Duration::ZERO),
+        MonitorConfig::builder().idle_timeout(Duration::ZERO),
     )
     .expect_err("an invalid configuration is refused");
     assert_eq!(err.io_error_kind(), ErrorKind::InvalidInput, "{err}");
@@ -108,11 +108,11 @@ fn invalid_config_is_invalid_input_and_spawns_nothing() {
 fn other_invalid_configs_are_refused_too() {
     let marker = Marker::new("spawn_bad_configs");
     let bad = [
-        MonitorConfig::default().kill_ladder(KillLadder::new([])),
-        MonitorConfig::default().hard_timeout(Some(Duration::ZERO)),
-        MonitorConfig::default().check_interval(Some(Duration::ZERO)),
-        MonitorConfig::default().kill_confirm_timeout(Duration::ZERO),
-        MonitorConfig::default().idle_timeout(Duration::from_secs(30 * 24 * 3600)),
+        MonitorConfig::builder().kill_ladder(KillLadder::new([])),
+        MonitorConfig::builder().hard_timeout(Some(Duration::ZERO)),
+        MonitorConfig::builder().check_interval(Some(Duration::ZERO)),
+        MonitorConfig::builder().kill_confirm_timeout(Duration::ZERO),
+        MonitorConfig::builder().idle_timeout(Duration::from_secs(30 * 24 * 3600)),
     ];
     for config in bad {
         let err = Session::spawn(marker.sh("sleep 1000"), config.clone())
@@ -235,7 +235,7 @@ fn an_invalid_config_is_a_config_error_with_the_config_error_inside() {
     let marker = Marker::new("spawn_kind_config");
     let err = Session::spawn(
         marker.sh("sleep 1000"),
-        MonitorConfig::default().idle_timeout(Duration::ZERO),
+        MonitorConfig::builder().idle_timeout(Duration::ZERO),
     )
     .expect_err("an invalid configuration is refused");
     let spawn_error = expect_kind(&err, SpawnErrorKind::Config, ErrorKind::InvalidInput);
@@ -253,7 +253,7 @@ fn an_invalid_config_is_a_config_error_with_the_config_error_inside() {
         ),
         "{config_error:?}"
     );
-    let glob = MonitorConfig::default().files(FileWatchConfig::default().include("[unclosed"));
+    let glob = MonitorConfig::builder().files(FileWatchConfig::builder().include("[unclosed"));
     let err = Session::spawn(marker.sh("sleep 1000"), glob).expect_err("a bad glob is refused");
     expect_kind(&err, SpawnErrorKind::Config, ErrorKind::InvalidInput);
     assert_no_leak(&marker);
@@ -326,7 +326,10 @@ fn a_named_log_folder_that_cannot_be_used_is_a_log_dir_error() {
     fs::write(&file, "").expect("write a file");
     let err = Session::spawn(
         marker.sh("sleep 1000"),
-        MonitorConfig::default().capture(CaptureConfig::default().log_dir(file.join("logs"))),
+        MonitorConfig::builder()
+            .capture(CaptureConfig::builder().log_dir(file.join("logs")))
+            .build()
+            .unwrap(),
     )
     .expect_err("a log folder under a file cannot be used");
     let spawn_error = expect_kind(&err, SpawnErrorKind::LogDir, ErrorKind::Other);

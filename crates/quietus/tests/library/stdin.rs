@@ -54,7 +54,12 @@ fn a_child_that_never_reads_never_blocks_the_writer_for_good() {
     let m = Marker::new("stdin-never-read");
     let out = SharedBuf::new();
     let session = Session::builder(m.sh("echo ready; exec sleep 1000"))
-        .config(MonitorConfig::default().idle_timeout(Duration::from_secs(120)))
+        .config(
+            MonitorConfig::builder()
+                .idle_timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+        )
         .stdin(Stdin::Piped)
         .stdout(out.sink())
         .spawn()
@@ -93,7 +98,12 @@ fn another_sessions_guardian_holds_no_copy_of_this_stdin() {
     let mut sleeper = Command::new("sleep");
     sleeper.arg("1000").env(MARKER_ENV, m.as_str());
     let second = Session::builder(sleeper)
-        .config(MonitorConfig::default().idle_timeout(Duration::from_secs(3600)))
+        .config(
+            MonitorConfig::builder()
+                .idle_timeout(Duration::from_secs(3600))
+                .build()
+                .unwrap(),
+        )
         .spawn()
         .expect("sleep can be spawned");
     first.write_stdin(b"bye\n").unwrap();

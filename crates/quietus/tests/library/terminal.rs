@@ -4,6 +4,7 @@
 
 use crate::support as common;
 use crate::support::fault as fault_support;
+use quietus::config::MonitorConfigBuilder;
 
 use std::io;
 use std::process::Command;
@@ -18,7 +19,11 @@ use quietus::{
 };
 
 /// A terminal session of `script` (run by `sh -c` with the marker) writing to `buf`.
-fn spawn_on_terminal(m: &Marker, script: &str, config: MonitorConfig) -> (Session, SharedBuf) {
+fn spawn_on_terminal(
+    m: &Marker,
+    script: &str,
+    config: impl Into<MonitorConfigBuilder>,
+) -> (Session, SharedBuf) {
     let buf = SharedBuf::new();
     let session = Session::builder(m.sh(script))
         .pty(24, 80)
@@ -233,7 +238,10 @@ fn a_silent_program_on_a_terminal_is_ended_at_the_idle_timeout() {
     let (session, buf) = spawn_on_terminal(
         &m,
         "echo ready; exec sleep 100000",
-        MonitorConfig::default().idle_timeout(ms(600)),
+        MonitorConfig::builder()
+            .idle_timeout(ms(600))
+            .build()
+            .unwrap(),
     );
     buf.wait_for("ready");
     let result = wait_generously(&session);
@@ -253,7 +261,10 @@ fn a_chatty_program_on_a_terminal_is_not_ended() {
         &m,
         "i=0; while [ $i -lt 25 ]; do printf 'tick %s\\r' $i; sleep 0.1; i=$((i+1)); done; \
          echo done",
-        MonitorConfig::default().idle_timeout(ms(1500)),
+        MonitorConfig::builder()
+            .idle_timeout(ms(1500))
+            .build()
+            .unwrap(),
     );
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -311,10 +322,12 @@ fn a_grandchild_holding_the_terminal_open_does_not_hang_the_end() {
              while [ ! -e '{up}' ]; do sleep 0.01; done; echo bye",
             up = up.display()
         ),
-        MonitorConfig::default()
+        MonitorConfig::builder()
             .idle_timeout(Duration::from_secs(60))
             .drain_cap(ms(1000))
-            .keep_leftovers(true),
+            .keep_leftovers(true)
+            .build()
+            .unwrap(),
     );
     let result = wait_generously(&session);
     assert!(
@@ -342,11 +355,14 @@ fn a_grandchild_holding_the_terminal_open_does_not_hang_the_end() {
 fn the_terminal_log_has_the_sha256_of_the_delivered_bytes_and_output_events() {
     let m = Marker::new("tty-log");
     let logs = tempfile::tempdir().expect("a temporary directory");
-    let config = MonitorConfig::default().capture(
-        CaptureConfig::default()
-            .log_dir(logs.path())
-            .spill_threshold(1024),
-    );
+    let config = MonitorConfig::builder()
+        .capture(
+            CaptureConfig::builder()
+                .log_dir(logs.path())
+                .spill_threshold(1024),
+        )
+        .build()
+        .unwrap();
     let (session, buf) =
         spawn_on_terminal(&m, "seq 1 40000; printf '\\033[1mbold\\033[0m'", config);
     let mut events = session.events();

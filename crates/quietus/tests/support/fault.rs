@@ -22,6 +22,7 @@
 //! with `cargo nextest run --run-ignored only -E 'binary(/^fault/)'`.
 #![allow(dead_code)]
 
+use quietus::config::MonitorConfigBuilder;
 use std::fmt;
 use std::fs;
 use std::io::Read;
@@ -201,7 +202,7 @@ impl Scenario {
     }
 
     /// A session builder for `script` with `config` and both capturing sinks.
-    pub fn builder(&self, script: &str, config: MonitorConfig) -> SessionBuilder {
+    pub fn builder(&self, script: &str, config: impl Into<MonitorConfigBuilder>) -> SessionBuilder {
         Session::builder(self.command(script))
             .config(config)
             .stdout(self.out.sink())
@@ -209,7 +210,7 @@ impl Scenario {
     }
 
     /// Spawns `script` under `config` with both capturing sinks.
-    pub fn spawn(&self, script: &str, config: MonitorConfig) -> Session {
+    pub fn spawn(&self, script: &str, config: impl Into<MonitorConfigBuilder>) -> Session {
         self.builder(script, config)
             .spawn()
             .expect("the scenario's child can be spawned")
@@ -268,8 +269,8 @@ pub const LADDER_IDLE: Duration = Duration::from_millis(500);
 pub const LADDER_GRACE: Duration = Duration::from_millis(300);
 
 /// The configuration of the tree and signal scenarios: TERM, [`LADDER_GRACE`], KILL.
-pub fn ladder_config() -> MonitorConfig {
-    MonitorConfig::default()
+pub fn ladder_config() -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(LADDER_IDLE)
         .kill_ladder(KillLadder::polite(Signal::TERM, LADDER_GRACE))
         .drain_cap(Duration::from_millis(1000))
@@ -279,8 +280,8 @@ pub fn ladder_config() -> MonitorConfig {
 /// of its other tests come to it too, and go to the session they belong to by the rules of
 /// `ChildWatchConfig::subreaper`; its tests' own direct children stay in its process group,
 /// which rule 5 leaves alone).
-pub fn subreaper_config() -> MonitorConfig {
-    ladder_config().children(ChildWatchConfig::default().subreaper(true))
+pub fn subreaper_config() -> MonitorConfigBuilder {
+    ladder_config().children(ChildWatchConfig::builder().subreaper(true))
 }
 
 /// Whether the run ended at the idle timeout.

@@ -119,17 +119,15 @@ const omitted = process.env.QUIETUS_TEST_OMITTED_PROJECT;
 test("without the platform package: the message says why and how to repair it", { skip: omitted ? false : "QUIETUS_TEST_OMITTED_PROJECT is not set" }, async () => {
   const done = await start("npx", ["quietus", "--", "true"], { cwd: omitted, env: { ...process.env, QUIETUS_BINARY_PATH: "" } }).done;
   assert.equal(done.code, 125);
+  // The main tarball was installed alone (run.mjs: `npm install --omit=optional
+  // packs/quietus-<v>.tgz`): the platform package's tarball beside it is what repairs it.
+  const packs = path.join(path.dirname(omitted as string), "packs");
   const expected = [
     "quietus: the quietus binary for this machine (linux x64 with glibc) comes in the package @quietus/linux-x64-gnu, which is not installed.",
-    "npm installs it as an optional dependency of quietus, and leaves it out when optional dependencies are omitted",
-    "(--omit=optional, --no-optional, npm_config_omit=optional) or when package-lock.json was written on another platform:",
-    "npm drops the optional dependencies of the other platforms from the lock file (npm/cli#4828, openai/codex#13555).",
-    // Its lock file was written by an install that left the platform packages out.
-    `Here ${path.join(omitted as string, "package-lock.json")} does not list @quietus/linux-x64-gnu.`,
-    "To repair it, install again with optional dependencies and a fresh lock file (and commit the new lock file):",
-    "    rm -rf node_modules package-lock.json && npm install",
-    "or add this platform's package yourself:",
-    "    npm install @quietus/linux-x64-gnu@0.2.0",
+    `quietus was installed from ${path.join(packs, "quietus-0.2.0.tgz")}, not from the npm registry, so its platform package must be installed the same way:`,
+    "npm looks for @quietus/linux-x64-gnu@0.2.0 in the registry and skips an optional dependency it cannot get there (and omits it with --omit=optional).",
+    "To repair it, install the platform package's tarball made with it:",
+    `    npm install ${path.join(packs, "quietus-linux-x64-gnu-0.2.0.tgz")}`,
     "or set QUIETUS_BINARY_PATH to the path of a quietus binary (a release's, or target/release/quietus of cargo build --release -p quietus-cli).",
     "",
   ].join("\n");

@@ -3,6 +3,7 @@
 //! is scripted (when the leader exits, which signals end it, who it leaves behind), and it
 //! records what the monitor asked of it (signals, reaping, the session state at each sleep).
 
+use crate::config::MonitorConfigBuilder;
 use std::cell::RefCell;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -354,8 +355,12 @@ fn shared(config: &MonitorConfig, emitter: Arc<crate::events::Emitter>) -> Arc<S
 }
 
 /// A rig for `config` (files off) whose leader lives in `world`.
-fn new_rig(config: MonitorConfig, world: World) -> Rig {
-    let config = config.watch_files(false).watch_network(false);
+fn new_rig(config: MonitorConfigBuilder, world: World) -> Rig {
+    let config = config
+        .watch_files(false)
+        .watch_network(false)
+        .build()
+        .unwrap();
     let clock = MockClock::new();
     let session_clock = Clock::from(&clock);
     // The board as the launcher makes it (no probe here), the children source as configured.
@@ -510,10 +515,10 @@ fn secs(s: u64) -> Duration {
 
 /// A quiet config: output and keepalive only, idle after `idle` seconds, TERM then KILL, no
 /// idle warning.
-fn quiet(idle: u64) -> MonitorConfig {
-    MonitorConfig::default()
+fn quiet(idle: u64) -> MonitorConfigBuilder {
+    MonitorConfig::builder()
         .idle_timeout(secs(idle))
-        .events(crate::config::EventConfig::default().idle_warning(None))
+        .events(crate::config::EventConfig::builder().idle_warning(None))
         .watch_children(false)
         .kill_ladder(KillLadder::polite(Signal::TERM, secs(2)))
 }
@@ -741,7 +746,7 @@ fn seen() -> CompletionSeen {
 
 #[test]
 fn completion_ends_a_leader_that_lingers_past_its_linger() {
-    let config = quiet(600).completion(crate::CompletionConfig::default().linger(secs(4)));
+    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.control.send(Control::Completed(seen())).expect("open");
     let ran = rig.run();
@@ -759,7 +764,7 @@ fn completion_ends_a_leader_that_lingers_past_its_linger() {
 
 #[test]
 fn completion_followed_by_the_leaders_exit_is_an_exit() {
-    let config = quiet(600).completion(crate::CompletionConfig::default().linger(secs(4)));
+    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.world.borrow_mut().exit_at = Some(rig.origin() + secs(2));
     rig.control.send(Control::Completed(seen())).expect("open");
@@ -977,7 +982,10 @@ fn a_tree_that_outlives_its_sigkill_is_reported_unproven() {
 
 #[test]
 fn the_idle_warning_comes_once_per_idle_spell() {
-    let events = crate::config::EventConfig::default().idle_warning(Some(0.5));
+    let events = crate::config::EventConfig::builder()
+        .idle_warning(Some(0.5))
+        .build()
+        .unwrap();
     let ran = new_rig(quiet(10).events(events), polite()).run();
     let warnings: Vec<_> = ran
         .events

@@ -268,7 +268,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for delay in [Duration::ZERO, Duration::from_secs(10)] {
             let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
-            let config = FileWatchConfig::default().arm_delay(delay);
+            let config = FileWatchConfig::builder().arm_delay(delay).build().unwrap();
             let tracker = FileActivityTracker::start_for_session(
                 &config,
                 dir.path(),
@@ -301,7 +301,10 @@ mod tests {
     #[test]
     fn before_a_delayed_arming_nothing_is_built_or_watched() {
         let dir = tempfile::tempdir().unwrap();
-        let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
+        let config = FileWatchConfig::builder()
+            .arm_delay(Duration::from_secs(10))
+            .build()
+            .unwrap();
         let (board, tracker) = delayed(dir.path(), &config);
         assert!(!tracker.has_armed());
         assert!(
@@ -316,7 +319,11 @@ mod tests {
         );
         drop(tracker);
 
-        let bad = config.exclude("a[".to_owned());
+        // Only the crate can hold an invalid configuration: its builder refuses one.
+        let bad = FileWatchConfig {
+            exclude: vec!["a[".to_owned()],
+            ..config
+        };
         let error = FileActivityTracker::start(&bad, dir.path(), board, Duration::from_millis(20))
             .expect_err("an invalid glob is an error at the start, armed late or not");
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{error}");
@@ -335,9 +342,11 @@ mod tests {
             // tick of the file clock.
             let new_tracker = |delay: Duration| {
                 let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
-                let config = FileWatchConfig::default()
+                let config = FileWatchConfig::builder()
                     .force_stat_scan(stat_scan)
-                    .arm_delay(delay);
+                    .arm_delay(delay)
+                    .build()
+                    .unwrap();
                 let tracker = FileActivityTracker::start(
                     &config,
                     dir.path(),
@@ -418,7 +427,10 @@ mod tests {
             let _ = fs::metadata(&plan); // a look at its times: the next change is precise
             let _ = fs::metadata(&agent);
             fs::write(&plan, "second").unwrap();
-            let config = FileWatchConfig::default().arm_delay(Duration::from_secs(10));
+            let config = FileWatchConfig::builder()
+                .arm_delay(Duration::from_secs(10))
+                .build()
+                .unwrap();
             let (board, tracker) = delayed(dir.path(), &config);
             tracker.arm_now();
             assert_eq!(

@@ -236,7 +236,7 @@ impl FileActivityTracker {
     }
 
     /// Never count activity on `path` (a file quietus or its caller writes itself, such as
-    /// a log), matched by identity like [`FileWatchConfig::get_own_files`], from now on.
+    /// a log), matched by identity like [`FileWatchConfig::own_files`], from now on.
     pub fn ignore_file(&self, path: impl Into<PathBuf>) {
         self.filter.own_files.add(&path.into());
     }
@@ -298,9 +298,11 @@ mod tests {
             let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let own = real.join(format!(".agent/events-{mode}.jsonl"));
             let tracker = FileActivityTracker::start(
-                &FileWatchConfig::default()
+                &FileWatchConfig::builder()
                     .own_file(&own)
-                    .force_stat_scan(mode),
+                    .force_stat_scan(mode)
+                    .build()
+                    .unwrap(),
                 &alias,
                 board.clone(),
                 Duration::from_millis(20),
@@ -337,7 +339,10 @@ mod tests {
         for stat_scan in [false, true] {
             let board = Arc::new(ActivityBoard::new(crate::clock::Clock::system()));
             let tracker = FileActivityTracker::start(
-                &FileWatchConfig::default().force_stat_scan(stat_scan),
+                &FileWatchConfig::builder()
+                    .force_stat_scan(stat_scan)
+                    .build()
+                    .unwrap(),
                 dir.path(),
                 board.clone(),
                 Duration::from_millis(20),
