@@ -50,7 +50,10 @@ fn timed(
 }
 
 fn config() -> MonitorConfig {
-    MonitorConfig::default().idle_timeout(Duration::from_secs(3600))
+    MonitorConfig::builder()
+        .idle_timeout(Duration::from_secs(3600))
+        .build()
+        .expect("a valid configuration")
 }
 
 /// One measurement at `n` sessions.
