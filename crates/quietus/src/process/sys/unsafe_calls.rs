@@ -387,7 +387,10 @@ pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
     drop(stack); // the new process has `exec`ed or exited: its stack is free
     match pid {
         pid if pid > 0 => {
-            let pid = i32::try_from(pid).ok().and_then(super::from_raw)?;
+            // A process was made: never `None` (std's path would make a second one).
+            let Some(pid) = i32::try_from(pid).ok().and_then(super::from_raw) else {
+                return Some(Err(io::Error::other("clone3 returned no pid")));
+            };
             Some(match plan.failure() {
                 None => Ok(pid),
                 Some(error) => {
