@@ -86,9 +86,10 @@ def replayed(results):
 
 
 def summarize_replayed(results, reps):
-    """Per replayed policy and threshold: for kills, false kills / stalls caught (in the window)
-    / misses (not ended, or past the window) / median latency; for soft alarms, false alarms /
-    stalls alarmed / median time from the deadline to the first alarm. Ranges over repetitions."""
+    """Per replayed policy and threshold, ranges over repetitions: `bad`, working programs ended
+    (kill) or alarmed (soft), and stalls ended or alarmed before their stall instant; `good`,
+    stalls ended or alarmed after their instant, however late; `window`, of those within the
+    window; `miss`, stalls never ended or alarmed; the median latency past the deadline."""
     flat = replayed(results)
     keys = sorted({(v["policy"], v["k"], v["kind"]) for v in flat},
                   key=lambda x: (x[0], x[1]))
@@ -100,27 +101,29 @@ def summarize_replayed(results, reps):
             rv = [v for v in vs if v["rep"] == rep]
             if not rv:
                 continue
-            if kind == "kill":
-                per.append({"bad": sum(v["outcome"] == "false_kill" for v in rv),
-                            "good": sum(v["outcome"] in ("caught", "late") for v in rv),
-                            "miss": sum(v["outcome"] == "miss" for v in rv),
-                            "nw": sum(v["truth"] == "working" for v in rv),
-                            "ns": sum(v["truth"] == "stalled" for v in rv)})
-            else:
-                per.append({"bad": sum(v["outcome"] == "false_alarm" for v in rv),
-                            "good": sum(v["outcome"] == "alarm" for v in rv),
-                            "miss": sum(v["outcome"] == "no_alarm" for v in rv),
-                            "nw": sum(v["truth"] == "working" for v in rv),
-                            "ns": sum(v["truth"] == "stalled" for v in rv)})
-        lat = [v["latency_s"] for v in vs if v["truth"] == "stalled" and v["latency_s"] is not None
-               and v["outcome"] in ("caught", "late", "alarm", "miss")]
+            st = [v for v in rv if v["truth"] == "stalled"]
+            per.append({
+                "bad": sum(v["outcome"] in ("false_kill", "false_alarm", "early_alarm") for v in rv),
+                "bad_working": sum(v["outcome"] in ("false_kill", "false_alarm") for v in rv
+                                   if v["truth"] == "working"),
+                "good": sum(v["latency_s"] is not None for v in st),
+                "window": sum(v["outcome"] in ("caught", "late") or
+                              (v["outcome"] == "alarm" and v["latency_s"] <= WINDOW_OF[0])
+                              for v in st),
+                "miss": sum(v["at_s"] is None for v in st),
+                "nw": sum(v["truth"] == "working" for v in rv), "ns": len(st)})
+        lat = [v["latency_s"] for v in vs if v["truth"] == "stalled" and v["latency_s"] is not None]
         rows.append({"policy": pol, "k": k, "kind": kind,
                      "bad": span([c["bad"] for c in per]), "good": span([c["good"] for c in per]),
+                     "window": span([c["window"] for c in per]),
                      "miss": span([c["miss"] for c in per]),
                      "n_working": per[0]["nw"] if per else 0, "n_stalled": per[0]["ns"] if per else 0,
-                     "bad_mean": statistics.mean(c["bad"] for c in per) if per else None,
+                     "bad_mean": statistics.mean(c["bad_working"] for c in per) if per else None,
                      "latency_median_s": _r(statistics.median(lat)) if lat else None})
     return rows
+
+
+WINDOW_OF = [8.0]  # the run's window (set by markdown/svg callers from args)
 
 
 def fixture_cells(results, fixture, policy):
@@ -203,17 +206,22 @@ def markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, comman
         out += ["", "Observation runs (no watchdog): %d, of which %d did not behave as their "
                 "fixture declares%s." % (len(obs), len(bad), (": " + "; ".join(
                     "%s under %s: %s" % b for b in bad)) if bad else "")]
+    n_w = rep_rows[0]["n_working"] if rep_rows else "-"
+    n_s = rep_rows[0]["n_stalled"] if rep_rows else "-"
     out += ["", "## Replayed peers over their thresholds (k·T)", "",
-            "Kills: false kills of %s working / stalls ended within the window / misses, median "
-            "latency past the deadline. Soft alarms (control back to the model; the command runs "
-            "on): false alarms / stalls alarmed / no alarm, median time from the deadline to the "
-            "first alarm." % (rep_rows[0]["n_working"] if rep_rows else "-"), "",
-            "| policy | kind | k | false | caught / alarmed | misses / no alarm | latency med (s) |",
-            "|---|---|---|---|---|---|---|"]
+            "Each peer replayed on the observation runs (`replay.py`). *Kill*: the program is "
+            "ended. *Soft alarm*: control goes back to the model and the command runs on. False: "
+            "working programs ended or alarmed (of %s), plus stalls ended or alarmed before their "
+            "stall instant. Stalls (of %s) ended or alarmed after their instant, however late; of "
+            "them within the window (T + %g s); never. Latency: median from the deadline (stall + "
+            "T) to the end or first alarm. Ranges: min–max over the repetitions."
+            % (n_w, n_s, args.window), "",
+            "| policy | kind | k·T | false | stalls ended / alarmed | within the window | never | latency med (s) |",
+            "|---|---|---|---|---|---|---|---|"]
     for row in rep_rows:
-        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            row["policy"], row["kind"], row["k"], row["bad"], row["good"], row["miss"],
-            "-" if row["latency_median_s"] is None else row["latency_median_s"]))
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            row["policy"], row["kind"], row["k"], row["bad"], row["good"], row["window"],
+            row["miss"], "-" if row["latency_median_s"] is None else row["latency_median_s"]))
     cols = [(p, k) for p, k in GRID if (k is None and p in pols) or
             (k is not None and any(r.get("replayed") for r in results))]
     extra = [p for p in pols if p not in policies.OBSERVE and p not in dict(GRID)]
@@ -297,7 +305,7 @@ def svg(results, real_rows, rep_rows, pols, fixtures, args):
               ("flip", "differs between runs")]
     for n, (key, lab) in enumerate(legend):
         o.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>'
-                 % (10 + n * 108, y, COLOURS[key], 24 + n * 108, y + 9, lab))
+                 % (10 + n * 118, y, COLOURS[key], 24 + n * 118, y + 9, lab))
     o.append('<text x="10" y="%d">W/S/L: working/stalled/lingering; *: a real tool; †: rests on a source only quietus watches (.agent/)</text>' % (y + 24))
     o += _curves(real_rows, rep_rows, gw + 60, top, pw, ph)
     o.append("</svg>")

@@ -662,6 +662,7 @@ def write_outputs(args, fixtures, pols, results, elapsed, command):
     """The tables (stdout, --markdown), the JSON (--json) and the picture (--svg)."""
     real_rows = report.summarize_real(results, [p for p in pols if p not in policies.OBSERVE],
                                       fixtures, args.repeat)
+    report.WINDOW_OF[0] = args.window
     rep_rows = report.summarize_replayed(results, args.repeat)
     md = report.markdown(real_rows, rep_rows, results, pols, fixtures, args, elapsed, command)
     print(md)
@@ -687,7 +688,8 @@ def write_outputs(args, fixtures, pols, results, elapsed, command):
 
 
 def render(args, fixtures):
-    with open(args.render) as f:
+    import gzip
+    with (gzip.open(args.render, "rt") if args.render.endswith(".gz") else open(args.render)) as f:
         saved = json.load(f)
     args.idle, args.window = saved["idle_timeout_s"], saved["window_s"]
     args.work_t = saved["work_s"] / saved["idle_timeout_s"]
@@ -722,6 +724,10 @@ def main(argv=None):
                     help="draw the grid as SVG (default docs/zoo.svg)")
     ap.add_argument("--markdown", metavar="FILE", help="also write the printed tables to FILE")
     ap.add_argument("--list", action="store_true", help="list the fixtures and exit")
+    ap.add_argument("--check-tools", action="store_true",
+                    help="say which real tools the selected fixtures need and are missing, and exit")
+    ap.add_argument("--skip-missing-tools", action="store_true",
+                    help="leave out the fixtures whose real tool is not installed (else: refuse)")
     ap.add_argument("--render", metavar="JSON",
                     help="run nothing: draw the tables and picture again from a --json file")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
@@ -748,6 +754,16 @@ def main(argv=None):
         fixtures = [f for f in fixtures if f["name"] in args.fixture]
     if args.fast:
         fixtures = [f for f in fixtures if f["fast"]]
+    missing = sorted({f["tool"] for f in fixtures if f["tool"] and not shutil.which(f["tool"])})
+    if args.check_tools:
+        print("missing: %s" % (", ".join(missing) or "none"))
+        return 1 if missing else 0
+    if missing and args.skip_missing_tools:
+        fixtures = [f for f in fixtures if f["tool"] not in missing]
+    elif missing:
+        print("zoo: real tools missing: %s (sh zoo/setup.sh, or --skip-missing-tools)"
+              % ", ".join(missing), file=sys.stderr)
+        return 2
     pols = []
     for p in args.policy or policies.DEFAULT_POLICIES:
         name, eq, template = p.partition("=")

@@ -112,6 +112,17 @@ class Templates(unittest.TestCase):
         self.assertEqual(run.main(["--policy", "x=wd --idle {T}", "-q"]), 2)
 
 
+class Tools(unittest.TestCase):
+    def test_a_missing_tool_is_named_and_refused(self):
+        saved = os.environ["PATH"]
+        os.environ["PATH"] = "/nonexistent"
+        try:
+            self.assertEqual(run.main(["--check-tools"]), 1)
+            self.assertEqual(run.main(["--fixture", "s_git_clone_stall", "--policy", "observe", "-q"]), 2)
+        finally:
+            os.environ["PATH"] = saved
+
+
 class FastRun(unittest.TestCase):
     @unittest.skipUnless(os.access(run.default_binary(), os.X_OK)
                          and not os.environ.get("ZOO_SKIP_FAST_RUN"),

@@ -13,7 +13,9 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use quietus::{MonitorResult, OutputSink, Program, Session, SpawnError, SpawnErrorKind, Stdin};
+use quietus::{
+    MonitorResult, OutputSink, Program, Session, SpawnError, Stdin, error::SpawnErrorKind,
+};
 
 use cli::options::Options;
 use cli::report::{Context, Exit, Relay, Report, ReportTarget};

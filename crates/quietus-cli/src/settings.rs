@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction};
 use quietus::config::{CompletionConfigBuilder, MonitorConfigBuilder};
-use quietus::{ConfigError, KillLadder, MonitorConfig, Setting, Signal};
+use quietus::{ConfigError, KillLadder, MonitorConfig, Signal, error::Setting};
 use serde_json::{Value as Json, json};
 
 use crate::jsonrpc::protocol::{self, RpcError, whole_number};
@@ -605,18 +605,14 @@ pub(crate) fn apply_json(
         let Some(key) = def.key(surface) else {
             continue;
         };
-        // null is no value (as for every other field), but where it means "none".
-        let Some(value) = params
-            .get(&key)
-            .filter(|v| !v.is_null() || def.kind == Kind::DurationOrNone)
-        else {
+        let Some(value) = params.get(&key) else {
             continue;
         };
-        // serve leaves the range to the library's check (its message names the range);
-        // mcp keeps a model to its own, narrower one.
+        // The range in the caller's words (its key, milliseconds): mcp keeps a model to its
+        // own, narrower one. null only where it means "none", as the schema says.
         let range = match surface {
             Surface::Mcp => def.mcp_range(),
-            _ => None,
+            _ => def.range,
         };
         config = (def.apply)(config, def.read_json(&key, value, range)?);
     }

@@ -241,7 +241,7 @@ impl ActivityBoard {
 
     /// Marks a source as able (or unable) to observe activity; shown in the [`StaleReport`].
     ///
-    /// [`StaleReport`]: crate::StaleReport
+    /// [`StaleReport`]: crate::outcome::StaleReport
     pub(crate) fn set_available(&self, source: &ActivitySource, available: bool) {
         if let Some(slot) = self.slot(source) {
             slot.unavailable.store(!available, Ordering::Release);

@@ -1,5 +1,5 @@
 //! What a stalled tree was doing: a [`Diagnosis`] of one snapshot of its processes, classified
-//! as one [`StallKind`] (in a [`StaleReport`](crate::StaleReport), an
+//! as one [`StallKind`] (in a [`StaleReport`](crate::outcome::StaleReport), an
 //! [`Event::Diagnosis`](crate::Event::Diagnosis), or from [`diagnose`] for any processes), and
 //! the [`InputWait`] that ends a run blocked on a question nobody answers.
 //!
@@ -11,7 +11,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::Pid;
+use crate::pid::Pid;
 pub use crate::process::sys::snapshot::ReadingProblem;
 use crate::process::sys::snapshot::{ProcSnap, ThreadSnap, syscall_args, syscall_name};
 

@@ -290,13 +290,13 @@ pub(crate) fn has_own_ssh_command(command: &Command, cleared: bool) -> bool {
     let gate = crate::process::orphans::spawn_gate();
     let child = git.spawn();
     if let Ok(child) = &child {
-        crate::process::orphans::spawned(crate::Pid::of(child));
+        crate::process::orphans::spawned(crate::pid::Pid::of(child));
     }
     drop(gate);
     let Ok(child) = child else {
         return false;
     };
-    let pid = crate::Pid::of(&child);
+    let pid = crate::pid::Pid::of(&child);
     let output = child.wait_with_output();
     crate::process::orphans::reaped(pid);
     output.is_ok_and(|o| o.status.success() && !o.stdout.trim_ascii().is_empty())

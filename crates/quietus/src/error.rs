@@ -1,10 +1,14 @@
-//! The crate's errors: [`ConfigError`], an invalid setting (a value used by the configuration
-//! and the types it parses, such as [`Signal`](crate::Signal)); [`SpawnError`], why a spawn
-//! failed, by kind, as walkdir does it: the error type
-//! [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) returns, with a
-//! [`kind`](SpawnError::kind) and `From<SpawnError> for io::Error` (so `?` still works in a
-//! function that returns `io::Result`); and [`SystemError`], an operating system's error kept in
-//! a result or a reason (an `io::Error` can be neither cloned nor compared).
+//! The crate's errors, and the kinds and reasons they give (as `std::io` holds `io::Error`
+//! and its `ErrorKind`): [`ConfigError`], an invalid setting (a value used by the
+//! configuration and the types it parses, such as [`Signal`](crate::Signal)), which names its
+//! [`Setting`]; [`SpawnError`], why a spawn failed, by [`SpawnErrorKind`], as walkdir does it:
+//! the error type [`SessionBuilder::spawn`](crate::SessionBuilder::spawn) returns, with
+//! `From<SpawnError> for io::Error` (so `?` still works in a function that returns
+//! `io::Result`); [`SystemError`], an operating system's error kept in a result or a reason (an
+//! `io::Error` can be neither cloned nor compared); [`ProbeProblem`], what is wrong with a
+//! probe; [`InvalidPid`], a number that is no process id; and [`Rejection`], why a
+//! [`Registry`](crate::Registry) refused a control. The crate root re-exports the two a caller
+//! meets every day, [`ConfigError`] and [`SpawnError`].
 //!
 //! Every error here prints each cause once: an error whose `source()` is its cause says only
 //! what could not be done, and one that adds nothing to its cause is transparent (its text and
@@ -14,6 +18,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+pub use crate::pid::InvalidPid;
 pub use crate::setting::Setting;
 
 /// An invalid setting of a [`MonitorConfig`](crate::MonitorConfig), or settings of a
@@ -386,7 +391,8 @@ impl fmt::Display for SystemError {
 ///
 /// ```
 /// use std::process::Command;
-/// use quietus::{MonitorConfig, Session, SpawnErrorKind};
+/// use quietus::error::SpawnErrorKind;
+/// use quietus::{MonitorConfig, Session};
 ///
 /// let err = Session::spawn(Command::new("no-such-program-here"), MonitorConfig::default())
 ///     .unwrap_err();
@@ -585,6 +591,27 @@ impl From<ConfigError> for io::Error {
     /// `io::Result`.
     fn from(e: ConfigError) -> Self {
         SpawnError::config(e).into()
+    }
+}
+
+/// Why the registry rejected a [`ControlAction`](crate::ControlAction)
+/// ([`ControlAnswer::Rejected`](crate::ControlAnswer::Rejected)); nothing was changed.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The new setting is invalid ([`ControlAction::SetIdleTimeout`](crate::ControlAction::SetIdleTimeout) out of range).
+    InvalidSetting(ConfigError),
+    /// The terminal cannot be written ([`ControlAction::Interrupt`](crate::ControlAction::Interrupt) in a terminal session
+    /// whose run is over).
+    CannotInterrupt(SystemError),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::InvalidSetting(e) => e.fmt(f),
+            Rejection::CannotInterrupt(e) => e.fmt(f),
+        }
     }
 }
 

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use crate::Pid;
 use crate::activity::{ActivitySource, StampObserver};
 use crate::outcome::Outcome;
+use crate::pid::Pid;
 use crate::signal::Signal;
 use crate::stream::Stream;
 

@@ -11,8 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::Pid;
 use crate::diagnosis::{Diagnosis, InputWait, StallKind};
+use crate::pid::Pid;
 
 /// One look at the tree: the diagnosis of one snapshot and every process's read count.
 #[derive(Debug, Clone, PartialEq, Eq)]

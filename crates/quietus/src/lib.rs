@@ -158,8 +158,8 @@
 //!
 //! - Keep the output bounded, log it whole with its SHA-256, follow it live:
 //!   [`CaptureConfig`], [`Session::output`], [`Session::events`].
-//! - Done but hanging, busy but stuck: [`CompletionConfig`], [`MonitorConfigBuilder::solo_cap`](crate::config::MonitorConfigBuilder::solo_cap),
-//!   [`Probe`].
+//! - Done but hanging, busy but stuck: [`CompletionConfig`],
+//!   [`MonitorConfigBuilder::solo_cap`](config::MonitorConfigBuilder::solo_cap), [`Probe`].
 //! - A program that wants a terminal: [`SessionBuilder::pty`]; one that must not wait for an
 //!   answer: [`SessionBuilder::non_interactive`], [`MonitorConfig::input_wait_timeout`].
 //! - Run again on a known transient failure: [`retry::RetryPolicy`]. Why a spawn failed:
@@ -169,10 +169,14 @@
 //!   [`Session::kill`] — one for each action, and a [`ControlAction`] of the same name for a
 //!   [`Registry`]; what it reads is [`Stdin`].
 //!
-//! The root holds what a caller meets every day; four modules hold the rest: [`diagnosis`]
-//! (what a stalled tree was doing), [`retry`], [`sources`] (the activity sources alone, to
-//! build a monitor of your own) and [`supervisor`] (what the supervising process sets up,
-//! and its guardian). The repository's `docs/library.md` walks through each with an example.
+//! The root holds what a caller starts from; modules hold the rest: [`config`] (every
+//! configuration type and its builder), [`error`] (the errors with their kinds and reasons, as
+//! `std::io` holds `ErrorKind`: [`SpawnErrorKind`](error::SpawnErrorKind),
+//! [`Setting`](error::Setting)…), [`outcome`] (what a result says: the stale report, the logs,
+//! the leftovers, why a source was unavailable), [`diagnosis`] (what a stalled tree was
+//! doing), [`retry`], [`sources`] (the activity sources alone, to build a monitor of your own)
+//! and [`supervisor`] (what the supervising process sets up, and its guardian). The
+//! repository's `docs/library.md` walks through each with an example.
 //!
 //! # Theory of operation
 //!
@@ -223,11 +227,9 @@ mod clock;
 mod completion;
 mod contract;
 mod environment;
-mod error;
 mod events;
 mod input_wait;
 mod monitor;
-mod outcome;
 mod own_files;
 mod pid;
 mod probe;
@@ -269,6 +271,8 @@ struct ServeDoctests;
 
 pub mod config;
 pub mod diagnosis;
+pub mod error;
+pub mod outcome;
 pub mod retry;
 pub mod sources;
 
@@ -278,23 +282,17 @@ pub use clock::{Clock, MockClock};
 pub use completion::CompletionConfig;
 pub use config::{
     CaptureConfig, ChildWatchConfig, Containment, EventConfig, FileWatchConfig, KillLadder,
-    LogRetention, MonitorConfig,
+    MonitorConfig,
 };
 pub use contract::SessionState;
 pub use environment::{Environment, IsolatedHome};
-pub use error::{ConfigError, ProbeProblem, Setting, SpawnError, SpawnErrorKind, SystemError};
+pub use error::{ConfigError, SpawnError};
 pub use events::Event;
-pub use outcome::{
-    CompletionSeen, HumanDuration, Leftover, LogDirError, LogDirProblem, LogFile, LogProblem,
-    MonitorResult, NetworkUnavailable, Observation, Outcome, SourceActivity, StaleReport,
-    UnwatchedFolder, UnwatchedReason,
-};
-pub use pid::{InvalidPid, Pid};
+pub use outcome::{MonitorResult, Outcome};
+pub use pid::Pid;
 pub use probe::Probe;
-pub use process::cgroup::CgroupUnavailable;
-pub use process::sys::proc::ProcUnavailable;
 pub use program::{Program, Stdin};
-pub use registry::{ControlAction, ControlAnswer, Registry, Rejection, SessionSummary};
+pub use registry::{ControlAction, ControlAnswer, Registry, SessionSummary};
 pub use session::{EventReceiver, Session, SessionBuilder};
 pub use signal::Signal;
 pub use sources::output::OutputSink;

@@ -1,4 +1,10 @@
-//! How a supervised run ended: [`Outcome`], [`MonitorResult`], [`StaleReport`], exit codes.
+//! How a supervised run ended: [`Outcome`] and the [`MonitorResult`] (exit codes), and what
+//! they say of it: why it stalled ([`StaleReport`], each [`SourceActivity`]), what was seen done
+//! ([`CompletionSeen`]), what observe mode saw ([`Observation`]), what was left behind
+//! ([`Leftover`]), the logs ([`LogFile`], [`LogProblem`], [`LogDirError`],
+//! [`LogDirProblem`]) and the reasons a source or the containment was not had
+//! ([`UnwatchedFolder`], [`UnwatchedReason`], [`NetworkUnavailable`], [`CgroupUnavailable`],
+//! [`ProcUnavailable`]). The crate root re-exports [`Outcome`] and [`MonitorResult`].
 
 use std::fmt;
 use std::os::unix::process::ExitStatusExt;
@@ -6,13 +12,13 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::Pid;
 use crate::activity::ActivitySource;
 use crate::config::Containment;
 use crate::error::SystemError;
-use crate::process::cgroup::CgroupUnavailable;
+use crate::pid::Pid;
+pub use crate::process::cgroup::CgroupUnavailable;
 use crate::process::guardian::GuardianUnavailable;
-use crate::process::sys::proc::ProcUnavailable;
+pub use crate::process::sys::proc::ProcUnavailable;
 use crate::signal::Signal;
 use crate::stream::Stream;
 
@@ -94,7 +100,7 @@ impl fmt::Display for LogProblem {
 }
 
 /// The log folder cannot be used: the [`inner`](crate::SpawnError::inner) error of the
-/// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::SpawnErrorKind::LogDir) that a
+/// [`SpawnError`](crate::SpawnError) of kind [`LogDir`](crate::error::SpawnErrorKind::LogDir) that a
 /// spawn fails with when it named the folder (`err.inner().downcast_ref::<LogDirError>()`), and
 /// what a log says when the default folder cannot be used ([`LogProblem::Folder`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -388,7 +394,7 @@ impl fmt::Display for StaleReport {
 ///
 /// ```
 /// use std::time::Duration;
-/// use quietus::HumanDuration;
+/// use quietus::outcome::HumanDuration;
 ///
 /// let shown = |ms| HumanDuration(Duration::from_millis(ms)).to_string();
 /// assert_eq!(shown(850), "850ms");

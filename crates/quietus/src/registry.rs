@@ -13,6 +13,7 @@ use crate::sync::Mutex;
 
 use crate::clock::Clock;
 use crate::contract::SessionState;
+use crate::error::Rejection;
 use crate::outcome::MonitorResult;
 use crate::session::{Session, SessionBuilder};
 use crate::stream::Stream;
@@ -116,27 +117,6 @@ pub enum ControlAction {
     /// [`Session::set_idle_timeout`]: replaces the idle timeout for the checks to come (not
     /// counting as activity).
     SetIdleTimeout(Duration),
-}
-
-/// Why the registry rejected a [`ControlAction`]
-/// ([`ControlAnswer::Rejected`]); nothing was changed.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Rejection {
-    /// The new setting is invalid ([`ControlAction::SetIdleTimeout`] out of range).
-    InvalidSetting(crate::ConfigError),
-    /// The terminal cannot be written ([`ControlAction::Interrupt`] in a terminal session
-    /// whose run is over).
-    CannotInterrupt(crate::SystemError),
-}
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rejection::InvalidSetting(e) => e.fmt(f),
-            Rejection::CannotInterrupt(e) => e.fmt(f),
-        }
-    }
 }
 
 /// The registry's answer to a [`ControlAction`].
@@ -294,7 +274,7 @@ impl Registry {
     /// # Errors
     ///
     /// Those of [`SessionBuilder::spawn`].
-    pub fn spawn(&self, builder: SessionBuilder) -> Result<u32, crate::SpawnError> {
+    pub fn spawn(&self, builder: SessionBuilder) -> Result<u32, crate::error::SpawnError> {
         let command = preview(builder.command());
         // Spawned outside the lock: a spawn forks and starts threads.
         let session = Arc::new(builder.spawn()?);
@@ -506,24 +486,26 @@ mod tests {
         summary.idle_left = None;
         summary.log = None;
         summary.uptime = Duration::from_millis(50);
-        summary.outcome = Some(crate::Outcome::Terminated { forced: false });
+        summary.outcome = Some(crate::outcome::Outcome::Terminated { forced: false });
         summary.exit_code = Some(143);
         assert_eq!(
             summary.to_string(),
             "#123 ended terminated exit_code=143 uptime=0.0s idle_left=- bytes=8192 log=- cmd=npm run build"
         );
         // A stall: its diagnosis, on the same one line.
-        summary.outcome = Some(crate::Outcome::IdleTimeout(crate::StaleReport {
-            idle_timeout: Duration::from_secs(2),
-            sources: Vec::new(),
-            children: None,
-            capped: Vec::new(),
-            diagnosis: Some(crate::diagnosis::Diagnosis {
-                kind: crate::diagnosis::StallKind::AwaitingInput,
-                summary: "waiting for input —\nsh (pid 7) reads stdin".into(),
-                processes: Vec::new(),
-            }),
-        }));
+        summary.outcome = Some(crate::outcome::Outcome::IdleTimeout(
+            crate::outcome::StaleReport {
+                idle_timeout: Duration::from_secs(2),
+                sources: Vec::new(),
+                children: None,
+                capped: Vec::new(),
+                diagnosis: Some(crate::diagnosis::Diagnosis {
+                    kind: crate::diagnosis::StallKind::AwaitingInput,
+                    summary: "waiting for input —\nsh (pid 7) reads stdin".into(),
+                    processes: Vec::new(),
+                }),
+            },
+        ));
         summary.exit_code = Some(124);
         assert_eq!(
             summary.to_string(),

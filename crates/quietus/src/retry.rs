@@ -95,7 +95,7 @@ pub struct RetryReport {
     /// The attempts, at least one.
     pub attempts: Vec<RetryAttempt>,
     /// The error of a retry that could not be spawned (the attempts before it are kept).
-    pub retry_spawn_error: Option<crate::SpawnError>,
+    pub retry_spawn_error: Option<crate::error::SpawnError>,
 }
 
 impl RetryReport {
@@ -153,7 +153,7 @@ impl RetryPolicy {
     pub fn run(
         &self,
         mut factory: impl FnMut(u32) -> SessionBuilder,
-    ) -> Result<RetryReport, crate::SpawnError> {
+    ) -> Result<RetryReport, crate::error::SpawnError> {
         let mut report = RetryReport {
             attempts: Vec::new(),
             retry_spawn_error: None,

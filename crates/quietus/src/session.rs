@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, select};
 
-use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::CapturedOutput;
 use crate::clock::Clock;
@@ -19,6 +18,7 @@ use crate::error::{ConfigError, SpawnError};
 use crate::events::Event;
 use crate::monitor::{self, Launch};
 use crate::outcome::MonitorResult;
+use crate::pid::Pid;
 use crate::program::{Program, Stdin};
 use crate::sources::output::OutputSink;
 use crate::stream::Stream;
@@ -141,7 +141,7 @@ impl SessionBuilder {
     /// [`Session::resize`] resizes it. The [`stderr`](Self::stderr) sink is not used, and
     /// [`stdin`](Self::stdin) other than [`Stdin::Null`] or [`Stdin::Piped`] cannot be combined
     /// with a terminal (the spawn fails with
-    /// [`SpawnErrorKind::Config`](crate::SpawnErrorKind::Config), `InvalidInput`, as it does
+    /// [`SpawnErrorKind::Config`](crate::error::SpawnErrorKind::Config), `InvalidInput`, as it does
     /// for a zero `rows` or `cols`); [`Stdin::Piped`] changes nothing (the terminal is always
     /// writable).
     ///
@@ -234,18 +234,18 @@ impl SessionBuilder {
     /// `io::Error` of the failure's kind by `From`, so `?` works in an `io::Result` function),
     /// and nothing is left running:
     ///
-    /// - [`Config`](crate::SpawnErrorKind::Config): an invalid configuration, or settings that
+    /// - [`Config`](crate::error::SpawnErrorKind::Config): an invalid configuration, or settings that
     ///   do not go together (a [`ConfigError`] inside; `InvalidInput`; nothing is spawned);
-    /// - [`Home`](crate::SpawnErrorKind::Home): an isolated home folder that cannot be created
+    /// - [`Home`](crate::error::SpawnErrorKind::Home): an isolated home folder that cannot be created
     ///   (the message names it); a seed file that cannot be copied is not an error (see
     ///   [`IsolatedHome::failed`](crate::IsolatedHome::failed));
-    /// - [`LogDir`](crate::SpawnErrorKind::LogDir): a named log folder that cannot be used;
-    /// - [`Terminal`](crate::SpawnErrorKind::Terminal), [`Pipe`](crate::SpawnErrorKind::Pipe),
-    ///   [`WorkingDir`](crate::SpawnErrorKind::WorkingDir): the terminal, the output pipes, or
+    /// - [`LogDir`](crate::error::SpawnErrorKind::LogDir): a named log folder that cannot be used;
+    /// - [`Terminal`](crate::error::SpawnErrorKind::Terminal), [`Pipe`](crate::error::SpawnErrorKind::Pipe),
+    ///   [`WorkingDir`](crate::error::SpawnErrorKind::WorkingDir): the terminal, the output pipes, or
     ///   the folder the watched roots are relative to cannot be had;
-    /// - [`Program`](crate::SpawnErrorKind::Program): the spawn's own error, its kind kept
+    /// - [`Program`](crate::error::SpawnErrorKind::Program): the spawn's own error, its kind kept
     ///   (`NotFound`, `PermissionDenied`…), with a message that names the program;
-    /// - [`Thread`](crate::SpawnErrorKind::Thread): a thread that cannot be started (a child
+    /// - [`Thread`](crate::error::SpawnErrorKind::Thread): a thread that cannot be started (a child
     ///   already started is then killed and reaped).
     pub fn spawn(mut self) -> Result<Session, SpawnError> {
         let config = self.config.build().map_err(SpawnError::config)?;

@@ -195,16 +195,109 @@ fn named_rooms(code: &str) -> Vec<String> {
     named
 }
 
+/// The names the crate root re-exports (`pub use pid::{InvalidPid, Pid};` in `lib.rs`, an
+/// alias by its alias) → the room that defines each: `use crate::Pid` is an edge to `pid`,
+/// not to the root, which is above every room.
+fn root_reexports(lib: &str) -> BTreeMap<String, String> {
+    let code = code_only(lib);
+    let mut names = BTreeMap::new();
+    for statement in code.split("\npub use ").skip(1) {
+        let Some((path, _)) = statement.split_once(';') else {
+            continue;
+        };
+        let path: String = path.chars().filter(|c| !c.is_whitespace()).collect();
+        let (prefix, items) = match path.split_once("::{") {
+            Some((prefix, group)) => (prefix.to_owned(), group.trim_end_matches('}').to_owned()),
+            None => match path.rsplit_once("::") {
+                Some((prefix, item)) => (prefix.to_owned(), item.to_owned()),
+                None => continue, // `pub use dependency;`: no room of the crate
+            },
+        };
+        let room = prefix.trim_start_matches("crate::");
+        let room = room.split("::").next().unwrap_or(room).to_owned();
+        for item in items.split(',').filter(|i| !i.is_empty()) {
+            let name = item.rsplit_once("as").map_or(item, |(_, alias)| alias);
+            let name = name.rsplit("::").next().unwrap_or(name);
+            names.insert(name.to_owned(), room.clone());
+        }
+    }
+    names
+}
+
+/// The room a name after `crate::` stands for: the room itself, or the room that defines a
+/// name re-exported by the root.
+fn room_named(named: String, reexports: &BTreeMap<String, String>) -> String {
+    reexports.get(&named).cloned().unwrap_or(named)
+}
+
+/// The shipped code of a file: without its test modules (`#[cfg(test)] mod tests { … }`,
+/// `#[cfg(all(test, target_os = "linux"))] mod …`). A test inside a room may drive the whole
+/// from above (a session, in a test of the monitor's wait), as the integration tests do: the
+/// layers are those of what is shipped, as in the structure drawing. Test files of their own
+/// (`tests.rs`) are left out by [`edges`].
+fn shipped_only(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(") {
+        let attribute_end = rest[at..].find(']').map_or(rest.len(), |i| at + i + 1);
+        let attribute = &rest[at..attribute_end];
+        let after = rest[attribute_end..].trim_start();
+        let is_test = attribute
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|word| word == "test");
+        if !(is_test && after.starts_with("mod ")) {
+            out.push_str(&rest[..attribute_end]);
+            rest = &rest[attribute_end..];
+            continue;
+        }
+        out.push_str(&rest[..at]);
+        let item = &rest[rest.len() - after.len()..];
+        let (Some(open), semi) = (item.find('{'), item.find(';')) else {
+            rest = &item[item.find(';').map_or(item.len(), |i| i + 1)..];
+            continue;
+        };
+        if semi.is_some_and(|semi| semi < open) {
+            rest = &item[semi.map_or(item.len(), |i| i + 1)..]; // `mod tests;`
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = item.len();
+        for (i, c) in item[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Every edge between two rooms: (from, to) → the files that make it.
 fn edges(rooms: &BTreeSet<String>) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    let lib = fs::read_to_string(src().join("lib.rs")).expect("read lib.rs");
+    let reexports = root_reexports(&lib);
     for file in rust_files(&src()) {
         if file == src().join("lib.rs") {
             continue; // the crate root re-exports every room: it is above them all
         }
+        if file.file_name().is_some_and(|name| name == "tests.rs") {
+            continue; // a test module's file: no part of what is shipped
+        }
         let from = room_of(&file);
         let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
-        for to in named_rooms(&code) {
+        let code = shipped_only(&code);
+        for named in named_rooms(&code) {
+            let to = room_named(named, &reexports);
             if to != from && rooms.contains(&to) {
                 let shown = file.strip_prefix(src()).unwrap().display().to_string();
                 edges.entry((from.clone(), to)).or_default().insert(shown);
@@ -298,6 +391,72 @@ fn the_parser_finds_edges_and_skips_visibilities_and_comments() {
     assert_eq!(layers["outcome"], 2);
     assert_eq!(layers["sources"], 2, "a continued line stays in its layer");
     assert_eq!(layers.len(), 3);
+}
+
+#[test]
+fn an_import_through_the_root_is_the_edge_to_the_room_that_defines_it() {
+    let lib = "mod pid;\nmod outcome;\n/// pub use fake::Doc;\npub use pid::{InvalidPid, Pid};\n\
+               pub use outcome::{\n    MonitorResult,\n    Outcome as End,\n};\n\
+               pub use process::sys::proc::ProcUnavailable;\npub mod supervisor {\n    \
+               pub use crate::outcome::SupervisorDeath;\n}\n";
+    let reexports = root_reexports(lib);
+    let expected = [
+        ("End", "outcome"),
+        ("InvalidPid", "pid"),
+        ("MonitorResult", "outcome"),
+        ("Pid", "pid"),
+        ("ProcUnavailable", "process"),
+    ];
+    let expected: BTreeMap<String, String> = expected
+        .iter()
+        .map(|(n, r)| ((*n).to_owned(), (*r).to_owned()))
+        .collect();
+    assert_eq!(
+        reexports, expected,
+        "a nested module's names are not the root's"
+    );
+    // A leaf (`pid`, layer 2) importing an upper room (`outcome`, layer 1) through the root is
+    // the upward edge it is, and a room's own name is left as it is.
+    let code = code_only(
+        "use crate::Pid;\nfn f() -> crate::End { todo!() }\nuse crate::{pid, MonitorResult};\n",
+    );
+    let named: Vec<String> = named_rooms(&code)
+        .into_iter()
+        .map(|n| room_named(n, &reexports))
+        .collect();
+    assert_eq!(named, ["pid", "outcome", "pid", "outcome"]);
+}
+
+#[test]
+fn test_modules_are_no_edges_of_the_shipped_code() {
+    let code = "use crate::a::B;\n#[cfg(test)]\nmod tests {\n    use crate::c::D;\n    \
+                fn f() { if x { crate::e::g(); } }\n}\n#[cfg(all(test, target_os = \"linux\"))]\n\
+                mod more;\n#[cfg(target_os = \"linux\")]\nmod linux {\n    use crate::h::I;\n}\n\
+                #[cfg(test)]\nfn helper() {}\nuse crate::j::K;\n";
+    assert_eq!(named_rooms(&shipped_only(code)), ["a", "h", "j"]);
+}
+
+#[test]
+fn the_crate_root_holds_as_many_names_as_design_md_says_and_at_most_45() {
+    let lib = fs::read_to_string(src().join("lib.rs")).expect("read lib.rs");
+    let modules = code_only(&lib)
+        .lines()
+        .filter(|line| line.starts_with("pub mod "))
+        .count();
+    let names = root_reexports(&lib).len() + modules;
+    let design =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/design.md"))
+            .expect("read docs/design.md");
+    let said = design
+        .split_once("The library's public API is ")
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .and_then(|(n, _)| n.parse::<usize>().ok())
+        .expect("design.md gives the number of names at the crate root");
+    assert_eq!(names, said, "{modules} modules and the re-exports");
+    assert!(
+        names <= 45,
+        "the root is for what a user starts from: {names} names"
+    );
 }
 
 #[test]

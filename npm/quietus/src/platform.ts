@@ -205,6 +205,34 @@ function executable(file: string): string | null {
   }
 }
 
+/** Why the platform package found at `manifest` is not this quietus's own: it is neither beside
+ * the main package in its node_modules (as npm, pnpm and yarn place it) nor in the main
+ * package's own node_modules, or its version differs; null when it is ours. */
+function notOurs(manifest: string, platform: Platform, packageDir: string): string | null {
+  const real = (p: string): string => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return path.resolve(p);
+    }
+  };
+  const found = real(path.dirname(manifest));
+  const places = [
+    path.join(path.dirname(real(packageDir)), SCOPE, platform.key),
+    path.join(real(packageDir), "node_modules", SCOPE, platform.key),
+  ];
+  if (!places.includes(found)) {
+    return `is not beside this quietus (${real(packageDir)})`;
+  }
+  try {
+    const theirs = (JSON.parse(fs.readFileSync(manifest, "utf8")) as { version?: unknown }).version;
+    if (theirs !== version()) return `is version ${String(theirs)}, not ${version()} as this quietus`;
+  } catch (e) {
+    return `cannot be read (${(e as Error).message})`;
+  }
+  return null;
+}
+
 /** Resolves a module the way `require` does from this package (a seam for the tests). */
 export type Resolver = (request: string) => string;
 
@@ -217,6 +245,7 @@ export type Resolver = (request: string) => string;
 export function findBinary(
   env: NodeJS.ProcessEnv = process.env,
   resolve: Resolver = require.resolve,
+  packageDir: string = path.dirname(__dirname),
 ): string {
   const named = env[BINARY_PATH_VARIABLE];
   if (named) {
@@ -240,6 +269,13 @@ export function findBinary(
       manifest = resolve(`${packageName(platform)}/package.json`);
     } catch {
       continue;
+    }
+    // Node's resolution walks up every ancestor's node_modules: a package planted in a folder
+    // above the project would be run. Only one beside this package (or in its own
+    // node_modules), at this package's version, is ours.
+    const foreign = notOurs(manifest, platform, packageDir);
+    if (foreign) {
+      throw new QuietusNotFound(`quietus: ${packageName(platform)} was found at ${path.dirname(manifest)}, which ${foreign}; it is not run. Install the platform package beside quietus (${addCommand(`${packageName(platform)}@${version()}`)}) or set ${BINARY_PATH_VARIABLE}.`, packageName(platform));
     }
     const binary = path.join(path.dirname(manifest), "bin", "quietus");
     const problem = executable(binary);

@@ -51,17 +51,26 @@ test("a missing platform package: why, and how to repair it, in the package mana
 });
 
 test("an installed package without its binary, and QUIETUS_BINARY_PATH", () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "quietus-platform-"));
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), "quietus-platform-"));
+  const packageDir = path.join(project, "node_modules", "quietus");
+  const key = candidates()[0]?.key ?? "linux-x64-gnu";
+  const dir = path.join(project, "node_modules", "@quietus", key);
   try {
-    fs.writeFileSync(path.join(dir, "package.json"), "{}");
+    fs.mkdirSync(dir, { recursive: true });
+    fs.mkdirSync(packageDir, { recursive: true });
+    fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ version: pkg.version }));
     const resolver = () => path.join(dir, "package.json");
     if (candidates().length > 0) {
-      assert.throws(() => findBinary({}, resolver), /is installed \(.*\) but its binary .*\/bin\/quietus does not exist: install it again/);
+      assert.throws(() => findBinary({}, resolver, packageDir), /is installed \(.*\) but its binary .*\/bin\/quietus does not exist: install it again/);
       fs.mkdirSync(path.join(dir, "bin"));
       fs.writeFileSync(path.join(dir, "bin", "quietus"), "#!/bin/sh\n", { mode: 0o644 });
-      assert.throws(() => findBinary({}, resolver), /cannot be executed/);
+      assert.throws(() => findBinary({}, resolver, packageDir), /cannot be executed/);
       fs.chmodSync(path.join(dir, "bin", "quietus"), 0o755);
-      assert.equal(findBinary({}, resolver), path.join(dir, "bin", "quietus"));
+      assert.equal(findBinary({}, resolver, packageDir), path.join(dir, "bin", "quietus"));
+      // Another version beside it is not ours either.
+      fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ version: "0.0.1" }));
+      assert.throws(() => findBinary({}, resolver, packageDir), /is version 0\.0\.1, not .* as this quietus; it is not run/);
+      fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ version: pkg.version }));
     }
     const named = path.join(dir, "bin", "quietus");
     fs.mkdirSync(path.dirname(named), { recursive: true });
@@ -69,7 +78,28 @@ test("an installed package without its binary, and QUIETUS_BINARY_PATH", () => {
     assert.equal(findBinary({ QUIETUS_BINARY_PATH: named }, nothing), named);
     assert.throws(() => findBinary({ QUIETUS_BINARY_PATH: dir }, nothing), /QUIETUS_BINARY_PATH is ".*", which is not a file/);
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(project, { recursive: true, force: true });
+  }
+});
+
+test("a platform package planted in a folder above the project is not run", { skip: candidates().length === 0 }, () => {
+  // Node's require.resolve walks up to ../node_modules: issue 51, point 14.
+  const above = fs.mkdtempSync(path.join(os.tmpdir(), "quietus-planted-"));
+  try {
+    const planted = path.join(above, "node_modules", "@quietus", candidates()[0].key);
+    fs.mkdirSync(path.join(planted, "bin"), { recursive: true });
+    fs.writeFileSync(path.join(planted, "package.json"), JSON.stringify({ version: pkg.version }));
+    fs.writeFileSync(path.join(planted, "bin", "quietus"), "#!/bin/sh\necho planted\n", { mode: 0o755 });
+    const packageDir = path.join(above, "project", "node_modules", "quietus");
+    fs.mkdirSync(packageDir, { recursive: true });
+    const resolver = () => path.join(planted, "package.json");
+    assert.throws(() => findBinary({}, resolver, packageDir), (e) => {
+      assert.ok(e instanceof QuietusNotFound);
+      assert.match(e.message, /was found at .*quietus-planted-.*, which is not beside this quietus .*; it is not run/);
+      return true;
+    });
+  } finally {
+    fs.rmSync(above, { recursive: true, force: true });
   }
 });
 

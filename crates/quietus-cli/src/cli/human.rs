@@ -1,5 +1,5 @@
 //! Errors in the command's messages, the way people read them (durations are the library's
-//! [`quietus::HumanDuration`]).
+//! [`quietus::outcome::HumanDuration`]).
 
 /// An error and each of its causes, once each, joined by `: ` (the library's errors say what
 /// could not be done, and leave the cause to `source()`).

@@ -19,10 +19,10 @@ use crate::settings::{Draft, SettingValue, Surface};
 use quietus::config::CompletionConfigBuilder;
 use quietus::{
     ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
-    FileWatchConfig, KillLadder, MonitorConfig, Setting, Signal,
+    FileWatchConfig, KillLadder, MonitorConfig, Signal, error::Setting,
 };
 
-use quietus::HumanDuration;
+use quietus::outcome::HumanDuration;
 
 /// How long after the start the command arms its file watches
 /// ([`FileWatchConfig::arm_delay`]).

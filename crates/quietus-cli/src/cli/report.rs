@@ -7,11 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quietus::supervisor::SupervisorDeath;
-use quietus::{ActivitySource, MonitorConfig, MonitorResult, Observation, Outcome, Signal};
+use quietus::{
+    ActivitySource, MonitorConfig, MonitorResult, Outcome, Signal, outcome::Observation,
+};
 use serde::Serialize;
 
 use super::signals::Received;
-use quietus::HumanDuration;
+use quietus::outcome::HumanDuration;
 
 /// How quietus ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +162,7 @@ impl ObservedJson {
 }
 
 /// How long each built-in source had been idle.
-fn idle_ms_of(sources: &[quietus::SourceActivity]) -> IdleMs {
+fn idle_ms_of(sources: &[quietus::outcome::SourceActivity]) -> IdleMs {
     let mut idle_ms = IdleMs::default();
     for s in sources {
         let idle = match s.source {

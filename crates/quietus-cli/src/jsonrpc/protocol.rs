@@ -306,11 +306,30 @@ pub(crate) fn whole_number(
     min: u64,
     max: u64,
 ) -> Result<u64, RpcError> {
-    match value.as_u64() {
+    let accepts = format!("it accepts a whole number from {min} to {max}");
+    // `1000.0` is the whole number 1000, as JSON Schema's "integer" has it (and a Python client
+    // computing milliseconds from seconds sends it).
+    let whole = value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < u64::MAX as f64)
+            .map(|f| f as u64)
+    });
+    match whole {
         Some(n) if (min..=max).contains(&n) => Ok(n),
+        Some(_) => Err(RpcError::param(
+            field,
+            format!("{} is out of range; {accepts}", quote(value)),
+        )),
+        // A whole number outside the range (a negative one too) is out of range; anything else
+        // (`"5s"`, `true`, `1000.0`, null) is not a whole number at all.
+        _ if value.is_u64() || value.is_i64() => Err(RpcError::param(
+            field,
+            format!("{} is out of range; {accepts}", quote(value)),
+        )),
         _ => Err(RpcError::param(
             field,
-            format!("{value} is out of range; it accepts a whole number from {min} to {max}"),
+            format!("{} is not a whole number; {accepts}", quote(value)),
         )),
     }
 }
@@ -352,6 +371,24 @@ mod tests {
     fn error_of(line: &str) -> (Value, i64) {
         let (id, e) = parse_line(line.as_bytes()).expect_err("an error");
         (id, e.code)
+    }
+
+    #[test]
+    fn a_whole_number_is_told_from_a_value_of_another_type() {
+        assert_eq!(whole_number("n", &json!(1000.0), 1, 2000), Ok(1000));
+        let message = |v: Value| whole_number("n", &v, 1, 10).unwrap_err().message;
+        for v in [
+            json!("5s"),
+            json!(true),
+            json!(1.5),
+            Value::Null,
+            json!([1]),
+        ] {
+            assert!(message(v.clone()).contains("is not a whole number"), "{v}");
+        }
+        for v in [json!(0), json!(11), json!(-1), json!(11.0)] {
+            assert!(message(v.clone()).contains("is out of range"), "{v}");
+        }
     }
 
     #[test]

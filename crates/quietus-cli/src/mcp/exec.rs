@@ -330,7 +330,7 @@ impl Exec {
         let message = format!(
             "session {} still running after {}; {bytes} bytes of new output",
             exec.id,
-            quietus::HumanDuration(exec.session.uptime())
+            quietus::outcome::HumanDuration(exec.session.uptime())
         );
         log::debug!("progress {sent} for {token}: {message}");
         self.outbox.send(&protocol::notification(

@@ -530,7 +530,7 @@ mod tests {
             (
                 "write_stdin",
                 json!({"session_id": "one"}),
-                "session_id: \"one\" is out of range",
+                "session_id: \"one\" is not a whole number",
             ),
             (
                 "exec_control",

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quietus::{ControlAnswer, HumanDuration, MonitorResult, Outcome, SessionSummary};
+use quietus::{ControlAnswer, MonitorResult, Outcome, SessionSummary, outcome::HumanDuration};
 use serde_json::json;
 
 use super::exec::{ExecSession, diagnosis, full_diagnosis, log_of, state_name};
@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(out.structured["status"], "already_terminated");
         let out = control(
             3,
-            &ControlAnswer::Rejected(quietus::Rejection::InvalidSetting(
+            &ControlAnswer::Rejected(quietus::error::Rejection::InvalidSetting(
                 quietus::ConfigError::EmptyLadder,
             )),
         );

@@ -16,7 +16,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Sender, TrySendError};
 use quietus::{
     CapturedStream, ControlAction, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Pid,
-    Registry, Session, SessionState, Signal, SpawnError, SpawnErrorKind, Stream,
+    Registry, Session, SessionState, Signal, SpawnError, Stream, error::SpawnErrorKind,
 };
 use serde_json::{Map, Value, json};
 

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
     CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, MonitorConfig,
-    Session, SessionBuilder, Setting, Signal, Stdin, Stream,
+    Session, SessionBuilder, Signal, Stdin, Stream, error::Setting,
 };
 use serde_json::{Map, Value, json};
 
@@ -81,6 +81,14 @@ pub(crate) fn parse_start(
     let params = Params::new(map, &fields)?;
     let process_id = params.process_id()?.to_owned();
     let argv: Vec<String> = match params.strings("argv")? {
+        Some(argv) if argv.iter().any(|word| word.contains('\0')) => {
+            // As `env`'s: a word with a NUL cannot be passed to a program (it was -32000, a
+            // failed spawn, here and -32602 there).
+            return Err(RpcError::param(
+                "argv",
+                "has a word with a NUL byte; it accepts strings without NUL",
+            ));
+        }
         Some(argv) if !argv.is_empty() && !argv[0].is_empty() => {
             argv.into_iter().map(str::to_owned).collect()
         }

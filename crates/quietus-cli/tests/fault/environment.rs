@@ -28,7 +28,7 @@ use common::{Marker, assert_no_leak, ms, wait_generously};
 use fault_support::Scenario;
 use quietus::{
     ActivitySource, CaptureConfig, FileWatchConfig, KillLadder, MonitorConfig, MonitorResult,
-    Outcome, Signal, SourceActivity,
+    Outcome, Signal, outcome::SourceActivity,
 };
 
 /// Writes come every quarter second: 1.25 s of slack for a stalled VM (this 2-core VM was seen

@@ -17,8 +17,8 @@ use std::time::Duration;
 use common::{ms, wait_generously};
 use fault_support::{Scenario, file_fingerprint, fingerprint};
 use quietus::{
-    ActivitySource, CaptureConfig, KillLadder, LogProblem, MonitorConfig, MonitorResult, Outcome,
-    Signal, Stream,
+    ActivitySource, CaptureConfig, KillLadder, MonitorConfig, MonitorResult, Outcome, Signal,
+    Stream, outcome::LogProblem,
 };
 
 const IDLE: Duration = Duration::from_millis(500);

@@ -111,7 +111,9 @@ fn check_the_way(dir: &Path) -> Result<(), LogDirProblem> {
         return Err(LogDirProblem::SymbolicLink);
     };
     let uid = crate::process::sys::effective_uid();
-    for folder in real.ancestors() {
+    // The folder itself, when it exists, is checked as the log folder (its own words).
+    let skip = usize::from(existing == dir);
+    for folder in real.ancestors().skip(skip) {
         let meta = fs::metadata(folder).map_err(|e| LogDirProblem::Read(e.into()))?;
         let mode = meta.mode() & 0o7777;
         let writable_by_others = mode & 0o022 != 0 && mode & 0o1000 == 0;
@@ -1280,9 +1282,9 @@ mod tests {
         assert_ne!(err.kind(), io::ErrorKind::NotFound);
         let inner = err
             .get_ref()
-            .and_then(|e| e.downcast_ref::<crate::SpawnError>())
+            .and_then(|e| e.downcast_ref::<crate::error::SpawnError>())
             .unwrap();
-        assert_eq!(inner.kind(), crate::SpawnErrorKind::LogDir);
+        assert_eq!(inner.kind(), crate::error::SpawnErrorKind::LogDir);
     }
 
     /// The hash and the file write overlap: the log's writes run on a thread of their own.

@@ -135,8 +135,8 @@ impl CaptureConfigBuilder {
     /// (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS; else the temp
     /// folder's `quietus-<uid>-logs`), refused unless it is the user's own; when that
     /// folder cannot be used, the run goes on without logs (a warning, and each
-    /// [`LogFile`](crate::LogFile) says why), where a folder named here that cannot be used
-    /// fails the spawn ([`SpawnErrorKind::LogDir`](crate::SpawnErrorKind::LogDir)).
+    /// [`LogFile`](crate::outcome::LogFile) says why), where a folder named here that cannot be used
+    /// fails the spawn ([`SpawnErrorKind::LogDir`](crate::error::SpawnErrorKind::LogDir)).
     pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.0.log_dir = Some(dir.into());
         self

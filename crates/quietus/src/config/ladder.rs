@@ -107,7 +107,7 @@ pub enum Containment {
     #[default]
     Auto,
     /// A cgroup v2 of its own, or the spawn fails with
-    /// [`SpawnErrorKind::Containment`](crate::SpawnErrorKind::Containment).
+    /// [`SpawnErrorKind::Containment`](crate::error::SpawnErrorKind::Containment).
     Cgroup,
     /// The process group, the descendants seen leaving it, and (in subreaper mode) the
     /// orphans re-parented to this process: no cgroup even where one could be made.

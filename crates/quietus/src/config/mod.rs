@@ -1,7 +1,8 @@
-//! Configuration, one room a thing configured: the monitor's own settings ([`MonitorConfig`],
+//! Configuration, a file for each thing configured: the monitor's own settings ([`MonitorConfig`],
 //! with its [`KillLadder`] and [`Containment`]), the output kept ([`CaptureConfig`],
 //! [`LogRetention`]), the event stream ([`EventConfig`]), the descendants' CPU
-//! ([`ChildWatchConfig`]) and the watched folders ([`FileWatchConfig`]).
+//! ([`ChildWatchConfig`]) and the watched folders ([`FileWatchConfig`]); with them, from its
+//! own room, how completion is recognised ([`CompletionConfig`]).
 //!
 //! Each validated type is made by its builder, whose `build` checks every value and names the
 //! setting it refuses ([`ConfigError::setting`]): a configuration that is held is a valid one.

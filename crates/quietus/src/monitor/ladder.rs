@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{POLL_MAX, POLL_MIN, Wake};
-use crate::Pid;
 use crate::clock::Clock;
 use crate::config::KillStep;
 use crate::events::{Emitter, Event};
 use crate::outcome::HumanDuration;
+use crate::pid::Pid;
 use crate::process::{self, ChildProcess};
 use crate::signal::Signal;
 use crate::sources::children::Identity;

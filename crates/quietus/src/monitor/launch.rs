@@ -21,7 +21,6 @@ use super::stdin::{StdinTarget, start_stdin_writer};
 use super::tap::{StreamSlot, Tap, stream_index};
 use super::tree::guardian::Place;
 use super::tree::{self, pipe_error, terminal_error};
-use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::capture::Recorder;
 use crate::capture::spill::{self, Spill};
@@ -34,6 +33,7 @@ use crate::events::{ActivityEvents, Emitter, Event};
 use crate::input_wait::InputWaitRule;
 use crate::outcome::{NetworkUnavailable, TreeHold};
 use crate::own_files::OwnFiles;
+use crate::pid::Pid;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
 use crate::process::{ChildProcess, sys};
@@ -728,7 +728,7 @@ fn start_network(
             #[cfg(target_os = "linux")]
             let foreign = crate::process::sys::proc_view().why_not();
             #[cfg(not(target_os = "linux"))]
-            let foreign: Option<crate::ProcUnavailable> = None;
+            let foreign: Option<crate::process::sys::proc::ProcUnavailable> = None;
             let reason = match foreign {
                 Some(why) => NetworkUnavailable::ForeignProc(why),
                 None => NetworkUnavailable::NoSocketDiagnostics((&e).into()),
@@ -770,112 +770,4 @@ fn start_monitor(
         .inspect_err(|_| end_session(id))
         .map_err(|e| SpawnError::thread("monitor", e))?;
     Ok(child_tx)
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod wakeup_tests {
-    use std::time::Duration;
-
-    use crate::monitor::wait::WAITERS;
-    use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
-
-    /// Starts `sh -c script` (a grandchild keeps the output pipes open after the leader's
-    /// exit) and waits; returns the outcome and how many waiter threads the start made.
-    fn run(script: &str, mock: bool) -> (Outcome, u32, Duration) {
-        let before = WAITERS.with(|n| n.get());
-        let config = MonitorConfig::builder()
-            .watch_files(false)
-            .idle_timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let mut builder = Session::builder(Program::new("sh").args(["-c", script])).config(config);
-        if mock {
-            builder = builder.clock(MockClock::new());
-        }
-        let session = builder.spawn().expect("sh starts");
-        let waiters = WAITERS.with(|n| n.get()) - before;
-        let started = std::time::Instant::now();
-        let result = session.wait();
-        (result.outcome, waiters, started.elapsed())
-    }
-
-    #[test]
-    fn on_the_real_clock_the_leaders_exit_wakes_the_monitor_without_a_waiter_thread() {
-        // The leader exits while a grandchild holds its pipes for 30 s: only the exit (its
-        // pidfd) can tell the monitor, which then ends the grandchild as a leftover.
-        let script = "sleep 30 & echo started";
-        let (outcome, waiters, took) = run(script, false);
-        assert_eq!(outcome, Outcome::Exited);
-        assert_eq!(waiters, 0, "no waiter thread on the real clock");
-        assert!(
-            took < Duration::from_secs(20),
-            "the exit was seen: {took:?}"
-        );
-        // A test clock runs the same wait: the pidfd, no waiter either.
-        let (outcome, waiters, _) = run(script, true);
-        assert_eq!(outcome, Outcome::Exited);
-        assert_eq!(waiters, 0);
-    }
-
-    #[test]
-    fn the_stderr_reader_thread_starts_only_if_the_program_writes_there() {
-        let config = MonitorConfig::builder().watch_files(false).build().unwrap();
-        let script = "sleep 0.2; echo out; sleep 0.2";
-        let session = Session::builder(Program::new("sh").args(["-c", script]))
-            .config(config.clone())
-            .spawn()
-            .expect("sh starts");
-        let result = session.wait();
-        assert_eq!(result.outcome, Outcome::Exited);
-        assert!(
-            result.output_complete,
-            "both streams were read to their end"
-        );
-        let out = session.output().stdout.expect("captured").render_lossy();
-        assert_eq!(out, "out\n");
-        let id = session.id();
-        let started = super::super::reader::READER_THREADS.lock().clone();
-        assert!(
-            started.contains(&format!("quietus-out-{id}")),
-            "{started:?}"
-        );
-        assert!(
-            !started.contains(&format!("quietus-err-{id}")),
-            "{started:?}"
-        );
-        // Written to: started, and everything read.
-        let script = "sleep 0.2; echo err >&2; sleep 0.2";
-        let session = Session::builder(Program::new("sh").args(["-c", script]))
-            .config(config.clone())
-            .spawn()
-            .expect("sh starts");
-        let result = session.wait();
-        assert!(result.output_complete);
-        let err = session.output().stderr.expect("captured").render_lossy();
-        assert_eq!(err, "err\n");
-        let id = session.id();
-        let started = super::super::reader::READER_THREADS.lock().clone();
-        assert!(
-            started.contains(&format!("quietus-err-{id}")),
-            "{started:?}"
-        );
-        // A test clock starts them the same way: only once a pipe has something to read (a
-        // program that writes nothing is read to its end on the monitor's thread).
-        let session = Session::builder(Program::new("true"))
-            .config(config)
-            .clock(MockClock::new())
-            .spawn()
-            .expect("true starts");
-        assert_eq!(session.wait().outcome, Outcome::Exited);
-        let id = session.id();
-        let started = super::super::reader::READER_THREADS.lock().clone();
-        assert!(
-            !started.contains(&format!("quietus-out-{id}")),
-            "{started:?}"
-        );
-        assert!(
-            !started.contains(&format!("quietus-err-{id}")),
-            "{started:?}"
-        );
-    }
 }

@@ -20,10 +20,10 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, never, select};
 
 use super::Wake;
-use crate::Pid;
 use crate::clock::Clock;
 use crate::contract::{Control, ControlTx};
 use crate::error::SpawnError;
+use crate::pid::Pid;
 use crate::process::sys::{self, Wakeup, Woken};
 
 /// The monitor's sleep: its wake-up, and how the clock's deadlines reach it.
@@ -169,104 +169,4 @@ pub(super) fn watch_exit(
 }
 
 #[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use std::time::Duration;
-
-    use super::WAITERS;
-    use crate::{MockClock, MonitorConfig, Outcome, Program, Session};
-
-    use crate::clock::eventually;
-
-    /// Under a mock clock the monitor sleeps where production does: the stderr reader starts
-    /// from the monitor's `poll` once the program writes there (late, after a handshake on
-    /// stdout), and the leader's exit is seen through its pidfd, with no waiter thread. A
-    /// defect in either (a readable stderr pipe not starting its reader, the pidfd not
-    /// watched) leaves this run without its stderr or without its end; before, a mock clock
-    /// started both readers at once and waited with a thread, and never ran that code.
-    #[test]
-    fn a_mock_clock_session_runs_the_production_wait() {
-        for shell in ["bash", "python3"] {
-            let args: Vec<&str> = match shell {
-                "bash" => vec!["-c", "echo ready; read -r _; echo late >&2; exit 3"],
-                _ => vec![
-                    "-c",
-                    "import sys; print('ready', flush=True); sys.stdin.readline(); \
-                     sys.stderr.write('late\\n'); sys.stderr.flush(); sys.exit(3)",
-                ],
-            };
-            let clock = MockClock::new();
-            let config = MonitorConfig::builder()
-                .watch_files(false)
-                .idle_timeout(Duration::from_secs(60))
-                .build()
-                .unwrap();
-            let waiters = WAITERS.with(|n| n.get());
-            let session = Session::builder(Program::new(shell).args(args))
-                .config(config)
-                .clock(clock.clone())
-                .stdin(crate::Stdin::Piped)
-                .spawn()
-                .expect("the shell starts");
-            assert_eq!(WAITERS.with(|n| n.get()), waiters, "no waiter thread");
-            let out = || session.output().stdout.map(|s| s.render_lossy());
-            assert!(eventually(|| out().is_some_and(|o| o.contains("ready"))));
-            let id = session.id();
-            let err_reader = format!("quietus-err-{id}");
-            let started = || crate::monitor::reader::reader_threads().contains(&err_reader);
-            assert!(!started(), "{shell}: no stderr reader before a write there");
-            session.write_stdin(b"go\n").expect("stdin open");
-            // The mock clock never moves: only the pipe and the pidfd can wake the monitor.
-            assert!(
-                eventually(|| session.wait_timeout(Duration::ZERO).is_some()),
-                "{shell}: the exit was seen"
-            );
-            let result = session.wait();
-            assert_eq!(result.outcome, Outcome::Exited, "{shell}");
-            assert_eq!(result.exit_code(), 3, "{shell}");
-            assert!(result.output_complete, "{shell}");
-            assert!(
-                started(),
-                "{shell}: the stderr reader started from the poll"
-            );
-            let err = session.output().stderr.expect("captured").render_lossy();
-            assert_eq!(err, "late\n", "{shell}");
-        }
-    }
-
-    /// A deadline on a mock clock wakes the same `poll` through the relay of its timers: the
-    /// idle timeout ends a silent program once the clock passes it, not before, and one timer
-    /// is armed for it however long the program sleeps.
-    #[test]
-    fn a_mock_clock_deadline_wakes_the_poll() {
-        let clock = MockClock::new();
-        let config = MonitorConfig::builder()
-            .watch_files(false)
-            .watch_children(false)
-            .idle_timeout(Duration::from_secs(3600))
-            .build()
-            .unwrap();
-        let session = Session::builder(Program::new("sleep").args(["60"]))
-            .config(config)
-            .clock(clock.clone())
-            .spawn()
-            .expect("sleep starts");
-        assert!(clock.wait_for_timers(1, Duration::from_secs(20)));
-        clock.advance(Duration::from_secs(3599));
-        assert!(clock.wait_for_timers(1, Duration::from_secs(20)));
-        let armed = clock.timers_created();
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(session.try_wait().is_none(), "{:?}", session.try_wait());
-        assert_eq!(
-            clock.timers_created(),
-            armed,
-            "no timer while the clock stands"
-        );
-        clock.advance(Duration::from_secs(1));
-        let result = session.wait();
-        assert!(
-            matches!(result.outcome, Outcome::IdleTimeout(_)),
-            "{:?}",
-            result.outcome
-        );
-    }
-}
+mod tests;

@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::sys;
-use crate::Pid;
 use crate::error::SystemError;
+use crate::pid::Pid;
 
 /// Members never waited for longer than this to vanish after a `cgroup.kill` when the cgroup
 /// is removed (they die as soon as they are scheduled; a process in uninterruptible sleep may
@@ -56,7 +56,7 @@ pub(crate) struct Cgroup {
 /// Why a session has no cgroup of its own
 /// ([`MonitorResult::why_not_cgroup`](crate::MonitorResult::why_not_cgroup), under
 /// [`Containment::Auto`](crate::Containment::Auto); the cause of a
-/// [`SpawnErrorKind::Containment`](crate::SpawnErrorKind::Containment) error under
+/// [`SpawnErrorKind::Containment`](crate::error::SpawnErrorKind::Containment) error under
 /// [`Containment::Cgroup`](crate::Containment::Cgroup)). Its text is the one the report's
 /// `why_not_cgroup` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -72,8 +72,8 @@ fn no_leak(ours: &OwnedFd, theirs: &OwnedFd) -> io::Result<()> {
 
 use super::cgroup::Cgroup;
 use super::{orphans, sys};
-use crate::Pid;
 use crate::error::SystemError;
+use crate::pid::Pid;
 
 /// The hidden subcommand that runs the guardian.
 pub const SUBCOMMAND: &str = "__guardian";

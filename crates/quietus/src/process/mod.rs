@@ -12,7 +12,7 @@ use std::io;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
 use std::sync::OnceLock;
 
-use crate::Pid;
+use crate::pid::Pid;
 
 use crossbeam_channel::{Sender, bounded, unbounded};
 
@@ -230,7 +230,7 @@ impl ChildProcess {
 /// A spawn error, with the program named in the message and the kind kept (so `NotFound` and
 /// `PermissionDenied` can still be told apart): a [`SpawnErrorKind::Program`] error.
 ///
-/// [`SpawnErrorKind::Program`]: crate::SpawnErrorKind::Program
+/// [`SpawnErrorKind::Program`]: crate::error::SpawnErrorKind::Program
 pub(crate) fn describe_spawn_error(command: &Command, error: io::Error) -> io::Error {
     crate::error::SpawnError::program(command.get_program(), error).into()
 }

@@ -26,7 +26,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::Pid;
+use crate::pid::Pid;
 
 /// A pipe, as `(device, inode)`.
 pub(crate) type PipeId = (u64, u64);

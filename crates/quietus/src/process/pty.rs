@@ -170,7 +170,7 @@ impl Pty {
     #[cfg_attr(not(test), allow(dead_code))] // only the tests use it
     /// The terminal's foreground process group: the group Ctrl-C and a resize signal (the
     /// child's own group unless a job-control shell in it moved a job to the foreground).
-    pub(crate) fn foreground_group(&self) -> io::Result<crate::Pid> {
+    pub(crate) fn foreground_group(&self) -> io::Result<crate::pid::Pid> {
         sys::foreground_group(self.master.as_fd())
     }
 

@@ -36,8 +36,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::Pid;
 use crate::config::ChildWatchConfig;
+use crate::pid::Pid;
 
 /// One process as seen by a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,7 +351,7 @@ impl ProcessSource for Sysinfo {
 }
 
 /// What one sample found: defined with the results it is part of
-/// ([`StaleReport::children`](crate::StaleReport::children)).
+/// ([`StaleReport::children`](crate::outcome::StaleReport::children)).
 pub use crate::outcome::ChildrenSample;
 
 /// A process known by identity.
@@ -516,7 +516,7 @@ impl DescendantObserver {
     /// Why this observer cannot see the tree, if it cannot: no cgroup to read and no `/proc`
     /// of this pid namespace to walk (none mounted, or the host's kept in a new pid
     /// namespace). It then sees no descendant, no CPU and no escapee.
-    pub(crate) fn blind(&self) -> Option<crate::ProcUnavailable> {
+    pub(crate) fn blind(&self) -> Option<crate::process::sys::proc::ProcUnavailable> {
         if self.cgroup.is_some() || cfg!(not(target_os = "linux")) {
             return None;
         }

@@ -10,7 +10,7 @@
 //! - [`FileActivityTracker`]: stamps [`ActivitySource::Files`] on a create, modify, rename,
 //!   remove or metadata change under watched folders (notify, or a stat scan).
 //! - [`DescendantObserver`]: samples the CPU time of a process's descendants
-//!   ([`ChildrenSample`], also what a [`StaleReport`](crate::StaleReport) shows of them); what
+//!   ([`ChildrenSample`], also what a [`StaleReport`](crate::outcome::StaleReport) shows of them); what
 //!   counts as progress is up to you.
 //! - [`NetworkObserver`]: samples the TCP byte counters of the sockets some processes hold
 //!   ([`NetworkSample`]).

@@ -19,7 +19,7 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::Pid;
+use crate::pid::Pid;
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))] // `sys` reads sockets on Linux
 use crate::process::sys::{self, TcpSocket};
 

@@ -8,7 +8,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use quietus::{MonitorConfig, Session, SpawnError, SpawnErrorKind};
+use quietus::{MonitorConfig, Session, SpawnError, error::SpawnErrorKind};
 use support::{Marker, assert_no_leak, wait_generously};
 
 /// The open descriptors of this process (their numbers), and what they are.

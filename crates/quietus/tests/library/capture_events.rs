@@ -108,7 +108,7 @@ fn an_unusable_log_folder_is_an_error_at_spawn_and_nothing_runs() {
     assert!(err.to_string().contains("a-file"), "{err}");
     // Told apart from the program's own spawn errors by its type, not its wording.
     let spawn_error = &err;
-    assert_eq!(spawn_error.kind(), quietus::SpawnErrorKind::LogDir);
+    assert_eq!(spawn_error.kind(), quietus::error::SpawnErrorKind::LogDir);
     let named = format!("log folder {}", file.join("logs").display());
     assert!(
         spawn_error.inner().to_string().contains(&named),
@@ -509,7 +509,7 @@ fn a_named_log_folder_that_cannot_be_made_is_not_mistaken_for_a_missing_program(
         .spawn()
         .unwrap_err();
     assert_ne!(err.io_error_kind(), std::io::ErrorKind::NotFound, "{err}");
-    assert_eq!(err.kind(), quietus::SpawnErrorKind::LogDir, "{err}");
+    assert_eq!(err.kind(), quietus::error::SpawnErrorKind::LogDir, "{err}");
     assert!(err.to_string().contains("log folder"), "{err}");
     assert!(!witness.exists(), "the child must not have run");
     assert_no_leak(&m);

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use common::net::{Mode, Server};
 use common::{Marker, SharedBuf, assert_no_leak, ms, wait_generously};
 use quietus::diagnosis::StallKind;
-use quietus::{ActivitySource, MonitorConfig, MonitorResult, Outcome, Session, StaleReport};
+use quietus::{
+    ActivitySource, MonitorConfig, MonitorResult, Outcome, Session, outcome::StaleReport,
+};
 
 /// Two seconds idle, sampled every 200 ms; the children source off, so that only the network
 /// can keep the child alive. A trickle every 0.5 s leaves 1.5 s of slack for the VM's stalls.

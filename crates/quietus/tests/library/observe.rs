@@ -9,8 +9,8 @@ use crate::support as common;
 
 use common::{Marker, SharedBuf, assert_no_leak, wait_generously};
 use quietus::{
-    CompletionConfig, Event, EventReceiver, MockClock, MonitorConfig, Observation, Outcome,
-    Session, Stdin,
+    CompletionConfig, Event, EventReceiver, MockClock, MonitorConfig, Outcome, Session, Stdin,
+    outcome::Observation,
 };
 
 /// Real-time bound for anything a test waits for (generous: a loaded 2-core machine).

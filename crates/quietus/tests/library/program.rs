@@ -13,7 +13,7 @@ use std::process::Command;
 use common::{MARKER_ENV, Marker, assert_no_leak, wait_generously};
 use quietus::{
     CaptureConfig, ConfigError, Environment, MonitorConfig, Program, Session, SessionBuilder,
-    SpawnError, SpawnErrorKind, Stdin,
+    SpawnError, Stdin, error::SpawnErrorKind,
 };
 
 /// Runs to the end; returns the exit code and stdout (the combined stream when combined).

@@ -171,7 +171,7 @@ fn keepalive_and_idle_timeout_actions_move_the_watchdog() {
         match registry.control(id, action) {
             ControlAnswer::Rejected(reason) => {
                 assert!(
-                    matches!(reason, quietus::Rejection::InvalidSetting(_)),
+                    matches!(reason, quietus::error::Rejection::InvalidSetting(_)),
                     "{reason:?}"
                 );
                 let reason = reason.to_string();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{Marker, assert_no_leak};
 use quietus::{
     CaptureConfig, ConfigError, Environment, FileWatchConfig, KillLadder, MonitorConfig, Session,
-    SpawnError, SpawnErrorKind,
+    SpawnError, error::SpawnErrorKind,
 };
 
 #[test]
@@ -90,7 +90,7 @@ fn invalid_config_is_invalid_input_and_spawns_nothing() {
         matches!(
             config_error,
             ConfigError::OutOfRange {
-                setting: quietus::Setting::IdleTimeout,
+                setting: quietus::error::Setting::IdleTimeout,
                 ..
             }
         ),
@@ -247,7 +247,7 @@ fn an_invalid_config_is_a_config_error_with_the_config_error_inside() {
         matches!(
             config_error,
             ConfigError::OutOfRange {
-                setting: quietus::Setting::IdleTimeout,
+                setting: quietus::error::Setting::IdleTimeout,
                 ..
             }
         ),
@@ -341,9 +341,13 @@ fn a_named_log_folder_that_cannot_be_used_is_a_log_dir_error() {
     // What is wrong is a type: the folder and the problem, found by downcasting.
     let why = spawn_error
         .inner()
-        .downcast_ref::<quietus::LogDirError>()
+        .downcast_ref::<quietus::outcome::LogDirError>()
         .expect("the inner error is a LogDirError");
     assert_eq!(why.path(), file.join("logs"));
-    assert_eq!(*why.problem(), quietus::LogDirProblem::NotAFolder, "{why}");
+    assert_eq!(
+        *why.problem(),
+        quietus::outcome::LogDirProblem::NotAFolder,
+        "{why}"
+    );
     assert_no_leak(&marker);
 }

@@ -32,7 +32,6 @@ use super::ladder::{Ladder, signal_leader};
 use super::port::{Memory, Port};
 use super::rules::Rules;
 use super::tap::{Tap, stream_index};
-use crate::Pid;
 use crate::activity::ActivityBoard;
 use crate::clock::Clock;
 use crate::config::{KillStep, MonitorConfig};
@@ -40,6 +39,7 @@ use crate::contract::{Control, Shared};
 use crate::events::{Emitter, Event};
 use crate::input_wait::InputWaitRule;
 use crate::outcome::{CompletionSeen, HumanDuration, Outcome, UnwatchedFolder};
+use crate::pid::Pid;
 use crate::signal::Signal;
 use crate::sources::files::FileActivityTracker;
 

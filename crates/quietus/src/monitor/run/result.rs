@@ -9,12 +9,12 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 
 use super::phase::{End, LadderRecord};
-use crate::Pid;
 use crate::contract::{SessionState, Shared};
 use crate::outcome::LogFile;
 use crate::outcome::{
     CompletionSeen, MonitorResult, Observation, Outcome, SourceActivity, TreeHold, UnwatchedFolder,
 };
+use crate::pid::Pid;
 use crate::signal::Signal;
 
 use super::super::port::Memory;

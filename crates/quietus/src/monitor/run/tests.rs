@@ -23,7 +23,6 @@ use super::super::tap::{StreamSlot, Tap};
 use super::phase::{Drain, Move, Phase};
 use super::result::{DoneGuard, Facts};
 use super::{Files, LeaderState, Monitor, Timing};
-use crate::Pid;
 use crate::activity::{ActivityBoard, ActivitySource};
 use crate::clock::{Clock, MockClock};
 use crate::config::{KillLadder, KillStep, MonitorConfig};
@@ -32,6 +31,7 @@ use crate::diagnosis::{Diagnosis, ProcessDiagnosis, StallKind};
 use crate::events::Event;
 use crate::input_wait::InputWaitRule;
 use crate::outcome::{CompletionSeen, MonitorResult, Outcome, TreeHold};
+use crate::pid::Pid;
 use crate::process::sys::{SIGCONT, SIGKILL, SIGTERM, Woken};
 use crate::signal::Signal;
 use crate::sources::children::{ChildrenSample, Identity};
@@ -746,7 +746,8 @@ fn seen() -> CompletionSeen {
 
 #[test]
 fn completion_ends_a_leader_that_lingers_past_its_linger() {
-    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
+    let config =
+        quiet(600).completion(crate::completion::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.control.send(Control::Completed(seen())).expect("open");
     let ran = rig.run();
@@ -764,7 +765,8 @@ fn completion_ends_a_leader_that_lingers_past_its_linger() {
 
 #[test]
 fn completion_followed_by_the_leaders_exit_is_an_exit() {
-    let config = quiet(600).completion(crate::CompletionConfig::builder().linger(secs(4)));
+    let config =
+        quiet(600).completion(crate::completion::CompletionConfig::builder().linger(secs(4)));
     let rig = new_rig(config, polite());
     rig.world.borrow_mut().exit_at = Some(rig.origin() + secs(2));
     rig.control.send(Control::Completed(seen())).expect("open");

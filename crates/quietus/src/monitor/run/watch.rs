@@ -7,10 +7,10 @@ use std::time::Instant;
 use super::super::Wake;
 use super::super::port::Port;
 use super::{Files, Monitor, Next};
-use crate::Pid;
 use crate::activity::{ActivitySource, BoardReading};
 use crate::events::Event;
 use crate::outcome::{HumanDuration, Outcome, StaleReport};
+use crate::pid::Pid;
 use crate::verdict::{self, Verdict};
 
 impl<P: Port> Monitor<P> {

@@ -1,9 +1,9 @@
 //! The guardian strategy: the session's tree is told to the process's guardian (one per
 //! supervising process, `process::guardian`), which ends it if this process dies.
 
-use crate::Pid;
 use crate::config::MonitorConfig;
 use crate::outcome::SupervisorDeath;
+use crate::pid::Pid;
 use crate::process;
 use crate::process::guardian::GuardianUnavailable;
 

@@ -10,9 +10,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::Pid;
 #[cfg(target_os = "linux")]
 use crate::monitor::SESSION_TAG;
+use crate::pid::Pid;
 use crate::process::{self, sys};
 use crate::signal::Signal;
 use crate::sources::children::{DescendantObserver, Identity};

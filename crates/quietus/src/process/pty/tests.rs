@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::*;
-use crate::Pid;
+use crate::pid::Pid;
 
 const MARKER_ENV: &str = "QUIETUS_TEST_MARKER";
 /// How long a handshake or an expected output may take on a loaded machine.

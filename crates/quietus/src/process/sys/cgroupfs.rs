@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rustix::process::{Signal as RSignal, WaitIdOptions};
 
-use crate::Pid;
+use crate::pid::Pid;
 
 use super::*;
 

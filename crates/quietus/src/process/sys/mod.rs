@@ -82,7 +82,7 @@ pub(crate) struct TcpSocket {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::Pid;
+    use crate::pid::Pid;
     use std::os::fd::AsFd;
     use std::process::Command;
 

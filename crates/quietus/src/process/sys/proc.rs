@@ -11,7 +11,7 @@ use std::path::Path;
 
 use rustix::process::{Signal as RSignal, WaitIdOptions};
 
-use crate::Pid;
+use crate::pid::Pid;
 
 use super::*;
 
@@ -46,7 +46,7 @@ impl ProcView {
 }
 
 /// Why quietus cannot read processes by pid from `/proc`: the reason a source that needs it
-/// is unavailable ([`NetworkUnavailable::ForeignProc`](crate::NetworkUnavailable)) and a
+/// is unavailable ([`NetworkUnavailable::ForeignProc`](crate::outcome::NetworkUnavailable)) and a
 /// process of a diagnosis was not read
 /// ([`ReadingProblem::Proc`](crate::diagnosis::ReadingProblem)).
 #[derive(Debug, Clone, PartialEq, Eq)]

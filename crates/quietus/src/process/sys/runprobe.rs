@@ -25,7 +25,7 @@ pub(crate) struct RunProbe {
 impl RunProbe {
     /// Opens the probe of process `pid`. Fails when it is gone, or where the kernel keeps no
     /// run time (`schedstat` needs `CONFIG_SCHED_INFO`).
-    pub(crate) fn open(pid: crate::Pid) -> io::Result<RunProbe> {
+    pub(crate) fn open(pid: crate::pid::Pid) -> io::Result<RunProbe> {
         let open = |name: &str, dir: bool| {
             let flags = OFlags::RDONLY | OFlags::CLOEXEC;
             let flags = if dir {
@@ -118,7 +118,7 @@ mod tests {
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
-        let mut probe = RunProbe::open(crate::Pid::of(&child)).unwrap();
+        let mut probe = RunProbe::open(crate::pid::Pid::of(&child)).unwrap();
         assert_eq!(probe.threads().unwrap(), 1);
         // Its descriptors, read twice from the folder kept open: the same each time.
         let mut fds = Vec::new();

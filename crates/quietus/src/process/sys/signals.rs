@@ -10,7 +10,7 @@ use std::path::Path;
 
 use rustix::process::{Signal as RSignal, WaitIdOptions};
 
-use crate::Pid;
+use crate::pid::Pid;
 
 use super::*;
 

@@ -10,7 +10,7 @@
 use std::io::{Read, Seek, SeekFrom};
 
 use super::ProcUnavailable;
-use crate::Pid;
+use crate::pid::Pid;
 
 /// One thread as read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

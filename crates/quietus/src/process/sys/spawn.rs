@@ -240,7 +240,7 @@ pub(crate) struct Handoff {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Leader {
     /// The program runs in this process, made by `clone3`; the forked one exited.
-    Sibling(crate::Pid),
+    Sibling(crate::pid::Pid),
     /// The forked process runs the program itself (it entered the cgroup by a write).
     Forked,
     /// Nothing was said: the forked process failed before (the spawn's error says why).
@@ -642,7 +642,7 @@ mod tests {
                     let Leader::Sibling(pid) = leader else {
                         panic!("clone3 was not used: {leader:?}");
                     };
-                    assert_ne!(pid, crate::Pid::of(&forked));
+                    assert_ne!(pid, crate::pid::Pid::of(&forked));
                     assert!(forked.wait().expect("it exits").success());
                     let status = super::super::reap_child(pid, true).expect("our child");
                     assert!(status.expect("exited").success());

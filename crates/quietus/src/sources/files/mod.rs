@@ -117,9 +117,9 @@ impl FileActivityTracker {
     /// # Errors
     ///
     /// An `io::Error` carrying a [`SpawnError`], as from a session's spawn:
-    /// of kind [`Config`](crate::SpawnErrorKind::Config) (`InvalidInput`, a
+    /// of kind [`Config`](crate::error::SpawnErrorKind::Config) (`InvalidInput`, a
     /// [`ConfigError`](crate::ConfigError) inside) for an invalid glob, of kind
-    /// [`Thread`](crate::SpawnErrorKind::Thread) if the tracker thread cannot be started.
+    /// [`Thread`](crate::error::SpawnErrorKind::Thread) if the tracker thread cannot be started.
     pub fn start(
         config: &FileWatchConfig,
         base_dir: &Path,
