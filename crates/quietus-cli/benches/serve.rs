@@ -12,7 +12,10 @@
 //! - scale: `serve_scale/…` lines on stderr: a server holding 100, then 1,000 sleeping sessions
 //!   (each `sh -c 'sleep 600; sleep 600; sleep 600'`, idle timeout 1 h): its threads,
 //!   descriptors and RSS (in all, and per session beyond an empty server), its idle CPU over
-//!   30 s, the helper processes it started; then, under that load, 20 sessions of `sleep 600`
+//!   30 s, the helper processes it started; how long the `n` took to start
+//!   (`serve_scale/<n>/start_all`) and, at that load, 20 more starts one after the other
+//!   (`…/one_more`: each `process/start` → its `process/started`, median and max; issue 50);
+//!   then, under that load, 20 sessions of `sleep 600`
 //!   with a 2 s idle timeout: how long after its deadline each stall ended (the report's
 //!   `durationMs` minus the idle timeout: the ladder, the drain and the result included, in
 //!   whole milliseconds), and what that is made of, from the server's own figures (its
@@ -313,6 +316,7 @@ fn scale_at(n: usize) {
     let (mut server, timings) = Server::start_timed(&["--max-processes", &max]);
     std::thread::sleep(Duration::from_millis(500));
     let empty = usage(server.child.id());
+    let sent = Instant::now();
     for i in 0..n {
         let argv = ["sh", "-c", "sleep 600; sleep 600; sleep 600"];
         let params =
@@ -320,8 +324,15 @@ fn scale_at(n: usize) {
         server.send("process/start", params);
     }
     let refused = server.count_until(n, |v| v["method"] == "process/started");
+    let all = sent.elapsed();
     let held = n - refused;
     std::thread::sleep(Duration::from_secs(3)); // the arming delays over, every watch made
+    eprintln!(
+        "serve_scale/{n}/start_all: {n} sessions started in {:.2} s ({:.2} ms each on average)",
+        all.as_secs_f64(),
+        all.as_secs_f64() * 1000.0 / n as f64
+    );
+    one_more_starts(&mut server, n);
     let pid = server.child.id();
     let full = usage(pid);
     let window = Duration::from_secs(30);
@@ -344,6 +355,29 @@ fn scale_at(n: usize) {
         children_by_name(pid),
     );
     stalls_under_load(&mut server, &timings, n);
+}
+
+/// 20 more sessions (`sleep 600`, idle timeout 1 h) on a server holding `n`, one after the
+/// other: each `process/start` → its `process/started`, median and max.
+fn one_more_starts(server: &mut Server, n: usize) {
+    const MORE: usize = 20;
+    let mut times = Vec::new();
+    for i in 0..MORE {
+        let id = format!("more{i}");
+        let params = json!({"processId": id, "argv": ["sleep", "600"], "idleTimeoutMs": 3_600_000});
+        let sent = Instant::now();
+        server.send("process/start", params);
+        server.until(|v| v["method"] == "process/started" && v["params"]["processId"] == id);
+        times.push(sent.elapsed());
+    }
+    times.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    eprintln!(
+        "serve_scale/{n}/one_more: {MORE} starts (process/start → process/started, one after \
+         the other): median {:.2} ms, max {:.2} ms",
+        ms(times[MORE / 2]),
+        ms(times[MORE - 1])
+    );
 }
 
 /// 20 sessions of `sleep 600` with a 2 s idle timeout, on a server holding `n`: how long after

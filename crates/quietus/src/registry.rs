@@ -334,6 +334,15 @@ impl Registry {
         inner.entries.get(&id).map(|e| e.session.clone())
     }
 
+    /// The ids of every session still held (running, or finished and not yet pruned), in
+    /// order: one pruning for all of them, where a [`get`](Registry::get) per id prunes each
+    /// time (a server holding 1,000 sessions asked 1,000 times per start: issue 50).
+    pub fn ids(&self) -> Vec<u32> {
+        let mut inner = self.inner.lock();
+        self.prune(&mut inner);
+        inner.entries.keys().copied().collect()
+    }
+
     /// Applies `action` to the session `id`.
     ///
     /// Answers [`NoSuchSession`](ControlAnswer::NoSuchSession) for an unknown id,

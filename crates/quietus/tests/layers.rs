@@ -3,7 +3,8 @@
 //! edge from the room of its file to the room it names; none may run upwards, none may close a
 //! circle between rooms, and every room must be in the list. The list is read from the page
 //! itself, so the page and the code cannot drift apart. The `unsafe` blocks are counted here
-//! too: at most six, all in `process/sys/unsafe_calls.rs`.
+//! too: at most eight, all in `process/sys/unsafe_calls.rs` (the two of the direct start, issue 50,
+//! among them).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -427,7 +428,7 @@ fn the_crate_root_holds_as_many_names_as_design_md_says_and_at_most_45() {
 }
 
 #[test]
-fn at_most_six_unsafe_blocks_all_in_unsafe_calls() {
+fn at_most_eight_unsafe_blocks_all_in_unsafe_calls() {
     let fenced = src().join("process/sys/unsafe_calls.rs");
     let mut inside = 0;
     let mut outside = Vec::new();
@@ -452,8 +453,8 @@ fn at_most_six_unsafe_blocks_all_in_unsafe_calls() {
         "unsafe blocks outside unsafe_calls.rs: {outside:?}"
     );
     assert!(
-        inside <= 6,
-        "{inside} unsafe blocks in unsafe_calls.rs: at most 6"
+        inside <= 8,
+        "{inside} unsafe blocks in unsafe_calls.rs: at most 8"
     );
     assert!(inside > 0, "the count found the fenced blocks");
 }

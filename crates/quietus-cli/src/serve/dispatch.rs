@@ -311,8 +311,10 @@ impl Server {
     fn check_room(&self, process_id: &str) -> Result<(), RpcError> {
         let mut procs = self.procs();
         let mut starting = self.starting.ids();
-        // Forget the processes the registry pruned (finished long ago).
-        procs.retain(|_, p| self.registry.get(p.id).is_some());
+        // Forget the processes the registry pruned (finished long ago): one look at the
+        // registry for all of them (a look per process made each start O(n²): issue 50).
+        let held = self.registry.ids();
+        procs.retain(|_, p| held.binary_search(&p.id).is_ok());
         if procs.contains_key(process_id) || starting.contains(process_id) {
             return Err(RpcError::new(
                 protocol::DUPLICATE_PROCESS,

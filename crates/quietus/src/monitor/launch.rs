@@ -173,7 +173,7 @@ impl Held {
     fn spawn(mut self, command: Command, io: StartIo) -> io::Result<(ChildProcess, Spawned)> {
         let piped = matches!(io.stdin, Stdin::Piped);
         let plan = tree::Plan {
-            stdin: io.stdin.into_stdio(),
+            stdin: io.stdin,
             attach: io.attach,
             exec: io.exec,
             cgroup: self.tree.entry.take(),

@@ -1,6 +1,6 @@
-//! Starting a program (std's `Command`, from the spawner thread when the parent-death signal
-//! needs a long-lived thread), the child it becomes, and the guardian. Raw OS calls live in
-//! [`sys`].
+//! Starting a program (the direct start of a `Program`, else std's `Command`; from the spawner
+//! thread when the parent-death signal needs a long-lived thread), the child it becomes, and
+//! the guardian. Raw OS calls live in [`sys`].
 
 pub(crate) mod cgroup;
 pub(crate) mod guardian;
@@ -63,17 +63,32 @@ pub(crate) fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'st
 
 /// Spawns `command` (already configured), from the spawner thread when `from_spawner`.
 ///
-/// With a [`sys::Handoff`] (the program is born in the session's cgroup, `sys::spawn`), the
-/// process std forked is not the program's: it is reaped here, and the returned child is its
-/// sibling that runs the program. A failed spawn leaves no process behind either way.
+/// With a [`sys::Handoff`] holding a direct start (`sys::spawn::Direct`: a `Program` on stdio
+/// quietus made), the program starts without a copy of this process; where the kernel refuses
+/// that, std's path runs as below. With a cgroup, the process std forked is not the program's:
+/// it is reaped here, and the returned child is its sibling that runs the program. A failed
+/// spawn leaves no process behind either way.
 pub(crate) fn spawn(
     command: Command,
     from_spawner: bool,
-    handoff: Option<Handoff>,
+    mut handoff: Option<Handoff>,
 ) -> (Command, io::Result<ChildProcess>) {
+    let ends = handoff.as_mut().map(|h| std::mem::take(&mut h.ends));
+    if let Some(direct) = handoff.as_mut().and_then(|h| h.direct.take()) {
+        let start = move || direct.start();
+        let started = if from_spawner {
+            on_spawner(start).flatten()
+        } else {
+            start()
+        };
+        if let Some(started) = started {
+            let child = started.map(|pid| ChildProcess::started(pid, None, None, None));
+            return (command, child.map(|child| child.with(ends)));
+        }
+    }
     let (command, spawned) = spawn_std(command, from_spawner);
     let child = match spawned {
-        Ok(child) => Ok(ChildProcess::adopt(child, handoff.as_ref())),
+        Ok(child) => Ok(ChildProcess::adopt(child, handoff.as_ref()).with(ends)),
         Err(e) => {
             if let Some(handoff) = &handoff {
                 reap_failed_sibling(handoff);
@@ -166,6 +181,16 @@ impl ChildProcess {
             stderr,
             status: None,
         }
+    }
+
+    /// With the pipes' ends quietus made itself (`sys::spawn::OwnIo`), where std made none.
+    fn with(mut self, ends: Option<sys::spawn::Ends>) -> ChildProcess {
+        if let Some(ends) = ends {
+            self.stdin = self.stdin.or(ends.stdin.map(ChildStdin::from));
+            self.stdout = self.stdout.or(ends.stdout.map(ChildStdout::from));
+            self.stderr = self.stderr.or(ends.stderr.map(ChildStderr::from));
+        }
+        self
     }
 
     /// Its pid.

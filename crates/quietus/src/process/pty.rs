@@ -102,6 +102,7 @@ impl Pty {
         parent_death_signal: bool,
         cgroup: Option<sys::CgroupEntry>,
         exec: Option<sys::spawn::OrderedExec>,
+        known: Option<bool>,
     ) -> io::Result<Option<sys::Handoff>> {
         let slave = self.slave.as_ref().ok_or_else(|| {
             io::Error::new(
@@ -109,17 +110,16 @@ impl Pty {
                 "this terminal already ran its program",
             )
         })?;
-        command
-            .stdin(Stdio::from(slave.try_clone()?))
-            .stdout(Stdio::from(slave.try_clone()?))
-            .stderr(Stdio::from(slave.try_clone()?));
-        sys::configure(
-            command,
-            sys::Lead::Terminal,
+        let start = sys::spawn::Start {
+            lead: sys::Lead::Terminal,
             parent_death_signal,
             cgroup,
+            try_clone3: true,
             exec,
-        )
+            io: Some(sys::spawn::OwnIo::terminal(slave)?),
+            known,
+        };
+        sys::configure(command, start)
     }
 
     /// To be called right after `command` was spawned (whether or not that worked): closes
@@ -140,7 +140,7 @@ impl Pty {
         command: &mut Command,
         parent_death_signal: bool,
     ) -> io::Result<Child> {
-        self.prepare(command, parent_death_signal, None, None)?;
+        self.prepare(command, parent_death_signal, None, None, None)?;
         let child = command.spawn();
         self.spawned(command);
         child

@@ -247,6 +247,8 @@ fn interrupt_terminate_and_kill_by_id() {
     let killed = registry
         .spawn(builder(&m, "echo ready; exec sleep 1000", config, &outs[2]))
         .unwrap();
+    // Every id held, in order, with one look (what serve's room check reads).
+    assert_eq!(registry.ids(), [interrupted, terminated, killed]);
     for out in &outs {
         out.wait_for("ready");
     }

@@ -14,7 +14,7 @@ pub(super) mod layer;
 pub(super) mod terminal;
 
 use std::io;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::config::MonitorConfig;
 use crate::error::{SpawnError, SpawnErrorKind};
@@ -45,7 +45,7 @@ pub(crate) enum Attach {
 /// How the program starts: its stdio, how it leads, and where.
 pub(super) struct Plan {
     /// Its stdin (a terminal replaces it).
-    pub(super) stdin: Stdio,
+    pub(super) stdin: crate::Stdin,
     /// On pipes, leading a group or a session, or on a terminal.
     pub(super) attach: Attach,
     /// By std's `execvp`, or by quietus's own `execve` keeping a `Program`'s environment in
@@ -96,6 +96,10 @@ pub(super) fn start(
             .map_err(|e| process::describe_spawn_error(&command, e))?,
         Exec::Std => None,
     };
+    let known = match plan.exec {
+        Exec::Ordered { env_cleared } => Some(env_cleared),
+        Exec::Std => None,
+    };
     let attached = match plan.attach {
         Attach::Terminal { rows, cols } => {
             drop(plan.stdin);
@@ -103,6 +107,7 @@ pub(super) fn start(
                 size: (rows, cols),
                 parent_death,
                 exec,
+                known,
             };
             terminal::attach(&mut command, start, plan.cgroup)?
         }
@@ -117,6 +122,7 @@ pub(super) fn start(
                 lead,
                 parent_death,
                 exec,
+                known,
             };
             group::attach(&mut command, config, pipes, plan.cgroup)?
         }

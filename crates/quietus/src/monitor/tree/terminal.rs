@@ -17,6 +17,8 @@ pub(in crate::monitor) struct Start {
     pub(in crate::monitor) parent_death: bool,
     /// The program's own ordered `execve`, if any.
     pub(in crate::monitor) exec: Option<sys::spawn::OrderedExec>,
+    /// For a `Program`: whether its environment starts empty (`sys::spawn::Start::known`).
+    pub(in crate::monitor) known: Option<bool>,
 }
 
 /// Gives the command a new terminal and makes the child lead a session on it (in the
@@ -29,7 +31,7 @@ pub(in crate::monitor) fn attach(
     let (rows, cols) = start.size;
     let terminal = Pty::open(rows, cols).map_err(terminal_error("open"))?;
     let handoff = terminal
-        .prepare(command, start.parent_death, cgroup, start.exec)
+        .prepare(command, start.parent_death, cgroup, start.exec, start.known)
         .map_err(terminal_error("prepare"))?;
     Ok(Attached {
         pty: Some(terminal),

@@ -523,7 +523,7 @@ fn a_terminal_runs_one_program_and_rejects_a_zero_size() {
     let mut command = Command::new("true");
     pty.spawned(&mut command);
     let again = pty
-        .prepare(&mut command, false, None, None)
+        .prepare(&mut command, false, None, None, None)
         .expect_err("the slave is gone");
     assert_eq!(again.kind(), io::ErrorKind::InvalidInput);
 }

@@ -9,9 +9,11 @@
 //! - `cgroupfs`: the cgroup v2 file system (the cgroup's own files are `process::cgroup`'s);
 //! - `sockdiag`: socket diagnostics (`NETLINK_SOCK_DIAG`, Linux); `snapshot` and `runprobe`:
 //!   the diagnosis's look at a tree;
-//! - `spawn`: what the child does before `exec`, planned in safe code;
-//! - `unsafe_calls`: every `unsafe` block of the crate (the `pre_exec` hook, `clone3` into a
-//!   cgroup and its `_exit`, the guardian's closing of inherited descriptors).
+//! - `spawn`: what the child does before `exec`, planned in safe code (the direct start's plan,
+//!   and std's hook's);
+//! - `unsafe_calls`: every `unsafe` block of the crate (the direct start's `clone3` and entry,
+//!   the `pre_exec` hook, `clone3` into a cgroup and its `_exit`, the guardian's closing of
+//!   inherited descriptors).
 //!
 //! Other modules use `rustix` too where it is the plain way to a call (`process::cgroup`,
 //! `capture::spill`, the command's `cli/terminal.rs` and `cli/reaper.rs`); only this module's

@@ -19,8 +19,15 @@
 //! returning on its own copy of the stack), and where the kernel refuses it (before 5.7) the
 //! hook writes to `cgroup.procs` instead.
 //!
-//! The safe helpers the hook calls in the forked child are fenced with it, in
-//! [`async_signal_safe`]: only async-signal-safe work may go there.
+//! The direct start ([`start_direct`], issue 50) makes the program's process without copying
+//! this one: `clone3(CLONE_VM | CLONE_VFORK | CLONE_CLEAR_SIGHAND | CLONE_INTO_CGROUP)` on a
+//! stack of its own, entered by a few instructions of inline assembly (x86-64; elsewhere std's
+//! path), every signal blocked across the call; the new process runs
+//! `async_signal_safe::direct_child` in this process's memory, then `execve` (docs/design.md,
+//! "How the tree is started and held", says why each step is sound).
+//!
+//! The safe helpers the hook calls in the forked child, and the direct start's new process,
+//! are fenced with it, in [`async_signal_safe`]: only async-signal-safe work may go there.
 //!
 //! The crate denies `unsafe_code` everywhere else (`#![deny(unsafe_code)]` in `lib.rs`), and
 //! `clippy.toml` forbids `libc::fork`, `libc::syscall`, `libc::_exit` and their kin outside
@@ -33,7 +40,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use super::spawn::{Lead, OrderedExec, PreExec};
+use super::spawn::{Direct, Lead, OrderedExec, PreExec};
 #[cfg(target_os = "linux")]
 use async_signal_safe::restore_in_child;
 use async_signal_safe::{become_leader, lead_group, parent_death};
@@ -81,7 +88,7 @@ fn lead_and_enter(plan: &PreExec, handoff: Option<&OwnedFd>) -> io::Result<()> {
                 Some(pid) => {
                     // The forked process: says who runs the program, and ends.
                     let _ = rustix::io::write(handoff, &pid.to_ne_bytes());
-                    exit_now();
+                    exit_now(0);
                 }
                 None => {} // no clone3 or no CLONE_INTO_CGROUP here: enter by a write
             }
@@ -115,12 +122,27 @@ pub(crate) fn set_disposition(signal: i32, ignore: bool) -> io::Result<()> {
 
 /// One of the kernel's two signal calls, each with the kernel's own structure (elsewhere than
 /// Linux, the C library's `sigprocmask`).
-enum SignalCall {
+enum SignalCall<'a> {
     /// `rt_sigaction(signal, {SIG_IGN or SIG_DFL, no flags, empty mask}, NULL)`.
     #[cfg(target_os = "linux")]
     Disposition { signal: i32, ignore: bool },
     /// `rt_sigprocmask(SIG_SETMASK, {empty}, NULL)`.
     EmptyMask,
+    /// `rt_sigprocmask(SIG_SETMASK, {every signal}, old)`: the calling thread's mask before
+    /// (the direct start's).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    BlockAll {
+        old: &'a mut linux_raw_sys::general::kernel_sigset_t,
+    },
+    /// `rt_sigprocmask(SIG_SETMASK, mask, NULL)`: a mask `BlockAll` saved, back.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    Restore {
+        mask: &'a linux_raw_sys::general::kernel_sigset_t,
+    },
+    /// Never made: the lifetime's use where the direct start is not built.
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    #[allow(dead_code)]
+    Never(std::marker::PhantomData<&'a ()>),
 }
 
 /// Makes `call` (async-signal-safe: one system call on locals, no allocation).
@@ -136,8 +158,9 @@ fn signal_call(call: SignalCall) -> io::Result<()> {
     // flags, no restorer, an empty set). A handler is then SIG_IGN (1) or SIG_DFL (0,
     // `None`): the kernel's sentinels, never called. Each call reads one live local of the
     // kernel's layout, with the kernel's sigset size as its last argument, and writes nothing
-    // (a null old action, a null old set). Elsewhere `sigemptyset` initialises the local set
-    // that `sigprocmask` reads.
+    // (a null old action, a null old set) but `BlockAll`'s old mask, a live `&mut` of the
+    // kernel's set type. Elsewhere `sigemptyset` initialises the local set that `sigprocmask`
+    // reads.
     let done: libc::c_long = unsafe {
         match call {
             #[cfg(target_os = "linux")]
@@ -172,6 +195,28 @@ fn signal_call(call: SignalCall) -> io::Result<()> {
                     sigset_size,
                 )
             }
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            SignalCall::BlockAll { old } => {
+                let mut all: kernel_sigset_t = std::mem::zeroed();
+                all.sig.iter_mut().for_each(|word| *word = !0);
+                libc::syscall(
+                    libc::SYS_rt_sigprocmask,
+                    SIG_SETMASK,
+                    &raw const all,
+                    std::ptr::from_mut(old),
+                    sigset_size,
+                )
+            }
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            SignalCall::Restore { mask } => libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                SIG_SETMASK,
+                std::ptr::from_ref(mask),
+                std::ptr::null_mut::<kernel_sigset_t>(),
+                sigset_size,
+            ),
+            #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+            SignalCall::Never(_) => 0,
         }
     };
     if done == 0 {
@@ -186,33 +231,60 @@ fn signal_call(call: SignalCall) -> io::Result<()> {
 /// runs), any other error stops. `ENOEXEC` (a script without `#!`, which `execvp` hands to
 /// `/bin/sh`) returns to std, whose `execvp` runs it (with std's sorted environment).
 fn exec_ordered(exec: &OrderedExec) -> io::Result<()> {
+    match exec_candidates(exec, false) {
+        Some(error) => Err(error),
+        None => Ok(()), // ENOEXEC: std's `execvp`
+    }
+}
+
+/// [`exec_ordered`]'s loop; with `shell`, a candidate that gives `ENOEXEC` is run as
+/// `/bin/sh CANDIDATE ARGS…` (`execvp`'s way, glibc's order: the shell's error is the one
+/// looked at then), else the loop returns `None` at it. Returns the error that stopped it.
+fn exec_candidates(exec: &OrderedExec, shell: bool) -> Option<io::Error> {
     let (argv, envp) = (exec.argv_ptrs.as_ptr(), exec.envp_ptrs.as_ptr());
     let mut denied = false;
     let mut last = libc::ENOENT;
     for path in &exec.candidates {
-        // SAFETY: `path` is a NUL-terminated string; `argv` and `envp` are null-terminated
-        // arrays of the addresses of NUL-terminated strings, all owned by `exec`, which lives
-        // in this process (a copy of the parent's memory) until the `execve` replaces it.
-        // `usize` and a pointer have the same size and layout.
-        unsafe {
+        // SAFETY: `path` and `exec.shell` are NUL-terminated strings; `argv`, `envp` and
+        // `shell_argv` are null-terminated arrays of the addresses of NUL-terminated strings
+        // (`shell_argv`'s second slot set here to `path`'s), all owned by `exec`, which lives
+        // until the `execve` replaces this process (a copy of the parent's memory, or, in the
+        // direct start, the parent's own, untouched while its spawning thread waits).
+        // `usize`, `AtomicUsize` and a pointer have the same size and layout.
+        let errno = unsafe {
             libc::execve(path.as_ptr(), argv.cast(), envp.cast());
-        }
-        let errno = io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::ENOENT);
+            let mut errno = errno_now();
+            if errno == libc::ENOEXEC && shell {
+                if let Some(slot) = exec.shell_argv.get(1) {
+                    slot.store(path.as_ptr() as usize, std::sync::atomic::Ordering::Relaxed);
+                }
+                let shell_argv = exec.shell_argv.as_ptr();
+                libc::execve(exec.shell.as_ptr(), shell_argv.cast(), envp.cast());
+                errno = errno_now();
+            }
+            errno
+        };
         match errno {
-            libc::ENOEXEC => return Ok(()),
+            libc::ENOEXEC if !shell => return None,
             libc::EACCES => denied = true,
             libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
-            other => return Err(io::Error::from_raw_os_error(other)),
+            other => return Some(io::Error::from_raw_os_error(other)),
         }
         last = errno;
     }
-    Err(io::Error::from_raw_os_error(if denied {
+    Some(io::Error::from_raw_os_error(if denied {
         libc::EACCES
     } else {
         last
     }))
+}
+
+/// The OS error of the last failed call (the C library's `errno` of this thread: in the direct
+/// start, the spawning thread's, which waits in `clone3` meanwhile and reads no `errno` after).
+fn errno_now() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::ENOENT)
 }
 
 /// `clone3(CLONE_INTO_CGROUP | CLONE_PARENT)` into the cgroup directory `dir` (a descriptor
@@ -258,11 +330,150 @@ fn clone_into(_dir: i32) -> Option<i32> {
     None
 }
 
+/// The size of the direct start's stack: the new process runs a few system calls on it (the
+/// hook's work, no allocation), far below this even unoptimised.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+const DIRECT_STACK: usize = 64 * 1024;
+
+/// One 16-byte unit of the direct start's stack: the x86-64 ABI wants the stack 16-byte
+/// aligned at each call.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct StackUnit([u8; 16]);
+
+/// The start without a copy of this process, what `posix_spawn` does: `clone3` with
+/// `CLONE_VM | CLONE_VFORK` (the new process runs in this process's memory, on a stack of its
+/// own, while the calling thread waits in the kernel until it `exec`s or exits), born in the
+/// session's cgroup (`CLONE_INTO_CGROUP`), every signal handler reset in it
+/// (`CLONE_CLEAR_SIGHAND`), every signal blocked across the call. It runs [`direct_entry`].
+/// `None` when the kernel refuses such a `clone3` (before Linux 5.7, or a filter).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
+    use linux_raw_sys::general::{
+        CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP, CLONE_VFORK, CLONE_VM, SIGCHLD, clone_args,
+        kernel_sigset_t,
+    };
+    use std::os::fd::AsRawFd;
+    let mut stack = vec![StackUnit([0; 16]); DIRECT_STACK / 16];
+    let cgroup = plan.cgroup.as_ref().map(|dir| dir.as_raw_fd());
+    let mut flags = u64::from(CLONE_VM | CLONE_VFORK) | CLONE_CLEAR_SIGHAND;
+    if cgroup.is_some() {
+        flags |= CLONE_INTO_CGROUP;
+    }
+    let args = clone_args {
+        flags,
+        exit_signal: u64::from(SIGCHLD),
+        cgroup: cgroup.and_then(|fd| u64::try_from(fd).ok()).unwrap_or(0),
+        stack: stack.as_mut_ptr() as u64,
+        stack_size: (stack.len() * std::mem::size_of::<StackUnit>()) as u64,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+    };
+    // No handler may run in the new process, on its stack in this process's memory: every
+    // signal blocked in this thread (the new process inherits the mask) until the `exec`.
+    let mut old = kernel_sigset_t {
+        sig: Default::default(),
+    };
+    if let Err(e) = signal_call(SignalCall::BlockAll { old: &mut old }) {
+        return Some(Err(e));
+    }
+    let pid = clone_vfork(&args, plan);
+    let _ = signal_call(SignalCall::Restore { mask: &old });
+    drop(stack); // the new process has `exec`ed or exited: its stack is free
+    match pid {
+        pid if pid > 0 => {
+            // A process was made: never `None` (std's path would make a second one).
+            let Some(pid) = i32::try_from(pid).ok().and_then(super::from_raw) else {
+                return Some(Err(io::Error::other("clone3 returned no pid")));
+            };
+            Some(match plan.failure() {
+                None => Ok(pid),
+                Some(error) => {
+                    // It exited before its program ran: reaped, as std reaps its own.
+                    let _ = super::reap_child(pid, true);
+                    Err(error)
+                }
+            })
+        }
+        _ => {
+            let errno = i32::try_from(-pid).unwrap_or(libc::EINVAL);
+            match errno {
+                libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EPERM => None,
+                other => Some(Err(io::Error::from_raw_os_error(other))),
+            }
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+pub(super) fn start_direct(_plan: &Direct) -> Option<io::Result<crate::Pid>> {
+    None
+}
+
+/// The raw `clone3` of [`start_direct`]: the new pid (or `-errno`) in this process; the new
+/// process starts on the top of `args.stack` and calls [`direct_entry`] with `plan`, never
+/// coming back here.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn clone_vfork(args: &linux_raw_sys::general::clone_args, plan: &Direct) -> isize {
+    let entry: extern "C" fn(*const Direct) -> ! = direct_entry;
+    let result: isize;
+    // SAFETY: `clone3` reads `size_of::<clone_args>()` bytes at `args`, a live, initialised
+    // `repr(C)` value of the kernel's layout, and writes nothing of ours (no pidfd, no tid
+    // pointers). In this process the block is one `syscall` instruction: it clobbers `rax`
+    // (the result), `rcx` and `r11`, all declared, and uses no stack (`nostack`). The new
+    // process shares this memory (`CLONE_VM`) but not this stack: the kernel starts it at the
+    // instruction after `syscall` with `rax` 0 and `rsp` at the top of `args.stack` (a live
+    // allocation of `stack_size` bytes, 16-byte aligned, that outlives it: this thread waits in
+    // the kernel until it `exec`s or exits, `CLONE_VFORK`); there it calls `entry` (the
+    // aligned `rsp` is what a call wants) with `plan` in `rdi`, and `entry` never returns
+    // (`ud2` would trap). `plan` outlives the new process for the same reason.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r12",
+            "call r13",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 as isize => result,
+            in("rdi") std::ptr::from_ref(args),
+            in("rsi") std::mem::size_of::<linux_raw_sys::general::clone_args>(),
+            in("r12") std::ptr::from_ref(plan),
+            in("r13") entry,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    result
+}
+
+/// The new process of [`start_direct`], on its own stack in this process's memory: does what
+/// the hook does (`async_signal_safe::direct_child`) and `exec`s the program; if it cannot,
+/// leaves the error in `plan` and exits with 127.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+extern "C" fn direct_entry(plan: *const Direct) -> ! {
+    // SAFETY: `plan` is the `&Direct` `clone_vfork` passed, alive until this process `exec`s
+    // or exits (the parent's thread waits in `clone3` meanwhile).
+    let plan = unsafe { &*plan };
+    let error = async_signal_safe::direct_child(plan);
+    let errno = error.raw_os_error().unwrap_or(libc::EINVAL);
+    plan.error
+        .store(errno.max(1), std::sync::atomic::Ordering::Release);
+    exit_now(127)
+}
+
 /// Ends the forked process that `clone_into` left behind, without running anything of the
 /// supervisor's (`atexit` handlers, buffers to flush: they are copies of the supervisor's).
-fn exit_now() -> ! {
+fn exit_now(code: i32) -> ! {
     // SAFETY: `_exit` is async-signal-safe and ends the calling process at once.
-    unsafe { libc::_exit(0) }
+    unsafe { libc::_exit(code) }
 }
 
 /// Closes every descriptor from `first` up that this process inherited: the guardian calls it

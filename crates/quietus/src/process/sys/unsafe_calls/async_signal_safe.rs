@@ -96,3 +96,45 @@ pub(in crate::process::sys) fn set_disposition(signal: i32, ignore: bool) -> io:
         other => other,
     }
 }
+
+/// The new process of the direct start (`start_direct`), on its own stack in the parent's
+/// memory, every signal blocked and every handler reset (`CLONE_CLEAR_SIGHAND`): what std's
+/// child and the hook do, in their order — SIGPIPE to its default (std's rule), the start
+/// state given back, the stdio `dup2`ed onto 0, 1 and 2, the working directory, the group or
+/// session (and terminal), the parent-death signal, an empty mask — then the program's
+/// `execve`. Returns the error that stopped it (it never returns otherwise). Writes nothing of
+/// the parent's memory but the shell's argument slot (`exec_candidates`).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(in crate::process::sys) fn direct_child(
+    plan: &crate::process::sys::spawn::Direct,
+) -> io::Error {
+    match prepare_direct(plan) {
+        Ok(()) => super::exec_candidates(&plan.exec, true)
+            .unwrap_or_else(|| io::Error::from_raw_os_error(libc::ENOEXEC)),
+        Err(error) => error,
+    }
+}
+
+/// [`direct_child`] before the `execve`.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn prepare_direct(plan: &crate::process::sys::spawn::Direct) -> io::Result<()> {
+    set_disposition(rustix::process::Signal::PIPE.as_raw(), false)?;
+    restore_in_child()?;
+    let [stdin, stdout, stderr] = &plan.stdio;
+    if let Some(fd) = stdin {
+        rustix::stdio::dup2_stdin(fd)?;
+    }
+    if let Some(fd) = stdout {
+        rustix::stdio::dup2_stdout(fd)?;
+    }
+    if let Some(fd) = stderr {
+        rustix::stdio::dup2_stderr(fd)?;
+    }
+    if let Some(dir) = &plan.cwd {
+        rustix::process::chdir(dir.as_c_str())?;
+    }
+    lead_group(plan.lead)?;
+    parent_death(plan.parent)?;
+    super::empty_signal_mask();
+    Ok(())
+}
