@@ -702,6 +702,10 @@ pub struct MonitorResult {
     /// this kernel or sandbox, no `/proc` of this pid namespace to find the tree's sockets
     /// in, a system other than Linux); `None` when it could, or was off.
     pub network_unavailable: Option<NetworkUnavailable>,
+    /// Why the children source, though on, could see no process of the tree (no `/proc` of
+    /// this pid namespace: none mounted, or the host's kept in a new pid namespace); `None`
+    /// when it could, or was off.
+    pub children_unavailable: Option<ProcUnavailable>,
     /// In observe mode ([`MonitorConfig::observe`](crate::MonitorConfig::observe)): every
     /// moment quietus would have ended the run, in order (empty otherwise, and when it never
     /// would have). The outcome itself is then the program's own.
@@ -1002,6 +1006,7 @@ mod tests {
             memory_peak: None,
             oom_kills: None,
             network_unavailable: None,
+            children_unavailable: None,
             observations: Vec::new(),
         }
     }

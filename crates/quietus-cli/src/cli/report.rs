@@ -905,9 +905,16 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
             unavailable.push(Unavailable {
                 source: s.source.name().to_owned(),
                 path: None,
-                reason: (s.source == ActivitySource::Network)
-                    .then(|| result.network_unavailable.as_ref().map(ToString::to_string))
-                    .flatten(),
+                reason: match s.source {
+                    ActivitySource::Network => {
+                        result.network_unavailable.as_ref().map(ToString::to_string)
+                    }
+                    ActivitySource::Children => result
+                        .children_unavailable
+                        .as_ref()
+                        .map(ToString::to_string),
+                    _ => None,
+                },
                 unwatched_ms: None,
                 at_end: true,
             });
