@@ -78,6 +78,7 @@ fn assert_schema(report: &Value) {
         "completion",
         "capped",
         "observed",
+        "observed_dropped",
         "probes",
         "quietus_version",
     ]

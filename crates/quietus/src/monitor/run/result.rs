@@ -44,6 +44,7 @@ pub(in crate::monitor) struct Closing {
     pub(in crate::monitor) children_unavailable: Option<crate::outcome::ProcUnavailable>,
     /// Observe mode (issue 43): when and why the run would have been ended.
     pub(in crate::monitor) observations: Vec<Observation>,
+    pub(in crate::monitor) observations_dropped: u64,
 }
 
 impl Closing {
@@ -71,6 +72,7 @@ impl Closing {
             network_unavailable: None,
             children_unavailable: None,
             observations: Vec::new(),
+            observations_dropped: 0,
         }
     }
 }
@@ -108,6 +110,7 @@ pub(in crate::monitor) fn build(facts: &Facts, shared: &Shared, closing: Closing
         network_unavailable: closing.network_unavailable,
         children_unavailable: closing.children_unavailable,
         observations: closing.observations,
+        observations_dropped: closing.observations_dropped,
     }
 }
 
