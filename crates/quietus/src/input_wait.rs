@@ -55,6 +55,9 @@ struct Episode {
     reads: Vec<(Pid, Option<u64>)>,
     /// The notice for this episode was given.
     noticed: bool,
+    /// Its end was found (once per episode: in observe mode the tree goes on waiting, and the
+    /// same wait is not found again).
+    ended: bool,
 }
 
 /// What a look found.
@@ -143,6 +146,7 @@ impl InputWaitRule {
                 quiet_since: last_activity,
                 reads: look.reads,
                 noticed: false,
+                ended: false,
             });
         }
         let episode = self.episode.as_mut()?;
@@ -158,6 +162,10 @@ impl InputWaitRule {
             diagnosis: look.diagnosis,
         };
         if self.timeout.is_some_and(|t| waited >= t) {
+            if episode.ended {
+                return None;
+            }
+            episode.ended = true;
             return Some(Found::End(wait));
         }
         if self.notice.is_some_and(|n| waited >= n) && !episode.noticed {

@@ -154,7 +154,7 @@ pub(crate) fn observed_summary(result: &MonitorResult) -> Option<String> {
     Some(format!(
         "quietus: observed only: would have ended it {} time(s), first at {}: {}; it ran to its \
          own end",
-        result.observations.len(),
+        result.observations.len() as u64 + result.observations_dropped,
         HumanDuration(first.at),
         why_ended(&first.would_have_ended, &Received::default())
             .unwrap_or_else(|| "ended".to_owned()),
@@ -437,8 +437,11 @@ pub(crate) struct Report {
     pub(crate) completion: Option<Completion>,
     /// The sources that were past their solo cap when the program was judged stale.
     pub(crate) capped: Vec<String>,
-    /// Observe mode (`--observe`): every moment quietus would have ended the run, in order.
+    /// Observe mode (`--observe`): every moment quietus would have ended the run, in order
+    /// (the first 100).
     pub(crate) observed: Vec<ObservedJson>,
+    /// Observe mode: how many observations came after the first 100 (not listed).
+    pub(crate) observed_dropped: u64,
     /// Each `--probe`: how long it had been idle at the end and how many times it said yes.
     pub(crate) probes: Vec<ProbeEntry>,
     /// Why the program could not be run (`not_started` only).
@@ -836,6 +839,7 @@ impl Report {
                 _ => Vec::new(),
             },
             observed: result.observations.iter().map(ObservedJson::new).collect(),
+            observed_dropped: result.observations_dropped,
             error: None,
             quietus_version: env!("CARGO_PKG_VERSION"),
         }
@@ -874,6 +878,7 @@ impl Report {
             completion: None,
             capped: Vec::new(),
             observed: Vec::new(),
+            observed_dropped: 0,
             probes: Vec::new(),
             error: Some(error),
             quietus_version: env!("CARGO_PKG_VERSION"),
@@ -905,9 +910,16 @@ fn source_fields(result: &MonitorResult) -> (IdleMs, ActivityCount, Vec<Unavaila
             unavailable.push(Unavailable {
                 source: s.source.name().to_owned(),
                 path: None,
-                reason: (s.source == ActivitySource::Network)
-                    .then(|| result.network_unavailable.as_ref().map(ToString::to_string))
-                    .flatten(),
+                reason: match s.source {
+                    ActivitySource::Network => {
+                        result.network_unavailable.as_ref().map(ToString::to_string)
+                    }
+                    ActivitySource::Children => result
+                        .children_unavailable
+                        .as_ref()
+                        .map(ToString::to_string),
+                    _ => None,
+                },
                 unwatched_ms: None,
                 at_end: true,
             });

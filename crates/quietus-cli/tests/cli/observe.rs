@@ -144,3 +144,60 @@ fn without_observe_the_report_lists_no_observation() {
     assert_eq!(report["observed"], Value::Array(vec![]), "{report}");
     assert_no_leak(&m);
 }
+
+/// One input wait is one observation however long it lasts (issue 51, point 4: `sh -c 'read
+/// x'` fed nothing for 4 s was recorded five times at a 500 ms input-wait timeout). The
+/// program's stdin stays open, unread, for 2.5 s after the first observation — five more
+/// looks' worth — then closes.
+#[test]
+fn an_input_wait_is_observed_once_per_episode() {
+    use std::process::{Command, Stdio};
+    let m = Marker::new("cli-observe-input");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let events = dir.path().join("events.jsonl");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_quietus"));
+    cli_support::isolate(&mut command, &m);
+    command
+        .args([
+            "--observe",
+            "-i",
+            "1h",
+            "--input-wait-timeout",
+            "500ms",
+            "--report",
+        ])
+        .arg(&report)
+        .arg("--events")
+        .arg(&events)
+        .args(["--", "bash", "-c", "read x; echo done", m.as_str()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut quietus = command.spawn().expect("quietus starts");
+    let observed = || {
+        fs::read(&events).is_ok_and(|b| {
+            text(&b)
+                .lines()
+                .any(|l| l.contains("\"observed\"") && l.contains("input_wait"))
+        })
+    };
+    assert!(
+        common::poll_until(common::GENEROUS, observed),
+        "no input wait observed"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    drop(quietus.stdin.take());
+    let output = quietus.wait_with_output().expect("quietus ends");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
+    let waits = report["observed"]
+        .as_array()
+        .expect("observed: an array")
+        .iter()
+        .filter(|o| o["outcome"] == "input_wait")
+        .count();
+    assert_eq!(waits, 1, "one episode, one observation: {report:#}");
+    assert_no_leak(&m);
+}

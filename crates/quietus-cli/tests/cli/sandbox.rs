@@ -88,6 +88,22 @@ fn without_proc_the_sources_say_they_are_blind_and_the_end_is_unproven() {
     assert_eq!(report["outcome"], "idle_timeout", "{report:#}\n{stderr}");
     assert!(unavailable(&report, "children"), "{report:#}");
     assert!(unavailable(&report, "network"), "{report:#}");
+    // The report says why, as stderr does (issue 51, point 13: its reason was null).
+    let reason = |source: &str| {
+        report["unavailable"]
+            .as_array()
+            .and_then(|all| all.iter().find(|u| u["source"] == source))
+            .map(|u| u["reason"].clone())
+    };
+    assert_eq!(
+        reason("children"),
+        Some(Value::from("/proc is not mounted")),
+        "{report:#}"
+    );
+    assert!(
+        reason("network").is_some_and(|r| r.as_str().is_some_and(|r| !r.is_empty())),
+        "{report:#}"
+    );
     assert!(
         stderr.contains("children source unavailable: /proc is not mounted"),
         "{stderr}"

@@ -305,3 +305,33 @@ fn a_notice_before_the_timeout_then_the_end() {
         "both off: no rule"
     );
 }
+
+/// Observe mode goes on looking after an end (issue 51, point 4: one input wait was recorded
+/// five times): the same episode is found once; a new one (its reads moved) again.
+#[test]
+fn an_episode_ends_once_however_long_the_tree_goes_on_waiting() {
+    let clock = MockClock::new();
+    let last = clock.now();
+    let table = Table::new(&[(10, StallKind::AwaitingInput, Some(1))]);
+    let mut rule = InputWaitRule::new(None, Some(D)).unwrap();
+    let mut ends = 0;
+    let until = last + Duration::from_secs(30);
+    while rule.next_look(last) <= until {
+        let at = rule.next_look(last);
+        clock.advance(at.saturating_duration_since(clock.now()));
+        if let Some(Found::End(_)) = rule.observe(clock.now(), last, table.look()) {
+            ends += 1;
+        }
+    }
+    assert_eq!(ends, 1, "one end per episode");
+    table.set(10, StallKind::AwaitingInput, Some(2));
+    let later = clock.now() + Duration::from_secs(30);
+    while rule.next_look(last) <= later {
+        let at = rule.next_look(last);
+        clock.advance(at.saturating_duration_since(clock.now()));
+        if let Some(Found::End(_)) = rule.observe(clock.now(), last, table.look()) {
+            ends += 1;
+        }
+    }
+    assert_eq!(ends, 2, "a new episode ends again, once");
+}

@@ -270,6 +270,7 @@ impl Spawned {
             .with_watches(files, completion_files);
         monitor.tree_gone = os.tree_gone;
         monitor.network_unavailable = os.network_unavailable;
+        monitor.children_unavailable = os.children_unavailable;
         let wiring = ReaderWiring {
             id: monitor.core.id,
             control: &control,
@@ -474,6 +475,8 @@ struct OsSide {
     containment: TreeHold,
     tree_gone: bool,
     network_unavailable: Option<NetworkUnavailable>,
+    /// Why the children source, though on, sees no process (no `/proc` of this pid namespace).
+    children_unavailable: Option<crate::outcome::ProcUnavailable>,
 }
 
 /// The port of leader `pid`, with its observers, its ladder's processes (which signal the
@@ -495,6 +498,10 @@ fn os_port(
         entry: _,
     } = tree;
     let children = start_observer(pid, config, &core.board, cgroup.as_ref());
+    let children_unavailable = children
+        .as_ref()
+        .filter(|_| config.enabled.children)
+        .and_then(DescendantObserver::blind);
     let (network, network_unavailable) = start_network(config, &core.board);
     let mut processes = OsProcesses::new(id, children, tag);
     processes.hold(pid, cgroup, sleeper.leader_pidfd());
@@ -518,6 +525,7 @@ fn os_port(
         containment,
         tree_gone: guarded.tree_gone,
         network_unavailable,
+        children_unavailable,
     }
 }
 

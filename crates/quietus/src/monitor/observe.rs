@@ -18,7 +18,7 @@
 use std::time::Instant;
 
 use crate::activity::BoardReading;
-use crate::outcome::{Observation, Outcome};
+use crate::outcome::{MAX_OBSERVATIONS, Observation, Outcome};
 use crate::verdict::Limits;
 
 /// The observation bookkeeping of one session.
@@ -26,8 +26,10 @@ use crate::verdict::Limits;
 pub(super) struct Observer {
     /// Observe mode is on.
     on: bool,
-    /// Every observation, in order.
+    /// The first observations, in order ([`MAX_OBSERVATIONS`] at most).
     observations: Vec<Observation>,
+    /// Observations past the bound (not kept).
+    dropped: u64,
     /// The instant of the latest observation: quiet starts over from it.
     observed_at: Option<Instant>,
     /// The hard timeout was observed (once at most).
@@ -90,8 +92,17 @@ impl Observer {
             at: now.saturating_duration_since(origin),
             would_have_ended,
         };
-        self.observations.push(observation.clone());
+        if self.observations.len() < MAX_OBSERVATIONS {
+            self.observations.push(observation.clone());
+        } else {
+            self.dropped += 1;
+        }
         observation
+    }
+
+    /// How many observations were not kept (past [`MAX_OBSERVATIONS`]).
+    pub(super) fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Every observation so far, for the result.
@@ -131,6 +142,21 @@ mod tests {
             Instant::now(),
             Duration::from_secs(1),
         ))
+    }
+
+    /// A run keeps the first observations only (issue 51, point 4: `-i 1ms` made 4,404), and
+    /// counts the rest.
+    #[test]
+    fn a_run_keeps_a_bounded_number_of_observations_and_counts_the_rest() {
+        let t0 = Instant::now();
+        let mut observer = Observer::new(true);
+        for i in 0..MAX_OBSERVATIONS + 50 {
+            let at = t0 + Duration::from_millis(i as u64);
+            observer.record(at, t0, stale_report());
+        }
+        assert_eq!(observer.observations().len(), MAX_OBSERVATIONS);
+        assert_eq!(observer.dropped(), 50);
+        assert_eq!(observer.observations()[0].at, Duration::ZERO);
     }
 
     #[test]

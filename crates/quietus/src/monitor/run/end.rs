@@ -255,7 +255,9 @@ impl<P: Port> Monitor<P> {
             completion: self.rules.completion.clone(),
             memory: self.memory,
             network_unavailable: self.network_unavailable.clone(),
+            children_unavailable: self.children_unavailable.clone(),
             observations: self.observer.observations(), // observe mode (issue 43)
+            observations_dropped: self.observer.dropped(),
         };
         result::build(done.facts(), &self.shared, closing)
     }

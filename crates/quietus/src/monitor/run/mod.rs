@@ -155,6 +155,7 @@ pub(super) struct Monitor<P: Port> {
     pub(super) memory: Memory,
     /// Why the network source is on but cannot observe anything.
     pub(super) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
+    pub(super) children_unavailable: Option<crate::outcome::ProcUnavailable>,
     pub(super) phase: Phase,
     /// Observe mode (issue 43): the observations, and how quiet starts over after one.
     pub(super) observer: Observer,
@@ -189,6 +190,7 @@ impl<P: Port> Monitor<P> {
             tree_gone: false,
             memory: Memory::default(),
             network_unavailable: None,
+            children_unavailable: None,
             phase: Phase::Watching,
             core,
             pid,

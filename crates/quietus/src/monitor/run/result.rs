@@ -41,8 +41,10 @@ pub(in crate::monitor) struct Closing {
     pub(in crate::monitor) completion: Option<CompletionSeen>,
     pub(in crate::monitor) memory: Memory,
     pub(in crate::monitor) network_unavailable: Option<crate::outcome::NetworkUnavailable>,
+    pub(in crate::monitor) children_unavailable: Option<crate::outcome::ProcUnavailable>,
     /// Observe mode (issue 43): when and why the run would have been ended.
     pub(in crate::monitor) observations: Vec<Observation>,
+    pub(in crate::monitor) observations_dropped: u64,
 }
 
 impl Closing {
@@ -68,7 +70,9 @@ impl Closing {
             completion: None,
             memory: Memory::default(),
             network_unavailable: None,
+            children_unavailable: None,
             observations: Vec::new(),
+            observations_dropped: 0,
         }
     }
 }
@@ -104,7 +108,9 @@ pub(in crate::monitor) fn build(facts: &Facts, shared: &Shared, closing: Closing
         memory_peak: closing.memory.peak,
         oom_kills: closing.memory.oom_kills,
         network_unavailable: closing.network_unavailable,
+        children_unavailable: closing.children_unavailable,
         observations: closing.observations,
+        observations_dropped: closing.observations_dropped,
     }
 }
 

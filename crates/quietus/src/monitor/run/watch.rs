@@ -261,7 +261,10 @@ impl<P: Port> Monitor<P> {
             return Ok(None);
         };
         let noticed = rule.noticed();
-        let wait = match rule.observe(now, last, look) {
+        // The episode is judged on the sources' real last activity: an observation (observe
+        // mode) starts quiet over for the verdict, not a new wait for input.
+        let real_last = verdict::last_activity(&self.core.board.read(), &self.rules.caps);
+        let wait = match rule.observe(now, real_last, look) {
             None => return Ok(Some(rule.next_look(last))),
             Some(crate::input_wait::Found::Notice(wait)) => {
                 log::info!(
