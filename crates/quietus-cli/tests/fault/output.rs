@@ -128,13 +128,15 @@ while True:
     s.assert_accounted();
 }
 
-/// The shell version: `printf ''` in a tight loop, on both streams.
+/// The shell version: `printf ''` in a tight loop, on both streams. The loop spins a whole
+/// core, which the children source now counts as the program's own work (issue 48): this is
+/// about the output source, so it alone judges.
 #[test]
 fn printf_nothing_in_a_loop_is_not_activity() {
     let s = Scenario::new("out_printf_empty");
     let session = s.spawn_ready(
         "say ready; while :; do printf ''; printf '' >&2; done",
-        config(),
+        config().watch_children(false),
     );
     let result = wait_generously(&session);
     assert!(
