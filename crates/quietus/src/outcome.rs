@@ -708,11 +708,11 @@ pub struct MonitorResult {
     pub children_unavailable: Option<ProcUnavailable>,
     /// In observe mode ([`MonitorConfig::observe`](crate::MonitorConfig::observe)): every
     /// moment quietus would have ended the run, in order — the first
-    /// [`MAX_OBSERVATIONS`](crate::outcome::MAX_OBSERVATIONS) of them (empty otherwise, and
+    /// [`MAX_OBSERVATIONS`] of them (empty otherwise, and
     /// when it never would have). The outcome itself is then the program's own.
     pub observations: Vec<Observation>,
     /// In observe mode: how many observations came after the first
-    /// [`MAX_OBSERVATIONS`](crate::outcome::MAX_OBSERVATIONS) and were not kept (each was still
+    /// [`MAX_OBSERVATIONS`] and were not kept (each was still
     /// sent as an event).
     pub observations_dropped: u64,
 }
