@@ -294,15 +294,22 @@ impl Guardian {
     /// group), each by pid and start time. The guardian SIGKILLs them too when the supervisor
     /// dies — each checked by its start time first, so a reused pid is never hit.
     pub(crate) fn escapees(&mut self, escapees: impl IntoIterator<Item = (Pid, u64)>) {
+        // Only the new ones, and the process-wide lock only for them: every sample of every
+        // session in group mode passes its escapees here.
+        let new: Vec<(Pid, u64)> = escapees
+            .into_iter()
+            .filter(|e| self.told.insert(*e))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
         let running = lock_running();
         let Some(process) = &running.child else {
             return;
         };
-        for (pid, start_time) in escapees {
-            if self.told.insert((pid, start_time))
-                && let Err(e) =
-                    process.send(format!("escapee {} {pid} {start_time}", self.id).as_bytes())
-            {
+        for (pid, start_time) in new {
+            let message = format!("escapee {} {pid} {start_time}", self.id);
+            if let Err(e) = process.send(message.as_bytes()) {
                 log::debug!(
                     "session {}: telling the guardian of escapee {pid}: {e}",
                     self.id
