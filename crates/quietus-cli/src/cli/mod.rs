@@ -11,6 +11,7 @@ pub(crate) mod reaper;
 pub(crate) mod relay;
 pub(crate) mod report;
 pub(crate) mod signals;
+pub(crate) mod spare;
 pub(crate) mod sys;
 pub(crate) mod terminal;
 pub(crate) mod termination;
