@@ -337,6 +337,7 @@ mod tests {
         let handling = SignalHandling {
             signals: None,
             thread: Some(thread),
+            session: None,
             received,
             reap: false,
             resize: false,

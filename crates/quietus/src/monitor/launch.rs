@@ -58,6 +58,7 @@ use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::network::NetworkObserver;
 use crate::sources::output::OutputSink;
+use crate::sources::probes::Prober;
 use crate::stream::Stream;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -138,6 +139,8 @@ struct Spares {
     waiter: Option<Spare>,
     /// The relay of a clock other than the real one.
     relay: Option<Spare>,
+    /// The probes, each with its thread.
+    prober: Prober,
 }
 
 impl Spares {
@@ -168,12 +171,14 @@ impl Spares {
         let relay = (!core.clock.is_system())
             .then(|| Spare::start(format!("quietus-clock-{id}"), "clock relay"))
             .transpose()?;
+        let prober = Prober::started(id, &core.config.probes)?;
         Ok(Spares {
             monitor,
             readers,
             stdin,
             waiter,
             relay,
+            prober,
         })
     }
 }
@@ -320,6 +325,7 @@ impl Spawned {
             stdin: stdin_thread,
             waiter,
             relay,
+            prober,
         } = spares;
         let (sleeper, wakeup) = Sleeper::new(pid, relay)?;
         let (control_tx, control_rx) = unbounded();
@@ -341,6 +347,7 @@ impl Spawned {
         monitor.tree_gone = os.tree_gone;
         monitor.network_unavailable = os.network_unavailable;
         monitor.children_unavailable = os.children_unavailable;
+        monitor.rules.prober = prober;
         let wiring = ReaderWiring {
             id: monitor.core.id,
             control: &control,
