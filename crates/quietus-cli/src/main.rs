@@ -5,8 +5,10 @@ mod cli;
 mod jsonrpc;
 mod locks;
 mod mcp;
+mod probe;
 mod serve;
 mod settings;
+mod sys;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -437,7 +439,7 @@ fn spawn_failed(
     let code = match kind {
         // Out of descriptors (anywhere in what the error wraps), processes or memory:
         // quietus's own want, not the program's.
-        _ if cli::sys::is_out_of_descriptors(e) => MonitorResult::EXIT_INTERNAL,
+        _ if sys::is_out_of_descriptors(e) => MonitorResult::EXIT_INTERNAL,
         SpawnErrorKind::Program if short_of_resources(e) => MonitorResult::EXIT_INTERNAL,
         SpawnErrorKind::Program if e.io_error_kind() == io::ErrorKind::NotFound => {
             MonitorResult::EXIT_NOT_FOUND

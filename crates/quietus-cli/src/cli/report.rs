@@ -326,9 +326,9 @@ impl ReportTarget {
 /// until a reader comes or INT, TERM, HUP or QUIT arrives (an error carrying
 /// [`WaitInterrupted`]).
 pub(crate) fn open_for_writing(path: &Path, option: &str) -> io::Result<File> {
-    match super::sys::open_truncated(path, true) {
+    match crate::sys::open_truncated(path, true) {
         Ok(file) => Ok(file),
-        Err(e) if super::sys::is_fifo_without_reader(&e) => {
+        Err(e) if crate::sys::is_fifo_without_reader(&e) => {
             log::warn!(
                 "{option} {} is a FIFO: waiting for a reader to open it before starting the \
                  program (INT, TERM, HUP or QUIT gives up)",
@@ -356,10 +356,10 @@ impl std::error::Error for WaitInterrupted {}
 /// Opens the FIFO `path` once a reader has it open: looks again every 50 ms, between waits
 /// for a signal that gives up.
 fn wait_for_reader(path: &Path) -> io::Result<File> {
-    let signals = super::sys::Interrupting::new()?;
+    let signals = crate::sys::Interrupting::new()?;
     loop {
-        match super::sys::open_truncated(path, true) {
-            Err(e) if super::sys::is_fifo_without_reader(&e) => {}
+        match crate::sys::open_truncated(path, true) {
+            Err(e) if crate::sys::is_fifo_without_reader(&e) => {}
             other => return other,
         }
         if let Some(signal) = signals.wait(std::time::Duration::from_millis(50))? {

@@ -42,7 +42,7 @@ impl TerminationMessage {
     /// (`ENXIO`) rather than waited for.
     pub(crate) fn open(&mut self) -> io::Result<()> {
         if self.file.is_none() {
-            self.file = Some(super::sys::open_truncated(&self.path, true)?);
+            self.file = Some(crate::sys::open_truncated(&self.path, true)?);
         }
         Ok(())
     }

@@ -73,7 +73,7 @@ pub(crate) struct McpCli {
 pub(crate) struct HardTimeout(pub(crate) Option<Duration>);
 
 fn parse_idle(text: &str) -> Result<Duration, String> {
-    let d = crate::cli::options::parse_duration(text)?;
+    let d = crate::settings::parse::parse_duration(text)?;
     if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
         return Err(format!("{text:?} is out of range; it accepts 1s to 24h"));
     }
@@ -84,7 +84,7 @@ fn parse_hard(text: &str) -> Result<HardTimeout, String> {
     if text.trim() == "none" {
         return Ok(HardTimeout(None));
     }
-    let d = crate::cli::options::parse_duration(text)?;
+    let d = crate::settings::parse::parse_duration(text)?;
     if d < Duration::from_secs(1) || d > Duration::from_secs(366 * 24 * 3600) {
         return Err(format!(
             "{text:?} is out of range; it accepts none or 1s to 366d"

@@ -160,7 +160,7 @@ fn exec_input_schema(options: &McpOptions) -> Value {
             "idle_timeout" => json!(options.idle_timeout.as_millis() as u64),
             "hard_timeout" => hard_default.clone(),
             _ => match def.default {
-                settings::Default::Value(text) => crate::cli::options::parse_duration(text)
+                settings::Default::Value(text) => crate::settings::parse::parse_duration(text)
                     .map_or(Value::Null, |d| json!(d.as_millis() as u64)),
                 settings::Default::Words(_) => Value::Null,
             },

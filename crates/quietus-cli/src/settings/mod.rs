@@ -21,6 +21,10 @@ use serde_json::{Value as Json, json};
 
 use crate::jsonrpc::protocol::{self, RpcError, whole_number};
 
+pub(crate) mod parse;
+
+use parse::{RESERVED_EXIT_CODES, human, parse_exit_code};
+
 /// A setting's type, as every surface reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -466,27 +470,6 @@ pub(crate) const SETTINGS: &[Def] = &[
     },
 ];
 
-/// The exit statuses a setting of [`Kind::ExitCode`] may not take: quietus's own failure, a
-/// program that cannot be executed, a program not found (their meaning is fixed).
-pub(crate) const RESERVED_EXIT_CODES: [u8; 3] = [125, 126, 127];
-
-/// Reads an exit status for a [`Kind::ExitCode`] setting: 1..=255, not a reserved one.
-pub(crate) fn parse_exit_code(text: &str) -> Result<u8, String> {
-    let accepts = "it accepts a whole number from 1 to 255 but 125, 126 and 127 (quietus's own \
-                   failure, a program that cannot be executed, one not found)";
-    let code = text
-        .trim()
-        .parse::<u16>()
-        .ok()
-        .filter(|c| (1..=255).contains(c))
-        .and_then(|c| u8::try_from(c).ok())
-        .ok_or_else(|| format!("{text:?} is not an exit status; {accepts}"))?;
-    if RESERVED_EXIT_CODES.contains(&code) {
-        return Err(format!("{code} has a meaning of its own; {accepts}"));
-    }
-    Ok(code)
-}
-
 /// The setting named `name`.
 pub(crate) fn by_name(name: &str) -> Option<&'static Def> {
     SETTINGS.iter().find(|d| d.name == name)
@@ -495,25 +478,6 @@ pub(crate) fn by_name(name: &str) -> Option<&'static Def> {
 /// The setting the library calls `setting`.
 pub(crate) fn by_setting(setting: Setting) -> Option<&'static Def> {
     SETTINGS.iter().find(|d| d.setting == Some(setting))
-}
-
-/// A duration as the command writes it: `1ms`, `7d`, `1h`, `0`.
-pub(crate) fn human(d: Duration) -> String {
-    let millis = d.as_millis();
-    if millis == 0 {
-        return "0".to_owned();
-    }
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-    ] {
-        if millis.is_multiple_of(size) {
-            return format!("{}{unit}", millis / size);
-        }
-    }
-    format!("{millis}ms")
 }
 
 impl Def {
@@ -580,14 +544,14 @@ impl Def {
             Kind::Duration => arg
                 .value_name("D")
                 .allow_hyphen_values(true)
-                .value_parser(crate::cli::options::duration_parser()),
+                .value_parser(parse::duration_parser()),
             Kind::DurationOrNone => arg
                 .value_name("D")
                 .allow_hyphen_values(true)
-                .value_parser(crate::cli::options::duration_or_none_parser()),
+                .value_parser(parse::duration_or_none_parser()),
             Kind::Switch => arg
                 .action(ArgAction::SetTrue)
-                .value_parser(crate::cli::options::flag_parser()),
+                .value_parser(parse::flag_parser()),
             Kind::ExitCode => arg
                 .value_name("N")
                 .value_parser(clap::builder::ValueParser::new(parse_exit_code)),
@@ -833,7 +797,7 @@ mod tests {
         };
         for def in SETTINGS {
             if let (Default::Value(text), Kind::Duration) = (def.default, def.kind) {
-                let value = crate::cli::options::parse_duration(text).unwrap();
+                let value = parse::parse_duration(text).unwrap();
                 let set = applied(SettingValue::Duration(value))(def);
                 assert_eq!(set, default, "{}'s default", def.name);
             }

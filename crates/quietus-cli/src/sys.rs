@@ -277,6 +277,16 @@ pub(crate) fn kill_group(pgid: Pid) -> io::Result<()> {
     Ok(())
 }
 
+/// `signals` without those quietus was started with ignored (their ignore is respected:
+/// never taken, never passed on, inherited by the program).
+pub(crate) fn not_ignored(signals: Vec<i32>) -> Vec<i32> {
+    let ignored = ignored_signals();
+    signals
+        .into_iter()
+        .filter(|&signal| (1..=64).contains(&signal) && ignored & (1u64 << (signal - 1)) == 0)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
