@@ -557,13 +557,13 @@ impl Options {
     }
 
     /// The exit statuses chosen for a stall, a hard timeout and an input wait.
-    pub(crate) fn exit_codes(&self) -> crate::cli::report::ExitCodes {
+    pub(crate) fn exit_codes(&self) -> crate::report::ExitCodes {
         let code = |name: &str, default: i32| match self.setting(name) {
             Some(SettingValue::ExitCode(code)) => i32::from(code),
             _ => default,
         };
-        let default = crate::cli::report::ExitCodes::default();
-        crate::cli::report::ExitCodes {
+        let default = crate::report::ExitCodes::default();
+        crate::report::ExitCodes {
             stall: code("exit_code_stall", default.stall),
             hard_timeout: code("exit_code_hard_timeout", default.hard_timeout),
             input_wait: code("exit_code_input_wait", default.input_wait),

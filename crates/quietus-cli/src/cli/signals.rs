@@ -36,6 +36,7 @@ use std::time::Duration;
 use quietus::{KillLadder, Session, Signal};
 
 use super::reaper;
+use crate::report::Received;
 use crate::sys::{self, Sig};
 
 /// The signals passed on to the child's tree, those of them this platform has (PWR and STKFLT
@@ -65,15 +66,6 @@ struct Shared {
     busy: AtomicBool,
     /// [`SignalHandling::finish`] was called: the thread takes signals and ignores them.
     closed: AtomicBool,
-}
-
-/// What [`SignalHandling::finish`] reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Received {
-    /// The first signal quietus received and passed on.
-    pub(crate) first: Option<Signal>,
-    /// Whether a second INT killed the tree at once.
-    pub(crate) forced: bool,
 }
 
 /// The signals quietus acts on, blocked in every thread before the child is spawned (so a

@@ -5,7 +5,8 @@
 //!
 //! - `protocol`: the MCP lifecycle and methods, pure (a line in, the answer out);
 //! - `tools`: reading a tool call's arguments; `schema`: the tools' descriptions and schemas;
-//! - `exec`: the sessions behind the tools, on one registry; `render`: their answers;
+//! - `exec`: the sessions behind the tools, on one registry; `session`: one of them;
+//!   `render`: their answers;
 //! - `output`: the output since the last answer, head and tail;
 //! - `options`: the server's options (flags and `QUIETUS_*` variables).
 
@@ -15,6 +16,7 @@ mod output;
 mod protocol;
 mod render;
 mod schema;
+mod session;
 mod tools;
 
 use std::ffi::OsString;

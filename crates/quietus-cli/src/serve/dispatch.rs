@@ -22,9 +22,9 @@ use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
 use super::process::{self, Forward, StdinJob, StdinMode};
-use crate::cli::report::{Context, Relay, Report};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol::{self, Params, RpcError};
+use crate::report::{Context, Relay, Report};
 
 /// What the server keeps about one process.
 #[derive(Debug)]
@@ -377,7 +377,7 @@ fn spawn_failed(message: String, kind: &str) -> RpcError {
 /// the two it missed), else the program's (`not_found`).
 fn spawn_error(e: SpawnError, cwd: Option<&std::path::Path>) -> RpcError {
     let kind = e.kind();
-    let message = crate::cli::human::error_chain(&e);
+    let message = crate::report::error_chain(&e);
     if kind == SpawnErrorKind::Config {
         return RpcError::new(
             protocol::INVALID_PARAMS,
@@ -747,7 +747,7 @@ fn control_actions(action: &Value) -> Result<Vec<ControlAction>, RpcError> {
 
 /// `process/wait`'s answer for a finished run: the command's `--report`, in camelCase.
 fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
-    let received = crate::cli::signals::Received::default();
+    let received = crate::report::Received::default();
     let session = &proc.session;
     let relay = Relay::of(session);
     let command = process::os_words(&proc.argv);
@@ -761,8 +761,7 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
         config: &config,
         command: &command,
     };
-    let exit =
-        crate::cli::report::exit_for(result, &received, crate::cli::report::ExitCodes::default());
+    let exit = crate::report::exit_for(result, &received, crate::report::ExitCodes::default());
     let report = Report::finished(context, result, &received, exit, &relay);
     let mut answer = protocol::camel_case_keys(serde_json::to_value(&report).unwrap_or_default());
     answer["processId"] = json!(process_id);

@@ -422,7 +422,7 @@ fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut
             // observe mode (issue 43): the report's `observed` entry
             "process/observed",
             crate::jsonrpc::protocol::camel_case_keys(
-                serde_json::to_value(crate::cli::report::ObservedJson::new(&observation))
+                serde_json::to_value(crate::report::ObservedJson::new(&observation))
                     .unwrap_or_default(),
             ),
         ),
