@@ -183,7 +183,7 @@ fn run(options: &Options, termination: &mut Option<TerminationMessage>) -> (Exit
     // adopts.
     let reap = cli::reaper::adopts_orphans() || cfg!(target_os = "linux");
     let mut signals = SignalHandling::install(reap, cli.pty);
-    if options.no_watch() && !cli.watch.is_empty() {
+    if options.no_watch() && options.setting("watch").is_some() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
     let (report, events) = match open_targets(options, termination) {

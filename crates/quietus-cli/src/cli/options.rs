@@ -14,15 +14,10 @@ use super::terminal::PtySize;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 
-use crate::settings::parse::{
-    ENV_LIST_SEPARATOR, SoloCap, exact_duration, parse_containment, parse_flag, parse_glob,
-    parse_signal, parse_solo_cap, parse_watch, path, round_duration, split_list, text,
-};
+use crate::settings::parse::{exact_duration, parse_flag, path, round_duration, text};
 use crate::settings::{Draft, SettingValue, Surface};
-use quietus::config::CompletionConfigBuilder;
 use quietus::{
-    CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment, FileWatchConfig,
-    KillLadder, MonitorConfig, Signal, error::Setting,
+    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, MonitorConfig, error::Setting,
 };
 
 /// How long after the start the command arms its file watches
@@ -128,55 +123,6 @@ EXAMPLES
     next_display_order = 100
 )]
 pub(crate) struct Cli {
-    /// The first signal of the ladder, sent to the program's whole tree.
-    ///
-    /// A name with or without SIG, or a number: TERM, INT, HUP, 15, SIGUSR1.
-    /// KILL skips the ladder: KILL at once.
-    /// Refused: STOP, TSTP, TTIN, TTOU, CONT, CHLD, WINCH, URG (they end nothing).
-    /// Example: -s INT
-    #[arg(
-        short,
-        long,
-        value_name = "SIG",
-        env = "QUIETUS_SIGNAL",
-        default_value = "TERM",
-        value_parser = text(parse_signal),
-        verbatim_doc_comment
-    )]
-    pub(crate) signal: Signal,
-
-    /// A folder whose file activity counts; repeatable; replaces the default .agent.
-    ///
-    /// Watched recursively. Relative paths start from the current directory. A folder that
-    /// does not exist yet is picked up when it is created. Creating, changing, renaming or
-    /// removing a file counts; reading never does.
-    /// Example: -w .agent -w notes
-    #[arg(
-        short,
-        long,
-        value_name = "PATH",
-        env = "QUIETUS_WATCH",
-        action = ArgAction::Append,
-        value_parser = path(parse_watch),
-        verbatim_doc_comment
-    )]
-    pub(crate) watch: Vec<PathBuf>,
-
-    /// Files under the watched folders whose activity does not count; repeatable.
-    ///
-    /// Added to the defaults: *.log, *.swp, *~, .#*. A glob matches the path under its
-    /// folder and the bare file name.
-    /// Example: --exclude 'cache/**' --exclude '*.tmp'
-    #[arg(
-        long,
-        value_name = "GLOB",
-        env = "QUIETUS_EXCLUDE",
-        action = ArgAction::Append,
-        value_parser = text(parse_glob),
-        verbatim_doc_comment
-    )]
-    pub(crate) exclude: Vec<String>,
-
     /// Run the program so that it cannot wait for an answer nobody gives.
     ///
     /// Its stdin is /dev/null; without --pty it has no controlling terminal (opening /dev/tty
@@ -192,100 +138,6 @@ pub(crate) struct Cli {
         verbatim_doc_comment
     )]
     pub(crate) non_interactive: bool,
-
-    /// The work is done when a line of output matches this regular expression; repeatable.
-    ///
-    /// Matched against every line of stdout and stderr (or the terminal), whole, even when it
-    /// arrives in pieces. Then the program has --linger to exit by itself; if it does not, it
-    /// is ended and quietus exits 0 (outcome `completed`). A program that exits by itself
-    /// keeps its own exit status. QUIETUS_DONE_WHEN_OUTPUT holds one expression (use | for
-    /// several).
-    /// Example: --done-when-output '^\{"type":"result"'
-    #[arg(
-        long,
-        value_name = "REGEX",
-        env = "QUIETUS_DONE_WHEN_OUTPUT",
-        action = ArgAction::Append,
-        allow_hyphen_values = true,
-        value_parser = text(|regex| Ok(regex.to_owned())),
-        verbatim_doc_comment
-    )]
-    pub(crate) done_when_output: Vec<String>,
-
-    /// The work is done when this file appears or changes; repeatable.
-    ///
-    /// Relative to the current directory. A file already there at the start counts only once
-    /// it changes. Looked at every check interval, at most every second. Then as with
-    /// --done-when-output.
-    /// Example: --done-when-file .agent/status.json
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "QUIETUS_DONE_WHEN_FILE",
-        action = ArgAction::Append,
-        value_parser = path(|p| Ok(PathBuf::from(p))),
-        verbatim_doc_comment
-    )]
-    pub(crate) done_when_file: Vec<PathBuf>,
-
-    /// The longest one source may keep a quiet program alive on its own; repeatable.
-    ///
-    /// SOURCE is output, files, children, repeated_output, keepalive or the NAME of a --probe;
-    /// D a duration, or none for no cap. Past the idle timeout + D with every other source
-    /// quiet, that source stops counting until another one is active, and the program is
-    /// ended as stale. QUIETUS_SOLO_CAP takes several, separated by ':'.
-    /// Default: children=30m (a silent program whose grandchild spins forever is ended; a
-    /// silent build or test run shorter than that is not). repeated_output=D tells output
-    /// that merely repeats itself (the same line, digits aside: a retry loop) from real
-    /// output and caps it; a spinner redrawn in place (and, under --pty, a screen whose text
-    /// did not change) then counts as repeated_output too, else not at all.
-    /// Example: --solo-cap children=10m --solo-cap repeated_output=2m
-    #[arg(
-        long,
-        value_name = "SOURCE=D",
-        env = "QUIETUS_SOLO_CAP",
-        action = ArgAction::Append,
-        value_parser = text(parse_solo_cap),
-        verbatim_doc_comment
-    )]
-    pub(crate) solo_cap: Vec<SoloCap>,
-
-    /// A probe: COMMAND (run with sh -c) says whether the program is still busy; repeatable.
-    ///
-    /// Asked only when the program is about to be ended as stale (at most once per check
-    /// interval while it says yes): exit status 0 counts as activity of the source NAME
-    /// (which --solo-cap can cap). It runs in a process group of its own with no input and
-    /// its output discarded, for 10s at most (then it is killed and counts as no).
-    /// Example: --probe ci_job='gh run view 42 --json status | grep -q in_progress'
-    #[arg(
-        long,
-        value_name = "NAME=COMMAND",
-        env = "QUIETUS_PROBE",
-        action = ArgAction::Append,
-        allow_hyphen_values = true,
-        value_parser = text(crate::probe::parse),
-        verbatim_doc_comment
-    )]
-    pub(crate) probe: Vec<crate::probe::ProbeCommand>,
-
-    /// How the program's process tree is held: auto, cgroup or group.
-    ///
-    /// cgroup: a cgroup v2 of the run's own, entered before the program starts; no process of
-    /// the tree can leave it (setsid, double fork, env -i), its CPU counts, and all of it is
-    /// ended. Needs the right to create a cgroup under quietus's own (root, or a delegated
-    /// one: systemd-run --user --scope -p Delegate=yes quietus …); without it, exit 125.
-    /// group: the process group, plus the descendants seen leaving it.
-    /// auto (default): cgroup where one can be made, else group; the report says which.
-    /// Example: --containment cgroup
-    #[arg(
-        long,
-        value_name = "MODE",
-        env = "QUIETUS_CONTAINMENT",
-        default_value = "auto",
-        value_parser = text(parse_containment),
-        verbatim_doc_comment
-    )]
-    pub(crate) containment: Containment,
 
     /// Write a JSON report of the run to FILE when done (- for stderr).
     ///
@@ -486,41 +338,6 @@ impl Options {
             .collect();
         let from_env = sources(&matches, ValueSource::EnvVariable);
         let from_command_line = sources(&matches, ValueSource::CommandLine);
-        // A list from the environment is one value: split it like PATH.
-        if from_env.contains("watch") {
-            cli.watch = split_list(&cli.watch.concat_os())
-                .into_iter()
-                .map(PathBuf::from)
-                .collect();
-        }
-        if from_env.contains("done_when_file") {
-            cli.done_when_file = split_list(&cli.done_when_file.concat_os())
-                .into_iter()
-                .map(PathBuf::from)
-                .collect();
-        }
-        if from_env.contains("solo_cap") {
-            let all = std::env::var("QUIETUS_SOLO_CAP").unwrap_or_default();
-            cli.solo_cap = all
-                .split(ENV_LIST_SEPARATOR)
-                .filter(|part| !part.trim().is_empty())
-                .map(parse_solo_cap)
-                .collect::<Result<_, _>>()
-                .map_err(|e| {
-                    self::command().error(
-                        clap::error::ErrorKind::ValueValidation,
-                        format!(
-                            "invalid value {all:?} for --solo-cap (from QUIETUS_SOLO_CAP): {e}"
-                        ),
-                    )
-                })?;
-        }
-        if from_env.contains("exclude") {
-            cli.exclude = split_list(&OsString::from(cli.exclude.concat()))
-                .into_iter()
-                .map(|s| s.to_string_lossy().into_owned())
-                .collect();
-        }
         // -q and -v: the command line wins as a whole (QUIETUS_QUIET=1 with -v is -v).
         if from_command_line.contains("quiet") || from_command_line.contains("verbose") {
             if !from_command_line.contains("quiet") {
@@ -538,28 +355,25 @@ impl Options {
     }
 
     /// The value of the table's setting `name` (its default when it has one and was not given).
-    pub(crate) fn setting(&self, name: &str) -> Option<SettingValue> {
+    pub(crate) fn setting(&self, name: &str) -> Option<&SettingValue> {
         self.settings
             .iter()
             .find(|(def, _)| def.name == name)
-            .map(|(_, value)| *value)
+            .map(|(_, value)| value)
     }
 
     /// The grace between the first signal and KILL.
     pub(crate) fn grace(&self) -> Duration {
         match self.setting("grace") {
-            Some(SettingValue::Duration(grace)) => grace,
-            _ => KillLadder::default()
-                .steps()
-                .next()
-                .map_or(Duration::ZERO, |s| s.1),
+            Some(SettingValue::Duration(grace)) => *grace,
+            _ => crate::settings::default_grace(),
         }
     }
 
     /// The exit statuses chosen for a stall, a hard timeout and an input wait.
     pub(crate) fn exit_codes(&self) -> crate::report::ExitCodes {
         let code = |name: &str, default: i32| match self.setting(name) {
-            Some(SettingValue::ExitCode(code)) => i32::from(code),
+            Some(SettingValue::ExitCode(code)) => i32::from(*code),
             _ => default,
         };
         let default = crate::report::ExitCodes::default();
@@ -572,7 +386,7 @@ impl Options {
 
     /// Whether `--no-watch` was given.
     pub(crate) fn no_watch(&self) -> bool {
-        self.setting("no_watch") == Some(SettingValue::Switch(true))
+        self.setting("no_watch").is_some_and(SettingValue::on)
     }
 
     /// Whether option `id` took its value from its environment variable.
@@ -586,12 +400,6 @@ impl Options {
         // The watches are armed 50 ms in (at most a tenth of the idle timeout): a program that
         // is done by then costs no watch, and what it wrote before is found by its times.
         let mut files = FileWatchConfig::builder().arm_delay(COMMAND_ARM_DELAY);
-        if !cli.watch.is_empty() {
-            files = files.roots(cli.watch.iter().cloned());
-        }
-        for glob in &cli.exclude {
-            files = files.exclude(glob.clone());
-        }
         // Nothing quietus writes counts as the program's activity, wherever it is.
         for own in [&cli.events, &cli.report].into_iter().flatten() {
             if own.as_os_str() != "-" {
@@ -599,30 +407,9 @@ impl Options {
             }
         }
         let config = MonitorConfig::builder()
-            .kill_ladder(KillLadder::polite(cli.signal, self.grace()))
-            .containment(cli.containment)
-            .files(files)
             // One session per quietus process: the subreaper mode costs nothing here and
             // catches daemons that double-fork away between two samples.
             .children(ChildWatchConfig::builder().subreaper(cfg!(target_os = "linux")));
-        let mut draft = Draft::new(config, cli.signal);
-        draft.completion = self.completion();
-        // The settings table's options, each applied by its own entry.
-        let Draft {
-            config,
-            signal,
-            completion,
-        } = self
-            .settings
-            .iter()
-            .fold(draft, |draft, (def, value)| (def.apply)(draft, *value));
-        let config = cli
-            .probe
-            .iter()
-            .fold(config, |config, probe| config.probe(probe.probe()));
-        let config = cli.solo_cap.iter().fold(config, |config, cap| {
-            config.solo_cap(cap.source.clone(), cap.cap)
-        });
         // Every byte passes through already: a second copy on disk only when asked for, by
         // naming a folder or by asking for a report (whose `log` entries list the logs).
         let config = match (&cli.log_dir, &cli.report) {
@@ -630,26 +417,16 @@ impl Options {
             (None, Some(_)) => config,
             (None, None) => config.capture(CaptureConfig::builder().spill(false)),
         };
-        Draft {
-            config,
-            signal,
-            completion,
-        }
-        .build()
-        .map_err(|e| self.option_error(&e))
-    }
-
-    /// How completion is recognised.
-    fn completion(&self) -> CompletionConfigBuilder {
-        let cli = &self.cli;
-        let mut completion = CompletionConfig::builder();
-        for regex in &cli.done_when_output {
-            completion = completion.output(regex.clone());
-        }
-        for path in &cli.done_when_file {
-            completion = completion.file(path.clone());
-        }
-        completion
+        let mut draft = Draft::new(config);
+        draft.files = Some(files);
+        // The settings table's options, each applied by its own entry.
+        self.settings
+            .iter()
+            .fold(draft, |draft, (def, value)| {
+                (def.apply)(draft, value.clone())
+            })
+            .build()
+            .map_err(|e| self.option_error(&e))
     }
 
     /// The log level of quietus's own messages from -q and -v: warnings by default.
@@ -799,21 +576,6 @@ fn sources(matches: &ArgMatches, source: ValueSource) -> HashSet<String> {
         .collect()
 }
 
-trait ConcatOs {
-    fn concat_os(&self) -> OsString;
-}
-
-impl ConcatOs for Vec<PathBuf> {
-    /// The one value clap read from the environment, as it was.
-    fn concat_os(&self) -> OsString {
-        let mut all = OsString::new();
-        for p in self {
-            all.push(p.as_os_str());
-        }
-        all
-    }
-}
-
 /// A non-empty log folder.
 fn parse_log_dir(path: &OsStr) -> Result<PathBuf, String> {
     if path.is_empty() {
@@ -841,7 +603,7 @@ fn parse_report(path: &OsStr) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quietus::ActivitySource;
+    use quietus::{ActivitySource, KillLadder, Signal};
 
     #[test]
     fn counts() {
@@ -875,7 +637,7 @@ mod tests {
     fn the_tables_settings_are_options_with_their_flag_variable_default_and_doc() {
         let command = command();
         for def in crate::settings::SETTINGS {
-            let Some(flag) = def.flag else { continue };
+            let Some(flag) = def.flag.on() else { continue };
             let arg = command
                 .get_arguments()
                 .find(|a| a.get_long() == Some(flag))

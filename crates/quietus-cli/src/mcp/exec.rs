@@ -12,8 +12,8 @@ use std::sync::{Condvar, Mutex};
 
 use crate::locks::Locked;
 use quietus::{
-    CaptureConfig, ControlAnswer, KillLadder, MonitorConfig, OutputSink, Registry, Session, Signal,
-    SpawnError, Stdin,
+    CaptureConfig, ControlAnswer, KillLadder, OutputSink, Registry, Session, Signal, SpawnError,
+    Stdin,
 };
 use serde_json::{Value, json};
 
@@ -155,7 +155,7 @@ impl Exec {
     /// Runs one checked call (blocking up to its yield window).
     pub(crate) fn run(self: &Arc<Self>, call: ToolCall, context: &CallContext) -> ToolOutput {
         match call {
-            ToolCall::Exec(args) => self.exec(args, context),
+            ToolCall::Exec(args) => self.exec(*args, context),
             ToolCall::Write {
                 session_id,
                 chars,
@@ -166,7 +166,9 @@ impl Exec {
                 actions,
             } => {
                 let answer = match self.find(session_id) {
-                    Some(_) => crate::serve::apply(&self.registry, session_id, actions),
+                    Some(_) => {
+                        crate::settings::controls::apply(&self.registry, session_id, actions)
+                    }
                     None => ControlAnswer::NoSuchSession,
                 };
                 render::control(session_id, &answer)
@@ -343,7 +345,10 @@ impl Exec {
             session,
             cmd: args.cmd.clone(),
             pending,
-            grace: args.grace,
+            grace: args
+                .settings
+                .grace
+                .unwrap_or_else(crate::settings::default_grace),
             waiting: AtomicUsize::new(0),
             end_told: AtomicBool::new(false),
         });
@@ -369,13 +374,9 @@ impl Exec {
         if let Some(dir) = &self.options.log_dir {
             capture = capture.log_dir(dir);
         }
-        // Checked at the spawn, which names the setting an argument out of range sets.
-        let config = MonitorConfig::builder()
-            .idle_timeout(args.idle_timeout)
-            .kill_ladder(KillLadder::polite(Signal::TERM, args.grace))
-            .observe(args.observe) // observe mode (issue 43)
-            .capture(capture)
-            .hard_timeout(args.hard_timeout);
+        // The settings table's (the server's defaults, the call's arguments); checked at the
+        // spawn, which names the setting an argument out of range sets.
+        let config = args.settings.clone().with(|c| c.capture(capture)).builder();
         let sink = OutputSink::callback(move |bytes| pending.locked().push(bytes));
         let builder = Session::builder(command).config(config).stdout(sink);
         if args.tty {

@@ -19,6 +19,10 @@ mod schema;
 mod session;
 mod tools;
 
+// The settings table's test walks every surface (`settings::tests`).
+#[cfg(test)]
+pub(crate) use {schema::tools, tools::parse_call};
+
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,7 +30,8 @@ use std::sync::atomic::AtomicU8;
 use std::time::Duration;
 
 use crate::jsonrpc::{outbox::Outbox, protocol as rpc, stdio};
-use options::{McpCli, McpOptions};
+use options::McpCli;
+pub(crate) use options::McpOptions;
 use protocol::{Mcp, Reply};
 
 /// `quietus mcp [OPTIONS]`: `args` start with the program name and `mcp`.

@@ -110,6 +110,18 @@ pub(crate) struct McpOptions {
     pub(crate) announce_ended: bool,
 }
 
+impl McpOptions {
+    /// The settings a command starts from before its arguments: the library's defaults (the
+    /// settings table's), with the server's idle and hard timeouts.
+    pub(crate) fn settings(&self) -> crate::settings::Draft {
+        crate::settings::Draft::new(
+            quietus::MonitorConfig::builder()
+                .idle_timeout(self.idle_timeout)
+                .hard_timeout(self.hard_timeout),
+        )
+    }
+}
+
 impl Default for McpOptions {
     fn default() -> Self {
         Self {

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::options::McpOptions;
-use super::tools::{MAX_YIELD_MS, OUTPUT_RANGE, idle_range};
-use crate::settings::{self, Surface};
+use super::tools::{MAX_YIELD_MS, OUTPUT_RANGE};
+use crate::settings::{self, Surface, controls};
 
 const EXEC_COMMAND: &str = "\
 Run a shell command under quietus's supervision and return its output. Use it for every \
@@ -175,22 +175,11 @@ fn session_id_schema() -> Value {
 }
 
 fn control_input_schema() -> Value {
-    let only = |kind: &str| json!({"type": "object", "properties": {"type": {"const": kind}}, "required": ["type"], "additionalProperties": false});
-    let (min, max) = idle_range();
-    let timeout = json!({"type": "integer", "minimum": min, "maximum": max});
     json!({
         "type": "object",
         "properties": {
             "session_id": session_id_schema(),
-            "action": {
-                "oneOf": [
-                    {"type": "object", "properties": {"type": {"const": "keepalive"}, "extend_timeout_ms": timeout}, "required": ["type"], "additionalProperties": false},
-                    only("send_ctrl_c"),
-                    only("terminate"),
-                    only("force_kill"),
-                    {"type": "object", "properties": {"type": {"const": "set_idle_timeout"}, "timeout_ms": timeout}, "required": ["type", "timeout_ms"], "additionalProperties": false}
-                ]
-            }
+            "action": controls::action_schema(Surface::Mcp)
         },
         "required": ["session_id", "action"],
         "additionalProperties": false

@@ -14,461 +14,22 @@
 
 use std::time::Duration;
 
-use clap::{Arg, ArgAction};
-use quietus::config::{CompletionConfigBuilder, MonitorConfigBuilder};
-use quietus::{ConfigError, KillLadder, MonitorConfig, Signal, error::Setting};
+use clap::Arg;
+use quietus::error::Setting;
 use serde_json::{Value as Json, json};
 
-use crate::jsonrpc::protocol::{self, RpcError, whole_number};
+use crate::jsonrpc::protocol::RpcError;
 
+mod arg;
+pub(crate) mod controls;
+mod def;
+mod json;
 pub(crate) mod parse;
+mod table;
 
-use parse::{RESERVED_EXIT_CODES, human, parse_exit_code};
-
-/// A setting's type, as every surface reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A duration: `D` on the command line (`1500ms`, `30s`, `5m`), integer milliseconds in
-    /// JSON.
-    Duration,
-    /// A duration or none (`none` on the command line, `null` in JSON): off.
-    DurationOrNone,
-    /// On or off: a flag on the command line (its variable takes 1/0, true/false…), a boolean
-    /// in JSON.
-    Switch,
-    /// An exit status quietus ends with: 1..=255 but not 125, 126 or 127 (quietus's own
-    /// failure, a program that cannot be run, a program not found). The command's alone.
-    ExitCode,
-}
-
-/// A setting's value, read by a surface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SettingValue {
-    /// A [`Kind::Duration`].
-    Duration(Duration),
-    /// A [`Kind::DurationOrNone`].
-    DurationOrNone(Option<Duration>),
-    /// A [`Kind::Switch`].
-    Switch(bool),
-    /// A [`Kind::ExitCode`].
-    ExitCode(u8),
-}
-
-impl SettingValue {
-    /// The duration, if the value is one (`None`: a switch, or `none`).
-    pub(crate) fn maybe(self) -> Option<Duration> {
-        maybe(self)
-    }
-}
-
-/// The surfaces a setting is given on, for error messages that use the caller's spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Surface {
-    /// The command line (or its environment variable).
-    Command,
-    /// `quietus serve`'s `process/start`.
-    Serve,
-    /// `quietus mcp`'s `exec_command`.
-    Mcp,
-}
-
-/// One setting.
-#[derive(Debug)]
-pub(crate) struct Def {
-    /// The setting's name, also its clap id: `idle_timeout`.
-    pub(crate) name: &'static str,
-    /// The library setting a [`quietus::ConfigError`] names it by, if any.
-    pub(crate) setting: Option<Setting>,
-    /// Its type.
-    pub(crate) kind: Kind,
-    /// Its accepted range (durations), as the library checks it.
-    pub(crate) range: Option<(Duration, Duration)>,
-    /// Its default, as the command writes it (`5m`, `none`), or in words (`off`, `idle / 10,
-    /// kept in 100ms..30s`) when it is not a value.
-    pub(crate) default: Default,
-    /// The command's long flag (without `--`).
-    pub(crate) flag: Option<&'static str>,
-    /// The command's short flag.
-    pub(crate) short: Option<char>,
-    /// The command's environment variable.
-    pub(crate) env: Option<&'static str>,
-    /// Its key in `serve`'s `process/start` params.
-    pub(crate) serve: Option<&'static str>,
-    /// Its key in `mcp`'s `exec_command` arguments, and the range the tool accepts when it
-    /// is narrower than the library's (a model is kept to sensible values).
-    pub(crate) mcp: Option<(&'static str, Option<(Duration, Duration)>)>,
-    /// One line: what it does.
-    pub(crate) doc: &'static str,
-    /// More for the command's `--help` (examples), after the line.
-    pub(crate) long_doc: &'static str,
-    /// Sets it in the configuration being assembled.
-    pub(crate) apply: fn(Draft, SettingValue) -> Draft,
-}
-
-/// A configuration being assembled from the settings: the library's builder, and the two
-/// values an entry changes a part of (the ladder's first signal, which `grace` keeps; the
-/// completion, whose linger `linger` sets), held apart because a builder is written, not
-/// read. [`build`](Self::build) checks it whole.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Draft {
-    /// Everything else.
-    pub(crate) config: MonitorConfigBuilder,
-    /// The ladder's first signal.
-    pub(crate) signal: Signal,
-    /// How completion is recognised.
-    pub(crate) completion: CompletionConfigBuilder,
-}
-
-impl std::default::Default for Draft {
-    fn default() -> Self {
-        Self::new(MonitorConfig::builder(), Signal::TERM)
-    }
-}
-
-impl Draft {
-    /// From `config`, whose ladder starts with `signal`.
-    pub(crate) fn new(config: MonitorConfigBuilder, signal: Signal) -> Self {
-        Self {
-            config,
-            signal,
-            completion: CompletionConfigBuilder::default(),
-        }
-    }
-
-    /// With `set` applied to the builder.
-    pub(crate) fn with(
-        mut self,
-        set: impl FnOnce(MonitorConfigBuilder) -> MonitorConfigBuilder,
-    ) -> Self {
-        self.config = set(self.config);
-        self
-    }
-
-    /// The configuration, every value checked by the library.
-    pub(crate) fn build(self) -> Result<MonitorConfig, ConfigError> {
-        self.config.completion(self.completion).build()
-    }
-}
-
-/// A setting's default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Default {
-    /// A value, as the command writes it: the command's clap default too.
-    Value(&'static str),
-    /// Not a value (off, or derived from another setting): the words the docs show.
-    Words(&'static str),
-}
-
-const fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-const fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
-const DAY: u64 = 24 * 3600;
-
-fn duration(value: SettingValue) -> Duration {
-    match value {
-        SettingValue::Duration(d) => d,
-        SettingValue::DurationOrNone(d) => d.unwrap_or_default(),
-        SettingValue::Switch(_) | SettingValue::ExitCode(_) => Duration::ZERO,
-    }
-}
-fn maybe(value: SettingValue) -> Option<Duration> {
-    match value {
-        SettingValue::Duration(d) => Some(d),
-        SettingValue::DurationOrNone(d) => d,
-        SettingValue::Switch(_) | SettingValue::ExitCode(_) => None,
-    }
-}
-fn on(value: SettingValue) -> bool {
-    matches!(value, SettingValue::Switch(true))
-}
-
-/// Every setting, in the order the command's help shows them.
-pub(crate) const SETTINGS: &[Def] = &[
-    Def {
-        name: "idle_timeout",
-        setting: Some(Setting::IdleTimeout),
-        kind: Kind::Duration,
-        range: Some((ms(1), secs(7 * DAY))),
-        default: Default::Value("5m"),
-        flag: Some("idle-timeout"),
-        short: Some('i'),
-        env: Some("QUIETUS_IDLE_TIMEOUT"),
-        serve: Some("idleTimeoutMs"),
-        mcp: Some(("idle_timeout_ms", Some((secs(1), secs(DAY))))),
-        doc: "End the program when every source (output, files, children, network) has been quiet this long.",
-        long_doc: "Durations: 1500ms, 30s, 5m, 1h30m (a bare number is seconds).\nExample: -i 10m",
-        apply: |d, v| d.with(|c| c.idle_timeout(duration(v))),
-    },
-    Def {
-        name: "hard_timeout",
-        setting: Some(Setting::HardTimeout),
-        kind: Kind::DurationOrNone,
-        range: Some((ms(1), secs(366 * DAY))),
-        default: Default::Value("none"),
-        flag: Some("hard-timeout"),
-        short: Some('t'),
-        env: Some("QUIETUS_HARD_TIMEOUT"),
-        serve: Some("hardTimeoutMs"),
-        mcp: Some(("hard_timeout_ms", Some((secs(1), secs(366 * DAY))))),
-        doc: "End the program after this long even while it is active.",
-        long_doc: "`none` turns off a hard timeout set in the environment.\nExample: -t 2h",
-        apply: |d, v| d.with(|c| c.hard_timeout(maybe(v))),
-    },
-    Def {
-        name: "input_wait_timeout",
-        setting: Some(Setting::InputWaitTimeout),
-        kind: Kind::DurationOrNone,
-        range: Some((ms(100), secs(DAY))),
-        default: Default::Value("none"),
-        flag: Some("input-wait-timeout"),
-        short: None,
-        env: Some("QUIETUS_INPUT_WAIT_TIMEOUT"),
-        serve: Some("inputWaitTimeoutMs"),
-        mcp: None,
-        doc: "End the program once its whole tree has waited on input this long, every source quiet.",
-        long_doc: "Blocked reading its stdin or a terminal (a pager, an editor, a\n\
-                   password prompt), its read count unchanged: the outcome is\n\
-                   input_wait, exit status 124, after an input_wait event.\n\
-                   Example: --input-wait-timeout 10s",
-        apply: |d, v| d.with(|c| c.input_wait_timeout(maybe(v))),
-    },
-    Def {
-        name: "input_wait_notice",
-        setting: Some(Setting::InputWaitNotice),
-        kind: Kind::DurationOrNone,
-        range: Some((ms(100), secs(DAY))),
-        default: Default::Value("none"),
-        flag: Some("input-wait-notice"),
-        short: None,
-        env: Some("QUIETUS_INPUT_WAIT_NOTICE"),
-        serve: Some("inputWaitNoticeMs"),
-        mcp: None,
-        doc: "Send an input_wait event once the whole tree has waited on input this long, and let it go on.",
-        long_doc: "Once per episode (new input, or activity of any source, ends one), to\n\
-                   the --events stream: a harness can answer the prompt or give up. With\n\
-                   --input-wait-timeout too, the program is ended at that timeout.\n\
-                   Example: --input-wait-notice 3s --events -",
-        apply: |d, v| d.with(|c| c.input_wait_notice(maybe(v))),
-    },
-    Def {
-        name: "grace",
-        setting: Some(Setting::KillLadderGrace),
-        kind: Kind::Duration,
-        range: Some((Duration::ZERO, secs(3600))),
-        default: Default::Value("5s"),
-        flag: Some("grace"),
-        short: Some('g'),
-        env: Some("QUIETUS_GRACE"),
-        serve: Some("gracePeriodMs"),
-        mcp: Some(("grace_period_ms", Some((Duration::ZERO, secs(600))))),
-        doc: "Time between the first signal and KILL, for the program to clean up.",
-        long_doc: "0 sends KILL right after the first signal.\nExample: -g 30s",
-        apply: |d, v| {
-            let ladder = KillLadder::polite(d.signal, duration(v));
-            d.with(|c| c.kill_ladder(ladder))
-        },
-    },
-    Def {
-        name: "check_interval",
-        setting: Some(Setting::CheckInterval),
-        kind: Kind::Duration,
-        range: Some((ms(10), secs(3600))),
-        default: Default::Words("idle timeout / 10, kept in 100ms..30s"),
-        flag: Some("check-interval"),
-        short: None,
-        env: Some("QUIETUS_CHECK_INTERVAL"),
-        serve: None,
-        mcp: None,
-        doc: "How often the descendants' CPU and network are sampled.",
-        long_doc: "Also the stat-scan interval of watched folders when the OS is out of file watches.\n\
-                   Example: --check-interval 2s",
-        apply: |d, v| d.with(|c| c.check_interval(maybe(v))),
-    },
-    Def {
-        name: "drain_cap",
-        setting: Some(Setting::DrainCap),
-        kind: Kind::Duration,
-        range: Some((Duration::ZERO, secs(600))),
-        default: Default::Value("2s"),
-        flag: Some("drain-cap"),
-        short: None,
-        env: Some("QUIETUS_DRAIN_CAP"),
-        serve: Some("drainCapMs"),
-        mcp: None,
-        doc: "After the program exits, how long at most to read output from pipes a leftover process still holds open.",
-        long_doc: "A pipe nobody holds open any more is read to its end whatever the cap.\n\
-                   Example: --drain-cap 10s",
-        apply: |d, v| d.with(|c| c.drain_cap(duration(v))),
-    },
-    Def {
-        name: "linger",
-        setting: Some(Setting::CompletionLinger),
-        kind: Kind::Duration,
-        range: Some((Duration::ZERO, secs(3600))),
-        default: Default::Value("5s"),
-        flag: Some("linger"),
-        short: None,
-        env: Some("QUIETUS_LINGER"),
-        serve: None,
-        mcp: None,
-        doc: "Once the work is done, how long the program may take to exit by itself.",
-        long_doc: "Example: --linger 10s",
-        apply: |mut d, v| {
-            d.completion = d.completion.linger(duration(v));
-            d
-        },
-    },
-    Def {
-        name: "keep_leftovers",
-        setting: None,
-        kind: Kind::Switch,
-        range: None,
-        default: Default::Words("off: they are ended"),
-        flag: Some("keep-leftovers"),
-        short: None,
-        env: Some("QUIETUS_KEEP_LEFTOVERS"),
-        serve: None,
-        mcp: None,
-        doc: "Leave the program's leftover process-group members running after it exits.",
-        long_doc: "By default they are ended with the same ladder: a finished program leaves nothing.\n\
-                   Example: --keep-leftovers",
-        apply: |d, v| d.with(|c| c.keep_leftovers(on(v))),
-    },
-    Def {
-        name: "observe",
-        setting: None,
-        kind: Kind::Switch,
-        range: None,
-        default: Default::Words("off: quietus ends what stalls"),
-        flag: Some("observe"),
-        short: None,
-        env: Some("QUIETUS_OBSERVE"),
-        serve: Some("observe"),
-        mcp: Some(("observe", None)),
-        doc: "Observe only: end nothing, say when and why quietus would have.",
-        long_doc: "The idle timeout, the hard timeout, an input wait and completion's linger are\n\
-                   recorded instead (a `quietus: would have ended …` line at the moment and at the end,\n\
-                   an `observed` event, the report's `observed`); the program runs to its own end and\n\
-                   quietus exits with its status. Its own exit and its leftovers are handled as always.\n\
-                   Example: --observe -i 5m --events -",
-        apply: |d, v| d.with(|c| c.observe(on(v))),
-    },
-    Def {
-        name: "no_watch",
-        setting: None,
-        kind: Kind::Switch,
-        range: None,
-        default: Default::Words("off: file activity counts"),
-        flag: Some("no-watch"),
-        short: None,
-        env: Some("QUIETUS_NO_WATCH"),
-        serve: Some("noWatch"),
-        mcp: None,
-        doc: "File activity does not count (no folder is watched, whatever --watch says).",
-        long_doc: "Example: --no-watch",
-        apply: |d, v| d.with(|c| c.watch_files(!on(v))),
-    },
-    Def {
-        name: "no_children",
-        setting: None,
-        kind: Kind::Switch,
-        range: None,
-        default: Default::Words("off: descendants' CPU counts"),
-        flag: Some("no-children"),
-        short: None,
-        env: Some("QUIETUS_NO_CHILDREN"),
-        serve: Some("noChildren"),
-        mcp: None,
-        doc: "CPU progress of the program's descendants does not count.",
-        long_doc: "By default a busy grandchild (a compiler, a test run) keeps a silent program alive.\n\
-                   Example: --no-children",
-        apply: |d, v| d.with(|c| c.watch_children(!on(v))),
-    },
-    Def {
-        name: "no_network",
-        setting: None,
-        kind: Kind::Switch,
-        range: None,
-        default: Default::Words("off: TCP bytes count"),
-        flag: Some("no-network"),
-        short: None,
-        env: Some("QUIETUS_NO_NETWORK"),
-        serve: Some("noNetwork"),
-        mcp: None,
-        doc: "Bytes moving on the program's TCP sockets do not count.",
-        long_doc: "By default a silent download or a streamed answer (any process of the tree receiving\n\
-                   or sending more than 1 KiB within 10s) keeps the program alive; an open connection\n\
-                   that moves nothing does not. Linux socket diagnostics; elsewhere reported unavailable.\n\
-                   Example: --no-network",
-        apply: |d, v| d.with(|c| c.watch_network(!on(v))),
-    },
-    Def {
-        name: "no_output",
-        setting: None,
-        kind: Kind::Switch,
-        range: None,
-        default: Default::Words("off: output counts"),
-        flag: Some("no-output"),
-        short: None,
-        env: Some("QUIETUS_NO_OUTPUT"),
-        serve: Some("noOutput"),
-        mcp: None,
-        doc: "Output does not count as activity (it still passes through).",
-        long_doc: "With --no-watch --no-children --no-network too, -i is a plain timeout.\n\
-                   Example: --no-output",
-        apply: |d, v| d.with(|c| c.watch_output(!on(v))),
-    },
-    Def {
-        name: "exit_code_stall",
-        setting: None,
-        kind: Kind::ExitCode,
-        range: None,
-        default: Default::Value("124"),
-        flag: Some("exit-code-stall"),
-        short: None,
-        env: Some("QUIETUS_EXIT_CODE_STALL"),
-        serve: None,
-        mcp: None,
-        doc: "quietus's exit status when it ended a stalled program (idle timeout).",
-        long_doc: "For an engine that acts on exit codes alone (a Kubernetes podFailurePolicy, a\n\
-                   CI retry rule): a stall retried, a hard timeout failed. docs/fleet.md.\n\
-                   Example: --exit-code-stall 75",
-        apply: |d, _| d,
-    },
-    Def {
-        name: "exit_code_hard_timeout",
-        setting: None,
-        kind: Kind::ExitCode,
-        range: None,
-        default: Default::Value("124"),
-        flag: Some("exit-code-hard-timeout"),
-        short: None,
-        env: Some("QUIETUS_EXIT_CODE_HARD_TIMEOUT"),
-        serve: None,
-        mcp: None,
-        doc: "quietus's exit status when it ended the program at the hard timeout.",
-        long_doc: "Example: --exit-code-hard-timeout 76",
-        apply: |d, _| d,
-    },
-    Def {
-        name: "exit_code_input_wait",
-        setting: None,
-        kind: Kind::ExitCode,
-        range: None,
-        default: Default::Value("124"),
-        flag: Some("exit-code-input-wait"),
-        short: None,
-        env: Some("QUIETUS_EXIT_CODE_INPUT_WAIT"),
-        serve: None,
-        mcp: None,
-        doc: "quietus's exit status when it ended the program at the input-wait timeout.",
-        long_doc: "Example: --exit-code-input-wait 77",
-        apply: |d, _| d,
-    },
-];
+pub(crate) use def::{Def, Default, Draft, Item, Key, Kind, SettingValue, Surface, default_grace};
+use json::ms_of;
+pub(crate) use table::SETTINGS;
 
 /// The setting named `name`.
 pub(crate) fn by_name(name: &str) -> Option<&'static Def> {
@@ -478,173 +39,6 @@ pub(crate) fn by_name(name: &str) -> Option<&'static Def> {
 /// The setting the library calls `setting`.
 pub(crate) fn by_setting(setting: Setting) -> Option<&'static Def> {
     SETTINGS.iter().find(|d| d.setting == Some(setting))
-}
-
-impl Def {
-    /// The range as the docs and messages write it: `1ms..7d` (an exit status's: `1..255, not
-    /// 125..127`).
-    pub(crate) fn range_text(&self, range: Option<(Duration, Duration)>) -> Option<String> {
-        if self.kind == Kind::ExitCode {
-            return Some("1..255, not 125..127".to_owned());
-        }
-        range.map(|(min, max)| format!("{}..{}", human(min), human(max)))
-    }
-
-    /// The setting's key on `surface`: `--idle-timeout`, `idleTimeoutMs`, `idle_timeout_ms`.
-    pub(crate) fn key(&self, surface: Surface) -> Option<String> {
-        match surface {
-            Surface::Command => self.flag.map(|f| format!("--{f}")),
-            Surface::Serve => self.serve.map(str::to_owned),
-            Surface::Mcp => self.mcp.map(|(k, _)| k.to_owned()),
-        }
-    }
-
-    /// The range `mcp` accepts: its own where narrower, else the library's.
-    pub(crate) fn mcp_range(&self) -> Option<(Duration, Duration)> {
-        self.mcp.and_then(|(_, r)| r).or(self.range)
-    }
-
-    /// The setting's clap argument (its id is [`name`](Self::name)).
-    fn arg(&self, order: usize) -> Option<Arg> {
-        let flag = self.flag?;
-        let help = match self.range_text(self.range) {
-            Some(range) => format!("{} ({range}).", self.doc.trim_end_matches('.')),
-            None => self.doc.to_owned(),
-        };
-        let mut facts = Vec::new();
-        if let Some(range) = self.range_text(self.range) {
-            let none = if self.kind == Kind::DurationOrNone {
-                "; `none` turns it off"
-            } else {
-                ""
-            };
-            facts.push(format!("Accepts {range}{none}."));
-        }
-        if let Default::Words(words) = self.default {
-            facts.push(format!("Default: {words}."));
-        }
-        let mut long_help = format!("{}\n\n", self.doc);
-        if !facts.is_empty() {
-            long_help.push_str(&facts.join(" "));
-            long_help.push('\n');
-        }
-        long_help.push_str(self.long_doc);
-        let mut arg = Arg::new(self.name)
-            .long(flag)
-            .help(help)
-            .long_help(long_help)
-            .display_order(order);
-        if let Some(short) = self.short {
-            arg = arg.short(short);
-        }
-        if let Some(env) = self.env {
-            arg = arg.env(env);
-        }
-        arg = match self.kind {
-            Kind::Duration => arg
-                .value_name("D")
-                .allow_hyphen_values(true)
-                .value_parser(parse::duration_parser()),
-            Kind::DurationOrNone => arg
-                .value_name("D")
-                .allow_hyphen_values(true)
-                .value_parser(parse::duration_or_none_parser()),
-            Kind::Switch => arg
-                .action(ArgAction::SetTrue)
-                .value_parser(parse::flag_parser()),
-            Kind::ExitCode => arg
-                .value_name("N")
-                .value_parser(clap::builder::ValueParser::new(parse_exit_code)),
-        };
-        if let (Default::Value(value), false) = (self.default, self.kind == Kind::DurationOrNone) {
-            arg = arg.default_value(value);
-        }
-        Some(arg)
-    }
-
-    /// The value clap read for this setting, if any (a switch: only when set).
-    pub(crate) fn read_matches(&self, matches: &clap::ArgMatches) -> Option<SettingValue> {
-        match self.kind {
-            Kind::Duration => matches
-                .get_one::<Duration>(self.name)
-                .map(|d| SettingValue::Duration(*d)),
-            Kind::DurationOrNone => matches
-                .get_one::<Option<Duration>>(self.name)
-                .map(|d| SettingValue::DurationOrNone(*d)),
-            Kind::Switch => Some(SettingValue::Switch(matches.get_flag(self.name))),
-            Kind::ExitCode => matches
-                .get_one::<u8>(self.name)
-                .map(|c| SettingValue::ExitCode(*c)),
-        }
-    }
-
-    /// Reads the setting's JSON value on `surface` (`key` is how the caller spelled it).
-    pub(crate) fn read_json(
-        &self,
-        key: &str,
-        value: &Json,
-        range: Option<(Duration, Duration)>,
-    ) -> Result<SettingValue, RpcError> {
-        let bad = |accepts: &str| {
-            RpcError::param(
-                key,
-                format!(
-                    "{} is not valid; it accepts {accepts}",
-                    protocol::quote(value)
-                ),
-            )
-        };
-        let millis = |v: &Json| -> Result<Duration, RpcError> {
-            let n = match range {
-                Some((min, max)) => whole_number(key, v, ms_of(min), ms_of(max))?,
-                None => whole_number(key, v, 0, u64::MAX)?,
-            };
-            Ok(Duration::from_millis(n))
-        };
-        match self.kind {
-            Kind::Duration => millis(value).map(SettingValue::Duration),
-            Kind::DurationOrNone if value.is_null() => Ok(SettingValue::DurationOrNone(None)),
-            Kind::DurationOrNone => millis(value).map(|d| SettingValue::DurationOrNone(Some(d))),
-            Kind::Switch => value
-                .as_bool()
-                .map(SettingValue::Switch)
-                .ok_or_else(|| bad("true or false")),
-            Kind::ExitCode => {
-                let code = whole_number(key, value, 1, 255)?;
-                u8::try_from(code)
-                    .ok()
-                    .filter(|c| !RESERVED_EXIT_CODES.contains(c))
-                    .map(SettingValue::ExitCode)
-                    .ok_or_else(|| bad("1 to 255 but 125, 126 and 127"))
-            }
-        }
-    }
-
-    /// The setting's JSON Schema on `surface` (integer milliseconds, or a boolean).
-    pub(crate) fn json_schema(&self, surface: Surface) -> Json {
-        let range = match surface {
-            Surface::Mcp => self.mcp_range(),
-            _ => self.range,
-        };
-        let mut schema = match self.kind {
-            Kind::Duration => json!({"type": "integer"}),
-            Kind::DurationOrNone => json!({"type": ["integer", "null"]}),
-            Kind::Switch => json!({"type": "boolean"}),
-            Kind::ExitCode => json!({"type": "integer", "minimum": 1, "maximum": 255,
-                                     "not": {"enum": RESERVED_EXIT_CODES}}),
-        };
-        if let Some((min, max)) = range {
-            schema["minimum"] = json!(ms_of(min));
-            schema["maximum"] = json!(ms_of(max));
-        }
-        schema["description"] = json!(self.doc);
-        schema
-    }
-}
-
-/// A duration in whole milliseconds.
-fn ms_of(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The command's arguments for every setting with a flag, shown first in `--help`.
@@ -665,13 +59,16 @@ pub(crate) fn apply_json(
         let Some(value) = params.get(&key) else {
             continue;
         };
+        // A model's client sends null for an argument it leaves out: mcp reads it so where
+        // null does not mean "none" (serve takes null only where it means "none", as its
+        // schema says).
+        if surface == Surface::Mcp && value.is_null() && def.kind != Kind::DurationOrNone {
+            continue;
+        }
         // The range in the caller's words (its key, milliseconds): mcp keeps a model to its
-        // own, narrower one. null only where it means "none", as the schema says.
-        let range = match surface {
-            Surface::Mcp => def.mcp_range(),
-            _ => def.range,
-        };
-        config = (def.apply)(config, def.read_json(&key, value, range)?);
+        // own, narrower one.
+        let value = def.read_json(&key, value, def.range_on(surface))?;
+        config = (def.apply)(config, value);
     }
     Ok(config)
 }
@@ -690,7 +87,7 @@ pub(crate) fn serve_properties() -> serde_json::Map<String, Json> {
             // The setting's name, for clients that name it in their own words (Python's
             // keyword arguments): an annotation JSON Schema validators ignore.
             schema["x-setting"] = json!(d.name);
-            Some((d.serve?.to_owned(), schema))
+            Some((d.serve.on()?.to_owned(), schema))
         })
         .collect()
 }
@@ -714,12 +111,7 @@ pub(crate) fn table_json() -> Json {
         .map(|d| {
             json!({
                 "name": d.name,
-                "kind": match d.kind {
-                    Kind::Duration => "duration",
-                    Kind::DurationOrNone => "duration_or_none",
-                    Kind::Switch => "switch",
-                    Kind::ExitCode => "exit_code",
-                },
+                "kind": kind_name(d.kind),
                 "range_ms": range(d.range),
                 "default": match d.default {
                     Default::Value(v) => v,
@@ -728,14 +120,40 @@ pub(crate) fn table_json() -> Json {
                 "flag": d.key(Surface::Command),
                 "short": d.short.map(|c| format!("-{c}")),
                 "env": d.env,
-                "serve": d.serve,
+                "serve": d.serve.on(),
                 "mcp": d.key(Surface::Mcp),
-                "mcp_range_ms": range(d.mcp.and_then(|_| d.mcp_range())),
+                "mcp_range_ms": range(d.mcp.on().and(d.mcp_range())),
+                "not_on": {
+                    "serve": not_on(d.serve),
+                    "mcp": not_on(d.mcp),
+                },
                 "doc": d.doc,
             })
         })
         .collect();
     json!({"version": env!("CARGO_PKG_VERSION"), "settings": settings})
+}
+
+/// A kind's name in [`table_json`].
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Duration => "duration",
+        Kind::DurationOrNone => "duration_or_none",
+        Kind::Switch => "switch",
+        Kind::ExitCode => "exit_code",
+        Kind::Signal => "signal",
+        Kind::Containment => "containment",
+        Kind::List(Item::Folder | Item::File) => "paths",
+        Kind::List(_) => "list",
+    }
+}
+
+/// Why a surface does not offer a setting (null: it does).
+fn not_on(key: Key) -> Option<&'static str> {
+    match key {
+        Key::On(_) => None,
+        Key::Not(why) => Some(why),
+    }
 }
 
 /// The markdown table of the settings with a key on `surface`, as the docs hold it.
@@ -752,19 +170,20 @@ pub(crate) fn docs_table(surface: Surface) -> String {
             _ => format!("`{key}`"),
         };
         let kind = match (surface, def.kind) {
-            (Surface::Command, Kind::Duration) => "D",
-            (Surface::Command, Kind::DurationOrNone) => "D or `none`",
-            (Surface::Command, Kind::Switch) => "flag",
-            (_, Kind::ExitCode) => "integer",
-            (_, Kind::Duration) => "integer (ms)",
-            (_, Kind::DurationOrNone) => "integer (ms) or null",
-            (_, Kind::Switch) => "boolean",
+            (Surface::Command, Kind::Duration) => "D".to_owned(),
+            (Surface::Command, Kind::DurationOrNone) => "D or `none`".to_owned(),
+            (Surface::Command, Kind::Switch) => "flag".to_owned(),
+            (Surface::Command, Kind::Signal) => "SIG".to_owned(),
+            (Surface::Command, Kind::Containment) => "`auto`, `cgroup` or `group`".to_owned(),
+            (Surface::Command, Kind::List(item)) => format!("{}, repeatable", item.value_name()),
+            (_, Kind::ExitCode) => "integer".to_owned(),
+            (_, Kind::Duration) => "integer (ms)".to_owned(),
+            (_, Kind::DurationOrNone) => "integer (ms) or null".to_owned(),
+            (_, Kind::Switch) => "boolean".to_owned(),
+            (_, Kind::Signal | Kind::Containment) => "string".to_owned(),
+            (_, Kind::List(_)) => "array of strings".to_owned(),
         };
-        let range = match surface {
-            Surface::Mcp => def.mcp_range(),
-            _ => def.range,
-        };
-        let range = def.range_text(range).unwrap_or_default();
+        let range = def.range_text(def.range_on(surface)).unwrap_or_default();
         let default = match def.default {
             Default::Value(v) => format!("`{v}`"),
             Default::Words(w) => w.to_owned(),
@@ -787,7 +206,7 @@ mod tests {
 
     #[test]
     fn every_default_is_the_librarys_and_every_range_is_the_one_it_checks() {
-        let default = MonitorConfig::default();
+        let default = quietus::MonitorConfig::default();
         let applied = |value| {
             move |def: &Def| {
                 (def.apply)(Draft::default(), value)
@@ -796,10 +215,15 @@ mod tests {
             }
         };
         for def in SETTINGS {
-            if let (Default::Value(text), Kind::Duration) = (def.default, def.kind) {
-                let value = parse::parse_duration(text).unwrap();
-                let set = applied(SettingValue::Duration(value))(def);
-                assert_eq!(set, default, "{}'s default", def.name);
+            if let Default::Value(text) = def.default {
+                // The default as the command line reads it (clap's default, or `none`).
+                let given = match def.kind {
+                    Kind::DurationOrNone => vec!["--x".to_owned(), text.to_owned()],
+                    _ => Vec::new(),
+                };
+                let value = from_command_line(def, &given).expect("a default value");
+                let set = applied(value)(def);
+                assert_eq!(set, default, "{}'s default {text}", def.name);
             }
             if def.kind == Kind::Switch {
                 let off = applied(SettingValue::Switch(false))(def);
@@ -819,18 +243,111 @@ mod tests {
             };
             assert_eq!(with(min), Ok(()), "{} accepts its minimum", def.name);
             assert_eq!(with(max), Ok(()), "{} accepts its maximum", def.name);
-            let above = with(max + ms(1)).unwrap_err();
+            let above = with(max + Duration::from_millis(1)).unwrap_err();
             assert_eq!(above.setting(), def.setting, "{}: {above}", def.name);
-            if let Some(below) = min.checked_sub(ms(1)) {
+            if let Some(below) = min.checked_sub(Duration::from_millis(1)) {
                 let below = with(below).unwrap_err();
                 assert_eq!(below.setting(), def.setting, "{}: {below}", def.name);
             }
-            if let Some((_, Some((mcp_min, mcp_max)))) = def.mcp {
+            if let (Key::On(_), Some((mcp_min, mcp_max))) = (def.mcp, def.mcp_range) {
                 assert!(
                     min <= mcp_min && mcp_max <= max,
                     "{}: mcp's range is narrower",
                     def.name
                 );
+            }
+        }
+    }
+
+    /// What the command line reads for `def` from `args` (its flag spelled `--x`).
+    fn from_command_line(def: &Def, args: &[String]) -> Option<SettingValue> {
+        let arg = def.arg(0).expect("a flag").long("x");
+        let command = clap::Command::new("quietus").arg(arg);
+        let args = std::iter::once("quietus".to_owned()).chain(args.iter().cloned());
+        let matches = command.try_get_matches_from(args).expect("parses");
+        def.read_matches(&matches)
+    }
+
+    /// A value of `def`'s kind as the command line writes it, and as JSON.
+    fn sample(def: &Def) -> (&'static str, Json) {
+        match def.kind {
+            Kind::Duration | Kind::DurationOrNone => ("3s", json!(3000)),
+            Kind::Switch => ("", json!(true)),
+            Kind::ExitCode => ("75", json!(75)),
+            Kind::Signal => ("INT", json!("INT")),
+            Kind::Containment => ("group", json!("group")),
+            Kind::List(Item::SoloCap) => ("children=10m", json!(["children=10m"])),
+            Kind::List(Item::Probe) => ("p=true", json!(["p=true"])),
+            Kind::List(_) => ("notes", json!(["notes"])),
+        }
+    }
+
+    /// Every row of the table reaches every surface, or says why not: clap parses its flag
+    /// (in the command's own parser), `serve`'s process/start takes its key, `mcp`'s
+    /// exec_command lists it in its schema and takes it; each applied changes the
+    /// configuration. A row a surface leaves out names the reason.
+    #[test]
+    fn every_row_reaches_every_surface_or_says_why_not() {
+        let command = crate::cli::options::command();
+        let serve = crate::serve::ServeOptions {
+            max_processes: 1,
+            retain_bytes: 1024,
+            shutdown_grace: Duration::ZERO,
+            output_filter: crate::serve::CommandFilter::All,
+            output_throttle: Duration::ZERO,
+            log_dir: None,
+        };
+        let mcp = crate::mcp::McpOptions::default();
+        let mcp_schema = crate::mcp::tools(&mcp)[0]["inputSchema"]["properties"].clone();
+        for def in SETTINGS {
+            let (text, value) = sample(def);
+            // Only the exit statuses change nothing in the configuration (the command reads
+            // them itself).
+            let changes = |draft: Draft| draft != Draft::default() || def.kind == Kind::ExitCode;
+            for surface in [Surface::Command, Surface::Serve, Surface::Mcp] {
+                let key = match def.surface(surface) {
+                    Key::On(key) => key,
+                    Key::Not(why) => {
+                        assert!(why.len() > 20, "{} on {surface:?}: why not?", def.name);
+                        continue;
+                    }
+                };
+                let name = format!("{} on {surface:?} as {key}", def.name);
+                match surface {
+                    Surface::Command => {
+                        let mut args = vec!["quietus".to_owned(), format!("--{key}")];
+                        if def.kind != Kind::Switch {
+                            args.push(text.to_owned());
+                        }
+                        args.extend(["--".to_owned(), "x".to_owned()]);
+                        let matches = command.clone().try_get_matches_from(&args);
+                        let matches = matches.unwrap_or_else(|e| panic!("{name}: {e}"));
+                        let read = def.read_matches(&matches).expect(&name);
+                        assert!(changes((def.apply)(Draft::default(), read)), "{name}");
+                    }
+                    Surface::Serve => {
+                        let params = json!({"processId": "p", "argv": ["true"], key: value});
+                        let params = params.as_object().unwrap();
+                        let start = crate::serve::parse_start(params, &serve);
+                        assert!(start.is_ok(), "{name}: {:?}", start.err());
+                    }
+                    Surface::Mcp => {
+                        let property = &mcp_schema[key];
+                        assert_eq!(property["description"], def.doc, "{name}: the schema");
+                        let arguments = json!({"cmd": "x", key: value});
+                        let call = crate::mcp::parse_call(
+                            "exec_command",
+                            arguments.as_object().unwrap(),
+                            &mcp,
+                        );
+                        assert!(call.is_ok(), "{name}: {call:?}");
+                    }
+                }
+                if surface != Surface::Command {
+                    let params = json!({key: value});
+                    let draft = apply_json(Draft::default(), params.as_object().unwrap(), surface);
+                    assert!(changes(draft.expect(&name)), "{name}: applied");
+                }
             }
         }
     }
@@ -849,7 +366,7 @@ mod tests {
             if let Some(setting) = def.setting {
                 assert!(SETTINGS[..i].iter().all(|d| d.setting != Some(setting)));
             }
-            if let (Some(flag), Some(env)) = (def.flag, def.env) {
+            if let (Key::On(flag), Some(env)) = (def.flag, def.env) {
                 assert_eq!(
                     env,
                     format!("QUIETUS_{}", flag.replace('-', "_").to_uppercase())
@@ -915,7 +432,7 @@ mod tests {
         };
         (
             format!(
-                "<!-- settings:{name} (generated from crates/quietus-cli/src/settings.rs: \
+                "<!-- settings:{name} (generated from crates/quietus-cli/src/settings/table.rs: \
                  QUIETUS_BLESS=1 cargo test -p quietus-cli settings rewrites it) -->"
             ),
             format!("<!-- /settings:{name} -->"),

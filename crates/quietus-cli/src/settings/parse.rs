@@ -235,6 +235,20 @@ pub(crate) fn parse_duration_or_none(text: &str) -> Result<Option<Duration>, Str
         .map_err(|e| format!("{e}, or none"))
 }
 
+/// `children=10m:output=none`: one or more `SOURCE=D`, separated by `:` (the one value of
+/// `QUIETUS_SOLO_CAP` holds several).
+pub(crate) fn parse_solo_caps(text: &str) -> Result<Vec<SoloCap>, String> {
+    let caps: Vec<SoloCap> = text
+        .split(ENV_LIST_SEPARATOR)
+        .filter(|part| !part.trim().is_empty())
+        .map(parse_solo_cap)
+        .collect::<Result<_, _>>()?;
+    if caps.is_empty() {
+        return parse_solo_cap(text).map(|cap| vec![cap]);
+    }
+    Ok(caps)
+}
+
 /// The value parser of a duration option of the settings table.
 pub(crate) fn duration_parser() -> impl TypedValueParser<Value = Duration> {
     text(parse_duration)
