@@ -326,7 +326,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         serve: Key::On("watch"),
         mcp: Key::Not(MCP_FEW),
         mcp_range: None,
-        doc: "A folder whose file activity counts; repeatable; replaces the default .agent.",
+        doc: "Folders whose file activity counts, in place of the default .agent.",
         long_doc: "Watched recursively. Relative paths start from the current directory. A folder that\n\
                    does not exist yet is picked up when it is created. Creating, changing, renaming or\n\
                    removing a file counts; reading never does.\n\
