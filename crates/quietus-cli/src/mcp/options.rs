@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::settings::{self, Draft, SettingValue};
+
 const AFTER_HELP: &str = "\
 Every option can also be set with its QUIETUS_* variable (shown with each option); the
 command line wins. The tools, their schemas and examples are in docs/mcp.md. Exit status: 0 when
@@ -113,12 +115,33 @@ pub(crate) struct McpOptions {
 impl McpOptions {
     /// The settings a command starts from before its arguments: the library's defaults (the
     /// settings table's), with the server's idle and hard timeouts.
-    pub(crate) fn settings(&self) -> crate::settings::Draft {
-        crate::settings::Draft::new(
-            quietus::MonitorConfig::builder()
-                .idle_timeout(self.idle_timeout)
-                .hard_timeout(self.hard_timeout),
-        )
+    pub(crate) fn settings(&self) -> Draft {
+        self.defaults()
+            .into_iter()
+            .fold(Draft::default(), |draft, (name, value)| {
+                let def = settings::by_name(name).expect("a setting of the table");
+                (def.apply)(draft, value)
+            })
+    }
+
+    /// The server's own defaults of the table's settings (`--idle-timeout`,
+    /// `--hard-timeout`), by the settings' names.
+    pub(crate) fn defaults(&self) -> [(&'static str, SettingValue); 2] {
+        [
+            ("idle_timeout", SettingValue::Duration(self.idle_timeout)),
+            (
+                "hard_timeout",
+                SettingValue::DurationOrNone(self.hard_timeout),
+            ),
+        ]
+    }
+
+    /// The server's default of the table's setting `name`, if it has its own.
+    pub(crate) fn default_of(&self, name: &str) -> Option<SettingValue> {
+        self.defaults()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, value)| value)
     }
 }
 

@@ -134,9 +134,6 @@ fn exec_output_schema() -> Value {
 }
 
 fn exec_input_schema(options: &McpOptions) -> Value {
-    let hard_default = options
-        .hard_timeout
-        .map_or(Value::Null, |d| json!(d.as_millis() as u64));
     let mut schema = json!({
         "type": "object",
         "properties": {
@@ -156,14 +153,9 @@ fn exec_input_schema(options: &McpOptions) -> Value {
             continue;
         };
         let mut property = def.json_schema(Surface::Mcp);
-        property["default"] = match def.name {
-            "idle_timeout" => json!(options.idle_timeout.as_millis() as u64),
-            "hard_timeout" => hard_default.clone(),
-            _ => match def.default {
-                settings::Default::Value(text) => crate::settings::parse::parse_duration(text)
-                    .map_or(Value::Null, |d| json!(d.as_millis() as u64)),
-                settings::Default::Words(_) => Value::Null,
-            },
+        property["default"] = match options.default_of(def.name) {
+            Some(value) => value.to_json(),
+            None => def.default_json(),
         };
         schema["properties"][key] = property;
     }

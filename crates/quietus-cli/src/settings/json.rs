@@ -7,7 +7,12 @@ use std::time::Duration;
 use serde_json::{Value as Json, json};
 
 use super::def::{Def, Item, Kind, SettingValue, Surface};
-use super::parse::{RESERVED_EXIT_CODES, parse_containment, parse_signal, parse_solo_caps};
+use quietus::Containment;
+
+use super::parse::{
+    RESERVED_EXIT_CODES, parse_containment, parse_duration, parse_duration_or_none, parse_signal,
+    parse_solo_caps,
+};
 use crate::jsonrpc::protocol::{self, RpcError, whole_number};
 
 /// A duration in whole milliseconds.
@@ -85,6 +90,53 @@ impl Def {
         }
         schema["description"] = json!(self.doc);
         schema
+    }
+}
+
+impl SettingValue {
+    /// The value as JSON (durations in milliseconds, none as null).
+    pub(crate) fn to_json(&self) -> Json {
+        match self {
+            SettingValue::Duration(d) => json!(ms_of(*d)),
+            SettingValue::DurationOrNone(d) => d.map_or(Json::Null, |d| json!(ms_of(d))),
+            SettingValue::Switch(on) => json!(on),
+            SettingValue::ExitCode(code) => json!(code),
+            SettingValue::Signal(signal) => json!(signal.name()),
+            SettingValue::Containment(mode) => json!(match mode {
+                Containment::Cgroup => "cgroup",
+                Containment::Group => "group",
+                _ => "auto",
+            }),
+            SettingValue::Paths(paths) => {
+                json!(
+                    paths
+                        .iter()
+                        .map(|p| p.to_string_lossy())
+                        .collect::<Vec<_>>()
+                )
+            }
+            SettingValue::Texts(texts) => json!(texts),
+            SettingValue::SoloCaps(_) | SettingValue::Probes(_) => Json::Null,
+        }
+    }
+}
+
+impl Def {
+    /// The default in a JSON Schema: the value the command's default stands for (a duration
+    /// in milliseconds, none as null), or null where the default is words.
+    pub(crate) fn default_json(&self) -> Json {
+        let super::def::Default::Value(text) = self.default else {
+            return Json::Null;
+        };
+        let value = match self.kind {
+            Kind::Duration => parse_duration(text).map(SettingValue::Duration),
+            Kind::DurationOrNone => parse_duration_or_none(text).map(SettingValue::DurationOrNone),
+            Kind::ExitCode => super::parse::parse_exit_code(text).map(SettingValue::ExitCode),
+            Kind::Signal => parse_signal(text).map(SettingValue::Signal),
+            Kind::Containment => parse_containment(text).map(SettingValue::Containment),
+            Kind::Switch | Kind::List(_) => return Json::Null,
+        };
+        value.map_or(Json::Null, |v| v.to_json())
     }
 }
 
