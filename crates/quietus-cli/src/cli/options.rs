@@ -449,67 +449,52 @@ impl Options {
 
     /// A configuration error in the words of the command line.
     fn option_error(&self, error: &ConfigError) -> String {
-        let (id, what) = match error {
+        // The table's option that sets the setting the library names (the first signal is
+        // the ladder's).
+        let setting = match error {
+            ConfigError::InvalidSignal { .. } => Some(Setting::KillLadder),
+            _ => error.setting(),
+        };
+        let Some(def) = setting
+            .and_then(crate::settings::by_setting)
+            .filter(|def| def.key(Surface::Command).is_some())
+        else {
+            return format!("invalid option: {error}");
+        };
+        let what = match error {
             ConfigError::OutOfRange {
-                setting,
-                value,
-                min,
-                max,
-            } => {
-                // The table's option that sets it (solo caps have their own option).
-                let id = match setting {
-                    Setting::SoloCap => "solo_cap",
-                    other => match crate::settings::by_setting(*other) {
-                        Some(def) if def.key(Surface::Command).is_some() => def.name,
-                        _ => return format!("invalid option: {error}"),
-                    },
-                };
-                (
-                    id,
-                    format!(
-                        "{} is out of range; it accepts {} to {}",
-                        exact_duration(*value),
-                        round_duration(*min),
-                        round_duration(*max)
-                    ),
-                )
-            }
+                value, min, max, ..
+            } => format!(
+                "{} is out of range; it accepts {} to {}",
+                exact_duration(*value),
+                round_duration(*min),
+                round_duration(*max)
+            ),
             ConfigError::InvalidGlob {
                 pattern, reason, ..
-            } => (
-                "exclude",
-                format!(
-                    "{pattern:?} is not a valid glob ({reason}); it accepts patterns like \
-                     '*.tmp', 'cache/**', '**/*.bak'"
-                ),
+            } => format!(
+                "{pattern:?} is not a valid glob ({reason}); it accepts patterns like '*.tmp', \
+                 'cache/**', '**/*.bak'"
             ),
             ConfigError::InvalidPattern {
                 pattern, reason, ..
-            } => (
-                "done_when_output",
-                format!(
-                    "{pattern:?} is not a valid regular expression ({reason}); it accepts \
-                     patterns like '^DONE$', '\"type\":\"result\"'"
-                ),
+            } => format!(
+                "{pattern:?} is not a valid regular expression ({reason}); it accepts patterns \
+                 like '^DONE$', '\"type\":\"result\"'"
             ),
-            ConfigError::UnknownSource { name } => (
-                "solo_cap",
-                format!(
-                    "{name:?} is not a source; it accepts output, files, children, \
-                     repeated_output, keepalive or the NAME of a --probe"
-                ),
+            ConfigError::UnknownSource { name } => format!(
+                "{name:?} is not a source; it accepts output, files, children, repeated_output, \
+                 keepalive or the NAME of a --probe"
             ),
-            ConfigError::InvalidProbe { name, reason } => (
-                "probe",
-                format!("{name:?} cannot be a probe's name ({reason})"),
-            ),
-            ConfigError::InvalidSignal { value } => (
-                "signal",
-                format!("{value:?} is not a signal; it accepts TERM, INT, HUP, SIGUSR1, 15…"),
-            ),
+            ConfigError::InvalidProbe { name, reason } => {
+                format!("{name:?} cannot be a probe's name ({reason})")
+            }
+            ConfigError::InvalidSignal { value } => {
+                format!("{value:?} is not a signal; it accepts TERM, INT, HUP, SIGUSR1, 15…")
+            }
             other => return format!("invalid option: {other}"),
         };
-        format!("invalid value for {}: {what}", self.describe(id))
+        format!("invalid value for {}: {what}", self.describe(def.name))
     }
 
     /// `--grace`, or `--grace (from QUIETUS_GRACE)` when the value came from there.
