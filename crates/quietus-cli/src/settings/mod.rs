@@ -60,9 +60,13 @@ pub(crate) fn apply_json(
             continue;
         };
         // A model's client sends null for an argument it leaves out: mcp reads it so where
-        // null does not mean "none" (serve takes null only where it means "none", as its
-        // schema says).
-        if surface == Surface::Mcp && value.is_null() && def.kind != Kind::DurationOrNone {
+        // null does not mean "none"; serve takes null only where it means "none", as its
+        // schema says, and for a list (no list, as `watch` always read it).
+        let absent = match surface {
+            Surface::Mcp => def.kind != Kind::DurationOrNone,
+            Surface::Serve | Surface::Command => matches!(def.kind, Kind::List(_)),
+        };
+        if value.is_null() && absent {
             continue;
         }
         // The range in the caller's words (its key, milliseconds): mcp keeps a model to its
@@ -350,6 +354,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// serve's `watch: null` is no list (as `watch` was read before the table had it); its
+    /// `idleTimeoutMs: null` is refused, null meaning nothing there.
+    #[test]
+    fn serve_reads_null_as_its_schema_says() {
+        let apply = |params: Json| {
+            apply_json(
+                Draft::default(),
+                params.as_object().unwrap(),
+                Surface::Serve,
+            )
+        };
+        assert_eq!(apply(json!({"watch": null})), Ok(Draft::default()));
+        assert!(apply(json!({"idleTimeoutMs": null})).is_err());
+        assert!(apply(json!({"hardTimeoutMs": null})).is_ok());
     }
 
     #[test]
