@@ -341,7 +341,7 @@ pub(crate) const SETTINGS: &[Def] = &[
         setting: Some(Setting::FilesExclude),
         kind: Kind::List(Item::Glob),
         range: None,
-        default: Default::Words("only the defaults: *.log, *.swp, *~, .#*"),
+        default: Default::Words("none beyond the built-in *.log, *.swp, *~, .#*"),
         flag: Key::On("exclude"),
         short: None,
         env: Some("QUIETUS_EXCLUDE"),
