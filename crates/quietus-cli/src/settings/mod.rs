@@ -1,16 +1,21 @@
 //! The settings table: each setting a client can give a session, defined once (as ripgrep's
 //! `crates/core/flags/defs.rs` defines each flag once): its name, type, range, default, the
 //! command's flag and environment variable, its key in `serve`'s `process/start` and in `mcp`'s
-//! `exec_command`, its doc line, and how it sets the library's [`MonitorConfig`].
+//! `exec_command` (or why a surface leaves it out), its doc line, and how it sets the library's
+//! [`MonitorConfig`](quietus::MonitorConfig).
 //!
 //! From this table come: the command's options for these settings (clap arguments,
-//! [`cli_args`]) and their environment variables; `serve`'s parsing of them
-//! ([`apply_json`]) and `mcp`'s ranges and schema entries ([`Def::json_schema`]); the error
-//! messages of all three, which name the setting as the caller spelled it ([`Surface`]); the
-//! `process/start` part of `quietus serve --schema`; and the rows of the option tables in
-//! `docs/cli.md`, `docs/serve.md` and `docs/mcp.md` (a test fails when they differ).
+//! [`cli_args`]) and their environment variables; `serve`'s and `mcp`'s reading of them
+//! ([`apply_json`], one path for both) and their schema entries ([`Def::json_schema`]); the
+//! error messages of all three, which name the setting as the caller spelled it
+//! ([`Surface`]); the `process/start` part of `quietus serve --schema`; and the rows of the
+//! option tables in `docs/cli.md`, `docs/serve.md` and `docs/mcp.md` (a test fails when they
+//! differ). The control actions have their table beside it ([`controls`]).
 //!
-//! Adding a setting is one entry in [`SETTINGS`] whose `apply` calls the library's setter.
+//! The files: `table` (the rows), `def` (what a row is; the [`Draft`] the rows apply to),
+//! `arg` (a row as a clap option), `json` (a row in JSON), `parse` (the parsers every
+//! surface shares), `controls`. Adding a setting is one row in [`SETTINGS`] whose `apply`
+//! calls the library's setter.
 
 use std::time::Duration;
 

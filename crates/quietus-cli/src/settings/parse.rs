@@ -348,10 +348,10 @@ pub(crate) fn parse_watch(path: &OsStr) -> Result<PathBuf, String> {
     Ok(PathBuf::from(path))
 }
 
-/// The exit statuses a setting of [`Kind::ExitCode`] may not take: quietus's own failure, a
+/// The exit statuses a setting of [`Kind::ExitCode`](super::Kind::ExitCode) may not take: quietus's own failure, a
 /// program that cannot be executed, a program not found (their meaning is fixed).
 pub(crate) const RESERVED_EXIT_CODES: [u8; 3] = [125, 126, 127];
-/// Reads an exit status for a [`Kind::ExitCode`] setting: 1..=255, not a reserved one.
+/// Reads an exit status for a [`Kind::ExitCode`](super::Kind::ExitCode) setting: 1..=255, not a reserved one.
 pub(crate) fn parse_exit_code(text: &str) -> Result<u8, String> {
     let accepts = "it accepts a whole number from 1 to 255 but 125, 126 and 127 (quietus's own \
                    failure, a program that cannot be executed, one not found)";
