@@ -12,7 +12,7 @@ use quietus::Session;
 /// the end of quietus's stdin, the terminal gets end-of-file the terminal way. The thread is
 /// not joined: it may sit in a read of quietus's stdin until the process ends.
 pub(crate) fn start_stdin() -> io::Result<crossbeam_channel::Sender<Arc<Session>>> {
-    let started = super::spare::start("quietus-stdin", move |session: Arc<Session>| {
+    let started = crate::spare::start("quietus-stdin", move |session: Arc<Session>| {
         let mut stdin = io::stdin().lock();
         let mut buf = vec![0u8; 64 * 1024];
         loop {

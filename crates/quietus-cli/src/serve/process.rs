@@ -10,8 +10,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
-    CaptureConfig, ConfigError, Environment, Event, EventConfig, EventReceiver, FileWatchConfig,
-    MonitorConfig, Session, SessionBuilder, Signal, Stdin, Stream, error::Setting,
+    CaptureConfig, ConfigError, Environment, Event, EventConfig, EventReceiver, MonitorConfig,
+    Session, SessionBuilder, Stdin, Stream, error::Setting,
 };
 use serde_json::{Map, Value, json};
 
@@ -33,7 +33,6 @@ pub(crate) const START_FIELDS: &[&str] = &[
     "seed",
     "io",
     "logThresholdBytes",
-    "watch",
     "context",
 ];
 
@@ -275,14 +274,11 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
         Some(n) => capture = capture.spill_threshold(n),
         None => {}
     }
-    let mut config = MonitorConfig::builder()
+    let config = MonitorConfig::builder()
         .capture(capture)
         .events(EventConfig::builder().throttle(options.output_throttle));
-    if let Some(roots) = params.strings("watch")? {
-        config = config.files(FileWatchConfig::builder().roots(roots));
-    }
     // The settings table's, each under its serve key.
-    let draft = Draft::new(config, Signal::TERM);
+    let draft = Draft::new(config);
     let draft = settings::apply_json(draft, params.map(), Surface::Serve)?;
     draft.build().map_err(|e| config_error(&e))
 }
@@ -337,30 +333,29 @@ pub(crate) fn start_forwarder(
     forward: Forward,
     outbox: Arc<Outbox>,
 ) -> std::io::Result<Sender<EventReceiver>> {
-    let started =
-        crate::cli::spare::start("quietus-serve-events", move |mut events: EventReceiver| {
-            {
-                // Per stream: output notifications dropped since the last one sent.
-                let mut dropped = [false; 4];
-                let mut exited = None;
-                while let Some(event) = events.recv() {
-                    match event {
-                        Event::Exited { .. } => exited = Some(event),
-                        Event::Closed => {
-                            if let Some(exited) = exited.take() {
-                                forward_event(exited, &forward, &outbox, &mut dropped);
-                            }
-                            forward_event(event, &forward, &outbox, &mut dropped);
+    let started = crate::spare::start("quietus-serve-events", move |mut events: EventReceiver| {
+        {
+            // Per stream: output notifications dropped since the last one sent.
+            let mut dropped = [false; 4];
+            let mut exited = None;
+            while let Some(event) = events.recv() {
+                match event {
+                    Event::Exited { .. } => exited = Some(event),
+                    Event::Closed => {
+                        if let Some(exited) = exited.take() {
+                            forward_event(exited, &forward, &outbox, &mut dropped);
                         }
-                        _ => forward_event(event, &forward, &outbox, &mut dropped),
+                        forward_event(event, &forward, &outbox, &mut dropped);
                     }
-                }
-                // The stream ended without `Closed` (cannot happen): the exit is still told.
-                if let Some(exited) = exited {
-                    forward_event(exited, &forward, &outbox, &mut dropped);
+                    _ => forward_event(event, &forward, &outbox, &mut dropped),
                 }
             }
-        });
+            // The stream ended without `Closed` (cannot happen): the exit is still told.
+            if let Some(exited) = exited {
+                forward_event(exited, &forward, &outbox, &mut dropped);
+            }
+        }
+    });
     started.map(|(events, _thread)| events)
 }
 
@@ -425,7 +420,7 @@ fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut
             // observe mode (issue 43): the report's `observed` entry
             "process/observed",
             crate::jsonrpc::protocol::camel_case_keys(
-                serde_json::to_value(crate::cli::report::ObservedJson::new(&observation))
+                serde_json::to_value(crate::report::ObservedJson::new(&observation))
                     .unwrap_or_default(),
             ),
         ),
@@ -452,7 +447,7 @@ pub(crate) fn start_stdin_writer(
     outbox: Arc<Outbox>,
 ) -> std::io::Result<(Sender<StdinJob>, Sender<Arc<Session>>)> {
     let (tx, rx): (Sender<StdinJob>, Receiver<StdinJob>) = crossbeam_channel::bounded(STDIN_JOBS);
-    let started = crate::cli::spare::start("quietus-serve-stdin", move |session: Arc<Session>| {
+    let started = crate::spare::start("quietus-serve-stdin", move |session: Arc<Session>| {
         {
             let answer = |id: Option<Value>, answer: Result<Value, RpcError>| {
                 if let Some(id) = id {

@@ -1,8 +1,8 @@
-//! The command's threads, started before the program (issue 51 item 1): each waits for what
-//! it needs of the session (the session itself, its events), handed over once the program
-//! runs. A thread the system refuses (a process limit) is then quietus's failure at the start,
-//! 125 with nothing run, not a run without its signal handling, its terminal input or its
-//! event stream.
+//! Threads of the command's crate (the command's, `serve`'s, `mcp`'s), started before the
+//! program (issue 51 item 1): each waits for what it needs of the session (the session itself,
+//! its events), handed over once the program runs. A thread the system refuses (a process
+//! limit) is then quietus's failure at the start (125 with nothing run; -32000 `thread` under
+//! `serve`), not a run without its signal handling, its terminal input or its event stream.
 
 use std::io;
 use std::thread::JoinHandle;
