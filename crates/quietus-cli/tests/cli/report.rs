@@ -323,7 +323,12 @@ fn leftovers_killed_is_counted() {
             "--report",
             path.to_str().expect("utf-8"),
         ])
-        .sh("sleep 30 >/dev/null 2>&1 & sleep 30 >/dev/null 2>&1 & exit 0")
+        // The leader exits once both jobs are `sleep`: a job still between its fork and its
+        // exec is a copy of the shell, and is named so (it was, beside a loaded suite).
+        .sh(
+            "sleep 30 >/dev/null 2>&1 & a=$!; sleep 30 >/dev/null 2>&1 & b=$!; \
+             for p in $a $b; do until grep -qx sleep /proc/$p/comm; do :; done; done; exit 0",
+        )
         .output();
     assert_code(&output, 0);
     let r = read_report(&path);
