@@ -9,6 +9,7 @@ mod probe;
 mod report;
 mod serve;
 mod settings;
+mod spare;
 mod sys;
 
 use std::ffi::OsString;
@@ -194,6 +195,12 @@ fn run(options: &Options, termination: &mut Option<TerminationMessage>) -> (Exit
         config: &config,
         command: &cli.command,
     };
+    // observe mode (issue 43): the events are read to say each observation at the moment.
+    let say_observed = config.observe() && options.summary_wanted();
+    let threads = match start_threads(&mut signals, cli.pty, events, say_observed) {
+        Ok(threads) => threads,
+        Err(e) => return threads_failed(&e, signals, report, context),
+    };
 
     // --pty: the program's terminal has quietus's own terminal's size when there is one.
     let pty_size = cli
@@ -211,18 +218,13 @@ fn run(options: &Options, termination: &mut Option<TerminationMessage>) -> (Exit
         }
     };
     signals.start(session.clone(), options.grace());
-    if pty_size.is_some() {
-        cli::relay::start_stdin(session.clone());
+    if let Some(stdin) = threads.stdin {
+        let _ = stdin.send(session.clone()); // it waits for it
     }
-    // observe mode (issue 43): the events are read to say each observation at the moment.
-    let say_observed = config.observe() && options.summary_wanted();
-    let event_writer = (events.is_some() || say_observed)
-        .then(|| {
-            cli::events::start(events, session.events(), say_observed)
-                .inspect_err(|e| log::warn!("cannot start the event writer: {e}"))
-                .ok()
-        })
-        .flatten();
+    let event_writer = threads.events.map(|(events, writer)| {
+        let _ = events.send(session.events()); // it waits for them
+        writer
+    });
     let result = session.wait();
     if let Some(writer) = event_writer {
         let _ = writer.join(); // it ends after `Closed`, which comes before the result
@@ -231,6 +233,61 @@ fn run(options: &Options, termination: &mut Option<TerminationMessage>) -> (Exit
     let _ = io::stdout().flush();
     restore_terminal(raw.take());
     finish(options, &session, &result, &received, report, context)
+}
+
+/// The command's threads, started before the program, each waiting for what it is handed once
+/// the program runs.
+struct Threads {
+    /// `--pty`: the relay of quietus's stdin into the program's terminal.
+    stdin: Option<crossbeam_channel::Sender<Arc<Session>>>,
+    /// The event writer (`--events`, or observe mode's lines), and its thread to join.
+    events: Option<(
+        crossbeam_channel::Sender<quietus::EventReceiver>,
+        std::thread::JoinHandle<()>,
+    )>,
+}
+
+/// Starts the command's threads before the program (issue 51 item 1): the signal thread, the
+/// stdin relay with `pty`, the event writer when there are `events` to write or observations
+/// to say. The error names the one the system refused.
+fn start_threads(
+    signals: &mut SignalHandling,
+    pty: bool,
+    events: Option<cli::events::Target>,
+    say_observed: bool,
+) -> io::Result<Threads> {
+    let named = |what: &'static str| {
+        move |e: io::Error| io::Error::new(e.kind(), format!("cannot start quietus's {what}: {e}"))
+    };
+    signals.prepare().map_err(named("signal thread"))?;
+    let stdin = pty
+        .then(cli::relay::start_stdin)
+        .transpose()
+        .map_err(named("stdin relay thread"))?;
+    let events = (events.is_some() || say_observed)
+        .then(|| cli::events::start(events, say_observed))
+        .transpose()
+        .map_err(named("event writer thread"))?;
+    Ok(Threads { stdin, events })
+}
+
+/// A thread of the command's own could not be started (`e` says which): nothing was run; says
+/// so and writes the report, and quietus exits 125.
+fn threads_failed(
+    e: &io::Error,
+    signals: SignalHandling,
+    report: Option<ReportTarget>,
+    context: Context<'_>,
+) -> (Exit, String) {
+    let message = format!("{e}; nothing was run");
+    say_line(&format!("quietus: {message}"));
+    let _ = signals.finish();
+    let code = MonitorResult::EXIT_INTERNAL;
+    if let Some(report) = report {
+        write_report(report, &Report::not_started(context, code, message.clone()));
+    }
+    let exit = Exit::Code(code);
+    (exit, cli::termination::line("not_started", exit, &message))
 }
 
 /// --pty on a terminal: raw mode for the run, so every key (Ctrl-C too) reaches the program's

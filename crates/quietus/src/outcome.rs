@@ -774,6 +774,12 @@ pub enum UnwatchedReason {
         /// The bound it passed.
         bound: usize,
     },
+    /// It holds more folders than the other sessions of this process (a server's) left of the
+    /// most they watch together.
+    TooManyFoldersInProcess {
+        /// The process's bound.
+        bound: usize,
+    },
     /// The include and exclude patterns are too many for the matcher: nothing is watched.
     TooManyPatterns,
     /// The system refused to watch or read it (no permission, say).
@@ -794,6 +800,11 @@ impl fmt::Display for UnwatchedReason {
                 f,
                 "has more than {bound} folders to watch, what is left of the most one session \
                  watches; name a smaller folder to watch"
+            ),
+            UnwatchedReason::TooManyFoldersInProcess { bound } => write!(
+                f,
+                "has more folders to watch than the other sessions of this process (a server's) \
+                 left of the {bound} they may watch together; name a smaller folder to watch"
             ),
             UnwatchedReason::TooManyPatterns => {
                 f.write_str("the include and exclude patterns are too many for the matcher")

@@ -134,37 +134,35 @@ impl Target {
     }
 }
 
-/// Starts the writer (to `target`, if any); it ends after `Closed`. Join it before exiting so
+/// Starts the writer (to `target`, if any), before the program: it waits for the session's
+/// events, sent on the returned channel, and ends after `Closed`. Join it before exiting so
 /// the file is complete. With `say_observed` (observe mode, issue 43), each observation is
 /// also said on stderr at the moment (`quietus: would have ended …`).
 pub(crate) fn start(
     target: Option<Target>,
-    mut events: EventReceiver,
     say_observed: bool,
-) -> io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("quietus-events".into())
-        .spawn(move || {
-            let mut out: Box<dyn Write> = match target {
-                Some(Target::File(file)) => Box::new(BufWriter::new(file)),
-                Some(Target::Stderr) => Box::new(io::stderr()),
-                None => Box::new(io::sink()),
-            };
-            for event in events.iter() {
-                if let (true, Event::Observed(observation)) = (say_observed, &event) {
-                    let said = crate::report::observed_line(observation);
-                    let mut stderr = io::stderr().lock();
-                    let _ = stderr.write_all(format!("{said}\n").as_bytes());
-                }
-                let Some(line) = line(event) else { continue };
-                let written = serde_json::to_writer(&mut out, &line)
-                    .map_err(io::Error::other)
-                    .and_then(|()| out.write_all(b"\n"))
-                    .and_then(|()| out.flush());
-                if let Err(e) = written {
-                    log::warn!("cannot write the event stream: {e}; it stops here");
-                    return;
-                }
+) -> io::Result<(crossbeam_channel::Sender<EventReceiver>, JoinHandle<()>)> {
+    crate::spare::start("quietus-events", move |mut events: EventReceiver| {
+        let mut out: Box<dyn Write> = match target {
+            Some(Target::File(file)) => Box::new(BufWriter::new(file)),
+            Some(Target::Stderr) => Box::new(io::stderr()),
+            None => Box::new(io::sink()),
+        };
+        for event in events.iter() {
+            if let (true, Event::Observed(observation)) = (say_observed, &event) {
+                let said = crate::report::observed_line(observation);
+                let mut stderr = io::stderr().lock();
+                let _ = stderr.write_all(format!("{said}\n").as_bytes());
             }
-        })
+            let Some(line) = line(event) else { continue };
+            let written = serde_json::to_writer(&mut out, &line)
+                .map_err(io::Error::other)
+                .and_then(|()| out.write_all(b"\n"))
+                .and_then(|()| out.flush());
+            if let Err(e) = written {
+                log::warn!("cannot write the event stream: {e}; it stops here");
+                return;
+            }
+        }
+    })
 }

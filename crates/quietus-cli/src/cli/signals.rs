@@ -80,6 +80,8 @@ struct Shared {
 pub(crate) struct SignalHandling {
     signals: Option<sys::Waited>,
     thread: Option<JoinHandle<()>>,
+    /// Where the waiting thread is handed the session (and the grace).
+    session: Option<crossbeam_channel::Sender<(Arc<Session>, Duration)>>,
     received: Arc<Shared>,
     reap: bool,
     /// WINCH is taken: the program's terminal follows quietus's own terminal's size.
@@ -116,6 +118,7 @@ impl SignalHandling {
         SignalHandling {
             signals,
             thread: None,
+            session: None,
             received: Arc::default(),
             reap,
             resize,
@@ -124,20 +127,21 @@ impl SignalHandling {
         }
     }
 
-    /// Starts acting on the signals for `session`: forwarding, and reaping adopted zombies
-    /// other than the session's child.
-    pub(crate) fn start(&mut self, session: Arc<Session>, grace: Duration) {
+    /// Starts the signal thread, before the program (it waits for the session): an error when
+    /// the system refuses it, and then nothing may run (issue 51 item 1). Nothing to start
+    /// when the signals could not be blocked.
+    pub(crate) fn prepare(&mut self) -> std::io::Result<()> {
         let Some(signals) = self.signals else {
-            return;
+            return Ok(());
         };
         let received = self.received.clone();
         let reap = self.reap;
         let resize = self.resize;
         let zombie_before = self.zombie_before;
-        let child = session.pid();
-        let started = std::thread::Builder::new()
-            .name("quietus-signals".into())
-            .spawn(move || {
+        let started = crate::spare::start(
+            "quietus-signals",
+            move |(session, grace): (Arc<Session>, Duration)| {
+                let child = session.pid();
                 if zombie_before {
                     // Zombies from before the block (children of the process that exec'd
                     // quietus, orphans adopted through an inherited subreaper bit), here
@@ -186,14 +190,27 @@ impl SignalHandling {
                     pass_on(&received, &session, signal, grace);
                     received.busy.store(false, Ordering::Release);
                 }
-            });
+            },
+        );
         match started {
-            Ok(thread) => self.thread = Some(thread),
+            Ok((session, thread)) => {
+                self.session = Some(session);
+                self.thread = Some(thread);
+                Ok(())
+            }
             Err(e) => {
-                log::warn!("cannot start the signal thread ({e}); signals take their usual action");
                 // Deliverable to this thread again: none stays pending for ever.
                 signals.unblock();
+                Err(e)
             }
+        }
+    }
+
+    /// Starts acting on the signals for `session` (on the thread [`prepare`](Self::prepare)
+    /// started): forwarding, and reaping adopted zombies other than the session's child.
+    pub(crate) fn start(&mut self, session: Arc<Session>, grace: Duration) {
+        if let Some(tx) = self.session.take() {
+            let _ = tx.send((session, grace)); // it waits for it: never full, never gone
         }
     }
 
@@ -302,6 +319,7 @@ mod tests {
         let handling = SignalHandling {
             signals: None,
             thread: Some(thread),
+            session: None,
             received,
             reap: false,
             resize: false,

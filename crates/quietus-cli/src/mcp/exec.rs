@@ -335,6 +335,14 @@ impl Exec {
                 self.options.max_sessions
             ));
         }
+        // The end announcement's thread first (issue 51 item 1): one the system refuses fails
+        // the start with nothing run.
+        let announcer = self
+            .options
+            .announce_ended
+            .then(|| self.announcer())
+            .transpose()
+            .map_err(|e| format!("quietus could not start a thread for the command: {e}"))?;
         let id = self.registry.spawn(builder).map_err(spawn_message)?;
         let session = self
             .registry
@@ -353,8 +361,8 @@ impl Exec {
             end_told: AtomicBool::new(false),
         });
         self.sessions.locked().insert(id, exec.clone());
-        if self.options.announce_ended {
-            self.watch_end(exec.clone());
+        if let Some(announcer) = announcer {
+            let _ = announcer.send(exec.clone()); // it waits for it
         }
         Ok(exec)
     }
@@ -411,31 +419,26 @@ impl Exec {
         self.answer(&exec, start, yield_time, note, context)
     }
 
-    /// Announces the end of `exec` when no call waits on it (a thread per session).
-    fn watch_end(self: &Arc<Self>, exec: Arc<ExecSession>) {
+    /// Starts the thread that announces the end of the session it is sent when no call waits
+    /// on it (a thread per session), before the session's program.
+    fn announcer(self: &Arc<Self>) -> std::io::Result<crossbeam_channel::Sender<Arc<ExecSession>>> {
         let this = self.clone();
-        let id = exec.id;
-        let spawned = std::thread::Builder::new()
-            .name(format!("quietus-mcp-end-{}", exec.id))
-            .spawn(move || {
-                let result = exec.session.wait();
-                if exec.waiting.load(Ordering::SeqCst) > 0
-                    || exec.end_told.swap(true, Ordering::SeqCst)
-                {
-                    return;
-                }
-                let (level, text) = render::announcement(&exec, &result);
-                let wanted = this.level.load(Ordering::Relaxed) as usize;
-                if LEVELS.iter().position(|l| *l == level).unwrap_or(0) >= wanted {
-                    this.outbox.send(&protocol::notification(
-                        "notifications/message",
-                        json!({"level": level, "logger": "quietus", "data": text}),
-                    ));
-                }
-            });
-        if let Err(e) = spawned {
-            log::warn!("session {id}: no end announcement: {e}");
-        }
+        let started = crate::spare::start("quietus-mcp-end", move |exec: Arc<ExecSession>| {
+            let result = exec.session.wait();
+            if exec.waiting.load(Ordering::SeqCst) > 0 || exec.end_told.swap(true, Ordering::SeqCst)
+            {
+                return;
+            }
+            let (level, text) = render::announcement(&exec, &result);
+            let wanted = this.level.load(Ordering::Relaxed) as usize;
+            if LEVELS.iter().position(|l| *l == level).unwrap_or(0) >= wanted {
+                this.outbox.send(&protocol::notification(
+                    "notifications/message",
+                    json!({"level": level, "logger": "quietus", "data": text}),
+                ));
+            }
+        });
+        started.map(|(exec, _thread)| exec)
     }
 
     /// The client is gone or the server was told to stop: every live session gets its kill

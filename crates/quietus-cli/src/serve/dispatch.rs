@@ -27,6 +27,9 @@ use crate::jsonrpc::protocol::{self, Params, RpcError};
 use crate::report::{Context, Relay, Report};
 use crate::settings::{Surface, controls};
 
+/// The event forwarder of a process being started, waiting for its events.
+type Forwarder = crossbeam_channel::Sender<quietus::EventReceiver>;
+
 /// What the server keeps about one process.
 #[derive(Debug)]
 struct Proc {
@@ -270,8 +273,25 @@ impl Server {
     }
 
     /// Spawns a checked start (its id taken by [`Server::check_room`]).
-    fn spawn(&self, mut start: process::Start) -> Result<(String, Arc<Proc>, Forward), RpcError> {
+    fn spawn(&self, mut start: process::Start) -> Result<(String, Arc<Proc>, Forwarder), RpcError> {
         let cwd = start.cwd.take();
+        // Its threads first (issue 51 item 1): one the system refuses fails the start with
+        // nothing run.
+        let no_thread =
+            |e: std::io::Error| spawn_failed(format!("cannot start a thread: {e}"), "thread");
+        let stdin = match start.input {
+            StdinMode::Closed => None,
+            StdinMode::Open | StdinMode::Terminal(..) => {
+                Some(process::start_stdin_writer(self.outbox.clone()).map_err(no_thread)?)
+            }
+        };
+        let forward = Forward {
+            process_id: start.process_id.clone(),
+            context: start.context,
+            output: self.options.output_filter.matches(&start.argv),
+        };
+        let forwarder =
+            process::start_forwarder(forward, self.outbox.clone()).map_err(no_thread)?;
         let id = self
             .registry
             .spawn(start.builder)
@@ -283,20 +303,10 @@ impl Server {
                 "internal error: the process ended and was forgotten at once",
             )
         })?;
-        let stdin = match start.input {
-            StdinMode::Closed => None,
-            StdinMode::Open | StdinMode::Terminal(..) => Some(
-                process::start_stdin_writer(session.clone(), self.outbox.clone()).map_err(|e| {
-                    session.kill();
-                    spawn_failed(format!("cannot start a thread: {e}"), "thread")
-                })?,
-            ),
-        };
-        let forward = Forward {
-            process_id: start.process_id.clone(),
-            context: start.context,
-            output: self.options.output_filter.matches(&start.argv),
-        };
+        let stdin = stdin.map(|(jobs, writer)| {
+            let _ = writer.send(session.clone()); // it waits for it
+            jobs
+        });
         let proc = Arc::new(Proc {
             id,
             session,
@@ -304,7 +314,7 @@ impl Server {
             config: start.config,
             stdin,
         });
-        Ok((start.process_id, proc, forward))
+        Ok((start.process_id, proc, forwarder))
     }
 
     /// The id is free and the limit of live processes not reached: then the id is taken, as
@@ -345,7 +355,7 @@ impl Server {
 
     /// Records the process (its start is over), answers, then starts the forwarder
     /// (`process/started` follows the answer).
-    fn started(&self, id: Option<Value>, process_id: String, proc: Arc<Proc>, forward: Forward) {
+    fn started(&self, id: Option<Value>, process_id: String, proc: Arc<Proc>, forward: Forwarder) {
         let session = proc.session.clone();
         self.procs().insert(process_id.clone(), proc);
         self.starting.finish(&process_id);
@@ -353,9 +363,7 @@ impl Server {
             let answer = json!({"processId": process_id, "pid": session.pid().get()});
             self.outbox.send(&protocol::response(id, answer));
         }
-        if let Err(e) = process::start_forwarder(&session, forward, self.outbox.clone()) {
-            log::error!("cannot start the event forwarder of {process_id:?}: {e}");
-        }
+        let _ = forward.send(session.events()); // the forwarder waits for them
     }
 }
 

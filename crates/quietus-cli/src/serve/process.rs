@@ -10,8 +10,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
-    CaptureConfig, ConfigError, Environment, Event, EventConfig, MonitorConfig, Session,
-    SessionBuilder, Stdin, Stream, error::Setting,
+    CaptureConfig, ConfigError, Environment, Event, EventConfig, EventReceiver, MonitorConfig,
+    Session, SessionBuilder, Stdin, Stream, error::Setting,
 };
 use serde_json::{Map, Value, json};
 
@@ -325,15 +325,16 @@ impl Forward {
 /// that every `output` and `activity` notification of the process comes before its
 /// `process/exited` (docs/serve.md). `process/wait`'s answer waits for the same end, so the
 /// hold delays nothing a client waits for.
+///
+/// Started before the program (issue 51 item 1: a thread refused after the start would leave
+/// the client without the process's output); it waits for the session's events, sent on the
+/// returned channel.
 pub(crate) fn start_forwarder(
-    session: &Session,
     forward: Forward,
     outbox: Arc<Outbox>,
-) -> std::io::Result<()> {
-    let mut events = session.events();
-    std::thread::Builder::new()
-        .name("quietus-serve-events".into())
-        .spawn(move || {
+) -> std::io::Result<Sender<EventReceiver>> {
+    let started = crate::spare::start("quietus-serve-events", move |mut events: EventReceiver| {
+        {
             // Per stream: output notifications dropped since the last one sent.
             let mut dropped = [false; 4];
             let mut exited = None;
@@ -353,8 +354,9 @@ pub(crate) fn start_forwarder(
             if let Some(exited) = exited {
                 forward_event(exited, &forward, &outbox, &mut dropped);
             }
-        })
-        .map(drop)
+        }
+    });
+    started.map(|(events, _thread)| events)
 }
 
 fn stream_slot(stream: Stream) -> usize {
@@ -439,15 +441,14 @@ pub(crate) enum StdinJob {
 /// Writes waiting for one child's stdin at most (beyond: -32004).
 pub(crate) const STDIN_JOBS: usize = 256;
 
-/// Starts the thread that feeds the child's stdin in request order; answers each job.
+/// Starts the thread that feeds the child's stdin in request order, before the program (it
+/// waits for the session, sent on the second channel); answers each job.
 pub(crate) fn start_stdin_writer(
-    session: Arc<Session>,
     outbox: Arc<Outbox>,
-) -> std::io::Result<Sender<StdinJob>> {
+) -> std::io::Result<(Sender<StdinJob>, Sender<Arc<Session>>)> {
     let (tx, rx): (Sender<StdinJob>, Receiver<StdinJob>) = crossbeam_channel::bounded(STDIN_JOBS);
-    std::thread::Builder::new()
-        .name("quietus-serve-stdin".into())
-        .spawn(move || {
+    let started = crate::spare::start("quietus-serve-stdin", move |session: Arc<Session>| {
+        {
             let answer = |id: Option<Value>, answer: Result<Value, RpcError>| {
                 if let Some(id) = id {
                     outbox.send(&match answer {
@@ -475,8 +476,9 @@ pub(crate) fn start_stdin_writer(
                     }
                 }
             }
-        })?;
-    Ok(tx)
+        }
+    })?;
+    Ok((tx, started.0))
 }
 
 /// How long a write waits for room in the library's queue (as `Session::write_stdin`).

@@ -450,3 +450,128 @@ fn a_bad_containment_is_refused_with_the_choices() {
     assert!(stderr.contains(r#""backend": "group""#), "{stderr}");
     assert!(stderr.contains(r#""why_not_cgroup": null"#), "{stderr}");
 }
+
+/// A cgroup beside the ones quietus makes (in this test's own cgroup, whose children they
+/// are), for a child to move itself into; on drop, what of `marker`'s is still in it is
+/// SIGKILLed (the test's own processes only, by their environment) and it is removed.
+struct SiblingCgroup {
+    dir: PathBuf,
+    marker: String,
+}
+
+impl SiblingCgroup {
+    fn new(marker: &Marker) -> SiblingCgroup {
+        let own = fs::read_to_string("/proc/self/cgroup").expect("own cgroup");
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .expect("a cgroup2 line");
+        let dir = cgroup_mount()
+            .join(own.trim_start_matches('/'))
+            .join(format!("{}-other", marker.as_str()));
+        fs::create_dir(&dir).expect("a sibling cgroup");
+        SiblingCgroup {
+            dir,
+            marker: marker.as_str().to_owned(),
+        }
+    }
+}
+
+impl Drop for SiblingCgroup {
+    fn drop(&mut self) {
+        let ours = |pid: &str| {
+            fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|var| var.ends_with(self.marker.as_bytes()))
+            })
+        };
+        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter(|pid| ours(pid)) {
+            if let Ok(pid) = pid.parse::<i32>() {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid).expect("a pid"),
+                    Sig::KILL,
+                );
+            }
+        }
+        // Removable once its processes are gone (a SIGKILLed one leaves it at once).
+        poll_until(GENEROUS, || fs::remove_dir(&self.dir).is_ok());
+    }
+}
+
+/// A child that writes its own pid into another cgroup's `cgroup.procs` (as `systemd-run
+/// --scope` does) is still the tree's: quietus remembered it as a member (by pid and start
+/// time) and ends it with the tree, its descendants born outside the cgroup too; the run was
+/// 124 with `leftovers: []` and the child lived on (issue 51 item 2). Under dash, bash and
+/// Python, at a stall; and, under dash, when the leader exits first (the child is then a
+/// leftover, named and ended).
+#[test]
+fn a_child_that_moves_itself_to_another_cgroup_is_ended_with_the_tree() {
+    if !root() {
+        eprintln!("a session cgroup needs root: as another user the tree is a process group");
+        return;
+    }
+    // The child stays a member for 2 s (samples every 600 ms at `-i 6s`: 1.4 s of slack),
+    // moves itself, says so, and becomes a silent `sleep` outside the cgroup.
+    let variants: [(&str, &str); 4] = [
+        (
+            "dash",
+            "sh -c 'sleep 2; echo $$ > \"$1\"; touch \"$2\"; exec sleep 300' \"$0\"",
+        ),
+        (
+            "bash",
+            "bash -c 'sleep 2; echo $BASHPID > \"$1\"; touch \"$2\"; exec sleep 300' \"$0\"",
+        ),
+        (
+            "python",
+            "python3 -c 'import os, sys, time\ntime.sleep(2)\nopen(sys.argv[2], \"w\").write(str(os.getpid()))\nopen(sys.argv[3], \"w\").close()\nos.execvp(\"sleep\", [\"sleep\", \"300\"])' \"$0\"",
+        ),
+        (
+            "dash, the leader first",
+            "sh -c 'sleep 2; echo $$ > \"$1\"; touch \"$2\"; exec sleep 300' \"$0\"",
+        ),
+    ];
+    for (variant, child) in variants {
+        let marker = Marker::new("cli_contain_leaves");
+        let other = SiblingCgroup::new(&marker);
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (procs, moved) = (other.dir.join("cgroup.procs"), dir.path().join("moved"));
+        let report_path = dir.path().join("report.json");
+        let leader_first = variant.ends_with("first");
+        let last = if leader_first {
+            // The leader waits for the move, then exits 0: the child is a leftover.
+            "while [ ! -e \"$2\" ]; do sleep 0.05; done; exit 0"
+        } else {
+            "exec sleep 1000"
+        };
+        let script = format!(
+            "set -- {} {}; {child} \"$1\" \"$2\" </dev/null >/dev/null 2>&1 & {last}",
+            procs.display(),
+            moved.display()
+        );
+        let out = sw(&marker)
+            .args(&["-i", "6s", "--report", report_path.to_str().expect("utf-8")])
+            .sh(&script)
+            .output();
+        let report = report(&report_path);
+        let seen = format!("{variant}: {out:?}\n{report}");
+        assert!(moved.exists(), "the child moved itself: {seen}");
+        assert_eq!(report["termination_unproven"], false, "{seen}");
+        if leader_first {
+            assert_code(&out, 0);
+            let left = report["leftovers"].as_array().expect("leftovers");
+            assert!(
+                left.iter().any(|l| l["command"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("sleep 300"))),
+                "the child that left the cgroup is a leftover, named: {seen}"
+            );
+            assert!(report["leftovers_killed"].as_u64() >= Some(1), "{seen}");
+        } else {
+            assert_code(&out, 124);
+        }
+        // It is gone (ended, not killed by the guard below), and nothing else of the run.
+        assert_no_leak(&marker);
+        drop(other);
+    }
+}

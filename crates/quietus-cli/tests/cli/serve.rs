@@ -135,9 +135,14 @@ struct Client {
 
 impl Client {
     fn start(marker: &Marker, args: &[&str]) -> Client {
-        let mut child = serve_command(marker, args)
+        let child = serve_command(marker, args)
             .spawn()
             .expect("the server starts");
+        Client::from_child(child)
+    }
+
+    /// The client of a server started by the caller (its stdin and stdout piped).
+    fn from_child(mut child: Child) -> Client {
         let stdout = child.stdout.take().expect("piped");
         let (tx, lines) = crossbeam_channel::unbounded();
         thread::spawn(move || {
@@ -1709,6 +1714,78 @@ fn serve_writes_behind_a_timed_out_one_are_refused_at_once() {
     assert!(!refusals.is_empty(), "every write accepted: {answers:?}");
     assert_eq!(waited, 1, "one write waits out the 5 s: {refusals:#?}");
     assert_eq!(at_once, refusals.len() - 1, "{refusals:#?}");
+    assert!(client.hang_up().success());
+    assert_no_leak(&marker);
+}
+
+/// `dir` with `n` folders inside it (`n + 1` to watch).
+fn folders(dir: &std::path::Path, n: usize) {
+    for i in 0..n {
+        std::fs::create_dir(dir.join(format!("f{i}"))).expect("a folder");
+    }
+}
+
+/// The `unavailable` entries of a finished process's answer about `root`.
+fn unavailable_about(answer: &Value, root: &std::path::Path) -> Vec<Value> {
+    let root = root.display().to_string();
+    (answer["unavailable"].as_array().expect("unavailable"))
+        .iter()
+        .filter(|u| u["path"].as_str() == Some(root.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The sessions of one server watch at most a bound of folders together, as one session does
+/// (issue 51 item 15: two roots of 7,000 folders each took 14,562 watches): a root that does
+/// not fit in what the other sessions left is not watched, and its process's `unavailable`
+/// says why; once they end, it fits again. The bound is the test hook
+/// `QUIETUS_TEST_PROCESS_WATCH_BOUND` (65,536 folders otherwise; no setting of its own).
+#[test]
+fn serve_sessions_watch_at_most_the_servers_bound_of_folders_together() {
+    let marker = Marker::new("serve-watch-bound");
+    let (a, b) = (
+        tempfile::tempdir().expect("a folder"),
+        tempfile::tempdir().expect("a folder"),
+    );
+    folders(a.path(), 20);
+    folders(b.path(), 20);
+    let mut command = serve_command(&marker, &[]);
+    command.env("QUIETUS_TEST_PROCESS_WATCH_BOUND", "30");
+    let child = command.spawn().expect("the server starts");
+    let mut client = Client::from_child(child);
+    // Each root (21 folders) fits in a session's bound and in the server's 30 alone, not
+    // both: the first is watched, the second refused while the first is.
+    let start = |client: &mut Client, id: &str, root: &std::path::Path, script: &str| {
+        client.ok(
+            "process/start",
+            json!({"processId": id, "argv": sh(&marker, script), "idleTimeoutMs": 60_000,
+                   "watch": [root.display().to_string()]}),
+        );
+    };
+    start(&mut client, "a", a.path(), "sleep 2");
+    // The first arms its watches (after its arming delay) before the second starts.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    start(&mut client, "b", b.path(), "sleep 1");
+    let wait = |client: &mut Client, id: &str| {
+        client.ok(
+            "process/wait",
+            json!({"processId": id, "timeoutMs": 30_000}),
+        )
+    };
+    let second = wait(&mut client, "b");
+    let refused = unavailable_about(&second, b.path());
+    assert_eq!(refused.len(), 1, "{second}");
+    let why = refused[0]["reason"].as_str().expect("a reason");
+    assert!(
+        why.contains("other sessions of this process") && why.contains("30"),
+        "{why}"
+    );
+    let first = wait(&mut client, "a");
+    assert!(unavailable_about(&first, a.path()).is_empty(), "{first}");
+    // The first one over, its folders are the server's again: the second root fits.
+    start(&mut client, "b2", b.path(), "sleep 1");
+    let again = wait(&mut client, "b2");
+    assert!(unavailable_about(&again, b.path()).is_empty(), "{again}");
     assert!(client.hang_up().success());
     assert_no_leak(&marker);
 }

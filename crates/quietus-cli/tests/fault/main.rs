@@ -7,6 +7,7 @@ mod support;
 
 mod environment;
 mod left_behind;
+mod limits;
 mod no_false_kills;
 mod output;
 mod supervisor;

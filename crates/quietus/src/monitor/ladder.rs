@@ -203,12 +203,8 @@ impl Ladder {
         leader_exited: bool,
     ) {
         let now = self.clock.now();
-        // In a cgroup nothing escapes: its members are the tree.
-        self.escapees = if ops.has_cgroup() {
-            Vec::new()
-        } else {
-            ops.escapees(self.pgid)
-        };
+        // Outside the group, or, with a cgroup, outside it (members that left it, issue 51).
+        self.escapees = ops.escapees(self.pgid);
         self.steps = Some(Steps {
             steps,
             next: 0,
@@ -251,13 +247,19 @@ impl Ladder {
 
     /// Whether the whole tree is gone: the leader has exited, no other group member lives, and
     /// no escapee the ladder signalled lives.
-    /// With a cgroup: the leader has exited and the cgroup is not populated (zombies are not
-    /// members), no scan of any process.
+    /// With a cgroup: the leader has exited, the cgroup is not populated (zombies are not
+    /// members), and no process that left it lives (no scan of every process: the ones
+    /// remembered are looked at).
     fn tree_gone(&mut self, ops: &mut dyn ProcessLayer, leader_exited: bool) -> bool {
         if ops.has_cgroup()
             && let Some(populated) = ops.cgroup_populated()
         {
-            return leader_exited && !populated;
+            if !leader_exited || populated {
+                return false;
+            }
+            self.refresh_escapees(ops);
+            self.escapees.retain(|e| ops.alive(*e));
+            return self.escapees.is_empty();
         }
         self.refresh_escapees(ops);
         if !leader_exited
@@ -281,11 +283,11 @@ impl Ladder {
     /// ladder started (a helper a TERM handler starts in a new session, a killed daemon's
     /// workers coming back to a subreaper) gets the latest signal too.
     fn refresh_escapees(&mut self, ops: &mut dyn ProcessLayer) {
-        if ops.has_cgroup() {
-            return; // every newcomer is a member, reached by the next step
+        // A cgroup's newcomers are members, reached by the next step; the processes that
+        // left it are followed without a sample of the tree.
+        if !ops.has_cgroup() {
+            ops.sample(self.clock.now());
         }
-        let now = self.clock.now();
-        ops.sample(now);
         let known = self.escapees.clone();
         let fresh: Vec<Identity> = ops
             .escapees(self.pgid)
@@ -395,6 +397,19 @@ impl Ladder {
                 let _ = signal_group(ops, self.pgid, signal);
             }
         }
+        // The processes that left the cgroup (the leader among them, if it did).
+        self.signal_escapees(ops, signal);
+    }
+
+    /// `signal` (and SIGCONT after a polite one) to each escapee, by identity.
+    fn signal_escapees(&self, ops: &mut dyn ProcessLayer, signal: Signal) {
+        for escapee in &self.escapees {
+            // Through a pidfd checked against the identity: a reused pid is left alone.
+            let _ = signal_identity(ops, *escapee, signal);
+            if signal != Signal::KILL {
+                let _ = signal_identity(ops, *escapee, Signal::CONT);
+            }
+        }
     }
 
     /// One step to the leader's group, the leader by pid while it runs outside it, and the
@@ -415,13 +430,7 @@ impl Ladder {
                 self.pgid
             ),
         }
-        for escapee in &self.escapees {
-            // Through a pidfd checked against the identity: a reused pid is left alone.
-            let _ = signal_identity(ops, *escapee, signal);
-            if signal != Signal::KILL {
-                let _ = signal_identity(ops, *escapee, Signal::CONT);
-            }
-        }
+        self.signal_escapees(ops, signal);
         if signal != Signal::KILL {
             // A stopped process cannot act on a polite signal until it is continued.
             let _ = signal_leader(ops, id, pgid, running, Signal::CONT);

@@ -11,14 +11,16 @@
 //!    operating system's port ([`OsPort`]) with the tree's observers, its readers waiting for
 //!    their pipes. Nothing of it runs yet.
 //!
-//! Then [`Wired::start`] starts the monitor thread and the exit watch, and [`hand_over`]
-//! gives the monitor its child (or, when a thread could not start, kills and reaps it).
+//! Every thread the session needs after the spawn (the monitor, the readers, the stdin writer,
+//! the exit waiter where there is no pidfd) is started between stages 1 and 2, waiting for its
+//! work ([`Spares`]): a thread that cannot be had fails the launch before anything runs.
+//! Then [`Wired::start`] gives the monitor thread its work and the exit watch its own, and
+//! [`hand_over`] gives the monitor its child (or, when that fails, kills and reaps it).
 
 use std::io;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
@@ -26,7 +28,8 @@ use super::core::Core;
 use super::ladder::{Leader, OsProcesses};
 use super::port::OsPort;
 use super::reader::{
-    LineSetup, ReaderWiring, StreamPipe, open_pipes, reader, record_pipe, register_pipes,
+    LineSetup, ReaderWiring, StreamPipe, open_pipes, reader, reader_name, record_pipe,
+    register_pipes,
 };
 use super::run::{DoneGuard, Facts, Monitor};
 use super::stdin::{StdinTarget, start_stdin_writer};
@@ -48,12 +51,14 @@ use crate::pid::Pid;
 use crate::process::ChildProcess;
 use crate::process::cgroup::Cgroup;
 use crate::process::pty::Pty;
+use crate::process::spare::Spare;
 use crate::process::sys::{self, Wakeup};
 use crate::program::Stdin;
 use crate::sources::children::DescendantObserver;
 use crate::sources::files::FileActivityTracker;
 use crate::sources::network::NetworkObserver;
 use crate::sources::output::OutputSink;
+use crate::sources::probes::Prober;
 use crate::stream::Stream;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -106,6 +111,7 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         attach,
         exec,
     };
+    let spares = Spares::start(&held.core, &io)?;
     let (mut child, spawned) = held.spawn(command, io)?;
     let (id, pid) = (spawned.held.core.id, spawned.pid);
     let sinks = Sinks {
@@ -113,8 +119,68 @@ pub(crate) fn launch(launch: Launch) -> io::Result<Launched> {
         stderr,
         home,
     };
-    let running = spawned.wire(&mut child, sinks).and_then(Wired::start);
+    let running = spawned
+        .wire(&mut child, sinks, spares)
+        .and_then(Wired::start);
     hand_over(id, pid, child, running)
+}
+
+/// The session's threads, started before the program (issue 51 item 1), each waiting for its
+/// work: a thread the system refuses (a process limit, memory) then fails the launch with
+/// nothing run, never a program whose output would have no reader.
+struct Spares {
+    monitor: Spare,
+    /// One per stream slot ([`stream_index`]): stdout (or the combined pipe, or the terminal),
+    /// stderr.
+    readers: [Option<Spare>; 2],
+    /// The stdin writer, when the caller feeds the child's stdin (always on a terminal).
+    stdin: Option<Spare>,
+    /// The exit waiter, where the system has no pidfds.
+    waiter: Option<Spare>,
+    /// The relay of a clock other than the real one.
+    relay: Option<Spare>,
+    /// The probes, each with its thread.
+    prober: Prober,
+}
+
+impl Spares {
+    /// Starts the threads session `core` will need for a program started with `io`.
+    fn start(core: &Core, io: &StartIo) -> io::Result<Spares> {
+        let id = core.id;
+        let terminal = matches!(io.attach, Attach::Terminal { .. });
+        let streams = if terminal {
+            [Some(Stream::Terminal), None]
+        } else if core.config.capture.combined {
+            [Some(Stream::Combined), None]
+        } else {
+            [Some(Stream::Stdout), Some(Stream::Stderr)]
+        };
+        let monitor = Spare::start(format!("quietus-mon-{id}"), "monitor")?;
+        let mut readers = [None, None];
+        for stream in streams.into_iter().flatten() {
+            let name = reader_name(stream, id);
+            readers[stream_index(stream)] = Some(Spare::start(name, "output reader")?);
+        }
+        let fed = terminal || matches!(io.stdin, Stdin::Piped);
+        let stdin = fed
+            .then(|| Spare::start(format!("quietus-in-{id}"), "stdin writer"))
+            .transpose()?;
+        let waiter = (!sys::pidfds())
+            .then(|| Spare::start(format!("quietus-wait-{id}"), "waiter"))
+            .transpose()?;
+        let relay = (!core.clock.is_system())
+            .then(|| Spare::start(format!("quietus-clock-{id}"), "clock relay"))
+            .transpose()?;
+        let prober = Prober::started(id, &core.config.probes)?;
+        Ok(Spares {
+            monitor,
+            readers,
+            stdin,
+            waiter,
+            relay,
+            prober,
+        })
+    }
 }
 
 /// The program's stdio: its stdin, on a terminal or pipes, and how it is executed.
@@ -227,13 +293,15 @@ struct Wired {
     control: ControlTx,
     /// What wakes the monitor (the leader's exit, where no descriptor tells of it).
     wakeup: Arc<Wakeup>,
+    /// The monitor's thread, and the exit waiter's where there is no pidfd.
+    threads: (Spare, Option<Spare>),
 }
 
 impl Spawned {
     /// Stage 3: opens the child's streams (to `sinks`), makes the monitor on the operating
     /// system's port, and gives it the readers to start once their pipes have something to
     /// read.
-    fn wire(self, child: &mut ChildProcess, sinks: Sinks) -> io::Result<Wired> {
+    fn wire(self, child: &mut ChildProcess, sinks: Sinks, spares: Spares) -> io::Result<Wired> {
         let Spawned {
             held,
             pid,
@@ -251,7 +319,15 @@ impl Spawned {
         } = held;
         // The monitor sleeps in `poll` under every clock, woken by messages, by the leader's
         // exit itself (its pidfd: no waiter thread), by its clock's timers (`monitor::wait`).
-        let (sleeper, wakeup) = Sleeper::new(core.id, pid, core.clock.is_system())?;
+        let Spares {
+            monitor: monitor_thread,
+            mut readers,
+            stdin: stdin_thread,
+            waiter,
+            relay,
+            prober,
+        } = spares;
+        let (sleeper, wakeup) = Sleeper::new(pid, relay)?;
         let (control_tx, control_rx) = unbounded();
         let control = ControlTx::new(control_tx, Some(wakeup.clone()));
         let streams = Streams {
@@ -261,7 +337,7 @@ impl Spawned {
             stdin,
             sinks,
         };
-        let opened = open_streams(&core, child, streams)?;
+        let opened = open_streams(&core, child, streams, stdin_thread)?;
         register_pipes(core.id, &opened.pipes);
         // The monitor first: its place in the guardian is taken before any reader can start.
         let os = os_port(&core, pid, sleeper, tree, tag);
@@ -271,6 +347,7 @@ impl Spawned {
         monitor.tree_gone = os.tree_gone;
         monitor.network_unavailable = os.network_unavailable;
         monitor.children_unavailable = os.children_unavailable;
+        monitor.rules.prober = prober;
         let wiring = ReaderWiring {
             id: monitor.core.id,
             control: &control,
@@ -285,26 +362,32 @@ impl Spawned {
         for pipe in opened.pipes {
             let slot = stream_index(pipe.stream);
             let state = monitor.shared.pumps[slot].clone();
-            monitor.port.readers[slot] = Some(reader(&wiring, pipe, state)?);
+            let thread = readers[slot].take().ok_or_else(|| {
+                let none = io::Error::other("no thread was started for it before the program");
+                SpawnError::thread("output reader", none)
+            })?;
+            monitor.port.readers[slot] = Some(reader(&wiring, pipe, state, thread)?);
         }
         Ok(Wired {
             monitor,
             containment: os.containment,
             control,
             wakeup,
+            threads: (monitor_thread, waiter),
         })
     }
 }
 
 impl Wired {
-    /// Starts the monitor thread (it runs once it is handed the child) and the watch on the
-    /// leader's exit where one is needed.
+    /// Gives the monitor thread its work (it runs once it is handed the child) and starts the
+    /// watch on the leader's exit where one is needed.
     fn start(self) -> io::Result<Running> {
         let Wired {
             monitor,
             containment,
             control,
             wakeup,
+            threads: (thread, waiter),
         } = self;
         let (id, pid, tree_gone) = (monitor.core.id, monitor.pid, monitor.tree_gone);
         let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
@@ -316,8 +399,8 @@ impl Wired {
             done,
             shared: monitor.shared.clone(),
         };
-        let child_tx = start_monitor(monitor, containment, done_tx)?;
-        super::wait::watch_exit(id, pid, &wakeup, control, tree_gone)?;
+        let child_tx = start_monitor(monitor, containment, done_tx, thread)?;
+        super::wait::watch_exit(pid, &wakeup, control, tree_gone, waiter)?;
         Ok(Running {
             launched,
             monitor: child_tx,
@@ -404,7 +487,12 @@ struct Opened {
 
 /// Sets up the output streams: the pipes for the reader threads, one slot per stream for the
 /// monitor, the stdin writer, and what the session and the monitor share.
-fn open_streams(core: &Core, child: &mut ChildProcess, streams: Streams) -> io::Result<Opened> {
+fn open_streams(
+    core: &Core,
+    child: &mut ChildProcess,
+    streams: Streams,
+    stdin_thread: Option<Spare>,
+) -> io::Result<Opened> {
     let Streams {
         output,
         log_dir,
@@ -437,7 +525,7 @@ fn open_streams(core: &Core, child: &mut ChildProcess, streams: Streams) -> io::
         // (FIONREAD) while draining; it never reads it.
         pipe.peek = Some(pipe.fd.clone());
     }
-    let stdin_tx = start_stdin_writer(core.id, stdin)?;
+    let stdin_tx = start_stdin_writer(core.id, stdin, stdin_thread)?;
     let base = core.shared();
     let (mut recorders, mut spills) = (base.recorders.clone(), base.spills.clone());
     let mut slots: [Option<StreamSlot>; 2] = [None, None];
@@ -529,11 +617,13 @@ fn os_port(
     }
 }
 
-/// Starts the monitor thread; it runs once it receives the child on the returned channel.
+/// Gives the monitor's `thread` its work; it runs once it receives the child on the returned
+/// channel.
 fn start_monitor(
     monitor: Monitor<OsPort>,
     containment: TreeHold,
     done_tx: Sender<()>,
+    thread: Spare,
 ) -> io::Result<Sender<ChildProcess>> {
     let (id, pid) = (monitor.core.id, monitor.pid);
     let (child_tx, child_rx) = crossbeam_channel::bounded::<ChildProcess>(1);
@@ -542,9 +632,8 @@ fn start_monitor(
         let _ = sys::kill_group(pid, sys::SIGKILL);
     });
     let done = DoneGuard::new(monitor.shared.clone(), done_tx, facts, kill_tree);
-    thread::Builder::new()
-        .name(format!("quietus-mon-{id}"))
-        .spawn(move || {
+    thread
+        .run(move || {
             // The starter sends the child right after all threads are up; if it cannot (it
             // failed), this channel disconnects and the monitor ends without touching anything.
             if let Ok(child) = child_rx.recv() {
@@ -556,8 +645,10 @@ fn start_monitor(
                 end_session(id);
             }
         })
-        .inspect_err(|_| end_session(id))
-        .map_err(|e| SpawnError::thread("monitor", e))?;
+        .map_err(|_| {
+            end_session(id);
+            SpawnError::thread("monitor", io::Error::other("it ended unused"))
+        })?;
     Ok(child_tx)
 }
 

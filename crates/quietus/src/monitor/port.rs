@@ -141,17 +141,27 @@ impl OsPort {
         self.leader.child = Some(child);
     }
 
-    /// Which members the leader left: none known when the cgroup is found empty.
+    /// Which members the leader left: none known when the cgroup is found empty and no process
+    /// seen in it left it.
     fn members_left(&mut self, now: Instant) -> Leftovers {
         let mut left = Leftovers::default();
         // In a cgroup, its removal says in one call that no process is left in it (the leader
-        // is a zombie, no member), and none can have left it. What it measured is read first.
+        // is a zombie, no member); the members seen that left it are looked at by identity
+        // (issue 51 item 2), no scan of every process. What it measured is read first.
         let alone = match &self.processes.cgroup {
             Some(cgroup) => {
                 left.memory = Some(cgroup.memory().into());
-                match cgroup.remove_if_empty() {
-                    Ok(removed) => removed,
-                    Err(_) => cgroup.populated().is_ok_and(|populated| !populated),
+                let empty = cgroup.populated().is_ok_and(|populated| !populated);
+                let cgroup = cgroup.clone();
+                if empty {
+                    // One look at the (empty) cgroup: who was a member at the last sample
+                    // and is now outside it.
+                    self.processes.sample(now);
+                }
+                empty && self.processes.escapees(self.pid).is_empty() && {
+                    // Removed now that nothing can come back to it (else at the session's end).
+                    let _ = cgroup.remove_if_empty();
+                    true
                 }
             }
             None => self.processes.leader_alone(self.pid),
@@ -168,15 +178,10 @@ impl OsPort {
                 .group_members(self.pid, self.pid)
                 .unwrap_or_default(),
         };
-        let escaped: Vec<Pid> = match self.processes.cgroup {
-            Some(_) => Vec::new(),
-            None => self
-                .processes
-                .escapees(self.pid)
-                .iter()
-                .map(|e| e.pid)
-                .collect(),
-        };
+        // Outside the group, or outside the cgroup (members that left it).
+        let escaped: Vec<Pid> = (self.processes.escapees(self.pid).iter())
+            .map(|e| e.pid)
+            .collect();
         left.members = members.len();
         left.escapees = escaped.len();
         left.named = crate::outcome::Leftover::read_all(members.into_iter().chain(escaped));
@@ -256,11 +261,15 @@ impl Port for OsPort {
             .network
             .as_mut()
             .is_some_and(|network| network.sample(now, observer.pids()).active);
-        // In group mode the guardian knows the tree's group only: it is told of every process
-        // seen outside it, so that a SIGKILLed supervisor leaves none of them (a cgroup holds
-        // them all already). The leader leads the group.
-        if !cgroup && let Some(guardian) = self.guardian.as_mut() {
-            let outside = observer.outside_group(self.pid);
+        // The guardian knows the tree's group or cgroup only: it is told of every process seen
+        // outside it, so that a SIGKILLed supervisor leaves none of them (in a cgroup: the
+        // members that left it, issue 51). The leader leads the group.
+        if let Some(guardian) = self.guardian.as_mut() {
+            let outside = if cgroup {
+                observer.outside_cgroup()
+            } else {
+                observer.outside_group(self.pid)
+            };
             if !outside.is_empty() {
                 guardian.escapees(outside.into_iter().map(|e| (e.pid, e.start_time)));
             }

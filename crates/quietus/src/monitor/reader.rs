@@ -5,7 +5,6 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::thread;
 use std::time::Instant;
 
 use crate::activity::{ActivityBoard, ActivitySource};
@@ -25,6 +24,7 @@ use crate::sources::screen::Screen;
 use crate::stream::Stream;
 
 use super::tap::{PipeEnd, SharedPipe};
+use crate::process::spare::Spare;
 
 /// The names of the reader threads started (tests).
 #[cfg(test)]
@@ -160,10 +160,10 @@ pub(super) fn record_pipe(
     Ok(())
 }
 
-/// One stream's reader, not started yet: its work, the thread's name, and its pipe to wait
-/// on. The monitor starts it once the pipe has something to read: a program that never
-/// writes to a stream costs no thread for it, and a stream that ends empty is read to its
-/// end on the monitor's thread.
+/// One stream's reader, not given its work yet: its work, its thread (started before the
+/// program, waiting), and its pipe to wait on. The monitor hands the work over once the pipe
+/// has something to read; a stream that ends empty is read to its end on the monitor's
+/// thread (its reader's thread then ends unused).
 pub(super) struct Reader {
     pub(super) stream: Stream,
     pub(super) name: String,
@@ -171,21 +171,38 @@ pub(super) struct Reader {
     pub(super) fd: PipeEnd,
     /// Reads to the end: stamps the board, records, spills, passes on, then says it is done.
     pub(super) work: Box<dyn FnOnce() + Send>,
+    /// The thread that runs the work, started before the program.
+    pub(super) thread: Spare,
 }
 
 impl Reader {
-    /// Runs the work on a thread of its own.
+    /// Runs the work on its thread.
     pub(super) fn start(self) -> io::Result<()> {
-        let Reader { name, fd, work, .. } = self;
+        let Reader {
+            name,
+            fd,
+            work,
+            thread,
+            ..
+        } = self;
         drop(fd);
         #[cfg(test)]
         READER_THREADS.lock().push(name.clone());
-        thread::Builder::new()
-            .name(name)
-            .spawn(work)
-            .map(drop)
-            .map_err(|e| SpawnError::thread("output reader", e).into())
+        thread.run(work).map(drop).map_err(|_| {
+            let gone = io::Error::other(format!("{name} ended before it was given its pipe"));
+            SpawnError::thread("output reader", gone).into()
+        })
     }
+}
+
+/// The name of a stream's reader thread in session `id`.
+pub(super) fn reader_name(stream: Stream, id: u64) -> String {
+    let short = match stream {
+        Stream::Stdout | Stream::Combined => "out",
+        Stream::Stderr => "err",
+        Stream::Terminal => "tty",
+    };
+    format!("quietus-{short}-{id}")
 }
 
 /// What every reader of a session shares.
@@ -204,6 +221,7 @@ pub(super) fn reader(
     wiring: &ReaderWiring<'_>,
     pipe: StreamPipe,
     state: Arc<PumpState>,
+    thread: Spare,
 ) -> io::Result<Reader> {
     let ReaderWiring {
         id,
@@ -228,11 +246,6 @@ pub(super) fn reader(
     let recorder = recorder.ok_or_else(|| io::Error::other("no recorder for a stream"))?;
     let emitter = emitter.clone();
     let clock = clock.clone();
-    let short = match stream {
-        Stream::Stdout | Stream::Combined => "out",
-        Stream::Stderr => "err",
-        Stream::Terminal => "tty",
-    };
     let mut sink = sink;
     let master = (stream == Stream::Terminal).then(|| fd.clone());
     let work = move || {
@@ -278,9 +291,10 @@ pub(super) fn reader(
     };
     Ok(Reader {
         stream,
-        name: format!("quietus-{short}-{id}"),
+        name: reader_name(stream, id),
         fd,
         work: Box::new(work),
+        thread,
     })
 }
 

@@ -3,12 +3,13 @@
 
 use std::io;
 use std::sync::Arc;
-use std::thread;
 
 use crossbeam_channel::Sender;
 
 use crate::error::SpawnError;
 use crate::process::pty::Pty;
+
+use crate::process::spare::Spare;
 
 /// Where the stdin writer writes.
 pub(super) enum StdinTarget {
@@ -40,30 +41,34 @@ impl StdinTarget {
     }
 }
 
-/// The stdin writer: a thread of its own, so a child that does not read never blocks the
-/// caller (the queue is bounded; `write_stdin` gives up after a while).
+/// The stdin writer: a thread of its own (`thread`, started before the program), so a child
+/// that does not read never blocks the caller (the queue is bounded; `write_stdin` gives up
+/// after a while).
 pub(super) fn start_stdin_writer(
     id: u64,
     stdin: Option<StdinTarget>,
+    thread: Option<Spare>,
 ) -> io::Result<Option<Sender<Vec<u8>>>> {
-    Ok(match stdin {
-        Some(mut stdin) => {
-            let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(64);
-            thread::Builder::new()
-                .name(format!("quietus-in-{id}"))
-                .spawn(move || {
-                    for chunk in rx {
-                        if let Err(e) = stdin.write(&chunk) {
-                            log::debug!("session {id}: writing the child's stdin: {e}");
-                            return;
-                        }
-                    }
-                    // Every sender is gone: `close_stdin`, or the session ended.
-                    stdin.close(id);
-                })
-                .map_err(|e| SpawnError::thread("stdin writer", e))?;
-            Some(tx)
-        }
-        None => None,
-    })
+    let Some(mut stdin) = stdin else {
+        return Ok(None);
+    };
+    let no_thread = || {
+        let gone = io::Error::other("no thread was started for it before the program");
+        SpawnError::thread("stdin writer", gone)
+    };
+    let thread = thread.ok_or_else(no_thread)?;
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<u8>>(64);
+    thread
+        .run(move || {
+            for chunk in rx {
+                if let Err(e) = stdin.write(&chunk) {
+                    log::debug!("session {id}: writing the child's stdin: {e}");
+                    return;
+                }
+            }
+            // Every sender is gone: `close_stdin`, or the session ended.
+            stdin.close(id);
+        })
+        .map_err(|_| no_thread())?;
+    Ok(Some(tx))
 }

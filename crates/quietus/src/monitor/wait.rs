@@ -25,6 +25,8 @@ use crate::error::SpawnError;
 use crate::pid::Pid;
 use crate::process::sys::{self, Wakeup, Woken};
 
+use crate::process::spare::Spare;
+
 /// When the monitor wakes next.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Wake {
@@ -67,9 +69,10 @@ thread_local! {
 }
 
 impl Sleeper {
-    /// The wake-up for the leader `pid` (for the control channel's senders too), and, unless
-    /// the session's clock is the real one (`real_clock`), the relay of its timers.
-    pub(super) fn new(id: u64, pid: Pid, real_clock: bool) -> io::Result<(Sleeper, Arc<Wakeup>)> {
+    /// The wake-up for the leader `pid` (for the control channel's senders too), and, given the
+    /// thread for it (`relay`: the session's clock is not the real one), the relay of its
+    /// timers.
+    pub(super) fn new(pid: Pid, relay: Option<Spare>) -> io::Result<(Sleeper, Arc<Wakeup>)> {
         let wakeup = Arc::new(Wakeup::new(pid).map_err(|e| {
             SpawnError::new(
                 crate::error::SpawnErrorKind::Thread,
@@ -77,19 +80,18 @@ impl Sleeper {
                 e,
             )
         })?);
-        let alarm = if real_clock {
-            Alarm::RealTime
-        } else {
+        let alarm = if let Some(thread) = relay {
             let (timers, rx) = crossbeam_channel::unbounded();
             let poked = wakeup.clone();
-            std::thread::Builder::new()
-                .name(format!("quietus-clock-{id}"))
-                .spawn(move || relay(&rx, &poked))
-                .map_err(|e| SpawnError::thread("clock relay", e))?;
+            thread.run(move || relay_timers(&rx, &poked)).map_err(|_| {
+                SpawnError::thread("clock relay", io::Error::other("it ended unused"))
+            })?;
             Alarm::Relay {
                 timers,
                 handed: None,
             }
+        } else {
+            Alarm::RealTime
         };
         let sleeper = Sleeper {
             wakeup: wakeup.clone(),
@@ -135,7 +137,7 @@ impl Sleeper {
 
 /// The relay of a clock's timers: pokes `wakeup` when the last timer handed over fires; ends
 /// when the monitor is gone.
-fn relay(timers: &Receiver<Receiver<Instant>>, wakeup: &Wakeup) {
+fn relay_timers(timers: &Receiver<Receiver<Instant>>, wakeup: &Wakeup) {
     let mut current = never();
     loop {
         select! {
@@ -155,13 +157,14 @@ fn relay(timers: &Receiver<Receiver<Instant>>, wakeup: &Wakeup) {
 
 /// How the monitor learns of the leader's exit: by itself through the pidfd (nothing to do
 /// here); told at once when it had exited, alone, before the monitor started (`gone`); or by
-/// a waiter thread where there is no pidfd.
+/// a waiter thread where there is no pidfd (`waiter`, started before the program where the
+/// system has no pidfds).
 pub(super) fn watch_exit(
-    id: u64,
     pid: Pid,
     wakeup: &Wakeup,
     exited: ControlTx,
     gone: bool,
+    waiter: Option<Spare>,
 ) -> io::Result<()> {
     if gone {
         let _ = exited.send(Control::ChildExited);
@@ -172,16 +175,20 @@ pub(super) fn watch_exit(
     }
     #[cfg(test)]
     WAITERS.with(|n| n.set(n.get() + 1));
-    std::thread::Builder::new()
-        .name(format!("quietus-wait-{id}"))
-        .spawn(move || {
+    let unused = || {
+        let why = "no thread was started for it before the program (its pidfd could not be had)";
+        SpawnError::thread("waiter", io::Error::other(why))
+    };
+    waiter
+        .ok_or_else(unused)?
+        .run(move || {
             if let Err(e) = sys::wait_exited_no_reap(pid) {
                 log::error!("waiting for pid {pid}: {e}");
             }
             let _ = exited.send(Control::ChildExited);
         })
-        .map_err(|e| SpawnError::thread("waiter", e))?;
-    Ok(())
+        .map(drop)
+        .map_err(|_| unused().into())
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -6,11 +6,11 @@ pub(crate) mod cgroup;
 pub(crate) mod guardian;
 pub(crate) mod orphans;
 pub(crate) mod pty;
+pub(crate) mod spare;
 pub(crate) mod sys;
 
 use std::io;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
-use std::sync::OnceLock;
 
 use crate::pid::Pid;
 
@@ -25,40 +25,37 @@ type Job = Box<dyn FnOnce() + Send>;
 ///
 /// Linux delivers `PR_SET_PDEATHSIG` when the *thread* that forked the child exits, not the
 /// process. A caller spawning from a short-lived thread would see its child killed when that
-/// thread ends; forking from one thread that lives as long as the process avoids that.
-fn spawner() -> &'static Sender<Job> {
-    static SPAWNER: OnceLock<Sender<Job>> = OnceLock::new();
-    SPAWNER.get_or_init(|| {
-        let (tx, rx) = unbounded::<Job>();
-        let started = std::thread::Builder::new()
-            .name("quietus-spawner".into())
-            .spawn(move || rx.into_iter().for_each(|job| job()));
-        if let Err(e) = started {
-            log::error!("cannot start the spawner thread: {e}; spawning from the caller's thread");
-        }
-        tx
-    })
+/// thread ends; forking from one thread that lives as long as the process avoids that. When it
+/// cannot be started (a process limit), the spawn fails with nothing run, and the next spawn
+/// tries again: never a fork from the caller's thread, whose end would kill the program
+/// (issue 51 item 1).
+fn spawner() -> io::Result<Sender<Job>> {
+    static SPAWNER: crate::sync::Mutex<Option<Sender<Job>>> = crate::sync::Mutex::new(None);
+    let mut spawner = SPAWNER.lock();
+    if let Some(tx) = spawner.as_ref() {
+        return Ok(tx.clone());
+    }
+    let (tx, rx) = unbounded::<Job>();
+    std::thread::Builder::new()
+        .name("quietus-spawner".into())
+        .spawn(move || rx.into_iter().for_each(|job| job()))
+        .map_err(|e| crate::error::SpawnError::thread("spawner", e))?;
+    *spawner = Some(tx.clone());
+    Ok(tx)
 }
 
-/// Runs `job` (a spawn) on the spawner thread and returns what it returned; on the caller's
-/// thread if the spawner cannot be had. `None` if the job was lost (it panicked there).
-pub(crate) fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+/// Runs `job` (a spawn) on the spawner thread and returns what it returned; an error when the
+/// spawner cannot be had (the job did not run), or the job was lost (it panicked there).
+pub(crate) fn on_spawner<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<T> {
     let (reply_tx, reply_rx) = bounded(1);
-    let slot = std::sync::Arc::new(crate::sync::Mutex::new(Some(job)));
-    let theirs = slot.clone();
-    let sent = spawner().send(Box::new(move || {
-        if let Some(job) = theirs.lock().take() {
-            let _ = reply_tx.send(job());
-        }
-    }));
-    if sent.is_ok()
-        && let Ok(answer) = reply_rx.recv()
-    {
-        return Some(answer);
-    }
-    // No spawner thread (or it stopped): the job, if it has not run, runs here.
-    let job = slot.lock().take();
-    job.map(|job| job())
+    spawner()?
+        .send(Box::new(move || drop(reply_tx.send(job()))))
+        .map_err(|_| io::Error::other("the quietus spawner thread stopped"))?;
+    reply_rx
+        .recv()
+        .map_err(|_| io::Error::other("the quietus spawner thread lost the spawn"))
 }
 
 /// Spawns `command` (already configured), from the spawner thread when `from_spawner`.
@@ -77,7 +74,10 @@ pub(crate) fn spawn(
     if let Some(direct) = handoff.as_mut().and_then(|h| h.direct.take()) {
         let start = move || direct.start();
         let started = if from_spawner {
-            on_spawner(start).flatten()
+            match on_spawner(start) {
+                Ok(started) => started,
+                Err(e) => return (command, Err(e)),
+            }
         } else {
             start()
         };
@@ -106,10 +106,7 @@ fn spawn_std(mut command: Command, from_spawner: bool) -> (Command, io::Result<C
             let child = command.spawn();
             (command, child)
         });
-        return answer.unwrap_or_else(|| {
-            let stopped = io::Error::other("the quietus spawner thread stopped");
-            (Command::new(""), Err(stopped))
-        });
+        return answer.unwrap_or_else(|e| (Command::new(""), Err(e)));
     }
     let child = command.spawn();
     (command, child)

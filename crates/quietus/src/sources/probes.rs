@@ -3,6 +3,7 @@
 //! taken for "no".
 
 use std::fmt;
+use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use std::time::{Duration, Instant};
@@ -63,6 +64,18 @@ impl Prober {
         }
     }
 
+    /// The probes with their threads started now (before the program: a thread the system
+    /// refuses then fails the start, never a probe that cannot answer; issue 51 item 1).
+    pub(crate) fn started(id: u64, probes: &[Probe]) -> io::Result<Self> {
+        let mut prober = Self::new(id, probes);
+        for asked in &mut prober.probes {
+            let worker = start_worker(id, &asked.probe)
+                .map_err(|e| crate::error::SpawnError::thread("probe", e))?;
+            asked.worker = Some(worker);
+        }
+        Ok(prober)
+    }
+
     /// Each probe's source and its last yes.
     pub(crate) fn states(&self) -> Vec<(ActivitySource, Option<Instant>)> {
         self.probes
@@ -112,7 +125,11 @@ impl Asked {
     /// worker is still busy with an earlier question, or cannot be started): "no".
     fn send(&mut self, id: u64) -> bool {
         if self.worker.is_none() {
-            self.worker = start_worker(id, &self.probe);
+            self.worker = start_worker(id, &self.probe)
+                .inspect_err(|e| {
+                    log::warn!("session {id}: no thread for probe {}: {e}", self.probe.name);
+                })
+                .ok();
         }
         let Some(worker) = &mut self.worker else {
             return false;
@@ -161,7 +178,7 @@ impl Asked {
     }
 }
 
-fn start_worker(id: u64, probe: &Probe) -> Option<Worker> {
+fn start_worker(id: u64, probe: &Probe) -> io::Result<Worker> {
     let (ask_tx, ask_rx) = crossbeam_channel::bounded::<()>(1);
     let (answer_tx, answer_rx) = crossbeam_channel::bounded::<bool>(1);
     let check = probe.check.clone();
@@ -179,15 +196,9 @@ fn start_worker(id: u64, probe: &Probe) -> Option<Worker> {
                 }
             }
         });
-    match spawned {
-        Ok(_) => Some(Worker {
-            ask: ask_tx,
-            answer: answer_rx,
-            busy: false,
-        }),
-        Err(e) => {
-            log::warn!("session {id}: no thread for probe {}: {e}", probe.name);
-            None
-        }
-    }
+    spawned.map(|_| Worker {
+        ask: ask_tx,
+        answer: answer_rx,
+        busy: false,
+    })
 }

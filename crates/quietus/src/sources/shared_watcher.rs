@@ -142,9 +142,20 @@ impl Instance {
             }
         };
         let config = notify::Config::default().with_follow_symlinks(false);
-        let watcher = Mutex::new(notify::RecommendedWatcher::new(dispatch, config)?);
+        let watcher = notify::RecommendedWatcher::new(dispatch, config)?;
+        // `notify` starts its event loop's thread inside `new` and ignores a failure to (a
+        // process limit): its loop, with our `dispatch`, is then dropped at once, and the
+        // watcher's first `watch` and its `drop` would panic on the channel to it (issue 51
+        // item 1). The loop owns `dispatch`, so `handlers` held by us alone says it.
+        if Arc::strong_count(&handlers) == 1 {
+            // Its drop would panic: it is let go of (one descriptor, its waker's).
+            std::mem::forget(watcher);
+            let why = "cannot start the file watcher's thread (notify's event loop)";
+            let error = std::io::Error::new(std::io::ErrorKind::WouldBlock, why);
+            return Err(notify::Error::io(error));
+        }
         Ok(Instance {
-            watcher,
+            watcher: Mutex::new(watcher),
             held: Mutex::new(HashMap::new()),
             handlers,
         })

@@ -351,3 +351,145 @@ fn a_named_log_folder_that_cannot_be_used_is_a_log_dir_error() {
     );
     assert_no_leak(&marker);
 }
+
+/// Set in the copy of this test binary that runs under a process limit.
+const LIMITED: &str = "QUIETUS_TEST_UNDER_NPROC";
+
+/// A session whose threads the system refuses (a real `RLIMIT_NPROC`, no mock; issue 51,
+/// item 1) fails its spawn with nothing run, or runs its program with its output whole; never a
+/// panic, never a program without its readers. The limit is not enforced for root: as root,
+/// this test runs its own binary again as a user no process runs as (`setpriv`, a prerequisite
+/// asked for, never skipped); as another user, it runs it as itself. In that copy, the soft
+/// limit goes from the tasks the user runs now up, one session each.
+#[test]
+fn a_session_whose_threads_the_system_refuses_fails_before_its_program_runs() {
+    if std::env::var_os(LIMITED).is_some() {
+        return sessions_under_rising_limits();
+    }
+    let work = tempfile::tempdir().expect("a folder");
+    let bin = work.path().join("tests");
+    fs::copy(std::env::current_exe().expect("this binary"), &bin).expect("copied");
+    fs::set_permissions(work.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut command = if rustix::process::geteuid().is_root() {
+        let uid = idle_uid();
+        let mut setpriv = common::program("setpriv");
+        setpriv
+            .args([format!("--reuid={uid}"), format!("--regid={uid}")])
+            .arg("--clear-groups")
+            .arg(&bin);
+        setpriv
+    } else {
+        Command::new(&bin)
+    };
+    let name =
+        "spawn_errors::a_session_whose_threads_the_system_refuses_fails_before_its_program_runs";
+    let out = command
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(LIMITED, "1")
+        .env("HOME", work.path())
+        .current_dir(work.path())
+        .output()
+        .expect("the test binary runs");
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("1 passed"),
+        "the limited copy ran the test: {said}"
+    );
+}
+
+/// A uid no process runs as now, from a range no system account uses.
+fn idle_uid() -> u32 {
+    let used: Vec<u32> = (fs::read_dir("/proc").expect("/proc").flatten())
+        .filter_map(|entry| fs::read_to_string(entry.path().join("status")).ok())
+        .filter_map(|status| status_field(&status, "Uid:"))
+        .collect();
+    (61_100..62_000)
+        .find(|uid| !used.contains(uid))
+        .expect("a uid that no process runs as")
+}
+
+/// The first number of `field` in a `/proc/PID/status` text.
+fn status_field(status: &str, field: &str) -> Option<u32> {
+    let line = status.lines().find(|line| line.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The tasks (processes and threads) of this process's user.
+fn own_tasks() -> u64 {
+    let uid = rustix::process::getuid().as_raw();
+    (fs::read_dir("/proc").expect("/proc").flatten())
+        .filter_map(|entry| fs::read_to_string(entry.path().join("status")).ok())
+        .filter(|status| status_field(status, "Uid:") == Some(uid))
+        .filter_map(|status| status_field(&status, "Threads:"))
+        .map(u64::from)
+        .sum()
+}
+
+/// The limited copy's work: sessions under a soft limit of 0, 1, 2… tasks more than the user
+/// runs, each either refused with nothing run or run whole.
+fn sessions_under_rising_limits() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let marker = Marker::new("spawn_nproc");
+    let hard = getrlimit(Resource::Nproc).maximum;
+    let (mut refused, mut whole) = (Vec::new(), 0);
+    for more in 0..14 {
+        let ran = std::env::current_dir()
+            .expect("cwd")
+            .join(format!("ran-{more}"));
+        let script = format!("echo > {}; echo hello", ran.display());
+        let limit = Rlimit {
+            current: Some(own_tasks() + more),
+            maximum: hard,
+        };
+        setrlimit(Resource::Nproc, limit).expect("a lower soft limit");
+        let config = MonitorConfig::builder()
+            .idle_timeout(Duration::from_secs(5))
+            .capture(CaptureConfig::builder().spill(false))
+            .build()
+            .expect("valid");
+        let out = common::SharedBuf::new();
+        let spawned = Session::builder(marker.sh(&script))
+            .config(config)
+            .stdout(out.sink())
+            .spawn();
+        let unlimited = Rlimit {
+            current: hard,
+            maximum: hard,
+        };
+        let session = match spawned {
+            Err(e) => {
+                setrlimit(Resource::Nproc, unlimited).expect("the limit lifted");
+                assert!(!ran.exists(), "nothing ran: {e}");
+                let kind = e.kind();
+                assert!(
+                    matches!(kind, SpawnErrorKind::Thread | SpawnErrorKind::Program),
+                    "a thread or the program's process refused: {kind:?} {e}"
+                );
+                refused.push(e.to_string());
+                continue;
+            }
+            Ok(session) => session,
+        };
+        let result = session.wait();
+        setrlimit(Resource::Nproc, unlimited).expect("the limit lifted");
+        assert!(ran.exists(), "{result:#?}");
+        assert_eq!(result.exit_code(), 0, "{result:#?}");
+        assert_eq!(out.text(), "hello\n", "the output whole: {result:#?}");
+        whole += 1;
+    }
+    assert_no_leak(&marker);
+    assert!(
+        refused.iter().any(|e| e.contains("thread")),
+        "a thread refused: {refused:?}"
+    );
+    assert!(
+        whole > 0,
+        "sessions run in full at higher limits: {refused:?}"
+    );
+}

@@ -592,8 +592,6 @@ fn in_a_cgroup_polite_steps_reach_every_member_and_the_kill_is_cgroup_kill() {
     let t0 = clock.now();
     let (mut ladder, events) = ladder_for(LEADER, &clock);
     let mut fake = in_cgroup(true);
-    // An escapee the observer knows of is a member like any other: no signal by pid.
-    fake.escapees.push(escapee(pid(500)));
     ladder.start(
         &mut fake,
         vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
@@ -614,14 +612,57 @@ fn in_a_cgroup_polite_steps_reach_every_member_and_the_kill_is_cgroup_kill() {
 }
 
 #[test]
+fn in_a_cgroup_a_process_that_left_it_gets_every_step_by_pid_and_the_tree_waits_for_it() {
+    let clock = MockClock::new();
+    let t0 = clock.now();
+    let (mut ladder, _events) = ladder_for(LEADER, &clock);
+    let mut fake = in_cgroup(true);
+    // With a cgroup, the escapees the observer reports are the members that left it
+    // (issue 51 item 2): each step reaches them by pid too.
+    let left = escapee(pid(500));
+    fake.escapees.push(left);
+    ladder.start(
+        &mut fake,
+        vec![step(Signal::TERM, 2000), step(Signal::KILL, 0)],
+        None,
+        false,
+    );
+    assert_eq!(
+        fake.take_sent(),
+        [
+            Sent::Cgroup(TERM),
+            Sent::Cgroup(CONT),
+            Sent::Pid(pid(500), TERM),
+            Sent::Pid(pid(500), CONT)
+        ]
+    );
+    // The cgroup empty and the leader gone, the tree is not gone while the one that left
+    // lives.
+    fake.cgroup.as_mut().expect("a cgroup").populated = false;
+    let t1 = t0 + Duration::from_millis(30);
+    assert!(ladder.step(&mut fake, t1, true).is_some(), "it lives");
+    ladder
+        .step(&mut fake, t0 + Duration::from_secs(2), true)
+        .expect("it still lives");
+    assert_eq!(
+        fake.take_sent(),
+        [Sent::CgroupKill, Sent::Pid(pid(500), KILL)]
+    );
+    fake.dead.push(left);
+    let t2 = t0 + Duration::from_millis(2050);
+    assert!(ladder.step(&mut fake, t2, true).is_none(), "gone");
+    assert_eq!(ladder.time, Some(Duration::from_millis(2050)));
+}
+
+#[test]
 fn in_a_cgroup_the_tree_is_gone_when_it_is_no_longer_populated() {
     let clock = MockClock::new();
     let t0 = clock.now();
     let (mut ladder, _events) = ladder_for(LEADER, &clock);
     let mut fake = in_cgroup(true);
-    // Group members and escapees the fake reports are not looked at: the cgroup decides.
+    // Group members the fake reports are not looked at: the cgroup decides (no member left
+    // it: no escapee).
     fake.members = vec![pid(4243)];
-    fake.escapees.push(escapee(pid(500)));
     ladder.start(&mut fake, vec![step(Signal::TERM, 5000)], None, false);
     let samples = fake.samples;
     let t1 = t0 + Duration::from_millis(30);

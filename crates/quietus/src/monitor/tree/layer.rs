@@ -43,8 +43,8 @@ pub(in crate::monitor) trait ProcessLayer {
     fn alive(&mut self, identity: Identity) -> bool;
     /// Looks at the tree again: who left the group since the last look.
     fn sample(&mut self, now: Instant);
-    /// Remembered descendants outside process group `pgid` that still live (adopted orphans
-    /// included), re-checked by identity.
+    /// Remembered descendants outside process group `pgid` (with a cgroup: outside it, the
+    /// leader too) that still live (adopted orphans included), re-checked by identity.
     fn escapees(&mut self, pgid: Pid) -> Vec<Identity>;
     /// The process group process `pid` belongs to now, if it can be read.
     fn process_group_of(&mut self, pid: Pid) -> Option<Pid>;
@@ -289,10 +289,12 @@ impl ProcessLayer for OsProcesses {
         }
     }
 
-    /// Remembered descendants that left the group and still live (re-checked by identity).
+    /// Remembered descendants that left the group (with a cgroup: the cgroup) and still live
+    /// (re-checked by identity).
     fn escapees(&mut self, pgid: Pid) -> Vec<Identity> {
         self.collect_adopted();
         match self.children.as_mut() {
+            Some(observer) if self.cgroup.is_some() => observer.outside_cgroup(),
             Some(observer) => observer.outside_group(pgid),
             None => Vec::new(),
         }

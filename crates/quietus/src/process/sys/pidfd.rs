@@ -202,6 +202,13 @@ pub(crate) fn has_exited_no_reap(pid: Pid) -> bool {
     )
 }
 
+/// Whether this system gives pidfds (asked once, of this process): where it does not, a
+/// session needs a thread to wait for its leader's exit.
+pub(crate) fn pidfds() -> bool {
+    static GIVEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *GIVEN.get_or_init(|| pidfd_open(Pid::current()).is_ok())
+}
+
 /// A pidfd of process `pid` (Linux `pidfd_open`): signals sent through it reach that process
 /// or nobody, never a later process that reuses the pid. `Unsupported` elsewhere and on
 /// kernels without pidfds (before 5.3).

@@ -39,7 +39,7 @@
 //! macOS and with the `portable` feature), and `tests` tries the rules on scripted process
 //! tables, without a process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -207,6 +207,10 @@ pub struct DescendantObserver {
     ledger: bytes::Ledger,
     /// With a cgroup: the time its processes had waited for a CPU at the last look.
     cgroup_waited: Option<Duration>,
+    /// With a cgroup: every member seen, by identity (pid → start time), while it lives. One
+    /// no longer a member but alive has left the cgroup (its pid written to another's
+    /// `cgroup.procs`): it is still the tree's (issue 51 item 2).
+    cgroup_members: HashMap<Pid, u64>,
 }
 
 /// One process's runnable time, measured over stretches of at least [`RUNNABLE_SPAN`].
@@ -370,6 +374,7 @@ impl DescendantObserver {
             runnable: HashMap::new(),
             ledger: bytes::Ledger::default(),
             cgroup_waited: None,
+            cgroup_members: HashMap::new(),
         }
     }
 
@@ -457,16 +462,59 @@ impl DescendantObserver {
         let moving = self.ledger.moving(now, found);
         let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved || starved_busy || moving);
+        // Last: following who left reads `/proc` anew (the runnable look above is done).
+        for p in read.iter().filter(|p| !p.dead) {
+            self.cgroup_members.insert(p.pid, p.start_time);
+        }
+        let escapees = self.outside_cgroup().len();
         self.last = ChildrenSample {
             active,
             descendants,
             cpu_delta: delta,
             descendant_cpu,
-            escapees: 0, // nothing escapes a cgroup
+            escapees,
             moved_bytes,
             cpu_waited,
         };
         self.last
+    }
+
+    /// With a cgroup: the live processes of the tree outside it, re-checked by identity now —
+    /// the members seen that left it (the root too), and their descendants, found now (born
+    /// outside the cgroup, they never were members). The ladder signals them by pid, as a
+    /// group's escapees (issue 51 item 2: a child that moved itself to another cgroup
+    /// outlived the run, reported clean). A member that left and came back is a member again.
+    pub(crate) fn outside_cgroup(&mut self) -> Vec<Identity> {
+        let members: HashSet<Pid> = self.pids.iter().copied().collect();
+        let gone: Vec<Identity> = (self.cgroup_members.iter())
+            .filter(|(pid, _)| !members.contains(pid))
+            .map(|(pid, start_time)| Identity {
+                pid: *pid,
+                start_time: *start_time,
+            })
+            .collect();
+        for left in gone {
+            // Remembered with its descendants as they are now; forgotten once it is gone.
+            if !self.adopt_tree(left) {
+                self.cgroup_members.remove(&left.pid);
+            }
+        }
+        let candidates: Vec<Identity> = (self.known.iter())
+            .filter(|(pid, k)| !k.in_tree && !members.contains(pid))
+            .map(|(pid, k)| Identity {
+                pid: *pid,
+                start_time: k.start_time,
+            })
+            .collect();
+        let mut out = Vec::new();
+        for identity in candidates {
+            if self.alive(identity) {
+                out.push(identity);
+            } else {
+                self.known.remove(&identity.pid);
+            }
+        }
+        out
     }
 
     /// Whether the cgroup's tree asked for CPU and did not receive it (`cpu_waited` over

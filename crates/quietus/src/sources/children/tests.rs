@@ -876,3 +876,70 @@ fn with_a_cgroup_the_root_counts_when_asked_and_the_walk_covers_an_unreadable_on
     table.set(&[p(100, 1, 1, 500, 0), p(200, 100, 2, 0, 0)]);
     assert_eq!(obs.sample(t0 + 2 * SEC).descendants, 1);
 }
+
+/// A cgroup whose members the test sets (no CPU).
+fn scripted_members(obs: &mut DescendantObserver) -> Arc<Mutex<Vec<Pid>>> {
+    let members = Arc::new(Mutex::new(Vec::new()));
+    let reader = members.clone();
+    obs.use_cgroup(Box::new(move || {
+        Some(CgroupReading {
+            usage: Duration::ZERO,
+            members: reader.lock().clone(),
+            waited: None,
+        })
+    }));
+    members
+}
+
+/// With a cgroup, a member seen that leaves it (its pid written to another cgroup's
+/// `cgroup.procs`) is still the tree's: it and its descendants born outside are escapees, by
+/// identity, until they die (issue 51 item 2); one that comes back is a member again, a pid
+/// reused by another process is nobody, and a member that exits is forgotten.
+#[test]
+fn with_a_cgroup_a_member_that_left_it_and_its_descendants_are_escapees() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let members = scripted_members(&mut obs);
+    let t0 = Instant::now();
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(300, 100, 3, 0, 0),
+    ]);
+    *members.lock() = vec![pid(100), pid(200), pid(300)];
+    assert_eq!(obs.sample(t0).escapees, 0, "all members");
+    assert!(obs.outside_cgroup().is_empty());
+    // 200 moves itself out and forks 400 there; 300 exits.
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(400, 200, 4, 0, 0),
+    ]);
+    *members.lock() = vec![pid(100)];
+    assert_eq!(obs.sample(t0 + SEC).escapees, 2);
+    let mut outside = obs.outside_cgroup();
+    outside.sort_by_key(|e| e.pid);
+    let identity = |n: u32, start: u64| Identity {
+        pid: pid(n),
+        start_time: start,
+    };
+    assert_eq!(outside, [identity(200, 2), identity(400, 4)]);
+    // 400 forks 500 later: found at the next look, never a member.
+    table.set(&[
+        p(100, 1, 1, 0, 0),
+        p(200, 100, 2, 0, 0),
+        p(400, 200, 4, 0, 0),
+        p(500, 400, 5, 0, 0),
+    ]);
+    assert_eq!(obs.outside_cgroup().len(), 3);
+    // 200 comes back: a member again; its descendants outside stay escapees.
+    *members.lock() = vec![pid(100), pid(200)];
+    obs.sample(t0 + 2 * SEC);
+    let mut outside = obs.outside_cgroup();
+    outside.sort_by_key(|e| e.pid);
+    assert_eq!(outside, [identity(400, 4), identity(500, 5)]);
+    // They die, and pid 400 is reused by a stranger: nobody is outside any more.
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0), p(400, 1, 9, 0, 0)]);
+    assert!(obs.outside_cgroup().is_empty());
+    assert_eq!(obs.sample(t0 + 3 * SEC).escapees, 0);
+}

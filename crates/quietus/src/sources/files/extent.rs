@@ -4,7 +4,9 @@
 //! cgroup, `/dev`) is never watched, and one session takes at most [`MAX_WATCHED_FOLDERS`]
 //! watches for its roots: a root beyond them (`.agent` a link to `/`, say) is not watched, and the
 //! report's `unavailable` says so, instead of arming tens of thousands of watches whose churn
-//! would hide a stall.
+//! would hide a stall. The trackers of one process (a server's sessions) take at most
+//! [`MAX_PROCESS_WATCHED_FOLDERS`] together: distinct roots add up (issue 51 item 15), and a
+//! root beyond what the others left is refused the same way ([`Share`]).
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -25,6 +27,92 @@ pub(super) fn bound() -> usize {
         return bound;
     }
     MAX_WATCHED_FOLDERS
+}
+
+/// The folders every tracker of this process may watch together (eight sessions' worth): a
+/// server's sessions whose roots differ add up, each within [`MAX_WATCHED_FOLDERS`]. The
+/// kernel's per-user limit of inotify watches (`fs.inotify.max_user_watches`, 8,192 on older
+/// kernels) is shared with the user's other programs, whose watches quietus must not starve.
+pub(super) const MAX_PROCESS_WATCHED_FOLDERS: usize = 65_536;
+
+/// The test hook of the process's bound (an environment variable read once, for the tests
+/// of `serve`; no documented setting): a whole number of folders.
+const PROCESS_BOUND_HOOK: &str = "QUIETUS_TEST_PROCESS_WATCH_BOUND";
+
+/// The bound of this process: [`MAX_PROCESS_WATCHED_FOLDERS`], or the test hook's.
+fn process_bound() -> usize {
+    static BOUND: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BOUND.get_or_init(|| {
+        std::env::var(PROCESS_BOUND_HOOK)
+            .ok()
+            .and_then(|bound| bound.parse().ok())
+            .unwrap_or(MAX_PROCESS_WATCHED_FOLDERS)
+    })
+}
+
+/// Per root folder watched in this process: its identity, its folders, how many trackers hold
+/// it (trackers of the same folder share its watches: it counts once).
+static HELD: crate::sync::Mutex<Vec<(FolderId, usize, usize)>> =
+    crate::sync::Mutex::new(Vec::new());
+
+/// One tracker's share of the process's bound: per root (by index), the folder it holds.
+/// Dropped with the tracker's roots, it lets go of them.
+#[derive(Debug, Default)]
+pub(super) struct Share {
+    held: Vec<Option<FolderId>>,
+}
+
+impl Share {
+    /// Root `index` watches `folders` folders at `folder` from now on (what it held before is
+    /// let go of first). `Err(bound)`: they do not fit in what this process's other roots
+    /// left of its bound; the root then holds nothing.
+    pub(super) fn take(
+        &mut self,
+        index: usize,
+        folder: FolderId,
+        folders: usize,
+    ) -> Result<(), usize> {
+        self.release(index);
+        let mut held = HELD.lock();
+        if let Some(entry) = held.iter_mut().find(|(id, ..)| *id == folder) {
+            entry.1 = entry.1.max(folders);
+            entry.2 += 1;
+        } else {
+            let bound = process_bound();
+            let others: usize = held.iter().map(|(_, n, _)| n).sum();
+            if others.saturating_add(folders) > bound {
+                return Err(bound);
+            }
+            held.push((folder, folders, 1));
+        }
+        if self.held.len() <= index {
+            self.held.resize(index + 1, None);
+        }
+        self.held[index] = Some(folder);
+        Ok(())
+    }
+
+    /// Root `index` holds nothing of the process's bound from now on.
+    pub(super) fn release(&mut self, index: usize) {
+        let Some(folder) = self.held.get_mut(index).and_then(Option::take) else {
+            return;
+        };
+        let mut held = HELD.lock();
+        if let Some(at) = held.iter().position(|(id, ..)| *id == folder) {
+            held[at].2 -= 1;
+            if held[at].2 == 0 {
+                held.swap_remove(at);
+            }
+        }
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        for index in 0..self.held.len() {
+            self.release(index);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ use crate::config::FileWatchConfig;
 use crate::error::SpawnError;
 use crate::outcome::UnwatchedFolder;
 use crate::own_files::OwnFiles;
+use crate::process::spare::Spare;
 use classes::PathFilter;
 use common::{Common, Msg, Poster};
 use deferred::Arming;
@@ -172,11 +173,15 @@ impl FileActivityTracker {
         let mut worker = Worker::new(common.clone());
         let tracker = FileActivityTracker::handle_of(common);
         if deferred && !arming.delay.is_zero() {
+            // Its thread now, waiting: one that cannot be had fails the session before the
+            // program runs, not the source after it (issue 51 item 1).
+            let thread = Spare::start("quietus-files".into(), "file tracker")?;
             *tracker.deferred.lock() = Some(Deferred {
                 worker,
                 rx,
                 arming,
                 due: deferred::arming_now() + arming.delay,
+                thread,
             });
             return Ok(tracker);
         }
@@ -248,13 +253,16 @@ impl FileActivityTracker {
 }
 
 /// The arming a session's monitor does when its delay is over, and what the tracker's thread
-/// then runs: a session pays no thread for a program that ends within the delay.
+/// (started with the session, waiting) then runs: a program that ends within the delay costs
+/// no watch and no inotify instance.
 struct Deferred {
     worker: Worker,
     rx: crossbeam_channel::Receiver<Msg>,
     arming: Arming,
     /// When the delay is over (real time).
     due: Instant,
+    /// The tracker's thread, waiting for the worker.
+    thread: Spare,
 }
 
 impl FileActivityTracker {
@@ -283,20 +291,18 @@ impl FileActivityTracker {
             mut worker,
             rx,
             arming,
+            thread,
             ..
         }) = self.deferred.lock().take()
         else {
             return false;
         };
         worker.arm_late(&arming);
-        let started = std::thread::Builder::new()
-            .name("quietus-files".into())
-            .spawn(move || worker.run(&rx));
-        match started {
+        match thread.run(move || worker.run(&rx)) {
             Ok(thread) => *self.thread.lock() = Some(thread),
-            Err(e) => {
-                // The watcher went with the closure: nothing watches any more, and it is said.
-                log::warn!("files source unavailable: no thread for the file tracker: {e}");
+            Err(_) => {
+                // Its thread ended unused (it cannot): nothing watches any more, and it is said.
+                log::warn!("files source unavailable: the file tracker's thread is gone");
                 self.common
                     .board
                     .set_available(&ActivitySource::Files, false);

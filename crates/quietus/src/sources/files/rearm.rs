@@ -13,7 +13,7 @@ use std::time::Instant;
 use notify::RecursiveMode;
 
 use super::common::{Common, Msg};
-use super::extent::{Extent, FolderId, folder_id, survey};
+use super::extent::{Extent, FolderId, Share, folder_id, survey};
 use super::handler::{EventHandler, is_out_of_watches};
 use crate::activity::ActivitySource;
 use crate::error::SystemError;
@@ -141,6 +141,8 @@ pub(super) struct Roots {
     measured: Vec<usize>,
     /// The most folders the roots may have watched together ([`super::extent`]).
     watch_bound: usize,
+    /// The roots' share of the process's bound of watched folders, across its sessions.
+    share: Share,
 }
 
 impl Roots {
@@ -157,6 +159,7 @@ impl Roots {
             armed: false,
             measured: Vec::new(),
             watch_bound: super::extent::bound(),
+            share: Share::default(),
         }
     }
 
@@ -342,7 +345,16 @@ impl Roots {
             .filter(|(i, _)| *i != index)
             .map(|(_, n)| n)
             .sum();
-        let extent = survey(at, self.watch_bound.saturating_sub(others));
+        let mut extent = survey(at, self.watch_bound.saturating_sub(others));
+        // Within the session's bound, the process's: the sessions of a server add up.
+        match (&extent, folder) {
+            (Extent::Fits { folders, .. }, Some(id)) => {
+                if let Err(bound) = self.share.take(index, id, *folders) {
+                    extent = Extent::Refused(UnwatchedReason::TooManyFoldersInProcess { bound });
+                }
+            }
+            _ => self.share.release(index),
+        }
         self.measured[index] = match &extent {
             Extent::Fits { folders, .. } => *folders,
             Extent::Refused(_) => 0,
