@@ -222,7 +222,15 @@ fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
             writes: writes(),
         }
     } else if kind.is_file() && writes() {
-        Outlet::File
+        use std::os::unix::fs::MetadataExt;
+        Outlet::File(super::bytes::FileMark {
+            id: (meta.dev(), meta.ino()),
+            size: meta.size(),
+            modified_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+        })
     } else {
         Outlet::Elsewhere
     }
@@ -359,13 +367,30 @@ mod tests {
         let pipe = |writes| Outlet::Pipe { inode, writes };
         assert_eq!(outlets[&reader.as_raw_fd()], pipe(false));
         assert_eq!(outlets[&writer.as_raw_fd()], pipe(true));
-        assert_eq!(outlets[&written.as_raw_fd()], Outlet::File);
+        let Outlet::File(mark) = outlets[&written.as_raw_fd()] else {
+            panic!("a file written: {:?}", outlets[&written.as_raw_fd()]);
+        };
+        let meta = std::fs::metadata(dir.path().join("out")).unwrap();
+        assert_eq!(mark.id, (meta.dev(), meta.ino()));
+        assert_eq!(mark.size, 0);
+        // A write moves the mark: its size.
+        std::io::Write::write_all(&mut &written, b"moved").unwrap();
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", written.as_raw_fd())).unwrap();
+        let again = outlet(
+            Pid::current(),
+            written.as_raw_fd(),
+            &target.to_string_lossy(),
+        );
+        assert!(
+            matches!(again, Outlet::File(m) if m.size == 5 && m.id == mark.id),
+            "{again:?}"
+        );
         assert_eq!(outlets[&null.as_raw_fd()], Outlet::Elsewhere);
         assert_eq!(outlets[&read_only.as_raw_fd()], Outlet::Elsewhere);
         // The whole list holds them too.
         let all = procfs.outlets(Pid::current()).unwrap();
         assert!(all.contains(&pipe(true)) && all.contains(&pipe(false)));
-        assert!(all.contains(&Outlet::File));
+        assert!(all.iter().any(|o| matches!(o, Outlet::File(_))));
         // This process is no quietus.
         assert!(!procfs.supervisor(Pid::current()));
     }

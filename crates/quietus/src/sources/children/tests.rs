@@ -155,6 +155,15 @@ fn reads(inode: u64) -> Outlet {
     }
 }
 
+/// A file open for writing, `size` bytes long (its mark moves with it).
+fn file(inode: u64, size: u64) -> Outlet {
+    Outlet::File(bytes::FileMark {
+        id: (1, inode),
+        size,
+        modified_ns: i64::try_from(size).unwrap_or(i64::MAX),
+    })
+}
+
 /// The pid `n` (a made-up process of the table).
 fn pid(n: u32) -> Pid {
     Pid::new(n).expect("a pid")
@@ -746,8 +755,8 @@ fn heartbeats_bookkeeping_and_a_nested_quietus_are_not_progress_files_at_a_worki
         p(300, 200, 3, 0, 0),
         p(400, 100, 4, 0, 0),
     ]);
-    table.set_outlets(100, &[reads(9), writes(10), Outlet::File, writes(1)]);
-    table.set_outlets(300, &[writes(1), Outlet::File]);
+    table.set_outlets(100, &[reads(9), writes(10), file(50, 0), writes(1)]);
+    table.set_outlets(300, &[writes(1), file(51, 0)]);
     table.set_outlets(400, &[reads(10), writes(9)]);
     table.set_supervisor(400);
     assert!(!obs.sample(t0).active, "baseline");
@@ -777,9 +786,39 @@ fn heartbeats_bookkeeping_and_a_nested_quietus_are_not_progress_files_at_a_worki
     // The writer extracts an archive: 4 KiB a second into files.
     for i in 1..=3u64 {
         table.set_moved(300, 400 + 4096 * i);
+        table.set_outlets(300, &[writes(1), file(51, 4096 * i)]);
         let s = obs.sample(t0 + SEC * (10 + i) as u32);
         assert!(s.active, "second {i} of the extraction");
     }
+}
+
+/// A download stalled with its file open while its bar is redrawn on the terminal (pip under
+/// `--pty` on a dead connection, rich's bar: about 6 KB a second to the terminal): the bytes
+/// went to the terminal, not into the file, which has not moved since; the file moving again
+/// is progress.
+#[test]
+fn bytes_of_a_writer_whose_open_file_does_not_move_are_not_file_progress() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    // pip: the terminal (Elsewhere) and the wheel it downloads, 256 KiB so far.
+    table.set_outlets(100, &[Outlet::Elsewhere, file(60, 262_144)]);
+    assert!(!obs.sample(t0).active, "baseline");
+    table.set_moved(100, 6000);
+    assert!(
+        obs.sample(t0 + SEC).active,
+        "first look at the file: it may have just been written"
+    );
+    for i in 2..=10u64 {
+        table.set_moved(100, 6000 * i);
+        let s = obs.sample(t0 + SEC * i as u32);
+        assert!(!s.active, "second {i}: only the bar moved");
+    }
+    // The transfer resumes: the file grows.
+    table.set_outlets(100, &[Outlet::Elsewhere, file(60, 262_144 + 8192)]);
+    table.set_moved(100, 6000 * 10 + 8192);
+    assert!(obs.sample(t0 + 11 * SEC).active, "the file moved");
 }
 
 /// Storage pages read or dirtied count at a working rate, the root's own included: a
@@ -814,7 +853,7 @@ fn where_written_bytes_go() {
     assert_eq!(to(200, &[writes(7)]), bytes::Destination::Delivered);
     // A pipe only the writer itself reads is no delivery.
     assert_eq!(
-        to(200, &[writes(8), Outlet::File]),
+        to(200, &[writes(8), file(50, 0)]),
         bytes::Destination::Files
     );
     assert_eq!(to(200, &[writes(9)]), bytes::Destination::Nowhere);
