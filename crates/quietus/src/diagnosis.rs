@@ -867,10 +867,14 @@ fn thread(t: &ThreadSnap, snap: &ProcSnap, tree: &Tree<'_>) -> Blocked {
         weak: false,
     };
     let state = name_and_state(&t.stat).map_or(b'?', |(_, s)| s);
+    // Runnable but off the CPU inside a known call: woken from it and waiting for a CPU (a
+    // poller on a loaded machine after its sleep), judged by the call. On the CPU the
+    // kernel says `running`; preempted in user mode, call -1.
+    let in_a_call = syscall_args(&t.syscall).is_some_and(|(n, _)| syscall_name(n).is_some());
     match state {
         b'T' | b't' => b.kind = StallKind::Stopped,
         b'D' => b.kind = StallKind::DiskWait,
-        b'R' => b.kind = StallKind::Running,
+        b'R' if !in_a_call => b.kind = StallKind::Running,
         b'Z' | b'X' => b.kind = StallKind::Unknown,
         _ if t.syscall == "running" => b.kind = StallKind::Running,
         _ => blocked_in_call(t, snap, tree, &mut b),

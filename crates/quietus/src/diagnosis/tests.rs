@@ -169,6 +169,11 @@ fn sleep_stop_busy_and_a_waiting_shell() {
     assert_eq!(d.kind, StallKind::Stopped);
     assert_eq!(d.processes[0].state, "stopped");
     assert_eq!(diagnose(recorded!("running")).kind, StallKind::Running);
+    // A `nice 19` poller beside busy loops, woken from its 10 ms sleep and waiting for a CPU:
+    // runnable, still in `clock_nanosleep` (recorded; the zoo's s_niced_poller). It sleeps.
+    let d = diagnose(recorded!("runnable_after_sleep"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("clock_nanosleep"));
     // `sh -c 'echo x; sleep 1000'`: the shell waits on its sleeping child, which is the
     // cause; the shell stays in the list, waiting on it.
     let d = diagnose(recorded!("shell_waits"));
@@ -388,8 +393,13 @@ fn a_reader_of_a_pipe_its_parent_writes_waits_on_the_parent_never_on_input() {
     let (snaps, _) = fixture(recorded!("mcp_pipe"));
     let d = classify(&snaps[1..], &|_| None);
     assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
-    // The parent busy: the cause is the work, never the child's read.
-    let text = recorded!("mcp_pipe").replace("(python3) S 2", "(python3) R 2");
+    // The parent busy (on the CPU): the cause is the work, never the child's read.
+    let text = recorded!("mcp_pipe")
+        .replace("(python3) S 2", "(python3) R 2")
+        .replace(
+            "syscall: 230 0x1 0x1 0x7fff7d3eba40 0x0 0x0 0x0 0x7fff7d3eba28 0x7f3e780ed503",
+            "syscall: running",
+        );
     let d = diagnose(&text);
     assert_eq!(d.kind, StallKind::Running, "{d:#?}");
     assert_eq!(d.processes[0].pid.get(), 26348);
