@@ -544,6 +544,47 @@ fn a_model_stream_begun_and_stopped_is_a_network_wait() {
 }
 
 #[test]
+fn an_interactive_agent_over_a_stalled_stream_waits_on_the_network_not_its_terminal() {
+    // The Claude Code recording above as it stands interactively (synthetic: its stdin the
+    // terminal, which its main loop watches with its timers, as every TUI does).
+    let tty = recorded!("claude_stream_stalled")
+        .replace("fd 0 /dev/null", "fd 0 /dev/pts/3")
+        .replace("epoll 4 7,6,8", "epoll 4 7,6,8,0");
+    let (snaps, peers) = fixture(&tty);
+    let lately = |recent: Option<u64>, redrawing: bool| {
+        classify_lately(
+            &snaps,
+            &|inode| peers.get(&inode).cloned(),
+            recent.map(Duration::from_millis),
+            redrawing,
+        )
+    };
+    // The tree went quiet with the stream 7.3 s ago and the screen keeps animating a wait
+    // (a spinner and its counter, no news): the stream is the wait.
+    let d = lately(Some(7300 + 1500), true);
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert!(
+        d.summary.contains("on TCP peer 127.0.0.1:44195"),
+        "{}",
+        d.summary
+    );
+    // Nothing drawn since (an agent idle at its prompt after its answer), or the exchange
+    // older than the tree's last activity: its terminal.
+    for d in [lately(Some(7300 + 1500), false), lately(Some(5000), true)] {
+        assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+        assert!(d.summary.contains("/dev/pts/3"), "{}", d.summary);
+    }
+    // A request sent and unanswered (the stream not begun): the network, redrawing or not.
+    let asked = tty.replace(
+        "tcp 122449 127.0.0.1:44195 1 7292 7288",
+        "tcp 122449 127.0.0.1:44195 1 7100 7288",
+    );
+    let (snaps, peers) = fixture(&asked);
+    let d = classify_lately(&snaps, &|inode| peers.get(&inode).cloned(), None, false);
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+}
+
+#[test]
 fn a_codex_stream_stalled_names_its_tcp_peer_not_its_own_socket_pair() {
     // Real codex 0.171 (`codex exec`, under its Node launcher) against a mock Responses
     // server that sent the headers and `response.created`, then nothing. Its runtime's epoll
