@@ -47,6 +47,7 @@ pub fn option_vars() -> &'static [String] {
 /// Gives `cmd` (quietus, or a program that runs it) the marker in its environment, and
 /// removes `RUST_LOG` and every option variable ([`option_vars`]) inherited from the outside.
 pub fn isolate(cmd: &mut std::process::Command, marker: &Marker) {
+    super::library::default_signals();
     cmd.env(MARKER_ENV, marker.as_str()).env_remove("RUST_LOG");
     for var in option_vars() {
         cmd.env_remove(var);

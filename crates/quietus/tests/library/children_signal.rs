@@ -599,12 +599,14 @@ fn a_niced_poller_under_contention_is_ended() {
             .args(["-c", "0", "nice", "-n", "19", "sh", "-c", &script])
             .arg(m.as_str())
             .env(common::MARKER_ENV, m.as_str());
-        let session = Session::builder(program)
-            .config(config(idle).containment(containment))
-            .stdout(out.sink())
-            .spawn()
-            .unwrap();
-        out.wait_for("ready");
+        // The idle timeout from `ready` on: a niced interpreter's start on the contended CPU
+        // can outlast it (it did, beside two more busy loops: no `ready` in 20 s).
+        let session = common::spawn_ready(
+            Session::builder(program),
+            config(idle).containment(containment),
+            &out,
+            "ready",
+        );
         let result = wait_generously(&session);
         assert!(
             matches!(result.outcome, Outcome::IdleTimeout(_)),

@@ -204,8 +204,11 @@ fn timeouts_are_retried_only_when_asked() {
     let fake = Fake::new(&format!(
         "echo run >> \"$WORK/runs\"\necho '{SIGNATURE}' >&2\nexec sleep 1000\n"
     ));
+    // The signature must be out before the idle timeout ends the attempt: RetryPolicy spawns
+    // each attempt itself, so no handshake can hold the timeout off, and 300 ms was shorter
+    // than a shell's start on a loaded machine. 1.5 s leaves the start 1.2 s more.
     let config = MonitorConfig::builder()
-        .idle_timeout(ms(300))
+        .idle_timeout(ms(1500))
         .watch_children(false)
         .kill_ladder(KillLadder::polite(Signal::TERM, ms(1000)))
         .build()

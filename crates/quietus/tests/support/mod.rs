@@ -54,6 +54,43 @@ const POLL: Duration = Duration::from_millis(10);
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Sets every signal the parent of `cargo test` left ignored back to its default, once per test
+/// process, so that every process a test starts begins as under a clean parent. An ignore is
+/// inherited across `fork` and `exec`, and a program keeps an ignore it started with: `nohup
+/// cargo test` ignores HUP and a script's `cargo test &` INT and QUIT, and then quietus (which
+/// keeps an inherited ignore, as documented) rightly ignores the HUP a test sends it — eight
+/// command tests failed so under `nohup`. A test about an inherited ignore sets it up itself.
+/// SIGPIPE is left alone: Rust's runtime ignores it in this process, and `std::process::Command`
+/// sets it back to its default in every child. (clippy.toml keeps hand-made signal handling out
+/// of quietus's code; this is the test process's own.)
+#[allow(unsafe_code, clippy::disallowed_methods)]
+pub fn default_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for signal in 1..32 {
+            if [libc::SIGKILL, libc::SIGSTOP, libc::SIGPIPE].contains(&signal) {
+                continue;
+            }
+            // SAFETY: `sigaction` with a null new action only reads the disposition into a
+            // zeroed `struct sigaction` this frame owns.
+            let ignored = unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+                    && old.sa_sigaction == libc::SIG_IGN
+            };
+            if ignored {
+                // SAFETY: SIG_DFL installs no handler (no code of ours runs on delivery); the
+                // action is a zeroed `struct sigaction` (empty mask, no flags) this frame owns.
+                unsafe {
+                    let mut action: libc::sigaction = std::mem::zeroed();
+                    action.sa_sigaction = libc::SIG_DFL;
+                    libc::sigaction(signal, &action, std::ptr::null_mut());
+                }
+            }
+        }
+    });
+}
+
 /// A marker unique to one test (process id, test name, counter), and a safety net: dropping it
 /// SIGKILLs any process that still carries it (only those, so a failing test cleans up after
 /// itself without touching anything it did not start).
@@ -63,8 +100,11 @@ pub struct Marker {
 }
 
 impl Marker {
-    /// `sw-test-<pid>-<name>-<n>`.
+    /// `sw-test-<pid>-<name>-<n>`. Every test that starts a process makes one first, so this
+    /// is also where the test process's signals are set back to their defaults
+    /// ([`default_signals`]).
     pub fn new(test_name: &str) -> Self {
+        default_signals();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         Self {
             text: format!("sw-test-{}-{}-{}", std::process::id(), test_name, n),
