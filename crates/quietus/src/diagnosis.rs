@@ -254,6 +254,33 @@ pub(crate) fn diagnose_tree(
     recent: Option<Duration>,
     redrawing: bool,
 ) -> Diagnosis {
+    let first = diagnose_once(pids, known, recent, redrawing);
+    if first.kind != StallKind::Running {
+        return first;
+    }
+    // On the CPU at one instant: a poller awake for a millisecond looks the same as a loop
+    // that never sleeps. A second look a moment later tells them apart; work still runs.
+    std::thread::sleep(SECOND_LOOK);
+    let second = diagnose_once(pids, known, recent, redrawing);
+    if second.kind == StallKind::Unknown {
+        first
+    } else {
+        second
+    }
+}
+
+/// How long after a look that found the tree running the second look is taken.
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+const SECOND_LOOK: Duration = Duration::from_millis(10);
+
+/// One snapshot of `pids`, classified ([`diagnose_tree`]).
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+fn diagnose_once(
+    pids: &[Pid],
+    known: &dyn Fn(u64) -> Option<SocketAddr>,
+    recent: Option<Duration>,
+    redrawing: bool,
+) -> Diagnosis {
     let snaps = snapshots(pids);
     let socks = describe_sockets(&snaps);
     let peers = |inode: u64| {
