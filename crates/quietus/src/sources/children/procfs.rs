@@ -15,6 +15,31 @@ fn read_runnable(pid: Pid) -> Option<(Duration, Duration)> {
     parse_schedstat(&text)
 }
 
+/// The sums over the threads of `pid` (`/proc/PID/task/TID/schedstat`) of the run time, and of
+/// the run time plus run delay (at most [`MAX_THREADS_READ`] threads).
+fn read_runnable_threads(pid: Pid) -> Option<(Duration, Duration)> {
+    let mut sum: Option<(Duration, Duration)> = None;
+    let mut buf = [0u8; 1024];
+    for tid in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .take(MAX_THREADS_READ)
+    {
+        let path = format!("/proc/{pid}/task/{tid}/schedstat");
+        let Some(text) = crate::process::sys::read_proc(&path, &mut buf) else {
+            continue;
+        };
+        if let Some((ran, total)) = parse_schedstat(&text) {
+            let (r, t) = sum.unwrap_or_default();
+            sum = Some((r + ran, t + total));
+        }
+    }
+    sum
+}
+
+/// The most threads of one process read for its runnable time.
+const MAX_THREADS_READ: usize = 256;
+
 /// The run time, and the run time plus run delay, of a `schedstat` line.
 fn parse_schedstat(text: &str) -> Option<(Duration, Duration)> {
     let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
@@ -34,7 +59,7 @@ pub(crate) struct ProcFs {
     scratch: Vec<Pid>,
     /// Whether each process read in this sample (by the walk, or one by one from a cgroup's
     /// members) was runnable (state R), so that the runnable look reads no `stat` twice.
-    states: HashMap<Pid, bool>,
+    states: HashMap<Pid, (bool, u64)>,
 }
 
 /// A process's `stat`, read by the `/proc` source (counted by its tests: each is a file read
@@ -106,7 +131,8 @@ impl ProcessSource for ProcFs {
         let Some(stat) = read_stat(root) else {
             return Vec::new();
         };
-        self.states.insert(stat.pid, stat.state == b'R');
+        self.states
+            .insert(stat.pid, (stat.state == b'R', stat.threads));
         let mut threads = vec![stat.threads];
         let mut tree = vec![self.convert(stat)];
         let mut index = 0;
@@ -123,7 +149,8 @@ impl ProcessSource for ProcFs {
             for i in 0..self.scratch.len() {
                 let pid = self.scratch[i];
                 if let Some(stat) = read_stat(pid) {
-                    self.states.insert(stat.pid, stat.state == b'R');
+                    self.states
+                        .insert(stat.pid, (stat.state == b'R', stat.threads));
                     threads.push(stat.threads);
                     tree.push(self.convert(stat));
                 }
@@ -135,7 +162,8 @@ impl ProcessSource for ProcFs {
 
     fn process(&mut self, pid: Pid) -> Option<ProcSample> {
         let stat = read_stat(pid)?;
-        self.states.insert(stat.pid, stat.state == b'R');
+        self.states
+            .insert(stat.pid, (stat.state == b'R', stat.threads));
         Some(self.convert(stat))
     }
 
@@ -145,12 +173,20 @@ impl ProcessSource for ProcFs {
 
     /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
     /// `schedstat` only of a process runnable now (a sleeping one costs no read).
+    /// A process of several threads (rustc's LLVM workers, a runtime's pool) is read thread by
+    /// thread whatever its main thread's state: its main thread may wait on them.
     fn runnable(&mut self, pid: Pid) -> Option<RunState> {
-        let now = match self.states.get(&pid) {
-            Some(runnable) => *runnable,
-            None => read_stat(pid)?.state == b'R',
+        let (now, threads) = match self.states.get(&pid) {
+            Some(known) => *known,
+            None => read_stat(pid).map(|s| (s.state == b'R', s.threads))?,
         };
-        let read = if now { read_runnable(pid) } else { None };
+        let read = if threads > 1 {
+            read_runnable_threads(pid)
+        } else if now {
+            read_runnable(pid)
+        } else {
+            None
+        };
         let (ran, total) = (read.map(|r| r.0), read.map(|r| r.1));
         let at = Some(Instant::now());
         Some(RunState {
@@ -246,6 +282,35 @@ mod tests {
     use crate::sources::children::{CgroupReading, DescendantObserver};
 
     const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_process_of_several_threads_is_runnable_by_all_its_threads() {
+        // rustc's shape: the main thread waits while a worker runs (or waits for a CPU). The
+        // leader's own schedstat (this test process's main thread, waiting for the tests)
+        // shows none of it; the threads' sum shows all of it.
+        let pid = Pid::current();
+        let (_, leader_before) = read_runnable(pid).unwrap();
+        let (_, threads_before) = read_runnable_threads(pid).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spin = stop.clone();
+        let worker = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !spin.load(std::sync::atomic::Ordering::Relaxed) {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        // Read while the worker lives: a thread gone takes its counts with it.
+        let (_, leader_after) = read_runnable(pid).unwrap();
+        let (_, threads_after) = read_runnable_threads(pid).unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        worker.join().unwrap();
+        let threads = threads_after.saturating_sub(threads_before);
+        let leader = leader_after.saturating_sub(leader_before);
+        // The worker was runnable all along (300 ms), on a CPU or waiting for one.
+        assert!(threads >= Duration::from_millis(250), "{threads:?}");
+        assert!(leader < Duration::from_millis(100), "{leader:?}");
+    }
 
     #[test]
     fn schedstat_lines_parse_to_run_time_plus_delay() {
