@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{MAX_TREE, Moved, Outlet, ProcSample, ProcessSource, RunState};
+use super::{MAX_TREE, Moved, Outlet, ProcSample, ProcessSource, RunState, ThreadRun};
 use crate::pid::Pid;
 
 /// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): the run time, and the
@@ -15,26 +15,28 @@ fn read_runnable(pid: Pid) -> Option<(Duration, Duration)> {
     parse_schedstat(&text)
 }
 
-/// The sums over the threads of `pid` (`/proc/PID/task/TID/schedstat`) of the run time, and of
-/// the run time plus run delay (at most [`MAX_THREADS_READ`] threads).
-fn read_runnable_threads(pid: Pid) -> Option<(Duration, Duration)> {
-    let mut sum: Option<(Duration, Duration)> = None;
+/// Each thread of `pid` (`/proc/PID/task/TID/schedstat`, at most [`MAX_THREADS_READ`]): its
+/// run time, and its run time plus run delay.
+fn read_thread_runs(pid: Pid) -> Vec<ThreadRun> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
     let mut buf = [0u8; 1024];
-    for tid in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+    let at = Instant::now();
+    dir.filter_map(|e| e.ok()?.file_name().into_string().ok()?.parse::<u32>().ok())
         .take(MAX_THREADS_READ)
-    {
-        let path = format!("/proc/{pid}/task/{tid}/schedstat");
-        let Some(text) = crate::process::sys::read_proc(&path, &mut buf) else {
-            continue;
-        };
-        if let Some((ran, total)) = parse_schedstat(&text) {
-            let (r, t) = sum.unwrap_or_default();
-            sum = Some((r + ran, t + total));
-        }
-    }
-    sum
+        .filter_map(|tid| {
+            let path = format!("/proc/{pid}/task/{tid}/schedstat");
+            let text = crate::process::sys::read_proc(&path, &mut buf)?;
+            let (ran, total) = parse_schedstat(&text)?;
+            Some(ThreadRun {
+                tid,
+                ran,
+                total,
+                at,
+            })
+        })
+        .collect()
 }
 
 /// The most threads of one process read for its runnable time.
@@ -173,20 +175,12 @@ impl ProcessSource for ProcFs {
 
     /// From the last walk's `stat` (a cgroup's member not walked: its own `stat`); the
     /// `schedstat` only of a process runnable now (a sleeping one costs no read).
-    /// A process of several threads (rustc's LLVM workers, a runtime's pool) is read thread by
-    /// thread whatever its main thread's state: its main thread may wait on them.
     fn runnable(&mut self, pid: Pid) -> Option<RunState> {
-        let (now, threads) = match self.states.get(&pid) {
-            Some(known) => *known,
-            None => read_stat(pid).map(|s| (s.state == b'R', s.threads))?,
+        let now = match self.states.get(&pid) {
+            Some((runnable, _)) => *runnable,
+            None => read_stat(pid)?.state == b'R',
         };
-        let read = if threads > 1 {
-            read_runnable_threads(pid)
-        } else if now {
-            read_runnable(pid)
-        } else {
-            None
-        };
+        let read = if now { read_runnable(pid) } else { None };
         let (ran, total) = (read.map(|r| r.0), read.map(|r| r.1));
         let at = Some(Instant::now());
         Some(RunState {
@@ -195,6 +189,19 @@ impl ProcessSource for ProcFs {
             ran,
             at,
         })
+    }
+
+    /// Only for a process of several threads (the walk's `stat` says how many): rustc's LLVM
+    /// workers, a runtime's pool; a single-threaded process costs no read.
+    fn thread_runs(&mut self, pid: Pid) -> Vec<ThreadRun> {
+        if self
+            .states
+            .get(&pid)
+            .is_none_or(|(_, threads)| *threads < 2)
+        {
+            return Vec::new();
+        }
+        read_thread_runs(pid)
     }
 
     fn moved(&mut self, pid: Pid) -> Option<Moved> {
@@ -290,7 +297,8 @@ mod tests {
         // shows none of it; the threads' sum shows all of it.
         let pid = Pid::current();
         let (_, leader_before) = read_runnable(pid).unwrap();
-        let (_, threads_before) = read_runnable_threads(pid).unwrap();
+        let sum = |runs: Vec<ThreadRun>| runs.iter().map(|r| r.total).sum::<Duration>();
+        let threads_before = sum(read_thread_runs(pid));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let spin = stop.clone();
         let worker = std::thread::spawn(move || {
@@ -302,7 +310,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         // Read while the worker lives: a thread gone takes its counts with it.
         let (_, leader_after) = read_runnable(pid).unwrap();
-        let (_, threads_after) = read_runnable_threads(pid).unwrap();
+        let threads_after = sum(read_thread_runs(pid));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         worker.join().unwrap();
         let threads = threads_after.saturating_sub(threads_before);

@@ -13,6 +13,8 @@ struct Table(
     Arc<Mutex<HashMap<Pid, RunState>>>,
     /// Per pid: what it moved and where its descriptors lead.
     Arc<Mutex<HashMap<Pid, Bytes>>>,
+    /// Per pid of several threads: each thread's run time and runnable time.
+    Arc<Mutex<HashMap<Pid, Vec<ThreadRun>>>>,
 );
 
 /// One process's scripted bytes.
@@ -115,6 +117,10 @@ impl ProcessSource for Table {
 
     fn runnable(&mut self, pid: Pid) -> Option<RunState> {
         self.1.lock().get(&pid).copied()
+    }
+
+    fn thread_runs(&mut self, pid: Pid) -> Vec<ThreadRun> {
+        self.3.lock().get(&pid).cloned().unwrap_or_default()
     }
 
     fn moved(&mut self, pid: Pid) -> Option<Moved> {
@@ -281,6 +287,65 @@ fn a_process_seen_runnable_at_every_look_for_a_stretch_is_activity() {
     assert!(!obs.sample(t0 + ms(1500)).active, "R for no time yet");
     assert!(!obs.sample(t0 + ms(1700)).active, "R for 200 ms only");
     assert!(obs.sample(t0 + ms(1900)).active);
+}
+
+/// rustc's shape without a cgroup: its main thread waits (asleep, its own schedstat flat)
+/// while a worker thread is starved by other load (runnable all along, running a little).
+/// Seen by its threads, it works; a pool of pollers (each runnable half the time for want of
+/// a CPU, each running next to nothing) does not, however many threads.
+#[test]
+fn a_starved_worker_thread_is_work_a_pool_of_pollers_is_not() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    table.set_runnable(100, 0);
+    let run = |tid: u32, ran_ms: u64, total_ms: u64, at: Duration| ThreadRun {
+        tid,
+        ran: Duration::from_millis(ran_ms),
+        total: Duration::from_millis(total_ms),
+        at: t0 + at,
+    };
+    // The worker: 300 ms runnable per 300 ms, 30 ms of it on a CPU (10 % of a core).
+    let worker = |i: u64| {
+        vec![
+            run(100, 0, 0, SEC / 10 * 3 * i as u32),
+            run(101, 30 * i, 300 * i, SEC / 10 * 3 * i as u32),
+        ]
+    };
+    table.3.lock().insert(pid(100), worker(0));
+    assert!(!obs.sample(t0).active, "baseline");
+    let mut active = false;
+    for i in 1..=4u64 {
+        table.3.lock().insert(pid(100), worker(i));
+        active |= obs.sample(t0 + SEC / 10 * 3 * i as u32).active;
+    }
+    assert!(active, "the starved worker thread is work");
+    // Eight pollers: each runnable 160 ms of 300 ms, each running 0.3 ms (0.1 % of a core).
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    table.set_runnable(100, 0);
+    let pool = |i: u64| {
+        (0..8)
+            .map(|t| {
+                let at = SEC / 10 * 3 * i as u32;
+                ThreadRun {
+                    tid: 200 + t,
+                    ran: Duration::from_micros(300 * i),
+                    total: Duration::from_millis(160 * i),
+                    at: t0 + at,
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    table.3.lock().insert(pid(100), pool(0));
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=6u64 {
+        table.3.lock().insert(pid(100), pool(i));
+        let s = obs.sample(t0 + SEC / 10 * 3 * i as u32);
+        assert!(!s.active, "look {i}: pollers are no work");
+    }
 }
 
 #[test]
