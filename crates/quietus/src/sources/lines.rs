@@ -22,9 +22,12 @@ const MAX_LINE: usize = 64 * 1024;
 const REMEMBERED: usize = 16;
 /// Bytes of a matching line kept in the result.
 const MATCHED_KEPT: usize = 1024;
-/// A read of more bytes than this with no redraw in it is new output without a look at its
-/// lines: a heartbeat is a short line now and then, never a flood.
-const BULK: usize = 4096;
+/// A read of more bytes than this, or of more lines than [`FEW_LINES`], with no redraw in it is
+/// new output without a look at its lines: a heartbeat is a short line now and then, never a
+/// flood (a pipe's reads of a fast writer come a page, 4 KiB, at a time).
+const BULK: usize = 1024;
+/// The most lines a read with no redraw may hold to be looked at line by line.
+const FEW_LINES: usize = 2;
 
 /// What one chunk of output showed.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -54,6 +57,9 @@ pub(crate) struct LineWatch {
     redraw_line: bool,
     /// Completion was told once already: no more matching.
     told: bool,
+    /// The read being looked at is short (at most [`BULK`] bytes and [`FEW_LINES`] lines):
+    /// its lines ended by `\n` are looked at for heartbeats; a longer one's are news.
+    few: bool,
 }
 
 impl LineWatch {
@@ -72,6 +78,7 @@ impl LineWatch {
             pending_cr: false,
             redraw_line: false,
             told: false,
+            few: false,
         }
     }
 
@@ -87,6 +94,8 @@ impl LineWatch {
         // Whether this read added text to an ordinary line in progress (not a redrawn one).
         let mut added = false;
         let mut rest = chunk;
+        self.few =
+            chunk.len() <= BULK && memchr::memchr_iter(b'\n', chunk).nth(FEW_LINES).is_none();
         // A `\r` that ended the last read: this read's first byte tells whether it redrew the
         // line (anything but `\n`) or ended it (`\r\n`).
         if self.pending_cr
@@ -101,9 +110,9 @@ impl LineWatch {
             }
         }
         if self.redraws_only()
-            && rest.len() > BULK
             && !self.redraw_line
             && !self.pending_cr
+            && !self.few
             && memchr::memchr(b'\r', rest).is_none()
         {
             // Many bytes and no redraw in them: new output; only the line in progress is kept.
@@ -229,10 +238,18 @@ impl LineWatch {
     /// it was redrawn in place and is one of the last distinct lines redrawn, or it is a
     /// heartbeat: [`LineWatch::heartbeat`]).
     fn is_new(&mut self, line: &[u8], redrawn: bool) -> bool {
+        // Control bytes other than a tab or an escape: binary, no meter or message; new.
+        if line
+            .iter()
+            .take(shape::LOOKED_AT)
+            .any(|&b| b < 0x20 && b != b'\t' && b != 0x1b)
+        {
+            return true;
+        }
         let remembered = match &mut self.repeats {
             Some(remembered) => remembered,
             None if redrawn => &mut self.redraws,
-            None => return !self.heartbeat(line),
+            None => return !(self.few && self.heartbeat(line)),
         };
         let key = shape(line).template;
         if let Some(at) = remembered.iter().position(|k| *k == key) {
@@ -448,6 +465,17 @@ mod tests {
         assert!(w.feed(b"still").fresh);
         let flood = "still waiting (1s)\n".repeat(300);
         assert!(w.feed(flood.as_bytes()).fresh);
+        // Binary bytes (control bytes other than a tab or an escape) are output, redrawn or
+        // not, and cost no look at their words.
+        assert!(w.feed(b"\x00\x01still waiting\n").fresh);
+        assert!(w.feed(b"\r\x02\x03 frame").fresh);
+        assert!(w.feed(b"\r\x02\x03 frame").fresh);
+        // Three lines in one read are a flood too; two are looked at.
+        assert!(
+            w.feed(b"still waiting\nstill waiting\nstill waiting\n")
+                .fresh
+        );
+        assert!(!w.feed(b"still waiting\nstill waiting\n").fresh);
     }
 
     #[test]

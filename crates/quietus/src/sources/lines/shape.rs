@@ -11,10 +11,45 @@
 
 use std::hash::{DefaultHasher, Hasher};
 
+/// A key being built: the bytes, hashed once at the end (a hasher fed byte by byte costs
+/// several times more).
+struct Key {
+    bytes: [u8; 2 * LOOKED_AT],
+    len: usize,
+}
+
+impl Key {
+    fn new() -> Self {
+        Self {
+            bytes: [0; 2 * LOOKED_AT],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.bytes.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.push(b);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        hasher.write(&self.bytes[..self.len]);
+        hasher.finish()
+    }
+}
+
 use crate::sources::screen::is_spinner_glyph;
 
 /// The most bytes of a line looked at: a heartbeat or a meter is short.
-const LOOKED_AT: usize = 512;
+pub(super) const LOOKED_AT: usize = 512;
 
 /// What [`shape`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,8 +140,8 @@ fn is_rate(core: &[u8]) -> bool {
 /// The shape of `line` (its first [`LOOKED_AT`] bytes).
 pub(crate) fn shape(line: &[u8]) -> Shape {
     let line = &line[..line.len().min(LOOKED_AT)];
-    let mut template = DefaultHasher::new();
-    let mut exact = DefaultHasher::new();
+    let mut template = Key::new();
+    let mut exact = Key::new();
     let mut timed = false;
     let mut waits = false;
     let mut words = line
@@ -123,19 +158,19 @@ pub(crate) fn shape(line: &[u8]) -> Shape {
             // A unit of time written apart: the number was a time.
             if words
                 .peek()
-                .is_some_and(|next| TIME_UNITS.contains(&core_lower(next).as_slice()))
+                .is_some_and(|next| one_of(self::core(next), TIME_UNITS))
             {
                 words.next();
                 timed = true;
                 continue;
             }
-            template.write(b"# ");
-            exact.write(core);
-            exact.write(b" ");
+            template.extend(b"# ");
+            exact.extend(core);
+            exact.push(b' ');
             continue;
         }
-        if !waits && core.len() <= 12 {
-            waits = WAIT_WORDS.contains(&core_lower(word).as_slice());
+        if !waits {
+            waits = one_of(core, WAIT_WORDS);
         }
         write_word(word, &mut template, &mut exact);
     }
@@ -147,43 +182,65 @@ pub(crate) fn shape(line: &[u8]) -> Shape {
     }
 }
 
-/// A word's core in lowercase (short words only: the ones compared with word lists).
-fn core_lower(word: &[u8]) -> Vec<u8> {
-    let core = core(word);
-    if core.len() > 12 {
-        return Vec::new();
+/// Whether `core` is one of `words`, ASCII case aside.
+fn one_of(core: &[u8], words: &[&[u8]]) -> bool {
+    words.iter().any(|w| w.eq_ignore_ascii_case(core))
+}
+
+/// The length of the UTF-8 sequence that `lead` starts (1 for a byte that starts none).
+fn utf8_width(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
     }
-    core.to_ascii_lowercase()
+}
+
+/// Whether the bytes at the start of `rest` are a spinner glyph, and how many they are.
+fn glyph_at(rest: &[u8]) -> Option<usize> {
+    let lead = *rest.first()?;
+    let width = utf8_width(lead);
+    let ch = if lead < 0x80 {
+        char::from(lead)
+    } else {
+        std::str::from_utf8(rest.get(..width)?)
+            .ok()?
+            .chars()
+            .next()?
+    };
+    is_spinner_glyph(ch).then_some(width)
 }
 
 /// One word into both keys: spinner glyphs left out; in the template every run of digits
 /// (with `.` or `,` inside it) as one `#`.
-fn write_word(word: &[u8], template: &mut DefaultHasher, exact: &mut DefaultHasher) {
-    let text = String::from_utf8_lossy(word);
+fn write_word(word: &[u8], template: &mut Key, exact: &mut Key) {
     let mut in_number = false;
-    let mut buf = [0u8; 4];
     let mut wrote = false;
-    for ch in text.chars() {
-        if is_spinner_glyph(ch) {
+    let mut at = 0;
+    while at < word.len() {
+        if let Some(width) = glyph_at(&word[at..]) {
+            at += width;
             continue;
         }
+        let b = word[at];
+        at += 1;
         wrote = true;
-        let bytes = ch.encode_utf8(&mut buf).as_bytes();
-        exact.write(bytes);
-        let digit = ch.is_ascii_digit();
-        if digit || (in_number && (ch == '.' || ch == ',')) {
+        exact.push(b);
+        let digit = b.is_ascii_digit();
+        if digit || (in_number && (b == b'.' || b == b',')) {
             if !in_number {
-                template.write(b"#");
+                template.push(b'#');
             }
-            in_number = digit || in_number;
+            in_number = true;
             continue;
         }
         in_number = false;
-        template.write(bytes);
+        template.push(b);
     }
     if wrote {
-        template.write(b" ");
-        exact.write(b" ");
+        template.push(b' ');
+        exact.push(b' ');
     }
 }
 
