@@ -251,7 +251,7 @@ impl LineWatch {
             None if redrawn => &mut self.redraws,
             None => return !(self.few && self.heartbeat(line)),
         };
-        let key = shape(line).template;
+        let key = shape::template(line);
         if let Some(at) = remembered.iter().position(|k| *k == key) {
             remembered.remove(at);
             remembered.push_front(key);

@@ -11,26 +11,37 @@
 
 use std::hash::{DefaultHasher, Hasher};
 
-/// A key being built: the bytes, hashed once at the end (a hasher fed byte by byte costs
-/// several times more).
+/// A key being built: bytes gathered in a small buffer and hashed a buffer at a time (a
+/// hasher fed byte by byte costs several times more; a large buffer costs its zeroing on
+/// every line).
 struct Key {
-    bytes: [u8; 2 * LOOKED_AT],
+    hasher: DefaultHasher,
+    buf: [u8; 64],
     len: usize,
+    /// Not wanted: nothing is gathered.
+    off: bool,
 }
 
 impl Key {
     fn new() -> Self {
         Self {
-            bytes: [0; 2 * LOOKED_AT],
+            hasher: DefaultHasher::new(),
+            buf: [0; 64],
             len: 0,
+            off: false,
         }
     }
 
     fn push(&mut self, b: u8) {
-        if let Some(slot) = self.bytes.get_mut(self.len) {
-            *slot = b;
-            self.len += 1;
+        if self.off {
+            return;
         }
+        if self.len == self.buf.len() {
+            self.hasher.write(&self.buf);
+            self.len = 0;
+        }
+        self.buf[self.len] = b;
+        self.len += 1;
     }
 
     fn extend(&mut self, bytes: &[u8]) {
@@ -39,10 +50,9 @@ impl Key {
         }
     }
 
-    fn finish(&self) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        hasher.write(&self.bytes[..self.len]);
-        hasher.finish()
+    fn finish(mut self) -> u64 {
+        self.hasher.write(&self.buf[..self.len]);
+        self.hasher.finish()
     }
 }
 
@@ -139,9 +149,21 @@ fn is_rate(core: &[u8]) -> bool {
 
 /// The shape of `line` (its first [`LOOKED_AT`] bytes).
 pub(crate) fn shape(line: &[u8]) -> Shape {
+    shape_of(line, true)
+}
+
+/// The template of `line` alone ([`Shape::template`]): what a redraw or a repeat is compared
+/// by, at half the hashing.
+pub(crate) fn template(line: &[u8]) -> u64 {
+    shape_of(line, false).template
+}
+
+/// The shape of `line`; without `whole`, its template only (the other fields empty).
+fn shape_of(line: &[u8], whole: bool) -> Shape {
     let line = &line[..line.len().min(LOOKED_AT)];
     let mut template = Key::new();
     let mut exact = Key::new();
+    exact.off = !whole;
     let mut timed = false;
     let mut waits = false;
     let mut words = line
@@ -169,7 +191,7 @@ pub(crate) fn shape(line: &[u8]) -> Shape {
             exact.push(b' ');
             continue;
         }
-        if !waits {
+        if whole && !waits && matches!(core.len(), 4..=12) && core[0].is_ascii_alphabetic() {
             waits = one_of(core, WAIT_WORDS);
         }
         write_word(word, &mut template, &mut exact);
