@@ -5,8 +5,11 @@ mod cli;
 mod jsonrpc;
 mod locks;
 mod mcp;
+mod probe;
+mod report;
 mod serve;
 mod settings;
+mod sys;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -18,9 +21,10 @@ use quietus::{
 };
 
 use cli::options::Options;
-use cli::report::{Context, Exit, Relay, Report, ReportTarget};
+use cli::report_file::ReportTarget;
 use cli::signals::SignalHandling;
 use cli::termination::TerminationMessage;
+use report::{Context, Exit, Relay, Report};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -179,7 +183,7 @@ fn run(options: &Options, termination: &mut Option<TerminationMessage>) -> (Exit
     // adopts.
     let reap = cli::reaper::adopts_orphans() || cfg!(target_os = "linux");
     let mut signals = SignalHandling::install(reap, cli.pty);
-    if options.no_watch() && !cli.watch.is_empty() {
+    if options.no_watch() && options.setting("watch").is_some() {
         log::warn!("--watch has no effect with --no-watch: file activity does not count");
     }
     let (report, events) = match open_targets(options, termination) {
@@ -379,7 +383,7 @@ fn final_target(path: &std::path::Path) -> std::path::PathBuf {
 fn interrupted(error: &io::Error) -> Option<Exit> {
     let signal = error
         .get_ref()?
-        .downcast_ref::<cli::report::WaitInterrupted>()?;
+        .downcast_ref::<cli::report_file::WaitInterrupted>()?;
     quietus::Signal::from_number(signal.0).map(Exit::Signal)
 }
 
@@ -437,7 +441,7 @@ fn spawn_failed(
     let code = match kind {
         // Out of descriptors (anywhere in what the error wraps), processes or memory:
         // quietus's own want, not the program's.
-        _ if cli::sys::is_out_of_descriptors(e) => MonitorResult::EXIT_INTERNAL,
+        _ if sys::is_out_of_descriptors(e) => MonitorResult::EXIT_INTERNAL,
         SpawnErrorKind::Program if short_of_resources(e) => MonitorResult::EXIT_INTERNAL,
         SpawnErrorKind::Program if e.io_error_kind() == io::ErrorKind::NotFound => {
             MonitorResult::EXIT_NOT_FOUND
@@ -445,7 +449,7 @@ fn spawn_failed(
         SpawnErrorKind::Program => MonitorResult::EXIT_CANNOT_EXECUTE,
         _ => MonitorResult::EXIT_INTERNAL, // quietus's own failure, not the program's
     };
-    let message = cli::human::error_chain(e);
+    let message = report::error_chain(e);
     if code == MonitorResult::EXIT_INTERNAL && kind == SpawnErrorKind::Program {
         say_line(&format!(
             "quietus: {message}: quietus itself ran short, not the program"
@@ -484,13 +488,13 @@ fn finish(
     options: &Options,
     session: &Session,
     result: &quietus::MonitorResult,
-    received: &cli::signals::Received,
+    received: &report::Received,
     report: Option<ReportTarget>,
     context: Context<'_>,
 ) -> (Exit, String) {
     let relay = Relay::of(session);
-    let exit = cli::report::exit_for(result, received, options.exit_codes());
-    let exit = cli::report::with_relay(exit, &relay);
+    let exit = report::exit_for(result, received, options.exit_codes());
+    let exit = report::with_relay(exit, &relay);
     let words = cli::termination::finished_words(result, received, options.grace());
     for log in result.logs.iter().filter(|l| l.incomplete) {
         log::error!(
@@ -505,12 +509,12 @@ fn finish(
         );
     }
     if options.summary_wanted()
-        && let Some(line) = cli::report::summary(result, received, options.grace())
+        && let Some(line) = report::summary(result, received, options.grace())
     {
         say_line(&line);
     }
     if options.summary_wanted()
-        && let Some(line) = cli::report::observed_summary(result)
+        && let Some(line) = report::observed_summary(result)
     {
         say_line(&line); // observe mode (issue 43)
     }

@@ -75,16 +75,16 @@
 //!     .config(
 //!         MonitorConfig::builder()
 //!             .idle_timeout(Duration::from_secs(60))
-//!             .kill_ladder(KillLadder::polite(Signal::INT, Duration::from_secs(2))),
+//!             .kill_ladder(KillLadder::polite(Signal::TERM, Duration::from_secs(2))),
 //!     )
 //!     .stdout(OutputSink::callback(move |chunk| sink.lock().unwrap().extend_from_slice(chunk)))
 //!     .stderr(OutputSink::writer(std::io::stderr()))
 //!     .spawn()?;
 //! session.keepalive(); // the orchestrator knows the child is fine
-//! session.terminate(); // ...and then decides to stop it: INT, 2 s, KILL
+//! session.terminate(); // ...and then decides to stop it: TERM, 2 s, KILL
 //! let result = session.wait();
 //! assert_eq!(result.outcome, Outcome::Terminated { forced: false });
-//! assert_eq!(result.signal(), Some(Signal::INT));
+//! assert_eq!(result.signal(), Some(Signal::TERM));
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!

@@ -4,7 +4,9 @@
 //! circle between rooms, and every room must be in the list. The list is read from the page
 //! itself, so the page and the code cannot drift apart. The `unsafe` blocks are counted here
 //! too: at most eight, all in `process/sys/unsafe_calls.rs` (the two of the direct start, issue 50,
-//! among them).
+//! among them). The command's crate (`crates/quietus-cli/src/`) is checked by the same rules
+//! against its own list of layers in the page: no import upwards, no circle between its rooms
+//! or inside one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -1049,4 +1051,156 @@ fn no_reason_getter_returns_text_in_the_library() {
             "failed_with -> String"
         ]
     );
+}
+
+/// The command's crate's sources (`crates/quietus-cli/src`): a client of the library with
+/// rooms and layers of its own, listed in `design.md` and checked by the same rules.
+fn cli_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../quietus-cli/src")
+}
+
+/// The command's crate's rooms: each module of its `src/` but `main.rs`, which is above them.
+fn cli_rooms() -> BTreeSet<String> {
+    fs::read_dir(cli_src())
+        .expect("read the command's src")
+        .map(|e| e.expect("an entry").path())
+        .filter_map(|path| {
+            let name = path.file_name()?.to_str()?.to_owned();
+            if path.is_dir() {
+                Some(name)
+            } else {
+                name.strip_suffix(".rs")
+                    .filter(|n| *n != "main")
+                    .map(str::to_owned)
+            }
+        })
+        .collect()
+}
+
+/// The command's crate's files: (path under its `src/`, shipped code without comments).
+fn cli_files() -> Vec<(String, String)> {
+    rust_files(&cli_src())
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(cli_src()).unwrap().display().to_string();
+            let code = code_only(&fs::read_to_string(file).expect("read a source file"));
+            (relative, code)
+        })
+        .collect()
+}
+
+/// Every edge between two rooms of the command's crate: (from, to) → the files that make it.
+fn cli_edges(rooms: &BTreeSet<String>) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for (path, code) in cli_files() {
+        let from = path
+            .split('/')
+            .next()
+            .unwrap_or(&path)
+            .trim_end_matches(".rs");
+        if from == "main" {
+            continue; // the crate root: above every room
+        }
+        for to in named_rooms(&shipped_only(&code)) {
+            if to != from && rooms.contains(&to) {
+                edges
+                    .entry((from.to_owned(), to))
+                    .or_default()
+                    .insert(path.clone());
+            }
+        }
+    }
+    edges
+}
+
+/// The layer of each room of the command's crate, from its numbered list in `design.md`.
+fn cli_layers_from_design(design: &str, rooms: &BTreeSet<String>) -> BTreeMap<String, usize> {
+    let start = design
+        .find("The command's crate has layers of its own")
+        .expect("design.md lists the command's layers");
+    let end = design[start..]
+        .find("Its rooms follow the same rules")
+        .map(|i| start + i)
+        .expect("design.md's list of the command's layers ends with its rule");
+    let mut layers = BTreeMap::new();
+    let mut current = None;
+    for line in design[start..end].lines() {
+        let number = line
+            .split_once(". ")
+            .and_then(|(n, _)| n.parse::<usize>().ok());
+        if let Some(n) = number {
+            current = Some(n);
+        }
+        let Some(layer) = current else { continue };
+        for (i, name) in line.split('`').enumerate() {
+            let room = name.trim_end_matches('/').trim_end_matches(".rs");
+            if i % 2 == 1 && rooms.contains(room) {
+                assert!(
+                    layers.insert(room.to_owned(), layer).is_none(),
+                    "design.md lists the command's {room} twice"
+                );
+            }
+        }
+    }
+    layers
+}
+
+#[test]
+fn the_command_crate_imports_run_down_its_layers_without_a_circle() {
+    let rooms = cli_rooms();
+    let design =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/design.md"))
+            .expect("read docs/design.md");
+    let layers = cli_layers_from_design(&design, &rooms);
+    let unlisted: Vec<&String> = rooms.iter().filter(|r| !layers.contains_key(*r)).collect();
+    assert!(
+        unlisted.is_empty(),
+        "rooms of the command missing from design.md's list: {unlisted:?}"
+    );
+    let edges = cli_edges(&rooms);
+    let upward: Vec<String> = edges
+        .iter()
+        .filter(|((from, to), _)| layers[to] < layers[from])
+        .map(|((from, to), files)| format!("{from} -> {to} in {files:?}"))
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "the command's imports running upwards:\n{}",
+        upward.join("\n")
+    );
+    let circles = circles_of(&edges.into_keys().collect());
+    assert!(
+        circles.is_empty(),
+        "import circles between the command's rooms: {circles:?}"
+    );
+    let inside = circles_inside_rooms(&cli_files());
+    assert!(
+        inside.is_empty(),
+        "import circles inside the command's rooms:\n{}",
+        inside.join("\n")
+    );
+}
+
+#[test]
+fn the_command_crate_checker_finds_an_upward_import_and_a_circle() {
+    let rooms: BTreeSet<String> = ["cli", "settings", "sys"].map(str::to_owned).into();
+    let design = "The command's crate has layers of its own\n\n1. `cli/`;\n2. `settings/`;\n\
+                  3. `sys.rs`.\n\nIts rooms follow the same rules";
+    let layers = cli_layers_from_design(design, &rooms);
+    assert_eq!(layers["cli"], 1);
+    assert_eq!(layers["sys"], 3);
+    // `settings` naming `cli` runs up; with `cli` naming `settings`, a circle.
+    let code = shipped_only(&code_only(
+        "use crate::cli::options::command;\n#[cfg(test)]\nmod tests { use crate::sys::x; }",
+    ));
+    assert_eq!(named_rooms(&code), ["cli"]);
+    let edges: BTreeSet<(String, String)> = [("settings", "cli"), ("cli", "settings")]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .into();
+    assert_eq!(circles_of(&edges).len(), 1);
+    let files = [
+        ("settings/a.rs".to_owned(), code_only("use super::b::B;")),
+        ("settings/b.rs".to_owned(), code_only("use super::a::A;")),
+    ];
+    assert_eq!(circles_inside_rooms(&files).len(), 1);
 }

@@ -68,15 +68,20 @@ export interface ProcessClosedParams {
 export interface ProcessControlParams {
   action: {
     extendTimeoutMs?: number;
+    /** Counts as activity now (the idle timeout starts over); with the field, also sets a new idle timeout. */
     type: "keepalive";
   } | {
+    /** Interrupts the program, as Ctrl-C (INT). */
     type: "send_ctrl_c";
   } | {
+    /** Ends the whole tree: the ladder's first signal, the grace, then KILL. */
     type: "terminate";
   } | {
+    /** Kills the whole tree now. */
     type: "force_kill";
   } | {
     timeoutMs: number;
+    /** Sets a new idle timeout. */
     type: "set_idle_timeout";
   };
   processId: ProcessId;
@@ -244,7 +249,7 @@ export interface ProcessStartParams {
     from: string;
     to: string;
   }>;
-  /** The folders whose file activity counts. */
+  /** Folders whose file activity counts, in place of the default .agent. */
   watch?: string[];
 }
 

@@ -41,7 +41,7 @@ enum Line {
         signal: String,
         step: usize,
     },
-    Diagnosis(super::report::DiagnosisJson),
+    Diagnosis(crate::report::DiagnosisJson),
     InputWait {
         pid: u32,
         name: String,
@@ -49,7 +49,7 @@ enum Line {
         waited_ms: u64,
     },
     /// Observe mode (issue 43): quietus would have ended the run now.
-    Observed(super::report::ObservedJson),
+    Observed(crate::report::ObservedJson),
     Exited {
         outcome: &'static str,
         exit_code: Option<i32>,
@@ -103,7 +103,7 @@ fn line(event: Event) -> Option<Line> {
                 signal_name: signal.and_then(Signal::from_number).map(|s| s.name()),
             }
         }
-        Event::Diagnosis(d) => Line::Diagnosis(super::report::DiagnosisJson::new(&d)),
+        Event::Diagnosis(d) => Line::Diagnosis(crate::report::DiagnosisJson::new(&d)),
         Event::InputWait(wait) => Line::InputWait {
             pid: wait.pid.get(),
             name: wait.name,
@@ -111,7 +111,7 @@ fn line(event: Event) -> Option<Line> {
             waited_ms: u64::try_from(wait.waited.as_millis()).unwrap_or(u64::MAX),
         },
         Event::Observed(observation) => {
-            Line::Observed(super::report::ObservedJson::new(&observation))
+            Line::Observed(crate::report::ObservedJson::new(&observation))
         }
         Event::Closed => Line::Closed,
         _ => return None,
@@ -130,7 +130,7 @@ impl Target {
         if path.as_os_str() == "-" {
             return Ok(Target::Stderr);
         }
-        super::report::open_for_writing(path, "--events").map(Target::File)
+        super::report_file::open_for_writing(path, "--events").map(Target::File)
     }
 }
 
@@ -152,7 +152,7 @@ pub(crate) fn start(
             };
             for event in events.iter() {
                 if let (true, Event::Observed(observation)) = (say_observed, &event) {
-                    let said = super::report::observed_line(observation);
+                    let said = crate::report::observed_line(observation);
                     let mut stderr = io::stderr().lock();
                     let _ = stderr.write_all(format!("{said}\n").as_bytes());
                 }

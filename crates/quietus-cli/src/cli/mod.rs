@@ -4,13 +4,10 @@
 //! Only the binary uses these modules (`mod cli;` in `src/main.rs`).
 
 pub(crate) mod events;
-pub(crate) mod human;
 pub(crate) mod options;
-pub(crate) mod probe;
 pub(crate) mod reaper;
 pub(crate) mod relay;
-pub(crate) mod report;
+pub(crate) mod report_file;
 pub(crate) mod signals;
-pub(crate) mod sys;
 pub(crate) mod terminal;
 pub(crate) mod termination;

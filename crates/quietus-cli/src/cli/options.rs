@@ -11,25 +11,18 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::terminal::PtySize;
-use clap::builder::{OsStringValueParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 
+use crate::settings::parse::{exact_duration, parse_flag, path, round_duration, text};
 use crate::settings::{Draft, SettingValue, Surface};
-use quietus::config::CompletionConfigBuilder;
 use quietus::{
-    ActivitySource, CaptureConfig, ChildWatchConfig, CompletionConfig, ConfigError, Containment,
-    FileWatchConfig, KillLadder, MonitorConfig, Signal, error::Setting,
+    CaptureConfig, ChildWatchConfig, ConfigError, FileWatchConfig, MonitorConfig, error::Setting,
 };
-
-use quietus::outcome::HumanDuration;
 
 /// How long after the start the command arms its file watches
 /// ([`FileWatchConfig::arm_delay`]).
 pub(crate) const COMMAND_ARM_DELAY: Duration = Duration::from_millis(50);
-
-/// The separator of several values in one environment variable (`--watch`, `--exclude`).
-pub(crate) const ENV_LIST_SEPARATOR: char = ':';
 
 const ABOUT: &str = "Run PROGRAM and end its whole process tree only when it has truly stalled.";
 
@@ -130,55 +123,6 @@ EXAMPLES
     next_display_order = 100
 )]
 pub(crate) struct Cli {
-    /// The first signal of the ladder, sent to the program's whole tree.
-    ///
-    /// A name with or without SIG, or a number: TERM, INT, HUP, 15, SIGUSR1.
-    /// KILL skips the ladder: KILL at once.
-    /// Refused: STOP, TSTP, TTIN, TTOU, CONT, CHLD, WINCH, URG (they end nothing).
-    /// Example: -s INT
-    #[arg(
-        short,
-        long,
-        value_name = "SIG",
-        env = "QUIETUS_SIGNAL",
-        default_value = "TERM",
-        value_parser = text(parse_signal),
-        verbatim_doc_comment
-    )]
-    pub(crate) signal: Signal,
-
-    /// A folder whose file activity counts; repeatable; replaces the default .agent.
-    ///
-    /// Watched recursively. Relative paths start from the current directory. A folder that
-    /// does not exist yet is picked up when it is created. Creating, changing, renaming or
-    /// removing a file counts; reading never does.
-    /// Example: -w .agent -w notes
-    #[arg(
-        short,
-        long,
-        value_name = "PATH",
-        env = "QUIETUS_WATCH",
-        action = ArgAction::Append,
-        value_parser = path(parse_watch),
-        verbatim_doc_comment
-    )]
-    pub(crate) watch: Vec<PathBuf>,
-
-    /// Files under the watched folders whose activity does not count; repeatable.
-    ///
-    /// Added to the defaults: *.log, *.swp, *~, .#*. A glob matches the path under its
-    /// folder and the bare file name.
-    /// Example: --exclude 'cache/**' --exclude '*.tmp'
-    #[arg(
-        long,
-        value_name = "GLOB",
-        env = "QUIETUS_EXCLUDE",
-        action = ArgAction::Append,
-        value_parser = text(parse_glob),
-        verbatim_doc_comment
-    )]
-    pub(crate) exclude: Vec<String>,
-
     /// Run the program so that it cannot wait for an answer nobody gives.
     ///
     /// Its stdin is /dev/null; without --pty it has no controlling terminal (opening /dev/tty
@@ -194,100 +138,6 @@ pub(crate) struct Cli {
         verbatim_doc_comment
     )]
     pub(crate) non_interactive: bool,
-
-    /// The work is done when a line of output matches this regular expression; repeatable.
-    ///
-    /// Matched against every line of stdout and stderr (or the terminal), whole, even when it
-    /// arrives in pieces. Then the program has --linger to exit by itself; if it does not, it
-    /// is ended and quietus exits 0 (outcome `completed`). A program that exits by itself
-    /// keeps its own exit status. QUIETUS_DONE_WHEN_OUTPUT holds one expression (use | for
-    /// several).
-    /// Example: --done-when-output '^\{"type":"result"'
-    #[arg(
-        long,
-        value_name = "REGEX",
-        env = "QUIETUS_DONE_WHEN_OUTPUT",
-        action = ArgAction::Append,
-        allow_hyphen_values = true,
-        value_parser = text(|regex| Ok(regex.to_owned())),
-        verbatim_doc_comment
-    )]
-    pub(crate) done_when_output: Vec<String>,
-
-    /// The work is done when this file appears or changes; repeatable.
-    ///
-    /// Relative to the current directory. A file already there at the start counts only once
-    /// it changes. Looked at every check interval, at most every second. Then as with
-    /// --done-when-output.
-    /// Example: --done-when-file .agent/status.json
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "QUIETUS_DONE_WHEN_FILE",
-        action = ArgAction::Append,
-        value_parser = path(|p| Ok(PathBuf::from(p))),
-        verbatim_doc_comment
-    )]
-    pub(crate) done_when_file: Vec<PathBuf>,
-
-    /// The longest one source may keep a quiet program alive on its own; repeatable.
-    ///
-    /// SOURCE is output, files, children, repeated_output, keepalive or the NAME of a --probe;
-    /// D a duration, or none for no cap. Past the idle timeout + D with every other source
-    /// quiet, that source stops counting until another one is active, and the program is
-    /// ended as stale. QUIETUS_SOLO_CAP takes several, separated by ':'.
-    /// Default: children=30m (a silent program whose grandchild spins forever is ended; a
-    /// silent build or test run shorter than that is not). repeated_output=D tells output
-    /// that merely repeats itself (the same line, digits aside: a retry loop) from real
-    /// output and caps it; a spinner redrawn in place (and, under --pty, a screen whose text
-    /// did not change) then counts as repeated_output too, else not at all.
-    /// Example: --solo-cap children=10m --solo-cap repeated_output=2m
-    #[arg(
-        long,
-        value_name = "SOURCE=D",
-        env = "QUIETUS_SOLO_CAP",
-        action = ArgAction::Append,
-        value_parser = text(parse_solo_cap),
-        verbatim_doc_comment
-    )]
-    pub(crate) solo_cap: Vec<SoloCap>,
-
-    /// A probe: COMMAND (run with sh -c) says whether the program is still busy; repeatable.
-    ///
-    /// Asked only when the program is about to be ended as stale (at most once per check
-    /// interval while it says yes): exit status 0 counts as activity of the source NAME
-    /// (which --solo-cap can cap). It runs in a process group of its own with no input and
-    /// its output discarded, for 10s at most (then it is killed and counts as no).
-    /// Example: --probe ci_job='gh run view 42 --json status | grep -q in_progress'
-    #[arg(
-        long,
-        value_name = "NAME=COMMAND",
-        env = "QUIETUS_PROBE",
-        action = ArgAction::Append,
-        allow_hyphen_values = true,
-        value_parser = text(super::probe::parse),
-        verbatim_doc_comment
-    )]
-    pub(crate) probe: Vec<super::probe::ProbeCommand>,
-
-    /// How the program's process tree is held: auto, cgroup or group.
-    ///
-    /// cgroup: a cgroup v2 of the run's own, entered before the program starts; no process of
-    /// the tree can leave it (setsid, double fork, env -i), its CPU counts, and all of it is
-    /// ended. Needs the right to create a cgroup under quietus's own (root, or a delegated
-    /// one: systemd-run --user --scope -p Delegate=yes quietus …); without it, exit 125.
-    /// group: the process group, plus the descendants seen leaving it.
-    /// auto (default): cgroup where one can be made, else group; the report says which.
-    /// Example: --containment cgroup
-    #[arg(
-        long,
-        value_name = "MODE",
-        env = "QUIETUS_CONTAINMENT",
-        default_value = "auto",
-        value_parser = text(parse_containment),
-        verbatim_doc_comment
-    )]
-    pub(crate) containment: Containment,
 
     /// Write a JSON report of the run to FILE when done (- for stderr).
     ///
@@ -416,46 +266,6 @@ pub(crate) struct Cli {
     pub(crate) command: Vec<OsString>,
 }
 
-/// A limit as a person writes it: `7d`, `1h`, `10ms` (falls back to `1h2m3s` style).
-fn round_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    if d.subsec_nanos() != 0 || secs == 0 {
-        return HumanDuration(d).to_string();
-    }
-    for (unit, size) in [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)] {
-        if secs.is_multiple_of(size) {
-            return format!("{}{unit}", secs / size);
-        }
-    }
-    HumanDuration(d).to_string()
-}
-
-/// `d` to the nanosecond, in the units a user writes (`7d1ms`, `1h30m`, `1s500ms`): a
-/// rejected value is shown as it was written, never rounded into an accepted one.
-fn exact_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    let nanos = u64::from(d.subsec_nanos());
-    let parts = [
-        (secs / 86400, "d"),
-        (secs / 3600 % 24, "h"),
-        (secs / 60 % 60, "m"),
-        (secs % 60, "s"),
-        (nanos / 1_000_000, "ms"),
-        (nanos / 1_000 % 1_000, "us"),
-        (nanos % 1_000, "ns"),
-    ];
-    let text: String = parts
-        .iter()
-        .filter(|(n, _)| *n != 0)
-        .map(|(n, unit)| format!("{n}{unit}"))
-        .collect();
-    if text.is_empty() {
-        "0s".to_owned()
-    } else {
-        text
-    }
-}
-
 /// A count for -q / -v from the environment (`2` is `-vv`).
 fn parse_count(text: &str) -> Result<u8, String> {
     text.trim()
@@ -466,41 +276,6 @@ fn parse_count(text: &str) -> Result<u8, String> {
 /// A `--pty-size` value (clap names the option and the value in the error).
 fn parse_pty_size_value(text: &str) -> Result<PtySize, String> {
     text.parse()
-}
-
-/// A `--solo-cap SOURCE=D` value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SoloCap {
-    pub(crate) source: ActivitySource,
-    pub(crate) cap: Option<Duration>,
-}
-
-/// `children=10m`, `output=none`.
-fn parse_solo_cap(text: &str) -> Result<SoloCap, String> {
-    let Some((name, value)) = text.split_once('=') else {
-        return Err(format!(
-            "{text:?} is not SOURCE=D: use children=10m, repeated_output=2m, output=none"
-        ));
-    };
-    let name = name.trim();
-    let probe_like = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !probe_like {
-        return Err(format!(
-            "{name:?} is not a source: use output, files, children, repeated_output, keepalive \
-             or the NAME of a --probe"
-        ));
-    }
-    // A built-in source, or a probe's name (checked against the probes with the rest).
-    let source = ActivitySource::from_name(name);
-    let cap = if value.trim().eq_ignore_ascii_case("none") {
-        None
-    } else {
-        Some(parse_duration(value)?)
-    };
-    Ok(SoloCap { source, cap })
 }
 
 /// The parsed command line and where each value came from.
@@ -563,41 +338,6 @@ impl Options {
             .collect();
         let from_env = sources(&matches, ValueSource::EnvVariable);
         let from_command_line = sources(&matches, ValueSource::CommandLine);
-        // A list from the environment is one value: split it like PATH.
-        if from_env.contains("watch") {
-            cli.watch = split_list(&cli.watch.concat_os())
-                .into_iter()
-                .map(PathBuf::from)
-                .collect();
-        }
-        if from_env.contains("done_when_file") {
-            cli.done_when_file = split_list(&cli.done_when_file.concat_os())
-                .into_iter()
-                .map(PathBuf::from)
-                .collect();
-        }
-        if from_env.contains("solo_cap") {
-            let all = std::env::var("QUIETUS_SOLO_CAP").unwrap_or_default();
-            cli.solo_cap = all
-                .split(ENV_LIST_SEPARATOR)
-                .filter(|part| !part.trim().is_empty())
-                .map(parse_solo_cap)
-                .collect::<Result<_, _>>()
-                .map_err(|e| {
-                    self::command().error(
-                        clap::error::ErrorKind::ValueValidation,
-                        format!(
-                            "invalid value {all:?} for --solo-cap (from QUIETUS_SOLO_CAP): {e}"
-                        ),
-                    )
-                })?;
-        }
-        if from_env.contains("exclude") {
-            cli.exclude = split_list(&OsString::from(cli.exclude.concat()))
-                .into_iter()
-                .map(|s| s.to_string_lossy().into_owned())
-                .collect();
-        }
         // -q and -v: the command line wins as a whole (QUIETUS_QUIET=1 with -v is -v).
         if from_command_line.contains("quiet") || from_command_line.contains("verbose") {
             if !from_command_line.contains("quiet") {
@@ -615,32 +355,29 @@ impl Options {
     }
 
     /// The value of the table's setting `name` (its default when it has one and was not given).
-    pub(crate) fn setting(&self, name: &str) -> Option<SettingValue> {
+    pub(crate) fn setting(&self, name: &str) -> Option<&SettingValue> {
         self.settings
             .iter()
             .find(|(def, _)| def.name == name)
-            .map(|(_, value)| *value)
+            .map(|(_, value)| value)
     }
 
     /// The grace between the first signal and KILL.
     pub(crate) fn grace(&self) -> Duration {
         match self.setting("grace") {
-            Some(SettingValue::Duration(grace)) => grace,
-            _ => KillLadder::default()
-                .steps()
-                .next()
-                .map_or(Duration::ZERO, |s| s.1),
+            Some(SettingValue::Duration(grace)) => *grace,
+            _ => crate::settings::default_grace(),
         }
     }
 
     /// The exit statuses chosen for a stall, a hard timeout and an input wait.
-    pub(crate) fn exit_codes(&self) -> crate::cli::report::ExitCodes {
+    pub(crate) fn exit_codes(&self) -> crate::report::ExitCodes {
         let code = |name: &str, default: i32| match self.setting(name) {
-            Some(SettingValue::ExitCode(code)) => i32::from(code),
+            Some(SettingValue::ExitCode(code)) => i32::from(*code),
             _ => default,
         };
-        let default = crate::cli::report::ExitCodes::default();
-        crate::cli::report::ExitCodes {
+        let default = crate::report::ExitCodes::default();
+        crate::report::ExitCodes {
             stall: code("exit_code_stall", default.stall),
             hard_timeout: code("exit_code_hard_timeout", default.hard_timeout),
             input_wait: code("exit_code_input_wait", default.input_wait),
@@ -649,7 +386,7 @@ impl Options {
 
     /// Whether `--no-watch` was given.
     pub(crate) fn no_watch(&self) -> bool {
-        self.setting("no_watch") == Some(SettingValue::Switch(true))
+        self.setting("no_watch").is_some_and(SettingValue::on)
     }
 
     /// Whether option `id` took its value from its environment variable.
@@ -663,12 +400,6 @@ impl Options {
         // The watches are armed 50 ms in (at most a tenth of the idle timeout): a program that
         // is done by then costs no watch, and what it wrote before is found by its times.
         let mut files = FileWatchConfig::builder().arm_delay(COMMAND_ARM_DELAY);
-        if !cli.watch.is_empty() {
-            files = files.roots(cli.watch.iter().cloned());
-        }
-        for glob in &cli.exclude {
-            files = files.exclude(glob.clone());
-        }
         // Nothing quietus writes counts as the program's activity, wherever it is.
         for own in [&cli.events, &cli.report].into_iter().flatten() {
             if own.as_os_str() != "-" {
@@ -676,30 +407,9 @@ impl Options {
             }
         }
         let config = MonitorConfig::builder()
-            .kill_ladder(KillLadder::polite(cli.signal, self.grace()))
-            .containment(cli.containment)
-            .files(files)
             // One session per quietus process: the subreaper mode costs nothing here and
             // catches daemons that double-fork away between two samples.
             .children(ChildWatchConfig::builder().subreaper(cfg!(target_os = "linux")));
-        let mut draft = Draft::new(config, cli.signal);
-        draft.completion = self.completion();
-        // The settings table's options, each applied by its own entry.
-        let Draft {
-            config,
-            signal,
-            completion,
-        } = self
-            .settings
-            .iter()
-            .fold(draft, |draft, (def, value)| (def.apply)(draft, *value));
-        let config = cli
-            .probe
-            .iter()
-            .fold(config, |config, probe| config.probe(probe.probe()));
-        let config = cli.solo_cap.iter().fold(config, |config, cap| {
-            config.solo_cap(cap.source.clone(), cap.cap)
-        });
         // Every byte passes through already: a second copy on disk only when asked for, by
         // naming a folder or by asking for a report (whose `log` entries list the logs).
         let config = match (&cli.log_dir, &cli.report) {
@@ -707,26 +417,16 @@ impl Options {
             (None, Some(_)) => config,
             (None, None) => config.capture(CaptureConfig::builder().spill(false)),
         };
-        Draft {
-            config,
-            signal,
-            completion,
-        }
-        .build()
-        .map_err(|e| self.option_error(&e))
-    }
-
-    /// How completion is recognised.
-    fn completion(&self) -> CompletionConfigBuilder {
-        let cli = &self.cli;
-        let mut completion = CompletionConfig::builder();
-        for regex in &cli.done_when_output {
-            completion = completion.output(regex.clone());
-        }
-        for path in &cli.done_when_file {
-            completion = completion.file(path.clone());
-        }
-        completion
+        let mut draft = Draft::new(config);
+        draft.files = Some(files);
+        // The settings table's options, each applied by its own entry.
+        self.settings
+            .iter()
+            .fold(draft, |draft, (def, value)| {
+                (def.apply)(draft, value.clone())
+            })
+            .build()
+            .map_err(|e| self.option_error(&e))
     }
 
     /// The log level of quietus's own messages from -q and -v: warnings by default.
@@ -749,67 +449,52 @@ impl Options {
 
     /// A configuration error in the words of the command line.
     fn option_error(&self, error: &ConfigError) -> String {
-        let (id, what) = match error {
+        // The table's option that sets the setting the library names (the first signal is
+        // the ladder's).
+        let setting = match error {
+            ConfigError::InvalidSignal { .. } => Some(Setting::KillLadder),
+            _ => error.setting(),
+        };
+        let Some(def) = setting
+            .and_then(crate::settings::by_setting)
+            .filter(|def| def.key(Surface::Command).is_some())
+        else {
+            return format!("invalid option: {error}");
+        };
+        let what = match error {
             ConfigError::OutOfRange {
-                setting,
-                value,
-                min,
-                max,
-            } => {
-                // The table's option that sets it (solo caps have their own option).
-                let id = match setting {
-                    Setting::SoloCap => "solo_cap",
-                    other => match crate::settings::by_setting(*other) {
-                        Some(def) if def.key(Surface::Command).is_some() => def.name,
-                        _ => return format!("invalid option: {error}"),
-                    },
-                };
-                (
-                    id,
-                    format!(
-                        "{} is out of range; it accepts {} to {}",
-                        exact_duration(*value),
-                        round_duration(*min),
-                        round_duration(*max)
-                    ),
-                )
-            }
+                value, min, max, ..
+            } => format!(
+                "{} is out of range; it accepts {} to {}",
+                exact_duration(*value),
+                round_duration(*min),
+                round_duration(*max)
+            ),
             ConfigError::InvalidGlob {
                 pattern, reason, ..
-            } => (
-                "exclude",
-                format!(
-                    "{pattern:?} is not a valid glob ({reason}); it accepts patterns like \
-                     '*.tmp', 'cache/**', '**/*.bak'"
-                ),
+            } => format!(
+                "{pattern:?} is not a valid glob ({reason}); it accepts patterns like '*.tmp', \
+                 'cache/**', '**/*.bak'"
             ),
             ConfigError::InvalidPattern {
                 pattern, reason, ..
-            } => (
-                "done_when_output",
-                format!(
-                    "{pattern:?} is not a valid regular expression ({reason}); it accepts \
-                     patterns like '^DONE$', '\"type\":\"result\"'"
-                ),
+            } => format!(
+                "{pattern:?} is not a valid regular expression ({reason}); it accepts patterns \
+                 like '^DONE$', '\"type\":\"result\"'"
             ),
-            ConfigError::UnknownSource { name } => (
-                "solo_cap",
-                format!(
-                    "{name:?} is not a source; it accepts output, files, children, \
-                     repeated_output, keepalive or the NAME of a --probe"
-                ),
+            ConfigError::UnknownSource { name } => format!(
+                "{name:?} is not a source; it accepts output, files, children, repeated_output, \
+                 keepalive or the NAME of a --probe"
             ),
-            ConfigError::InvalidProbe { name, reason } => (
-                "probe",
-                format!("{name:?} cannot be a probe's name ({reason})"),
-            ),
-            ConfigError::InvalidSignal { value } => (
-                "signal",
-                format!("{value:?} is not a signal; it accepts TERM, INT, HUP, SIGUSR1, 15…"),
-            ),
+            ConfigError::InvalidProbe { name, reason } => {
+                format!("{name:?} cannot be a probe's name ({reason})")
+            }
+            ConfigError::InvalidSignal { value } => {
+                format!("{value:?} is not a signal; it accepts TERM, INT, HUP, SIGUSR1, 15…")
+            }
             other => return format!("invalid option: {other}"),
         };
-        format!("invalid value for {}: {what}", self.describe(id))
+        format!("invalid value for {}: {what}", self.describe(def.name))
     }
 
     /// `--grace`, or `--grace (from QUIETUS_GRACE)` when the value came from there.
@@ -867,17 +552,6 @@ pub(crate) fn explain_error(error: &clap::Error, args: &[OsString]) -> String {
     text.replacen(&quoted, &format!("{quoted} (from {var})"), 1)
 }
 
-/// A flag's value from the environment: 1/0, true/false, yes/no, on/off (any case).
-fn parse_flag(text: &str) -> Result<bool, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "y" | "on" => Ok(true),
-        "0" | "false" | "no" | "n" | "off" => Ok(false),
-        _ => Err(format!(
-            "{text:?} is not a yes or no: use 1/0, true/false, yes/no, on/off"
-        )),
-    }
-}
-
 /// The ids of the options whose value came from `source`.
 fn sources(matches: &ArgMatches, source: ValueSource) -> HashSet<String> {
     matches
@@ -885,252 +559,6 @@ fn sources(matches: &ArgMatches, source: ValueSource) -> HashSet<String> {
         .filter(|id| matches.value_source(id.as_str()) == Some(source))
         .map(|id| id.as_str().to_owned())
         .collect()
-}
-
-/// Splits `a:b::c` into `a`, `b`, `c` (empty entries dropped).
-fn split_list(text: &std::ffi::OsStr) -> Vec<OsString> {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    text.as_bytes()
-        .split(|b| *b == ENV_LIST_SEPARATOR as u8)
-        .filter(|part| !part.is_empty())
-        .map(|part| OsString::from_vec(part.to_vec()))
-        .collect()
-}
-
-trait ConcatOs {
-    fn concat_os(&self) -> OsString;
-}
-
-impl ConcatOs for Vec<PathBuf> {
-    /// The one value clap read from the environment, as it was.
-    fn concat_os(&self) -> OsString {
-        let mut all = OsString::new();
-        for p in self {
-            all.push(p.as_os_str());
-        }
-        all
-    }
-}
-
-/// Parses a duration in quietus's one grammar (docs/cli.md, "Durations"), the same on every
-/// surface: a bare number is seconds (`7`, `1.5`); otherwise one or more `NUMBER UNIT` parts,
-/// the units `d`, `h`, `m`, `s`, `ms`, each at most once and from the largest down (`1h30m`,
-/// `1s500ms`; not `1s1m` or `1m1m`); a number is digits with at most one point. The total is a
-/// whole number of milliseconds (`1.5ms`, `0.0001s` are finer than quietus counts), and one
-/// too large to hold is out of range, not "not a duration".
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let bad = || {
-        let negative = if t
-            .strip_prefix('-')
-            .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
-        {
-            "a duration cannot be negative; "
-        } else {
-            ""
-        };
-        format!(
-            "{text:?} is not a duration: {negative}use a number with a unit (d, h, m, s, ms, \
-             from the largest down), like 1500ms, 30s, 5m, 1h30m"
-        )
-    };
-    let is_number =
-        |n: &str| n.contains(|c: char| c.is_ascii_digit()) && n.matches('.').count() <= 1;
-    // The parts: (number, unit); a bare number is seconds.
-    let mut parts = Vec::new();
-    let mut rest = t;
-    while !rest.is_empty() {
-        let split = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(split);
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        if !is_number(number) || (unit.is_empty() && !parts.is_empty()) {
-            return Err(bad());
-        }
-        parts.push((number, unit));
-        rest = tail;
-    }
-    let finer = || {
-        format!(
-            "{text:?} is finer than a millisecond: durations are whole milliseconds (1ms, \
-             1500ms, 1.5s)"
-        )
-    };
-    let too_long =
-        || format!("{text:?} is out of range: longer than any duration quietus can hold");
-    if parts.is_empty() {
-        return Err(bad());
-    }
-    // Exact arithmetic in nanoseconds (u128): `0.1s` is 100ms, never 99.999….
-    let mut total_ns: u128 = 0;
-    let mut previous = u128::MAX;
-    for (number, unit) in &parts {
-        let scale_ns: u128 = match *unit {
-            "" if parts.len() == 1 => 1_000_000_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            "d" => 86_400_000_000_000,
-            _ => return Err(bad()),
-        };
-        if scale_ns >= previous {
-            return Err(bad());
-        }
-        previous = scale_ns;
-        let part = match part_ns(number, scale_ns) {
-            Ok(ns) => ns,
-            Err(PartError::TooLong) => return Err(too_long()),
-            Err(PartError::Finer) => return Err(finer()),
-        };
-        total_ns = total_ns.checked_add(part).ok_or_else(too_long)?;
-    }
-    if !total_ns.is_multiple_of(1_000_000) {
-        return Err(finer());
-    }
-    u64::try_from(total_ns / 1_000_000)
-        .map(Duration::from_millis)
-        .map_err(|_| too_long())
-}
-
-/// Why one part of a duration is refused.
-enum PartError {
-    /// More than a `u128` of nanoseconds holds.
-    TooLong,
-    /// Not a whole number of nanoseconds.
-    Finer,
-}
-
-/// `number` (digits with at most one point) times `scale_ns`, exactly, in nanoseconds.
-fn part_ns(number: &str, scale_ns: u128) -> Result<u128, PartError> {
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let mut value: u128 = 0;
-    for d in whole.bytes().chain(fraction.bytes()) {
-        value = value
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u128::from(d - b'0')))
-            .ok_or(PartError::TooLong)?;
-    }
-    let scaled = value.checked_mul(scale_ns).ok_or(PartError::TooLong)?;
-    let divisor = u32::try_from(fraction.len())
-        .ok()
-        .and_then(|n| 10u128.checked_pow(n))
-        .ok_or(PartError::Finer)?;
-    if !scaled.is_multiple_of(divisor) {
-        return Err(PartError::Finer);
-    }
-    Ok(scaled / divisor)
-}
-
-/// A duration, or `none` (off).
-fn parse_hard_timeout(text: &str) -> Result<Option<Duration>, String> {
-    if text.trim().eq_ignore_ascii_case("none") {
-        return Ok(None);
-    }
-    parse_duration(text)
-        .map(Some)
-        .map_err(|e| format!("{e}, or none"))
-}
-
-/// The value parser of a duration option of the settings table.
-pub(crate) fn duration_parser() -> impl TypedValueParser<Value = Duration> {
-    text(parse_duration)
-}
-
-/// The value parser of a duration-or-`none` option of the settings table.
-pub(crate) fn duration_or_none_parser() -> impl TypedValueParser<Value = Option<Duration>> {
-    text(parse_hard_timeout)
-}
-
-/// The value parser of a flag of the settings table (its variable takes 1/0, yes/no…).
-pub(crate) fn flag_parser() -> impl TypedValueParser<Value = bool> {
-    text(parse_flag)
-}
-
-/// The signals whose default action does not end a process: it stops (STOP, TSTP, TTIN,
-/// TTOU), goes on (CONT) or ignores them (CHLD, WINCH, URG). As the ladder's first signal,
-/// each would only wait out the grace before KILL (or stop the program, not end it).
-const NOT_ENDING: [&str; 8] = [
-    "STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "WINCH", "URG",
-];
-
-/// `TERM`, `SIGTERM`, `term`, `15`; not a signal that cannot end a process ([`NOT_ENDING`]).
-fn parse_signal(text: &str) -> Result<Signal, String> {
-    let signal = text.parse::<Signal>().map_err(|_| {
-        format!(
-            "{text:?} is not a signal: use a name with or without SIG (TERM, INT, HUP, QUIT, \
-             USR1…) or a number from 1 to 31"
-        )
-    })?;
-    let name = signal.name();
-    if NOT_ENDING
-        .iter()
-        .any(|n| name.trim_start_matches("SIG") == *n)
-    {
-        let shown = if text.trim().eq_ignore_ascii_case(&name) {
-            format!("{text:?}")
-        } else {
-            format!("{text:?} ({name})")
-        };
-        return Err(format!(
-            "{shown} does not end a program (by default it stops it, or nothing \
-             happens): use TERM, INT, HUP, QUIT, USR1… or KILL"
-        ));
-    }
-    Ok(signal)
-}
-
-/// A glob of `--exclude`: not empty (an empty one matches nothing).
-fn parse_glob(glob: &str) -> Result<String, String> {
-    if glob.trim().is_empty() {
-        return Err(format!(
-            "{glob:?} is an empty glob and matches nothing: give a pattern, like 'cache/**' or \
-             '*.tmp'"
-        ));
-    }
-    Ok(glob.to_owned())
-}
-
-fn parse_containment(text: &str) -> Result<Containment, String> {
-    match text {
-        "auto" => Ok(Containment::Auto),
-        "cgroup" => Ok(Containment::Cgroup),
-        "group" => Ok(Containment::Group),
-        _ => Err(format!(
-            "{text:?} is not a containment: use auto, cgroup or group"
-        )),
-    }
-}
-
-/// A value parser for text: `parse` on the value, which must be UTF-8 (the error then names
-/// the option, or its variable, like any invalid value).
-fn text<T: Clone + Send + Sync + 'static>(
-    parse: fn(&str) -> Result<T, String>,
-) -> impl TypedValueParser<Value = T> {
-    OsStringValueParser::new().try_map(move |value| match value.to_str() {
-        Some(text) => parse(text),
-        None => Err(format!(
-            "{:?} is not valid UTF-8, and this value must be text",
-            value.to_string_lossy()
-        )),
-    })
-}
-
-/// A value parser for paths: any bytes (Linux paths need not be UTF-8), checked by `check`.
-fn path(check: fn(&OsStr) -> Result<PathBuf, String>) -> impl TypedValueParser<Value = PathBuf> {
-    OsStringValueParser::new().try_map(move |value| check(&value))
-}
-
-/// A non-empty folder to watch.
-fn parse_watch(path: &OsStr) -> Result<PathBuf, String> {
-    if path.is_empty() {
-        return Err("an empty path is not a folder: give one like .agent or notes".to_owned());
-    }
-    Ok(PathBuf::from(path))
 }
 
 /// A non-empty log folder.
@@ -1160,159 +588,12 @@ fn parse_report(path: &OsStr) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quietus::ActivitySource;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("300ms"), Ok(Duration::from_millis(300)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86400)));
-        for bad in ["", "5x", "ms", "-1s", "1h30", "abc", "1e400s", "s5"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-        assert!(
-            parse_duration("-5s")
-                .unwrap_err()
-                .contains("cannot be negative")
-        );
-        assert!(!parse_duration("-v").unwrap_err().contains("negative"));
-    }
-
-    /// One grammar (issue 51, point 7): units from the largest down, each once; whole
-    /// milliseconds; a number too large is out of range, not "not a duration".
-    #[test]
-    fn the_one_grammar_of_durations() {
-        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(
-            parse_duration("1d2h3m4s5ms"),
-            Ok(Duration::from_millis(93_784_005))
-        );
-        assert_eq!(parse_duration("0.1s"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_duration("0.001"), Ok(Duration::from_millis(1)));
-        for out_of_order in ["1s1m", "1m1m", "1ms1s", "5ms5ms", "1h1d"] {
-            let e = parse_duration(out_of_order).unwrap_err();
-            assert!(e.contains("is not a duration"), "{out_of_order}: {e}");
-            assert!(e.contains("largest down"), "{out_of_order}: {e}");
-        }
-        for finer in ["1.5ms", "0.0001s", "0.0005"] {
-            let e = parse_duration(finer).unwrap_err();
-            assert!(e.contains("finer than a millisecond"), "{finer}: {e}");
-        }
-        for unit in ["500us", "5ns", "1w", "1.2.3s", "1s.", "."] {
-            let e = parse_duration(unit).unwrap_err();
-            assert!(e.contains("is not a duration"), "{unit}: {e}");
-        }
-        for huge in [
-            "99999999999999999999d",
-            "999999999999999999999999999999999999999999s",
-        ] {
-            let e = parse_duration(huge).unwrap_err();
-            assert!(e.contains("is out of range"), "{huge}: {e}");
-        }
-    }
-
-    proptest::proptest! {
-        /// Every whole-millisecond duration reads back from the words quietus shows it in.
-        #[test]
-        fn every_duration_shown_reads_back(ms in 0u64..(400 * 86_400_000)) {
-            let d = Duration::from_millis(ms);
-            proptest::prop_assert_eq!(parse_duration(&exact_duration(d)), Ok(d));
-        }
-
-        /// Whatever the text, the parser answers (never panics); what it accepts is whole
-        /// milliseconds, and its parts' units run from the largest down.
-        #[test]
-        fn any_text_is_answered(text in "[0-9.]{0,6}(d|h|m|s|ms|us|x)?([0-9.]{0,4}(d|h|m|s|ms))?") {
-            if let Ok(d) = parse_duration(&text) {
-                proptest::prop_assert_eq!(d.subsec_nanos() % 1_000_000, 0);
-                let units: Vec<&str> = text
-                    .split(|c: char| c.is_ascii_digit() || c == '.')
-                    .filter(|u| !u.is_empty())
-                    .collect();
-                let rank = |u: &str| ["d", "h", "m", "s", "ms"].iter().position(|x| *x == u);
-                let ranks: Vec<_> = units.iter().map(|u| rank(u)).collect();
-                proptest::prop_assert!(ranks.iter().all(Option::is_some), "{text}");
-                proptest::prop_assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{text}");
-            }
-        }
-    }
-
-    #[test]
-    fn limits_read_like_durations() {
-        assert_eq!(round_duration(Duration::from_secs(7 * 86400)), "7d");
-        assert_eq!(round_duration(Duration::from_secs(3600)), "1h");
-        assert_eq!(round_duration(Duration::from_secs(90)), "90s");
-        assert_eq!(round_duration(Duration::from_millis(10)), "10ms");
-        assert_eq!(round_duration(Duration::ZERO), "0ms");
-        assert_eq!(round_duration(Duration::from_millis(1500)), "1.5s");
-    }
-
-    #[test]
-    fn a_rejected_value_reads_as_it_was_written() {
-        for written in ["7d1ms", "8d", "1h30m", "1s500ms", "0s", "25h"] {
-            let parsed = parse_duration(written).unwrap();
-            let shown = exact_duration(parsed);
-            assert_eq!(parse_duration(&shown), Ok(parsed), "{written} -> {shown}");
-        }
-        assert_eq!(exact_duration(parse_duration("7d1ms").unwrap()), "7d1ms");
-        assert_eq!(exact_duration(Duration::from_secs(90_000)), "1d1h");
-        assert_eq!(exact_duration(Duration::from_nanos(1_001)), "1us1ns");
-    }
+    use quietus::{ActivitySource, KillLadder, Signal};
 
     #[test]
     fn counts() {
         assert_eq!(parse_count("2"), Ok(2));
         assert!(parse_count("lots").unwrap_err().contains("-vv"));
-    }
-
-    #[test]
-    fn flags() {
-        for yes in ["1", "true", "YES", "on", "y"] {
-            assert_eq!(parse_flag(yes), Ok(true), "{yes}");
-        }
-        for no in ["0", "false", "No", "off", "n"] {
-            assert_eq!(parse_flag(no), Ok(false), "{no}");
-        }
-        let err = parse_flag("maybe").unwrap_err();
-        assert!(err.contains("maybe") && err.contains("1/0"), "{err}");
-    }
-
-    #[test]
-    fn hard_timeout_accepts_none() {
-        assert_eq!(parse_hard_timeout("none"), Ok(None));
-        assert_eq!(
-            parse_hard_timeout("2h"),
-            Ok(Some(Duration::from_secs(7200)))
-        );
-        let err = parse_hard_timeout("soon").unwrap_err();
-        assert!(err.contains("none"), "{err}");
-    }
-
-    #[test]
-    fn signals() {
-        assert_eq!(parse_signal("TERM"), Ok(Signal::TERM));
-        assert_eq!(parse_signal("sigint"), Ok(Signal::INT));
-        assert_eq!(parse_signal("1"), Ok(Signal::HUP));
-        let err = parse_signal("NOPE").unwrap_err();
-        assert!(err.contains("NOPE") && err.contains("TERM"), "{err}");
-    }
-
-    #[test]
-    fn lists_split_like_path() {
-        assert_eq!(
-            split_list(std::ffi::OsStr::new("a:b::c/d:")),
-            vec![
-                OsString::from("a"),
-                OsString::from("b"),
-                OsString::from("c/d")
-            ]
-        );
-        assert!(split_list(std::ffi::OsStr::new(":")).is_empty());
     }
 
     #[test]
@@ -1341,7 +622,7 @@ mod tests {
     fn the_tables_settings_are_options_with_their_flag_variable_default_and_doc() {
         let command = command();
         for def in crate::settings::SETTINGS {
-            let Some(flag) = def.flag else { continue };
+            let Some(flag) = def.flag.on() else { continue };
             let arg = command
                 .get_arguments()
                 .find(|a| a.get_long() == Some(flag))

@@ -15,7 +15,7 @@ pub(crate) fn adopts_orphans() -> bool {
     if Pid::current().get() == 1 {
         return true;
     }
-    super::sys::is_child_subreaper()
+    crate::sys::is_child_subreaper()
 }
 
 /// Reaps every zombie child of this process whose pid `may_reap` accepts; returns their pids.
@@ -41,7 +41,7 @@ fn reap_zombies_among(children: Vec<Pid>, may_reap: impl Fn(Pid) -> bool) -> Vec
             continue;
         }
         // By pid, never -1: only this zombie, which is ours and stays ours until reaped here.
-        match super::sys::reap_if_zombie(pid) {
+        match crate::sys::reap_if_zombie(pid) {
             Ok(true) => reaped.push(pid),
             Ok(false) => {}
             Err(e) => log::debug!("reaping adopted pid {pid}: {e}"),
@@ -191,7 +191,7 @@ mod tests {
 
     /// This thread's id.
     fn this_thread() -> Pid {
-        crate::cli::sys::current_thread()
+        crate::sys::current_thread()
     }
 
     #[test]
@@ -230,7 +230,7 @@ mod tests {
     fn not_an_orphan_adopter_in_tests() {
         // cargo's test process is neither pid 1 nor (normally) a subreaper.
         if std::process::id() != 1 {
-            assert_eq!(adopts_orphans(), crate::cli::sys::is_child_subreaper());
+            assert_eq!(adopts_orphans(), crate::sys::is_child_subreaper());
         }
     }
 }

@@ -36,7 +36,8 @@ use std::time::Duration;
 use quietus::{KillLadder, Session, Signal};
 
 use super::reaper;
-use super::sys::{self, Sig};
+use crate::report::Received;
+use crate::sys::{self, Sig};
 
 /// The signals passed on to the child's tree, those of them this platform has (PWR and STKFLT
 /// are Linux's; STKFLT not on MIPS or SPARC): the library's signal table decides.
@@ -54,16 +55,6 @@ pub(crate) fn forwarded() -> Vec<i32> {
 /// The signals taken and ignored.
 const IGNORED: [Sig; 1] = [Sig::XFSZ];
 
-/// `signals` without those quietus was started with ignored (their ignore is respected:
-/// never taken, never passed on, inherited by the program).
-pub(crate) fn not_ignored(signals: Vec<i32>) -> Vec<i32> {
-    let ignored = sys::ignored_signals();
-    signals
-        .into_iter()
-        .filter(|&signal| (1..=64).contains(&signal) && ignored & (1u64 << (signal - 1)) == 0)
-        .collect()
-}
-
 /// What quietus received while the child ran, as the signal thread records it.
 #[derive(Debug, Default)]
 struct Shared {
@@ -75,15 +66,6 @@ struct Shared {
     busy: AtomicBool,
     /// [`SignalHandling::finish`] was called: the thread takes signals and ignores them.
     closed: AtomicBool,
-}
-
-/// What [`SignalHandling::finish`] reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Received {
-    /// The first signal quietus received and passed on.
-    pub(crate) first: Option<Signal>,
-    /// Whether a second INT killed the tree at once.
-    pub(crate) forced: bool,
 }
 
 /// The signals quietus acts on, blocked in every thread before the child is spawned (so a
@@ -119,7 +101,7 @@ impl SignalHandling {
         if resize {
             wanted.push(Sig::WINCH.as_raw());
         }
-        let mut wanted = not_ignored(wanted);
+        let mut wanted = sys::not_ignored(wanted);
         if reap {
             // Never ignored by now: `prepare_supervisor` gave it its default action.
             wanted.push(Sig::CHILD.as_raw());
@@ -161,7 +143,7 @@ impl SignalHandling {
                     // quietus, orphans adopted through an inherited subreaper bit), here
                     // rather than on the way to the program's start.
                     log_reaped(reaper::reap_zombies(|pid| {
-                        pid != child && !super::probe::is_probe_command(pid)
+                        pid != child && !crate::probe::is_probe_command(pid)
                     }));
                 }
                 loop {
@@ -184,7 +166,7 @@ impl SignalHandling {
                         // No zombie at all (the library reaped its own already): no look.
                         if reap && sys::zombie_child() {
                             log_reaped(reaper::reap_zombies(|pid| {
-                                pid != child && !super::probe::is_probe_command(pid)
+                                pid != child && !crate::probe::is_probe_command(pid)
                             }));
                         }
                         continue;

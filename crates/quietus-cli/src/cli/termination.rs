@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use quietus::{MonitorResult, Signal};
 
-use super::report::Exit;
-use super::signals::Received;
+use crate::report::Exit;
+use crate::report::Received;
 
 /// The most the file holds, its newline included: Kubernetes' limit of a termination message.
 pub(crate) const MAX_BYTES: usize = 4096;
@@ -42,7 +42,7 @@ impl TerminationMessage {
     /// (`ENXIO`) rather than waited for.
     pub(crate) fn open(&mut self) -> io::Result<()> {
         if self.file.is_none() {
-            self.file = Some(super::sys::open_truncated(&self.path, true)?);
+            self.file = Some(crate::sys::open_truncated(&self.path, true)?);
         }
         Ok(())
     }
@@ -100,7 +100,7 @@ pub(crate) fn finished_words(
     received: &Received,
     grace: Duration,
 ) -> String {
-    let mut words = match super::report::summary(result, received, grace) {
+    let mut words = match crate::report::summary(result, received, grace) {
         Some(summary) => summary
             .strip_prefix("quietus: ")
             .unwrap_or(&summary)
@@ -120,7 +120,7 @@ pub(crate) fn finished_words(
     if result.termination_unproven && !words.contains("termination unproven") {
         words.push_str("; termination unproven: the tree may still run");
     }
-    if let Some(observed) = super::report::observed_summary(result) {
+    if let Some(observed) = crate::report::observed_summary(result) {
         words.push_str("; ");
         words.push_str(observed.strip_prefix("quietus: ").unwrap_or(&observed));
     }

@@ -43,18 +43,18 @@ pub(crate) const MAX_LINE: usize = 64 * 1024 * 1024;
 /// be taken by [`run`]'s signal thread with `sigwait`: no handler. A signal quietus was
 /// started with ignored stays ignored (not blocked, never taken). Call it before the server
 /// starts any thread.
-pub(crate) struct Signals(crate::cli::sys::Waited);
+pub(crate) struct Signals(crate::sys::Waited);
 
 impl Signals {
     /// Blocks TERM, INT and HUP (those not ignored) in the calling thread.
     pub(crate) fn block() -> std::io::Result<Signals> {
-        use crate::cli::sys::Sig;
-        let wanted = crate::cli::signals::not_ignored(vec![
+        use crate::sys::Sig;
+        let wanted = crate::sys::not_ignored(vec![
             Sig::TERM.as_raw(),
             Sig::INT.as_raw(),
             Sig::HUP.as_raw(),
         ]);
-        crate::cli::sys::Waited::block(&wanted).map(Signals)
+        crate::sys::Waited::block(&wanted).map(Signals)
     }
 }
 

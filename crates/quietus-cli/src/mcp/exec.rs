@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 use std::sync::{Condvar, Mutex};
 
 use crate::locks::Locked;
-use quietus::diagnosis::Diagnosis;
 use quietus::{
-    CaptureConfig, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Outcome, OutputSink,
-    Registry, Session, SessionState, Signal, SpawnError, Stdin,
+    CaptureConfig, ControlAnswer, KillLadder, OutputSink, Registry, Session, Signal, SpawnError,
+    Stdin,
 };
 use serde_json::{Value, json};
 
@@ -22,6 +21,7 @@ use super::options::McpOptions;
 use super::output::{Pending, Taken};
 use super::protocol::{LEVELS, ToolOutput};
 use super::render;
+use super::session::ExecSession;
 use super::tools::{ExecArgs, ToolCall};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol;
@@ -71,30 +71,6 @@ struct Answered {
     exec: Arc<ExecSession>,
     taken: Taken,
     take: u64,
-}
-
-/// One session of `exec_command`.
-#[derive(Debug)]
-pub(crate) struct ExecSession {
-    pub(crate) id: u32,
-    pub(crate) session: Arc<Session>,
-    /// The command line as given.
-    pub(crate) cmd: String,
-    /// The output not yet answered.
-    pending: Arc<Mutex<Pending>>,
-    /// The polite step's grace.
-    grace: Duration,
-    /// Tool calls waiting on it now.
-    waiting: AtomicUsize,
-    /// An answer (or an announcement) said it ended.
-    end_told: AtomicBool,
-}
-
-impl ExecSession {
-    /// The result, once the run is over.
-    pub(crate) fn result(&self) -> Option<MonitorResult> {
-        self.session.try_wait()
-    }
 }
 
 /// The tools' state: the registry, the sessions by id.
@@ -179,7 +155,7 @@ impl Exec {
     /// Runs one checked call (blocking up to its yield window).
     pub(crate) fn run(self: &Arc<Self>, call: ToolCall, context: &CallContext) -> ToolOutput {
         match call {
-            ToolCall::Exec(args) => self.exec(args, context),
+            ToolCall::Exec(args) => self.exec(*args, context),
             ToolCall::Write {
                 session_id,
                 chars,
@@ -190,7 +166,9 @@ impl Exec {
                 actions,
             } => {
                 let answer = match self.find(session_id) {
-                    Some(_) => crate::serve::apply(&self.registry, session_id, actions),
+                    Some(_) => {
+                        crate::settings::controls::apply(&self.registry, session_id, actions)
+                    }
                     None => ControlAnswer::NoSuchSession,
                 };
                 render::control(session_id, &answer)
@@ -367,7 +345,10 @@ impl Exec {
             session,
             cmd: args.cmd.clone(),
             pending,
-            grace: args.grace,
+            grace: args
+                .settings
+                .grace
+                .unwrap_or_else(crate::settings::default_grace),
             waiting: AtomicUsize::new(0),
             end_told: AtomicBool::new(false),
         });
@@ -393,13 +374,9 @@ impl Exec {
         if let Some(dir) = &self.options.log_dir {
             capture = capture.log_dir(dir);
         }
-        // Checked at the spawn, which names the setting an argument out of range sets.
-        let config = MonitorConfig::builder()
-            .idle_timeout(args.idle_timeout)
-            .kill_ladder(KillLadder::polite(Signal::TERM, args.grace))
-            .observe(args.observe) // observe mode (issue 43)
-            .capture(capture)
-            .hard_timeout(args.hard_timeout);
+        // The settings table's (the server's defaults, the call's arguments); checked at the
+        // spawn, which names the setting an argument out of range sets.
+        let config = args.settings.clone().with(|c| c.capture(capture)).builder();
         let sink = OutputSink::callback(move |bytes| pending.locked().push(bytes));
         let builder = Session::builder(command).config(config).stdout(sink);
         if args.tty {
@@ -495,63 +472,8 @@ fn spawn_message(e: SpawnError) -> String {
     let step = format!("{:?}", e.kind()).to_lowercase();
     format!(
         "the command could not be started ({step}): {}",
-        crate::cli::human::error_chain(&e)
+        crate::report::error_chain(&e)
     )
-}
-
-/// The lifecycle's name, `ended` once the result is in.
-pub(crate) fn state_name(session: &Session, result: Option<&MonitorResult>) -> &'static str {
-    match (result, session.state()) {
-        (Some(_), _) | (None, SessionState::Ended) => "ended",
-        (None, state) => state.name(),
-    }
-}
-
-/// The stall diagnosis of an ended run: `(kind, summary)`.
-pub(crate) fn diagnosis(result: &MonitorResult) -> Option<(String, String)> {
-    full_diagnosis(result).map(|(d, summary)| (d.kind.name().to_owned(), summary))
-}
-
-/// The whole diagnosis of an ended run, and its one-line summary (for an input wait: the
-/// reader named by the rule that caught it).
-pub(crate) fn full_diagnosis(result: &MonitorResult) -> Option<(&Diagnosis, String)> {
-    match &result.outcome {
-        Outcome::IdleTimeout(report) => {
-            let d = report.diagnosis.as_ref()?;
-            Some((d, d.summary.clone()))
-        }
-        Outcome::InputWait(wait) => Some((
-            &wait.diagnosis,
-            format!(
-                "waiting for input — {} (pid {}) reads {}",
-                wait.name, wait.pid, wait.target
-            ),
-        )),
-        _ => None,
-    }
-}
-
-/// The log of the output: the file, its SHA-256 once ended.
-pub(crate) fn log_of(exec: &ExecSession, result: Option<&MonitorResult>, total: u64) -> Value {
-    if let Some(result) = result
-        && let Some(log) = result.logs.first()
-    {
-        return json!({
-            "path": log.path.display().to_string(),
-            "sha256": log.sha256,
-            "bytes": log.bytes,
-            "complete": !log.incomplete,
-        });
-    }
-    match exec.session.log_paths().into_iter().next() {
-        Some(path) => json!({
-            "path": path.display().to_string(),
-            "sha256": null,
-            "bytes": total,
-            "complete": false,
-        }),
-        None => Value::Null,
-    }
 }
 
 /// A count of things under way (tool calls; `exec_command`s not yet past their spawn),

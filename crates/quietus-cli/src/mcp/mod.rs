@@ -5,7 +5,8 @@
 //!
 //! - `protocol`: the MCP lifecycle and methods, pure (a line in, the answer out);
 //! - `tools`: reading a tool call's arguments; `schema`: the tools' descriptions and schemas;
-//! - `exec`: the sessions behind the tools, on one registry; `render`: their answers;
+//! - `exec`: the sessions behind the tools, on one registry; `session`: one of them;
+//!   `render`: their answers;
 //! - `output`: the output since the last answer, head and tail;
 //! - `options`: the server's options (flags and `QUIETUS_*` variables).
 
@@ -15,7 +16,12 @@ mod output;
 mod protocol;
 mod render;
 mod schema;
+mod session;
 mod tools;
+
+// The settings table's test walks every surface (`settings::tests`).
+#[cfg(test)]
+pub(crate) use {schema::tools, tools::parse_call};
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -24,7 +30,8 @@ use std::sync::atomic::AtomicU8;
 use std::time::Duration;
 
 use crate::jsonrpc::{outbox::Outbox, protocol as rpc, stdio};
-use options::{McpCli, McpOptions};
+use options::McpCli;
+pub(crate) use options::McpOptions;
 use protocol::{Mcp, Reply};
 
 /// `quietus mcp [OPTIONS]`: `args` start with the program name and `mcp`.

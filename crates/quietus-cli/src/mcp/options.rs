@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::settings::parse::{parse_duration, round_duration};
+use crate::settings::{self, Draft, SettingValue};
+
 const AFTER_HELP: &str = "\
 Every option can also be set with its QUIETUS_* variable (shown with each option); the
 command line wins. The tools, their schemas and examples are in docs/mcp.md. Exit status: 0 when
@@ -43,13 +46,15 @@ pub(crate) struct McpCli {
     pub(crate) shell: OsString,
 
     /// The idle timeout of a command that names none (idle_timeout_ms): it is ended once its
-    /// output, files, descendants' CPU and network have all been quiet this long. 1s to 24h.
+    /// output, files, descendants' CPU and network have all been quiet this long. 1s to 1d
+    /// (what exec_command accepts).
     #[arg(long, value_name = "D", env = "QUIETUS_MCP_IDLE_TIMEOUT", default_value = "5m",
           value_parser = parse_idle)]
     pub(crate) idle_timeout: Duration,
 
     /// The hard timeout of a command that names none (hard_timeout_ms): it is ended after this
-    /// long even while active. `none` for no limit; else 1s to 366d.
+    /// long even while active. `none` for no limit; else 1s to 366d (what exec_command
+    /// accepts).
     #[arg(long, value_name = "D|none", env = "QUIETUS_MCP_HARD_TIMEOUT", default_value = "2h",
           value_parser = parse_hard)]
     pub(crate) hard_timeout: HardTimeout,
@@ -72,25 +77,37 @@ pub(crate) struct McpCli {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HardTimeout(pub(crate) Option<Duration>);
 
-fn parse_idle(text: &str) -> Result<Duration, String> {
-    let d = crate::cli::options::parse_duration(text)?;
-    if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
-        return Err(format!("{text:?} is out of range; it accepts 1s to 24h"));
+/// The range `exec_command` accepts for the table's setting `name` (its `mcp` range), which
+/// the server's own default of it keeps to as well.
+fn mcp_range(name: &str) -> (Duration, Duration) {
+    settings::by_name(name)
+        .and_then(settings::Def::mcp_range)
+        .expect("a setting of the table, with a range")
+}
+
+/// `D` within `name`'s `mcp` range.
+fn within(name: &str, text: &str, none: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    let (min, max) = mcp_range(name);
+    if d < min || d > max {
+        return Err(format!(
+            "{text:?} is out of range; it accepts {none}{} to {}",
+            round_duration(min),
+            round_duration(max)
+        ));
     }
     Ok(d)
+}
+
+fn parse_idle(text: &str) -> Result<Duration, String> {
+    within("idle_timeout", text, "")
 }
 
 fn parse_hard(text: &str) -> Result<HardTimeout, String> {
     if text.trim() == "none" {
         return Ok(HardTimeout(None));
     }
-    let d = crate::cli::options::parse_duration(text)?;
-    if d < Duration::from_secs(1) || d > Duration::from_secs(366 * 24 * 3600) {
-        return Err(format!(
-            "{text:?} is out of range; it accepts none or 1s to 366d"
-        ));
-    }
-    Ok(HardTimeout(Some(d)))
+    within("hard_timeout", text, "none or ").map(|d| HardTimeout(Some(d)))
 }
 
 /// The server's settings.
@@ -108,6 +125,39 @@ pub(crate) struct McpOptions {
     pub(crate) log_dir: Option<PathBuf>,
     /// Whether ended sessions are announced.
     pub(crate) announce_ended: bool,
+}
+
+impl McpOptions {
+    /// The settings a command starts from before its arguments: the library's defaults (the
+    /// settings table's), with the server's idle and hard timeouts.
+    pub(crate) fn settings(&self) -> Draft {
+        self.defaults()
+            .into_iter()
+            .fold(Draft::default(), |draft, (name, value)| {
+                let def = settings::by_name(name).expect("a setting of the table");
+                (def.apply)(draft, value)
+            })
+    }
+
+    /// The server's own defaults of the table's settings (`--idle-timeout`,
+    /// `--hard-timeout`), by the settings' names.
+    pub(crate) fn defaults(&self) -> [(&'static str, SettingValue); 2] {
+        [
+            ("idle_timeout", SettingValue::Duration(self.idle_timeout)),
+            (
+                "hard_timeout",
+                SettingValue::DurationOrNone(self.hard_timeout),
+            ),
+        ]
+    }
+
+    /// The server's default of the table's setting `name`, if it has its own.
+    pub(crate) fn default_of(&self, name: &str) -> Option<SettingValue> {
+        self.defaults()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, value)| value)
+    }
 }
 
 impl Default for McpOptions {
@@ -166,6 +216,18 @@ mod tests {
         assert!(McpCli::try_parse_from(["mcp", "--idle-timeout", "500ms"]).is_err());
         assert!(McpCli::try_parse_from(["mcp", "--max-sessions", "0"]).is_err());
         assert!(McpCli::try_parse_from(["mcp", "--hard-timeout", "400d"]).is_err());
+        // The server's ranges are exec_command's, from the settings table.
+        assert_eq!(parse_idle("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_idle("1d"), Ok(Duration::from_secs(86_400)));
+        let err = parse_idle("1d1ms").unwrap_err();
+        assert!(err.contains("it accepts 1s to 1d"), "{err}");
+        assert!(parse_idle("999ms").is_err());
+        assert_eq!(
+            parse_hard("366d").map(|h| h.0),
+            Ok(Some(Duration::from_secs(366 * 86_400)))
+        );
+        let err = parse_hard("366d1ms").unwrap_err();
+        assert!(err.contains("it accepts none or 1s to 366d"), "{err}");
         use clap::CommandFactory;
         McpCli::command().debug_assert();
     }

@@ -415,17 +415,18 @@ mod tests {
             tty: false,
             yield_time: Duration::from_secs(10),
             max_output_bytes: 4096,
-            idle_timeout: Duration::from_secs(300),
-            hard_timeout: Some(Duration::from_secs(7200)),
-            grace: Duration::from_secs(5),
             env: Vec::new(),
-            observe: false,
+            settings: crate::settings::Draft::new(
+                quietus::MonitorConfig::builder()
+                    .idle_timeout(Duration::from_secs(300))
+                    .hard_timeout(Some(Duration::from_secs(7200))),
+            ),
         };
         assert_eq!(
             reply,
             Reply::Call {
                 id: json!(7),
-                call: ToolCall::Exec(expected),
+                call: ToolCall::Exec(Box::new(expected)),
                 structured: true,
                 progress: None
             }
@@ -444,7 +445,7 @@ mod tests {
         else {
             panic!("{reply:?}")
         };
-        assert_eq!(args.hard_timeout, None);
+        assert_eq!(args.settings.build().unwrap().hard_timeout(), None);
         assert!(args.tty);
         assert_eq!(args.env, [("A".to_owned(), "1".to_owned())]);
         let reply = mcp.handle_line(

@@ -8,9 +8,9 @@ use std::time::Duration;
 use quietus::{ControlAnswer, MonitorResult, Outcome, SessionSummary, outcome::HumanDuration};
 use serde_json::json;
 
-use super::exec::{ExecSession, diagnosis, full_diagnosis, log_of, state_name};
 use super::output::Taken;
 use super::protocol::ToolOutput;
+use super::session::{ExecSession, diagnosis, full_diagnosis, log_of, state_name};
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -44,7 +44,7 @@ pub(crate) fn exec_answer(
             .observations
             .iter()
             .map(|o| json!({"at_ms": ms(o.at), "outcome": o.would_have_ended.name(),
-                            "why": crate::cli::report::ObservedJson::new(o).why}))
+                            "why": crate::report::ObservedJson::new(o).why}))
             .collect()),
         "wall_time_ms": ms(wall),
         "note": note,
@@ -104,7 +104,7 @@ fn ended_text(
         let _ = writeln!(
             text,
             "Observed only: quietus would have {} at {} ({} time(s) in all).",
-            crate::cli::report::ObservedJson::new(first).why,
+            crate::report::ObservedJson::new(first).why,
             HumanDuration(first.at),
             result.observations.len()
         );

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::options::McpOptions;
-use super::tools::{MAX_YIELD_MS, OUTPUT_RANGE, idle_range};
-use crate::settings::{self, Surface};
+use super::tools::{MAX_YIELD_MS, OUTPUT_RANGE};
+use crate::settings::{self, Surface, controls};
 
 const EXEC_COMMAND: &str = "\
 Run a shell command under quietus's supervision and return its output. Use it for every \
@@ -134,9 +134,6 @@ fn exec_output_schema() -> Value {
 }
 
 fn exec_input_schema(options: &McpOptions) -> Value {
-    let hard_default = options
-        .hard_timeout
-        .map_or(Value::Null, |d| json!(d.as_millis() as u64));
     let mut schema = json!({
         "type": "object",
         "properties": {
@@ -156,14 +153,9 @@ fn exec_input_schema(options: &McpOptions) -> Value {
             continue;
         };
         let mut property = def.json_schema(Surface::Mcp);
-        property["default"] = match def.name {
-            "idle_timeout" => json!(options.idle_timeout.as_millis() as u64),
-            "hard_timeout" => hard_default.clone(),
-            _ => match def.default {
-                settings::Default::Value(text) => crate::cli::options::parse_duration(text)
-                    .map_or(Value::Null, |d| json!(d.as_millis() as u64)),
-                settings::Default::Words(_) => Value::Null,
-            },
+        property["default"] = match options.default_of(def.name) {
+            Some(value) => value.to_json(),
+            None => def.default_json(),
         };
         schema["properties"][key] = property;
     }
@@ -175,22 +167,11 @@ fn session_id_schema() -> Value {
 }
 
 fn control_input_schema() -> Value {
-    let only = |kind: &str| json!({"type": "object", "properties": {"type": {"const": kind}}, "required": ["type"], "additionalProperties": false});
-    let (min, max) = idle_range();
-    let timeout = json!({"type": "integer", "minimum": min, "maximum": max});
     json!({
         "type": "object",
         "properties": {
             "session_id": session_id_schema(),
-            "action": {
-                "oneOf": [
-                    {"type": "object", "properties": {"type": {"const": "keepalive"}, "extend_timeout_ms": timeout}, "required": ["type"], "additionalProperties": false},
-                    only("send_ctrl_c"),
-                    only("terminate"),
-                    only("force_kill"),
-                    {"type": "object", "properties": {"type": {"const": "set_idle_timeout"}, "timeout_ms": timeout}, "required": ["type", "timeout_ms"], "additionalProperties": false}
-                ]
-            }
+            "action": controls::action_schema(Surface::Mcp)
         },
         "required": ["session_id", "action"],
         "additionalProperties": false

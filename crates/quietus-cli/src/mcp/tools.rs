@@ -10,38 +10,27 @@ use serde_json::{Map, Value};
 
 use super::options::McpOptions;
 use crate::jsonrpc::protocol::{self, Params, RpcError, whole_number};
-use crate::settings::{self, SettingValue, Surface};
+use crate::settings::{self, Draft, Surface, controls};
+
+/// The fields `exec_command` accepts besides the settings table's (each under its `mcp` key).
+const EXEC_FIELDS: &[&str] = &[
+    "cmd",
+    "workdir",
+    "tty",
+    "yield_time_ms",
+    "max_output_bytes",
+    "env",
+];
 
 /// The longest yield window (ms) a call may ask for.
 pub(crate) const MAX_YIELD_MS: u64 = 300_000;
 /// `max_output_bytes`' range.
 pub(crate) const OUTPUT_RANGE: (u64, u64) = (256, 1 << 20);
-/// The range (ms) `mcp` accepts for the idle timeout, from the settings table (also the range
-/// of `exec_control`'s timeouts).
-pub(crate) fn idle_range() -> (u64, u64) {
-    let (min, max) = settings::by_name("idle_timeout")
-        .and_then(settings::Def::mcp_range)
-        .expect("the settings table has the idle timeout, with a range");
-    (min.as_millis() as u64, max.as_millis() as u64)
-}
-
-/// The settings table's setting `name` in a tool's arguments (under its `mcp` key, within
-/// its `mcp` range), if given.
-fn setting(params: &Params<'_>, name: &str) -> Result<Option<SettingValue>, RpcError> {
-    let def = settings::by_name(name).expect("a setting of the table");
-    let key = def.key(Surface::Mcp).expect("a setting mcp reads");
-    match params.map().get(&key) {
-        None => Ok(None),
-        Some(Value::Null) if def.kind != settings::Kind::DurationOrNone => Ok(None),
-        Some(value) => def.read_json(&key, value, def.mcp_range()).map(Some),
-    }
-}
-
 /// A checked tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ToolCall {
     /// `exec_command`.
-    Exec(ExecArgs),
+    Exec(Box<ExecArgs>),
     /// `write_stdin`.
     Write {
         /// The session.
@@ -70,12 +59,10 @@ pub(crate) struct ExecArgs {
     pub(crate) tty: bool,
     pub(crate) yield_time: Duration,
     pub(crate) max_output_bytes: usize,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) hard_timeout: Option<Duration>,
-    pub(crate) grace: Duration,
     pub(crate) env: Vec<(String, String)>,
-    /// Observe mode (issue 43): end nothing, say when and why quietus would have.
-    pub(crate) observe: bool,
+    /// The settings table's (idle and hard timeouts, grace, observe…): the server's
+    /// defaults, and the arguments' under their `mcp` keys.
+    pub(crate) settings: Draft,
 }
 
 /// Why a call was not made.
@@ -99,7 +86,7 @@ pub(crate) fn parse_call(
     };
     match name {
         "exec_command" => exec_args(arguments, options)
-            .map(ToolCall::Exec)
+            .map(|args| ToolCall::Exec(Box::new(args)))
             .map_err(message),
         "write_stdin" => write_args(arguments).map_err(message),
         "exec_control" => control_args(arguments).map_err(message),
@@ -121,21 +108,13 @@ fn millis(
 }
 
 fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<ExecArgs, RpcError> {
-    let params = Params::new(
-        arguments,
-        &[
-            "cmd",
-            "workdir",
-            "tty",
-            "yield_time_ms",
-            "max_output_bytes",
-            "idle_timeout_ms",
-            "hard_timeout_ms",
-            "grace_period_ms",
-            "env",
-            "observe",
-        ],
-    )?;
+    let fields: Vec<String> = EXEC_FIELDS
+        .iter()
+        .map(|f| (*f).to_owned())
+        .chain(settings::keys(Surface::Mcp))
+        .collect();
+    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let params = Params::new(arguments, &fields)?;
     let cmd = match params.required("cmd")? {
         Value::String(s) if !s.trim().is_empty() => s.clone(),
         other => {
@@ -147,10 +126,6 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
                 ),
             ));
         }
-    };
-    let hard_timeout = match setting(&params, "hard_timeout")? {
-        None => options.hard_timeout,
-        Some(value) => value.maybe(),
     };
     let env = match params.get("env") {
         None => Vec::new(),
@@ -190,15 +165,8 @@ fn exec_args(arguments: &Map<String, Value>, options: &McpOptions) -> Result<Exe
         max_output_bytes: params
             .integer("max_output_bytes", OUTPUT_RANGE.0, OUTPUT_RANGE.1)?
             .unwrap_or(4096) as usize,
-        idle_timeout: setting(&params, "idle_timeout")?
-            .and_then(SettingValue::maybe)
-            .unwrap_or(options.idle_timeout),
-        hard_timeout,
-        grace: setting(&params, "grace")?
-            .and_then(SettingValue::maybe)
-            .unwrap_or(Duration::from_secs(5)),
         env,
-        observe: params.boolean("observe")?.unwrap_or(false),
+        settings: settings::apply_json(options.settings(), arguments, Surface::Mcp)?,
     })
 }
 
@@ -223,54 +191,73 @@ fn write_args(arguments: &Map<String, Value>) -> Result<ToolCall, RpcError> {
 }
 
 fn control_args(arguments: &Map<String, Value>) -> Result<ToolCall, RpcError> {
-    const ACCEPTS: &str = "it accepts {\"type\": \"keepalive\", \"extend_timeout_ms\"?}, \
-        {\"type\": \"send_ctrl_c\"}, {\"type\": \"terminate\"}, {\"type\": \"force_kill\"} or \
-        {\"type\": \"set_idle_timeout\", \"timeout_ms\"}";
     let params = Params::new(arguments, &["session_id", "action"])?;
-    let session_id = session_id(&params)?;
-    let action = params.required("action")?;
-    let bad = || {
-        RpcError::param(
-            "action",
-            format!("{} is not an action; {ACCEPTS}", protocol::quote(action)),
-        )
-    };
-    let object = action.as_object().ok_or_else(bad)?;
-    let kind = object.get("type").and_then(Value::as_str).ok_or_else(bad)?;
-    let known: &[&str] = match kind {
-        "keepalive" => &["type", "extend_timeout_ms"],
-        "set_idle_timeout" => &["type", "timeout_ms"],
-        _ => &["type"],
-    };
-    let fields = Params::new(object, known)
-        .map_err(|e| RpcError::param("action", e.message.trim_start_matches("invalid params: ")))?;
-    let timeout = |field: &str| {
-        millis(&fields, field, idle_range()).map_err(|e| {
-            RpcError::param(
-                "action",
-                e.message.trim_start_matches("invalid params: ").to_owned(),
-            )
-        })
-    };
-    let actions = match kind {
-        "keepalive" => std::iter::once(ControlAction::Keepalive)
-            .chain(timeout("extend_timeout_ms")?.map(ControlAction::SetIdleTimeout))
-            .collect(),
-        "send_ctrl_c" => vec![ControlAction::Interrupt],
-        "terminate" => vec![ControlAction::Terminate],
-        "force_kill" => vec![ControlAction::Kill],
-        "set_idle_timeout" => vec![ControlAction::SetIdleTimeout(
-            timeout("timeout_ms")?.ok_or_else(|| {
-                RpcError::param(
-                    "action.timeout_ms",
-                    "missing (required by set_idle_timeout)",
-                )
-            })?,
-        )],
-        _ => return Err(bad()),
-    };
     Ok(ToolCall::Control {
-        session_id,
-        actions,
+        session_id: session_id(&params)?,
+        actions: controls::parse_action(params.required("action")?, Surface::Mcp)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quietus::{KillLadder, Signal};
+    use serde_json::json;
+
+    fn exec(arguments: Value) -> Result<ExecArgs, RpcError> {
+        exec_args(arguments.as_object().unwrap(), &McpOptions::default())
+    }
+
+    /// The settings come through the settings table's MCP keys: the server's timeouts, the
+    /// table's (the library's) grace of 5s and no observe mode when not given.
+    #[test]
+    fn exec_command_settings_come_through_the_table() {
+        let config = exec(json!({"cmd": "x"})).unwrap().settings.build().unwrap();
+        assert_eq!(config.idle_timeout(), Duration::from_secs(300));
+        assert_eq!(config.hard_timeout(), Some(Duration::from_secs(7200)));
+        assert_eq!(
+            *config.kill_ladder(),
+            KillLadder::polite(Signal::TERM, Duration::from_secs(5))
+        );
+        assert!(!config.observe());
+        let config = exec(
+            json!({"cmd": "x", "idle_timeout_ms": 2000, "grace_period_ms": 0,
+                                 "hard_timeout_ms": null, "observe": true}),
+        )
+        .unwrap()
+        .settings
+        .build()
+        .unwrap();
+        assert_eq!(config.idle_timeout(), Duration::from_secs(2));
+        assert_eq!(config.hard_timeout(), None);
+        assert_eq!(
+            *config.kill_ladder(),
+            KillLadder::polite(Signal::TERM, Duration::ZERO)
+        );
+        assert!(config.observe());
+        // A model's null for an argument it leaves out is no value (but none for the hard
+        // timeout, where null means none).
+        let config = exec(json!({"cmd": "x", "idle_timeout_ms": null, "observe": null}));
+        assert_eq!(
+            config.unwrap().settings.build().unwrap().idle_timeout(),
+            Duration::from_secs(300)
+        );
+        let err = exec(json!({"cmd": "x", "grace_period_ms": 600_001})).unwrap_err();
+        assert!(
+            err.message
+                .contains("grace_period_ms: 600001 is out of range"),
+            "{}",
+            err.message
+        );
+        // Every key the table gives mcp is an argument exec_command takes.
+        for key in settings::keys(Surface::Mcp) {
+            let err = exec(json!({"cmd": "x", key.clone(): "?"})).unwrap_err();
+            assert!(err.message.contains(&key), "{key}: {}", err.message);
+            assert!(
+                !err.message.contains("unknown field"),
+                "{key}: {}",
+                err.message
+            );
+        }
+    }
 }

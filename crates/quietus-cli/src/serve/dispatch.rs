@@ -15,16 +15,17 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Sender, TrySendError};
 use quietus::{
-    CapturedStream, ControlAction, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Pid,
-    Registry, Session, SessionState, Signal, SpawnError, Stream, error::SpawnErrorKind,
+    CapturedStream, ControlAnswer, KillLadder, MonitorConfig, MonitorResult, Pid, Registry,
+    Session, SessionState, Signal, SpawnError, Stream, error::SpawnErrorKind,
 };
 use serde_json::{Map, Value, json};
 
 use super::options::ServeOptions;
 use super::process::{self, Forward, StdinJob, StdinMode};
-use crate::cli::report::{Context, Relay, Report};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::protocol::{self, Params, RpcError};
+use crate::report::{Context, Relay, Report};
+use crate::settings::{Surface, controls};
 
 /// What the server keeps about one process.
 #[derive(Debug)]
@@ -377,7 +378,7 @@ fn spawn_failed(message: String, kind: &str) -> RpcError {
 /// the two it missed), else the program's (`not_found`).
 fn spawn_error(e: SpawnError, cwd: Option<&std::path::Path>) -> RpcError {
     let kind = e.kind();
-    let message = crate::cli::human::error_chain(&e);
+    let message = crate::report::error_chain(&e);
     if kind == SpawnErrorKind::Config {
         return RpcError::new(
             protocol::INVALID_PARAMS,
@@ -618,11 +619,11 @@ impl Server {
     fn control(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
         let params = Params::new(params, &["processId", "action"])?;
         let process_id = params.process_id()?;
-        let actions = control_actions(params.required("action")?)?;
+        let actions = controls::parse_action(params.required("action")?, Surface::Serve)?;
         let Some(proc) = self.find(process_id) else {
             return Ok(status("no_such_session"));
         };
-        Ok(match apply(&self.registry, proc.id, actions) {
+        Ok(match controls::apply(&self.registry, proc.id, actions) {
             ControlAnswer::Ack => status("ack"),
             ControlAnswer::NoSuchSession => status("no_such_session"),
             ControlAnswer::AlreadyEnded => status("already_terminated"),
@@ -691,63 +692,9 @@ impl Server {
     }
 }
 
-/// `process/control`'s action.
-/// Applies `actions` in order to session `id` and answers as the first that is not an `Ack`
-/// (the rest are not applied), or `Ack`.
-pub(crate) fn apply(registry: &Registry, id: u32, actions: Vec<ControlAction>) -> ControlAnswer {
-    for action in actions {
-        let answer = registry.control(id, action);
-        if answer != ControlAnswer::Ack {
-            return answer;
-        }
-    }
-    ControlAnswer::Ack
-}
-
-/// The actions of one `process/control`: one, or for a keepalive that extends the idle timeout,
-/// the keepalive and then the new timeout.
-fn control_actions(action: &Value) -> Result<Vec<ControlAction>, RpcError> {
-    const ACCEPTS: &str = "it accepts {\"type\": \"keepalive\", \"extendTimeoutMs\"?}, \
-        {\"type\": \"send_ctrl_c\"}, {\"type\": \"terminate\"}, {\"type\": \"force_kill\"}, \
-        {\"type\": \"set_idle_timeout\", \"timeoutMs\"}";
-    let bad = || {
-        RpcError::param(
-            "action",
-            format!("{} is not an action; {ACCEPTS}", protocol::quote(action)),
-        )
-    };
-    let object = action.as_object().ok_or_else(bad)?;
-    let kind = object.get("type").and_then(Value::as_str).ok_or_else(bad)?;
-    let millis = |field: &str| -> Result<Option<Duration>, RpcError> {
-        match object.get(field).filter(|v| !v.is_null()) {
-            None => Ok(None),
-            Some(v) => Ok(Some(Duration::from_millis(protocol::whole_number(
-                &format!("action.{field}"),
-                v,
-                0,
-                u64::MAX,
-            )?))),
-        }
-    };
-    Ok(match kind {
-        "keepalive" => std::iter::once(ControlAction::Keepalive)
-            .chain(millis("extendTimeoutMs")?.map(ControlAction::SetIdleTimeout))
-            .collect(),
-        "send_ctrl_c" => vec![ControlAction::Interrupt],
-        "terminate" => vec![ControlAction::Terminate],
-        "force_kill" => vec![ControlAction::Kill],
-        "set_idle_timeout" => vec![ControlAction::SetIdleTimeout(
-            millis("timeoutMs")?.ok_or_else(|| {
-                RpcError::param("action.timeoutMs", "missing (required by set_idle_timeout)")
-            })?,
-        )],
-        _ => return Err(bad()),
-    })
-}
-
 /// `process/wait`'s answer for a finished run: the command's `--report`, in camelCase.
 fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
-    let received = crate::cli::signals::Received::default();
+    let received = crate::report::Received::default();
     let session = &proc.session;
     let relay = Relay::of(session);
     let command = process::os_words(&proc.argv);
@@ -761,8 +708,7 @@ fn finished(process_id: &str, proc: &Proc, result: &MonitorResult) -> Value {
         config: &config,
         command: &command,
     };
-    let exit =
-        crate::cli::report::exit_for(result, &received, crate::cli::report::ExitCodes::default());
+    let exit = crate::report::exit_for(result, &received, crate::report::ExitCodes::default());
     let report = Report::finished(context, result, &received, exit, &relay);
     let mut answer = protocol::camel_case_keys(serde_json::to_value(&report).unwrap_or_default());
     answer["processId"] = json!(process_id);

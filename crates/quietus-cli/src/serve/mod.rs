@@ -19,7 +19,9 @@ mod options;
 mod process;
 mod schema;
 
-pub(crate) use dispatch::apply;
+// The settings table's test walks every surface (`settings::tests`).
+#[cfg(test)]
+pub(crate) use {matching::CommandFilter, process::parse_start};
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -27,7 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::jsonrpc::{outbox, stdio};
-use options::{ServeCli, ServeOptions};
+use options::ServeCli;
+pub(crate) use options::ServeOptions;
 
 /// `quietus serve [OPTIONS]`: `args` start with the program name and `serve`.
 pub(crate) fn main(args: Vec<OsString>) -> ExitCode {

@@ -69,7 +69,7 @@ pub(crate) struct ServeCli {
 }
 
 fn parse_grace(text: &str) -> Result<Duration, String> {
-    let d = crate::cli::options::parse_duration(text)?;
+    let d = crate::settings::parse::parse_duration(text)?;
     if d > Duration::from_secs(3600) {
         return Err(format!("{text:?} is out of range; it accepts 0 to 1h"));
     }

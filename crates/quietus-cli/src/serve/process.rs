@@ -10,8 +10,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use crossbeam_channel::{Receiver, Sender};
 use quietus::{
-    CaptureConfig, ConfigError, Environment, Event, EventConfig, FileWatchConfig, MonitorConfig,
-    Session, SessionBuilder, Signal, Stdin, Stream, error::Setting,
+    CaptureConfig, ConfigError, Environment, Event, EventConfig, MonitorConfig, Session,
+    SessionBuilder, Stdin, Stream, error::Setting,
 };
 use serde_json::{Map, Value, json};
 
@@ -33,7 +33,6 @@ pub(crate) const START_FIELDS: &[&str] = &[
     "seed",
     "io",
     "logThresholdBytes",
-    "watch",
     "context",
 ];
 
@@ -275,14 +274,11 @@ fn parse_config(params: &Params<'_>, options: &ServeOptions) -> Result<MonitorCo
         Some(n) => capture = capture.spill_threshold(n),
         None => {}
     }
-    let mut config = MonitorConfig::builder()
+    let config = MonitorConfig::builder()
         .capture(capture)
         .events(EventConfig::builder().throttle(options.output_throttle));
-    if let Some(roots) = params.strings("watch")? {
-        config = config.files(FileWatchConfig::builder().roots(roots));
-    }
     // The settings table's, each under its serve key.
-    let draft = Draft::new(config, Signal::TERM);
+    let draft = Draft::new(config);
     let draft = settings::apply_json(draft, params.map(), Surface::Serve)?;
     draft.build().map_err(|e| config_error(&e))
 }
@@ -422,7 +418,7 @@ fn forward_event(event: Event, forward: &Forward, outbox: &Outbox, dropped: &mut
             // observe mode (issue 43): the report's `observed` entry
             "process/observed",
             crate::jsonrpc::protocol::camel_case_keys(
-                serde_json::to_value(crate::cli::report::ObservedJson::new(&observation))
+                serde_json::to_value(crate::report::ObservedJson::new(&observation))
                     .unwrap_or_default(),
             ),
         ),

@@ -13,7 +13,7 @@ use quietus::{ActivitySource, Outcome, SessionState, Stream};
 use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::protocol;
-use crate::settings;
+use crate::settings::{self, Surface, controls};
 
 /// Every error code, by name.
 pub(crate) const ERROR_CODES: &[(&str, i64)] = &[
@@ -244,7 +244,6 @@ fn start_params() -> Value {
             object(json!({"pty": object(json!({"rows": {"type": "integer", "minimum": 1, "maximum": 65535}, "cols": {"type": "integer", "minimum": 1, "maximum": 65535}}), &[], false)}), &["pty"], false)
         ]},
         "logThresholdBytes": {"type": "integer", "minimum": 0, "maximum": 1_u64 << 40, "description": "Bytes of a stream after which it goes to a log too (0: no log)."},
-        "watch": {"type": "array", "items": string(), "description": "The folders whose file activity counts."},
         "context": {"type": "object", "description": "Copied onto every notification of the process."},
     });
     for (key, schema) in settings::serve_properties() {
@@ -325,16 +324,8 @@ fn snapshot_result() -> Value {
 }
 
 fn control_params() -> Value {
-    let only = |kind: &str| object(json!({"type": {"const": kind}}), &["type"], false);
-    let timeout = json!({"type": "integer", "minimum": 1});
     with_process_id(
-        json!({"action": {"oneOf": [
-            object(json!({"type": {"const": "keepalive"}, "extendTimeoutMs": timeout}), &["type"], false),
-            only("send_ctrl_c"),
-            only("terminate"),
-            only("force_kill"),
-            object(json!({"type": {"const": "set_idle_timeout"}, "timeoutMs": timeout}), &["type", "timeoutMs"], false),
-        ]}}),
+        json!({"action": controls::action_schema(Surface::Serve)}),
         &["action"],
     )
 }

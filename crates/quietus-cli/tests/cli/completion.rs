@@ -125,6 +125,30 @@ fn a_spinning_grandchild_is_ended_after_its_solo_cap_and_the_report_says_capped(
     assert_no_leak(&marker);
 }
 
+/// QUIETUS_SOLO_CAP holds several caps separated by ':', as its help says (the variable's one
+/// value was read as one cap and refused, 125, before the settings table read it).
+#[test]
+fn the_solo_cap_variable_holds_several_caps() {
+    let marker = Marker::new("cli_solo_cap_list");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let output = sw(&marker)
+        .args(&[
+            "-i",
+            "1500ms",
+            "--no-watch",
+            "--report",
+            report.to_str().unwrap(),
+        ])
+        .env("QUIETUS_SOLO_CAP", "repeated_output=1m:children=2s")
+        .sh("yes > /dev/null & wait")
+        .output();
+    assert_code(&output, 124);
+    let r = read_json(&report);
+    assert_eq!(r["capped"], serde_json::json!(["children"]), "{r:#}");
+    assert_no_leak(&marker);
+}
+
 #[test]
 fn bad_values_name_the_option() {
     let marker = Marker::new("cli_done_bad");

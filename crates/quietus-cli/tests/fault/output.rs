@@ -177,7 +177,9 @@ fn both_streams_closed_while_files_keep_working() {
     let session = s.spawn(
         "say before-close; exec >&- 2>&-; mkdir -p .agent; \
          i=0; while [ $i -lt 8 ]; do echo $i > .agent/progress; sleep 0.15; i=$((i+1)); done",
-        config(),
+        // A write every 0.15 s judged with 1.2 s of slack: at 500 ms one gap between two
+        // writes outlasted the timeout beside a loaded suite (files idle 558 ms).
+        config().idle_timeout(IDLE + ms(1200)),
     );
     let result = wait_generously(&session);
     assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
@@ -311,7 +313,8 @@ fn a_log_backlog_outlasting_the_drain_cap_is_written_whole() {
     let logs = tempfile::tempdir().expect("a log folder");
     let session = s.spawn(
         &format!("head -c {SIZE} /dev/urandom | tee -a \"$SW_OUT\""),
-        config()
+        // Not about idleness: beside a loaded suite the pipeline paused 500 ms mid-stream.
+        exit_config()
             .drain_cap(Duration::ZERO)
             .capture(CaptureConfig::builder().log_dir(logs.path())),
     );

@@ -1,7 +1,7 @@
 //! Every operating-system call the command makes itself, in one place: the command's own door,
 //! as `process/sys` is the library's. The command is a separate crate that sees only the
-//! library's public API, so it cannot use `process/sys`; no other `cli` file uses `rustix` or
-//! `nix`.
+//! library's public API, so it cannot use `process/sys`; besides the terminal's own calls
+//! (`cli/terminal.rs`), no other file of the command uses `rustix` or `nix`.
 //!
 //! What sits here is the command's business, not the library's: reaping adopted zombies as a
 //! container's first process (the library reaps its own child, and never with `waitpid(-1)`),
@@ -275,6 +275,16 @@ pub(crate) fn kill_group(pgid: Pid) -> io::Result<()> {
     };
     rustix::process::kill_process_group(pid, Sig::KILL)?;
     Ok(())
+}
+
+/// `signals` without those quietus was started with ignored (their ignore is respected:
+/// never taken, never passed on, inherited by the program).
+pub(crate) fn not_ignored(signals: Vec<i32>) -> Vec<i32> {
+    let ignored = ignored_signals();
+    signals
+        .into_iter()
+        .filter(|&signal| (1..=64).contains(&signal) && ignored & (1u64 << (signal - 1)) == 0)
+        .collect()
 }
 
 #[cfg(test)]

@@ -92,7 +92,7 @@ fn run(name: &str, command: &str) -> bool {
             Ok(None) if Instant::now() < give_up => std::thread::sleep(Duration::from_millis(10)),
             Ok(None) => {
                 log::warn!("probe {name}: still running after {COMMAND_TIMEOUT:?}; killed");
-                let _ = super::sys::kill_group(pid);
+                let _ = crate::sys::kill_group(pid);
                 let _ = child.wait();
                 break false;
             }
