@@ -58,6 +58,28 @@ fn others(n: usize) -> Vec<Child> {
         .collect()
 }
 
+/// A python3 with `threads` threads in all, every one asleep (an agent runtime's pool).
+fn threaded(threads: usize) -> Child {
+    let code = format!(
+        "import threading, time\nfor _ in range({}):\n    \
+         threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n\
+         print('ready', flush=True)\ntime.sleep(1000)\n",
+        threads - 1
+    );
+    let mut child = Command::new("python3")
+        .args(["-c", &code])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
+        &mut line,
+    )
+    .expect("ready line");
+    child
+}
+
 fn end_others(others: Vec<Child>) {
     for mut c in others {
         let _ = c.kill();
@@ -101,6 +123,20 @@ fn bench(c: &mut Criterion) {
         );
         end_tree(tree);
         end_others(extra);
+    }
+    // The runnable time of a process of several threads is read thread by thread: one process
+    // of 1 thread against one of 16 (the program itself, asleep).
+    for threads in [1usize, 16] {
+        let program = threaded(threads);
+        let mut observer =
+            DescendantObserver::new(quietus::Pid::of(&program), &ChildWatchConfig::default());
+        observer.sample(Instant::now());
+        group.bench_with_input(
+            BenchmarkId::new("quietus_one_process", format!("{threads}_threads")),
+            &threads,
+            |b, _| b.iter(|| observer.sample(Instant::now())),
+        );
+        end_others(vec![program]);
     }
     group.finish();
 }

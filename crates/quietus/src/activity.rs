@@ -128,6 +128,10 @@ pub struct ActivityBoard {
     observer: OnceLock<Arc<dyn StampObserver>>,
     /// Writes of the child's output to its consumer in flight, and how long they took.
     holds: crate::sync::Mutex<Holds>,
+    /// The latest output that showed nothing new (a spinner, a bar redrawn the same, a
+    /// heartbeat line), in nanoseconds since the origin, plus one (0: none yet). Not activity:
+    /// the diagnosis reads it (a program that keeps redrawing waits on something).
+    redrawn: AtomicU64,
 }
 
 /// The output held back by its consumer: writes of the child's output in flight (while the
@@ -212,6 +216,7 @@ impl ActivityBoard {
                 .collect(),
             observer: OnceLock::new(),
             holds: crate::sync::Mutex::default(),
+            redrawn: AtomicU64::new(0),
         };
         board.set_enabled(&ActivitySource::Keepalive, true);
         for name in probes {
@@ -252,6 +257,21 @@ impl ActivityBoard {
     /// The clock the board stamps with.
     pub(crate) fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// Notes output that showed nothing new, now (no source is stamped).
+    pub(crate) fn note_redrawn(&self) {
+        let at = self.clock.now().saturating_duration_since(self.origin);
+        let nanos = crate::clock::saturating_nanos(at).saturating_add(1);
+        self.redrawn.fetch_max(nanos, Ordering::AcqRel);
+    }
+
+    /// The latest output that showed nothing new, if any.
+    pub(crate) fn last_redrawn(&self) -> Option<Instant> {
+        match self.redrawn.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(self.origin + Duration::from_nanos(n - 1)),
+        }
     }
 
     /// Records activity of `source` now (by the board's clock).

@@ -245,12 +245,41 @@ const HOLDER_BUDGET: std::time::Duration = std::time::Duration::from_millis(30);
 /// Takes one snapshot of the processes `pids` (the child first) and classifies it. Its
 /// sockets are described by one socket-diagnostics dump (TCP with `tcp_info`, UDP, and Unix
 /// when a process holds a socket neither TCP nor UDP); a TCP peer the dump missed comes from
-/// `known` (the network source's last sample).
+/// `known` (the network source's last sample). `recent` and `redrawing`: see
+/// [`classify_lately`].
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
 pub(crate) fn diagnose_tree(
     pids: &[Pid],
     known: &dyn Fn(u64) -> Option<SocketAddr>,
     recent: Option<Duration>,
+    redrawing: bool,
+) -> Diagnosis {
+    let first = diagnose_once(pids, known, recent, redrawing);
+    if first.kind != StallKind::Running {
+        return first;
+    }
+    // On the CPU at one instant: a poller awake for a millisecond looks the same as a loop
+    // that never sleeps. A second look a moment later tells them apart; work still runs.
+    std::thread::sleep(SECOND_LOOK);
+    let second = diagnose_once(pids, known, recent, redrawing);
+    if second.kind == StallKind::Unknown {
+        first
+    } else {
+        second
+    }
+}
+
+/// How long after a look that found the tree running the second look is taken.
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+const SECOND_LOOK: Duration = Duration::from_millis(10);
+
+/// One snapshot of `pids`, classified ([`diagnose_tree`]).
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+fn diagnose_once(
+    pids: &[Pid],
+    known: &dyn Fn(u64) -> Option<SocketAddr>,
+    recent: Option<Duration>,
+    redrawing: bool,
 ) -> Diagnosis {
     let snaps = snapshots(pids);
     let socks = describe_sockets(&snaps);
@@ -263,7 +292,7 @@ pub(crate) fn diagnose_tree(
             })
         })
     };
-    classify_recent(&snaps, &peers, recent)
+    classify_lately(&snaps, &peers, recent, redrawing)
 }
 
 /// One snapshot of each of the processes `pids` (at most [`MAX_PROCESSES`], within
@@ -458,6 +487,7 @@ pub(crate) fn diagnose_tree(
     _pids: &[Pid],
     _known: &dyn Fn(u64) -> Option<SocketAddr>,
     _recent: Option<Duration>,
+    _redrawing: bool,
 ) -> Diagnosis {
     Diagnosis {
         kind: StallKind::Unknown,
@@ -492,7 +522,7 @@ pub(crate) fn diagnose_tree(
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn diagnose(pids: &[Pid]) -> Diagnosis {
-    diagnose_tree(pids, &|_| None, None)
+    diagnose_tree(pids, &|_| None, None, false)
 }
 
 /// The tree as the classifier sees it: the snapshot, its sockets, and who holds what.
@@ -504,6 +534,10 @@ struct Tree<'a> {
     /// is under way (a response begun and stopped), not an idle pooled connection, even when
     /// its last bytes were received.
     recent: Option<u64>,
+    /// The tree's output went on showing nothing new after its last activity (a spinner, a
+    /// bar redrawn the same): a program that watches its terminal and a connection under
+    /// way animates a wait on that connection; one idle at its prompt draws nothing.
+    redrawing: bool,
     /// Pipe and FIFO links (`pipe:[N]`, a FIFO's path) to the processes holding them open
     /// for writing.
     writers: std::collections::HashMap<&'a str, Vec<Pid>>,
@@ -518,6 +552,7 @@ impl<'a> Tree<'a> {
         let mut tree = Tree {
             peers,
             recent: recent.map(|r| u64::try_from(r.as_millis()).unwrap_or(u64::MAX)),
+            redrawing: false,
             writers: Default::default(),
             sockets: Default::default(),
             names: Default::default(),
@@ -562,12 +597,26 @@ pub(crate) fn classify(snaps: &[ProcSnap], peers: Peers<'_>) -> Diagnosis {
 
 /// Classifies one snapshot of the tree (the child first). `recent`: how long ago the tree's
 /// last activity was, plus the lag of the sources that sample ([`Tree::recent`]).
+#[cfg(test)]
 pub(crate) fn classify_recent(
     snaps: &[ProcSnap],
     peers: Peers<'_>,
     recent: Option<Duration>,
 ) -> Diagnosis {
-    let tree = Tree::new(snaps, peers, recent);
+    classify_lately(snaps, peers, recent, false)
+}
+
+/// Classifies one snapshot of the tree (the child first). `recent`: how long ago the tree's
+/// last activity was, plus the lag of the sources that sample ([`Tree::recent`]);
+/// `redrawing`: its output went on showing nothing new since ([`Tree::redrawing`]).
+pub(crate) fn classify_lately(
+    snaps: &[ProcSnap],
+    peers: Peers<'_>,
+    recent: Option<Duration>,
+    redrawing: bool,
+) -> Diagnosis {
+    let mut tree = Tree::new(snaps, peers, recent);
+    tree.redrawing = redrawing;
     let (mut processes, weak): (Vec<ProcessDiagnosis>, Vec<bool>) =
         snaps.iter().map(|s| process(s, &tree)).unzip();
     waits_for_children(snaps, &mut processes);
@@ -867,10 +916,14 @@ fn thread(t: &ThreadSnap, snap: &ProcSnap, tree: &Tree<'_>) -> Blocked {
         weak: false,
     };
     let state = name_and_state(&t.stat).map_or(b'?', |(_, s)| s);
+    // Runnable but off the CPU inside a known call: woken from it and waiting for a CPU (a
+    // poller on a loaded machine after its sleep), judged by the call. On the CPU the
+    // kernel says `running`; preempted in user mode, call -1.
+    let in_a_call = syscall_args(&t.syscall).is_some_and(|(n, _)| syscall_name(n).is_some());
     match state {
         b'T' | b't' => b.kind = StallKind::Stopped,
         b'D' => b.kind = StallKind::DiskWait,
-        b'R' => b.kind = StallKind::Running,
+        b'R' if !in_a_call => b.kind = StallKind::Running,
         b'Z' | b'X' => b.kind = StallKind::Unknown,
         _ if t.syscall == "running" => b.kind = StallKind::Running,
         _ => blocked_in_call(t, snap, tree, &mut b),
@@ -1001,6 +1054,16 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
         b.target = Some(target.to_owned());
     };
     if let Some((fd, _, target)) = described.iter().find(|(_, c, _)| *c == Class::Input) {
+        // An interactive program (an agent's TUI) watches its terminal all the time: it waits
+        // on the connection instead when a request there is unanswered, or when the tree went
+        // quiet with an exchange on it while its screen kept animating a wait.
+        let connection = sockets_of(snap, tree)
+            .into_iter()
+            .find(|(_, class, _)| event_loop && under_way(*class, tree));
+        if let Some((fd, _, target)) = connection {
+            choose(fd, &target);
+            return StallKind::NetworkWait;
+        }
         choose(*fd, target);
         return StallKind::AwaitingInput;
     }
@@ -1045,6 +1108,21 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
     choose(*fd, target);
     b.weak = false;
     StallKind::Unknown
+}
+
+/// Whether a connection has an exchange under way for a program that also watches its
+/// terminal: a request unanswered, or (its output still redrawing a wait) its last bytes moved
+/// with the tree's last activity; never one the peer closed.
+fn under_way(class: Class, tree: &Tree<'_>) -> bool {
+    match class {
+        Class::Tcp {
+            closed: false,
+            outstanding,
+            recent,
+            ..
+        } => outstanding || (recent && tree.redrawing),
+        _ => false,
+    }
 }
 
 /// The descriptors of a poll, select or epoll set, described. A relay watching its own input

@@ -169,6 +169,11 @@ fn sleep_stop_busy_and_a_waiting_shell() {
     assert_eq!(d.kind, StallKind::Stopped);
     assert_eq!(d.processes[0].state, "stopped");
     assert_eq!(diagnose(recorded!("running")).kind, StallKind::Running);
+    // A `nice 19` poller beside busy loops, woken from its 10 ms sleep and waiting for a CPU:
+    // runnable, still in `clock_nanosleep` (recorded; the zoo's s_niced_poller). It sleeps.
+    let d = diagnose(recorded!("runnable_after_sleep"));
+    assert_eq!(d.kind, StallKind::Sleeping, "{d:#?}");
+    assert_eq!(d.processes[0].syscall.as_deref(), Some("clock_nanosleep"));
     // `sh -c 'echo x; sleep 1000'`: the shell waits on its sleeping child, which is the
     // cause; the shell stays in the list, waiting on it.
     let d = diagnose(recorded!("shell_waits"));
@@ -388,8 +393,13 @@ fn a_reader_of_a_pipe_its_parent_writes_waits_on_the_parent_never_on_input() {
     let (snaps, _) = fixture(recorded!("mcp_pipe"));
     let d = classify(&snaps[1..], &|_| None);
     assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
-    // The parent busy: the cause is the work, never the child's read.
-    let text = recorded!("mcp_pipe").replace("(python3) S 2", "(python3) R 2");
+    // The parent busy (on the CPU): the cause is the work, never the child's read.
+    let text = recorded!("mcp_pipe")
+        .replace("(python3) S 2", "(python3) R 2")
+        .replace(
+            "syscall: 230 0x1 0x1 0x7fff7d3eba40 0x0 0x0 0x0 0x7fff7d3eba28 0x7f3e780ed503",
+            "syscall: running",
+        );
     let d = diagnose(&text);
     assert_eq!(d.kind, StallKind::Running, "{d:#?}");
     assert_eq!(d.processes[0].pid.get(), 26348);
@@ -531,6 +541,47 @@ fn a_model_stream_begun_and_stopped_is_a_network_wait() {
             d.summary
         );
     }
+}
+
+#[test]
+fn an_interactive_agent_over_a_stalled_stream_waits_on_the_network_not_its_terminal() {
+    // The Claude Code recording above as it stands interactively (synthetic: its stdin the
+    // terminal, which its main loop watches with its timers, as every TUI does).
+    let tty = recorded!("claude_stream_stalled")
+        .replace("fd 0 /dev/null", "fd 0 /dev/pts/3")
+        .replace("epoll 4 7,6,8", "epoll 4 7,6,8,0");
+    let (snaps, peers) = fixture(&tty);
+    let lately = |recent: Option<u64>, redrawing: bool| {
+        classify_lately(
+            &snaps,
+            &|inode| peers.get(&inode).cloned(),
+            recent.map(Duration::from_millis),
+            redrawing,
+        )
+    };
+    // The tree went quiet with the stream 7.3 s ago and the screen keeps animating a wait
+    // (a spinner and its counter, no news): the stream is the wait.
+    let d = lately(Some(7300 + 1500), true);
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert!(
+        d.summary.contains("on TCP peer 127.0.0.1:44195"),
+        "{}",
+        d.summary
+    );
+    // Nothing drawn since (an agent idle at its prompt after its answer), or the exchange
+    // older than the tree's last activity: its terminal.
+    for d in [lately(Some(7300 + 1500), false), lately(Some(5000), true)] {
+        assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+        assert!(d.summary.contains("/dev/pts/3"), "{}", d.summary);
+    }
+    // A request sent and unanswered (the stream not begun): the network, redrawing or not.
+    let asked = tty.replace(
+        "tcp 122449 127.0.0.1:44195 1 7292 7288",
+        "tcp 122449 127.0.0.1:44195 1 7100 7288",
+    );
+    let (snaps, peers) = fixture(&asked);
+    let d = classify_lately(&snaps, &|inode| peers.get(&inode).cloned(), None, false);
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
 }
 
 #[test]

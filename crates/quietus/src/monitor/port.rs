@@ -100,9 +100,10 @@ pub(super) trait Port {
     /// namespace to walk): then a signalled tree is never confirmed gone.
     fn tree_unseen(&self) -> bool;
     /// One look at the tree as the last sample found it, classified; `recent`: how long ago
-    /// the tree's last activity was, with the lag of the sampled sources
+    /// the tree's last activity was, with the lag of the sampled sources; `redrawing`: its
+    /// output went on showing nothing new since
     /// ([`diagnose_tree`](crate::diagnosis::diagnose_tree)).
-    fn diagnose(&self, recent: Option<Duration>) -> Diagnosis;
+    fn diagnose(&self, recent: Option<Duration>, redrawing: bool) -> Diagnosis;
     /// How many bytes process `pid` has read (`/proc/PID/io`), for the input-wait rule.
     fn read_count(&self, pid: Pid) -> Option<u64>;
     /// The leader exited: who it left behind (the cgroup removed when it is empty).
@@ -288,7 +289,7 @@ impl Port for OsPort {
             .is_some_and(|c| c.blind().is_some())
     }
 
-    fn diagnose(&self, recent: Option<Duration>) -> Diagnosis {
+    fn diagnose(&self, recent: Option<Duration>, redrawing: bool) -> Diagnosis {
         let root = [self.pid];
         let pids = self
             .processes
@@ -297,7 +298,12 @@ impl Port for OsPort {
             .map_or(&root[..], |o| o.pids());
         let pids = if pids.is_empty() { &root[..] } else { pids };
         let network = self.network.as_ref();
-        crate::diagnosis::diagnose_tree(pids, &|inode| network.and_then(|n| n.peer(inode)), recent)
+        crate::diagnosis::diagnose_tree(
+            pids,
+            &|inode| network.and_then(|n| n.peer(inode)),
+            recent,
+            redrawing,
+        )
     }
 
     fn read_count(&self, pid: Pid) -> Option<u64> {

@@ -324,8 +324,11 @@ impl ReaderScreen {
         let now = self.board.clock().now();
         if self.screen.feed(chunk, now) {
             self.board.stamp(&ActivitySource::Output);
-        } else if self.board.is_enabled(&ActivitySource::RepeatedOutput) {
-            self.board.stamp(&ActivitySource::RepeatedOutput);
+        } else {
+            self.board.note_redrawn();
+            if self.board.is_enabled(&ActivitySource::RepeatedOutput) {
+                self.board.stamp(&ActivitySource::RepeatedOutput);
+            }
         }
     }
 }
@@ -387,8 +390,11 @@ impl ReaderLines {
         let seen = self.watch.feed(chunk);
         if self.stamps && seen.fresh {
             self.board.stamp(&ActivitySource::Output);
-        } else if self.stamps && self.board.is_enabled(&ActivitySource::RepeatedOutput) {
-            self.board.stamp(&ActivitySource::RepeatedOutput);
+        } else if self.stamps {
+            self.board.note_redrawn();
+            if self.board.is_enabled(&ActivitySource::RepeatedOutput) {
+                self.board.stamp(&ActivitySource::RepeatedOutput);
+            }
         }
         self.tell(seen, control);
     }

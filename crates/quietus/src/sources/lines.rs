@@ -1,27 +1,20 @@
 //! Output as lines, on the reader threads: completion patterns and the line callback, telling a
 //! line redrawn in place with `\r` that shows nothing new (a spinner, a stalled progress bar,
-//! spinner glyphs and digits aside) from new output, and (opt-in) telling any output that merely
-//! repeats itself from new output.
+//! spinner glyphs, numbers, times and rates aside) from new output, a heartbeat line (a line
+//! that says it waits or tries again, or tells only the time, repeated with only its numbers
+//! changing) from new output, and (opt-in) telling any output that merely repeats itself from
+//! new output.
+
+mod shape;
 
 use std::collections::VecDeque;
-use std::hash::{DefaultHasher, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use regex::bytes::RegexSet;
 
 use crate::completion::LineCallback;
 use crate::outcome::CompletionTrigger;
-use crate::sources::screen::is_spinner_glyph;
-
-/// The length of the UTF-8 sequence that `lead` starts (1 for a byte that starts none).
-fn utf8_width(lead: u8) -> usize {
-    match lead {
-        0xC0..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF7 => 4,
-        _ => 1,
-    }
-}
+use shape::shape;
 
 /// Longest line kept whole: a longer one is looked at in pieces of this size.
 const MAX_LINE: usize = 64 * 1024;
@@ -29,6 +22,12 @@ const MAX_LINE: usize = 64 * 1024;
 const REMEMBERED: usize = 16;
 /// Bytes of a matching line kept in the result.
 const MATCHED_KEPT: usize = 1024;
+/// A read of more bytes than this, or of more lines than [`FEW_LINES`], with no redraw in it is
+/// new output without a look at its lines: a heartbeat is a short line now and then, never a
+/// flood (a pipe's reads of a fast writer come a page, 4 KiB, at a time).
+const BULK: usize = 1024;
+/// The most lines a read with no redraw may hold to be looked at line by line.
+const FEW_LINES: usize = 2;
 
 /// What one chunk of output showed.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -48,6 +47,9 @@ pub(crate) struct LineWatch {
     /// The normalized hashes of the last distinct lines redrawn in place (ended by a `\r` that
     /// a character other than `\n` follows), with repeat detection off.
     redraws: VecDeque<u64>,
+    /// The last distinct lines ended by `\n`, with repeat detection off: each template and
+    /// the exact key of its latest line ([`shape::Shape`]), to tell a heartbeat.
+    heard: VecDeque<(u64, u64)>,
     partial: Vec<u8>,
     /// The last read ended with a `\r`, the line before it not looked at yet.
     pending_cr: bool,
@@ -55,6 +57,9 @@ pub(crate) struct LineWatch {
     redraw_line: bool,
     /// Completion was told once already: no more matching.
     told: bool,
+    /// The read being looked at is short (at most [`BULK`] bytes and [`FEW_LINES`] lines):
+    /// its lines ended by `\n` are looked at for heartbeats; a longer one's are news.
+    few: bool,
 }
 
 impl LineWatch {
@@ -68,10 +73,12 @@ impl LineWatch {
             callback,
             repeats: repeats.then(VecDeque::new),
             redraws: VecDeque::new(),
+            heard: VecDeque::new(),
             partial: Vec::new(),
             pending_cr: false,
             redraw_line: false,
             told: false,
+            few: false,
         }
     }
 
@@ -87,6 +94,8 @@ impl LineWatch {
         // Whether this read added text to an ordinary line in progress (not a redrawn one).
         let mut added = false;
         let mut rest = chunk;
+        self.few =
+            chunk.len() <= BULK && memchr::memchr_iter(b'\n', chunk).nth(FEW_LINES).is_none();
         // A `\r` that ended the last read: this read's first byte tells whether it redrew the
         // line (anything but `\n`) or ended it (`\r\n`).
         if self.pending_cr
@@ -103,9 +112,10 @@ impl LineWatch {
         if self.redraws_only()
             && !self.redraw_line
             && !self.pending_cr
+            && !self.few
             && memchr::memchr(b'\r', rest).is_none()
         {
-            // No redraw in it: new output; only the line in progress is kept.
+            // Many bytes and no redraw in them: new output; only the line in progress is kept.
             match memchr::memrchr(b'\n', rest) {
                 Some(end) => {
                     self.partial.clear();
@@ -225,14 +235,23 @@ impl LineWatch {
     }
 
     /// Whether `line` is not one of the last distinct lines (with repeat detection off: unless
-    /// it was redrawn in place and is one of the last distinct lines redrawn).
+    /// it was redrawn in place and is one of the last distinct lines redrawn, or it is a
+    /// heartbeat: [`LineWatch::heartbeat`]).
     fn is_new(&mut self, line: &[u8], redrawn: bool) -> bool {
+        // Control bytes other than a tab or an escape: binary, no meter or message; new.
+        if line
+            .iter()
+            .take(shape::LOOKED_AT)
+            .any(|&b| b < 0x20 && b != b'\t' && b != 0x1b)
+        {
+            return true;
+        }
         let remembered = match &mut self.repeats {
             Some(remembered) => remembered,
             None if redrawn => &mut self.redraws,
-            None => return true,
+            None => return !(self.few && self.heartbeat(line)),
         };
-        let key = normalized_hash(line);
+        let key = shape::template(line);
         if let Some(at) = remembered.iter().position(|k| *k == key) {
             remembered.remove(at);
             remembered.push_front(key);
@@ -242,60 +261,23 @@ impl LineWatch {
         remembered.truncate(REMEMBERED);
         true
     }
-}
 
-/// The hash of a line with every run of digits as one `#`, every run of blanks as one space,
-/// spinner glyphs left out (`|/-\*·`
-/// and the braille and dingbat frames: [`is_spinner_glyph`]) and outer whitespace trimmed: a
-/// counter, a percentage, a timestamp, a spinner's frame do not make a line new.
-fn normalized_hash(line: &[u8]) -> u64 {
-    let mut normalized = [0u8; 256];
-    let mut len = 0;
-    let mut hasher = DefaultHasher::new();
-    let mut in_digits = false;
-    let mut in_blank = false;
-    let line = line.trim_ascii();
-    let mut at = 0;
-    while at < line.len() {
-        let b = line[at];
-        // A spinner glyph of several bytes (UTF-8), skipped whole.
-        if b >= 0x80 {
-            let width = utf8_width(b);
-            if let Some(ch) = line
-                .get(at..at + width)
-                .and_then(|c| std::str::from_utf8(c).ok())
-                .and_then(|c| c.chars().next())
-                && is_spinner_glyph(ch)
-            {
-                at += width;
-                continue;
-            }
-        }
-        at += 1;
-        if b < 0x80 && is_spinner_glyph(char::from(b)) {
-            continue;
-        }
-        // A run of blanks as one: right-aligned columns move when a number's width changes.
-        let blank = b.is_ascii_whitespace();
-        if blank && in_blank {
-            continue;
-        }
-        in_blank = blank;
-        let b = if blank { b' ' } else { b };
-        let digit = b.is_ascii_digit();
-        if digit && in_digits {
-            continue;
-        }
-        in_digits = digit;
-        normalized[len] = if digit { b'#' } else { b };
-        len += 1;
-        if len == normalized.len() {
-            hasher.write(&normalized);
-            len = 0;
-        }
+    /// Whether `line`, ended by `\n`, is a heartbeat: it says it waits or tries again (`job 1
+    /// still running (5s)`, `attempt 7 failed …; retrying in 1s`: a message about a wait, the
+    /// first one too), or it repeats the template of one of the last distinct lines (numbers
+    /// aside) and tells a time, nothing else changed (`12:00:05 alive`). A count that moves
+    /// in a line that does not say it waits (`compiling unit 7`, `Downloaded 3/100`) is news.
+    fn heartbeat(&mut self, line: &[u8]) -> bool {
+        let shape = shape(line);
+        let Some(at) = self.heard.iter().position(|(t, _)| *t == shape.template) else {
+            self.heard.push_front((shape.template, shape.exact));
+            self.heard.truncate(REMEMBERED);
+            return shape.waits;
+        };
+        let (_, before) = self.heard.remove(at).unwrap_or_default();
+        self.heard.push_front((shape.template, shape.exact));
+        shape.waits || (shape.timed && shape.exact == before)
     }
-    hasher.write(&normalized[..len]);
-    hasher.finish()
 }
 
 #[cfg(test)]
@@ -444,5 +426,87 @@ mod tests {
         );
         // A read with no `\r` at all is new output.
         assert!(w.feed(b"partial").fresh);
+    }
+
+    #[test]
+    fn a_heartbeat_line_is_not_fresh_a_count_of_work_is() {
+        // The zoo's s_nested_supervisor and s_retry_forever, a line a second.
+        let mut w = LineWatch::new(None, None, false);
+        assert!(w.feed(b"starting job 1\n").fresh);
+        // A message about a wait, the first one too.
+        for s in 1..40 {
+            let line = format!("[supervisor] job 1 still running ({s}s)\n");
+            assert!(!w.feed(line.as_bytes()).fresh, "{line}");
+        }
+        let mut w = LineWatch::new(None, None, false);
+        for n in 1..40 {
+            let line = format!("attempt {n} failed: Connection refused; retrying in 1s\n");
+            assert!(!w.feed(line.as_bytes()).fresh, "{line}");
+        }
+        // Other words are news.
+        assert!(w.feed(b"connected\n").fresh);
+        // A timestamped line whose only change is its time.
+        assert!(w.feed(b"12:00:01 alive\n").fresh);
+        assert!(!w.feed(b"12:00:02 alive\n").fresh);
+        // Counts of work: the zoo's w_stderr_only, a download, a resumed fetch.
+        for n in 1..30 {
+            assert!(w.feed(format!("compiling unit {n}\n").as_bytes()).fresh);
+            assert!(w.feed(format!("Downloaded {n}/100\n").as_bytes()).fresh);
+            let line = format!(
+                "part {n} interrupted after {} bytes, resuming in 1s\n",
+                n * 1024
+            );
+            assert!(w.feed(line.as_bytes()).fresh);
+        }
+        // The same line over and over without a word of waiting still counts (opt-in:
+        // `repeated_output`); so does a partial line, and a flood.
+        assert!(w.feed(b"ok\n").fresh);
+        assert!(w.feed(b"ok\n").fresh);
+        assert!(w.feed(b"still").fresh);
+        let flood = "still waiting (1s)\n".repeat(300);
+        assert!(w.feed(flood.as_bytes()).fresh);
+        // Binary bytes (control bytes other than a tab or an escape) are output, redrawn or
+        // not, and cost no look at their words.
+        assert!(w.feed(b"\x00\x01still waiting\n").fresh);
+        assert!(w.feed(b"\r\x02\x03 frame").fresh);
+        assert!(w.feed(b"\r\x02\x03 frame").fresh);
+        // Three lines in one read are a flood too; two are looked at.
+        assert!(
+            w.feed(b"still waiting\nstill waiting\nstill waiting\n")
+                .fresh
+        );
+        assert!(!w.feed(b"still waiting\nstill waiting\n").fresh);
+    }
+
+    #[test]
+    fn a_meter_whose_rate_and_estimate_move_shows_nothing_new() {
+        // curl's meter on a dead connection (recorded in the zoo's s_curl_meter_stall): its
+        // rate loses its `k` as it falls below 100k.
+        let mut w = LineWatch::new(None, None, false);
+        let curl = [
+            "\r 12 2048k   12  256k    0     0   210k      0  0:00:09  0:00:01  0:00:08  211k",
+            "\r 12 2048k   12  256k    0     0   115k      0  0:00:17  0:00:02  0:00:15  115k",
+            "\r 12 2048k   12  256k    0     0  81360      0  0:00:25  0:00:03  0:00:22 81385",
+            "\r 12 2048k   12  256k    0     0  42049      0  0:00:49  0:00:06  0:00:43     0",
+        ];
+        assert!(w.feed(curl[0].as_bytes()).fresh);
+        for frame in &curl[1..] {
+            assert!(!w.feed(frame.as_bytes()).fresh, "{frame}");
+        }
+        // wget's bar (s_wget_bar_stall): the estimate appears once the rate is known.
+        let wget = [
+            "\rblob                 12%[=>                  ] 256.00K  --.-KB/s               ",
+            "\rblob                 12%[=>                  ] 256.00K  --.-KB/s    eta 27s    ",
+            "\rblob                 12%[=>                  ] 256.00K  --.-KB/s    eta 40s    ",
+        ];
+        assert!(w.feed(wget[0].as_bytes()).fresh);
+        for frame in &wget[1..] {
+            assert!(!w.feed(frame.as_bytes()).fresh, "{frame}");
+        }
+        // The amount done moving is news.
+        assert!(
+            w.feed(b"\rblob                 13%[==>                 ] 272.00K  12.1KB/s    eta 40s    ")
+                .fresh
+        );
     }
 }

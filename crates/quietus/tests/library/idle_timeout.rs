@@ -154,6 +154,116 @@ fn child_that_closed_its_output_is_still_ended_when_idle() {
 }
 
 #[test]
+fn a_bar_redrawn_beside_a_file_held_open_that_does_not_move_is_ended() {
+    // pip on a dead connection: its download file open for writing, unmoved, while its bar is
+    // redrawn in place some 4 KB a second: those bytes went to quietus's pipe, not the file.
+    let pad = "=".repeat(150);
+    let bash = format!(
+        "exec 3>partial; echo started >&3; echo ready; \
+         while :; do printf '\\r%s 0.3/1.0 MB 0.0 kB/s eta 0:00:0%s' {pad} $((RANDOM % 9)); \
+         sleep 0.05; done"
+    );
+    let python = format!(
+        "import sys, time, random\nf = open('partial', 'w'); f.write('started'); f.flush()\n\
+         print('ready', flush=True)\nwhile True:\n    \
+         sys.stdout.write('\\r{pad} 0.3/1.0 MB 0.0 kB/s eta 0:00:0%d' % random.randrange(9))\n    \
+         sys.stdout.flush(); time.sleep(0.05)\n"
+    );
+    for (name, program, code) in [("bash", "bash", bash), ("python", "python3", python)] {
+        let marker = Marker::new(&format!("idle_bar_open_file_{name}"));
+        let dir = tempfile::tempdir().unwrap();
+        let out = SharedBuf::new();
+        let started = Instant::now();
+        let mut command = std::process::Command::new(program);
+        command
+            .args(["-c", &code, marker.as_str()])
+            .current_dir(dir.path())
+            .env(common::MARKER_ENV, marker.as_str());
+        let session = Session::builder(command)
+            .config(
+                MonitorConfig::builder()
+                    .idle_timeout(ms(1500))
+                    .build()
+                    .unwrap(),
+            )
+            .stdout(out.sink())
+            .spawn()
+            .expect("the program can be spawned");
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "{name}: {result:#?}"
+        );
+        assert!(started.elapsed() >= ms(1500), "{name}");
+        assert!(out.text().len() > 3000, "{name}: it wrote all along");
+        assert_no_leak(&marker);
+    }
+}
+
+#[test]
+fn a_heartbeat_line_is_ended_and_a_count_of_work_is_not() {
+    // A nested supervisor's messages about a wait, and a retry loop's failures: a line every
+    // 0.2 s whose only change is a number, which says it waits or tries again. Ended one idle
+    // timeout after its first line, bash and Python alike.
+    let bash = "echo ready; i=0; while :; do i=$((i+1)); \
+                echo \"[supervisor] job 1 still running (${i}s)\" >&2; sleep 0.2; done";
+    let python = "import sys, time\nprint('ready', flush=True)\nn = 0\nwhile True:\n    \
+                  n += 1\n    \
+                  sys.stderr.write('attempt %d failed: Connection refused; retrying\\n' % n)\n    \
+                  sys.stderr.flush(); time.sleep(0.2)\n";
+    for (name, program, code) in [("bash", "bash", bash), ("python", "python3", python)] {
+        let marker = Marker::new(&format!("idle_heartbeat_{name}"));
+        let out = SharedBuf::new();
+        let err = SharedBuf::new();
+        let started = Instant::now();
+        let mut command = std::process::Command::new(program);
+        command
+            .args(["-c", code, marker.as_str()])
+            .env(common::MARKER_ENV, marker.as_str());
+        let session = Session::builder(command)
+            .config(
+                MonitorConfig::builder()
+                    .idle_timeout(ms(1500))
+                    .build()
+                    .unwrap(),
+            )
+            .stdout(out.sink())
+            .stderr(err.sink())
+            .spawn()
+            .expect("the program can be spawned");
+        out.wait_for("ready");
+        let result = wait_generously(&session);
+        assert!(
+            matches!(result.outcome, Outcome::IdleTimeout(_)),
+            "{name}: {result:#?}"
+        );
+        assert!(started.elapsed() >= ms(1500), "{name}");
+        assert!(
+            err.text().lines().count() >= 5,
+            "{name}: it wrote all along"
+        );
+        assert_no_leak(&marker);
+    }
+    // A count of work, a line every 0.3 s for 3 s (`compiling unit N`), is kept alive.
+    let marker = Marker::new("idle_count_of_work");
+    let session = Session::builder(marker.sh(
+        "i=0; while [ $i -lt 10 ]; do i=$((i+1)); echo \"compiling unit $i\"; sleep 0.3; done",
+    ))
+    .config(
+        MonitorConfig::builder()
+            .idle_timeout(ms(1500))
+            .build()
+            .unwrap(),
+    )
+    .spawn()
+    .expect("sh can be spawned");
+    let result = wait_generously(&session);
+    assert_eq!(result.outcome, Outcome::Exited, "{result:#?}");
+    assert_no_leak(&marker);
+}
+
+#[test]
 fn a_spinner_redrawn_in_place_on_a_pipe_is_ended_and_a_growing_bar_is_not() {
     // npm's spinner on a dead connection: `\r`, a braille frame, the same text, ten times a
     // second on stdout, a pipe: no new text (spinner glyphs and digits aside), so it is ended

@@ -543,6 +543,80 @@ print('\r\ndone\r')
     assert_no_leak(&m);
 }
 
+/// A model server outside the tree that answers a request with its headers and one event,
+/// then holds the stream open, saying nothing more (a stalled model stream).
+fn stalled_stream_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        let _ = stream.read(&mut buf);
+        let _ = stream.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n\
+              event: message_start\ndata: {}\n\n",
+        );
+        // Held until the client goes.
+        while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    port
+}
+
+#[test]
+fn an_interactive_agent_over_a_stalled_stream_is_a_network_wait_not_awaiting_input() {
+    // An agent's TUI on the terminal: one event loop on its terminal (keys) and its model
+    // stream, the stream begun and stopped, its spinner and counter redrawn all along. It is
+    // ended at the idle timeout, and it waits on the network, not on its terminal.
+    let port = stalled_stream_server();
+    let m = Marker::new("tty-agent-stalled");
+    let code = format!(
+        r#"
+import selectors, socket, sys, time
+s = socket.create_connection(('127.0.0.1', {port}))
+s.sendall(b'POST /v1/messages HTTP/1.1\r\nHost: x\r\n\r\n')
+got = b''
+while b'message_start' not in got:
+    got += s.recv(4096)
+sel = selectors.DefaultSelector()
+sel.register(sys.stdin, selectors.EVENT_READ)
+sel.register(s, selectors.EVENT_READ)
+print('ready\r'); sys.stdout.flush()
+t0 = time.time()
+n = 0
+while True:
+    for key, _ in sel.select(0.15):
+        if key.fileobj is s and not s.recv(4096):
+            sys.exit(0)
+    n += 1
+    sys.stdout.write('\x1b[1G%s Thinking... (%ds)' % ('|/-\\'[n % 4], time.time() - t0))
+    sys.stdout.flush()
+"#
+    );
+    let mut command = Command::new("python3");
+    command
+        .args(["-c", &code, m.as_str()])
+        .env(MARKER_ENV, m.as_str());
+    let (session, buf) = spawn_command_on_terminal(
+        command,
+        MonitorConfig::builder()
+            .idle_timeout(ms(1500))
+            .build()
+            .unwrap(),
+    );
+    buf.wait_for("ready");
+    let result = wait_generously(&session);
+    let Outcome::IdleTimeout(report) = &result.outcome else {
+        panic!("{result:#?}");
+    };
+    let d = report.diagnosis.clone().expect("a diagnosis");
+    assert_eq!(d.kind, quietus::diagnosis::StallKind::NetworkWait, "{d:#?}");
+    assert!(d.summary.contains("TCP peer 127.0.0.1:"), "{}", d.summary);
+    assert_no_leak(&m);
+}
+
 /// A terminal session of `command` writing to a buffer.
 fn spawn_command_on_terminal(command: Command, config: MonitorConfig) -> (Session, SharedBuf) {
     let buf = SharedBuf::new();

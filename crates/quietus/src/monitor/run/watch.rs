@@ -140,7 +140,7 @@ impl<P: Port> Monitor<P> {
         let children_on = self.core.config.enabled.children;
         report.children = self.port.last_children().filter(|_| children_on);
         self.late_idle_warning();
-        let diagnosis = self.port.diagnose(Some(recent));
+        let diagnosis = self.port.diagnose(Some(recent), self.redrawing(now));
         self.core
             .emitter
             .lifecycle(Event::Diagnosis(diagnosis.clone()));
@@ -193,6 +193,21 @@ impl<P: Port> Monitor<P> {
         now.saturating_duration_since(last) + lag + Duration::from_secs(1)
     }
 
+    /// Whether the output went on showing nothing new lately (within the lag of the sampled
+    /// sources and a second): a spinner or a bar redrawn over a wait, not a program idle at
+    /// its prompt, which draws nothing.
+    fn redrawing(&self, now: Instant) -> bool {
+        let lag = self
+            .core
+            .config
+            .check_interval_for(self.shared.idle_timeout())
+            + Duration::from_secs(1);
+        self.core
+            .board
+            .last_redrawn()
+            .is_some_and(|at| now.saturating_duration_since(at) <= lag)
+    }
+
     /// Sends the idle warning when its time has come in this idle spell; otherwise returns
     /// when it will (if it still has to be sent).
     fn idle_warning(&mut self, snapshot: &BoardReading, now: Instant) -> Option<Instant> {
@@ -209,7 +224,9 @@ impl<P: Port> Monitor<P> {
         self.timing.warned_for = Some(last);
         let left = (last + idle_timeout).saturating_duration_since(now);
         self.core.emitter.lifecycle(Event::IdleWarning { left });
-        let diagnosis = self.port.diagnose(Some(self.recent(snapshot, now)));
+        let diagnosis = self
+            .port
+            .diagnose(Some(self.recent(snapshot, now)), self.redrawing(now));
         self.core.emitter.lifecycle(Event::Diagnosis(diagnosis));
         None
     }
@@ -254,7 +271,9 @@ impl<P: Port> Monitor<P> {
         {
             return Err(());
         }
-        let diagnosis = self.port.diagnose(Some(self.recent(snapshot, now)));
+        let diagnosis = self
+            .port
+            .diagnose(Some(self.recent(snapshot, now)), self.redrawing(now));
         let port = &self.port;
         let look = crate::input_wait::Look::from(&diagnosis, &|pid| port.read_count(pid));
         let Some(rule) = self.input_wait.as_mut() else {

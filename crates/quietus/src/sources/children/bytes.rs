@@ -6,8 +6,10 @@
 //!   lines read by its agent, `out=$(tool)`, `tool | gzip`) are delivered: any byte counts;
 //! - bytes written by a process that holds a file open for writing count at a working rate,
 //!   [`FILE_FLOOR`] within [`WINDOW`] (a heartbeat line, an agent's own bookkeeping stay
-//!   below it); so do the bytes the root's reaped children wrote (where they went is gone
-//!   with them);
+//!   below it), as long as one of the files it holds moved since the last look (its size or
+//!   its modification time; a file first seen): a download stalled with its file open while
+//!   its bar is redrawn on the terminal writes nothing into files; so do the bytes the root's
+//!   reaped children wrote (where they went is gone with them);
 //! - pages read from or written to storage count at [`STORAGE_FLOOR`] within [`WINDOW`];
 //! - nothing else: bytes thrown away (`/dev/null`), written to quietus's own pipes or
 //!   terminal (the output source's), to a socket (the network source's, whatever call moved
@@ -72,11 +74,23 @@ pub(crate) enum Outlet {
         /// Open for writing.
         writes: bool,
     },
-    /// A regular file open for writing.
-    File,
+    /// A regular file open for writing, as it stood at the look.
+    File(FileMark),
     /// Anything else: `/dev/null`, a terminal (the output source's), a socket (the network
     /// source's), a file open for reading only.
     Elsewhere,
+}
+
+/// What tells whether a file moved between two looks: its identity, size and modification
+/// time (`fstat` of the descriptor, through `/proc/PID/fd/N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileMark {
+    /// The device and inode: the file, whatever its name.
+    pub(crate) id: (u64, u64),
+    /// Its size in bytes.
+    pub(crate) size: u64,
+    /// Its modification time, in nanoseconds since the epoch.
+    pub(crate) modified_ns: i64,
 }
 
 /// What one process's written bytes are, by its outlets and the tree's.
@@ -110,7 +124,7 @@ pub(crate) fn destination(
     });
     if delivered {
         Destination::Delivered
-    } else if outlets.contains(&Outlet::File) {
+    } else if outlets.iter().any(|o| matches!(o, Outlet::File(_))) {
         Destination::Files
     } else {
         Destination::Nowhere
@@ -159,6 +173,8 @@ pub(crate) struct Ledger {
     counts: HashMap<Pid, (u64, Moved, Moved)>,
     /// Recent samples: instant, file bytes, storage bytes.
     window: VecDeque<(Instant, u64, u64)>,
+    /// Per live process: the files it held open for writing at its last look.
+    marks: HashMap<Pid, Vec<FileMark>>,
 }
 
 impl Ledger {
@@ -175,6 +191,8 @@ impl Ledger {
         self.counts.retain(|pid, (start, _, _)| {
             tree.iter().any(|p| p.pid == *pid && p.start_time == *start)
         });
+        let counts = &self.counts;
+        self.marks.retain(|pid, _| counts.contains_key(pid));
         let mut found = Found::default();
         let mut writers: Vec<(Pid, u64)> = Vec::new();
         for &ProcSample {
@@ -266,10 +284,26 @@ impl Ledger {
             let list = outlets.get(&pid).map_or(&[][..], Vec::as_slice);
             match destination(list, &readers, &mut keeps) {
                 Destination::Delivered => found.delivered += bytes,
-                Destination::Files => found.files += bytes,
-                Destination::Nowhere => {}
+                Destination::Files if self.files_moved(pid, list) => found.files += bytes,
+                Destination::Files | Destination::Nowhere => {}
             }
         }
+    }
+
+    /// Whether one of the files `pid` holds open for writing (`outlets`) is new to it or
+    /// moved (size, modification time) since its last look; remembers them for the next.
+    fn files_moved(&mut self, pid: Pid, outlets: &[Outlet]) -> bool {
+        let now: Vec<FileMark> = outlets
+            .iter()
+            .filter_map(|o| match o {
+                Outlet::File(mark) => Some(*mark),
+                _ => None,
+            })
+            .collect();
+        let before = self.marks.get(&pid).map_or(&[][..], Vec::as_slice);
+        let moved = now.iter().any(|mark| !before.contains(mark));
+        self.marks.insert(pid, now);
+        moved
     }
 
     /// Whether `found`, at `now`, is progress: a byte delivered, or files or storage at their

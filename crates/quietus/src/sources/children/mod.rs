@@ -88,6 +88,11 @@ pub(crate) trait ProcessSource: Send {
     fn runnable(&mut self, _pid: Pid) -> Option<RunState> {
         None
     }
+    /// Each thread of process `pid`, for a process of several threads (empty otherwise, and
+    /// where the platform does not say): its main thread may wait while the others work.
+    fn thread_runs(&mut self, _pid: Pid) -> Vec<ThreadRun> {
+        Vec::new()
+    }
     /// What process `pid` moved so far, its reaped children's included. `None` where the
     /// platform does not say.
     fn moved(&mut self, _pid: Pid) -> Option<Moved> {
@@ -106,6 +111,19 @@ pub(crate) trait ProcessSource: Send {
     fn supervisor(&mut self, _pid: Pid) -> bool {
         false
     }
+}
+
+/// What [`ProcessSource::thread_runs`] says of one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ThreadRun {
+    /// Its id.
+    pub(crate) tid: u32,
+    /// The time it ran in all.
+    pub(crate) ran: Duration,
+    /// Runnable in all (run time plus run delay).
+    pub(crate) total: Duration,
+    /// The real instant it was read at (see [`RunState::at`]).
+    pub(crate) at: Instant,
 }
 
 /// What [`ProcessSource::runnable`] says of one process.
@@ -203,6 +221,8 @@ pub struct DescendantObserver {
     pids: Vec<Pid>,
     /// Per live process: since when its runnable time is measured, and what it was then.
     runnable: HashMap<Pid, Runnable>,
+    /// The same for each thread of a process of several threads.
+    thread_runnable: HashMap<(Pid, u32), Runnable>,
     /// The bytes the tree's processes moved, by identity, and the recent samples.
     ledger: bytes::Ledger,
     /// With a cgroup: the time its processes had waited for a CPU at the last look.
@@ -234,6 +254,43 @@ struct Runnable {
 /// The shortest stretch over which a process's runnable time is judged (shorter gaps between
 /// samples, like the fresh sample at a stale decision, keep the last judgment).
 const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
+
+/// Measures one process's (or thread's) runnable time `total` (and run time `ran`, if read) at
+/// `now` against its stretch: once the stretch is [`RUNNABLE_SPAN`] long, whether it was
+/// runnable at least half of it while running a real share of a core; not read (asleep now),
+/// the stretch starts again.
+fn judge(
+    seen: &mut Runnable,
+    total: Option<Duration>,
+    ran: Option<Duration>,
+    now: Instant,
+    threshold: f64,
+) {
+    match (total, seen.at_start) {
+        (Some(total), Some(at_start)) => {
+            let span = now.saturating_duration_since(seen.since);
+            if span >= RUNNABLE_SPAN {
+                seen.demanding = match (ran, seen.ran_at_start) {
+                    (Some(ran), Some(before)) => {
+                        demanding(ran.saturating_sub(before), span, threshold)
+                    }
+                    _ => true,
+                };
+                seen.starved_busy = seen.demanding && total.saturating_sub(at_start) >= span / 2;
+                seen.since = now;
+                seen.at_start = Some(total);
+                seen.ran_at_start = ran;
+            }
+        }
+        // Not read (asleep now): the stretch starts again at its next look.
+        (total, _) => {
+            seen.starved_busy = false;
+            seen.since = now;
+            seen.at_start = total;
+            seen.ran_at_start = ran;
+        }
+    }
+}
 
 /// One look at the session's cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,6 +429,7 @@ impl DescendantObserver {
             cgroup_counted: Duration::ZERO,
             pids: Vec::new(),
             runnable: HashMap::new(),
+            thread_runnable: HashMap::new(),
             ledger: bytes::Ledger::default(),
             cgroup_waited: None,
             cgroup_members: HashMap::new(),
@@ -719,6 +777,8 @@ impl DescendantObserver {
     fn runnable_anyway(&mut self, now: Instant) -> bool {
         let pids: Vec<Pid> = self.pids.clone();
         self.runnable.retain(|pid, _| pids.contains(pid));
+        self.thread_runnable
+            .retain(|(pid, _), _| pids.contains(pid));
         let mut any = false;
         for pid in pids {
             let Some(state) = self.source.runnable(pid) else {
@@ -734,31 +794,7 @@ impl DescendantObserver {
                 demanding: true,
                 runnable_since: None,
             });
-            match (state.total, seen.at_start) {
-                (Some(total), Some(at_start)) => {
-                    let span = now.saturating_duration_since(seen.since);
-                    if span >= RUNNABLE_SPAN {
-                        seen.demanding = match (state.ran, seen.ran_at_start) {
-                            (Some(ran), Some(before)) => {
-                                demanding(ran.saturating_sub(before), span, self.threshold)
-                            }
-                            _ => true,
-                        };
-                        seen.starved_busy =
-                            seen.demanding && total.saturating_sub(at_start) >= span / 2;
-                        seen.since = now;
-                        seen.at_start = Some(total);
-                        seen.ran_at_start = state.ran;
-                    }
-                }
-                // Not read (asleep now): the stretch starts again at its next look.
-                (total, _) => {
-                    seen.starved_busy = false;
-                    seen.since = now;
-                    seen.at_start = total;
-                    seen.ran_at_start = state.ran;
-                }
-            }
+            judge(seen, state.total, state.ran, now, self.threshold);
             seen.runnable_since = if runnable_now {
                 seen.runnable_since.or(Some(now))
             } else {
@@ -768,6 +804,33 @@ impl DescendantObserver {
                 .runnable_since
                 .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
             any |= seen.starved_busy || (seen.demanding && runnable_for >= RUNNABLE_SPAN);
+            any |= self.threads_starved(pid);
+        }
+        any
+    }
+
+    /// Whether a thread of `pid` (a process of several threads) was runnable for at least half
+    /// of its last measured stretch while it ran a real share of a core: each thread is judged
+    /// as a process is, so a pool of pollers is no more work than one poller.
+    fn threads_starved(&mut self, pid: Pid) -> bool {
+        let runs = self.source.thread_runs(pid);
+        self.thread_runnable
+            .retain(|(p, tid), _| *p != pid || runs.iter().any(|r| r.tid == *tid));
+        let mut any = false;
+        for run in runs {
+            let seen = self
+                .thread_runnable
+                .entry((pid, run.tid))
+                .or_insert(Runnable {
+                    since: run.at,
+                    at_start: Some(run.total),
+                    ran_at_start: Some(run.ran),
+                    starved_busy: false,
+                    demanding: true,
+                    runnable_since: None,
+                });
+            judge(seen, Some(run.total), Some(run.ran), run.at, self.threshold);
+            any |= seen.starved_busy;
         }
         any
     }

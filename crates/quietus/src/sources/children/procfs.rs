@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{MAX_TREE, Moved, Outlet, ProcSample, ProcessSource, RunState};
+use super::{MAX_TREE, Moved, Outlet, ProcSample, ProcessSource, RunState, ThreadRun};
 use crate::pid::Pid;
 
 /// `/proc/PID/schedstat` (`<run time ns> <run delay ns> <slices>`): the run time, and the
@@ -14,6 +14,33 @@ fn read_runnable(pid: Pid) -> Option<(Duration, Duration)> {
     let text = crate::process::sys::read_proc(&format!("/proc/{pid}/schedstat"), &mut buf)?;
     parse_schedstat(&text)
 }
+
+/// Each thread of `pid` (`/proc/PID/task/TID/schedstat`, at most [`MAX_THREADS_READ`]): its
+/// run time, and its run time plus run delay.
+fn read_thread_runs(pid: Pid) -> Vec<ThreadRun> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut buf = [0u8; 1024];
+    let at = Instant::now();
+    dir.filter_map(|e| e.ok()?.file_name().into_string().ok()?.parse::<u32>().ok())
+        .take(MAX_THREADS_READ)
+        .filter_map(|tid| {
+            let path = format!("/proc/{pid}/task/{tid}/schedstat");
+            let text = crate::process::sys::read_proc(&path, &mut buf)?;
+            let (ran, total) = parse_schedstat(&text)?;
+            Some(ThreadRun {
+                tid,
+                ran,
+                total,
+                at,
+            })
+        })
+        .collect()
+}
+
+/// The most threads of one process read for its runnable time.
+const MAX_THREADS_READ: usize = 256;
 
 /// The run time, and the run time plus run delay, of a `schedstat` line.
 fn parse_schedstat(text: &str) -> Option<(Duration, Duration)> {
@@ -34,7 +61,7 @@ pub(crate) struct ProcFs {
     scratch: Vec<Pid>,
     /// Whether each process read in this sample (by the walk, or one by one from a cgroup's
     /// members) was runnable (state R), so that the runnable look reads no `stat` twice.
-    states: HashMap<Pid, bool>,
+    states: HashMap<Pid, (bool, u64)>,
 }
 
 /// A process's `stat`, read by the `/proc` source (counted by its tests: each is a file read
@@ -106,7 +133,8 @@ impl ProcessSource for ProcFs {
         let Some(stat) = read_stat(root) else {
             return Vec::new();
         };
-        self.states.insert(stat.pid, stat.state == b'R');
+        self.states
+            .insert(stat.pid, (stat.state == b'R', stat.threads));
         let mut threads = vec![stat.threads];
         let mut tree = vec![self.convert(stat)];
         let mut index = 0;
@@ -123,7 +151,8 @@ impl ProcessSource for ProcFs {
             for i in 0..self.scratch.len() {
                 let pid = self.scratch[i];
                 if let Some(stat) = read_stat(pid) {
-                    self.states.insert(stat.pid, stat.state == b'R');
+                    self.states
+                        .insert(stat.pid, (stat.state == b'R', stat.threads));
                     threads.push(stat.threads);
                     tree.push(self.convert(stat));
                 }
@@ -135,7 +164,8 @@ impl ProcessSource for ProcFs {
 
     fn process(&mut self, pid: Pid) -> Option<ProcSample> {
         let stat = read_stat(pid)?;
-        self.states.insert(stat.pid, stat.state == b'R');
+        self.states
+            .insert(stat.pid, (stat.state == b'R', stat.threads));
         Some(self.convert(stat))
     }
 
@@ -147,7 +177,7 @@ impl ProcessSource for ProcFs {
     /// `schedstat` only of a process runnable now (a sleeping one costs no read).
     fn runnable(&mut self, pid: Pid) -> Option<RunState> {
         let now = match self.states.get(&pid) {
-            Some(runnable) => *runnable,
+            Some((runnable, _)) => *runnable,
             None => read_stat(pid)?.state == b'R',
         };
         let read = if now { read_runnable(pid) } else { None };
@@ -159,6 +189,19 @@ impl ProcessSource for ProcFs {
             ran,
             at,
         })
+    }
+
+    /// Only for a process of several threads (the walk's `stat` says how many): rustc's LLVM
+    /// workers, a runtime's pool; a single-threaded process costs no read.
+    fn thread_runs(&mut self, pid: Pid) -> Vec<ThreadRun> {
+        if self
+            .states
+            .get(&pid)
+            .is_none_or(|(_, threads)| *threads < 2)
+        {
+            return Vec::new();
+        }
+        read_thread_runs(pid)
     }
 
     fn moved(&mut self, pid: Pid) -> Option<Moved> {
@@ -222,7 +265,15 @@ fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
             writes: writes(),
         }
     } else if kind.is_file() && writes() {
-        Outlet::File
+        use std::os::unix::fs::MetadataExt;
+        Outlet::File(super::bytes::FileMark {
+            id: (meta.dev(), meta.ino()),
+            size: meta.size(),
+            modified_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+        })
     } else {
         Outlet::Elsewhere
     }
@@ -238,6 +289,36 @@ mod tests {
     use crate::sources::children::{CgroupReading, DescendantObserver};
 
     const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_process_of_several_threads_is_runnable_by_all_its_threads() {
+        // rustc's shape: the main thread waits while a worker runs (or waits for a CPU). The
+        // leader's own schedstat (this test process's main thread, waiting for the tests)
+        // shows none of it; the threads' sum shows all of it.
+        let pid = Pid::current();
+        let (_, leader_before) = read_runnable(pid).unwrap();
+        let sum = |runs: Vec<ThreadRun>| runs.iter().map(|r| r.total).sum::<Duration>();
+        let threads_before = sum(read_thread_runs(pid));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spin = stop.clone();
+        let worker = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !spin.load(std::sync::atomic::Ordering::Relaxed) {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        // Read while the worker lives: a thread gone takes its counts with it.
+        let (_, leader_after) = read_runnable(pid).unwrap();
+        let threads_after = sum(read_thread_runs(pid));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        worker.join().unwrap();
+        let threads = threads_after.saturating_sub(threads_before);
+        let leader = leader_after.saturating_sub(leader_before);
+        // The worker was runnable all along (300 ms), on a CPU or waiting for one.
+        assert!(threads >= Duration::from_millis(250), "{threads:?}");
+        assert!(leader < Duration::from_millis(100), "{leader:?}");
+    }
 
     #[test]
     fn schedstat_lines_parse_to_run_time_plus_delay() {
@@ -359,13 +440,30 @@ mod tests {
         let pipe = |writes| Outlet::Pipe { inode, writes };
         assert_eq!(outlets[&reader.as_raw_fd()], pipe(false));
         assert_eq!(outlets[&writer.as_raw_fd()], pipe(true));
-        assert_eq!(outlets[&written.as_raw_fd()], Outlet::File);
+        let Outlet::File(mark) = outlets[&written.as_raw_fd()] else {
+            panic!("a file written: {:?}", outlets[&written.as_raw_fd()]);
+        };
+        let meta = std::fs::metadata(dir.path().join("out")).unwrap();
+        assert_eq!(mark.id, (meta.dev(), meta.ino()));
+        assert_eq!(mark.size, 0);
+        // A write moves the mark: its size.
+        std::io::Write::write_all(&mut &written, b"moved").unwrap();
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", written.as_raw_fd())).unwrap();
+        let again = outlet(
+            Pid::current(),
+            written.as_raw_fd(),
+            &target.to_string_lossy(),
+        );
+        assert!(
+            matches!(again, Outlet::File(m) if m.size == 5 && m.id == mark.id),
+            "{again:?}"
+        );
         assert_eq!(outlets[&null.as_raw_fd()], Outlet::Elsewhere);
         assert_eq!(outlets[&read_only.as_raw_fd()], Outlet::Elsewhere);
         // The whole list holds them too.
         let all = procfs.outlets(Pid::current()).unwrap();
         assert!(all.contains(&pipe(true)) && all.contains(&pipe(false)));
-        assert!(all.contains(&Outlet::File));
+        assert!(all.iter().any(|o| matches!(o, Outlet::File(_))));
         // This process is no quietus.
         assert!(!procfs.supervisor(Pid::current()));
     }

@@ -13,6 +13,8 @@ struct Table(
     Arc<Mutex<HashMap<Pid, RunState>>>,
     /// Per pid: what it moved and where its descriptors lead.
     Arc<Mutex<HashMap<Pid, Bytes>>>,
+    /// Per pid of several threads: each thread's run time and runnable time.
+    Arc<Mutex<HashMap<Pid, Vec<ThreadRun>>>>,
 );
 
 /// One process's scripted bytes.
@@ -117,6 +119,10 @@ impl ProcessSource for Table {
         self.1.lock().get(&pid).copied()
     }
 
+    fn thread_runs(&mut self, pid: Pid) -> Vec<ThreadRun> {
+        self.3.lock().get(&pid).cloned().unwrap_or_default()
+    }
+
     fn moved(&mut self, pid: Pid) -> Option<Moved> {
         self.2.lock().get(&pid).map(|b| b.whole)
     }
@@ -153,6 +159,15 @@ fn reads(inode: u64) -> Outlet {
         inode,
         writes: false,
     }
+}
+
+/// A file open for writing, `size` bytes long (its mark moves with it).
+fn file(inode: u64, size: u64) -> Outlet {
+    Outlet::File(bytes::FileMark {
+        id: (1, inode),
+        size,
+        modified_ns: i64::try_from(size).unwrap_or(i64::MAX),
+    })
 }
 
 /// The pid `n` (a made-up process of the table).
@@ -272,6 +287,65 @@ fn a_process_seen_runnable_at_every_look_for_a_stretch_is_activity() {
     assert!(!obs.sample(t0 + ms(1500)).active, "R for no time yet");
     assert!(!obs.sample(t0 + ms(1700)).active, "R for 200 ms only");
     assert!(obs.sample(t0 + ms(1900)).active);
+}
+
+/// rustc's shape without a cgroup: its main thread waits (asleep, its own schedstat flat)
+/// while a worker thread is starved by other load (runnable all along, running a little).
+/// Seen by its threads, it works; a pool of pollers (each runnable half the time for want of
+/// a CPU, each running next to nothing) does not, however many threads.
+#[test]
+fn a_starved_worker_thread_is_work_a_pool_of_pollers_is_not() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    table.set_runnable(100, 0);
+    let run = |tid: u32, ran_ms: u64, total_ms: u64, at: Duration| ThreadRun {
+        tid,
+        ran: Duration::from_millis(ran_ms),
+        total: Duration::from_millis(total_ms),
+        at: t0 + at,
+    };
+    // The worker: 300 ms runnable per 300 ms, 30 ms of it on a CPU (10 % of a core).
+    let worker = |i: u64| {
+        vec![
+            run(100, 0, 0, SEC / 10 * 3 * i as u32),
+            run(101, 30 * i, 300 * i, SEC / 10 * 3 * i as u32),
+        ]
+    };
+    table.3.lock().insert(pid(100), worker(0));
+    assert!(!obs.sample(t0).active, "baseline");
+    let mut active = false;
+    for i in 1..=4u64 {
+        table.3.lock().insert(pid(100), worker(i));
+        active |= obs.sample(t0 + SEC / 10 * 3 * i as u32).active;
+    }
+    assert!(active, "the starved worker thread is work");
+    // Eight pollers: each runnable 160 ms of 300 ms, each running 0.3 ms (0.1 % of a core).
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    table.set_runnable(100, 0);
+    let pool = |i: u64| {
+        (0..8)
+            .map(|t| {
+                let at = SEC / 10 * 3 * i as u32;
+                ThreadRun {
+                    tid: 200 + t,
+                    ran: Duration::from_micros(300 * i),
+                    total: Duration::from_millis(160 * i),
+                    at: t0 + at,
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    table.3.lock().insert(pid(100), pool(0));
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=6u64 {
+        table.3.lock().insert(pid(100), pool(i));
+        let s = obs.sample(t0 + SEC / 10 * 3 * i as u32);
+        assert!(!s.active, "look {i}: pollers are no work");
+    }
 }
 
 #[test]
@@ -746,8 +820,8 @@ fn heartbeats_bookkeeping_and_a_nested_quietus_are_not_progress_files_at_a_worki
         p(300, 200, 3, 0, 0),
         p(400, 100, 4, 0, 0),
     ]);
-    table.set_outlets(100, &[reads(9), writes(10), Outlet::File, writes(1)]);
-    table.set_outlets(300, &[writes(1), Outlet::File]);
+    table.set_outlets(100, &[reads(9), writes(10), file(50, 0), writes(1)]);
+    table.set_outlets(300, &[writes(1), file(51, 0)]);
     table.set_outlets(400, &[reads(10), writes(9)]);
     table.set_supervisor(400);
     assert!(!obs.sample(t0).active, "baseline");
@@ -777,9 +851,39 @@ fn heartbeats_bookkeeping_and_a_nested_quietus_are_not_progress_files_at_a_worki
     // The writer extracts an archive: 4 KiB a second into files.
     for i in 1..=3u64 {
         table.set_moved(300, 400 + 4096 * i);
+        table.set_outlets(300, &[writes(1), file(51, 4096 * i)]);
         let s = obs.sample(t0 + SEC * (10 + i) as u32);
         assert!(s.active, "second {i} of the extraction");
     }
+}
+
+/// A download stalled with its file open while its bar is redrawn on the terminal (pip under
+/// `--pty` on a dead connection, rich's bar: about 6 KB a second to the terminal): the bytes
+/// went to the terminal, not into the file, which has not moved since; the file moving again
+/// is progress.
+#[test]
+fn bytes_of_a_writer_whose_open_file_does_not_move_are_not_file_progress() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    // pip: the terminal (Elsewhere) and the wheel it downloads, 256 KiB so far.
+    table.set_outlets(100, &[Outlet::Elsewhere, file(60, 262_144)]);
+    assert!(!obs.sample(t0).active, "baseline");
+    table.set_moved(100, 6000);
+    assert!(
+        obs.sample(t0 + SEC).active,
+        "first look at the file: it may have just been written"
+    );
+    for i in 2..=10u64 {
+        table.set_moved(100, 6000 * i);
+        let s = obs.sample(t0 + SEC * i as u32);
+        assert!(!s.active, "second {i}: only the bar moved");
+    }
+    // The transfer resumes: the file grows.
+    table.set_outlets(100, &[Outlet::Elsewhere, file(60, 262_144 + 8192)]);
+    table.set_moved(100, 6000 * 10 + 8192);
+    assert!(obs.sample(t0 + 11 * SEC).active, "the file moved");
 }
 
 /// Storage pages read or dirtied count at a working rate, the root's own included: a
@@ -814,7 +918,7 @@ fn where_written_bytes_go() {
     assert_eq!(to(200, &[writes(7)]), bytes::Destination::Delivered);
     // A pipe only the writer itself reads is no delivery.
     assert_eq!(
-        to(200, &[writes(8), Outlet::File]),
+        to(200, &[writes(8), file(50, 0)]),
         bytes::Destination::Files
     );
     assert_eq!(to(200, &[writes(9)]), bytes::Destination::Nowhere);

@@ -257,7 +257,7 @@ impl Port for FakePort {
         false
     }
 
-    fn diagnose(&self, _recent: Option<Duration>) -> Diagnosis {
+    fn diagnose(&self, _recent: Option<Duration>, _redrawing: bool) -> Diagnosis {
         self.world
             .borrow()
             .diagnosis
