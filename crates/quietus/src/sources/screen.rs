@@ -120,7 +120,7 @@ fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>) -> u64 {
 }
 
 /// Whether `ch` is one of the glyphs spinners cycle through: braille patterns (`⠋⠙⠹⠸`), the
-/// dingbat stars and florettes (`✢✳✶✻✽`), `·` `•` `*`, `|/-\`, quarter circles and blocks
+/// dingbat stars and florettes (`✢✳✶✻✽`), `·` `•` `◦` `*`, `|/-\`, quarter circles and blocks
 /// (`◐◓◑◒`, `▖▘▝▗`), arrows and moons. A change from one to another is no new text.
 pub(crate) fn is_spinner_glyph(ch: char) -> bool {
     matches!(
@@ -134,7 +134,7 @@ pub(crate) fn is_spinner_glyph(ch: char) -> bool {
             | '\u{2596}'..='\u{259F}' // quadrant blocks
             | '\u{1F311}'..='\u{1F318}' // moon phases
             | '\u{1F550}'..='\u{1F567}' // clock faces
-            | '·' | '•' | '∙' | '*' | '|' | '/' | '-' | '\\'
+            | '·' | '•' | '∙' | '◦' | '*' | '|' | '/' | '-' | '\\'
     )
 }
 
@@ -210,6 +210,24 @@ mod tests {
         assert!(fast.feed(b"x", t0));
         assert!(fast.feed(b"\x08x", t0 + Duration::from_millis(10)));
         assert!(!fast.feed(b"\x08x", t0 + SETTLE));
+    }
+
+    /// codex 0.171's TUI over a request never answered: `•` and `◦` (U+25E6) take turns before
+    /// its counter (real codex, the local mock model server reading the request and answering
+    /// nothing: never ended before `◦` was a glyph).
+    #[test]
+    fn codex_alternating_bullets_are_a_spinner() {
+        let t0 = Instant::now();
+        let mut screen = Screen::new(5, 60);
+        let mut at = t0;
+        let mut feed = |bytes: &str| {
+            at += SETTLE;
+            screen.feed(bytes.as_bytes(), at)
+        };
+        assert!(feed("\x1b[2J\x1b[H• Working (29s • esc to interrupt)"));
+        assert!(!feed("\r◦ Working (30s • esc to interrupt)"));
+        assert!(!feed("\r• Working (31s • esc to interrupt)"));
+        assert!(!feed("\r◦ Working (32s • esc to interrupt)"));
     }
 
     #[test]
