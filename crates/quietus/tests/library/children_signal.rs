@@ -624,3 +624,59 @@ fn a_niced_poller_under_contention_is_ended() {
     let _ = hog.wait();
     assert_no_leak(&m);
 }
+
+/// A tool's output into a file its agent reads as it grows is delivered, at any rate (real
+/// Claude Code 2.1 sends its Bash tool's output to a regular file, opened, read and closed
+/// once a second: a tool printing 7 bytes every 2 s was ended 3 times in 3). Here bash writes
+/// a line every 2 s into a file, and a Python reader in the tree reads it twice a second
+/// (holding no descriptor between reads): it runs to its end. Without the reader, the same
+/// lines are a heartbeat appended to a log nobody reads, and it is ended.
+#[test]
+fn a_file_its_agent_reads_as_it_grows_keeps_the_tool_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    // The rule reads access times: the folder's filesystem must record them (relatime).
+    let probe = dir.path().join("atime-probe");
+    std::fs::write(&probe, b"x").unwrap();
+    let before = std::fs::metadata(&probe).unwrap().accessed().unwrap();
+    std::thread::sleep(ms(20));
+    std::fs::read(&probe).unwrap();
+    let after = std::fs::metadata(&probe).unwrap().accessed().unwrap();
+    assert!(
+        after > before,
+        "prerequisite: {} must record access times (mounted relatime or strictatime, not noatime)",
+        dir.path().display()
+    );
+    for reader in [true, false] {
+        let m = Marker::new("file-read-as-it-grows");
+        let log = dir.path().join(format!("tool-{reader}.output"));
+        let start_reader = if reader {
+            "python3 -c 'import sys, time\nwhile True:\n    open(sys.argv[1]).read(); time.sleep(0.5)' \"$1\" & r=$!"
+        } else {
+            "r="
+        };
+        let script = format!(
+            "exec 3>\"$1\"; {start_reader}; echo ready; \
+             for i in 1 2 3 4 5; do echo tick$i >&3; sleep 2; done; \
+             [ -n \"$r\" ] && kill $r; echo done"
+        );
+        let mut command = Command::new("bash");
+        command
+            .args(["-c", &script, m.as_str()])
+            .arg(&log)
+            .env(common::MARKER_ENV, m.as_str());
+        // A line every 2 s, judged with 1.5 s of slack.
+        let (outcome, text) = run(command, ms(3500));
+        if reader {
+            assert!(
+                matches!(outcome, Outcome::Exited) && text.contains("done"),
+                "read as it grows: {outcome:?} {text:?}"
+            );
+        } else {
+            assert!(
+                matches!(outcome, Outcome::IdleTimeout(_)),
+                "nobody reads it: {outcome:?} {text:?}"
+            );
+        }
+        assert_no_leak(&m);
+    }
+}

@@ -91,6 +91,27 @@ pub(crate) struct FileMark {
     pub(crate) size: u64,
     /// Its modification time, in nanoseconds since the epoch.
     pub(crate) modified_ns: i64,
+    /// Its access time, in nanoseconds since the epoch. Under `relatime` (Linux's default) a
+    /// read moves it only when it is older than the modification time: the first read after
+    /// a write. It never moves under `noatime`.
+    pub(crate) accessed_ns: i64,
+}
+
+impl FileMark {
+    /// The same file with the same content as `other` (the access time aside).
+    fn same_content(&self, other: &Self) -> bool {
+        self.id == other.id && self.size == other.size && self.modified_ns == other.modified_ns
+    }
+}
+
+/// What the files a process holds open for writing did since its last look.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct FilesSeen {
+    /// One is new to it, or moved (size, modification time).
+    moved: bool,
+    /// One that moved was also read since (its access time moved): someone reads what it
+    /// writes, as a reader at a pipe's other end does.
+    read: bool,
 }
 
 /// What one process's written bytes are, by its outlets and the tree's.
@@ -284,15 +305,23 @@ impl Ledger {
             let list = outlets.get(&pid).map_or(&[][..], Vec::as_slice);
             match destination(list, &readers, &mut keeps) {
                 Destination::Delivered => found.delivered += bytes,
-                Destination::Files if self.files_moved(pid, list) => found.files += bytes,
-                Destination::Files | Destination::Nowhere => {}
+                Destination::Files => match self.files_seen(pid, list) {
+                    // A file another process reads as it grows (an agent polling the file its
+                    // tool's output goes to: Claude Code 2.1): delivered, at any rate.
+                    FilesSeen { read: true, .. } => found.delivered += bytes,
+                    FilesSeen { moved: true, .. } => found.files += bytes,
+                    FilesSeen { moved: false, .. } => {}
+                },
+                Destination::Nowhere => {}
             }
         }
     }
 
     /// Whether one of the files `pid` holds open for writing (`outlets`) is new to it or
-    /// moved (size, modification time) since its last look; remembers them for the next.
-    fn files_moved(&mut self, pid: Pid, outlets: &[Outlet]) -> bool {
+    /// moved (size, modification time) since its last look, and whether one that moved was
+    /// read since (its access time moved: the first read after a write); remembers them for
+    /// the next look.
+    fn files_seen(&mut self, pid: Pid, outlets: &[Outlet]) -> FilesSeen {
         let now: Vec<FileMark> = outlets
             .iter()
             .filter_map(|o| match o {
@@ -301,9 +330,18 @@ impl Ledger {
             })
             .collect();
         let before = self.marks.get(&pid).map_or(&[][..], Vec::as_slice);
-        let moved = now.iter().any(|mark| !before.contains(mark));
+        let mut seen = FilesSeen::default();
+        for mark in &now {
+            if before.iter().any(|b| b.same_content(mark)) {
+                continue;
+            }
+            seen.moved = true;
+            seen.read |= before
+                .iter()
+                .any(|b| b.id == mark.id && mark.accessed_ns > b.accessed_ns);
+        }
         self.marks.insert(pid, now);
-        moved
+        seen
     }
 
     /// Whether `found`, at `now`, is progress: a byte delivered, or files or storage at their

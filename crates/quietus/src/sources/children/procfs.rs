@@ -273,6 +273,10 @@ fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
                 .mtime()
                 .saturating_mul(1_000_000_000)
                 .saturating_add(meta.mtime_nsec()),
+            accessed_ns: meta
+                .atime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.atime_nsec()),
         })
     } else {
         Outlet::Elsewhere

@@ -167,6 +167,18 @@ fn file(inode: u64, size: u64) -> Outlet {
         id: (1, inode),
         size,
         modified_ns: i64::try_from(size).unwrap_or(i64::MAX),
+        accessed_ns: 0,
+    })
+}
+
+/// The same, last read at `accessed` (its access time, on the scale of `file`'s sizes).
+fn read_file(inode: u64, size: u64, accessed: i64) -> Outlet {
+    let Outlet::File(mark) = file(inode, size) else {
+        unreachable!()
+    };
+    Outlet::File(bytes::FileMark {
+        accessed_ns: accessed,
+        ..mark
     })
 }
 
@@ -1046,4 +1058,37 @@ fn with_a_cgroup_a_member_that_left_it_and_its_descendants_are_escapees() {
     table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0), p(400, 1, 9, 0, 0)]);
     assert!(obs.outside_cgroup().is_empty());
     assert_eq!(obs.sample(t0 + 3 * SEC).escapees, 0);
+}
+
+/// Real Claude Code 2.1 (`claude -p`, its Bash tool printing `tick<n>` every 2 s): the tool's
+/// output goes to a regular file, which claude opens, reads and closes once a second (it
+/// holds no descriptor to it between reads). 7 bytes every 2 s is far below the file floor,
+/// but each one is read after it is written — the file's access time moves past its
+/// modification time — as a pipe's reader would read it: delivered. The same heartbeat
+/// appended to a log nobody reads stays no progress.
+#[test]
+fn a_file_read_as_it_grows_is_delivered_one_nobody_reads_is_not() {
+    for read in [true, false] {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        // 100: claude; 200: the tool's bash, its stdout the file 70.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        table.set_outlets(200, &[read_file(70, 0, 0)]);
+        assert!(!obs.sample(t0).active, "baseline");
+        for i in 1..=5u64 {
+            let size = 7 * i;
+            // Written (the modification time is the size here), then read or not.
+            let accessed = if read {
+                i64::try_from(size).unwrap()
+            } else {
+                0
+            };
+            table.set_moved(200, size);
+            table.set_outlets(200, &[read_file(70, size, accessed)]);
+            let s = obs.sample(t0 + SEC * (2 * i) as u32);
+            // The first look at the file has no access time to compare with.
+            assert_eq!(s.active, read && i > 1, "tick {i}, read: {read}: {s:?}");
+        }
+    }
 }
