@@ -132,7 +132,8 @@ fn idle_timeout_report() {
     let (_dir, path) = report_path();
     let output = sw(&marker)
         .args(&["-i", "300ms", "--report", path.to_str().expect("utf-8")])
-        .sh("printf abc; printf de >&2; sleep 30")
+        // Whole lines: text that only begins a line is judged at its end or its growth.
+        .sh("printf 'ab\\n'; printf 'd\\n' >&2; sleep 30")
         .output();
     assert_code(&output, 124);
     let r = read_report(&path);
