@@ -273,6 +273,7 @@ def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how
         for i in range(3):
             client.start([sys.executable, "-c", "import time; time.sleep(300)"], idle_timeout=600)
         print(client.server_pid, flush=True)
+        sys.stdin.readline()  # the test has counted the processes
         if {how!r} == "return":
             sys.exit(0)  # the interpreter's own way out, client still open
         if {how!r} == "exit":
@@ -280,14 +281,21 @@ def test_a_client_that_goes_away_without_closing_leaves_nothing(marker: str, how
         time.sleep(300)
         """
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
-        assert child.stdout is not None
+        assert child.stdout is not None and child.stdin is not None
         line = child.stdout.readline()
         assert line.strip().isdigit(), line
+        # The client goes away only once they are counted: an `os._exit` right after the
+        # line raced the count (the server and its processes were already gone).
         assert len(processes_with(marker)) >= 4  # the server and its three processes
         if how == "sigkill":
             child.kill()
+        else:
+            child.stdin.write(b"go\n")
+            child.stdin.close()
         child.wait(60)
     finally:
         if child.poll() is None:
