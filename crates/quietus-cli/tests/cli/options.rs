@@ -858,21 +858,6 @@ fn without_home_the_log_folder_must_be_the_users_own() {
     assert_no_leak(&marker);
 }
 
-/// The inotify watches process `pid` holds now (`inotify wd:` lines of its descriptors).
-fn inotify_watches(pid: u32) -> usize {
-    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
-        return 0;
-    };
-    fds.flatten()
-        .filter_map(|fd| fs::read_to_string(fd.path()).ok())
-        .map(|info| {
-            info.lines()
-                .filter(|l| l.starts_with("inotify wd:"))
-                .count()
-        })
-        .sum()
-}
-
 /// `.agent` a symbolic link to `/`: the walk neither crosses into `/proc` and `/sys` nor
 /// arms tens of thousands of watches whose churn would hide the stall. The root is too large
 /// to watch: the report's `unavailable` says so, few watches are taken, and a stalled bash
@@ -893,7 +878,7 @@ fn a_watched_folder_leading_to_the_whole_machine_is_refused_and_the_stall_seen()
     let pid = running.pid();
     let mut most = 0;
     while alive(pid) && started.elapsed() < Duration::from_secs(60) {
-        most = most.max(inotify_watches(pid));
+        most = most.max(cli_support::inotify_watches(pid));
         std::thread::sleep(Duration::from_millis(20));
         if fs::metadata(&report).is_ok_and(|m| m.len() > 0) {
             break;

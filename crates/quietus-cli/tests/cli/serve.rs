@@ -1752,6 +1752,7 @@ fn serve_sessions_watch_at_most_the_servers_bound_of_folders_together() {
     let mut command = serve_command(&marker, &[]);
     command.env("QUIETUS_TEST_PROCESS_WATCH_BOUND", "30");
     let child = command.spawn().expect("the server starts");
+    let server = child.id();
     let mut client = Client::from_child(child);
     // Each root (21 folders) fits in a session's bound and in the server's 30 alone, not
     // both: the first is watched, the second refused while the first is.
@@ -1763,8 +1764,13 @@ fn serve_sessions_watch_at_most_the_servers_bound_of_folders_together() {
         );
     };
     start(&mut client, "a", a.path(), "sleep 2");
-    // The first arms its watches (after its arming delay) before the second starts.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The first arms its watches (after its arming delay) before the second starts: the
+    // server holds its 21 folders' watches.
+    assert!(
+        common::poll_until(common::GENEROUS, || cli_support::inotify_watches(server)
+            >= 21),
+        "the first root's watches were not armed"
+    );
     start(&mut client, "b", b.path(), "sleep 1");
     let wait = |client: &mut Client, id: &str| {
         client.ok(

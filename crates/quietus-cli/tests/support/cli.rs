@@ -316,3 +316,18 @@ impl ScenarioCli for super::fault::Scenario {
         command
     }
 }
+
+/// The inotify watches process `pid` holds now (`inotify wd:` lines of its descriptors).
+pub fn inotify_watches(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_to_string(fd.path()).ok())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
+        .sum()
+}
