@@ -81,6 +81,10 @@ pub(crate) enum Outlet {
     Elsewhere,
 }
 
+/// How many looks after a write its read may come and still deliver it: a reader polling
+/// once a second, delayed on a loaded machine, reads within a look or two.
+const UNREAD_LOOKS: u8 = 4;
+
 /// What tells whether a file moved between two looks: its identity, size and modification
 /// time (`fstat` of the descriptor, through `/proc/PID/fd/N`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +200,10 @@ pub(crate) struct Ledger {
     window: VecDeque<(Instant, u64, u64)>,
     /// Per live process: the files it held open for writing at its last look.
     marks: HashMap<Pid, Vec<FileMark>>,
+    /// Per live process: the bytes it wrote into files that moved and were not read yet, and
+    /// how many more looks wait for their read. A look may land between a write and its
+    /// reader's read; the bytes are delivered at the look that sees the read.
+    unread: HashMap<Pid, (u64, u8)>,
 }
 
 impl Ledger {
@@ -214,6 +222,7 @@ impl Ledger {
         });
         let counts = &self.counts;
         self.marks.retain(|pid, _| counts.contains_key(pid));
+        self.unread.retain(|pid, _| counts.contains_key(pid));
         let mut found = Found::default();
         let mut writers: Vec<(Pid, u64)> = Vec::new();
         for &ProcSample {
@@ -252,7 +261,7 @@ impl Ledger {
             };
             found.storage += d_own.storage + d_reaped.storage;
             found.files += d_reaped.written;
-            if d_own.written > 0 {
+            if d_own.written > 0 || self.unread.contains_key(&pid) {
                 writers.push((pid, d_own.written));
             }
         }
@@ -303,14 +312,35 @@ impl Ledger {
                 reader != pid && (!supervisor(reader) || ancestor(&parents, reader, pid))
             };
             let list = outlets.get(&pid).map_or(&[][..], Vec::as_slice);
-            match destination(list, &readers, &mut keeps) {
+            let to = destination(list, &readers, &mut keeps);
+            if to != Destination::Files {
+                self.unread.remove(&pid);
+            }
+            match to {
                 Destination::Delivered => found.delivered += bytes,
                 Destination::Files => match self.files_seen(pid, list) {
                     // A file another process reads as it grows (an agent polling the file its
-                    // tool's output goes to: Claude Code 2.1): delivered, at any rate.
-                    FilesSeen { read: true, .. } => found.delivered += bytes,
-                    FilesSeen { moved: true, .. } => found.files += bytes,
-                    FilesSeen { moved: false, .. } => {}
+                    // tool's output goes to: Claude Code 2.1): delivered, at any rate, with
+                    // what was written before and read only now.
+                    FilesSeen { read: true, .. } => {
+                        let (before, _) = self.unread.remove(&pid).unwrap_or_default();
+                        found.delivered += bytes + before;
+                    }
+                    FilesSeen { moved: true, .. } => {
+                        found.files += bytes;
+                        let (before, _) = self.unread.get(&pid).copied().unwrap_or_default();
+                        self.unread.insert(pid, (before + bytes, UNREAD_LOOKS));
+                    }
+                    FilesSeen { moved: false, .. } => {
+                        // Unread still: wait a few looks more, then forget (a log nobody
+                        // reads must not bring each look to every descriptor of the tree).
+                        if let Some((_, looks)) = self.unread.get_mut(&pid) {
+                            *looks = looks.saturating_sub(1);
+                            if *looks == 0 {
+                                self.unread.remove(&pid);
+                            }
+                        }
+                    }
                 },
                 Destination::Nowhere => {}
             }
@@ -318,9 +348,9 @@ impl Ledger {
     }
 
     /// Whether one of the files `pid` holds open for writing (`outlets`) is new to it or
-    /// moved (size, modification time) since its last look, and whether one that moved was
-    /// read since (its access time moved: the first read after a write); remembers them for
-    /// the next look.
+    /// moved (size, modification time) since its last look, and whether one that moved, or
+    /// holds bytes not read yet, was read since (its access time moved: the first read after
+    /// a write); remembers them for the next look.
     fn files_seen(&mut self, pid: Pid, outlets: &[Outlet]) -> FilesSeen {
         let now: Vec<FileMark> = outlets
             .iter()
@@ -330,15 +360,15 @@ impl Ledger {
             })
             .collect();
         let before = self.marks.get(&pid).map_or(&[][..], Vec::as_slice);
+        let unread = self.unread.contains_key(&pid);
         let mut seen = FilesSeen::default();
         for mark in &now {
-            if before.iter().any(|b| b.same_content(mark)) {
-                continue;
-            }
-            seen.moved = true;
-            seen.read |= before
-                .iter()
-                .any(|b| b.id == mark.id && mark.accessed_ns > b.accessed_ns);
+            let moved = !before.iter().any(|b| b.same_content(mark));
+            seen.moved |= moved;
+            seen.read |= (moved || unread)
+                && before
+                    .iter()
+                    .any(|b| b.id == mark.id && mark.accessed_ns > b.accessed_ns);
         }
         self.marks.insert(pid, now);
         seen

@@ -1092,3 +1092,34 @@ fn a_file_read_as_it_grows_is_delivered_one_nobody_reads_is_not() {
         }
     }
 }
+
+/// The same, when a look lands between a write and its read (claude reads once a second, a
+/// loaded machine later still): the write is seen at one look, its read at the next, where the
+/// writer wrote nothing new. The bytes are delivered when they are read, at that next look;
+/// judged only on the look that saw the write, the tool's lines 2 s apart were ended under load
+/// (CI, once).
+#[test]
+fn a_write_read_after_the_look_that_saw_it_is_delivered_at_the_next_look() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+    table.set_outlets(200, &[read_file(70, 7, 7)]);
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 2..=4u64 {
+        let size = 7 * i;
+        let before = 7 * (i - 1);
+        // Written, not read yet: the access time is still the last read's.
+        table.set_moved(200, size);
+        table.set_outlets(200, &[read_file(70, size, i64::try_from(before).unwrap())]);
+        let s = obs.sample(t0 + SEC * (2 * i - 1) as u32);
+        assert!(!s.active, "tick {i}, written, not read: {s:?}");
+        // Read since, nothing new written.
+        table.set_outlets(200, &[read_file(70, size, i64::try_from(size).unwrap())]);
+        let s = obs.sample(t0 + SEC * (2 * i) as u32);
+        assert!(s.active, "tick {i}, read at the next look: {s:?}");
+        // Nothing new: no progress.
+        let s = obs.sample(t0 + SEC * (2 * i) as u32 + SEC / 2);
+        assert!(!s.active, "tick {i}, nothing new: {s:?}");
+    }
+}
