@@ -24,6 +24,10 @@ pub(crate) struct Screen {
     shown: u64,
     /// When a change was last found (fingerprints are skipped for [`SETTLE`] after it).
     changed_at: Option<Instant>,
+    /// Since when the reads have had more bytes waiting (a frame read part-way: Gemini CLI's
+    /// 1,576-byte frames, three to a burst, read 4,096 bytes at a time, showed a half-erased
+    /// screen, new text at every burst).
+    unjudged_since: Option<Instant>,
     /// The normalized text, kept for its allocation.
     scratch: Vec<u8>,
 }
@@ -38,6 +42,7 @@ impl Screen {
             parser,
             shown,
             changed_at: None,
+            unjudged_since: None,
             scratch,
         }
     }
@@ -53,22 +58,32 @@ impl Screen {
     }
 
     /// Feeds one chunk read at `now`; returns whether the screen's text changed (spinner glyphs
-    /// and digits aside), or `true` within [`SETTLE`] of the last change.
-    pub(crate) fn feed(&mut self, chunk: &[u8], now: Instant) -> bool {
+    /// and digits aside), or `true` within [`SETTLE`] of the last change. With `more` (bytes
+    /// were already waiting after this read) the screen may be half drawn: the chunk is parsed
+    /// and not judged (`None`), unless the reads have had bytes waiting for [`SETTLE`] (a
+    /// writer that never pauses is judged as often as one that does).
+    pub(crate) fn feed(&mut self, chunk: &[u8], now: Instant, more: bool) -> Option<bool> {
         self.parser.process(chunk);
+        if more {
+            let since = *self.unjudged_since.get_or_insert(now);
+            if now.saturating_duration_since(since) < SETTLE {
+                return None;
+            }
+        }
+        self.unjudged_since = None;
         if self
             .changed_at
             .is_some_and(|at| now.saturating_duration_since(at) < SETTLE)
         {
-            return true;
+            return Some(true);
         }
         let now_shown = fingerprint(self.parser.screen(), &mut self.scratch);
         if now_shown == self.shown {
-            return false;
+            return Some(false);
         }
         self.shown = now_shown;
         self.changed_at = Some(now);
-        true
+        Some(true)
     }
 
     /// The screen's text as the model holds it (tests).
@@ -159,7 +174,7 @@ mod tests {
             .position(|w| w == "…".as_bytes())
             .expect("the status line");
         let (start, frames) = CLAUDE_STALLED.split_at(spinner_starts + 200);
-        assert!(screen.feed(start, t0));
+        assert_eq!(screen.feed(start, t0, false), Some(true));
         assert!(screen.text().contains("say hi"), "{}", screen.text());
         // Then every frame as the terminal delivered it (one write each, ~30 bytes), one per
         // 150 ms: nothing new past the first seconds (the counter reaching a minute is one).
@@ -169,7 +184,7 @@ mod tests {
             .enumerate()
         {
             let at = t0 + Duration::from_millis(150 * (i as u64 + 1));
-            if screen.feed(frame, at) {
+            if screen.feed(frame, at, false) == Some(true) {
                 changed.push((i, String::from_utf8_lossy(frame).into_owned()));
             }
         }
@@ -184,6 +199,92 @@ mod tests {
         assert!(screen.text().contains("Levitating"), "{}", screen.text());
     }
 
+    /// Real Gemini CLI 0.61 in a terminal (tmux, 120 x 40, a prompt typed, the local mock model
+    /// server holding the stream after its headers and one event), as quietus's terminal log
+    /// recorded it: its start, the prompt, then 48 frames of `⠸ Thinking... (esc to cancel,
+    /// 3s)`, each one write of 1,576 bytes that erases its 12 lines and draws them again
+    /// (`\x1b[2K\x1b[1A` … `\x1b[4A\x1b[4G`), 14 a second.
+    const GEMINI_STALLED: &[u8] = include_bytes!("screen/gemini_stalled.tty");
+
+    /// The frames of [`GEMINI_STALLED`] as a terminal's reads deliver them: bursts of one to three
+    /// frames (the reader was busy writing to the outer terminal meanwhile), each burst read
+    /// 4,096 bytes at most at a time (a pty's buffer), every read but a burst's last with more
+    /// bytes waiting. Real reads: 1,576, 3,152 and 4,096 bytes (issue 48, G2).
+    fn gemini_reads() -> Vec<(&'static [u8], bool)> {
+        let marker = b"\x1b[4A\x1b[4G";
+        let mut frames = Vec::new();
+        let mut start = 0;
+        for (i, w) in GEMINI_STALLED.windows(marker.len()).enumerate() {
+            if w == marker {
+                frames.push(&GEMINI_STALLED[start..i + marker.len()]);
+                start = i + marker.len();
+            }
+        }
+        assert!(frames.len() > 40, "{}", frames.len());
+        let mut reads = Vec::new();
+        let mut frames = frames.into_iter();
+        for burst_len in [1usize, 3, 2].into_iter().cycle() {
+            let burst: Vec<&[u8]> = frames.by_ref().take(burst_len).collect();
+            if burst.is_empty() {
+                break;
+            }
+            let begin = burst[0].as_ptr() as usize - GEMINI_STALLED.as_ptr() as usize;
+            let len: usize = burst.iter().map(|f| f.len()).sum();
+            let mut burst = &GEMINI_STALLED[begin..begin + len];
+            while !burst.is_empty() {
+                let (read, rest) = burst.split_at(burst.len().min(4096));
+                reads.push((read, !rest.is_empty()));
+                burst = rest;
+            }
+        }
+        reads
+    }
+
+    /// Gemini's frames read part-way (the pty held 4,096 bytes of a burst of three) showed a
+    /// half-drawn screen, new text each time: 1–3 stamps a second kept a stalled Gemini alive
+    /// (issue 48). A read with more bytes waiting is parsed and not judged.
+    #[test]
+    fn a_frame_read_part_way_is_judged_when_it_is_whole() {
+        let t0 = Instant::now();
+        let mut screen = Screen::new(40, 120);
+        let reads = gemini_reads();
+        assert!(reads.iter().any(|(read, more)| *more && read.len() == 4096));
+        let mut changed = Vec::new();
+        for (i, (read, more)) in reads.iter().enumerate() {
+            let at = t0 + Duration::from_millis(150 * (i as u64 + 1));
+            if screen.feed(read, at, *more) == Some(true) {
+                changed.push(i);
+            }
+        }
+        assert!(
+            screen.text().contains("Thinking... (esc to cancel"),
+            "{}",
+            screen.text()
+        );
+        // The start, the prompt and the answer's first line are new text; the spinner, from
+        // the fourth read on, never.
+        assert!(!changed.is_empty());
+        assert!(changed.iter().all(|i| *i < 4), "{changed:?}");
+        let frames = reads.iter().filter(|(_, more)| !more).count();
+        assert!(frames > 20, "{frames}");
+    }
+
+    /// A stream that never pauses (more bytes waiting at every read) is still judged, once
+    /// [`SETTLE`] after its first unjudged read: a change is never lost to a busy writer.
+    #[test]
+    fn a_writer_that_never_pauses_is_judged_after_the_settle_time() {
+        let t0 = Instant::now();
+        let mut screen = Screen::new(5, 40);
+        assert_eq!(screen.feed(b"line 1\r\n", t0, true), None);
+        let half = t0 + SETTLE / 2;
+        assert_eq!(screen.feed(b"line 2\r\n", half, true), None);
+        assert_eq!(screen.feed(b"line 3\r\n", t0 + SETTLE, true), Some(true));
+        // Judged: the next unjudged run starts afresh.
+        let later = t0 + SETTLE * 3;
+        assert_eq!(screen.feed(b"line 3", later, true), None);
+        assert_eq!(screen.feed(b"", later, false), Some(true));
+    }
+
     #[test]
     fn new_text_counts_and_glyphs_digits_colours_and_title_do_not() {
         let t0 = Instant::now();
@@ -191,7 +292,7 @@ mod tests {
         let mut at = t0;
         let mut feed = |bytes: &str| {
             at += SETTLE;
-            screen.feed(bytes.as_bytes(), at)
+            screen.feed(bytes.as_bytes(), at, false) == Some(true)
         };
         assert!(feed("\x1b[2J\x1b[H⠋ Thinking... (esc to cancel, 9s)"));
         assert!(!feed("\r⠙ Thinking... (esc to cancel, 10s)"));
@@ -207,9 +308,12 @@ mod tests {
         assert!(!feed("\x1b[1;1H⠼"));
         // Within the settle time of a change, a chunk counts without a look.
         let mut fast = Screen::new(5, 40);
-        assert!(fast.feed(b"x", t0));
-        assert!(fast.feed(b"\x08x", t0 + Duration::from_millis(10)));
-        assert!(!fast.feed(b"\x08x", t0 + SETTLE));
+        assert_eq!(fast.feed(b"x", t0, false), Some(true));
+        assert_eq!(
+            fast.feed(b"\x08x", t0 + Duration::from_millis(10), false),
+            Some(true)
+        );
+        assert_eq!(fast.feed(b"\x08x", t0 + SETTLE, false), Some(false));
     }
 
     /// codex 0.171's TUI over a request never answered: `•` and `◦` (U+25E6) take turns before
@@ -222,7 +326,7 @@ mod tests {
         let mut at = t0;
         let mut feed = |bytes: &str| {
             at += SETTLE;
-            screen.feed(bytes.as_bytes(), at)
+            screen.feed(bytes.as_bytes(), at, false) == Some(true)
         };
         assert!(feed("\x1b[2J\x1b[H• Working (29s • esc to interrupt)"));
         assert!(!feed("\r◦ Working (30s • esc to interrupt)"));
@@ -234,9 +338,12 @@ mod tests {
     fn a_resize_is_no_progress_by_itself() {
         let t0 = Instant::now();
         let mut screen = Screen::new(5, 40);
-        assert!(screen.feed(b"hello", t0));
+        assert_eq!(screen.feed(b"hello", t0, false), Some(true));
         screen.resize(10, 80);
-        assert!(!screen.feed(b"\x1b[H", t0 + SETTLE));
-        assert!(screen.feed(b"\x1b[2;1Hworld", t0 + SETTLE * 2));
+        assert_eq!(screen.feed(b"\x1b[H", t0 + SETTLE, false), Some(false));
+        assert_eq!(
+            screen.feed(b"\x1b[2;1Hworld", t0 + SETTLE * 2, false),
+            Some(true)
+        );
     }
 }

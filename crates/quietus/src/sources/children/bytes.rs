@@ -76,6 +76,8 @@ pub(crate) enum Outlet {
     },
     /// A regular file open for writing, as it stood at the look.
     File(FileMark),
+    /// A terminal open for writing: a screen (the session's, which the output source judges).
+    Terminal,
     /// Anything else: `/dev/null`, a terminal (the output source's), a socket (the network
     /// source's), a file open for reading only.
     Elsewhere,
@@ -156,6 +158,20 @@ pub(crate) fn destination(
     }
 }
 
+/// Whether a process with these descriptors draws the program's screen or writes its output:
+/// it holds a terminal for writing, or a pipe no process of the tree reads (quietus's own,
+/// whose bytes the output source judges).
+fn draws_output(outlets: &[Outlet], readers: &HashMap<u64, Vec<Pid>>) -> bool {
+    outlets.iter().any(|o| match o {
+        Outlet::Terminal => true,
+        Outlet::Pipe {
+            inode,
+            writes: true,
+        } => !readers.contains_key(inode),
+        _ => false,
+    })
+}
+
 /// Whether `ancestor` is an ancestor of `pid` by the tree's parent links.
 fn ancestor(parents: &HashMap<Pid, Pid>, ancestor: Pid, pid: Pid) -> bool {
     let mut at = pid;
@@ -204,6 +220,9 @@ pub(crate) struct Ledger {
     /// how many more looks wait for their read. A look may land between a write and its
     /// reader's read; the bytes are delivered at the look that sees the read.
     unread: HashMap<Pid, (u64, u8)>,
+    /// Per live process that wrote only where the output source judges it (the program's
+    /// screen or output): its start time and when it was last seen doing so.
+    faces: HashMap<Pid, (u64, Instant)>,
 }
 
 impl Ledger {
@@ -215,14 +234,17 @@ impl Ledger {
         source: &mut dyn ProcessSource,
         root: Pid,
         tree: &[ProcSample],
-        first: bool,
+        look: (Instant, bool),
     ) -> Found {
+        let (now, first) = look;
         self.counts.retain(|pid, (start, _, _)| {
             tree.iter().any(|p| p.pid == *pid && p.start_time == *start)
         });
         let counts = &self.counts;
         self.marks.retain(|pid, _| counts.contains_key(pid));
         self.unread.retain(|pid, _| counts.contains_key(pid));
+        self.faces
+            .retain(|pid, (start, _)| counts.get(pid).is_some_and(|(known, _, _)| known == start));
         let mut found = Found::default();
         let mut writers: Vec<(Pid, u64)> = Vec::new();
         for &ProcSample {
@@ -266,9 +288,19 @@ impl Ledger {
             }
         }
         if !writers.is_empty() {
-            self.place(source, tree, &writers, &mut found);
+            self.place(source, tree, (&writers, now), &mut found);
         }
         found
+    }
+
+    /// Whether process `pid` (its start time `start`) drew the program's screen or wrote its
+    /// output, and nothing else, within [`WINDOW`] of `now`: the program's face (Gemini CLI's
+    /// UI runs in a child of the process started), whose CPU counts at the program's
+    /// threshold wherever it runs.
+    pub(crate) fn draws(&self, pid: Pid, start: u64, now: Instant) -> bool {
+        self.faces.get(&pid).is_some_and(|&(known, at)| {
+            known == start && now.saturating_duration_since(at) <= WINDOW
+        })
     }
 
     /// Adds each writer's bytes where they went.
@@ -276,7 +308,7 @@ impl Ledger {
         &mut self,
         source: &mut dyn ProcessSource,
         tree: &[ProcSample],
-        writers: &[(Pid, u64)],
+        (writers, now): (&[(Pid, u64)], Instant),
         found: &mut Found,
     ) {
         let mut outlets: HashMap<Pid, Vec<Outlet>> = HashMap::new();
@@ -315,6 +347,12 @@ impl Ledger {
             let to = destination(list, &readers, &mut keeps);
             if to != Destination::Files {
                 self.unread.remove(&pid);
+            }
+            if to == Destination::Nowhere
+                && draws_output(list, &readers)
+                && let Some(p) = tree.iter().find(|p| p.pid == pid)
+            {
+                self.faces.insert(pid, (p.start_time, now));
             }
             match to {
                 Destination::Delivered => found.delivered += bytes,

@@ -214,6 +214,9 @@ pub struct DescendantObserver {
     cgroup: Option<CgroupReader>,
     /// With a cgroup: the root's own CPU at the last look (it stays once the root is reaped).
     root_cpu: Duration,
+    /// With a cgroup: each member's start time and CPU at the last look (the CPU of the
+    /// process that draws the program's screen is judged with the root's).
+    member_cpu: HashMap<Pid, (u64, Duration)>,
     /// With a cgroup: the CPU that counts (the root's own only when asked), at the last look.
     cgroup_counted: Duration,
     /// The live processes of the tree at the last sample, the root first (the network
@@ -426,6 +429,7 @@ impl DescendantObserver {
             root_window: CpuWindow::default(),
             cgroup: None,
             root_cpu: Duration::ZERO,
+            member_cpu: HashMap::new(),
             cgroup_counted: Duration::ZERO,
             pids: Vec::new(),
             runnable: HashMap::new(),
@@ -496,6 +500,15 @@ impl DescendantObserver {
         } else {
             self.root_cpu.saturating_sub(root_before)
         };
+        let found = self
+            .ledger
+            .sample(self.source.as_mut(), self.root, &read, (now, first));
+        let face_delta = self.face_cpu(&read, now);
+        let root_delta = if first || self.include_root {
+            root_delta
+        } else {
+            root_delta + face_delta
+        };
         let root_alive = root.is_some_and(|r| !r.dead);
         let descendant_cpu = usage.saturating_sub(self.root_cpu);
         let counted = if self.include_root {
@@ -505,8 +518,13 @@ impl DescendantObserver {
         };
         let delta = if first {
             Duration::ZERO
-        } else {
+        } else if self.include_root {
             counted.saturating_sub(self.cgroup_counted)
+        } else {
+            // The face's CPU is judged with the root's.
+            counted
+                .saturating_sub(self.cgroup_counted)
+                .saturating_sub(face_delta)
         };
         self.cgroup_counted = self.cgroup_counted.max(counted);
         let descendants = members.saturating_sub(usize::from(root_alive));
@@ -514,9 +532,6 @@ impl DescendantObserver {
         let busy = self.judge(now, elapsed, delta, root_delta);
         let starved = self.starved(cpu_waited, delta + root_delta, elapsed);
         let starved_busy = self.runnable_anyway(now);
-        let found = self
-            .ledger
-            .sample(self.source.as_mut(), self.root, &read, first);
         let moving = self.ledger.moving(now, found);
         let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved || starved_busy || moving);
@@ -535,6 +550,23 @@ impl DescendantObserver {
             cpu_waited,
         };
         self.last
+    }
+
+    /// With a cgroup: the CPU the members that draw the program's screen (not the root) used
+    /// since the last look (`read`: the members' `stat` now); remembers every member's.
+    fn face_cpu(&mut self, read: &[ProcSample], now: Instant) -> Duration {
+        let mut delta = Duration::ZERO;
+        let before = std::mem::take(&mut self.member_cpu);
+        for p in read.iter().filter(|p| p.pid != self.root) {
+            if let Some(&(start, cpu)) = before.get(&p.pid)
+                && start == p.start_time
+                && self.ledger.draws(p.pid, p.start_time, now)
+            {
+                delta += p.cpu.saturating_sub(cpu);
+            }
+            self.member_cpu.insert(p.pid, (p.start_time, p.cpu));
+        }
+        delta
     }
 
     /// With a cgroup: the live processes of the tree outside it, re-checked by identity now —
@@ -626,18 +658,19 @@ impl DescendantObserver {
             .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
         let in_tree: HashMap<Pid, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
+        // The bytes first: they say which processes draw the program's screen.
+        let live: Vec<ProcSample> = tree.iter().filter(|p| !p.dead).copied().collect();
+        let found = self
+            .ledger
+            .sample(self.source.as_mut(), self.root, &live, (now, first));
         let Accounted {
             delta,
             root_delta,
             descendant_cpu,
             descendants,
-        } = self.account(&tree, &credit, first);
+        } = self.account(&tree, &credit, (now, first));
         let busy = self.judge(now, elapsed, delta, root_delta);
         let starved_busy = self.runnable_anyway(now);
-        let live: Vec<ProcSample> = tree.iter().filter(|p| !p.dead).copied().collect();
-        let found = self
-            .ledger
-            .sample(self.source.as_mut(), self.root, &live, first);
         let moving = self.ledger.moving(now, found);
         let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved_busy || moving);
@@ -696,13 +729,15 @@ impl DescendantObserver {
         &mut self,
         tree: &[ProcSample],
         credit: &HashMap<Pid, Duration>,
-        first: bool,
+        (now, first): (Instant, bool),
     ) -> Accounted {
         let mut out = Accounted::default();
         for p in tree {
             let is_root = p.pid == self.root;
-            // The root's own CPU goes to its own window unless it counts as a descendant's.
-            let own = if is_root && !self.include_root {
+            // The program's own CPU (the root's, and its face's: the process that draws its
+            // screen) goes to its own window unless it counts as a descendant's.
+            let program = is_root || self.ledger.draws(p.pid, p.start_time, now);
+            let own = if program && !self.include_root {
                 &mut out.root_delta
             } else {
                 &mut out.delta

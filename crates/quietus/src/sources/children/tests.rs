@@ -1123,3 +1123,90 @@ fn a_write_read_after_the_look_that_saw_it_is_delivered_at_the_next_look() {
         assert!(!s.active, "tick {i}, nothing new: {s:?}");
     }
 }
+
+/// Gemini CLI 0.61 relaunches itself (`node gemini` → `node --max-old-space-size=… gemini`):
+/// its UI, a descendant, animated its spinner over a stalled model stream at 12.0–12.4 % of a
+/// core, writing 22 KB/s to the terminal and nothing else, the parent at 0 % (issue 48, real
+/// readings every 5 s). The process that draws the program's screen is the program's face:
+/// its CPU counts at the program's threshold wherever it runs.
+#[test]
+fn the_process_drawing_the_programs_screen_counts_from_the_root_threshold() {
+    let table = Table::default();
+    let t0 = Instant::now();
+    let half = Duration::from_millis(500);
+    // The parent holds the terminal too and writes 8 bytes now and then; the UI holds the
+    // terminal and its sockets (elsewhere).
+    let ui_outlets = [Outlet::Terminal, Outlet::Elsewhere, Outlet::Elsewhere];
+    table.set_outlets(100, &[Outlet::Terminal, Outlet::Elsewhere]);
+    table.set_outlets(200, &ui_outlets);
+    table.set(&[p(100, 1, 1, 900, 0), p(200, 100, 5, 2400, 0)]);
+    table.set_moved(100, 1000);
+    table.set_moved(200, 400_000);
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=20u64 {
+        // 62 ms a half second (12.4 %) and 11 KB to the terminal.
+        table.set(&[p(100, 1, 1, 900, 0), p(200, 100, 5, 2400 + 62 * i, 0)]);
+        table.set_moved(100, 1000 + 8 * (i / 10));
+        table.set_moved(200, 400_000 + 11_250 * i);
+        let s = obs.sample(t0 + half * u32::try_from(i).unwrap());
+        assert!(
+            !s.active,
+            "{i}: a spinner drawn by a descendant is no work: {s:?}"
+        );
+    }
+    // Real work in it (a whole core) still counts.
+    let at = t0 + half * 21;
+    table.set(&[
+        p(100, 1, 1, 900, 0),
+        p(200, 100, 5, 2400 + 62 * 20 + 450, 0),
+    ]);
+    table.set_moved(200, 400_000 + 11_250 * 21);
+    assert!(
+        obs.sample(at).active,
+        "the program's work, wherever it runs"
+    );
+    // A descendant that draws nothing (a compile step writing its object file) counts at
+    // 5 %: 62 ms a half second is work.
+    let mut t = at;
+    table.set_outlets(300, &[Outlet::Terminal, file(40, 4096)]);
+    let mut procs = vec![p(100, 1, 1, 900, 0), p(300, 100, 9, 0, 0)];
+    table.set(&procs);
+    obs.sample(t);
+    for i in 1..=4u64 {
+        t += half;
+        procs[1] = p(300, 100, 9, 62 * i, 0);
+        table.set(&procs);
+        table.set_moved(300, 10 * i);
+        table.set_outlets(300, &[Outlet::Terminal, file(40, 4096 + 10 * i)]);
+        assert!(obs.sample(t).active, "{i}: 12 % of a core, drawing nothing");
+    }
+}
+
+/// The same with a cgroup: the face's CPU is its `stat`'s, out of the cgroup's usage.
+#[test]
+fn with_a_cgroup_the_process_drawing_the_screen_counts_from_the_root_threshold() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let cgroup = scripted_cgroup(&mut obs);
+    let t0 = Instant::now();
+    let half = Duration::from_millis(500);
+    // Members: 1000 (the UI, the root's child) and 1001 (unread); the root 100 is found by pid.
+    table.set_outlets(1000, &[Outlet::Terminal, Outlet::Elsewhere]);
+    table.set(&[p(100, 1, 1, 900, 0), p(1000, 100, 5, 2400, 0)]);
+    table.set_moved(1000, 400_000);
+    *cgroup.lock() = Some((3300, 2));
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=10u64 {
+        table.set(&[p(100, 1, 1, 900, 0), p(1000, 100, 5, 2400 + 62 * i, 0)]);
+        table.set_moved(1000, 400_000 + 11_250 * i);
+        *cgroup.lock() = Some((3300 + 62 * i, 2));
+        let s = obs.sample(t0 + half * u32::try_from(i).unwrap());
+        assert!(!s.active, "{i}: {s:?}");
+    }
+    // Another member working at 12 % still counts.
+    table.set(&[p(100, 1, 1, 900, 0), p(1000, 100, 5, 2400 + 62 * 11, 0)]);
+    table.set_moved(1000, 400_000 + 11_250 * 11);
+    *cgroup.lock() = Some((3300 + 62 * 11 + 62, 2));
+    assert!(obs.sample(t0 + half * 11).active);
+}
