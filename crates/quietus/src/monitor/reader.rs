@@ -321,10 +321,23 @@ struct WaitingAfterRead {
 impl io::Read for WaitingAfterRead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.more
-            .set(n > 0 && sys::pending_bytes(self.master.as_fd()) > 0);
+        let more = n > 0 && unfinished(n, || sys::pending_bytes(self.master.as_fd()));
+        self.more.set(more);
         Ok(n)
     }
+}
+
+/// The most a read of a terminal's master returns at once on Linux: its line discipline's
+/// buffer (`N_TTY_BUF_SIZE`).
+const LINE_BUFFER: usize = 4096;
+
+/// Whether a read of `n` bytes from a terminal's master may have cut what the program wrote:
+/// more bytes wait in the line discipline (`waiting`, `FIONREAD`), or the read emptied a full
+/// one (the rest of the write waits in the terminal's own buffers, which `FIONREAD` does not
+/// count, until this read makes room: real Gemini CLI's bursts of 1,576-byte frames were read
+/// 4,096 bytes at a time with nothing counted waiting).
+fn unfinished(n: usize, waiting: impl FnOnce() -> u64) -> bool {
+    n == LINE_BUFFER || waiting() > 0
 }
 
 /// A terminal's reader judges it by its screen: output when the screen's text changed (spinner
@@ -451,5 +464,24 @@ impl ReaderLines {
                 after,
             )));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Real Gemini CLI's reads over a stalled stream (issue 48): 1,576 bytes (one frame),
+    /// 3,152 (two), and 4,096 with nothing counted waiting, the rest of its third frame still
+    /// in the terminal's buffers: judging that read saw a half-drawn screen.
+    #[test]
+    fn a_read_that_filled_the_line_buffer_cut_a_write() {
+        assert!(!unfinished(1576, || 0));
+        assert!(!unfinished(3152, || 0));
+        assert!(
+            unfinished(4096, || 0),
+            "the rest waits beyond FIONREAD's count"
+        );
+        assert!(unfinished(1576, || 632), "bytes counted waiting");
     }
 }

@@ -1,10 +1,11 @@
 //! A terminal session judged by what its screen shows, on the terminal's reader thread: a model
 //! of the screen (the `vt100` crate) fed every chunk read from the master, and a fingerprint of
-//! its text. Output counts as progress only when that text changed, spinner glyphs and digits
-//! aside: a TUI redrawing its spinner and elapsed-time counter over a stalled model stream
-//! (`✻ Gesticulating… (49s)`, `⠸ Thinking... (esc to cancel, 49s)`) writes bytes several times a
-//! second and shows nothing new. Colours, attributes, the cursor and the window title are not
-//! text.
+//! its text. Output counts as progress only when the screen shows a line it did not show
+//! before (or more of one), spinner glyphs and digits aside: a TUI redrawing its spinner and
+//! elapsed-time counter over a stalled model stream (`✻ Gesticulating… (49s)`, `⠸ Thinking...
+//! (esc to cancel, 49s)`) writes bytes several times a second and shows nothing new, and a
+//! frame erased in one write and drawn again in the next only lost text between the two.
+//! Colours, attributes, the cursor and the window title are not text.
 
 use std::hash::{DefaultHasher, Hasher};
 use std::num::NonZeroU16;
@@ -20,8 +21,10 @@ pub(crate) const SETTLE: Duration = Duration::from_millis(100);
 /// The screen of one terminal session.
 pub(crate) struct Screen {
     parser: vt100::Parser,
-    /// The fingerprint of the text last taken.
-    shown: u64,
+    /// The fingerprint of the text last found new: its lines' hashes, sorted.
+    shown: Vec<u64>,
+    /// The fingerprint taken now (kept for its allocation).
+    now_shown: Vec<u64>,
     /// When a change was last found (fingerprints are skipped for [`SETTLE`] after it).
     changed_at: Option<Instant>,
     /// Since when the reads have had more bytes waiting (a frame read part-way: Gemini CLI's
@@ -37,10 +40,12 @@ impl Screen {
     pub(crate) fn new(rows: u16, cols: u16) -> Self {
         let parser = vt100::Parser::new(nonzero(rows), nonzero(cols), 0);
         let mut scratch = Vec::new();
-        let shown = fingerprint(parser.screen(), &mut scratch);
+        let mut shown = Vec::new();
+        fingerprint(parser.screen(), &mut scratch, &mut shown);
         Self {
             parser,
             shown,
+            now_shown: Vec::new(),
             changed_at: None,
             unjudged_since: None,
             scratch,
@@ -53,7 +58,7 @@ impl Screen {
         let size = (nonzero(rows), nonzero(cols));
         if self.parser.screen().size() != size {
             self.parser.screen_mut().set_size(size.0, size.1);
-            self.shown = fingerprint(self.parser.screen(), &mut self.scratch);
+            fingerprint(self.parser.screen(), &mut self.scratch, &mut self.shown);
         }
     }
 
@@ -77,11 +82,11 @@ impl Screen {
         {
             return Some(true);
         }
-        let now_shown = fingerprint(self.parser.screen(), &mut self.scratch);
-        if now_shown == self.shown {
+        fingerprint(self.parser.screen(), &mut self.scratch, &mut self.now_shown);
+        if !shows_more(&self.now_shown, &self.shown) {
             return Some(false);
         }
-        self.shown = now_shown;
+        std::mem::swap(&mut self.shown, &mut self.now_shown);
         self.changed_at = Some(now);
         Some(true)
     }
@@ -98,15 +103,44 @@ fn nonzero(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
 }
 
-/// The fingerprint of the screen's text: every run of digits as one `#`, every run of blanks as
-/// one, spinner glyphs left out, colours and attributes ignored. The text is taken whole (the crate's per-cell lookup
-/// walks the rows from the top for each cell: 1.25 ms for 120 x 40 cells), normalized into
-/// `scratch` and hashed once.
-fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>) -> u64 {
+/// Whether the lines `now` (sorted hashes) hold one more often than `before` does: new text.
+/// Lines gone are not (an erasure, a redraw caught half-way).
+fn shows_more(now: &[u64], before: &[u64]) -> bool {
+    let mut old = before.iter().peekable();
+    for line in now {
+        while old.next_if(|b| *b < line).is_some() {}
+        if old.next_if(|b| *b == line).is_none() {
+            return true;
+        }
+    }
+    false
+}
+
+/// The fingerprint of the screen's text into `lines`: the hash of each line that is not blank,
+/// sorted (where it stands is no news: a frame redrawn a line lower, text scrolled); every run
+/// of digits as one `#`, every run of blanks as one, spinner glyphs left out, colours and
+/// attributes ignored. The text is taken whole (the crate's per-cell lookup walks the rows
+/// from the top for each cell: 1.25 ms for 120 x 40 cells) and normalized into `scratch`.
+fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>, lines: &mut Vec<u64>) {
+    lines.clear();
+    for line in screen.contents().split('\n') {
+        normalize(line, scratch);
+        if scratch.iter().all(|b| *b == b' ') {
+            continue;
+        }
+        let mut hasher = DefaultHasher::new();
+        hasher.write(scratch);
+        lines.push(hasher.finish());
+    }
+    lines.sort_unstable();
+}
+
+/// One line's text, normalized into `scratch`.
+fn normalize(line: &str, scratch: &mut Vec<u8>) {
     scratch.clear();
     let mut in_digits = false;
     let mut in_blank = false;
-    for ch in screen.contents().chars() {
+    for ch in line.chars() {
         // A run of blanks as one: right-aligned columns move when a number's width changes.
         let blank = ch == ' ';
         if blank && in_blank {
@@ -129,9 +163,9 @@ fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>) -> u64 {
             scratch.extend_from_slice(ch.encode_utf8(&mut utf8).as_bytes());
         }
     }
-    let mut hasher = DefaultHasher::new();
-    hasher.write(scratch);
-    hasher.finish()
+    while scratch.last() == Some(&b' ') {
+        scratch.pop();
+    }
 }
 
 /// Whether `ch` is one of the glyphs spinners cycle through: braille patterns (`⠋⠙⠹⠸`), the
@@ -283,6 +317,50 @@ mod tests {
         let later = t0 + SETTLE * 3;
         assert_eq!(screen.feed(b"line 3", later, true), None);
         assert_eq!(screen.feed(b"", later, false), Some(true));
+    }
+
+    /// Real Gemini CLI now and then writes a frame's erasure (`\x1b[4B`, then `\x1b[2K\x1b[1A`
+    /// up its 12 lines: 148 bytes) and its redraw (1,428 bytes) apart; the terminal's reader read
+    /// them apart, with nothing waiting between (issue 48: strace of quietus over a stalled
+    /// stream). A screen that only lost text shows nothing new, and the redraw brings back what
+    /// it showed.
+    #[test]
+    fn a_frame_erased_in_one_write_and_drawn_in_the_next_shows_nothing_new() {
+        let t0 = Instant::now();
+        let mut screen = Screen::new(40, 120);
+        let reads = gemini_reads();
+        let mut at = t0;
+        for (read, more) in &reads {
+            at += Duration::from_millis(150);
+            screen.feed(read, at, *more);
+        }
+        let frame = reads
+            .iter()
+            .rev()
+            .find(|(read, more)| !more && read.len() == 1576)
+            .map(|(read, _)| *read)
+            .expect("a frame read whole");
+        let erased = frame
+            .windows(7)
+            .position(|w| w == b"\x1b[2K\x1b[G")
+            .expect("the erasure's end")
+            + 7;
+        let (erase, draw) = frame.split_at(erased);
+        for i in 0..5u32 {
+            at += Duration::from_millis(150);
+            assert_eq!(screen.feed(erase, at, false), Some(false), "{i}: erased");
+            at += Duration::from_millis(150);
+            assert_eq!(
+                screen.feed(draw, at, false),
+                Some(false),
+                "{i}: drawn again"
+            );
+        }
+        // New text still counts, once.
+        at += Duration::from_millis(150);
+        assert_eq!(screen.feed(b"\r\nThe river runs", at, false), Some(true));
+        at += Duration::from_millis(150);
+        assert_eq!(screen.feed(erase, at, false), Some(false));
     }
 
     #[test]
