@@ -303,6 +303,14 @@ impl Ledger {
         })
     }
 
+    /// Whether the live process `pid` drew the program's screen within [`WINDOW`] of `now`
+    /// ([`Self::draws`], the identity checked at the last sample).
+    pub(crate) fn draws_now(&self, pid: Pid, now: Instant) -> bool {
+        self.faces
+            .get(&pid)
+            .is_some_and(|&(_, at)| now.saturating_duration_since(at) <= WINDOW)
+    }
+
     /// Adds each writer's bytes where they went.
     fn place(
         &mut self,

@@ -258,16 +258,28 @@ struct Runnable {
 /// samples, like the fresh sample at a stale decision, keep the last judgment).
 const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
 
+/// The share of its stretch a descendant must be runnable to be starved work: half.
+const RUNNABLE_SHARE: f64 = 0.5;
+
+/// The share of its stretch the program (the root, or the process drawing its screen) must be
+/// runnable to be starved work: nearly all of it. Real work is runnable all the time (`sort`,
+/// `xz`, a compiler's threads: 100 % at a load of 21 on 2 cores); an agent's UI redrawing its
+/// spinner at 7–12 % of a core, waiting for a CPU at each frame, was runnable 16–30 % of the
+/// time at a load of 5–6, and half of some 250 ms stretches (the zoo's `s_relaunched_tui_pty`,
+/// 1 run of 8 ended 3 s late).
+const PROGRAM_RUNNABLE_SHARE: f64 = 0.9;
+
 /// Measures one process's (or thread's) runnable time `total` (and run time `ran`, if read) at
 /// `now` against its stretch: once the stretch is [`RUNNABLE_SPAN`] long, whether it was
-/// runnable at least half of it while running a real share of a core; not read (asleep now),
-/// the stretch starts again.
+/// runnable for `share` of it (a process of the program's: [`PROGRAM_RUNNABLE_SHARE`], else
+/// [`RUNNABLE_SHARE`]) while running a real share of a core; not read (asleep now), the stretch
+/// starts again.
 fn judge(
     seen: &mut Runnable,
-    total: Option<Duration>,
-    ran: Option<Duration>,
+    (total, ran): (Option<Duration>, Option<Duration>),
     now: Instant,
     threshold: f64,
+    share: f64,
 ) {
     match (total, seen.at_start) {
         (Some(total), Some(at_start)) => {
@@ -279,7 +291,8 @@ fn judge(
                     }
                     _ => true,
                 };
-                seen.starved_busy = seen.demanding && total.saturating_sub(at_start) >= span / 2;
+                seen.starved_busy =
+                    seen.demanding && total.saturating_sub(at_start) >= span.mul_f64(share);
                 seen.since = now;
                 seen.at_start = Some(total);
                 seen.ran_at_start = ran;
@@ -807,8 +820,9 @@ impl DescendantObserver {
     }
 
     /// Whether a live process of the tree (the root too) was runnable for at least half of its
-    /// last measured stretch: working, however little CPU the machine gave it. Forgets the
-    /// processes no longer in the tree.
+    /// last measured stretch (a process of the program's: nearly all of it, or seen runnable
+    /// at every look for [`ROOT_CPU_WINDOW`]): working, however little CPU the machine gave
+    /// it. Forgets the processes no longer in the tree.
     fn runnable_anyway(&mut self, now: Instant) -> bool {
         let pids: Vec<Pid> = self.pids.clone();
         self.runnable.retain(|pid, _| pids.contains(pid));
@@ -820,6 +834,12 @@ impl DescendantObserver {
                 continue;
             };
             let runnable_now = state.now;
+            let program = pid == self.root || self.ledger.draws_now(pid, now);
+            let (share, span) = if program {
+                (PROGRAM_RUNNABLE_SHARE, ROOT_CPU_WINDOW)
+            } else {
+                (RUNNABLE_SHARE, RUNNABLE_SPAN)
+            };
             let now = state.at.unwrap_or(now);
             let seen = self.runnable.entry(pid).or_insert(Runnable {
                 since: now,
@@ -829,7 +849,7 @@ impl DescendantObserver {
                 demanding: true,
                 runnable_since: None,
             });
-            judge(seen, state.total, state.ran, now, self.threshold);
+            judge(seen, (state.total, state.ran), now, self.threshold, share);
             seen.runnable_since = if runnable_now {
                 seen.runnable_since.or(Some(now))
             } else {
@@ -838,8 +858,8 @@ impl DescendantObserver {
             let runnable_for = seen
                 .runnable_since
                 .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
-            any |= seen.starved_busy || (seen.demanding && runnable_for >= RUNNABLE_SPAN);
-            any |= self.threads_starved(pid);
+            any |= seen.starved_busy || (seen.demanding && runnable_for >= span);
+            any |= self.threads_starved(pid, share);
         }
         any
     }
@@ -847,7 +867,7 @@ impl DescendantObserver {
     /// Whether a thread of `pid` (a process of several threads) was runnable for at least half
     /// of its last measured stretch while it ran a real share of a core: each thread is judged
     /// as a process is, so a pool of pollers is no more work than one poller.
-    fn threads_starved(&mut self, pid: Pid) -> bool {
+    fn threads_starved(&mut self, pid: Pid, share: f64) -> bool {
         let runs = self.source.thread_runs(pid);
         self.thread_runnable
             .retain(|(p, tid), _| *p != pid || runs.iter().any(|r| r.tid == *tid));
@@ -864,7 +884,8 @@ impl DescendantObserver {
                     demanding: true,
                     runnable_since: None,
                 });
-            judge(seen, Some(run.total), Some(run.ran), run.at, self.threshold);
+            let read = (Some(run.total), Some(run.ran));
+            judge(seen, read, run.at, self.threshold, share);
             any |= seen.starved_busy;
         }
         any
