@@ -11,7 +11,9 @@
 //!   (default 5 % of one core over the interval, and never less than 20 ms: two ticks of the
 //!   kernel's 100 Hz accounting), or the direct child's own reaches [`ROOT_CPU_THRESHOLD`]
 //!   (30 %: an agent's spinner uses up to 15 %, `sort` a whole core) — or the threshold too
-//!   when asked (`include_self`); a member that exits lowers no sum; a newly seen descendant
+//!   when asked (`include_self`); so does the program's face, wherever it runs: a process
+//!   that wrote only where the output source judges it, within 2 s (`bytes::Ledger::draws`:
+//!   Gemini CLI's UI runs in a child of the process started); a member that exits lowers no sum; a newly seen descendant
 //!   that already used CPU earns one sample of startup grace (its whole CPU counts once);
 //! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
 //!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
@@ -20,7 +22,9 @@
 //!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
 //!   again, so a long wait shows late) — the direct child too — provided it ran a real share of
 //!   a core meanwhile ([`demanding`]: a poller waits for a CPU at every wake-up and runs next
-//!   to nothing);
+//!   to nothing); the program (the direct child, its face) only when runnable nearly all of
+//!   the stretch, or seen runnable for a second ([`PROGRAM_RUNNABLE_SHARE`]: its UI waits for
+//!   a CPU at each frame);
 //! - a tree the machine starves is working even when each of its processes lives too briefly
 //!   to be seen runnable (a shell script, a version manager's chain of shims): with a cgroup,
 //!   the time its processes waited for a CPU (`cpu.pressure`, reaped ones included) counts
