@@ -76,7 +76,8 @@ pub(crate) enum Outlet {
     },
     /// A regular file open for writing, as it stood at the look.
     File(FileMark),
-    /// A terminal open for writing: a screen (the session's, which the output source judges).
+    /// A terminal as its standard output, open for writing: it draws a screen (the session's,
+    /// which the output source judges).
     Terminal,
     /// Anything else: `/dev/null`, a terminal (the output source's), a socket (the network
     /// source's), a file open for reading only.
@@ -158,18 +159,12 @@ pub(crate) fn destination(
     }
 }
 
-/// Whether a process with these descriptors draws the program's screen or writes its output:
-/// it holds a terminal for writing, or a pipe no process of the tree reads (quietus's own,
-/// whose bytes the output source judges).
-fn draws_output(outlets: &[Outlet], readers: &HashMap<u64, Vec<Pid>>) -> bool {
-    outlets.iter().any(|o| match o {
-        Outlet::Terminal => true,
-        Outlet::Pipe {
-            inode,
-            writes: true,
-        } => !readers.contains_key(inode),
-        _ => false,
-    })
+/// Whether a process with these descriptors draws the program's screen: its standard output
+/// is a terminal (the session's, whose screen the output source judges). A process whose
+/// output goes elsewhere (`xz > /dev/null`, a tool writing into its agent's pipe) draws
+/// nothing, whatever else it holds.
+fn draws_screen(outlets: &[Outlet]) -> bool {
+    outlets.contains(&Outlet::Terminal)
 }
 
 /// Whether `ancestor` is an ancestor of `pid` by the tree's parent links.
@@ -220,8 +215,8 @@ pub(crate) struct Ledger {
     /// how many more looks wait for their read. A look may land between a write and its
     /// reader's read; the bytes are delivered at the look that sees the read.
     unread: HashMap<Pid, (u64, u8)>,
-    /// Per live process that wrote only where the output source judges it (the program's
-    /// screen or output): its start time and when it was last seen doing so.
+    /// Per live process that drew the program's screen (wrote, its standard output a terminal,
+    /// and nothing that counts): its start time and when it was last seen doing so.
     faces: HashMap<Pid, (u64, Instant)>,
 }
 
@@ -293,8 +288,9 @@ impl Ledger {
         found
     }
 
-    /// Whether process `pid` (its start time `start`) drew the program's screen or wrote its
-    /// output, and nothing else, within [`WINDOW`] of `now`: the program's face (Gemini CLI's
+    /// Whether process `pid` (its start time `start`) drew the program's screen (wrote, its
+    /// standard output a terminal, and into no pipe the tree reads nor file that moved) within
+    /// [`WINDOW`] of `now`: the program's face (Gemini CLI's
     /// UI runs in a child of the process started), whose CPU counts at the program's
     /// threshold wherever it runs.
     pub(crate) fn draws(&self, pid: Pid, start: u64, now: Instant) -> bool {
@@ -357,7 +353,7 @@ impl Ledger {
                 self.unread.remove(&pid);
             }
             if to == Destination::Nowhere
-                && draws_output(list, &readers)
+                && draws_screen(list)
                 && let Some(p) = tree.iter().find(|p| p.pid == pid)
             {
                 self.faces.insert(pid, (p.start_time, now));

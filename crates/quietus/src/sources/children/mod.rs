@@ -12,8 +12,9 @@
 //!   kernel's 100 Hz accounting), or the direct child's own reaches [`ROOT_CPU_THRESHOLD`]
 //!   (30 %: an agent's spinner uses up to 15 %, `sort` a whole core) — or the threshold too
 //!   when asked (`include_self`); so does the program's face, wherever it runs: a process
-//!   that wrote only where the output source judges it, within 2 s (`bytes::Ledger::draws`:
-//!   Gemini CLI's UI runs in a child of the process started); a member that exits lowers no sum; a newly seen descendant
+//!   that drew its screen within 2 s (its standard output the terminal, nothing else written
+//!   that counts: `bytes::Ledger::draws`; Gemini CLI's UI runs in a child of the process
+//!   started); a member that exits lowers no sum; a newly seen descendant
 //!   that already used CPU earns one sample of startup grace (its whole CPU counts once);
 //! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
 //!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
