@@ -502,6 +502,73 @@ mod tests {
         assert!(!w.feed(b"still waiting\nstill waiting\n").fresh);
     }
 
+    /// Bytes that do not repeat (xorshift), as `head -c N /dev/urandom` gives them: a `\r`
+    /// and a `\n` every 256 bytes or so, a NUL as often.
+    fn random_bytes(len: usize) -> Vec<u8> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut data = Vec::with_capacity(len + 8);
+        while data.len() < len {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            data.extend_from_slice(&state.to_le_bytes());
+        }
+        data.truncate(len);
+        data
+    }
+
+    #[test]
+    fn a_flood_of_binary_bytes_is_output_and_the_lines_after_it_are_judged_as_before() {
+        let random = random_bytes(1 << 20);
+        for repeats in [false, true] {
+            let mut w = LineWatch::new(None, None, repeats);
+            // Every read of a binary flood is new output, whatever ends it: a line end, a
+            // `\r` left for the next read, a line in progress, a redrawn one.
+            for (i, read) in random.chunks(64 * 1024 - 7).enumerate() {
+                assert!(w.feed(read).fresh, "read {i}");
+            }
+            let mut ends_in_cr = random[..4096].to_vec();
+            ends_in_cr.push(b'\r');
+            assert!(w.feed(&ends_in_cr).fresh);
+            let mut redrawn = random[..4096].to_vec();
+            redrawn.extend_from_slice(b"\r\x00\x01");
+            assert!(w.feed(&redrawn).fresh);
+            assert!(w.feed(&random[..4096]).fresh);
+            // Then a spinner on the same stream: its first frame is new, the next ones are not.
+            w.feed(b"\n");
+            assert!(w.feed("\r⠋ idealTree: timing".as_bytes()).fresh);
+            for f in "⠙⠹⠸⠼⠴⠦⠧⠇⠏⠋⠙".chars() {
+                let frame = format!("\r{f} idealTree: timing");
+                assert!(!w.feed(frame.as_bytes()).fresh, "{frame}");
+            }
+            // And a heartbeat line stays a heartbeat (repeats off), news stays news.
+            if !repeats {
+                assert!(w.feed(b"\nstarting job 1\n").fresh);
+                for s in 1..5 {
+                    let line = format!("[supervisor] job 1 still running ({s}s)\n");
+                    assert!(!w.feed(line.as_bytes()).fresh, "{line}");
+                }
+            }
+            assert!(w.feed(b"compiled unit 7\n").fresh);
+        }
+    }
+
+    #[test]
+    fn a_flood_of_binary_bytes_still_tells_completion() {
+        // A completion pattern or callback sees every line, binary or not.
+        let mut random = random_bytes(256 * 1024);
+        random.extend_from_slice(b"\nALL DONE\n");
+        random.extend_from_slice(&random_bytes(4096));
+        let mut w = LineWatch::new(patterns(&["^ALL DONE$"]), None, false);
+        let mut told = None;
+        for read in random.chunks(64 * 1024) {
+            let seen = w.feed(read);
+            assert!(seen.fresh);
+            told = told.or(seen.completed);
+        }
+        assert_eq!(told, Some((CompletionTrigger::Output, "ALL DONE".to_owned())));
+    }
+
     #[test]
     fn a_meter_whose_rate_and_estimate_move_shows_nothing_new() {
         // curl's meter on a dead connection (recorded in the zoo's s_curl_meter_stall): its
