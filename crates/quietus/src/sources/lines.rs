@@ -109,20 +109,7 @@ impl LineWatch {
                 rest = &rest[1..];
             }
         }
-        if self.redraws_only()
-            && !self.redraw_line
-            && !self.pending_cr
-            && !self.few
-            && memchr::memchr(b'\r', rest).is_none()
-        {
-            // Many bytes and no redraw in them: new output; only the line in progress is kept.
-            match memchr::memrchr(b'\n', rest) {
-                Some(end) => {
-                    self.partial.clear();
-                    self.keep_partial(&rest[end + 1..]);
-                }
-                None => self.keep_partial(rest),
-            }
+        if self.redraws_only() && !self.pending_cr && !self.few && self.bulk(rest) {
             seen.fresh = true;
             return seen;
         }
@@ -137,8 +124,13 @@ impl LineWatch {
             }
             // Redrawn in place: a `\r` followed by anything but `\n`.
             let redrawn = rest[end] == b'\r' && rest[end + 1] != b'\n';
-            self.partial.extend_from_slice(&rest[..end]);
-            completed_any |= self.end_partial(redrawn, &mut seen);
+            if self.partial.is_empty() {
+                // A line whole in this read is looked at where it lies, not copied.
+                completed_any |= self.line(&rest[..end], redrawn, &mut seen);
+            } else {
+                self.partial.extend_from_slice(&rest[..end]);
+                completed_any |= self.end_partial(redrawn, &mut seen);
+            }
             self.redraw_line = redrawn;
             rest = &rest[end + 1..];
         }
@@ -187,12 +179,61 @@ impl LineWatch {
         seen
     }
 
-    /// Keeps the line in progress (dropped past [`MAX_LINE`] bytes: a redraw's text is short).
+    /// Keeps the line in progress (dropped past [`MAX_LINE`] bytes: a redraw's text is short;
+    /// the bytes of a line so dropped are not copied first).
     fn keep_partial(&mut self, bytes: &[u8]) {
-        self.partial.extend_from_slice(bytes);
-        if self.partial.len() >= MAX_LINE {
+        if self.partial.len() + bytes.len() >= MAX_LINE {
             self.partial.clear();
+        } else {
+            self.partial.extend_from_slice(bytes);
         }
+    }
+
+    /// A bulk read (more than [`BULK`] bytes or [`FEW_LINES`] lines) when only redraws are
+    /// looked at: new output without a look at its lines when it holds no redraw, or when it
+    /// holds a NUL byte (binary bytes, as `git` and `grep` tell them: no meter or spinner
+    /// line; random bytes hold a `\r` every 256 bytes). Keeps only the line in progress and
+    /// returns `true`; `false` when the read's lines must be looked at.
+    fn bulk(&mut self, rest: &[u8]) -> bool {
+        if !self.redraw_line && memchr::memchr(b'\r', rest).is_none() {
+            match memchr::memrchr(b'\n', rest) {
+                Some(end) => {
+                    self.partial.clear();
+                    self.keep_partial(&rest[end + 1..]);
+                }
+                None => self.keep_partial(rest),
+            }
+            return true;
+        }
+        if memchr::memchr(0, rest).is_none() {
+            return false;
+        }
+        match memchr::memrchr2(b'\n', b'\r', rest) {
+            // No line end: the line in progress grows (and stays a redrawn one, or not).
+            None => {
+                self.keep_partial(rest);
+                self.redraw_line &= !self.partial.is_empty();
+            }
+            // A `\r` ending the read: its line is judged with the next read's first byte.
+            Some(end) if end + 1 == rest.len() => {
+                let start = match memchr::memrchr2(b'\n', b'\r', &rest[..end]) {
+                    Some(before) => {
+                        self.partial.clear();
+                        before + 1
+                    }
+                    None => 0,
+                };
+                self.keep_partial(&rest[start..end]);
+                self.pending_cr = true;
+            }
+            // The last line end: `\n`, or a `\r` followed by text (a redraw).
+            Some(end) => {
+                self.partial.clear();
+                self.keep_partial(&rest[end + 1..]);
+                self.redraw_line = rest[end] == b'\r';
+            }
+        }
+        true
     }
 
     /// One complete line (`redrawn`: ended by a `\r` that moves back over it); returns whether
