@@ -230,6 +230,41 @@ mod tests {
         assert!(!feed("\r◦ Working (32s • esc to interrupt)"));
     }
 
+    /// NUL bytes show nothing: the screen is the one the whole bytes give, wherever the reads
+    /// split them (in a character, an escape sequence, a title), and a read of NULs alone is
+    /// no change (`head -c N /dev/zero` on a terminal: the versus bench's terminal row).
+    #[test]
+    fn nul_bytes_change_nothing_on_the_screen() {
+        let streams: [&[u8]; 5] = [
+            b"ab\xe2\x00\x00cd\x00\x00",
+            "\x1b[31\x00\x00m✻ red\x00 text\x1b[0m".as_bytes(),
+            b"\x1b]0;ti\x00tle\x07x\x00y\r\nz\xe2\x9c\x00\xbb\x00\x00w",
+            b"\x1bP1$\x00q\x1b\\\x00after\x00\x1b\x00[2J\x00end",
+            b"\xf0\x9f\x8c\x91\x00\xf0\x9f\x00\x8c\x91 \x00\x00moon",
+        ];
+        for bytes in streams {
+            let mut whole = vt100::Parser::new(nonzero(5), nonzero(40), 0);
+            whole.process(bytes);
+            for split in 0..=bytes.len() {
+                let mut screen = Screen::new(5, 40);
+                let t0 = Instant::now();
+                screen.feed(&bytes[..split], t0);
+                screen.feed(&bytes[split..], t0);
+                assert_eq!(screen.text(), whole.screen().contents(), "{bytes:?} at {split}");
+            }
+        }
+        let t0 = Instant::now();
+        let mut screen = Screen::new(5, 40);
+        assert!(screen.feed(b"hello", t0));
+        assert!(!screen.feed(&[0; 4096], t0 + SETTLE));
+        // A change made within the settle time is told at the next read, NULs or not.
+        assert!(screen.feed(b" world", t0 + SETTLE * 3));
+        assert!(screen.feed(b"!", t0 + SETTLE * 3 + SETTLE / 2));
+        assert!(screen.feed(&[0; 4096], t0 + SETTLE * 5));
+        assert!(!screen.feed(&[0; 4096], t0 + SETTLE * 6));
+        assert!(screen.text().starts_with("hello world!"), "{}", screen.text());
+    }
+
     #[test]
     fn a_resize_is_no_progress_by_itself() {
         let t0 = Instant::now();
