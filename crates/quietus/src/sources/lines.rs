@@ -193,29 +193,25 @@ impl LineWatch {
     /// looked at: new output without a look at its lines when it holds no redraw, or when it
     /// holds a NUL byte (binary bytes, as `git` and `grep` tell them: no meter or spinner
     /// line; random bytes hold a `\r` every 256 bytes). Keeps only the line in progress and
-    /// returns `true`; `false` when the read's lines must be looked at.
+    /// returns `true`; `false` when the read's lines must be looked at. One scan of the read
+    /// from its end finds its last line end; a read with no line end is scanned once.
     fn bulk(&mut self, rest: &[u8]) -> bool {
-        if !self.redraw_line && memchr::memchr(b'\r', rest).is_none() {
-            match memchr::memrchr(b'\n', rest) {
-                Some(end) => {
-                    self.partial.clear();
-                    self.keep_partial(&rest[end + 1..]);
-                }
-                None => self.keep_partial(rest),
-            }
-            return true;
-        }
-        if memchr::memchr(0, rest).is_none() {
+        let last = memchr::memrchr2(b'\n', b'\r', rest);
+        let no_redraw = !self.redraw_line
+            && last.is_none_or(|end| {
+                rest[end] == b'\n' && memchr::memchr(b'\r', &rest[..end]).is_none()
+            });
+        if !no_redraw && memchr::memchr(0, rest).is_none() {
             return false;
         }
-        match memchr::memrchr2(b'\n', b'\r', rest) {
+        match last {
             // No line end: the line in progress grows (and stays a redrawn one, or not).
             None => {
                 self.keep_partial(rest);
                 self.redraw_line &= !self.partial.is_empty();
             }
             // A `\r` ending the read: its line is judged with the next read's first byte.
-            Some(end) if end + 1 == rest.len() => {
+            Some(end) if end + 1 == rest.len() && rest[end] == b'\r' => {
                 let start = match memchr::memrchr2(b'\n', b'\r', &rest[..end]) {
                     Some(before) => {
                         self.partial.clear();
@@ -574,6 +570,12 @@ mod tests {
             let mut redrawn = random[..4096].to_vec();
             redrawn.extend_from_slice(b"\r\x00\x01");
             assert!(w.feed(&redrawn).fresh);
+            assert!(w.feed(&random[..4096]).fresh);
+            // A flood ending its last line: the next read's text only begins a line.
+            let mut ends_in_lf = random[..4096].to_vec();
+            ends_in_lf.push(b'\n');
+            assert!(w.feed(&ends_in_lf).fresh);
+            assert!(!w.feed(b"\nabc").fresh);
             assert!(w.feed(&random[..4096]).fresh);
             // Then a spinner on the same stream: its first frame is new, the next ones are not.
             w.feed(b"\n");
