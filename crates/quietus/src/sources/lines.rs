@@ -609,7 +609,10 @@ mod tests {
             assert!(seen.fresh);
             told = told.or(seen.completed);
         }
-        assert_eq!(told, Some((CompletionTrigger::Output, "ALL DONE".to_owned())));
+        assert_eq!(
+            told,
+            Some((CompletionTrigger::Output, "ALL DONE".to_owned()))
+        );
     }
 
     #[test]

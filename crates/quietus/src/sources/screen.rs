@@ -300,7 +300,11 @@ mod tests {
                 let t0 = Instant::now();
                 screen.feed(&bytes[..split], t0);
                 screen.feed(&bytes[split..], t0);
-                assert_eq!(screen.text(), whole.screen().contents(), "{bytes:?} at {split}");
+                assert_eq!(
+                    screen.text(),
+                    whole.screen().contents(),
+                    "{bytes:?} at {split}"
+                );
             }
         }
         let t0 = Instant::now();
@@ -312,7 +316,11 @@ mod tests {
         assert!(screen.feed(b"!", t0 + SETTLE * 3 + SETTLE / 2));
         assert!(screen.feed(&[0; 4096], t0 + SETTLE * 5));
         assert!(!screen.feed(&[0; 4096], t0 + SETTLE * 6));
-        assert!(screen.text().starts_with("hello world!"), "{}", screen.text());
+        assert!(
+            screen.text().starts_with("hello world!"),
+            "{}",
+            screen.text()
+        );
     }
 
     #[test]
