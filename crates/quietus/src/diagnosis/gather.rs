@@ -50,6 +50,7 @@ pub(super) fn describe_sockets(snaps: &[ProcSnap]) -> std::collections::HashMap<
             inode,
             Sock::Tcp {
                 peer,
+                local: Some(s.local),
                 state,
                 last_data,
             },
