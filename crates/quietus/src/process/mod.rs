@@ -72,7 +72,7 @@ pub(crate) fn spawn(
 ) -> (Command, io::Result<ChildProcess>) {
     let ends = handoff.as_mut().map(|h| std::mem::take(&mut h.ends));
     if let Some(direct) = handoff.as_mut().and_then(|h| h.direct.take()) {
-        let start = move || direct.start();
+        let start = move || sys::spawn::start_direct(&direct);
         let started = if from_spawner {
             match on_spawner(start) {
                 Ok(started) => started,

@@ -101,7 +101,7 @@ impl Pty {
         command: &mut Command,
         parent_death_signal: bool,
         cgroup: Option<sys::CgroupEntry>,
-        exec: Option<sys::spawn::OrderedExec>,
+        exec: Option<sys::OrderedExec>,
         known: Option<bool>,
     ) -> io::Result<Option<sys::Handoff>> {
         let slave = self.slave.as_ref().ok_or_else(|| {

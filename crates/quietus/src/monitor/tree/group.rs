@@ -6,10 +6,10 @@ use std::io;
 use std::process::{Command, Stdio};
 
 use super::{Attached, pipe_error};
-use crate::Stdin;
 use crate::config::MonitorConfig;
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::process::sys;
+use crate::program::Stdin;
 
 /// The program's stdin and how it leads.
 pub(in crate::monitor) struct Pipes {
@@ -18,7 +18,7 @@ pub(in crate::monitor) struct Pipes {
     /// SIGKILL when the spawning thread dies (Linux).
     pub(in crate::monitor) parent_death: bool,
     /// The program's own ordered `execve`, if any.
-    pub(in crate::monitor) exec: Option<sys::spawn::OrderedExec>,
+    pub(in crate::monitor) exec: Option<sys::OrderedExec>,
     /// For a `Program`: whether its environment starts empty (`sys::spawn::Start::known`).
     pub(in crate::monitor) known: Option<bool>,
 }

@@ -45,7 +45,7 @@ pub(crate) enum Attach {
 /// How the program starts: its stdio, how it leads, and where.
 pub(super) struct Plan {
     /// Its stdin (a terminal replaces it).
-    pub(super) stdin: crate::Stdin,
+    pub(super) stdin: crate::program::Stdin,
     /// On pipes, leading a group or a session, or on a terminal.
     pub(super) attach: Attach,
     /// By std's `execvp`, or by quietus's own `execve` keeping a `Program`'s environment in
@@ -92,7 +92,7 @@ pub(super) fn start(
     // From the main thread, the signal comes when the process dies, as from the spawner.
     let from_spawner = cfg!(target_os = "linux") && parent_death && !sys::on_main_thread();
     let exec = match plan.exec {
-        Exec::Ordered { env_cleared } => sys::spawn::OrderedExec::of(&command, env_cleared)
+        Exec::Ordered { env_cleared } => sys::OrderedExec::of(&command, env_cleared)
             .map_err(|e| process::describe_spawn_error(&command, e))?,
         Exec::Std => None,
     };

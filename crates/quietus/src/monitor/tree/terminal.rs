@@ -16,7 +16,7 @@ pub(in crate::monitor) struct Start {
     /// SIGKILL when the spawning thread dies (Linux).
     pub(in crate::monitor) parent_death: bool,
     /// The program's own ordered `execve`, if any.
-    pub(in crate::monitor) exec: Option<sys::spawn::OrderedExec>,
+    pub(in crate::monitor) exec: Option<sys::OrderedExec>,
     /// For a `Program`: whether its environment starts empty (`sys::spawn::Start::known`).
     pub(in crate::monitor) known: Option<bool>,
 }

@@ -11,6 +11,9 @@
 //!   the diagnosis's look at a tree;
 //! - `spawn`: what the child does before `exec`, planned in safe code (the direct start's plan,
 //!   and std's hook's);
+//! - `before_exec`: the plain data the new program's process reads before its `exec` (the
+//!   plans `spawn` makes, the start state `start_state` records), a leaf that `spawn`,
+//!   `unsafe_calls` and `start_state` import, so that no two of them import each other;
 //! - `unsafe_calls`: every `unsafe` block of the crate (the direct start's `clone3` and entry,
 //!   the `pre_exec` hook, `clone3` into a cgroup and its `_exit`, the guardian's closing of
 //!   inherited descriptors).
@@ -38,6 +41,7 @@ pub(crate) use proc::*;
 pub(crate) use signals::*;
 pub(crate) use terminal::*;
 
+mod before_exec;
 pub(crate) mod spawn;
 pub(crate) mod unsafe_calls;
 
@@ -51,7 +55,8 @@ pub(crate) mod sockdiag;
 #[cfg(target_os = "linux")]
 pub(crate) mod start_state;
 
-pub(crate) use spawn::{CgroupEntry, Handoff, Lead, configure};
+pub(crate) use before_exec::{CgroupEntry, Lead, OrderedExec};
+pub(crate) use spawn::{Handoff, configure};
 // Who runs the program after a `clone3` into a cgroup (Linux).
 #[cfg(target_os = "linux")]
 pub(crate) use spawn::Leader;

@@ -19,23 +19,8 @@
 //! unknown; every program gets the default action (std's rule for the programs it starts).
 
 use std::io;
-use std::sync::OnceLock;
 
-/// The state this process was started with, where quietus changed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Inherited {
-    /// The ignored signals at the start (bit `n - 1` for signal `n`), SIGPIPE left out.
-    pub(crate) ignored: u64,
-    /// The soft and hard `RLIMIT_NOFILE` at the start, when quietus raised the soft one.
-    pub(crate) nofile: Option<(u64, u64)>,
-}
-
-static INHERITED: OnceLock<Inherited> = OnceLock::new();
-
-/// The state this process was started with, once [`prepare_supervisor`] recorded it.
-pub(super) fn inherited() -> Option<&'static Inherited> {
-    INHERITED.get()
-}
+use super::before_exec::{self, Inherited, bit};
 
 /// `SIGPIPE`'s bit.
 const PIPE_BIT: u64 = 1 << (13 - 1);
@@ -58,7 +43,7 @@ pub(crate) fn prepare_supervisor() -> io::Result<Prepared> {
         sigchld_restored: false,
         nofile_raised: None,
     };
-    if INHERITED.get().is_some() {
+    if before_exec::inherited().is_some() {
         return Ok(prepared);
     }
     let ignored = ignored_now()? & !PIPE_BIT;
@@ -82,16 +67,12 @@ pub(crate) fn prepare_supervisor() -> io::Result<Prepared> {
         }
         _ => None,
     };
-    let _ = INHERITED.set(Inherited { ignored, nofile });
+    before_exec::record(Inherited { ignored, nofile });
     if ignored & bit(SIGCHLD) != 0 {
         super::unsafe_calls::async_signal_safe::set_disposition(SIGCHLD, false)?;
         prepared.sigchld_restored = true;
     }
     Ok(prepared)
-}
-
-pub(super) fn bit(signal: i32) -> u64 {
-    1u64 << (signal - 1)
 }
 
 /// The signals ignored now, from `/proc/self/status` (`SigIgn`), which shows every signal,

@@ -40,7 +40,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use super::spawn::{Direct, Lead, OrderedExec, PreExec};
+use super::before_exec::{Direct, Lead, OrderedExec, PreExec};
 #[cfg(target_os = "linux")]
 use async_signal_safe::restore_in_child;
 use async_signal_safe::{become_leader, lead_group, parent_death};
@@ -54,11 +54,12 @@ pub(super) fn install(command: &mut Command, plan: PreExec, handoff: Option<Owne
     // SAFETY: the hook runs in the child std forked, before `exec`, where only
     // async-signal-safe work is allowed. It reads only what was moved into it (plain values,
     // descriptors, strings and address arrays made in the parent) and a value set once before
-    // any spawn (`start_state`), makes raw system calls through rustix (setrlimit, setpgid or
-    // setsid, ioctl TIOCSCTTY on fd 0, prctl, getppid, write) and libc's async-signal-safe
-    // calls (rt_sigaction, sigprocmask, clone3, execve, _exit); on failure it builds an
-    // `io::Error` from a raw OS code, which does not allocate. It takes no lock and touches no
-    // memory shared with other threads (the forked process has one thread).
+    // any spawn (the start state, in `before_exec`), makes raw system calls through rustix
+    // (setrlimit, setpgid or setsid, ioctl TIOCSCTTY on fd 0, prctl, getppid, write) and
+    // libc's async-signal-safe calls (rt_sigaction, sigprocmask, clone3, execve, _exit); on
+    // failure it builds an `io::Error` from a raw OS code, which does not allocate. It takes
+    // no lock and touches no memory shared with other threads (the forked process has one
+    // thread).
     unsafe {
         command.pre_exec(move || run(&plan, handoff.as_ref()));
     }
@@ -349,7 +350,7 @@ struct StackUnit([u8; 16]);
 /// (`CLONE_CLEAR_SIGHAND`), every signal blocked across the call. It runs [`direct_entry`].
 /// `None` when the kernel refuses such a `clone3` (before Linux 5.7, or a filter).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
+pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::pid::Pid>> {
     use linux_raw_sys::general::{
         CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP, CLONE_VFORK, CLONE_VM, SIGCHLD, clone_args,
         kernel_sigset_t,
@@ -411,7 +412,7 @@ pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-pub(super) fn start_direct(_plan: &Direct) -> Option<io::Result<crate::Pid>> {
+pub(super) fn start_direct(_plan: &Direct) -> Option<io::Result<crate::pid::Pid>> {
     None
 }
 

@@ -15,9 +15,9 @@ use std::io;
 
 use rustix::process::Pid;
 
-use crate::process::sys::spawn::Lead;
 #[cfg(target_os = "linux")]
-use crate::process::sys::start_state;
+use crate::process::sys::before_exec;
+use crate::process::sys::before_exec::Lead;
 
 /// In a child before exec: a new process group, or a new session (with fd 0 as its
 /// controlling terminal).
@@ -60,14 +60,14 @@ pub(in crate::process::sys) fn become_leader(lead: Lead, parent: Option<Pid>) ->
 
 /// In a new program's process before its `exec` (`rt_sigaction` and `setrlimit` only, no
 /// allocation): the dispositions and the descriptor limit this process was started with
-/// (`start_state`'s module docs). Without `supervisor::prepare` it does nothing.
+/// (`start_state`'s module docs, recorded in `before_exec`). Without `supervisor::prepare` it does nothing.
 #[cfg(target_os = "linux")]
 pub(in crate::process::sys) fn restore_in_child() -> io::Result<()> {
-    let Some(inherited) = start_state::inherited() else {
+    let Some(inherited) = before_exec::inherited() else {
         return Ok(());
     };
     for signal in 1..=64 {
-        if inherited.ignored & start_state::bit(signal) != 0 {
+        if inherited.ignored & before_exec::bit(signal) != 0 {
             set_disposition(signal, true)?;
         }
     }
@@ -106,7 +106,7 @@ pub(in crate::process::sys) fn set_disposition(signal: i32, ignore: bool) -> io:
 /// the parent's memory but the shell's argument slot (`exec_candidates`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(in crate::process::sys) fn direct_child(
-    plan: &crate::process::sys::spawn::Direct,
+    plan: &crate::process::sys::before_exec::Direct,
 ) -> io::Error {
     match prepare_direct(plan) {
         Ok(()) => super::exec_candidates(&plan.exec, true)
@@ -117,7 +117,7 @@ pub(in crate::process::sys) fn direct_child(
 
 /// [`direct_child`] before the `execve`.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-fn prepare_direct(plan: &crate::process::sys::spawn::Direct) -> io::Result<()> {
+fn prepare_direct(plan: &crate::process::sys::before_exec::Direct) -> io::Result<()> {
     set_disposition(rustix::process::Signal::PIPE.as_raw(), false)?;
     restore_in_child()?;
     let [stdin, stdout, stderr] = &plan.stdio;
