@@ -191,6 +191,10 @@ pub(crate) enum Sock {
         state: u8,
         /// Milliseconds since the last payload sent and received, when known.
         last_data: Option<(u32, u32)>,
+        /// Bytes were sent (and acknowledged) and none ever received: a request never
+        /// answered, even when it left in the millisecond the connection was made (whose
+        /// handshake counts as the last bytes received).
+        unanswered: bool,
     },
     /// A UDP socket: its peer (unspecified when never connected) and its local address.
     Udp {
@@ -216,9 +220,18 @@ const TCP_CLOSE_WAIT: u8 = 8;
 const TCP_SYN_SENT: u8 = 2;
 
 impl Sock {
-    /// Whether bytes were sent after the last bytes received.
+    /// Whether bytes were sent after the last bytes received (or none ever were).
     fn outstanding(&self) -> bool {
-        matches!(self, Sock::Tcp { last_data: Some((sent, received)), .. } if sent < received)
+        match self {
+            Sock::Tcp {
+                unanswered: true, ..
+            } => true,
+            Sock::Tcp {
+                last_data: Some((sent, received)),
+                ..
+            } => sent < received,
+            _ => false,
+        }
     }
 
     /// Whether (with `recent`, in milliseconds) its last bytes, either way, moved no longer
@@ -303,6 +316,7 @@ fn diagnose_once(
                 local: None,
                 state: 1,
                 last_data: None,
+                unanswered: false,
             })
         })
     };

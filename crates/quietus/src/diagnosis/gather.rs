@@ -53,6 +53,7 @@ pub(super) fn describe_sockets(snaps: &[ProcSnap]) -> std::collections::HashMap<
                 local: Some(s.local),
                 state,
                 last_data,
+                unanswered: s.received == 0 && s.acked > 0,
             },
         );
     }

@@ -39,15 +39,17 @@ fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, Sock>) {
                     local: None,
                     state: 1,
                     last_data: None,
+                    unanswered: false,
                 };
                 peers.insert(inode.parse().unwrap(), sock);
             }
-            // tcp INODE PEER STATE MS_SINCE_SENT MS_SINCE_RECEIVED [LOCAL]
+            // tcp INODE PEER STATE MS_SINCE_SENT MS_SINCE_RECEIVED [LOCAL [unanswered]]
             ("tcp", _) => {
                 let w: Vec<&str> = rest.split(' ').collect();
                 let sock = Sock::Tcp {
                     peer: w[1].parse().unwrap(),
                     local: w.get(5).map(|l| l.parse().unwrap()),
+                    unanswered: w.get(6) == Some(&"unanswered"),
                     state: w[2].parse().unwrap(),
                     last_data: Some((w[3].parse().unwrap(), w[4].parse().unwrap())),
                 };
@@ -683,6 +685,24 @@ fn an_interactive_codex_idle_at_its_prompt_awaits_input() {
                 .starts_with("waiting for input — codex (pid 29201) waits in epoll_pwait on the terminal /dev/pts/"),
             "{}",
             d.summary
+        );
+    }
+}
+
+#[test]
+fn an_interactive_codex_whose_request_is_never_answered_waits_on_the_network() {
+    // The same codex, its request sent on a new connection and never answered (the mock read
+    // it and said nothing), recorded 4 s later: the request left in the millisecond the
+    // connection was made, so its last bytes sent and received (the handshake) are both 5040
+    // ms old; none was ever received. Whatever the tree did since (codex's daemon worked on
+    // for a second or two after its request, so the stream is older than the tree's last
+    // activity), the request is outstanding.
+    for (recent, redrawing) in [(None, false), (Some(Duration::from_millis(3500)), true)] {
+        let d = diagnose_lately(recorded!("codex_tui_stall0"), recent, redrawing);
+        assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+        assert_eq!(
+            d.summary,
+            "waiting on the network — codex (pid 14260) waits in epoll_pwait on TCP peer 127.0.0.1:18281"
         );
     }
 }
