@@ -63,10 +63,7 @@ impl<P: Port> Monitor<P> {
                     poll: arm_in,
                 })
             }
-            Verdict::Stale { deadline, report } => {
-                let recent = self.recent(&snapshot, now);
-                self.stale(now, deadline, report, recent)
-            }
+            Verdict::Stale { deadline, report } => self.stale(now, deadline, report, &snapshot),
             Verdict::HardDeadline { deadline } => self.hard_deadline(now, deadline),
             Verdict::Completed { deadline } => self.end_completed(now, deadline),
         }
@@ -115,7 +112,7 @@ impl<P: Port> Monitor<P> {
         now: Instant,
         deadline: Instant,
         mut report: StaleReport,
-        recent: Duration,
+        snapshot: &BoardReading,
     ) -> Next {
         // A descendant working right now is never killed for want of a
         // poll: one fresh sample first.
@@ -128,8 +125,17 @@ impl<P: Port> Monitor<P> {
         if self.output_waiting(now) {
             return Next::Continue(());
         }
-        if self.files_changed_before_arming() {
-            return Next::Continue(());
+        match self.files_look(snapshot) {
+            FilesLook::Quiet => {}
+            FilesLook::Changed => return Next::Continue(()),
+            // Asked again shortly, in real time (the files source's thread works in it); every
+            // other deadline is kept meanwhile, the hard one first (`verdict::decide`).
+            FilesLook::Busy => {
+                return Next::Break(Wake {
+                    at: now + FILES_BUSY_POLL,
+                    poll: Some(FILES_BUSY_POLL),
+                });
+            }
         }
         if self.timing.probed_at != Some(now) {
             self.timing.probed_at = Some(now);
@@ -137,6 +143,7 @@ impl<P: Port> Monitor<P> {
                 return Next::Continue(());
             }
         }
+        let recent = self.recent(snapshot, now);
         let children_on = self.core.config.enabled.children;
         report.children = self.port.last_children().filter(|_| children_on);
         self.late_idle_warning();
@@ -357,17 +364,44 @@ impl<P: Port> Monitor<P> {
         true
     }
 
-    /// At a stale decision: watches whose arming was put off are armed now, and what the
-    /// program changed before counts (true: it did).
-    fn files_changed_before_arming(&self) -> bool {
+    /// At a stale decision: whether the files source has acted on all it was asked (a delayed
+    /// arming, begun now on its thread if it was not, with its look at what the program
+    /// changed before it; a re-arm) and whether that counted since `snapshot`, the board the
+    /// decision read. The monitor never waits for it: the files source walks trees on its own
+    /// thread.
+    fn files_look(&self, snapshot: &BoardReading) -> FilesLook {
         let Files::Watching(files) = &self.files else {
-            return false;
+            return FilesLook::Quiet;
         };
-        let before = self.core.board.count(&ActivitySource::Files);
-        files.arm_now();
-        self.core.board.count(&ActivitySource::Files) != before
+        if !files.settled() {
+            return FilesLook::Busy;
+        }
+        let read = snapshot
+            .sources
+            .iter()
+            .find(|s| s.source == ActivitySource::Files)
+            .map_or(0, |s| s.count);
+        if self.core.board.count(&ActivitySource::Files) == read {
+            FilesLook::Quiet
+        } else {
+            FilesLook::Changed
+        }
     }
 }
+
+/// What the files source says at a stale decision.
+enum FilesLook {
+    /// Nothing left to act on, nothing counted since the board was read.
+    Quiet,
+    /// It counted activity since: the decision is made again.
+    Changed,
+    /// Its thread is still at work (a delayed arming's walk of a large root, a re-arm).
+    Busy,
+}
+
+/// How often a stale decision asks again while the files source's thread is at work (real
+/// time).
+const FILES_BUSY_POLL: Duration = Duration::from_millis(20);
 
 /// The log line of an input wait of the tree of `pid`: noticed, or `ending` it.
 fn input_wait_line(pid: Pid, wait: &crate::diagnosis::InputWait, ending: bool) -> String {
