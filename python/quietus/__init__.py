@@ -13,7 +13,6 @@ from __future__ import annotations
 from ._async import AsyncClient, AsyncProcess
 from ._client import Client, Process
 from ._errors import (
-    CalledProcessError,
     ClientClosed,
     InvalidParams,
     InvalidRequest,
@@ -37,6 +36,7 @@ from ._run import run
 from ._types import (
     SOURCES,
     Activity,
+    CalledProcessError,
     Closed,
     DiagnosedProcess,
     Diagnosis,

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-from typing import TYPE_CHECKING, Any, Dict, Optional, Type
-
-if TYPE_CHECKING:
-    from ._types import Diagnosis, Result
+from typing import Any, Dict, Optional, Type
 
 __all__ = [
     "QuietusError",
     "QuietusNotFound",
-    "CalledProcessError",
     "ClientClosed",
     "ServerDied",
     "RpcError",
@@ -37,32 +32,6 @@ class QuietusError(Exception):
 
 class QuietusNotFound(QuietusError, FileNotFoundError):
     """The ``quietus`` binary could not be found (the message says where it was looked for)."""
-
-
-class CalledProcessError(QuietusError, subprocess.CalledProcessError):
-    """``run(check=True)`` of a command whose status was not 0.
-
-    A ``subprocess.CalledProcessError`` (``returncode``, ``cmd``, ``output``, ``stderr``) that
-    also carries the whole :class:`Result`, its ``outcome`` and ``diagnosis`` (why a stalled
-    command was judged stalled)."""
-
-    def __init__(self, result: "Result[Any]") -> None:
-        subprocess.CalledProcessError.__init__(
-            self, result.returncode, result.args, result.stdout, result.stderr
-        )
-        self.result = result
-        self.outcome: str = result.outcome
-        self.diagnosis: Optional["Diagnosis"] = result.diagnosis
-
-    def __str__(self) -> str:
-        text = subprocess.CalledProcessError.__str__(self)
-        if self.outcome not in ("exited",):
-            text += f" (outcome {self.outcome})"
-        if self.diagnosis is not None:
-            text += f"; diagnosis: {self.diagnosis.summary}"
-        if self.result.error:
-            text += f"; {self.result.error}"
-        return text
 
 
 class ClientClosed(QuietusError):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import subprocess
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, AnyStr, Dict, Generic, List, Literal, Optional, Union, cast
+
+from ._errors import QuietusError
 
 __all__ = [
     "Duration",
@@ -20,6 +23,7 @@ __all__ = [
     "DiagnosedProcess",
     "Log",
     "Result",
+    "CalledProcessError",
     "ProcessResult",
     "Snapshot",
     "ServerInfo",
@@ -238,8 +242,6 @@ class Result(Generic[AnyStr]):
     def check_returncode(self) -> None:
         """Raises :class:`quietus.CalledProcessError` when ``returncode`` is not 0."""
         if self.returncode != 0:
-            from ._errors import CalledProcessError
-
             raise CalledProcessError(self)
 
     def log(self, stream: str) -> Optional[Log]:
@@ -457,3 +459,29 @@ def event_from_json(method: str, params: Dict[str, Any], decode: Any) -> Event:
     if method == "process/closed":
         return Closed(pid, context)
     return UnknownEvent(pid, context, method, dict(params))
+
+
+class CalledProcessError(QuietusError, subprocess.CalledProcessError):
+    """``run(check=True)`` of a command whose status was not 0.
+
+    A ``subprocess.CalledProcessError`` (``returncode``, ``cmd``, ``output``, ``stderr``) that
+    also carries the whole :class:`Result`, its ``outcome`` and ``diagnosis`` (why a stalled
+    command was judged stalled)."""
+
+    def __init__(self, result: Result[Any]) -> None:
+        subprocess.CalledProcessError.__init__(
+            self, result.returncode, result.args, result.stdout, result.stderr
+        )
+        self.result = result
+        self.outcome: str = result.outcome
+        self.diagnosis: Optional[Diagnosis] = result.diagnosis
+
+    def __str__(self) -> str:
+        text = subprocess.CalledProcessError.__str__(self)
+        if self.outcome not in ("exited",):
+            text += f" (outcome {self.outcome})"
+        if self.diagnosis is not None:
+            text += f"; diagnosis: {self.diagnosis.summary}"
+        if self.result.error:
+            text += f"; {self.result.error}"
+        return text

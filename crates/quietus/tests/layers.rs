@@ -338,6 +338,46 @@ fn every_import_runs_down_the_layers_of_design_md() {
     );
 }
 
+/// Every name a library file takes through the crate root (`crate::Pid` for `crate::pid::Pid`):
+/// file → the names. The root re-exports for users; inside the crate a name comes from its
+/// room, so no arrow runs up through `lib.rs` (issue 47, item 6).
+fn imports_through_the_root() -> BTreeMap<String, BTreeSet<String>> {
+    let lib = fs::read_to_string(src().join("lib.rs")).expect("read lib.rs");
+    let reexports = root_reexports(&lib);
+    let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in rust_files(&src()) {
+        if file == src().join("lib.rs") || file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let code = code_only(&fs::read_to_string(&file).expect("read a source file"));
+        for named in named_rooms(&shipped_only(&code)) {
+            if reexports.contains_key(&named) {
+                let shown = file.strip_prefix(src()).unwrap().display().to_string();
+                found.entry(shown).or_default().insert(named);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_library_file_takes_a_name_through_the_crate_root() {
+    let found = imports_through_the_root();
+    assert!(
+        found.is_empty(),
+        "names taken through the crate root (import them from their room): {found:?}"
+    );
+    // The checker sees the forms that were there: `use crate::Stdin;` and `crate::Pid` inline.
+    let lib = fs::read_to_string(src().join("lib.rs")).expect("read lib.rs");
+    let reexports = root_reexports(&lib);
+    let sample = "use crate::Stdin;\nfn f() -> Option<crate::Pid> { None }\nuse crate::pid::Pid;";
+    let named: Vec<String> = named_rooms(sample)
+        .into_iter()
+        .filter(|n| reexports.contains_key(n))
+        .collect();
+    assert_eq!(named, ["Stdin", "Pid"]);
+}
+
 #[test]
 fn no_import_circle_between_rooms() {
     let rooms = rooms();

@@ -132,17 +132,3 @@ export function rpcError(error: unknown): RpcError {
   const cls = name ? CLASSES[name] : RpcError;
   return new cls(code, text, data);
 }
-
-/** Raised by `run({check: true})` when the command's status is not 0. */
-export class CalledProcessError extends QuietusError {
-  /** The whole result. */
-  readonly result: import("./run").RunResult;
-  constructor(result: import("./run").RunResult) {
-    let message = `command ${JSON.stringify(result.argv)} exited with status ${result.exitCode}`;
-    if (result.outcome !== "exited") message += ` (outcome ${result.outcome})`;
-    if (result.diagnosis) message += `; diagnosis: ${result.diagnosis.summary}`;
-    if (typeof result.report.error === "string") message += `; ${result.report.error}`;
-    super(message);
-    this.result = result;
-  }
-}

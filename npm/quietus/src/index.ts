@@ -2,7 +2,7 @@
 // say why. `run()` (the command, in place of `child_process.execFile` with a timeout) and
 // `Client` (a typed client of `quietus serve`).
 
-export { run } from "./run";
+export { run, CalledProcessError } from "./run";
 export type { RunOptions, RunResult, Report, Diagnosis } from "./run";
 export { Client, Process } from "./client";
 export type {

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { CalledProcessError, QuietusError, QuietusNotFound } from "./errors";
+import { QuietusError, QuietusNotFound } from "./errors";
 import { findBinary } from "./platform";
 import type { ResultOf } from "./protocol";
 
@@ -356,5 +356,19 @@ export async function run(argv: readonly string[], options: RunOptions = {}): Pr
     return result;
   } finally {
     fs.rmSync(folder, { recursive: true, force: true });
+  }
+}
+
+/** Raised by `run({check: true})` when the command's status is not 0. */
+export class CalledProcessError extends QuietusError {
+  /** The whole result. */
+  readonly result: RunResult;
+  constructor(result: RunResult) {
+    let message = `command ${JSON.stringify(result.argv)} exited with status ${result.exitCode}`;
+    if (result.outcome !== "exited") message += ` (outcome ${result.outcome})`;
+    if (result.diagnosis) message += `; diagnosis: ${result.diagnosis.summary}`;
+    if (typeof result.report.error === "string") message += `; ${result.report.error}`;
+    super(message);
+    this.result = result;
   }
 }

@@ -6,10 +6,10 @@ use std::io;
 use std::process::{Command, Stdio};
 
 use super::{Attached, pipe_error};
-use crate::Stdin;
 use crate::config::MonitorConfig;
 use crate::error::{SpawnError, SpawnErrorKind};
 use crate::process::sys;
+use crate::program::Stdin;
 
 /// The program's stdin and how it leads.
 pub(in crate::monitor) struct Pipes {

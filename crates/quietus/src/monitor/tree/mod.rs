@@ -45,7 +45,7 @@ pub(crate) enum Attach {
 /// How the program starts: its stdio, how it leads, and where.
 pub(super) struct Plan {
     /// Its stdin (a terminal replaces it).
-    pub(super) stdin: crate::Stdin,
+    pub(super) stdin: crate::program::Stdin,
     /// On pipes, leading a group or a session, or on a terminal.
     pub(super) attach: Attach,
     /// By std's `execvp`, or by quietus's own `execve` keeping a `Program`'s environment in

@@ -183,7 +183,7 @@ pub(crate) fn direct_available() -> bool {
 /// program's own — it could not be run — or the kernel's), or `None` when the kernel refuses
 /// this start (before Linux 5.7, or a filter on `clone3`): then std's path runs it, from then
 /// on.
-pub(crate) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
+pub(crate) fn start_direct(plan: &Direct) -> Option<io::Result<crate::pid::Pid>> {
     let started = super::unsafe_calls::start_direct(plan);
     if started.is_none() {
         DIRECT_REFUSED.store(true, Ordering::Relaxed);

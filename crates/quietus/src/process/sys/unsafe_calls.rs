@@ -350,7 +350,7 @@ struct StackUnit([u8; 16]);
 /// (`CLONE_CLEAR_SIGHAND`), every signal blocked across the call. It runs [`direct_entry`].
 /// `None` when the kernel refuses such a `clone3` (before Linux 5.7, or a filter).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
+pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::pid::Pid>> {
     use linux_raw_sys::general::{
         CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP, CLONE_VFORK, CLONE_VM, SIGCHLD, clone_args,
         kernel_sigset_t,
@@ -412,7 +412,7 @@ pub(super) fn start_direct(plan: &Direct) -> Option<io::Result<crate::Pid>> {
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-pub(super) fn start_direct(_plan: &Direct) -> Option<io::Result<crate::Pid>> {
+pub(super) fn start_direct(_plan: &Direct) -> Option<io::Result<crate::pid::Pid>> {
     None
 }
 

@@ -350,7 +350,8 @@ impl Ledger {
     /// Whether one of the files `pid` holds open for writing (`outlets`) is new to it or
     /// moved (size, modification time) since its last look, and whether one that moved, or
     /// holds bytes not read yet, was read since (its access time moved: the first read after
-    /// a write); remembers them for the next look.
+    /// a write; for a file not seen before, its access time is past its modification time);
+    /// remembers them for the next look.
     fn files_seen(&mut self, pid: Pid, outlets: &[Outlet]) -> FilesSeen {
         let now: Vec<FileMark> = outlets
             .iter()
@@ -365,10 +366,12 @@ impl Ledger {
         for mark in &now {
             let moved = !before.iter().any(|b| b.same_content(mark));
             seen.moved |= moved;
-            seen.read |= (moved || unread)
-                && before
-                    .iter()
-                    .any(|b| b.id == mark.id && mark.accessed_ns > b.accessed_ns);
+            let read_since = match before.iter().find(|b| b.id == mark.id) {
+                Some(b) => mark.accessed_ns > b.accessed_ns,
+                // First seen: read after its last write (its creation sets both times alike).
+                None => mark.size > 0 && mark.accessed_ns > mark.modified_ns,
+            };
+            seen.read |= (moved || unread) && read_since;
         }
         self.marks.insert(pid, now);
         seen
