@@ -114,6 +114,15 @@ impl<P: Port> Monitor<P> {
         mut report: StaleReport,
         snapshot: &BoardReading,
     ) -> Next {
+        // The files source's thread still at work (a delayed arming's walk of a large root, a
+        // re-arm): asked again shortly, in real time, before any sample is taken; every other
+        // deadline is kept meanwhile, the hard one first (`verdict::decide`).
+        if self.files_busy() {
+            return Next::Break(Wake {
+                at: now + FILES_BUSY_POLL,
+                poll: Some(FILES_BUSY_POLL),
+            });
+        }
         // A descendant working right now is never killed for want of a
         // poll: one fresh sample first.
         if self.port.observes_tree()
@@ -125,17 +134,8 @@ impl<P: Port> Monitor<P> {
         if self.output_waiting(now) {
             return Next::Continue(());
         }
-        match self.files_look(snapshot) {
-            FilesLook::Quiet => {}
-            FilesLook::Changed => return Next::Continue(()),
-            // Asked again shortly, in real time (the files source's thread works in it); every
-            // other deadline is kept meanwhile, the hard one first (`verdict::decide`).
-            FilesLook::Busy => {
-                return Next::Break(Wake {
-                    at: now + FILES_BUSY_POLL,
-                    poll: Some(FILES_BUSY_POLL),
-                });
-            }
+        if self.files_counted_since(snapshot) {
+            return Next::Continue(());
         }
         if self.timing.probed_at != Some(now) {
             self.timing.probed_at = Some(now);
@@ -364,39 +364,27 @@ impl<P: Port> Monitor<P> {
         true
     }
 
-    /// At a stale decision: whether the files source has acted on all it was asked (a delayed
-    /// arming, begun now on its thread if it was not, with its look at what the program
-    /// changed before it; a re-arm) and whether that counted since `snapshot`, the board the
-    /// decision read. The monitor never waits for it: the files source walks trees on its own
-    /// thread.
-    fn files_look(&self, snapshot: &BoardReading) -> FilesLook {
-        let Files::Watching(files) = &self.files else {
-            return FilesLook::Quiet;
-        };
-        if !files.settled() {
-            return FilesLook::Busy;
+    /// At a stale decision: whether the files source has yet to act on something it was asked
+    /// (a delayed arming, begun now on its thread if it was not, with its look at what the
+    /// program changed before it; a re-arm). The monitor never waits for it: the files source
+    /// walks trees on its own thread.
+    fn files_busy(&self) -> bool {
+        match &self.files {
+            Files::Watching(files) => !files.settled(),
+            Files::Off | Files::LetGo(_) => false,
         }
+    }
+
+    /// Whether the files source counted activity since `snapshot`, the board the decision
+    /// read (what a delayed arming found, say): the decision is made again.
+    fn files_counted_since(&self, snapshot: &BoardReading) -> bool {
         let read = snapshot
             .sources
             .iter()
             .find(|s| s.source == ActivitySource::Files)
             .map_or(0, |s| s.count);
-        if self.core.board.count(&ActivitySource::Files) == read {
-            FilesLook::Quiet
-        } else {
-            FilesLook::Changed
-        }
+        self.core.board.count(&ActivitySource::Files) != read
     }
-}
-
-/// What the files source says at a stale decision.
-enum FilesLook {
-    /// Nothing left to act on, nothing counted since the board was read.
-    Quiet,
-    /// It counted activity since: the decision is made again.
-    Changed,
-    /// Its thread is still at work (a delayed arming's walk of a large root, a re-arm).
-    Busy,
 }
 
 /// How often a stale decision asks again while the files source's thread is at work (real
