@@ -23,9 +23,10 @@
 //! Every process measured is started here and ended here (the tree by the ladder itself).
 //!
 //! Run: `cargo bench --bench versus` (one paired group: `cargo bench --bench versus --
-//! versus_terminal_paired`). A before/after of the start and exit, in the same rounds:
-//! `VERSUS_BEFORE=/path/to/older/quietus cargo bench --bench versus --
-//! versus_start_exit_paired` (rows `…_before` and `…_group_before`).
+//! versus_terminal_paired`). A before/after in the same rounds, for a noisy machine:
+//! `VERSUS_BEFORE=/path/to/older/quietus cargo bench --bench versus -- versus_start_exit_paired`
+//! (rows `…_before` and `…_group_before`), and the same for `versus_relay_paired` (row
+//! `default_vs_cat_pipe_before`) and `versus_terminal_paired` (row `pty_vs_script_before`).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -177,11 +178,19 @@ fn relay_paired() {
     let logs = logs.to_str().expect("a UTF-8 temp path").to_owned();
     let pipeline = format!("cat '{file}' | cat");
     let plain = || assert_eq!(read_all("sh", &["-c", &pipeline]), RELAY_BYTES);
-    let relayed = || {
+    let relay_by = |quietus: &str| {
         assert_eq!(
-            read_all(QUIETUS, &["-i", "30s", "--", "cat", &file]),
+            read_all(quietus, &["-i", "30s", "--", "cat", &file]),
             RELAY_BYTES
         )
+    };
+    let relayed = || relay_by(QUIETUS);
+    // The build measured before (`VERSUS_BEFORE`), in the same rounds.
+    let before = quietus_before();
+    let relayed_before = || {
+        if let Some(before) = &before {
+            relay_by(before);
+        }
     };
     let hashed = || {
         read_all("sha256sum", &[&file]);
@@ -208,19 +217,23 @@ fn relay_paired() {
     // A warm-up of each: the file in the page cache, the binaries loaded.
     plain();
     relayed();
+    relayed_before();
     hashed();
     logged();
     clean();
     let (mut p, mut r, mut h, mut l) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut b = Vec::new();
     for round in 0..RELAY_ROUNDS {
         if round % 2 == 0 {
             p.push(timed(&plain));
             r.push(timed(&relayed));
+            b.push(timed(&relayed_before));
             h.push(timed(&hashed));
             l.push(timed(&logged));
         } else {
             l.push(timed(&logged));
             h.push(timed(&hashed));
+            b.push(timed(&relayed_before));
             r.push(timed(&relayed));
             p.push(timed(&plain));
         }
@@ -233,6 +246,15 @@ fn relay_paired() {
         &p,
         "<= 1.2",
     );
+    if before.is_some() {
+        report_ratio(
+            "versus_relay_paired",
+            "default_vs_cat_pipe_before (the build of VERSUS_BEFORE, in the same rounds)",
+            &b,
+            &p,
+            "<= 1.2",
+        );
+    }
     report_ratio(
         "versus_relay_paired",
         "logged_vs_sha256sum (`sha256sum FILE` time / quietus --log-dir time = share of sha256sum's speed)",
@@ -287,13 +309,22 @@ fn terminal_paired() {
         run_quiet(Command::new(program).args(args));
         start.elapsed()
     };
-    let (mut sw, mut sc) = (Vec::new(), Vec::new());
+    // The build measured before (`VERSUS_BEFORE`), in the same rounds.
+    let before = quietus_before();
+    let (mut sw, mut sc, mut sb) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..TERMINAL_ROUNDS {
+        let mut earlier = || {
+            if let Some(before) = &before {
+                sb.push(timed(before, &under_quietus));
+            }
+        };
         if round % 2 == 0 {
             sw.push(timed(QUIETUS, &under_quietus));
+            earlier();
             sc.push(timed("script", &under_script));
         } else {
             sc.push(timed("script", &under_script));
+            earlier();
             sw.push(timed(QUIETUS, &under_quietus));
         }
     }
@@ -305,6 +336,15 @@ fn terminal_paired() {
         &sw,
         ">= 0.9",
     );
+    if before.is_some() {
+        report_ratio(
+            "versus_terminal_paired",
+            "pty_vs_script_before (the build of VERSUS_BEFORE, in the same rounds)",
+            &sc,
+            &sb,
+            ">= 0.9",
+        );
+    }
     let mib_per_sec = |times: &[Duration]| {
         let mut v: Vec<f64> = times
             .iter()

@@ -166,6 +166,9 @@ enum Class {
     },
     /// Another socket whose other end is outside the tree (UDP, Unix).
     Socket,
+    /// A listening socket: it has no peer, and waits for clients to connect (a daemon's
+    /// socket). An event loop watching it waits on no one.
+    Listener,
     /// A pipe, FIFO or Unix socket whose other end this process of the tree holds.
     Process(Pid),
     /// The master side of a terminal (`/dev/ptmx`): whoever reads it relays a terminal
@@ -181,10 +184,17 @@ pub(crate) enum Sock {
     Tcp {
         /// Its peer.
         peer: SocketAddr,
+        /// Its own address, when known: a connection whose peer is another socket of the
+        /// tree (a loopback connection between two of its processes) is no network wait.
+        local: Option<SocketAddr>,
         /// Its TCP state (1 established, 2 connecting, 8 closed by the peer…).
         state: u8,
         /// Milliseconds since the last payload sent and received, when known.
         last_data: Option<(u32, u32)>,
+        /// Bytes were sent (and acknowledged) and none ever received: a request never
+        /// answered, even when it left in the millisecond the connection was made (whose
+        /// handshake counts as the last bytes received).
+        unanswered: bool,
     },
     /// A UDP socket: its peer (unspecified when never connected) and its local address.
     Udp {
@@ -210,9 +220,18 @@ const TCP_CLOSE_WAIT: u8 = 8;
 const TCP_SYN_SENT: u8 = 2;
 
 impl Sock {
-    /// Whether bytes were sent after the last bytes received.
+    /// Whether bytes were sent after the last bytes received (or none ever were).
     fn outstanding(&self) -> bool {
-        matches!(self, Sock::Tcp { last_data: Some((sent, received)), .. } if sent < received)
+        match self {
+            Sock::Tcp {
+                unanswered: true, ..
+            } => true,
+            Sock::Tcp {
+                last_data: Some((sent, received)),
+                ..
+            } => sent < received,
+            _ => false,
+        }
     }
 
     /// Whether (with `recent`, in milliseconds) its last bytes, either way, moved no longer
@@ -294,8 +313,10 @@ fn diagnose_once(
         socks.get(&inode).cloned().or_else(|| {
             known(inode).map(|peer| Sock::Tcp {
                 peer,
+                local: None,
                 state: 1,
                 last_data: None,
+                unanswered: false,
             })
         })
     };
@@ -364,8 +385,12 @@ struct Tree<'a> {
     writers: std::collections::HashMap<&'a str, Vec<Pid>>,
     /// Socket inodes to the processes holding them.
     sockets: std::collections::HashMap<u64, Vec<Pid>>,
+    /// The local addresses of the tree's TCP sockets, to the processes holding them.
+    tcp_locals: std::collections::HashMap<SocketAddr, Vec<Pid>>,
     /// Process names by pid.
     names: std::collections::HashMap<Pid, String>,
+    /// The snapshots by pid.
+    snaps: std::collections::HashMap<Pid, &'a ProcSnap>,
 }
 
 impl<'a> Tree<'a> {
@@ -376,10 +401,13 @@ impl<'a> Tree<'a> {
             redrawing: false,
             writers: Default::default(),
             sockets: Default::default(),
+            tcp_locals: Default::default(),
             names: Default::default(),
+            snaps: Default::default(),
         };
         for s in snaps {
             let pid = s.pid;
+            tree.snaps.insert(pid, s);
             if let Some((name, _)) = s.threads.first().and_then(|t| name_and_state(&t.stat)) {
                 tree.names.insert(pid, name.to_owned());
             }
@@ -389,10 +417,26 @@ impl<'a> Tree<'a> {
                 }
                 if let Some(inode) = crate::process::sys::socket_inode(link.as_bytes()) {
                     tree.sockets.entry(inode).or_default().push(pid);
+                    if let Some(Sock::Tcp {
+                        local: Some(local), ..
+                    }) = (tree.peers)(inode)
+                    {
+                        tree.tcp_locals.entry(local).or_default().push(pid);
+                    }
                 }
             }
         }
         tree
+    }
+
+    /// Whether process `pid` of the tree holds a connection with an exchange under way
+    /// ([`under_way`]).
+    fn has_under_way(&self, pid: Pid) -> bool {
+        self.snaps.get(&pid).is_some_and(|snap| {
+            sockets_of(snap, self)
+                .iter()
+                .any(|(_, class, _)| under_way(*class, self))
+        })
     }
 
     /// `name (pid N)`.
@@ -478,7 +522,20 @@ pub(crate) fn classify_lately(
                 .map(|(p, _)| *p)
         })
     };
+    // A program that watches its terminal all the time while another process of the tree (its
+    // daemon) holds a connection with an exchange under way waits on that connection, as when
+    // it holds the connection itself (see `watched`).
+    let under_way = || {
+        live.iter()
+            .filter(|(p, weak)| {
+                *weak && p.kind == StallKind::NetworkWait && tree.has_under_way(p.pid)
+            })
+            .rev()
+            .max_by_key(|(p, _)| depth(p.pid))
+            .map(|(p, _)| *p)
+    };
     let subject: &ProcessDiagnosis = pick(false)
+        .or_else(under_way)
         .or_else(|| pick(true))
         .or_else(|| end_of_waits(&live, &depth))
         .unwrap_or(root);
@@ -771,7 +828,7 @@ fn blocked_in_call(t: &ThreadSnap, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blo
             b.target = Some(target);
             match class {
                 Class::Input if !call.starts_with("recv") => StallKind::AwaitingInput,
-                Class::Tcp { .. } | Class::Socket => StallKind::NetworkWait,
+                Class::Tcp { .. } | Class::Socket | Class::Listener => StallKind::NetworkWait,
                 Class::Process(pid) => {
                     b.waits_on = Some(pid);
                     StallKind::WaitingOnChild
@@ -889,9 +946,16 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
         return StallKind::AwaitingInput;
     }
     let network = network_of(&described, fds, snap, tree);
-    let child = described
-        .iter()
-        .any(|(_, c, _)| matches!(c, Class::Process(_)));
+    // A process of the tree whose output it reads through a pipe (its tool), rather than one
+    // it talks to over a socket (a UI and its daemon, a client and its server: when both are
+    // idle, each waits on the other).
+    let over_socket = |fd: i32| {
+        snap.fds
+            .iter()
+            .any(|(n, link)| *n == fd && link.starts_with("socket:"))
+    };
+    let tool = |fd: i32, class: &Class| matches!(class, Class::Process(_)) && !over_socket(fd);
+    let child = described.iter().any(|(fd, c, _)| tool(*fd, c));
     if let Some((fd, class, target)) = network.first() {
         let quiet = |recent_too: bool| {
             matches!(
@@ -911,18 +975,30 @@ fn watched(fds: Option<&[i32]>, snap: &ProcSnap, tree: &Tree<'_>, b: &mut Blocke
             return StallKind::NetworkWait;
         }
     }
-    if let Some((fd, Class::Process(pid), target)) = described
+    let process = described
         .iter()
-        .find(|(_, c, _)| matches!(c, Class::Process(_)))
-    {
+        .find(|(fd, c, _)| tool(*fd, c))
+        .or_else(|| {
+            described
+                .iter()
+                .find(|(_, c, _)| matches!(c, Class::Process(_)))
+        });
+    if let Some((fd, Class::Process(pid), target)) = process {
         choose(*fd, target);
         b.waits_on = Some(*pid);
-        b.weak = false;
+        // Waiting on its tool is the chain to follow; a loop that talks to another process of
+        // the tree over a socket is the cause only when nothing else is.
+        b.weak = event_loop && over_socket(*fd);
         return StallKind::WaitingOnChild;
     }
     if let Some((fd, _, target)) = network.first() {
         // Only idle connections: an event loop with nothing outstanding.
         choose(*fd, &format!("{target}, idle (no request outstanding)"));
+        return StallKind::Sleeping;
+    }
+    if let Some((fd, _, target)) = described.iter().find(|(_, c, _)| *c == Class::Listener) {
+        // A server waiting for its clients, with nothing else to wait on.
+        choose(*fd, target);
         return StallKind::Sleeping;
     }
     let (fd, _, target) = &described[0];

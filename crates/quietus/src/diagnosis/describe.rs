@@ -127,6 +127,17 @@ pub(super) fn describe(fd: i32, snap: &ProcSnap, tree: &Tree<'_>) -> (Class, Str
 fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, String) {
     match (tree.peers)(inode) {
         Some(sock @ Sock::Tcp { peer, state, .. }) => {
+            // A loopback connection between two processes of the tree (a UI and its daemon):
+            // its other end is a process, not the network.
+            if let Some(holders) = tree.tcp_locals.get(&peer) {
+                return match Tree::other(Some(holders), me) {
+                    Some(pid) => (
+                        Class::Process(pid),
+                        format!("{} over TCP {peer}", tree.who(pid)),
+                    ),
+                    None => (Class::Other, format!("a TCP connection to itself ({peer})")),
+                };
+            }
             let class = Class::Tcp {
                 outstanding: sock.outstanding(),
                 recent: sock.recent(tree.recent),
@@ -178,7 +189,7 @@ fn describe_socket(fd: i32, inode: u64, me: Pid, tree: &Tree<'_>) -> (Class, Str
                     Class::Socket,
                     format!("a process outside the tree over {over}"),
                 ),
-                (None, None) => (Class::Socket, format!("{over} (no peer: listening)")),
+                (None, None) => (Class::Listener, format!("{over} (listening)")),
             }
         }
         None if fd == 0 => (Class::Input, "stdin (a socket)".to_owned()),

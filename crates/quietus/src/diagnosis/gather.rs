@@ -50,8 +50,10 @@ pub(super) fn describe_sockets(snaps: &[ProcSnap]) -> std::collections::HashMap<
             inode,
             Sock::Tcp {
                 peer,
+                local: Some(s.local),
                 state,
                 last_data,
+                unanswered: s.received == 0 && s.acked > 0,
             },
         );
     }

@@ -36,16 +36,20 @@ fn fixture(text: &str) -> (Vec<ProcSnap>, HashMap<u64, Sock>) {
                 let peer: SocketAddr = addr.parse().unwrap();
                 let sock = Sock::Tcp {
                     peer,
+                    local: None,
                     state: 1,
                     last_data: None,
+                    unanswered: false,
                 };
                 peers.insert(inode.parse().unwrap(), sock);
             }
-            // tcp INODE PEER STATE MS_SINCE_SENT MS_SINCE_RECEIVED
+            // tcp INODE PEER STATE MS_SINCE_SENT MS_SINCE_RECEIVED [LOCAL [unanswered]]
             ("tcp", _) => {
                 let w: Vec<&str> = rest.split(' ').collect();
                 let sock = Sock::Tcp {
                     peer: w[1].parse().unwrap(),
+                    local: w.get(5).map(|l| l.parse().unwrap()),
+                    unanswered: w.get(6) == Some(&"unanswered"),
                     state: w[2].parse().unwrap(),
                     last_data: Some((w[3].parse().unwrap(), w[4].parse().unwrap())),
                 };
@@ -622,4 +626,83 @@ fn a_connection_that_moved_last_is_not_the_wait_of_a_loop_with_a_child() {
         Some(Duration::from_secs(60)),
     );
     assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+}
+
+fn diagnose_lately(text: &str, recent: Option<Duration>, redrawing: bool) -> Diagnosis {
+    let (snaps, peers) = fixture(text);
+    classify_lately(
+        &snaps,
+        &|inode| peers.get(&inode).cloned(),
+        recent,
+        redrawing,
+    )
+}
+
+#[test]
+fn an_interactive_codex_stalled_names_its_daemons_model_stream() {
+    // Real codex 0.171 interactive (`quietus --pty -- codex`): node → the TUI (pid 17796) → its
+    // app-server daemon (pid 18375), recorded 4 s into a model stream the mock server began
+    // (headers and three events) and stopped. The daemon's runtime watches its listening Unix
+    // socket, the TUI's connection to it (Unix), two loopback TCP connections to the TUI's
+    // listener, and the stream (TCP 127.0.0.1:18281, last bytes received 4836 ms ago); the TUI
+    // watches its terminal on one thread and the daemon on another, and animates its spinner.
+    let stalled = recorded!("codex_tui_stalled");
+    // The tree went quiet with the stream's last bytes (plus the lag of the sampled sources),
+    // its screen redrawing a wait.
+    let recent = Some(Duration::from_millis(4836 + 1500));
+    let d = diagnose_lately(stalled, recent, true);
+    assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+    assert_eq!(
+        d.summary,
+        "waiting on the network — codex (pid 18375) waits in epoll_pwait on TCP peer 127.0.0.1:18281"
+    );
+    // Whatever the tree's last activity, neither the daemon's listening socket nor a loopback
+    // connection between the TUI and its daemon is a network wait.
+    for (recent, redrawing) in [(None, false), (None, true), (recent, false)] {
+        let d = diagnose_lately(stalled, recent, redrawing);
+        for p in &d.processes {
+            let target = p.target.as_deref().unwrap_or("");
+            assert!(
+                p.kind != StallKind::NetworkWait || target.ends_with("127.0.0.1:18281"),
+                "{recent:?} {redrawing}: {p:#?}"
+            );
+        }
+        assert!(!d.summary.contains("listening"), "{}", d.summary);
+    }
+}
+
+#[test]
+fn an_interactive_codex_idle_at_its_prompt_awaits_input() {
+    // The same codex idle at its own prompt (nothing typed), recorded 6 s after the prompt
+    // showed: the daemon's runtime watches its listening socket and its connections to the
+    // TUI; the TUI its terminal and the daemon. They wait on each other; the user is the one
+    // awaited.
+    for recent in [None, Some(Duration::from_millis(7500))] {
+        let d = diagnose_lately(recorded!("codex_tui_idle"), recent, false);
+        assert_eq!(d.kind, StallKind::AwaitingInput, "{d:#?}");
+        assert!(
+            d.summary
+                .starts_with("waiting for input — codex (pid 29201) waits in epoll_pwait on the terminal /dev/pts/"),
+            "{}",
+            d.summary
+        );
+    }
+}
+
+#[test]
+fn an_interactive_codex_whose_request_is_never_answered_waits_on_the_network() {
+    // The same codex, its request sent on a new connection and never answered (the mock read
+    // it and said nothing), recorded 4 s later: the request left in the millisecond the
+    // connection was made, so its last bytes sent and received (the handshake) are both 5040
+    // ms old; none was ever received. Whatever the tree did since (codex's daemon worked on
+    // for a second or two after its request, so the stream is older than the tree's last
+    // activity), the request is outstanding.
+    for (recent, redrawing) in [(None, false), (Some(Duration::from_millis(3500)), true)] {
+        let d = diagnose_lately(recorded!("codex_tui_stall0"), recent, redrawing);
+        assert_eq!(d.kind, StallKind::NetworkWait, "{d:#?}");
+        assert_eq!(
+            d.summary,
+            "waiting on the network — codex (pid 14260) waits in epoll_pwait on TCP peer 127.0.0.1:18281"
+        );
+    }
 }

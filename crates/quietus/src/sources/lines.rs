@@ -109,20 +109,7 @@ impl LineWatch {
                 rest = &rest[1..];
             }
         }
-        if self.redraws_only()
-            && !self.redraw_line
-            && !self.pending_cr
-            && !self.few
-            && memchr::memchr(b'\r', rest).is_none()
-        {
-            // Many bytes and no redraw in them: new output; only the line in progress is kept.
-            match memchr::memrchr(b'\n', rest) {
-                Some(end) => {
-                    self.partial.clear();
-                    self.keep_partial(&rest[end + 1..]);
-                }
-                None => self.keep_partial(rest),
-            }
+        if self.redraws_only() && !self.pending_cr && !self.few && self.bulk(rest) {
             seen.fresh = true;
             return seen;
         }
@@ -137,8 +124,13 @@ impl LineWatch {
             }
             // Redrawn in place: a `\r` followed by anything but `\n`.
             let redrawn = rest[end] == b'\r' && rest[end + 1] != b'\n';
-            self.partial.extend_from_slice(&rest[..end]);
-            completed_any |= self.end_partial(redrawn, &mut seen);
+            if self.partial.is_empty() {
+                // A line whole in this read is looked at where it lies, not copied.
+                completed_any |= self.line(&rest[..end], redrawn, &mut seen);
+            } else {
+                self.partial.extend_from_slice(&rest[..end]);
+                completed_any |= self.end_partial(redrawn, &mut seen);
+            }
             self.redraw_line = redrawn;
             rest = &rest[end + 1..];
         }
@@ -187,12 +179,57 @@ impl LineWatch {
         seen
     }
 
-    /// Keeps the line in progress (dropped past [`MAX_LINE`] bytes: a redraw's text is short).
+    /// Keeps the line in progress (dropped past [`MAX_LINE`] bytes: a redraw's text is short;
+    /// the bytes of a line so dropped are not copied first).
     fn keep_partial(&mut self, bytes: &[u8]) {
-        self.partial.extend_from_slice(bytes);
-        if self.partial.len() >= MAX_LINE {
+        if self.partial.len() + bytes.len() >= MAX_LINE {
             self.partial.clear();
+        } else {
+            self.partial.extend_from_slice(bytes);
         }
+    }
+
+    /// A bulk read (more than [`BULK`] bytes or [`FEW_LINES`] lines) when only redraws are
+    /// looked at: new output without a look at its lines when it holds no redraw, or when it
+    /// holds a NUL byte (binary bytes, as `git` and `grep` tell them: no meter or spinner
+    /// line; random bytes hold a `\r` every 256 bytes). Keeps only the line in progress and
+    /// returns `true`; `false` when the read's lines must be looked at. One scan of the read
+    /// from its end finds its last line end; a read with no line end is scanned once.
+    fn bulk(&mut self, rest: &[u8]) -> bool {
+        let last = memchr::memrchr2(b'\n', b'\r', rest);
+        let no_redraw = !self.redraw_line
+            && last.is_none_or(|end| {
+                rest[end] == b'\n' && memchr::memchr(b'\r', &rest[..end]).is_none()
+            });
+        if !no_redraw && memchr::memchr(0, rest).is_none() {
+            return false;
+        }
+        match last {
+            // No line end: the line in progress grows (and stays a redrawn one, or not).
+            None => {
+                self.keep_partial(rest);
+                self.redraw_line &= !self.partial.is_empty();
+            }
+            // A `\r` ending the read: its line is judged with the next read's first byte.
+            Some(end) if end + 1 == rest.len() && rest[end] == b'\r' => {
+                let start = match memchr::memrchr2(b'\n', b'\r', &rest[..end]) {
+                    Some(before) => {
+                        self.partial.clear();
+                        before + 1
+                    }
+                    None => 0,
+                };
+                self.keep_partial(&rest[start..end]);
+                self.pending_cr = true;
+            }
+            // The last line end: `\n`, or a `\r` followed by text (a redraw).
+            Some(end) => {
+                self.partial.clear();
+                self.keep_partial(&rest[end + 1..]);
+                self.redraw_line = rest[end] == b'\r';
+            }
+        }
+        true
     }
 
     /// One complete line (`redrawn`: ended by a `\r` that moves back over it); returns whether
@@ -500,6 +537,82 @@ mod tests {
                 .fresh
         );
         assert!(!w.feed(b"still waiting\nstill waiting\n").fresh);
+    }
+
+    /// Bytes that do not repeat (xorshift), as `head -c N /dev/urandom` gives them: a `\r`
+    /// and a `\n` every 256 bytes or so, a NUL as often.
+    fn random_bytes(len: usize) -> Vec<u8> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut data = Vec::with_capacity(len + 8);
+        while data.len() < len {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            data.extend_from_slice(&state.to_le_bytes());
+        }
+        data.truncate(len);
+        data
+    }
+
+    #[test]
+    fn a_flood_of_binary_bytes_is_output_and_the_lines_after_it_are_judged_as_before() {
+        let random = random_bytes(1 << 20);
+        for repeats in [false, true] {
+            let mut w = LineWatch::new(None, None, repeats);
+            // Every read of a binary flood is new output, whatever ends it: a line end, a
+            // `\r` left for the next read, a line in progress, a redrawn one.
+            for (i, read) in random.chunks(64 * 1024 - 7).enumerate() {
+                assert!(w.feed(read).fresh, "read {i}");
+            }
+            let mut ends_in_cr = random[..4096].to_vec();
+            ends_in_cr.push(b'\r');
+            assert!(w.feed(&ends_in_cr).fresh);
+            let mut redrawn = random[..4096].to_vec();
+            redrawn.extend_from_slice(b"\r\x00\x01");
+            assert!(w.feed(&redrawn).fresh);
+            assert!(w.feed(&random[..4096]).fresh);
+            // A flood ending its last line: the next read's text only begins a line.
+            let mut ends_in_lf = random[..4096].to_vec();
+            ends_in_lf.push(b'\n');
+            assert!(w.feed(&ends_in_lf).fresh);
+            assert!(!w.feed(b"\nabc").fresh);
+            assert!(w.feed(&random[..4096]).fresh);
+            // Then a spinner on the same stream: its first frame is new, the next ones are not.
+            w.feed(b"\n");
+            assert!(w.feed("\r⠋ idealTree: timing".as_bytes()).fresh);
+            for f in "⠙⠹⠸⠼⠴⠦⠧⠇⠏⠋⠙".chars() {
+                let frame = format!("\r{f} idealTree: timing");
+                assert!(!w.feed(frame.as_bytes()).fresh, "{frame}");
+            }
+            // And a heartbeat line stays a heartbeat (repeats off), news stays news.
+            if !repeats {
+                assert!(w.feed(b"\nstarting job 1\n").fresh);
+                for s in 1..5 {
+                    let line = format!("[supervisor] job 1 still running ({s}s)\n");
+                    assert!(!w.feed(line.as_bytes()).fresh, "{line}");
+                }
+            }
+            assert!(w.feed(b"compiled unit 7\n").fresh);
+        }
+    }
+
+    #[test]
+    fn a_flood_of_binary_bytes_still_tells_completion() {
+        // A completion pattern or callback sees every line, binary or not.
+        let mut random = random_bytes(256 * 1024);
+        random.extend_from_slice(b"\nALL DONE\n");
+        random.extend_from_slice(&random_bytes(4096));
+        let mut w = LineWatch::new(patterns(&["^ALL DONE$"]), None, false);
+        let mut told = None;
+        for read in random.chunks(64 * 1024) {
+            let seen = w.feed(read);
+            assert!(seen.fresh);
+            told = told.or(seen.completed);
+        }
+        assert_eq!(
+            told,
+            Some((CompletionTrigger::Output, "ALL DONE".to_owned()))
+        );
     }
 
     #[test]

@@ -63,10 +63,7 @@ impl<P: Port> Monitor<P> {
                     poll: arm_in,
                 })
             }
-            Verdict::Stale { deadline, report } => {
-                let recent = self.recent(&snapshot, now);
-                self.stale(now, deadline, report, recent)
-            }
+            Verdict::Stale { deadline, report } => self.stale(now, deadline, report, &snapshot),
             Verdict::HardDeadline { deadline } => self.hard_deadline(now, deadline),
             Verdict::Completed { deadline } => self.end_completed(now, deadline),
         }
@@ -115,8 +112,17 @@ impl<P: Port> Monitor<P> {
         now: Instant,
         deadline: Instant,
         mut report: StaleReport,
-        recent: Duration,
+        snapshot: &BoardReading,
     ) -> Next {
+        // The files source's thread still at work (a delayed arming's walk of a large root, a
+        // re-arm): asked again shortly, in real time, before any sample is taken; every other
+        // deadline is kept meanwhile, the hard one first (`verdict::decide`).
+        if self.files_busy() {
+            return Next::Break(Wake {
+                at: now + FILES_BUSY_POLL,
+                poll: Some(FILES_BUSY_POLL),
+            });
+        }
         // A descendant working right now is never killed for want of a
         // poll: one fresh sample first.
         if self.port.observes_tree()
@@ -128,7 +134,7 @@ impl<P: Port> Monitor<P> {
         if self.output_waiting(now) {
             return Next::Continue(());
         }
-        if self.files_changed_before_arming() {
+        if self.files_counted_since(snapshot) {
             return Next::Continue(());
         }
         if self.timing.probed_at != Some(now) {
@@ -137,6 +143,7 @@ impl<P: Port> Monitor<P> {
                 return Next::Continue(());
             }
         }
+        let recent = self.recent(snapshot, now);
         let children_on = self.core.config.enabled.children;
         report.children = self.port.last_children().filter(|_| children_on);
         self.late_idle_warning();
@@ -357,17 +364,32 @@ impl<P: Port> Monitor<P> {
         true
     }
 
-    /// At a stale decision: watches whose arming was put off are armed now, and what the
-    /// program changed before counts (true: it did).
-    fn files_changed_before_arming(&self) -> bool {
-        let Files::Watching(files) = &self.files else {
-            return false;
-        };
-        let before = self.core.board.count(&ActivitySource::Files);
-        files.arm_now();
-        self.core.board.count(&ActivitySource::Files) != before
+    /// At a stale decision: whether the files source has yet to act on something it was asked
+    /// (a delayed arming, begun now on its thread if it was not, with its look at what the
+    /// program changed before it; a re-arm). The monitor never waits for it: the files source
+    /// walks trees on its own thread.
+    fn files_busy(&self) -> bool {
+        match &self.files {
+            Files::Watching(files) => !files.settled(),
+            Files::Off | Files::LetGo(_) => false,
+        }
+    }
+
+    /// Whether the files source counted activity since `snapshot`, the board the decision
+    /// read (what a delayed arming found, say): the decision is made again.
+    fn files_counted_since(&self, snapshot: &BoardReading) -> bool {
+        let read = snapshot
+            .sources
+            .iter()
+            .find(|s| s.source == ActivitySource::Files)
+            .map_or(0, |s| s.count);
+        self.core.board.count(&ActivitySource::Files) != read
     }
 }
+
+/// How often a stale decision asks again while the files source's thread is at work (real
+/// time).
+const FILES_BUSY_POLL: Duration = Duration::from_millis(20);
 
 /// The log line of an input wait of the tree of `pid`: noticed, or `ending` it.
 fn input_wait_line(pid: Pid, wait: &crate::diagnosis::InputWait, ending: bool) -> String {

@@ -214,3 +214,117 @@ mod wakeup {
         );
     }
 }
+
+/// A session's delayed file arming (the survey of its roots, the look at what changed since
+/// the start) runs on the files source's own thread: a walk of a huge tree under I/O load —
+/// here an arming held by the test for as long as it likes — never holds the monitor, whose
+/// deadlines come on time, on the session's clock.
+mod files_arming {
+    use std::time::Duration;
+
+    use crate::activity::ActivitySource;
+    use crate::clock::{MockClock, eventually};
+    use crate::config::{FileWatchConfig, MonitorConfig};
+    use crate::outcome::Outcome;
+    use crate::program::Program;
+    use crate::session::Session;
+    use crate::sources::files::hold_arming;
+
+    /// Real time the test waits for the arming to begin (`eventually`'s bound for the rest).
+    const BOUND: Duration = Duration::from_secs(20);
+
+    /// `sleep 60` under a mock clock, its files source watching `root` (armed 50 ms after the
+    /// start, real time), the children source off.
+    fn session(root: &std::path::Path, idle: u64, hard: Option<u64>) -> (MockClock, Session) {
+        let clock = MockClock::new();
+        let config = MonitorConfig::builder()
+            .watch_children(false)
+            .idle_timeout(Duration::from_secs(idle))
+            .hard_timeout(hard.map(Duration::from_secs))
+            .files(
+                FileWatchConfig::builder()
+                    .root(root)
+                    .arm_delay(Duration::from_millis(50)),
+            )
+            .build()
+            .unwrap();
+        let session = Session::builder(Program::new("sleep").args(["60"]))
+            .config(config)
+            .clock(clock.clone())
+            .spawn()
+            .expect("sleep starts");
+        (clock, session)
+    }
+
+    /// The hard deadline ends the run while the arming is held (before, the monitor ran the
+    /// arming itself and waited with it: no result until the walk ended).
+    #[test]
+    fn a_held_arming_never_holds_the_hard_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join(".agent");
+        std::fs::create_dir(&root).unwrap();
+        let held = hold_arming(&root);
+        let (clock, session) = session(&root, 3600, Some(5));
+        let thread = held.came(BOUND).expect("the arming began");
+        clock.advance(Duration::from_secs(6));
+        // Real time (a wait on the session's clock would never end: it stands).
+        let ended = eventually(|| session.try_wait().is_some());
+        drop(held); // the arming goes on, then the tracker is let go of
+        assert!(ended, "no result while the arming was held");
+        let result = session.wait();
+        assert_eq!(
+            result.outcome,
+            Outcome::HardTimeout {
+                after: Duration::from_secs(5)
+            }
+        );
+        assert_eq!(
+            thread, "quietus-files",
+            "the arming ran on the files thread"
+        );
+    }
+
+    /// At the idle deadline the look at what changed before the arming is still under way: the
+    /// decision waits for it (the monitor's loop going on meanwhile), and what it finds counts.
+    #[test]
+    fn at_the_idle_deadline_a_held_arming_is_waited_for_and_what_it_finds_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join(".agent");
+        std::fs::create_dir(&root).unwrap();
+        let held = hold_arming(&root);
+        let (clock, session) = session(&root, 10, None);
+        held.came(BOUND).expect("the arming began");
+        // Written after the start (50 ms of real time ago at least), before the look.
+        std::fs::write(root.join("plan.md"), "written before the arming").unwrap();
+        clock.advance(Duration::from_secs(11));
+        assert_eq!(
+            session.idle_left(),
+            Some(Duration::ZERO),
+            "idle deadline passed"
+        );
+        std::thread::sleep(Duration::from_millis(300)); // real time for a wrong end to come
+        assert!(
+            session.try_wait().is_none(),
+            "ended at the idle deadline before the look at the files was done"
+        );
+        drop(held);
+        // The write counts at the arming, stamped now (11 s): quiet for 10 s more.
+        assert!(
+            eventually(|| session.idle_left() == Some(Duration::from_secs(10))),
+            "the write before the arming did not count: {:?}",
+            session.idle_left()
+        );
+        clock.advance(Duration::from_secs(10));
+        assert!(
+            eventually(|| session.try_wait().is_some()),
+            "the idle deadline after it"
+        );
+        let result = session.wait();
+        let Outcome::IdleTimeout(report) = &result.outcome else {
+            panic!("{:?}", result.outcome);
+        };
+        let files = report.get(ActivitySource::Files).expect("files on");
+        assert_eq!(files.events, 1, "{report:?}");
+        assert_eq!(files.idle, Duration::from_secs(10), "{report:?}");
+    }
+}

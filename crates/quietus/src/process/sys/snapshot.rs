@@ -193,11 +193,16 @@ pub(crate) fn epoll_targets(fdinfo: &str) -> Vec<i32> {
 /// Whether an fdinfo text's `flags` (octal) open the descriptor for writing (`O_WRONLY` or
 /// `O_RDWR`).
 pub(crate) fn opened_for_writing(fdinfo: &str) -> bool {
+    access_mode(fdinfo).is_some_and(|mode| mode != 0)
+}
+
+/// The access mode of an fdinfo text's `flags`: 0 read only, 1 write only, 2 read and write.
+pub(crate) fn access_mode(fdinfo: &str) -> Option<u32> {
     fdinfo
         .lines()
         .find_map(|line| line.strip_prefix("flags:"))
         .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
-        .is_some_and(|flags| flags & 0o3 != 0)
+        .map(|flags| flags & 0o3)
 }
 
 /// The arguments of a `/proc/PID/syscall` line: its number and its six arguments.

@@ -4,7 +4,9 @@
 //!
 //! - bytes written into a pipe whose reading end another process of the tree holds (a tool's
 //!   lines read by its agent, `out=$(tool)`, `tool | gzip`) are delivered: any byte counts;
-//! - bytes written by a process that holds a file open for writing count at a working rate,
+//! - bytes written by a process that holds a file open for writing (only: a file it also holds
+//!   open for reading, a database and its journal, is its own state, read back by itself, and
+//!   what it writes there is bookkeeping, never progress) count at a working rate,
 //!   [`FILE_FLOOR`] within [`WINDOW`] (a heartbeat line, an agent's own bookkeeping stay
 //!   below it), as long as one of the files it holds moved since the last look (its size or
 //!   its modification time; a file first seen): a download stalled with its file open while
@@ -102,6 +104,10 @@ pub(crate) struct FileMark {
     /// read moves it only when it is older than the modification time: the first read after
     /// a write. It never moves under `noatime`.
     pub(crate) accessed_ns: i64,
+    /// The writer holds it open for reading too (`O_RDWR`): a database and its journal, the
+    /// program's own state, which it reads back itself (so its access time tells nothing of
+    /// another reader). What it writes there is its bookkeeping: no outlet for progress.
+    pub(crate) reads_back: bool,
 }
 
 impl FileMark {
@@ -126,7 +132,7 @@ struct FilesSeen {
 pub(crate) enum Destination {
     /// Into a pipe another process of the tree reads.
     Delivered,
-    /// Into a file it holds open for writing (or nothing better).
+    /// Into a file it holds open for writing only (or nothing better).
     Files,
     /// Nowhere that counts.
     Nowhere,
@@ -152,7 +158,10 @@ pub(crate) fn destination(
     });
     if delivered {
         Destination::Delivered
-    } else if outlets.iter().any(|o| matches!(o, Outlet::File(_))) {
+    } else if outlets
+        .iter()
+        .any(|o| matches!(o, Outlet::File(mark) if !mark.reads_back))
+    {
         Destination::Files
     } else {
         Destination::Nowhere
@@ -398,7 +407,7 @@ impl Ledger {
         let now: Vec<FileMark> = outlets
             .iter()
             .filter_map(|o| match o {
-                Outlet::File(mark) => Some(*mark),
+                Outlet::File(mark) if !mark.reads_back => Some(*mark),
                 _ => None,
             })
             .collect();

@@ -237,11 +237,13 @@ impl ProcessSource for ProcFs {
 
 /// Where descriptor `fd` of `pid`, linked to `target`, leads.
 fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
-    let writes = || {
+    // Its access mode (`flags` in fdinfo): 0 read only, 1 write only, 2 read and write.
+    let mode = || {
         let mut buf = [0u8; 1024];
         crate::process::sys::read_proc(&format!("/proc/{pid}/fdinfo/{fd}"), &mut buf)
-            .is_some_and(|info| crate::process::sys::snapshot::opened_for_writing(&info))
+            .and_then(|info| crate::process::sys::snapshot::access_mode(&info))
     };
+    let writes = || mode().is_some_and(|m| m != 0);
     if let Some(inode) = target
         .strip_prefix("pipe:[")
         .and_then(|rest| rest.strip_suffix(']'))
@@ -264,9 +266,10 @@ fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
             inode: std::os::unix::fs::MetadataExt::ino(&meta),
             writes: writes(),
         }
-    } else if kind.is_file() && writes() {
+    } else if let Some(mode @ (1 | 2)) = kind.is_file().then(mode).flatten() {
         use std::os::unix::fs::MetadataExt;
         Outlet::File(super::bytes::FileMark {
+            reads_back: mode == 2,
             id: (meta.dev(), meta.ino()),
             size: meta.size(),
             modified_ns: meta
@@ -468,8 +471,21 @@ mod tests {
             matches!(again, Outlet::File(m) if m.size == 5 && m.id == mark.id),
             "{again:?}"
         );
+        assert!(!mark.reads_back, "written only: {mark:?}");
         assert_eq!(outlets[&null.as_raw_fd()], Outlet::Elsewhere);
         assert_eq!(outlets[&read_only.as_raw_fd()], Outlet::Elsewhere);
+        // A file open for reading and writing (a database): read back by its writer.
+        let both = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("out"))
+            .unwrap();
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", both.as_raw_fd())).unwrap();
+        let both = outlet(Pid::current(), both.as_raw_fd(), &target.to_string_lossy());
+        assert!(
+            matches!(both, Outlet::File(m) if m.reads_back && m.id == mark.id),
+            "{both:?}"
+        );
         // The whole list holds them too.
         let all = procfs.outlets(Pid::current()).unwrap();
         assert!(all.contains(&pipe(true)) && all.contains(&pipe(false)));

@@ -168,6 +168,7 @@ fn file(inode: u64, size: u64) -> Outlet {
         size,
         modified_ns: i64::try_from(size).unwrap_or(i64::MAX),
         accessed_ns: 0,
+        reads_back: false,
     })
 }
 
@@ -1212,6 +1213,56 @@ fn with_a_cgroup_the_process_drawing_the_screen_counts_from_the_root_threshold()
     table.set_moved(1000, 400_000 + 11_250 * 11);
     *cgroup.lock() = Some((3300 + 62 * 11 + 62, 2));
     assert!(obs.sample(t0 + half * 11).active);
+}
+
+/// A file its writer holds open for reading and writing, `size` bytes long, last read at
+/// `accessed`: a database or its journal (SQLite opens both `O_RDWR`).
+fn own_state(inode: u64, size: u64, accessed: i64) -> Outlet {
+    let Outlet::File(mark) = read_file(inode, size, accessed) else {
+        unreachable!()
+    };
+    Outlet::File(bytes::FileMark {
+        reads_back: true,
+        ..mark
+    })
+}
+
+/// Real codex 0.171 while its model stream stalls (issue 48 item 6): its TUI and its daemon
+/// hold their SQLite databases and journals open for reading and writing, and the daemon
+/// commits a row of its own state and reads it back (a 4 KiB page and a frame header: 4120
+/// bytes per commit, measured on a fixture doing the same). The journal's access time moves
+/// at every look, its writer's own reads: no other process reads what it writes. Its
+/// bookkeeping is no progress, whatever its rate; the same bytes into a file it only writes,
+/// which another process reads as it grows, are delivered.
+#[test]
+fn an_agent_writing_and_reading_back_its_own_database_is_not_progress() {
+    for reads_back in [true, false] {
+        let table = Table::default();
+        let mut obs = observer(&table, ChildWatchConfig::default());
+        let t0 = Instant::now();
+        // 100: the TUI; 200: its daemon, its journal the file 70.
+        table.set(&[p(100, 1, 1, 0, 0), p(200, 100, 2, 0, 0)]);
+        let outlet = |size: u64| {
+            let at = i64::try_from(size).unwrap();
+            if reads_back {
+                own_state(70, size, at)
+            } else {
+                read_file(70, size, at)
+            }
+        };
+        table.set_outlets(200, &[outlet(0)]);
+        assert!(!obs.sample(t0).active, "baseline");
+        for i in 1..=10u64 {
+            let size = 4120 * i;
+            table.set_moved(200, size);
+            table.set_outlets(200, &[outlet(size)]);
+            let s = obs.sample(t0 + SEC * u32::try_from(i).unwrap() / 2);
+            assert_eq!(
+                s.active, !reads_back,
+                "commit {i}, reads back: {reads_back}: {s:?}"
+            );
+        }
+    }
 }
 
 /// A tool that starts, writes its first line and has it read by its agent between two looks:

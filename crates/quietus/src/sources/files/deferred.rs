@@ -5,7 +5,10 @@
 //!
 //! The delay runs on real time, not on the session's clock: the monitor asks for it as a
 //! real-time poll ([`FileActivityTracker::arm_if_due`]), so a frozen test clock never keeps
-//! the watches off. Every other time of the tracker is the session's clock's.
+//! the watches off. Every other time of the tracker is the session's clock's. The arming
+//! itself (each root's survey, the watches, the look at what changed) runs on the tracker's
+//! own thread, never the monitor's: a large root under I/O load takes seconds to walk, and the
+//! monitor's deadlines must not wait for it.
 
 use std::fs;
 use std::io;
@@ -107,6 +110,80 @@ pub(super) fn changed_since(
     found
 }
 
+/// A test's hold on the delayed arming of the trackers of one root: the arming waits at its
+/// start, on whatever thread runs it, until the [`HeldArming`] is dropped (a walk of a huge
+/// tree under I/O load, made as long as a test needs, with no timing).
+#[cfg(test)]
+pub(crate) mod hold {
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use crossbeam_channel::{Receiver, Sender};
+
+    /// A root held: the way to tell its test an arming came (the arming thread's name), and
+    /// the release (disconnected when the hold is dropped).
+    type Hold = (PathBuf, Sender<String>, Receiver<()>);
+
+    /// The roots held.
+    static HELD: std::sync::Mutex<Vec<Hold>> = std::sync::Mutex::new(Vec::new());
+
+    /// A hold on the arming of `root`'s trackers; dropped, it releases them.
+    pub(crate) struct HeldArming {
+        root: PathBuf,
+        came: Receiver<String>,
+        _release: Sender<()>,
+    }
+
+    /// Holds every delayed arming of a tracker whose roots include `root` from now on.
+    pub(crate) fn hold_arming(root: &Path) -> HeldArming {
+        let (came_tx, came) = crossbeam_channel::unbounded();
+        let (release, released) = crossbeam_channel::bounded(0);
+        let mut held = HELD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.push((root.to_path_buf(), came_tx, released));
+        HeldArming {
+            root: root.to_path_buf(),
+            came,
+            _release: release,
+        }
+    }
+
+    impl HeldArming {
+        /// The name of the thread whose arming came to the hold, once one did (within
+        /// `within`, real time).
+        pub(crate) fn came(&self, within: Duration) -> Option<String> {
+            self.came.recv_timeout(within).ok()
+        }
+    }
+
+    impl Drop for HeldArming {
+        fn drop(&mut self) {
+            let mut held = HELD
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            held.retain(|(root, _, _)| *root != self.root);
+        }
+    }
+
+    /// At the start of an arming of `roots`: waits while a test holds one of them.
+    pub(in crate::sources::files) fn wait_if_held(roots: &[PathBuf]) {
+        let found = {
+            let held = HELD
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            held.iter()
+                .find(|(root, _, _)| roots.contains(root))
+                .map(|(_, came, released)| (came.clone(), released.clone()))
+        };
+        if let Some((came, released)) = found {
+            let thread = std::thread::current().name().unwrap_or("").to_owned();
+            let _ = came.send(thread);
+            let _ = released.recv(); // an error: the hold was dropped
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -131,10 +208,10 @@ mod tests {
         (board, tracker)
     }
 
-    /// At a stale decision the monitor asks `arm_now`: once the watches are armed and nothing
-    /// posted to the tracker's thread is left to act on, it returns without a round trip
-    /// through that thread (which a loaded machine may take milliseconds to schedule); while
-    /// a re-arm is posted, it still waits for it.
+    /// `arm_now` waits for the tracker's thread only while something is left to act on: a
+    /// delayed arming (begun on that thread, never the caller's) or a posted re-arm. Once the
+    /// watches are armed and nothing posted is left, it returns without a round trip through
+    /// that thread (which a loaded machine may take milliseconds to schedule).
     #[test]
     fn arm_now_waits_for_the_tracker_only_when_something_is_left_to_act_on() {
         let dir = tempfile::tempdir().unwrap();
@@ -148,19 +225,25 @@ mod tests {
                 Duration::from_secs(1),
             )
             .unwrap();
-            tracker.arm_now(); // the delayed arming, on this thread
+            tracker.arm_now(); // the delayed arming, on the tracker's thread
             assert!(tracker.has_armed(), "{delay:?}");
+            assert!(tracker.settled(), "{delay:?}: armed, nothing left");
+            let arming = u64::from(!delay.is_zero());
+            let trips = || tracker.round_trips.load(Ordering::Relaxed) as u64;
+            assert_eq!(trips(), arming, "{delay:?}: one wait for a delayed arming");
             tracker.arm_now();
             tracker.arm_now();
-            assert_eq!(tracker.round_trips.load(Ordering::Relaxed), 0, "{delay:?}");
+            assert_eq!(trips(), arming, "{delay:?}");
 
+            // A re-arm posted: `arm_now` returns once it was acted on (with a round trip, unless
+            // the thread was quicker than the call).
             tracker.common.poster.post(Msg::Rearm);
             tracker.arm_now();
-            assert_eq!(tracker.round_trips.load(Ordering::Relaxed), 1, "{delay:?}");
             assert!(
                 tracker.common.poster.is_clear(),
                 "{delay:?}: the re-arm was acted on"
             );
+            assert!(trips() <= arming + 1, "{delay:?}");
         }
     }
 

@@ -53,6 +53,9 @@ use deferred::Arming;
 use gaps::Gaps;
 use worker::Worker;
 
+#[cfg(test)]
+pub(crate) use deferred::hold::hold_arming;
+
 /// Tracks file activity under one or more roots and stamps [`ActivitySource::Files`] on an
 /// [`ActivityBoard`].
 ///
@@ -203,10 +206,10 @@ impl FileActivityTracker {
         }
     }
 
-    /// A session's tracker: with a delay, nothing runs until the session's monitor arms it
-    /// ([`FileActivityTracker::arm_if_due`], or [`FileActivityTracker::arm_now`] at a stale
-    /// decision); a program that ends within the delay costs no thread. Without one, as
-    /// [`FileActivityTracker::start`].
+    /// A session's tracker: with a delay, nothing runs until the session's monitor begins the
+    /// arming ([`FileActivityTracker::arm_if_due`], or [`FileActivityTracker::settled`] at a
+    /// stale decision), which its thread, started now and waiting, then does; a program that
+    /// ends within the delay costs no watch. Without one, as [`FileActivityTracker::start`].
     pub(crate) fn start_for_session(
         config: &FileWatchConfig,
         base_dir: &Path,
@@ -252,9 +255,9 @@ impl FileActivityTracker {
     }
 }
 
-/// The arming a session's monitor does when its delay is over, and what the tracker's thread
-/// (started with the session, waiting) then runs: a program that ends within the delay costs
-/// no watch and no inotify instance.
+/// A session's arming put off: what the tracker's thread (started with the session, waiting)
+/// runs once the monitor begins it — the arming, then the tracker's work. A program that ends
+/// within the delay costs no watch and no inotify instance.
 struct Deferred {
     worker: Worker,
     rx: crossbeam_channel::Receiver<Msg>,
@@ -271,8 +274,9 @@ impl FileActivityTracker {
         self.deferred.lock().as_ref().map(|d| d.due)
     }
 
-    /// Arms a session's delayed watches if their time has come (real time); returns how long
-    /// until it does when it has not.
+    /// Begins a session's delayed arming if its time has come (real time), on the tracker's
+    /// own thread; returns how long until it does when it has not. Never waits for the
+    /// arming: the caller (the session's monitor) never walks a tree.
     pub(crate) fn arm_if_due(&self) -> Option<Duration> {
         let due = self.arm_due()?;
         let now = deferred::arming_now();
@@ -283,9 +287,9 @@ impl FileActivityTracker {
         None
     }
 
-    /// Begins a session's delayed arming now, on this thread (the watches, and the look at
-    /// what changed since the start), then hands the tracker's work to a thread of its own.
-    /// Returns whether there was one to begin.
+    /// Hands a session's delayed arming to the tracker's thread, started with the session and
+    /// waiting: the watches (the survey of each root first), the look at what changed since
+    /// the start, then the tracker's work. Returns at once, whether there was one to begin.
     fn arm_deferred(&self) -> bool {
         let Some(Deferred {
             mut worker,
@@ -297,25 +301,49 @@ impl FileActivityTracker {
         else {
             return false;
         };
-        worker.arm_late(&arming);
-        match thread.run(move || worker.run(&rx)) {
+        // Begun: a watcher may exist from now on (dropping the tracker waits for the thread).
+        self.common.arming.store(true, Ordering::Release);
+        let work = move || {
+            worker.arm_late(&arming);
+            worker.run(&rx);
+        };
+        match thread.run(work) {
             Ok(thread) => *self.thread.lock() = Some(thread),
             Err(_) => {
-                // Its thread ended unused (it cannot): nothing watches any more, and it is said.
+                // Its thread ended unused (it cannot): nothing watches, nothing is left to
+                // wait for, and it is said.
                 log::warn!("files source unavailable: the file tracker's thread is gone");
                 self.common
                     .board
                     .set_available(&ActivitySource::Files, false);
+                self.common.poster.done();
             }
         }
         true
     }
 
+    /// Whether the tracker has acted on everything asked of it so far: a session's delayed
+    /// arming (begun now on its thread if it was not) and every re-arm, retry or fallback
+    /// posted to its thread, so that what they find is on the board. Never waits: a stale
+    /// decision asks again until it is (the session's monitor keeps its other deadlines
+    /// meanwhile). A thread that is gone has nothing left to do.
+    pub(crate) fn settled(&self) -> bool {
+        self.arm_deferred();
+        self.common.poster.is_clear()
+            || self
+                .thread
+                .lock()
+                .as_ref()
+                .is_none_or(JoinHandle::is_finished)
+    }
+
     /// Arms the watches now if [`FileWatchConfig::arm_delay`](crate::FileWatchConfig) put the
     /// arming off and it has not come yet (what changed since the start is counted then);
-    /// returns once they are armed. At once when they are.
+    /// returns once they are armed, and whatever was posted to the tracker's thread before
+    /// this call was acted on. At once when there is nothing left to act on.
     pub fn arm_now(&self) {
-        if self.arm_deferred() || self.common.poster.is_clear() {
+        self.arm_deferred();
+        if self.common.poster.is_clear() {
             return; // armed, and nothing posted before this call is left to act on
         }
         #[cfg(test)]

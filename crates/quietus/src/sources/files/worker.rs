@@ -71,6 +71,8 @@ impl Worker {
     /// A delayed arming: the watches, the look at what changed since the start, and the
     /// arming counted as done.
     pub(super) fn arm_late(&mut self, arming: &Arming) {
+        #[cfg(test)]
+        super::deferred::hold::wait_if_held(&self.common.filter.roots);
         self.begin(arming.forced);
         if changed_since(arming.since, self.roots.list(), &self.common.filter) {
             self.common.board.stamp(&ActivitySource::Files);
