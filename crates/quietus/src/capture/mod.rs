@@ -314,6 +314,50 @@ mod tests {
         }
     }
 
+    /// The bytes of a stream cut into reads of the given sizes (a size past the end reads what
+    /// is left).
+    fn reads<'a>(stream: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
+        let mut rest = stream;
+        let mut out = Vec::new();
+        for &size in sizes {
+            let (read, after) = rest.split_at(size.min(rest.len()));
+            out.push(read);
+            rest = after;
+        }
+        out.push(rest);
+        out
+    }
+
+    proptest! {
+        /// The tail is the last bytes of everything read, whatever the read sizes: reads far
+        /// smaller and far larger than the tail, empty ones, one the tail's size exactly, with
+        /// the head full or not.
+        #[test]
+        fn the_tail_is_the_last_bytes_whatever_the_reads(
+            cap in prop_oneof![Just(0usize), Just(1), Just(7), 2usize..200],
+            len in 0usize..2_000,
+            sizes in prop::collection::vec(
+                prop_oneof![Just(0usize), 1usize..8, 8usize..120, 120usize..700],
+                0..40,
+            ),
+            seed in any::<u8>(),
+        ) {
+            let stream: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+            let mut buf = HeadTail::new(cap);
+            for read in reads(&stream, &sizes) {
+                buf.push(read);
+            }
+            let c = buf.captured();
+            let head_cap = cap / 2;
+            let keep_head = head_cap.min(stream.len());
+            let keep_tail = (cap - head_cap).min(stream.len() - keep_head);
+            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
+            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
+            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
+            prop_assert_eq!(c.total, stream.len() as u64);
+        }
+    }
+
     #[test]
     fn zero_and_one_byte_caps() {
         let mut zero = HeadTail::new(0);
