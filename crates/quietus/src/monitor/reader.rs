@@ -2,8 +2,10 @@
 //! terminal) that reads to the end, stamps the activity board, records the head and tail,
 //! spills to the log, passes the bytes on, and tells the monitor of completion lines.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -251,6 +253,16 @@ pub(super) fn reader(
     let work = move || {
         // A terminal is judged by its screen: the screen stamps output or repeats.
         let mut screen = master.map(|master| ReaderScreen::new(master, &board));
+        // Whether bytes were already waiting when the last read returned (a terminal only).
+        let more = Rc::new(Cell::new(false));
+        let pipe: Box<dyn io::Read> = match screen.as_ref() {
+            Some(screen) => Box::new(WaitingAfterRead {
+                inner: pipe,
+                master: screen.master.clone(),
+                more: more.clone(),
+            }),
+            None => pipe,
+        };
         // A pipe's lines: the line watch stamps output, or repeats (a line redrawn in place
         // showing nothing new; any repeat when they are told apart).
         let mut watch = lines
@@ -267,7 +279,7 @@ pub(super) fn reader(
         let mut record = move |buf: &mut Vec<u8>, n: usize| {
             let chunk = &buf[..n];
             if let Some(screen) = screen.as_mut() {
-                screen.feed(chunk);
+                screen.feed(chunk, more.get());
             }
             if let Some(watch) = watch_ref.as_mut() {
                 watch.feed(chunk, &lines_control);
@@ -299,6 +311,36 @@ pub(super) fn reader(
     })
 }
 
+/// A terminal's reads, each followed by a look at what is already waiting (`FIONREAD`, before
+/// the chunk goes to the sink, whose writes may take time while the program draws on).
+struct WaitingAfterRead {
+    inner: Box<dyn io::Read + Send>,
+    master: PipeEnd,
+    more: Rc<Cell<bool>>,
+}
+
+impl io::Read for WaitingAfterRead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let more = n > 0 && unfinished(n, || sys::pending_bytes(self.master.as_fd()));
+        self.more.set(more);
+        Ok(n)
+    }
+}
+
+/// The most a read of a terminal's master returns at once on Linux: its line discipline's
+/// buffer (`N_TTY_BUF_SIZE`).
+const LINE_BUFFER: usize = 4096;
+
+/// Whether a read of `n` bytes from a terminal's master may have cut what the program wrote:
+/// more bytes wait in the line discipline (`waiting`, `FIONREAD`), or the read emptied a full
+/// one (the rest of the write waits in the terminal's own buffers, which `FIONREAD` does not
+/// count, until this read makes room: real Gemini CLI's bursts of 1,576-byte frames were read
+/// 4,096 bytes at a time with nothing counted waiting).
+fn unfinished(n: usize, waiting: impl FnOnce() -> u64) -> bool {
+    n == LINE_BUFFER || waiting() > 0
+}
+
 /// A terminal's reader judges it by its screen: output when the screen's text changed (spinner
 /// glyphs and digits aside), a repeat otherwise ([`crate::sources::screen`]).
 struct ReaderScreen {
@@ -318,17 +360,21 @@ impl ReaderScreen {
         }
     }
 
-    fn feed(&mut self, chunk: &[u8]) {
+    /// Judges `chunk`; `more`: bytes were already waiting when it was read (a frame read
+    /// part-way: a pty holds 4 KiB).
+    fn feed(&mut self, chunk: &[u8], more: bool) {
         if let Ok((rows, cols)) = sys::terminal_size(self.master.as_fd()) {
             self.screen.resize(rows, cols);
         }
         let now = self.board.clock().now();
-        if self.screen.feed(chunk, now) {
-            self.board.stamp(&ActivitySource::Output);
-        } else {
-            self.board.note_redrawn();
-            if self.board.is_enabled(&ActivitySource::RepeatedOutput) {
-                self.board.stamp(&ActivitySource::RepeatedOutput);
+        match self.screen.feed(chunk, now, more) {
+            None => {}
+            Some(true) => self.board.stamp(&ActivitySource::Output),
+            Some(false) => {
+                self.board.note_redrawn();
+                if self.board.is_enabled(&ActivitySource::RepeatedOutput) {
+                    self.board.stamp(&ActivitySource::RepeatedOutput);
+                }
             }
         }
     }
@@ -419,5 +465,24 @@ impl ReaderLines {
                 after,
             )));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Real Gemini CLI's reads over a stalled stream (issue 48): 1,576 bytes (one frame),
+    /// 3,152 (two), and 4,096 with nothing counted waiting, the rest of its third frame still
+    /// in the terminal's buffers: judging that read saw a half-drawn screen.
+    #[test]
+    fn a_read_that_filled_the_line_buffer_cut_a_write() {
+        assert!(!unfinished(1576, || 0));
+        assert!(!unfinished(3152, || 0));
+        assert!(
+            unfinished(4096, || 0),
+            "the rest waits beyond FIONREAD's count"
+        );
+        assert!(unfinished(1576, || 632), "bytes counted waiting");
     }
 }

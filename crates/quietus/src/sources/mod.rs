@@ -59,7 +59,7 @@ pub fn screen_changes(rows: u16, cols: u16, chunks: &[&[u8]], step: std::time::D
     let mut changed = 0;
     for chunk in chunks {
         at += step;
-        changed += usize::from(model.feed(chunk, at));
+        changed += usize::from(model.feed(chunk, at, false) == Some(true));
     }
     changed
 }

@@ -1,10 +1,11 @@
 //! A terminal session judged by what its screen shows, on the terminal's reader thread: a model
 //! of the screen (the `vt100` crate) fed every chunk read from the master, and a fingerprint of
-//! its text. Output counts as progress only when that text changed, spinner glyphs and digits
-//! aside: a TUI redrawing its spinner and elapsed-time counter over a stalled model stream
-//! (`✻ Gesticulating… (49s)`, `⠸ Thinking... (esc to cancel, 49s)`) writes bytes several times a
-//! second and shows nothing new. Colours, attributes, the cursor and the window title are not
-//! text.
+//! its text. Output counts as progress only when the screen shows a line it did not show
+//! before (or more of one), spinner glyphs and digits aside: a TUI redrawing its spinner and
+//! elapsed-time counter over a stalled model stream (`✻ Gesticulating… (49s)`, `⠸ Thinking...
+//! (esc to cancel, 49s)`) writes bytes several times a second and shows nothing new, and a
+//! frame erased in one write and drawn again in the next only lost text between the two.
+//! Colours, attributes, the cursor and the window title are not text.
 
 use std::hash::{DefaultHasher, Hasher};
 use std::num::NonZeroU16;
@@ -20,10 +21,16 @@ pub(crate) const SETTLE: Duration = Duration::from_millis(100);
 /// The screen of one terminal session.
 pub(crate) struct Screen {
     parser: vt100::Parser,
-    /// The fingerprint of the text last taken.
-    shown: u64,
+    /// The fingerprint of the text last found new: its lines' hashes, sorted.
+    shown: Vec<u64>,
+    /// The fingerprint taken now (kept for its allocation).
+    now_shown: Vec<u64>,
     /// When a change was last found (fingerprints are skipped for [`SETTLE`] after it).
     changed_at: Option<Instant>,
+    /// Since when the reads have had more bytes waiting (a frame read part-way: Gemini CLI's
+    /// 1,576-byte frames, three to a burst, read 4,096 bytes at a time, showed a half-erased
+    /// screen, new text at every burst).
+    unjudged_since: Option<Instant>,
     /// The normalized text, kept for its allocation.
     scratch: Vec<u8>,
     /// Bytes were parsed since the fingerprint was last taken (within [`SETTLE`]).
@@ -38,11 +45,14 @@ impl Screen {
     pub(crate) fn new(rows: u16, cols: u16) -> Self {
         let parser = vt100::Parser::new(nonzero(rows), nonzero(cols), 0);
         let mut scratch = Vec::new();
-        let shown = fingerprint(parser.screen(), &mut scratch);
+        let mut shown = Vec::new();
+        fingerprint(parser.screen(), &mut scratch, &mut shown);
         Self {
             parser,
             shown,
+            now_shown: Vec::new(),
             changed_at: None,
+            unjudged_since: None,
             scratch,
             unseen: false,
             whole_chars: true,
@@ -55,33 +65,43 @@ impl Screen {
         let size = (nonzero(rows), nonzero(cols));
         if self.parser.screen().size() != size {
             self.parser.screen_mut().set_size(size.0, size.1);
-            self.shown = fingerprint(self.parser.screen(), &mut self.scratch);
+            fingerprint(self.parser.screen(), &mut self.scratch, &mut self.shown);
             self.unseen = false;
         }
     }
 
     /// Feeds one chunk read at `now`; returns whether the screen's text changed (spinner glyphs
-    /// and digits aside), or `true` within [`SETTLE`] of the last change.
-    pub(crate) fn feed(&mut self, chunk: &[u8], now: Instant) -> bool {
+    /// and digits aside), or `true` within [`SETTLE`] of the last change. With `more` (bytes
+    /// were already waiting after this read) the screen may be half drawn: the chunk is parsed
+    /// and not judged (`None`), unless the reads have had bytes waiting for [`SETTLE`] (a
+    /// writer that never pauses is judged as often as one that does).
+    pub(crate) fn feed(&mut self, chunk: &[u8], now: Instant, more: bool) -> Option<bool> {
         self.unseen |= self.parse(chunk);
+        if more {
+            let since = *self.unjudged_since.get_or_insert(now);
+            if now.saturating_duration_since(since) < SETTLE {
+                return None;
+            }
+        }
+        self.unjudged_since = None;
         if self
             .changed_at
             .is_some_and(|at| now.saturating_duration_since(at) < SETTLE)
         {
-            return true;
+            return Some(true);
         }
         if !self.unseen {
             // Nothing parsed since the last fingerprint: the same text.
-            return false;
+            return Some(false);
         }
         self.unseen = false;
-        let now_shown = fingerprint(self.parser.screen(), &mut self.scratch);
-        if now_shown == self.shown {
-            return false;
+        fingerprint(self.parser.screen(), &mut self.scratch, &mut self.now_shown);
+        if !shows_more(&self.now_shown, &self.shown) {
+            return Some(false);
         }
-        self.shown = now_shown;
+        std::mem::swap(&mut self.shown, &mut self.now_shown);
         self.changed_at = Some(now);
-        true
+        Some(true)
     }
 
     /// Parses `chunk` but its runs of NUL bytes, which change nothing in any state of the parser
@@ -133,15 +153,44 @@ fn nonzero(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
 }
 
-/// The fingerprint of the screen's text: every run of digits as one `#`, every run of blanks as
-/// one, spinner glyphs left out, colours and attributes ignored. The text is taken whole (the crate's per-cell lookup
-/// walks the rows from the top for each cell: 1.25 ms for 120 x 40 cells), normalized into
-/// `scratch` and hashed once.
-fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>) -> u64 {
+/// Whether the lines `now` (sorted hashes) hold one more often than `before` does: new text.
+/// Lines gone are not (an erasure, a redraw caught half-way).
+fn shows_more(now: &[u64], before: &[u64]) -> bool {
+    let mut old = before.iter().peekable();
+    for line in now {
+        while old.next_if(|b| *b < line).is_some() {}
+        if old.next_if(|b| *b == line).is_none() {
+            return true;
+        }
+    }
+    false
+}
+
+/// The fingerprint of the screen's text into `lines`: the hash of each line that is not blank,
+/// sorted (where it stands is no news: a frame redrawn a line lower, text scrolled); every run
+/// of digits as one `#`, every run of blanks as one, spinner glyphs left out, colours and
+/// attributes ignored. The text is taken whole (the crate's per-cell lookup walks the rows
+/// from the top for each cell: 1.25 ms for 120 x 40 cells) and normalized into `scratch`.
+fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>, lines: &mut Vec<u64>) {
+    lines.clear();
+    for line in screen.contents().split('\n') {
+        normalize(line, scratch);
+        if scratch.iter().all(|b| *b == b' ') {
+            continue;
+        }
+        let mut hasher = DefaultHasher::new();
+        hasher.write(scratch);
+        lines.push(hasher.finish());
+    }
+    lines.sort_unstable();
+}
+
+/// One line's text, normalized into `scratch`.
+fn normalize(line: &str, scratch: &mut Vec<u8>) {
     scratch.clear();
     let mut in_digits = false;
     let mut in_blank = false;
-    for ch in screen.contents().chars() {
+    for ch in line.chars() {
         // A run of blanks as one: right-aligned columns move when a number's width changes.
         let blank = ch == ' ';
         if blank && in_blank {
@@ -164,9 +213,9 @@ fn fingerprint(screen: &vt100::Screen, scratch: &mut Vec<u8>) -> u64 {
             scratch.extend_from_slice(ch.encode_utf8(&mut utf8).as_bytes());
         }
     }
-    let mut hasher = DefaultHasher::new();
-    hasher.write(scratch);
-    hasher.finish()
+    while scratch.last() == Some(&b' ') {
+        scratch.pop();
+    }
 }
 
 /// Whether `ch` is one of the glyphs spinners cycle through: braille patterns (`⠋⠙⠹⠸`), the
@@ -209,7 +258,7 @@ mod tests {
             .position(|w| w == "…".as_bytes())
             .expect("the status line");
         let (start, frames) = CLAUDE_STALLED.split_at(spinner_starts + 200);
-        assert!(screen.feed(start, t0));
+        assert_eq!(screen.feed(start, t0, false), Some(true));
         assert!(screen.text().contains("say hi"), "{}", screen.text());
         // Then every frame as the terminal delivered it (one write each, ~30 bytes), one per
         // 150 ms: nothing new past the first seconds (the counter reaching a minute is one).
@@ -219,7 +268,7 @@ mod tests {
             .enumerate()
         {
             let at = t0 + Duration::from_millis(150 * (i as u64 + 1));
-            if screen.feed(frame, at) {
+            if screen.feed(frame, at, false) == Some(true) {
                 changed.push((i, String::from_utf8_lossy(frame).into_owned()));
             }
         }
@@ -234,6 +283,136 @@ mod tests {
         assert!(screen.text().contains("Levitating"), "{}", screen.text());
     }
 
+    /// Real Gemini CLI 0.61 in a terminal (tmux, 120 x 40, a prompt typed, the local mock model
+    /// server holding the stream after its headers and one event), as quietus's terminal log
+    /// recorded it: its start, the prompt, then 48 frames of `⠸ Thinking... (esc to cancel,
+    /// 3s)`, each one write of 1,576 bytes that erases its 12 lines and draws them again
+    /// (`\x1b[2K\x1b[1A` … `\x1b[4A\x1b[4G`), 14 a second.
+    const GEMINI_STALLED: &[u8] = include_bytes!("screen/gemini_stalled.tty");
+
+    /// The frames of [`GEMINI_STALLED`] as a terminal's reads deliver them: bursts of one to three
+    /// frames (the reader was busy writing to the outer terminal meanwhile), each burst read
+    /// 4,096 bytes at most at a time (a pty's buffer), every read but a burst's last with more
+    /// bytes waiting. Real reads: 1,576, 3,152 and 4,096 bytes (issue 48, G2).
+    fn gemini_reads() -> Vec<(&'static [u8], bool)> {
+        let marker = b"\x1b[4A\x1b[4G";
+        let mut frames = Vec::new();
+        let mut start = 0;
+        for (i, w) in GEMINI_STALLED.windows(marker.len()).enumerate() {
+            if w == marker {
+                frames.push(&GEMINI_STALLED[start..i + marker.len()]);
+                start = i + marker.len();
+            }
+        }
+        assert!(frames.len() > 40, "{}", frames.len());
+        let mut reads = Vec::new();
+        let mut frames = frames.into_iter();
+        for burst_len in [1usize, 3, 2].into_iter().cycle() {
+            let burst: Vec<&[u8]> = frames.by_ref().take(burst_len).collect();
+            if burst.is_empty() {
+                break;
+            }
+            let begin = burst[0].as_ptr() as usize - GEMINI_STALLED.as_ptr() as usize;
+            let len: usize = burst.iter().map(|f| f.len()).sum();
+            let mut burst = &GEMINI_STALLED[begin..begin + len];
+            while !burst.is_empty() {
+                let (read, rest) = burst.split_at(burst.len().min(4096));
+                reads.push((read, !rest.is_empty()));
+                burst = rest;
+            }
+        }
+        reads
+    }
+
+    /// Gemini's frames read part-way (the pty held 4,096 bytes of a burst of three) showed a
+    /// half-drawn screen, new text each time: 1–3 stamps a second kept a stalled Gemini alive
+    /// (issue 48). A read with more bytes waiting is parsed and not judged.
+    #[test]
+    fn a_frame_read_part_way_is_judged_when_it_is_whole() {
+        let t0 = Instant::now();
+        let mut screen = Screen::new(40, 120);
+        let reads = gemini_reads();
+        assert!(reads.iter().any(|(read, more)| *more && read.len() == 4096));
+        let mut changed = Vec::new();
+        for (i, (read, more)) in reads.iter().enumerate() {
+            let at = t0 + Duration::from_millis(150 * (i as u64 + 1));
+            if screen.feed(read, at, *more) == Some(true) {
+                changed.push(i);
+            }
+        }
+        assert!(
+            screen.text().contains("Thinking... (esc to cancel"),
+            "{}",
+            screen.text()
+        );
+        // The start, the prompt and the answer's first line are new text; the spinner, from
+        // the fourth read on, never.
+        assert!(!changed.is_empty());
+        assert!(changed.iter().all(|i| *i < 4), "{changed:?}");
+        let frames = reads.iter().filter(|(_, more)| !more).count();
+        assert!(frames > 20, "{frames}");
+    }
+
+    /// A stream that never pauses (more bytes waiting at every read) is still judged, once
+    /// [`SETTLE`] after its first unjudged read: a change is never lost to a busy writer.
+    #[test]
+    fn a_writer_that_never_pauses_is_judged_after_the_settle_time() {
+        let t0 = Instant::now();
+        let mut screen = Screen::new(5, 40);
+        assert_eq!(screen.feed(b"line 1\r\n", t0, true), None);
+        let half = t0 + SETTLE / 2;
+        assert_eq!(screen.feed(b"line 2\r\n", half, true), None);
+        assert_eq!(screen.feed(b"line 3\r\n", t0 + SETTLE, true), Some(true));
+        // Judged: the next unjudged run starts afresh.
+        let later = t0 + SETTLE * 3;
+        assert_eq!(screen.feed(b"line 3", later, true), None);
+        assert_eq!(screen.feed(b"", later, false), Some(true));
+    }
+
+    /// Real Gemini CLI now and then writes a frame's erasure (`\x1b[4B`, then `\x1b[2K\x1b[1A`
+    /// up its 12 lines: 148 bytes) and its redraw (1,428 bytes) apart; the terminal's reader read
+    /// them apart, with nothing waiting between (issue 48: strace of quietus over a stalled
+    /// stream). A screen that only lost text shows nothing new, and the redraw brings back what
+    /// it showed.
+    #[test]
+    fn a_frame_erased_in_one_write_and_drawn_in_the_next_shows_nothing_new() {
+        let t0 = Instant::now();
+        let mut screen = Screen::new(40, 120);
+        let reads = gemini_reads();
+        let mut at = t0;
+        for (read, more) in &reads {
+            at += Duration::from_millis(150);
+            screen.feed(read, at, *more);
+        }
+        let frame = reads
+            .iter()
+            .rev()
+            .find(|(read, more)| !more && read.len() == 1576)
+            .map(|(read, _)| *read)
+            .expect("a frame read whole");
+        let erased = frame
+            .windows(7)
+            .position(|w| w == b"\x1b[2K\x1b[G")
+            .expect("the erasure's end")
+            + 7;
+        let (erase, draw) = frame.split_at(erased);
+        for i in 0..5u32 {
+            at += Duration::from_millis(150);
+            assert_eq!(screen.feed(erase, at, false), Some(false), "{i}: erased");
+            at += Duration::from_millis(150);
+            assert_eq!(
+                screen.feed(draw, at, false),
+                Some(false),
+                "{i}: drawn again"
+            );
+        }
+        // New text still counts, once.
+        at += Duration::from_millis(150);
+        assert_eq!(screen.feed(b"\r\nThe river runs", at, false), Some(true));
+        at += Duration::from_millis(150);
+        assert_eq!(screen.feed(erase, at, false), Some(false));
+    }
+
     #[test]
     fn new_text_counts_and_glyphs_digits_colours_and_title_do_not() {
         let t0 = Instant::now();
@@ -241,7 +420,7 @@ mod tests {
         let mut at = t0;
         let mut feed = |bytes: &str| {
             at += SETTLE;
-            screen.feed(bytes.as_bytes(), at)
+            screen.feed(bytes.as_bytes(), at, false) == Some(true)
         };
         assert!(feed("\x1b[2J\x1b[H⠋ Thinking... (esc to cancel, 9s)"));
         assert!(!feed("\r⠙ Thinking... (esc to cancel, 10s)"));
@@ -257,9 +436,12 @@ mod tests {
         assert!(!feed("\x1b[1;1H⠼"));
         // Within the settle time of a change, a chunk counts without a look.
         let mut fast = Screen::new(5, 40);
-        assert!(fast.feed(b"x", t0));
-        assert!(fast.feed(b"\x08x", t0 + Duration::from_millis(10)));
-        assert!(!fast.feed(b"\x08x", t0 + SETTLE));
+        assert_eq!(fast.feed(b"x", t0, false), Some(true));
+        assert_eq!(
+            fast.feed(b"\x08x", t0 + Duration::from_millis(10), false),
+            Some(true)
+        );
+        assert_eq!(fast.feed(b"\x08x", t0 + SETTLE, false), Some(false));
     }
 
     /// codex 0.171's TUI over a request never answered: `•` and `◦` (U+25E6) take turns before
@@ -272,7 +454,7 @@ mod tests {
         let mut at = t0;
         let mut feed = |bytes: &str| {
             at += SETTLE;
-            screen.feed(bytes.as_bytes(), at)
+            screen.feed(bytes.as_bytes(), at, false) == Some(true)
         };
         assert!(feed("\x1b[2J\x1b[H• Working (29s • esc to interrupt)"));
         assert!(!feed("\r◦ Working (30s • esc to interrupt)"));
@@ -298,8 +480,8 @@ mod tests {
             for split in 0..=bytes.len() {
                 let mut screen = Screen::new(5, 40);
                 let t0 = Instant::now();
-                screen.feed(&bytes[..split], t0);
-                screen.feed(&bytes[split..], t0);
+                screen.feed(&bytes[..split], t0, false);
+                screen.feed(&bytes[split..], t0, false);
                 assert_eq!(
                     screen.text(),
                     whole.screen().contents(),
@@ -309,13 +491,16 @@ mod tests {
         }
         let t0 = Instant::now();
         let mut screen = Screen::new(5, 40);
-        assert!(screen.feed(b"hello", t0));
-        assert!(!screen.feed(&[0; 4096], t0 + SETTLE));
+        assert_eq!(screen.feed(b"hello", t0, false), Some(true));
+        assert_eq!(screen.feed(&[0; 4096], t0 + SETTLE, false), Some(false));
         // A change made within the settle time is told at the next read, NULs or not.
-        assert!(screen.feed(b" world", t0 + SETTLE * 3));
-        assert!(screen.feed(b"!", t0 + SETTLE * 3 + SETTLE / 2));
-        assert!(screen.feed(&[0; 4096], t0 + SETTLE * 5));
-        assert!(!screen.feed(&[0; 4096], t0 + SETTLE * 6));
+        assert_eq!(screen.feed(b" world", t0 + SETTLE * 3, false), Some(true));
+        assert_eq!(
+            screen.feed(b"!", t0 + SETTLE * 3 + SETTLE / 2, false),
+            Some(true)
+        );
+        assert_eq!(screen.feed(&[0; 4096], t0 + SETTLE * 5, false), Some(true));
+        assert_eq!(screen.feed(&[0; 4096], t0 + SETTLE * 6, false), Some(false));
         assert!(
             screen.text().starts_with("hello world!"),
             "{}",
@@ -327,9 +512,12 @@ mod tests {
     fn a_resize_is_no_progress_by_itself() {
         let t0 = Instant::now();
         let mut screen = Screen::new(5, 40);
-        assert!(screen.feed(b"hello", t0));
+        assert_eq!(screen.feed(b"hello", t0, false), Some(true));
         screen.resize(10, 80);
-        assert!(!screen.feed(b"\x1b[H", t0 + SETTLE));
-        assert!(screen.feed(b"\x1b[2;1Hworld", t0 + SETTLE * 2));
+        assert_eq!(screen.feed(b"\x1b[H", t0 + SETTLE, false), Some(false));
+        assert_eq!(
+            screen.feed(b"\x1b[2;1Hworld", t0 + SETTLE * 2, false),
+            Some(true)
+        );
     }
 }

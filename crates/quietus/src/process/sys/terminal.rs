@@ -65,6 +65,11 @@ pub(crate) fn terminal_size(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<(u16,
     Ok((size.ws_row, size.ws_col))
 }
 
+/// How many bytes wait to be read from `fd` (`FIONREAD`); 0 when it cannot say.
+pub(crate) fn pending_bytes(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
+    rustix::io::ioctl_fionread(fd).unwrap_or(0)
+}
+
 #[cfg_attr(not(test), allow(dead_code))] // only the tests use it
 /// The foreground process group of the terminal `fd` belongs to (on a master: the slave's),
 /// the group the line discipline signals for Ctrl-C and the kernel for a resize.

@@ -78,6 +78,9 @@ pub(crate) enum Outlet {
     },
     /// A regular file open for writing, as it stood at the look.
     File(FileMark),
+    /// A terminal as its standard output, open for writing: it draws a screen (the session's,
+    /// which the output source judges).
+    Terminal,
     /// Anything else: `/dev/null`, a terminal (the output source's), a socket (the network
     /// source's), a file open for reading only.
     Elsewhere,
@@ -165,6 +168,14 @@ pub(crate) fn destination(
     }
 }
 
+/// Whether a process with these descriptors draws the program's screen: its standard output
+/// is a terminal (the session's, whose screen the output source judges). A process whose
+/// output goes elsewhere (`xz > /dev/null`, a tool writing into its agent's pipe) draws
+/// nothing, whatever else it holds.
+fn draws_screen(outlets: &[Outlet]) -> bool {
+    outlets.contains(&Outlet::Terminal)
+}
+
 /// Whether `ancestor` is an ancestor of `pid` by the tree's parent links.
 fn ancestor(parents: &HashMap<Pid, Pid>, ancestor: Pid, pid: Pid) -> bool {
     let mut at = pid;
@@ -213,6 +224,9 @@ pub(crate) struct Ledger {
     /// how many more looks wait for their read. A look may land between a write and its
     /// reader's read; the bytes are delivered at the look that sees the read.
     unread: HashMap<Pid, (u64, u8)>,
+    /// Per live process that drew the program's screen (wrote, its standard output a terminal,
+    /// and nothing that counts): its start time and when it was last seen doing so.
+    faces: HashMap<Pid, (u64, Instant)>,
 }
 
 impl Ledger {
@@ -224,14 +238,17 @@ impl Ledger {
         source: &mut dyn ProcessSource,
         root: Pid,
         tree: &[ProcSample],
-        first: bool,
+        look: (Instant, bool),
     ) -> Found {
+        let (now, first) = look;
         self.counts.retain(|pid, (start, _, _)| {
             tree.iter().any(|p| p.pid == *pid && p.start_time == *start)
         });
         let counts = &self.counts;
         self.marks.retain(|pid, _| counts.contains_key(pid));
         self.unread.retain(|pid, _| counts.contains_key(pid));
+        self.faces
+            .retain(|pid, (start, _)| counts.get(pid).is_some_and(|(known, _, _)| known == start));
         let mut found = Found::default();
         let mut writers: Vec<(Pid, u64)> = Vec::new();
         for &ProcSample {
@@ -275,9 +292,28 @@ impl Ledger {
             }
         }
         if !writers.is_empty() {
-            self.place(source, tree, &writers, &mut found);
+            self.place(source, tree, (&writers, now), &mut found);
         }
         found
+    }
+
+    /// Whether process `pid` (its start time `start`) drew the program's screen (wrote, its
+    /// standard output a terminal, and into no pipe the tree reads nor file that moved) within
+    /// [`WINDOW`] of `now`: the program's face (Gemini CLI's
+    /// UI runs in a child of the process started), whose CPU counts at the program's
+    /// threshold wherever it runs.
+    pub(crate) fn draws(&self, pid: Pid, start: u64, now: Instant) -> bool {
+        self.faces.get(&pid).is_some_and(|&(known, at)| {
+            known == start && now.saturating_duration_since(at) <= WINDOW
+        })
+    }
+
+    /// Whether the live process `pid` drew the program's screen within [`WINDOW`] of `now`
+    /// ([`Self::draws`], the identity checked at the last sample).
+    pub(crate) fn draws_now(&self, pid: Pid, now: Instant) -> bool {
+        self.faces
+            .get(&pid)
+            .is_some_and(|&(_, at)| now.saturating_duration_since(at) <= WINDOW)
     }
 
     /// Adds each writer's bytes where they went.
@@ -285,7 +321,7 @@ impl Ledger {
         &mut self,
         source: &mut dyn ProcessSource,
         tree: &[ProcSample],
-        writers: &[(Pid, u64)],
+        (writers, now): (&[(Pid, u64)], Instant),
         found: &mut Found,
     ) {
         let mut outlets: HashMap<Pid, Vec<Outlet>> = HashMap::new();
@@ -324,6 +360,12 @@ impl Ledger {
             let to = destination(list, &readers, &mut keeps);
             if to != Destination::Files {
                 self.unread.remove(&pid);
+            }
+            if to == Destination::Nowhere
+                && draws_screen(list)
+                && let Some(p) = tree.iter().find(|p| p.pid == pid)
+            {
+                self.faces.insert(pid, (p.start_time, now));
             }
             match to {
                 Destination::Delivered => found.delivered += bytes,

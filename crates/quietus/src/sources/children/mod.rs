@@ -11,7 +11,10 @@
 //!   (default 5 % of one core over the interval, and never less than 20 ms: two ticks of the
 //!   kernel's 100 Hz accounting), or the direct child's own reaches [`ROOT_CPU_THRESHOLD`]
 //!   (30 %: an agent's spinner uses up to 15 %, `sort` a whole core) — or the threshold too
-//!   when asked (`include_self`); a member that exits lowers no sum; a newly seen descendant
+//!   when asked (`include_self`); so does the program's face, wherever it runs: a process
+//!   that drew its screen within 2 s (its standard output the terminal, nothing else written
+//!   that counts: `bytes::Ledger::draws`; Gemini CLI's UI runs in a child of the process
+//!   started); a member that exits lowers no sum; a newly seen descendant
 //!   that already used CPU earns one sample of startup grace (its whole CPU counts once);
 //! - a process the machine starves is working, whatever CPU it got (50 busy processes on the
 //!   machine leave a compiler far less than the threshold): one that was runnable (on a CPU or
@@ -20,7 +23,9 @@
 //!   for at least `RUNNABLE_SPAN` (the run delay is only added up when the process gets a CPU
 //!   again, so a long wait shows late) — the direct child too — provided it ran a real share of
 //!   a core meanwhile ([`demanding`]: a poller waits for a CPU at every wake-up and runs next
-//!   to nothing);
+//!   to nothing); the program (the direct child, its face) only when runnable nearly all of
+//!   the stretch, or seen runnable for a second ([`PROGRAM_RUNNABLE_SHARE`]: its UI waits for
+//!   a CPU at each frame);
 //! - a tree the machine starves is working even when each of its processes lives too briefly
 //!   to be seen runnable (a shell script, a version manager's chain of shims): with a cgroup,
 //!   the time its processes waited for a CPU (`cpu.pressure`, reaped ones included) counts
@@ -214,6 +219,9 @@ pub struct DescendantObserver {
     cgroup: Option<CgroupReader>,
     /// With a cgroup: the root's own CPU at the last look (it stays once the root is reaped).
     root_cpu: Duration,
+    /// With a cgroup: each member's start time and CPU at the last look (the CPU of the
+    /// process that draws the program's screen is judged with the root's).
+    member_cpu: HashMap<Pid, (u64, Duration)>,
     /// With a cgroup: the CPU that counts (the root's own only when asked), at the last look.
     cgroup_counted: Duration,
     /// The live processes of the tree at the last sample, the root first (the network
@@ -255,16 +263,28 @@ struct Runnable {
 /// samples, like the fresh sample at a stale decision, keep the last judgment).
 const RUNNABLE_SPAN: Duration = Duration::from_millis(250);
 
+/// The share of its stretch a descendant must be runnable to be starved work: half.
+const RUNNABLE_SHARE: f64 = 0.5;
+
+/// The share of its stretch the program (the root, or the process drawing its screen) must be
+/// runnable to be starved work: nearly all of it. Real work is runnable all the time (`sort`,
+/// `xz`, a compiler's threads: 100 % at a load of 21 on 2 cores); an agent's UI redrawing its
+/// spinner at 7–12 % of a core, waiting for a CPU at each frame, was runnable 16–30 % of the
+/// time at a load of 5–6, and half of some 250 ms stretches (the zoo's `s_relaunched_tui_pty`,
+/// 1 run of 8 ended 3 s late).
+const PROGRAM_RUNNABLE_SHARE: f64 = 0.9;
+
 /// Measures one process's (or thread's) runnable time `total` (and run time `ran`, if read) at
 /// `now` against its stretch: once the stretch is [`RUNNABLE_SPAN`] long, whether it was
-/// runnable at least half of it while running a real share of a core; not read (asleep now),
-/// the stretch starts again.
+/// runnable for `share` of it (a process of the program's: [`PROGRAM_RUNNABLE_SHARE`], else
+/// [`RUNNABLE_SHARE`]) while running a real share of a core; not read (asleep now), the stretch
+/// starts again.
 fn judge(
     seen: &mut Runnable,
-    total: Option<Duration>,
-    ran: Option<Duration>,
+    (total, ran): (Option<Duration>, Option<Duration>),
     now: Instant,
     threshold: f64,
+    share: f64,
 ) {
     match (total, seen.at_start) {
         (Some(total), Some(at_start)) => {
@@ -276,7 +296,8 @@ fn judge(
                     }
                     _ => true,
                 };
-                seen.starved_busy = seen.demanding && total.saturating_sub(at_start) >= span / 2;
+                seen.starved_busy =
+                    seen.demanding && total.saturating_sub(at_start) >= span.mul_f64(share);
                 seen.since = now;
                 seen.at_start = Some(total);
                 seen.ran_at_start = ran;
@@ -426,6 +447,7 @@ impl DescendantObserver {
             root_window: CpuWindow::default(),
             cgroup: None,
             root_cpu: Duration::ZERO,
+            member_cpu: HashMap::new(),
             cgroup_counted: Duration::ZERO,
             pids: Vec::new(),
             runnable: HashMap::new(),
@@ -496,6 +518,15 @@ impl DescendantObserver {
         } else {
             self.root_cpu.saturating_sub(root_before)
         };
+        let found = self
+            .ledger
+            .sample(self.source.as_mut(), self.root, &read, (now, first));
+        let face_delta = self.face_cpu(&read, now);
+        let root_delta = if first || self.include_root {
+            root_delta
+        } else {
+            root_delta + face_delta
+        };
         let root_alive = root.is_some_and(|r| !r.dead);
         let descendant_cpu = usage.saturating_sub(self.root_cpu);
         let counted = if self.include_root {
@@ -505,8 +536,13 @@ impl DescendantObserver {
         };
         let delta = if first {
             Duration::ZERO
-        } else {
+        } else if self.include_root {
             counted.saturating_sub(self.cgroup_counted)
+        } else {
+            // The face's CPU is judged with the root's.
+            counted
+                .saturating_sub(self.cgroup_counted)
+                .saturating_sub(face_delta)
         };
         self.cgroup_counted = self.cgroup_counted.max(counted);
         let descendants = members.saturating_sub(usize::from(root_alive));
@@ -514,9 +550,6 @@ impl DescendantObserver {
         let busy = self.judge(now, elapsed, delta, root_delta);
         let starved = self.starved(cpu_waited, delta + root_delta, elapsed);
         let starved_busy = self.runnable_anyway(now);
-        let found = self
-            .ledger
-            .sample(self.source.as_mut(), self.root, &read, first);
         let moving = self.ledger.moving(now, found);
         let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved || starved_busy || moving);
@@ -535,6 +568,23 @@ impl DescendantObserver {
             cpu_waited,
         };
         self.last
+    }
+
+    /// With a cgroup: the CPU the members that draw the program's screen (not the root) used
+    /// since the last look (`read`: the members' `stat` now); remembers every member's.
+    fn face_cpu(&mut self, read: &[ProcSample], now: Instant) -> Duration {
+        let mut delta = Duration::ZERO;
+        let before = std::mem::take(&mut self.member_cpu);
+        for p in read.iter().filter(|p| p.pid != self.root) {
+            if let Some(&(start, cpu)) = before.get(&p.pid)
+                && start == p.start_time
+                && self.ledger.draws(p.pid, p.start_time, now)
+            {
+                delta += p.cpu.saturating_sub(cpu);
+            }
+            self.member_cpu.insert(p.pid, (p.start_time, p.cpu));
+        }
+        delta
     }
 
     /// With a cgroup: the live processes of the tree outside it, re-checked by identity now —
@@ -626,18 +676,19 @@ impl DescendantObserver {
             .extend(tree.iter().filter(|p| !p.dead).map(|p| p.pid));
         let in_tree: HashMap<Pid, ProcSample> = tree.iter().map(|p| (p.pid, *p)).collect();
         let (credit, escapees) = self.sort_out_missing(&in_tree);
+        // The bytes first: they say which processes draw the program's screen.
+        let live: Vec<ProcSample> = tree.iter().filter(|p| !p.dead).copied().collect();
+        let found = self
+            .ledger
+            .sample(self.source.as_mut(), self.root, &live, (now, first));
         let Accounted {
             delta,
             root_delta,
             descendant_cpu,
             descendants,
-        } = self.account(&tree, &credit, first);
+        } = self.account(&tree, &credit, (now, first));
         let busy = self.judge(now, elapsed, delta, root_delta);
         let starved_busy = self.runnable_anyway(now);
-        let live: Vec<ProcSample> = tree.iter().filter(|p| !p.dead).copied().collect();
-        let found = self
-            .ledger
-            .sample(self.source.as_mut(), self.root, &live, first);
         let moving = self.ledger.moving(now, found);
         let moved_bytes = if moving { found.total() } else { 0 };
         let active = !first && (busy || starved_busy || moving);
@@ -696,13 +747,15 @@ impl DescendantObserver {
         &mut self,
         tree: &[ProcSample],
         credit: &HashMap<Pid, Duration>,
-        first: bool,
+        (now, first): (Instant, bool),
     ) -> Accounted {
         let mut out = Accounted::default();
         for p in tree {
             let is_root = p.pid == self.root;
-            // The root's own CPU goes to its own window unless it counts as a descendant's.
-            let own = if is_root && !self.include_root {
+            // The program's own CPU (the root's, and its face's: the process that draws its
+            // screen) goes to its own window unless it counts as a descendant's.
+            let program = is_root || self.ledger.draws(p.pid, p.start_time, now);
+            let own = if program && !self.include_root {
                 &mut out.root_delta
             } else {
                 &mut out.delta
@@ -772,8 +825,9 @@ impl DescendantObserver {
     }
 
     /// Whether a live process of the tree (the root too) was runnable for at least half of its
-    /// last measured stretch: working, however little CPU the machine gave it. Forgets the
-    /// processes no longer in the tree.
+    /// last measured stretch (a process of the program's: nearly all of it, or seen runnable
+    /// at every look for [`ROOT_CPU_WINDOW`]): working, however little CPU the machine gave
+    /// it. Forgets the processes no longer in the tree.
     fn runnable_anyway(&mut self, now: Instant) -> bool {
         let pids: Vec<Pid> = self.pids.clone();
         self.runnable.retain(|pid, _| pids.contains(pid));
@@ -785,6 +839,12 @@ impl DescendantObserver {
                 continue;
             };
             let runnable_now = state.now;
+            let program = pid == self.root || self.ledger.draws_now(pid, now);
+            let (share, span) = if program {
+                (PROGRAM_RUNNABLE_SHARE, ROOT_CPU_WINDOW)
+            } else {
+                (RUNNABLE_SHARE, RUNNABLE_SPAN)
+            };
             let now = state.at.unwrap_or(now);
             let seen = self.runnable.entry(pid).or_insert(Runnable {
                 since: now,
@@ -794,7 +854,7 @@ impl DescendantObserver {
                 demanding: true,
                 runnable_since: None,
             });
-            judge(seen, state.total, state.ran, now, self.threshold);
+            judge(seen, (state.total, state.ran), now, self.threshold, share);
             seen.runnable_since = if runnable_now {
                 seen.runnable_since.or(Some(now))
             } else {
@@ -803,8 +863,8 @@ impl DescendantObserver {
             let runnable_for = seen
                 .runnable_since
                 .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
-            any |= seen.starved_busy || (seen.demanding && runnable_for >= RUNNABLE_SPAN);
-            any |= self.threads_starved(pid);
+            any |= seen.starved_busy || (seen.demanding && runnable_for >= span);
+            any |= self.threads_starved(pid, share);
         }
         any
     }
@@ -812,7 +872,7 @@ impl DescendantObserver {
     /// Whether a thread of `pid` (a process of several threads) was runnable for at least half
     /// of its last measured stretch while it ran a real share of a core: each thread is judged
     /// as a process is, so a pool of pollers is no more work than one poller.
-    fn threads_starved(&mut self, pid: Pid) -> bool {
+    fn threads_starved(&mut self, pid: Pid, share: f64) -> bool {
         let runs = self.source.thread_runs(pid);
         self.thread_runnable
             .retain(|(p, tid), _| *p != pid || runs.iter().any(|r| r.tid == *tid));
@@ -829,7 +889,8 @@ impl DescendantObserver {
                     demanding: true,
                     runnable_since: None,
                 });
-            judge(seen, Some(run.total), Some(run.ran), run.at, self.threshold);
+            let read = (Some(run.total), Some(run.ran));
+            judge(seen, read, run.at, self.threshold, share);
             any |= seen.starved_busy;
         }
         any

@@ -281,6 +281,12 @@ fn outlet(pid: Pid, fd: i32, target: &str) -> Outlet {
                 .saturating_mul(1_000_000_000)
                 .saturating_add(meta.atime_nsec()),
         })
+    } else if fd == 1
+        && std::os::unix::fs::FileTypeExt::is_char_device(&kind)
+        && (target.starts_with("/dev/pts/") || target.starts_with("/dev/tty"))
+        && writes()
+    {
+        Outlet::Terminal
     } else {
         Outlet::Elsewhere
     }
