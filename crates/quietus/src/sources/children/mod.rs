@@ -29,8 +29,9 @@
 //! - a tree the machine starves is working even when each of its processes lives too briefly
 //!   to be seen runnable (a shell script, a version manager's chain of shims): with a cgroup,
 //!   the time its processes waited for a CPU (`cpu.pressure`, reaped ones included) counts
-//!   when it is at least half of the time between two samples (as for one starved process),
-//!   and it ran a real share of a core meanwhile — the direct child alone too (its threads);
+//!   when, with the CPU it ran, it fills nearly all the time between two samples (as for the
+//!   program: the waits cannot be told apart by process), and it ran a real share of a core
+//!   meanwhile — the direct child alone too (its threads);
 //! - bytes no other source sees count by where they go (`bytes`): written into a pipe
 //!   another process of the tree reads, any byte; files and storage at a working rate; bytes
 //!   thrown away, written to quietus's own pipes or to a socket, and a nested quietus's, never;
@@ -628,12 +629,17 @@ impl DescendantObserver {
     /// Whether the cgroup's tree asked for CPU and did not receive it (`cpu_waited` over
     /// `elapsed`, having received `received`): a starved tree of short-lived processes, or a
     /// program whose threads work while its main thread waits for them (`rustc`: LLVM in its
-    /// threads), waiting for a CPU at least half of the time (the rule for one starved
-    /// process, over the whole tree). An event loop's many short waits on a loaded machine
-    /// stay well below half (a spinner's: 8.6–15 % runnable at a load of 21); a poller's reach
-    /// it, but it would not use a real share of a core ([`demanding`]).
+    /// threads), wanting a CPU (run or waited for) nearly all of the time, as the program must
+    /// ([`PROGRAM_RUNNABLE_SHARE`]: the waits cannot be told apart by process, and the
+    /// program's count). A CPU-bound tree, starved, wants it all the time (the shell script of
+    /// the zoo's `w_starved_tree`); an agent's UI redrawing its spinner on a loaded machine
+    /// waits at each frame, half the time or more at a load of 4–6 (real Claude Code: 7–12 %
+    /// of a core run), and would use a tenth of a core given all it asks; a poller's waits may
+    /// reach it, but it would not use a real share of a core ([`demanding`]).
     fn starved(&self, cpu_waited: Duration, received: Duration, elapsed: Duration) -> bool {
-        demanding(received, elapsed, self.threshold) && cpu_waited >= MIN_CPU.max(elapsed / 2)
+        demanding(received, elapsed, self.threshold)
+            && cpu_waited >= MIN_CPU
+            && received + cpu_waited >= elapsed.mul_f64(PROGRAM_RUNNABLE_SHARE)
     }
 
     /// The time the cgroup's processes waited for a CPU since the last look.

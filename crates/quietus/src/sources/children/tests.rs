@@ -719,6 +719,31 @@ fn a_starved_tree_of_short_lived_processes_is_cpu_demand() {
     assert!(obs.sample(t0 + 4 * SEC).active, "the program's own demand");
 }
 
+/// An agent's UI animating its spinner over a stalled stream on a loaded machine (real Claude
+/// Code under a load of 4–6: 7–12 % of a core, its threads waiting for a CPU at each frame):
+/// the tree waits for a CPU half the time, and gets a tenth of a core. Had it all the CPU it
+/// asked for it would still use a tenth: no starved work. CPU demand is work only when the
+/// tree wanted a CPU nearly all the time (run plus waited: a CPU-bound tree, starved); the
+/// starved shell script of the test above wanted it 92 % of the time.
+#[test]
+fn a_spinner_waiting_for_a_cpu_half_the_time_is_not_cpu_demand() {
+    let table = Table::default();
+    let mut obs = observer(&table, ChildWatchConfig::default());
+    let (cgroup, waited) = scripted_cgroup_waiting(&mut obs);
+    let t0 = Instant::now();
+    table.set(&[p(100, 1, 1, 0, 0)]);
+    *cgroup.lock() = Some((0, 1));
+    assert!(!obs.sample(t0).active, "baseline");
+    for i in 1..=5u64 {
+        // Each second: 100 ms run, 500 ms waited for a CPU.
+        table.set(&[p(100, 1, 1, 100 * i, 0)]);
+        *cgroup.lock() = Some((100 * i, 1));
+        *waited.lock() = 500 * i;
+        let s = obs.sample(t0 + SEC * u32::try_from(i).unwrap());
+        assert!(!s.active, "second {i}: {s:?}");
+    }
+}
+
 /// What the root's reaped children moved is its whole count less its own threads', read
 /// one after the other: the root's own bytes between the two reads (a program's start
 /// reading its libraries from storage) make one reading low, never high. The reading
