@@ -18,7 +18,10 @@
 //!   .spawn()?.wait()`, so it also pays for quietus's spawn, threads, monitor and drain.
 //!
 //! Then, outside criterion, `relay_paired` runs both sides of each pair back to back for 40
-//! rounds (alternating which goes first) and prints the median per-round ratio to stderr. On a
+//! rounds (alternating which goes first) and prints the median per-round ratio to stderr:
+//! `end_to_end` (everything on), `end_to_end_no_spill` (the spill off), and
+//! `end_to_end_no_spill_program`, the same with the child given as a [`quietus::Program`]
+//! (the direct start, no fork of this process, where std's `Command` with quietus's hook forks). On a
 //! shared machine the two criterion benches of a pair run seconds apart under different
 //! background load, which can swing one of them by 2x; the paired ratio is the number to hold
 //! against the 85 % target.
@@ -37,7 +40,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use quietus::sources::{ActivityBoard, ActivityTrackingReader};
 use quietus::{
-    ActivitySource, CaptureConfig, Clock, MonitorConfig, Outcome, OutputSink, Session, Stream,
+    ActivitySource, CaptureConfig, Clock, MonitorConfig, Outcome, OutputSink, Program, Session,
+    Stream,
 };
 
 /// Bytes relayed per iteration.
@@ -164,6 +168,16 @@ fn producer() -> Command {
     command
 }
 
+/// The same child as a [`Program`]: a session starts it without a fork of this process.
+fn producer_program() -> Program {
+    Program::new("dd").args([
+        "if=/dev/zero".to_string(),
+        format!("bs={CHUNK}"),
+        format!("count={}", TOTAL / CHUNK),
+        "status=none".to_string(),
+    ])
+}
+
 /// One end-to-end iteration of B: `Command` with a piped stdout, read to EOF, then `wait()`.
 fn plain_command(buf: &mut [u8]) {
     // The same stdio as a quietus session, except that stderr (empty here) is not piped and
@@ -195,17 +209,31 @@ fn log_dir() -> &'static std::path::Path {
 /// head/tail retention, the log spill (64 MiB written to a log in a temp folder, with its
 /// SHA-256) and the event stream. The iteration includes removing the log.
 fn quietus_session() {
-    session_with(CaptureConfig::builder().log_dir(log_dir()).build().unwrap());
+    session_with(
+        producer(),
+        CaptureConfig::builder().log_dir(log_dir()).build().unwrap(),
+    );
 }
 
 /// The same with the log spill off: head/tail retention and the event stream only.
 fn quietus_session_no_spill() {
-    session_with(CaptureConfig::builder().spill(false).build().unwrap());
+    session_with(
+        producer(),
+        CaptureConfig::builder().spill(false).build().unwrap(),
+    );
 }
 
-fn session_with(capture: CaptureConfig) {
+/// The same, the child given as a [`Program`] (the direct start).
+fn quietus_session_no_spill_program() {
+    session_with(
+        producer_program(),
+        CaptureConfig::builder().spill(false).build().unwrap(),
+    );
+}
+
+fn session_with(program: impl Into<Program>, capture: CaptureConfig) {
     let spill = capture.spill();
-    let session = Session::builder(producer())
+    let session = Session::builder(program)
         .config(MonitorConfig::builder().capture(capture).build().unwrap())
         .stdout(OutputSink::Discard)
         .spawn()
@@ -345,6 +373,18 @@ fn relay_paired() {
         }
     }
     report_paired("end_to_end_no_spill", &plain, &tracked);
+
+    let (mut plain, mut tracked) = (Vec::new(), Vec::new());
+    for round in 0..PAIRED_ROUNDS {
+        if round % 2 == 0 {
+            plain.push(timed(|| plain_command(&mut buf)));
+            tracked.push(timed(quietus_session_no_spill_program));
+        } else {
+            tracked.push(timed(quietus_session_no_spill_program));
+            plain.push(timed(|| plain_command(&mut buf)));
+        }
+    }
+    report_paired("end_to_end_no_spill_program", &plain, &tracked);
 }
 
 criterion_group!(benches, relay_in_process, relay_end_to_end);

@@ -15,49 +15,191 @@ use crate::stream::Stream;
 pub(crate) struct HeadTail {
     head: Vec<u8>,
     head_cap: usize,
-    tail: VecDeque<u8>,
-    tail_cap: usize,
+    tail: Tail,
     total: u64,
 }
 
 impl HeadTail {
     pub(crate) fn new(cap: usize) -> Self {
+        Self::with_buffers(cap, crate::sources::output::CHUNK)
+    }
+
+    /// [`new`](Self::new) with the size of the reader's buffers (`chunk`): a read of at least
+    /// half of one is kept whole ([`push_owned`](Self::push_owned)); smaller ones are copied.
+    pub(crate) fn with_buffers(cap: usize, chunk: usize) -> Self {
         let head_cap = cap / 2;
         Self {
             head: Vec::new(),
             head_cap,
-            tail: VecDeque::new(),
-            tail_cap: cap - head_cap,
+            tail: Tail::new(cap - head_cap, chunk),
             total: 0,
         }
     }
 
-    pub(crate) fn push(&mut self, mut data: &[u8]) {
+    /// Takes the bytes that fill the head; returns the rest.
+    fn fill_head<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
         self.total += data.len() as u64;
         let room = self.head_cap - self.head.len();
         let take = room.min(data.len());
         self.head.extend_from_slice(&data[..take]);
-        data = &data[take..];
-        if data.is_empty() || self.tail_cap == 0 {
+        &data[take..]
+    }
+
+    /// Records `data` by copying it (tests: the reader hands its buffers to
+    /// [`push_owned`](Self::push_owned)).
+    #[cfg(test)]
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        let rest = self.fill_head(data);
+        self.tail.copy(rest);
+    }
+
+    /// Records the read `buf[..n]` and may keep `buf` itself: then `buf` is swapped for a buffer
+    /// of the same length that the tail let go of (its bytes are stale), so the reader's next
+    /// read costs no copy and no allocation here.
+    pub(crate) fn push_owned(&mut self, buf: &mut Vec<u8>, n: usize) {
+        let rest = self.fill_head(&buf[..n]);
+        if rest.len() < n || !self.tail.holds(n, buf.len()) {
+            self.tail.copy(rest); // the head took some (once), or the read is small
             return;
         }
-        if data.len() >= self.tail_cap {
-            self.tail.clear();
-            self.tail.extend(&data[data.len() - self.tail_cap..]);
-        } else {
-            let overflow = (self.tail.len() + data.len()).saturating_sub(self.tail_cap);
-            self.tail.drain(..overflow);
-            self.tail.extend(data);
-        }
+        self.tail.hold(buf, n);
     }
 
     pub(crate) fn captured(&self) -> CapturedStream {
+        let tail = self.tail.last_bytes();
         CapturedStream {
+            omitted: self.total - self.head.len() as u64 - tail.len() as u64,
             head: self.head.clone(),
-            tail: self.tail.iter().copied().collect(),
-            omitted: self.total - self.head.len() as u64 - self.tail.len() as u64,
+            tail,
             total: self.total,
         }
+    }
+}
+
+/// The last bytes of a stream, at least `cap` of them once the stream carried so many: a queue of
+/// buffers, oldest first, each holding its first `len` bytes. A large read is kept as the buffer
+/// it was read into (no copy); small reads are copied into the newest buffer's room. A buffer
+/// leaves the front once the ones behind it hold the `cap` bytes; it becomes the spare that the
+/// next kept read's buffer is swapped for.
+///
+/// Memory: the bytes held are under `cap` + one buffer; a buffer kept whole is at least half
+/// full, and a buffer started by a copy follows one more than half full, so the buffers' sizes
+/// stay under four times the bytes held plus one buffer (one buffer more than the bytes in the
+/// usual case of full reads).
+#[derive(Debug, Clone)]
+struct Tail {
+    cap: usize,
+    /// The reader's buffer size: a kept read is at least half of it; a copy starts a buffer of it.
+    chunk: usize,
+    parts: VecDeque<Part>,
+    /// Bytes held in `parts`.
+    held: usize,
+    spare: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone)]
+struct Part {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Tail {
+    fn new(cap: usize, chunk: usize) -> Self {
+        Self {
+            cap,
+            chunk: chunk.max(1),
+            parts: VecDeque::new(),
+            held: 0,
+            spare: None,
+        }
+    }
+
+    /// Whether a read of `n` bytes into a buffer of `size` is kept whole rather than copied.
+    fn holds(&self, n: usize, size: usize) -> bool {
+        n > 0 && n < self.cap && 2 * n >= self.chunk && size <= 2 * self.chunk
+    }
+
+    /// Keeps `buf[..n]` as it is, and hands `buf` a buffer of the same length in exchange.
+    fn hold(&mut self, buf: &mut Vec<u8>, n: usize) {
+        let swap = match self.spare.take() {
+            Some(spare) if spare.len() == buf.len() => spare,
+            _ => vec![0; buf.len()],
+        };
+        let kept = std::mem::replace(buf, swap);
+        self.parts.push_back(Part { buf: kept, len: n });
+        self.held += n;
+        self.trim();
+    }
+
+    /// Copies `data` in.
+    fn copy(&mut self, data: &[u8]) {
+        if data.is_empty() || self.cap == 0 {
+            return;
+        }
+        let data = if data.len() >= self.cap {
+            // Only its last `cap` bytes stay: everything before goes.
+            while let Some(part) = self.parts.pop_front() {
+                self.keep_spare(part.buf);
+            }
+            self.held = 0;
+            &data[data.len() - self.cap..]
+        } else {
+            data
+        };
+        let fits = self
+            .parts
+            .back()
+            .is_some_and(|back| back.buf.len() - back.len >= data.len());
+        if !fits {
+            let size = self.chunk.max(data.len());
+            let buf = match self.spare.take() {
+                Some(spare) if spare.len() >= size => spare,
+                _ => vec![0; size],
+            };
+            self.parts.push_back(Part { buf, len: 0 });
+        }
+        if let Some(back) = self.parts.back_mut() {
+            back.buf[back.len..back.len + data.len()].copy_from_slice(data);
+            back.len += data.len();
+        }
+        self.held += data.len();
+        self.trim();
+    }
+
+    /// Lets go of the oldest buffers the newer ones do without.
+    fn trim(&mut self) {
+        while let Some(front) = self.parts.front()
+            && self.held - front.len >= self.cap
+        {
+            self.held -= front.len;
+            if let Some(part) = self.parts.pop_front() {
+                self.keep_spare(part.buf);
+            }
+        }
+    }
+
+    fn keep_spare(&mut self, buf: Vec<u8>) {
+        if self
+            .spare
+            .as_ref()
+            .is_none_or(|spare| spare.len() < buf.len())
+        {
+            self.spare = Some(buf);
+        }
+    }
+
+    /// The last `cap` bytes (all of them when fewer).
+    fn last_bytes(&self) -> Vec<u8> {
+        let keep = self.cap.min(self.held);
+        let mut skip = self.held - keep;
+        let mut out = Vec::with_capacity(keep);
+        for part in &self.parts {
+            let bytes = &part.buf[..part.len];
+            let from = skip.min(bytes.len());
+            skip -= from;
+            out.extend_from_slice(&bytes[from..]);
+        }
+        out
     }
 }
 
@@ -198,21 +340,24 @@ impl Recorder {
         }
     }
 
-    /// Records a chunk read at `now`. Returns when the pending `Output` event is due if it
-    /// could not be sent yet (throttled).
+    /// Records the chunk `buf[..n]` read at `now`; the capture may keep `buf` and hand back
+    /// another buffer of its length ([`HeadTail::push_owned`]). Returns when the pending
+    /// `Output` event is due if it could not be sent yet (throttled).
     pub(crate) fn record(
         &mut self,
-        data: &[u8],
+        buf: &mut Vec<u8>,
+        n: usize,
         now: std::time::Instant,
         emitter: &crate::events::Emitter,
     ) -> Option<std::time::Instant> {
-        self.capture.push(data);
+        let data = &buf[..n];
         let room = self.chunk_cap.saturating_sub(self.pending.len());
         if data.len() > room {
             self.pending_truncated = true;
         }
         self.pending
             .extend_from_slice(&data[..room.min(data.len())]);
+        self.capture.push_owned(buf, n);
         match self.due() {
             Some(due) if due > now => Some(due),
             _ => {
@@ -311,6 +456,96 @@ mod tests {
                 expected.extend_from_slice(&stream[stream.len() - keep_tail..]);
                 prop_assert_eq!(rendered, expected);
             }
+        }
+    }
+
+    /// The bytes of a stream cut into reads of the given sizes (a size past the end reads what
+    /// is left).
+    fn reads<'a>(stream: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
+        let mut rest = stream;
+        let mut out = Vec::new();
+        for &size in sizes {
+            let (read, after) = rest.split_at(size.min(rest.len()));
+            out.push(read);
+            rest = after;
+        }
+        out.push(rest);
+        out
+    }
+
+    proptest! {
+        /// The tail is the last bytes of everything read, whatever the read sizes: reads far
+        /// smaller and far larger than the tail, empty ones, one the tail's size exactly, with
+        /// the head full or not.
+        #[test]
+        fn the_tail_is_the_last_bytes_whatever_the_reads(
+            cap in prop_oneof![Just(0usize), Just(1), Just(7), 2usize..200],
+            len in 0usize..2_000,
+            sizes in prop::collection::vec(
+                prop_oneof![Just(0usize), 1usize..8, 8usize..120, 120usize..700],
+                0..40,
+            ),
+            seed in any::<u8>(),
+        ) {
+            let stream: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+            let mut buf = HeadTail::new(cap);
+            for read in reads(&stream, &sizes) {
+                buf.push(read);
+            }
+            let c = buf.captured();
+            let head_cap = cap / 2;
+            let keep_head = head_cap.min(stream.len());
+            let keep_tail = (cap - head_cap).min(stream.len() - keep_head);
+            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
+            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
+            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
+            prop_assert_eq!(c.total, stream.len() as u64);
+        }
+    }
+
+    proptest! {
+        /// The same with the reader's buffers kept whole: reads into a buffer of `chunk` bytes,
+        /// handed over as the reader hands them (some copied, some kept, mixed with plain
+        /// pushes); the buffer handed back is always of the same length.
+        #[test]
+        fn the_tail_is_the_last_bytes_when_buffers_are_kept(
+            cap in prop_oneof![Just(0usize), Just(1), 2usize..400],
+            chunk in 1usize..100,
+            len in 0usize..3_000,
+            sizes in prop::collection::vec((0usize..100, any::<bool>()), 0..80),
+            seed in any::<u8>(),
+        ) {
+            let stream: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+            let mut buf = HeadTail::with_buffers(cap, chunk);
+            let mut read_buf = vec![0u8; chunk];
+            let mut rest = &stream[..];
+            let mut sizes = sizes.into_iter().chain(std::iter::repeat((chunk, true)));
+            while !rest.is_empty() {
+                let (size, owned) = sizes.next().unwrap_or((chunk, true));
+                let n = size.min(chunk).min(rest.len());
+                if owned {
+                    read_buf[..n].copy_from_slice(&rest[..n]);
+                    buf.push_owned(&mut read_buf, n);
+                    prop_assert_eq!(read_buf.len(), chunk);
+                } else {
+                    buf.push(&rest[..n]);
+                }
+                rest = &rest[n..];
+                // What is held stays bounded: the bytes under the tail's cap and one buffer,
+                // the buffers under four times that and one more.
+                let tail = &buf.tail;
+                prop_assert!(tail.held <= tail.cap + chunk);
+                let sizes: usize = tail.parts.iter().map(|p| p.buf.len()).sum();
+                prop_assert!(sizes <= 4 * tail.held + chunk, "{} over {}", sizes, tail.held);
+            }
+            let c = buf.captured();
+            let head_cap = cap / 2;
+            let keep_head = head_cap.min(stream.len());
+            let keep_tail = (cap - head_cap).min(stream.len() - keep_head);
+            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
+            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
+            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
+            prop_assert_eq!(c.total, stream.len() as u64);
         }
     }
 

@@ -276,7 +276,8 @@ pub(super) fn reader(
         let pending_control = control.clone();
         let lines_control = control.clone();
         let watch_ref = &mut watch;
-        let mut record = move |chunk: &[u8]| {
+        let mut record = move |buf: &mut Vec<u8>, n: usize| {
+            let chunk = &buf[..n];
             if let Some(screen) = screen.as_mut() {
                 screen.feed(chunk, more.get());
             }
@@ -286,7 +287,7 @@ pub(super) fn reader(
             if let Some(spill) = &spill {
                 spill.push(chunk);
             }
-            let due = recorder.lock().record(chunk, clock.now(), &emitter);
+            let due = recorder.lock().record(buf, n, clock.now(), &emitter);
             if let Some(due) = due
                 && notified != Some(due)
             {

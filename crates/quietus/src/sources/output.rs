@@ -228,14 +228,16 @@ pub(crate) struct PumpState {
 pub(crate) const CHUNK: usize = 64 * 1024;
 
 /// Reads `reader` to end-of-file, delivering every chunk to `sink`, then to `record` (capture,
-/// spill, events). Returns when the stream ends, fails, or (after the next read) the run is
+/// spill, events) as the buffer and the count read into it: `record` may keep the buffer and
+/// leave another of the same length in its place (the capture's tail keeps large reads whole
+/// rather than copying them). Returns when the stream ends, fails, or (after the next read) the run is
 /// detached.
 pub(crate) fn pump<R: Read>(
     reader: &mut ActivityTrackingReader<R>,
     sink: &mut OutputSink,
     state: &PumpState,
     stream: Stream,
-    record: &mut dyn FnMut(&[u8]),
+    record: &mut dyn FnMut(&mut Vec<u8>, usize),
 ) {
     let mut buf = vec![0u8; CHUNK];
     let mut sink_ok = true;
@@ -264,7 +266,7 @@ pub(crate) fn pump<R: Read>(
                         "the {} sink's reader is gone; closing the pipe",
                         stream.name()
                     );
-                    record(&buf[..n]);
+                    record(&mut buf, n);
                     state.bytes.fetch_add(n as u64, Ordering::Relaxed);
                     return;
                 }
@@ -279,8 +281,11 @@ pub(crate) fn pump<R: Read>(
                 }
             }
         }
-        record(&buf[..n]);
+        record(&mut buf, n);
         state.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        if buf.len() < CHUNK {
+            buf.resize(CHUNK, 0); // the recorder hands back a buffer of the same length
+        }
         // Checked after delivery: a byte that was read is always delivered, even when the run
         // ended meanwhile (then at most this one chunk arrives after `wait` returned).
         if state.detached.load(Ordering::Acquire) {
@@ -332,7 +337,13 @@ mod tests {
         let s2 = seen.clone();
         let mut sink = OutputSink::callback(move |c| s2.lock().extend_from_slice(c));
         let state = PumpState::default();
-        pump(&mut reader, &mut sink, &state, Stream::Stdout, &mut |_| {});
+        pump(
+            &mut reader,
+            &mut sink,
+            &state,
+            Stream::Stdout,
+            &mut |_, _| {},
+        );
         assert_eq!(*seen.lock(), data);
         assert_eq!(board.count(&ActivitySource::Output), 4);
         assert_eq!(
@@ -356,7 +367,13 @@ mod tests {
         let mut reader = ActivityTrackingReader::new(&b"one chunk"[..], board.clone());
         let pumped = std::thread::spawn(move || {
             let state = PumpState::default();
-            pump(&mut reader, &mut sink, &state, Stream::Stdout, &mut |_| {});
+            pump(
+                &mut reader,
+                &mut sink,
+                &state,
+                Stream::Stdout,
+                &mut |_, _| {},
+            );
         });
         entered.recv().unwrap();
         board.backdate_hold(); // blocked (50 ms of real time), without waiting for it
@@ -377,7 +394,7 @@ mod tests {
             &mut discard,
             &PumpState::default(),
             Stream::Stdout,
-            &mut |_| {},
+            &mut |_, _| {},
         );
         assert_eq!(board.held_back(), Duration::ZERO);
     }
@@ -389,7 +406,13 @@ mod tests {
         let mut reader = ActivityTrackingReader::new(&data[..], board.clone());
         let mut sink = OutputSink::callback(|_| panic!("sink bug"));
         let state = PumpState::default();
-        pump(&mut reader, &mut sink, &state, Stream::Stderr, &mut |_| {});
+        pump(
+            &mut reader,
+            &mut sink,
+            &state,
+            Stream::Stderr,
+            &mut |_, _| {},
+        );
         assert!(matches!(sink, OutputSink::Discard));
         assert_eq!(state.bytes.load(Ordering::Relaxed), data.len() as u64);
         assert_eq!(board.count(&ActivitySource::Output), 2);
