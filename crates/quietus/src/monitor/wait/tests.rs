@@ -302,7 +302,11 @@ mod files_arming {
             Some(Duration::ZERO),
             "idle deadline passed"
         );
-        std::thread::sleep(Duration::from_millis(300)); // real time for a wrong end to come
+        // The stale decision was asked and put off three times (the walk still held).
+        assert!(
+            eventually(|| held.asked() >= 3),
+            "no stale decision asked the files source"
+        );
         assert!(
             session.try_wait().is_none(),
             "ended at the idle deadline before the look at the files was done"

@@ -320,16 +320,21 @@ mod tests {
                 n = std::hint::black_box(n.wrapping_add(1));
             }
         });
-        std::thread::sleep(Duration::from_millis(300));
-        // Read while the worker lives: a thread gone takes its counts with it.
+        // Read while the worker lives (a thread gone takes its counts with it), until the
+        // threads' sum shows 250 ms: the worker is runnable all along, on a CPU or waiting for
+        // one, so it does within a few tenths of a second however loaded the machine is.
+        let started = std::time::Instant::now();
+        let mut threads = Duration::ZERO;
+        while threads < Duration::from_millis(250) && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+            threads = sum(read_thread_runs(pid)).saturating_sub(threads_before);
+        }
         let (_, leader_after) = read_runnable(pid).unwrap();
-        let threads_after = sum(read_thread_runs(pid));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         worker.join().unwrap();
-        let threads = threads_after.saturating_sub(threads_before);
         let leader = leader_after.saturating_sub(leader_before);
-        // The worker was runnable all along (300 ms), on a CPU or waiting for one.
         assert!(threads >= Duration::from_millis(250), "{threads:?}");
+        // The leader (this thread, asleep between looks) shows next to none of it.
         assert!(leader < Duration::from_millis(100), "{leader:?}");
     }
 

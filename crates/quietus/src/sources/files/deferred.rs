@@ -116,13 +116,16 @@ pub(super) fn changed_since(
 #[cfg(test)]
 pub(crate) mod hold {
     use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     use crossbeam_channel::{Receiver, Sender};
 
-    /// A root held: the way to tell its test an arming came (the arming thread's name), and
-    /// the release (disconnected when the hold is dropped).
-    type Hold = (PathBuf, Sender<String>, Receiver<()>);
+    /// A root held: the way to tell its test an arming came (the arming thread's name), the
+    /// release (disconnected when the hold is dropped), and how many times a tracker of it was
+    /// asked whether it had settled while it had not.
+    type Hold = (PathBuf, Sender<String>, Receiver<()>, Arc<AtomicUsize>);
 
     /// The roots held.
     static HELD: std::sync::Mutex<Vec<Hold>> = std::sync::Mutex::new(Vec::new());
@@ -132,6 +135,7 @@ pub(crate) mod hold {
         root: PathBuf,
         came: Receiver<String>,
         _release: Sender<()>,
+        asked: Arc<AtomicUsize>,
     }
 
     /// Holds every delayed arming of a tracker whose roots include `root` from now on.
@@ -141,11 +145,13 @@ pub(crate) mod hold {
         let mut held = HELD
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        held.push((root.to_path_buf(), came_tx, released));
+        let asked = Arc::new(AtomicUsize::new(0));
+        held.push((root.to_path_buf(), came_tx, released, asked.clone()));
         HeldArming {
             root: root.to_path_buf(),
             came,
             _release: release,
+            asked,
         }
     }
 
@@ -155,6 +161,12 @@ pub(crate) mod hold {
         pub(crate) fn came(&self, within: Duration) -> Option<String> {
             self.came.recv_timeout(within).ok()
         }
+
+        /// How many times a tracker of the held root was asked whether it had settled (a
+        /// stale decision) and had not.
+        pub(crate) fn asked(&self) -> usize {
+            self.asked.load(Ordering::Relaxed)
+        }
     }
 
     impl Drop for HeldArming {
@@ -162,7 +174,18 @@ pub(crate) mod hold {
             let mut held = HELD
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            held.retain(|(root, _, _)| *root != self.root);
+            held.retain(|(root, _, _, _)| *root != self.root);
+        }
+    }
+
+    /// A tracker of `roots` was asked whether it had settled, and had not: counted for the
+    /// test that holds one of them.
+    pub(in crate::sources::files) fn note_asked(roots: &[PathBuf]) {
+        let held = HELD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (_, _, _, asked) in held.iter().filter(|(root, _, _, _)| roots.contains(root)) {
+            asked.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -173,8 +196,8 @@ pub(crate) mod hold {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             held.iter()
-                .find(|(root, _, _)| roots.contains(root))
-                .map(|(_, came, released)| (came.clone(), released.clone()))
+                .find(|(root, _, _, _)| roots.contains(root))
+                .map(|(_, came, released, _)| (came.clone(), released.clone()))
         };
         if let Some((came, released)) = found {
             let thread = std::thread::current().name().unwrap_or("").to_owned();

@@ -329,12 +329,17 @@ impl FileActivityTracker {
     /// meanwhile). A thread that is gone has nothing left to do.
     pub(crate) fn settled(&self) -> bool {
         self.arm_deferred();
-        self.common.poster.is_clear()
+        let settled = self.common.poster.is_clear()
             || self
                 .thread
                 .lock()
                 .as_ref()
-                .is_none_or(JoinHandle::is_finished)
+                .is_none_or(JoinHandle::is_finished);
+        #[cfg(test)]
+        if !settled {
+            deferred::hold::note_asked(&self.common.filter.roots);
+        }
+        settled
     }
 
     /// Arms the watches now if [`FileWatchConfig::arm_delay`](crate::FileWatchConfig) put the
