@@ -422,6 +422,20 @@ impl Recorder {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use proptest::test_runner::TestCaseError;
+
+    /// What a capture of `stream` under `cap` holds by the model: its first `cap / 2` bytes,
+    /// its last `cap - cap / 2` after them, and the exact count left out between.
+    fn holds_the_model(c: &CapturedStream, stream: &[u8], cap: usize) -> Result<(), TestCaseError> {
+        let head_cap = cap / 2;
+        let keep_head = head_cap.min(stream.len());
+        let keep_tail = (cap - head_cap).min(stream.len() - keep_head);
+        prop_assert_eq!(&c.head[..], &stream[..keep_head]);
+        prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
+        prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
+        prop_assert_eq!(c.total, stream.len() as u64);
+        Ok(())
+    }
 
     proptest! {
         /// Against a model: the rendered capture is an exact prefix of the real stream, the
@@ -438,22 +452,16 @@ mod tests {
                 stream.extend_from_slice(chunk);
             }
             let c = buf.captured();
-            let head_cap = cap / 2;
-            let tail_cap = cap - head_cap;
-            prop_assert_eq!(c.total, stream.len() as u64);
-            let keep_head = head_cap.min(stream.len());
-            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
-            let keep_tail = tail_cap.min(stream.len() - keep_head);
-            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
-            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
+            holds_the_model(&c, &stream, cap)?;
             let rendered = c.render();
             if c.omitted == 0 {
                 prop_assert_eq!(rendered, stream);
             } else {
-                let marker = omission_marker(c.omitted);
-                let mut expected = stream[..keep_head].to_vec();
-                expected.extend_from_slice(marker.as_bytes());
-                expected.extend_from_slice(&stream[stream.len() - keep_tail..]);
+                // The model's head, the marker, the model's tail (the head and tail checked
+                // against the stream above).
+                let mut expected = c.head.to_vec();
+                expected.extend_from_slice(omission_marker(c.omitted).as_bytes());
+                expected.extend_from_slice(&c.tail);
                 prop_assert_eq!(rendered, expected);
             }
         }
@@ -492,14 +500,7 @@ mod tests {
             for read in reads(&stream, &sizes) {
                 buf.push(read);
             }
-            let c = buf.captured();
-            let head_cap = cap / 2;
-            let keep_head = head_cap.min(stream.len());
-            let keep_tail = (cap - head_cap).min(stream.len() - keep_head);
-            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
-            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
-            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
-            prop_assert_eq!(c.total, stream.len() as u64);
+            holds_the_model(&buf.captured(), &stream, cap)?;
         }
     }
 
@@ -538,14 +539,7 @@ mod tests {
                 let sizes: usize = tail.parts.iter().map(|p| p.buf.len()).sum();
                 prop_assert!(sizes <= 4 * tail.held + chunk, "{} over {}", sizes, tail.held);
             }
-            let c = buf.captured();
-            let head_cap = cap / 2;
-            let keep_head = head_cap.min(stream.len());
-            let keep_tail = (cap - head_cap).min(stream.len() - keep_head);
-            prop_assert_eq!(&c.head[..], &stream[..keep_head]);
-            prop_assert_eq!(&c.tail[..], &stream[stream.len() - keep_tail..]);
-            prop_assert_eq!(c.omitted, (stream.len() - keep_head - keep_tail) as u64);
-            prop_assert_eq!(c.total, stream.len() as u64);
+            holds_the_model(&buf.captured(), &stream, cap)?;
         }
     }
 
