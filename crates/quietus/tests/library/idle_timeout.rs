@@ -170,35 +170,52 @@ fn a_bar_redrawn_beside_a_file_held_open_that_does_not_move_is_ended() {
          sys.stdout.flush(); time.sleep(0.05)\n"
     );
     for (name, program, code) in [("bash", "bash", bash), ("python", "python3", python)] {
-        let marker = Marker::new(&format!("idle_bar_open_file_{name}"));
         let dir = tempfile::tempdir().unwrap();
-        let out = SharedBuf::new();
-        let started = Instant::now();
-        let mut command = std::process::Command::new(program);
-        command
-            .args(["-c", &code, marker.as_str()])
-            .current_dir(dir.path())
-            .env(common::MARKER_ENV, marker.as_str());
-        let session = Session::builder(command)
-            .config(
-                MonitorConfig::builder()
-                    .idle_timeout(ms(1500))
-                    .build()
-                    .unwrap(),
-            )
-            .stdout(out.sink())
-            .spawn()
-            .expect("the program can be spawned");
-        out.wait_for("ready");
-        let result = wait_generously(&session);
-        assert!(
-            matches!(result.outcome, Outcome::IdleTimeout(_)),
-            "{name}: {result:#?}"
-        );
-        assert!(started.elapsed() >= ms(1500), "{name}");
+        let marker = format!("idle_bar_open_file_{name}");
+        let (out, _) = ended_at_the_idle_timeout(&marker, program, &code, Some(dir.path()));
         assert!(out.text().len() > 3000, "{name}: it wrote all along");
-        assert_no_leak(&marker);
     }
+}
+
+/// Runs `program -c code` (its stdout and stderr kept, in `dir` if given) under an idle
+/// timeout of 1.5 s once it printed `ready`, and asserts it was ended for it, no sooner, with
+/// nothing left behind; its stdout and stderr.
+fn ended_at_the_idle_timeout(
+    name: &str,
+    program: &str,
+    code: &str,
+    dir: Option<&std::path::Path>,
+) -> (SharedBuf, SharedBuf) {
+    let marker = Marker::new(name);
+    let (out, err) = (SharedBuf::new(), SharedBuf::new());
+    let started = Instant::now();
+    let mut command = std::process::Command::new(program);
+    command
+        .args(["-c", code, marker.as_str()])
+        .env(common::MARKER_ENV, marker.as_str());
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let session = Session::builder(command)
+        .config(
+            MonitorConfig::builder()
+                .idle_timeout(ms(1500))
+                .build()
+                .unwrap(),
+        )
+        .stdout(out.sink())
+        .stderr(err.sink())
+        .spawn()
+        .expect("the program can be spawned");
+    out.wait_for("ready");
+    let result = wait_generously(&session);
+    assert!(
+        matches!(result.outcome, Outcome::IdleTimeout(_)),
+        "{name}: {result:#?}"
+    );
+    assert!(started.elapsed() >= ms(1500), "{name}");
+    assert_no_leak(&marker);
+    (out, err)
 }
 
 #[test]
@@ -213,37 +230,12 @@ fn a_heartbeat_line_is_ended_and_a_count_of_work_is_not() {
                   sys.stderr.write('attempt %d failed: Connection refused; retrying\\n' % n)\n    \
                   sys.stderr.flush(); time.sleep(0.2)\n";
     for (name, program, code) in [("bash", "bash", bash), ("python", "python3", python)] {
-        let marker = Marker::new(&format!("idle_heartbeat_{name}"));
-        let out = SharedBuf::new();
-        let err = SharedBuf::new();
-        let started = Instant::now();
-        let mut command = std::process::Command::new(program);
-        command
-            .args(["-c", code, marker.as_str()])
-            .env(common::MARKER_ENV, marker.as_str());
-        let session = Session::builder(command)
-            .config(
-                MonitorConfig::builder()
-                    .idle_timeout(ms(1500))
-                    .build()
-                    .unwrap(),
-            )
-            .stdout(out.sink())
-            .stderr(err.sink())
-            .spawn()
-            .expect("the program can be spawned");
-        out.wait_for("ready");
-        let result = wait_generously(&session);
-        assert!(
-            matches!(result.outcome, Outcome::IdleTimeout(_)),
-            "{name}: {result:#?}"
-        );
-        assert!(started.elapsed() >= ms(1500), "{name}");
+        let marker = format!("idle_heartbeat_{name}");
+        let (_, err) = ended_at_the_idle_timeout(&marker, program, code, None);
         assert!(
             err.text().lines().count() >= 5,
             "{name}: it wrote all along"
         );
-        assert_no_leak(&marker);
     }
     // A count of work, a line every 0.3 s for 3 s (`compiling unit N`), is kept alive.
     let marker = Marker::new("idle_count_of_work");
@@ -275,32 +267,9 @@ fn a_spinner_redrawn_in_place_on_a_pipe_is_ended_and_a_growing_bar_is_not() {
                   sys.stdout.write('\\r%s Downloading 1.2/4.5 MB 0.0 kB/s' % f)\n        \
                   sys.stdout.flush(); time.sleep(0.1)\n";
     for (name, program, code) in [("bash", "bash", bash), ("python", "python3", python)] {
-        let marker = Marker::new(&format!("idle_cr_spinner_{name}"));
-        let out = SharedBuf::new();
-        let started = Instant::now();
-        let mut command = std::process::Command::new(program);
-        command
-            .args(["-c", code, marker.as_str()])
-            .env(common::MARKER_ENV, marker.as_str());
-        let session = Session::builder(command)
-            .config(
-                MonitorConfig::builder()
-                    .idle_timeout(ms(1500))
-                    .build()
-                    .unwrap(),
-            )
-            .stdout(out.sink())
-            .spawn()
-            .expect("the program can be spawned");
-        out.wait_for("ready");
-        let result = wait_generously(&session);
-        assert!(
-            matches!(result.outcome, Outcome::IdleTimeout(_)),
-            "{name}: {result:#?}"
-        );
-        assert!(started.elapsed() >= ms(1500), "{name}");
+        let marker = format!("idle_cr_spinner_{name}");
+        let (out, _) = ended_at_the_idle_timeout(&marker, program, code, None);
         assert!(out.text().len() > 300, "{name}: it wrote all along");
-        assert_no_leak(&marker);
     }
     // A bar that grows a step every 0.3 s (its percentage moving every 0.1 s) is kept alive.
     let marker = Marker::new("idle_cr_bar");
