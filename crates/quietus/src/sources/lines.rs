@@ -204,7 +204,6 @@ impl LineWatch {
     /// from its end finds its last line end; a read with no line end is scanned once.
     fn bulk(&mut self, rest: &[u8]) -> bool {
         let last = memchr::memrchr2(b'\n', b'\r', rest);
-        self.redrawn_len = 0;
         let no_redraw = !self.redraw_line
             && last.is_none_or(|end| {
                 rest[end] == b'\n' && memchr::memchr(b'\r', &rest[..end]).is_none()
@@ -212,6 +211,8 @@ impl LineWatch {
         if !no_redraw && memchr::memchr(0, rest).is_none() {
             return false;
         }
+        // Its lines are not looked at: the next redraw is judged from its first piece.
+        self.redrawn_len = 0;
         match last {
             // No line end: the line in progress grows (and stays a redrawn one, or not).
             None => {
