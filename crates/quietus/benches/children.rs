@@ -18,14 +18,18 @@ use quietus::sources::DescendantObserver;
 
 /// `sh` with nine sleeping children: a 10-process tree.
 fn tree_of_ten() -> Child {
-    let mut child = Command::new("sh")
-        .args([
-            "-c",
-            "for i in 1 2 3 4 5 6 7 8 9; do sleep 1000 & done; echo ready; wait",
-        ])
+    started_ready(Command::new("sh").args([
+        "-c",
+        "for i in 1 2 3 4 5 6 7 8 9; do sleep 1000 & done; echo ready; wait",
+    ]))
+}
+
+/// Starts `command` with its stdout piped and returns once it printed its first line.
+fn started_ready(command: &mut Command) -> Child {
+    let mut child = command
         .stdout(Stdio::piped())
         .spawn()
-        .expect("spawn the tree");
+        .expect("spawn the program");
     let mut line = String::new();
     std::io::BufRead::read_line(
         &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
@@ -66,18 +70,7 @@ fn threaded(threads: usize) -> Child {
          print('ready', flush=True)\ntime.sleep(1000)\n",
         threads - 1
     );
-    let mut child = Command::new("python3")
-        .args(["-c", &code])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn python3");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().expect("piped")),
-        &mut line,
-    )
-    .expect("ready line");
-    child
+    started_ready(Command::new("python3").args(["-c", &code]))
 }
 
 fn end_others(others: Vec<Child>) {
